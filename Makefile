@@ -1,0 +1,28 @@
+# The README's two commands. Both install what they need themselves and are idempotent.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+DEMO_OUT ?= demo-out
+
+.PHONY: demo test setup servers lint dashboards bench clean
+
+demo: setup
+	$(PY) -m stormotel demo --out $(DEMO_OUT)
+
+test: setup servers
+	$(PY) -m ruff check .
+	$(PY) -m pytest
+
+setup:
+	@scripts/bootstrap.sh python
+
+servers:
+	@scripts/bootstrap.sh servers
+
+lint: setup
+	$(PY) -m ruff check .
+
+dashboards: setup
+	$(PY) -m stormotel dashboards --out dashboards/
+
+clean:
+	rm -rf $(DEMO_OUT) .pytest_cache

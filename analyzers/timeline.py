@@ -1,0 +1,268 @@
+"""The columnar multi-rank Timeline every algorithm takes.
+
+Sources parse their input once into per-rank numpy arrays (time-sorted, de-duplicated, identity
+kept); algorithms are then vectorised functions over those arrays. There are no per-sample Python
+objects anywhere after a source's parser: sources append *chunks* (arrays) to a
+:class:`TimelineBuilder`, which concatenates, sorts and de-duplicates once at the end.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+#: Sample fields, all float64 bytes; NaN means "this rank did not report it".
+FIELDS: tuple[str, ...] = ("allocated", "reserved", "active", "device_used", "device_total",
+                           "device_free")
+
+ALIGN_WALL = "wall"
+ALIGN_FIRST_SAMPLE = "first-sample"
+ALIGN_MARKERS = "markers"
+ALIGNMENTS = (ALIGN_WALL, ALIGN_FIRST_SAMPLE, ALIGN_MARKERS)
+
+
+@dataclass(frozen=True)
+class RankIdentity:
+    """Who produced a rank's data. Only ``rank`` is mandatory."""
+
+    rank: int
+    job_id: str | None = None
+    local_rank: int | None = None
+    world_size: int | None = None
+    host: str | None = None
+    gpu: str | None = None
+    gpu_uuid: str | None = None
+
+
+@dataclass(frozen=True)
+class Markers:
+    """Per-rank named intervals: steps, ``tracker.mark`` phases, collectives.
+
+    ``end_ns == start_ns`` for instants. ``kind`` is e.g. ``step``, ``mark``, ``collective``,
+    ``threshold``, ``oom``, ``first_rise``. ``attrs`` holds optional per-marker dicts (kept as a
+    Python list because markers are few compared to samples).
+    """
+
+    start_ns: np.ndarray  # int64
+    end_ns: np.ndarray  # int64
+    name: np.ndarray  # object (str)
+    kind: np.ndarray  # object (str)
+    attrs: tuple[Mapping[str, object], ...] = ()
+
+    @staticmethod
+    def empty() -> Markers:
+        return Markers(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, object),
+                       np.empty(0, object), ())
+
+    def __len__(self) -> int:
+        return int(self.start_ns.shape[0])
+
+    def shifted(self, offset_ns: int) -> Markers:
+        return replace(self, start_ns=self.start_ns + offset_ns, end_ns=self.end_ns + offset_ns)
+
+
+@dataclass(frozen=True)
+class RankSeries:
+    """One rank's samples: ``t_ns`` (int64, sorted, unique) and one float64 array per field."""
+
+    identity: RankIdentity
+    t_ns: np.ndarray
+    values: Mapping[str, np.ndarray]
+    markers: Markers = field(default_factory=Markers.empty)
+
+    @property
+    def rank(self) -> int:
+        return self.identity.rank
+
+    def __len__(self) -> int:
+        return int(self.t_ns.shape[0])
+
+    def field(self, name: str) -> np.ndarray:
+        return self.values[name]
+
+    def has(self, name: str) -> bool:
+        """True when the field has at least one reported (non-NaN) value."""
+        arr = self.values.get(name)
+        return arr is not None and bool(np.isfinite(arr).any())
+
+    @property
+    def gap(self) -> np.ndarray:
+        """device used − allocator reserved (NaN where either is missing)."""
+        return self.values["device_used"] - self.values["reserved"]
+
+    def median_interval_ns(self) -> int | None:
+        if len(self) < 2:
+            return None
+        return int(np.median(np.diff(self.t_ns)))
+
+    def shifted(self, offset_ns: int) -> RankSeries:
+        return replace(self, t_ns=self.t_ns + offset_ns, markers=self.markers.shifted(offset_ns))
+
+
+@dataclass
+class Timeline:
+    """All ranks of one job, plus what the sources had to say about the input."""
+
+    ranks: dict[int, RankSeries]
+    job_id: str | None = None
+    world_size: int | None = None
+    #: Human-readable notes from loading (skipped records, assumptions, resolution).
+    notes: list[str] = field(default_factory=list)
+    #: Counted skips by reason, e.g. {"nan_bytes": 3, "truncated_line": 1}.
+    skipped: Counter[str] = field(default_factory=Counter)
+    #: Which sources contributed (paths, URLs), for the report.
+    sources: list[str] = field(default_factory=list)
+    #: How clocks were aligned; set by :func:`analyzers.align.align` (algorithms never guess).
+    alignment: str = ALIGN_WALL
+    #: Per-rank offsets (ns) applied by alignment.
+    offsets_ns: dict[int, int] = field(default_factory=dict)
+    #: Extra labels a source learned (e.g. dcgm mode), free-form.
+    meta: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def rank_ids(self) -> list[int]:
+        return sorted(self.ranks)
+
+    def expected_ranks(self) -> list[int]:
+        if self.world_size:
+            return list(range(self.world_size))
+        return self.rank_ids
+
+    def missing_ranks(self) -> list[int]:
+        have = set(self.ranks)
+        return [r for r in self.expected_ranks() if r not in have]
+
+    def resolution_ns(self) -> int | None:
+        """The coarsest per-rank median sampling interval: the bound on any claimed lead."""
+        intervals = [iv for s in self.ranks.values() if (iv := s.median_interval_ns())]
+        return max(intervals) if intervals else None
+
+    def select(self, ranks: Iterable[int] | None) -> Timeline:
+        if ranks is None:
+            return self
+        wanted = set(ranks)
+        return replace(self, ranks={r: s for r, s in self.ranks.items() if r in wanted})
+
+    def total_samples(self) -> int:
+        return sum(len(s) for s in self.ranks.values())
+
+
+class TimelineBuilder:
+    """Accumulates array chunks per rank from any number of sources, then builds once.
+
+    Samples with the same (rank, timestamp) are merged: for each field the last non-NaN value
+    wins, so a rank split over several files (or a metric per file) is reassembled, and exact
+    duplicates collapse. Duplicates are counted in ``skipped["duplicate_sample"]``.
+    """
+
+    def __init__(self) -> None:
+        self._chunks: dict[int, list[tuple[np.ndarray, dict[str, np.ndarray]]]] = {}
+        self._markers: dict[int, list[Markers]] = {}
+        self._identity: dict[int, RankIdentity] = {}
+        self.notes: list[str] = []
+        self.skipped: Counter[str] = Counter()
+        self.sources: list[str] = []
+        self.job_ids: Counter[str] = Counter()
+        self.world_sizes: Counter[int] = Counter()
+        self.meta: dict[str, object] = {}
+
+    def set_identity(self, identity: RankIdentity) -> None:
+        """Record identity; later, more complete identities fill gaps in earlier ones."""
+        old = self._identity.get(identity.rank)
+        if old is not None:
+            identity = RankIdentity(**{k: (getattr(identity, k) if getattr(identity, k) is not None
+                                          else getattr(old, k)) for k in old.__dataclass_fields__})
+        self._identity[identity.rank] = identity
+        if identity.job_id:
+            self.job_ids[identity.job_id] += 1
+        if identity.world_size:
+            self.world_sizes[identity.world_size] += 1
+
+    def add_samples(self, rank: int, t_ns: np.ndarray, **fields: np.ndarray) -> None:
+        """Append a chunk. Fields not given are NaN for this chunk."""
+        t = np.asarray(t_ns, dtype=np.int64)
+        cols: dict[str, np.ndarray] = {}
+        for name in FIELDS:
+            arr = fields.get(name)
+            cols[name] = (np.full(t.shape, np.nan) if arr is None
+                          else np.asarray(arr, dtype=np.float64))
+            if cols[name].shape != t.shape:
+                raise ValueError(f"field {name!r} has {cols[name].shape[0]} values for "
+                                 f"{t.shape[0]} timestamps")
+        unknown = set(fields) - set(FIELDS)
+        if unknown:
+            raise ValueError(f"unknown sample field(s): {sorted(unknown)}")
+        self._chunks.setdefault(rank, []).append((t, cols))
+        self._identity.setdefault(rank, RankIdentity(rank=rank))
+
+    def add_markers(self, rank: int, markers: Markers) -> None:
+        if len(markers):
+            self._markers.setdefault(rank, []).append(markers)
+            self._identity.setdefault(rank, RankIdentity(rank=rank))
+
+    def build(self, *, job_id: str | None = None, world_size: int | None = None) -> Timeline:
+        ranks: dict[int, RankSeries] = {}
+        for rank in sorted(self._identity):
+            t, cols = self._merge_chunks(self._chunks.get(rank, []))
+            ranks[rank] = RankSeries(self._identity[rank], t, cols,
+                                     _concat_markers(self._markers.get(rank, [])))
+        jid = job_id or (self.job_ids.most_common(1)[0][0] if self.job_ids else None)
+        if len(self.job_ids) > 1 and not job_id:
+            self.notes.append(f"input mixes job ids {sorted(self.job_ids)}; using {jid!r}")
+        ws = world_size or (max(self.world_sizes) if self.world_sizes else None)
+        if len(self.world_sizes) > 1 and not world_size:
+            self.notes.append(
+                f"ranks disagree on world_size {sorted(self.world_sizes)}; using {ws}")
+        return Timeline(ranks=ranks, job_id=jid, world_size=ws, notes=list(self.notes),
+                        skipped=Counter(self.skipped), sources=list(self.sources),
+                        meta=dict(self.meta))
+
+    def _merge_chunks(self, chunks: list[tuple[np.ndarray, dict[str, np.ndarray]]]
+                      ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        if not chunks:
+            return np.empty(0, np.int64), {f: np.empty(0) for f in FIELDS}
+        t = np.concatenate([c[0] for c in chunks])
+        cols = {f: np.concatenate([c[1][f] for c in chunks]) for f in FIELDS}
+        order = np.argsort(t, kind="stable")
+        t = t[order]
+        cols = {f: a[order] for f, a in cols.items()}
+        uniq, start = np.unique(t, return_index=True)
+        if uniq.shape[0] == t.shape[0]:
+            return t, cols
+        # Merge rows sharing a timestamp: last non-NaN value per field wins.
+        group = np.repeat(np.arange(uniq.shape[0]), np.diff(np.append(start, t.shape[0])))
+        merged: dict[str, np.ndarray] = {}
+        for f, a in cols.items():
+            out = np.full(uniq.shape, np.nan)
+            ok = np.isfinite(a)
+            # Writing in order means later rows overwrite earlier ones within a group.
+            out[group[ok]] = a[ok]
+            merged[f] = out
+        self._count_exact_duplicates(t, cols)
+        return uniq, merged
+
+    def _count_exact_duplicates(self, t: np.ndarray, cols: dict[str, np.ndarray]) -> None:
+        """Rows equal to their predecessor in timestamp and every field are duplicates."""
+        same = t[1:] == t[:-1]
+        for a in cols.values():
+            same &= (a[1:] == a[:-1]) | (np.isnan(a[1:]) & np.isnan(a[:-1]))
+        n = int(same.sum())
+        if n:
+            self.skipped["duplicate_sample"] += n
+
+
+def _concat_markers(parts: list[Markers]) -> Markers:
+    if not parts:
+        return Markers.empty()
+    start = np.concatenate([p.start_ns for p in parts])
+    order = np.argsort(start, kind="stable")
+    attrs: list[Mapping[str, object]] = []
+    for p in parts:
+        attrs.extend(p.attrs if p.attrs else [{}] * len(p))
+    return Markers(start[order], np.concatenate([p.end_ns for p in parts])[order],
+                   np.concatenate([p.name for p in parts])[order],
+                   np.concatenate([p.kind for p in parts])[order],
+                   tuple(attrs[i] for i in order))

@@ -1,0 +1,5 @@
+import sys
+
+from stormotel.cli import main
+
+sys.exit(main())

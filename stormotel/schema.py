@@ -1,0 +1,264 @@
+"""The one place where stormotel spells its names.
+
+Every OTel instrument name, unit, attribute key, span/event name and Prometheus series name lives
+here. Exporters, the analyzer's queries, the dashboards' PromQL and the alert rules derive their
+strings from this module, so renaming a metric is a one-line change and nothing drifts.
+
+Naming follows OTel semantic conventions where one exists (``hw.gpu.memory.*`` for device-level
+memory, attribute ``hw.id``) and the ``stormotel.`` namespace where none does. Prometheus names
+follow the standard OTLP → Prometheus translation (dots → underscores, unit ``By`` → ``_bytes``,
+unit ``1`` on a gauge → ``_ratio``, monotonic counters get ``_total``); :func:`prom_names` also
+lists the spellings other translators produce so the analyzer accepts both.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+SCHEMA_VERSION = "1"
+INSTRUMENTATION_SCOPE = "stormotel"
+SERVICE_NAME = "stormotel"
+
+
+class Kind(StrEnum):
+    GAUGE = "gauge"
+    COUNTER = "counter"
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One OTel instrument and how it appears in Prometheus."""
+
+    name: str
+    unit: str
+    kind: Kind
+    description: str
+
+    @property
+    def prom(self) -> str:
+        """Canonical Prometheus name after the standard OTLP translation."""
+        return prom_name(self.name, self.unit, self.kind)
+
+    @property
+    def prom_aliases(self) -> tuple[str, ...]:
+        """Every spelling the analyzer accepts for this metric, canonical first."""
+        return prom_names(self.name, self.unit, self.kind)
+
+
+# --- identity: attribute keys (resource attributes AND data-point labels) -------------------------
+# Data-point attribute keys are chosen to be valid Prometheus label names unchanged, so
+# `{job_id="run-7", rank="2"}` works with no collector configuration.
+ATTR_JOB_ID = "job_id"
+ATTR_RANK = "rank"
+ATTR_LOCAL_RANK = "local_rank"
+ATTR_WORLD_SIZE = "world_size"
+ATTR_HOST = "host"
+ATTR_GPU = "gpu"  # device index on the host
+ATTR_GPU_UUID = "gpu_uuid"
+ATTR_HW_ID = "hw.id"  # semconv hardware id (GPU UUID when known, else index)
+ATTR_SAMPLER = "sampler"  # cuda | nvml | simulated
+
+# Labels put on every exported series, in this order.
+IDENTITY_LABELS: tuple[str, ...] = (ATTR_JOB_ID, ATTR_RANK, ATTR_LOCAL_RANK, ATTR_WORLD_SIZE,
+                                    ATTR_HOST, ATTR_GPU)
+
+# Resource attributes (OTel semantic conventions) in addition to the identity keys above.
+RES_SERVICE_NAME = "service.name"
+RES_SERVICE_INSTANCE_ID = "service.instance.id"
+RES_SERVICE_VERSION = "service.version"
+RES_HOST_NAME = "host.name"
+RES_K8S = {  # env var → resource attribute, set when present (downward API)
+    "K8S_POD_NAME": "k8s.pod.name",
+    "K8S_NAMESPACE": "k8s.namespace.name",
+    "K8S_NODE_NAME": "k8s.node.name",
+}
+RES_SCHEMA_VERSION = "stormotel.schema_version"
+
+# Other data-point attribute keys.
+ATTR_LEVEL = "level"  # threshold level: warning | critical
+ATTR_REASON = "reason"  # why a sample or export was dropped
+ATTR_DESTINATION = "destination"  # which exporter failed
+
+# --- metrics ---------------------------------------------------------------------------------
+BYTES = "By"
+RATIO = "1"
+
+DEVICE_USED = Metric("hw.gpu.memory.usage", BYTES, Kind.GAUGE,
+                     "Device memory in use as the driver reports it (all processes' view of"
+                     " this GPU via NVML, or cudaMemGetInfo total-free).")
+DEVICE_LIMIT = Metric("hw.gpu.memory.limit", BYTES, Kind.GAUGE, "Total device memory.")
+DEVICE_UTILIZATION = Metric("hw.gpu.memory.utilization", RATIO, Kind.GAUGE,
+                            "Device memory used / total.")
+DEVICE_FREE = Metric("stormotel.device.memory.free", BYTES, Kind.GAUGE,
+                     "Free device memory as the driver reports it.")
+PROCESS_USED = Metric("stormotel.process.gpu.memory.usage", BYTES, Kind.GAUGE,
+                      "This process's device memory where the driver reports it (NVML).")
+ALLOC_ALLOCATED = Metric("stormotel.allocator.allocated", BYTES, Kind.GAUGE,
+                         "Bytes held by live tensors in the framework allocator.")
+ALLOC_RESERVED = Metric("stormotel.allocator.reserved", BYTES, Kind.GAUGE,
+                        "Bytes the framework caching allocator has reserved from the driver.")
+ALLOC_ACTIVE = Metric("stormotel.allocator.active", BYTES, Kind.GAUGE,
+                      "Bytes in active allocator blocks.")
+ALLOC_INACTIVE_SPLIT = Metric("stormotel.allocator.inactive_split", BYTES, Kind.GAUGE,
+                              "Bytes in inactive, split (non-releasable) allocator blocks.")
+GAP = Metric("stormotel.memory.gap", BYTES, Kind.GAUGE,
+             "device used - allocator reserved: memory outside the framework allocator"
+             " (NCCL buffers, cuDNN workspaces, other libraries).")
+ESTIMATE = Metric("stormotel.memory.estimate", BYTES, Kind.GAUGE,
+                  "Peak memory predicted for this rank before the job ran (stormotel estimate).")
+STEP = Metric("stormotel.training.step", "{step}", Kind.GAUGE,
+              "The training step the rank is in.")
+
+# Peak since the last export, so no spike falls between scrapes (DESIGN.md "Resolution").
+DEVICE_USED_PEAK = Metric("stormotel.device.memory.usage.peak", BYTES, Kind.GAUGE,
+                          "Highest device used since the previous export.")
+ALLOC_ALLOCATED_PEAK = Metric("stormotel.allocator.allocated.peak", BYTES, Kind.GAUGE,
+                              "Highest allocator allocated since the previous export.")
+ALLOC_RESERVED_PEAK = Metric("stormotel.allocator.reserved.peak", BYTES, Kind.GAUGE,
+                             "Highest allocator reserved since the previous export.")
+GAP_PEAK = Metric("stormotel.memory.gap.peak", BYTES, Kind.GAUGE,
+                  "Highest gap since the previous export.")
+
+ALLOC_RETRIES = Metric("stormotel.allocator.retries", "{retry}", Kind.COUNTER,
+                       "cudaMalloc retries after the allocator flushed its cache.")
+OOMS = Metric("stormotel.oom", "{oom}", Kind.COUNTER, "Out-of-memory errors seen by the allocator"
+              " or caught by capture_oom.")
+THRESHOLD_CROSSINGS = Metric("stormotel.threshold.crossings", "{crossing}", Kind.COUNTER,
+                             "Upward crossings of the warning/critical device-memory percentage"
+                             " (attribute level).")
+
+# Tracker self-telemetry.
+SAMPLES = Metric("stormotel.tracker.samples", "{sample}", Kind.COUNTER, "Samples taken.")
+SAMPLES_DROPPED = Metric("stormotel.tracker.samples.dropped", "{sample}", Kind.COUNTER,
+                         "Samples lost (sampler error, ring full, ...; attribute reason).")
+EXPORT_FAILURES = Metric("stormotel.tracker.export.failures", "{export}", Kind.COUNTER,
+                         "Exports that failed (attribute destination).")
+SAMPLE_DURATION = Metric("stormotel.tracker.sample.duration", "s", Kind.GAUGE,
+                         "Wall time the last sample took.")
+
+MEMORY_GAUGES: tuple[Metric, ...] = (DEVICE_USED, DEVICE_LIMIT, DEVICE_FREE, PROCESS_USED,
+                                      ALLOC_ALLOCATED, ALLOC_RESERVED, ALLOC_ACTIVE,
+                                      ALLOC_INACTIVE_SPLIT, GAP)
+PEAK_OF: dict[Metric, Metric] = {DEVICE_USED: DEVICE_USED_PEAK,
+                                 ALLOC_ALLOCATED: ALLOC_ALLOCATED_PEAK,
+                                 ALLOC_RESERVED: ALLOC_RESERVED_PEAK, GAP: GAP_PEAK}
+ALL_METRICS: tuple[Metric, ...] = (*MEMORY_GAUGES, DEVICE_UTILIZATION, ESTIMATE, STEP,
+                                   *PEAK_OF.values(), ALLOC_RETRIES, OOMS, THRESHOLD_CROSSINGS,
+                                   SAMPLES, SAMPLES_DROPPED, EXPORT_FAILURES, SAMPLE_DURATION)
+
+# Sample field (analyzer Timeline / archive) → metric carrying it.
+FIELD_METRICS: dict[str, Metric] = {
+    "allocated": ALLOC_ALLOCATED,
+    "reserved": ALLOC_RESERVED,
+    "active": ALLOC_ACTIVE,
+    "device_used": DEVICE_USED,
+    "device_total": DEVICE_LIMIT,
+    "device_free": DEVICE_FREE,
+}
+# Peak companions: the analyzer prefers the peak when sampling is coarser than the tracker's.
+FIELD_PEAK_METRICS: dict[str, Metric] = {
+    "allocated": ALLOC_ALLOCATED_PEAK,
+    "reserved": ALLOC_RESERVED_PEAK,
+    "device_used": DEVICE_USED_PEAK,
+}
+
+# --- spans and events ------------------------------------------------------------------------
+SPAN_SESSION = "stormotel.session"
+SPAN_STEP = "stormotel.step"
+SPAN_MARK = "stormotel.mark"
+EVENT_THRESHOLD = "stormotel.threshold_crossed"
+EVENT_FIRST_RISE = "stormotel.first_rise"
+EVENT_OOM = "stormotel.oom"
+EVENT_SAMPLE = "stormotel.sample"  # archive mode may attach raw samples to spans
+
+SPAN_ATTR_STEP = "stormotel.step.number"
+SPAN_ATTR_MARK = "stormotel.mark.name"
+SPAN_ATTR_MEM_START = "stormotel.memory.start_bytes"
+SPAN_ATTR_MEM_END = "stormotel.memory.end_bytes"
+SPAN_ATTR_MEM_PEAK = "stormotel.memory.peak_bytes"
+EVENT_ATTR_LEVEL = ATTR_LEVEL
+EVENT_ATTR_PERCENT = "stormotel.memory.percent"
+EVENT_ATTR_BYTES = "stormotel.memory.bytes"
+EVENT_ATTR_DELTA = "stormotel.memory.delta_bytes"
+EVENT_ATTR_DUMP_PATH = "stormotel.oom.dump_path"
+EVENT_ATTR_CONTEXT = "stormotel.oom.context"
+EVENT_ATTR_MESSAGE = "exception.message"
+
+# --- analyzer findings as Prometheus series (written by the analyzer job) ---------------------
+# These are Prometheus-native (remote write / Pushgateway), so they are spelled as Prometheus names.
+AN_LAST_SUCCESS = "stormotel_analyzer_last_success_timestamp_seconds"
+AN_DURATION = "stormotel_analyzer_duration_seconds"
+AN_RUNS = "stormotel_analyzer_runs_total"  # label outcome
+AN_FINDINGS = "stormotel_analyzer_findings"  # labels kind, severity
+AN_FIRST_CAUSE = "stormotel_analyzer_first_cause_suspect"  # labels rank, confidence; value 1
+AN_FIRST_CAUSE_LEAD = "stormotel_analyzer_first_cause_lead_seconds"  # label rank
+AN_GAP_DRIFT_SLOPE = "stormotel_analyzer_gap_drift_slope_bytes_per_second"  # label rank
+AN_GAP_TIME_TO_FULL = "stormotel_analyzer_gap_time_to_full_seconds"  # label rank
+AN_COLLECTIVE_CONFIDENCE = "stormotel_analyzer_collective_confidence"  # label rank
+AN_STALL = "stormotel_analyzer_stall_finding"  # labels kind, rank
+AN_ESTIMATE_RATIO = "stormotel_analyzer_estimate_ratio"  # label rank: actual peak / estimate
+AN_MISSING_RANKS = "stormotel_analyzer_missing_ranks"
+ANALYZER_LABEL_KIND = "kind"
+ANALYZER_LABEL_SEVERITY = "severity"
+ANALYZER_LABEL_CONFIDENCE = "confidence"
+ANALYZER_LABEL_OUTCOME = "outcome"
+
+# --- NVIDIA dcgm-exporter series (MiB) --------------------------------------------------------
+DCGM_FB_USED = "DCGM_FI_DEV_FB_USED"
+DCGM_FB_FREE = "DCGM_FI_DEV_FB_FREE"
+DCGM_FB_RESERVED = "DCGM_FI_DEV_FB_RESERVED"
+DCGM_UNIT_BYTES = 1024 * 1024
+DCGM_GPU_LABELS = ("gpu", "UUID", "Hostname", "hostname", "pod", "namespace",
+                   "exported_pod", "exported_namespace")
+
+# --- Grafana annotation tags ------------------------------------------------------------------
+ANNOTATION_TAG = "stormotel"
+
+# --- thresholds -------------------------------------------------------------------------------
+THRESHOLD_WARNING = "memory_warning_percent"
+THRESHOLD_CRITICAL = "memory_critical_percent"
+DEFAULT_THRESHOLDS = {THRESHOLD_WARNING: 80.0, THRESHOLD_CRITICAL: 95.0}
+
+
+# --- Prometheus translation -------------------------------------------------------------------
+_UNIT_SUFFIX = {"By": "bytes", "s": "seconds", "ms": "milliseconds", "1": "ratio"}
+_INVALID = re.compile(r"[^a-zA-Z0-9_:]")
+
+
+def _sanitize(name: str) -> str:
+    return re.sub(r"__+", "_", _INVALID.sub("_", name))
+
+
+def prom_name(name: str, unit: str, kind: Kind) -> str:
+    """The standard OTLP → Prometheus name (what the pull exporter serves)."""
+    base = _sanitize(name)
+    suffix = _UNIT_SUFFIX.get(unit, "")
+    if unit == "1" and kind is Kind.COUNTER:
+        suffix = ""
+    if suffix and not base.endswith("_" + suffix):
+        base = f"{base}_{suffix}"
+    if kind is Kind.COUNTER and not base.endswith("_total"):
+        base += "_total"
+    return base
+
+
+def prom_names(name: str, unit: str, kind: Kind) -> tuple[str, ...]:
+    """Every spelling a Prometheus-compatible store may hold for one OTel metric.
+
+    Canonical first; then the name without the unit suffix (collectors with
+    ``add_metric_suffixes: false``) and the raw name with dots (UTF-8 names, Prometheus 3).
+    """
+    canonical = prom_name(name, unit, kind)
+    plain = _sanitize(name) + ("_total" if kind is Kind.COUNTER else "")
+    out = [canonical]
+    for alt in (plain, name):
+        if alt not in out:
+            out.append(alt)
+    return tuple(out)
+
+
+def prom_label(attribute_key: str) -> str:
+    """Attribute key → Prometheus label name (dots become underscores)."""
+    return _sanitize(attribute_key)

@@ -1,0 +1,136 @@
+"""Real Prometheus-family servers for tests: started on loopback with temp storage, stopped by PID.
+
+Installed by ``scripts/bootstrap.sh servers`` (Debian packages). A test that needs a binary that
+is missing is skipped with the reason, never silently passed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def require_binary(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        pytest.skip(f"{name} is not installed (run `scripts/bootstrap.sh servers`)")
+    return path
+
+
+@dataclass
+class Server:
+    name: str
+    url: str
+    proc: subprocess.Popen[bytes]
+    workdir: Path
+    log: Path
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+
+    def logs(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:]
+
+
+def _wait_ready(server: Server, path: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        if server.proc.poll() is not None:
+            raise RuntimeError(f"{server.name} exited with {server.proc.returncode}:\n"
+                               f"{server.logs()}")
+        try:
+            r = httpx.get(server.url + path, timeout=1.0)
+            if r.status_code == 200:
+                return
+            last = f"HTTP {r.status_code}"
+        except httpx.HTTPError as e:
+            last = repr(e)
+        time.sleep(0.1)
+    server.stop()
+    raise RuntimeError(f"{server.name} not ready after {timeout}s ({last}):\n{server.logs()}")
+
+
+def _start(name: str, argv: list[str], workdir: Path, port: int, ready_path: str) -> Server:
+    workdir.mkdir(parents=True, exist_ok=True)
+    log = workdir / f"{name}.log"
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, cwd=workdir,
+                                env={**os.environ, "GOMAXPROCS": "1"})
+    server = Server(name, f"http://127.0.0.1:{port}", proc, workdir, log)
+    _wait_ready(server, ready_path)
+    return server
+
+
+@contextlib.contextmanager
+def prometheus(workdir: Path, scrape_targets: list[str] | None = None,
+               scrape_interval: str = "1s", extra_args: list[str] | None = None
+               ) -> Iterator[Server]:
+    """Prometheus with remote-write receiver on; optional static scrape targets (host:port)."""
+    binary = require_binary("prometheus")
+    port = free_port()
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = workdir / "prometheus.yml"
+    lines = ["global:", f"  scrape_interval: {scrape_interval}",
+             f"  evaluation_interval: {scrape_interval}"]
+    if scrape_targets:
+        lines += ["scrape_configs:", "  - job_name: stormotel", "    static_configs:",
+                  f"      - targets: [{', '.join(repr(t) for t in scrape_targets)}]"]
+    config.write_text("\n".join(lines) + "\n")
+    argv = [binary, f"--config.file={config}", f"--storage.tsdb.path={workdir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}", "--web.enable-remote-write-receiver",
+            "--web.enable-lifecycle", "--storage.tsdb.retention.time=30d",
+            "--query.lookback-delta=5m", *(extra_args or [])]
+    server = _start("prometheus", argv, workdir, port, "/-/ready")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def victoriametrics(workdir: Path) -> Iterator[Server]:
+    binary = require_binary("victoria-metrics")
+    port = free_port()
+    argv = [binary, f"-storageDataPath={workdir / 'data'}", f"-httpListenAddr=127.0.0.1:{port}",
+            "-search.latencyOffset=0s", "-retentionPeriod=100y", "-loggerLevel=ERROR"]
+    server = _start("victoria-metrics", argv, workdir, port, "/health")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def pushgateway(workdir: Path) -> Iterator[Server]:
+    binary = require_binary("prometheus-pushgateway")
+    port = free_port()
+    argv = [binary, f"--web.listen-address=127.0.0.1:{port}"]
+    server = _start("pushgateway", argv, workdir, port, "/-/ready")
+    try:
+        yield server
+    finally:
+        server.stop()
