@@ -6,9 +6,11 @@ strings from this module, so renaming a metric is a one-line change and nothing 
 
 Naming follows OTel semantic conventions where one exists (``hw.gpu.memory.*`` for device-level
 memory, attribute ``hw.id``) and the ``stormotel.`` namespace where none does. Prometheus names
-follow the standard OTLP → Prometheus translation (dots → underscores, unit ``By`` → ``_bytes``,
-unit ``1`` on a gauge → ``_ratio``, monotonic counters get ``_total``); :func:`prom_names` also
-lists the spellings other translators produce so the analyzer accepts both.
+follow the OTLP → Prometheus translation that the pull exporter
+(``opentelemetry-exporter-prometheus``) actually serves: dots → underscores, unit ``By`` →
+``_bytes``, ``s`` → ``_seconds``, monotonic counters get ``_total``; unit ``1`` gets NO suffix
+there (the collector's Prometheus exporter adds ``_ratio``). :func:`prom_names` also lists the
+spellings other translators produce so the analyzer accepts both.
 """
 
 from __future__ import annotations
@@ -223,7 +225,10 @@ DEFAULT_THRESHOLDS = {THRESHOLD_WARNING: 80.0, THRESHOLD_CRITICAL: 95.0}
 
 
 # --- Prometheus translation -------------------------------------------------------------------
-_UNIT_SUFFIX = {"By": "bytes", "s": "seconds", "ms": "milliseconds", "1": "ratio"}
+# Checked against opentelemetry-exporter-prometheus 0.66b1 (tests/tracker/test_prometheus_names.py):
+# it maps By/s/ms but leaves unit "1" without a suffix; the collector spelling `_ratio` is an alias.
+_UNIT_SUFFIX = {"By": "bytes", "s": "seconds", "ms": "milliseconds"}
+_ALIAS_UNIT_SUFFIX = {"1": "ratio"}
 _INVALID = re.compile(r"[^a-zA-Z0-9_:]")
 
 
@@ -235,8 +240,6 @@ def prom_name(name: str, unit: str, kind: Kind) -> str:
     """The standard OTLP → Prometheus name (what the pull exporter serves)."""
     base = _sanitize(name)
     suffix = _UNIT_SUFFIX.get(unit, "")
-    if unit == "1" and kind is Kind.COUNTER:
-        suffix = ""
     if suffix and not base.endswith("_" + suffix):
         base = f"{base}_{suffix}"
     if kind is Kind.COUNTER and not base.endswith("_total"):
@@ -252,8 +255,11 @@ def prom_names(name: str, unit: str, kind: Kind) -> tuple[str, ...]:
     """
     canonical = prom_name(name, unit, kind)
     plain = _sanitize(name) + ("_total" if kind is Kind.COUNTER else "")
+    collector = canonical
+    if unit in _ALIAS_UNIT_SUFFIX and kind is Kind.GAUGE:
+        collector = f"{_sanitize(name)}_{_ALIAS_UNIT_SUFFIX[unit]}"
     out = [canonical]
-    for alt in (plain, name):
+    for alt in (collector, plain, name):
         if alt not in out:
             out.append(alt)
     return tuple(out)
@@ -262,3 +268,27 @@ def prom_names(name: str, unit: str, kind: Kind) -> tuple[str, ...]:
 def prom_label(attribute_key: str) -> str:
     """Attribute key → Prometheus label name (dots become underscores)."""
     return _sanitize(attribute_key)
+
+
+# --- tracker (issue 2): archive layout, edge spans, drop reasons, simulated-device env ---------
+# The OTLP JSON-lines archive: <archive_dir>/<job_id>/rank-<R>.metrics.jsonl and .traces.jsonl,
+# one ExportMetricsServiceRequest / ExportTraceServiceRequest per line (docs/tracker.md).
+ARCHIVE_METRICS_SUFFIX = ".metrics.jsonl"
+ARCHIVE_TRACES_SUFFIX = ".traces.jsonl"
+ARCHIVE_RANK_PREFIX = "rank-"
+# A zero-length span per in-process edge (first rise, threshold crossing, OOM) carrying one event
+# with the exact sample timestamp; short spans are exported promptly, unlike the session span.
+SPAN_EDGE = "stormotel.edge"
+EVENT_ATTR_SERIES = "stormotel.memory.series"  # which sample field the edge was seen on
+EVENT_ATTR_BASELINE = "stormotel.memory.baseline_bytes"
+# Flight-recorder (ring buffer) dump: JSON lines, first line a header with this schema tag.
+RING_DUMP_SCHEMA = "stormotel.ring/v1"
+# Values of ATTR_DESTINATION / ATTR_REASON on the self-telemetry counters.
+DEST_ARCHIVE = "archive"
+DEST_OTLP = "otlp"
+DEST_PROMETHEUS = "prometheus"
+REASON_SAMPLER_ERROR = "sampler_error"
+REASON_OVERRUN = "overrun"  # sampling fell behind its interval; ticks skipped
+# Simulated device: fault spec and the shared clock origin so ranks' faults line up.
+ENV_SIM_FAULTS = "STORMOTEL_SIM_FAULTS"
+ENV_SIM_EPOCH_NS = "STORMOTEL_SIM_EPOCH_NS"
