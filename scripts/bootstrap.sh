@@ -32,7 +32,7 @@ python_env() {
   echo "bootstrap: creating virtualenv $VENV (CPU torch + stormotel[dev,nvml,torch])"
   [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
   # torch first, pinned, so nothing later resolves a CUDA build from the registry.
-  "$VENV/bin/pip" install -q torch==2.13.0 2>&1 | grep -v "is ignored: it is neither" || true
+  "$VENV/bin/pip" install -q torch==2.13.0 numpy 2>&1 | grep -v "is ignored: it is neither" || true
   "$VENV/bin/python" -c 'import torch' # fail loudly if torch did not install
   "$VENV/bin/pip" install -q -e '.[dev,nvml,torch]' 2>&1 | grep -v "is ignored: it is neither" || true
   "$VENV/bin/python" -c 'import stormotel, opentelemetry.sdk, grafanalib' # fail loudly
