@@ -15,7 +15,9 @@ from stormotel import schema
 
 def test_prometheus_names_follow_otlp_translation() -> None:
     assert schema.DEVICE_USED.prom == "hw_gpu_memory_usage_bytes"
-    assert schema.DEVICE_UTILIZATION.prom == "hw_gpu_memory_utilization_ratio"
+    # the OTel pull exporter serves unit-"1" gauges without a suffix; the collector adds _ratio
+    assert schema.DEVICE_UTILIZATION.prom == "hw_gpu_memory_utilization"
+    assert "hw_gpu_memory_utilization_ratio" in schema.DEVICE_UTILIZATION.prom_aliases
     assert schema.OOMS.prom == "stormotel_oom_total"
     assert schema.ALLOC_RESERVED.prom_aliases[:2] == ("stormotel_allocator_reserved_bytes",
                                                       "stormotel_allocator_reserved")
