@@ -292,3 +292,14 @@ REASON_OVERRUN = "overrun"  # sampling fell behind its interval; ticks skipped
 # Simulated device: fault spec and the shared clock origin so ranks' faults line up.
 ENV_SIM_FAULTS = "STORMOTEL_SIM_FAULTS"
 ENV_SIM_EPOCH_NS = "STORMOTEL_SIM_EPOCH_NS"
+
+# --- dashboards & alert rules (issue 5): recording-rule series, analyzer outcome values --------
+# Recorded by dashboards/rules/stormotel-rules.yml, aggregated `by` the IDENTITY_LABELS so every
+# recorded series keeps job_id/rank/host and nothing else; dashboards and alerts read these.
+REC_DEVICE_USED_RATIO = "stormotel:gpu_memory_used:ratio"  # device used / limit, 0..1
+REC_DEVICE_HEADROOM = "stormotel:gpu_memory_headroom:bytes"  # limit - used
+REC_GAP_SLOPE = "stormotel:memory_gap:deriv_bytes_per_second"  # least-squares slope of the gap
+REC_TIME_TO_FULL = "stormotel:gpu_memory_time_to_full:seconds"  # headroom / gap slope (slope > 0)
+REC_ESTIMATE_RATIO = "stormotel:memory_estimate:actual_ratio"  # peak allocated / estimate
+# Values of ANALYZER_LABEL_OUTCOME on AN_RUNS that mean the run succeeded; any other is a failure.
+AN_OUTCOMES_SUCCESS: tuple[str, ...] = ("ok", "findings")
