@@ -1,0 +1,229 @@
+"""One way to talk HTTP for every source and sink of the analyzer job.
+
+Prometheus, VictoriaMetrics, Pushgateway and Grafana are usually behind TLS, auth and flaky
+networks. Centralising the client means every endpoint gets the same rules: TLS verification on
+by default (custom CA, mTLS), credentials read from a file or an environment variable and never
+logged, a timeout on every request that also respects the run's overall deadline, and retries
+with exponential backoff for failures that are worth retrying (connection errors, timeouts, 5xx,
+429) and for nothing else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import time
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+#: Environment variables read when no file is given (files win).
+ENV_BEARER_TOKEN = "STORMOTEL_BEARER_TOKEN"
+ENV_BASIC_AUTH_PASSWORD = "STORMOTEL_BASIC_AUTH_PASSWORD"
+
+_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+
+
+class ConfigError(Exception):
+    """A setting the user can fix (missing secret file, unreadable CA, ...). Maps to USAGE."""
+
+
+class EndpointError(Exception):
+    """A request that failed for good (after retries). The message names the endpoint."""
+
+    def __init__(self, endpoint: str, message: str, *, status: int | None = None,
+                 body: str = "") -> None:
+        super().__init__(f"{redact_url(endpoint)}: {message}")
+        self.endpoint = redact_url(endpoint)
+        self.status = status
+        self.body = body
+
+
+def redact_url(url: str) -> str:
+    """Drop ``user:password@`` from a URL so it can be logged."""
+    return _USERINFO.sub("", url)
+
+
+class Deadline:
+    """The wall-clock budget of one run; every request's timeout is clipped to what is left."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self._end = None if seconds is None else time.monotonic() + seconds
+
+    def remaining(self) -> float | None:
+        return None if self._end is None else max(0.0, self._end - time.monotonic())
+
+    def expired(self) -> bool:
+        r = self.remaining()
+        return r is not None and r <= 0.0
+
+    def clip(self, timeout: float) -> float:
+        r = self.remaining()
+        return timeout if r is None else max(0.001, min(timeout, r))
+
+
+@dataclass(frozen=True)
+class HttpSettings:
+    """TLS, auth, timeout and retry policy for one family of endpoints."""
+
+    timeout_s: float = 10.0
+    retries: int = 3
+    backoff_s: float = 0.5
+    ca_file: Path | None = None
+    client_cert: Path | None = None
+    client_key: Path | None = None
+    insecure_skip_verify: bool = False
+    bearer_token_file: Path | None = None
+    basic_auth_user: str | None = None
+    basic_auth_password_file: Path | None = None
+
+
+def read_secret(path: Path | None, env: str | None, what: str) -> str | None:
+    """A secret from a file (first) or an environment variable; the message never shows it."""
+    if path is not None:
+        try:
+            value = Path(path).read_text().strip()
+        except OSError as e:
+            raise ConfigError(f"cannot read {what} file {path}: {e.strerror or e}") from None
+        if not value:
+            raise ConfigError(f"{what} file {path} is empty")
+        return value
+    if env:
+        value = os.environ.get(env, "").strip()
+        return value or None
+    return None
+
+
+class BearerAuth(httpx.Auth):
+    """``Authorization: Bearer …`` whose repr does not reveal the token."""
+
+    def __init__(self, token: str) -> None:
+        self._header = f"Bearer {token}"
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        request.headers["Authorization"] = self._header
+        yield request
+
+    def __repr__(self) -> str:
+        return "BearerAuth(<redacted>)"
+
+
+def auth_from_settings(settings: HttpSettings) -> httpx.Auth | None:
+    token = read_secret(settings.bearer_token_file, ENV_BEARER_TOKEN, "bearer token")
+    password = None
+    if settings.basic_auth_user:
+        password = read_secret(settings.basic_auth_password_file, ENV_BASIC_AUTH_PASSWORD,
+                               "basic-auth password")
+        if password is None:
+            raise ConfigError("--basic-auth-user needs --basic-auth-password-file or "
+                              f"${ENV_BASIC_AUTH_PASSWORD}")
+    if token and settings.basic_auth_user:
+        raise ConfigError("give either a bearer token or basic auth, not both")
+    if token:
+        return BearerAuth(token)
+    if settings.basic_auth_user and password is not None:
+        return httpx.BasicAuth(settings.basic_auth_user, password)
+    return None
+
+
+def make_client(settings: HttpSettings, auth: httpx.Auth | bool | None = True) -> httpx.Client:
+    """An ``httpx.Client`` honouring the TLS settings; ``auth=True`` derives auth from them.
+
+    Pass another ``httpx.Auth`` (e.g. Grafana's token) or ``None`` to override.
+    """
+    verify: Any = True
+    if settings.insecure_skip_verify:
+        verify = False
+    elif settings.ca_file is not None:
+        if not Path(settings.ca_file).is_file():
+            raise ConfigError(f"CA file {settings.ca_file} does not exist")
+        verify = str(settings.ca_file)
+    cert: Any = None
+    if settings.client_cert is not None:
+        for p in (settings.client_cert, settings.client_key):
+            if p is not None and not Path(p).is_file():
+                raise ConfigError(f"client certificate/key file {p} does not exist")
+        cert = (str(settings.client_cert), str(settings.client_key)) if settings.client_key \
+            else str(settings.client_cert)
+    elif settings.client_key is not None:
+        raise ConfigError("--client-key needs --client-cert")
+    resolved = auth_from_settings(settings) if auth is True else (auth or None)
+    return httpx.Client(verify=verify, cert=cert, auth=resolved,
+                        timeout=httpx.Timeout(settings.timeout_s),
+                        headers={"User-Agent": "stormotel-analyzer"})
+
+
+def _retryable_status(status: int) -> bool:
+    return status == 429 or 500 <= status < 600
+
+
+def request(client: httpx.Client, method: str, url: str, *, settings: HttpSettings,
+            deadline: Deadline | None = None, params: Mapping[str, Any] | None = None,
+            data: Mapping[str, Any] | None = None, json: Any = None,
+            content: bytes | None = None, headers: Mapping[str, str] | None = None,
+            ok_statuses: tuple[int, ...] = (200, 201, 202, 204)) -> httpx.Response:
+    """Send with retries on transient failures; raise :class:`EndpointError` when it gives up.
+
+    A non-retryable status (4xx other than 429) fails at once: retrying a bad query is useless.
+    """
+    deadline = deadline or Deadline(None)
+    attempts = max(1, settings.retries + 1)
+    last = "no attempt made"
+    for attempt in range(attempts):
+        if deadline.expired():
+            raise EndpointError(url, f"run deadline reached ({last})")
+        timeout = deadline.clip(settings.timeout_s)
+        try:
+            resp = client.request(method, url, params=params, data=data, json=json,
+                                  content=content, headers=headers, timeout=timeout)
+        except httpx.TimeoutException:
+            last = f"timed out after {timeout:.1f}s"
+        except httpx.TransportError as e:
+            last = f"connection failed ({type(e).__name__}: {redact_url(str(e))})"
+        else:
+            if resp.status_code in ok_statuses:
+                return resp
+            body = resp.text[:500]
+            last = f"HTTP {resp.status_code}: {body.strip()[:200]}"
+            if not _retryable_status(resp.status_code):
+                raise EndpointError(url, last, status=resp.status_code, body=body)
+        if attempt + 1 < attempts:
+            pause = deadline.clip(settings.backoff_s * (2 ** attempt))
+            time.sleep(pause)
+    raise EndpointError(url, f"gave up after {attempts} attempt(s): {last}")
+
+
+def add_http_arguments(parser: argparse.ArgumentParser) -> None:
+    """TLS/auth/timeout flags shared by every endpoint of the job."""
+    g = parser.add_argument_group(
+        "TLS and authentication (apply to every TSDB/Pushgateway/Grafana endpoint)")
+    g.add_argument("--ca-file", type=Path, metavar="PEM",
+                   help="CA bundle to verify servers with (TLS verification is on by default)")
+    g.add_argument("--client-cert", type=Path, metavar="PEM", help="client certificate for mTLS")
+    g.add_argument("--client-key", type=Path, metavar="PEM", help="client key for mTLS")
+    g.add_argument("--insecure-skip-verify", action="store_true",
+                   help="do NOT verify server certificates (testing only)")
+    g.add_argument("--bearer-token-file", type=Path, metavar="FILE",
+                   help=f"bearer token for the TSDB endpoints (else ${ENV_BEARER_TOKEN})")
+    g.add_argument("--basic-auth-user", metavar="USER", help="basic-auth user for the TSDB")
+    g.add_argument("--basic-auth-password-file", type=Path, metavar="FILE",
+                   help=f"basic-auth password (else ${ENV_BASIC_AUTH_PASSWORD})")
+    g.add_argument("--http-timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="timeout of one HTTP request (default 10)")
+    g.add_argument("--http-retries", type=int, default=3, metavar="N",
+                   help="retries of a request after a connection error, timeout or 5xx "
+                        "(default 3, exponential backoff)")
+
+
+def settings_from_args(args: argparse.Namespace) -> HttpSettings:
+    return HttpSettings(timeout_s=args.http_timeout, retries=args.http_retries,
+                        ca_file=args.ca_file, client_cert=args.client_cert,
+                        client_key=args.client_key,
+                        insecure_skip_verify=args.insecure_skip_verify,
+                        bearer_token_file=args.bearer_token_file,
+                        basic_auth_user=args.basic_auth_user,
+                        basic_auth_password_file=args.basic_auth_password_file)

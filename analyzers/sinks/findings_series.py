@@ -1,0 +1,151 @@
+"""A Report as Prometheus samples, so alert rules and dashboards can act on findings.
+
+One function turns a :class:`~analyzers.report.Report` into a flat list of
+:class:`SeriesPoint` named from ``stormotel.schema.AN_*``; the remote-write and Pushgateway sinks
+only differ in how they ship that list. Finding series are stamped with the analysed window's
+end, so re-analysing the same window writes the very same samples again (a TSDB keeps one sample
+per series and timestamp: nothing is added twice); run-level series (last success, duration,
+run counter) are stamped with the run's own time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from analyzers.report import Report
+from stormotel import schema
+
+#: Evidence keys the gap-analysis findings use for slope and time-to-full (first match wins).
+SLOPE_KEYS = ("slope_bytes_per_s", "slope_bytes_per_second", "slope")
+TIME_TO_FULL_KEYS = ("time_to_full_s", "time_to_full_seconds", "seconds_to_full")
+#: Value of the rank label on stall series whose culprit is undecided.
+NO_RANK = "none"
+
+
+@dataclass(frozen=True)
+class SeriesPoint:
+    """One sample of one series: a name, its labels, a value, a timestamp (ms since epoch)."""
+
+    name: str
+    labels: Mapping[str, str]
+    value: float
+    timestamp_ms: int
+    #: "gauge" or "counter", for exposition formats that care (Pushgateway).
+    kind: str = "gauge"
+    help: str = field(default="", compare=False)
+
+    def label_items(self) -> tuple[tuple[str, str], ...]:
+        return tuple(sorted(self.labels.items()))
+
+    def key(self) -> tuple[str, tuple[tuple[str, str], ...]]:
+        return (self.name, self.label_items())
+
+
+HELP = {
+    schema.AN_LAST_SUCCESS: "Unix time of the analyzer's last successful run for this job.",
+    schema.AN_DURATION: "Wall time of the analyzer's last run.",
+    schema.AN_RUNS: "Analyzer runs by outcome.",
+    schema.AN_FINDINGS: "Findings in the last analysed window by kind and severity.",
+    schema.AN_FIRST_CAUSE: "1 for each rank suspected to have gone wrong first.",
+    schema.AN_FIRST_CAUSE_LEAD: "How long the suspect rank rose before the cluster onset.",
+    schema.AN_GAP_DRIFT_SLOPE: "Slope of a persistent gap drift.",
+    schema.AN_GAP_TIME_TO_FULL: "Seconds until the device is full at the drift's slope.",
+    schema.AN_COLLECTIVE_CONFIDENCE: "Highest collective-attribution confidence per rank.",
+    schema.AN_STALL: "1 per stuck-collective finding and culprit rank.",
+    schema.AN_ESTIMATE_RATIO: "Actual peak / pre-run estimate per rank.",
+    schema.AN_MISSING_RANKS: "Ranks expected but without telemetry in the window.",
+}
+
+
+def _number(evidence: Mapping[str, object], keys: tuple[str, ...]) -> float | None:
+    for k in keys:
+        v = evidence.get(k)
+        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
+            return float(v)
+    return None
+
+
+def findings_samples(report: Report, *, job_id: str | None = None,
+                     timestamp_ms: int | None = None) -> list[SeriesPoint]:
+    """Finding series for ``report``; timestamp defaults to the window end (idempotent)."""
+    jid = job_id or report.job_id or "unknown"
+    if timestamp_ms is None:
+        if report.window_end_ns is None:
+            raise ValueError("report has no window_end_ns; pass timestamp_ms")
+        timestamp_ms = report.window_end_ns // 1_000_000
+    ts = timestamp_ms
+    base = {schema.ATTR_JOB_ID: jid}
+    out: list[SeriesPoint] = []
+
+    def add(name: str, value: float, **labels: str) -> None:
+        out.append(SeriesPoint(name, {**base, **labels}, float(value), ts, help=HELP[name]))
+
+    kinds: Counter[tuple[str, str]] = Counter()
+    for s in report.cross_rank.first_cause_suspects:
+        add(schema.AN_FIRST_CAUSE, 1.0, rank=str(s.rank),
+            **{schema.ANALYZER_LABEL_CONFIDENCE: s.confidence})
+        add(schema.AN_FIRST_CAUSE_LEAD, s.lead_ns / 1e9, rank=str(s.rank))
+        kinds[("first_cause", _severity_of_confidence(s.confidence))] += 1
+    for g in report.gap_findings:
+        kinds[(g.classification, g.severity)] += 1
+        if g.classification == "persistent_drift":
+            slope = _number(g.evidence, SLOPE_KEYS)
+            if slope is not None:
+                add(schema.AN_GAP_DRIFT_SLOPE, slope, rank=str(g.rank))
+            ttf = _number(g.evidence, TIME_TO_FULL_KEYS)
+            if ttf is not None:
+                add(schema.AN_GAP_TIME_TO_FULL, ttf, rank=str(g.rank))
+    best: dict[int, float] = {}
+    for c in report.collective_attributions:
+        best[c.rank] = max(best.get(c.rank, 0.0), float(c.confidence))
+        kinds[(c.classification, "info")] += 1
+    for rank, conf in sorted(best.items()):
+        add(schema.AN_COLLECTIVE_CONFIDENCE, conf, rank=str(rank))
+    stall_keys: set[tuple[str, str]] = set()
+    for st in report.stall_findings:
+        kinds[(st.kind, _severity_of_confidence(st.confidence))] += 1
+        for r in (st.ranks or [NO_RANK]):
+            stall_keys.add((st.kind, str(r)))
+    for kind, rank in sorted(stall_keys):
+        add(schema.AN_STALL, 1.0, rank=rank, **{schema.ANALYZER_LABEL_KIND: kind})
+    for (kind, severity), n in sorted(kinds.items()):
+        add(schema.AN_FINDINGS, n, **{schema.ANALYZER_LABEL_KIND: kind,
+                                      schema.ANALYZER_LABEL_SEVERITY: severity})
+    ratios = report.extra.get("estimate_ratio") if isinstance(report.extra, dict) else None
+    if isinstance(ratios, Mapping):
+        for rank, ratio in sorted(ratios.items(), key=lambda kv: str(kv[0])):
+            if isinstance(ratio, int | float) and math.isfinite(ratio):
+                add(schema.AN_ESTIMATE_RATIO, ratio, rank=str(rank))
+    add(schema.AN_MISSING_RANKS, len(report.missing_ranks))
+    return out
+
+
+def run_samples(*, job_id: str, duration_s: float, now_ms: int,
+                runs_by_outcome: Mapping[str, int], success: bool) -> list[SeriesPoint]:
+    """Run-level series: duration, runs counter by outcome and (on success) last success."""
+    base = {schema.ATTR_JOB_ID: job_id}
+    out = [SeriesPoint(schema.AN_DURATION, dict(base), duration_s, now_ms,
+                       help=HELP[schema.AN_DURATION])]
+    for oc, n in sorted(runs_by_outcome.items()):
+        out.append(SeriesPoint(schema.AN_RUNS, {**base, schema.ANALYZER_LABEL_OUTCOME: oc},
+                               float(n), now_ms, kind="counter", help=HELP[schema.AN_RUNS]))
+    if success:
+        out.append(SeriesPoint(schema.AN_LAST_SUCCESS, dict(base), now_ms / 1000.0, now_ms,
+                               help=HELP[schema.AN_LAST_SUCCESS]))
+    return out
+
+
+def _severity_of_confidence(confidence: str) -> str:
+    return {"high": "critical", "medium": "warning"}.get(confidence, "info")
+
+
+def render_text(points: list[SeriesPoint]) -> str:
+    """Exposition-like lines for ``--dry-run`` output."""
+    lines = []
+    for p in points:
+        labels = ",".join(f'{k}="{v}"' for k, v in p.label_items())
+        lines.append(f"{p.name}{{{labels}}} {p.value:g} {p.timestamp_ms}")
+    return "\n".join(lines)

@@ -1,0 +1,516 @@
+"""Read a job's memory telemetry from Prometheus-compatible HTTP APIs into one Timeline.
+
+Works against anything that speaks the Prometheus query API (Prometheus, VictoriaMetrics,
+Thanos, Mimir, Cortex): ranks are discovered with ``/api/v1/series``, each field is fetched with
+``/api/v1/query_range`` in chunks that stay under the 11,000-points-per-series limit, queries
+run concurrently with a bound, and transient failures are retried by :mod:`analyzers.http`.
+
+A failure never loses what did arrive: the Timeline holds every rank that could be read, and
+its ``notes``/``skipped`` say which endpoint and ranks failed and why, so the job can report a
+partial result honestly instead of crashing or pretending to be complete.
+
+Names come from :mod:`stormotel.schema`; every spelling a translator may produce is accepted
+(pull exporter vs. OTLP receiver), and the peak-since-last-export series is preferred when the
+tracker exported it, so a spike shorter than the query step is not lost.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import httpx
+import numpy as np
+
+from analyzers.http import Deadline, EndpointError, HttpSettings, make_client, request
+from analyzers.timeline import RankIdentity, Timeline, TimelineBuilder
+from stormotel import schema
+
+#: Prometheus refuses query_range answers over 11,000 points per series; stay below it.
+MAX_POINTS_PER_QUERY = 10_000
+#: Upper bound on points fetched per series over the whole window (sets the coarsest step).
+MAX_POINTS_PER_SERIES = 200_000
+#: Ranks per query: failures are reported per batch, long selectors stay reasonable.
+RANK_BATCH = 64
+DEFAULT_CONCURRENCY = 4
+#: Never query finer than this (ms resolution is what Prometheus stores).
+MIN_STEP_S = 1.0
+
+_POINTS_ERROR = re.compile(r"points|resolution", re.IGNORECASE)
+
+
+class SourceFailure(Exception):
+    """No endpoint gave any data. The message says, per endpoint, why."""
+
+
+@dataclass
+class QueryWindow:
+    """What to read: one job over ``[start_ns, end_ns]``."""
+
+    job_id: str
+    start_ns: int
+    end_ns: int
+    #: Query step in seconds; ``None`` derives it from the series' own sample density.
+    step_s: float | None = None
+    #: Extra PromQL label matchers, e.g. ``namespace="train"`` (added to every selector).
+    extra_matchers: str = ""
+
+    @property
+    def seconds(self) -> float:
+        return (self.end_ns - self.start_ns) / 1e9
+
+
+@dataclass
+class LoadOutcome:
+    """What happened per endpoint, for exit codes and the summary line."""
+
+    endpoints_ok: list[str] = field(default_factory=list)
+    #: endpoint → reason it gave nothing at all.
+    endpoints_failed: dict[str, str] = field(default_factory=dict)
+    #: endpoint → ranks for which at least one query failed.
+    ranks_failed: dict[str, set[int]] = field(default_factory=dict)
+    queries: int = 0
+    step_s: float | None = None
+
+    @property
+    def partial(self) -> bool:
+        return bool(self.endpoints_failed or self.ranks_failed)
+
+
+def label_selector(matchers: dict[str, str], regex: dict[str, str] | None = None,
+                   extra: str = "") -> str:
+    """``{a="x",b=~"y|z",<extra>}`` with values escaped for PromQL string literals."""
+    parts = [f'{k}="{_escape(v)}"' for k, v in matchers.items()]
+    parts += [f'{k}=~"{_escape(v)}"' for k, v in (regex or {}).items()]
+    if extra.strip():
+        parts.append(extra.strip().strip("{}"))
+    return "{" + ",".join(parts) + "}"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _name_regex(names: Iterable[str]) -> str:
+    return "|".join(re.escape(n) for n in names)
+
+
+def _fmt_step(step_s: float) -> str:
+    """Range literal for "the step before this point": one ms short of the step, because
+    Prometheus 2 ranges are closed at both ends and would otherwise see a sample twice."""
+    return f"{max(1, round(step_s * 1000) - 1)}ms"
+
+
+def parse_matrix_values(values: Sequence[Sequence[object]]) -> tuple[np.ndarray, np.ndarray]:
+    """``[[unix_s, "v"], ...]`` → (int64 ns at ms precision, float64 values), vectorised."""
+    if not values:
+        return np.empty(0, np.int64), np.empty(0)
+    arr = np.asarray(values, dtype=object)
+    if arr.ndim != 2 or arr.shape[1] != 2:
+        raise ValueError("matrix values are not [timestamp, value] pairs")
+    t = np.asarray(arr[:, 0], dtype=np.float64)
+    v = np.asarray(arr[:, 1].astype(str), dtype=np.float64)
+    t_ns = np.rint(t * 1000.0).astype(np.int64) * 1_000_000
+    return t_ns, v
+
+
+class PrometheusAPI:
+    """One endpoint's query API. Every failure becomes :class:`EndpointError` naming it."""
+
+    def __init__(self, url: str, client: httpx.Client, settings: HttpSettings,
+                 deadline: Deadline | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.client = client
+        self.settings = settings
+        self.deadline = deadline or Deadline(None)
+
+    def _call(self, path: str, params: dict[str, object]) -> object:
+        url = self.url + path
+        try:
+            resp = request(self.client, "POST", url, settings=self.settings,
+                           deadline=self.deadline, data=params, ok_statuses=(200,))
+        except EndpointError as e:
+            raise EndpointError(url, _api_error_text(e.body) or str(e).split(": ", 1)[-1],
+                                status=e.status, body=e.body) from None
+        try:
+            doc = resp.json()
+        except ValueError as e:  # JSONDecodeError and UnicodeDecodeError both are
+            raise EndpointError(url, f"malformed JSON response ({e}; first bytes "
+                                     f"{resp.content[:40]!r})") from None
+        if not isinstance(doc, dict) or doc.get("status") != "success" or "data" not in doc:
+            raise EndpointError(url, f"unexpected response shape: {str(doc)[:120]}")
+        return doc["data"]
+
+    def series(self, selector: str, start_ns: int, end_ns: int) -> list[dict[str, str]]:
+        data = self._call("/api/v1/series", {"match[]": selector, "start": _sec(start_ns),
+                                             "end": _sec(end_ns)})
+        if not isinstance(data, list):
+            raise EndpointError(self.url + "/api/v1/series", "series data is not a list")
+        return [d for d in data if isinstance(d, dict)]
+
+    def query(self, expr: str, time_ns: int) -> list[dict[str, object]]:
+        data = self._call("/api/v1/query", {"query": expr, "time": _sec(time_ns)})
+        return _result_list(data, self.url + "/api/v1/query")
+
+    def query_range(self, expr: str, start_s: float, end_s: float, step_s: float,
+                    *, max_points: int = MAX_POINTS_PER_QUERY,
+                    on_chunk: Callable[[], None] | None = None) -> list[dict[str, object]]:
+        """Fetch ``[start_s, end_s]`` in chunks of at most ``max_points`` per series.
+
+        If the server still refuses a chunk as too large (a lower limit than ours, e.g.
+        VictoriaMetrics' ``-search.maxPointsPerTimeseries``), the chunk is halved and retried.
+        """
+        out: list[dict[str, object]] = []
+        span = step_s * (max_points - 1)
+        chunk_start = start_s
+        while chunk_start <= end_s:
+            chunk_end = min(end_s, chunk_start + span)
+            out.extend(self._range_chunk(expr, chunk_start, chunk_end, step_s, depth=0))
+            if on_chunk:
+                on_chunk()
+            chunk_start = chunk_end + step_s
+        return out
+
+    def _range_chunk(self, expr: str, start_s: float, end_s: float, step_s: float,
+                     depth: int) -> list[dict[str, object]]:
+        try:
+            data = self._call("/api/v1/query_range", {"query": expr, "start": f"{start_s:.3f}",
+                                                      "end": f"{end_s:.3f}",
+                                                      "step": f"{step_s:.3f}"})
+        except EndpointError as e:
+            too_many = e.status in (400, 422) and _POINTS_ERROR.search(e.body or "")
+            if too_many and depth < 8 and end_s - start_s >= 2 * step_s:
+                n = int((end_s - start_s) / step_s)
+                mid = start_s + (n // 2) * step_s
+                return (self._range_chunk(expr, start_s, mid, step_s, depth + 1)
+                        + self._range_chunk(expr, mid + step_s, end_s, step_s, depth + 1))
+            raise
+        return _result_list(data, self.url + "/api/v1/query_range")
+
+
+def _api_error_text(body: str) -> str:
+    try:
+        doc = json.loads(body)
+    except (ValueError, TypeError):
+        return ""
+    if isinstance(doc, dict) and doc.get("status") == "error":
+        return f"{doc.get('errorType', 'error')}: {doc.get('error', '')}"[:300]
+    return ""
+
+
+def _result_list(data: object, where: str) -> list[dict[str, object]]:
+    if not isinstance(data, dict) or not isinstance(data.get("result"), list):
+        raise EndpointError(where, "response has no data.result list")
+    return [r for r in data["result"] if isinstance(r, dict)]
+
+
+def _sec(ns: int) -> str:
+    return f"{ns / 1e9:.3f}"
+
+
+# --- loading a job ---------------------------------------------------------------------------
+
+@dataclass
+class _Discovery:
+    api: PrometheusAPI
+    #: field → metric names present at this endpoint (peak names first when present).
+    names: dict[str, list[str]]
+    peak_fields: set[str]
+    identities: dict[int, RankIdentity]
+    native_interval_s: float | None
+
+
+def _field_names() -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """field → (plain aliases, peak aliases), all derived from the schema."""
+    out = {}
+    for fname, metric in schema.FIELD_METRICS.items():
+        peak = schema.FIELD_PEAK_METRICS.get(fname)
+        out[fname] = (metric.prom_aliases, peak.prom_aliases if peak else ())
+    return out
+
+
+def _int_label(labels: dict[str, str], key: str) -> int | None:
+    try:
+        return int(labels[key])
+    except (KeyError, ValueError):
+        return None
+
+
+def identity_from_labels(labels: dict[str, str]) -> RankIdentity | None:
+    rank = _int_label(labels, schema.ATTR_RANK)
+    if rank is None or rank < 0:
+        return None
+    return RankIdentity(rank=rank, job_id=labels.get(schema.ATTR_JOB_ID),
+                        local_rank=_int_label(labels, schema.ATTR_LOCAL_RANK),
+                        world_size=_int_label(labels, schema.ATTR_WORLD_SIZE),
+                        host=labels.get(schema.ATTR_HOST), gpu=labels.get(schema.ATTR_GPU),
+                        gpu_uuid=labels.get(schema.ATTR_GPU_UUID))
+
+
+def _discover(api: PrometheusAPI, window: QueryWindow, builder: TimelineBuilder,
+              want_native: bool) -> _Discovery:
+    fields = _field_names()
+    all_names = sorted({n for plain, peak in fields.values() for n in (*plain, *peak)})
+    sel = label_selector({schema.ATTR_JOB_ID: window.job_id},
+                         {"__name__": _name_regex(all_names)}, window.extra_matchers)
+    series = api.series(sel, window.start_ns, window.end_ns)
+    present: set[str] = set()
+    identities: dict[int, RankIdentity] = {}
+    bad_rank = 0
+    for labels in series:
+        ident = identity_from_labels(labels)
+        if ident is None:
+            bad_rank += 1
+            continue
+        present.add(labels.get("__name__", ""))
+        identities.setdefault(ident.rank, ident)
+    if bad_rank:
+        builder.skipped["series_without_valid_rank_label"] += bad_rank
+        builder.notes.append(f"{api.url}: {bad_rank} series had no valid integer "
+                             f"'{schema.ATTR_RANK}' label and were skipped")
+    names: dict[str, list[str]] = {}
+    peak_fields: set[str] = set()
+    for fname, (plain, peak) in fields.items():
+        peaks = [n for n in peak if n in present]
+        if peaks:
+            names[fname] = peaks
+            peak_fields.add(fname)
+        else:
+            plains = [n for n in plain if n in present]
+            if plains:
+                names[fname] = plains
+    native = None
+    if want_native and names and identities:
+        native = _native_interval(api, window, names, min(identities))
+    return _Discovery(api, names, peak_fields, identities, native)
+
+
+def _native_interval(api: PrometheusAPI, window: QueryWindow,
+                     names: dict[str, list[str]], rank: int) -> float | None:
+    """The stored samples' spacing: median timestamp difference of one series' raw samples.
+
+    Probes the last hour of the window first (the cron case: the job is running now); if that
+    holds too few samples, falls back to ``window / count_over_time`` — an upper bound that is
+    exact when the job spans the window.
+    """
+    name = next(iter(names.values()))[0]
+    sel = label_selector({"__name__": name, schema.ATTR_JOB_ID: window.job_id,
+                          schema.ATTR_RANK: str(rank)}, extra=window.extra_matchers)
+    probe = max(1, math.ceil(min(window.seconds, 3600.0)))
+    for r in api.query(f"{sel}[{probe}s]", window.end_ns)[:1]:
+        values = r.get("values")
+        if isinstance(values, list) and len(values) >= 3:
+            t_ns, _ = parse_matrix_values(values)
+            return float(np.median(np.diff(t_ns))) / 1e9
+    secs = max(1, math.ceil(window.seconds))
+    for r in api.query(f"count_over_time({sel}[{secs}s])", window.end_ns)[:1]:
+        value = r.get("value")
+        try:
+            count = float(value[1])  # type: ignore[index]
+        except (TypeError, ValueError, IndexError):
+            continue
+        if count > 1:
+            return window.seconds / count
+    return None
+
+
+def choose_step(window: QueryWindow, native_interval_s: float | None,
+                max_points_per_series: int = MAX_POINTS_PER_SERIES) -> float:
+    """The finest step worth asking for: the data's own spacing, bounded by total points."""
+    if window.step_s:
+        return float(window.step_s)
+    step = native_interval_s or 15.0
+    step = max(step, window.seconds / max_points_per_series, MIN_STEP_S)
+    return round(step, 3)
+
+
+def load_prometheus(urls: Sequence[str], window: QueryWindow, *,
+                    settings: HttpSettings | None = None, client: httpx.Client | None = None,
+                    deadline: Deadline | None = None, concurrency: int = DEFAULT_CONCURRENCY,
+                    rank_batch: int = RANK_BATCH, max_points: int = MAX_POINTS_PER_QUERY,
+                    progress: Callable[[str], None] | None = None
+                    ) -> tuple[Timeline, LoadOutcome]:
+    """Read one job from every endpoint into one Timeline; raise SourceFailure if none answers.
+
+    Several endpoints (one per cluster or region, or an HA pair) merge through one
+    TimelineBuilder: the same rank from two endpoints is aligned on a shared step grid and
+    de-duplicated.
+    """
+    settings = settings or HttpSettings()
+    deadline = deadline or Deadline(None)
+    own_client = client is None
+    http = client or make_client(settings)
+    builder = TimelineBuilder()
+    outcome = LoadOutcome()
+    try:
+        apis = [PrometheusAPI(u, http, settings, deadline) for u in urls]
+        discoveries = _discover_all(apis, window, builder, outcome, concurrency)
+        natives = [d.native_interval_s for d in discoveries if d.native_interval_s]
+        step = choose_step(window, max(natives) if natives else None)
+        outcome.step_s = step
+        tasks = _plan_queries(discoveries, window, step, rank_batch)
+        if progress:
+            progress(f"prometheus: {len(tasks)} range queries at step {step:g}s over "
+                     f"{len(discoveries)} endpoint(s)")
+        _run_queries(tasks, builder, outcome, step, max_points, concurrency)
+        for d in discoveries:
+            for ident in d.identities.values():
+                builder.set_identity(ident)
+        for d in discoveries:
+            if d.api.url not in outcome.endpoints_failed:
+                outcome.endpoints_ok.append(d.api.url)
+        builder.sources.extend(f"prometheus:{u.rstrip('/')}" for u in urls)
+        _resolution_notes(builder, discoveries, step)
+    finally:
+        if own_client:
+            http.close()
+    if not outcome.endpoints_ok:
+        reasons = "; ".join(f"{u}: {r}" for u, r in outcome.endpoints_failed.items())
+        raise SourceFailure(f"no Prometheus endpoint answered for job {window.job_id!r}: "
+                            f"{reasons}")
+    timeline = builder.build(job_id=window.job_id)
+    timeline.meta["prometheus"] = {"step_s": step, "endpoints_ok": outcome.endpoints_ok,
+                                   "endpoints_failed": outcome.endpoints_failed,
+                                   "ranks_failed": {u: sorted(r) for u, r
+                                                    in outcome.ranks_failed.items()}}
+    return timeline, outcome
+
+
+def _discover_all(apis: list[PrometheusAPI], window: QueryWindow, builder: TimelineBuilder,
+                  outcome: LoadOutcome, concurrency: int) -> list[_Discovery]:
+    def one(api: PrometheusAPI) -> _Discovery | EndpointError:
+        try:
+            return _discover(api, window, builder, want_native=window.step_s is None)
+        except EndpointError as e:
+            return e
+
+    found: list[_Discovery] = []
+    with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(apis)))) as pool:
+        for api, res in zip(apis, pool.map(one, apis), strict=True):
+            if isinstance(res, EndpointError):
+                outcome.endpoints_failed[api.url] = str(res)
+                builder.notes.append(f"endpoint {api.url} failed, its ranks are missing: {res}")
+                builder.skipped["endpoint_failed"] += 1
+            elif not res.identities:
+                builder.notes.append(f"endpoint {api.url} has no stormotel series for job_id="
+                                     f"{window.job_id!r} in the window")
+                found.append(res)
+            else:
+                found.append(res)
+    return found
+
+
+@dataclass
+class _Task:
+    api: PrometheusAPI
+    fname: str
+    expr: str
+    ranks: list[int]
+    peak: bool
+    start_s: float
+    end_s: float
+
+
+def _plan_queries(discoveries: list[_Discovery], window: QueryWindow, step: float,
+                  rank_batch: int) -> list[_Task]:
+    # One grid for every endpoint and field, so samples of one rank line up and merge.
+    start_s = math.floor(window.start_ns / 1e9 / step) * step
+    end_s = window.end_ns / 1e9
+    tasks = []
+    for d in discoveries:
+        ranks = sorted(d.identities)
+        for start in range(0, len(ranks), rank_batch):
+            batch = ranks[start:start + rank_batch]
+            for fname, names in d.names.items():
+                for name in names:
+                    sel = label_selector({"__name__": name, schema.ATTR_JOB_ID: window.job_id},
+                                         {schema.ATTR_RANK: "|".join(map(str, batch))},
+                                         window.extra_matchers)
+                    peak = fname in d.peak_fields
+                    # `*_over_time(x[step])` returns a point only where a sample was stored in
+                    # the step before it: no lookback copies after a series ends. The peak
+                    # series is itself a max; max_over_time keeps spikes between steps.
+                    fn = "max_over_time" if peak else "last_over_time"
+                    expr = f"{fn}({sel}[{_fmt_step(step)}])"
+                    tasks.append(_Task(d.api, fname, expr, batch, peak, start_s, end_s))
+    return tasks
+
+
+def _run_queries(tasks: list[_Task], builder: TimelineBuilder, outcome: LoadOutcome,
+                 step: float, max_points: int, concurrency: int) -> None:
+    if not tasks:
+        return
+
+    def one(task: _Task) -> list[dict[str, object]] | EndpointError:
+        try:
+            return task.api.query_range(task.expr, task.start_s, task.end_s, step,
+                                        max_points=max_points)
+        except EndpointError as e:
+            return e
+
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        for task, res in zip(tasks, pool.map(one, tasks), strict=True):
+            outcome.queries += 1
+            if isinstance(res, EndpointError):
+                outcome.ranks_failed.setdefault(task.api.url, set()).update(task.ranks)
+                builder.skipped["query_failed"] += 1
+                builder.notes.append(f"{task.api.url}: {task.fname} for ranks "
+                                     f"{_ranges(task.ranks)} failed: {res}")
+                continue
+            _add_results(res, task, builder)
+
+
+def _add_results(results: list[dict[str, object]], task: _Task,
+                 builder: TimelineBuilder) -> None:
+    for r in results:
+        labels = r.get("metric")
+        values = r.get("values")
+        if not isinstance(labels, dict) or not isinstance(values, list):
+            builder.skipped["malformed_series"] += 1
+            continue
+        # max_over_time drops __name__ but keeps the rank label.
+        ident = identity_from_labels({str(k): str(v) for k, v in labels.items()})
+        if ident is None or ident.rank not in task.ranks:
+            builder.skipped["series_without_valid_rank_label"] += 1
+            continue
+        try:
+            t_ns, v = parse_matrix_values(values)
+        except (ValueError, TypeError):
+            builder.skipped["malformed_series"] += 1
+            continue
+        bad = ~np.isfinite(v) | (v < 0)
+        if bad.any():
+            builder.skipped["non_finite_or_negative_bytes"] += int(bad.sum())
+            t_ns, v = t_ns[~bad], v[~bad]
+        builder.add_samples(ident.rank, t_ns, **{task.fname: v})
+
+
+def _resolution_notes(builder: TimelineBuilder, discoveries: list[_Discovery],
+                      step: float) -> None:
+    native = [d.native_interval_s for d in discoveries if d.native_interval_s]
+    peaks = sorted({f for d in discoveries for f in d.peak_fields})
+    msg = f"prometheus: queried at step {step:g}s"
+    if native:
+        msg += f" (stored samples every ~{max(native):.3g}s)"
+    msg += "; leads shorter than one step cannot be claimed"
+    if peaks:
+        msg += f"; used peak-since-last-export series for {', '.join(peaks)}"
+    builder.notes.append(msg)
+
+
+def _ranges(ranks: Sequence[int]) -> str:
+    """[0,1,2,5] → '0-2,5' for readable warnings."""
+    out: list[str] = []
+    rs = sorted(ranks)
+    i = 0
+    while i < len(rs):
+        j = i
+        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
+            j += 1
+        out.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
+        i = j + 1
+    return ",".join(out)

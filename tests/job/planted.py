@@ -1,0 +1,83 @@
+"""Planted-fault telemetry for the job tests, remote-written into real TSDBs.
+
+Four ranks sampled every second over the last ``minutes`` minutes (Prometheus 2.42 refuses
+samples older than its head block, so everything is recent). Rank 2's allocator and device memory
+rise 20 s before the others (the first cause); every rank's series carries the schema's names,
+with rank 3 written in the OTLP-receiver spelling so the source must accept both.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import httpx
+import numpy as np
+
+from analyzers.sinks import remote_write
+from stormotel import schema
+
+GiB = float(1 << 30)
+
+
+@dataclass
+class Planted:
+    job_id: str
+    start_ms: int
+    end_ms: int
+    fault_rank: int
+    fault_ms: int
+    ranks: int = 4
+
+    @property
+    def start_ns(self) -> int:
+        return self.start_ms * 1_000_000
+
+    @property
+    def end_ns(self) -> int:
+        return self.end_ms * 1_000_000
+
+
+def make(job_id: str = "planted-1", minutes: float = 10.0, interval_ms: int = 1000,
+         fault_rank: int = 2, lead_s: float = 20.0, now_ms: int | None = None
+         ) -> tuple[Planted, dict[tuple[int, str], tuple[np.ndarray, np.ndarray]]]:
+    """(description, {(rank, field): (t_ms, bytes)})."""
+    end = (now_ms or int(time.time() * 1000)) - 5_000
+    end -= end % interval_ms
+    n = int(minutes * 60_000 / interval_ms)
+    t = end - interval_ms * np.arange(n)[::-1]
+    fault = int(t[int(n * 0.6)])
+    data: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
+    rng = np.random.default_rng(7)
+    for rank in range(4):
+        onset = fault if rank == fault_rank else fault + int(lead_s * 1000)
+        rise = np.where(t >= onset, 6 * GiB, 0.0)
+        reserved = 20 * GiB + rise + rng.normal(0, 1e6, n).round()
+        allocated = reserved - 2 * GiB
+        device_used = reserved + 1.5 * GiB
+        data[(rank, "reserved")] = (t, reserved)
+        data[(rank, "allocated")] = (t, allocated)
+        data[(rank, "device_used")] = (t, device_used)
+        data[(rank, "device_total")] = (t, np.full(n, 80 * GiB))
+    return Planted(job_id, int(t[0]), int(t[-1]), fault_rank, fault), data
+
+
+def labels_for(job_id: str, rank: int) -> dict[str, str]:
+    return {schema.ATTR_JOB_ID: job_id, schema.ATTR_RANK: str(rank),
+            schema.ATTR_LOCAL_RANK: str(rank % 2), schema.ATTR_WORLD_SIZE: "4",
+            schema.ATTR_HOST: f"node-{rank // 2}", schema.ATTR_GPU: str(rank % 2)}
+
+
+def write(url: str, job_id: str,
+          data: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]],
+          *, alias_rank: int | None = 3, peak_fields: tuple[str, ...] = ()) -> None:
+    """Remote-write every series; ``alias_rank`` uses the second schema spelling."""
+    with httpx.Client(timeout=30) as client:
+        for (rank, fname), (t, v) in data.items():
+            metric = schema.FIELD_PEAK_METRICS[fname] if fname in peak_fields \
+                else schema.FIELD_METRICS[fname]
+            aliases = metric.prom_aliases
+            name = aliases[1] if rank == alias_rank and len(aliases) > 1 else aliases[0]
+            body = remote_write.encode_arrays(name, labels_for(job_id, rank), t, v)
+            r = client.post(url, content=body, headers=remote_write.HEADERS)
+            assert r.status_code in (200, 204), (r.status_code, r.text)
