@@ -1,0 +1,17 @@
+"""Stuck-job diagnosis: which rank, which collective, and why.
+
+Two evidence sources feed ``Report.stall_findings``:
+
+- Flight Recorder dumps (:mod:`.fr_loader` → :mod:`.fr_groups` → :mod:`.fr_analysis`, plus
+  :mod:`.markers` for the Timeline), read with a restricted unpickler (:mod:`.safe_unpickle`);
+- worker logs with ProcessGroupNCCL watchdog lines (:mod:`.logs_parser` → :mod:`.log_analysis`).
+
+:mod:`.cli_support` wires both into ``stormotel analyze`` (``--flight-recorder``, ``--logs``).
+"""
+
+from analyzers.stalls.fr_analysis import FrAnalysis, analyze_dumps
+from analyzers.stalls.fr_loader import DumpError, load_dump_dir, load_dump_file
+from analyzers.stalls.markers import markers_from_dumps
+
+__all__ = ["DumpError", "FrAnalysis", "analyze_dumps", "load_dump_dir", "load_dump_file",
+           "markers_from_dumps"]

@@ -1,0 +1,346 @@
+"""Match collectives across ranks per process group and sequence id; name the culprit.
+
+For every group the analysis (1) compares, sequence id by sequence id, what each rank issued —
+op type, sizes under each collective's numel rule, dtypes — and stops at the first mismatch,
+like torch's analyzer, because pairing after a desync is guesswork; (2) compares how far each
+rank got (last sequence id issued, ``pg_status`` counters) to find the straggler or a split in
+the number of collectives issued; (3) checks that every member took part at all.
+
+Unlike torch's analyzer, no rank is assumed innocent: culprits are the minority by a majority
+vote over all visible ranks (rank 0 included), and a tie is ``undecided`` rather than a guess.
+Symptoms that follow from an earlier finding in the same group (ranks that hang one collective
+later because of a size mismatch) are reported with ``consequence_of`` pointing at it.
+Missing dumps are named, and the ranks present still decide what they can.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from analyzers.report import StallFinding
+from analyzers.stalls.fr_groups import GroupView, rebuild_groups
+from analyzers.stalls.fr_types import DumpSet, FrEntry
+
+#: profiling names that are the same collective under another API name
+_OP_ALIASES = {
+    "_allgather_base": "all_gather", "_all_gather_base": "all_gather",
+    "all_gather_into_tensor": "all_gather", "all_gather_single": "all_gather",
+    "_reduce_scatter_base": "reduce_scatter", "reduce_scatter_tensor": "reduce_scatter",
+    "reduce_scatter_single": "reduce_scatter", "allreduce": "all_reduce",
+    "allgather": "all_gather", "reducescatter": "reduce_scatter", "_broadcast_oop": "broadcast",
+    "_reduce_oop": "reduce", "all_to_all_single": "all_to_all",
+}
+_GATHER_LIKE = {"all_gather", "all_gather_into_tensor_coalesced", "ALLGATHER_coalesced"}
+_SCATTER_LIKE = {"reduce_scatter", "reduce_scatter_tensor_coalesced", "REDUCE_SCATTER_coalesced"}
+_SAME_IN_OUT = {"all_reduce", "allreduce_coalesced", "broadcast", "reduce"}
+
+REMEDIATION: dict[str, list[str]] = {
+    "straggler": [
+        "Look at what the straggler was doing outside the collective library when the others "
+        "timed out (data loading, host I/O, a Python exception swallowed by a rank-specific "
+        "branch): its last collective completed and it never issued the next one.",
+        "Check rank-dependent control flow around the collective (early exits, uneven "
+        "dataloader lengths, `if rank == ...` branches).",
+    ],
+    "not_joined": [
+        "Make every member of the process group issue the collective; a rank that never "
+        "entered it blocks the whole group until the timeout.",
+    ],
+    "size_mismatch": [
+        "Make the tensor shapes agree across ranks for this collective (uneven last batch, "
+        "rank-dependent padding, a parameter that differs per rank); for all_gather the output "
+        "must be input x group size, for reduce_scatter the input must be output x group size.",
+        "Set TORCH_DISTRIBUTED_DEBUG=DETAIL in a reproduction to make the collective check "
+        "shapes eagerly.",
+    ],
+    "op_type_mismatch": [
+        "Ranks issued different collectives at the same sequence number: look for "
+        "rank-dependent code paths that call a different collective (or skip one and call the "
+        "next).",
+    ],
+    "dtype_mismatch": [
+        "Cast to one dtype before the collective (mixed precision settings that differ per "
+        "rank are the usual cause).",
+    ],
+    "count_split": [
+        "Ranks issued different numbers of collectives on this group: compare the code paths "
+        "per rank (conditional collectives, uneven iteration counts, a skipped barrier).",
+    ],
+    "undecided": [
+        "The evidence does not single out one rank: collect the missing dumps / logs, or "
+        "re-run with TORCH_DISTRIBUTED_DEBUG=DETAIL.",
+    ],
+}
+
+
+@dataclass
+class RankState:
+    """Where one rank stands in one group (the per-rank state table)."""
+
+    rank: int
+    last_seq: int
+    last_enqueued: int | None
+    last_completed: int | None
+    pending: bool
+    last_op: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"rank": self.rank, "last_seq": self.last_seq,
+                "last_enqueued": self.last_enqueued, "last_completed": self.last_completed,
+                "pending": self.pending, "last_op": self.last_op}
+
+
+@dataclass
+class FrAnalysis:
+    """Findings plus what they were derived from (state tables, unseen ranks, notes)."""
+
+    findings: list[StallFinding]
+    world_size: int
+    seen_ranks: list[int]
+    missing_ranks: list[int]
+    states: dict[str, list[RankState]] = field(default_factory=dict)
+    first_divergence: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def analyze_dumps(ds: DumpSet) -> FrAnalysis:
+    groups, notes = rebuild_groups(ds)
+    notes = [*ds.notes, *notes]
+    result = FrAnalysis([], ds.world_size, ds.ranks, list(ds.missing_ranks), notes=notes)
+    first: tuple[int, dict[str, Any]] | None = None
+    for g in groups:
+        states = _states(g)
+        result.states[g.label] = states
+        if g.p2p_entries:
+            notes.append(f"group {g.label}: {g.p2p_entries} point-to-point entries are listed "
+                         "but not matched")
+        group_findings = _analyze_group(g, states, ds.missing_ranks)
+        base = len(result.findings)
+        for f in group_findings:
+            if f.consequence_of is not None:
+                f.consequence_of += base
+        result.findings.extend(group_findings)
+        for f in group_findings:
+            t = f.evidence.get("time_created_ns")
+            if f.consequence_of is None and isinstance(t, int) and (first is None or t < first[0]):
+                first = (t, {"process_group": g.label, "seq_id": f.seq_id, "kind": f.kind,
+                             "ranks": f.ranks})
+    if first is not None:
+        result.first_divergence = first[1]
+        for f in result.findings:
+            if (f.consequence_of is None and f.seq_id == first[1]["seq_id"]
+                    and f.process_group == first[1]["process_group"]):
+                f.evidence["first_divergence"] = True
+    return result
+
+
+def _states(g: GroupView) -> list[RankState]:
+    out = []
+    for r in sorted(g.holders):
+        ents = g.entries.get(r, [])
+        st = g.status.get(r)
+        last_seq = max([e.seq_id for e in ents] + ([st.last_enqueued] if st else [0]))
+        last = ents[-1] if ents else None
+        pending = bool(st and st.last_completed < st.last_enqueued) or bool(
+            last and not last.retired and not last.completed)
+        out.append(RankState(r, last_seq, st.last_enqueued if st else None,
+                             st.last_completed if st else None, pending,
+                             last.op if last else None))
+    return out
+
+
+def _analyze_group(g: GroupView, states: list[RankState], missing: list[int]
+                   ) -> list[StallFinding]:
+    findings: list[StallFinding] = []
+    unseen = sorted(g.expected & set(missing)) if g.is_default else []
+    base_ev: dict[str, Any] = {"group_size": g.size, "unseen_ranks": unseen,
+                               "rank_states": [s.as_dict() for s in states]}
+    mismatch = _first_mismatch(g)
+    if mismatch is not None:
+        mismatch.evidence = {**base_ev, **mismatch.evidence}
+        findings.append(mismatch)
+    split = _progress_split(g, states, base_ev, unseen)
+    if split is not None:
+        if mismatch is not None and split.seq_id is not None and mismatch.seq_id is not None \
+                and split.seq_id > mismatch.seq_id:
+            split.consequence_of = 0
+            split.confidence = "medium"
+            split.evidence.pop("outside_collective", None)
+            split.evidence["reason"] = split.evidence["reason"].split(";")[0]
+            split.evidence["secondary"] = (
+                f"ranks drifted apart after the {mismatch.kind} at seq {mismatch.seq_id}: this "
+                "hang is its consequence, not a new culprit")
+        findings.append(split)
+    absent = sorted((g.expected - g.holders) - set(missing))
+    if absent:
+        findings.append(StallFinding(
+            kind="not_joined", ranks=absent, process_group=g.label, seq_id=None, op=None,
+            source="flight_recorder", confidence="high",
+            evidence={**base_ev, "reason": "these ranks' dumps hold no entry for this group "
+                      "while the other members issued collectives on it"},
+            remediation=list(REMEDIATION["not_joined"])))
+    if not findings and unseen:
+        top = max(s.last_seq for s in states)
+        waiting = [s.rank for s in states if s.pending]
+        findings.append(StallFinding(
+            kind="undecided", ranks=[], process_group=g.label, seq_id=top, op=None,
+            source="flight_recorder", confidence="low",
+            evidence={**base_ev, "waiting_ranks": waiting, "suspects": unseen,
+                      "reason": f"every visible rank agrees up to seq {top}; whether the "
+                      f"unseen rank(s) {unseen} joined it cannot be told from these dumps"},
+            remediation=list(REMEDIATION["undecided"])))
+    return findings
+
+
+def _op(e: FrEntry) -> str:
+    return _OP_ALIASES.get(e.op, e.op)
+
+
+def _size_key(e: FrEntry) -> tuple[Any, ...]:
+    op = _op(e)
+    if op == "gather":
+        return (e.input_sizes,)
+    if op == "scatter":
+        return (e.output_sizes,)
+    if op == "all_to_all":
+        return ()
+    return (e.input_sizes, e.output_sizes)
+
+
+def _dtype_key(e: FrEntry) -> tuple[frozenset[str], frozenset[str]]:
+    op = _op(e)
+    ins = frozenset() if op in ("scatter", "broadcast") or not e.input_sizes else frozenset(
+        e.input_dtypes)
+    outs = frozenset() if op == "gather" or not e.output_sizes else frozenset(e.output_dtypes)
+    return ins, outs
+
+
+def numel_violation(e: FrEntry, group_size: int) -> str | None:
+    """The collective's own size rule, checked on one rank (None when it holds)."""
+    op = _op(e)
+    if not e.input_sizes or not e.output_sizes:
+        return None
+    if op in _GATHER_LIKE and e.output_numel != e.input_numel * group_size:
+        return (f"output numel {e.output_numel} != input numel {e.input_numel} x group size "
+                f"{group_size}")
+    if op in _SCATTER_LIKE and e.input_numel != e.output_numel * group_size:
+        return (f"input numel {e.input_numel} != output numel {e.output_numel} x group size "
+                f"{group_size}")
+    if op in _SAME_IN_OUT and e.input_sizes != e.output_sizes:
+        return f"input sizes {list(e.input_sizes)} != output sizes {list(e.output_sizes)}"
+    return None
+
+
+def _vote(values: dict[int, Any]) -> tuple[list[int], Any] | None:
+    """Minority ranks against a strict majority value; None when there is no strict majority."""
+    counts = Counter(values.values())
+    (top, n), *rest = counts.most_common()
+    if rest and rest[0][1] == n:
+        return None
+    return sorted(r for r, v in values.items() if v != top), top
+
+
+def _first_mismatch(g: GroupView) -> StallFinding | None:
+    if not g.entries:
+        return None
+    # ring buffers may start at different points: only compare what every rank still holds
+    lo = max((lst[0].seq_id for lst in g.entries.values() if lst), default=0)
+    by_seq: dict[int, dict[int, FrEntry]] = {}
+    for r, lst in g.entries.items():
+        for e in lst:
+            if e.seq_id >= lo:
+                by_seq.setdefault(e.seq_id, {})[r] = e
+    for seq in sorted(by_seq):
+        at = by_seq[seq]
+        found = _compare(g, seq, at)
+        if found is not None:
+            return found
+    return None
+
+
+def _compare(g: GroupView, seq: int, at: dict[int, FrEntry]) -> StallFinding | None:
+    checks: list[tuple[str, dict[int, Any]]] = [
+        ("op_type_mismatch", {r: _op(e) for r, e in at.items()}),
+        ("size_mismatch", {r: _size_key(e) for r, e in at.items()}),
+        ("size_mismatch", {r: numel_violation(e, g.size) for r, e in at.items()}),
+        ("dtype_mismatch", {r: _dtype_key(e) for r, e in at.items()}),
+    ]
+    for kind, values in checks:
+        if len(set(values.values())) <= 1:
+            continue
+        vote = _vote(values) if len(values) > 2 else None
+        per_rank = {str(r): at[r].describe() for r in sorted(at)}
+        created = min(e.time_created_ns for e in at.values() if e.time_created_ns) \
+            if any(e.time_created_ns for e in at.values()) else None
+        ev: dict[str, Any] = {"per_rank": per_rank, "time_created_ns": created}
+        rule = {str(r): v for r, v in values.items() if isinstance(v, str)}
+        if rule:
+            ev["numel_rule"] = rule
+        if vote is None:
+            return StallFinding(
+                kind="undecided", ranks=[], process_group=g.label, seq_id=seq,
+                op=Counter(_op(e) for e in at.values()).most_common(1)[0][0],
+                source="flight_recorder", confidence="low",
+                evidence={**ev, "mismatch": kind,
+                          "reason": f"{kind} at seq {seq} with no majority to compare against"},
+                remediation=list(REMEDIATION[kind]) + REMEDIATION["undecided"])
+        culprits, _ = vote
+        majority_op = next(_op(at[r]) for r in at if r not in culprits)
+        missing_ranks = sorted(g.expected - set(at))
+        ev["reason"] = (f"rank(s) {culprits} differ from the {len(at) - len(culprits)} other "
+                        f"rank(s) at seq {seq} ({kind.replace('_', ' ')})")
+        if missing_ranks:
+            ev["not_compared"] = missing_ranks
+        confidence = "high" if len(culprits) == 1 and len(at) >= 3 else "medium"
+        return StallFinding(kind=kind, ranks=culprits, process_group=g.label, seq_id=seq,  # type: ignore[arg-type]
+                            op=majority_op, source="flight_recorder", confidence=confidence,
+                            evidence=ev, remediation=list(REMEDIATION[kind]))
+    return None
+
+
+def _progress_split(g: GroupView, states: list[RankState], base_ev: dict[str, Any],
+                    unseen: list[int]) -> StallFinding | None:
+    last = {s.rank: s.last_seq for s in states if s.rank in g.entries or s.last_enqueued}
+    if len(set(last.values())) <= 1:
+        return None
+    low = min(last.values())
+    behind = sorted(r for r, v in last.items() if v == low)
+    ahead = sorted(r for r in last if r not in behind)
+    stuck_seq = low + 1
+    waiting_at = {r: e for r in ahead for e in g.entries.get(r, []) if e.seq_id == stuck_seq}
+    op = Counter(_op(e) for e in waiting_at.values()).most_common(1)[0][0] \
+        if waiting_at else None
+    created = min((e.time_created_ns for e in waiting_at.values() if e.time_created_ns),
+                  default=None)
+    ev: dict[str, Any] = {**base_ev, "last_seq": {str(r): v for r, v in sorted(last.items())},
+                          "waiting_ranks": ahead, "time_created_ns": created}
+    states_by_rank = {s.rank: s for s in states}
+    if len(behind) < len(ahead):
+        idle = [r for r in behind if not states_by_rank[r].pending]
+        ev["reason"] = (f"rank(s) {behind} stopped at seq {low} while rank(s) {ahead} went on "
+                        f"to seq {stuck_seq}" + (f" ({op})" if op else ""))
+        if idle:
+            ev["outside_collective"] = idle
+            ev["reason"] += ("; nothing pending on the straggler: it was stuck outside the "
+                             "collective library")
+        spread = len(set(last[r] for r in ahead))
+        confidence = "high" if len(behind) == 1 and spread == 1 and not unseen else "medium"
+        return StallFinding(kind="straggler", ranks=behind, process_group=g.label,
+                            seq_id=stuck_seq, op=op, source="flight_recorder",
+                            confidence=confidence, evidence=ev,
+                            remediation=list(REMEDIATION["straggler"]))
+    top = max(last.values())
+    leaders = sorted(r for r, v in last.items() if v == top)
+    rest = [r for r in last if r not in leaders]
+    ev["reason"] = (f"ranks issued different numbers of collectives on {g.label}: "
+                    f"{ev['last_seq']}")
+    if len(leaders) < len(rest):
+        return StallFinding(kind="count_split", ranks=leaders, process_group=g.label,
+                            seq_id=low + 1, op=op, source="flight_recorder", confidence="low",
+                            evidence=ev, remediation=list(REMEDIATION["count_split"]))
+    return StallFinding(kind="undecided", ranks=[], process_group=g.label, seq_id=low + 1,
+                        op=op, source="flight_recorder", confidence="low",
+                        evidence={**ev, "mismatch": "count_split"},
+                        remediation=list(REMEDIATION["count_split"]) + REMEDIATION["undecided"])

@@ -1,0 +1,216 @@
+"""Read a folder of per-rank Flight Recorder dumps (pickle or JSON form, format 2.x).
+
+File names carry the rank: a common prefix plus the rank (``nccl_trace_rank_3``, torch's
+default ``TORCH_NCCL_DEBUG_INFO_TEMP_FILE``), or a launcher's name with host and rank
+(``fr_node-7_rank3.json``). The form is sniffed from the content, not the name:
+``_dump_fr_trace`` writes a pickle, ``_dump_fr_trace_json`` writes JSON without stack frames,
+with some numbers stringified and 0 for unset times. Pickles go through
+:mod:`analyzers.stalls.safe_unpickle` only — dumps are untrusted input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from analyzers.stalls.fr_types import DumpSet, FrEntry, PgStatus, RankDump
+from analyzers.stalls.safe_unpickle import MAX_DUMP_BYTES, loads_plain
+
+SUPPORTED_MAJOR = 2
+_RANK_TAG = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
+_TRAILING_DIGITS = re.compile(r"^(.*?)(\d+)((?:\.[A-Za-z]+)*)$")
+
+
+class DumpError(ValueError):
+    """A dump file (or folder) that cannot be read; the message names the file and the reason."""
+
+
+def rank_from_name(name: str) -> int | None:
+    """The rank a file name carries (``..rank_3``, ``..rank3.json``, ``prefix3``), else None."""
+    tags = _RANK_TAG.findall(name)
+    if tags:
+        return int(tags[-1])
+    m = _TRAILING_DIGITS.match(name)
+    return int(m.group(2)) if m and m.group(1) else None
+
+
+def load_dump_file(path: Path, rank: int | None = None) -> RankDump:
+    """Parse one rank's dump; ``rank`` defaults to the one in the file name."""
+    if rank is None:
+        rank = rank_from_name(path.name)
+        if rank is None:
+            raise DumpError(f"{path}: no rank number in the file name")
+    try:
+        size = path.stat().st_size
+        if size > MAX_DUMP_BYTES:
+            raise DumpError(f"{path}: {size} bytes is too large for a Flight Recorder dump")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DumpError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    raw, form = _decode(path, data)
+    return _normalise(path, rank, raw, form)
+
+
+def load_dump_dir(path: Path, *, world_size: int | None = None) -> DumpSet:
+    """Read every rank-numbered dump under ``path`` (a folder, or one file)."""
+    if not path.exists():
+        raise DumpError(f"{path}: no such file or folder")
+    files = [path] if path.is_file() else sorted(
+        Path(root) / f for root, _, names in os.walk(path) for f in names
+        if not f.startswith("."))
+    dumps: dict[int, RankDump] = {}
+    skipped: dict[str, str] = {}
+    for f in files:
+        rank = rank_from_name(f.name)
+        if rank is None:
+            skipped[str(f)] = "no rank number in the file name"
+            continue
+        if rank in dumps:
+            raise DumpError(f"{f}: rank {rank} already read from {dumps[rank].path}")
+        dumps[rank] = load_dump_file(f, rank)
+    if not dumps:
+        raise DumpError(f"{path}: no Flight Recorder dumps (expected files named like "
+                        "nccl_trace_rank_0 or <host>_rank0.json)")
+    notes: list[str] = []
+    hinted = _ranks_hinted_by_pg_config(dumps.values())
+    known = max([*dumps, *hinted]) + 1
+    if world_size is not None and world_size < known:
+        notes.append(f"--world-size {world_size} is smaller than the ranks seen ({known}); "
+                     f"using {known}")
+    ws = max(known, world_size or 0)
+    missing = [r for r in range(ws) if r not in dumps]
+    versions = sorted({d.version for d in dumps.values()})
+    if len(versions) > 1:
+        notes.append(f"dumps mix format versions {versions}")
+    if missing:
+        notes.append(f"no dump from rank(s) {missing} of world size {ws}: their side of every "
+                     "collective is unseen; findings use the ranks present")
+    if skipped:
+        notes.append(f"skipped {len(skipped)} file(s) without a rank number")
+    bad = sum(d.skipped_entries for d in dumps.values())
+    if bad:
+        notes.append(f"skipped {bad} malformed entr{'y' if bad == 1 else 'ies'}")
+    return DumpSet(dumps=dumps, world_size=ws, missing_ranks=missing, notes=notes,
+                   skipped_files=skipped)
+
+
+def _decode(path: Path, data: bytes) -> tuple[Mapping[str, Any], str]:
+    if not data.strip():
+        raise DumpError(f"{path}: empty file")
+    head = data.lstrip()[:1]
+    if head in (b"{", b"["):
+        try:
+            raw = json.loads(data)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise DumpError(f"{path}: not valid JSON ({exc})") from exc
+        form = "json"
+    elif data[:1] == b"\x80":
+        try:
+            raw = loads_plain(data)
+        except pickle.UnpicklingError as exc:
+            raise DumpError(f"{path}: {exc}") from exc
+        form = "pickle"
+    else:
+        raise DumpError(f"{path}: not a Flight Recorder dump (neither a pickle nor JSON)")
+    if not isinstance(raw, dict) or "entries" not in raw or "version" not in raw:
+        raise DumpError(f"{path}: not a Flight Recorder dump (no 'version' and 'entries')")
+    return raw, form
+
+
+def _normalise(path: Path, rank: int, raw: Mapping[str, Any], form: str) -> RankDump:
+    version = str(raw.get("version"))
+    major = version.split(".", 1)[0]
+    if major != str(SUPPORTED_MAJOR):
+        raise DumpError(f"{path}: format version {version!r} is not supported "
+                        f"(this reader knows {SUPPORTED_MAJOR}.x)")
+    entries_raw = raw.get("entries")
+    if not isinstance(entries_raw, list):
+        raise DumpError(f"{path}: 'entries' is {type(entries_raw).__name__}, expected a list")
+    entries: list[FrEntry] = []
+    bad = 0
+    for e in entries_raw:
+        entry = _entry(rank, e)
+        if entry is None:
+            bad += 1
+        else:
+            entries.append(entry)
+    entries.sort(key=lambda e: e.record_id)
+    status: dict[int, PgStatus] = {}
+    for pg_id, st in (raw.get("pg_status") or {}).items():
+        try:
+            status[int(pg_id)] = PgStatus(_int(st.get("last_enqueued_collective"), -1),
+                                          _int(st.get("last_started_collective"), -1),
+                                          _int(st.get("last_completed_collective"), -1))
+        except (TypeError, ValueError, AttributeError):
+            bad += 1
+    pg_config = raw.get("pg_config") if isinstance(raw.get("pg_config"), dict) else {}
+    return RankDump(rank=rank, path=str(path), form=form, version=version, entries=entries,
+                    pg_status=status, pg_config=pg_config, skipped_entries=bad)
+
+
+def _int(v: Any, default: int | None = None) -> int | None:
+    """Numbers may be stringified in the JSON form; 0/None mean unset for times."""
+    if v is None or v == "":
+        return default
+    if isinstance(v, bool):
+        return int(v)
+    return int(v)
+
+
+def _time(v: Any) -> int | None:
+    t = _int(v)
+    return t if t else None
+
+
+def _sizes(v: Any) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(int(d) for d in s) for s in (v or ()))
+
+
+def _bool(v: Any) -> bool:
+    return v.lower() == "true" if isinstance(v, str) else bool(v)
+
+
+def _entry(rank: int, e: Any) -> FrEntry | None:
+    """One entry, or None when it lacks what matching needs (counted by the caller)."""
+    try:
+        name, desc = e["process_group"]
+        profiling = str(e["profiling_name"])
+        backend, _, op_part = profiling.partition(":")
+        if not op_part:
+            backend, op_part = "", profiling
+        is_p2p = _bool(e.get("is_p2p", False))
+        seq_key = "p2p_seq_id" if is_p2p else "collective_seq_id"
+        return FrEntry(
+            rank=rank, record_id=_int(e["record_id"]) or 0, pg_id=_int(e.get("pg_id"), -1) or 0,
+            group=(str(name), str(desc)), seq_id=_int(e[seq_key]) or 0, is_p2p=is_p2p,
+            backend=backend, op=op_part.split(" ", 1)[0], profiling_name=profiling,
+            input_sizes=_sizes(e.get("input_sizes")),
+            output_sizes=_sizes(e.get("output_sizes")),
+            input_dtypes=tuple(str(d) for d in e.get("input_dtypes") or ()),
+            output_dtypes=tuple(str(d) for d in e.get("output_dtypes") or ()),
+            state=str(e.get("state", "")), retired=_bool(e.get("retired", False)),
+            time_created_ns=_int(e.get("time_created_ns"), 0) or 0,
+            time_started_ns=_time(e.get("time_discovered_started_ns")),
+            time_completed_ns=_time(e.get("time_discovered_completed_ns")),
+            timeout_ms=_int(e.get("timeout_ms")))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def _ranks_hinted_by_pg_config(dumps: Any) -> set[int]:
+    """Ranks named by any ``pg_config`` membership list — a hint about world size only."""
+    hinted: set[int] = set()
+    for d in dumps:
+        for cfg in d.pg_config.values():
+            ranks = cfg.get("ranks") if isinstance(cfg, dict) else None
+            try:
+                parsed = json.loads(ranks) if isinstance(ranks, str) else ranks
+                hinted.update(int(r) for r in parsed or ())
+            except (ValueError, TypeError):
+                continue
+    return hinted

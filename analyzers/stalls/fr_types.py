@@ -1,0 +1,111 @@
+"""Record types for Flight Recorder dumps, independent of the pickle/JSON form they came in.
+
+A dump is a few thousand entries at most (the ring buffer), so entries are small frozen
+dataclasses; everything the analysis compares (op, group, sequence id, sizes, dtypes) is
+normalised here once, so the matching code never deals with format versions or stringified
+JSON values.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+#: The ``process_group`` (name, desc) pair: names are global across ranks (the process-local
+#: ``pg_id`` is not), so this is the key groups are matched by.
+GroupKey = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class FrEntry:
+    """One recorded collective (or p2p op) on one rank."""
+
+    rank: int
+    record_id: int
+    pg_id: int
+    group: GroupKey
+    seq_id: int  #: ``collective_seq_id`` (``p2p_seq_id`` for p2p entries)
+    is_p2p: bool
+    backend: str  #: ``nccl``, ``gloo``, ... (the part of ``profiling_name`` before ``:``)
+    op: str  #: ``all_reduce``, ``all_gather``, ``send``, ... (after ``:``, without peers)
+    profiling_name: str
+    input_sizes: tuple[tuple[int, ...], ...]
+    output_sizes: tuple[tuple[int, ...], ...]
+    input_dtypes: tuple[str, ...]
+    output_dtypes: tuple[str, ...]
+    state: str  #: ``scheduled`` / ``started`` / ``completed`` (stays ``scheduled`` on gloo)
+    retired: bool
+    time_created_ns: int
+    time_started_ns: int | None  #: None when unset (JSON writes 0)
+    time_completed_ns: int | None
+    timeout_ms: int | None
+
+    @property
+    def input_numel(self) -> int:
+        return sum(math.prod(s) for s in self.input_sizes)
+
+    @property
+    def output_numel(self) -> int:
+        return sum(math.prod(s) for s in self.output_sizes)
+
+    @property
+    def completed(self) -> bool:
+        return self.state == "completed" or self.time_completed_ns is not None
+
+    def describe(self) -> dict[str, object]:
+        """The evidence form of the entry (JSON-ready)."""
+        return {"op": self.op, "seq_id": self.seq_id, "group": group_label(self.group),
+                "input_sizes": [list(s) for s in self.input_sizes],
+                "output_sizes": [list(s) for s in self.output_sizes],
+                "input_dtypes": list(self.input_dtypes),
+                "output_dtypes": list(self.output_dtypes), "state": self.state,
+                "retired": self.retired, "time_created_ns": self.time_created_ns}
+
+
+@dataclass(frozen=True)
+class PgStatus:
+    """``pg_status`` counters of one process group on one rank (-1 when never)."""
+
+    last_enqueued: int
+    last_started: int
+    last_completed: int
+
+
+@dataclass
+class RankDump:
+    """Everything one rank's dump says, normalised."""
+
+    rank: int
+    path: str
+    form: str  #: ``pickle`` or ``json``
+    version: str
+    entries: list[FrEntry]
+    #: keyed by the process-local ``pg_id`` (as in the dump)
+    pg_status: dict[int, PgStatus] = field(default_factory=dict)
+    #: raw ``pg_config`` (untrusted: on gloo it is keyed by "" and overwritten per group)
+    pg_config: dict[str, dict[str, object]] = field(default_factory=dict)
+    skipped_entries: int = 0
+
+    def group_of_pg_id(self) -> dict[int, GroupKey]:
+        return {e.pg_id: e.group for e in self.entries}
+
+
+@dataclass
+class DumpSet:
+    """A folder of per-rank dumps, plus which ranks we know exist but could not see."""
+
+    dumps: dict[int, RankDump]
+    world_size: int
+    missing_ranks: list[int]
+    notes: list[str] = field(default_factory=list)
+    skipped_files: dict[str, str] = field(default_factory=dict)  #: path -> reason
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted(self.dumps)
+
+
+def group_label(group: GroupKey) -> str:
+    """``name:desc`` like torch's analyzer (``name`` alone when there is no description)."""
+    name, desc = group
+    return f"{name}:{desc}" if desc and desc != "undefined" else name
