@@ -1,0 +1,214 @@
+"""Exporter guards: the official OTel exporters, wrapped so that failures are counted, not raised.
+
+A tracker must never take a training job down. Each wrapper builds its inner exporter lazily
+(so an archive directory that cannot be created is retried later instead of failing start-up),
+turns every failure into ``FailureSink(destination, reason)`` — which feeds the
+``stormotel.tracker.export.failures`` counter — and logs the first failure per destination once.
+The exporters' own log lines are de-duplicated by :class:`LogOnce`, which the tracker installs.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+__all__ = ["EXPORTER_LOGGERS", "ArchiveStream", "FailureSink", "GuardedMetricExporter",
+           "GuardedSpanExporter", "LogOnce", "install_log_once"]
+
+log = logging.getLogger("stormotel.exporters")
+
+#: Loggers of the OTel SDK and exporters that log on every failed export.
+EXPORTER_LOGGERS = (
+    "opentelemetry.exporter.otlp.proto.grpc.exporter",
+    "opentelemetry.exporter.otlp.proto.http.metric_exporter",
+    "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+    "opentelemetry.exporter.otlp.json.file.metric_exporter",
+    "opentelemetry.exporter.otlp.json.file.trace_exporter",
+    "opentelemetry.sdk.metrics._internal.export",
+    "opentelemetry.sdk.trace.export",
+    "opentelemetry.sdk._shared_internal",
+)
+
+
+class FailureSink(Protocol):
+    def __call__(self, destination: str, reason: str) -> None: ...
+
+
+class LogOnce(logging.Filter):
+    """Let the first record per (logger, message template) through; drop the repeats."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._seen: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+        self.suppressed = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = (record.name, str(record.msg))
+        with self._lock:
+            if key in self._seen:
+                self.suppressed += 1
+                return False
+            self._seen.add(key)
+        return True
+
+
+_LOG_ONCE = LogOnce()
+
+
+def install_log_once() -> LogOnce:
+    """Attach the process-wide :class:`LogOnce` filter to the exporter loggers (idempotent)."""
+    for name in EXPORTER_LOGGERS:
+        logger = logging.getLogger(name)
+        if _LOG_ONCE not in logger.filters:
+            logger.addFilter(_LOG_ONCE)
+    return _LOG_ONCE
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return errno.errorcode.get(exc.errno, "oserror").lower()
+    return type(exc).__name__.lower()
+
+
+class _Guard:
+    """Shared lazy-build / count / log-once logic of the two guarded exporters."""
+
+    def __init__(self, destination: str, factory: Callable[[], Any], on_failure: FailureSink,
+                 retry_s: float = 5.0) -> None:
+        self.destination = destination
+        self._factory = factory
+        self._on_failure = on_failure
+        self._retry_s = retry_s
+        self._inner: Any = None
+        self._next_try = 0.0
+        self._warned = False
+        self._lock = threading.Lock()
+        self.failures = 0
+
+    def fail(self, reason: str, detail: str = "") -> None:
+        self.failures += 1
+        self._on_failure(self.destination, reason)
+        if not self._warned:
+            self._warned = True
+            log.warning("stormotel: %s export failing (%s%s); further failures are counted in "
+                        "stormotel.tracker.export.failures and not logged again",
+                        self.destination, reason, f": {detail}" if detail else "")
+
+    def inner(self) -> Any:
+        with self._lock:
+            if self._inner is None and time.monotonic() >= self._next_try:
+                try:
+                    self._inner = self._factory()
+                except Exception as e:  # never raise into the tracker
+                    self._next_try = time.monotonic() + self._retry_s
+                    self.fail(_reason(e), str(e))
+                    return None
+            return self._inner
+
+
+class GuardedMetricExporter(MetricExporter):
+    """A metric exporter that counts failures instead of raising them."""
+
+    def __init__(self, destination: str, factory: Callable[[], MetricExporter],
+                 on_failure: FailureSink, retry_s: float = 5.0) -> None:
+        super().__init__()
+        self._guard = _Guard(destination, factory, on_failure, retry_s)
+
+    @property
+    def failures(self) -> int:
+        return self._guard.failures
+
+    def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000,
+               **kwargs: Any) -> MetricExportResult:
+        inner = self._guard.inner()
+        if inner is None:
+            return MetricExportResult.FAILURE
+        try:
+            result = inner.export(metrics_data, timeout_millis=timeout_millis)
+        except Exception as e:
+            self._guard.fail(_reason(e), str(e))
+            return MetricExportResult.FAILURE
+        if result is not MetricExportResult.SUCCESS:
+            self._guard.fail("export_failed")
+        return result
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        inner = self._guard._inner
+        return True if inner is None else bool(inner.force_flush(timeout_millis))
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        inner = self._guard._inner
+        if inner is not None:
+            try:
+                inner.shutdown(timeout_millis=timeout_millis)
+            except Exception as e:
+                log.debug("stormotel: %s exporter shutdown failed: %s", self._guard.destination, e)
+
+
+class GuardedSpanExporter(SpanExporter):
+    """A span exporter that counts failures instead of raising them."""
+
+    def __init__(self, destination: str, factory: Callable[[], SpanExporter],
+                 on_failure: FailureSink, retry_s: float = 5.0) -> None:
+        self._guard = _Guard(destination, factory, on_failure, retry_s)
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        inner = self._guard.inner()
+        if inner is None:
+            return SpanExportResult.FAILURE
+        try:
+            result = inner.export(spans)
+        except Exception as e:
+            self._guard.fail(_reason(e), str(e))
+            return SpanExportResult.FAILURE
+        if result is not SpanExportResult.SUCCESS:
+            self._guard.fail("export_failed")
+        return result
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        inner = self._guard._inner
+        return True if inner is None else bool(inner.force_flush(timeout_millis))
+
+    def shutdown(self) -> None:
+        inner = self._guard._inner
+        if inner is not None:
+            try:
+                inner.shutdown()
+            except Exception as e:
+                log.debug("stormotel: %s exporter shutdown failed: %s", self._guard.destination, e)
+
+
+class ArchiveStream:
+    """Opens one archive file for appending, creating its directory; shared by an exporter.
+
+    The official file exporters take a ``stream``; opening it ourselves lets an unwritable
+    directory fail inside the guard (counted, retried) rather than in a constructor.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fh: IO[str] | None = None
+
+    def open(self) -> IO[str]:
+        if self._fh is None or self._fh.closed:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - owned here
+        return self._fh
+
+    def close(self) -> None:
+        if self._fh is not None and not self._fh.closed:
+            try:
+                self._fh.close()
+            except OSError as e:  # e.g. ENOSPC on the final flush
+                log.debug("stormotel: closing %s failed: %s", self.path, e)
+

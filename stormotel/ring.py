@@ -1,0 +1,109 @@
+"""The flight recorder: the last N samples in a fixed numpy array, dumped atomically as JSON lines.
+
+Memory is bounded by construction (one preallocated structured array, no per-sample objects
+kept). A dump is written to a temporary file in the target directory and renamed into place, so a
+reader never sees half a dump, and it is bounded both in lines and in bytes.
+
+Dump format (``schema.RING_DUMP_SCHEMA``): the first line is a header object
+``{"schema", "reason", "written_ns", "samples", "dropped_for_size", ...identity/context}``; every
+following line is one sample ``{"timestamp_ns": int, "allocated": int|null, ...}`` oldest first.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stormotel import schema
+from stormotel.samplers.base import SAMPLE_FIELDS, Sample
+
+__all__ = ["RingBuffer", "write_atomic_lines"]
+
+_VALUE_FIELDS = SAMPLE_FIELDS[1:]
+_DTYPE = np.dtype([("timestamp_ns", np.int64), *((f, np.float64) for f in _VALUE_FIELDS)])
+
+
+class RingBuffer:
+    """Fixed-capacity ring of samples; thread-safe push and snapshot."""
+
+    def __init__(self, capacity: int = 6000) -> None:
+        if capacity < 1:
+            raise ValueError(f"ring capacity must be >= 1, got {capacity}")
+        self.capacity = capacity
+        self._data = np.zeros(capacity, dtype=_DTYPE)
+        self._next = 0
+        self._count = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return self._count
+
+    def push(self, sample: Sample) -> None:
+        row = (sample.timestamp_ns, *(math.nan if (v := getattr(sample, f)) is None else v
+                                      for f in _VALUE_FIELDS))
+        with self._lock:
+            self._data[self._next] = row
+            self._next = (self._next + 1) % self.capacity
+            self._count = min(self._count + 1, self.capacity)
+
+    def snapshot(self) -> np.ndarray:
+        """A copy of the held samples, oldest first."""
+        with self._lock:
+            if self._count < self.capacity:
+                return self._data[:self._count].copy()
+            return np.concatenate((self._data[self._next:], self._data[:self._next]))
+
+    def dump(self, path: str | os.PathLike[str], header: Mapping[str, Any] | None = None,
+             max_lines: int | None = None, max_bytes: int = 16 * 2**20) -> Path:
+        """Write the newest samples (≤ ``max_lines`` and ≤ ``max_bytes``) atomically to ``path``."""
+        rows = self.snapshot()
+        if max_lines is not None:
+            rows = rows[-max_lines:] if max_lines > 0 else rows[:0]
+        columns = {"timestamp_ns": rows["timestamp_ns"].tolist()}
+        for name in _VALUE_FIELDS:  # one vectorised conversion per column, NaN → null
+            col = rows[name]
+            values: list[int | None] = col.astype(np.int64).tolist()
+            for i in np.flatnonzero(np.isnan(col)).tolist():
+                values[i] = None
+            columns[name] = values
+        lines = [json.dumps(dict(zip(columns, vals, strict=True)), separators=(",", ":"))
+                 for vals in zip(*columns.values(), strict=True)]
+        head = {"schema": schema.RING_DUMP_SCHEMA, "written_ns": time.time_ns(),
+                **(header or {})}
+        budget = max_bytes - len(json.dumps(head)) - 200
+        kept, size = 0, 0
+        for line in reversed(lines):  # newest survive the byte bound
+            if size + len(line) + 1 > budget:
+                break
+            size += len(line) + 1
+            kept += 1
+        lines = lines[len(lines) - kept:]
+        head.update(samples=len(lines), dropped_for_size=len(rows) - len(lines))
+        return write_atomic_lines(path, [json.dumps(head, separators=(",", ":"), default=str),
+                                         *lines])
+
+
+def write_atomic_lines(path: str | os.PathLike[str], lines: list[str]) -> Path:
+    """Write ``lines`` to a temp file beside ``path``, fsync, then rename over ``path``."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write("\n".join(lines) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target

@@ -1,0 +1,72 @@
+"""CUDA sampler: the PyTorch caching allocator's view plus the driver's used/total.
+
+``torch`` is imported only when this sampler is built, so a CPU-only install never pays for it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from stormotel.samplers.base import Sample, SamplerUnavailable
+
+__all__ = ["CudaSampler", "cuda_device_index"]
+
+
+def cuda_device_index(device: Any, torch: Any) -> int:
+    """``None``/``"cuda"``/``"cuda:1"``/``1``/``torch.device`` → a device index."""
+    if device is None:
+        return int(torch.cuda.current_device())
+    if isinstance(device, int):
+        return device
+    dev = torch.device(device) if isinstance(device, str) else device
+    if getattr(dev, "type", None) != "cuda":
+        raise SamplerUnavailable(f"device {device!r} is not a CUDA device (use 'cuda' or "
+                                 "'cuda:N', or --sampler simulated on a machine without a GPU)")
+    return int(dev.index) if dev.index is not None else int(torch.cuda.current_device())
+
+
+class CudaSampler:
+    """Reads ``torch.cuda.memory_stats`` and ``torch.cuda.mem_get_info`` for one device."""
+
+    name = "cuda"
+
+    def __init__(self, device: Any = None) -> None:
+        try:
+            import torch
+        except ImportError:
+            raise SamplerUnavailable("the cuda sampler needs PyTorch; install it with "
+                                     "pip install 'stormotel[torch]'") from None
+        if not torch.cuda.is_available():
+            raise SamplerUnavailable("no CUDA GPU is visible to PyTorch "
+                                     "(torch.cuda.is_available() is False); use --sampler nvml "
+                                     "on a GPU host, or --sampler simulated without one")
+        self._torch = torch
+        index = cuda_device_index(device, torch)
+        count = torch.cuda.device_count()
+        if not 0 <= index < count:
+            raise SamplerUnavailable(f"CUDA device {index} does not exist "
+                                     f"({count} visible device(s))")
+        self.device_index = index
+        props = torch.cuda.get_device_properties(index)
+        self.gpu_name: str | None = str(props.name)
+        uuid = str(getattr(props, "uuid", "") or "")
+        self.gpu_uuid: str | None = (uuid if uuid.startswith("GPU-") else f"GPU-{uuid}") \
+            if uuid else None
+
+    def sample(self) -> Sample:
+        torch = self._torch
+        stats = torch.cuda.memory_stats(self.device_index)
+        free, total = torch.cuda.mem_get_info(self.device_index)
+        return Sample(
+            timestamp_ns=time.time_ns(),
+            allocated=int(stats.get("allocated_bytes.all.current", 0)),
+            reserved=int(stats.get("reserved_bytes.all.current", 0)),
+            active=int(stats.get("active_bytes.all.current", 0)),
+            inactive_split=int(stats.get("inactive_split_bytes.all.current", 0)),
+            device_used=int(total - free), device_total=int(total), device_free=int(free),
+            alloc_retries=int(stats.get("num_alloc_retries", 0)),
+            num_ooms=int(stats.get("num_ooms", 0)))
+
+    def close(self) -> None:
+        """Nothing to release: torch owns the CUDA context."""

@@ -1,0 +1,152 @@
+"""A deterministic, scriptable GPU for machines without one (demos, tests, CI).
+
+Every number is a pure function of the simulated clock ``t`` (seconds since ``epoch_ns``) and the
+rank, so two runs with the same faults and epoch produce the same curves, and ranks that share an
+epoch (``STORMOTEL_SIM_EPOCH_NS``, or the ``epoch_ns`` argument) see their faults line up exactly.
+
+The baseline looks like training: weights and optimizer state held constant, activations rising
+during the forward pass and released in backward (a sawtooth with ``step_period_s``), a caching
+allocator that keeps the peak reserved, and a constant gap (CUDA context, NCCL buffers) on top.
+Faults (see :mod:`stormotel.samplers.faults`) bend those curves for the ranks they target.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from stormotel import schema
+from stormotel.samplers.base import Sample
+from stormotel.samplers.faults import Fault, parse_faults
+
+__all__ = ["SimulatedOutOfMemoryError", "SimulatedSampler"]
+
+MiB = 2**20
+GiB = 2**30
+
+
+class SimulatedOutOfMemoryError(RuntimeError):
+    """Raised by :meth:`SimulatedSampler.raise_if_oom`; its text matches torch's ("out of memory"),
+    so ``MemoryTracker.capture_oom`` treats it like a real CUDA OOM."""
+
+
+class SimulatedSampler:
+    """The simulated device of one rank."""
+
+    name = "simulated"
+
+    def __init__(self, rank: int = 0, faults: str | Sequence[str] | Sequence[Fault] | None = None,
+                 *, device_index: int = 0, total_bytes: int = 16 * GiB,
+                 epoch_ns: int | None = None, step_period_s: float = 1.0,
+                 weights_bytes: int = 2 * GiB, activation_peak_bytes: int = 3 * GiB,
+                 gap_bytes: int = 512 * MiB,
+                 clock_ns: Callable[[], int] = time.time_ns) -> None:
+        if faults is None:
+            faults = os.environ.get(schema.ENV_SIM_FAULTS, "")
+        if isinstance(faults, str) or (faults and isinstance(faults[0], str)):
+            self.faults: tuple[Fault, ...] = parse_faults(faults)  # type: ignore[arg-type]
+        else:
+            self.faults = tuple(faults)  # type: ignore[arg-type]
+        if epoch_ns is None:
+            env_epoch = os.environ.get(schema.ENV_SIM_EPOCH_NS, "").strip()
+            epoch_ns = int(env_epoch) if env_epoch else clock_ns()
+        self.rank = rank
+        self.device_index = device_index
+        self.gpu_uuid: str | None = f"GPU-simulated-{device_index}"
+        self.gpu_name: str | None = f"Simulated GPU ({total_bytes / GiB:.0f} GiB)"
+        self.total_bytes = total_bytes
+        self.epoch_ns = epoch_ns
+        self.step_period_s = step_period_s
+        self.weights_bytes = weights_bytes
+        self.activation_peak_bytes = activation_peak_bytes
+        self.gap_bytes = gap_bytes
+        self._clock_ns = clock_ns
+        self._raised: set[int] = set()
+        self._lock = threading.Lock()
+
+    # -- the model --------------------------------------------------------------------------
+    def _fault_start(self, fault: Fault) -> float:
+        """When a fault starts on this rank (followers of a first_spike start ``lead`` later)."""
+        if fault.kind == "first_spike" and not fault.owned_by(self.rank):
+            return fault.start_s + fault.param("lead")
+        return fault.start_s
+
+    def _applies(self, fault: Fault) -> bool:
+        return fault.kind == "first_spike" or fault.owned_by(self.rank)
+
+    def reading_at(self, t: float, timestamp_ns: int = 0) -> Sample:
+        """The device state ``t`` seconds after the epoch (pure; clamps t < 0 to 0)."""
+        t = max(0.0, t)
+        phase = (t % self.step_period_s) / self.step_period_s
+        ramp = phase / 0.6 if phase < 0.6 else (1.0 - phase) / 0.4
+        jitter = int((self.rank + 1) * MiB * math.sin(2.3 * t + self.rank))
+        allocated = self.weights_bytes + int(self.activation_peak_bytes * ramp) + jitter
+        warmed = min(1.0, t / (0.6 * self.step_period_s))  # first forward pass fills the cache
+        reserved_floor = self.weights_bytes + 20 * MiB + int(self.activation_peak_bytes * warmed)
+        alloc_extra = 0
+        gap = self.gap_bytes
+        frag_factor = 0.0
+        retries = 0
+        ooms = 0
+        for fault in self.faults:
+            if not self._applies(fault):
+                continue
+            start = self._fault_start(fault)
+            if t < start:
+                continue
+            since = t - start
+            if fault.kind == "first_spike" and since < fault.param("duration"):
+                alloc_extra += int(fault.param("delta"))
+            elif fault.kind == "leak":
+                gap += int(fault.param("rate") * since)
+            elif fault.kind == "spike" and since < fault.param("duration"):
+                gap += int(fault.param("delta"))
+            elif fault.kind == "fragmentation":
+                frag_factor = max(frag_factor, fault.param("factor"))
+                retries += int(since)
+            elif fault.kind == "oom":
+                ooms += 1
+        allocated += alloc_extra
+        reserved = max(reserved_floor + alloc_extra, allocated)
+        if frag_factor:
+            reserved = max(reserved, int(allocated * frag_factor))
+        inactive_split = (reserved - allocated) * (8 if frag_factor else 1) // 10
+        used = reserved + gap
+        if ooms:
+            used = self.total_bytes
+        elif used > self.total_bytes:  # the allocator would have failed here
+            ooms = 1
+            used = self.total_bytes
+        return Sample(timestamp_ns=timestamp_ns, allocated=allocated, reserved=reserved,
+                      active=allocated, inactive_split=inactive_split, device_used=used,
+                      device_total=self.total_bytes, device_free=self.total_bytes - used,
+                      process_used=used, alloc_retries=retries, num_ooms=ooms)
+
+    # -- Sampler protocol -------------------------------------------------------------------
+    def elapsed_s(self, now_ns: int | None = None) -> float:
+        now = self._clock_ns() if now_ns is None else now_ns
+        return (now - self.epoch_ns) / 1e9
+
+    def sample(self) -> Sample:
+        now = self._clock_ns()
+        return self.reading_at(self.elapsed_s(now), timestamp_ns=now)
+
+    def raise_if_oom(self) -> None:
+        """Raise :class:`SimulatedOutOfMemoryError` once per ``oom`` fault that has started."""
+        t = self.elapsed_s()
+        for i, fault in enumerate(self.faults):
+            if fault.kind == "oom" and fault.owned_by(self.rank) and t >= fault.start_s:
+                with self._lock:
+                    if i in self._raised:
+                        continue
+                    self._raised.add(i)
+                raise SimulatedOutOfMemoryError(
+                    f"CUDA out of memory (simulated device {self.device_index}, rank "
+                    f"{self.rank}): tried to allocate {self.activation_peak_bytes // MiB} MiB; "
+                    f"{self.total_bytes / GiB:.0f} GiB total capacity")
+
+    def close(self) -> None:
+        """Nothing to release."""

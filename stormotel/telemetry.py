@@ -1,0 +1,393 @@
+"""OTel wiring: the tracker's numbers as instruments, and the destinations they are exported to.
+
+Every instrument is *observable*: the sampling thread only updates :class:`TrackerState`, and each
+export (a Prometheus scrape, an OTLP push, an archive line) reads it through callbacks. Each
+destination gets its own ``MeterProvider`` and its own :class:`PeakWindow`, so "the peak since the
+last export" is per destination: a Prometheus scrape every 15 s and an archive line every 100 ms
+each see the highest value since *their* previous export, and no spike falls between scrapes.
+
+Destinations (any combination): the OTLP JSON-lines archive (official file exporter, one line
+per sample), OTLP gRPC/HTTP (official exporters, standard ``OTEL_*`` variables) and a Prometheus
+pull endpoint (official ``PrometheusMetricReader`` + prometheus-client HTTP server).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import numpy as np
+from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from stormotel import schema
+from stormotel.exporters import ArchiveStream, GuardedMetricExporter, GuardedSpanExporter
+from stormotel.samplers.base import Sample
+
+__all__ = ["OTLP_PROTOCOLS", "Destination", "ExportConfig", "PeakWindow", "Telemetry",
+           "TrackerState", "archive_paths"]
+
+log = logging.getLogger("stormotel.telemetry")
+
+OTLP_PROTOCOLS = ("grpc", "http/protobuf")
+_PEAK_FIELDS = ("device_used", "allocated", "reserved", "gap")  # order of PeakWindow columns
+_PEAK_METRICS = (schema.DEVICE_USED_PEAK, schema.ALLOC_ALLOCATED_PEAK,
+                 schema.ALLOC_RESERVED_PEAK, schema.GAP_PEAK)
+_FIELD_OF: dict[schema.Metric, str] = {
+    schema.DEVICE_USED: "device_used", schema.DEVICE_LIMIT: "device_total",
+    schema.DEVICE_FREE: "device_free", schema.PROCESS_USED: "process_used",
+    schema.ALLOC_ALLOCATED: "allocated", schema.ALLOC_RESERVED: "reserved",
+    schema.ALLOC_ACTIVE: "active", schema.ALLOC_INACTIVE_SPLIT: "inactive_split",
+    schema.GAP: "gap",
+}
+
+
+def archive_paths(archive_dir: str | os.PathLike[str], job_id: str,
+                  rank: int) -> tuple[Path, Path]:
+    """``<archive_dir>/<job_id>/rank-<R>.metrics.jsonl`` and ``….traces.jsonl``."""
+    base = Path(archive_dir) / job_id / f"{schema.ARCHIVE_RANK_PREFIX}{rank}"
+    return (base.with_name(base.name + schema.ARCHIVE_METRICS_SUFFIX),
+            base.with_name(base.name + schema.ARCHIVE_TRACES_SUFFIX))
+
+
+def _peak_values(sample: Sample) -> np.ndarray:
+    return np.array([np.nan if (v := getattr(sample, f)) is None else v for f in _PEAK_FIELDS],
+                    dtype=np.float64)
+
+
+class PeakWindow:
+    """Highest value of each peak-tracked field since its last :meth:`take`; one per destination."""
+
+    def __init__(self) -> None:
+        self._peak = np.full(len(_PEAK_FIELDS), np.nan)
+        self._lock = threading.Lock()
+
+    def update(self, values: np.ndarray) -> None:
+        with self._lock:
+            self._peak = np.fmax(self._peak, values)  # fmax: NaN means "no value yet"
+
+    def take(self, index: int, latest: float) -> float:
+        """The peak of one field since its last take; the window restarts from ``latest``."""
+        with self._lock:
+            out = float(np.fmax(self._peak[index], latest))
+            self._peak[index] = latest
+            return out
+
+
+@dataclass
+class TrackerState:
+    """What the sampling thread knows; read by every export's callbacks. Guarded by ``lock``."""
+
+    latest: Sample | None = None
+    step: int | None = None
+    estimate_bytes: int | None = None
+    sample_duration_s: float | None = None
+    samples: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)  # reason -> count
+    export_failures: dict[tuple[str, str], int] = field(default_factory=dict)
+    crossings: dict[str, int] = field(default_factory=dict)  # level -> count
+    caught_ooms: int = 0
+    windows: list[PeakWindow] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, sample: Sample, duration_s: float) -> None:
+        values = _peak_values(sample)
+        with self.lock:
+            self.latest = sample
+            self.samples += 1
+            self.sample_duration_s = duration_s
+            windows = list(self.windows)
+        for window in windows:
+            window.update(values)
+
+    def count_drop(self, reason: str, n: int = 1) -> None:
+        with self.lock:
+            self.dropped[reason] = self.dropped.get(reason, 0) + n
+
+    def count_export_failure(self, destination: str, reason: str) -> None:
+        with self.lock:
+            key = (destination, reason)
+            self.export_failures[key] = self.export_failures.get(key, 0) + 1
+
+    def count_crossing(self, level: str) -> None:
+        with self.lock:
+            self.crossings[level] = self.crossings.get(level, 0) + 1
+
+
+def _register_instruments(provider: MeterProvider, state: TrackerState, window: PeakWindow,
+                          attrs: Mapping[str, str]) -> None:
+    """Create every schema instrument on ``provider`` with callbacks reading ``state``."""
+    meter = provider.get_meter(schema.INSTRUMENTATION_SCOPE, schema.SCHEMA_VERSION)
+    base = dict(attrs)
+
+    def with_attrs(extra: Mapping[str, str]) -> dict[str, str]:
+        return {**base, **extra}
+
+    def field_gauge(name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def cb(_: CallbackOptions) -> Iterable[Observation]:
+            sample = state.latest
+            value = None if sample is None else getattr(sample, name)
+            return [] if value is None else [Observation(value, base)]
+        return cb
+
+    def peak_cb(index: int) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def cb(_: CallbackOptions) -> Iterable[Observation]:
+            sample = state.latest
+            latest = None if sample is None else getattr(sample, _PEAK_FIELDS[index])
+            if latest is None:
+                return []
+            return [Observation(int(window.take(index, float(latest))), base)]
+        return cb
+
+    def scalar(get: Callable[[], float | int | None]
+               ) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def cb(_: CallbackOptions) -> Iterable[Observation]:
+            value = get()
+            return [] if value is None else [Observation(value, base)]
+        return cb
+
+    def by_attr(get: Callable[[], Mapping[Any, int]], keys: tuple[str, ...]
+                ) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def cb(_: CallbackOptions) -> Iterable[Observation]:
+            with state.lock:
+                items = list(get().items())
+            out = []
+            for key, count in items:
+                parts = key if isinstance(key, tuple) else (key,)
+                out.append(Observation(count, with_attrs(dict(zip(keys, parts, strict=True)))))
+            return out
+        return cb
+
+    def gauge(metric: schema.Metric, cb: Callable[[CallbackOptions], Iterable[Observation]]
+              ) -> None:
+        meter.create_observable_gauge(metric.name, [cb], unit=metric.unit,
+                                      description=metric.description)
+
+    def counter(metric: schema.Metric, cb: Callable[[CallbackOptions], Iterable[Observation]]
+                ) -> None:
+        meter.create_observable_counter(metric.name, [cb], unit=metric.unit,
+                                        description=metric.description)
+
+    for metric in schema.MEMORY_GAUGES:
+        gauge(metric, field_gauge(_FIELD_OF[metric]))
+    gauge(schema.DEVICE_UTILIZATION, field_gauge("utilization"))
+    for i, metric in enumerate(_PEAK_METRICS):
+        gauge(metric, peak_cb(i))
+    gauge(schema.ESTIMATE, scalar(lambda: state.estimate_bytes))
+    gauge(schema.STEP, scalar(lambda: state.step))
+    gauge(schema.SAMPLE_DURATION, scalar(lambda: state.sample_duration_s))
+
+    def sampler_counter(name: str, extra: Callable[[], int] = lambda: 0
+                        ) -> Callable[[], int | None]:
+        def get() -> int | None:
+            sample = state.latest
+            value = None if sample is None else getattr(sample, name)
+            if value is None and not extra():
+                return None
+            return max(value or 0, extra())
+        return get
+
+    counter(schema.ALLOC_RETRIES, scalar(sampler_counter("alloc_retries")))
+    # An OOM caught by capture_oom is also an allocator OOM on CUDA: take the larger count.
+    counter(schema.OOMS, scalar(sampler_counter("num_ooms", lambda: state.caught_ooms)))
+    counter(schema.THRESHOLD_CROSSINGS, by_attr(lambda: state.crossings, (schema.ATTR_LEVEL,)))
+    counter(schema.SAMPLES, scalar(lambda: state.samples))
+    counter(schema.SAMPLES_DROPPED, by_attr(lambda: state.dropped, (schema.ATTR_REASON,)))
+    counter(schema.EXPORT_FAILURES, by_attr(lambda: state.export_failures,
+                                            (schema.ATTR_DESTINATION, schema.ATTR_REASON)))
+
+
+@dataclass
+class ExportConfig:
+    """Where telemetry goes. ``None`` means off, except OTLP, which also turns on when the
+    standard ``OTEL_EXPORTER_OTLP_[METRICS_|TRACES_]ENDPOINT`` variables are set."""
+
+    archive_dir: str | os.PathLike[str] | None = None
+    otlp_endpoint: str | None = None
+    otlp_protocol: str | None = None  # grpc | http/protobuf (http accepted); env, then grpc
+    otlp_interval_s: float | None = None  # OTEL_METRIC_EXPORT_INTERVAL, then 10 s
+    prometheus_port: int | None = None
+    prometheus_addr: str = "0.0.0.0"
+
+    def otlp_enabled(self, env: Mapping[str, str]) -> bool:
+        return bool(self.otlp_endpoint or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+                    or env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
+                    or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+
+    def protocol(self, env: Mapping[str, str]) -> str:
+        raw = (self.otlp_protocol or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "grpc").strip()
+        proto = "http/protobuf" if raw == "http" else raw
+        if proto not in OTLP_PROTOCOLS:
+            raise ValueError(f"OTLP protocol {raw!r} is not supported (grpc, http/protobuf)")
+        return proto
+
+
+@dataclass
+class Destination:
+    name: str
+    provider: MeterProvider
+    reader: MetricReader
+    window: PeakWindow
+    on_sample: bool = False  # archive: export after every sample
+
+
+def _otlp_exporters(cfg: ExportConfig, env: Mapping[str, str]) -> tuple[Callable[[], Any],
+                                                                         Callable[[], Any]]:
+    proto = cfg.protocol(env)
+    endpoint = cfg.otlp_endpoint
+    timeout = None if env.get("OTEL_EXPORTER_OTLP_TIMEOUT") else 5.0
+    if proto == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        insecure = None
+        if endpoint and urlparse(endpoint).scheme == "http":
+            insecure = True
+        return (lambda: OTLPMetricExporter(endpoint=endpoint, insecure=insecure, timeout=timeout),
+                lambda: OTLPSpanExporter(endpoint=endpoint, insecure=insecure, timeout=timeout))
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+        OTLPMetricExporter as HttpMetricExporter,
+    )
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+        OTLPSpanExporter as HttpSpanExporter,
+    )
+
+    def signal_url(path: str) -> str | None:
+        if not endpoint:
+            return None  # the exporter reads OTEL_EXPORTER_OTLP_* and appends /v1/<signal>
+        base = endpoint if "://" in endpoint else f"http://{endpoint}"
+        return base if urlparse(base).path not in ("", "/") else base.rstrip("/") + path
+
+    return (lambda: HttpMetricExporter(endpoint=signal_url("/v1/metrics"), timeout=timeout),
+            lambda: HttpSpanExporter(endpoint=signal_url("/v1/traces"), timeout=timeout))
+
+
+class Telemetry:
+    """All providers, readers, exporters and the Prometheus server of one tracker."""
+
+    def __init__(self, resource: Resource, attrs: Mapping[str, str], state: TrackerState,
+                 cfg: ExportConfig, job_id: str, rank: int,
+                 env: Mapping[str, str] | None = None) -> None:
+        env = os.environ if env is None else env
+        self.state = state
+        self.destinations: list[Destination] = []
+        self.tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+        self.archive_files: tuple[Path, Path] | None = None
+        self.prometheus_address: tuple[str, int] | None = None
+        self._streams: list[ArchiveStream] = []
+        self._prom_server: Any = None
+        self._lock = threading.Lock()
+        fail = state.count_export_failure
+
+        def add(name: str, reader: MetricReader, on_sample: bool = False) -> None:
+            window = PeakWindow()
+            state.windows.append(window)
+            provider = MeterProvider(resource=resource, metric_readers=[reader],
+                                     shutdown_on_exit=False)
+            _register_instruments(provider, state, window, attrs)
+            self.destinations.append(Destination(name, provider, reader, window, on_sample))
+
+        if cfg.archive_dir is not None:
+            from opentelemetry.exporter.otlp.json.file import FileMetricExporter, FileSpanExporter
+
+            metrics_path, traces_path = archive_paths(cfg.archive_dir, job_id, rank)
+            self.archive_files = (metrics_path, traces_path)
+            m_stream, t_stream = ArchiveStream(metrics_path), ArchiveStream(traces_path)
+            self._streams += [m_stream, t_stream]
+            add(schema.DEST_ARCHIVE, PeriodicExportingMetricReader(
+                GuardedMetricExporter(schema.DEST_ARCHIVE,
+                                      lambda: FileMetricExporter(stream=m_stream.open()), fail),
+                export_interval_millis=math.inf), on_sample=True)
+            self.tracer_provider.add_span_processor(BatchSpanProcessor(
+                GuardedSpanExporter(schema.DEST_ARCHIVE,
+                                    lambda: FileSpanExporter(stream=t_stream.open()), fail),
+                schedule_delay_millis=1000))
+        if cfg.otlp_enabled(env):
+            metric_factory, span_factory = _otlp_exporters(cfg, env)
+            interval_ms = (cfg.otlp_interval_s * 1000 if cfg.otlp_interval_s else
+                           float(env.get("OTEL_METRIC_EXPORT_INTERVAL", 10_000)))
+            add(schema.DEST_OTLP, PeriodicExportingMetricReader(
+                GuardedMetricExporter(schema.DEST_OTLP, metric_factory, fail),
+                export_interval_millis=interval_ms))
+            self.tracer_provider.add_span_processor(BatchSpanProcessor(
+                GuardedSpanExporter(schema.DEST_OTLP, span_factory, fail)))
+        if cfg.prometheus_port is not None:
+            self._start_prometheus(cfg, add)
+
+    def _start_prometheus(self, cfg: ExportConfig,
+                          add: Callable[[str, MetricReader], None]) -> None:
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+        from prometheus_client import CollectorRegistry, start_http_server
+
+        registry = CollectorRegistry(auto_describe=False)
+        try:
+            server, _thread = start_http_server(int(cfg.prometheus_port or 0),
+                                                addr=cfg.prometheus_addr, registry=registry)
+        except OSError as e:
+            self.state.count_export_failure(schema.DEST_PROMETHEUS, "bind_failed")
+            log.warning("stormotel: Prometheus endpoint %s:%s could not start (%s); continuing "
+                        "without it", cfg.prometheus_addr, cfg.prometheus_port, e)
+            return
+        self._prom_server = server
+        self.prometheus_address = (cfg.prometheus_addr, int(server.server_port))
+        add(schema.DEST_PROMETHEUS, PrometheusMetricReader(registry=registry))
+
+    def tracer(self) -> Any:
+        return self.tracer_provider.get_tracer(schema.INSTRUMENTATION_SCOPE,
+                                               schema.SCHEMA_VERSION)
+
+    def after_sample(self) -> None:
+        """Export destinations that run at the sampling rate (the archive)."""
+        for dest in self.destinations:
+            if dest.on_sample:
+                try:
+                    dest.reader.collect(timeout_millis=5_000)
+                except Exception as e:  # never raise into the sampling loop
+                    self.state.count_export_failure(dest.name, type(e).__name__.lower())
+
+    def flush(self, timeout_millis: int = 5_000) -> None:
+        try:
+            self.tracer_provider.force_flush(timeout_millis)
+        except Exception as e:
+            log.debug("stormotel: span flush failed: %s", e)
+        for dest in self.destinations:
+            try:
+                if dest.on_sample:
+                    dest.reader.collect(timeout_millis=timeout_millis)
+                else:
+                    dest.provider.force_flush(timeout_millis)
+            except Exception as e:
+                log.debug("stormotel: %s flush failed: %s", dest.name, e)
+
+    def shutdown(self, timeout_millis: int = 5_000) -> None:
+        """Final export of everything, then release files, sockets and threads. Never raises."""
+        with self._lock:
+            try:
+                self.tracer_provider.shutdown()
+            except Exception as e:
+                log.debug("stormotel: tracer shutdown failed: %s", e)
+            for dest in self.destinations:
+                try:
+                    if dest.on_sample:
+                        dest.reader.collect(timeout_millis=timeout_millis)
+                    dest.provider.shutdown(timeout_millis=timeout_millis)
+                except Exception as e:
+                    log.debug("stormotel: %s shutdown failed: %s", dest.name, e)
+            self.destinations.clear()
+            if self._prom_server is not None:
+                self._prom_server.shutdown()
+                self._prom_server.server_close()
+                self._prom_server = None
+            for stream in self._streams:
+                stream.close()

@@ -1,0 +1,190 @@
+"""``stormotel track``: sample one GPU and export it, for a duration or until Ctrl-C.
+
+Useful beside a training job that is not instrumented (nvml sees every process on the GPU), to
+try destinations out, and — with ``--sampler simulated --fault ...`` — to produce incident
+telemetry on a machine without a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+import time
+from types import FrameType
+
+from stormotel import exitcodes, schema
+from stormotel.identity import IdentityError
+from stormotel.samplers import SAMPLERS, SamplerUnavailable
+from stormotel.samplers.faults import FaultSpecError, parse_faults
+from stormotel.tracker import DEFAULT_ARCHIVE_DIR, MemoryTracker
+
+__all__ = ["build_parser", "main"]
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+    return value
+
+
+def _percent(text: str) -> float:
+    value = _positive_float(text)
+    if value > 100:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a percentage in (0, 100]")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} must be in 0..65535 (0 = any free port)")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="stormotel track",
+        description="Sample one GPU's memory and export it as OpenTelemetry metrics and spans. "
+                    "Runs for --duration seconds or until Ctrl-C, then flushes and exits 0.",
+        epilog="With no destination flag (and no OTEL_EXPORTER_OTLP_*ENDPOINT set) the OTLP "
+               f"JSON-lines archive is written to ./{DEFAULT_ARCHIVE_DIR}. Identity falls back "
+               "to torchrun/SLURM/Open MPI variables. Example: stormotel track --sampler "
+               "simulated --duration 10 --archive out --fault 'rank=0:leak@t=2s,rate=64MiB/s'")
+    g = p.add_argument_group("what to sample")
+    g.add_argument("--sampler", choices=SAMPLERS, default="cuda",
+                   help="cuda: PyTorch allocator + cudaMemGetInfo (this process); nvml: the "
+                        "driver's view of the whole GPU; simulated: a scriptable fake GPU for "
+                        "machines without one (default: cuda)")
+    g.add_argument("--device", default=None,
+                   help="GPU index or 'cuda:N' (default: the current CUDA device, NVML index "
+                        "0, or the local rank for simulated)")
+    g.add_argument("--interval", type=_positive_float, default=0.1, metavar="SECONDS",
+                   help="sampling interval in seconds (default: 0.1, i.e. 10 Hz)")
+    g.add_argument("--duration", type=_positive_float, default=None, metavar="SECONDS",
+                   help="stop after this many seconds (default: run until Ctrl-C/SIGTERM)")
+    g.add_argument("--fault", action="append", default=[], metavar="SPEC",
+                   help="simulated sampler only: plant a fault, e.g. "
+                        "'rank=2:first_spike@t=3s,delta=512MiB,lead=500ms' or "
+                        "'rank=0:leak@t=1s,rate=32MiB/s'; kinds: leak, spike, fragmentation, "
+                        f"first_spike, oom; repeatable (also ${schema.ENV_SIM_FAULTS})")
+    i = p.add_argument_group("identity (default: torchrun, SLURM or Open MPI variables)")
+    i.add_argument("--job-id", default=None, help="job identifier shared by all ranks "
+                                                  "(default: TORCHELASTIC_RUN_ID, SLURM_JOB_ID, "
+                                                  "or a generated local-<time>-<pid>)")
+    i.add_argument("--rank", type=int, default=None, help="global rank (0 <= rank < world size)")
+    i.add_argument("--local-rank", type=int, default=None, help="rank within this host")
+    i.add_argument("--world-size", type=int, default=None, help="number of ranks in the job")
+    d = p.add_argument_group("destinations (any combination)")
+    d.add_argument("--archive", default=None, metavar="DIR",
+                   help="write the OTLP JSON-lines archive to DIR/<job_id>/rank-<R>.metrics.jsonl"
+                        " and .traces.jsonl, one line per sample")
+    d.add_argument("--otlp-endpoint", default=None, metavar="URL",
+                   help="send OTLP to a collector, e.g. http://localhost:4317 (grpc) or "
+                        "http://localhost:4318 (http); default: OTEL_EXPORTER_OTLP_ENDPOINT")
+    d.add_argument("--otlp-protocol", choices=("grpc", "http", "http/protobuf"), default=None,
+                   help="OTLP transport (default: OTEL_EXPORTER_OTLP_PROTOCOL, else grpc)")
+    d.add_argument("--otlp-interval", type=_positive_float, default=None, metavar="SECONDS",
+                   help="OTLP metric export interval; each export carries the latest value and "
+                        "the peak since the previous export (default: OTEL_METRIC_EXPORT_INTERVAL"
+                        ", else 10 s)")
+    d.add_argument("--prometheus-port", type=_port, default=None, metavar="PORT",
+                   help="serve a Prometheus /metrics endpoint on PORT (0 = any free port)")
+    d.add_argument("--prometheus-addr", default="0.0.0.0", metavar="ADDR",
+                   help="address the Prometheus endpoint binds to (default: 0.0.0.0)")
+    t = p.add_argument_group("thresholds and edges")
+    t.add_argument("--warning-percent", type=_percent,
+                   default=schema.DEFAULT_THRESHOLDS[schema.THRESHOLD_WARNING],
+                   help="device-memory percent that emits a 'warning' threshold event "
+                        "(default: %(default)s)")
+    t.add_argument("--critical-percent", type=_percent,
+                   default=schema.DEFAULT_THRESHOLDS[schema.THRESHOLD_CRITICAL],
+                   help="device-memory percent that emits a 'critical' event (default: "
+                        "%(default)s)")
+    t.add_argument("--hysteresis", type=float, default=2.0, metavar="PERCENT",
+                   help="a level re-arms only after usage falls this many points below it "
+                        "(default: 2.0)")
+    t.add_argument("--estimate", default=None, metavar="BYTES|FILE",
+                   help="predicted peak (bytes, or a `stormotel estimate` JSON with peak_bytes),"
+                        " exported as stormotel.memory.estimate")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+
+    def usage(msg: str) -> int:
+        print(f"stormotel track: error: {msg}", file=sys.stderr)
+        return exitcodes.USAGE
+
+    if args.fault and args.sampler != "simulated":
+        return usage("--fault needs --sampler simulated")
+    try:
+        parse_faults(args.fault)
+        estimate: int | str | None = args.estimate
+        if estimate is not None and estimate.isdigit():
+            estimate = int(estimate)
+        tracker = MemoryTracker(
+            device=args.device, sampler=args.sampler, sampling_interval=args.interval,
+            job_id=args.job_id, rank=args.rank, local_rank=args.local_rank,
+            world_size=args.world_size, archive_dir=args.archive,
+            otlp_endpoint=args.otlp_endpoint, otlp_protocol=args.otlp_protocol,
+            otlp_interval=args.otlp_interval, prometheus_port=args.prometheus_port,
+            prometheus_addr=args.prometheus_addr, estimate_bytes=estimate,
+            thresholds={schema.THRESHOLD_WARNING: args.warning_percent,
+                        schema.THRESHOLD_CRITICAL: args.critical_percent},
+            hysteresis_percent=args.hysteresis, faults=args.fault or None)
+    except (IdentityError, FaultSpecError, SamplerUnavailable, ValueError) as e:
+        return usage(str(e))
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    tracker.start_tracking()
+    ident = tracker.identity
+    if not args.quiet:
+        where = []
+        if tracker.archive_files:
+            where.append(f"archive {tracker.archive_files[0].parent}")
+        if tracker.prometheus_address:
+            where.append("prometheus http://{}:{}/metrics".format(*tracker.prometheus_address))
+        if schema.DEST_OTLP in tracker.destinations:
+            where.append(f"otlp {args.otlp_endpoint or '(OTEL_EXPORTER_OTLP_* env)'}")
+        print(f"stormotel track: job {ident.job_id} rank {ident.rank}/{ident.world_size} "
+              f"{tracker.sampler.name} device {ident.gpu} every {args.interval}s -> "
+              f"{', '.join(where)}", file=sys.stderr, flush=True)
+    deadline = None if args.duration is None else time.monotonic() + args.duration
+    interrupted = False
+    try:
+        while not stop.is_set():
+            remaining = 1.0 if deadline is None else deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            stop.wait(min(1.0, remaining))
+        interrupted = stop.is_set()
+    finally:
+        tracker.stop_tracking()
+    stats = tracker.stats
+    if not args.quiet:
+        dropped = sum(stats["dropped"].values())
+        failed = sum(stats["export_failures"].values())
+        print(f"stormotel track: {'interrupted, ' if interrupted else ''}flushed "
+              f"{stats['samples']} samples ({dropped} dropped, {failed} failed exports)",
+              file=sys.stderr)
+    return exitcodes.OK

@@ -1,0 +1,434 @@
+"""``MemoryTracker``: one background sampling thread per rank, exported as OTel metrics and spans.
+
+The training loop talks to the tracker through a few calls (``start_tracking``, ``step``,
+``mark``, ``capture_oom``); everything else happens in a daemon thread that samples at
+``sampling_interval``, feeds the ring buffer and the edge detectors, and drives the archive
+export. Nothing the tracker does may raise into the training loop once it has started: sampler
+errors, exporter outages and full disks are counted (``stormotel.tracker.samples.dropped``,
+``stormotel.tracker.export.failures``) and logged once.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import dataclasses
+import json
+import logging
+import math
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+
+from stormotel import schema
+from stormotel.edges import FirstRiseDetector, ThresholdMonitor
+from stormotel.exporters import install_log_once
+from stormotel.identity import Identity, resolve_identity
+from stormotel.ring import RingBuffer
+from stormotel.samplers import Sample, Sampler, make_sampler
+from stormotel.telemetry import ExportConfig, Telemetry, TrackerState
+
+__all__ = ["DEFAULT_ARCHIVE_DIR", "MemoryTracker", "is_oom_error", "load_estimate"]
+
+log = logging.getLogger("stormotel.tracker")
+
+#: Where the archive goes when no destination at all is configured (the embedded default).
+DEFAULT_ARCHIVE_DIR = "stormotel-archive"
+
+
+def is_oom_error(exc: BaseException) -> bool:
+    """torch.OutOfMemoryError, or any RuntimeError whose text says "out of memory"."""
+    torch = sys.modules.get("torch")
+    oom_type = getattr(torch, "OutOfMemoryError", None) if torch is not None else None
+    if oom_type is not None and isinstance(exc, oom_type):
+        return True
+    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+
+
+def load_estimate(estimate: int | str | os.PathLike[str] | None) -> int | None:
+    """``estimate_bytes``: an int, or a path to a JSON file with ``"peak_bytes"``."""
+    if estimate is None:
+        return None
+    if isinstance(estimate, int) and not isinstance(estimate, bool):
+        if estimate < 0:
+            raise ValueError(f"estimate_bytes={estimate} must be >= 0")
+        return estimate
+    path = Path(estimate)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: cannot read the estimate JSON ({e})") from None
+    value = data.get("peak_bytes") if isinstance(data, dict) else None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{path}: 'peak_bytes' must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _memory_of(sample: Sample | None) -> int | None:
+    """The one number a span reports: device used, else allocator reserved, else allocated."""
+    if sample is None:
+        return None
+    for value in (sample.device_used, sample.reserved, sample.allocated):
+        if value is not None:
+            return value
+    return None
+
+
+class _SpanPeak:
+    """Highest memory seen by the sampling thread while a step/mark span is open."""
+
+    __slots__ = ("peak",)
+
+    def __init__(self, start: int | None) -> None:
+        self.peak = start
+
+    def update(self, value: int | None) -> None:
+        if value is not None and (self.peak is None or value > self.peak):
+            self.peak = value
+
+
+class MemoryTracker:
+    """Track one GPU of one rank. See docs/tracker.md for every parameter.
+
+    ``sampler`` is ``"cuda"``, ``"nvml"``, ``"simulated"`` or any object implementing
+    :class:`stormotel.samplers.Sampler`. Destinations: ``archive_dir`` (OTLP JSON lines),
+    ``otlp_endpoint``/``otlp_protocol`` (or the standard ``OTEL_*`` variables) and
+    ``prometheus_port``; with none of them the archive goes to ``./stormotel-archive``.
+    """
+
+    def __init__(self, device: Any = None, sampler: str | Sampler = "cuda",
+                 sampling_interval: float = 0.1, *, job_id: str | None = None,
+                 rank: int | None = None, local_rank: int | None = None,
+                 world_size: int | None = None, host: str | None = None,
+                 archive_dir: str | os.PathLike[str] | None = None,
+                 otlp_endpoint: str | None = None, otlp_protocol: str | None = None,
+                 otlp_interval: float | None = None, prometheus_port: int | None = None,
+                 prometheus_addr: str = "0.0.0.0", ring_size: int = 6000,
+                 oom_dump_dir: str | os.PathLike[str] | None = None,
+                 dump_max_bytes: int = 16 * 2**20,
+                 estimate_bytes: int | str | os.PathLike[str] | None = None,
+                 thresholds: Mapping[str, float] | None = None,
+                 hysteresis_percent: float = 2.0, rise_bytes: int | None = None,
+                 warmup_samples: int = 20, faults: Any = None,
+                 env: Mapping[str, str] | None = None) -> None:
+        if not (isinstance(sampling_interval, int | float) and
+                0 < sampling_interval < math.inf):
+            raise ValueError(f"sampling_interval={sampling_interval!r} must be a positive number "
+                             "of seconds")
+        env = os.environ if env is None else env
+        identity = resolve_identity(job_id, rank, local_rank, world_size, host, env=env)
+        self.estimate_bytes = load_estimate(estimate_bytes)
+        if isinstance(sampler, str):
+            if sampler == "simulated" and device is None:
+                device = identity.local_rank
+            self.sampler: Sampler = make_sampler(sampler, device, rank=identity.rank,
+                                                 faults=faults)
+        else:
+            self.sampler = sampler
+        self.identity: Identity = dataclasses.replace(
+            identity, gpu=str(self.sampler.device_index), gpu_uuid=self.sampler.gpu_uuid)
+        self.sampling_interval = float(sampling_interval)
+        if archive_dir is None and otlp_endpoint is None and prometheus_port is None and \
+                not ExportConfig().otlp_enabled(env):
+            archive_dir = DEFAULT_ARCHIVE_DIR
+        self.export_config = ExportConfig(archive_dir=archive_dir, otlp_endpoint=otlp_endpoint,
+                                          otlp_protocol=otlp_protocol,
+                                          otlp_interval_s=otlp_interval,
+                                          prometheus_port=prometheus_port,
+                                          prometheus_addr=prometheus_addr)
+        self.export_config.protocol(env)  # validate now: a bad protocol is a usage error
+        self._env = env
+        self.ring = RingBuffer(ring_size)
+        self.dump_max_bytes = dump_max_bytes
+        if oom_dump_dir is None:
+            base = Path(archive_dir) / self.identity.job_id if archive_dir is not None else \
+                Path("stormotel-oom")
+            oom_dump_dir = base / "oom"
+        self.oom_dump_dir = Path(oom_dump_dir)
+        self.thresholds = ThresholdMonitor(dict(thresholds or {}), hysteresis_percent)
+        self.first_rise = FirstRiseDetector(warmup_samples, rise_bytes)
+        self.state = TrackerState(estimate_bytes=self.estimate_bytes)
+        self.telemetry: Telemetry | None = None
+        self._session: trace.Span | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._span_peaks: list[_SpanPeak] = []
+        self._peaks_lock = threading.Lock()
+        self._warned: set[str] = set()
+        self._step = 0
+        self._lifecycle = threading.Lock()
+        self._observe_lock = threading.Lock()
+
+    # -- lifecycle ------------------------------------------------------------------------
+    @property
+    def attributes(self) -> dict[str, str]:
+        """Data-point attributes on every series: the identity labels plus ``hw.id``."""
+        return {**self.identity.labels(),
+                schema.ATTR_HW_ID: self.identity.gpu_uuid or self.identity.gpu}
+
+    def resource(self) -> Resource:
+        extra = {schema.ATTR_SAMPLER: self.sampler.name}
+        return Resource.create(self.identity.resource_attributes(self._env, extra))
+
+    @property
+    def archive_files(self) -> tuple[Path, Path] | None:
+        """(metrics, traces) archive paths, when the archive destination is on."""
+        return None if self.telemetry is None else self.telemetry.archive_files
+
+    @property
+    def destinations(self) -> list[str]:
+        """Names of the active destinations (archive, otlp, prometheus)."""
+        return [] if self.telemetry is None else [d.name for d in self.telemetry.destinations]
+
+    @property
+    def prometheus_address(self) -> tuple[str, int] | None:
+        return None if self.telemetry is None else self.telemetry.prometheus_address
+
+    def start_tracking(self) -> MemoryTracker:
+        with self._lifecycle:
+            if self._thread is not None:
+                return self
+            install_log_once()
+            self.telemetry = Telemetry(self.resource(), self.attributes, self.state,
+                                       self.export_config, self.identity.job_id,
+                                       self.identity.rank, env=self._env)
+            self._session = self.telemetry.tracer().start_span(
+                schema.SPAN_SESSION, attributes={
+                    schema.ATTR_SAMPLER: self.sampler.name,
+                    "stormotel.sampling_interval_s": self.sampling_interval})
+            self._stop.clear()
+            self._tick()  # one sample now, so metrics and spans have a value from the start
+            self._thread = threading.Thread(target=self._run, name="stormotel-sampler",
+                                            daemon=True)
+            self._thread.start()
+            atexit.register(self.stop_tracking)
+            return self
+
+    def stop_tracking(self) -> None:
+        """Stop sampling, export what is pending (final archive line, spans) and release all."""
+        with self._lifecycle:
+            if self._thread is None:
+                return
+            self._stop.set()
+            self._thread.join(timeout=max(5.0, 3 * self.sampling_interval))
+            self._thread = None
+            atexit.unregister(self.stop_tracking)
+            try:
+                self._tick()  # a last sample, so the archive ends at the stop time
+            except Exception as e:
+                log.debug("stormotel: final sample failed: %s", e)
+            if self._session is not None:
+                self._session.end()
+                self._session = None
+            if self.telemetry is not None:
+                self.telemetry.shutdown()
+            with contextlib.suppress(Exception):
+                self.sampler.close()
+
+    def __enter__(self) -> MemoryTracker:
+        return self.start_tracking()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_tracking()
+
+    @property
+    def is_tracking(self) -> bool:
+        return self._thread is not None
+
+    # -- configuration --------------------------------------------------------------------
+    def set_threshold(self, name: str, percent: float) -> None:
+        """``set_threshold(schema.THRESHOLD_WARNING, 75.0)``; percent of device memory."""
+        self.thresholds.set(name, percent)
+
+    def set_estimate(self, estimate: int | str | os.PathLike[str] | None) -> None:
+        self.estimate_bytes = load_estimate(estimate)
+        self.state.estimate_bytes = self.estimate_bytes
+
+    # -- sampling thread ------------------------------------------------------------------
+    def _warn_once(self, key: str, message: str, *args: object) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning(message, *args)
+
+    def _run(self) -> None:
+        interval = self.sampling_interval
+        next_at = time.monotonic() + interval
+        while not self._stop.wait(max(0.0, next_at - time.monotonic())):
+            self._tick()
+            next_at += interval
+            behind = time.monotonic() - next_at
+            if behind > interval:  # fell behind (slow sampler or exporter): skip, count
+                skipped = int(behind // interval)
+                self.state.count_drop(schema.REASON_OVERRUN, skipped)
+                next_at += skipped * interval
+
+    def _tick(self) -> None:
+        started = time.perf_counter()
+        try:
+            sample = self.sampler.sample()
+        except Exception as e:
+            self.state.count_drop(schema.REASON_SAMPLER_ERROR)
+            self._warn_once("sampler", "stormotel: %s sampler failed (%s: %s); samples are "
+                            "counted as dropped and this is not logged again",
+                            self.sampler.name, type(e).__name__, e)
+            return
+        try:
+            with self._observe_lock:  # the training thread may sample too (capture_oom)
+                self._observe(sample, time.perf_counter() - started)
+        except Exception as e:  # a bug here must not kill the sampling thread
+            self.state.count_drop(type(e).__name__.lower())
+            self._warn_once("observe", "stormotel: processing a sample failed (%s: %s)",
+                            type(e).__name__, e)
+
+    def _observe(self, sample: Sample, duration_s: float) -> None:
+        self.ring.push(sample)
+        self.state.record(sample, duration_s)
+        memory = _memory_of(sample)
+        with self._peaks_lock:
+            for peak in self._span_peaks:
+                peak.update(memory)
+        util = sample.utilization
+        if util is not None:
+            for crossing in self.thresholds.update(util * 100.0):
+                self.state.count_crossing(crossing.level)
+                self._edge(schema.EVENT_THRESHOLD, sample.timestamp_ns, {
+                    schema.EVENT_ATTR_LEVEL: crossing.level,
+                    schema.EVENT_ATTR_PERCENT: round(crossing.percent, 3),
+                    schema.EVENT_ATTR_BYTES: sample.device_used or 0,
+                    "stormotel.threshold.percent": crossing.threshold_percent})
+        series = "device_used" if sample.device_used is not None else "reserved"
+        rise = self.first_rise.update(sample.timestamp_ns, getattr(sample, series),
+                                      sample.device_total)
+        if rise is not None:
+            self._edge(schema.EVENT_FIRST_RISE, rise.timestamp_ns, {
+                schema.EVENT_ATTR_SERIES: series, schema.EVENT_ATTR_BYTES: rise.value,
+                schema.EVENT_ATTR_BASELINE: rise.baseline, schema.EVENT_ATTR_DELTA: rise.delta})
+        if self.telemetry is not None:
+            self.telemetry.after_sample()
+
+    # -- spans ----------------------------------------------------------------------------
+    def _parent_context(self) -> otel_context.Context | None:
+        current = trace.get_current_span()
+        if current.is_recording() or self._session is None:
+            return None
+        return trace.set_span_in_context(self._session)
+
+    def _edge(self, event: str, timestamp_ns: int, attributes: dict[str, Any]) -> None:
+        """A zero-length span carrying one event at the exact sample time (exported promptly)."""
+        if self.telemetry is None:
+            return
+        ctx = trace.set_span_in_context(self._session) if self._session is not None else None
+        span = self.telemetry.tracer().start_span(schema.SPAN_EDGE, context=ctx,
+                                                  start_time=timestamp_ns,
+                                                  attributes={"stormotel.edge": event})
+        span.add_event(event, attributes, timestamp=timestamp_ns)
+        span.end(end_time=timestamp_ns)
+
+    def _read_now(self) -> int | None:
+        try:
+            return _memory_of(self.sampler.sample())
+        except Exception:
+            return _memory_of(self.state.latest)
+
+    @contextlib.contextmanager
+    def _memory_span(self, name: str, attributes: dict[str, Any]) -> Iterator[trace.Span]:
+        if self.telemetry is None:
+            raise RuntimeError("call start_tracking() before step()/mark()")
+        start = self._read_now()
+        peak = _SpanPeak(start)
+        with self._peaks_lock:
+            self._span_peaks.append(peak)
+        if start is not None:
+            attributes[schema.SPAN_ATTR_MEM_START] = start
+        tracer = self.telemetry.tracer()
+        with tracer.start_as_current_span(name, context=self._parent_context(),
+                                          attributes=attributes) as span:
+            try:
+                yield span
+            finally:
+                end = self._read_now()
+                peak.update(end)
+                with self._peaks_lock:
+                    self._span_peaks.remove(peak)
+                if end is not None:
+                    span.set_attribute(schema.SPAN_ATTR_MEM_END, end)
+                if peak.peak is not None:
+                    span.set_attribute(schema.SPAN_ATTR_MEM_PEAK, peak.peak)
+
+    def step(self, n: int | None = None) -> contextlib.AbstractContextManager[trace.Span]:
+        """A training-step span with memory at start/end and the peak within the step."""
+        self._step = self._step + 1 if n is None else int(n)
+        self.state.step = self._step
+        return self._memory_span(schema.SPAN_STEP, {schema.SPAN_ATTR_STEP: self._step})
+
+    def mark(self, name: str) -> contextlib.AbstractContextManager[trace.Span]:
+        """A named phase, e.g. ``tracker.mark("nccl:all_reduce")`` around a collective."""
+        return self._memory_span(schema.SPAN_MARK, {schema.SPAN_ATTR_MARK: str(name)})
+
+    # -- OOM flight recorder --------------------------------------------------------------
+    def dump(self, path: str | os.PathLike[str] | None = None, reason: str = "requested",
+             extra: Mapping[str, Any] | None = None) -> Path:
+        """Write the ring buffer (atomic, bounded) and return its path."""
+        if path is None:
+            path = self.oom_dump_dir / (f"{schema.ARCHIVE_RANK_PREFIX}{self.identity.rank}-"
+                                        f"{reason}-{time.time_ns()}.ring.jsonl")
+        header = {"reason": reason, **self.identity.labels(),
+                  schema.ATTR_SAMPLER: self.sampler.name,
+                  "sampling_interval_s": self.sampling_interval, **(extra or {})}
+        return self.ring.dump(path, header, max_bytes=self.dump_max_bytes)
+
+    @contextlib.contextmanager
+    def capture_oom(self, context: str = "") -> Iterator[None]:
+        """On an out-of-memory error: dump the ring buffer, emit an OOM span event pointing at
+        the dump, flush, and re-raise. Other exceptions pass through untouched."""
+        try:
+            yield
+        except BaseException as exc:
+            if is_oom_error(exc):
+                self._on_oom(exc, context)
+            raise
+
+    def _on_oom(self, exc: BaseException, context: str) -> None:
+        with self.state.lock:
+            self.state.caught_ooms += 1
+        with contextlib.suppress(Exception):
+            self._tick()
+        dump_path: str = ""
+        try:
+            dump_path = str(self.dump(reason="oom", extra={"context": context,
+                                                           "error": str(exc)[:500]}))
+        except Exception as e:
+            self._warn_once("dump", "stormotel: OOM dump to %s failed (%s)",
+                            self.oom_dump_dir, e)
+        try:
+            self._edge(schema.EVENT_OOM, time.time_ns(), {
+                schema.EVENT_ATTR_CONTEXT: context, schema.EVENT_ATTR_DUMP_PATH: dump_path,
+                schema.EVENT_ATTR_MESSAGE: str(exc)[:500],
+                schema.EVENT_ATTR_BYTES: _memory_of(self.state.latest) or 0})
+            if self.telemetry is not None:
+                self.telemetry.flush()
+        except Exception as e:
+            self._warn_once("oom-event", "stormotel: OOM event export failed (%s)", e)
+        self.last_oom_dump = dump_path or None
+
+    last_oom_dump: str | None = None
+
+    # -- introspection --------------------------------------------------------------------
+    @property
+    def stats(self) -> dict[str, Any]:
+        """Counters of the tracker itself (the self-telemetry series, as plain numbers)."""
+        with self.state.lock:
+            return {"samples": self.state.samples, "dropped": dict(self.state.dropped),
+                    "export_failures": dict(self.state.export_failures),
+                    "threshold_crossings": dict(self.state.crossings),
+                    "caught_ooms": self.state.caught_ooms,
+                    "first_rise_ns": None if self.first_rise.fired is None else
+                    self.first_rise.fired.timestamp_ns}
