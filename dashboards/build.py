@@ -1,0 +1,141 @@
+"""``stormotel dashboards``: write the Grafana dashboards, the Prometheus rules and their promtool
+tests as files, and copy the dashboards and rules into the Helm chart byte for byte.
+
+The committed files under ``dashboards/`` and ``helm/stormotel/files/`` are this command's output;
+``--check`` regenerates in memory and exits 1 naming every stale file, so CI catches a hand edit
+or a code change that was not rebuilt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from dashboards.common import to_json
+from dashboards.overview import overview_dashboard
+from dashboards.rank import rank_dashboard
+from dashboards.rule_tests import TESTS_FILE, rule_tests_yaml
+from dashboards.rules import DEFAULT_RUNBOOK_URL, RULES_FILE, rules_yaml
+from dashboards.settings import Settings
+from stormotel import exitcodes
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+REPO_CHART = PACKAGE_DIR.parent / "helm" / "stormotel"
+RULES_DIR = Path("rules")
+CHART_DASHBOARDS = Path("files") / "dashboards"
+CHART_RULES = Path("files") / "rules"
+
+
+def generate(cfg: Settings, runbook_url: str = DEFAULT_RUNBOOK_URL) -> dict[Path, str]:
+    """Every generated file, relative to the output directory."""
+    files: dict[Path, str] = {}
+    for board in (overview_dashboard(cfg), rank_dashboard(cfg)):
+        files[Path(f"{board.uid}.json")] = to_json(board)
+    files[RULES_DIR / RULES_FILE] = rules_yaml(cfg, runbook_url)
+    files[RULES_DIR / "tests" / TESTS_FILE] = rule_tests_yaml()
+    return files
+
+
+def chart_files(files: dict[Path, str]) -> dict[Path, str]:
+    """The subset the Helm chart ships, relative to the chart directory (same bytes)."""
+    out: dict[Path, str] = {}
+    for path, text in files.items():
+        if path.suffix == ".json":
+            out[CHART_DASHBOARDS / path.name] = text
+        elif path == RULES_DIR / RULES_FILE:
+            out[CHART_RULES / RULES_FILE] = text
+    return out
+
+
+def _stale(root: Path, files: dict[Path, str]) -> list[Path]:
+    stale = []
+    for rel, text in files.items():
+        path = root / rel
+        if not path.is_file() or path.read_bytes() != text.encode():
+            stale.append(path)
+    return stale
+
+
+def _write(root: Path, files: dict[Path, str]) -> int:
+    changed = 0
+    for rel, text in files.items():
+        path = root / rel
+        if path.is_file() and path.read_bytes() == text.encode():
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(text.encode())
+        changed += 1
+    return changed
+
+
+def _parser() -> argparse.ArgumentParser:
+    defaults = Settings()
+    p = argparse.ArgumentParser(
+        prog="stormotel dashboards",
+        description="Write the Grafana dashboards (JSON), the Prometheus recording/alerting rules"
+                    " and their promtool tests (YAML), and copy dashboards and rules into the"
+                    " Helm chart's files/ so the chart ships the same bytes.")
+    p.add_argument("--out", type=Path, default=PACKAGE_DIR, metavar="DIR",
+                   help="output directory (default: the dashboards/ package directory)")
+    p.add_argument("--chart", type=Path, default=None, metavar="DIR",
+                   help="Helm chart directory to copy dashboards and rules into (default:"
+                        " helm/stormotel of this checkout when it exists)")
+    p.add_argument("--no-chart", action="store_true", help="do not touch the Helm chart")
+    p.add_argument("--check", action="store_true",
+                   help="write nothing; exit 1 and list the files that differ from what would"
+                        " be generated")
+    p.add_argument("--warning-percent", type=float, default=defaults.warning_percent,
+                   help="device memory percent for the warning alert and the orange line"
+                        " (default: %(default)s)")
+    p.add_argument("--critical-percent", type=float, default=defaults.critical_percent,
+                   help="device memory percent for the critical alert and the red line"
+                        " (default: %(default)s)")
+    p.add_argument("--estimate-margin", type=float, default=defaults.estimate_margin,
+                   help="alert when the actual peak exceeds the estimate times this factor"
+                        " (default: %(default)s)")
+    p.add_argument("--runbook-url", default=DEFAULT_RUNBOOK_URL,
+                   help="base URL of docs/runbook.md for the alerts' runbook_url annotations"
+                        " (default: %(default)s)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        cfg = Settings(warning_percent=args.warning_percent,
+                       critical_percent=args.critical_percent,
+                       estimate_margin=args.estimate_margin)
+    except ValueError as e:
+        print(f"stormotel dashboards: {e}", file=sys.stderr)
+        return exitcodes.USAGE
+    files = generate(cfg, args.runbook_url)
+    targets: list[tuple[Path, dict[Path, str]]] = [(args.out, files)]
+    chart = None if args.no_chart else (args.chart or (REPO_CHART if REPO_CHART.is_dir() else None))
+    if chart is not None:
+        if not (chart / "Chart.yaml").is_file():
+            print(f"stormotel dashboards: {chart} is not a Helm chart (no Chart.yaml)",
+                  file=sys.stderr)
+            return exitcodes.USAGE
+        targets.append((chart, chart_files(files)))
+
+    if args.check:
+        stale = [path for root, group in targets for path in _stale(root, group)]
+        for path in stale:
+            print(f"stale: {path} (run `stormotel dashboards` and commit)", file=sys.stderr)
+        if not stale:
+            print(f"up to date: {sum(len(g) for _, g in targets)} files", file=sys.stderr)
+        return exitcodes.FINDINGS if stale else exitcodes.OK
+
+    try:
+        changed = sum(_write(root, group) for root, group in targets)
+    except OSError as e:
+        print(f"stormotel dashboards: cannot write {e.filename}: {e.strerror}", file=sys.stderr)
+        return exitcodes.SINK_FAILURE
+    print(f"wrote {changed} changed of {sum(len(g) for _, g in targets)} files under "
+          + ", ".join(str(root) for root, _ in targets), file=sys.stderr)
+    return exitcodes.OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

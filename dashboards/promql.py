@@ -1,0 +1,113 @@
+"""PromQL for dashboards and rules, spelled only from :mod:`stormotel.schema` names.
+
+Dashboards and alert rules ask the same questions (how full is this rank, how fast does its gap
+grow), so the expressions live here once and both sides call them: a dashboard passes Grafana
+variable matchers, a rule passes none and aggregates over every job.
+
+Every aggregation keeps exactly the identity labels (``schema.IDENTITY_LABELS``): scrape labels
+(``instance``, ``job``, ``otel_scope_*``) differ between the pull exporter, a collector and a
+Pushgateway, and dropping them keeps arithmetic between series one-to-one whatever the pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from stormotel import schema
+
+IDENTITY = ", ".join(schema.IDENTITY_LABELS)
+JOB_RANK = f"{schema.ATTR_JOB_ID}, {schema.ATTR_RANK}"
+
+
+def matchers(**values: str) -> str:
+    """Regex label matchers, e.g. ``matchers(job_id="$job_id")`` → ``job_id=~"$job_id"``.
+
+    Regex (``=~``) because Grafana expands multi-value variables to ``(a|b)``.
+    """
+    return ", ".join(f'{label}=~"{value}"' for label, value in values.items())
+
+
+def dashboard_matchers(*, rank: bool = True, host: bool = True) -> str:
+    """The matchers every dashboard query carries: ``$job_id``, ``$rank``, ``$host``."""
+    values = {schema.ATTR_JOB_ID: f"${schema.ATTR_JOB_ID}"}
+    if rank:
+        values[schema.ATTR_RANK] = f"${schema.ATTR_RANK}"
+    if host:
+        values[schema.ATTR_HOST] = f"${schema.ATTR_HOST}"
+    return matchers(**values)
+
+
+def series(name: str, match: str = "", extra: str = "") -> str:
+    """``name{match, extra}``; the braces are left out when there is nothing to match."""
+    inner = ", ".join(part for part in (match, extra) if part)
+    return f"{name}{{{inner}}}" if inner else name
+
+
+def by_identity(aggregation: str, expr: str, labels: Iterable[str] = ()) -> str:
+    """``max by (identity..., labels...) (expr)``."""
+    keep = ", ".join((*schema.IDENTITY_LABELS, *labels))
+    return f"{aggregation} by ({keep}) ({expr})"
+
+
+def gauge(metric: schema.Metric, match: str = "") -> str:
+    """One gauge per rank (``max`` over duplicate scrapes of the same rank)."""
+    return by_identity("max", series(metric.prom, match))
+
+
+# --- derived memory quantities (the recording rules' bodies) -----------------------------------
+def used_ratio(match: str = "") -> str:
+    """Device used / limit, 0..1."""
+    return f"{gauge(schema.DEVICE_USED, match)} / {gauge(schema.DEVICE_LIMIT, match)}"
+
+
+def headroom(match: str = "") -> str:
+    """Bytes left on the device."""
+    return f"{gauge(schema.DEVICE_LIMIT, match)} - {gauge(schema.DEVICE_USED, match)}"
+
+
+def gap_slope(window: str, match: str = "") -> str:
+    """Least-squares slope of the gap (bytes/s) over ``window``: drift, not a single spike."""
+    return by_identity("max", f"deriv({series(schema.GAP.prom, match)}[{window}])")
+
+
+def time_to_full(match: str = "") -> str:
+    """Seconds until the device is full if the gap keeps growing at its slope (growing only)."""
+    return (f"{series(schema.REC_DEVICE_HEADROOM, match)}"
+            f" / ({series(schema.REC_GAP_SLOPE, match)} > 0)")
+
+
+def gap_growth_over(horizon_s: int, window: str, match: str = "") -> str:
+    """Gap growth expected in ``horizon_s`` seconds (``predict_linear`` over ``window``)."""
+    gap = series(schema.GAP.prom, match)
+    return (f"{by_identity('max', f'predict_linear({gap}[{window}], {horizon_s})')}"
+            f" - {by_identity('max', gap)}")
+
+
+def peak_over_estimate(window: str, match: str = "") -> str:
+    """Highest allocator-allocated peak in ``window`` divided by the rank's estimate."""
+    peak = by_identity("max", f"max_over_time({series(schema.ALLOC_ALLOCATED_PEAK.prom, match)}"
+                              f"[{window}])")
+    return f"{peak} / {gauge(schema.ESTIMATE, match)}"
+
+
+def rate_by(metric: schema.Metric, window: str, match: str = "",
+            labels: Iterable[str] = ()) -> str:
+    """Per-rank rate of a counter, optionally split by extra labels (``level``, ``reason``)."""
+    return by_identity("sum", f"rate({series(metric.prom, match)}[{window}])", labels)
+
+
+def increase_by(metric: schema.Metric, window: str, match: str = "",
+                labels: Iterable[str] = ()) -> str:
+    """Per-rank increase of a counter over ``window``."""
+    return by_identity("sum", f"increase({series(metric.prom, match)}[{window}])", labels)
+
+
+def label_values(metric: str, label: str, match: str = "") -> str:
+    """Grafana's ``label_values(metric{match}, label)`` variable query."""
+    return f"label_values({series(metric, match)}, {label})"
+
+
+def analyzer_failed_outcomes() -> str:
+    """Matcher for AN_RUNS outcomes that are not a success."""
+    ok = "|".join(schema.AN_OUTCOMES_SUCCESS)
+    return f'{schema.ANALYZER_LABEL_OUTCOME}!~"{ok}"'

@@ -1,0 +1,39 @@
+"""Rank drill-down: one rank's full memory picture, its steps, events and findings."""
+
+from __future__ import annotations
+
+from grafanalib import core as g
+
+from dashboards import panels, promql
+from dashboards.common import DashboardSpec, dashboard, timeseries, variables
+from dashboards.settings import Settings
+from stormotel import schema
+
+UID = "stormotel-rank"
+
+
+def _full_picture(sel: panels.Selection) -> list[panels.Cell]:
+    """Every memory gauge of the rank on one axis, so their ordering is visible at a glance."""
+    queries = [(promql.gauge(metric, sel.tracker), metric.prom)
+               for metric in (*schema.MEMORY_GAUGES, *schema.PEAK_OF.values())]
+    return [timeseries("Full memory picture", queries, "bytes", width=24, height=10,
+                       description="Driver view (device used/limit/free, this process), allocator"
+                                   " view (reserved, allocated, active, inactive split), the gap,"
+                                   " and the peaks between exports.")]
+
+
+def rank_dashboard(cfg: Settings | None = None) -> g.Dashboard:
+    cfg = cfg or Settings()
+    sel = panels.Selection.dashboard()
+    return dashboard(DashboardSpec(
+        uid=UID, title="stormotel / rank drill-down",
+        description="One rank of a training job: every memory series, the training step, OOMs"
+                    " and threshold crossings, estimate vs actual, tracker health, and the"
+                    " analyzer's findings for this rank.",
+        templating=variables(rank_multi=False),
+        annotation_tags=[schema.ANNOTATION_TAG, f"{schema.ATTR_JOB_ID}=${schema.ATTR_JOB_ID}",
+                         f"{schema.ATTR_RANK}=${schema.ATTR_RANK}"],
+        cells=[*_full_picture(sel), *panels.training(sel), *panels.memory(sel, cfg),
+               *panels.events(sel), *panels.estimate(sel, cfg), *panels.tracker_health(sel),
+               *panels.analyzer(sel, cfg)],
+    ))
