@@ -1,0 +1,259 @@
+"""Gap analysis, per rank (never pooled across ranks): drift, transient spikes, fragmentation.
+
+``gap = device used − allocator reserved`` is memory the framework allocator does not know about
+(NCCL buffers, cuDNN workspaces, other libraries). Each rank is judged against its own history, so
+one rank's normal level never hides another's anomaly (pooling all ranks, as a single mean/std
+over the merged stream would, does exactly that).
+
+- **persistent drift**: least-squares slope of the gap with R² ≥ ``drift_min_r2``, fitted growth
+  ≥ ``drift_min_growth_bytes``, and growth in *both halves* of the window (a single step up is not
+  a drift); projected time until the device is full = (total − used) / slope.
+- **transient spikes**: robust z-score of the gap's residual (median/MAD instead of mean/std, so
+  the spikes do not inflate the yardstick that should find them) ≥ ``spike_z`` and ≥
+  ``spike_min_bytes`` above the baseline; consecutive samples form one episode.
+- **fragmentation**: (reserved − allocated) / reserved ≥ ``frag_ratio`` with ≥
+  ``frag_min_bytes`` idle in the pool, in at least ``frag_sustain`` of the samples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from analyzers.algorithms.robust import linear_fit, robust_z, runs
+from analyzers.algorithms.settings import Settings
+from analyzers.report import GapFinding, Severity
+from analyzers.timeline import RankSeries, Timeline
+
+HOUR_S = 3600.0
+DAY_S = 24 * HOUR_S
+MAX_EPISODES_IN_EVIDENCE = 10
+
+REMEDIATION_DRIFT = [
+    "Memory outside the allocator grows steadily: look for NCCL communicators or process groups "
+    "created per step, CUDA graphs or cuDNN/cuBLAS workspaces that are never released, and "
+    "libraries that allocate with cudaMalloc directly.",
+    "Compare steps: if growth follows a specific phase, wrap it with tracker.mark(...) to confirm.",
+    "Set NCCL_BUFFSIZE / TORCH_NCCL_AVOID_RECORD_STREAMS and reuse process groups.",
+]
+REMEDIATION_SPIKE = [
+    "A one-off allocation bypassed the caching allocator: check cuDNN benchmark mode "
+    "(torch.backends.cudnn.benchmark), workspace limits (CUBLAS_WORKSPACE_CONFIG), and "
+    "collectives with large temporary buffers.",
+    "If the spikes coincide across ranks, see the collective attributions.",
+]
+REMEDIATION_FRAG = [
+    "The caching allocator holds much more than live tensors: try "
+    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or max_split_size_mb to limit splitting.",
+    "Avoid highly variable tensor shapes (pad or bucket sequence lengths); call "
+    "torch.cuda.empty_cache() only between phases, not per step.",
+]
+
+
+@dataclass(frozen=True)
+class SpikeEpisodes:
+    """One rank's gap spike episodes (arrays, one entry per episode)."""
+
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    peak_ns: np.ndarray
+    peak_excess_bytes: np.ndarray  # above the rank's baseline
+    peak_gap_bytes: np.ndarray
+    peak_z: np.ndarray
+    recovered: np.ndarray  # the gap came back below threshold after the episode
+
+    def __len__(self) -> int:
+        return int(self.start_ns.shape[0])
+
+
+def _gap(series: RankSeries) -> tuple[np.ndarray, np.ndarray] | None:
+    if not (series.has("device_used") and series.has("reserved")):
+        return None
+    g = series.gap
+    ok = np.isfinite(g)
+    return series.t_ns[ok], g[ok]
+
+
+def gap_spikes(series: RankSeries, settings: Settings, *, detrend: bool = True
+               ) -> SpikeEpisodes | None:
+    """Transient gap spikes of one rank (None if the rank has no gap data)."""
+    tg = _gap(series)
+    if tg is None or tg[0].shape[0] < settings.min_samples:
+        return None
+    t, g = tg
+    resid = g
+    if detrend:
+        fit = linear_fit((t - t[0]) / 1e9, g)
+        if fit.r2 >= settings.drift_min_r2:
+            resid = g - (fit.slope * (t - t[0]) / 1e9 + fit.intercept)
+    z, med, _ = robust_z(resid)
+    mask = (z >= settings.spike_z) & (resid - med >= settings.spike_min_bytes)
+    starts, ends = runs(mask)
+    if starts.size == 0:
+        return _empty_episodes()
+    # Peak of each episode, vectorised: sort samples by (episode, -excess), take each group's head.
+    excess = resid - med
+    lens = ends - starts + 1
+    idx = _ranges(starts, ends)
+    ep_id = np.repeat(np.arange(starts.size), lens)
+    order = np.lexsort((-excess[idx], ep_id))
+    heads = np.concatenate(([0], np.cumsum(lens)[:-1]))
+    first_peak = idx[order[heads]]
+    peak_excess = excess[first_peak]
+    return SpikeEpisodes(start_ns=t[starts], end_ns=t[ends], peak_ns=t[first_peak],
+                         peak_excess_bytes=peak_excess, peak_gap_bytes=g[first_peak],
+                         peak_z=z[first_peak], recovered=ends < (g.shape[0] - 1))
+
+
+def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    lens = ends - starts + 1
+    offs = np.repeat(starts - np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
+    return np.arange(int(lens.sum())) + offs
+
+
+def _empty_episodes() -> SpikeEpisodes:
+    e = np.empty(0, np.int64)
+    f = np.empty(0, np.float64)
+    return SpikeEpisodes(e, e, e, f, f, f, np.empty(0, bool))
+
+
+def _last_finite(a: np.ndarray | None) -> float | None:
+    if a is None:
+        return None
+    ok = np.flatnonzero(np.isfinite(a))
+    return float(a[ok[-1]]) if ok.size else None
+
+
+def drift_finding(series: RankSeries, settings: Settings) -> GapFinding | None:
+    tg = _gap(series)
+    if tg is None or tg[0].shape[0] < max(settings.min_samples, 4):
+        return None
+    t, g = tg
+    ts = (t - t[0]) / 1e9
+    duration = float(ts[-1])
+    if duration <= 0:
+        return None
+    fit = linear_fit(ts, g)
+    growth = fit.slope * duration
+    if fit.slope <= 0 or fit.r2 < settings.drift_min_r2 or growth < settings.drift_min_growth_bytes:
+        return None
+    half = ts.shape[0] // 2
+    s1 = linear_fit(ts[:half], g[:half]).slope
+    s2 = linear_fit(ts[half:], g[half:]).slope
+    if min(s1, s2) < 0.25 * fit.slope:
+        return None  # a step, not a sustained drift
+    total = _last_finite(series.values.get("device_total"))
+    used = _last_finite(series.values.get("device_used"))
+    ttf = (total - used) / fit.slope if total and used is not None and total > used else None
+    if total and used is not None and used >= total:
+        ttf = 0.0
+    severity: Severity
+    if ttf is None:
+        severity = "warning"
+    elif ttf <= HOUR_S:
+        severity = "critical"
+    elif ttf <= DAY_S:
+        severity = "warning"
+    else:
+        severity = "info"
+    confidence = float(min(1.0, fit.r2 * min(1.0, growth / (2 * settings.drift_min_growth_bytes))
+                           + 0.0))
+    return GapFinding(
+        rank=series.rank, classification="persistent_drift", severity=severity,
+        confidence=round(max(confidence, 0.5 * fit.r2), 3),
+        evidence={"slope_bytes_per_s": fit.slope, "r2": fit.r2, "growth_bytes": growth,
+                  "first_half_slope": s1, "second_half_slope": s2, "duration_s": duration,
+                  "gap_start_bytes": float(fit.intercept), "gap_end_bytes": float(g[-1]),
+                  "device_total_bytes": total, "device_used_bytes": used,
+                  "time_to_full_s": ttf, "samples": int(g.shape[0])},
+        remediation=list(REMEDIATION_DRIFT), start_ns=int(t[0]), end_ns=int(t[-1]))
+
+
+def spike_finding(series: RankSeries, settings: Settings) -> GapFinding | None:
+    eps = gap_spikes(series, settings)
+    if eps is None or len(eps) == 0:
+        return None
+    total = _last_finite(series.values.get("device_total"))
+    worst = int(np.argmax(eps.peak_excess_bytes))
+    worst_excess = float(eps.peak_excess_bytes[worst])
+    severity: Severity = "info"
+    if worst_excess >= (0.1 * total if total else 1024**3):
+        severity = "warning"
+    used = series.values.get("device_used")
+    if total and used is not None:
+        at = np.searchsorted(series.t_ns, eps.peak_ns)
+        if np.nanmax(used[at]) >= 0.95 * total:
+            severity = "critical"
+    zmax = float(eps.peak_z.max())
+    confidence = min(1.0, 0.5 + 0.5 * min(1.0, (zmax - settings.spike_z) / settings.spike_z))
+    top = np.argsort(-eps.peak_excess_bytes)[:MAX_EPISODES_IN_EVIDENCE]
+    top = top[np.argsort(eps.start_ns[top])]
+    episodes = [{"start_ns": int(eps.start_ns[i]), "end_ns": int(eps.end_ns[i]),
+                 "peak_ns": int(eps.peak_ns[i]), "excess_bytes": float(eps.peak_excess_bytes[i]),
+                 "gap_bytes": float(eps.peak_gap_bytes[i]), "z": float(eps.peak_z[i]),
+                 "recovered": bool(eps.recovered[i])} for i in top]
+    return GapFinding(
+        rank=series.rank, classification="transient_spike", severity=severity,
+        confidence=round(confidence, 3),
+        evidence={"episodes": len(eps), "max_excess_bytes": worst_excess, "max_z": zmax,
+                  "z_threshold": settings.spike_z, "top_episodes": episodes},
+        remediation=list(REMEDIATION_SPIKE), start_ns=int(eps.start_ns.min()),
+        end_ns=int(eps.end_ns.max()))
+
+
+def fragmentation_finding(series: RankSeries, settings: Settings) -> GapFinding | None:
+    if not (series.has("reserved") and series.has("allocated")):
+        return None
+    res, alloc = series.values["reserved"], series.values["allocated"]
+    ok = np.isfinite(res) & np.isfinite(alloc) & (res > 0)
+    n = int(ok.sum())
+    if n < settings.min_samples:
+        return None
+    r, a, t = res[ok], alloc[ok], series.t_ns[ok]
+    idle = r - a
+    ratio = idle / r
+    frag = (ratio >= settings.frag_ratio) & (idle >= settings.frag_min_bytes)
+    share = float(frag.mean())
+    if share < settings.frag_sustain:
+        return None
+    starts, ends = runs(frag)
+    longest = int(np.argmax(ends - starts))
+    severity: Severity = "warning"
+    total = series.values.get("device_total")
+    used = series.values.get("device_used")
+    pressure = None
+    if total is not None and used is not None:
+        util = used[ok] / total[ok]
+        if np.isfinite(util[frag]).any():
+            pressure = float(np.nanmax(util[frag]))
+            if pressure >= 0.9:
+                severity = "critical"
+    return GapFinding(
+        rank=series.rank, classification="fragmentation", severity=severity,
+        confidence=round(min(1.0, share), 3),
+        evidence={"median_ratio": float(np.median(ratio[frag])), "ratio_threshold":
+                  settings.frag_ratio, "median_idle_bytes": float(np.median(idle[frag])),
+                  "fragmented_share": share, "max_device_utilization": pressure,
+                  "longest_start_ns": int(t[starts[longest]]),
+                  "longest_end_ns": int(t[ends[longest]])},
+        remediation=list(REMEDIATION_FRAG), start_ns=int(t[starts[0]]), end_ns=int(t[ends[-1]]))
+
+
+def analyze_gaps(timeline: Timeline, settings: Settings) -> tuple[list[GapFinding], list[str]]:
+    """All gap findings, rank by rank, plus notes (ranks that could not be analysed)."""
+    findings: list[GapFinding] = []
+    no_gap: list[int] = []
+    for rank in timeline.rank_ids:
+        s = timeline.ranks[rank]
+        if _gap(s) is None:
+            no_gap.append(rank)
+        for fn in (drift_finding, spike_finding, fragmentation_finding):
+            f = fn(s, settings)
+            if f is not None:
+                findings.append(f)
+    notes = []
+    if no_gap:
+        notes.append(f"gap analysis skipped for ranks without both device-used and allocator-"
+                     f"reserved memory: {no_gap[:20]}{' ...' if len(no_gap) > 20 else ''}")
+    return findings, notes

@@ -1,0 +1,110 @@
+"""Clock alignment across ranks: an explicit choice, recorded in the Timeline and the report.
+
+- ``wall`` (default): trust the timestamps as written. Right for NTP/PTP-synced clusters, where
+  skews are far below the sampling interval; nothing is shifted.
+- ``first-sample``: shift each rank so its first sample coincides with the reference rank's (what
+  Stormlog always does). Right when all ranks started tracking together but clocks are not synced;
+  wrong when ranks really started at different times.
+- ``markers``: shift each rank by the median offset of anchors every rank shares (the same step
+  span or the same collective marker, matched by name and occurrence), measured against the
+  reference rank. Collectives complete together on every rank, so they are the best anchors.
+
+The reference is the lowest rank. When ``wall`` is used but shared anchors say the clocks disagree
+by more than one sampling interval, a note says so and suggests ``--align markers``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+
+import numpy as np
+
+from analyzers.timeline import (
+    ALIGN_FIRST_SAMPLE,
+    ALIGN_MARKERS,
+    ALIGN_WALL,
+    ALIGNMENTS,
+    Markers,
+    Timeline,
+)
+
+#: Marker kinds usable as anchors (instants like thresholds differ per rank by nature).
+ANCHOR_KINDS = frozenset({"step", "collective", "mark"})
+
+
+class AlignmentError(ValueError):
+    """An unknown alignment name."""
+
+
+def _anchor_keys(m: Markers) -> dict[tuple[str, int], int]:
+    """(name, occurrence index) → end time; ends, because a collective ends together everywhere."""
+    out: dict[tuple[str, int], int] = {}
+    seen: Counter[str] = Counter()
+    for i in range(len(m)):
+        if m.kind[i] not in ANCHOR_KINDS:
+            continue
+        name = str(m.name[i])
+        out[(name, seen[name])] = int(m.end_ns[i])
+        seen[name] += 1
+    return out
+
+
+def marker_offsets(timeline: Timeline) -> tuple[dict[int, int], int]:
+    """Per-rank offset (ns) that maps the rank's clock onto the reference rank's, from anchors
+    shared by every rank; returns (offsets, number of shared anchors). Empty when none shared.
+    """
+    ranks = [r for r in timeline.rank_ids if len(timeline.ranks[r].markers)]
+    if len(ranks) < 2 or len(ranks) != len(timeline.ranks):
+        return {}, 0
+    keys = {r: _anchor_keys(timeline.ranks[r].markers) for r in ranks}
+    shared = set.intersection(*(set(k) for k in keys.values()))
+    if not shared:
+        return {}, 0
+    order = sorted(shared)
+    ref = ranks[0]
+    ref_t = np.array([keys[ref][k] for k in order], dtype=np.int64)
+    offsets = {}
+    for r in ranks:
+        t = np.array([keys[r][k] for k in order], dtype=np.int64)
+        offsets[r] = int(np.median(ref_t - t))
+    return offsets, len(order)
+
+
+def align(timeline: Timeline, how: str = ALIGN_WALL) -> Timeline:
+    """Return a new Timeline shifted per ``how``; ``alignment``/``offsets_ns``/notes record it."""
+    if how not in ALIGNMENTS:
+        raise AlignmentError(f"unknown alignment {how!r}; choose one of {', '.join(ALIGNMENTS)}")
+    notes = list(timeline.notes)
+    offsets: dict[int, int] = {}
+    applied = how
+    if how == ALIGN_FIRST_SAMPLE:
+        firsts = {r: int(s.t_ns[0]) for r, s in timeline.ranks.items() if len(s)}
+        if firsts:
+            ref = firsts[min(firsts)]
+            offsets = {r: ref - t for r, t in firsts.items()}
+    elif how == ALIGN_MARKERS:
+        offsets, n = marker_offsets(timeline)
+        if offsets:
+            notes.append(f"clocks aligned on {n} marker(s) shared by all ranks")
+        else:
+            applied = ALIGN_WALL
+            notes.append("--align markers: no step/collective marker is shared by every rank; "
+                         "kept wall-clock timestamps")
+    else:
+        probe, n = marker_offsets(timeline)
+        res = timeline.resolution_ns()
+        if probe and res:
+            worst = max(probe, key=lambda r: abs(probe[r]))
+            if abs(probe[worst]) > res:
+                notes.append(
+                    f"wall clocks look skewed: {n} shared marker(s) put rank {worst} "
+                    f"{probe[worst] / 1e6:+.1f} ms off rank {min(probe)} (more than the "
+                    f"{res / 1e6:.1f} ms sampling interval); consider --align markers")
+    ranks = timeline.ranks
+    if any(offsets.values()):
+        ranks = {r: (s.shifted(offsets[r]) if offsets.get(r) else s) for r, s in ranks.items()}
+    if how != applied:
+        notes.append(f"alignment requested: {how}; applied: {applied}")
+    return replace(timeline, ranks=ranks, alignment=applied,
+                   offsets_ns={r: offsets.get(r, 0) for r in timeline.ranks}, notes=notes)

@@ -1,0 +1,56 @@
+"""The analyzer facade: a Timeline in, a versioned Report out.
+
+Thin on purpose (like HolisticTraceAnalysis' ``trace_analysis.py``): select ranks, align clocks
+as asked, run each algorithm module, assemble the :class:`~analyzers.report.Report`. Sources and
+sinks live elsewhere, so the same call serves files, Prometheus and tests.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from analyzers.algorithms import analyze_collectives, analyze_first_cause, analyze_gaps
+from analyzers.algorithms.settings import Settings, settings_for
+from analyzers.align import align as align_timeline
+from analyzers.report import Report
+from analyzers.timeline import ALIGN_WALL, Timeline
+
+
+def analyze(timeline: Timeline, *, sensitivity: str = "medium",
+            ranks: Iterable[int] | None = None, align: str = ALIGN_WALL,
+            overrides: Mapping[str, Any] | None = None,
+            settings: Settings | None = None) -> Report:
+    """Run first cause, gap analysis and collective attribution over ``timeline``.
+
+    ``ranks`` restricts the analysis (``None`` = all); ranks asked for but absent are reported
+    as missing. ``align`` is ``wall`` | ``first-sample`` | ``markers`` and is recorded in the
+    report. ``overrides`` replace single thresholds of the ``sensitivity`` preset.
+    """
+    started = time.perf_counter()
+    settings = settings or settings_for(sensitivity, **dict(overrides or {}))
+    wanted = None if ranks is None else sorted(set(ranks))
+    tl = timeline.select(wanted)
+    tl = align_timeline(tl, align)
+    cross, table = analyze_first_cause(tl, settings)
+    gaps, gap_notes = analyze_gaps(tl, settings)
+    collectives, coll_notes = analyze_collectives(tl, settings)
+    expected = tl.expected_ranks() if wanted is None else wanted
+    have = set(tl.ranks)
+    starts = [int(s.t_ns[0]) for s in tl.ranks.values() if len(s)]
+    ends = [int(s.t_ns[-1]) for s in tl.ranks.values() if len(s)]
+    report = Report(
+        job_id=tl.job_id, world_size=tl.world_size, participating_ranks=sorted(have),
+        missing_ranks=[r for r in expected if r not in have], cross_rank=cross,
+        gap_findings=gaps, collective_attributions=collectives,
+        notes=[*tl.notes, *gap_notes, *coll_notes], skipped=dict(tl.skipped),
+        sources=list(tl.sources), window_start_ns=min(starts) if starts else None,
+        window_end_ns=max(ends) if ends else None,
+        settings={**settings.to_dict(), "align": tl.alignment, "align_requested": align,
+                  "ranks": "all" if wanted is None else wanted})
+    report.extra["first_rise_by_rank"] = table
+    report.extra["offsets_ns"] = {r: o for r, o in tl.offsets_ns.items() if o}
+    report.extra["samples"] = tl.total_samples()
+    report.extra["analysis_seconds"] = round(time.perf_counter() - started, 4)
+    return report

@@ -1,0 +1,173 @@
+"""``stormotel analyze``: load telemetry, run the analyzer, write the report.
+
+Structure (so other sources and sinks plug in with small edits):
+
+- :func:`build_parser` composes small ``_add_*_arguments(parser)`` groups;
+- :func:`main` (1) builds the Timeline from the chosen source (:func:`load_timeline`), (2) calls
+  :func:`analyzers.analyze.analyze`, (3) renders and writes outputs (:func:`write_outputs`), and
+  maps failures to the exit codes of :mod:`stormotel.exitcodes`.
+
+User mistakes and unreadable input print one ``stormotel analyze: error: ...`` line and exit
+non-zero; they never print a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from analyzers.algorithms.settings import SENSITIVITIES, SettingsError, parse_overrides
+from analyzers.align import AlignmentError
+from analyzers.rankspec import RankSpecError, parse_rank_spec
+from analyzers.report import Report
+from analyzers.sources.base import ProgressFn
+from analyzers.timeline import ALIGN_WALL, ALIGNMENTS, Timeline
+from stormotel import exitcodes
+
+PROG = "stormotel analyze"
+
+EPILOG = """\
+exit codes: 0 healthy (no findings), 1 findings reported, 2 usage or input error,
+3 no telemetry could be read, 4 writing an output failed, 130 interrupted.
+
+examples:
+  stormotel analyze archive/run-7/                      # every rank's OTLP files
+  stormotel analyze 'exports/events_rank*.json' --format json --output report.json
+  stormotel analyze archive/ --ranks 0,4-7 --align markers --sensitivity high
+"""
+
+
+class UsageError(Exception):
+    """A bad flag value; printed as one line, exit USAGE."""
+
+
+# --- arguments ---------------------------------------------------------------------------------
+def _add_source_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("telemetry sources")
+    g.add_argument("paths", nargs="*", metavar="PATH",
+                   help="files, folders (walked recursively) or quoted globs: OTLP JSON-lines "
+                        "archives (.jsonl, also .gz/.zst), length-prefixed OTLP protobuf (.pb), "
+                        "Stormlog telemetry exports (JSON, JSON lines, CSV). Merged and "
+                        "de-duplicated across files.")
+    g.add_argument("--job-id", metavar="ID",
+                   help="label the report with this job id (default: the id found in the data)")
+
+
+def _add_analysis_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("analysis")
+    g.add_argument("--ranks", metavar="SPEC", default="all",
+                   help="ranks to analyse: 'all' (default), '0,2', '0,4-7'; requested ranks "
+                        "with no data are reported missing")
+    g.add_argument("--align", choices=ALIGNMENTS, default=ALIGN_WALL,
+                   help="clock alignment across ranks: 'wall' trusts timestamps (NTP-synced "
+                        "clusters; default), 'first-sample' lines up each rank's first sample, "
+                        "'markers' lines up step/collective markers shared by all ranks. The "
+                        "choice is stated in the output.")
+    g.add_argument("--sensitivity", choices=SENSITIVITIES, default="medium",
+                   help="threshold preset: 'low' is strict (fewer, surer findings), 'high' is "
+                        "broad; default medium")
+    g.add_argument("--set", dest="overrides", action="append", metavar="NAME=VALUE",
+                   help="override one threshold of the preset, e.g. --set spike_z=5 --set "
+                        "rise_floor_bytes=134217728 (repeatable; names in docs/analyzer.md)")
+
+
+def _add_output_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("output")
+    g.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text: human summary (default); json: the versioned report "
+                        "(stormotel.report/v1)")
+    g.add_argument("--output", "-o", metavar="FILE",
+                   help="write the report to FILE instead of stdout ('-' = stdout)")
+    g.add_argument("--quiet", "-q", action="store_true", help="no progress messages on stderr")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
+        description="Find the rank whose memory went wrong first, per-rank gap problems "
+                    "(drift, spikes, fragmentation) and collective-synchronised spikes in "
+                    "multi-rank GPU memory telemetry.")
+    _add_source_arguments(p)
+    _add_analysis_arguments(p)
+    _add_output_arguments(p)
+    return p
+
+
+# --- the three steps ---------------------------------------------------------------------------
+def _progress(args: argparse.Namespace) -> ProgressFn | None:
+    if args.quiet:
+        return None
+    return lambda msg: print(f"{PROG}: {msg}", file=sys.stderr, flush=True)
+
+
+def load_timeline(args: argparse.Namespace) -> Timeline:
+    """Step 1: the Timeline from whichever source the flags chose."""
+    from analyzers.sources import load_paths
+
+    if not args.paths:
+        raise UsageError("no telemetry given: pass one or more PATHs")
+    return load_paths(args.paths, progress=_progress(args), job_id=args.job_id)
+
+
+def run_analysis(timeline: Timeline, args: argparse.Namespace) -> Report:
+    """Step 2: the analyzer facade with the flags' settings."""
+    from analyzers.analyze import analyze
+
+    ranks = parse_rank_spec(args.ranks)
+    return analyze(timeline, sensitivity=args.sensitivity, ranks=ranks, align=args.align,
+                   overrides=parse_overrides(args.overrides))
+
+
+def render(report: Report, fmt: str) -> str:
+    if fmt == "json":
+        return report.to_json()
+    from analyzers.summary import render_summary
+
+    return render_summary(report)
+
+
+def write_outputs(report: Report, args: argparse.Namespace) -> None:
+    """Step 3: render and write (stdout or --output); other sinks are added here."""
+    text = render(report, args.format) + "\n"
+    if args.output and args.output != "-":
+        out = Path(args.output)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+        if not args.quiet:
+            print(f"{PROG}: wrote {out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+
+
+def _validate(args: argparse.Namespace) -> None:
+    """Check flag values before any slow loading, so mistakes fail fast."""
+    parse_rank_spec(args.ranks)
+    from analyzers.algorithms.settings import settings_for
+
+    settings_for(args.sensitivity, **parse_overrides(args.overrides))
+
+
+def main(argv: list[str] | None = None) -> int:
+    from analyzers.sources import SourceError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        _validate(args)
+        timeline = load_timeline(args)
+        report = run_analysis(timeline, args)
+    except (UsageError, RankSpecError, SettingsError, AlignmentError) as exc:
+        parser.exit(exitcodes.USAGE, f"{PROG}: error: {exc}\n")
+    except SourceError as exc:
+        code = exitcodes.SOURCE_FAILURE if exc.no_telemetry else exitcodes.USAGE
+        parser.exit(code, f"{PROG}: error: {exc}\n")
+    try:
+        write_outputs(report, args)
+    except OSError as exc:
+        parser.exit(exitcodes.SINK_FAILURE, f"{PROG}: error: cannot write output: {exc}\n")
+    return exitcodes.FINDINGS if report.has_findings() else exitcodes.OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

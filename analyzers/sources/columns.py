@@ -1,0 +1,96 @@
+"""Turning parsed column lists into validated numpy arrays in one vectorised pass.
+
+Parsers collect plain Python lists per column (no per-sample objects); these helpers convert a
+whole column at once and fall back to an element-wise pass only when the fast conversion fails,
+so one wrong-typed value costs a counted skip, not the file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from analyzers.sources.base import LoadContext
+
+
+def _slow_float(values: Sequence[object], ctx: LoadContext, where: str, name: str
+                ) -> tuple[np.ndarray, np.ndarray]:
+    out = np.empty(len(values), dtype=np.float64)
+    wrong = np.zeros(len(values), dtype=bool)
+    bad = 0
+    first = None
+    for i, v in enumerate(values):
+        if v is None:
+            out[i] = np.nan
+            continue
+        try:
+            if isinstance(v, bool | dict | list):
+                raise TypeError(type(v).__name__)
+            out[i] = float(v)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            out[i] = np.nan
+            wrong[i] = True
+            bad += 1
+            if first is None:
+                first = f"{name}={v!r} is not a number"
+    if bad:
+        ctx.skip("wrong_type", where, first or name, bad)
+    return out, wrong
+
+
+def bytes_column(values: Sequence[object], ctx: LoadContext, where: str, name: str) -> np.ndarray:
+    """A byte-count column as float64; None → NaN (not reported); NaN/inf/negative → counted.
+
+    Invalid values become NaN so the rest of the sample survives; the timeline treats NaN as
+    "not reported".
+    """
+    wrong: np.ndarray | None = None
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+        if arr.ndim != 1:
+            raise TypeError("nested value")
+    except (TypeError, ValueError):
+        arr, wrong = _slow_float(values, ctx, where, name)
+    nonfinite = ~np.isfinite(arr)
+    if nonfinite.any():
+        # None means "not reported" (Stormlog v4 nullable counters), not a bad value; NaN from a
+        # failed conversion was already counted as wrong_type.
+        nonfinite &= np.fromiter((v is not None for v in values), bool, len(values))
+        if wrong is not None:
+            nonfinite &= ~wrong
+    n_bad = int(nonfinite.sum())
+    if n_bad:
+        ctx.skip("nan_bytes", where, f"{name} is NaN or infinite", n_bad)
+        arr[nonfinite] = np.nan
+    neg = arr < 0
+    n_neg = int(neg.sum())
+    if n_neg:
+        ctx.skip("negative_bytes", where, f"{name} is negative", n_neg)
+        arr[neg] = np.nan
+    return arr
+
+
+def time_column(values: Sequence[object], ctx: LoadContext, where: str, name: str
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Nanosecond timestamps as int64 plus a mask of the valid ones (positive integers)."""
+    try:
+        arr = np.asarray(values, dtype=np.int64)
+        ok = arr > 0
+    except (TypeError, ValueError, OverflowError):
+        arr = np.zeros(len(values), dtype=np.int64)
+        ok = np.zeros(len(values), dtype=bool)
+        for i, v in enumerate(values):
+            try:
+                if isinstance(v, bool) or v is None:
+                    raise TypeError
+                iv = int(v)  # type: ignore[arg-type]
+            except (TypeError, ValueError, OverflowError):
+                continue
+            if iv > 0:
+                arr[i], ok[i] = iv, True
+    n_bad = int((~ok).sum())
+    if n_bad:
+        ctx.skip("bad_timestamp", where, f"{name} is missing, not an integer or not positive",
+                 n_bad)
+    return arr, ok

@@ -1,0 +1,317 @@
+"""dcgm-exporter mode: device memory per GPU from NVIDIA's exporter, mapped to training ranks.
+
+Many clusters run only dcgm-exporter. Its ``DCGM_FI_DEV_FB_USED/FREE/RESERVED`` gauges (MiB)
+carry GPU identity (``gpu``, ``UUID``, ``Hostname``, and the pod/namespace of the workload, as
+``pod``/``namespace`` or ``exported_*`` after a scrape renamed them) but no rank. Ranks come
+either from one label whose value is (or ends in) the rank (``--rank-label``), or from a mapping
+file (``--gpu-rank-map``). The Timeline holds device-level fields only, so the analyzer runs
+the analyses that need no allocator data (first cause on device memory) and says which ones it
+skipped and why.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from analyzers.http import Deadline, EndpointError, HttpSettings, make_client
+from analyzers.sources.prometheus import (
+    DEFAULT_CONCURRENCY,
+    LoadOutcome,
+    PrometheusAPI,
+    QueryWindow,
+    SourceFailure,
+    choose_step,
+    label_selector,
+    parse_matrix_values,
+)
+from analyzers.sources.prometheus import _fmt_step as fmt_step
+from analyzers.timeline import RankIdentity, RankSeries, Timeline, TimelineBuilder
+from stormotel import schema
+
+#: dcgm metric → Timeline field it feeds (device_total is derived: used + free + reserved).
+DCGM_FIELDS = {schema.DCGM_FB_USED: "device_used", schema.DCGM_FB_FREE: "device_free",
+               schema.DCGM_FB_RESERVED: "_reserved_by_driver"}
+#: Map-file column → dcgm labels that may carry it (first present wins).
+MAP_COLUMNS: dict[str, tuple[str, ...]] = {
+    "uuid": ("UUID",),
+    "hostname": ("Hostname", "hostname"),
+    "gpu": ("gpu",),
+    "pod": ("exported_pod", "pod"),
+    "namespace": ("exported_namespace", "namespace"),
+}
+#: Analyses that need allocator data, skipped in this mode (reason shown to the user).
+SKIPPED_ANALYSES = {
+    "gap_analysis": "dcgm-exporter reports device memory only; the gap (device used - "
+                    "allocator reserved) needs allocator series from the stormotel tracker",
+    "collective_attribution": "works on the gap, which needs allocator data",
+}
+_TRAILING_INT = re.compile(r"(\d+)$")
+
+
+class MapError(Exception):
+    """A mapping-file problem; the message names file, line and what was wrong."""
+
+
+@dataclass(frozen=True)
+class GpuRankMap:
+    """Rows of ``rank`` plus label values that identify one GPU."""
+
+    rows: tuple[tuple[int, tuple[tuple[str, str], ...]], ...]
+    path: str = ""
+
+    @staticmethod
+    def load(path: Path) -> GpuRankMap:
+        """CSV with a header (``rank`` and any of uuid, hostname, gpu, pod, namespace) or JSON
+        (a list of such objects)."""
+        try:
+            text = Path(path).read_text()
+        except OSError as e:
+            raise MapError(f"{path}: cannot read GPU→rank map: {e.strerror or e}") from None
+        if text.lstrip().startswith(("[", "{")):
+            try:
+                doc = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise MapError(f"{path} line {e.lineno}: invalid JSON: {e.msg}") from None
+            if not isinstance(doc, list):
+                raise MapError(f"{path}: expected a JSON list of objects")
+            raw = [(i + 1, d) for i, d in enumerate(doc)]
+            where = "entry"
+        else:
+            reader = csv.DictReader(text.splitlines())
+            raw = [(reader.line_num, d) for d in reader]
+            where = "line"
+        rows = []
+        seen: dict[int, int] = {}
+        for n, d in raw:
+            if not isinstance(d, dict):
+                raise MapError(f"{path} {where} {n}: not an object")
+            d = {str(k).strip().lower(): str(v).strip() for k, v in d.items() if k is not None
+                 and v not in (None, "")}
+            try:
+                rank = int(d.pop("rank"))
+            except KeyError:
+                raise MapError(f"{path} {where} {n}: no 'rank' value") from None
+            except ValueError:
+                raise MapError(f"{path} {where} {n}: rank is not an integer") from None
+            if rank < 0:
+                raise MapError(f"{path} {where} {n}: rank {rank} is negative")
+            unknown = set(d) - set(MAP_COLUMNS)
+            if unknown:
+                raise MapError(f"{path} {where} {n}: unknown column(s) {sorted(unknown)}; "
+                               f"use {sorted(MAP_COLUMNS)}")
+            if not d:
+                raise MapError(f"{path} {where} {n}: rank {rank} has nothing to match a GPU by")
+            if rank in seen:
+                raise MapError(f"{path} {where} {n}: rank {rank} already mapped on "
+                               f"{where} {seen[rank]}")
+            seen[rank] = n
+            rows.append((rank, tuple(sorted(d.items()))))
+        if not rows:
+            raise MapError(f"{path}: no mappings")
+        return GpuRankMap(tuple(rows), str(path))
+
+    def rank_of(self, labels: dict[str, str]) -> int | None:
+        for rank, conds in self.rows:
+            if all(_label(labels, col) == value for col, value in conds):
+                return rank
+        return None
+
+    def uuids(self) -> list[str] | None:
+        """UUIDs when every row has one (lets the query select just those GPUs)."""
+        got = [dict(c).get("uuid") for _, c in self.rows]
+        return None if any(u is None for u in got) else [u for u in got if u]
+
+
+def _label(labels: dict[str, str], column: str) -> str | None:
+    for key in MAP_COLUMNS[column]:
+        if key in labels:
+            return labels[key]
+    return None
+
+
+def rank_from_label(labels: dict[str, str], label: str) -> int | None:
+    """The rank in ``label``: an integer value, or a trailing integer (``trainer-worker-3``)."""
+    value = labels.get(label)
+    if value is None:
+        return None
+    m = _TRAILING_INT.search(value)
+    return int(m.group(1)) if m else None
+
+
+@dataclass
+class DcgmOptions:
+    rank_map: GpuRankMap | None = None
+    rank_label: str | None = None
+    #: Extra PromQL matchers selecting the job's GPUs, e.g. ``namespace="train"``.
+    selector: str = ""
+
+
+def _gpu_key(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, v) for k, v in labels.items() if k != "__name__"))
+
+
+def load_dcgm(urls: Sequence[str], window: QueryWindow, options: DcgmOptions, *,
+              settings: HttpSettings | None = None, client: httpx.Client | None = None,
+              deadline: Deadline | None = None, concurrency: int = DEFAULT_CONCURRENCY,
+              progress: Callable[[str], None] | None = None) -> tuple[Timeline, LoadOutcome]:
+    """Device memory of the job's GPUs as a Timeline (device_used/free/total, bytes)."""
+    if (options.rank_map is None) == (options.rank_label is None):
+        raise ValueError("dcgm mode needs exactly one of a GPU→rank map or a rank label")
+    settings = settings or HttpSettings()
+    own = client is None
+    http = client or make_client(settings)
+    builder = TimelineBuilder()
+    outcome = LoadOutcome()
+    selector = options.selector
+    uuids = options.rank_map.uuids() if options.rank_map else None
+    regex = {"UUID": "|".join(re.escape(u) for u in uuids)} if uuids else {}
+    try:
+        apis = [PrometheusAPI(u, http, settings, deadline) for u in urls]
+        step = window.step_s
+        if step is None:
+            probe_sel = label_selector({"__name__": schema.DCGM_FB_USED}, regex, selector)
+            natives = [n for n in (_probe(api, probe_sel, window) for api in apis) if n]
+            step = choose_step(window, max(natives) if natives else None)
+        outcome.step_s = step
+        tasks = [(api, name) for api in apis for name in DCGM_FIELDS]
+        if progress:
+            progress(f"dcgm: {len(tasks)} range queries at step {step:g}s")
+
+        def one(task: tuple[PrometheusAPI, str]) -> list[dict[str, object]] | EndpointError:
+            api, name = task
+            sel = label_selector({"__name__": name}, regex, selector)
+            start_s = math.floor(window.start_ns / 1e9 / step) * step
+            try:
+                return api.query_range(f"last_over_time({sel}[{fmt_step(step)}])", start_s,
+                                       window.end_ns / 1e9, step)
+            except EndpointError as e:
+                return e
+
+        ranks_by_gpu: dict[tuple[tuple[str, str], ...], int] = {}
+        unmapped: set[tuple[tuple[str, str], ...]] = set()
+        driver_reserved: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+            for (api, name), res in zip(tasks, pool.map(one, tasks), strict=True):
+                outcome.queries += 1
+                if isinstance(res, EndpointError):
+                    outcome.endpoints_failed.setdefault(api.url, str(res))
+                    builder.notes.append(f"dcgm: {name} from {api.url} failed: {res}")
+                    builder.skipped["query_failed"] += 1
+                    continue
+                _add(res, name, options, builder, ranks_by_gpu, unmapped, window.job_id,
+                     driver_reserved)
+        for api in apis:
+            if api.url not in outcome.endpoints_failed:
+                outcome.endpoints_ok.append(api.url)
+    finally:
+        if own:
+            http.close()
+    if not outcome.endpoints_ok:
+        reasons = "; ".join(f"{u}: {r}" for u, r in outcome.endpoints_failed.items())
+        raise SourceFailure(f"no endpoint answered the dcgm queries: {reasons}")
+    if unmapped:
+        builder.skipped["gpu_without_rank"] += len(unmapped)
+        builder.notes.append(f"dcgm: {len(unmapped)} GPU series matched no rank (not in the "
+                             f"map / no usable rank label) and were ignored")
+    builder.sources.extend(f"dcgm:{u.rstrip('/')}" for u in urls)
+    builder.notes.append(f"dcgm mode: device memory only, queried at step {step:g}s; skipped: "
+                         + "; ".join(f"{k} ({v})" for k, v in SKIPPED_ANALYSES.items()))
+    builder.meta["mode"] = "dcgm"
+    builder.meta["skipped_analyses"] = dict(SKIPPED_ANALYSES)
+    timeline = builder.build(job_id=window.job_id)
+    timeline.ranks = {r: _with_total(s, driver_reserved.get(r, []))
+                      for r, s in timeline.ranks.items()}
+    return timeline, outcome
+
+
+def _probe(api: PrometheusAPI, sel: str, window: QueryWindow) -> float | None:
+    secs = max(1, math.ceil(min(window.seconds, 3600.0)))
+    try:
+        result = api.query(f"{sel}[{secs}s]", window.end_ns)
+    except EndpointError:
+        return None  # the range queries will report the endpoint properly
+    for r in result[:1]:
+        values = r.get("values")
+        if isinstance(values, list) and len(values) >= 3:
+            t_ns, _ = parse_matrix_values(values)
+            return float(np.median(np.diff(t_ns))) / 1e9
+    return None
+
+
+def _add(results: list[dict[str, object]], name: str, options: DcgmOptions,
+         builder: TimelineBuilder, ranks_by_gpu: dict[tuple[tuple[str, str], ...], int],
+         unmapped: set[tuple[tuple[str, str], ...]], job_id: str,
+         driver_reserved: dict[int, list[tuple[np.ndarray, np.ndarray]]]) -> None:
+    field_name = DCGM_FIELDS[name]
+    for r in results:
+        raw = r.get("metric")
+        values = r.get("values")
+        if not isinstance(raw, dict) or not isinstance(values, list):
+            builder.skipped["malformed_series"] += 1
+            continue
+        labels = {str(k): str(v) for k, v in raw.items()}
+        key = _gpu_key(labels)
+        rank = ranks_by_gpu.get(key)
+        if rank is None:
+            rank = (options.rank_map.rank_of(labels) if options.rank_map
+                    else rank_from_label(labels, options.rank_label or ""))
+            if rank is None:
+                unmapped.add(key)
+                continue
+            clash = [k for k, v in ranks_by_gpu.items() if v == rank and k != key]
+            if clash:
+                builder.skipped["rank_mapped_twice"] += 1
+                builder.notes.append(f"dcgm: rank {rank} matches two GPUs "
+                                     f"({_describe(clash[0])} and {_describe(key)}); "
+                                     "kept the first")
+                unmapped.discard(key)
+                continue
+            ranks_by_gpu[key] = rank
+            builder.set_identity(RankIdentity(
+                rank=rank, job_id=job_id, host=_label(labels, "hostname"),
+                gpu=labels.get("gpu"), gpu_uuid=labels.get("UUID")))
+        try:
+            t_ns, v = parse_matrix_values(values)
+        except (ValueError, TypeError):
+            builder.skipped["malformed_series"] += 1
+            continue
+        bad = ~np.isfinite(v) | (v < 0)
+        if bad.any():
+            builder.skipped["non_finite_or_negative_bytes"] += int(bad.sum())
+            t_ns, v = t_ns[~bad], v[~bad]
+        v = v * schema.DCGM_UNIT_BYTES
+        if field_name == "_reserved_by_driver":
+            # Not a Timeline field; it is device_total's third term (see _with_total).
+            driver_reserved.setdefault(rank, []).append((t_ns, v))
+        else:
+            builder.add_samples(rank, t_ns, **{field_name: v})
+
+
+def _describe(key: tuple[tuple[str, str], ...]) -> str:
+    d = dict(key)
+    return "/".join(d[k] for k in ("Hostname", "hostname", "gpu", "UUID") if k in d) or str(d)
+
+
+def _with_total(series: RankSeries, reserved: list[tuple[np.ndarray, np.ndarray]]
+                ) -> RankSeries:
+    """device_total = FB used + FB free + FB reserved (the driver's own share, when exported)."""
+    total = series.values["device_used"] + series.values["device_free"]
+    if reserved:
+        t = np.concatenate([c[0] for c in reserved])
+        v = np.concatenate([c[1] for c in reserved])
+        extra = np.zeros(len(series))
+        idx = np.searchsorted(series.t_ns, t)
+        hit = (idx < len(series)) & (series.t_ns[np.minimum(idx, len(series) - 1)] == t)
+        extra[idx[hit]] = v[hit]
+        total = total + extra
+    return replace(series, values={**series.values, "device_total": total})

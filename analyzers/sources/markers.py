@@ -1,0 +1,63 @@
+"""Marker vocabulary: which names are collectives, and building per-rank Markers arrays.
+
+Step spans, ``tracker.mark(...)`` spans, span events (threshold crossings, first rises, OOMs) and
+Stormlog ``context`` strings all end up as :class:`~analyzers.timeline.Markers`. A name that
+mentions a collective (``nccl:all_reduce``, ``barrier``, ...) is kind ``collective``, which is what
+collective attribution looks for.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+import numpy as np
+
+from analyzers.timeline import Markers
+
+KIND_STEP = "step"
+KIND_MARK = "mark"
+KIND_COLLECTIVE = "collective"
+KIND_THRESHOLD = "threshold"
+KIND_FIRST_RISE = "first_rise"
+KIND_OOM = "oom"
+KIND_CONTEXT = "context"
+
+_COLLECTIVE = re.compile(
+    r"nccl|rccl|gloo|all[_\- ]?reduce|all[_\- ]?gather|reduce[_\- ]?scatter|broadcast|barrier"
+    r"|all[_\- ]?to[_\- ]?all|collective", re.IGNORECASE)
+
+
+def is_collective(name: str | None) -> bool:
+    """True when a marker or context string names a collective operation."""
+    return bool(name) and _COLLECTIVE.search(name) is not None  # type: ignore[arg-type]
+
+
+def kind_for_mark(name: str) -> str:
+    return KIND_COLLECTIVE if is_collective(name) else KIND_MARK
+
+
+class MarkerAccumulator:
+    """Collects markers for many ranks as plain lists, then emits one Markers per rank."""
+
+    def __init__(self) -> None:
+        self._rows: dict[int, list[tuple[int, int, str, str, Mapping[str, object]]]] = {}
+
+    def add(self, rank: int, start_ns: int, end_ns: int, name: str, kind: str,
+            attrs: Mapping[str, object] | None = None) -> None:
+        self._rows.setdefault(rank, []).append(
+            (start_ns, max(end_ns, start_ns), name, kind, attrs or {}))
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._rows.values())
+
+    def build(self) -> dict[int, Markers]:
+        out: dict[int, Markers] = {}
+        for rank, rows in self._rows.items():
+            out[rank] = Markers(
+                start_ns=np.fromiter((r[0] for r in rows), np.int64, len(rows)),
+                end_ns=np.fromiter((r[1] for r in rows), np.int64, len(rows)),
+                name=np.array([r[2] for r in rows], dtype=object),
+                kind=np.array([r[3] for r in rows], dtype=object),
+                attrs=tuple(r[4] for r in rows))
+        return out

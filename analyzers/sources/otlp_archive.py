@@ -1,0 +1,381 @@
+"""OTLP archives: the JSON-lines files of the OTel file exporter, and length-prefixed protobuf.
+
+Each JSON line is one ``ExportMetricsServiceRequest`` or ``ExportTraceServiceRequest`` in the
+protobuf JSON mapping (camelCase keys, int64 as strings). Lines are decoded with ``orjson`` (or
+``json``) into dicts and walked once, collecting per (rank, field) *column lists*; numpy converts
+each column in one call. Protobuf files (``format: proto`` of the collector's file exporter, a
+4-byte big-endian length before each message, or the varint-delimited form of the OTel file
+exporter spec) are decoded with the official ``opentelemetry.proto`` classes and mapped to the
+same dict shape, so both paths share one walker.
+
+Identity comes from resource attributes (what stormotel's tracker sets), else from data-point
+attributes (a collector that merged several ranks into one resource, or a Prometheus receiver),
+else from a ``rank-N`` file name, which is noted.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from analyzers.sources.base import LoadContext, SourceError
+from analyzers.sources.columns import bytes_column, time_column
+from analyzers.sources.markers import (
+    KIND_FIRST_RISE,
+    KIND_OOM,
+    KIND_STEP,
+    KIND_THRESHOLD,
+    MarkerAccumulator,
+    kind_for_mark,
+)
+from analyzers.timeline import RankIdentity
+from stormotel import schema
+
+try:  # orjson is a declared dependency; stdlib json keeps a broken install usable.
+    import orjson as _orjson
+
+    _loads: Any = _orjson.loads
+    _JSONError: tuple[type[Exception], ...] = (_orjson.JSONDecodeError,)
+except ImportError:  # pragma: no cover
+    import json as _json
+
+    _loads = _json.loads
+    _JSONError = (ValueError,)
+
+#: metric name → (Timeline field, is_peak)
+METRIC_FIELDS: dict[str, tuple[str, bool]] = {
+    **{m.name: (f, False) for f, m in schema.FIELD_METRICS.items()},
+    **{m.name: (f, True) for f, m in schema.FIELD_PEAK_METRICS.items()},
+}
+_EVENT_KINDS = {schema.EVENT_THRESHOLD: KIND_THRESHOLD, schema.EVENT_FIRST_RISE: KIND_FIRST_RISE,
+                schema.EVENT_OOM: KIND_OOM}
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+
+
+def looks_like_otlp_json(first_line: bytes) -> bool:
+    head = first_line[:200]
+    return any(k in head for k in (b'"resourceMetrics"', b'"resourceSpans"', b'"resource_metrics"',
+                                   b'"resource_spans"'))
+
+
+def _get(d: Mapping[str, Any], camel: str, snake: str, default: Any = None) -> Any:
+    v = d.get(camel)
+    return d.get(snake, default) if v is None else v
+
+
+def _attr_value(v: Mapping[str, Any]) -> Any:
+    for key in ("stringValue", "string_value"):
+        if key in v:
+            return v[key]
+    for key in ("intValue", "int_value"):
+        if key in v:
+            return int(v[key])
+    for key in ("doubleValue", "double_value"):
+        if key in v:
+            return float(v[key])
+    for key in ("boolValue", "bool_value"):
+        if key in v:
+            return bool(v[key])
+    return None
+
+
+def attributes(items: Any) -> dict[str, Any]:
+    """OTLP ``[{key, value: {stringValue|intValue|...}}]`` → plain dict (bad entries dropped)."""
+    out: dict[str, Any] = {}
+    if not isinstance(items, list):
+        return out
+    for kv in items:
+        try:
+            out[kv["key"]] = _attr_value(kv.get("value") or {})
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue
+    return out
+
+
+def _opt_int(v: Any) -> int | None:
+    try:
+        return None if v is None or isinstance(v, bool) else int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def identity_from(attrs: Mapping[str, Any]) -> RankIdentity | None:
+    rank = _opt_int(attrs.get(schema.ATTR_RANK))
+    if rank is None or rank < 0:
+        return None
+    host = attrs.get(schema.ATTR_HOST) or attrs.get(schema.RES_HOST_NAME)
+    gpu = attrs.get(schema.ATTR_GPU)
+    return RankIdentity(rank=rank, job_id=_str_or_none(attrs.get(schema.ATTR_JOB_ID)),
+                        local_rank=_opt_int(attrs.get(schema.ATTR_LOCAL_RANK)),
+                        world_size=_opt_int(attrs.get(schema.ATTR_WORLD_SIZE)),
+                        host=_str_or_none(host), gpu=None if gpu is None else str(gpu),
+                        gpu_uuid=_str_or_none(attrs.get(schema.ATTR_GPU_UUID)))
+
+
+def _str_or_none(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+class _Columns:
+    """Per (rank, field, is_peak) timestamp and value lists."""
+
+    def __init__(self) -> None:
+        self.t: dict[tuple[int, str, bool], list[Any]] = {}
+        self.v: dict[tuple[int, str, bool], list[Any]] = {}
+
+    def extend(self, key: tuple[int, str, bool], ts: list[Any], vs: list[Any]) -> None:
+        if key in self.t:
+            self.t[key].extend(ts)
+            self.v[key].extend(vs)
+        else:
+            self.t[key], self.v[key] = ts, vs
+
+
+class OtlpFileReader:
+    """Reads one OTLP file (already decompressed) into a :class:`LoadContext`."""
+
+    def __init__(self, ctx: LoadContext, path: str) -> None:
+        self.ctx = ctx
+        self.path = path
+        self.cols = _Columns()
+        self.markers = MarkerAccumulator()
+        self.identities: dict[int, RankIdentity] = {}
+        m = _RANK_IN_NAME.search(path.rsplit("/", 1)[-1])
+        self.name_rank = int(m.group(1)) if m else None
+        self.used_name_rank = False
+        self.records = 0
+
+    # --- framing ----------------------------------------------------------------------------
+    def read_json_lines(self, data: bytes) -> None:
+        lines = data.split(b"\n")
+        last = len(lines)
+        for lineno, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            where = f"{self.path}:{lineno}"
+            try:
+                obj = _loads(line)
+            except _JSONError as exc:
+                truncated = lineno == last and not data.endswith(b"\n")
+                self.ctx.skip("truncated_line" if truncated else "bad_json", where,
+                              f"not valid JSON ({exc})")
+                continue
+            self._consume(obj, where)
+
+    def read_protobuf(self, data: bytes) -> None:
+        from google.protobuf import json_format
+        from google.protobuf.message import DecodeError
+        from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+            ExportMetricsServiceRequest,
+        )
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+        )
+
+        base = self.path.rsplit("/", 1)[-1].lower()
+        is_traces = any(k in base for k in ("trace", "span"))
+        cls = ExportTraceServiceRequest if is_traces else ExportMetricsServiceRequest
+        for index, (offset, payload) in enumerate(_frames(data, self.path), start=1):
+            where = f"{self.path}: message {index} at byte {offset}"
+            try:
+                msg = cls.FromString(payload)
+            except DecodeError as exc:
+                self.ctx.skip("bad_protobuf", where, f"not a {cls.__name__} ({exc})")
+                continue
+            self._consume(json_format.MessageToDict(msg), where)
+
+    # --- walking ----------------------------------------------------------------------------
+    def _consume(self, obj: Any, where: str) -> None:
+        if not isinstance(obj, dict):
+            self.ctx.skip("wrong_type", where, "line is not a JSON object")
+            return
+        self.records += 1
+        rms = _get(obj, "resourceMetrics", "resource_metrics")
+        rss = _get(obj, "resourceSpans", "resource_spans")
+        if rms is None and rss is None:
+            self.ctx.skip("not_otlp", where, "no resourceMetrics or resourceSpans")
+            return
+        try:
+            for rm in rms or ():
+                self._resource_metrics(rm, where)
+            for rs in rss or ():
+                self._resource_spans(rs, where)
+        except (TypeError, AttributeError, KeyError) as exc:
+            self.ctx.skip("wrong_type", where, f"unexpected OTLP structure ({exc!r})")
+
+    def _resource_rank(self, res_attrs: Mapping[str, Any]) -> int | None:
+        ident = identity_from(res_attrs)
+        if ident is not None:
+            self._remember(ident)
+            return ident.rank
+        return None
+
+    def _remember(self, ident: RankIdentity) -> None:
+        if ident.rank not in self.identities:
+            self.identities[ident.rank] = ident
+
+    def _fallback_rank(self, where: str, n: int) -> int | None:
+        if self.name_rank is not None:
+            self.used_name_rank = True
+            return self.name_rank
+        self.ctx.skip("no_rank", where, "no rank in resource, data-point attributes or file name",
+                      n)
+        return None
+
+    def _resource_metrics(self, rm: Mapping[str, Any], where: str) -> None:
+        res_attrs = attributes((rm.get("resource") or {}).get("attributes"))
+        res_rank = self._resource_rank(res_attrs)
+        for sm in _get(rm, "scopeMetrics", "scope_metrics") or ():
+            for metric in sm.get("metrics") or ():
+                spec = METRIC_FIELDS.get(metric.get("name"))
+                if spec is None:
+                    continue
+                body = metric.get("gauge") or metric.get("sum")
+                if not body:
+                    continue
+                dps = _get(body, "dataPoints", "data_points") or ()
+                if not dps:
+                    continue
+                field, is_peak = spec
+                if res_rank is not None:
+                    self._points(res_rank, field, is_peak, dps)
+                    continue
+                self._points_by_attr_rank(field, is_peak, dps, where)
+
+    def _points(self, rank: int, field: str, is_peak: bool, dps: list[Any]) -> None:
+        ts = [_get(dp, "timeUnixNano", "time_unix_nano") for dp in dps]
+        vs = [_value(dp) for dp in dps]
+        self.cols.extend((rank, field, is_peak), ts, vs)
+
+    def _points_by_attr_rank(self, field: str, is_peak: bool, dps: list[Any], where: str) -> None:
+        groups: dict[int, list[Any]] = {}
+        orphans = 0
+        for dp in dps:
+            ident = identity_from(attributes(dp.get("attributes")))
+            if ident is None:
+                orphans += 1
+                continue
+            self._remember(ident)
+            groups.setdefault(ident.rank, []).append(dp)
+        if orphans:
+            rank = self._fallback_rank(where, orphans)
+            if rank is not None:
+                groups.setdefault(rank, []).extend(
+                    dp for dp in dps if identity_from(attributes(dp.get("attributes"))) is None)
+        for rank, group in groups.items():
+            self._points(rank, field, is_peak, group)
+
+    def _resource_spans(self, rs: Mapping[str, Any], where: str) -> None:
+        res_attrs = attributes((rs.get("resource") or {}).get("attributes"))
+        rank = self._resource_rank(res_attrs)
+        for ss in _get(rs, "scopeSpans", "scope_spans") or ():
+            for span in ss.get("spans") or ():
+                attrs = attributes(span.get("attributes"))
+                span_rank = rank
+                if span_rank is None:
+                    ident = identity_from(attrs)
+                    span_rank = ident.rank if ident else self._fallback_rank(where, 1)
+                if span_rank is None:
+                    continue
+                self._span(span_rank, span, attrs, where)
+
+    def _span(self, rank: int, span: Mapping[str, Any], attrs: dict[str, Any], where: str) -> None:
+        name = str(span.get("name") or "")
+        start = _opt_int(_get(span, "startTimeUnixNano", "start_time_unix_nano"))
+        end = _opt_int(_get(span, "endTimeUnixNano", "end_time_unix_nano")) or start
+        if start is None or start <= 0:
+            self.ctx.skip("bad_timestamp", where, f"span {name!r} has no start time")
+            return
+        if name == schema.SPAN_STEP:
+            step = attrs.get(schema.SPAN_ATTR_STEP)
+            self.markers.add(rank, start, end or start, f"step {step}", KIND_STEP, attrs)
+        elif name == schema.SPAN_MARK:
+            mark = str(attrs.get(schema.SPAN_ATTR_MARK) or name)
+            self.markers.add(rank, start, end or start, mark, kind_for_mark(mark), attrs)
+        elif name != schema.SPAN_SESSION:
+            self.markers.add(rank, start, end or start, name, kind_for_mark(name), attrs)
+        for ev in span.get("events") or ():
+            kind = _EVENT_KINDS.get(ev.get("name"))
+            t = _opt_int(_get(ev, "timeUnixNano", "time_unix_nano"))
+            if kind is None or t is None:
+                continue
+            self.markers.add(rank, t, t, str(ev.get("name")), kind,
+                             attributes(ev.get("attributes")))
+
+    # --- output -----------------------------------------------------------------------------
+    def flush(self) -> int:
+        """Convert the collected columns and hand them to the builder; returns samples added."""
+        b = self.ctx.builder
+        for ident in self.identities.values():
+            b.set_identity(ident)
+        if self.used_name_rank:
+            self.ctx.note(f"{self.path}: rank taken from the file name (no rank attribute)")
+        have_value = {(r, f) for (r, f, peak) in self.cols.t if not peak}
+        added = 0
+        for (rank, field, is_peak), ts in self.cols.t.items():
+            if is_peak and (rank, field) in have_value:
+                continue  # the value series is there; peaks are only a fallback
+            where = f"{self.path} (rank {rank}, {field})"
+            t, ok = time_column(ts, self.ctx, where, "timeUnixNano")
+            v = bytes_column(self.cols.v[(rank, field, is_peak)], self.ctx, where, field)
+            keep = ok & ~np.isnan(v)
+            if not keep.any():
+                continue
+            b.add_samples(rank, t[keep], **{field: v[keep]})
+            added += int(keep.sum())
+            if is_peak:
+                self.ctx.note(f"{self.path}: rank {rank} {field} taken from its peak series")
+        for rank, m in self.markers.build().items():
+            b.add_markers(rank, m)
+        return added
+
+
+def _value(dp: Mapping[str, Any]) -> Any:
+    v = dp.get("asDouble")
+    if v is None:
+        v = dp.get("asInt")
+        if v is None:
+            v = dp.get("as_double", dp.get("as_int"))
+    return v
+
+
+def _frames(data: bytes, path: str) -> Iterator[tuple[int, bytes]]:
+    """Split length-prefixed protobuf: 4-byte big-endian lengths, else varint-delimited."""
+    if _fits_fixed32(data):
+        pos = 0
+        while pos < len(data):
+            (n,) = struct.unpack_from(">I", data, pos)
+            yield pos, data[pos + 4:pos + 4 + n]
+            pos += 4 + n
+        return
+    pos = 0
+    while pos < len(data):
+        n, body = _read_varint(data, pos)
+        if n is None or body + n > len(data):
+            raise SourceError(f"{path}: byte {pos}: not length-prefixed protobuf (bad length)")
+        yield pos, data[body:body + n]
+        pos = body + n
+
+
+def _fits_fixed32(data: bytes) -> bool:
+    pos = 0
+    while pos + 4 <= len(data):
+        (n,) = struct.unpack_from(">I", data, pos)
+        pos += 4 + n
+    return pos == len(data) and len(data) > 0
+
+
+def _read_varint(data: bytes, pos: int) -> tuple[int | None, int]:
+    shift = result = 0
+    while pos < len(data) and shift < 64:
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+    return None, pos

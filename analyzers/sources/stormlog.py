@@ -1,0 +1,261 @@
+"""Stormlog telemetry exports, so Stormlog users can point stormotel at what they already have.
+
+Accepted: schema v2 (as Stormlog documents it), v3, and v4 with ``session_id`` (what stormlog
+0.4.x writes); a JSON list, an ``{"events": [...]}`` or ``{"telemetry_events": [...]}`` wrapper,
+JSON lines, and the CSV ``MemoryTracker.export_events(format="csv")`` writes; plus the legacy
+pre-v2 field names Stormlog itself converts (``timestamp`` in seconds, ``memory_allocated``,
+``memory_reserved``, ``memory_mb``, ``total_memory``, ``type``, ``message``).
+
+Records are read into column lists (one list comprehension per field) and converted by numpy in
+one pass per column; there is no per-event object. Every event type carries a counter snapshot, so
+all of them are samples; a non-empty ``context`` becomes a marker (kind ``collective`` when it
+names one), which is what collective attribution uses.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from analyzers.sources.base import LoadContext, SourceError
+from analyzers.sources.columns import bytes_column, time_column
+from analyzers.sources.markers import KIND_CONTEXT, MarkerAccumulator, is_collective
+from analyzers.sources.otlp_archive import _JSONError, _loads
+from analyzers.timeline import RankIdentity
+
+MIB = 1024 * 1024
+SUPPORTED_SCHEMAS = (2, 3, 4)
+#: Keys whose presence marks a mapping as a Stormlog event (as Stormlog's own loader decides).
+EVENT_KEYS = ("schema_version", "event_type", "type", "memory_allocated", "memory_mb",
+              "timestamp", "timestamp_ns")
+
+
+def looks_like_stormlog(obj: Any) -> bool:
+    if isinstance(obj, list):
+        return bool(obj) and isinstance(obj[0], Mapping) and _is_event(obj[0])
+    if isinstance(obj, Mapping):
+        return (isinstance(obj.get("events"), list) or isinstance(obj.get("telemetry_events"), list)
+                or _is_event(obj))
+    return False
+
+
+def _is_event(d: Mapping[str, Any]) -> bool:
+    return any(k in d for k in EVENT_KEYS)
+
+
+def csv_header_is_stormlog(header: bytes) -> bool:
+    cols = {c.strip().strip('"') for c in header.decode("utf-8", "replace").split(",")}
+    return bool(cols & set(EVENT_KEYS))
+
+
+def records_from_json(obj: Any, path: str) -> list[Any]:
+    if isinstance(obj, list):
+        return obj
+    if isinstance(obj, Mapping):
+        for key in ("events", "telemetry_events"):
+            if isinstance(obj.get(key), list):
+                return obj[key]
+        if _is_event(obj):
+            return [obj]
+    raise SourceError(f"{path}: JSON does not contain Stormlog telemetry events "
+                      "(expected a list, or an object with an 'events' list)")
+
+
+def read_json_lines(data: bytes, path: str, ctx: LoadContext) -> list[Any]:
+    records: list[Any] = []
+    lines = data.split(b"\n")
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(_loads(line))
+        except _JSONError as exc:
+            truncated = lineno == len(lines) and not data.endswith(b"\n")
+            ctx.skip("truncated_line" if truncated else "bad_json", f"{path}:{lineno}",
+                     f"not valid JSON ({exc})")
+    return records
+
+
+def read_csv(data: bytes, path: str) -> list[dict[str, Any]]:
+    text = data.decode("utf-8", "replace")
+    reader = csv.DictReader(io.StringIO(text))
+    # Empty cells are "not reported" (pandas writes None as an empty cell).
+    return [{k: (None if v == "" else v) for k, v in row.items() if k is not None}
+            for row in reader]
+
+
+def _first(records: Sequence[Mapping[str, Any]], *keys: str) -> list[Any]:
+    """Per record, the value of the first key present (legacy names after current ones)."""
+    if all(keys[0] in r for r in records):
+        return [r[keys[0]] for r in records]
+    out = []
+    for r in records:
+        v = None
+        for k in keys:
+            if k in r:
+                v = r[k]
+                break
+        out.append(v)
+    return out
+
+
+def _meta(r: Mapping[str, Any], key: str) -> Any:
+    m = r.get("metadata")
+    return m.get(key) if isinstance(m, Mapping) else None
+
+
+def load_records(records: list[Any], path: str, ctx: LoadContext) -> int:
+    """Validate Stormlog records column-wise and add them to the builder; returns samples."""
+    good: list[Mapping[str, Any]] = []
+    for i, r in enumerate(records):
+        if not isinstance(r, Mapping):
+            ctx.skip("wrong_type", f"{path}: event {i}", "event is not an object")
+            continue
+        sv = r.get("schema_version")
+        if sv is not None and str(sv) not in {str(s) for s in SUPPORTED_SCHEMAS}:
+            ctx.skip("unsupported_schema", f"{path}: event {i}",
+                     f"schema_version {sv!r} (supported: {SUPPORTED_SCHEMAS} and legacy)")
+            continue
+        good.append(r)
+    if not good:
+        return 0
+    n = len(good)
+    where = path
+    # Timestamps: timestamp_ns, else legacy seconds.
+    t_raw = _first(good, "timestamp_ns")
+    if any(v is None for v in t_raw):
+        secs = _first(good, "timestamp")
+        t_raw = [tn if tn is not None else (None if s is None else _secs_to_ns(s))
+                 for tn, s in zip(t_raw, secs, strict=True)]
+    t, ok = time_column(t_raw, ctx, where, "timestamp_ns")
+
+    allocated = _first(good, "allocator_allocated_bytes", "memory_allocated")
+    if any(v is None for v in allocated):
+        mb = _first(good, "memory_mb")
+        allocated = [a if a is not None else (None if m is None else _mib(m))
+                     for a, m in zip(allocated, mb, strict=True)]
+    alloc = bytes_column(allocated, ctx, where, "allocator_allocated_bytes")
+    reserved = bytes_column(_first(good, "allocator_reserved_bytes", "memory_reserved"), ctx,
+                            where, "allocator_reserved_bytes")
+    legacy_res = np.isnan(reserved) & ~np.fromiter(
+        (("allocator_reserved_bytes" in r) or ("memory_reserved" in r) for r in good), bool, n)
+    reserved[legacy_res] = alloc[legacy_res]  # Stormlog: reserved defaults to allocated
+    active = bytes_column(_first(good, "allocator_active_bytes"), ctx, where,
+                          "allocator_active_bytes")
+    used = bytes_column(_first(good, "device_used_bytes"), ctx, where, "device_used_bytes")
+    legacy_used = np.isnan(used) & ~np.fromiter(("device_used_bytes" in r for r in good), bool, n)
+    used[legacy_used] = alloc[legacy_used]  # Stormlog: used defaults to allocated
+    total_raw = _first(good, "device_total_bytes", "total_memory", "device_total", "total_bytes")
+    if any(v is None for v in total_raw):
+        total_raw = [v if v is not None else (_meta(r, "total_memory") or _meta(r, "device_total"))
+                     for v, r in zip(total_raw, good, strict=True)]
+    total = bytes_column(total_raw, ctx, where, "device_total_bytes")
+    free = bytes_column(_first(good, "device_free_bytes"), ctx, where, "device_free_bytes")
+
+    rank_raw = _first(good, "rank")
+    ranks = _int_column(rank_raw, default=0)
+    if all(v is None for v in rank_raw):
+        rank_raw = [_meta(r, "rank") for r in good]
+        ranks = _int_column(rank_raw, default=0)
+        if all(v is None for v in rank_raw):
+            ctx.note(f"{path}: no rank field; treated as rank 0 (as Stormlog does)")
+    bad_rank = ranks < 0
+    if bad_rank.any():
+        ctx.skip("bad_rank", where, "rank is negative or not an integer", int(bad_rank.sum()))
+        ok &= ~bad_rank
+
+    _identities(good, ranks, ctx)
+    added = 0
+    b = ctx.builder
+    for rank in np.unique(ranks[ok]):
+        sel = ok & (ranks == rank)
+        b.add_samples(int(rank), t[sel], allocated=alloc[sel], reserved=reserved[sel],
+                      active=active[sel], device_used=used[sel], device_total=total[sel],
+                      device_free=free[sel])
+        added += int(sel.sum())
+    _context_markers(good, t, ok, ranks, ctx)
+    sessions = {r.get("session_id") or _meta(r, "session_id") for r in good} - {None}
+    if sessions:
+        known = ctx.builder.meta.setdefault("stormlog_sessions", [])
+        assert isinstance(known, list)
+        known.extend(sorted(str(s) for s in sessions if str(s) not in known))
+    return added
+
+
+def _secs_to_ns(s: Any) -> int | None:
+    try:
+        return int(float(s) * 1_000_000_000)
+    except (TypeError, ValueError):
+        return None
+
+
+def _mib(m: Any) -> float | None:
+    try:
+        return float(m) * MIB
+    except (TypeError, ValueError):
+        return None
+
+
+def _int_column(values: list[Any], default: int) -> np.ndarray:
+    try:
+        arr = np.asarray([default if v is None else v for v in values], dtype=np.float64)
+    except (TypeError, ValueError):
+        arr = np.array([_safe_int(v, default) for v in values], dtype=np.float64)
+    bad = ~np.isfinite(arr) | (arr != np.round(arr))
+    arr[bad] = -1
+    return arr.astype(np.int64)
+
+
+def _safe_int(v: Any, default: int) -> float:
+    if v is None:
+        return default
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return -1
+
+
+def _identities(good: list[Mapping[str, Any]], ranks: np.ndarray, ctx: LoadContext) -> None:
+    """One identity per rank, from the first record of that rank (cheap: ranks are few)."""
+    _, first_idx = np.unique(ranks, return_index=True)
+    for i in first_idx:
+        r = good[int(i)]
+        rank = int(ranks[i])
+        if rank < 0:
+            continue
+        dev = r.get("device_id")
+        ctx.builder.set_identity(RankIdentity(
+            rank=rank, job_id=_s(r.get("job_id") or _meta(r, "job_id")),
+            local_rank=_i(r.get("local_rank")), world_size=_i(r.get("world_size")),
+            host=_s(r.get("host") or _meta(r, "host")),
+            gpu=None if dev is None else str(dev)))
+
+
+def _s(v: Any) -> str | None:
+    return None if v in (None, "") else str(v)
+
+
+def _i(v: Any) -> int | None:
+    try:
+        return None if v in (None, "") else int(float(v))
+    except (TypeError, ValueError):
+        return None
+
+
+def _context_markers(good: list[Mapping[str, Any]], t: np.ndarray, ok: np.ndarray,
+                     ranks: np.ndarray, ctx: LoadContext) -> None:
+    contexts = _first(good, "context", "message")
+    idx = [i for i, c in enumerate(contexts) if c and ok[i]]
+    if not idx:
+        return
+    acc = MarkerAccumulator()
+    for i in idx:
+        name = str(contexts[i])
+        acc.add(int(ranks[i]), int(t[i]), int(t[i]), name,
+                "collective" if is_collective(name) else KIND_CONTEXT)
+    for rank, m in acc.build().items():
+        ctx.builder.add_markers(rank, m)

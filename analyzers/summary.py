@@ -1,0 +1,140 @@
+"""A concise human summary of a Report: who took part, who went first, what each rank shows.
+
+What a person on call reads first; the JSON report has every number. Times are UTC with
+milliseconds, and also seconds from the start of the analysed window so ranks compare at a glance.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import UTC, datetime
+
+from analyzers.rankspec import format_rank_list
+from analyzers.report import CollectiveAttribution, GapFinding, Report
+
+MAX_GAP_LINES = 20
+MAX_COLLECTIVE_LINES = 10
+MAX_NOTES = 10
+
+
+def fmt_bytes(n: float | None) -> str:
+    if n is None:
+        return "?"
+    sign = "-" if n < 0 else ""
+    n = abs(float(n))
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{sign}{n:.0f} {unit}" if unit == "B" else f"{sign}{n:.1f} {unit}"
+        n /= 1024
+    return f"{sign}{n:.1f} TiB"  # pragma: no cover
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    s = float(seconds)
+    if s < 1:
+        return f"{s * 1e3:.1f} ms"
+    if s < 120:
+        return f"{s:.1f} s"
+    if s < 7200:
+        return f"{s / 60:.1f} min"
+    if s < 172800:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.1f} d"
+
+
+def fmt_time(ns: int | None, origin: int | None) -> str:
+    if ns is None:
+        return "?"
+    wall = datetime.fromtimestamp(ns / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    rel = f" (+{(ns - origin) / 1e9:.3f} s)" if origin is not None else ""
+    return f"{wall}Z{rel}"
+
+
+def _gap_line(f: GapFinding) -> str:
+    e = f.evidence
+    if f.classification == "persistent_drift":
+        detail = (f"gap grows {fmt_bytes(e.get('slope_bytes_per_s'))}/s (R² {e.get('r2', 0):.2f},"
+                  f" +{fmt_bytes(e.get('growth_bytes'))} over {fmt_duration(e.get('duration_s'))})")
+        if e.get("time_to_full_s") is not None:
+            detail += f", device full in {fmt_duration(e['time_to_full_s'])} at this rate"
+    elif f.classification == "transient_spike":
+        detail = (f"{e.get('episodes')} spike episode(s), largest +"
+                  f"{fmt_bytes(e.get('max_excess_bytes'))} (robust z {e.get('max_z', 0):.1f})")
+    else:
+        detail = (f"allocator holds {e.get('median_ratio', 0):.0%} idle "
+                  f"({fmt_bytes(e.get('median_idle_bytes'))}) in "
+                  f"{e.get('fragmented_share', 0):.0%} of samples")
+    return f"  rank {f.rank:<4} {f.classification:<17} {f.severity:<8} {detail}"
+
+
+def _collective_lines(items: list[CollectiveAttribution], origin: int | None) -> list[str]:
+    groups: dict[int, list[CollectiveAttribution]] = defaultdict(list)
+    for a in items:
+        groups[int(a.evidence.get("group", -1))].append(a)
+    lines = []
+    ordered = sorted(groups.values(), key=lambda g: min(a.interval_start_ns for a in g))
+    for g in ordered[:MAX_COLLECTIVE_LINES]:
+        best = max(g, key=lambda a: a.confidence)
+        start = min(a.interval_start_ns for a in g)
+        end = max(a.interval_end_ns for a in g)
+        lines.append(f"  {fmt_time(start, origin)} .. +{(end - start) / 1e6:.0f} ms  ranks "
+                     f"{format_rank_list({a.rank for a in g})}  {best.classification} "
+                     f"({best.confidence:.2f}; {', '.join(best.reason_codes[1:])})")
+    if len(ordered) > MAX_COLLECTIVE_LINES:
+        lines.append(f"  ... {len(ordered) - MAX_COLLECTIVE_LINES} more interval(s) in the "
+                     "JSON report")
+    return lines
+
+
+def render_summary(report: Report) -> str:
+    origin = report.window_start_ns
+    cr = report.cross_rank
+    res = f"{cr.resolution_ns / 1e6:.1f} ms" if cr.resolution_ns else "unknown"
+    head = f"stormotel analysis — job {report.job_id or '(unknown)'}"
+    if report.world_size:
+        head += f", world size {report.world_size}"
+    lines = [head,
+             f"Participating ranks: {format_rank_list(report.participating_ranks)}"
+             f"  ({report.extra.get('samples', '?')} samples, clock alignment "
+             f"{cr.alignment}, resolution {res})",
+             f"Missing ranks: {format_rank_list(report.missing_ranks)}"]
+    if cr.first_cause_suspects:
+        top = cr.first_cause_suspects[0]
+        lines.append(f"Cluster onset: {fmt_time(cr.cluster_onset_ns, origin)}")
+        lines.append(f"Top first-cause suspect: rank {top.rank} ({top.confidence}) — rose "
+                     f"{fmt_bytes(top.delta_bytes)} at {fmt_time(top.first_spike_ns, origin)}, "
+                     f"{fmt_duration(top.lead_ns / 1e9)} before the cluster onset")
+        for s in cr.first_cause_suspects[1:4]:
+            lines.append(f"  also: rank {s.rank} ({s.confidence}), lead "
+                         f"{fmt_duration(s.lead_ns / 1e9)}")
+    else:
+        lines.append("First cause: no rank led the others")
+    lines.extend(f"  note: {n}" for n in cr.notes)
+    if report.gap_findings:
+        order = {"critical": 0, "warning": 1, "info": 2}
+        gf = sorted(report.gap_findings, key=lambda f: (order[f.severity], f.rank))
+        lines.append(f"Gap findings ({len(gf)}, per rank):")
+        lines.extend(_gap_line(f) for f in gf[:MAX_GAP_LINES])
+        if len(gf) > MAX_GAP_LINES:
+            lines.append(f"  ... {len(gf) - MAX_GAP_LINES} more in the JSON report")
+    else:
+        lines.append("Gap findings: none")
+    if report.collective_attributions:
+        lines.append("Collective intervals:")
+        lines.extend(_collective_lines(report.collective_attributions, origin))
+    else:
+        lines.append("Collective intervals: none")
+    if report.stall_findings:
+        lines.append(f"Stall findings: {len(report.stall_findings)} (see the JSON report)")
+    if report.skipped:
+        lines.append("Skipped input: " + ", ".join(f"{k}={v}" for k, v in
+                                                     sorted(report.skipped.items())))
+    if report.notes:
+        lines.append("Notes:")
+        lines.extend(f"  - {n}" for n in report.notes[:MAX_NOTES])
+        if len(report.notes) > MAX_NOTES:
+            lines.append(f"  - ... {len(report.notes) - MAX_NOTES} more in the JSON report")
+    lines.append("Verdict: " + ("FINDINGS" if report.has_findings() else "healthy"))
+    return "\n".join(lines)
