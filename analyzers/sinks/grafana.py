@@ -1,0 +1,242 @@
+"""Findings as Grafana annotations, and the per-job incident dashboard, over Grafana's HTTP API.
+
+Idempotent by construction, because a cron job re-runs and may re-analyse a window: each
+annotation carries a deterministic key tag (``stormotel-key=<hash of job, kind, ranks, time>``);
+before posting, the sink lists the job's existing annotations over the window and skips those
+whose key already exists unchanged, or patches them when the text or times moved. The incident
+dashboard has a deterministic UID per job and is only saved when its JSON differs from what
+Grafana already holds, so re-runs do not pile up dashboard versions either.
+
+The token comes from a file or ``$GRAFANA_TOKEN`` and lives only inside the HTTP client's auth;
+it is never logged or written into a report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from analyzers.http import Deadline, EndpointError, HttpSettings, request
+from analyzers.report import Report
+from stormotel import schema
+
+ENV_GRAFANA_TOKEN = "GRAFANA_TOKEN"
+KEY_TAG_PREFIX = "stormotel-key="
+RANK_TAG_PREFIX = "rank="
+JOB_TAG_PREFIX = f"{schema.ATTR_JOB_ID}="
+#: How many existing annotations one listing may return (Grafana caps at its own limit too).
+LIST_LIMIT = 5000
+
+
+@dataclass(frozen=True)
+class Annotation:
+    """One region (or instant, ``end_ms == start_ms``) annotation to create."""
+
+    kind: str
+    ranks: tuple[int, ...]
+    start_ms: int
+    end_ms: int
+    text: str
+    tags: tuple[str, ...]
+    key: str
+
+    def payload(self, dashboard_uid: str | None) -> dict[str, Any]:
+        body: dict[str, Any] = {"time": self.start_ms, "timeEnd": self.end_ms,
+                                "tags": list(self.tags), "text": self.text}
+        if dashboard_uid:
+            body["dashboardUID"] = dashboard_uid
+        return body
+
+
+@dataclass
+class SyncResult:
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    planned: list[dict[str, Any]] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return f"created={self.created} updated={self.updated} unchanged={self.unchanged}"
+
+
+def _key(job_id: str, kind: str, ranks: Sequence[int], start_ms: int, extra: str = "") -> str:
+    """Stable across re-runs: job, kind, ranks and the start to the second."""
+    raw = f"{job_id}|{kind}|{','.join(map(str, sorted(ranks)))}|{start_ms // 1000}|{extra}"
+    return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
+def _ms(ns: int | None, default: int) -> int:
+    return default if ns is None else int(ns) // 1_000_000
+
+
+def _evidence_text(evidence: dict[str, Any], limit: int = 6) -> str:
+    items = [f"{k}={v}" for k, v in list(evidence.items())[:limit]
+             if isinstance(v, str | int | float | bool)]
+    return ", ".join(items)
+
+
+def annotations_for(report: Report, job_id: str | None = None) -> list[Annotation]:
+    """One annotation per finding: first-cause lead window, gap findings (drift onset, spikes),
+    collective intervals and stalls."""
+    jid = job_id or report.job_id or "unknown"
+    win_end = _ms(report.window_end_ns, 0)
+    out: list[Annotation] = []
+
+    def add(kind: str, ranks: Sequence[int], start_ms: int, end_ms: int, text: str,
+            extra: str = "", more_tags: Sequence[str] = ()) -> None:
+        key = _key(jid, kind, ranks, start_ms, extra)
+        tags = (schema.ANNOTATION_TAG, kind, *(f"{RANK_TAG_PREFIX}{r}" for r in ranks),
+                f"{JOB_TAG_PREFIX}{jid}", *more_tags, f"{KEY_TAG_PREFIX}{key}")
+        out.append(Annotation(kind, tuple(ranks), start_ms, max(start_ms, end_ms), text,
+                              tags, key))
+
+    cr = report.cross_rank
+    for i, s in enumerate(cr.first_cause_suspects):
+        start = s.first_spike_ns // 1_000_000
+        end = _ms(cr.cluster_onset_ns, start) if cr.cluster_onset_ns else start
+        add("first_cause", [s.rank], start, max(end, start + s.lead_ns // 1_000_000),
+            f"stormotel: rank {s.rank} is first-cause suspect #{i + 1} ({s.confidence} "
+            f"confidence), rose {s.delta_bytes / 2**20:.0f} MiB {s.lead_ns / 1e9:.3g} s before "
+            f"the cluster onset. {_evidence_text(s.evidence)}",
+            more_tags=(f"confidence={s.confidence}",))
+    for gf in report.gap_findings:
+        start = _ms(gf.start_ns, _ms(report.window_start_ns, win_end))
+        add(gf.classification, [gf.rank], start, _ms(gf.end_ns, start),
+            f"stormotel: {gf.classification.replace('_', ' ')} on rank {gf.rank} "
+            f"({gf.severity}, confidence {gf.confidence:.2f}). {_evidence_text(gf.evidence)}"
+            + (f" Remediation: {gf.remediation[0]}" if gf.remediation else ""),
+            more_tags=(f"severity={gf.severity}",))
+    for c in report.collective_attributions:
+        start = c.interval_start_ns // 1_000_000
+        add(c.classification, [c.rank], start, c.interval_end_ns // 1_000_000,
+            f"stormotel: {c.classification.replace('_', ' ')} gap spike on rank {c.rank} "
+            f"(confidence {c.confidence:.2f}; {', '.join(c.reason_codes)})")
+    for st in report.stall_findings:
+        t = st.evidence.get("time_ns") or st.evidence.get("start_ns")
+        start = _ms(t if isinstance(t, int) else None, win_end)
+        where = f"pg {st.process_group} seq {st.seq_id} {st.op or ''}".strip()
+        ranks = st.ranks
+        add(st.kind, ranks, start, start,
+            f"stormotel: stalled collective ({st.kind}) at {where}; culprit ranks "
+            f"{', '.join(map(str, ranks)) or 'undecided'} ({st.confidence}, from {st.source})"
+            + (f" Remediation: {st.remediation[0]}" if st.remediation else ""),
+            extra=f"{st.process_group}|{st.seq_id}", more_tags=("stall",))
+    return out
+
+
+class GrafanaAPI:
+    """The few Grafana HTTP API calls the job needs."""
+
+    def __init__(self, url: str, client: httpx.Client, settings: HttpSettings,
+                 deadline: Deadline | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.client = client
+        self.settings = settings
+        self.deadline = deadline
+
+    def _req(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        return request(self.client, method, self.url + path, settings=self.settings,
+                       deadline=self.deadline, **kw)
+
+    def _json(self, resp: httpx.Response, path: str) -> Any:
+        try:
+            return resp.json()
+        except ValueError:
+            raise EndpointError(self.url + path, "malformed JSON response") from None
+
+    def list_annotations(self, tags: Sequence[str], from_ms: int, to_ms: int
+                         ) -> list[dict[str, Any]]:
+        params: list[tuple[str, str | int]] = [("tags", t) for t in tags]
+        params += [("from", from_ms), ("to", to_ms), ("limit", LIST_LIMIT),
+                   ("type", "annotation"), ("matchAny", "false")]
+        path = "/api/annotations"
+        doc = self._json(self._req("GET", path, params=params), path)
+        if not isinstance(doc, list):
+            raise EndpointError(self.url + path, "annotation listing is not a list")
+        return [a for a in doc if isinstance(a, dict)]
+
+    def create_annotation(self, body: dict[str, Any]) -> None:
+        self._req("POST", "/api/annotations", json=body)
+
+    def patch_annotation(self, ann_id: int, body: dict[str, Any]) -> None:
+        self._req("PATCH", f"/api/annotations/{ann_id}", json=body)
+
+    def get_dashboard(self, uid: str) -> dict[str, Any] | None:
+        path = f"/api/dashboards/uid/{uid}"
+        try:
+            resp = self._req("GET", path)
+        except EndpointError as e:
+            if e.status == 404:
+                return None
+            raise
+        doc = self._json(resp, path)
+        board = doc.get("dashboard") if isinstance(doc, dict) else None
+        return board if isinstance(board, dict) else None
+
+    def save_dashboard(self, board: dict[str, Any], message: str) -> None:
+        self._req("POST", "/api/dashboards/db",
+                  json={"dashboard": board, "overwrite": True, "message": message})
+
+
+def _key_of(existing: dict[str, Any]) -> str | None:
+    for t in existing.get("tags") or []:
+        if isinstance(t, str) and t.startswith(KEY_TAG_PREFIX):
+            return t[len(KEY_TAG_PREFIX):]
+    return None
+
+
+def _same(existing: dict[str, Any], body: dict[str, Any]) -> bool:
+    return (existing.get("text") == body["text"] and existing.get("time") == body["time"]
+            and existing.get("timeEnd", existing.get("time")) == body["timeEnd"]
+            and sorted(existing.get("tags") or []) == sorted(body["tags"]))
+
+
+def sync_annotations(api: GrafanaAPI | None, annotations: Sequence[Annotation], job_id: str,
+                     *, dashboard_uid: str | None = None, dry_run: bool = False
+                     ) -> SyncResult:
+    """Create what is missing, patch what changed, leave the rest. ``api=None`` needs dry_run."""
+    result = SyncResult()
+    if not annotations:
+        return result
+    bodies = [(a, a.payload(dashboard_uid)) for a in annotations]
+    if dry_run or api is None:
+        result.planned = [b for _, b in bodies]
+        return result
+    lo = min(a.start_ms for a in annotations) - 1
+    hi = max(a.end_ms for a in annotations) + 1
+    existing = {}
+    for e in api.list_annotations([schema.ANNOTATION_TAG, f"{JOB_TAG_PREFIX}{job_id}"], lo, hi):
+        k = _key_of(e)
+        if k:
+            existing[k] = e
+    for ann, body in bodies:
+        old = existing.get(ann.key)
+        if old is None:
+            api.create_annotation(body)
+            result.created += 1
+        elif _same(old, body):
+            result.unchanged += 1
+        else:
+            api.patch_annotation(int(old["id"]), body)
+            result.updated += 1
+    return result
+
+
+def _comparable(board: dict[str, Any]) -> str:
+    trimmed = {k: v for k, v in board.items() if k not in ("id", "version")}
+    return json.dumps(trimmed, sort_keys=True)
+
+
+def save_dashboard_if_changed(api: GrafanaAPI, board: dict[str, Any], message: str) -> bool:
+    """Save through the dashboard API unless Grafana already holds the same JSON."""
+    uid = board.get("uid")
+    current = api.get_dashboard(str(uid)) if uid else None
+    if current is not None and _comparable(current) == _comparable(board):
+        return False
+    api.save_dashboard(board, message)
+    return True
