@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_source_arguments(p)
     _add_analysis_arguments(p)
     _add_output_arguments(p)
+    from analyzers.job import add_job_arguments  # TSDB source, sinks, cron safety (issue 4)
+
+    add_job_arguments(p, include_job_id=False)
     return p
 
 
@@ -149,10 +152,23 @@ def _validate(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from analyzers import job
     from analyzers.sources import SourceError
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    problem = job.validate_args(args)
+    if problem:
+        parser.exit(exitcodes.USAGE, f"{PROG}: error: {problem}\n")
+    if job.wants_tsdb(args):  # the scheduled job: TSDB window -> analysis -> sinks (issue 4)
+        if args.paths:
+            parser.exit(exitcodes.USAGE, f"{PROG}: error: give PATHs or --prometheus, not both\n")
+        try:
+            _validate(args)
+            return job.run_job(args, lambda tl: run_analysis(tl, args),
+                               emit_report=lambda r: write_outputs(r, args))
+        except (UsageError, RankSpecError, SettingsError, AlignmentError) as exc:
+            parser.exit(exitcodes.USAGE, f"{PROG}: error: {exc}\n")
     try:
         _validate(args)
         timeline = load_timeline(args)
@@ -166,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         write_outputs(report, args)
     except OSError as exc:
         parser.exit(exitcodes.SINK_FAILURE, f"{PROG}: error: cannot write output: {exc}\n")
+    if job.wants_sinks(args) and job.write_sinks(report, timeline, args).failed:
+        return exitcodes.SINK_FAILURE
     return exitcodes.FINDINGS if report.has_findings() else exitcodes.OK
 
 

@@ -96,13 +96,18 @@ def parse_time(text: str) -> int:
     return round(dt.timestamp() * 1e9)
 
 
-def add_job_arguments(parser: argparse.ArgumentParser) -> None:
-    """Every flag of the TSDB job: source, window, sinks, TLS/auth, cron safety."""
+def add_job_arguments(parser: argparse.ArgumentParser, *, include_job_id: bool = True) -> None:
+    """Every flag of the TSDB job: source, window, sinks, TLS/auth, cron safety.
+
+    ``include_job_id=False`` when the host parser already defines ``--job-id``.
+    """
     src = parser.add_argument_group("TSDB source (Prometheus-compatible HTTP API)")
     src.add_argument("--prometheus", action="append", default=[], metavar="URL",
                      help="query API base URL (Prometheus, VictoriaMetrics, Thanos, Mimir…); "
                           "repeat for several clusters/regions, merged into one timeline")
-    src.add_argument("--job-id", metavar="ID", help="the training job to analyse (job_id label)")
+    if include_job_id:
+        src.add_argument("--job-id", metavar="ID",
+                         help="the training job to analyse (job_id label)")
     src.add_argument("--step", type=positive_duration, metavar="DURATION",
                      help="query step (default: the stored samples' own spacing, coarsened so "
                           "a series stays under 200,000 points)")
@@ -169,6 +174,13 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
 def wants_tsdb(args: argparse.Namespace) -> bool:
     """True when the run reads from a TSDB (``--prometheus`` given)."""
     return bool(getattr(args, "prometheus", None))
+
+
+def wants_sinks(args: argparse.Namespace) -> bool:
+    """True when any write-back sink flag was given (also usable with file sources)."""
+    return bool(getattr(args, "grafana_url", None) or getattr(args, "remote_write", None)
+                or getattr(args, "pushgateway", None) or getattr(args, "perfetto", None)
+                or getattr(args, "incident_dashboard", None))
 
 
 def validate_args(args: argparse.Namespace) -> str | None:
@@ -532,7 +544,8 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
         return code
 
     def progress(msg: str) -> None:
-        print(f"stormotel analyze: {msg}", file=err, flush=True)
+        if not getattr(args, "quiet", False):
+            print(f"stormotel analyze: {msg}", file=err, flush=True)
 
     state = StateFile(args.state_file) if args.state_file and not args.dry_run else None
     try:
@@ -581,10 +594,14 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
                 job_id=job_id, duration_s=time.monotonic() - started,
                 now_ms=now_ns // 1_000_000, runs_by_outcome=runs,
                 success=not src.partial)
-            if emit_report is not None:
-                emit_report(report)
             sinks = write_sinks(report, timeline, args, run_points=run_points,
                                 deadline=deadline, out=out)
+            if emit_report is not None:
+                try:
+                    emit_report(report)
+                except OSError as e:
+                    sinks.status["report"] = str(e)
+                    print(f"stormotel analyze: cannot write the report: {e}", file=err)
             summary.update(ranks=f"{len(timeline.ranks)}/{timeline.world_size or '?'}",
                            samples=timeline.total_samples(), findings=_count_findings(report),
                            first_cause=",".join(str(s.rank) for s in
