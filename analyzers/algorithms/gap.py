@@ -6,8 +6,9 @@ one rank's normal level never hides another's anomaly (pooling all ranks, as a s
 over the merged stream would, does exactly that).
 
 - **persistent drift**: least-squares slope of the gap with R² ≥ ``drift_min_r2``, fitted growth
-  ≥ ``drift_min_growth_bytes``, and growth in *both halves* of the window (a single step up is not
-  a drift); projected time until the device is full = (total − used) / slope.
+  ≥ ``drift_min_growth_bytes`` (or ≥ ``drift_floor_bytes`` when the device would be full within
+  ``drift_horizon_s`` at that slope), and growth in *both halves* of the window (a single step up
+  is not a drift); projected time until the device is full = (total − used) / slope.
 - **transient spikes**: robust z-score of the gap's residual (median/MAD instead of mean/std, so
   the spikes do not inflate the yardstick that should find them) ≥ ``spike_z`` and ≥
   ``spike_min_bytes`` above the baseline; consecutive samples form one episode.
@@ -136,7 +137,7 @@ def drift_finding(series: RankSeries, settings: Settings) -> GapFinding | None:
         return None
     fit = linear_fit(ts, g)
     growth = fit.slope * duration
-    if fit.slope <= 0 or fit.r2 < settings.drift_min_r2 or growth < settings.drift_min_growth_bytes:
+    if fit.slope <= 0 or fit.r2 < settings.drift_min_r2 or growth < settings.drift_floor_bytes:
         return None
     half = ts.shape[0] // 2
     s1 = linear_fit(ts[:half], g[:half]).slope
@@ -148,6 +149,9 @@ def drift_finding(series: RankSeries, settings: Settings) -> GapFinding | None:
     ttf = (total - used) / fit.slope if total and used is not None and total > used else None
     if total and used is not None and used >= total:
         ttf = 0.0
+    soon = ttf is not None and ttf <= settings.drift_horizon_s
+    if growth < settings.drift_min_growth_bytes and not soon:
+        return None
     severity: Severity
     if ttf is None:
         severity = "warning"

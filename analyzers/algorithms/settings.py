@@ -32,7 +32,9 @@ class Settings:
     spike_z: float = 4.0  #: robust z-score (median/MAD) a gap sample must reach
     spike_min_bytes: float = 128 * MIB  #: ... and this many bytes above the baseline
     drift_min_r2: float = 0.8
-    drift_min_growth_bytes: float = 256 * MIB  #: fitted growth over the window
+    drift_min_growth_bytes: float = 256 * MIB  #: fitted growth over the window, or ...
+    drift_horizon_s: float = 24 * 3600.0  #: ... the device would be full within this horizon
+    drift_floor_bytes: float = 64 * MIB  #: (with at least this much growth observed)
     frag_ratio: float = 0.5  #: (reserved - allocated) / reserved
     frag_min_bytes: float = 512 * MIB  #: reserved - allocated
     frag_sustain: float = 0.6  #: fraction of samples that must be fragmented
@@ -49,11 +51,13 @@ class Settings:
 
 _PRESETS: dict[str, dict[str, Any]] = {
     "low": dict(spike_z=6.0, spike_min_bytes=256 * MIB, drift_min_r2=0.9,
-                drift_min_growth_bytes=1 * GIB, frag_ratio=0.6, frag_min_bytes=1 * GIB,
+                drift_min_growth_bytes=1 * GIB, drift_horizon_s=6 * 3600.0,
+                drift_floor_bytes=256 * MIB, frag_ratio=0.6, frag_min_bytes=1 * GIB,
                 frag_sustain=0.75, sync_window_s=0.1, min_sync_fraction=0.75),
     "medium": {},
     "high": dict(spike_z=3.0, spike_min_bytes=32 * MIB, drift_min_r2=0.6,
-                 drift_min_growth_bytes=64 * MIB, frag_ratio=0.35, frag_min_bytes=128 * MIB,
+                 drift_min_growth_bytes=64 * MIB, drift_horizon_s=7 * 24 * 3600.0,
+                 drift_floor_bytes=16 * MIB, frag_ratio=0.35, frag_min_bytes=128 * MIB,
                  frag_sustain=0.5, sync_window_s=0.5, min_sync_fraction=0.25),
 }
 
