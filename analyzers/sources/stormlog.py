@@ -168,6 +168,9 @@ def load_records(records: list[Any], path: str, ctx: LoadContext) -> int:
         ctx.skip("bad_rank", where, "rank is negative or not an integer", int(bad_rank.sum()))
         ok &= ~bad_rank
 
+    # Events without any counter (Stormlog v4 "start"/"stop" carry nulls) are not samples.
+    no_counters = np.isnan(alloc) & np.isnan(reserved) & np.isnan(used)
+    ok &= ~no_counters
     _identities(good, ranks, ctx)
     added = 0
     b = ctx.builder
