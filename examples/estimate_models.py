@@ -84,3 +84,29 @@ def transformer_adamw() -> tuple[nn.Module, torch.optim.Optimizer, torch.Tensor]
     model = TinyTransformerBlock(d_model, n_heads=4, d_ff=4 * d_model)
     batch = torch.randn(_env_int("EST_BATCH", 4), _env_int("EST_SEQ", 32), d_model)
     return model, torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True), batch
+
+
+def fsdp_mlp_adam() -> tuple[nn.Module, torch.optim.Optimizer, torch.Tensor]:
+    """The MLP sharded with FSDP2 (``fully_shard``) over ``EST_WORLD_SIZE`` (default 4) ranks.
+
+    One process stands in for every rank with PyTorch's fake process group, so the estimate is
+    the per-rank memory of a real multi-GPU job, computed on one CPU (the estimator picks
+    ``FSDPMemTracker`` because the root is an FSDP module).
+    """
+    import torch.distributed as dist
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    world_size = _env_int("EST_WORLD_SIZE", 4)
+    # The mesh is bookkeeping, not model memory, and DeviceMesh reads its tensor's values, which
+    # fake tensors do not have: build it with real tensors.
+    with unset_fake_temporarily():
+        if not dist.is_initialized():
+            dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world_size)
+        mesh = init_device_mesh("cpu", (world_size,))
+    model, batch = _mlp()
+    for module in (model.fc1, model.fc2, model):
+        fully_shard(module, mesh=mesh)
+    return model, torch.optim.Adam(model.parameters(), lr=1e-3, foreach=True), batch

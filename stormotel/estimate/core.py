@@ -139,6 +139,10 @@ def estimate(spec: str, *, iterations: int = 2, mode: Mode = "fake",
         notes.append("optimizer_state includes the per-parameter 'step' counters "
                      f"({optimizer.step_tensor_bytes} B); on CUDA they stay on the host unless "
                      "capturable=True or fused=True")
+    if mode == "fake" and isinstance(tracker, FSDPMemTracker) and step_temporaries:
+        notes.append("fake mode over-counts the optimizer step over sharded (DTensor) "
+                     f"parameters ({step_temporaries} B of step temporaries here; real mode "
+                     "shows none on torch 2.13): check with --mode real")
     accuracy = None
     if measurer is not None:
         measured, how = measurer.result(device)
