@@ -81,3 +81,21 @@ def write(url: str, job_id: str,
             body = remote_write.encode_arrays(name, labels_for(job_id, rank), t, v)
             r = client.post(url, content=body, headers=remote_write.HEADERS)
             assert r.status_code in (200, 204), (r.status_code, r.text)
+
+
+def wait_visible(base_url: str, job_id: str, expect_series: int, timeout_s: float = 10.0
+                 ) -> None:
+    """Wait until the TSDB's index serves what was written (VictoriaMetrics buffers ~1 s)."""
+    deadline = time.monotonic() + timeout_s
+    got = 0
+    with httpx.Client(timeout=5) as client:
+        client.get(base_url + "/internal/force_flush")  # VictoriaMetrics; 404 on Prometheus
+        while time.monotonic() < deadline:
+            r = client.get(base_url + "/api/v1/series",
+                           params={"match[]": f'{{{schema.ATTR_JOB_ID}="{job_id}"}}',
+                                   "start": time.time() - 7200, "end": time.time()})
+            got = len(r.json().get("data", []))
+            if got >= expect_series:
+                return
+            time.sleep(0.2)
+    raise AssertionError(f"{base_url} shows {got} of {expect_series} series for {job_id}")

@@ -1,0 +1,31 @@
+"""Helpers shared by the job tests: run ``stormotel analyze`` as a user would."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60
+            ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "stormotel", "analyze", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+def summary_line(stderr: str) -> dict[str, str]:
+    """The one ``stormotel-analyze k=v …`` line, parsed (values here have no spaces)."""
+    lines = [ln for ln in stderr.splitlines() if ln.startswith("stormotel-analyze ")]
+    assert len(lines) == 1, stderr
+    return dict(part.split("=", 1) for part in lines[0].split()[1:])
+
+
+@pytest.fixture
+def cli():
+    return run_cli

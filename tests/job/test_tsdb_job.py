@@ -1,0 +1,122 @@
+"""The analyzer job end to end against REAL Prometheus and VictoriaMetrics.
+
+Planted-fault telemetry (rank 2 rises 20 s before the others, rank 3 in the OTLP-receiver
+spelling, device memory as the tracker's peak series) is remote-written into the server; the
+job, run as ``stormotel analyze`` in a subprocess, must find rank 2 over the HTTP API, write its
+findings back by remote write, and a second run over the same window must add nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from analyzers.http import HttpSettings
+from analyzers.sources.prometheus import PrometheusAPI, QueryWindow, load_prometheus
+from stormotel import exitcodes, schema
+from tests import servers
+from tests.job import planted
+from tests.job.conftest import run_cli, summary_line
+
+pytestmark = pytest.mark.servers
+
+
+def _query(url: str, expr: str, *, wait_s: float = 10.0) -> list[dict]:
+    """Instant query; waits for a non-empty answer (VictoriaMetrics indexes after ~1 s)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        httpx.get(url + "/internal/force_flush", timeout=5)
+        doc = httpx.get(url + "/api/v1/query", params={"query": expr}, timeout=10).json()
+        assert doc["status"] == "success", doc
+        if doc["data"]["result"] or time.monotonic() > deadline:
+            return doc["data"]["result"]
+        time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def victoriametrics_dedup(workdir: Path) -> Iterator[servers.Server]:
+    """VictoriaMetrics as deployed for idempotent writers: ``-dedup.minScrapeInterval=1ms``
+    keeps one sample per series and timestamp (without it VM stores re-sent duplicates)."""
+    binary = servers.require_binary("victoria-metrics")
+    port = servers.free_port()
+    argv = [binary, f"-storageDataPath={workdir / 'data'}", f"-httpListenAddr=127.0.0.1:{port}",
+            "-search.latencyOffset=0s", "-retentionPeriod=100y", "-loggerLevel=ERROR",
+            "-dedup.minScrapeInterval=1ms"]
+    server = servers._start("victoria-metrics", argv, workdir, port, "/health")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=["prometheus", "victoriametrics"])
+def tsdb(request: pytest.FixtureRequest, tmp_path: Path):
+    start = servers.prometheus if request.param == "prometheus" else victoriametrics_dedup
+    with start(tmp_path / request.param) as server:
+        yield server
+
+
+def test_job_finds_planted_first_cause_and_writes_back_once(tsdb, tmp_path: Path) -> None:
+    p, data = planted.make(job_id="planted-e2e")
+    write_url = tsdb.url + "/api/v1/write"
+    planted.write(write_url, p.job_id, data, peak_fields=("device_used",))
+    planted.wait_visible(tsdb.url, p.job_id, len(data))
+    report_path = tmp_path / "report.json"
+    window = ["--start", str((p.start_ms - 2000) / 1000), "--end", str((p.end_ms + 2000) / 1000)]
+    args = ["--prometheus", tsdb.url, "--job-id", p.job_id, *window, "--format", "json",
+            "--output", str(report_path), "--remote-write", write_url]
+    r = run_cli(*args)
+    assert r.returncode == exitcodes.FINDINGS, r.stderr
+    report = json.loads(report_path.read_text())
+    suspects = report["cross_rank"]["first_cause_suspects"]
+    assert suspects and suspects[0]["rank"] == p.fault_rank
+    assert abs(suspects[0]["lead_ns"] / 1e9 - 20.0) <= 1.0
+    assert report["participating_ranks"] == [0, 1, 2, 3]  # rank 3 via the alias spelling
+    assert any("peak-since-last-export" in n for n in report["notes"])
+    s = summary_line(r.stderr)
+    assert s["outcome"] == "findings" and s["first_cause"] == "2" and s["ranks"] == "4/4"
+
+    # Findings are queryable where operators look.
+    sel = f'{{{schema.ATTR_JOB_ID}="{p.job_id}"}}'
+    hits = _query(tsdb.url, f"{schema.AN_FIRST_CAUSE}{sel}")
+    assert [h["metric"]["rank"] for h in hits] == ["2"]
+    lead = _query(tsdb.url, f"{schema.AN_FIRST_CAUSE_LEAD}{sel}")
+    assert abs(float(lead[0]["value"][1]) - 20.0) <= 1.0
+
+    # Same window again: the finding samples are the same samples, nothing is added.
+    r2 = run_cli(*args)
+    assert r2.returncode == exitcodes.FINDINGS, r2.stderr
+    count = _query(tsdb.url, f"count_over_time({schema.AN_FIRST_CAUSE}{sel}[1h])")
+    assert [c["value"][1] for c in count] == ["1"]
+    findings = _query(tsdb.url, f"count_over_time({schema.AN_FINDINGS}{sel}[1h])")
+    assert {c["value"][1] for c in findings} == {"1"}
+
+
+def test_query_over_points_limit_is_chunked(prometheus_server) -> None:
+    """12,000 points at 100 ms: over Prometheus' 11,000-point limit for one query."""
+    p, data = planted.make(job_id="dense", minutes=20, interval_ms=100)
+    one_rank = {k: v for k, v in data.items() if k[0] == 0 and k[1] == "reserved"}
+    planted.write(prometheus_server.url + "/api/v1/write", p.job_id, one_rank)
+    window = QueryWindow(p.job_id, p.start_ns, p.end_ns, step_s=0.1)
+    timeline, outcome = load_prometheus([prometheus_server.url], window)
+    assert len(timeline.ranks[0]) == 12_000
+    assert outcome.queries == 1 and not outcome.partial
+
+    # The limit is real: one unchunked request is refused by Prometheus ...
+    with httpx.Client() as client:
+        api = PrometheusAPI(prometheus_server.url, client, HttpSettings())
+        sel = f'{schema.ALLOC_RESERVED.prom}{{job_id="dense"}}'
+        r = client.post(prometheus_server.url + "/api/v1/query_range",
+                        data={"query": sel, "start": p.start_ms / 1000, "end": p.end_ms / 1000,
+                              "step": 0.1})
+        assert r.status_code == 400 and "11,000 points" in r.text
+        # ... and a too-large chunk is split until the server accepts it.
+        result = api.query_range(sel, p.start_ms / 1000, p.end_ms / 1000, 0.1,
+                                 max_points=20_000)
+        assert sum(len(x["values"]) for x in result) == 12_000
