@@ -23,6 +23,11 @@ def _override_dashed(regex: str) -> dict[str, object]:
             "properties": [{"id": key, "value": value} for key, value in _DASHED.items()]}
 
 
+def _counter(expr: str, match: str) -> str:
+    """A counter panel query that reads 0, not "no data", before the first event."""
+    return promql.or_zero(expr, RATE_INTERVAL, match)
+
+
 @dataclass(frozen=True)
 class Selection:
     """Label matchers for tracker series (identity labels) and analyzer series (job, rank)."""
@@ -82,15 +87,16 @@ def events(sel: Selection) -> list[Cell]:
     return [
         row("OOMs and threshold crossings"),
         timeseries("OOMs", [
-            (promql.increase_by(schema.OOMS, RATE_INTERVAL, m), RANK_LEGEND),
+            (_counter(promql.increase_by(schema.OOMS, RATE_INTERVAL, m), m), RANK_LEGEND),
         ], "short", draw="bars", min_value=0, width=8, description=schema.OOMS.description),
         timeseries("Threshold crossings", [
-            (promql.increase_by(schema.THRESHOLD_CROSSINGS, RATE_INTERVAL, m,
-                                [schema.ATTR_LEVEL]), f"{RANK_LEGEND} {{{{level}}}}"),
+            (_counter(promql.increase_by(schema.THRESHOLD_CROSSINGS, RATE_INTERVAL, m,
+                                         [schema.ATTR_LEVEL]), m), f"{RANK_LEGEND} {{{{level}}}}"),
         ], "short", draw="bars", min_value=0, width=8,
             description=schema.THRESHOLD_CROSSINGS.description),
         timeseries("Allocator retries", [
-            (promql.increase_by(schema.ALLOC_RETRIES, RATE_INTERVAL, m), RANK_LEGEND),
+            (_counter(promql.increase_by(schema.ALLOC_RETRIES, RATE_INTERVAL, m), m),
+             RANK_LEGEND),
         ], "short", draw="bars", min_value=0, width=8,
             description=schema.ALLOC_RETRIES.description),
     ]
@@ -127,12 +133,13 @@ def tracker_health(sel: Selection) -> list[Cell]:
             (promql.rate_by(schema.SAMPLES, RATE_INTERVAL, m), RANK_LEGEND),
         ], "short", width=6, min_value=0, description=schema.SAMPLES.description),
         timeseries("Dropped samples per second", [
-            (promql.rate_by(schema.SAMPLES_DROPPED, RATE_INTERVAL, m, [schema.ATTR_REASON]),
-             f"{RANK_LEGEND} {{{{reason}}}}"),
+            (_counter(promql.rate_by(schema.SAMPLES_DROPPED, RATE_INTERVAL, m,
+                                     [schema.ATTR_REASON]), m), f"{RANK_LEGEND} {{{{reason}}}}"),
         ], "short", width=6, min_value=0, description=schema.SAMPLES_DROPPED.description),
         timeseries("Export failures", [
-            (promql.increase_by(schema.EXPORT_FAILURES, RATE_INTERVAL, m,
-                                [schema.ATTR_DESTINATION]), f"{RANK_LEGEND} {{{{destination}}}}"),
+            (_counter(promql.increase_by(schema.EXPORT_FAILURES, RATE_INTERVAL, m,
+                                         [schema.ATTR_DESTINATION]), m),
+             f"{RANK_LEGEND} {{{{destination}}}}"),
         ], "short", width=6, min_value=0, draw="bars",
             description=schema.EXPORT_FAILURES.description),
         timeseries("Sample duration", [

@@ -102,6 +102,17 @@ def increase_by(metric: schema.Metric, window: str, match: str = "",
     return by_identity("sum", f"increase({series(metric.prom, match)}[{window}])", labels)
 
 
+def or_zero(expr: str, window: str, match: str = "") -> str:
+    """``expr``, or 0 for every rank that samples but has no such series yet.
+
+    OTel counters appear on their first increment, so a rank that never dropped a sample has no
+    drop series at all; this makes "nothing happened" read 0 instead of "no data", matched on the
+    identity labels so a rank with real series is not shown twice.
+    """
+    zero = f"0 * {rate_by(schema.SAMPLES, window, match)}"
+    return f"({expr} or on ({IDENTITY}) {zero})"
+
+
 def label_values(metric: str, label: str, match: str = "") -> str:
     """Grafana's ``label_values(metric{match}, label)`` variable query."""
     return f"label_values({series(metric, match)}, {label})"

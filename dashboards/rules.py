@@ -121,7 +121,7 @@ def alerts(cfg: Settings) -> list[Alert]:
             " died, hangs, or its tracker or scrape target is broken."),
         Alert(
             "StormotelTrackerDroppingSamples",
-            f"{promql.rate_by(schema.SAMPLES_DROPPED, '10m')}"
+            f"{promql.or_zero(promql.rate_by(schema.SAMPLES_DROPPED, '10m'), '10m')}"
             f" / {promql.rate_by(schema.SAMPLES, '10m')}",
             f"> {cfg.drop_ratio:g}", "10m", "warning",
             f"Job {JOB} rank {RANK}: tracker drops {{{{ $value | humanizePercentage }}}}"
@@ -179,12 +179,13 @@ def _alert_rule(alert: Alert, runbook_url: str) -> dict[str, Any]:
 def rule_groups(cfg: Settings | None = None,
                 runbook_url: str = DEFAULT_RUNBOOK_URL) -> dict[str, Any]:
     """The rules file as a dict (``{"groups": [...]}``), the shape Prometheus and the
-    PrometheusRule CRD's ``spec`` both take."""
+    PrometheusRule CRD's ``spec`` both take. Groups set no ``interval``: they follow the
+    Prometheus' own ``evaluation_interval``."""
     cfg = cfg or Settings()
     return {"groups": [
-        {"name": GROUP_RECORDING, "interval": "30s",
+        {"name": GROUP_RECORDING,
          "rules": [{"record": r.record, "expr": r.expr} for r in recording_rules(cfg)]},
-        {"name": GROUP_ALERTS, "interval": "30s",
+        {"name": GROUP_ALERTS,
          "rules": [_alert_rule(a, runbook_url) for a in alerts(cfg)]},
     ]}
 
