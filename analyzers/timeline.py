@@ -155,7 +155,8 @@ class TimelineBuilder:
 
     Samples with the same (rank, timestamp) are merged: for each field the last non-NaN value
     wins, so a rank split over several files (or a metric per file) is reassembled, and exact
-    duplicates collapse. Duplicates are counted in ``skipped["duplicate_sample"]``.
+    duplicates collapse. Duplicates are counted in ``skipped["duplicate_sample"]`` (conflicting
+    values in ``skipped["conflicting_sample"]``, with a note).
     """
 
     def __init__(self) -> None:
@@ -245,13 +246,29 @@ class TimelineBuilder:
         return uniq, merged
 
     def _count_exact_duplicates(self, t: np.ndarray, cols: dict[str, np.ndarray]) -> None:
-        """Rows equal to their predecessor in timestamp and every field are duplicates."""
-        same = t[1:] == t[:-1]
+        """Count samples reported twice (same timestamp, same value) and conflicting ones.
+
+        Counted per field, because sources may deliver one field per chunk (a metric per OTLP
+        data-point list); ``duplicate_sample`` is the largest per-field count, i.e. how many
+        samples arrived more than once. Conflicts (same timestamp, different value) are counted
+        separately: the last one read wins.
+        """
+        dups = conflicts = 0
         for a in cols.values():
-            same &= (a[1:] == a[:-1]) | (np.isnan(a[1:]) & np.isnan(a[:-1]))
-        n = int(same.sum())
-        if n:
-            self.skipped["duplicate_sample"] += n
+            ok = np.isfinite(a)
+            tf, vf = t[ok], a[ok]
+            same_t = tf[1:] == tf[:-1]
+            same_v = vf[1:] == vf[:-1]
+            dups = max(dups, int((same_t & same_v).sum()))
+            conflicts = max(conflicts, int((same_t & ~same_v).sum()))
+        if dups:
+            self.skipped["duplicate_sample"] += dups
+        if conflicts:
+            self.skipped["conflicting_sample"] += conflicts
+            note = ("some samples were reported twice with different values "
+                    "(same rank and timestamp); the last one read was kept")
+            if note not in self.notes:
+                self.notes.append(note)
 
 
 def _concat_markers(parts: list[Markers]) -> Markers:

@@ -1,0 +1,270 @@
+"""File sources: OTLP archives (JSON lines, protobuf, gzip/zstd) and Stormlog exports."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zstandard
+
+from analyzers.analyze import analyze
+from analyzers.sources import SourceError, load_paths
+from tests.analyzers.otlp_fixtures import (
+    json_lines,
+    length_prefixed,
+    metrics_requests,
+    trace_request,
+    write_archive,
+)
+from tests.analyzers.synth import INTERVAL, seed_example
+
+DATA = Path(__file__).parent / "data"
+
+
+def _seed_with_markers():
+    data = seed_example()
+    for d in data:
+        t0 = int(d.t_ns[0])
+        d.markers = [(t0 + k * 10 * INTERVAL, t0 + k * 10 * INTERVAL + 1000, f"step {k}", "step")
+                     for k in range(5)]
+        d.markers.append((t0 + 15 * INTERVAL, t0 + 16 * INTERVAL, "nccl:all_reduce", "collective"))
+    return data
+
+
+# --- OTLP JSON lines --------------------------------------------------------------------------
+def test_archive_round_trip_finds_the_planted_rank(tmp_path):
+    data = _seed_with_markers()
+    write_archive(tmp_path / "job", data)
+    tl = load_paths([str(tmp_path / "job")])
+    assert tl.rank_ids == [0, 1, 2, 3] and tl.world_size == 4 and tl.job_id == "job-otlp"
+    s = tl.ranks[2]
+    assert len(s) == 60
+    np.testing.assert_array_equal(s.t_ns, data[2].t_ns)
+    np.testing.assert_allclose(s.values["device_used"], np.trunc(data[2].device_used))
+    assert np.isnan(s.values["active"]).all()
+    kinds = list(s.markers.kind)
+    assert kinds.count("step") == 5 and kinds.count("collective") == 1
+    assert "nccl:all_reduce" in list(s.markers.name)
+    assert tl.ranks[2].identity.host == "node-0"
+    top = analyze(tl).cross_rank.first_cause_suspects[0]
+    assert (top.rank, top.confidence) == (2, "high")
+
+
+def test_identity_from_data_point_attributes(tmp_path):
+    data = seed_example()
+    blob = b"".join(json_lines(metrics_requests(d, rank_in_points=True)) for d in data)
+    (tmp_path / "merged-by-collector.jsonl").write_bytes(blob)
+    tl = load_paths([str(tmp_path)])
+    assert tl.rank_ids == [0, 1, 2, 3]
+    assert all(len(s) == 60 for s in tl.ranks.values())
+
+
+def test_many_files_globs_overlap_deduplicated(tmp_path):
+    data = seed_example()
+    for d in data:
+        reqs = metrics_requests(d)
+        # two overlapping files per rank (a rotated archive and its copy)
+        (tmp_path / f"rank-{d.rank}.a.jsonl").write_bytes(json_lines(reqs[:4]))
+        (tmp_path / f"rank-{d.rank}.b.jsonl").write_bytes(json_lines(reqs[2:]))
+    tl = load_paths([str(tmp_path / "rank-*.a.jsonl"), str(tmp_path / "rank-*.b.jsonl")])
+    assert all(len(s) == 60 for s in tl.ranks.values())
+    assert tl.skipped["duplicate_sample"] == 20 * 4  # 20 samples twice, on each of 4 ranks
+    assert len(tl.sources) == 8
+
+
+def test_traces_only_file_is_no_telemetry(tmp_path):
+    data = _seed_with_markers()
+    (tmp_path / "rank-0.traces.jsonl").write_bytes(json_lines([trace_request(data[0])]))
+    with pytest.raises(SourceError) as e:
+        load_paths([str(tmp_path)])
+    assert e.value.no_telemetry
+
+
+@pytest.mark.parametrize("codec", ["gz", "zst"])
+def test_compressed_archives(tmp_path, codec):
+    data = seed_example()
+    for d in data:
+        raw = json_lines(metrics_requests(d))
+        blob = gzip.compress(raw) if codec == "gz" else zstandard.ZstdCompressor().compress(raw)
+        (tmp_path / f"rank-{d.rank}.metrics.jsonl.{codec}").write_bytes(blob)
+    tl = load_paths([str(tmp_path)])
+    assert tl.total_samples() == 240
+
+
+@pytest.mark.parametrize("varint", [False, True])
+def test_length_prefixed_protobuf(tmp_path, varint):
+    data = _seed_with_markers()
+    for d in data:
+        (tmp_path / f"rank-{d.rank}.metrics.pb").write_bytes(
+            length_prefixed(metrics_requests(d), varint=varint))
+        (tmp_path / f"rank-{d.rank}.traces.pb").write_bytes(
+            length_prefixed([trace_request(d)], varint=varint))
+    tl = load_paths([str(tmp_path)])
+    assert tl.total_samples() == 240
+    assert len(tl.ranks[1].markers) == 6
+    assert analyze(tl).cross_rank.first_cause_suspects[0].rank == 2
+
+
+def test_real_sdk_file_exporter_output_parses(tmp_path):
+    """Lines written by the official OTel JSON file exporter (not our fixture builder)."""
+    from opentelemetry.exporter.otlp.json.file import FileMetricExporter
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+    from opentelemetry.sdk.resources import Resource
+
+    from stormotel import schema
+
+    path = tmp_path / "rank-1.metrics.jsonl"
+    values = iter([1.0e9, 1.5e9, 2.0e9])
+    current = {"v": 0.0}
+
+    def cb(_options):
+        from opentelemetry.metrics import Observation
+
+        yield Observation(current["v"])
+
+    try:
+        exporter = FileMetricExporter(file_path=str(path))
+    except TypeError:
+        exporter = FileMetricExporter(str(path))
+    reader = PeriodicExportingMetricReader(exporter, export_interval_millis=10**9)
+    provider = MeterProvider(metric_readers=[reader], resource=Resource.create(
+        {schema.ATTR_RANK: "1", schema.ATTR_JOB_ID: "sdk", schema.ATTR_WORLD_SIZE: "2"}))
+    meter = provider.get_meter(schema.INSTRUMENTATION_SCOPE)
+    meter.create_observable_gauge(schema.DEVICE_USED.name, [cb], unit=schema.DEVICE_USED.unit)
+    for v in values:
+        current["v"] = v
+        reader.collect()
+    provider.shutdown()
+    tl = load_paths([str(path)])
+    assert tl.job_id == "sdk" and tl.rank_ids == [1]
+    # shutdown() exports once more, so the last value may appear a fourth time
+    assert list(tl.ranks[1].values["device_used"])[:3] == [1.0e9, 1.5e9, 2.0e9]
+
+
+# --- bad input --------------------------------------------------------------------------------
+def test_truncated_last_line_is_counted_and_noted(tmp_path):
+    data = seed_example()
+    write_archive(tmp_path, data)
+    p = tmp_path / "rank-1.metrics.jsonl"
+    raw = p.read_bytes()
+    p.write_bytes(raw[: len(raw) - 200])  # the job died mid-write
+    tl = load_paths([str(tmp_path)])
+    assert tl.skipped["truncated_line"] == 1
+    assert any("rank-1.metrics.jsonl:6" in n and "not valid JSON" in n for n in tl.notes)
+    assert len(tl.ranks[1]) == 50
+
+
+def test_wrong_types_nan_and_negative_bytes_are_counted(tmp_path):
+    data = seed_example()
+    lines = json_lines(metrics_requests(data[0])).decode().splitlines()
+    obj = json.loads(lines[0])
+    pts = obj["resourceMetrics"][0]["scopeMetrics"][0]["metrics"][2]["gauge"]["dataPoints"]
+    pts[0].pop("asInt")
+    pts[0]["asDouble"] = "NaN"
+    pts[1]["asInt"] = "-5"
+    pts[2]["asInt"] = {"oops": 1}
+    lines[0] = json.dumps(obj)
+    lines.insert(1, '"just a string"')
+    (tmp_path / "rank-0.metrics.jsonl").write_text("\n".join(lines) + "\n")
+    tl = load_paths([str(tmp_path)])
+    assert tl.skipped["nan_bytes"] == 1
+    assert tl.skipped["negative_bytes"] == 1
+    assert tl.skipped["wrong_type"] == 2
+    assert len(tl.ranks[0]) == 60  # other fields of those samples survive
+    assert int(np.isnan(tl.ranks[0].values["device_used"]).sum()) == 3
+
+
+def test_empty_file_and_empty_folder(tmp_path):
+    (tmp_path / "rank-0.metrics.jsonl").write_bytes(b"")
+    with pytest.raises(SourceError, match="no telemetry samples") as e:
+        load_paths([str(tmp_path)])
+    assert e.value.no_telemetry
+    empty = tmp_path / "nothing"
+    empty.mkdir()
+    (empty / "README.txt").write_text("hello")
+    with pytest.raises(SourceError, match="no telemetry files") as e:
+        load_paths([str(empty)])
+    assert e.value.no_telemetry
+
+
+def test_missing_path_and_non_telemetry_file(tmp_path):
+    with pytest.raises(SourceError, match="no such file"):
+        load_paths([str(tmp_path / "nope.jsonl")])
+    junk = tmp_path / "junk.json"
+    junk.write_text('{"hello": 1}')
+    with pytest.raises(SourceError, match="neither OTLP nor Stormlog"):
+        load_paths([str(junk)])
+
+
+def test_no_rank_uses_file_name_with_a_note(tmp_path):
+    data = seed_example()
+    reqs = metrics_requests(data[3])
+    for r in reqs:
+        attrs = r.resource_metrics[0].resource.attributes
+        keep = [a for a in attrs if a.key != "rank"]
+        del attrs[:]
+        attrs.extend(keep)
+    (tmp_path / "rank-3.metrics.jsonl").write_bytes(json_lines(reqs))
+    tl = load_paths([str(tmp_path)])
+    assert tl.rank_ids == [3]
+    assert any("rank taken from the file name" in n for n in tl.notes)
+
+
+# --- Stormlog exports (files written by the real stormlog 0.4.3 package) ----------------------
+def test_real_stormlog_exports_find_rank_2():
+    files = sorted(str(p) for p in DATA.glob("stormlog_events_rank*.json"))
+    tl = load_paths(files)
+    assert tl.rank_ids == [0, 1, 2, 3] and tl.job_id == "sl-fixture" and tl.world_size == 4
+    assert all(np.isfinite(s.values["device_used"]).all() for s in tl.ranks.values())
+    top = analyze(tl).cross_rank.first_cause_suspects[0]
+    assert top.rank == 2 and top.confidence == "high"
+    assert top.delta_bytes == pytest.approx(384 * 2**20, rel=0.01)
+
+
+def test_real_stormlog_csv_matches_json():
+    a = load_paths([str(DATA / "stormlog_events_rank1.csv")]).ranks[1]
+    b = load_paths([str(DATA / "stormlog_events_rank1.json")]).ranks[1]
+    np.testing.assert_array_equal(a.t_ns, b.t_ns)
+    for f in ("allocated", "reserved", "device_used", "device_total", "device_free"):
+        np.testing.assert_array_equal(a.values[f], b.values[f])
+
+
+def test_stormlog_wrappers_jsonl_and_v2(tmp_path):
+    events = json.loads((DATA / "stormlog_events_rank2.json").read_text())
+    (tmp_path / "wrapped.json").write_text(json.dumps({"events": events}))
+    v2 = [{k: v for k, v in e.items() if k != "session_id"} | {"schema_version": 2}
+          for e in events if e["device_used_bytes"] is not None]
+    (tmp_path / "v2.jsonl").write_text("\n".join(json.dumps(e) for e in v2) + "\n")
+    for name in ("wrapped.json", "v2.jsonl"):
+        tl = load_paths([str(tmp_path / name)])
+        assert tl.rank_ids == [2] and len(tl.ranks[2]) == len(v2), name
+
+
+def test_stormlog_legacy_field_names(tmp_path):
+    legacy = [{"timestamp": 1700000000.0 + i * 0.1, "type": "sample", "device": "cuda:0",
+               "memory_allocated": 1_000_000 * (10 + i), "memory_reserved": 2_000_000_000,
+               "total_memory": 16_000_000_000, "rank": 1, "world_size": 2,
+               "message": "nccl:all_reduce" if i == 5 else None} for i in range(20)]
+    (tmp_path / "legacy.json").write_text(json.dumps(legacy))
+    tl = load_paths([str(tmp_path / "legacy.json")])
+    s = tl.ranks[1]
+    assert len(s) == 20 and s.t_ns[1] - s.t_ns[0] == pytest.approx(100_000_000, abs=1000)
+    assert s.values["allocated"][3] == 13_000_000
+    assert s.values["device_used"][3] == 13_000_000  # Stormlog: used defaults to allocated
+    assert s.values["device_total"][0] == 16_000_000_000
+    assert list(s.markers.kind) == ["collective"]
+
+
+def test_stormlog_bad_records_are_counted(tmp_path):
+    events = json.loads((DATA / "stormlog_events_rank0.json").read_text())
+    events[5]["device_used_bytes"] = "lots"
+    events[6]["schema_version"] = 9
+    events[7] = ["not", "an", "event"]
+    (tmp_path / "bad.json").write_text(json.dumps(events))
+    tl = load_paths([str(tmp_path / "bad.json")])
+    assert tl.skipped["wrong_type"] == 2  # the string value and the list
+    assert tl.skipped["unsupported_schema"] == 1
