@@ -1,0 +1,235 @@
+"""``stormotel analyze --flight-recorder DIR --logs PATH...``: the stuck-job part of the CLI.
+
+Kept here so ``analyzers/cli.py`` only needs three calls: :func:`add_stall_arguments` while
+building the parser, :func:`stall_result_from_args` before (or instead of) loading telemetry,
+and :meth:`StallResult.apply` on the report. Telemetry is optional: with only stall evidence
+the report holds the stall findings and the exit code says whether there were any.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from analyzers.report import Report, StallFinding
+from analyzers.timeline import Markers, Timeline, TimelineBuilder
+
+ProgressFn = Callable[[str], None]
+
+
+class StallInputError(ValueError):
+    """Unreadable stall evidence (bad dump, binary log, ...): one line, exit USAGE."""
+
+
+@dataclass
+class StallResult:
+    findings: list[StallFinding] = field(default_factory=list)
+    markers_by_rank: dict[int, Markers] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    world_size: int | None = None
+    seen_ranks: list[int] = field(default_factory=list)
+    missing_ranks: list[int] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def apply(self, report: Report) -> Report:
+        """Append the stall findings (re-basing ``consequence_of``) and context to ``report``."""
+        base = len(report.stall_findings)
+        for f in self.findings:
+            report.stall_findings.append(dataclasses.replace(
+                f, consequence_of=None if f.consequence_of is None else f.consequence_of + base))
+        report.notes.extend(self.notes)
+        report.sources.extend(s for s in self.sources if s not in report.sources)
+        report.extra["stalls"] = self.extra
+        return report
+
+    def empty_report(self, job_id: str | None) -> Report:
+        """A report for stall evidence alone (no memory telemetry given)."""
+        report = Report(job_id=job_id, world_size=self.world_size,
+                        participating_ranks=list(self.seen_ranks),
+                        missing_ranks=list(self.missing_ranks))
+        report.settings["telemetry"] = "none (stall evidence only)"
+        report.extra["samples"] = 0
+        return self.apply(report)
+
+    def marker_timeline(self, job_id: str | None = None) -> Timeline:
+        """A Timeline holding only the collective markers (for trace sinks without telemetry)."""
+        b = TimelineBuilder()
+        for rank, m in self.markers_by_rank.items():
+            b.add_markers(rank, m)
+        return b.build(job_id=job_id, world_size=self.world_size)
+
+
+def add_stall_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group(
+        "stuck jobs", "Flight Recorder dumps and worker logs; usable with or without telemetry")
+    g.add_argument("--flight-recorder", type=Path, metavar="DIR",
+                   help="folder of per-rank Flight Recorder dumps (pickle from _dump_fr_trace "
+                        "or JSON from _dump_fr_trace_json, format 2.x), named with the rank "
+                        "(nccl_trace_rank_3, <host>_rank3.json); a single dump file also works. "
+                        "Read with a restricted unpickler: nothing in a dump is executed.")
+    g.add_argument("--logs", nargs="+", action="extend", metavar="PATH",
+                   help="worker logs (files, folders, quoted globs; one file per rank or "
+                        "interleaved) with ProcessGroupNCCL watchdog lines of any PyTorch "
+                        "version; launcher prefixes, wrapped and progress-bar lines tolerated")
+    g.add_argument("--world-size", type=int, metavar="N",
+                   help="the job's world size, when ranks with no dump/log must be counted as "
+                        "unseen (default: highest rank seen + 1)")
+
+
+def wants_stalls(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "flight_recorder", None) or getattr(args, "logs", None))
+
+
+def stall_result_from_args(args: argparse.Namespace, progress: ProgressFn | None = None
+                           ) -> StallResult:
+    """Read and analyse whatever stall evidence the flags name."""
+    from analyzers.stalls.fr_loader import DumpError
+    from analyzers.stalls.logs_parser import LogError
+
+    ws = getattr(args, "world_size", None)
+    if ws is not None and ws < 1:
+        raise StallInputError(f"--world-size must be at least 1, got {ws}")
+    result = StallResult()
+    try:
+        if args.flight_recorder:
+            _add_flight_recorder(result, args.flight_recorder, ws, progress)
+        if args.logs:
+            _add_logs(result, list(args.logs), ws, progress)
+    except (DumpError, LogError) as exc:
+        raise StallInputError(str(exc)) from exc
+    return result
+
+
+def stall_findings_from_args(args: argparse.Namespace
+                             ) -> tuple[list[StallFinding], dict[int, Markers], list[str]]:
+    """The (findings, markers_by_rank, notes) triple, for callers that want only those."""
+    r = stall_result_from_args(args)
+    return r.findings, r.markers_by_rank, r.notes
+
+
+def _add_flight_recorder(result: StallResult, path: Path, ws: int | None,
+                         progress: ProgressFn | None) -> None:
+    from analyzers.stalls.fr_analysis import analyze_dumps
+    from analyzers.stalls.fr_loader import load_dump_dir
+    from analyzers.stalls.markers import markers_from_dumps
+
+    ds = load_dump_dir(path, world_size=ws)
+    if progress:
+        progress(f"read {len(ds.dumps)} Flight Recorder dump(s) from {path} "
+                 f"({sum(len(d.entries) for d in ds.dumps.values())} entries)")
+    fr = analyze_dumps(ds)
+    _extend(result, fr.findings)
+    result.markers_by_rank = markers_from_dumps(ds)
+    result.notes.extend(f"flight recorder: {n}" for n in fr.notes)
+    result.sources.extend(d.path for d in ds.dumps.values())
+    result.world_size = max(result.world_size or 0, ds.world_size)
+    result.seen_ranks = sorted(set(result.seen_ranks) | set(ds.dumps))
+    result.missing_ranks = list(ds.missing_ranks)
+    result.extra["flight_recorder"] = {
+        "dir": str(path), "world_size": ds.world_size, "seen_ranks": ds.ranks,
+        "missing_ranks": ds.missing_ranks, "first_divergence": fr.first_divergence,
+        "versions": sorted({d.version for d in ds.dumps.values()}),
+        "forms": sorted({d.form for d in ds.dumps.values()}),
+        "rank_states": {g: [s.as_dict() for s in st] for g, st in fr.states.items()}}
+
+
+def _add_logs(result: StallResult, specs: list[str], ws: int | None,
+              progress: ProgressFn | None) -> None:
+    from analyzers.stalls.log_analysis import analyze_logs
+    from analyzers.stalls.logs_parser import parse_logs
+
+    parsed = parse_logs(specs)
+    if progress:
+        progress(f"read {len(parsed.files)} log file(s), {parsed.lines} lines, "
+                 f"{len(parsed.events)} watchdog events")
+    la = analyze_logs(parsed, world_size=ws)
+    _extend(result, la.findings)
+    result.notes.extend(f"logs: {n}" for n in la.notes)
+    result.sources.extend(parsed.files)
+    result.world_size = max(result.world_size or 0, la.world_size) or None
+    if not result.seen_ranks:
+        result.seen_ranks = sorted(parsed.ranks_seen)
+        result.missing_ranks = [r for r in range(la.world_size) if r not in parsed.ranks_seen]
+    result.extra["logs"] = {
+        "files": parsed.files, "category": la.category, "world_size": la.world_size,
+        "state_tables": {g: [s.as_dict() for s in st] for g, st in la.states.items()},
+        "timeline": la.timeline[:100]}
+
+
+def _extend(result: StallResult, findings: list[StallFinding]) -> None:
+    base = len(result.findings)
+    for f in findings:
+        if f.consequence_of is not None:
+            f = dataclasses.replace(f, consequence_of=f.consequence_of + base)
+        result.findings.append(f)
+
+
+def attach_markers(timeline: Timeline, markers_by_rank: dict[int, Markers]) -> Timeline:
+    """Add collective markers to the ranks the telemetry has (others are noted, not invented)."""
+    ranks = dict(timeline.ranks)
+    unmatched = sorted(set(markers_by_rank) - set(ranks))
+    for rank, m in markers_by_rank.items():
+        if rank not in ranks or not len(m):
+            continue
+        s = ranks[rank]
+        both = [s.markers, m] if len(s.markers) else [m]
+        start = np.concatenate([p.start_ns for p in both])
+        order = np.argsort(start, kind="stable")
+        attrs: list[Any] = []
+        for p in both:
+            attrs.extend(p.attrs if p.attrs else [{}] * len(p))
+        merged = Markers(start[order], np.concatenate([p.end_ns for p in both])[order],
+                         np.concatenate([p.name for p in both])[order],
+                         np.concatenate([p.kind for p in both])[order],
+                         tuple(attrs[i] for i in order))
+        ranks[rank] = dataclasses.replace(s, markers=merged)
+    notes = list(timeline.notes)
+    if unmatched:
+        notes.append(f"collective markers of rank(s) {unmatched} have no telemetry to attach to")
+    return dataclasses.replace(timeline, ranks=ranks, notes=notes)
+
+
+# --- text summary -----------------------------------------------------------------------------
+def render_stalls(findings: list[StallFinding]) -> list[str]:
+    """The "Stalls" section of the text summary: culprits first, consequences indented."""
+    if not findings:
+        return ["Stalls: none"]
+    lines = [f"Stalls ({len(findings)}):"]
+    for i, f in enumerate(findings):
+        who = ("ranks " + ",".join(map(str, f.ranks))) if f.ranks else "no single rank"
+        where = f"group {f.process_group}" if f.process_group else "?"
+        seq = f" seq {f.seq_id}" if f.seq_id is not None else ""
+        op = f" {f.op}" if f.op else ""
+        head = f"  [{i}] {f.kind}: {who} — {where}{seq}{op} ({f.confidence}, {f.source})"
+        if f.consequence_of is not None:
+            head = f"  [{i}] consequence of [{f.consequence_of}]: {f.kind}: {who} — {where}{seq}"
+        lines.append(head)
+        reason = f.evidence.get("reason")
+        if reason:
+            lines.append(f"        {reason}")
+        cat = f.evidence.get("category")
+        if cat:
+            lines.append(f"        category: {cat}")
+        if f.evidence.get("unseen_ranks"):
+            lines.append(f"        unseen (no dump): ranks {f.evidence['unseen_ranks']}")
+        if f.remediation and f.consequence_of is None:
+            lines.append(f"        fix: {f.remediation[0]}")
+    return lines
+
+
+def analyze_with_stalls(args: argparse.Namespace, load_timeline: Callable[[Any], Timeline],
+                        run_analysis: Callable[[Timeline, Any], Report],
+                        progress: ProgressFn | None = None) -> tuple[Timeline, Report]:
+    """The CLI's load+analyse step when stall evidence is given (telemetry PATHs optional)."""
+    stalls = stall_result_from_args(args, progress)
+    if getattr(args, "paths", None):
+        timeline = attach_markers(load_timeline(args), stalls.markers_by_rank)
+        return timeline, stalls.apply(run_analysis(timeline, args))
+    return stalls.marker_timeline(args.job_id), stalls.empty_report(args.job_id)
