@@ -90,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "multi-rank GPU memory telemetry.")
     _add_source_arguments(p)
     _add_analysis_arguments(p)
+    from analyzers.stalls.cli_support import add_stall_arguments  # stuck jobs (issue 6)
+
+    add_stall_arguments(p)
     _add_output_arguments(p)
     from analyzers.job import add_job_arguments  # TSDB source, sinks, cron safety (issue 4)
 
@@ -154,6 +157,7 @@ def _validate(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     from analyzers import job
     from analyzers.sources import SourceError
+    from analyzers.stalls.cli_support import StallInputError, analyze_with_stalls, wants_stalls
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -163,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     if job.wants_tsdb(args):  # the scheduled job: TSDB window -> analysis -> sinks (issue 4)
         if args.paths:
             parser.exit(exitcodes.USAGE, f"{PROG}: error: give PATHs or --prometheus, not both\n")
+        if wants_stalls(args):
+            parser.exit(exitcodes.USAGE, f"{PROG}: error: --flight-recorder/--logs work with "
+                        "telemetry files or alone, not with --prometheus\n")
         try:
             _validate(args)
             return job.run_job(args, lambda tl: run_analysis(tl, args),
@@ -171,9 +178,13 @@ def main(argv: list[str] | None = None) -> int:
             parser.exit(exitcodes.USAGE, f"{PROG}: error: {exc}\n")
     try:
         _validate(args)
-        timeline = load_timeline(args)
-        report = run_analysis(timeline, args)
-    except (UsageError, RankSpecError, SettingsError, AlignmentError) as exc:
+        if wants_stalls(args):  # Flight Recorder dumps / worker logs, telemetry optional
+            timeline, report = analyze_with_stalls(args, load_timeline, run_analysis,
+                                                   _progress(args))
+        else:
+            timeline = load_timeline(args)
+            report = run_analysis(timeline, args)
+    except (UsageError, RankSpecError, SettingsError, AlignmentError, StallInputError) as exc:
         parser.exit(exitcodes.USAGE, f"{PROG}: error: {exc}\n")
     except SourceError as exc:
         code = exitcodes.SOURCE_FAILURE if exc.no_telemetry else exitcodes.USAGE

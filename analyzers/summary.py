@@ -127,7 +127,9 @@ def render_summary(report: Report) -> str:
     else:
         lines.append("Collective intervals: none")
     if report.stall_findings:
-        lines.append(f"Stall findings: {len(report.stall_findings)} (see the JSON report)")
+        from analyzers.stalls.cli_support import render_stalls  # issue 6
+
+        lines.extend(render_stalls(report.stall_findings))
     if report.skipped:
         lines.append("Skipped input: " + ", ".join(f"{k}={v}" for k, v in
                                                      sorted(report.skipped.items())))
