@@ -1,7 +1,8 @@
-"""The estimate as data: the JSON contract, the human table, and reading an estimate back.
+"""The estimate as data: the JSON contract and the human table.
 
-This module does not import torch, so the tracker (``MemoryTracker(estimate_bytes=path)``) and
-the analyzer can read an estimate file with :func:`load_estimate_bytes` without paying for it.
+This module does not import torch. The tracker reads an estimate file back with
+``stormotel.tracker.load_estimate`` (``MemoryTracker(estimate_bytes=path)``), which takes
+``peak_bytes`` — the one key it relies on.
 
 JSON contract (``stormotel.estimate/v1``; keys may be added, never renamed)::
 
@@ -24,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from stormotel.estimate.units import format_bytes
@@ -173,29 +173,3 @@ def _module_table(rows: list[ModuleRow]) -> str:
         out.append(f"{'  ' * (r.depth - 1) + r.module:<{name_w}}  "
                    + "  ".join(f"{format_bytes(v):>11}" for v in values))
     return "\n".join(out)
-
-
-def load_estimate_bytes(source: int | str | Path) -> int:
-    """An estimate as bytes: a non-negative int as is, or the ``peak_bytes`` of an estimate file.
-
-    Raises ``ValueError`` with a one-line message naming the file and what was wrong.
-    """
-    if isinstance(source, bool):
-        raise ValueError(f"estimate must be bytes or a path, got {source!r}")
-    if isinstance(source, int):
-        if source < 0:
-            raise ValueError(f"estimate must be >= 0 bytes, got {source}")
-        return source
-    path = Path(source)
-    try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read estimate: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}:{exc.lineno}: not JSON: {exc.msg}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: estimate must be a JSON object with peak_bytes")
-    peak = data.get("peak_bytes")
-    if isinstance(peak, bool) or not isinstance(peak, int) or peak < 0:
-        raise ValueError(f"{path}: 'peak_bytes' must be a non-negative integer, got {peak!r}")
-    return peak

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from stormotel import exitcodes
-from stormotel.estimate.report import CATEGORIES, load_estimate_bytes
+from stormotel.estimate.report import CATEGORIES
+from stormotel.tracker import load_estimate
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,8 +48,8 @@ def test_json_to_file_does_not_fit(tmp_path: Path) -> None:
     assert [m["module"] for m in data["modules"]] == ["TinyTransformerBlock"]
     assert len(data["per_iteration"]) == 3 and data["round_to"] == 512
     assert data["accuracy"] is None and data["mode"] == "fake"
-    # The tracker reads this file back as the rank's estimate.
-    assert load_estimate_bytes(out) == data["peak_bytes"]
+    # The tracker reads this file back as the rank's estimate (MemoryTracker(estimate_bytes=)).
+    assert load_estimate(out) == data["peak_bytes"]
 
 
 def test_real_mode_reports_tracker_accuracy_as_json() -> None:

@@ -1,0 +1,126 @@
+"""Estimate vs. actual, per rank: the measured peak divided by the pre-run estimate.
+
+``stormotel estimate`` predicts what live tensors will need at the peak (MemTracker counts
+tensor storages, what the caching allocator calls *allocated*), and the tracker exports that
+prediction as ``stormotel.memory.estimate`` beside the measured series. Here each rank's actual
+peak is compared with its estimate: ``ratio = actual peak / estimate``, so 1.0 is a perfect
+prediction and 1.25 means the rank used a quarter more than planned.
+
+The actual peak comes from the most comparable field a rank reports: ``allocated`` (same quantity
+as the estimate), else ``reserved`` (adds the allocator's cached, fragmented blocks), else
+``device_used`` (adds the CUDA context, NCCL and other libraries). The field used is recorded per
+rank: the fallbacks overstate the ratio, which errs on the side of a warning.
+
+Estimates come from the archive (``Timeline.meta["estimate_bytes"]``, rank → bytes, filled by
+sources that read the estimate series) or are passed in: one number for every rank, or a
+mapping rank → bytes. Pure and vectorised: one ``nanmax`` per rank and field.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from analyzers.timeline import Timeline
+
+#: Fields tried for the actual peak, most comparable to a MemTracker estimate first.
+PEAK_FIELDS: tuple[str, ...] = ("allocated", "reserved", "device_used")
+#: Timeline.meta key where sources put per-rank estimates (rank → bytes).
+META_KEY = "estimate_bytes"
+#: Default tolerance before a rank counts as over its estimate (matches the alert's default).
+DEFAULT_MARGIN = 0.10
+
+Estimates = Mapping[int, float] | float | int | None
+
+
+@dataclass(frozen=True)
+class EstimateRatio:
+    """One rank's estimate against what it actually used."""
+
+    rank: int
+    estimate_bytes: float | None
+    actual_peak_bytes: float | None
+    ratio: float | None
+    #: Timeline field the actual peak was taken from (None when the rank has no memory data).
+    field: str | None
+    peak_ns: int | None
+    #: ratio > 1 + margin: the rank used more than planned, beyond the tolerance.
+    over_estimate: bool
+
+
+def estimate_ratios(timeline: Timeline, estimates: Estimates = None, *,
+                    margin: float = DEFAULT_MARGIN) -> tuple[list[EstimateRatio], list[str]]:
+    """Per-rank ``actual peak / estimate``, plus notes on ranks that could not be compared.
+
+    ``estimates`` overrides ``timeline.meta["estimate_bytes"]``; a single number applies to every
+    rank (a homogeneous job where each rank runs the same estimated step).
+    """
+    if margin < 0:
+        raise ValueError(f"margin must be >= 0, got {margin}")
+    per_rank = _per_rank_estimates(timeline, estimates)
+    notes: list[str] = []
+    out: list[EstimateRatio] = []
+    for rank in timeline.rank_ids:
+        est = per_rank.get(rank)
+        field, peak, peak_ns = _actual_peak(timeline, rank)
+        if est is None:
+            notes.append(f"rank {rank}: no estimate")
+        elif est <= 0:
+            notes.append(f"rank {rank}: estimate {est:g} B is not positive; no ratio")
+        if peak is None:
+            notes.append(f"rank {rank}: no allocated, reserved or device-used samples")
+        elif field != PEAK_FIELDS[0]:
+            notes.append(f"rank {rank}: actual peak from {field} (no allocator allocated), "
+                         "which includes memory the estimate does not cover")
+        ratio = peak / est if (peak is not None and est is not None and est > 0) else None
+        out.append(EstimateRatio(rank=rank, estimate_bytes=est, actual_peak_bytes=peak,
+                                 ratio=ratio, field=field, peak_ns=peak_ns,
+                                 over_estimate=ratio is not None and ratio > 1 + margin))
+    for rank in sorted(set(per_rank) - set(timeline.ranks)):
+        notes.append(f"rank {rank}: estimate given but no samples")
+    return out, notes
+
+
+def report_section(ratios: list[EstimateRatio], notes: list[str],
+                   margin: float = DEFAULT_MARGIN) -> dict[str, Any]:
+    """The ``Report.extra`` entries: ``estimate_vs_actual`` (detail) and ``estimate_ratio``
+    (rank → ratio, which the findings-series sink exports as ``stormotel_analyzer_estimate_ratio``).
+    Empty when no rank has an estimate, so reports of jobs without one stay unchanged."""
+    if not any(r.estimate_bytes is not None for r in ratios):
+        return {}
+    return {
+        "estimate_vs_actual": {"margin": margin, "peak_fields": list(PEAK_FIELDS),
+                               "ranks": [asdict(r) for r in ratios], "notes": notes},
+        "estimate_ratio": {r.rank: r.ratio for r in ratios if r.ratio is not None},
+    }
+
+
+def _per_rank_estimates(timeline: Timeline, estimates: Estimates) -> dict[int, float]:
+    source: Any = timeline.meta.get(META_KEY) if estimates is None else estimates
+    if source is None:
+        return {}
+    if isinstance(source, int | float) and not isinstance(source, bool):
+        return {rank: float(source) for rank in timeline.expected_ranks()}
+    if not isinstance(source, Mapping):
+        raise TypeError(f"estimates must be a number or a mapping rank -> bytes, "
+                        f"got {type(source).__name__}")
+    out: dict[int, float] = {}
+    for rank, value in source.items():
+        if value is not None and math.isfinite(float(value)):
+            out[int(rank)] = float(value)
+    return out
+
+
+def _actual_peak(timeline: Timeline, rank: int) -> tuple[str | None, float | None, int | None]:
+    series = timeline.ranks[rank]
+    for name in PEAK_FIELDS:
+        values = series.values.get(name)
+        if values is None or not np.isfinite(values).any():
+            continue
+        i = int(np.nanargmax(values))
+        return name, float(values[i]), int(series.t_ns[i])
+    return None, None, None
