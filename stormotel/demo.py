@@ -49,7 +49,8 @@ def _clear_previous(job_dir: Path) -> None:
 def run_job(out: str | Path, *, world_size: int = 4, duration_s: float = 8.0,
             step_period_s: float = 0.25, faults: str = DEFAULT_FAULTS,
             job_id: str = DEFAULT_JOB_ID, sampling_interval: float = 0.1,
-            prometheus_ports: list[int] | None = None, quiet: bool = False) -> Path:
+            prometheus_ports: list[int] | None = None, estimate_bytes: int | None = None,
+            quiet: bool = False) -> Path:
     """Run the tracked multi-process job; return ``<out>/<job_id>`` (the archive folder).
 
     Raises ``RuntimeError`` when a rank fails (its error is in the message).
@@ -67,7 +68,8 @@ def run_job(out: str | Path, *, world_size: int = 4, duration_s: float = 8.0,
                        job_id=job_id, faults=faults,
                        steps=max(1, int(duration_s / step_period_s)),
                        step_period_s=step_period_s, sampling_interval=sampling_interval,
-                       prometheus_ports=tuple(prometheus_ports) if prometheus_ports else None)
+                       prometheus_ports=tuple(prometheus_ports) if prometheus_ports else None,
+                       estimate_bytes=estimate_bytes)
     if not quiet:
         print(f"stormotel demo: starting {world_size} ranks (gloo, CPU), {cfg.steps} steps of "
               f"{step_period_s}s, sampling every {sampling_interval}s; faults: {faults}",

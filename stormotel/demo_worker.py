@@ -31,6 +31,7 @@ class WorkerConfig:
     step_period_s: float = 0.25
     sampling_interval: float = 0.1
     prometheus_ports: tuple[int, ...] | None = None
+    estimate_bytes: int | None = None
     start_delay_s: float = 0.3  # epoch margin so every tracker has started before t=0
 
 
@@ -54,7 +55,8 @@ def worker(rank: int, cfg: WorkerConfig) -> None:
         tracker = MemoryTracker(sampler=sampler, sampling_interval=cfg.sampling_interval,
                                 job_id=cfg.job_id, rank=rank, local_rank=rank,
                                 world_size=cfg.world_size, archive_dir=cfg.archive_dir,
-                                prometheus_port=port, prometheus_addr="127.0.0.1")
+                                prometheus_port=port, prometheus_addr="127.0.0.1",
+                                estimate_bytes=cfg.estimate_bytes)
         tracker.start_tracking()
         epoch = torch.tensor([time.time_ns() + int(cfg.start_delay_s * 1e9)], dtype=torch.int64)
         dist.broadcast(epoch, src=0)

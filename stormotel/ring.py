@@ -71,8 +71,9 @@ class RingBuffer:
         columns = {"timestamp_ns": rows["timestamp_ns"].tolist()}
         for name in _VALUE_FIELDS:  # one vectorised conversion per column, NaN → null
             col = rows[name]
-            values: list[int | None] = col.astype(np.int64).tolist()
-            for i in np.flatnonzero(np.isnan(col)).tolist():
+            missing = np.isnan(col)
+            values: list[int | None] = np.where(missing, 0, col).astype(np.int64).tolist()
+            for i in np.flatnonzero(missing).tolist():
                 values[i] = None
             columns[name] = values
         lines = [json.dumps(dict(zip(columns, vals, strict=True)), separators=(",", ":"))

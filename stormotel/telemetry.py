@@ -32,6 +32,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from stormotel import schema
+from stormotel.edges import LEVELS
 from stormotel.exporters import ArchiveStream, GuardedMetricExporter, GuardedSpanExporter
 from stormotel.samplers.base import Sample
 
@@ -217,6 +218,7 @@ class ExportConfig:
     otlp_endpoint: str | None = None
     otlp_protocol: str | None = None  # grpc | http/protobuf (http accepted); env, then grpc
     otlp_interval_s: float | None = None  # OTEL_METRIC_EXPORT_INTERVAL, then 10 s
+    otlp_timeout_s: float | None = None  # OTEL_EXPORTER_OTLP_TIMEOUT, then 5 s
     prometheus_port: int | None = None
     prometheus_addr: str = "0.0.0.0"
 
@@ -246,7 +248,9 @@ def _otlp_exporters(cfg: ExportConfig, env: Mapping[str, str]) -> tuple[Callable
                                                                          Callable[[], Any]]:
     proto = cfg.protocol(env)
     endpoint = cfg.otlp_endpoint
-    timeout = None if env.get("OTEL_EXPORTER_OTLP_TIMEOUT") else 5.0
+    timeout = cfg.otlp_timeout_s
+    if timeout is None and not env.get("OTEL_EXPORTER_OTLP_TIMEOUT"):
+        timeout = 5.0  # the SDK's 10 s with retries would hold shutdown long after training
     if proto == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
@@ -324,6 +328,15 @@ class Telemetry:
                 GuardedSpanExporter(schema.DEST_OTLP, span_factory, fail)))
         if cfg.prometheus_port is not None:
             self._start_prometheus(cfg, add)
+        # Counters start at zero for every known label set, so rate()/increase() work from the
+        # first scrape and "no failures" is a series with value 0, not a missing series.
+        with state.lock:
+            for reason in (schema.REASON_SAMPLER_ERROR, schema.REASON_OVERRUN):
+                state.dropped.setdefault(reason, 0)
+            for dest in self.destinations:
+                state.export_failures.setdefault((dest.name, "export_failed"), 0)
+            for level in LEVELS.values():
+                state.crossings.setdefault(level, 0)
 
     def _start_prometheus(self, cfg: ExportConfig,
                           add: Callable[[str, MetricReader], None]) -> None:
@@ -378,9 +391,7 @@ class Telemetry:
             except Exception as e:
                 log.debug("stormotel: tracer shutdown failed: %s", e)
             for dest in self.destinations:
-                try:
-                    if dest.on_sample:
-                        dest.reader.collect(timeout_millis=timeout_millis)
+                try:  # (the archive's last line was written by the tracker's final sample)
                     dest.provider.shutdown(timeout_millis=timeout_millis)
                 except Exception as e:
                     log.debug("stormotel: %s shutdown failed: %s", dest.name, e)

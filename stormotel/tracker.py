@@ -110,7 +110,8 @@ class MemoryTracker:
                  world_size: int | None = None, host: str | None = None,
                  archive_dir: str | os.PathLike[str] | None = None,
                  otlp_endpoint: str | None = None, otlp_protocol: str | None = None,
-                 otlp_interval: float | None = None, prometheus_port: int | None = None,
+                 otlp_interval: float | None = None, otlp_timeout: float | None = None,
+                 prometheus_port: int | None = None,
                  prometheus_addr: str = "0.0.0.0", ring_size: int = 6000,
                  oom_dump_dir: str | os.PathLike[str] | None = None,
                  dump_max_bytes: int = 16 * 2**20,
@@ -142,6 +143,7 @@ class MemoryTracker:
         self.export_config = ExportConfig(archive_dir=archive_dir, otlp_endpoint=otlp_endpoint,
                                           otlp_protocol=otlp_protocol,
                                           otlp_interval_s=otlp_interval,
+                                          otlp_timeout_s=otlp_timeout,
                                           prometheus_port=prometheus_port,
                                           prometheus_addr=prometheus_addr)
         self.export_config.protocol(env)  # validate now: a bad protocol is a usage error
