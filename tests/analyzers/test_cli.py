@@ -1,0 +1,141 @@
+"""``stormotel analyze`` at its user boundary: a subprocess, real files, exit codes, stderr."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stormotel import exitcodes
+from tests.analyzers.otlp_fixtures import write_archive
+from tests.analyzers.synth import healthy, plant_gap_drift, seed_example
+
+DATA = Path(__file__).parent / "data"
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "stormotel", "analyze", *args],
+                          capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2])
+
+
+def _no_traceback(p: subprocess.CompletedProcess[str]) -> None:
+    assert "Traceback" not in p.stderr and "Traceback" not in p.stdout
+
+
+@pytest.fixture(scope="module")
+def faulty_archive(tmp_path_factory) -> Path:
+    data = seed_example()
+    return write_archive(tmp_path_factory.mktemp("a") / "job-otlp", data)
+
+
+def test_text_summary_names_rank_and_exits_findings(faulty_archive):
+    p = run(str(faulty_archive))
+    _no_traceback(p)
+    assert p.returncode == exitcodes.FINDINGS
+    assert "Top first-cause suspect: rank 2 (high)" in p.stdout
+    assert "Participating ranks: 0-3" in p.stdout and "Missing ranks: none" in p.stdout
+    assert "clock alignment wall" in p.stdout
+
+
+def test_json_report_to_file(faulty_archive, tmp_path):
+    out = tmp_path / "r" / "report.json"
+    p = run(str(faulty_archive), "--format", "json", "--output", str(out), "--align",
+            "first-sample", "--sensitivity", "high", "--set", "spike_z=5")
+    _no_traceback(p)
+    assert p.returncode == exitcodes.FINDINGS and p.stdout == ""
+    rep = json.loads(out.read_text())
+    assert rep["schema"] == "stormotel.report/v1"
+    assert rep["cross_rank"]["first_cause_suspects"][0]["rank"] == 2
+    assert rep["cross_rank"]["alignment"] == "first-sample"
+    assert rep["settings"]["sensitivity"] == "high" and rep["settings"]["spike_z"] == 5.0
+
+
+def test_healthy_archive_exits_zero(tmp_path):
+    write_archive(tmp_path / "ok", healthy(4, 300, seed=2))
+    p = run(str(tmp_path / "ok"))
+    _no_traceback(p)
+    assert p.returncode == exitcodes.OK, p.stdout
+    assert "Verdict: healthy" in p.stdout
+
+
+def test_rank_filter_and_missing_ranks(tmp_path):
+    data = healthy(4, 1200, seed=3)
+    plant_gap_drift(data[1], 4 * 2**30)
+    write_archive(tmp_path / "d", data)
+    p = run(str(tmp_path / "d"), "--ranks", "0,1,6-7", "--format", "json")
+    _no_traceback(p)
+    rep = json.loads(p.stdout)
+    assert rep["participating_ranks"] == [0, 1] and rep["missing_ranks"] == [6, 7]
+    assert [(f["rank"], f["classification"]) for f in rep["gap_findings"]] == \
+        [(1, "persistent_drift")]
+
+
+def test_stormlog_exports_through_the_cli():
+    p = run(*sorted(str(x) for x in DATA.glob("stormlog_events_rank*.json")))
+    _no_traceback(p)
+    assert p.returncode == exitcodes.FINDINGS
+    assert "rank 2 (high)" in p.stdout
+
+
+@pytest.mark.parametrize("args,code,message", [
+    (["--ranks", "0,x"], exitcodes.USAGE, "'x' is not a rank"),
+    (["--ranks", "5-2"], exitcodes.USAGE, "reversed"),
+    (["--set", "nonsense=1"], exitcodes.USAGE, "unknown threshold 'nonsense'"),
+    (["--set", "spike_z"], exitcodes.USAGE, "expected NAME=VALUE"),
+    (["--sensitivity", "extreme"], exitcodes.USAGE, "invalid choice"),
+])
+def test_bad_flags(faulty_archive, args, code, message):
+    p = run(str(faulty_archive), *args)
+    _no_traceback(p)
+    assert p.returncode == code and message in p.stderr
+
+
+def test_bad_inputs(tmp_path):
+    missing = run(str(tmp_path / "nope"))
+    assert missing.returncode == exitcodes.USAGE and "no such file" in missing.stderr
+    empty_dir = tmp_path / "empty"
+    empty_dir.mkdir()
+    p = run(str(empty_dir))
+    assert p.returncode == exitcodes.SOURCE_FAILURE and "no telemetry files" in p.stderr
+    (empty_dir / "rank-0.metrics.jsonl").write_text("")
+    p = run(str(empty_dir))
+    assert p.returncode == exitcodes.SOURCE_FAILURE and "empty_file=1" in p.stderr
+    junk = tmp_path / "notes.csv"
+    junk.write_text("a,b\n1,2\n")
+    p = run(str(junk))
+    assert p.returncode == exitcodes.USAGE and "notes.csv: CSV without Stormlog" in p.stderr
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text('{"resourceMetrics": [')
+    p = run(str(cut))
+    assert p.returncode == exitcodes.SOURCE_FAILURE and "truncated_line=1" in p.stderr
+    for q in (missing, p):
+        _no_traceback(q)
+    nothing = run()
+    assert nothing.returncode == exitcodes.USAGE and "no telemetry given" in nothing.stderr
+
+
+def test_truncated_line_is_a_counted_skip_in_the_report(faulty_archive, tmp_path):
+    import shutil
+
+    d = tmp_path / "copy"
+    shutil.copytree(faulty_archive, d)
+    f = d / "rank-0.metrics.jsonl"
+    f.write_bytes(f.read_bytes()[:-100])
+    p = run(str(d), "--format", "json")
+    _no_traceback(p)
+    rep = json.loads(p.stdout)
+    assert rep["skipped"]["truncated_line"] == 1
+    assert any("rank-0.metrics.jsonl:6" in n for n in rep["notes"])
+    assert rep["cross_rank"]["first_cause_suspects"][0]["rank"] == 2
+
+
+def test_help_lists_every_flag():
+    p = run("--help")
+    assert p.returncode == 0
+    for flag in ("--ranks", "--align", "--sensitivity", "--set", "--format", "--output",
+                 "--job-id", "exit codes"):
+        assert flag in p.stdout
