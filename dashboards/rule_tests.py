@@ -156,10 +156,12 @@ def _stopped_reporting() -> dict[str, Any]:
 
 
 def _dropping_samples() -> dict[str, Any]:
-    """Rank 1 drops 10 % of its samples; rank 0 drops none (control)."""
+    """Rank 1 drops 10 % of its samples; rank 0 counts none, rank 2 never exported the drop
+    counter at all (both controls)."""
     s, d = schema.SAMPLES.prom, schema.SAMPLES_DROPPED.prom
     series = [_series(s, _labels(0), "0+600x60"), _series(d, _labels(0), "0+0x60"),
-              _series(s, _labels(1), "0+540x60"), _series(d, _labels(1), "0+60x60")]
+              _series(s, _labels(1), "0+540x60"), _series(d, _labels(1), "0+60x60"),
+              _series(s, _labels(2), "0+600x60")]
     desc = ("The memory tracker on {} lost more than 1% of its samples over 10 minutes (see the"
             f" reason label on {d}); its telemetry has holes.")
     return {"name": "tracker dropping samples", "interval": "1m", "input_series": series,

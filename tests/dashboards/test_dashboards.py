@@ -1,0 +1,128 @@
+"""Dashboard structure: variables, annotations, units, legends and thresholds; PromQL spelled only
+from schema names; the incident dashboard pins its job and suspects."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from dashboards import promql
+from dashboards.common import to_json
+from dashboards.incident import incident_dashboard, incident_uid
+from dashboards.settings import Settings
+from stormotel import schema
+from tests.dashboards import exprs
+
+BOARDS = {p.name: json.loads(p.read_text()) for p in exprs.dashboard_files()}
+KNOWN_SERIES = ({m.prom for m in schema.ALL_METRICS}
+                | {getattr(schema, n) for n in dir(schema) if n.startswith(("AN_", "REC_"))
+                   and isinstance(getattr(schema, n), str)})
+PROMQL_WORDS = {"by", "on", "and", "or", "unless", "max", "min", "sum", "count", "topk",
+                "bottomk", "rate", "increase", "deriv", "predict_linear", "max_over_time",
+                "time", "group", "label_values", "ignoring", "offset"}
+_IDENT = re.compile(r"(?<![\w\"$:.])([a-zA-Z_:][\w:]*)\s*(?=[{\[(]|\s*$|\s*[)/*+\-<>=])")
+
+
+def _panels(board: dict[str, Any]) -> list[dict[str, Any]]:
+    return [p for p in board["panels"] if p["type"] != "row"]
+
+
+def test_two_dashboards_are_shipped() -> None:
+    assert set(BOARDS) == {"stormotel-overview.json", "stormotel-rank.json"}
+    assert {b["uid"] for b in BOARDS.values()} == {"stormotel-overview", "stormotel-rank"}
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_variables_and_findings_annotation(name: str) -> None:
+    board = BOARDS[name]
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    assert list(variables) == ["datasource", "job_id", "rank", "host"]
+    assert variables["datasource"]["type"] == "datasource"
+    assert variables["datasource"]["query"] == "prometheus"
+    assert variables["rank"]["multi"] is (name == "stormotel-overview.json")
+    assert variables["rank"]["query"].startswith(f"label_values({schema.DEVICE_USED.prom}")
+    tags = [a for a in board["annotations"]["list"] if a.get("type") == "tags"]
+    assert len(tags) == 1 and tags[0]["tags"][0] == schema.ANNOTATION_TAG
+    assert "job_id=$job_id" in tags[0]["tags"]
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_every_panel_has_unit_legend_and_datasource(name: str) -> None:
+    for panel in _panels(BOARDS[name]):
+        assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, panel["title"]
+        assert panel["fieldConfig"]["defaults"]["unit"], panel["title"]
+        assert panel["description"], panel["title"]
+        for target in panel["targets"]:
+            assert target["legendFormat"], (panel["title"], target["refId"])
+        if panel["type"] == "timeseries":
+            assert panel["options"]["legend"]["displayMode"] == "table"
+
+
+def test_percent_panel_thresholds_are_the_alert_thresholds() -> None:
+    cfg = Settings()
+    panel = next(p for p in _panels(BOARDS["stormotel-overview.json"])
+                 if p["title"] == "Device memory used %")
+    steps = panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    assert [s["value"] for s in steps] == [None, cfg.warning_percent, cfg.critical_percent]
+    assert cfg.warning_percent == schema.DEFAULT_THRESHOLDS[schema.THRESHOLD_WARNING]
+    assert panel["fieldConfig"]["defaults"]["custom"]["thresholdsStyle"]["mode"] == "dashed"
+    assert panel["fieldConfig"]["defaults"]["unit"] == "percent"
+
+
+def test_overview_covers_what_the_issue_lists() -> None:
+    titles = {p["title"] for p in _panels(BOARDS["stormotel-overview.json"])}
+    for wanted in ("Device memory used vs limit", "Allocator reserved / allocated",
+                   "Gap: device used − allocator reserved", "Headroom", "Top ranks by gap growth",
+                   "OOMs", "Threshold crossings", "Samples per second",
+                   "Dropped samples per second", "First-cause suspects",
+                   "Estimated vs actual peak", "Actual peak / estimate"):
+        assert wanted in titles
+
+
+def test_promql_uses_only_schema_names() -> None:
+    unknown: set[str] = set()
+    for e in exprs.all_exprs():
+        for name in _IDENT.findall(e.expr):
+            if name not in PROMQL_WORDS and name not in schema.IDENTITY_LABELS and \
+                    name not in (schema.ATTR_LEVEL, schema.ATTR_REASON, schema.ATTR_DESTINATION,
+                                 schema.ANALYZER_LABEL_KIND, schema.ANALYZER_LABEL_SEVERITY,
+                                 schema.ANALYZER_LABEL_CONFIDENCE) and name not in KNOWN_SERIES:
+                unknown.add(f"{name} in {e.where}")
+    assert not unknown, sorted(unknown)
+
+
+def test_or_zero_matches_on_identity_only() -> None:
+    expr = promql.or_zero(promql.rate_by(schema.SAMPLES_DROPPED, "5m", "", [schema.ATTR_REASON]),
+                          "5m")
+    assert f"or on ({promql.IDENTITY})" in expr
+    assert schema.SAMPLES.prom in expr
+
+
+def test_incident_dashboard_pins_job_and_suspects() -> None:
+    start = datetime(2026, 11, 21, 4, 0, tzinfo=UTC)
+    board = json.loads(to_json(incident_dashboard("run-7", [2, 5], start=start,
+                                                  end=datetime(2026, 11, 21, 5, 0))))
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    assert variables["job_id"]["current"]["value"] == "run-7"
+    assert variables["rank"]["current"]["value"] == ["2", "5"]
+    assert board["time"] == {"from": "2026-11-21T04:00:00.000Z", "to": "2026-11-21T05:00:00.000Z"}
+    tags = next(a for a in board["annotations"]["list"] if a.get("type") == "tags")["tags"]
+    assert tags == [schema.ANNOTATION_TAG, "job_id=run-7"]
+    assert board["uid"] == "stormotel-incident-run-7"
+    titles = [p["title"] for p in board["panels"]]
+    assert titles[0] == "Incident" and "First-cause suspects" in titles
+    assert "2, 5" in board["panels"][0]["options"]["content"]
+
+
+def test_incident_uid_is_stable_short_and_distinct() -> None:
+    long_a, long_b = "x" * 60 + "a", "x" * 60 + "b"
+    assert incident_uid(long_a) == incident_uid(long_a)
+    assert incident_uid(long_a) != incident_uid(long_b)
+    assert all(len(incident_uid(j)) <= 40 for j in (long_a, "run/7 ü", "---"))
+    assert re.fullmatch(r"[A-Za-z0-9_-]+", incident_uid("run/7 ü"))
+    with pytest.raises(ValueError, match="job_id"):
+        incident_dashboard("", [1])
