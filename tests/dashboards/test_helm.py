@@ -1,0 +1,202 @@
+"""The Helm chart, linted and rendered by the Helm library itself (helm-python-sdk bundles Helm's Go
+SDK as a shared library; no helm binary), every rendered core object validated strictly against
+the Kubernetes OpenAPI schemas (kubernetes-validate), and the prometheus-operator objects checked
+against the fields of their CRDs that we use (kubernetes-validate ships no CRD schemas)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from tests.dashboards.exprs import REPO
+
+helm = pytest.importorskip("helm_python", reason="helm-python-sdk is not installed")
+
+CHART = REPO / "helm" / "stormotel"
+KUBE_VERSION = kubernetes_validate.latest_version()
+ALL_ON = {
+    "analyzer": {"jobIds": ["run-7", "Big_Job.2"], "grafanaUrl": "https://grafana.example",
+                 "grafanaTokenSecret": {"name": "grafana-token"},
+                 "prometheusTokenSecret": {"name": "prom-token"},
+                 "pushgatewayUrl": "http://pushgateway:9091",
+                 "stateVolume": {"persistentVolumeClaim": "stormotel-state"},
+                 "extraArgs": ["--dry-run"]},
+    "rulesConfigMap": {"enabled": True}, "serviceMonitor": {"enabled": True},
+    "collector": {"enabled": True}, "prometheusRule": {"labels": {"release": "kps"}},
+}
+CRD_KINDS = {"PrometheusRule", "PodMonitor", "ServiceMonitor"}
+
+_DURATION = {"type": "string", "pattern": r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?"
+                                          r"(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"}
+_META = {"type": "object", "required": ["name"],
+         "properties": {"name": {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+                                 "maxLength": 253},
+                        "labels": {"type": "object",
+                                   "additionalProperties": {"type": "string"}}}}
+_SELECTOR = {"type": "object", "properties": {
+    "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}}},
+    "additionalProperties": False}
+_NS_SELECTOR = {"type": "object", "properties": {
+    "any": {"type": "boolean"}, "matchNames": {"type": "array", "items": {"type": "string"}}},
+    "additionalProperties": False}
+_ENDPOINT = {"type": "object", "required": ["port"], "additionalProperties": False,
+             "properties": {"port": {"type": "string"}, "path": {"type": "string"},
+                            "interval": _DURATION, "honorLabels": {"type": "boolean"}}}
+#: The monitoring.coreos.com/v1 fields we use, as their CRDs define them (prometheus-operator
+#: v0.7x), strict where we write them.
+CRD_SCHEMAS: dict[str, dict[str, Any]] = {
+    "PrometheusRule": {"type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
+                       "properties": {
+        "apiVersion": {"const": "monitoring.coreos.com/v1"}, "metadata": _META,
+        "spec": {"type": "object", "required": ["groups"], "additionalProperties": False,
+                 "properties": {"groups": {"type": "array", "minItems": 1, "items": {
+                     "type": "object", "required": ["name", "rules"],
+                     "additionalProperties": False, "properties": {
+                         "name": {"type": "string", "minLength": 1}, "interval": _DURATION,
+                         "rules": {"type": "array", "items": {
+                             "type": "object", "required": ["expr"],
+                             "additionalProperties": False,
+                             "oneOf": [{"required": ["record"]}, {"required": ["alert"]}],
+                             "properties": {
+                                 "record": {"type": "string"}, "alert": {"type": "string"},
+                                 "expr": {"type": "string", "minLength": 1}, "for": _DURATION,
+                                 "labels": {"type": "object",
+                                            "additionalProperties": {"type": "string"}},
+                                 "annotations": {"type": "object",
+                                                 "additionalProperties": {"type": "string"}},
+                             }}}}}}}}}},
+    "PodMonitor": {"type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
+                   "properties": {
+        "apiVersion": {"const": "monitoring.coreos.com/v1"}, "metadata": _META,
+        "spec": {"type": "object", "required": ["selector", "podMetricsEndpoints"],
+                 "additionalProperties": False, "properties": {
+                     "selector": _SELECTOR, "namespaceSelector": _NS_SELECTOR,
+                     "podMetricsEndpoints": {"type": "array", "minItems": 1,
+                                             "items": _ENDPOINT}}}}},
+    "ServiceMonitor": {"type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
+                       "properties": {
+        "apiVersion": {"const": "monitoring.coreos.com/v1"}, "metadata": _META,
+        "spec": {"type": "object", "required": ["selector", "endpoints"],
+                 "additionalProperties": False, "properties": {
+                     "selector": _SELECTOR, "namespaceSelector": _NS_SELECTOR,
+                     "endpoints": {"type": "array", "minItems": 1, "items": _ENDPOINT}}}}},
+}
+
+
+def _render(values: dict[str, Any] | None = None) -> dict[str, str]:
+    with helm.Chart.load(str(CHART)) as chart:
+        return chart.render(values or {}, name="so", namespace="monitoring", is_install=True)
+
+
+def _objects(manifests: dict[str, str]) -> Iterator[dict[str, Any]]:
+    for path, text in manifests.items():
+        if path.endswith(".yaml"):
+            yield from (d for d in yaml.safe_load_all(text) if d)
+
+
+@pytest.fixture(scope="module")
+def rendered() -> dict[str, str]:
+    return _render(ALL_ON)
+
+
+def test_lint_is_clean_in_strict_mode() -> None:
+    for values in ({}, ALL_ON):
+        report = helm.lint(str(CHART), values, strict=True, namespace="monitoring")
+        assert report["errors"] == [], report
+        assert [m for m in report["messages"] if m["severity"] >= 2] == [], report
+
+
+def test_core_objects_validate_strictly(rendered: dict[str, str]) -> None:
+    kinds = []
+    for obj in _objects(rendered):
+        if obj["kind"] in CRD_KINDS:
+            continue
+        kubernetes_validate.validate(obj, KUBE_VERSION, strict=True)
+        kinds.append(obj["kind"])
+    assert sorted(set(kinds)) == ["ConfigMap", "CronJob", "ServiceAccount"]
+    assert kinds.count("CronJob") == 2
+
+
+def test_validation_rejects_a_broken_object(rendered: dict[str, str]) -> None:
+    """The validator is not a rubber stamp: a misspelt field in the CronJob fails it."""
+    cron = next(o for o in _objects(rendered) if o["kind"] == "CronJob")
+    cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["restartPolicyy"] = "Never"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(cron, KUBE_VERSION, strict=True)
+    rule = next(o for o in _objects(rendered) if o["kind"] == "PrometheusRule")
+    rule["spec"]["groups"][0]["rules"][0]["exprr"] = "up"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(rule, CRD_SCHEMAS["PrometheusRule"])
+
+
+def test_crd_objects_have_the_operator_structure(rendered: dict[str, str]) -> None:
+    seen = set()
+    for obj in _objects(rendered):
+        if obj["kind"] in CRD_KINDS:
+            jsonschema.validate(obj, CRD_SCHEMAS[obj["kind"]])
+            seen.add(obj["kind"])
+    assert seen == CRD_KINDS
+
+
+def test_chart_ships_the_generated_rules_and_dashboards(rendered: dict[str, str]) -> None:
+    objs = list(_objects(rendered))
+    rules_text = (REPO / "dashboards" / "rules" / "stormotel-rules.yml").read_text()
+    rule = next(o for o in objs if o["kind"] == "PrometheusRule")
+    assert rule["spec"] == yaml.safe_load(rules_text)
+    assert rule["metadata"]["labels"]["release"] == "kps"
+    rules_cm = next(o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"]
+                    .endswith("-rules"))
+    assert rules_cm["data"]["stormotel-rules.yml"] == rules_text  # same bytes
+    boards = [o for o in objs if o["kind"] == "ConfigMap"
+              and o["metadata"]["labels"].get("grafana_dashboard") == "1"]
+    assert len(boards) == 2
+    for cm in boards:
+        (key, text), = cm["data"].items()
+        assert text == (REPO / "dashboards" / key).read_text()  # same bytes
+        assert json.loads(text)["uid"] == key.removesuffix(".json")
+        assert cm["metadata"]["annotations"]["grafana_folder"] == "stormotel"
+
+
+def test_analyzer_cronjob_is_locked_down(rendered: dict[str, str]) -> None:
+    crons = [o for o in _objects(rendered) if o["kind"] == "CronJob"]
+    names = [c["metadata"]["name"] for c in crons]
+    assert len(set(names)) == 2 and all(len(n) <= 52 for n in names)
+    pod = crons[0]["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    args = container["args"]
+    assert args[:5] == ["analyze", "--job-id", "run-7", "--since", "1h"]
+    assert "--grafana-token-file" in args and "--bearer-token-file" in args
+    assert not any("token" in str(e.get("value", "")) for e in container.get("env", []))
+    secrets = {v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+    assert secrets == {"grafana-token", "prom-token"}
+    # The image's USER is the uid the pod runs as.
+    user = re.search(r"^USER (\d+)", (REPO / "Dockerfile").read_text(), re.M)
+    assert user and int(user.group(1)) == pod["securityContext"]["runAsUser"]
+
+
+def test_defaults_render_without_analyzer_and_notes_say_so() -> None:
+    manifests = _render()
+    kinds = sorted(o["kind"] for o in _objects(manifests))
+    assert kinds == ["ConfigMap", "ConfigMap", "PodMonitor", "PrometheusRule", "ServiceAccount"]
+    notes = manifests["stormotel/templates/NOTES.txt"]
+    assert "No analyzer CronJob: set analyzer.jobIds" in notes
+    assert "stormotel / cluster overview" in notes
+
+
+def test_collector_snippet_is_otlp_in_remote_write_out(rendered: dict[str, str]) -> None:
+    cm = next(o for o in _objects(rendered) if o["metadata"]["name"].endswith("-collector"))
+    config = yaml.safe_load(cm["data"]["relay.yaml"])
+    pipeline = config["service"]["pipelines"]["metrics"]
+    assert pipeline["receivers"] == ["otlp"]
+    assert pipeline["exporters"] == ["prometheusremotewrite"]
+    assert config["exporters"]["prometheusremotewrite"]["endpoint"].endswith("/api/v1/write")
