@@ -602,6 +602,8 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
                 except OSError as e:
                     sinks.status["report"] = str(e)
                     print(f"stormotel analyze: cannot write the report: {e}", file=err)
+            for name, detail in sinks.details.items():
+                progress(f"{name}: {detail}")
             summary.update(ranks=f"{len(timeline.ranks)}/{timeline.world_size or '?'}",
                            samples=timeline.total_samples(), findings=_count_findings(report),
                            first_cause=",".join(str(s.rank) for s in

@@ -1,0 +1,129 @@
+"""Writing back: Grafana (local stand-in), a REAL Pushgateway, Perfetto trace, dry run.
+
+No Grafana server can be installed here, so :class:`tests.job.stubs.GrafanaStub` implements the
+annotation and dashboard endpoints the sink uses and checks the bearer token; Prometheus and the
+Pushgateway are the real servers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from dashboards.incident import incident_uid
+from stormotel import exitcodes, schema
+from tests import servers
+from tests.job import planted
+from tests.job.conftest import run_cli, summary_line
+from tests.job.stubs import GrafanaStub
+
+pytestmark = pytest.mark.servers
+JOB = "sinks-1"
+TOKEN = "glsa_s3cr3t-token-do-not-log"
+
+
+@pytest.fixture(scope="module")
+def tsdb(tmp_path_factory: pytest.TempPathFactory
+         ) -> Iterator[tuple[servers.Server, planted.Planted]]:
+    p, data = planted.make(job_id=JOB)
+    with servers.prometheus(tmp_path_factory.mktemp("prom")) as prom:
+        planted.write(prom.url + "/api/v1/write", JOB, data)
+        yield prom, p
+
+
+def _args(prom: servers.Server, p: planted.Planted) -> list[str]:
+    return ["--prometheus", prom.url, "--job-id", JOB, "--start", str(p.start_ms / 1000 - 2),
+            "--end", str(p.end_ms / 1000 + 2)]
+
+
+def _pushed(pushgateway: servers.Server, name: str) -> list[str]:
+    text = httpx.get(pushgateway.url + "/metrics", timeout=5).text
+    return [ln for ln in text.splitlines() if ln.startswith(name + "{")]
+
+
+def test_annotations_dashboard_push_and_trace_are_written_once(
+        tsdb, pushgateway_server, tmp_path: Path) -> None:
+    prom, p = tsdb
+    token_file = tmp_path / "grafana-token"
+    token_file.write_text(TOKEN + "\n")
+    trace, board, report = tmp_path / "t.json", tmp_path / "board.json", tmp_path / "r.json"
+    with GrafanaStub(TOKEN) as grafana:
+        args = [*_args(prom, p), "--grafana-url", grafana.url, "--grafana-token-file",
+                str(token_file), "--grafana-dashboard", "--incident-dashboard", str(board),
+                "--pushgateway", pushgateway_server.url, "--perfetto", str(trace),
+                "--format", "json", "-o", str(report)]
+        first = run_cli(*args)
+        assert first.returncode == exitcodes.FINDINGS, first.stderr
+        assert grafana.bad_auth == 0
+        assert len(grafana.annotations) >= 1
+        ann = next(a for a in grafana.annotations if "first_cause" in a["tags"])
+        assert {schema.ANNOTATION_TAG, "rank=2", f"job_id={JOB}"} <= set(ann["tags"])
+        assert any(t.startswith("stormotel-key=") for t in ann["tags"])
+        lead_ms = ann["timeEnd"] - ann["time"]
+        assert abs(lead_ms - 20_000) <= 1000 and abs(ann["time"] - p.fault_ms) <= 1000
+        assert grafana.dashboard_saves == 1
+        assert incident_uid(JOB) in grafana.dashboards
+        n_annotations = len(grafana.annotations)
+
+        second = run_cli(*args)  # same window again
+        assert second.returncode == exitcodes.FINDINGS, second.stderr
+        assert len(grafana.annotations) == n_annotations
+        assert grafana.dashboard_saves == 1
+        assert f"grafana: created=0 updated=0 unchanged={n_annotations} dashboard=unchanged" \
+            in second.stderr
+        assert summary_line(second.stderr)["sinks"] == \
+            "grafana:ok,incident_dashboard:ok,pushgateway:ok,perfetto:ok"
+
+    # The token never leaves the Authorization header.
+    for text in (first.stderr, first.stdout, second.stderr, report.read_text(),
+                 board.read_text(), trace.read_text()):
+        assert TOKEN not in text
+
+    suspects = _pushed(pushgateway_server, schema.AN_FIRST_CAUSE)
+    assert len(suspects) == 1 and 'rank="2"' in suspects[0] and f'job_id="{JOB}"' in suspects[0]
+    assert len(_pushed(pushgateway_server, schema.AN_MISSING_RANKS)) == 1
+
+    doc = json.loads(board.read_text())
+    assert doc["uid"] == incident_uid(JOB)
+
+    events = json.loads(trace.read_text())["traceEvents"]
+    names = {e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert names == {"rank 0", "rank 1", "rank 2", "rank 3"}
+    assert sum(1 for e in events if e["ph"] == "C" and e["pid"] == 2) >= 600
+    finding = [e for e in events if e.get("cat") == "finding" and e["name"] == "first_cause"]
+    assert finding and finding[0]["pid"] == 2 and finding[0]["ph"] == "X"
+
+
+def test_dry_run_writes_nothing(tsdb, pushgateway_server, tmp_path: Path) -> None:
+    prom, _ = tsdb
+    state, trace = tmp_path / "state.json", tmp_path / "t.json"
+    with GrafanaStub(TOKEN) as grafana:
+        r = run_cli("--prometheus", prom.url, "--job-id", JOB, "--since", "30m", "--settle", "0",
+                    "--state-file", str(state), "--grafana-url", grafana.url,
+                    "--pushgateway", pushgateway_server.url, "--perfetto", str(trace),
+                    "--remote-write", prom.url + "/api/v1/write", "--dry-run",
+                    env={"GRAFANA_TOKEN": TOKEN})
+        assert grafana.log == []
+    assert r.returncode == exitcodes.FINDINGS, r.stderr
+    assert "# would sync" in r.stdout and '"rank=2"' in r.stdout
+    assert "# would remote-write" in r.stdout and schema.AN_FIRST_CAUSE in r.stdout
+    assert "# would push" in r.stdout and "# would write" in r.stdout
+    assert not state.exists() and not trace.exists()
+    assert _pushed(pushgateway_server, schema.AN_FIRST_CAUSE) == [], r.stdout + r.stderr
+
+
+def test_grafana_rejecting_the_token_is_a_sink_failure(tsdb, tmp_path: Path) -> None:
+    prom, p = tsdb
+    trace = tmp_path / "t.json"
+    with GrafanaStub("another-token") as grafana:
+        r = run_cli(*_args(prom, p), "--grafana-url", grafana.url, "--perfetto", str(trace),
+                    env={"GRAFANA_TOKEN": TOKEN})
+    assert r.returncode == exitcodes.SINK_FAILURE
+    assert "grafana sink failed" in r.stderr and "HTTP 401" in r.stderr
+    assert TOKEN not in r.stderr + r.stdout
+    assert trace.exists()  # one failing sink does not stop the others
+    assert summary_line(r.stderr)["sinks"] == "grafana:failed,perfetto:ok"
