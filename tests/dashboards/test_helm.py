@@ -176,6 +176,7 @@ def test_analyzer_cronjob_is_locked_down(rendered: dict[str, str]) -> None:
     args = container["args"]
     assert args[:5] == ["analyze", "--job-id", "run-7", "--since", "1h"]
     assert "--grafana-token-file" in args and "--bearer-token-file" in args
+    assert "--grafana-dashboard" in args and args[args.index("--timeout") + 1] == "5m"
     assert not any("token" in str(e.get("value", "")) for e in container.get("env", []))
     secrets = {v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
     assert secrets == {"grafana-token", "prom-token"}
@@ -200,3 +201,16 @@ def test_collector_snippet_is_otlp_in_remote_write_out(rendered: dict[str, str])
     assert pipeline["receivers"] == ["otlp"]
     assert pipeline["exporters"] == ["prometheusremotewrite"]
     assert config["exporters"]["prometheusremotewrite"]["endpoint"].endswith("/api/v1/write")
+
+
+def test_cronjob_args_are_accepted_by_stormotel_analyze(rendered: dict[str, str]) -> None:
+    """The chart speaks the analyzer's real command line (parsed by its own argparse parser)."""
+    from analyzers.cli import build_parser
+
+    for cron in (o for o in _objects(rendered) if o["kind"] == "CronJob"):
+        args = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert args[0] == "analyze"
+        parsed = build_parser().parse_args(args[1:])
+        assert parsed.prometheus == ["http://prometheus-operated.monitoring.svc:9090"]
+        assert parsed.pushgateway == "http://pushgateway:9091"
+        assert parsed.grafana_dashboard is True and parsed.dry_run is True
