@@ -1,0 +1,128 @@
+"""dcgm-exporter mode against a REAL Prometheus holding planted DCGM_FI_DEV_FB_* series (MiB).
+
+Four training GPUs on two hosts (pods trainer-0..3 in namespace ``train``) plus one GPU of an
+unrelated workload; the GPU of rank 2 fills first. Ranks come from a mapping file or a label.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from analyzers.sinks import remote_write
+from analyzers.sources.dcgm import DcgmOptions, load_dcgm
+from analyzers.sources.prometheus import QueryWindow
+from stormotel import exitcodes, schema
+from tests import servers
+from tests.job import planted
+from tests.job.conftest import run_cli
+
+pytestmark = pytest.mark.servers
+JOB = "dcgm-job"
+TOTAL_MIB = 81920.0
+DRIVER_RESERVED_MIB = 512.0
+
+
+def _gpu_labels(i: int) -> dict[str, str]:
+    if i == 4:  # another team's GPU on node-1
+        return {"gpu": "2", "UUID": "GPU-other", "Hostname": "node-1",
+                "exported_pod": "inference-7", "exported_namespace": "serving",
+                "modelName": "NVIDIA H100 80GB HBM3"}
+    return {"gpu": str(i % 2), "UUID": f"GPU-{i:04d}", "Hostname": f"node-{i // 2}",
+            "exported_pod": f"trainer-{i}", "exported_namespace": "train",
+            "modelName": "NVIDIA H100 80GB HBM3", "job": "dcgm-exporter"}
+
+
+@pytest.fixture(scope="module")
+def dcgm_tsdb(tmp_path_factory: pytest.TempPathFactory
+              ) -> Iterator[tuple[servers.Server, planted.Planted]]:
+    p, data = planted.make(job_id=JOB)
+    with servers.prometheus(tmp_path_factory.mktemp("dcgm")) as prom, \
+            httpx.Client(timeout=30) as client:
+        for i in range(5):
+            t, used_bytes = data[(i % 4, "device_used")]
+            used = np.round(used_bytes / schema.DCGM_UNIT_BYTES)
+            free = TOTAL_MIB - used - DRIVER_RESERVED_MIB
+            for name, v in ((schema.DCGM_FB_USED, used), (schema.DCGM_FB_FREE, free),
+                            (schema.DCGM_FB_RESERVED, np.full(used.shape, DRIVER_RESERVED_MIB))):
+                body = remote_write.encode_arrays(name, _gpu_labels(i), t, v)
+                r = client.post(prom.url + "/api/v1/write", content=body,
+                                headers=remote_write.HEADERS)
+                assert r.status_code == 204, r.text
+        yield prom, p
+
+
+def _window(p: planted.Planted) -> list[str]:
+    return ["--job-id", JOB, "--start", str(p.start_ms / 1000 - 2),
+            "--end", str(p.end_ms / 1000 + 2)]
+
+
+def test_map_file_mode_finds_first_cause_and_says_what_it_skipped(dcgm_tsdb, tmp_path: Path
+                                                                  ) -> None:
+    prom, p = dcgm_tsdb
+    mapping = tmp_path / "ranks.csv"
+    mapping.write_text("rank,uuid\n" + "".join(f"{i},GPU-{i:04d}\n" for i in range(4)))
+    out = tmp_path / "r.json"
+    r = run_cli("--prometheus", prom.url, "--dcgm", "--gpu-rank-map", str(mapping),
+                *_window(p), "--format", "json", "-o", str(out))
+    assert r.returncode == exitcodes.FINDINGS, r.stderr
+    report = json.loads(out.read_text())
+    assert report["participating_ranks"] == [0, 1, 2, 3]
+    assert report["cross_rank"]["first_cause_suspects"][0]["rank"] == p.fault_rank
+    assert report["gap_findings"] == [] and report["collective_attributions"] == []
+    assert set(report["extra"]["skipped_analyses"]) == {"gap_analysis",
+                                                        "collective_attribution"}
+    assert any(n.startswith("dcgm mode: device memory only") for n in report["notes"])
+
+
+def test_rank_label_mode_with_selector(dcgm_tsdb) -> None:
+    prom, p = dcgm_tsdb
+    window = QueryWindow(JOB, p.start_ns, p.end_ns)
+    timeline, outcome = load_dcgm([prom.url], window, DcgmOptions(
+        rank_label="exported_pod", selector='exported_namespace="train"'))
+    assert timeline.rank_ids == [0, 1, 2, 3] and not outcome.partial
+    s = timeline.ranks[3]
+    assert s.identity.host == "node-1" and s.identity.gpu_uuid == "GPU-0003"
+    total = s.values["device_total"]
+    assert np.allclose(total, TOTAL_MIB * schema.DCGM_UNIT_BYTES)
+    assert np.isnan(s.values["reserved"]).all()  # no allocator data in this mode
+
+
+def test_unmapped_gpus_are_counted(dcgm_tsdb, tmp_path: Path) -> None:
+    prom, p = dcgm_tsdb
+    mapping = tmp_path / "ranks.json"
+    mapping.write_text(json.dumps([{"rank": i, "hostname": f"node-{i // 2}", "gpu": str(i % 2)}
+                                   for i in range(4)]))
+    from analyzers.sources.dcgm import GpuRankMap
+
+    window = QueryWindow(JOB, p.start_ns, p.end_ns)
+    timeline, _ = load_dcgm([prom.url], window, DcgmOptions(rank_map=GpuRankMap.load(mapping)))
+    assert timeline.rank_ids == [0, 1, 2, 3]
+    assert timeline.skipped["gpu_without_rank"] == 1  # the serving GPU
+
+
+@pytest.mark.parametrize("content, message", [
+    ("rank,uuid\n0,GPU-0000\nx,GPU-0001\n", "line 3: rank is not an integer"),
+    ("rank,uuid\n0,GPU-0000\n0,GPU-0001\n", "line 3: rank 0 already mapped on line 2"),
+    ("rank,colour\n0,blue\n", "line 2: unknown column(s) ['colour']"),
+])
+def test_bad_map_file_is_a_one_line_usage_error(tmp_path: Path, content: str,
+                                                message: str) -> None:
+    mapping = tmp_path / "map.csv"
+    mapping.write_text(content)
+    down = f"http://127.0.0.1:{servers.free_port()}"
+    r = run_cli("--prometheus", down, "--dcgm", "--gpu-rank-map", str(mapping), "--job-id", JOB,
+                "--since", "5m")
+    assert r.returncode == exitcodes.USAGE
+    assert f"{mapping} {message}" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_dcgm_needs_a_rank_source() -> None:
+    r = run_cli("--prometheus", "http://127.0.0.1:1", "--dcgm", "--job-id", JOB)
+    assert r.returncode == exitcodes.USAGE
+    assert "--dcgm needs exactly one of --gpu-rank-map FILE or --rank-label LABEL" in r.stderr
