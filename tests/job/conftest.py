@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -20,10 +21,10 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60
 
 
 def summary_line(stderr: str) -> dict[str, str]:
-    """The one ``stormotel-analyze k=v …`` line, parsed (values here have no spaces)."""
+    """The one ``stormotel-analyze k=v …`` line, parsed (logfmt quoting via shlex)."""
     lines = [ln for ln in stderr.splitlines() if ln.startswith("stormotel-analyze ")]
     assert len(lines) == 1, stderr
-    return dict(part.split("=", 1) for part in lines[0].split()[1:])
+    return dict(part.split("=", 1) for part in shlex.split(lines[0])[1:])
 
 
 @pytest.fixture
