@@ -12,6 +12,8 @@ Scenarios (world size 4, default group plus two ``tp`` pairs):
   never issues the 5th default-group all_reduce the others wait in;
 - ``size_mismatch``: rank 1 all-reduces 6 elements where the others reduce 4; gloo does not fail
   fast, so the ranks drift and hang one collective later (the secondary symptom);
+- ``size_mismatch_rank0``: the same with rank 0 as the culprit (torch's analyzer assumes the
+  first rank innocent; stormotel does not);
 - ``op_mismatch``: rank 3 broadcasts where the others all-reduce.
 """
 
@@ -26,7 +28,9 @@ from pathlib import Path
 
 WORLD = 4
 TIMEOUT_S = 3
-SCENARIOS = ("healthy", "straggler", "size_mismatch", "op_mismatch")
+#: scenario -> the rank that misbehaves (None: nobody)
+SCENARIOS: dict[str, int | None] = {"healthy": None, "straggler": 2, "size_mismatch": 1,
+                                    "size_mismatch_rank0": 0, "op_mismatch": 3}
 
 
 def _rank_main(rank: int, scenario: str, out: Path, init_file: str) -> None:
@@ -50,14 +54,15 @@ def _rank_main(rank: int, scenario: str, out: Path, init_file: str) -> None:
         dist.all_reduce(x, group=tp)
         gathered = torch.zeros(4 * WORLD)
         dist.all_gather_into_tensor(gathered, x)
-        if scenario == "straggler" and rank == 2:
+        bad = rank == SCENARIOS[scenario]
+        if scenario == "straggler" and bad:
             # A stall outside the collective library (e.g. a data loader): this rank never
             # issues the next all_reduce; it is dumped while the others time out waiting.
             time.sleep(TIMEOUT_S + 1.5)
             _dump(rank, scenario, out, "stalled")
-        if scenario == "size_mismatch" and rank == 1:
+        if scenario.startswith("size_mismatch") and bad:
             dist.all_reduce(torch.ones(6))
-        elif scenario == "op_mismatch" and rank == 3:
+        elif scenario == "op_mismatch" and bad:
             dist.broadcast(x, src=0)
         else:
             dist.all_reduce(x)

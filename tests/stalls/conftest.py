@@ -1,0 +1,29 @@
+"""Session fixtures: REAL Flight Recorder dumps from 4-rank gloo jobs, generated once."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def fr_dumps(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``<root>/<scenario>/{pickle,json}/`` for every scenario of :mod:`tests.stalls.fr_jobs`.
+
+    One subprocess imports torch once and forks all 4-rank jobs concurrently (the hanging
+    scenarios cost one 3 s gloo timeout); about 15-30 s on a 2-core machine.
+    """
+    pytest.importorskip("torch")
+    root = tmp_path_factory.mktemp("fr_dumps")
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "tests.stalls.fr_jobs", str(root)], cwd=REPO,
+                          capture_output=True, text=True, timeout=150)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    print(f"generated Flight Recorder dumps in {time.monotonic() - started:.1f} s")
+    return root

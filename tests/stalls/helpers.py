@@ -1,0 +1,52 @@
+"""Small helpers shared by the stall tests: run the CLI, rebuild a gloo dump's pg_config."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "stormotel", "analyze", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def run_json(*args: str) -> tuple[int, dict[str, Any]]:
+    proc = run_cli(*args, "--format", "json", "--quiet")
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def repair_pg_config(src: Path, dst: Path) -> None:
+    """Write copies of OUR OWN test dumps whose pg_config names every group with its ranks.
+
+    torch's analyzer trusts pg_config, which gloo leaves keyed by "" — the repaired copies let it
+    run on the same collectives so its verdicts can be compared with ours. (Plain pickle is fine
+    here: these files were just produced by the test's own gloo job.)
+    """
+    dst.mkdir(parents=True, exist_ok=True)
+    dumps = {f.name: pickle.loads(f.read_bytes()) for f in sorted(src.iterdir())}
+    rank_of = {name: int(name.rsplit("_", 1)[1]) for name in dumps}
+    world = max(rank_of.values()) + 1
+    members: dict[tuple[str, str], set[int]] = {}
+    for name, d in dumps.items():
+        for e in d["entries"]:
+            members.setdefault(tuple(e["process_group"]), set()).add(rank_of[name])
+    for name, d in dumps.items():
+        r = rank_of[name]
+        d["pg_config"] = {
+            key[0]: {"name": key[0], "desc": key[1],
+                     "ranks": json.dumps(sorted(range(world) if key[1] == "default_pg" else v))}
+            for key, v in members.items() if r in v}
+        (dst / name).write_bytes(pickle.dumps(d))
+
+
+def torch_fr_trace(folder: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace",
+                           str(folder)], cwd=REPO, capture_output=True, text=True, timeout=120)
