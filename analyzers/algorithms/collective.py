@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analyzers.algorithms.gap import gap_spikes
+from analyzers.algorithms.gap import SpikeEpisodes, all_gap_spikes
 from analyzers.algorithms.settings import Settings
 from analyzers.report import CollectiveAttribution, CollectiveClass
 from analyzers.sources.markers import KIND_COLLECTIVE
@@ -51,18 +51,16 @@ def _overlaps(starts: np.ndarray, cummax_end: np.ndarray, lo: np.ndarray, hi: np
     return out
 
 
-def analyze_collectives(timeline: Timeline, settings: Settings
+def analyze_collectives(timeline: Timeline, settings: Settings,
+                        spikes: dict[int, SpikeEpisodes] | None = None
                         ) -> tuple[list[CollectiveAttribution], list[str]]:
     res = timeline.resolution_ns() or 0
     window = int(max(settings.sync_window_s * 1e9, 1.5 * res))
     cols: dict[str, list[np.ndarray]] = {k: [] for k in
                                          ("rank", "start", "end", "peak", "excess", "z")}
-    with_gap = 0
-    for rank in timeline.rank_ids:
-        eps = gap_spikes(timeline.ranks[rank], settings)
-        if eps is None:
-            continue
-        with_gap += 1
+    spikes = all_gap_spikes(timeline, settings) if spikes is None else spikes
+    with_gap = len(spikes)
+    for rank, eps in sorted(spikes.items()):
         if not len(eps):
             continue
         cols["rank"].append(np.full(len(eps), rank, np.int64))

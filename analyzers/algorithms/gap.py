@@ -174,8 +174,9 @@ def drift_finding(series: RankSeries, settings: Settings) -> GapFinding | None:
         remediation=list(REMEDIATION_DRIFT), start_ns=int(t[0]), end_ns=int(t[-1]))
 
 
-def spike_finding(series: RankSeries, settings: Settings) -> GapFinding | None:
-    eps = gap_spikes(series, settings)
+def spike_finding(series: RankSeries, settings: Settings,
+                  episodes: SpikeEpisodes | None = None) -> GapFinding | None:
+    eps = episodes if episodes is not None else gap_spikes(series, settings)
     if eps is None or len(eps) == 0:
         return None
     total = _last_finite(series.values.get("device_total"))
@@ -244,16 +245,32 @@ def fragmentation_finding(series: RankSeries, settings: Settings) -> GapFinding 
         remediation=list(REMEDIATION_FRAG), start_ns=int(t[starts[0]]), end_ns=int(t[ends[-1]]))
 
 
-def analyze_gaps(timeline: Timeline, settings: Settings) -> tuple[list[GapFinding], list[str]]:
+def all_gap_spikes(timeline: Timeline, settings: Settings) -> dict[int, SpikeEpisodes]:
+    """Every rank's spike episodes (ranks without gap data are absent); computed once and shared
+    by gap analysis and collective attribution."""
+    out = {}
+    for rank in timeline.rank_ids:
+        eps = gap_spikes(timeline.ranks[rank], settings)
+        if eps is not None:
+            out[rank] = eps
+    return out
+
+
+def analyze_gaps(timeline: Timeline, settings: Settings,
+                 spikes: dict[int, SpikeEpisodes] | None = None
+                 ) -> tuple[list[GapFinding], list[str]]:
     """All gap findings, rank by rank, plus notes (ranks that could not be analysed)."""
+    spikes = all_gap_spikes(timeline, settings) if spikes is None else spikes
     findings: list[GapFinding] = []
     no_gap: list[int] = []
     for rank in timeline.rank_ids:
         s = timeline.ranks[rank]
         if _gap(s) is None:
             no_gap.append(rank)
-        for fn in (drift_finding, spike_finding, fragmentation_finding):
-            f = fn(s, settings)
+            continue
+        for f in (drift_finding(s, settings),
+                  spike_finding(s, settings, spikes.get(rank, _empty_episodes())),
+                  fragmentation_finding(s, settings)):
             if f is not None:
                 findings.append(f)
     notes = []
