@@ -110,3 +110,15 @@ def fsdp_mlp_adam() -> tuple[nn.Module, torch.optim.Optimizer, torch.Tensor]:
     for module in (model.fc1, model.fc2, model):
         fully_shard(module, mesh=mesh)
     return model, torch.optim.Adam(model.parameters(), lr=1e-3, foreach=True), batch
+
+
+def transformer_stack_adamw() -> tuple[nn.Module, torch.optim.Optimizer, torch.Tensor]:
+    """``EST_LAYERS`` (default 2) blocks of ``EST_D_MODEL`` width with AdamW: scale it up to
+    see fake mode estimate a model far larger than this machine's memory."""
+    torch.manual_seed(0)
+    d_model = _env_int("EST_D_MODEL", 64)
+    model = nn.Sequential(*(TinyTransformerBlock(d_model, n_heads=max(1, d_model // 64),
+                                                 d_ff=4 * d_model)
+                            for _ in range(_env_int("EST_LAYERS", 2))))
+    batch = torch.randn(_env_int("EST_BATCH", 4), _env_int("EST_SEQ", 32), d_model)
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True), batch
