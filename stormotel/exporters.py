@@ -84,22 +84,22 @@ class _Guard:
     """Shared lazy-build / count / log-once logic of the two guarded exporters."""
 
     def __init__(self, destination: str, factory: Callable[[], Any], on_failure: FailureSink,
-                 retry_s: float = 5.0) -> None:
+                 retry_s: float = 5.0, warned: set[str] | None = None) -> None:
         self.destination = destination
+        self._warned_destinations = set() if warned is None else warned  # shared per tracker
         self._factory = factory
         self._on_failure = on_failure
         self._retry_s = retry_s
         self._inner: Any = None
         self._next_try = 0.0
-        self._warned = False
         self._lock = threading.Lock()
         self.failures = 0
 
     def fail(self, reason: str, detail: str = "") -> None:
         self.failures += 1
         self._on_failure(self.destination, reason)
-        if not self._warned:
-            self._warned = True
+        if self.destination not in self._warned_destinations:
+            self._warned_destinations.add(self.destination)
             log.warning("stormotel: %s export failing (%s%s); further failures are counted in "
                         "stormotel.tracker.export.failures and not logged again",
                         self.destination, reason, f": {detail}" if detail else "")
@@ -120,9 +120,10 @@ class GuardedMetricExporter(MetricExporter):
     """A metric exporter that counts failures instead of raising them."""
 
     def __init__(self, destination: str, factory: Callable[[], MetricExporter],
-                 on_failure: FailureSink, retry_s: float = 5.0) -> None:
+                 on_failure: FailureSink, retry_s: float = 5.0,
+                 warned: set[str] | None = None) -> None:
         super().__init__()
-        self._guard = _Guard(destination, factory, on_failure, retry_s)
+        self._guard = _Guard(destination, factory, on_failure, retry_s, warned)
 
     @property
     def failures(self) -> int:
@@ -159,8 +160,9 @@ class GuardedSpanExporter(SpanExporter):
     """A span exporter that counts failures instead of raising them."""
 
     def __init__(self, destination: str, factory: Callable[[], SpanExporter],
-                 on_failure: FailureSink, retry_s: float = 5.0) -> None:
-        self._guard = _Guard(destination, factory, on_failure, retry_s)
+                 on_failure: FailureSink, retry_s: float = 5.0,
+                 warned: set[str] | None = None) -> None:
+        self._guard = _Guard(destination, factory, on_failure, retry_s, warned)
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         inner = self._guard.inner()

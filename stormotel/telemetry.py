@@ -293,6 +293,7 @@ class Telemetry:
         self._prom_server: Any = None
         self._lock = threading.Lock()
         fail = state.count_export_failure
+        warned: set[str] = set()  # one warning per destination, metrics and spans together
 
         def add(name: str, reader: MetricReader, on_sample: bool = False) -> None:
             window = PeakWindow()
@@ -311,21 +312,23 @@ class Telemetry:
             self._streams += [m_stream, t_stream]
             add(schema.DEST_ARCHIVE, PeriodicExportingMetricReader(
                 GuardedMetricExporter(schema.DEST_ARCHIVE,
-                                      lambda: FileMetricExporter(stream=m_stream.open()), fail),
+                                      lambda: FileMetricExporter(stream=m_stream.open()), fail,
+                                      warned=warned),
                 export_interval_millis=math.inf), on_sample=True)
             self.tracer_provider.add_span_processor(BatchSpanProcessor(
                 GuardedSpanExporter(schema.DEST_ARCHIVE,
-                                    lambda: FileSpanExporter(stream=t_stream.open()), fail),
+                                    lambda: FileSpanExporter(stream=t_stream.open()), fail,
+                                    warned=warned),
                 schedule_delay_millis=1000))
         if cfg.otlp_enabled(env):
             metric_factory, span_factory = _otlp_exporters(cfg, env)
             interval_ms = (cfg.otlp_interval_s * 1000 if cfg.otlp_interval_s else
                            float(env.get("OTEL_METRIC_EXPORT_INTERVAL", 10_000)))
             add(schema.DEST_OTLP, PeriodicExportingMetricReader(
-                GuardedMetricExporter(schema.DEST_OTLP, metric_factory, fail),
+                GuardedMetricExporter(schema.DEST_OTLP, metric_factory, fail, warned=warned),
                 export_interval_millis=interval_ms))
             self.tracer_provider.add_span_processor(BatchSpanProcessor(
-                GuardedSpanExporter(schema.DEST_OTLP, span_factory, fail)))
+                GuardedSpanExporter(schema.DEST_OTLP, span_factory, fail, warned=warned)))
         if cfg.prometheus_port is not None:
             self._start_prometheus(cfg, add)
         # Counters start at zero for every known label set, so rate()/increase() work from the

@@ -1,0 +1,46 @@
+"""The pull endpoint serves exactly the names schema.py calls canonical, with identity labels.
+
+This is the check behind ``schema.prom_name``: the exporter (opentelemetry-exporter-prometheus)
+adds ``_bytes``/``_seconds``/``_total`` but no ``_ratio`` for unit "1".
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from stormotel import schema
+from stormotel.tracker import MemoryTracker
+
+
+def test_served_names_match_schema(make_tracker: Callable[..., MemoryTracker],
+                                   tmp_path: Path) -> None:
+    tracker = make_tracker(prometheus_port=0, prometheus_addr="127.0.0.1",
+                           archive_dir=tmp_path / "a", estimate_bytes=10 * 2**30)
+    tracker.set_threshold(schema.THRESHOLD_WARNING, 10.0)
+    tracker.start_tracking()
+    with tracker.step(3):
+        time.sleep(0.2)
+    host, port = tracker.prometheus_address or ("", 0)
+    text = httpx.get(f"http://{host}:{port}/metrics", timeout=5).text
+    tracker.stop_tracking()
+    samples = {s.name: s for fam in text_string_to_metric_families(text) for s in fam.samples}
+    for metric in schema.ALL_METRICS:
+        assert metric.prom in samples, f"{metric.name}: {metric.prom} not served"
+        labels = samples[metric.prom].labels
+        assert {k: labels[k] for k in schema.IDENTITY_LABELS} == tracker.identity.labels()
+        assert labels[schema.prom_label(schema.ATTR_HW_ID)] == "GPU-simulated-1"
+    assert samples[schema.DEVICE_UTILIZATION.prom].value < 1.0
+    assert samples[schema.ESTIMATE.prom].value == 10 * 2**30
+    assert samples[schema.STEP.prom].value == 3
+    crossings = [s for s in text_string_to_metric_families(text)
+                 if s.name == schema.THRESHOLD_CROSSINGS.prom.removesuffix("_total")]
+    by_level = {s.labels["level"]: s.value for s in crossings[0].samples
+                if s.name.endswith("_total")}
+    assert by_level == {"warning": 1.0, "critical": 0.0}
+    info = samples["target_info"].labels
+    assert info["service_instance_id"] == "t-job/rank-1" and info["sampler"] == "simulated"

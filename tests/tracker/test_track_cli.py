@@ -1,0 +1,86 @@
+"""``stormotel track`` at its user boundary: a subprocess, its files, its exit codes."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from stormotel.track_cli import build_parser
+from tests.tracker.otlp_util import MetricsRequest, TraceRequest, parse_lines, spans
+
+CMD = [sys.executable, "-m", "stormotel", "track"]
+
+
+def run(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CMD, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_track_simulated_for_a_duration(tmp_path: Path) -> None:
+    out = run(["--sampler", "simulated", "--duration", "1", "--interval", "0.05",
+               "--archive", str(tmp_path), "--job-id", "cli", "--rank", "1", "--world-size", "2",
+               "--fault", "rank=1:spike@t=0.2s,delta=1GiB", "--warning-percent", "20"])
+    assert out.returncode == 0, out.stderr
+    assert "job cli rank 1/2 simulated" in out.stderr and "flushed" in out.stderr
+    metrics = parse_lines(tmp_path / "cli" / "rank-1.metrics.jsonl", MetricsRequest)
+    assert len(metrics) >= 10
+    names = {s.name for _r, s in spans(parse_lines(tmp_path / "cli" / "rank-1.traces.jsonl",
+                                                   TraceRequest))}
+    assert {"stormotel.session", "stormotel.edge"} <= names
+
+
+def test_ctrl_c_flushes_and_exits_cleanly(tmp_path: Path) -> None:
+    proc = subprocess.Popen([*CMD, "--sampler", "simulated", "--interval", "0.05", "--archive",
+                             str(tmp_path), "--job-id", "sig"], stderr=subprocess.PIPE,
+                            text=True)
+    metrics = tmp_path / "sig" / "rank-0.metrics.jsonl"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (not metrics.exists() or
+                                           metrics.read_text().count("\n") < 3):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "interrupted, flushed" in err and "Traceback" not in err
+    traces = parse_lines(tmp_path / "sig" / "rank-0.traces.jsonl", TraceRequest)
+    assert any(s.name == "stormotel.session" for _r, s in spans(traces))  # ended and exported
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--sampler", "simulated", "--rank", "4", "--world-size", "4"],
+     "rank=4 must satisfy 0 <= rank < world_size (world_size=4)"),
+    (["--sampler", "simulated", "--fault", "rank=1:melt@t=1s"], "unknown kind 'melt'"),
+    (["--sampler", "cuda", "--fault", "rank=1:leak"], "--fault needs --sampler simulated"),
+    (["--sampler", "cuda"], "no CUDA GPU is visible to PyTorch"),
+    (["--sampler", "simulated", "--interval", "-1"], "argument --interval: '-1' must be > 0"),
+    (["--sampler", "simulated", "--prometheus-port", "70000"], "must be in 0..65535"),
+    (["--sampler", "simulated", "--estimate", "/nonexistent/estimate.json"],
+     "cannot read the estimate JSON"),
+])
+def test_bad_input_is_one_clear_line(args: list[str], message: str) -> None:
+    out = run(args)
+    assert out.returncode == 2
+    assert message in out.stderr
+    assert "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines()[-1].startswith("stormotel track: error:")
+
+
+def test_launcher_env_error_names_the_variable(tmp_path: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "RANK": "x", "WORLD_SIZE": "2"}
+    out = subprocess.run([*CMD, "--sampler", "simulated"], capture_output=True, text=True,
+                         env=env, timeout=60, cwd=tmp_path)
+    assert out.returncode == 2 and "RANK='x' is not an integer" in out.stderr
+
+
+def test_help_explains_every_flag() -> None:
+    text = build_parser().format_help()
+    for action in build_parser()._actions:
+        for flag in action.option_strings:
+            assert flag in text
+        assert action.help, f"{action.option_strings} has no help"
+    out = run(["--help"])
+    assert out.returncode == 0 and "--otlp-endpoint" in out.stdout
