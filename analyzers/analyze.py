@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from analyzers.algorithms import analyze_collectives, analyze_first_cause, analyze_gaps
-from analyzers.algorithms.gap import all_gap_spikes
+from analyzers.algorithms.gap import prepare_all
 from analyzers.algorithms.settings import Settings, settings_for
 from analyzers.align import align as align_timeline
 from analyzers.report import Report
@@ -35,9 +35,9 @@ def analyze(timeline: Timeline, *, sensitivity: str = "medium",
     tl = timeline.select(wanted)
     tl = align_timeline(tl, align)
     cross, table = analyze_first_cause(tl, settings)
-    spikes = all_gap_spikes(tl, settings)  # shared by gap analysis and collective attribution
-    gaps, gap_notes = analyze_gaps(tl, settings, spikes)
-    collectives, coll_notes = analyze_collectives(tl, settings, spikes)
+    prepared = prepare_all(tl, settings)  # shared by gap analysis and collective attribution
+    gaps, gap_notes = analyze_gaps(tl, settings, prepared)
+    collectives, coll_notes = analyze_collectives(tl, settings, prepared)
     expected = tl.expected_ranks() if wanted is None else wanted
     have = set(tl.ranks)
     starts = [int(s.t_ns[0]) for s in tl.ranks.values() if len(s)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -83,10 +84,14 @@ class RankSeries:
     def field(self, name: str) -> np.ndarray:
         return self.values[name]
 
+    @cached_property
+    def reported_fields(self) -> frozenset[str]:
+        """Fields with at least one reported (non-NaN) value; computed once per series."""
+        return frozenset(k for k, a in self.values.items() if bool(np.isfinite(a).any()))
+
     def has(self, name: str) -> bool:
         """True when the field has at least one reported (non-NaN) value."""
-        arr = self.values.get(name)
-        return arr is not None and bool(np.isfinite(arr).any())
+        return name in self.reported_fields
 
     @property
     def gap(self) -> np.ndarray:
@@ -94,6 +99,10 @@ class RankSeries:
         return self.values["device_used"] - self.values["reserved"]
 
     def median_interval_ns(self) -> int | None:
+        return self._median_interval
+
+    @cached_property
+    def _median_interval(self) -> int | None:
         if len(self) < 2:
             return None
         return int(np.median(np.diff(self.t_ns)))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analyzers.algorithms.gap import SpikeEpisodes, all_gap_spikes
+from analyzers.algorithms.gap import RankGap, prepare_all
 from analyzers.algorithms.settings import Settings
 from analyzers.report import CollectiveAttribution, CollectiveClass
 from analyzers.sources.markers import KIND_COLLECTIVE
@@ -52,15 +52,16 @@ def _overlaps(starts: np.ndarray, cummax_end: np.ndarray, lo: np.ndarray, hi: np
 
 
 def analyze_collectives(timeline: Timeline, settings: Settings,
-                        spikes: dict[int, SpikeEpisodes] | None = None
+                        prepared: dict[int, RankGap] | None = None
                         ) -> tuple[list[CollectiveAttribution], list[str]]:
     res = timeline.resolution_ns() or 0
     window = int(max(settings.sync_window_s * 1e9, 1.5 * res))
     cols: dict[str, list[np.ndarray]] = {k: [] for k in
                                          ("rank", "start", "end", "peak", "excess", "z")}
-    spikes = all_gap_spikes(timeline, settings) if spikes is None else spikes
-    with_gap = len(spikes)
-    for rank, eps in sorted(spikes.items()):
+    prepared = prepare_all(timeline, settings) if prepared is None else prepared
+    with_gap = len(prepared)
+    for rank, rg in sorted(prepared.items()):
+        eps = rg.episodes
         if not len(eps):
             continue
         cols["rank"].append(np.full(len(eps), rank, np.int64))

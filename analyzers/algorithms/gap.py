@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analyzers.algorithms.robust import linear_fit, robust_z, runs
+from analyzers.algorithms.robust import LinearFit, linear_fit, robust_z, runs
 from analyzers.algorithms.settings import Settings
 from analyzers.report import GapFinding, Severity
 from analyzers.timeline import RankSeries, Timeline
@@ -68,26 +68,48 @@ class SpikeEpisodes:
         return int(self.start_ns.shape[0])
 
 
+@dataclass(frozen=True)
+class RankGap:
+    """One rank's gap series prepared once: finite samples, seconds, linear fit, spikes."""
+
+    t_ns: np.ndarray
+    gap: np.ndarray
+    t_s: np.ndarray  # seconds since the first gap sample
+    fit: LinearFit
+    episodes: SpikeEpisodes
+
+
 def _gap(series: RankSeries) -> tuple[np.ndarray, np.ndarray] | None:
     if not (series.has("device_used") and series.has("reserved")):
         return None
     g = series.gap
     ok = np.isfinite(g)
+    if ok.all():
+        return series.t_ns, g
     return series.t_ns[ok], g[ok]
 
 
-def gap_spikes(series: RankSeries, settings: Settings, *, detrend: bool = True
-               ) -> SpikeEpisodes | None:
-    """Transient gap spikes of one rank (None if the rank has no gap data)."""
+def prepare_gap(series: RankSeries, settings: Settings) -> RankGap | None:
+    """The rank's gap, its linear fit and its spike episodes (None without gap data)."""
     tg = _gap(series)
     if tg is None or tg[0].shape[0] < settings.min_samples:
         return None
     t, g = tg
-    resid = g
-    if detrend:
-        fit = linear_fit((t - t[0]) / 1e9, g)
-        if fit.r2 >= settings.drift_min_r2:
-            resid = g - (fit.slope * (t - t[0]) / 1e9 + fit.intercept)
+    ts = (t - t[0]) / 1e9
+    fit = linear_fit(ts, g)
+    return RankGap(t, g, ts, fit, _spikes(t, g, ts, fit, settings))
+
+
+def gap_spikes(series: RankSeries, settings: Settings) -> SpikeEpisodes | None:
+    """Transient gap spikes of one rank (None if the rank has no gap data)."""
+    rg = prepare_gap(series, settings)
+    return None if rg is None else rg.episodes
+
+
+def _spikes(t: np.ndarray, g: np.ndarray, ts: np.ndarray, fit: LinearFit, settings: Settings
+            ) -> SpikeEpisodes:
+    # Remove a drift line first, so a drifting rank's late samples are not "spikes".
+    resid = g - (fit.slope * ts + fit.intercept) if fit.r2 >= settings.drift_min_r2 else g
     z, med, _ = robust_z(resid)
     mask = (z >= settings.spike_z) & (resid - med >= settings.spike_min_bytes)
     starts, ends = runs(mask)
@@ -126,16 +148,15 @@ def _last_finite(a: np.ndarray | None) -> float | None:
     return float(a[ok[-1]]) if ok.size else None
 
 
-def drift_finding(series: RankSeries, settings: Settings) -> GapFinding | None:
-    tg = _gap(series)
-    if tg is None or tg[0].shape[0] < max(settings.min_samples, 4):
+def drift_finding(series: RankSeries, settings: Settings, rg: RankGap | None = None
+                  ) -> GapFinding | None:
+    rg = rg if rg is not None else prepare_gap(series, settings)
+    if rg is None or rg.gap.shape[0] < 4:
         return None
-    t, g = tg
-    ts = (t - t[0]) / 1e9
+    t, g, ts, fit = rg.t_ns, rg.gap, rg.t_s, rg.fit
     duration = float(ts[-1])
     if duration <= 0:
         return None
-    fit = linear_fit(ts, g)
     growth = fit.slope * duration
     if fit.slope <= 0 or fit.r2 < settings.drift_min_r2 or growth < settings.drift_floor_bytes:
         return None
@@ -174,9 +195,10 @@ def drift_finding(series: RankSeries, settings: Settings) -> GapFinding | None:
         remediation=list(REMEDIATION_DRIFT), start_ns=int(t[0]), end_ns=int(t[-1]))
 
 
-def spike_finding(series: RankSeries, settings: Settings,
-                  episodes: SpikeEpisodes | None = None) -> GapFinding | None:
-    eps = episodes if episodes is not None else gap_spikes(series, settings)
+def spike_finding(series: RankSeries, settings: Settings, rg: RankGap | None = None
+                  ) -> GapFinding | None:
+    rg = rg if rg is not None else prepare_gap(series, settings)
+    eps = None if rg is None else rg.episodes
     if eps is None or len(eps) == 0:
         return None
     total = _last_finite(series.values.get("device_total"))
@@ -245,36 +267,39 @@ def fragmentation_finding(series: RankSeries, settings: Settings) -> GapFinding 
         remediation=list(REMEDIATION_FRAG), start_ns=int(t[starts[0]]), end_ns=int(t[ends[-1]]))
 
 
-def all_gap_spikes(timeline: Timeline, settings: Settings) -> dict[int, SpikeEpisodes]:
-    """Every rank's spike episodes (ranks without gap data are absent); computed once and shared
+def prepare_all(timeline: Timeline, settings: Settings) -> dict[int, RankGap]:
+    """Every rank's prepared gap (ranks without gap data are absent); computed once and shared
     by gap analysis and collective attribution."""
     out = {}
     for rank in timeline.rank_ids:
-        eps = gap_spikes(timeline.ranks[rank], settings)
-        if eps is not None:
-            out[rank] = eps
+        rg = prepare_gap(timeline.ranks[rank], settings)
+        if rg is not None:
+            out[rank] = rg
     return out
 
 
 def analyze_gaps(timeline: Timeline, settings: Settings,
-                 spikes: dict[int, SpikeEpisodes] | None = None
+                 prepared: dict[int, RankGap] | None = None
                  ) -> tuple[list[GapFinding], list[str]]:
     """All gap findings, rank by rank, plus notes (ranks that could not be analysed)."""
-    spikes = all_gap_spikes(timeline, settings) if spikes is None else spikes
+    prepared = prepare_all(timeline, settings) if prepared is None else prepared
     findings: list[GapFinding] = []
     no_gap: list[int] = []
     for rank in timeline.rank_ids:
         s = timeline.ranks[rank]
-        if _gap(s) is None:
+        rg = prepared.get(rank)
+        if rg is None:
             no_gap.append(rank)
-            continue
-        for f in (drift_finding(s, settings),
-                  spike_finding(s, settings, spikes.get(rank, _empty_episodes())),
-                  fragmentation_finding(s, settings)):
-            if f is not None:
-                findings.append(f)
+        else:
+            for f in (drift_finding(s, settings, rg), spike_finding(s, settings, rg)):
+                if f is not None:
+                    findings.append(f)
+        frag = fragmentation_finding(s, settings)
+        if frag is not None:
+            findings.append(frag)
     notes = []
     if no_gap:
         notes.append(f"gap analysis skipped for ranks without both device-used and allocator-"
-                     f"reserved memory: {no_gap[:20]}{' ...' if len(no_gap) > 20 else ''}")
+                     f"reserved memory (or fewer than {settings.min_samples} samples): "
+                     f"{no_gap[:20]}{' ...' if len(no_gap) > 20 else ''}")
     return findings, notes
