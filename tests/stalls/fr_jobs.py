@@ -27,7 +27,7 @@ from datetime import timedelta
 from pathlib import Path
 
 WORLD = 4
-TIMEOUT_S = 3
+TIMEOUT_S = 2
 #: scenario -> the rank that misbehaves (None: nobody)
 SCENARIOS: dict[str, int | None] = {"healthy": None, "straggler": 2, "size_mismatch": 1,
                                     "size_mismatch_rank0": 0, "op_mismatch": 3}
@@ -58,7 +58,7 @@ def _rank_main(rank: int, scenario: str, out: Path, init_file: str) -> None:
         if scenario == "straggler" and bad:
             # A stall outside the collective library (e.g. a data loader): this rank never
             # issues the next all_reduce; it is dumped while the others time out waiting.
-            time.sleep(TIMEOUT_S + 1.5)
+            time.sleep(TIMEOUT_S + 1.0)
             _dump(rank, scenario, out, "stalled")
         if scenario.startswith("size_mismatch") and bad:
             dist.all_reduce(torch.ones(6))

@@ -47,6 +47,37 @@ def repair_pg_config(src: Path, dst: Path) -> None:
         (dst / name).write_bytes(pickle.dumps(d))
 
 
-def torch_fr_trace(folder: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace",
-                           str(folder)], cwd=REPO, capture_output=True, text=True, timeout=120)
+_RUN_MANY = """
+import sys, traceback
+from torch.distributed.flight_recorder.fr_trace import main
+for folder in sys.argv[1:]:
+    print("=== " + folder, file=sys.stderr, flush=True)
+    try:
+        main([folder])
+        print("=== exit 0", file=sys.stderr, flush=True)
+    except BaseException:
+        traceback.print_exc()
+        print("=== exit 1", file=sys.stderr, flush=True)
+"""
+
+
+def torch_fr_trace(folders: list[Path]) -> dict[Path, tuple[bool, str]]:
+    """Run torch's own analyzer (``torch.distributed.flight_recorder.fr_trace``) on each folder.
+
+    One interpreter for all folders (torch imports once); returns folder -> (ran cleanly, what
+    it logged). Its logger writes to stderr.
+    """
+    proc = subprocess.run([sys.executable, "-c", _RUN_MANY, *map(str, folders)], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    out: dict[Path, tuple[bool, str]] = {}
+    folder: Path | None = None
+    body: list[str] = []
+    for line in proc.stderr.splitlines():
+        if line.startswith("=== exit ") and folder is not None:
+            out[folder] = (line == "=== exit 0", "\n".join(body))
+            folder, body = None, []
+        elif line.startswith("=== "):
+            folder, body = Path(line[4:]), []
+        else:
+            body.append(line)
+    return out

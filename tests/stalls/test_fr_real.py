@@ -113,33 +113,44 @@ def test_text_summary_has_stalls_section(fr_dumps: Path) -> None:
     assert "read 4 Flight Recorder dump(s)" in proc.stderr  # progress on stderr
 
 
-def test_torch_fr_trace_crashes_on_raw_gloo_dumps(fr_dumps: Path) -> None:
+@pytest.fixture(scope="module")
+def torch_runs(fr_dumps: Path, tmp_path_factory: pytest.TempPathFactory
+               ) -> dict[str, tuple[bool, str]]:
+    """torch's analyzer on the raw straggler dumps and on pg_config-repaired copies."""
+    root = tmp_path_factory.mktemp("repaired")
+    folders = {"raw": fr_dumps / "straggler" / "pickle"}
+    for scenario in ("straggler", "size_mismatch", "op_mismatch", "size_mismatch_rank0"):
+        repair_pg_config(fr_dumps / scenario / "pickle", root / scenario)
+        folders[scenario] = root / scenario
+    runs = torch_fr_trace(list(folders.values()))
+    return {name: runs[path] for name, path in folders.items()}
+
+
+def test_torch_fr_trace_crashes_on_raw_gloo_dumps(torch_runs: dict[str, tuple[bool, str]]
+                                                  ) -> None:
     """torch 2.13's analyzer trusts pg_config, which gloo keys by "": documented crash."""
-    proc = torch_fr_trace(fr_dumps / "straggler" / "pickle")
-    assert proc.returncode != 0
-    assert "KeyError" in proc.stderr
+    ok, output = torch_runs["raw"]
+    assert not ok
+    assert "KeyError" in output
 
 
-def test_verdicts_match_torch_fr_trace_on_repaired_dumps(fr_dumps: Path, tmp_path: Path) -> None:
+def test_verdicts_match_torch_fr_trace_on_repaired_dumps(
+        fr_dumps: Path, torch_runs: dict[str, tuple[bool, str]]) -> None:
     """With pg_config rebuilt, torch's analyzer runs on the same collectives; compare verdicts."""
     expected = {"straggler": ("missing", {2}), "size_mismatch": ("culprit", {1}),
                 "op_mismatch": ("culprit", {3})}
     for scenario, (what, ranks) in expected.items():
-        repaired = tmp_path / scenario
-        repair_pg_config(fr_dumps / scenario / "pickle", repaired)
-        out = torch_fr_trace(repaired)
-        assert out.returncode == 0, out.stderr[-1000:]
-        theirs = _torch_verdict(out.stdout + out.stderr, what)
+        ok, output = torch_runs[scenario]
+        assert ok, output[-1000:]
         ours = analyze_dumps(load_dump_dir(fr_dumps / scenario / "pickle")).findings[0]
-        assert theirs == ranks == set(ours.ranks), scenario
+        assert _torch_verdict(output, what) == ranks == set(ours.ranks), scenario
 
 
 def test_torch_fr_trace_assumes_first_rank_innocent_where_we_do_not(
-        fr_dumps: Path, tmp_path: Path) -> None:
-    repaired = tmp_path / "r0"
-    repair_pg_config(fr_dumps / "size_mismatch_rank0" / "pickle", repaired)
-    out = torch_fr_trace(repaired)
-    assert _torch_verdict(out.stdout + out.stderr, "culprit") == {1, 2, 3}  # the innocent ones
+        fr_dumps: Path, torch_runs: dict[str, tuple[bool, str]]) -> None:
+    ok, output = torch_runs["size_mismatch_rank0"]
+    assert ok
+    assert _torch_verdict(output, "culprit") == {1, 2, 3}  # blames the three innocent ranks
     ours = analyze_dumps(load_dump_dir(fr_dumps / "size_mismatch_rank0" / "pickle"))
     assert ours.findings[0].ranks == [0]
 
