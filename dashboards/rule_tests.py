@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dashboards.rules import DEFAULT_RUNBOOK_URL, HEADER, RULES_FILE
+from dashboards.rules import DEFAULT_RUNBOOK_URL, RULES_FILE, dump_yaml, header
 from stormotel import schema
 
 GiB = 1024**3
@@ -291,6 +291,4 @@ def rule_tests() -> dict[str, Any]:
 
 
 def rule_tests_yaml() -> str:
-    from dashboards.rules import dump_yaml
-
-    return HEADER + dump_yaml(rule_tests())
+    return header("dashboards/rule_tests.py") + dump_yaml(rule_tests())
