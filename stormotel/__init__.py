@@ -1,0 +1,54 @@
+"""stormotel: GPU memory of every rank as OpenTelemetry metrics and spans.
+
+Public API (imported lazily, so ``stormotel --help`` and the analyzer never pay for the OTel SDK)::
+
+    from stormotel import MemoryTracker
+    with MemoryTracker(device="cuda:0", sampler="cuda", archive_dir="telemetry") as tracker:
+        with tracker.capture_oom(context="train"):
+            for step, batch in enumerate(loader):
+                with tracker.step(step):
+                    ...
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__all__ = ["Identity", "IdentityError", "MemoryTracker", "Sample", "Sampler",
+           "SamplerUnavailable", "SimulatedSampler", "make_sampler", "parse_faults",
+           "resolve_identity"]
+
+_EXPORTS = {
+    "MemoryTracker": "stormotel.tracker",
+    "Identity": "stormotel.identity",
+    "IdentityError": "stormotel.identity",
+    "resolve_identity": "stormotel.identity",
+    "Sample": "stormotel.samplers.base",
+    "Sampler": "stormotel.samplers.base",
+    "SamplerUnavailable": "stormotel.samplers.base",
+    "make_sampler": "stormotel.samplers",
+    "SimulatedSampler": "stormotel.samplers.simulated",
+    "parse_faults": "stormotel.samplers.faults",
+}
+
+if TYPE_CHECKING:
+    from stormotel.identity import Identity, IdentityError, resolve_identity
+    from stormotel.samplers import make_sampler
+    from stormotel.samplers.base import Sample, Sampler, SamplerUnavailable
+    from stormotel.samplers.faults import parse_faults
+    from stormotel.samplers.simulated import SimulatedSampler
+    from stormotel.tracker import MemoryTracker
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'stormotel' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

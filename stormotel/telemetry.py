@@ -25,7 +25,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 from opentelemetry.metrics import CallbackOptions, Observation
-from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -291,6 +291,7 @@ class Telemetry:
         self.prometheus_address: tuple[str, int] | None = None
         self._streams: list[ArchiveStream] = []
         self._prom_server: Any = None
+        self._tracer: Any = None
         self._lock = threading.Lock()
         fail = state.count_export_failure
         warned: set[str] = set()  # one warning per destination, metrics and spans together
@@ -299,7 +300,8 @@ class Telemetry:
             window = PeakWindow()
             state.windows.append(window)
             provider = MeterProvider(resource=resource, metric_readers=[reader],
-                                     shutdown_on_exit=False)
+                                     shutdown_on_exit=False,
+                                     exemplar_filter=AlwaysOffExemplarFilter())  # gauges only
             _register_instruments(provider, state, window, attrs)
             self.destinations.append(Destination(name, provider, reader, window, on_sample))
 
@@ -360,8 +362,11 @@ class Telemetry:
         add(schema.DEST_PROMETHEUS, PrometheusMetricReader(registry=registry))
 
     def tracer(self) -> Any:
-        return self.tracer_provider.get_tracer(schema.INSTRUMENTATION_SCOPE,
-                                               schema.SCHEMA_VERSION)
+        """The tracker's tracer (built once: ``get_tracer`` costs ~100 us per call)."""
+        if self._tracer is None:
+            self._tracer = self.tracer_provider.get_tracer(schema.INSTRUMENTATION_SCOPE,
+                                                           schema.SCHEMA_VERSION)
+        return self._tracer
 
     def after_sample(self) -> None:
         """Export destinations that run at the sampling rate (the archive)."""
