@@ -68,7 +68,11 @@ def loads_plain(data: bytes) -> Any:
         raise
     except EOFError as exc:
         raise pickle.UnpicklingError("truncated pickle (ran out of data)") from exc
-    except (pickle.UnpicklingError, ValueError, TypeError, IndexError, KeyError,
+    except pickle.UnpicklingError as exc:
+        if "truncated" in str(exc):
+            raise pickle.UnpicklingError("truncated pickle (ran out of data)") from exc
+        raise pickle.UnpicklingError(f"corrupt pickle: {exc}") from exc
+    except (ValueError, TypeError, IndexError, KeyError,
             AttributeError, OverflowError, MemoryError, UnicodeDecodeError) as exc:
         raise pickle.UnpicklingError(f"corrupt pickle: {exc}") from exc
     _check_plain(obj)

@@ -1,0 +1,116 @@
+"""Untrusted and broken input: a clear one-line error, exit USAGE, and nothing executes."""
+
+from __future__ import annotations
+
+import os
+import pickle
+from pathlib import Path
+
+import pytest
+
+from analyzers.stalls.fr_loader import DumpError, load_dump_dir, load_dump_file
+from analyzers.stalls.safe_unpickle import UnsafePickleError, loads_plain
+from stormotel import exitcodes
+from tests.stalls.helpers import run_cli
+
+
+class _Exploit:
+    """Pickles to a call of os.system — what a hostile 'dump' would contain."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (os.system, (f"touch {self.marker}",))
+
+
+def _dump_bytes() -> bytes:
+    entry = {"record_id": 0, "pg_id": 0, "process_group": ("0", "default_pg"),
+             "collective_seq_id": 1, "p2p_seq_id": 0, "op_id": 1,
+             "profiling_name": "nccl:all_reduce", "time_created_ns": 1, "input_sizes": [[4]],
+             "input_dtypes": ["Float"], "output_sizes": [[4]], "output_dtypes": ["Float"],
+             "state": "completed", "time_discovered_started_ns": None,
+             "time_discovered_completed_ns": 2, "retired": True, "timeout_ms": 600000,
+             "is_p2p": False}
+    return pickle.dumps({"version": "2.10", "pg_config": {}, "pg_status": {},
+                         "entries": [entry] * 50})
+
+
+def test_forbidden_global_is_refused_and_never_called(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    payload = pickle.dumps({"version": "2.10", "entries": [_Exploit(marker)]})
+    with pytest.raises(UnsafePickleError, match=r"refused global (posix|os|nt)\.system"):
+        loads_plain(payload)
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "nccl_trace_rank_0").write_bytes(payload)
+    with pytest.raises(DumpError, match="nccl_trace_rank_0: refused global"):
+        load_dump_dir(tmp_path / "d")
+    proc = run_cli("--flight-recorder", str(tmp_path / "d"))
+    assert proc.returncode == exitcodes.USAGE
+    assert "refused global" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not marker.exists()  # nothing executed, through the API or the CLI
+
+
+def test_other_globals_are_refused_too() -> None:
+    for obj in (set, Path("x"), range(3), print):  # each pickles as a global reference
+        data = pickle.dumps({"entries": obj, "version": "2.10"})
+        with pytest.raises(UnsafePickleError):
+            loads_plain(data)
+
+
+def test_plain_containers_load() -> None:
+    data = _dump_bytes()
+    assert loads_plain(data)["entries"][0]["process_group"] == ("0", "default_pg")
+    assert loads_plain(pickle.dumps({"s": frozenset({1, 2}), "t": (1.5, None, b"x")})) == {
+        "s": frozenset({1, 2}), "t": (1.5, None, b"x")}
+
+
+@pytest.mark.parametrize(("content", "reason"), [
+    (b"", "empty file"),
+    (b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 4, "neither a pickle nor JSON"),
+    (_dump_bytes()[: len(_dump_bytes()) // 2], "truncated pickle"),
+    (b"\x80\x04\x95garbage-that-is-not-a-pickle", "pickle"),
+    (b'{"version": "2.10"', "not valid JSON"),
+    (b'{"version": "3.0", "entries": []}', "format version '3.0' is not supported"),
+    (b'{"hello": 1}', "no 'version' and 'entries'"),
+])
+def test_broken_dump_files_give_one_line_errors(tmp_path: Path, content: bytes,
+                                                reason: str) -> None:
+    path = tmp_path / "nccl_trace_rank_0"
+    path.write_bytes(content)
+    with pytest.raises(DumpError, match=reason):
+        load_dump_file(path)
+    proc = run_cli("--flight-recorder", str(tmp_path))
+    assert proc.returncode == exitcodes.USAGE
+    assert str(path) in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_folder_without_dumps_and_missing_folder(tmp_path: Path) -> None:
+    (tmp_path / "README").write_text("no dumps here")
+    with pytest.raises(DumpError, match="no Flight Recorder dumps"):
+        load_dump_dir(tmp_path)
+    proc = run_cli("--flight-recorder", str(tmp_path / "nope"))
+    assert proc.returncode == exitcodes.USAGE and "no such file or folder" in proc.stderr
+
+
+@pytest.mark.parametrize(("content", "reason"), [
+    (b"", "empty file"),
+    (bytes(range(256)) * 8, "binary file"),
+])
+def test_bad_log_files(tmp_path: Path, content: bytes, reason: str) -> None:
+    path = tmp_path / "rank0.log"
+    path.write_bytes(content)
+    proc = run_cli("--logs", str(path))
+    assert proc.returncode == exitcodes.USAGE
+    assert reason in proc.stderr and str(path) in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_unmatched_log_glob_and_bad_world_size(tmp_path: Path) -> None:
+    proc = run_cli("--logs", str(tmp_path / "*.log"))
+    assert proc.returncode == exitcodes.USAGE and "no file matches" in proc.stderr
+    log = tmp_path / "r.log"
+    log.write_text("hello\n")
+    proc = run_cli("--logs", str(log), "--world-size", "0")
+    assert proc.returncode == exitcodes.USAGE and "--world-size" in proc.stderr
