@@ -1,0 +1,115 @@
+"""Worker-log triage on fixtures covering the watchdog formats and quirks of several versions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from analyzers.stalls import logs_parser as lp
+from analyzers.stalls.log_analysis import analyze_logs
+from tests.stalls.helpers import run_cli, run_json
+
+DATA = Path(__file__).parent / "data" / "logs"
+
+
+def triage(*specs: Path | str):  # type: ignore[no-untyped-def]
+    return analyze_logs(lp.parse_logs([str(s) for s in specs]))
+
+
+@pytest.mark.parametrize(("fixture", "kind", "ranks", "category", "group", "seq"), [
+    # 2.5+ tags, one file per rank, four launcher prefixes; rank 2 observed and was idle
+    ("straggler_v25", "straggler", [2], "data_loading", "0(default_pg)", 8),
+    # 2.2: no timestamps, plain [Rank r] tags, four ranks interleaved in one file
+    ("interleaved_v22.log", "size_mismatch", [3], "mismatched_collective", "default", 5),
+    # 2.3: [PG id Rank r] tags, a file without [rankN]: prefixes, heartbeat monitor
+    ("op_mismatch_v23", "op_type_mismatch", [1], "mismatched_collective", "id:0", 42),
+    # a sub-group: the tag carries the GROUP rank (1) of global rank 3; PG ids differ per rank
+    ("subgroup.log", "straggler", [3], "straggler_outside_nccl", "5(tp)", 17),
+    ("count_split.log", "count_split", [3], "collective_count_split", "0(default_pg)", 11),
+    # everybody waiting in the same collective: nobody is blamed
+    ("fabric.log", "undecided", [], "fabric", "0(default_pg)", 100),
+    # hard-wrapped lines, progress bars fused with log lines, a silent rank that hit an OOM
+    ("wrapped_progress", "straggler", [3], "oom", "0(default_pg)", 31),
+])
+def test_fixture_verdicts(fixture: str, kind: str, ranks: list[int], category: str,
+                          group: str, seq: int) -> None:
+    result = triage(DATA / fixture)
+    [f] = result.findings
+    assert (f.kind, f.ranks, f.evidence["category"]) == (kind, ranks, category)
+    assert (f.process_group, f.seq_id, f.source) == (group, seq, "logs")
+    assert f.remediation
+
+
+def test_straggler_state_table_and_roles() -> None:
+    result = triage(DATA / "straggler_v25")
+    [f] = result.findings
+    assert f.evidence["initiators"] == [0, 1, 3] and f.evidence["observers"] == [2]
+    table = {s["rank"]: s for s in f.evidence["state_table"]}
+    assert (table[2]["enqueued"], table[2]["completed"]) == (7, 7)
+    assert (table[0]["enqueued"], table[0]["completed"]) == (8, 7)
+    assert table[0]["op"] == "ALLREDUCE" and table[0]["numel_in"] == 25557032
+    assert table[2]["hints"]["data_loading"] == 2
+    assert f.op == "all_reduce" and f.confidence == "high"
+    # the timeline is time-ordered and starts with the data-loading trouble on rank 2
+    stamps = [r["ts_ns"] for r in f.evidence["timeline"] if r["ts_ns"] is not None]
+    assert stamps == sorted(stamps)
+    assert f.evidence["timeline"][0]["event"] == "data_loading"
+
+
+def test_wrapped_and_fused_lines_are_reassembled() -> None:
+    parsed = lp.parse_logs([str(DATA / "wrapped_progress")])
+    timeouts = [e for e in parsed.events if e.kind == lp.TIMEOUT]
+    assert sorted(e.rank for e in timeouts) == [0, 1, 2]
+    assert {(e.seq, e.op, e.numel_in, e.numel_out, e.timeout_ms) for e in timeouts} == {
+        (31, "ALLREDUCE", 2097152, 2097152, 900000)}
+    counters = [e for e in parsed.events if e.kind == lp.COUNTERS]
+    assert {(e.rank, e.enqueued, e.completed) for e in counters} == {
+        (0, 31, 30), (1, 31, 30), (2, 31, 30)}
+    assert parsed.joined_wrapped > 0 and parsed.split_fused > 0
+
+
+def test_three_counter_wordings() -> None:
+    lines = [
+        "[rank0]:[E ProcessGroupNCCL.cpp:1537] [Rank 0] Timeout at NCCL work: 5, last enqueued "
+        "NCCL work: 5, last completed NCCL work: 4.",
+        "[rank1]:[E1121 05:28:12.416250018 ProcessGroupNCCL.cpp:2268] [PG ID 0 PG GUID "
+        "0(default_pg) Rank 1]  failure detected by watchdog at work sequence id: 6 PG status: "
+        "last enqueued work: 6, last completed work: 5",
+        '{"pg_status": {"last_enqueued_collective": 7, "last_started_collective": 7, '
+        '"last_completed_collective": 6}} [rank2]:[E1121 05:28:12.1 x.cpp:1] [Rank 2] status',
+    ]
+    events = [e for i, line in enumerate(lines)
+              for e in lp._events(line, "f", i, i, 2026) if e.kind == lp.COUNTERS]
+    assert [(e.enqueued, e.completed) for e in events] == [(5, 4), (6, 5), (7, 6)]
+    assert [e.seq for e in events][:2] == [5, 6]
+
+
+def test_tags_and_prefixes() -> None:
+    ev = lp._events("(Worker[rank=5] pid=77) [PG ID 3 PG GUID 9(dp_replicate) Rank 1] First PG "
+                    "on this rank to signal dumping.", "f", 1, 5, 2026)
+    assert (ev[0].kind, ev[0].group, ev[0].group_rank) == (lp.FIRST_SIGNAL, "9(dp_replicate)", 1)
+    assert lp._global_rank("(Worker[rank=5] pid=77) hello", None) == 5
+    assert lp._global_rank("[default3]:[rank3]:[E ProcessGroupNCCL.cpp:1] x", None) == 3
+    assert lp._global_rank("[default6]: plain line", None) == 6
+    assert lp._global_rank("node-b [stderr]: nothing", 4) == 4
+    ts = lp._timestamp("[rank0]:[E1121 05:28:12.415871201 ProcessGroupNCCL.cpp:632]", 2026)
+    assert ts is not None and ts % 1_000_000_000 == 415871201
+
+
+def test_logs_cli_with_glob_and_text_summary() -> None:
+    code, report = run_json("--logs", str(DATA / "straggler_v25" / "rank*.log"))
+    assert code == 1
+    [f] = report["stall_findings"]
+    assert (f["kind"], f["ranks"], f["source"]) == ("straggler", [2], "logs")
+    assert report["extra"]["stalls"]["logs"]["category"] == "data_loading"
+    assert report["participating_ranks"] == [0, 1, 2, 3]
+    text = run_cli("--logs", str(DATA / "fabric.log"), "--quiet").stdout
+    assert "undecided: no single rank" in text and "category: fabric" in text
+
+
+def test_quiet_logs_are_healthy(tmp_path: Path) -> None:
+    log = tmp_path / "rank0.log"
+    log.write_text("2026-11-21 04:58:10,001 INFO train.py:88 step 1200 loss 2.31\n")
+    code, report = run_json("--logs", str(log))
+    assert code == 0 and report["stall_findings"] == []
