@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import httpx
 import numpy as np
 
+from analyzers.algorithms.estimate_ratio import META_KEY as ESTIMATE_META_KEY
 from analyzers.http import Deadline, EndpointError, HttpSettings, make_client, request
 from analyzers.timeline import RankIdentity, Timeline, TimelineBuilder
 from stormotel import schema
@@ -222,6 +223,8 @@ class _Discovery:
     peak_fields: set[str]
     identities: dict[int, RankIdentity]
     native_interval_s: float | None
+    #: Spellings of the pre-run estimate series present at this endpoint.
+    estimate_names: list[str] = field(default_factory=list)
 
 
 def _field_names() -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
@@ -254,20 +257,24 @@ def identity_from_labels(labels: dict[str, str]) -> RankIdentity | None:
 def _discover(api: PrometheusAPI, window: QueryWindow, builder: TimelineBuilder,
               want_native: bool) -> _Discovery:
     fields = _field_names()
-    all_names = sorted({n for plain, peak in fields.values() for n in (*plain, *peak)})
+    all_names = sorted({n for plain, peak in fields.values() for n in (*plain, *peak)}
+                       | set(schema.ESTIMATE.prom_aliases))
     sel = label_selector({schema.ATTR_JOB_ID: window.job_id},
                          {"__name__": _name_regex(all_names)}, window.extra_matchers)
     series = api.series(sel, window.start_ns, window.end_ns)
     present: set[str] = set()
     identities: dict[int, RankIdentity] = {}
     bad_rank = 0
+    estimate_spellings = set(schema.ESTIMATE.prom_aliases)
     for labels in series:
         ident = identity_from_labels(labels)
         if ident is None:
             bad_rank += 1
             continue
-        present.add(labels.get("__name__", ""))
-        identities.setdefault(ident.rank, ident)
+        name = labels.get("__name__", "")
+        present.add(name)
+        if name not in estimate_spellings:  # a rank is one that reports memory
+            identities.setdefault(ident.rank, ident)
     if bad_rank:
         builder.skipped["series_without_valid_rank_label"] += bad_rank
         builder.notes.append(f"{api.url}: {bad_rank} series had no valid integer "
@@ -286,7 +293,31 @@ def _discover(api: PrometheusAPI, window: QueryWindow, builder: TimelineBuilder,
     native = None
     if want_native and names and identities:
         native = _native_interval(api, window, names, min(identities))
-    return _Discovery(api, names, peak_fields, identities, native)
+    estimates = [n for n in schema.ESTIMATE.prom_aliases if n in present]
+    return _Discovery(api, names, peak_fields, identities, native, estimates)
+
+
+def _read_estimates(d: _Discovery, window: QueryWindow, builder: TimelineBuilder) -> None:
+    """The tracker's pre-run estimate per rank (constant per run): one instant query."""
+    out: dict[int, float] = builder.meta.setdefault(ESTIMATE_META_KEY, {})  # type: ignore[assignment]
+    secs = max(1, math.ceil(window.seconds))
+    for name in d.estimate_names:
+        sel = label_selector({"__name__": name, schema.ATTR_JOB_ID: window.job_id},
+                             extra=window.extra_matchers)
+        try:
+            result = d.api.query(f"last_over_time({sel}[{secs}s])", window.end_ns)
+        except EndpointError as e:
+            builder.notes.append(f"{d.api.url}: could not read the estimate series: {e}")
+            return
+        for r in result:
+            labels, value = r.get("metric"), r.get("value")
+            ident = identity_from_labels(labels) if isinstance(labels, dict) else None
+            try:
+                v = float(value[1])  # type: ignore[index]
+            except (TypeError, ValueError, IndexError):
+                continue
+            if ident is not None and math.isfinite(v) and v > 0:
+                out[ident.rank] = v
 
 
 def _native_interval(api: PrometheusAPI, window: QueryWindow,
@@ -357,6 +388,10 @@ def load_prometheus(urls: Sequence[str], window: QueryWindow, *,
             progress(f"prometheus: {len(tasks)} range queries at step {step:g}s over "
                      f"{len(discoveries)} endpoint(s)")
         _run_queries(tasks, builder, outcome, step, max_points, concurrency)
+        for d in discoveries:
+            _read_estimates(d, window, builder)
+        if not builder.meta.get(ESTIMATE_META_KEY):
+            builder.meta.pop(ESTIMATE_META_KEY, None)
         for d in discoveries:
             for ident in d.identities.values():
                 builder.set_identity(ident)

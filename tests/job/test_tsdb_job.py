@@ -15,9 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 
 from analyzers.http import HttpSettings
+from analyzers.sinks import remote_write
 from analyzers.sources.prometheus import PrometheusAPI, QueryWindow, load_prometheus
 from stormotel import exitcodes, schema
 from tests import servers
@@ -120,3 +122,20 @@ def test_query_over_points_limit_is_chunked(prometheus_server) -> None:
         result = api.query_range(sel, p.start_ms / 1000, p.end_ms / 1000, 0.1,
                                  max_points=20_000)
         assert sum(len(x["values"]) for x in result) == 12_000
+
+
+def test_pre_run_estimate_series_reach_the_timeline(prometheus_server) -> None:
+    p, data = planted.make(job_id="with-estimate", minutes=2)
+    some = {k: v for k, v in data.items() if k[1] == "reserved"}
+    planted.write(prometheus_server.url + "/api/v1/write", p.job_id, some)
+    for rank in range(4):
+        t, _ = data[(rank, "reserved")]
+        est = np.full(t.shape, 24.0 * 2**30)
+        body = remote_write.encode_arrays(schema.ESTIMATE.prom, planted.labels_for(p.job_id, rank),
+                                          t, est)
+        assert httpx.post(prometheus_server.url + "/api/v1/write", content=body,
+                          headers=remote_write.HEADERS).status_code == 204
+    timeline, _ = load_prometheus([prometheus_server.url],
+                                  QueryWindow(p.job_id, p.start_ns, p.end_ns))
+    assert timeline.meta["estimate_bytes"] == {r: 24.0 * 2**30 for r in range(4)}
+    assert timeline.rank_ids == [0, 1, 2, 3]

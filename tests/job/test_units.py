@@ -81,7 +81,7 @@ def test_thin_max_keeps_the_peak() -> None:
     t = np.arange(100_000, dtype=np.int64)
     v = np.zeros(100_000)
     v[77_777] = 5.0
-    tt, vv = perfetto.thin_max(t, v, limit=1000)
+    _, vv = perfetto.thin_max(t, v, limit=1000)
     assert len(vv) <= 1000 and vv.max() == 5.0
 
 
@@ -103,6 +103,6 @@ def test_secrets_stay_secret(tmp_path, monkeypatch) -> None:
     with pytest.raises(http.ConfigError, match="empty"):
         (tmp_path / "empty").write_text("")
         http.read_secret(tmp_path / "empty", None, "bearer token")
-    with pytest.raises(http.ConfigError, match="CA file .* does not exist"):
+    with pytest.raises(http.ConfigError, match=r"CA file .* does not exist"):
         http.make_client(http.HttpSettings(ca_file=tmp_path / "nope.pem"))
     assert http.redact_url("https://u:pw@host/x") == "https://host/x"
