@@ -1,10 +1,16 @@
-"""``stormotel estimate`` as users run it: a subprocess, its stdout, stderr, files and exit code."""
+"""``stormotel estimate`` as users run it: a subprocess, its stdout, stderr, files and exit code.
+
+Every invocation is started at once by one module fixture and the tests then read their own
+result: each child spends most of its time importing torch, so running them side by side keeps
+this file's wall time near that of the slowest child instead of the sum.
+"""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,14 +21,59 @@ from stormotel.tracker import load_estimate
 
 ROOT = Path(__file__).resolve().parents[2]
 
+ERROR_CASES = {  # name → (arguments, fragment the one-line error must contain)
+    "no_module": (["tests.estimate.nope:build"], "no module named 'tests.estimate.nope'"),
+    "wrong_shape": (["tests.estimate.factories:wrong_shape"],
+                    "must return (model, optimizer, batch)"),
+    "raises": (["tests.estimate.factories:raises"],
+               "raised ValueError: dataset path /data/missing does not exist (at factories.py:"),
+    "untraceable": (["tests.estimate.factories:data_dependent"], "try --mode real"),
+    "bad_size": (["examples.estimate_models:mlp_sgd", "--device-memory", "80G"], "GiB (binary)"),
+}
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "stormotel", "estimate", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+
+@pytest.fixture(scope="module")
+def out_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("estimate-cli")
 
 
-def test_table_fits() -> None:
-    proc = run("examples.estimate_models:mlp_adam", "--device-memory", "80GiB")
+@pytest.fixture(scope="module")
+def runs(out_dir: Path) -> Iterator[dict[str, subprocess.CompletedProcess[str]]]:
+    cases: dict[str, list[str]] = {
+        "table": ["examples.estimate_models:mlp_adam", "--device-memory", "80GiB"],
+        "json_file": ["examples.estimate_models:transformer_adamw", "--format", "json",
+                      "--output", str(out_dir / "estimate.json"), "--device-memory", "1MiB",
+                      "--depth", "1", "--iterations", "3", "-q"],
+        "real": ["examples.estimate_models:mlp_sgd", "--mode", "real", "--format", "json", "-q"],
+        "fsdp_fake": ["examples.estimate_models:fsdp_mlp_adam", "--format", "json",
+                      "--round-to", "1", "-q"],
+        "fsdp_real": ["examples.estimate_models:fsdp_mlp_adam", "--mode", "real", "--format",
+                      "json", "--round-to", "1", "-q"],
+        "unwritable": ["examples.estimate_models:mlp_sgd", "-q", "--output",
+                       str(out_dir / "missing-dir" / "e.json")],
+        "help": ["--help"],
+        **{name: [*args, "-q"] for name, (args, _) in ERROR_CASES.items()},
+    }
+    procs = {name: subprocess.Popen([sys.executable, "-m", "stormotel", "estimate", *args],
+                                    cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True)
+             for name, args in cases.items()}
+    results: dict[str, subprocess.CompletedProcess[str]] = {}
+    try:
+        for name, proc in procs.items():
+            stdout, stderr = proc.communicate(timeout=240)
+            results[name] = subprocess.CompletedProcess(proc.args, proc.returncode, stdout,
+                                                        stderr)
+        yield results
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def test_table_fits(runs: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    proc = runs["table"]
     assert proc.returncode == exitcodes.OK, proc.stderr
     out = proc.stdout
     for name in CATEGORIES:
@@ -32,13 +83,13 @@ def test_table_fits() -> None:
     assert "iteration 2/2" in proc.stderr  # progress goes to stderr
 
 
-def test_json_to_file_does_not_fit(tmp_path: Path) -> None:
-    out = tmp_path / "estimate.json"
-    proc = run("examples.estimate_models:transformer_adamw", "--format", "json", "--output",
-               str(out), "--device-memory", "1MiB", "--depth", "1", "--iterations", "3", "-q")
+def test_json_to_file_does_not_fit(runs: dict[str, subprocess.CompletedProcess[str]],
+                                   out_dir: Path) -> None:
+    proc = runs["json_file"]
     assert proc.returncode == exitcodes.FINDINGS, proc.stderr
     assert proc.stdout == "" and proc.stderr == ""
-    data = json.loads(out.read_text())
+    path = out_dir / "estimate.json"
+    data = json.loads(path.read_text())
     assert data["schema"] == "stormotel.estimate/v1"
     assert set(CATEGORIES) <= set(data["categories"])
     assert sum(data["categories"][c] for c in CATEGORIES) == data["peak_bytes"]
@@ -49,11 +100,12 @@ def test_json_to_file_does_not_fit(tmp_path: Path) -> None:
     assert len(data["per_iteration"]) == 3 and data["round_to"] == 512
     assert data["accuracy"] is None and data["mode"] == "fake"
     # The tracker reads this file back as the rank's estimate (MemoryTracker(estimate_bytes=)).
-    assert load_estimate(out) == data["peak_bytes"]
+    assert load_estimate(path) == data["peak_bytes"]
 
 
-def test_real_mode_reports_tracker_accuracy_as_json() -> None:
-    proc = run("examples.estimate_models:mlp_sgd", "--mode", "real", "--format", "json", "-q")
+def test_real_mode_reports_tracker_accuracy_as_json(
+        runs: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    proc = runs["real"]
     assert proc.returncode == exitcodes.OK, proc.stderr
     assert proc.stderr == ""  # the profiler's own start/stop chatter is kept off stderr
     acc = json.loads(proc.stdout)["accuracy"]
@@ -61,16 +113,16 @@ def test_real_mode_reports_tracker_accuracy_as_json() -> None:
     assert acc["ratio"] == pytest.approx(1.0, abs=0.05)
 
 
-def test_fsdp_model_uses_fsdp_tracker_shards_parameters_and_fake_matches_real() -> None:
+def test_fsdp_model_uses_fsdp_tracker_shards_parameters_and_fake_matches_real(
+        runs: dict[str, subprocess.CompletedProcess[str]]) -> None:
     results = {}
     for mode in ("fake", "real"):
-        proc = run("examples.estimate_models:fsdp_mlp_adam", "--mode", mode, "--format", "json",
-                   "--round-to", "1", "-q")
+        proc = runs[f"fsdp_{mode}"]
         assert proc.returncode == exitcodes.OK, proc.stderr
         results[mode] = json.loads(proc.stdout)
     data = results["real"]
     assert data["tracker"] == results["fake"]["tracker"] == "FSDPMemTracker"
-    # Without the warm-up step, the first fake step counted DTensor propagation (+93 %).
+    # Without the warm-up step, the first fake step counted DTensor propagation (+25 % peak).
     assert results["fake"]["peak_bytes"] == pytest.approx(data["peak_bytes"], rel=0.01)
     assert data["accuracy"]["ratio"] == pytest.approx(1.0, abs=0.05)
     from examples.estimate_models import mlp_adam
@@ -81,30 +133,24 @@ def test_fsdp_model_uses_fsdp_tracker_shards_parameters_and_fake_matches_real() 
     assert data["optimizer"]["state_bytes"] == 2 * data["tracker_categories"]["Sharded Param"]
 
 
-@pytest.mark.parametrize(("args", "fragment"), [
-    (["tests.estimate.nope:build"], "no module named 'tests.estimate.nope'"),
-    (["tests.estimate.factories:wrong_shape"], "must return (model, optimizer, batch)"),
-    (["tests.estimate.factories:raises"],
-     "raised ValueError: dataset path /data/missing does not exist (at factories.py:"),
-    (["tests.estimate.factories:data_dependent"], "try --mode real"),
-    (["examples.estimate_models:mlp_sgd", "--device-memory", "80G"], "GiB (binary)"),
-])
-def test_user_errors_exit_usage_without_traceback(args: list[str], fragment: str) -> None:
-    proc = run(*args, "-q")
+@pytest.mark.parametrize("name", list(ERROR_CASES))
+def test_user_errors_exit_usage_without_traceback(
+        runs: dict[str, subprocess.CompletedProcess[str]], name: str) -> None:
+    proc = runs[name]
     assert proc.returncode == exitcodes.USAGE
-    assert fragment in proc.stderr
+    assert ERROR_CASES[name][1] in proc.stderr
     assert "Traceback" not in proc.stderr and proc.stdout == ""
 
 
-def test_unwritable_output_is_a_sink_failure(tmp_path: Path) -> None:
-    proc = run("examples.estimate_models:mlp_sgd", "-q", "--output",
-               str(tmp_path / "missing-dir" / "e.json"))
+def test_unwritable_output_is_a_sink_failure(
+        runs: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    proc = runs["unwritable"]
     assert proc.returncode == exitcodes.SINK_FAILURE
     assert "cannot write" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_help_explains_every_flag() -> None:
-    proc = run("--help")
+def test_help_explains_every_flag(runs: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    proc = runs["help"]
     assert proc.returncode == 0
     for flag in ("--iterations", "--mode", "--device-memory", "--depth", "--format", "--output",
                  "--round-to", "--quiet"):
