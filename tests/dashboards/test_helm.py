@@ -214,3 +214,14 @@ def test_cronjob_args_are_accepted_by_stormotel_analyze(rendered: dict[str, str]
         assert parsed.prometheus == ["http://prometheus-operated.monitoring.svc:9090"]
         assert parsed.pushgateway == "http://pushgateway:9091"
         assert parsed.grafana_dashboard is True and parsed.dry_run is True
+
+
+def test_values_schema_rejects_mistakes_with_the_key_named() -> None:
+    with helm.Chart.load(str(CHART)) as chart:
+        chart.validate_schema(ALL_ON)
+        with pytest.raises(helm.HelmValuesError, match="/analyzer/jobIds"):
+            chart.validate_schema({"analyzer": {"jobIds": "run-7"}})
+        with pytest.raises(helm.HelmValuesError, match="jobId"):  # a typo of jobIds
+            chart.render({"analyzer": {"jobId": ["run-7"]}}, name="so")
+        with pytest.raises(helm.HelmValuesError, match="/podMonitor/interval"):
+            chart.validate_schema({"podMonitor": {"interval": "often"}})
