@@ -28,6 +28,7 @@ import gc
 import os
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -89,11 +90,30 @@ def estimate(spec: str, *, iterations: int = 2, mode: Mode = "fake",
     """
     if iterations < 1:
         raise ValueError("iterations must be >= 1")
-    say = progress or (lambda _msg: None)
     factory = load_factory(spec)
     # Garbage from earlier work (a previous estimate's graph) freed by the cyclic collector in
     # the middle of the iterations would move the measured peak; start from a clean heap.
     gc.collect()
+    outcome = _run_tracked(factory, spec, iterations, mode, round_to,
+                           progress or (lambda _msg: None))
+    return _build_estimate(outcome, spec, iterations, mode, round_to, depth)
+
+
+@dataclass
+class _Outcome:
+    """What a tracked run leaves behind for the report."""
+
+    tracker: MemTracker
+    runner: _Runner
+    device: torch.device
+    optimizer: OptimizerState
+    accuracy: Accuracy | None
+    warmed_up: bool
+
+
+def _run_tracked(factory: Callable[[], Any], spec: str, iterations: int, mode: Mode,
+                 round_to: int, say: Progress) -> _Outcome:
+    """Build the workload (under fake tensors in fake mode) and run it under the tracker."""
     with contextlib.ExitStack() as stack:
         stack.enter_context(_block_rounding(round_to))
         measurer = _AllocatorPeak(round_to) if mode == "real" else None
@@ -111,31 +131,37 @@ def estimate(spec: str, *, iterations: int = 2, mode: Mode = "fake",
             raise
         device = _model_device(workload)
         tracker = _make_tracker(workload)
-        run = _Runner(tracker, workload, device, say)
+        runner = _Runner(tracker, workload, device, say)
         warmed_up = mode == "fake" and isinstance(tracker, FSDPMemTracker)
-        if warmed_up:
-            try:
-                run.warm_up()
-            except Exception as exc:
-                raise EstimationError(_step_failure(exc, run.phase, mode)) from exc
-        with tracker:
-            iter_ctx = (measurer.iterations(device) if measurer is not None
-                        else contextlib.nullcontext())
-            with iter_ctx:
-                try:
-                    run.iterations(iterations)
-                except Exception as exc:
-                    raise EstimationError(_step_failure(exc, run.phase, mode)) from exc
+        try:
+            if warmed_up:
+                runner.warm_up()
+            with tracker, (measurer.iterations(device) if measurer is not None
+                           else contextlib.nullcontext()):
+                runner.iterations(iterations)
+        except Exception as exc:
+            raise EstimationError(_step_failure(exc, runner.phase, mode)) from exc
         optimizer = _optimizer_state(workload.optimizer, device, round_to)
-    peak = tracker.get_tracker_snapshot("peak")
-    dev_peak = _device_snapshot(peak, device)
+    accuracy = None
+    if measurer is not None:
+        measured, how = measurer.result(device)
+        accuracy = Accuracy(tracker_peak_bytes=runner.peak_bytes, measured_peak_bytes=measured,
+                            measured_with=how)
+    return _Outcome(tracker, runner, device, optimizer, accuracy, warmed_up)
+
+
+def _build_estimate(out: _Outcome, spec: str, iterations: int, mode: Mode, round_to: int,
+                    depth: int) -> Estimate:
+    peak = out.tracker.get_tracker_snapshot("peak")
+    dev_peak = _device_snapshot(peak, out.device)
     categories, raw = _categories(dev_peak)
+    optimizer = out.optimizer
+    # foreach scratch that MemTracker filed as optimizer state: move it to temporaries.
     step_temporaries = max(0, categories["optimizer_state"]
                            - optimizer.state_bytes - optimizer.step_tensor_bytes)
     categories["optimizer_state"] -= step_temporaries
     categories["temporaries"] += step_temporaries
     optimizer.step_temporaries_bytes = step_temporaries
-    peak_bytes = int(dev_peak.get(_TOTAL, 0))
     notes = [f"module breakdown is iteration {iterations - 1}'s (stats reset between "
              "iterations); the peak spans all iterations"]
     if round_to > 1:
@@ -145,22 +171,17 @@ def estimate(spec: str, *, iterations: int = 2, mode: Mode = "fake",
         notes.append("optimizer_state includes the per-parameter 'step' counters "
                      f"({optimizer.step_tensor_bytes} B); on CUDA they stay on the host unless "
                      "capturable=True or fused=True")
-    if warmed_up:
+    if out.warmed_up:
         notes.append("one untracked warm-up iteration ran first (FSDP in fake mode: DTensor's "
                      "first sharding propagation would otherwise be counted as optimizer memory)")
-    accuracy = None
-    if measurer is not None:
-        measured, how = measurer.result(device)
-        accuracy = Accuracy(tracker_peak_bytes=peak_bytes, measured_peak_bytes=measured,
-                            measured_with=how)
     return Estimate(
         factory=spec, mode=mode, iterations=iterations, round_to=max(round_to, 1),
-        tracker=type(tracker).__name__, device=str(device), categories=categories,
-        peak_bytes=peak_bytes, peak_during=run.peak_during, optimizer=optimizer,
-        modules=_module_rows(tracker, device, depth), per_iteration=run.records,
-        tracker_categories=raw,
+        tracker=type(out.tracker).__name__, device=str(out.device), categories=categories,
+        peak_bytes=int(dev_peak.get(_TOTAL, 0)), peak_during=out.runner.peak_during,
+        optimizer=optimizer, modules=_module_rows(out.tracker, out.device, depth),
+        per_iteration=out.runner.records, tracker_categories=raw,
         per_device_peak_bytes={str(d): int(s.get(_TOTAL, 0)) for d, s in peak.items()},
-        accuracy=accuracy, notes=notes)
+        accuracy=out.accuracy, notes=notes)
 
 
 class _Runner:
@@ -175,7 +196,8 @@ class _Runner:
         self.phase = "setup"
         self.peak_during = "setup"
         self.records: list[dict[str, Any]] = []
-        self._peak = 0
+        #: The tracker's global peak on ``device`` at the last checkpoint.
+        self.peak_bytes = 0
 
     def warm_up(self) -> None:
         """One step outside the tracker, for caches that would otherwise be counted.
@@ -210,7 +232,7 @@ class _Runner:
             self.phase = f"iteration {i} optimizer step"
             optimizer.step()
             record["after_step"] = self._checkpoint()
-            record["peak_bytes_so_far"] = self._peak
+            record["peak_bytes_so_far"] = self.peak_bytes
             del loss
             self.records.append(record)
 
@@ -218,8 +240,8 @@ class _Runner:
         """Current categories; remember the phase in which the global peak last rose."""
         peak = int(_device_snapshot(self.tracker.get_tracker_snapshot("peak"),
                                     self.device).get(_TOTAL, 0))
-        if peak > self._peak:
-            self._peak, self.peak_during = peak, self.phase
+        if peak > self.peak_bytes:
+            self.peak_bytes, self.peak_during = peak, self.phase
         current = _device_snapshot(self.tracker.get_tracker_snapshot("current"), self.device)
         categories, _ = _categories(current)
         return {**categories, "total": int(current.get(_TOTAL, 0))}
