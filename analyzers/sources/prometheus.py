@@ -387,14 +387,18 @@ def load_prometheus(urls: Sequence[str], window: QueryWindow, *,
         if progress:
             progress(f"prometheus: {len(tasks)} range queries at step {step:g}s over "
                      f"{len(discoveries)} endpoint(s)")
-        _run_queries(tasks, builder, outcome, step, max_points, concurrency)
+        with_data = _run_queries(tasks, builder, outcome, step, max_points, concurrency)
         for d in discoveries:
             _read_estimates(d, window, builder)
         if not builder.meta.get(ESTIMATE_META_KEY):
             builder.meta.pop(ESTIMATE_META_KEY, None)
         for d in discoveries:
+            got = with_data.get(d.api.url, set())
             for ident in d.identities.values():
-                builder.set_identity(ident)
+                if ident.rank in got:
+                    builder.set_identity(ident)
+            if d.identities and not got and d.api.url in outcome.ranks_failed:
+                outcome.endpoints_failed[d.api.url] = "every range query failed"
         for d in discoveries:
             if d.api.url not in outcome.endpoints_failed:
                 outcome.endpoints_ok.append(d.api.url)
@@ -475,10 +479,17 @@ def _plan_queries(discoveries: list[_Discovery], window: QueryWindow, step: floa
     return tasks
 
 
+#: Failed-query notes per endpoint before they are summarised as a count.
+MAX_FAILURE_NOTES = 5
+
+
 def _run_queries(tasks: list[_Task], builder: TimelineBuilder, outcome: LoadOutcome,
-                 step: float, max_points: int, concurrency: int) -> None:
+                 step: float, max_points: int, concurrency: int) -> dict[str, set[int]]:
+    """Run every range query; returns endpoint → ranks that received samples."""
+    with_data: dict[str, set[int]] = {}
+    failures: dict[str, int] = {}
     if not tasks:
-        return
+        return with_data
 
     def one(task: _Task) -> list[dict[str, object]] | EndpointError:
         try:
@@ -493,14 +504,22 @@ def _run_queries(tasks: list[_Task], builder: TimelineBuilder, outcome: LoadOutc
             if isinstance(res, EndpointError):
                 outcome.ranks_failed.setdefault(task.api.url, set()).update(task.ranks)
                 builder.skipped["query_failed"] += 1
-                builder.notes.append(f"{task.api.url}: {task.fname} for ranks "
-                                     f"{_ranges(task.ranks)} failed: {res}")
+                failures[task.api.url] = failures.get(task.api.url, 0) + 1
+                if failures[task.api.url] <= MAX_FAILURE_NOTES:
+                    builder.notes.append(f"{task.api.url}: {task.fname} for ranks "
+                                         f"{_ranges(task.ranks)} failed: {res}")
                 continue
-            _add_results(res, task, builder)
+            with_data.setdefault(task.api.url, set()).update(_add_results(res, task, builder))
+    for url, n in failures.items():
+        if n > MAX_FAILURE_NOTES:
+            builder.notes.append(f"{url}: {n - MAX_FAILURE_NOTES} more range queries failed "
+                                 f"(ranks {_ranges(sorted(outcome.ranks_failed[url]))})")
+    return with_data
 
 
 def _add_results(results: list[dict[str, object]], task: _Task,
-                 builder: TimelineBuilder) -> None:
+                 builder: TimelineBuilder) -> set[int]:
+    got: set[int] = set()
     for r in results:
         labels = r.get("metric")
         values = r.get("values")
@@ -521,7 +540,10 @@ def _add_results(results: list[dict[str, object]], task: _Task,
         if bad.any():
             builder.skipped["non_finite_or_negative_bytes"] += int(bad.sum())
             t_ns, v = t_ns[~bad], v[~bad]
-        builder.add_samples(ident.rank, t_ns, **{task.fname: v})
+        if t_ns.size:
+            builder.add_samples(ident.rank, t_ns, **{task.fname: v})
+            got.add(ident.rank)
+    return got
 
 
 def _resolution_notes(builder: TimelineBuilder, discoveries: list[_Discovery],
