@@ -170,6 +170,10 @@ def dashboard(spec: DashboardSpec) -> g.Dashboard:
         templating=spec.templating, annotations=finding_annotations(spec.annotation_tags),
         panels=layout(spec.cells), time=g.Time(spec.time_from, spec.time_to), refresh="30s",
         graphTooltip=g.GRAPH_TOOLTIP_MODE_SHARED_CROSSHAIR, timezone="utc",
+        # Jump between overview, drill-down and incident views keeping job, ranks and time.
+        links=[{"type": "dashboards", "tags": [schema.ANNOTATION_TAG], "asDropdown": True,
+                "includeVars": True, "keepTime": True, "title": "stormotel dashboards",
+                "icon": "external link", "targetBlank": False, "url": "", "tooltip": ""}],
         schemaVersion=37,
     ).auto_panel_ids()
 

@@ -48,6 +48,9 @@ def test_variables_and_findings_annotation(name: str) -> None:
     tags = [a for a in board["annotations"]["list"] if a.get("type") == "tags"]
     assert len(tags) == 1 and tags[0]["tags"][0] == schema.ANNOTATION_TAG
     assert "job_id=$job_id" in tags[0]["tags"]
+    link, = board["links"]
+    assert link["tags"] == [schema.ANNOTATION_TAG] and link["includeVars"] and link["keepTime"]
+    assert schema.ANNOTATION_TAG in board["tags"]  # so the link finds every stormotel board
 
 
 @pytest.mark.parametrize("name", sorted(BOARDS))
