@@ -342,8 +342,11 @@ class MemoryTracker:
 
     @contextlib.contextmanager
     def _memory_span(self, name: str, attributes: dict[str, Any]) -> Iterator[trace.Span]:
-        if self.telemetry is None:
-            raise RuntimeError("call start_tracking() before step()/mark()")
+        if self.telemetry is None or self._session is None:  # not started, or stopped
+            self._warn_once("not-tracking", "stormotel: %s used while the tracker is not "
+                            "tracking (call start_tracking() first); no span recorded", name)
+            yield trace.INVALID_SPAN
+            return
         start = self._read_now()
         peak = _SpanPeak(start)
         with self._peaks_lock:

@@ -185,3 +185,16 @@ def test_explicit_dump_and_default_destination(tmp_path: Path,
         path = tracker.dump(tmp_path / "now.jsonl")
     assert json.loads(path.read_text().splitlines()[0])["reason"] == "requested"
     assert (tmp_path / "stormotel-archive" / "d" / "rank-0.metrics.jsonl").stat().st_size > 0
+
+
+def test_step_outside_tracking_is_a_harmless_no_op(make_tracker: Callable[..., MemoryTracker],
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    tracker = make_tracker()
+    for i in range(3):  # before start and after stop: the loop must not break
+        with tracker.step(i), tracker.mark("x") as span:
+            assert not span.is_recording()
+    tracker.start_tracking()
+    tracker.stop_tracking()
+    with tracker.step(9):
+        pass
+    assert sum("not tracking" in r.getMessage() for r in caplog.records) == 1
