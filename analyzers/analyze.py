@@ -51,7 +51,8 @@ def analyze(timeline: Timeline, *, sensitivity: str = "medium",
         window_end_ns=max(ends) if ends else None,
         settings={**settings.to_dict(), "align": tl.alignment, "align_requested": align,
                   "ranks": "all" if wanted is None else wanted})
-    report.extra["first_rise_by_rank"] = table
+    report.extra["first_rise_by_rank"] = table.get("ranks", {})
+    report.extra["first_cause_rounds"] = {k: v for k, v in table.items() if k != "ranks"}
     report.extra["offsets_ns"] = {r: o for r, o in tl.offsets_ns.items() if o}
     report.extra["samples"] = tl.total_samples()
     report.extra["analysis_seconds"] = round(time.perf_counter() - started, 4)

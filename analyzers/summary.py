@@ -138,5 +138,26 @@ def render_summary(report: Report) -> str:
         lines.extend(f"  - {n}" for n in report.notes[:MAX_NOTES])
         if len(report.notes) > MAX_NOTES:
             lines.append(f"  - ... {len(report.notes) - MAX_NOTES} more in the JSON report")
-    lines.append("Verdict: " + ("FINDINGS" if report.has_findings() else "healthy"))
+    lines.append(verdict(report))
     return "\n".join(lines)
+
+
+def verdict(report: Report) -> str:
+    """One line naming each rank with findings and their kinds, most important first."""
+    if not report.has_findings():
+        return "Verdict: healthy"
+    per_rank: dict[int, list[str]] = defaultdict(list)
+    for s in report.cross_rank.first_cause_suspects:
+        per_rank[s.rank].append(f"first cause ({s.confidence})")
+    for f in report.gap_findings:
+        per_rank[f.rank].append(f"{f.classification} ({f.severity})")
+    collective = sorted({a.rank for a in report.collective_attributions})
+    parts = [f"rank {r}: {', '.join(kinds)}" for r, kinds in
+             sorted(per_rank.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:5]]
+    if len(per_rank) > 5:
+        parts.append(f"{len(per_rank) - 5} more rank(s)")
+    if collective:
+        parts.append(f"collective spikes on ranks {format_rank_list(collective)}")
+    if report.stall_findings:
+        parts.append(f"{len(report.stall_findings)} stall finding(s)")
+    return "Verdict: FINDINGS — " + "; ".join(parts)

@@ -155,10 +155,10 @@ def _normalise(path: Path, rank: int, raw: Mapping[str, Any], form: str) -> Rank
 
 def _int(v: Any, default: int | None = None) -> int | None:
     """Numbers may be stringified in the JSON form; 0/None mean unset for times."""
+    if type(v) is int:
+        return v
     if v is None or v == "":
         return default
-    if isinstance(v, bool):
-        return int(v)
     return int(v)
 
 
@@ -168,7 +168,7 @@ def _time(v: Any) -> int | None:
 
 
 def _sizes(v: Any) -> tuple[tuple[int, ...], ...]:
-    return tuple(tuple(int(d) for d in s) for s in (v or ()))
+    return tuple(tuple(map(int, s)) for s in v) if v else ()
 
 
 def _bool(v: Any) -> bool:

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 GroupKey = tuple[str, str]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class FrEntry:
-    """One recorded collective (or p2p op) on one rank."""
+    """One recorded collective (or p2p op) on one rank (slots: thousands per rank)."""
 
     rank: int
     record_id: int

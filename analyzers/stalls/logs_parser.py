@@ -82,6 +82,13 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
                         r"remote process exited|NVLink|Xid \d+", re.I)),
     (EXCEPTION, re.compile(r"Traceback \(most recent call last\)")),
 )
+#: One cheap search decides whether a segment can hold any event at all (most lines of a
+#: training log are not watchdog lines); the specific patterns run only behind it.
+_TRIGGER = re.compile(
+    r"WorkNCCL|last.enqueued|signal dumping|dump signal|heartbeat|watchdog|entire process|"
+    r"terminate called|out of memory|OutOfMemory|DataLoader|AISBatchLoader|Connection reset|"
+    r"timed out waiting|retrying \d|StopIteration|NCCL WARN|ncclRemote|ncclSystem|ibv_|"
+    r"remote process|NVLink|Xid|Traceback", re.I)
 _NCCL_HINT = re.compile(r"ProcessGroupNCCL|WorkNCCL|\[(?:PG [^\]]*)?Rank \d+\]|watchdog", re.I)
 _RECORD_START = re.compile(r"^\s*(?:\[rank\d+\]:|\[default\d+\]:|\(\w*Worker|\d{4}-\d{2}-\d{2}"
                            r"|[EWIF]\d{4} |\[\d+\]|\w[\w.-]* \[std(?:err|out)\]|Traceback|"
@@ -187,9 +194,8 @@ def _segments(text: str) -> tuple[list[tuple[int, str]], int, int]:
             pieces = [part[a:b] for a, b in zip(starts, [*starts[1:], len(part)], strict=True)]
             fused += len(pieces) - 1
             for piece in pieces:
-                if (out and prev_long and not _RECORD_START.match(piece)
-                        and not out[-1][1].rstrip().endswith(".")
-                        and _NCCL_HINT.search(out[-1][1])):
+                if (prev_long and out and not out[-1][1].rstrip().endswith(".")
+                        and not _RECORD_START.match(piece) and _NCCL_HINT.search(out[-1][1])):
                     out[-1] = (out[-1][0], out[-1][1] + piece)
                     joined += 1
                 else:
@@ -217,11 +223,15 @@ def _parse_file(path: Path, result: ParsedLogs) -> None:
     result.joined_wrapped += joined
     result.lines += text.count("\n") + 1
     for no, seg in segs:
-        rank = _global_rank(seg, file_rank)
+        m = _RANK_PREFIX.search(seg) if "[rank" in seg else None
+        if m:
+            result.ranks_seen.add(int(m.group(1)))
+        if not _TRIGGER.search(seg):
+            continue
+        rank = int(m.group(1)) if m else _global_rank(seg, file_rank)
         if rank is not None:
             result.ranks_seen.add(rank)
-        for ev in _events(seg, str(path), no, rank, year):
-            result.events.append(ev)
+        result.events.extend(_events(seg, str(path), no, rank, year))
 
 
 def _year_hint(text: str, path: Path) -> int:

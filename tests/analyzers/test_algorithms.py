@@ -252,3 +252,30 @@ def test_report_json_contract():
     for key in ("rank", "classification", "confidence", "interval_start_ns", "interval_end_ns",
                 "reason_codes", "evidence"):
         assert key in a
+
+
+def test_warm_up_ramp_is_set_aside_for_the_real_incident():
+    """Every rank ramps up together at start (warm-up); later rank 3 rises first by one interval."""
+    data = healthy(4, 120, reserved_bytes=2 * GIB, gap_bytes=256 * MIB)
+    for d in data:
+        for i in (2, 3, 4):
+            plant_rise(d, i, 1 * GIB)  # a three-sample ramp, same time on every rank
+        plant_rise(d, 60 if d.rank == 3 else 61, 1 * GIB)
+    report = analyze(to_timeline(data))
+    top = report.cross_rank.first_cause_suspects[0]
+    assert (top.rank, top.confidence, top.lead_ns) == (3, "high", INTERVAL)
+    assert any("set aside" in n for n in report.cross_rank.notes)
+    assert report.extra["first_cause_rounds"] == {"rounds_examined": 2, "chosen_round": 2}
+
+
+def test_sampling_hole_before_a_followers_rise_lowers_confidence():
+    data = seed_example()
+    d = data[1]  # rank 1 sampled nothing for 0.5 s before its rise
+    keep = np.ones(d.t_ns.shape[0], bool)
+    keep[15:20] = False
+    for name in ("t_ns", "allocated", "reserved", "device_used", "device_total"):
+        setattr(d, name, getattr(d, name)[keep])
+    cr = analyze(to_timeline(data)).cross_rank
+    top = cr.first_cause_suspects[0]
+    assert (top.rank, top.confidence) == (2, "medium")
+    assert any("sampling hole" in n and "[1]" in n for n in cr.notes)
