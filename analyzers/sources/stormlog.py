@@ -89,17 +89,21 @@ def read_csv(data: bytes, path: str) -> list[dict[str, Any]]:
 
 
 def _first(records: Sequence[Mapping[str, Any]], *keys: str) -> list[Any]:
-    """Per record, the value of the first key present (legacy names after current ones)."""
-    if all(keys[0] in r for r in records):
-        return [r[keys[0]] for r in records]
-    out = []
-    for r in records:
-        v = None
-        for k in keys:
-            if k in r:
-                v = r[k]
-                break
-        out.append(v)
+    """Per record, the value of the first key present (legacy names after current ones).
+
+    The current name is read for every record in one comprehension; legacy names are consulted
+    only for the records where it was missing or null (no cost for v2+ exports).
+    """
+    out = [r.get(keys[0]) for r in records]
+    if len(keys) == 1 or None not in out:
+        return out
+    for i, v in enumerate(out):
+        if v is None:
+            r = records[i]
+            for k in keys[1:]:
+                if k in r:
+                    out[i] = r[k]
+                    break
     return out
 
 
@@ -110,17 +114,21 @@ def _meta(r: Mapping[str, Any], key: str) -> Any:
 
 def load_records(records: list[Any], path: str, ctx: LoadContext) -> int:
     """Validate Stormlog records column-wise and add them to the builder; returns samples."""
-    good: list[Mapping[str, Any]] = []
-    for i, r in enumerate(records):
-        if not isinstance(r, Mapping):
-            ctx.skip("wrong_type", f"{path}: event {i}", "event is not an object")
-            continue
-        sv = r.get("schema_version")
-        if sv is not None and str(sv) not in {str(s) for s in SUPPORTED_SCHEMAS}:
-            ctx.skip("unsupported_schema", f"{path}: event {i}",
-                     f"schema_version {sv!r} (supported: {SUPPORTED_SCHEMAS} and legacy)")
-            continue
-        good.append(r)
+    supported = {*SUPPORTED_SCHEMAS, *(str(v) for v in SUPPORTED_SCHEMAS)}
+    good: list[Mapping[str, Any]] = [
+        r for r in records if type(r) is dict and r.get("schema_version", 2) in supported]
+    if len(good) != len(records):  # rare: find out what was wrong, record by record
+        good = []
+        for i, r in enumerate(records):
+            if not isinstance(r, Mapping):
+                ctx.skip("wrong_type", f"{path}: event {i}", "event is not an object")
+                continue
+            sv = r.get("schema_version")
+            if sv is not None and sv not in supported:
+                ctx.skip("unsupported_schema", f"{path}: event {i}",
+                         f"schema_version {sv!r} (supported: {SUPPORTED_SCHEMAS} and legacy)")
+                continue
+            good.append(r)
     if not good:
         return 0
     n = len(good)
@@ -141,14 +149,18 @@ def load_records(records: list[Any], path: str, ctx: LoadContext) -> int:
     alloc = bytes_column(allocated, ctx, where, "allocator_allocated_bytes")
     reserved = bytes_column(_first(good, "allocator_reserved_bytes", "memory_reserved"), ctx,
                             where, "allocator_reserved_bytes")
-    legacy_res = np.isnan(reserved) & ~np.fromiter(
-        (("allocator_reserved_bytes" in r) or ("memory_reserved" in r) for r in good), bool, n)
-    reserved[legacy_res] = alloc[legacy_res]  # Stormlog: reserved defaults to allocated
+    if np.isnan(reserved).any():  # Stormlog: a record without reserved reports allocated
+        legacy_res = np.isnan(reserved) & ~np.fromiter(
+            (("allocator_reserved_bytes" in r) or ("memory_reserved" in r) for r in good), bool,
+            n)
+        reserved[legacy_res] = alloc[legacy_res]
     active = bytes_column(_first(good, "allocator_active_bytes"), ctx, where,
                           "allocator_active_bytes")
     used = bytes_column(_first(good, "device_used_bytes"), ctx, where, "device_used_bytes")
-    legacy_used = np.isnan(used) & ~np.fromiter(("device_used_bytes" in r for r in good), bool, n)
-    used[legacy_used] = alloc[legacy_used]  # Stormlog: used defaults to allocated
+    if np.isnan(used).any():  # Stormlog: a record without device used reports allocated
+        legacy_used = np.isnan(used) & ~np.fromiter(("device_used_bytes" in r for r in good),
+                                                    bool, n)
+        used[legacy_used] = alloc[legacy_used]
     total_raw = _first(good, "device_total_bytes", "total_memory", "device_total", "total_bytes")
     if any(v is None for v in total_raw):
         total_raw = [v if v is not None else (_meta(r, "total_memory") or _meta(r, "device_total"))
