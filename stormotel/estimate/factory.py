@@ -20,6 +20,8 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten
 
+import stormotel
+
 
 class FactoryError(Exception):
     """The factory cannot be loaded or called, or returned something unusable."""
@@ -110,12 +112,18 @@ def validate(result: Any, spec: str) -> Workload:
     return workload
 
 
+#: Frames inside these packages are never "where" a user's error happened.
+_LIBRARY_DIRS = tuple(os.path.dirname(m.__file__ or "") + os.sep for m in (torch, stormotel))
+
+
 def describe_exception(exc: BaseException) -> str:
-    """``ValueError: boom (at models.py:12)`` — type, message and the innermost frame."""
+    """``ValueError: boom (at models.py:12)`` — type, message and the innermost frame of the
+    user's code (not torch's or stormotel's), which is the line they can do something about."""
     where = ""
     frames = traceback.extract_tb(exc.__traceback__)
-    if frames:
-        last = frames[-1]
+    user = [f for f in frames if not f.filename.startswith(_LIBRARY_DIRS)]
+    if user or frames:
+        last = (user or frames)[-1]
         where = f" (at {os.path.basename(last.filename)}:{last.lineno})"
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {message}{where}" if message else f"{type(exc).__name__}{where}"

@@ -112,6 +112,7 @@ def test_untraceable_model_suggests_real_mode() -> None:
     with pytest.raises(EstimationError, match="--mode real") as info:
         estimate("tests.estimate.factories:data_dependent")
     assert "iteration 0 forward" in str(info.value)
+    assert "(at factories.py:" in str(info.value)  # the user's line, not torch's
     assert estimate("tests.estimate.factories:data_dependent", mode="real").peak_bytes > 0
 
 
