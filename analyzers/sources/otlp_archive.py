@@ -308,14 +308,14 @@ class OtlpFileReader:
 
     # --- output -----------------------------------------------------------------------------
     def flush(self) -> int:
-        """Convert the collected columns and hand them to the builder; returns samples added."""
+        """Convert the collected columns and hand them to the builder; returns samples read."""
         b = self.ctx.builder
         for ident in self.identities.values():
             b.set_identity(ident)
         if self.used_name_rank:
             self.ctx.note(f"{self.path}: rank taken from the file name (no rank attribute)")
         have_value = {(r, f) for (r, f, peak) in self.cols.t if not peak}
-        added = 0
+        stamps: dict[int, list[np.ndarray]] = {}
         for (rank, field, is_peak), ts in self.cols.t.items():
             if is_peak and (rank, field) in have_value:
                 continue  # the value series is there; peaks are only a fallback
@@ -326,12 +326,13 @@ class OtlpFileReader:
             if not keep.any():
                 continue
             b.add_samples(rank, t[keep], **{field: v[keep]})
-            added += int(keep.sum())
+            stamps.setdefault(rank, []).append(t[keep])
             if is_peak:
                 self.ctx.note(f"{self.path}: rank {rank} {field} taken from its peak series")
         for rank, m in self.markers.build().items():
             b.add_markers(rank, m)
-        return added
+        # Samples = distinct (rank, timestamp) pairs, whatever number of fields each carries.
+        return sum(int(np.unique(np.concatenate(ts)).shape[0]) for ts in stamps.values())
 
 
 def _value(dp: Mapping[str, Any]) -> Any:

@@ -268,3 +268,13 @@ def test_stormlog_bad_records_are_counted(tmp_path):
     tl = load_paths([str(tmp_path / "bad.json")])
     assert tl.skipped["wrong_type"] == 2  # the string value and the list
     assert tl.skipped["unsupported_schema"] == 1
+
+
+def test_progress_is_reported_for_many_files(tmp_path, monkeypatch):
+    import analyzers.sources as sources
+
+    monkeypatch.setattr(sources, "PROGRESS_FILES", 2)
+    write_archive(tmp_path, seed_example())
+    messages: list[str] = []
+    load_paths([str(tmp_path)], progress=messages.append)
+    assert messages[-1].startswith("loaded 4/4 files") and "240 samples" in messages[-1]
