@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -92,7 +93,10 @@ def main(argv: list[str]) -> int:
     est.device_memory_bytes = args.device_memory
     text = est.to_json() if args.format == "json" else render_table(est)
     if args.output is None:
-        print(text)
+        try:
+            print(text, flush=True)
+        except BrokenPipeError:  # `stormotel estimate ... | head`: the reader has enough
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     else:
         try:
             args.output.write_text(text + "\n")

@@ -133,7 +133,7 @@ def render_table(est: Estimate) -> str:
     lines = [f"stormotel estimate  {est.factory}  ({est.mode} mode, {est.iterations} iterations, "
              f"{est.tracker}, device {est.device}, allocations rounded to {est.round_to} B)", ""]
     width = max(len(c) for c in CATEGORIES)
-    lines.append(f"{'category at peak':<{width + 2}} {'bytes':>14}  {'':>11}")
+    lines.append(f"{'category at peak':<{width + 2}} {'bytes':>14}")
     for name in CATEGORIES:
         value = est.categories.get(name, 0)
         lines.append(f"{name:<{width + 2}} {value:>14,}  {format_bytes(value):>11}")
