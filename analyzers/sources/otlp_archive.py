@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from analyzers.algorithms.estimate_ratio import META_KEY as ESTIMATE_META_KEY
 from analyzers.sources.base import LoadContext, SourceError
 from analyzers.sources.columns import bytes_column, time_column
 from analyzers.sources.markers import (
@@ -148,6 +149,8 @@ class OtlpFileReader:
         self.name_rank = int(m.group(1)) if m else None
         self.used_name_rank = False
         self.records = 0
+        #: rank → (time, bytes) of the latest `stormotel.memory.estimate` point.
+        self.estimates: dict[int, tuple[int, float]] = {}
 
     # --- framing ----------------------------------------------------------------------------
     def read_json_lines(self, data: bytes) -> None:
@@ -231,6 +234,9 @@ class OtlpFileReader:
         res_rank = self._resource_rank(res_attrs)
         for sm in _get(rm, "scopeMetrics", "scope_metrics") or ():
             for metric in sm.get("metrics") or ():
+                if metric.get("name") == schema.ESTIMATE.name:
+                    self._estimate(res_rank, metric)
+                    continue
                 spec = METRIC_FIELDS.get(metric.get("name"))
                 if spec is None:
                     continue
@@ -245,6 +251,20 @@ class OtlpFileReader:
                     self._points(res_rank, field, is_peak, dps)
                     continue
                 self._points_by_attr_rank(field, is_peak, dps, where)
+
+    def _estimate(self, res_rank: int | None, metric: Mapping[str, Any]) -> None:
+        """The pre-run estimate (constant per run): keep each rank's latest finite point."""
+        for dp in _get(metric.get("gauge") or {}, "dataPoints", "data_points") or ():
+            ident = identity_from(attributes(dp.get("attributes")))
+            rank = res_rank if res_rank is not None else (ident.rank if ident else None)
+            t = _opt_int(_get(dp, "timeUnixNano", "time_unix_nano")) or 0
+            try:
+                value = float(_value(dp))
+            except (TypeError, ValueError):
+                continue
+            if rank is not None and np.isfinite(value) and value > 0 and \
+                    t >= self.estimates.get(rank, (-1, 0.0))[0]:
+                self.estimates[rank] = (t, value)
 
     def _points(self, rank: int, field: str, is_peak: bool, dps: list[Any]) -> None:
         ts = [_get(dp, "timeUnixNano", "time_unix_nano") for dp in dps]
@@ -329,6 +349,9 @@ class OtlpFileReader:
             stamps.setdefault(rank, []).append(t[keep])
             if is_peak:
                 self.ctx.note(f"{self.path}: rank {rank} {field} taken from its peak series")
+        if self.estimates:
+            known: dict[int, float] = b.meta.setdefault(ESTIMATE_META_KEY, {})  # type: ignore[assignment]
+            known.update({rank: value for rank, (_, value) in self.estimates.items()})
         for rank, m in self.markers.build().items():
             b.add_markers(rank, m)
         # Samples = distinct (rank, timestamp) pairs, whatever number of fields each carries.
