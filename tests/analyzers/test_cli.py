@@ -139,3 +139,51 @@ def test_help_lists_every_flag():
     for flag in ("--ranks", "--align", "--sensitivity", "--set", "--format", "--output",
                  "--job-id", "exit codes"):
         assert flag in p.stdout
+
+
+def test_skewed_clocks_and_collective_markers_through_files(tmp_path):
+    """Rank 0's clock is 500 ms behind: wall clock blames it, --align markers finds rank 2.
+    Every rank also has a synchronised gap spike inside an all_gather span."""
+    from tests.analyzers.synth import INTERVAL, MIB, plant_gap_spike
+
+    data = seed_example()
+    for d in data:
+        t0 = int(d.t_ns[0])
+        d.markers = [(t0 + k * 10 * INTERVAL, t0 + k * 10 * INTERVAL + 5_000_000,
+                      "nccl:all_reduce", "collective") for k in range(6)]
+        plant_gap_spike(d, 40, 2, 512 * MIB)
+        d.markers.append((t0 + 40 * INTERVAL, t0 + 42 * INTERVAL, "nccl:all_gather",
+                          "collective"))
+    skew = -500_000_000
+    data[0].t_ns = data[0].t_ns + skew
+    data[0].markers = [(s + skew, e + skew, n, k) for s, e, n, k in data[0].markers]
+    arch = write_archive(tmp_path / "skewed", data)
+    wall = run(str(arch))
+    assert "Top first-cause suspect: rank 0" in wall.stdout
+    assert "wall clocks look skewed" in wall.stdout and "--align markers" in wall.stdout
+    fixed = run(str(arch), "--align", "markers", "--format", "json")
+    _no_traceback(fixed)
+    rep = json.loads(fixed.stdout)
+    top = rep["cross_rank"]["first_cause_suspects"][0]
+    assert (top["rank"], top["confidence"]) == (2, "high")
+    assert rep["cross_rank"]["alignment"] == "markers"
+    attrs = rep["collective_attributions"]
+    assert {a["rank"] for a in attrs} == {0, 1, 2, 3}
+    assert all(a["classification"] == "collective_confident" for a in attrs)
+    text = run(str(arch), "--align", "markers")
+    assert "collective_confident" in text.stdout and "ranks 0-3" in text.stdout
+
+
+@pytest.mark.slow
+def test_demo_names_the_planted_rank_and_fault(tmp_path):
+    """`stormotel demo` (real 4-rank gloo job) ends with the analyzer's verdict on its archive."""
+    p = subprocess.run([sys.executable, "-m", "stormotel", "demo", "--out", str(tmp_path),
+                        "--duration", "6"], capture_output=True, text=True, timeout=300,
+                       cwd=Path(__file__).resolve().parents[2])
+    _no_traceback(p)
+    assert p.returncode == exitcodes.OK, p.stderr[-2000:]
+    assert "$ stormotel analyze" in p.stdout
+    verdict = next(line for line in p.stdout.splitlines() if line.startswith("Verdict:"))
+    # The leak outside the allocator on rank 2 is robust to a loaded machine; the first-cause
+    # lead (500 ms planted) is reported with its confidence.
+    assert "rank 2:" in verdict and "persistent_drift" in verdict, p.stdout
