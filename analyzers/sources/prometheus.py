@@ -107,14 +107,21 @@ def _fmt_step(step_s: float) -> str:
 
 
 def parse_matrix_values(values: Sequence[Sequence[object]]) -> tuple[np.ndarray, np.ndarray]:
-    """``[[unix_s, "v"], ...]`` → (int64 ns at ms precision, float64 values), vectorised."""
-    if not values:
+    """``[[unix_s, "v"], ...]`` → (int64 ns at ms precision, float64 values).
+
+    Two C-level passes (``fromiter`` for times, numpy's string→float conversion for values);
+    raises ValueError on anything that is not a list of [number, "number"] pairs.
+    """
+    n = len(values)
+    if not n:
         return np.empty(0, np.int64), np.empty(0)
-    arr = np.asarray(values, dtype=object)
-    if arr.ndim != 2 or arr.shape[1] != 2:
+    try:
+        t = np.fromiter((p[0] for p in values), dtype=np.float64, count=n)  # type: ignore[index]
+        v = np.array([p[1] for p in values], dtype=np.float64)  # type: ignore[index]
+    except (TypeError, IndexError, KeyError) as e:
+        raise ValueError(f"matrix values are not [timestamp, value] pairs ({e})") from None
+    if v.shape != (n,):
         raise ValueError("matrix values are not [timestamp, value] pairs")
-    t = np.asarray(arr[:, 0], dtype=np.float64)
-    v = np.asarray(arr[:, 1].astype(str), dtype=np.float64)
     t_ns = np.rint(t * 1000.0).astype(np.int64) * 1_000_000
     return t_ns, v
 
