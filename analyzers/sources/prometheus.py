@@ -28,7 +28,8 @@ import numpy as np
 
 from analyzers.algorithms.estimate_ratio import META_KEY as ESTIMATE_META_KEY
 from analyzers.http import Deadline, EndpointError, HttpSettings, make_client, request
-from analyzers.timeline import RankIdentity, Timeline, TimelineBuilder
+from analyzers.sources.markers import KIND_OOM, KIND_STEP, MarkerAccumulator
+from analyzers.timeline import Markers, RankIdentity, Timeline, TimelineBuilder
 from stormotel import schema
 
 #: Prometheus refuses query_range answers over 11,000 points per series; stay below it.
@@ -38,6 +39,9 @@ MAX_POINTS_PER_SERIES = 200_000
 #: Ranks per query: failures are reported per batch, long selectors stay reasonable.
 RANK_BATCH = 64
 DEFAULT_CONCURRENCY = 4
+#: Series turned into Timeline markers: the step gauge (one "step N" slice per value) and
+#: the OOM counter (an instant wherever it increases). Spans are not in a TSDB; these are.
+MARKER_METRICS: dict[str, schema.Metric] = {KIND_STEP: schema.STEP, KIND_OOM: schema.OOMS}
 #: Never query finer than this (ms resolution is what Prometheus stores).
 MIN_STEP_S = 1.0
 
@@ -232,6 +236,8 @@ class _Discovery:
     native_interval_s: float | None
     #: Spellings of the pre-run estimate series present at this endpoint.
     estimate_names: list[str] = field(default_factory=list)
+    #: marker kind → spellings of its series present (step gauge, OOM counter).
+    marker_names: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _field_names() -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
@@ -265,14 +271,16 @@ def _discover(api: PrometheusAPI, window: QueryWindow, builder: TimelineBuilder,
               want_native: bool) -> _Discovery:
     fields = _field_names()
     all_names = sorted({n for plain, peak in fields.values() for n in (*plain, *peak)}
-                       | set(schema.ESTIMATE.prom_aliases))
+                       | set(schema.ESTIMATE.prom_aliases)
+                       | {n for m in MARKER_METRICS.values() for n in m.prom_aliases})
     sel = label_selector({schema.ATTR_JOB_ID: window.job_id},
                          {"__name__": _name_regex(all_names)}, window.extra_matchers)
     series = api.series(sel, window.start_ns, window.end_ns)
     present: set[str] = set()
     identities: dict[int, RankIdentity] = {}
     bad_rank = 0
-    estimate_spellings = set(schema.ESTIMATE.prom_aliases)
+    estimate_spellings = set(schema.ESTIMATE.prom_aliases) | {
+        n for m in MARKER_METRICS.values() for n in m.prom_aliases}
     for labels in series:
         ident = identity_from_labels(labels)
         if ident is None:
@@ -301,7 +309,10 @@ def _discover(api: PrometheusAPI, window: QueryWindow, builder: TimelineBuilder,
     if want_native and names and identities:
         native = _native_interval(api, window, names, min(identities))
     estimates = [n for n in schema.ESTIMATE.prom_aliases if n in present]
-    return _Discovery(api, names, peak_fields, identities, native, estimates)
+    markers = {kind: [n for n in m.prom_aliases if n in present]
+               for kind, m in MARKER_METRICS.items()}
+    return _Discovery(api, names, peak_fields, identities, native, estimates,
+                      {k: v for k, v in markers.items() if v})
 
 
 def _read_estimates(d: _Discovery, window: QueryWindow, builder: TimelineBuilder) -> None:
@@ -459,6 +470,8 @@ class _Task:
     peak: bool
     start_s: float
     end_s: float
+    #: A marker series (step gauge, OOM counter) rather than a sample field.
+    marker: bool = False
 
 
 def _plan_queries(discoveries: list[_Discovery], window: QueryWindow, step: float,
@@ -483,6 +496,14 @@ def _plan_queries(discoveries: list[_Discovery], window: QueryWindow, step: floa
                     fn = "max_over_time" if peak else "last_over_time"
                     expr = f"{fn}({sel}[{_fmt_step(step)}])"
                     tasks.append(_Task(d.api, fname, expr, batch, peak, start_s, end_s))
+            for kind, names in d.marker_names.items():
+                for name in names:
+                    sel = label_selector({"__name__": name, schema.ATTR_JOB_ID: window.job_id},
+                                         {schema.ATTR_RANK: "|".join(map(str, batch))},
+                                         window.extra_matchers)
+                    expr = f"last_over_time({sel}[{_fmt_step(step)}])"
+                    tasks.append(_Task(d.api, kind, expr, batch, False, start_s, end_s,
+                                       marker=True))
     return tasks
 
 
@@ -495,6 +516,7 @@ def _run_queries(tasks: list[_Task], builder: TimelineBuilder, outcome: LoadOutc
     """Run every range query; returns endpoint → ranks that received samples."""
     with_data: dict[str, set[int]] = {}
     failures: dict[str, int] = {}
+    marker_series: dict[tuple[str, int], list[tuple[np.ndarray, np.ndarray]]] = {}
     if not tasks:
         return with_data
 
@@ -516,7 +538,14 @@ def _run_queries(tasks: list[_Task], builder: TimelineBuilder, outcome: LoadOutc
                     builder.notes.append(f"{task.api.url}: {task.fname} for ranks "
                                          f"{_ranges(task.ranks)} failed: {res}")
                 continue
+            if task.marker:
+                _collect_marker_series(res, task, marker_series)
+                continue
             with_data.setdefault(task.api.url, set()).update(_add_results(res, task, builder))
+    have_data = set().union(*with_data.values()) if with_data else set()
+    for rank, markers in markers_from_series(marker_series).items():
+        if rank in have_data:
+            builder.add_markers(rank, markers)
     for url, n in failures.items():
         if n > MAX_FAILURE_NOTES:
             builder.notes.append(f"{url}: {n - MAX_FAILURE_NOTES} more range queries failed "
@@ -551,6 +580,52 @@ def _add_results(results: list[dict[str, object]], task: _Task,
             builder.add_samples(ident.rank, t_ns, **{task.fname: v})
             got.add(ident.rank)
     return got
+
+
+def _collect_marker_series(results: list[dict[str, object]], task: _Task,
+                           out: dict[tuple[str, int], list[tuple[np.ndarray, np.ndarray]]]
+                           ) -> None:
+    for r in results:
+        labels, values = r.get("metric"), r.get("values")
+        if not isinstance(labels, dict) or not isinstance(values, list):
+            continue
+        ident = identity_from_labels({str(k): str(v) for k, v in labels.items()})
+        if ident is None or ident.rank not in task.ranks:
+            continue
+        try:
+            t_ns, v = parse_matrix_values(values)
+        except ValueError:
+            continue
+        out.setdefault((task.fname, ident.rank), []).append((t_ns, v))
+
+
+def markers_from_series(series: dict[tuple[str, int], list[tuple[np.ndarray, np.ndarray]]]
+                        ) -> dict[int, Markers]:
+    """Step gauge → one ``step N`` slice per run of equal values; OOM counter → an instant at
+    each increase. Chunks of one series are joined first so no step is cut at a chunk edge."""
+    acc = MarkerAccumulator()
+    for (kind, rank), parts in sorted(series.items()):
+        t = np.concatenate([p[0] for p in parts])
+        v = np.concatenate([p[1] for p in parts])
+        order = np.argsort(t, kind="stable")
+        t, v = t[order], v[order]
+        ok = np.isfinite(v)
+        t, v = t[ok], v[ok]
+        if not t.size:
+            continue
+        if kind == KIND_STEP:
+            # A step lasts until the next one is first seen (the last until its last sample).
+            starts = np.flatnonzero(np.r_[True, v[1:] != v[:-1]])
+            ends_ns = np.r_[t[starts[1:]], t[-1]]
+            for i, end in zip(starts.tolist(), ends_ns.tolist(), strict=True):
+                n = int(v[i])
+                acc.add(rank, int(t[i]), int(end), f"step {n}", KIND_STEP,
+                        {schema.SPAN_ATTR_STEP: n})
+        else:
+            for i in (np.flatnonzero(np.diff(v) > 0) + 1).tolist():
+                acc.add(rank, int(t[i]), int(t[i]), "OOM", KIND_OOM,
+                        {"count": float(v[i])})
+    return acc.build()
 
 
 def _resolution_notes(builder: TimelineBuilder, discoveries: list[_Discovery],

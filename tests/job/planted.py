@@ -99,3 +99,21 @@ def wait_visible(base_url: str, job_id: str, expect_series: int, timeout_s: floa
                 return
             time.sleep(0.2)
     raise AssertionError(f"{base_url} shows {got} of {expect_series} series for {job_id}")
+
+
+def write_markers(url: str, job_id: str, t: np.ndarray, step_ms: int = 2000,
+                  oom_rank: int | None = 2, oom_at_ms: int | None = None) -> None:
+    """The step gauge (one step every ``step_ms``) for 4 ranks and an OOM counter that
+    increments once on ``oom_rank`` at ``oom_at_ms``."""
+    step = ((t - t[0]) // step_ms).astype(np.float64)
+    with httpx.Client(timeout=30) as client:
+        for rank in range(4):
+            series = [(schema.STEP.prom, step)]
+            if oom_rank is not None:
+                ooms = np.where(t >= (oom_at_ms or int(t[-1])) , 1.0, 0.0) if rank == oom_rank \
+                    else np.zeros(t.shape)
+                series.append((schema.OOMS.prom, ooms))
+            for name, v in series:
+                body = remote_write.encode_arrays(name, labels_for(job_id, rank), t, v)
+                r = client.post(url, content=body, headers=remote_write.HEADERS)
+                assert r.status_code in (200, 204), (r.status_code, r.text)

@@ -32,6 +32,8 @@ def tsdb(tmp_path_factory: pytest.TempPathFactory
     p, data = planted.make(job_id=JOB)
     with servers.prometheus(tmp_path_factory.mktemp("prom")) as prom:
         planted.write(prom.url + "/api/v1/write", JOB, data)
+        t = data[(0, "reserved")][0]
+        planted.write_markers(prom.url + "/api/v1/write", JOB, t, oom_at_ms=p.fault_ms + 30_000)
         yield prom, p
 
 
@@ -96,6 +98,12 @@ def test_annotations_dashboard_push_and_trace_are_written_once(
     assert sum(1 for e in events if e["ph"] == "C" and e["pid"] == 2) >= 600
     finding = [e for e in events if e.get("cat") == "finding" and e["name"] == "first_cause"]
     assert finding and finding[0]["pid"] == 2 and finding[0]["ph"] == "X"
+    # Steps (from the step gauge) as slices, the OOM (counter increase) as an instant.
+    steps = [e for e in events if e.get("cat") == "step" and e["pid"] == 0]
+    assert len(steps) == 300 and steps[1]["name"] == "step 1" and steps[1]["dur"] == 2_000_000
+    ooms = [e for e in events if e.get("cat") == "oom"]
+    assert [(e["pid"], e["ph"]) for e in ooms] == [(2, "i")]
+    assert abs(ooms[0]["ts"] // 1000 - (p.fault_ms + 30_000)) <= 1000
 
 
 def test_dry_run_writes_nothing(tsdb, pushgateway_server, tmp_path: Path) -> None:
