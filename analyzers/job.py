@@ -403,7 +403,10 @@ def write_sinks(report: Report, timeline: Timeline, args: argparse.Namespace, *,
 
     points: list[findings_series.SeriesPoint] = []
     if args.remote_write or args.pushgateway:
-        points = findings_series.findings_samples(report, job_id=job_id) + (run_points or [])
+        # File/log analyses may have no time window: stamp their findings with "now".
+        ts = None if report.window_end_ns is not None else time.time_ns() // 1_000_000
+        points = findings_series.findings_samples(report, job_id=job_id, timestamp_ms=ts) \
+            + (run_points or [])
 
     if args.grafana_url:
         def do_grafana() -> str:

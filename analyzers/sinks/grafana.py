@@ -117,8 +117,10 @@ def annotations_for(report: Report, job_id: str | None = None) -> list[Annotatio
             f"stormotel: {c.classification.replace('_', ' ')} gap spike on rank {c.rank} "
             f"(confidence {c.confidence:.2f}; {', '.join(c.reason_codes)})")
     for st in report.stall_findings:
-        t = st.evidence.get("time_ns") or st.evidence.get("start_ns")
-        start = _ms(t if isinstance(t, int) else None, win_end)
+        t = stall_time_ns(st.evidence)
+        if t is None and report.window_end_ns is None:
+            continue  # nowhere to put it on a time axis
+        start = _ms(t, win_end)
         where = f"pg {st.process_group} seq {st.seq_id} {st.op or ''}".strip()
         ranks = st.ranks
         add(st.kind, ranks, start, start,
@@ -127,6 +129,21 @@ def annotations_for(report: Report, job_id: str | None = None) -> list[Annotatio
             + (f" Remediation: {st.remediation[0]}" if st.remediation else ""),
             extra=f"{st.process_group}|{st.seq_id}", more_tags=("stall",))
     return out
+
+
+def stall_time_ns(evidence: dict[str, Any]) -> int | None:
+    """When a stall was detected: an explicit time, else the first watchdog timeout in the
+    evidence timeline, else its first event."""
+    for key in ("time_ns", "start_ns"):
+        v = evidence.get(key)
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+    events = [e for e in evidence.get("timeline") or [] if isinstance(e, dict)
+              and isinstance(e.get("ts_ns"), int)]
+    timeouts = [e["ts_ns"] for e in events if e.get("event") == "watchdog_timeout"]
+    if timeouts:
+        return min(timeouts)
+    return min((e["ts_ns"] for e in events), default=None)
 
 
 class GrafanaAPI:

@@ -135,3 +135,22 @@ def test_grafana_rejecting_the_token_is_a_sink_failure(tsdb, tmp_path: Path) -> 
     assert TOKEN not in r.stderr + r.stdout
     assert trace.exists()  # one failing sink does not stop the others
     assert summary_line(r.stderr)["sinks"] == "grafana:failed,perfetto:ok"
+
+
+def test_stall_findings_reach_every_sink(pushgateway_server, tmp_path: Path) -> None:
+    """Worker logs of a stuck job (rank 2 never joined all_reduce #8) → annotation, AN_STALL
+    series and a trace marker, with no telemetry at all."""
+    logs = Path(__file__).resolve().parents[1] / "stalls" / "data" / "logs" / "straggler_v25"
+    trace = tmp_path / "t.json"
+    with GrafanaStub(TOKEN) as grafana:
+        r = run_cli("--logs", str(logs / "rank*.log"), "--job-id", "stuck-1", "-q",
+                    "--grafana-url", grafana.url, "--pushgateway", pushgateway_server.url,
+                    "--perfetto", str(trace), env={"GRAFANA_TOKEN": TOKEN})
+        assert r.returncode == exitcodes.FINDINGS, r.stderr
+        [ann] = grafana.annotations
+    assert {"straggler", "stall", "rank=2", "job_id=stuck-1"} <= set(ann["tags"])
+    assert ann["time"] == 1795238892415  # rank 0's watchdog timeout, from the logs
+    stalls = _pushed(pushgateway_server, schema.AN_STALL)
+    assert len(stalls) == 1 and 'kind="straggler"' in stalls[0] and 'rank="2"' in stalls[0]
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert [e["pid"] for e in events if e.get("name") == "straggler"] == [2]
