@@ -281,6 +281,10 @@ ARCHIVE_RANK_PREFIX = "rank-"
 SPAN_EDGE = "stormotel.edge"
 EVENT_ATTR_SERIES = "stormotel.memory.series"  # which sample field the edge was seen on
 EVENT_ATTR_BASELINE = "stormotel.memory.baseline_bytes"
+EVENT_ATTR_THRESHOLD = "stormotel.threshold.percent"  # the line that was crossed
+SPAN_ATTR_EDGE = "stormotel.edge.event"  # on SPAN_EDGE: which event it carries
+SPAN_ATTR_SAMPLING_INTERVAL = "stormotel.sampling_interval_s"  # on SPAN_SESSION
+SPAN_ATTR_SAMPLER = ATTR_SAMPLER  # on SPAN_SESSION
 # Flight-recorder (ring buffer) dump: JSON lines, first line a header with this schema tag.
 RING_DUMP_SCHEMA = "stormotel.ring/v1"
 # Values of ATTR_DESTINATION / ATTR_REASON on the self-telemetry counters.

@@ -204,8 +204,8 @@ class MemoryTracker:
                                        self.identity.rank, env=self._env)
             self._session = self.telemetry.tracer().start_span(
                 schema.SPAN_SESSION, attributes={
-                    schema.ATTR_SAMPLER: self.sampler.name,
-                    "stormotel.sampling_interval_s": self.sampling_interval})
+                    schema.SPAN_ATTR_SAMPLER: self.sampler.name,
+                    schema.SPAN_ATTR_SAMPLING_INTERVAL: self.sampling_interval})
             self._stop.clear()
             self._tick()  # one sample now, so metrics and spans have a value from the start
             self._thread = threading.Thread(target=self._run, name="stormotel-sampler",
@@ -305,7 +305,7 @@ class MemoryTracker:
                     schema.EVENT_ATTR_LEVEL: crossing.level,
                     schema.EVENT_ATTR_PERCENT: round(crossing.percent, 3),
                     schema.EVENT_ATTR_BYTES: sample.device_used or 0,
-                    "stormotel.threshold.percent": crossing.threshold_percent})
+                    schema.EVENT_ATTR_THRESHOLD: crossing.threshold_percent})
         series = "device_used" if sample.device_used is not None else "reserved"
         rise = self.first_rise.update(sample.timestamp_ns, getattr(sample, series),
                                       sample.device_total)
@@ -330,7 +330,7 @@ class MemoryTracker:
         ctx = trace.set_span_in_context(self._session) if self._session is not None else None
         span = self.telemetry.tracer().start_span(schema.SPAN_EDGE, context=ctx,
                                                   start_time=timestamp_ns,
-                                                  attributes={"stormotel.edge": event})
+                                                  attributes={schema.SPAN_ATTR_EDGE: event})
         span.add_event(event, attributes, timestamp=timestamp_ns)
         span.end(end_time=timestamp_ns)
 

@@ -30,19 +30,20 @@ def table() -> str:
              f"`{schema.ATTR_DESTINATION}` and `{schema.ATTR_REASON}` on "
              f"`{schema.EXPORT_FAILURES.prom}`."]
     spans = [("span", schema.SPAN_SESSION, "one per tracking session (start_tracking → "
-              "stop_tracking)"),
+              f"stop_tracking); `{schema.SPAN_ATTR_SAMPLER}`, `{schema.SPAN_ATTR_SAMPLING_INTERVAL}`"),
              ("span", schema.SPAN_STEP, f"`tracker.step(n)`; attributes `{schema.SPAN_ATTR_STEP}`"
               f", `{schema.SPAN_ATTR_MEM_START}`, `{schema.SPAN_ATTR_MEM_END}`, "
               f"`{schema.SPAN_ATTR_MEM_PEAK}`"),
              ("span", schema.SPAN_MARK, f"`tracker.mark(name)`; `{schema.SPAN_ATTR_MARK}` and "
               "the same memory attributes"),
              ("span", schema.SPAN_EDGE, "zero-length, parent = session, carries exactly one of "
-              "the events below at the exact sample time"),
+              f"the events below at the exact sample time (named in `{schema.SPAN_ATTR_EDGE}`)"),
              ("event", schema.EVENT_FIRST_RISE, f"`{schema.EVENT_ATTR_SERIES}`, "
               f"`{schema.EVENT_ATTR_BYTES}`, `{schema.EVENT_ATTR_BASELINE}`, "
               f"`{schema.EVENT_ATTR_DELTA}`"),
              ("event", schema.EVENT_THRESHOLD, f"`{schema.EVENT_ATTR_LEVEL}`, "
-              f"`{schema.EVENT_ATTR_PERCENT}`, `{schema.EVENT_ATTR_BYTES}`"),
+              f"`{schema.EVENT_ATTR_PERCENT}`, `{schema.EVENT_ATTR_BYTES}`, "
+              f"`{schema.EVENT_ATTR_THRESHOLD}`"),
              ("event", schema.EVENT_OOM, f"`{schema.EVENT_ATTR_CONTEXT}`, "
               f"`{schema.EVENT_ATTR_DUMP_PATH}`, `{schema.EVENT_ATTR_MESSAGE}`, "
               f"`{schema.EVENT_ATTR_BYTES}`")]
