@@ -125,9 +125,10 @@ def _run_tracked(factory: Callable[[], Any], spec: str, iterations: int, mode: M
         try:
             workload = call_factory(factory, spec)
         except FactoryError as exc:
-            if mode == "fake" and _is_fake_limitation(exc.__cause__):
-                raise FactoryError(f"{exc}; fake tensors cannot run this factory — "
-                                   "try --mode real") from None
+            reason = _fake_limitation(exc.__cause__) if mode == "fake" else None
+            if reason:
+                raise FactoryError(f"{exc}; fake tensors cannot run this factory: {reason} — "
+                                   "or use --mode real") from None
             raise
         device = _model_device(workload)
         tracker = _make_tracker(workload)
@@ -479,27 +480,46 @@ def allocation_peak(t_ns: np.ndarray, nbytes: np.ndarray, start_ns: int, end_ns:
     return max(level, int(live[inside].max())) if inside.any() else level
 
 
-def _is_fake_limitation(exc: BaseException | None) -> bool:
-    """Errors that mean "fake tensors cannot run this", not "the model is wrong"."""
+#: (text found in the error chain, why fake tensors cannot do it / what to do instead)
+_FAKE_LIMITS: tuple[tuple[str, str], ...] = (
+    ("Couldn't swap", "module.to() / .half() / .cuda() cannot convert fake parameters; create "
+                      "them in the target dtype or device instead (torch.set_default_dtype, "
+                      "with torch.device(...), or the dtype= argument)"),
+    ("Mixing fake modes", "copy.deepcopy of a module gives its copy a fake mode of its own "
+                          "(nn.TransformerEncoder clones its layer this way); build each layer "
+                          "instead of copying one"),
+    ("convert all Tensors to FakeTensors", "it uses a real tensor created outside the factory "
+                                           "(at import time, or cached)"),
+    ("_local_scalar_dense", "it reads tensor values: .item(), .tolist() or Python control flow "
+                            "on a tensor"),
+    (".numpy()", "it converts tensors to numpy"),
+    ("data-dependent", "an output shape depends on tensor values"),
+    ("FakeTensor", "an operation is not supported on fake tensors"),
+)
+
+
+def _fake_limitation(exc: BaseException | None) -> str | None:
+    """Why fake tensors cannot run this (an error of the mode, not of the model), or None."""
     from torch._subclasses import fake_tensor
 
-    limits = (fake_tensor.DataDependentOutputException, fake_tensor.DynamicOutputShapeException,
-              fake_tensor.UnsupportedFakeTensorException)
     while exc is not None:
-        if isinstance(exc, limits) or "FakeTensor" in str(exc) or "fake" in str(exc).lower():
-            return True
-        if "data-dependent" in str(exc) or ".numpy()" in str(exc) or ".item()" in str(exc):
-            return True
+        text = str(exc)
+        for needle, reason in _FAKE_LIMITS:
+            if needle in text:
+                return reason
+        if isinstance(exc, fake_tensor.DynamicOutputShapeException | fake_tensor.
+                      UnsupportedFakeTensorException):
+            return "an operation is not supported on fake tensors"
         exc = exc.__cause__ or exc.__context__
-    return False
+    return None
 
 
 def _step_failure(exc: BaseException, phase: str, mode: Mode) -> str:
     message = f"the training step failed in {phase}: {describe_exception(exc)}"
     if mode == "fake":
-        if _is_fake_limitation(exc):
-            message += ("; fake tensors cannot run this model (data-dependent operations such "
-                        "as .item() or Python control flow on tensor values) — try --mode real")
+        reason = _fake_limitation(exc)
+        if reason:
+            message += f"; fake tensors cannot run this model: {reason} — or use --mode real"
         else:
             message += "; if the model runs with real tensors, try --mode real"
     return message

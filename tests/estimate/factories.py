@@ -37,3 +37,16 @@ def data_dependent() -> tuple[nn.Module, torch.optim.Optimizer, torch.Tensor]:
 
 
 NOT_CALLABLE = 42
+
+
+def converted_after_build() -> tuple[nn.Module, torch.optim.Optimizer, torch.Tensor]:
+    """``module.to(dtype)`` after building: fake parameters cannot be swapped."""
+    model = nn.Linear(8, 8).to(torch.bfloat16)
+    return model, torch.optim.SGD(model.parameters(), lr=0.1), torch.randn(4, 8).bfloat16()
+
+
+def deep_copied_layers() -> tuple[nn.Module, torch.optim.Optimizer, torch.Tensor]:
+    """nn.TransformerEncoder deep-copies its layer, giving the copies another fake mode."""
+    layer = nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)
+    model = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+    return model, torch.optim.SGD(model.parameters(), lr=0.1), torch.randn(2, 4, 16)

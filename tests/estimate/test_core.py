@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from examples import estimate_models
-from stormotel.estimate.core import allocation_peak, estimate
+from stormotel.estimate.core import EstimationError, allocation_peak, estimate
 from stormotel.estimate.factory import FactoryError
 from stormotel.estimate.report import CATEGORIES, Estimate
 
@@ -107,13 +107,24 @@ def test_fake_and_real_agree_and_tracker_matches_allocator(
 
 
 def test_untraceable_model_suggests_real_mode() -> None:
-    from stormotel.estimate.core import EstimationError
-
     with pytest.raises(EstimationError, match="--mode real") as info:
         estimate("tests.estimate.factories:data_dependent")
     assert "iteration 0 forward" in str(info.value)
     assert "(at factories.py:" in str(info.value)  # the user's line, not torch's
     assert estimate("tests.estimate.factories:data_dependent", mode="real").peak_bytes > 0
+
+
+@pytest.mark.parametrize(("spec", "error", "fragment"), [
+    ("converted_after_build", FactoryError, "create them in the target dtype or device"),
+    ("deep_copied_layers", EstimationError, "build each layer instead of copying one"),
+])
+@pytest.mark.filterwarnings("ignore:Accessing the data pointer of FakeTensor")  # torch's own
+def test_fake_mode_limits_are_explained_and_real_mode_works(
+        spec: str, error: type[Exception], fragment: str) -> None:
+    with pytest.raises(error) as info:
+        estimate(f"tests.estimate.factories:{spec}")
+    assert fragment in str(info.value) and "--mode real" in str(info.value)
+    assert estimate(f"tests.estimate.factories:{spec}", mode="real").peak_bytes > 0
 
 
 @pytest.mark.parametrize(("spec", "fragment"), [
