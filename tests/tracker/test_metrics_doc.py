@@ -30,7 +30,8 @@ def table() -> str:
              f"`{schema.ATTR_DESTINATION}` and `{schema.ATTR_REASON}` on "
              f"`{schema.EXPORT_FAILURES.prom}`."]
     spans = [("span", schema.SPAN_SESSION, "one per tracking session (start_tracking → "
-              f"stop_tracking); `{schema.SPAN_ATTR_SAMPLER}`, `{schema.SPAN_ATTR_SAMPLING_INTERVAL}`"),
+              f"stop_tracking); `{schema.SPAN_ATTR_SAMPLER}`, "
+              f"`{schema.SPAN_ATTR_SAMPLING_INTERVAL}`"),
              ("span", schema.SPAN_STEP, f"`tracker.step(n)`; attributes `{schema.SPAN_ATTR_STEP}`"
               f", `{schema.SPAN_ATTR_MEM_START}`, `{schema.SPAN_ATTR_MEM_END}`, "
               f"`{schema.SPAN_ATTR_MEM_PEAK}`"),
