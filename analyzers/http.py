@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import ssl
 import time
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
@@ -135,26 +136,32 @@ def make_client(settings: HttpSettings, auth: httpx.Auth | bool | None = True) -
 
     Pass another ``httpx.Auth`` (e.g. Grafana's token) or ``None`` to override.
     """
-    verify: Any = True
-    if settings.insecure_skip_verify:
-        verify = False
-    elif settings.ca_file is not None:
-        if not Path(settings.ca_file).is_file():
-            raise ConfigError(f"CA file {settings.ca_file} does not exist")
-        verify = str(settings.ca_file)
-    cert: Any = None
-    if settings.client_cert is not None:
-        for p in (settings.client_cert, settings.client_key):
-            if p is not None and not Path(p).is_file():
-                raise ConfigError(f"client certificate/key file {p} does not exist")
-        cert = (str(settings.client_cert), str(settings.client_key)) if settings.client_key \
-            else str(settings.client_cert)
-    elif settings.client_key is not None:
-        raise ConfigError("--client-key needs --client-cert")
     resolved = auth_from_settings(settings) if auth is True else (auth or None)
-    return httpx.Client(verify=verify, cert=cert, auth=resolved,
+    return httpx.Client(verify=ssl_context(settings), auth=resolved,
                         timeout=httpx.Timeout(settings.timeout_s),
                         headers={"User-Agent": "stormotel-analyzer"})
+
+
+def ssl_context(settings: HttpSettings) -> ssl.SSLContext:
+    """Verification on (system CAs, or ``ca_file``), plus the client certificate for mTLS."""
+    for what, p in (("CA file", settings.ca_file), ("client certificate", settings.client_cert),
+                    ("client key", settings.client_key)):
+        if p is not None and not Path(p).is_file():
+            raise ConfigError(f"{what} {p} does not exist")
+    if settings.client_key is not None and settings.client_cert is None:
+        raise ConfigError("--client-key needs --client-cert")
+    try:
+        ctx = ssl.create_default_context(
+            cafile=str(settings.ca_file) if settings.ca_file else None)
+        if settings.insecure_skip_verify:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        if settings.client_cert is not None:
+            ctx.load_cert_chain(str(settings.client_cert),
+                                str(settings.client_key) if settings.client_key else None)
+    except (ssl.SSLError, OSError) as e:
+        raise ConfigError(f"cannot load TLS files: {e}") from None
+    return ctx
 
 
 def _retryable_status(status: int) -> bool:
