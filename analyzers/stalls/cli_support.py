@@ -77,7 +77,8 @@ def add_stall_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--logs", nargs="+", action="extend", metavar="PATH",
                    help="worker logs (files, folders, quoted globs; one file per rank or "
                         "interleaved) with ProcessGroupNCCL watchdog lines of any PyTorch "
-                        "version; launcher prefixes, wrapped and progress-bar lines tolerated")
+                        "version; launcher prefixes, wrapped and progress-bar lines tolerated. "
+                        "Put telemetry PATHs before --logs (it takes every path after it).")
     g.add_argument("--world-size", type=int, metavar="N",
                    help="the job's world size, when ranks with no dump/log must be counted as "
                         "unseen (default: highest rank seen + 1)")

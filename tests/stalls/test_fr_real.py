@@ -6,6 +6,7 @@ The dumps come from :mod:`tests.stalls.fr_jobs` (session fixture ``fr_dumps``), 
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -189,3 +190,17 @@ def test_flight_recorder_and_logs_together(fr_dumps: Path) -> None:
     assert code == 1
     sources = [(f["source"], f["kind"], f["ranks"]) for f in report["stall_findings"]]
     assert sources == [("flight_recorder", "straggler", [2]), ("logs", "size_mismatch", [3])]
+
+
+def test_telemetry_with_flight_recorder_and_marker_alignment(fr_dumps: Path) -> None:
+    """Memory telemetry and stall evidence in one run: both kinds of findings, markers attached."""
+    telemetry = Path(__file__).parents[1] / "analyzers" / "data"
+    files = [str(p) for p in sorted(telemetry.glob("stormlog_events_rank*.json"))]
+    proc = run_cli(*files, "--flight-recorder", str(fr_dumps / "straggler" / "json"),
+                   "--align", "markers", "--format", "json", "--quiet")
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["participating_ranks"] == [0, 1, 2, 3]
+    assert [(f["kind"], f["ranks"]) for f in report["stall_findings"]] == [("straggler", [2])]
+    assert report["settings"]["align"] == "markers"
+    assert any(n.startswith("clocks aligned on") for n in report["notes"])  # FR anchors
