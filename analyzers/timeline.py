@@ -213,6 +213,24 @@ class TimelineBuilder:
             self._markers.setdefault(rank, []).append(markers)
             self._identity.setdefault(rank, RankIdentity(rank=rank))
 
+    def absorb(self, other: TimelineBuilder) -> None:
+        """Take over everything another builder collected (a worker process's file)."""
+        for rank, chunks in other._chunks.items():
+            self._chunks.setdefault(rank, []).extend(chunks)
+        for rank, markers in other._markers.items():
+            self._markers.setdefault(rank, []).extend(markers)
+        for ident in other._identity.values():
+            self.set_identity(ident)
+        self.notes.extend(n for n in other.notes if n not in self.notes)
+        self.skipped.update(other.skipped)
+        self.sources.extend(other.sources)
+        for key, value in other.meta.items():
+            mine = self.meta.get(key)
+            if isinstance(mine, list) and isinstance(value, list):
+                mine.extend(v for v in value if v not in mine)
+            else:
+                self.meta.setdefault(key, value)
+
     def build(self, *, job_id: str | None = None, world_size: int | None = None) -> Timeline:
         ranks: dict[int, RankSeries] = {}
         for rank in sorted(self._identity):

@@ -27,8 +27,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analyzers.analyze import analyze  # noqa: E402
-from analyzers.timeline import Markers, RankIdentity, RankSeries, Timeline  # noqa: E402
+from analyzers.analyze import analyze
+from analyzers.timeline import Markers, RankIdentity, RankSeries, Timeline
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB

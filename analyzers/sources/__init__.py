@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import glob
 import gzip
+import multiprocessing
 import os
 import zlib
 from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from analyzers.sources.base import LoadContext, ProgressFn, SourceError
 from analyzers.sources.otlp_archive import OtlpFileReader, looks_like_otlp_json
-from analyzers.timeline import Timeline
+from analyzers.timeline import Timeline, TimelineBuilder
 
 __all__ = ["LoadContext", "SourceError", "expand_paths", "load_paths"]
 
@@ -30,6 +32,10 @@ __all__ = ["LoadContext", "SourceError", "expand_paths", "load_paths"]
 TELEMETRY_SUFFIXES = (".jsonl", ".json", ".ndjson", ".csv", ".pb", ".binpb", ".proto")
 COMPRESSION_SUFFIXES = (".gz", ".zst", ".zstd")
 PROTOBUF_SUFFIXES = (".pb", ".binpb", ".proto")
+#: Parse in worker processes from this many files and bytes on (fork start-up is ~ms).
+PARALLEL_MIN_FILES = 4
+PARALLEL_MIN_BYTES = 32 * 1024 * 1024
+MAX_WORKERS = 8
 #: Report progress for files at least this large, and every this many files.
 PROGRESS_BYTES = 32 * 1024 * 1024
 PROGRESS_FILES = 50
@@ -172,6 +178,27 @@ def _not_telemetry(where: str, ctx: LoadContext, explicit: bool, what: str) -> i
     return 0
 
 
+def _load_one(item: tuple[Path, bool]) -> tuple[TimelineBuilder, int]:
+    """Worker: parse one file into a fresh builder (returned to the parent, pickled)."""
+    path, explicit = item
+    sub = LoadContext()
+    n = load_file(path, sub, explicit=explicit)
+    return sub.builder, n
+
+
+def _workers(files: list[tuple[Path, bool]], total_bytes: int) -> int:
+    """How many processes parse files: JSON parsing is CPU-bound and holds the GIL, so many or
+    large files are split across cores (``STORMOTEL_LOAD_WORKERS`` overrides; 1 = in-process)."""
+    env = os.environ.get("STORMOTEL_LOAD_WORKERS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return min(int(env), len(files))
+    if len(files) < PARALLEL_MIN_FILES or total_bytes < PARALLEL_MIN_BYTES:
+        return 1
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    return max(1, min(os.cpu_count() or 1, MAX_WORKERS, len(files)))
+
+
 def load_paths(paths: Iterable[str], *, progress: ProgressFn | None = None,
                ctx: LoadContext | None = None, job_id: str | None = None) -> Timeline:
     """Load every file under ``paths`` into one Timeline (merged, de-duplicated, time-sorted)."""
@@ -181,18 +208,30 @@ def load_paths(paths: Iterable[str], *, progress: ProgressFn | None = None,
         raise SourceError(f"no telemetry files under {', '.join(map(str, paths))} "
                           f"(looked for {', '.join(TELEMETRY_SUFFIXES)}, optionally .gz/.zst)",
                           no_telemetry=True)
-    total_bytes = sum(p.stat().st_size for p, _ in files)
+    sizes = [p.stat().st_size for p, _ in files]
+    total_bytes = sum(sizes)
     loud = len(files) >= PROGRESS_FILES or total_bytes >= PROGRESS_BYTES
-    done_bytes = 0
-    samples = 0
-    for i, (path, explicit) in enumerate(files, start=1):
-        samples += load_file(path, ctx, explicit=explicit)
-        ctx.builder.sources.append(str(path))
-        done_bytes += path.stat().st_size
-        if loud and (i % PROGRESS_FILES == 0 or i == len(files)
-                     or path.stat().st_size >= PROGRESS_BYTES):
+    workers = _workers(files, total_bytes)
+    done_bytes = samples = 0
+
+    def tick(i: int, n: int) -> None:
+        nonlocal done_bytes, samples
+        samples += n
+        done_bytes += sizes[i - 1]
+        if loud and (i % PROGRESS_FILES == 0 or i == len(files) or sizes[i - 1] >= PROGRESS_BYTES):
             ctx.report(f"loaded {i}/{len(files)} files, {done_bytes / 1e6:.1f} MB, "
-                       f"{samples} samples")
+                       f"{samples} samples" + (f" ({workers} processes)" if workers > 1 else ""))
+
+    if workers == 1:
+        for i, (path, explicit) in enumerate(files, start=1):
+            tick(i, load_file(path, ctx, explicit=explicit))
+    else:
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+        with pool:
+            for i, (sub, n) in enumerate(pool.map(_load_one, files), start=1):
+                ctx.builder.absorb(sub)
+                tick(i, n)
+    ctx.builder.sources.extend(str(p) for p, _ in files)
     timeline = ctx.builder.build(job_id=job_id)
     if timeline.total_samples() == 0:
         reasons = ", ".join(f"{k}={v}" for k, v in sorted(timeline.skipped.items())) or "none"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -107,6 +108,35 @@ def _first(records: Sequence[Mapping[str, Any]], *keys: str) -> list[Any]:
     return out
 
 
+#: Fields every Stormlog v2+ record carries (schema-required): read in one C-level pass.
+CORE_KEYS = ("timestamp_ns", "allocator_allocated_bytes", "allocator_reserved_bytes",
+             "allocator_active_bytes", "device_used_bytes", "device_total_bytes",
+             "device_free_bytes", "context")
+#: ... plus what stormlog 0.4.x always writes (v4: session_id, schema_version, rank).
+FULL_KEYS = (*CORE_KEYS, "schema_version", "rank", "session_id")
+
+
+class _ColumnReader:
+    """Columns of a record list: one ``itemgetter`` pass for the core fields when every record
+    has them (v2+), else per-column comprehensions with legacy fallbacks (:func:`_first`)."""
+
+    def __init__(self, records: Sequence[Mapping[str, Any]]) -> None:
+        self.records = records
+        self.core: dict[str, Sequence[Any]] = {}
+        for keys in (FULL_KEYS, CORE_KEYS):
+            try:
+                rows = list(map(itemgetter(*keys), records))
+            except (KeyError, TypeError):
+                continue
+            if rows:
+                self.core = dict(zip(keys, zip(*rows, strict=True), strict=True))
+            return
+
+    def __call__(self, *keys: str) -> Sequence[Any]:
+        col = self.core.get(keys[0])
+        return col if col is not None else _first(self.records, *keys)
+
+
 def _meta(r: Mapping[str, Any], key: str) -> Any:
     m = r.get("metadata")
     return m.get(key) if isinstance(m, Mapping) else None
@@ -115,9 +145,12 @@ def _meta(r: Mapping[str, Any], key: str) -> Any:
 def load_records(records: list[Any], path: str, ctx: LoadContext) -> int:
     """Validate Stormlog records column-wise and add them to the builder; returns samples."""
     supported = {*SUPPORTED_SCHEMAS, *(str(v) for v in SUPPORTED_SCHEMAS)}
-    good: list[Mapping[str, Any]] = [
-        r for r in records if type(r) is dict and r.get("schema_version", 2) in supported]
-    if len(good) != len(records):  # rare: find out what was wrong, record by record
+    good: list[Mapping[str, Any]] = records
+    col = _ColumnReader(records) if set(map(type, records)) == {dict} else None
+    versions = col("schema_version") if col is not None and "schema_version" in col.core \
+        else [r.get("schema_version", 2) if type(r) is dict else None for r in records]
+    if not set(versions) <= supported:  # rare: find out what was wrong, record by record
+        col = None
         good = []
         for i, r in enumerate(records):
             if not isinstance(r, Mapping):
@@ -133,42 +166,43 @@ def load_records(records: list[Any], path: str, ctx: LoadContext) -> int:
         return 0
     n = len(good)
     where = path
+    col = col if col is not None else _ColumnReader(good)
     # Timestamps: timestamp_ns, else legacy seconds.
-    t_raw = _first(good, "timestamp_ns")
-    if any(v is None for v in t_raw):
-        secs = _first(good, "timestamp")
+    t_raw = col("timestamp_ns")
+    if None in t_raw:
+        secs = col("timestamp")
         t_raw = [tn if tn is not None else (None if s is None else _secs_to_ns(s))
                  for tn, s in zip(t_raw, secs, strict=True)]
     t, ok = time_column(t_raw, ctx, where, "timestamp_ns")
 
-    allocated = _first(good, "allocator_allocated_bytes", "memory_allocated")
-    if any(v is None for v in allocated):
-        mb = _first(good, "memory_mb")
+    allocated = col("allocator_allocated_bytes", "memory_allocated")
+    if None in allocated:
+        mb = col("memory_mb")
         allocated = [a if a is not None else (None if m is None else _mib(m))
                      for a, m in zip(allocated, mb, strict=True)]
     alloc = bytes_column(allocated, ctx, where, "allocator_allocated_bytes")
-    reserved = bytes_column(_first(good, "allocator_reserved_bytes", "memory_reserved"), ctx,
+    reserved = bytes_column(col("allocator_reserved_bytes", "memory_reserved"), ctx,
                             where, "allocator_reserved_bytes")
     if np.isnan(reserved).any():  # Stormlog: a record without reserved reports allocated
         legacy_res = np.isnan(reserved) & ~np.fromiter(
             (("allocator_reserved_bytes" in r) or ("memory_reserved" in r) for r in good), bool,
             n)
         reserved[legacy_res] = alloc[legacy_res]
-    active = bytes_column(_first(good, "allocator_active_bytes"), ctx, where,
+    active = bytes_column(col("allocator_active_bytes"), ctx, where,
                           "allocator_active_bytes")
-    used = bytes_column(_first(good, "device_used_bytes"), ctx, where, "device_used_bytes")
+    used = bytes_column(col("device_used_bytes"), ctx, where, "device_used_bytes")
     if np.isnan(used).any():  # Stormlog: a record without device used reports allocated
         legacy_used = np.isnan(used) & ~np.fromiter(("device_used_bytes" in r for r in good),
                                                     bool, n)
         used[legacy_used] = alloc[legacy_used]
-    total_raw = _first(good, "device_total_bytes", "total_memory", "device_total", "total_bytes")
-    if any(v is None for v in total_raw):
+    total_raw = col("device_total_bytes", "total_memory", "device_total", "total_bytes")
+    if None in total_raw:
         total_raw = [v if v is not None else (_meta(r, "total_memory") or _meta(r, "device_total"))
                      for v, r in zip(total_raw, good, strict=True)]
     total = bytes_column(total_raw, ctx, where, "device_total_bytes")
-    free = bytes_column(_first(good, "device_free_bytes"), ctx, where, "device_free_bytes")
+    free = bytes_column(col("device_free_bytes"), ctx, where, "device_free_bytes")
 
-    rank_raw = _first(good, "rank")
+    rank_raw = col("rank")
     ranks = _int_column(rank_raw, default=0)
     if all(v is None for v in rank_raw):
         rank_raw = [_meta(r, "rank") for r in good]
@@ -192,8 +226,10 @@ def load_records(records: list[Any], path: str, ctx: LoadContext) -> int:
                       active=active[sel], device_used=used[sel], device_total=total[sel],
                       device_free=free[sel])
         added += int(sel.sum())
-    _context_markers(good, t, ok, ranks, ctx)
-    sessions = {r.get("session_id") or _meta(r, "session_id") for r in good} - {None}
+    _context_markers(col("context", "message"), t, ok, ranks, ctx)
+    sessions = set(col("session_id")) - {None}
+    if not sessions:  # legacy exports keep it in metadata
+        sessions = {_meta(r, "session_id") for r in good} - {None}
     if sessions:
         known = ctx.builder.meta.setdefault("stormlog_sessions", [])
         assert isinstance(known, list)
@@ -261,9 +297,8 @@ def _i(v: Any) -> int | None:
         return None
 
 
-def _context_markers(good: list[Mapping[str, Any]], t: np.ndarray, ok: np.ndarray,
+def _context_markers(contexts: Sequence[Any], t: np.ndarray, ok: np.ndarray,
                      ranks: np.ndarray, ctx: LoadContext) -> None:
-    contexts = _first(good, "context", "message")
     idx = [i for i, c in enumerate(contexts) if c and ok[i]]
     if not idx:
         return

@@ -278,3 +278,21 @@ def test_progress_is_reported_for_many_files(tmp_path, monkeypatch):
     messages: list[str] = []
     load_paths([str(tmp_path)], progress=messages.append)
     assert messages[-1].startswith("loaded 4/4 files") and "240 samples" in messages[-1]
+
+
+def test_parallel_loading_matches_in_process(tmp_path, monkeypatch):
+    data = _seed_with_markers()
+    write_archive(tmp_path, data)
+    (tmp_path / "copy").mkdir()
+    write_archive(tmp_path / "copy", data)  # duplicates, merged across worker processes
+    monkeypatch.setenv("STORMOTEL_LOAD_WORKERS", "1")
+    one = load_paths([str(tmp_path)])
+    monkeypatch.setenv("STORMOTEL_LOAD_WORKERS", "2")
+    two = load_paths([str(tmp_path)])
+    assert one.rank_ids == two.rank_ids and one.skipped == two.skipped
+    assert one.skipped["duplicate_sample"] == 240
+    for r in one.rank_ids:
+        np.testing.assert_array_equal(one.ranks[r].t_ns, two.ranks[r].t_ns)
+        np.testing.assert_array_equal(one.ranks[r].values["device_used"],
+                                      two.ranks[r].values["device_used"])
+        assert list(one.ranks[r].markers.name) == list(two.ranks[r].markers.name)
