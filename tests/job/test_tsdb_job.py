@@ -25,6 +25,7 @@ from stormotel import exitcodes, schema
 from tests import servers
 from tests.job import planted
 from tests.job.conftest import run_cli, summary_line
+from tests.job.stubs import FaultProxy
 
 pytestmark = pytest.mark.servers
 
@@ -42,14 +43,14 @@ def _query(url: str, expr: str, *, wait_s: float = 10.0) -> list[dict]:
 
 
 @contextlib.contextmanager
-def victoriametrics_dedup(workdir: Path) -> Iterator[servers.Server]:
+def victoriametrics_dedup(workdir: Path, *extra: str) -> Iterator[servers.Server]:
     """VictoriaMetrics as deployed for idempotent writers: ``-dedup.minScrapeInterval=1ms``
     keeps one sample per series and timestamp (without it VM stores re-sent duplicates)."""
     binary = servers.require_binary("victoria-metrics")
     port = servers.free_port()
     argv = [binary, f"-storageDataPath={workdir / 'data'}", f"-httpListenAddr=127.0.0.1:{port}",
             "-search.latencyOffset=0s", "-retentionPeriod=100y", "-loggerLevel=ERROR",
-            "-dedup.minScrapeInterval=1ms"]
+            "-dedup.minScrapeInterval=1ms", *extra]
     server = servers._start("victoria-metrics", argv, workdir, port, "/health")
     try:
         yield server
@@ -139,3 +140,19 @@ def test_pre_run_estimate_series_reach_the_timeline(prometheus_server) -> None:
                                   QueryWindow(p.job_id, p.start_ns, p.end_ns))
     assert timeline.meta["estimate_bytes"] == {r: 24.0 * 2**30 for r in range(4)}
     assert timeline.rank_ids == [0, 1, 2, 3]
+
+
+def test_server_with_a_lower_points_limit_gets_smaller_chunks(tmp_path: Path) -> None:
+    """VictoriaMetrics started with -search.maxPointsPerTimeseries=1000: our 10,000-point
+    chunks are refused, halved until accepted, and every sample still arrives."""
+    with victoriametrics_dedup(tmp_path / "vm", "-search.maxPointsPerTimeseries=1000") as vm:
+        p, data = planted.make(job_id="small-limit", minutes=40)
+        one = {k: v for k, v in data.items() if k == (0, "reserved")}
+        planted.write(vm.url + "/api/v1/write", p.job_id, one)
+        planted.wait_visible(vm.url, p.job_id, 1)
+        with FaultProxy(vm.url) as counting:  # forwards everything, records the paths
+            timeline, outcome = load_prometheus(
+                [counting.url], QueryWindow(p.job_id, p.start_ns, p.end_ns, step_s=1.0))
+    assert len(timeline.ranks[0]) == 2400 and not outcome.partial
+    ranges = [r for r in counting.requests if r.startswith("/api/v1/query_range")]
+    assert len(ranges) >= 4  # refused 2400 → 2 × 1200 refused → 4 × 600 accepted
