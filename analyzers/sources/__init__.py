@@ -22,7 +22,9 @@ from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from analyzers.sources import stormlog
 from analyzers.sources.base import LoadContext, ProgressFn, SourceError
+from analyzers.sources.jsonio import JSONDecodeError, loads
 from analyzers.sources.otlp_archive import OtlpFileReader, looks_like_otlp_json
 from analyzers.timeline import Timeline, TimelineBuilder
 
@@ -121,8 +123,6 @@ def _first_line(data: bytes) -> bytes:
 
 def load_file(path: Path, ctx: LoadContext, *, explicit: bool) -> int:
     """Load one file; returns samples added. Raises SourceError for unusable named files."""
-    from analyzers.sources import stormlog
-
     data = _read_bytes(path)
     where = str(path)
     inner = _inner_name(path)
@@ -151,17 +151,14 @@ def load_file(path: Path, ctx: LoadContext, *, explicit: bool) -> int:
 
 
 def _stormlog_json_records(data: bytes, where: str, ctx: LoadContext) -> list | None:
-    from analyzers.sources import stormlog
-    from analyzers.sources.otlp_archive import _JSONError, _loads
-
     try:
-        obj = _loads(data)
-    except _JSONError as exc:
+        obj = loads(data)
+    except JSONDecodeError as exc:
         # Not one JSON document: JSON lines (one event per line), possibly cut short.
         head = _first_line(data)
         try:
-            first = _loads(head)
-        except _JSONError:
+            first = loads(head)
+        except JSONDecodeError:
             raise SourceError(f"{where}: line 1: not valid JSON ({exc})") from exc
         if not stormlog.looks_like_stormlog(first):
             return None

@@ -25,6 +25,7 @@ import numpy as np
 from analyzers.algorithms.estimate_ratio import META_KEY as ESTIMATE_META_KEY
 from analyzers.sources.base import LoadContext, SourceError
 from analyzers.sources.columns import bytes_column, time_column
+from analyzers.sources.jsonio import JSONDecodeError, loads
 from analyzers.sources.markers import (
     KIND_FIRST_RISE,
     KIND_OOM,
@@ -35,17 +36,6 @@ from analyzers.sources.markers import (
 )
 from analyzers.timeline import RankIdentity
 from stormotel import schema
-
-try:  # orjson is a declared dependency; stdlib json keeps a broken install usable.
-    import orjson as _orjson
-
-    _loads: Any = _orjson.loads
-    _JSONError: tuple[type[Exception], ...] = (_orjson.JSONDecodeError,)
-except ImportError:  # pragma: no cover
-    import json as _json
-
-    _loads = _json.loads
-    _JSONError = (ValueError,)
 
 #: metric name → (Timeline field, is_peak)
 METRIC_FIELDS: dict[str, tuple[str, bool]] = {
@@ -161,8 +151,8 @@ class OtlpFileReader:
                 continue
             where = f"{self.path}:{lineno}"
             try:
-                obj = _loads(line)
-            except _JSONError as exc:
+                obj = loads(line)
+            except JSONDecodeError as exc:
                 truncated = lineno == last and not data.endswith(b"\n")
                 self.ctx.skip("truncated_line" if truncated else "bad_json", where,
                               f"not valid JSON ({exc})")

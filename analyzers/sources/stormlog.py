@@ -24,8 +24,8 @@ import numpy as np
 
 from analyzers.sources.base import LoadContext, SourceError
 from analyzers.sources.columns import bytes_column, time_column
+from analyzers.sources.jsonio import JSONDecodeError, loads
 from analyzers.sources.markers import KIND_CONTEXT, MarkerAccumulator, is_collective
-from analyzers.sources.otlp_archive import _JSONError, _loads
 from analyzers.timeline import RankIdentity
 
 MIB = 1024 * 1024
@@ -73,8 +73,8 @@ def read_json_lines(data: bytes, path: str, ctx: LoadContext) -> list[Any]:
         if not line.strip():
             continue
         try:
-            records.append(_loads(line))
-        except _JSONError as exc:
+            records.append(loads(line))
+        except JSONDecodeError as exc:
             truncated = lineno == len(lines) and not data.endswith(b"\n")
             ctx.skip("truncated_line" if truncated else "bad_json", f"{path}:{lineno}",
                      f"not valid JSON ({exc})")
