@@ -8,7 +8,10 @@ Kubernetes CronJob), so this module owns what makes that safe:
   samples are not missed, and catches up at most ``--max-window`` per run;
 * **bounded run time** — ``--timeout`` is one budget for every request of the run;
 * **one summary line per run** (logfmt) on stderr, and distinct exit codes: 0 healthy,
-  1 findings, 3 source failure (also partial reads), 4 sink failure — in that precedence;
+  1 findings, 3 source failure, 4 sink failure — in that precedence. A partial read (one of
+  several endpoints down, some ranks' queries failed) is not a failure (docs/exit-codes.md): what
+  was read is analysed, the warnings name the endpoint and ranks, the summary says
+  ``partial=true`` and the missing ranks are reported;
 * **idempotent sinks** — annotations keyed, finding series stamped with the window end,
   Pushgateway groups replaced; ``--dry-run`` prints what would be written and changes nothing.
 
@@ -590,13 +593,12 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
                 for url, why in src.endpoints_failed.items():
                     print(f"stormotel analyze: warning: endpoint {url} failed: {why}",
                           file=err)
-            outcome = (OUTCOME_SOURCE_FAILURE if src.partial else
-                       OUTCOME_FINDINGS if report.has_findings() else OUTCOME_OK)
+            outcome = OUTCOME_FINDINGS if report.has_findings() else OUTCOME_OK
             runs = _count_run(state, job_id, outcome)
             run_points = findings_series.run_samples(
                 job_id=job_id, duration_s=time.monotonic() - started,
                 now_ms=now_ns // 1_000_000, runs_by_outcome=runs,
-                success=not src.partial)
+                success=True)
             sinks = write_sinks(report, timeline, args, run_points=run_points,
                                 deadline=deadline, out=out)
             if emit_report is not None:
@@ -617,12 +619,10 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
                 _count_run(state, job_id, OUTCOME_SINK_FAILURE, replace=outcome)
                 _save(state)
                 return finish(exitcodes.SINK_FAILURE, OUTCOME_SINK_FAILURE)
-            if state is not None and window.tracked and not src.partial:
+            if state is not None and window.tracked:
                 state.job(job_id)["last_end_ns"] = window.end_ns
                 state.job(job_id)["updated"] = _iso(now_ns)
             _save(state)
-            if src.partial:
-                return finish(exitcodes.SOURCE_FAILURE, OUTCOME_SOURCE_FAILURE)
             if report.has_findings():
                 return finish(exitcodes.FINDINGS, OUTCOME_FINDINGS)
             return finish(exitcodes.OK, OUTCOME_OK)

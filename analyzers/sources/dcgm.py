@@ -228,7 +228,9 @@ def load_dcgm(urls: Sequence[str], window: QueryWindow, options: DcgmOptions, *,
                          + "; ".join(f"{k} ({v})" for k, v in SKIPPED_ANALYSES.items()))
     builder.meta["mode"] = "dcgm"
     builder.meta["skipped_analyses"] = dict(SKIPPED_ANALYSES)
-    timeline = builder.build(job_id=window.job_id)
+    # With a map, the job is the mapped ranks: a mapped GPU without data is a missing rank.
+    world = max(r for r, _ in options.rank_map.rows) + 1 if options.rank_map else None
+    timeline = builder.build(job_id=window.job_id, world_size=world)
     timeline.ranks = {r: _with_total(s, driver_reserved.get(r, []))
                       for r, s in timeline.ranks.items()}
     return timeline, outcome

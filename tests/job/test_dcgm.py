@@ -66,13 +66,14 @@ def test_map_file_mode_finds_first_cause_and_says_what_it_skipped(dcgm_tsdb, tmp
                                                                   ) -> None:
     prom, p = dcgm_tsdb
     mapping = tmp_path / "ranks.csv"
-    mapping.write_text("rank,uuid\n" + "".join(f"{i},GPU-{i:04d}\n" for i in range(4)))
+    mapping.write_text("rank,uuid\n" + "".join(f"{i},GPU-{i:04d}\n" for i in range(5)))
     out = tmp_path / "r.json"
     r = run_cli("--prometheus", prom.url, "--dcgm", "--gpu-rank-map", str(mapping),
                 *_window(p), "--format", "json", "-o", str(out))
     assert r.returncode == exitcodes.FINDINGS, r.stderr
     report = json.loads(out.read_text())
     assert report["participating_ranks"] == [0, 1, 2, 3]
+    assert report["missing_ranks"] == [4]  # mapped, but GPU-0004 reported nothing
     assert report["cross_rank"]["first_cause_suspects"][0]["rank"] == p.fault_rank
     assert report["gap_findings"] == [] and report["collective_attributions"] == []
     assert set(report["extra"]["skipped_analyses"]) == {"gap_analysis",
