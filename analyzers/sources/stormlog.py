@@ -299,13 +299,22 @@ def _i(v: Any) -> int | None:
 
 def _context_markers(contexts: Sequence[Any], t: np.ndarray, ok: np.ndarray,
                      ranks: np.ndarray, ctx: LoadContext) -> None:
-    idx = [i for i, c in enumerate(contexts) if c and ok[i]]
-    if not idx:
+    """Context strings → markers; consecutive events of a rank with the same context become one
+    interval (a tracker sets the context for a whole phase, not one event)."""
+    has = ok & np.fromiter((bool(c) for c in contexts), bool, len(contexts))
+    idx = np.flatnonzero(has)
+    if idx.size == 0:
         return
+    names = np.asarray(contexts, dtype=object)[idx]
+    r = ranks[idx]
+    new_run = np.ones(idx.size, bool)
+    new_run[1:] = (np.diff(idx) != 1) | (r[1:] != r[:-1]) | (names[1:] != names[:-1])
+    starts = np.flatnonzero(new_run)
+    ends = np.append(starts[1:], idx.size) - 1
     acc = MarkerAccumulator()
-    for i in idx:
-        name = str(contexts[i])
-        acc.add(int(ranks[i]), int(t[i]), int(t[i]), name,
+    for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+        name = str(names[a])
+        acc.add(int(r[a]), int(t[idx[a]]), int(t[idx[b]]), name,
                 "collective" if is_collective(name) else KIND_CONTEXT)
     for rank, m in acc.build().items():
         ctx.builder.add_markers(rank, m)
