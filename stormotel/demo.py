@@ -55,11 +55,11 @@ def run_job(out: str | Path, *, world_size: int = 4, duration_s: float = 8.0,
 
     Raises ``RuntimeError`` when a rank fails (its error is in the message).
     """
+    parse_faults(faults)  # fail before importing torch or spawning anything
     import torch.multiprocessing as mp
 
     from stormotel.demo_worker import WorkerConfig, worker
 
-    parse_faults(faults)  # fail before spawning anything
     out = Path(out)
     job_dir = out / job_id
     _clear_previous(job_dir)
