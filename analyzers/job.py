@@ -258,6 +258,11 @@ class StateFile:
             fcntl.flock(lock, fcntl.LOCK_UN)
             lock.close()
 
+    def read(self) -> StateFile:
+        """Load without locking (``--dry-run`` only looks)."""
+        self._load()
+        return self
+
     def _load(self) -> None:
         if not self.path.exists():
             return
@@ -556,11 +561,9 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
     state = StateFile(args.state_file) if args.state_file and not args.dry_run else None
     try:
         with state.locked() if state else contextlib.nullcontext():
-            if args.dry_run and args.state_file:
-                peek = StateFile(args.state_file)
-                if peek.path.exists():
-                    peek._load()
-                window = resolve_window(args, now_ns, peek, job_id)
+            if args.dry_run and args.state_file:  # read the state, never lock or write it
+                window = resolve_window(args, now_ns, StateFile(args.state_file).read(),
+                                        job_id)
             else:
                 window = resolve_window(args, now_ns, state, job_id)
             if window is None:
@@ -574,25 +577,8 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
                 _save(state)
                 return finish(exitcodes.SOURCE_FAILURE, OUTCOME_SOURCE_FAILURE)
             report = analyze_fn(timeline)
-            report.job_id = report.job_id or job_id
-            report.window_start_ns, report.window_end_ns = window.start_ns, window.end_ns
-            report.extra["window"] = {"start_ns": window.start_ns, "end_ns": window.end_ns,
-                                      "tracked": window.tracked}
-            report.extra["source"] = timeline.meta.get("prometheus") or {
-                "endpoints_ok": src.endpoints_ok, "endpoints_failed": src.endpoints_failed,
-                "step_s": src.step_s}
-            if "skipped_analyses" in timeline.meta:
-                report.extra["skipped_analyses"] = timeline.meta["skipped_analyses"]
-            for note in timeline.notes:
-                if note not in report.notes:
-                    report.notes.append(note)
-            if src.partial:
-                for url, ranks in src.ranks_failed.items():
-                    print(f"stormotel analyze: warning: {url}: ranks {sorted(ranks)} only "
-                          "partly read", file=err)
-                for url, why in src.endpoints_failed.items():
-                    print(f"stormotel analyze: warning: endpoint {url} failed: {why}",
-                          file=err)
+            _describe_run(report, timeline, src, window, job_id)
+            _warn_partial(src, err)
             outcome = OUTCOME_FINDINGS if report.has_findings() else OUTCOME_OK
             runs = _count_run(state, job_id, outcome)
             run_points = findings_series.run_samples(
@@ -629,6 +615,31 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
     except (StateError, http.ConfigError, MapError) as e:
         print(f"stormotel analyze: {e}", file=err)
         return finish(exitcodes.USAGE, "usage_error")
+
+
+def _describe_run(report: Report, timeline: Timeline, src: LoadOutcome, window: Window,
+                  job_id: str) -> None:
+    """What the report needs to say about the job run: window, endpoints, skipped analyses."""
+    report.job_id = report.job_id or job_id
+    report.window_start_ns, report.window_end_ns = window.start_ns, window.end_ns
+    report.extra["window"] = {"start_ns": window.start_ns, "end_ns": window.end_ns,
+                              "tracked": window.tracked}
+    report.extra["source"] = timeline.meta.get("prometheus") or {
+        "endpoints_ok": src.endpoints_ok, "endpoints_failed": src.endpoints_failed,
+        "step_s": src.step_s}
+    if "skipped_analyses" in timeline.meta:
+        report.extra["skipped_analyses"] = timeline.meta["skipped_analyses"]
+    for note in timeline.notes:
+        if note not in report.notes:
+            report.notes.append(note)
+
+
+def _warn_partial(src: LoadOutcome, err: TextIO) -> None:
+    for url, ranks in src.ranks_failed.items():
+        print(f"stormotel analyze: warning: {url}: ranks {sorted(ranks)} only partly read",
+              file=err)
+    for url, why in src.endpoints_failed.items():
+        print(f"stormotel analyze: warning: endpoint {url} failed: {why}", file=err)
 
 
 def _count_run(state: StateFile | None, job_id: str, outcome: str,
