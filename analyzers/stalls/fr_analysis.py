@@ -21,7 +21,7 @@ from typing import Any
 
 from analyzers.report import StallFinding
 from analyzers.stalls.fr_groups import GroupView, rebuild_groups
-from analyzers.stalls.fr_types import DumpSet, FrEntry
+from analyzers.stalls.fr_types import DumpSet, FrEntry, group_label
 
 #: profiling names that are the same collective under another API name
 _OP_ALIASES = {
@@ -122,11 +122,12 @@ def analyze_dumps(ds: DumpSet) -> FrAnalysis:
             if f.consequence_of is not None:
                 f.consequence_of += base
         result.findings.extend(group_findings)
-        for f in group_findings:
-            t = f.evidence.get("time_created_ns")
-            if f.consequence_of is None and isinstance(t, int) and (first is None or t < first[0]):
-                first = (t, {"process_group": g.label, "seq_id": f.seq_id, "kind": f.kind,
-                             "ranks": f.ranks})
+    _link_across_groups(result.findings, ds)
+    for f in result.findings:
+        t = f.evidence.get("time_created_ns")
+        if f.consequence_of is None and isinstance(t, int) and (first is None or t < first[0]):
+            first = (t, {"process_group": f.process_group, "seq_id": f.seq_id, "kind": f.kind,
+                         "ranks": f.ranks})
     if first is not None:
         result.first_divergence = first[1]
         for f in result.findings:
@@ -134,6 +135,54 @@ def analyze_dumps(ds: DumpSet) -> FrAnalysis:
                     and f.process_group == first[1]["process_group"]):
                 f.evidence["first_divergence"] = True
     return result
+
+
+def _link_across_groups(findings: list[StallFinding], ds: DumpSet) -> None:
+    """Mark progress splits explained by another group's finding as its consequence.
+
+    A rank can be "behind" in group A only because it is stuck in group B: waiting there (its
+    latest entry is B's stuck collective) or being B's culprit. When every rank behind in A is
+    explained by the same finding of B, A's finding is that finding's consequence — e.g. a
+    tensor-parallel straggler makes its partner wait in the tp group, and both then look
+    behind in the data-parallel/default group.
+    """
+    latest = {r: max(d.entries, key=lambda e: e.record_id)
+              for r, d in ds.dumps.items() if d.entries}
+    for i, f in enumerate(findings):
+        behind = f.evidence.get("behind_ranks")
+        if f.consequence_of is not None or not behind:
+            continue
+        causes: set[int] = set()
+        for r in behind:
+            cause = _explaining_finding(findings, i, r, latest.get(r))
+            if cause is None:
+                break
+            causes.add(cause)
+        else:
+            if len(causes) == 1:
+                (j,) = causes
+                f.consequence_of = j
+                if f.confidence == "high":
+                    f.confidence = "medium"
+                f.evidence["secondary"] = (
+                    f"rank(s) {behind} are behind here because of finding [{j}] in group "
+                    f"{findings[j].process_group} ({findings[j].kind}, culprit(s) "
+                    f"{findings[j].ranks}): a consequence, not a new culprit")
+
+
+def _explaining_finding(findings: list[StallFinding], i: int, rank: int,
+                        latest: FrEntry | None) -> int | None:
+    here = findings[i].process_group
+    for j, g in enumerate(findings):
+        if j == i or g.consequence_of is not None or g.process_group == here:
+            continue
+        if rank in g.ranks:
+            return j
+        if (latest is not None and g.process_group == group_label(latest.group)
+                and g.seq_id == latest.seq_id
+                and rank in g.evidence.get("waiting_ranks", ())):
+            return j
+    return None
 
 
 def _states(g: GroupView) -> list[RankState]:
@@ -315,9 +364,11 @@ def _progress_split(g: GroupView, states: list[RankState], base_ev: dict[str, An
     created = min((e.time_created_ns for e in waiting_at.values() if e.time_created_ns),
                   default=None)
     ev: dict[str, Any] = {**base_ev, "last_seq": {str(r): v for r, v in sorted(last.items())},
-                          "waiting_ranks": ahead, "time_created_ns": created}
+                          "waiting_ranks": ahead, "behind_ranks": behind,
+                          "time_created_ns": created}
     states_by_rank = {s.rank: s for s in states}
-    if len(behind) < len(ahead):
+    pair = len(behind) == len(ahead) == 1
+    if len(behind) < len(ahead) or pair:
         idle = [r for r in behind if not states_by_rank[r].pending]
         ev["reason"] = (f"rank(s) {behind} stopped at seq {low} while rank(s) {ahead} went on "
                         f"to seq {stuck_seq}" + (f" ({op})" if op else ""))
@@ -327,6 +378,10 @@ def _progress_split(g: GroupView, states: list[RankState], base_ev: dict[str, An
                              "collective library")
         spread = len(set(last[r] for r in ahead))
         confidence = "high" if len(behind) == 1 and spread == 1 and not unseen else "medium"
+        if pair:  # behind "everyone else" is one rank: no majority to confirm it
+            confidence = "medium"
+            ev["pair"] = (f"a two-rank group: rank {ahead[0]} may instead have issued an extra "
+                          "collective; other groups' findings decide (see consequence_of)")
         return StallFinding(kind="straggler", ranks=behind, process_group=g.label,
                             seq_id=stuck_seq, op=op, source="flight_recorder",
                             confidence=confidence, evidence=ev,

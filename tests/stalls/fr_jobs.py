@@ -14,7 +14,9 @@ Scenarios (world size 4, default group plus two ``tp`` pairs):
   fast, so the ranks drift and hang one collective later (the secondary symptom);
 - ``size_mismatch_rank0``: the same with rank 0 as the culprit (torch's analyzer assumes the
   first rank innocent; stormotel does not);
-- ``op_mismatch``: rank 3 broadcasts where the others all-reduce.
+- ``op_mismatch``: rank 3 broadcasts where the others all-reduce;
+- ``tp_straggler``: rank 3 stalls before a ``tp`` all_reduce; rank 2 waits for it there, and
+  ranks 0 and 1 then wait for both in the default group (a hang that crosses groups).
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ WORLD = 4
 TIMEOUT_S = 2
 #: scenario -> the rank that misbehaves (None: nobody)
 SCENARIOS: dict[str, int | None] = {"healthy": None, "straggler": 2, "size_mismatch": 1,
-                                    "size_mismatch_rank0": 0, "op_mismatch": 3}
+                                    "size_mismatch_rank0": 0, "op_mismatch": 3,
+                                    "tp_straggler": 3}
 
 
 def _rank_main(rank: int, scenario: str, out: Path, init_file: str) -> None:
@@ -55,6 +58,13 @@ def _rank_main(rank: int, scenario: str, out: Path, init_file: str) -> None:
         gathered = torch.zeros(4 * WORLD)
         dist.all_gather_into_tensor(gathered, x)
         bad = rank == SCENARIOS[scenario]
+        if scenario == "tp_straggler":
+            # rank 3 stalls before a tensor-parallel all_reduce: its tp partner (2) waits in
+            # the tp collective, so 0 and 1 then wait for BOTH 2 and 3 in the default group
+            if bad:
+                time.sleep(TIMEOUT_S + 1.0)
+                _dump(rank, scenario, out, "stalled")
+            dist.all_reduce(x, group=tp)
         if scenario == "straggler" and bad:
             # A stall outside the collective library (e.g. a data loader): this rank never
             # issues the next all_reduce; it is dumped while the others time out waiting.

@@ -120,7 +120,8 @@ def torch_runs(fr_dumps: Path, tmp_path_factory: pytest.TempPathFactory
     """torch's analyzer on the raw straggler dumps and on pg_config-repaired copies."""
     root = tmp_path_factory.mktemp("repaired")
     folders = {"raw": fr_dumps / "straggler" / "pickle"}
-    for scenario in ("straggler", "size_mismatch", "op_mismatch", "size_mismatch_rank0"):
+    for scenario in ("straggler", "size_mismatch", "op_mismatch", "size_mismatch_rank0",
+                     "tp_straggler"):
         repair_pg_config(fr_dumps / scenario / "pickle", root / scenario)
         folders[scenario] = root / scenario
     runs = torch_fr_trace(list(folders.values()))
@@ -154,6 +155,27 @@ def test_torch_fr_trace_assumes_first_rank_innocent_where_we_do_not(
     assert _torch_verdict(output, "culprit") == {1, 2, 3}  # blames the three innocent ranks
     ours = analyze_dumps(load_dump_dir(fr_dumps / "size_mismatch_rank0" / "pickle"))
     assert ours.findings[0].ranks == [0]
+
+
+def test_hang_across_groups_names_the_tp_straggler_and_links_the_default_group(
+        fr_dumps: Path, torch_runs: dict[str, tuple[bool, str]]) -> None:
+    """Rank 3 stalls before a tp collective; its partner waits in tp, so 2 AND 3 look behind
+    in the default group. torch lists both symptoms; we name rank 3 and link the other."""
+    code, report = run_json("--flight-recorder", str(fr_dumps / "tp_straggler" / "pickle"))
+    assert code == 1
+    findings = report["stall_findings"]
+    primary = [f for f in findings if f["consequence_of"] is None]
+    [culprit] = primary
+    assert (culprit["kind"], culprit["ranks"], culprit["process_group"]) == (
+        "straggler", [3], "2:tp")
+    [linked] = [f for f in findings if f["consequence_of"] is not None]
+    assert linked["process_group"] == "0:default_pg"
+    assert linked["evidence"]["behind_ranks"] == [2, 3]
+    assert findings[linked["consequence_of"]] == culprit
+    ok, output = torch_runs["tp_straggler"]
+    assert ok
+    missing = re.findall(r"missing ranks: \{([\d, ]+)\}", output)
+    assert sorted(missing) == ["2, 3", "3"]  # both reported, neither linked to the other
 
 
 def _torch_verdict(output: str, what: str) -> set[int]:
