@@ -12,10 +12,17 @@ MAD_SCALE = 1.4826
 SCALE_FLOOR = 1024.0 * 1024.0
 
 
+#: Median and MAD are estimated on an evenly strided subsample of at most this many points:
+#: the estimate's error is negligible (standard error ~1% of the spread) and two full
+#: partitions per rank were the analyzer's largest cost on 1,024 ranks × 36,000 samples.
+ROBUST_SAMPLE = 8192
+
+
 def robust_z(x: np.ndarray) -> tuple[np.ndarray, float, float]:
     """(z, median, scale) with scale = 1.4826·MAD floored at 1 MiB."""
-    med = float(np.median(x))
-    mad = float(np.median(np.abs(x - med)))
+    sub = x[:: max(1, x.shape[0] // ROBUST_SAMPLE)]
+    med = float(np.median(sub))
+    mad = float(np.median(np.abs(sub - med)))
     scale = max(MAD_SCALE * mad, SCALE_FLOOR)
     return (x - med) / scale, med, scale
 
