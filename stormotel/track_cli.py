@@ -8,6 +8,7 @@ telemetry on a machine without a GPU.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import signal
 import sys
@@ -18,7 +19,7 @@ from types import FrameType
 from stormotel import exitcodes, schema
 from stormotel.identity import IdentityError
 from stormotel.samplers import SAMPLERS, SamplerUnavailable
-from stormotel.samplers.faults import FaultSpecError, parse_faults
+from stormotel.samplers.faults import FaultSpecError, parse_bytes, parse_faults
 from stormotel.tracker import DEFAULT_ARCHIVE_DIR, MemoryTracker
 
 __all__ = ["build_parser", "main"]
@@ -113,9 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--hysteresis", type=float, default=2.0, metavar="PERCENT",
                    help="a level re-arms only after usage falls this many points below it "
                         "(default: 2.0)")
-    t.add_argument("--estimate", default=None, metavar="BYTES|FILE",
-                   help="predicted peak (bytes, or a `stormotel estimate` JSON with peak_bytes),"
-                        " exported as stormotel.memory.estimate")
+    t.add_argument("--estimate", default=None, metavar="SIZE|FILE",
+                   help="predicted peak: a size (e.g. 40GiB) or a `stormotel estimate` JSON file "
+                        "with peak_bytes; exported as stormotel.memory.estimate")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     return p
 
@@ -134,8 +135,9 @@ def main(argv: list[str]) -> int:
     try:
         parse_faults(args.fault)
         estimate: int | str | None = args.estimate
-        if estimate is not None and estimate.isdigit():
-            estimate = int(estimate)
+        if estimate is not None:
+            with contextlib.suppress(ValueError):  # a size (1234, 40GiB); else a JSON file
+                estimate = parse_bytes(estimate)
         tracker = MemoryTracker(
             device=args.device, sampler=args.sampler, sampling_interval=args.interval,
             job_id=args.job_id, rank=args.rank, local_rank=args.local_rank,

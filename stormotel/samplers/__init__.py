@@ -30,6 +30,10 @@ def make_sampler(name: str, device: Any = None, *, rank: int = 0,
     if name == "simulated":
         from stormotel.samplers.simulated import SimulatedSampler
 
-        index = 0 if device is None else int(str(device).rsplit(":", 1)[-1])
+        try:
+            index = 0 if device is None else int(str(device).rsplit(":", 1)[-1])
+        except ValueError:
+            raise SamplerUnavailable(f"device {device!r} is not a device index "
+                                     "(N or cuda:N)") from None
         return SimulatedSampler(rank=rank, faults=faults, device_index=index, **kwargs)
     raise SamplerUnavailable(f"unknown sampler {name!r} (one of {', '.join(SAMPLERS)})")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -73,3 +74,29 @@ def test_missing_gpu_is_a_clear_sampler_error() -> None:
         pytest.skip("a CUDA GPU is present; the missing-GPU path cannot be exercised")
     with pytest.raises(SamplerUnavailable, match=r"no CUDA GPU|needs PyTorch"):
         make_sampler("cuda")
+
+
+@pytest.mark.gpu
+def test_tracker_on_a_real_gpu_writes_the_archive(tmp_path: Path) -> None:
+    if (reason := _cuda_reason()) is not None:
+        pytest.skip(reason)
+    import torch
+
+    from stormotel import schema
+    from stormotel.tracker import MemoryTracker
+    from tests.tracker.otlp_util import MetricsRequest, parse_lines, points
+
+    tracker = MemoryTracker(device="cuda:0", sampler="cuda", sampling_interval=0.05,
+                            job_id="gpu", archive_dir=tmp_path, env={})
+    with tracker:
+        for i in range(5):
+            with tracker.step(i):
+                x = torch.randn(4096, 4096, device="cuda:0")
+                y = x @ x
+                y.sum().item()
+                time.sleep(0.12)  # x and y (64 MiB each) live across at least one sample
+                del x, y
+    reqs = parse_lines(tracker.archive_files[0], MetricsRequest)
+    peak = max(p.as_int for _r, n, p in points(reqs) if n == schema.ALLOC_ALLOCATED_PEAK.name)
+    assert peak >= 2 * 4096 * 4096 * 4
+    assert tracker.identity.gpu_uuid and tracker.identity.gpu_uuid.startswith("GPU-")

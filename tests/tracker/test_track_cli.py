@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from stormotel import schema
 from stormotel.track_cli import build_parser
-from tests.tracker.otlp_util import MetricsRequest, TraceRequest, parse_lines, spans
+from tests.tracker.otlp_util import MetricsRequest, TraceRequest, parse_lines, points, spans
 
 CMD = [sys.executable, "-m", "stormotel", "track"]
 
@@ -23,11 +24,14 @@ def run(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str
 def test_track_simulated_for_a_duration(tmp_path: Path) -> None:
     out = run(["--sampler", "simulated", "--duration", "1", "--interval", "0.05",
                "--archive", str(tmp_path), "--job-id", "cli", "--rank", "1", "--world-size", "2",
-               "--fault", "rank=1:spike@t=0.2s,delta=1GiB", "--warning-percent", "20"])
+               "--fault", "rank=1:spike@t=0.2s,delta=1GiB", "--warning-percent", "20",
+               "--estimate", "12GiB"])
     assert out.returncode == 0, out.stderr
     assert "job cli rank 1/2 simulated" in out.stderr and "flushed" in out.stderr
     metrics = parse_lines(tmp_path / "cli" / "rank-1.metrics.jsonl", MetricsRequest)
     assert len(metrics) >= 10
+    estimates = {p.as_int for _r, name, p in points(metrics) if name == schema.ESTIMATE.name}
+    assert estimates == {12 * 2**30}
     names = {s.name for _r, s in spans(parse_lines(tmp_path / "cli" / "rank-1.traces.jsonl",
                                                    TraceRequest))}
     assert {"stormotel.session", "stormotel.edge"} <= names
@@ -58,6 +62,7 @@ def test_ctrl_c_flushes_and_exits_cleanly(tmp_path: Path) -> None:
     (["--sampler", "cuda"], "no CUDA GPU is visible to PyTorch"),
     (["--sampler", "simulated", "--interval", "-1"], "argument --interval: '-1' must be > 0"),
     (["--sampler", "simulated", "--prometheus-port", "70000"], "must be in 0..65535"),
+    (["--sampler", "simulated", "--device", "gpu-zero"], "device 'gpu-zero' is not a device"),
     (["--sampler", "simulated", "--estimate", "/nonexistent/estimate.json"],
      "cannot read the estimate JSON"),
 ])
