@@ -81,6 +81,8 @@ class HttpSettings:
     bearer_token_file: Path | None = None
     basic_auth_user: str | None = None
     basic_auth_password_file: Path | None = None
+    #: Extra request headers, e.g. Mimir/Cortex's ``X-Scope-OrgID`` tenant.
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 def read_secret(path: Path | None, env: str | None, what: str) -> str | None:
@@ -139,7 +141,15 @@ def make_client(settings: HttpSettings, auth: httpx.Auth | bool | None = True) -
     resolved = auth_from_settings(settings) if auth is True else (auth or None)
     return httpx.Client(verify=ssl_context(settings), auth=resolved,
                         timeout=httpx.Timeout(settings.timeout_s),
-                        headers={"User-Agent": "stormotel-analyzer"})
+                        headers={"User-Agent": "stormotel-analyzer", **dict(settings.headers)})
+
+
+def parse_header(text: str) -> tuple[str, str]:
+    """``"Name: value"`` → (name, value), for ``--http-header``."""
+    name, sep, value = text.partition(":")
+    if not sep or not name.strip() or any(c.isspace() for c in name.strip()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a header (use 'Name: value')")
+    return name.strip(), value.strip()
 
 
 def ssl_context(settings: HttpSettings) -> ssl.SSLContext:
@@ -219,6 +229,10 @@ def add_http_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--basic-auth-user", metavar="USER", help="basic-auth user for the TSDB")
     g.add_argument("--basic-auth-password-file", type=Path, metavar="FILE",
                    help=f"basic-auth password (else ${ENV_BASIC_AUTH_PASSWORD})")
+    g.add_argument("--http-header", type=parse_header, action="append", default=[],
+                   metavar="'NAME: VALUE'",
+                   help="extra header on every request, e.g. 'X-Scope-OrgID: team-a' for a "
+                        "multi-tenant Mimir/Cortex (repeatable)")
     g.add_argument("--http-timeout", type=float, default=10.0, metavar="SECONDS",
                    help="timeout of one HTTP request (default 10)")
     g.add_argument("--http-retries", type=int, default=3, metavar="N",
@@ -233,4 +247,5 @@ def settings_from_args(args: argparse.Namespace) -> HttpSettings:
                         insecure_skip_verify=args.insecure_skip_verify,
                         bearer_token_file=args.bearer_token_file,
                         basic_auth_user=args.basic_auth_user,
-                        basic_auth_password_file=args.basic_auth_password_file)
+                        basic_auth_password_file=args.basic_auth_password_file,
+                        headers=tuple(getattr(args, "http_header", None) or ()))

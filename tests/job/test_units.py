@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 import numpy as np
 import pytest
 
@@ -106,3 +108,13 @@ def test_secrets_stay_secret(tmp_path, monkeypatch) -> None:
     with pytest.raises(http.ConfigError, match=r"CA file .* does not exist"):
         http.make_client(http.HttpSettings(ca_file=tmp_path / "nope.pem"))
     assert http.redact_url("https://u:pw@host/x") == "https://host/x"
+
+
+def test_tenant_header_goes_on_every_request() -> None:
+    parser = argparse.ArgumentParser()
+    http.add_http_arguments(parser)
+    args = parser.parse_args(["--http-header", "X-Scope-OrgID: team-a"])
+    with http.make_client(http.settings_from_args(args)) as client:
+        assert client.headers["X-Scope-OrgID"] == "team-a"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--http-header", "no colon here"])
