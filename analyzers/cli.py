@@ -51,7 +51,8 @@ def _add_source_arguments(p: argparse.ArgumentParser) -> None:
                         "Stormlog telemetry exports (JSON, JSON lines, CSV). Merged and "
                         "de-duplicated across files.")
     g.add_argument("--job-id", metavar="ID",
-                   help="label the report with this job id (default: the id found in the data)")
+                   help="analyse only this job's data when the files hold several jobs, and label "
+                        "the report with it (default: the job id found in the data)")
 
 
 def _add_analysis_arguments(p: argparse.ArgumentParser) -> None:

@@ -175,10 +175,10 @@ def _not_telemetry(where: str, ctx: LoadContext, explicit: bool, what: str) -> i
     return 0
 
 
-def _load_one(item: tuple[Path, bool]) -> tuple[TimelineBuilder, int]:
+def _load_one(item: tuple[Path, bool, str | None]) -> tuple[TimelineBuilder, int]:
     """Worker: parse one file into a fresh builder (returned to the parent, pickled)."""
-    path, explicit = item
-    sub = LoadContext()
+    path, explicit, job_id = item
+    sub = LoadContext(job_id=job_id)
     n = load_file(path, sub, explicit=explicit)
     return sub.builder, n
 
@@ -198,8 +198,11 @@ def _workers(files: list[tuple[Path, bool]], total_bytes: int) -> int:
 
 def load_paths(paths: Iterable[str], *, progress: ProgressFn | None = None,
                ctx: LoadContext | None = None, job_id: str | None = None) -> Timeline:
-    """Load every file under ``paths`` into one Timeline (merged, de-duplicated, time-sorted)."""
-    ctx = ctx or LoadContext(progress=progress)
+    """Load every file under ``paths`` into one Timeline (merged, de-duplicated, time-sorted).
+
+    With ``job_id``, data of other jobs is left out (counted as ``other_job``).
+    """
+    ctx = ctx or LoadContext(progress=progress, job_id=job_id)
     files = expand_paths(paths)
     if not files:
         raise SourceError(f"no telemetry files under {', '.join(map(str, paths))} "
@@ -225,7 +228,8 @@ def load_paths(paths: Iterable[str], *, progress: ProgressFn | None = None,
     else:
         pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
         with pool:
-            for i, (sub, n) in enumerate(pool.map(_load_one, files), start=1):
+            items = [(p, explicit, ctx.job_id) for p, explicit in files]
+            for i, (sub, n) in enumerate(pool.map(_load_one, items), start=1):
                 ctx.builder.absorb(sub)
                 tick(i, n)
     ctx.builder.sources.extend(str(p) for p, _ in files)

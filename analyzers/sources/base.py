@@ -38,6 +38,8 @@ class LoadContext:
 
     builder: TimelineBuilder = field(default_factory=TimelineBuilder)
     progress: ProgressFn | None = None
+    #: Keep only this job's data when files mix several jobs (others are counted ``other_job``).
+    job_id: str | None = None
     _examples: Counter[str] = field(default_factory=Counter)
 
     def skip(self, reason: str, where: str, detail: str, count: int = 1) -> None:
@@ -49,6 +51,10 @@ class LoadContext:
             self._examples[reason] += 1
             extra = f" ({count} records)" if count > 1 else ""
             self.builder.notes.append(f"skipped {reason} at {where}: {detail}{extra}")
+
+    def other_job(self, job_id: object) -> bool:
+        """True when a job filter is set and ``job_id`` (if known) belongs to another job."""
+        return self.job_id is not None and job_id is not None and str(job_id) != self.job_id
 
     def note(self, text: str) -> None:
         if text not in self.builder.notes:

@@ -221,6 +221,9 @@ class OtlpFileReader:
 
     def _resource_metrics(self, rm: Mapping[str, Any], where: str) -> None:
         res_attrs = attributes((rm.get("resource") or {}).get("attributes"))
+        if self.ctx.other_job(res_attrs.get(schema.ATTR_JOB_ID)):
+            self.ctx.skip("other_job", where, f"job {res_attrs.get(schema.ATTR_JOB_ID)!r}")
+            return
         res_rank = self._resource_rank(res_attrs)
         for sm in _get(rm, "scopeMetrics", "scope_metrics") or ():
             for metric in sm.get("metrics") or ():
@@ -269,6 +272,9 @@ class OtlpFileReader:
             if ident is None:
                 orphans += 1
                 continue
+            if self.ctx.other_job(ident.job_id):
+                self.ctx.skip("other_job", where, f"job {ident.job_id!r}")
+                continue
             self._remember(ident)
             groups.setdefault(ident.rank, []).append(dp)
         if orphans:
@@ -281,6 +287,9 @@ class OtlpFileReader:
 
     def _resource_spans(self, rs: Mapping[str, Any], where: str) -> None:
         res_attrs = attributes((rs.get("resource") or {}).get("attributes"))
+        if self.ctx.other_job(res_attrs.get(schema.ATTR_JOB_ID)):
+            self.ctx.skip("other_job", where, f"job {res_attrs.get(schema.ATTR_JOB_ID)!r}")
+            return
         rank = self._resource_rank(res_attrs)
         for ss in _get(rs, "scopeSpans", "scope_spans") or ():
             for span in ss.get("spans") or ():

@@ -209,6 +209,12 @@ def load_records(records: list[Any], path: str, ctx: LoadContext) -> int:
         ranks = _int_column(rank_raw, default=0)
         if all(v is None for v in rank_raw):
             ctx.note(f"{path}: no rank field; treated as rank 0 (as Stormlog does)")
+    if ctx.job_id is not None:
+        jobs = col("job_id")
+        other = np.fromiter((ctx.other_job(j) for j in jobs), bool, n)
+        if other.any():
+            ctx.skip("other_job", where, "events of another job_id", int((other & ok).sum()))
+            ok &= ~other
     bad_rank = ranks < 0
     if bad_rank.any():
         ctx.skip("bad_rank", where, "rank is negative or not an integer", int(bad_rank.sum()))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -222,7 +223,33 @@ def render_stalls(findings: list[StallFinding]) -> list[str]:
             lines.append(f"        unseen (no dump): ranks {f.evidence['unseen_ranks']}")
         if f.remediation and f.consequence_of is None:
             lines.append(f"        fix: {f.remediation[0]}")
+        table = f.evidence.get("state_table")
+        if table and f.consequence_of is None:
+            lines.extend(_state_table_lines(table))
     return lines
+
+
+MAX_TABLE_RANKS = 16
+
+
+def _state_table_lines(table: list[dict[str, Any]]) -> list[str]:
+    """The per-rank watchdog state (log findings), outliers first so a big job stays short."""
+    common = Counter((r["role"], r["seq"], r["enqueued"], r["completed"]) for r in table)
+    typical = common.most_common(1)[0][0] if common else None
+    rows = sorted(table, key=lambda r: ((r["role"], r["seq"], r["enqueued"],
+                                         r["completed"]) == typical, r["rank"]))
+    lines = ["        rank  role       seq   op              enqueued  completed"]
+    for r in rows[:MAX_TABLE_RANKS]:
+        lines.append(f"        {r['rank']:<5} {r['role']:<10} {_s(r['seq']):<5} "
+                     f"{_s(r['op']):<15} {_s(r['enqueued']):<9} {_s(r['completed'])}")
+    if len(rows) > MAX_TABLE_RANKS:
+        lines.append(f"        ... {len(rows) - MAX_TABLE_RANKS} more ranks like the last ones "
+                     "(JSON report has all)")
+    return lines
+
+
+def _s(v: object) -> str:
+    return "-" if v is None else str(v)
 
 
 def analyze_with_stalls(args: argparse.Namespace, load_timeline: Callable[[Any], Timeline],

@@ -296,3 +296,14 @@ def test_parallel_loading_matches_in_process(tmp_path, monkeypatch):
         np.testing.assert_array_equal(one.ranks[r].values["device_used"],
                                       two.ranks[r].values["device_used"])
         assert list(one.ranks[r].markers.name) == list(two.ranks[r].markers.name)
+
+
+def test_job_id_filter_keeps_one_job(tmp_path):
+    data = seed_example()
+    write_archive(tmp_path / "a", data, job_id="job-a")
+    write_archive(tmp_path / "b", seed_example(), job_id="job-b")
+    mixed = load_paths([str(tmp_path)])
+    assert any("mixes job ids" in n for n in mixed.notes)
+    only_a = load_paths([str(tmp_path)], job_id="job-a")
+    assert only_a.job_id == "job-a" and only_a.total_samples() == 240
+    assert only_a.skipped["other_job"] > 0
