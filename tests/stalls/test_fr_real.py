@@ -226,3 +226,16 @@ def test_telemetry_with_flight_recorder_and_marker_alignment(fr_dumps: Path) -> 
     assert [(f["kind"], f["ranks"]) for f in report["stall_findings"]] == [("straggler", [2])]
     assert report["settings"]["align"] == "markers"
     assert any(n.startswith("clocks aligned on") for n in report["notes"])  # FR anchors
+
+
+def test_collectives_reach_the_perfetto_trace_without_telemetry(fr_dumps: Path,
+                                                                 tmp_path: Path) -> None:
+    trace = tmp_path / "trace.json"
+    proc = run_cli("--flight-recorder", str(fr_dumps / "straggler" / "pickle"),
+                   "--perfetto", str(trace), "--quiet")
+    assert proc.returncode == 1, proc.stderr
+    data = json.loads(trace.read_text())
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    names = {e["name"] for e in events if e.get("cat") == "collective"}
+    assert "gloo:all_reduce [0:default_pg#5]" in names  # ranks 0, 1, 3 issued seq 5
+    assert "gloo:all_gather [0:default_pg#4]" in names

@@ -106,6 +106,10 @@ def test_logs_cli_with_glob_and_text_summary() -> None:
     assert report["participating_ranks"] == [0, 1, 2, 3]
     text = run_cli("--logs", str(DATA / "fabric.log"), "--quiet").stdout
     assert "undecided: no single rank" in text and "category: fabric" in text
+    text = run_cli("--logs", str(DATA / "straggler_v25"), "--quiet").stdout
+    table = text[text.index("rank  role"):].splitlines()
+    assert table[1].split() == ["2", "observer", "-", "-", "7", "7"]  # the outlier first
+    assert table[2].split() == ["0", "initiator", "8", "ALLREDUCE", "8", "7"]
 
 
 def test_quiet_logs_are_healthy(tmp_path: Path) -> None:
