@@ -1,6 +1,6 @@
 """Record types for Flight Recorder dumps, independent of the pickle/JSON form they came in.
 
-A dump is a few thousand entries at most (the ring buffer), so entries are small frozen
+A dump is a few thousand entries at most (the ring buffer), so entries are small slotted
 dataclasses; everything the analysis compares (op, group, sequence id, sizes, dtypes) is
 normalised here once, so the matching code never deals with format versions or stringified
 JSON values.
