@@ -118,12 +118,13 @@ class _Columns:
         self.t: dict[tuple[int, str, bool], list[Any]] = {}
         self.v: dict[tuple[int, str, bool], list[Any]] = {}
 
-    def extend(self, key: tuple[int, str, bool], ts: list[Any], vs: list[Any]) -> None:
-        if key in self.t:
-            self.t[key].extend(ts)
-            self.v[key].extend(vs)
-        else:
-            self.t[key], self.v[key] = ts, vs
+    def lists(self, key: tuple[int, str, bool]) -> tuple[list[Any], list[Any]]:
+        """The (timestamps, values) lists for ``key``, created on first use."""
+        ts = self.t.get(key)
+        if ts is None:
+            ts = self.t[key] = []
+            self.v[key] = []
+        return ts, self.v[key]
 
 
 class OtlpFileReader:
@@ -138,6 +139,8 @@ class OtlpFileReader:
         m = _RANK_IN_NAME.search(path.rsplit("/", 1)[-1])
         self.name_rank = int(m.group(1)) if m else None
         self.used_name_rank = False
+        self._last_resource: Any = None
+        self._last_rank: int | None = None
         self.records = 0
         #: rank → (time, bytes) of the latest `stormotel.memory.estimate` point.
         self.estimates: dict[int, tuple[int, float]] = {}
@@ -220,11 +223,16 @@ class OtlpFileReader:
         return None
 
     def _resource_metrics(self, rm: Mapping[str, Any], where: str) -> None:
-        res_attrs = attributes((rm.get("resource") or {}).get("attributes"))
-        if self.ctx.other_job(res_attrs.get(schema.ATTR_JOB_ID)):
-            self.ctx.skip("other_job", where, f"job {res_attrs.get(schema.ATTR_JOB_ID)!r}")
-            return
-        res_rank = self._resource_rank(res_attrs)
+        resource = rm.get("resource")
+        if resource is not None and resource == self._last_resource:
+            res_rank = self._last_rank  # same resource as the previous line: the common case
+        else:
+            res_attrs = attributes((resource or {}).get("attributes"))
+            if self.ctx.other_job(res_attrs.get(schema.ATTR_JOB_ID)):
+                self.ctx.skip("other_job", where, f"job {res_attrs.get(schema.ATTR_JOB_ID)!r}")
+                return
+            res_rank = self._resource_rank(res_attrs)
+            self._last_resource, self._last_rank = resource, res_rank
         for sm in _get(rm, "scopeMetrics", "scope_metrics") or ():
             for metric in sm.get("metrics") or ():
                 if metric.get("name") == schema.ESTIMATE.name:
@@ -260,9 +268,12 @@ class OtlpFileReader:
                 self.estimates[rank] = (t, value)
 
     def _points(self, rank: int, field: str, is_peak: bool, dps: list[Any]) -> None:
-        ts = [_get(dp, "timeUnixNano", "time_unix_nano") for dp in dps]
-        vs = [_value(dp) for dp in dps]
-        self.cols.extend((rank, field, is_peak), ts, vs)
+        ts, vs = self.cols.lists((rank, field, is_peak))
+        for dp in dps:
+            t = dp.get("timeUnixNano")
+            ts.append(t if t is not None else dp.get("time_unix_nano"))
+            v = dp.get("asDouble")
+            vs.append(v if v is not None else _value(dp))
 
     def _points_by_attr_rank(self, field: str, is_peak: bool, dps: list[Any], where: str) -> None:
         groups: dict[int, list[Any]] = {}
