@@ -40,7 +40,7 @@ python_env() {
 }
 
 servers() {
-  apt_install prometheus victoria-metrics prometheus-pushgateway ca-certificates
+  apt_install prometheus victoria-metrics prometheus-pushgateway ca-certificates openssl
   # The Debian packages start system services on install; tests run their own instances on
   # free loopback ports, so the system ones are stopped to keep ports and CPU free.
   for svc in prometheus victoria-metrics prometheus-pushgateway prometheus-node-exporter; do

@@ -128,7 +128,9 @@ def victoriametrics(workdir: Path) -> Iterator[Server]:
 def pushgateway(workdir: Path) -> Iterator[Server]:
     binary = require_binary("prometheus-pushgateway")
     port = free_port()
-    argv = [binary, f"--web.listen-address=127.0.0.1:{port}"]
+    # Debian's build persists to /var/lib/prometheus/pushgateway.data by default, which would
+    # leak pushed series between tests and runs: in-memory only (empty persistence file).
+    argv = [binary, f"--web.listen-address=127.0.0.1:{port}", "--persistence.file="]
     server = _start("pushgateway", argv, workdir, port, "/-/ready")
     try:
         yield server

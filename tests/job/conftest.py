@@ -30,22 +30,3 @@ def summary_line(stderr: str) -> dict[str, str]:
 @pytest.fixture
 def cli():
     return run_cli
-
-
-@pytest.fixture
-def pushgateway_server(tmp_path: Path):
-    """A Pushgateway that keeps metrics in memory only.
-
-    Debian's build persists to /var/lib/prometheus/pushgateway.data by default, which would
-    leak pushed groups from one test (and run) into the next; ``--persistence.file=`` off.
-    """
-    from tests import servers
-
-    binary = servers.require_binary("prometheus-pushgateway")
-    port = servers.free_port()
-    argv = [binary, f"--web.listen-address=127.0.0.1:{port}", "--persistence.file="]
-    server = servers._start("pushgateway", argv, tmp_path / "pushgateway", port, "/-/ready")
-    try:
-        yield server
-    finally:
-        server.stop()
