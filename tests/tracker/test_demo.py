@@ -20,7 +20,7 @@ def test_demo_job_plants_a_first_cause_on_rank_2(tmp_path: Path) -> None:
     first_rise: dict[int, int] = {}
     for rank in range(4):
         metrics = parse_lines(job_dir / f"rank-{rank}.metrics.jsonl", MetricsRequest)
-        assert len(metrics) >= 30  # ~10 Hz for the whole run (fewer if the host is overloaded)
+        assert len(metrics) >= 20, len(metrics)  # ~60 at 10 Hz; fewer on an overloaded host
         traces = parse_lines(job_dir / f"rank-{rank}.traces.jsonl", TraceRequest)
         names = [s.name for _r, s in spans(traces)]
         assert names.count(schema.SPAN_STEP) == 24 and names.count(schema.SPAN_MARK) == 24
@@ -30,11 +30,12 @@ def test_demo_job_plants_a_first_cause_on_rank_2(tmp_path: Path) -> None:
                 if event.name == schema.EVENT_FIRST_RISE:
                     first_rise[rank] = event.time_unix_nano
                     assert attrs(event.attributes)[schema.EVENT_ATTR_DELTA] >= 2**30
-    assert sorted(first_rise) == [0, 1, 2, 3]
+    assert sorted(first_rise) == [0, 1, 2, 3], first_rise
     leads = {r: (t - first_rise[2]) / 1e9 for r, t in first_rise.items() if r != 2}
-    # Planted lead 500 ms; a sample can land up to one interval (100 ms) after the rise. No upper
-    # bound: a starved sampling thread on a loaded machine may notice a follower's rise late.
-    assert min(leads.values()) > 0.3, leads
+    # Planted lead 500 ms; a sample lands up to one interval (100 ms) after a rise, more when
+    # the host starves the sampling thread (seen at load ~18 on 2 cores): allow two intervals
+    # on rank 2's side and no upper bound on the followers'.
+    assert min(leads.values()) > 0.2, leads
 
 
 def test_demo_rejects_bad_arguments(tmp_path: Path) -> None:
