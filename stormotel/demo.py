@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import socket
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,12 +27,6 @@ DEFAULT_JOB_ID = "demo"
 #: rank 2 rises first by 500 ms (the others follow: the cross-rank incident) and leaks 24 MiB/s
 #: outside the allocator from t=2s (persistent gap drift).
 DEFAULT_FAULTS = "rank=2:first_spike@t=4s,delta=1GiB,lead=500ms;rank=2:leak@t=2s,rate=24MiB/s"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _clear_previous(job_dir: Path) -> None:
@@ -64,8 +58,10 @@ def run_job(out: str | Path, *, world_size: int = 4, duration_s: float = 8.0,
     job_dir = out / job_id
     _clear_previous(job_dir)
     out.mkdir(parents=True, exist_ok=True)
-    cfg = WorkerConfig(world_size=world_size, master_port=_free_port(), archive_dir=str(out),
-                       job_id=job_id, faults=faults,
+    # File rendezvous: no TCP port to pick and lose to another process between pick and bind.
+    rendezvous_dir = Path(tempfile.mkdtemp(prefix="stormotel-demo-"))
+    cfg = WorkerConfig(world_size=world_size, init_method=f"file://{rendezvous_dir / 'store'}",
+                       archive_dir=str(out), job_id=job_id, faults=faults,
                        steps=max(1, int(duration_s / step_period_s)),
                        step_period_s=step_period_s, sampling_interval=sampling_interval,
                        prometheus_ports=tuple(prometheus_ports) if prometheus_ports else None,
@@ -82,6 +78,8 @@ def run_job(out: str | Path, *, world_size: int = 4, duration_s: float = 8.0,
         raise RuntimeError(f"a rank failed: {str(e).strip().splitlines()[-1]}") from None
     except mp.ProcessExitedException as e:
         raise RuntimeError(f"a rank exited abnormally: {e}") from None
+    finally:
+        shutil.rmtree(rendezvous_dir, ignore_errors=True)
     if not quiet:
         print(f"stormotel demo: job finished in {time.monotonic() - started:.1f}s",
               file=sys.stderr, flush=True)

@@ -23,7 +23,7 @@ __all__ = ["WorkerConfig", "worker"]
 @dataclass(frozen=True)
 class WorkerConfig:
     world_size: int
-    master_port: int
+    init_method: str  # torch.distributed rendezvous, e.g. file:///tmp/x/store
     archive_dir: str
     job_id: str
     faults: str
@@ -43,7 +43,7 @@ def worker(rank: int, cfg: WorkerConfig) -> None:
 
     torch.set_num_threads(1)
     torch.manual_seed(rank)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{cfg.master_port}",
+    dist.init_process_group("gloo", init_method=cfg.init_method,
                             rank=rank, world_size=cfg.world_size,
                             timeout=timedelta(seconds=60))
     try:
