@@ -102,10 +102,14 @@ def render_summary(report: Report) -> str:
              f"Missing ranks: {format_rank_list(report.missing_ranks)}"]
     if cr.first_cause_suspects:
         top = cr.first_cause_suspects[0]
-        lines.append(f"Cluster onset: {fmt_time(cr.cluster_onset_ns, origin)}")
+        onset = fmt_time(cr.cluster_onset_ns, origin) if cr.cluster_onset_ns is not None \
+            else "none (no other rank rose)"
+        before = "before the cluster onset" if cr.cluster_onset_ns is not None \
+            else "before the other ranks' data ends"
+        lines.append(f"Cluster onset: {onset}")
         lines.append(f"Top first-cause suspect: rank {top.rank} ({top.confidence}) — rose "
                      f"{fmt_bytes(top.delta_bytes)} at {fmt_time(top.first_spike_ns, origin)}, "
-                     f"{fmt_duration(top.lead_ns / 1e9)} before the cluster onset")
+                     f"{fmt_duration(top.lead_ns / 1e9)} {before}")
         for s in cr.first_cause_suspects[1:4]:
             lines.append(f"  also: rank {s.rank} ({s.confidence}), lead "
                          f"{fmt_duration(s.lead_ns / 1e9)}")
@@ -147,13 +151,17 @@ def verdict(report: Report) -> str:
     if not report.has_findings():
         return "Verdict: healthy"
     per_rank: dict[int, list[str]] = defaultdict(list)
+    weight: dict[int, int] = defaultdict(lambda: 9)  # first cause, then critical, warning, info
     for s in report.cross_rank.first_cause_suspects:
         per_rank[s.rank].append(f"first cause ({s.confidence})")
+        weight[s.rank] = 0
+    rank_of = {"critical": 1, "warning": 2, "info": 3}
     for f in report.gap_findings:
         per_rank[f.rank].append(f"{f.classification} ({f.severity})")
+        weight[f.rank] = min(weight[f.rank], rank_of[f.severity])
     collective = sorted({a.rank for a in report.collective_attributions})
     parts = [f"rank {r}: {', '.join(kinds)}" for r, kinds in
-             sorted(per_rank.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:5]]
+             sorted(per_rank.items(), key=lambda kv: (weight[kv[0]], kv[0]))[:5]]
     if len(per_rank) > 5:
         parts.append(f"{len(per_rank) - 5} more rank(s)")
     if collective:

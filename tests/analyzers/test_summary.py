@@ -1,0 +1,40 @@
+"""The human summary: the lines an on-call engineer reads first."""
+
+from analyzers.analyze import analyze
+from analyzers.summary import fmt_bytes, fmt_duration, render_summary
+from tests.analyzers.synth import (
+    GIB,
+    INTERVAL,
+    MIB,
+    healthy,
+    plant_gap_drift,
+    plant_gap_spike,
+    plant_rise,
+    to_timeline,
+)
+
+
+def test_summary_names_everything():
+    data = healthy(4, 1200, seed=12, reserved_bytes=2 * GIB, gap_bytes=256 * MIB)
+    plant_rise(data[1], 100, 1 * GIB)  # before rank 3's drift crosses its own threshold
+    plant_gap_drift(data[3], 4 * GIB)
+    for d in data:
+        plant_gap_spike(d, 800, 2, 700 * MIB)
+        t = int(d.t_ns[799])
+        d.markers = [(t, t + 4 * INTERVAL, "nccl:reduce_scatter", "collective")]
+    data.pop(2)  # rank 2 never reported
+    text = render_summary(analyze(to_timeline(data, world_size=4)))
+    assert "Participating ranks: 0-1,3" in text and "Missing ranks: 2" in text
+    assert "Top first-cause suspect: rank 1" in text
+    assert "rank 3    persistent_drift  critical" in text and "device full in" in text
+    assert "ranks 0-1,3  collective_confident" in text
+    verdict = text.splitlines()[-1]
+    # first-cause rank first (medium: rank 2 is missing), then the critical one
+    assert verdict.startswith("Verdict: FINDINGS — rank 1: first cause (medium)")
+    assert "; rank 3: persistent_drift (critical)" in verdict
+    assert "collective spikes on ranks 0-1,3" in verdict
+
+
+def test_units():
+    assert fmt_bytes(384 * MIB) == "384.0 MiB" and fmt_bytes(512) == "512 B"
+    assert fmt_duration(0.1) == "100.0 ms" and fmt_duration(5400) == "90.0 min"
