@@ -128,7 +128,7 @@ def _run_tracked(factory: Callable[[], Any], spec: str, iterations: int, mode: M
             reason = _fake_limitation(exc.__cause__) if mode == "fake" else None
             if reason:
                 raise FactoryError(f"{exc}; fake tensors cannot run this factory: {reason} — "
-                                   "or use --mode real") from None
+                                   "try --mode real") from None
             raise
         device = _model_device(workload)
         tracker = _make_tracker(workload)
@@ -519,7 +519,7 @@ def _step_failure(exc: BaseException, phase: str, mode: Mode) -> str:
     if mode == "fake":
         reason = _fake_limitation(exc)
         if reason:
-            message += f"; fake tensors cannot run this model: {reason} — or use --mode real"
+            message += f"; fake tensors cannot run this model: {reason} — try --mode real"
         else:
             message += "; if the model runs with real tensors, try --mode real"
     return message
