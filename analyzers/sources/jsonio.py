@@ -3,15 +3,25 @@ than the standard library on OTLP lines and Stormlog exports), else the standard
 
 from __future__ import annotations
 
+import json as _json
 from typing import Any
 
 try:
     import orjson as _orjson
 
-    loads: Any = _orjson.loads
-    JSONDecodeError: tuple[type[Exception], ...] = (_orjson.JSONDecodeError,)
+    _fast: Any = _orjson.loads
 except ImportError:  # pragma: no cover - only a broken install lacks orjson
-    import json as _json
+    _fast = _json.loads
 
-    loads = _json.loads
-    JSONDecodeError = (ValueError,)
+#: What :func:`loads` raises for invalid JSON (``orjson.JSONDecodeError`` is a ``ValueError``).
+JSONDecodeError: tuple[type[Exception], ...] = (ValueError,)
+
+
+def loads(data: bytes | str) -> Any:
+    """Decode JSON fast; fall back to the standard library for what orjson rejects but Python's
+    ``json.dump`` writes (``NaN``, ``Infinity``), so such values reach the sources' validation
+    and are counted, instead of the whole file being unreadable."""
+    try:
+        return _fast(data)
+    except ValueError:
+        return _json.loads(data)

@@ -307,3 +307,14 @@ def test_job_id_filter_keeps_one_job(tmp_path):
     only_a = load_paths([str(tmp_path)], job_id="job-a")
     assert only_a.job_id == "job-a" and only_a.total_samples() == 240
     assert only_a.skipped["other_job"] > 0
+
+
+def test_stormlog_nan_tokens_are_counted_not_fatal(tmp_path):
+    events = json.loads((DATA / "stormlog_events_rank3.json").read_text())
+    samples = [e for e in events if e["device_used_bytes"] is not None]
+    samples[4]["device_used_bytes"] = float("nan")  # json.dump writes a bare NaN token
+    samples[5]["allocator_reserved_bytes"] = -1
+    (tmp_path / "nan.json").write_text(json.dumps(samples))
+    tl = load_paths([str(tmp_path / "nan.json")])
+    assert tl.skipped["nan_bytes"] == 1 and tl.skipped["negative_bytes"] == 1
+    assert len(tl.ranks[3]) == len(samples)
