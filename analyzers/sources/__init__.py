@@ -122,7 +122,22 @@ def _first_line(data: bytes) -> bytes:
 
 
 def load_file(path: Path, ctx: LoadContext, *, explicit: bool) -> int:
-    """Load one file; returns samples added. Raises SourceError for unusable named files."""
+    """Load one file; returns samples added.
+
+    A file the user named that cannot be used raises :class:`SourceError`; one found while
+    walking a folder is skipped and counted (``unreadable_file``), so one corrupt file does not
+    hide the rest of an archive.
+    """
+    try:
+        return _load_file(path, ctx, explicit=explicit)
+    except SourceError as exc:
+        if explicit:
+            raise
+        ctx.skip("unreadable_file", str(path), str(exc).removeprefix(f"{path}: "))
+        return 0
+
+
+def _load_file(path: Path, ctx: LoadContext, *, explicit: bool) -> int:
     data = _read_bytes(path)
     where = str(path)
     inner = _inner_name(path)

@@ -318,3 +318,14 @@ def test_stormlog_nan_tokens_are_counted_not_fatal(tmp_path):
     tl = load_paths([str(tmp_path / "nan.json")])
     assert tl.skipped["nan_bytes"] == 1 and tl.skipped["negative_bytes"] == 1
     assert len(tl.ranks[3]) == len(samples)
+
+
+def test_corrupt_file_in_a_folder_is_skipped_but_fatal_when_named(tmp_path):
+    write_archive(tmp_path, seed_example())
+    bad = tmp_path / "rank-9.metrics.jsonl.gz"
+    bad.write_bytes(b"this is not gzip")
+    tl = load_paths([str(tmp_path)])
+    assert tl.skipped["unreadable_file"] == 1 and tl.rank_ids == [0, 1, 2, 3]
+    assert any("not valid gzip" in n for n in tl.notes)
+    with pytest.raises(SourceError, match="not valid gzip"):
+        load_paths([str(bad)])
