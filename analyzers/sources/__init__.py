@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import glob
 import gzip
-import multiprocessing
 import os
 import zlib
 from collections.abc import Iterable
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from analyzers.sources import stormlog
@@ -206,6 +204,8 @@ def _workers(files: list[tuple[Path, bool]], total_bytes: int) -> int:
         return min(int(env), len(files))
     if len(files) < PARALLEL_MIN_FILES or total_bytes < PARALLEL_MIN_BYTES:
         return 1
+    import multiprocessing  # only when it may be used: it is a noticeable import
+
     if "fork" not in multiprocessing.get_all_start_methods():
         return 1
     return max(1, min(os.cpu_count() or 1, MAX_WORKERS, len(files)))
@@ -241,6 +241,9 @@ def load_paths(paths: Iterable[str], *, progress: ProgressFn | None = None,
         for i, (path, explicit) in enumerate(files, start=1):
             tick(i, load_file(path, ctx, explicit=explicit))
     else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
         pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
         with pool:
             items = [(p, explicit, ctx.job_id) for p, explicit in files]
