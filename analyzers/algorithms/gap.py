@@ -7,8 +7,9 @@ over the merged stream would, does exactly that).
 
 - **persistent drift**: least-squares slope of the gap with R² ≥ ``drift_min_r2``, fitted growth
   ≥ ``drift_min_growth_bytes`` (or ≥ ``drift_floor_bytes`` when the device would be full within
-  ``drift_horizon_s`` at that slope), and growth in *both halves* of the window (a single step up
-  is not a drift); projected time until the device is full = (total − used) / slope.
+  ``drift_horizon_s`` at that slope), still growing in the second half of the window, and no
+  single stretch of 5 % of the samples holding 60 % of the growth (that is a step, not a drift);
+  projected time until the device is full = (total − used) / slope.
 - **transient spikes**: robust z-score of the gap's residual (median/MAD instead of mean/std, so
   the spikes do not inflate the yardstick that should find them) ≥ ``spike_z`` and ≥
   ``spike_min_bytes`` above the baseline; consecutive samples form one episode.
@@ -160,11 +161,20 @@ def drift_finding(series: RankSeries, settings: Settings, rg: RankGap | None = N
     growth = fit.slope * duration
     if fit.slope <= 0 or fit.r2 < settings.drift_min_r2 or growth < settings.drift_floor_bytes:
         return None
-    half = ts.shape[0] // 2
+    n = ts.shape[0]
+    half = n // 2
     s1 = linear_fit(ts[:half], g[:half]).slope
     s2 = linear_fit(ts[half:], g[half:]).slope
-    if min(s1, s2) < 0.25 * fit.slope:
-        return None  # a step, not a sustained drift
+    if s2 < 0.25 * fit.slope:
+        return None  # grew, then stopped: not persistent
+    # A step concentrates the growth in a few samples; a drift spreads it (even one that only
+    # started part-way through the window). Largest rise over 5 % of the samples vs. the total.
+    k = max(1, n // 20)
+    edge = max(1, n // 10)
+    total_rise = float(np.median(g[-edge:]) - np.median(g[:edge]))
+    largest_jump = float(np.max(g[k:] - g[:-k]))
+    if total_rise <= 0 or largest_jump >= 0.6 * total_rise:
+        return None
     total = _last_finite(series.values.get("device_total"))
     used = _last_finite(series.values.get("device_used"))
     ttf = (total - used) / fit.slope if total and used is not None and total > used else None
@@ -189,6 +199,7 @@ def drift_finding(series: RankSeries, settings: Settings, rg: RankGap | None = N
         confidence=round(max(confidence, 0.5 * fit.r2), 3),
         evidence={"slope_bytes_per_s": fit.slope, "r2": fit.r2, "growth_bytes": growth,
                   "first_half_slope": s1, "second_half_slope": s2, "duration_s": duration,
+                  "largest_jump_bytes": largest_jump,
                   "gap_start_bytes": float(fit.intercept), "gap_end_bytes": float(g[-1]),
                   "device_total_bytes": total, "device_used_bytes": used,
                   "time_to_full_s": ttf, "samples": int(g.shape[0])},

@@ -279,3 +279,20 @@ def test_sampling_hole_before_a_followers_rise_lowers_confidence():
     top = cr.first_cause_suspects[0]
     assert (top.rank, top.confidence) == (2, "medium")
     assert any("sampling hole" in n and "[1]" in n for n in cr.notes)
+
+
+def test_drift_that_starts_part_way_is_still_drift():
+    """The demo's leak: flat for the first third, then 24 MiB/s to the end."""
+    data = healthy(2, 600, seed=13)
+    ramp = np.clip((np.arange(600) - 200) * 0.1 * 24 * MIB, 0, None)
+    data[1].device_used += ramp
+    (f,) = analyze(to_timeline(data)).gap_findings
+    assert (f.rank, f.classification) == (1, "persistent_drift")
+
+
+def test_ramp_that_stopped_is_not_persistent():
+    data = healthy(2, 600, seed=14)
+    # grows 600 MiB over the first 25 s, then flat for the remaining 35 s
+    data[1].device_used += np.clip(np.arange(600) * 0.1 * 24 * MIB, 0, 600 * MIB)
+    report = analyze(to_timeline(data))
+    assert "persistent_drift" not in _kinds(report, 1)
