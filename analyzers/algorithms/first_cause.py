@@ -24,6 +24,7 @@ import numpy as np
 from analyzers.algorithms.robust import rolling_min
 from analyzers.algorithms.settings import Settings
 from analyzers.report import Confidence, CrossRank, Suspect
+from analyzers.sources.markers import KIND_FIRST_RISE
 from analyzers.timeline import RankSeries, Timeline
 
 FIELD = "device_used"
@@ -40,6 +41,7 @@ class FirstRise:
     peak_bytes: float
     settled_ns: int  # when the rise stopped climbing (steps < 10% of the threshold)
     hole_ns: int  # time since the previous sample: the rise happened somewhere in there
+    from_edge_event: bool = False  # timed by the tracker's in-process first-rise event
 
 
 def first_rise(series: RankSeries, settings: Settings, after_ns: int | None = None
@@ -79,8 +81,17 @@ def first_rise(series: RankSeries, settings: Settings, after_ns: int | None = No
     slow = np.flatnonzero(np.diff(v[i:]) < 0.1 * threshold)
     settled = int(t[i + int(slow[0])]) if slow.size else int(t[-1])
     hole = int(t[i] - t[i - 1]) if i > 0 else 0
-    return FirstRise(series.rank, int(t[i]), float(v[i] - level), threshold, int(t[j]), level,
-                     peak, settled, hole)
+    rise_t, edge = int(t[i]), False
+    # The tracker detects rises in-process at its own sampling rate and emits the exact time as
+    # a span event; when one falls inside this sample's hole, it is the better timestamp.
+    m = series.markers
+    if len(m) and hole:
+        ev = m.start_ns[(m.kind == KIND_FIRST_RISE) & (m.start_ns > t[i] - hole)
+                        & (m.start_ns <= t[i])]
+        if ev.size:
+            rise_t, edge, hole = int(ev.min()), True, 0
+    return FirstRise(series.rank, rise_t, float(v[i] - level), threshold, int(t[j]), level,
+                     peak, settled, hole, edge)
 
 
 #: Incidents examined at most (each is one vectorised pass per rank).
@@ -202,7 +213,7 @@ def _suspect(fr: FirstRise, lead: int, conf: Confidence, res: int | None, timeli
           "threshold_bytes": fr.threshold_bytes, "baseline_ns": fr.baseline_ns,
           "baseline_bytes": fr.baseline_bytes, "peak_bytes": fr.peak_bytes,
           "resolution_ns": res, "lead_intervals": (lead / res) if res else None,
-          "sample_hole_before_ns": fr.hole_ns,
+          "sample_hole_before_ns": fr.hole_ns, "timed_by_edge_event": fr.from_edge_event,
           "alignment": timeline.alignment,
           "offset_ns": timeline.offsets_ns.get(fr.rank, 0)}
     if alone:

@@ -296,3 +296,25 @@ def test_ramp_that_stopped_is_not_persistent():
     data[1].device_used += np.clip(np.arange(600) * 0.1 * 24 * MIB, 0, 600 * MIB)
     report = analyze(to_timeline(data))
     assert "persistent_drift" not in _kinds(report, 1)
+
+
+def test_coarse_samples_are_refined_by_the_trackers_first_rise_events():
+    """Samples every second (an archive exported at 1 Hz) hide a 100 ms lead; the tracker's
+    in-process first-rise span events carry the exact times."""
+    exact = {d.rank: int(d.t_ns[19 if d.rank == 2 else 20]) for d in seed_example()}
+
+    def coarse(with_events: bool):
+        data = seed_example()
+        for d in data:
+            keep = np.arange(0, 60, 10)  # 1 s apart: both rises land in the sample at 2.0 s
+            for name in ("t_ns", "allocated", "reserved", "device_used", "device_total"):
+                setattr(d, name, getattr(d, name)[keep])
+            if with_events:
+                d.markers = [(exact[d.rank], exact[d.rank], "stormotel.first_rise",
+                              "first_rise")]
+        return analyze(to_timeline(data)).cross_rank.first_cause_suspects
+
+    assert len(coarse(False)) == 4  # a four-way tie at 2.0 s: no leader
+    (top,) = coarse(True)
+    assert (top.rank, top.lead_ns) == (2, 100_000_000)
+    assert top.first_spike_ns == exact[2] and top.evidence["timed_by_edge_event"] is True
