@@ -17,7 +17,9 @@ import numpy as np
 
 #: Sample fields, all float64 bytes; NaN means "this rank did not report it".
 FIELDS: tuple[str, ...] = ("allocated", "reserved", "active", "device_used", "device_total",
-                           "device_free")
+                           "device_free", "inactive_split")
+#: ``inactive_split``: bytes in freed blocks split off a segment still in use — true allocator
+#: fragmentation (PyTorch ``inactive_split_bytes``; Stormlog ``allocator_inactive_bytes``).
 
 ALIGN_WALL = "wall"
 ALIGN_FIRST_SAMPLE = "first-sample"

@@ -241,15 +241,25 @@ def spike_finding(series: RankSeries, settings: Settings, rg: RankGap | None = N
 
 
 def fragmentation_finding(series: RankSeries, settings: Settings) -> GapFinding | None:
-    if not (series.has("reserved") and series.has("allocated")):
+    """Idle bytes in the allocator's pool, sustained.
+
+    With the inactive-split counter (PyTorch ``inactive_split_bytes``, Stormlog
+    ``allocator_inactive_bytes``) the idle bytes are those split blocks — real fragmentation;
+    without it, reserved − allocated (the seed's definition), which also counts cached blocks
+    the allocator can reuse.
+    """
+    if not (series.has("reserved") and (series.has("allocated")
+                                        or series.has("inactive_split"))):
         return None
-    res, alloc = series.values["reserved"], series.values["allocated"]
-    ok = np.isfinite(res) & np.isfinite(alloc) & (res > 0)
+    res = series.values["reserved"]
+    split = series.has("inactive_split")
+    idle_all = series.values["inactive_split"] if split else res - series.values["allocated"]
+    ok = np.isfinite(res) & np.isfinite(idle_all) & (res > 0)
     n = int(ok.sum())
     if n < settings.min_samples:
         return None
-    r, a, t = res[ok], alloc[ok], series.t_ns[ok]
-    idle = r - a
+    r, t = res[ok], series.t_ns[ok]
+    idle = idle_all[ok]
     ratio = idle / r
     frag = (ratio >= settings.frag_ratio) & (idle >= settings.frag_min_bytes)
     share = float(frag.mean())
@@ -270,7 +280,8 @@ def fragmentation_finding(series: RankSeries, settings: Settings) -> GapFinding 
     return GapFinding(
         rank=series.rank, classification="fragmentation", severity=severity,
         confidence=round(min(1.0, share), 3),
-        evidence={"median_ratio": float(np.median(ratio[frag])), "ratio_threshold":
+        evidence={"measure": "inactive_split" if split else "reserved_minus_allocated",
+                  "median_ratio": float(np.median(ratio[frag])), "ratio_threshold":
                   settings.frag_ratio, "median_idle_bytes": float(np.median(idle[frag])),
                   "fragmented_share": share, "max_device_utilization": pressure,
                   "longest_start_ns": int(t[starts[longest]]),

@@ -41,6 +41,7 @@ from stormotel import schema
 METRIC_FIELDS: dict[str, tuple[str, bool]] = {
     **{m.name: (f, False) for f, m in schema.FIELD_METRICS.items()},
     **{m.name: (f, True) for f, m in schema.FIELD_PEAK_METRICS.items()},
+    schema.ALLOC_INACTIVE_SPLIT.name: ("inactive_split", False),
 }
 _EVENT_KINDS = {schema.EVENT_THRESHOLD: KIND_THRESHOLD, schema.EVENT_FIRST_RISE: KIND_FIRST_RISE,
                 schema.EVENT_OOM: KIND_OOM}

@@ -110,8 +110,8 @@ def _first(records: Sequence[Mapping[str, Any]], *keys: str) -> list[Any]:
 
 #: Fields every Stormlog v2+ record carries (schema-required): read in one C-level pass.
 CORE_KEYS = ("timestamp_ns", "allocator_allocated_bytes", "allocator_reserved_bytes",
-             "allocator_active_bytes", "device_used_bytes", "device_total_bytes",
-             "device_free_bytes", "context")
+             "allocator_active_bytes", "allocator_inactive_bytes", "device_used_bytes",
+             "device_total_bytes", "device_free_bytes", "context")
 #: ... plus what stormlog 0.4.x always writes (v4: session_id, schema_version, rank).
 FULL_KEYS = (*CORE_KEYS, "schema_version", "rank", "session_id")
 
@@ -201,6 +201,9 @@ def load_records(records: list[Any], path: str, ctx: LoadContext) -> int:
                      for v, r in zip(total_raw, good, strict=True)]
     total = bytes_column(total_raw, ctx, where, "device_total_bytes")
     free = bytes_column(col("device_free_bytes"), ctx, where, "device_free_bytes")
+    # Stormlog's inactive counter is the allocator's inactive-split bytes (its fragmentation).
+    inactive = bytes_column(col("allocator_inactive_bytes"), ctx, where,
+                            "allocator_inactive_bytes")
 
     rank_raw = col("rank")
     ranks = _int_column(rank_raw, default=0)
@@ -230,7 +233,7 @@ def load_records(records: list[Any], path: str, ctx: LoadContext) -> int:
         sel = ok & (ranks == rank)
         b.add_samples(int(rank), t[sel], allocated=alloc[sel], reserved=reserved[sel],
                       active=active[sel], device_used=used[sel], device_total=total[sel],
-                      device_free=free[sel])
+                      device_free=free[sel], inactive_split=inactive[sel])
         added += int(sel.sum())
     _context_markers(col("context", "message"), t, ok, ranks, ctx)
     sessions = set(col("session_id")) - {None}

@@ -318,3 +318,24 @@ def test_coarse_samples_are_refined_by_the_trackers_first_rise_events():
     (top,) = coarse(True)
     assert (top.rank, top.lead_ns) == (2, 100_000_000)
     assert top.first_spike_ns == exact[2] and top.evidence["timed_by_edge_event"] is True
+
+
+def test_fragmentation_prefers_the_inactive_split_counter():
+    """A caching allocator holding 70 % idle is not fragmented when those blocks are reusable
+    (inactive split ~0); it is when they are split blocks."""
+    from analyzers.timeline import RankIdentity, TimelineBuilder
+
+    def timeline(split_fraction: float):
+        b = TimelineBuilder()
+        for d in healthy(2, 300, seed=15):
+            plant_fragmentation(d, 0.7)
+            b.set_identity(RankIdentity(rank=d.rank, world_size=2))
+            b.add_samples(d.rank, d.t_ns, allocated=d.allocated, reserved=d.reserved,
+                          device_used=d.device_used, device_total=d.device_total,
+                          inactive_split=d.reserved * (split_fraction if d.rank == 1 else 0.01))
+        return b.build()
+
+    assert analyze(timeline(0.01)).gap_findings == []
+    (f,) = analyze(timeline(0.6)).gap_findings
+    assert (f.rank, f.classification, f.evidence["measure"]) == (1, "fragmentation",
+                                                                 "inactive_split")
