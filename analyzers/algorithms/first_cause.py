@@ -18,6 +18,7 @@ and thin evidence make it ``low``. Everything happens on the timeline as aligned
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import numpy as np
 
@@ -152,7 +153,7 @@ def analyze_first_cause(timeline: Timeline, settings: Settings) -> tuple[CrossRa
         spread = max(fr.t_ns for fr in earlier.rises.values()) - t0
         out.notes.append(
             f"an earlier rise of ranks {ranks[:16]}{' ...' if len(ranks) > 16 else ''} at "
-            f"{t0} ns (within {spread / 1e6:.1f} ms of each other, no rank leading by a sampling "
+            f"{_iso(t0)} (within {spread / 1e6:.1f} ms of each other, no rank leading by a sampling "
             "interval — e.g. the job's warm-up or a shared cause) was set aside")
     out.cluster_onset_ns = chosen.onset_ns
     out.first_cause_suspects = chosen.suspects
@@ -222,3 +223,8 @@ def _suspect(fr: FirstRise, lead: int, conf: Confidence, res: int | None, timeli
         ev["tied_ranks"] = tied
     return Suspect(rank=fr.rank, confidence=conf, first_spike_ns=fr.t_ns, lead_ns=lead,
                    delta_bytes=fr.delta_bytes, evidence=ev)
+
+
+def _iso(ns: int) -> str:
+    """Wall-clock ISO-8601 (ms, UTC) for notes a person reads; the JSON keeps raw ns elsewhere."""
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
