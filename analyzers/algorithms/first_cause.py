@@ -153,8 +153,8 @@ def analyze_first_cause(timeline: Timeline, settings: Settings) -> tuple[CrossRa
         spread = max(fr.t_ns for fr in earlier.rises.values()) - t0
         out.notes.append(
             f"an earlier rise of ranks {ranks[:16]}{' ...' if len(ranks) > 16 else ''} at "
-            f"{_iso(t0)} (within {spread / 1e6:.1f} ms of each other, no rank leading by a sampling "
-            "interval — e.g. the job's warm-up or a shared cause) was set aside")
+            f"{_iso(t0)} (within {spread / 1e6:.1f} ms of each other, no rank leading by a "
+            "sampling interval — e.g. the job's warm-up or a shared cause) was set aside")
     out.cluster_onset_ns = chosen.onset_ns
     out.first_cause_suspects = chosen.suspects
     out.notes.extend(chosen.notes)
