@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from analyzers.algorithms.settings import SENSITIVITIES, SettingsError, parse_overrides
@@ -155,6 +156,17 @@ def _validate(args: argparse.Namespace) -> None:
     settings_for(args.sensitivity, **parse_overrides(args.overrides))
 
 
+def _tsdb_analysis(args: argparse.Namespace) -> Callable[[Timeline], Report]:
+    """The scheduled job's analysis step; stall evidence (dumps, logs) is read once, up front,
+    so a bad dump is a usage error before any query, and its findings reach the job's sinks."""
+    from analyzers.stalls.cli_support import attach_markers, stall_result_from_args, wants_stalls
+
+    if not wants_stalls(args):
+        return lambda tl: run_analysis(tl, args)
+    stalls = stall_result_from_args(args, _progress(args))
+    return lambda tl: stalls.apply(run_analysis(attach_markers(tl, stalls.markers_by_rank), args))
+
+
 def main(argv: list[str] | None = None) -> int:
     from analyzers import job
     from analyzers.sources import SourceError
@@ -168,14 +180,12 @@ def main(argv: list[str] | None = None) -> int:
     if job.wants_tsdb(args):  # the scheduled job: TSDB window -> analysis -> sinks (issue 4)
         if args.paths:
             parser.exit(exitcodes.USAGE, f"{PROG}: error: give PATHs or --prometheus, not both\n")
-        if wants_stalls(args):
-            parser.exit(exitcodes.USAGE, f"{PROG}: error: --flight-recorder/--logs work with "
-                        "telemetry files or alone, not with --prometheus\n")
         try:
             _validate(args)
-            return job.run_job(args, lambda tl: run_analysis(tl, args),
-                               emit_report=lambda r: write_outputs(r, args))
-        except (UsageError, RankSpecError, SettingsError, AlignmentError) as exc:
+            analyze_fn = _tsdb_analysis(args)
+            return job.run_job(args, analyze_fn, emit_report=lambda r: write_outputs(r, args))
+        except (UsageError, RankSpecError, SettingsError, AlignmentError,
+                StallInputError) as exc:
             parser.exit(exitcodes.USAGE, f"{PROG}: error: {exc}\n")
     try:
         _validate(args)

@@ -156,3 +156,38 @@ def test_server_with_a_lower_points_limit_gets_smaller_chunks(tmp_path: Path) ->
     assert len(timeline.ranks[0]) == 2400 and not outcome.partial
     ranges = [r for r in counting.requests if r.startswith("/api/v1/query_range")]
     assert len(ranges) >= 4  # refused 2400 → 2 × 1200 refused → 4 × 600 accepted
+
+
+def test_scheduled_job_carries_stall_findings_from_worker_logs(prometheus_server,
+                                                               pushgateway_server,
+                                                               tmp_path: Path) -> None:
+    """--prometheus with --logs: memory findings from the TSDB and the straggler from the logs
+    land in one report and in the pushed finding series."""
+    p, data = planted.make(job_id="stuck-tsdb", minutes=2)
+    planted.write(prometheus_server.url + "/api/v1/write", p.job_id, data)
+    planted.wait_visible(prometheus_server.url, p.job_id, len(data))
+    logs = Path(__file__).resolve().parents[1] / "stalls" / "data" / "logs" / "straggler_v25"
+    report_path = tmp_path / "report.json"
+    r = run_cli("--prometheus", prometheus_server.url, "--job-id", p.job_id,
+                "--start", str((p.start_ms - 2000) / 1000), "--end", str((p.end_ms + 2000) / 1000),
+                "--format", "json", "--output", str(report_path),
+                "--pushgateway", pushgateway_server.url, "--logs", str(logs))
+    assert r.returncode == exitcodes.FINDINGS, r.stderr
+    report = json.loads(report_path.read_text())
+    assert report["cross_rank"]["first_cause_suspects"][0]["rank"] == p.fault_rank
+    stalls = report["stall_findings"]
+    assert [(f["kind"], f["ranks"]) for f in stalls if f["consequence_of"] is None] == \
+        [("straggler", [2])]
+    pushed = httpx.get(pushgateway_server.url + "/metrics", timeout=5).text
+    assert any(line.startswith(schema.AN_STALL) and 'kind="straggler"' in line
+               for line in pushed.splitlines())
+
+
+def test_scheduled_job_rejects_a_bad_dump_before_querying(tmp_path: Path) -> None:
+    bad = tmp_path / "fr"
+    bad.mkdir()
+    (bad / "nccl_trace_rank_0").write_bytes(b"\x80\x04not a pickle")
+    r = run_cli("--prometheus", "http://127.0.0.1:9", "--job-id", "x", "--since", "5m",
+                "--flight-recorder", str(bad))
+    assert r.returncode == exitcodes.USAGE, r.stderr
+    assert "Traceback" not in r.stderr and "nccl_trace_rank_0" in r.stderr
