@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from analyzers.algorithms import analyze_collectives, analyze_first_cause, analyze_gaps
+from analyzers.algorithms.estimate_ratio import Estimates, estimate_ratios, report_section
 from analyzers.algorithms.gap import prepare_all
 from analyzers.algorithms.settings import Settings, settings_for
 from analyzers.align import align as align_timeline
@@ -22,12 +23,14 @@ from analyzers.timeline import ALIGN_WALL, Timeline
 def analyze(timeline: Timeline, *, sensitivity: str = "medium",
             ranks: Iterable[int] | None = None, align: str = ALIGN_WALL,
             overrides: Mapping[str, Any] | None = None,
-            settings: Settings | None = None) -> Report:
+            settings: Settings | None = None, estimates: Estimates = None) -> Report:
     """Run first cause, gap analysis and collective attribution over ``timeline``.
 
     ``ranks`` restricts the analysis (``None`` = all); ranks asked for but absent are reported
     as missing. ``align`` is ``wall`` | ``first-sample`` | ``markers`` and is recorded in the
     report. ``overrides`` replace single thresholds of the ``sensitivity`` preset.
+    ``estimates`` (bytes for every rank, or rank → bytes) override the estimates the sources
+    read into ``timeline.meta``; with either, ``extra`` gains ``estimate_vs_actual``.
     """
     started = time.perf_counter()
     settings = settings or settings_for(sensitivity, **dict(overrides or {}))
@@ -55,5 +58,6 @@ def analyze(timeline: Timeline, *, sensitivity: str = "medium",
     report.extra["first_cause_rounds"] = {k: v for k, v in table.items() if k != "ranks"}
     report.extra["offsets_ns"] = {r: o for r, o in tl.offsets_ns.items() if o}
     report.extra["samples"] = tl.total_samples()
+    report.extra.update(report_section(*estimate_ratios(tl, estimates)))
     report.extra["analysis_seconds"] = round(time.perf_counter() - started, 4)
     return report

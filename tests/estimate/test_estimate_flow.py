@@ -1,0 +1,49 @@
+"""Estimate vs. actual end to end: an estimate file → the tracker's archive → the analyzer report.
+
+Two simulated ranks track with ``estimate_bytes`` (a `stormotel estimate` JSON for rank 0, a
+plain number for rank 1); the analyzer loads their OTLP archive and reports actual / estimate
+per rank, read from the archived ``stormotel.memory.estimate`` series.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analyzers.analyze import analyze
+from analyzers.sources import load_paths
+from stormotel.tracker import MemoryTracker
+
+GIB = 2**30
+
+
+def test_estimate_flows_from_tracker_archive_to_analyzer_report(tmp_path: Path) -> None:
+    estimate_file = tmp_path / "estimate.json"
+    estimate_file.write_text(json.dumps({"schema": "stormotel.estimate/v1",
+                                         "peak_bytes": 20 * GIB}))
+    archive = tmp_path / "archive"
+    trackers = [MemoryTracker(sampler="simulated", sampling_interval=0.02, job_id="est-flow",
+                              rank=rank, world_size=2, archive_dir=archive,
+                              estimate_bytes=estimate, env={})
+                for rank, estimate in ((0, str(estimate_file)), (1, 4 * GIB))]
+    for t in trackers:
+        t.start_tracking()
+    time.sleep(0.5)
+    for t in trackers:
+        t.stop_tracking()
+
+    timeline = load_paths([str(archive)])
+    assert timeline.meta["estimate_bytes"] == {0: 20 * GIB, 1: 4 * GIB}
+    report = analyze(timeline)
+    section = report.extra["estimate_vs_actual"]
+    by_rank = {r["rank"]: r for r in section["ranks"]}
+    for rank, estimate in ((0, 20 * GIB), (1, 4 * GIB)):
+        actual = float(np.nanmax(timeline.ranks[rank].field("allocated")))
+        assert by_rank[rank]["field"] == "allocated"
+        assert by_rank[rank]["ratio"] == pytest.approx(actual / estimate)
+        assert report.extra["estimate_ratio"][rank] == pytest.approx(actual / estimate)
+    assert json.loads(report.to_json())["extra"]["estimate_vs_actual"]["ranks"][0]["rank"] == 0
