@@ -31,6 +31,7 @@ from analyzers.sources.prometheus import (
     QueryWindow,
     SourceFailure,
     choose_step,
+    clean_byte_series,
     label_selector,
     parse_matrix_values,
 )
@@ -282,15 +283,10 @@ def _add(results: list[dict[str, object]], name: str, options: DcgmOptions,
             builder.set_identity(RankIdentity(
                 rank=rank, job_id=job_id, host=_label(labels, "hostname"),
                 gpu=labels.get("gpu"), gpu_uuid=labels.get("UUID")))
-        try:
-            t_ns, v = parse_matrix_values(values)
-        except (ValueError, TypeError):
-            builder.skipped["malformed_series"] += 1
+        cleaned = clean_byte_series(values, builder)
+        if cleaned is None:
             continue
-        bad = ~np.isfinite(v) | (v < 0)
-        if bad.any():
-            builder.skipped["non_finite_or_negative_bytes"] += int(bad.sum())
-            t_ns, v = t_ns[~bad], v[~bad]
+        t_ns, v = cleaned
         v = v * schema.DCGM_UNIT_BYTES
         if field_name == "_reserved_by_driver":
             # Not a Timeline field; it is device_total's third term (see _with_total).

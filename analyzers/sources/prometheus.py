@@ -28,6 +28,7 @@ import numpy as np
 
 from analyzers.algorithms.estimate_ratio import META_KEY as ESTIMATE_META_KEY
 from analyzers.http import Deadline, EndpointError, HttpSettings, make_client, request
+from analyzers.rankspec import format_rank_list
 from analyzers.sources.markers import KIND_OOM, KIND_STEP, MarkerAccumulator
 from analyzers.timeline import Markers, RankIdentity, Timeline, TimelineBuilder
 from stormotel import schema
@@ -127,6 +128,25 @@ def parse_matrix_values(values: Sequence[Sequence[object]]) -> tuple[np.ndarray,
     if v.shape != (n,):
         raise ValueError("matrix values are not [timestamp, value] pairs")
     t_ns = np.rint(t * 1000.0).astype(np.int64) * 1_000_000
+    return t_ns, v
+
+
+def clean_byte_series(values: object, builder: TimelineBuilder
+                      ) -> tuple[np.ndarray, np.ndarray] | None:
+    """One series' matrix values as byte arrays, bad points counted on ``builder``.
+
+    ``None`` for a malformed series (counted as ``malformed_series``); NaN, infinite and
+    negative byte values are dropped and counted as ``non_finite_or_negative_bytes``.
+    """
+    try:
+        t_ns, v = parse_matrix_values(values)  # type: ignore[arg-type]
+    except (ValueError, TypeError):
+        builder.skipped["malformed_series"] += 1
+        return None
+    bad = ~np.isfinite(v) | (v < 0)
+    if bad.any():
+        builder.skipped["non_finite_or_negative_bytes"] += int(bad.sum())
+        t_ns, v = t_ns[~bad], v[~bad]
     return t_ns, v
 
 
@@ -536,7 +556,7 @@ def _run_queries(tasks: list[_Task], builder: TimelineBuilder, outcome: LoadOutc
                 failures[task.api.url] = failures.get(task.api.url, 0) + 1
                 if failures[task.api.url] <= MAX_FAILURE_NOTES:
                     builder.notes.append(f"{task.api.url}: {task.fname} for ranks "
-                                         f"{_ranges(task.ranks)} failed: {res}")
+                                         f"{format_rank_list(task.ranks)} failed: {res}")
                 continue
             if task.marker:
                 _collect_marker_series(res, task, marker_series)
@@ -549,7 +569,7 @@ def _run_queries(tasks: list[_Task], builder: TimelineBuilder, outcome: LoadOutc
     for url, n in failures.items():
         if n > MAX_FAILURE_NOTES:
             builder.notes.append(f"{url}: {n - MAX_FAILURE_NOTES} more range queries failed "
-                                 f"(ranks {_ranges(sorted(outcome.ranks_failed[url]))})")
+                                 f"(ranks {format_rank_list(outcome.ranks_failed[url])})")
     return with_data
 
 
@@ -567,15 +587,10 @@ def _add_results(results: list[dict[str, object]], task: _Task,
         if ident is None or ident.rank not in task.ranks:
             builder.skipped["series_without_valid_rank_label"] += 1
             continue
-        try:
-            t_ns, v = parse_matrix_values(values)
-        except (ValueError, TypeError):
-            builder.skipped["malformed_series"] += 1
+        cleaned = clean_byte_series(values, builder)
+        if cleaned is None:
             continue
-        bad = ~np.isfinite(v) | (v < 0)
-        if bad.any():
-            builder.skipped["non_finite_or_negative_bytes"] += int(bad.sum())
-            t_ns, v = t_ns[~bad], v[~bad]
+        t_ns, v = cleaned
         if t_ns.size:
             builder.add_samples(ident.rank, t_ns, **{task.fname: v})
             got.add(ident.rank)
@@ -639,17 +654,3 @@ def _resolution_notes(builder: TimelineBuilder, discoveries: list[_Discovery],
     if peaks:
         msg += f"; used peak-since-last-export series for {', '.join(peaks)}"
     builder.notes.append(msg)
-
-
-def _ranges(ranks: Sequence[int]) -> str:
-    """[0,1,2,5] → '0-2,5' for readable warnings."""
-    out: list[str] = []
-    rs = sorted(ranks)
-    i = 0
-    while i < len(rs):
-        j = i
-        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
-            j += 1
-        out.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
-        i = j + 1
-    return ",".join(out)

@@ -17,7 +17,7 @@ from analyzers.report import (
     Suspect,
 )
 from analyzers.sinks import findings_series, grafana, perfetto, remote_write
-from analyzers.sources.prometheus import _ranges, label_selector, parse_matrix_values
+from analyzers.sources.prometheus import clean_byte_series, label_selector, parse_matrix_values
 from stormotel import schema
 
 T0 = 1_795_000_000_000_000_000
@@ -92,7 +92,16 @@ def test_matrix_parsing_and_selectors() -> None:
     assert t.tolist() == [1700000000123000000, 1700000001000000000]
     assert v[0] == 1.5 and np.isnan(v[1])
     assert label_selector({"job_id": 'a"b'}, {"rank": "1|2"}) == '{job_id="a\\"b",rank=~"1|2"}'
-    assert _ranges([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
+
+
+def test_byte_series_cleaning_counts_what_it_drops() -> None:
+    from analyzers.timeline import TimelineBuilder
+
+    b = TimelineBuilder()
+    t, v = clean_byte_series([[1, "5"], [2, "NaN"], [3, "-1"], [4, "+Inf"], [5, "7"]], b)
+    assert t.tolist() == [1_000_000_000, 5_000_000_000] and v.tolist() == [5.0, 7.0]
+    assert b.skipped["non_finite_or_negative_bytes"] == 3
+    assert clean_byte_series([["x"]], b) is None and b.skipped["malformed_series"] == 1
 
 
 def test_secrets_stay_secret(tmp_path, monkeypatch) -> None:
