@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 
 from analyzers.analyze import analyze
+from analyzers.sinks.findings_series import findings_samples
 from analyzers.sources import load_paths
+from stormotel import schema
 from stormotel.tracker import MemoryTracker
 
 GIB = 2**30
@@ -47,3 +49,7 @@ def test_estimate_flows_from_tracker_archive_to_analyzer_report(tmp_path: Path) 
         assert by_rank[rank]["ratio"] == pytest.approx(actual / estimate)
         assert report.extra["estimate_ratio"][rank] == pytest.approx(actual / estimate)
     assert json.loads(report.to_json())["extra"]["estimate_vs_actual"]["ranks"][0]["rank"] == 0
+    # ... and the findings sink turns the ratios into the series the dashboards plot.
+    exported = {p.labels["rank"]: p.value for p in findings_samples(report)
+                if p.name == schema.AN_ESTIMATE_RATIO}
+    assert exported == {str(r): pytest.approx(v) for r, v in report.extra["estimate_ratio"].items()}
