@@ -15,6 +15,10 @@ Pitfalls handled here (docs/estimation.md explains each):
 * A ``foreach`` optimizer step allocates temporaries while MemTracker is in its optimizer region,
   so it files them as optimizer state. The steady state is measured separately from
   ``optimizer.state``; the excess at the peak is reported as temporaries.
+* MemTracker files a parameter's gradient as a temporary from the op that creates it until the
+  parameter's grad hook relabels it; a peak taken in between (the first layer of backward) keeps
+  the wrong label. The tracker subclasses in ``gradpeak`` count those bytes; they are moved from
+  temporaries to gradients.
 * MemTracker rounds allocations up to CUDA's 512-byte block only for tensors on a CUDA device.
   Estimating a CUDA job on CPU applies the same rounding to every allocation (``round_to``).
 * Models fake tensors cannot run (``.item()``, data-dependent control flow, real tensors captured
@@ -48,6 +52,7 @@ from stormotel.estimate.factory import (
     describe_exception,
     load_factory,
 )
+from stormotel.estimate.gradpeak import GradientAwareFSDPMemTracker, GradientAwareMemTracker
 from stormotel.estimate.report import (
     CATEGORIES,
     Accuracy,
@@ -103,7 +108,7 @@ def estimate(spec: str, *, iterations: int = 2, mode: Mode = "fake",
 class _Outcome:
     """What a tracked run leaves behind for the report."""
 
-    tracker: MemTracker
+    tracker: GradientAwareMemTracker
     runner: _Runner
     device: torch.device
     optimizer: OptimizerState
@@ -163,6 +168,10 @@ def _build_estimate(out: _Outcome, spec: str, iterations: int, mode: Mode, round
     categories["optimizer_state"] -= step_temporaries
     categories["temporaries"] += step_temporaries
     optimizer.step_temporaries_bytes = step_temporaries
+    # Weight gradients created by the op that set the peak, relabelled by MemTracker only after.
+    late_gradients = out.tracker.late_gradient_bytes(out.device)
+    categories["temporaries"] -= late_gradients
+    categories["gradients"] += late_gradients
     notes = [f"module breakdown is iteration {iterations - 1}'s (stats reset between "
              "iterations); the peak spans all iterations"]
     if round_to > 1:
@@ -172,12 +181,16 @@ def _build_estimate(out: _Outcome, spec: str, iterations: int, mode: Mode, round
         notes.append("optimizer_state includes the per-parameter 'step' counters "
                      f"({optimizer.step_tensor_bytes} B); on CUDA they stay on the host unless "
                      "capturable=True or fused=True")
+    if late_gradients:
+        notes.append(f"gradients include {late_gradients} B MemTracker still filed as temporaries "
+                     "at the peak (a weight gradient is relabelled only when autograd hands it to "
+                     "its parameter, after the op that created it)")
     if out.warmed_up:
         notes.append("one untracked warm-up iteration ran first (FSDP in fake mode: DTensor's "
                      "first sharding propagation would otherwise be counted as optimizer memory)")
     return Estimate(
         factory=spec, mode=mode, iterations=iterations, round_to=max(round_to, 1),
-        tracker=type(out.tracker).__name__, device=str(out.device), categories=categories,
+        tracker=out.tracker.base_name, device=str(out.device), categories=categories,
         peak_bytes=int(dev_peak.get(_TOTAL, 0)), peak_during=out.runner.peak_during,
         optimizer=optimizer, modules=_module_rows(out.tracker, out.device, depth),
         per_iteration=out.runner.records, tracker_categories=raw,
@@ -273,17 +286,18 @@ def _loss(output: Any) -> torch.Tensor:
     return out if out.dim() == 0 else out.sum()
 
 
-def _make_tracker(workload: Workload) -> MemTracker:
-    """FSDPMemTracker for a ``fully_shard`` root, plain MemTracker otherwise."""
+def _make_tracker(workload: Workload) -> GradientAwareMemTracker:
+    """FSDPMemTracker for a ``fully_shard`` root, plain MemTracker otherwise (both counting the
+    gradients their peak snapshot files as temporaries, see ``gradpeak``)."""
     model = workload.model
     if isinstance(model, FSDPModule):
-        tracker: MemTracker = FSDPMemTracker(model, workload.optimizer)
-        tracker.track_inputs(tuple(workload.batch_tensors()))
-        return tracker
+        fsdp_tracker = GradientAwareFSDPMemTracker(model, workload.optimizer)
+        fsdp_tracker.track_inputs(tuple(workload.batch_tensors()))
+        return fsdp_tracker
     if any(isinstance(m, FSDPModule) for m in model.modules()):
         raise FactoryError("sub-modules are wrapped with fully_shard but the root model is "
                            "not; wrap the root too (FSDPMemTracker needs an FSDP root)")
-    tracker = MemTracker()
+    tracker = GradientAwareMemTracker()
     tracker.track_external(model, workload.optimizer, *workload.batch_tensors())
     return tracker
 

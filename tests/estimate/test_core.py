@@ -1,7 +1,8 @@
 """The estimator on real small models: exact byte accounting, fake vs. real, tracker accuracy.
 
 Tolerances (measured on torch 2.13 CPU, recorded in docs/estimation.md):
-* fake and real mode give the same tracker peak for these models (0 B apart); asserted within 1 %;
+* fake and real mode give the same tracker peak for these models (0 B apart; asserted within
+  1 %) and identical categories at it (asserted exactly);
 * tracker peak / the CPU allocator's measured peak: 0.976 (transformer block, whose CPU attention
   kernel allocates a workspace no dispatch mode sees) to 0.99997 (MLP + Adam); asserted within 5 %.
 """
@@ -73,6 +74,24 @@ def test_foreach_step_temporaries_are_not_optimizer_state(
                                                   + est.optimizer.step_temporaries_bytes)
 
 
+def test_gradients_at_a_backward_peak_are_not_temporaries(
+        fake_estimates: dict[str, Estimate]) -> None:
+    """The transformer peaks in iteration 1's first backward op (ff2's, with AdamW's state and
+    every activation alive). That op creates ff2's weight and bias gradients, which MemTracker's
+    peak snapshot files as ``Temp``: they are gradients; the true temporary is dL/d(gelu out)."""
+    est = fake_estimates["examples.estimate_models:transformer_adamw"]
+    model, _, batch = estimate_models.transformer_adamw()
+    assert est.peak_during == "iteration 1 backward"
+    assert est.categories["gradients"] == _tensor_bytes([model.ff2.weight, model.ff2.bias])
+    assert est.categories["temporaries"] == batch.numel() * 4 * 4  # (b, t, d_ff) float32
+    assert est.categories["gradients"] < est.categories["parameters"]
+    raw = est.tracker_categories
+    assert (est.categories["gradients"] + est.categories["temporaries"]
+            == raw["Gradient"] + raw["Temp"])
+    assert sum(est.categories[c] for c in CATEGORIES) == est.peak_bytes
+    assert any("still filed as temporaries" in note for note in est.notes)
+
+
 def test_cuda_block_rounding_applies_on_cpu() -> None:
     model, _, _ = estimate_models.mlp_adam()
     params = list(model.parameters())
@@ -100,7 +119,7 @@ def test_fake_and_real_agree_and_tracker_matches_allocator(
     real = estimate(spec, mode="real", round_to=1)
     fake = fake_estimates[spec]
     assert abs(fake.peak_bytes - real.peak_bytes) <= 0.01 * real.peak_bytes
-    assert fake.categories["parameters"] == real.categories["parameters"]
+    assert fake.categories == real.categories
     assert real.accuracy is not None and fake.accuracy is None
     assert real.accuracy.measured_peak_bytes > 0
     assert real.accuracy.ratio == pytest.approx(1.0, abs=0.05)
