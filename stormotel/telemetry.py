@@ -221,6 +221,9 @@ class ExportConfig:
     otlp_timeout_s: float | None = None  # OTEL_EXPORTER_OTLP_TIMEOUT, then 5 s
     prometheus_port: int | None = None
     prometheus_addr: str = "0.0.0.0"
+    #: Archive one line every this many samples (1 = full resolution). Lines in between are not
+    #: lost information for spikes: the archive's own peak-since-last-export window covers them.
+    archive_every: int = 1
 
     def otlp_enabled(self, env: Mapping[str, str]) -> bool:
         return bool(self.otlp_endpoint or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -241,7 +244,9 @@ class Destination:
     provider: MeterProvider
     reader: MetricReader
     window: PeakWindow
-    on_sample: bool = False  # archive: export after every sample
+    on_sample: bool = False  # archive: export driven by samples, not by a timer
+    every: int = 1  # ... one export every this many samples
+    pending: int = 0  # samples since the last export
 
 
 def _otlp_exporters(cfg: ExportConfig, env: Mapping[str, str]) -> tuple[Callable[[], Any],
@@ -296,14 +301,16 @@ class Telemetry:
         fail = state.count_export_failure
         warned: set[str] = set()  # one warning per destination, metrics and spans together
 
-        def add(name: str, reader: MetricReader, on_sample: bool = False) -> None:
+        def add(name: str, reader: MetricReader, on_sample: bool = False, every: int = 1
+                ) -> None:
             window = PeakWindow()
             state.windows.append(window)
             provider = MeterProvider(resource=resource, metric_readers=[reader],
                                      shutdown_on_exit=False,
                                      exemplar_filter=AlwaysOffExemplarFilter())  # gauges only
             _register_instruments(provider, state, window, attrs)
-            self.destinations.append(Destination(name, provider, reader, window, on_sample))
+            self.destinations.append(Destination(name, provider, reader, window, on_sample,
+                                                 every))
 
         if cfg.archive_dir is not None:
             from opentelemetry.exporter.otlp.json.file import FileMetricExporter, FileSpanExporter
@@ -316,7 +323,7 @@ class Telemetry:
                 GuardedMetricExporter(schema.DEST_ARCHIVE,
                                       lambda: FileMetricExporter(stream=m_stream.open()), fail,
                                       warned=warned),
-                export_interval_millis=math.inf), on_sample=True)
+                export_interval_millis=math.inf), on_sample=True, every=max(1, cfg.archive_every))
             self.tracer_provider.add_span_processor(BatchSpanProcessor(
                 GuardedSpanExporter(schema.DEST_ARCHIVE,
                                     lambda: FileSpanExporter(stream=t_stream.open()), fail,
@@ -369,13 +376,19 @@ class Telemetry:
         return self._tracer
 
     def after_sample(self) -> None:
-        """Export destinations that run at the sampling rate (the archive)."""
+        """Export the sample-driven destinations (the archive) every ``every``-th sample."""
         for dest in self.destinations:
             if dest.on_sample:
-                try:
-                    dest.reader.collect(timeout_millis=5_000)
-                except Exception as e:  # never raise into the sampling loop
-                    self.state.count_export_failure(dest.name, type(e).__name__.lower())
+                dest.pending += 1
+                if dest.pending >= dest.every:
+                    self._collect(dest)
+
+    def _collect(self, dest: Destination, timeout_millis: int = 5_000) -> None:
+        dest.pending = 0
+        try:
+            dest.reader.collect(timeout_millis=timeout_millis)
+        except Exception as e:  # never raise into the sampling loop
+            self.state.count_export_failure(dest.name, type(e).__name__.lower())
 
     def flush(self, timeout_millis: int = 5_000) -> None:
         try:
@@ -385,7 +398,7 @@ class Telemetry:
         for dest in self.destinations:
             try:
                 if dest.on_sample:
-                    dest.reader.collect(timeout_millis=timeout_millis)
+                    self._collect(dest, timeout_millis)
                 else:
                     dest.provider.force_flush(timeout_millis)
             except Exception as e:
@@ -399,7 +412,9 @@ class Telemetry:
             except Exception as e:
                 log.debug("stormotel: tracer shutdown failed: %s", e)
             for dest in self.destinations:
-                try:  # (the archive's last line was written by the tracker's final sample)
+                if dest.on_sample and dest.pending:  # samples since the last line: write it
+                    self._collect(dest, timeout_millis)
+                try:
                     dest.provider.shutdown(timeout_millis=timeout_millis)
                 except Exception as e:
                     log.debug("stormotel: %s shutdown failed: %s", dest.name, e)

@@ -89,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--archive", default=None, metavar="DIR",
                    help="write the OTLP JSON-lines archive to DIR/<job_id>/rank-<R>.metrics.jsonl"
                         " and .traces.jsonl, one line per sample")
+    d.add_argument("--archive-interval", type=_positive_float, default=None, metavar="SECONDS",
+                   help="write an archive line every SECONDS instead of every sample (for long "
+                        "jobs); each line carries the latest values and the peak since the "
+                        "previous line, so spikes in between are kept (default: every sample)")
     d.add_argument("--otlp-endpoint", default=None, metavar="URL",
                    help="send OTLP to a collector, e.g. http://localhost:4317 (grpc) or "
                         "http://localhost:4318 (http); default: OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -144,6 +148,7 @@ def main(argv: list[str]) -> int:
             world_size=args.world_size, archive_dir=args.archive,
             otlp_endpoint=args.otlp_endpoint, otlp_protocol=args.otlp_protocol,
             otlp_interval=args.otlp_interval, prometheus_port=args.prometheus_port,
+            archive_interval=args.archive_interval,
             prometheus_addr=args.prometheus_addr, estimate_bytes=estimate,
             thresholds={schema.THRESHOLD_WARNING: args.warning_percent,
                         schema.THRESHOLD_CRITICAL: args.critical_percent},

@@ -102,6 +102,8 @@ class MemoryTracker:
     :class:`stormotel.samplers.Sampler`. Destinations: ``archive_dir`` (OTLP JSON lines),
     ``otlp_endpoint``/``otlp_protocol`` (or the standard ``OTEL_*`` variables) and
     ``prometheus_port``; with none of them the archive goes to ``./stormotel-archive``.
+    ``archive_interval`` (seconds) thins the archive to one line per interval for long jobs; each
+    line keeps the peak since the previous one.
     """
 
     def __init__(self, device: Any = None, sampler: str | Sampler = "cuda",
@@ -109,6 +111,7 @@ class MemoryTracker:
                  rank: int | None = None, local_rank: int | None = None,
                  world_size: int | None = None, host: str | None = None,
                  archive_dir: str | os.PathLike[str] | None = None,
+                 archive_interval: float | None = None,
                  otlp_endpoint: str | None = None, otlp_protocol: str | None = None,
                  otlp_interval: float | None = None, otlp_timeout: float | None = None,
                  prometheus_port: int | None = None,
@@ -140,7 +143,14 @@ class MemoryTracker:
         if archive_dir is None and otlp_endpoint is None and prometheus_port is None and \
                 not ExportConfig().otlp_enabled(env):
             archive_dir = DEFAULT_ARCHIVE_DIR
+        if archive_interval is not None and not (isinstance(archive_interval, int | float)
+                                                 and 0 < archive_interval < math.inf):
+            raise ValueError(f"archive_interval={archive_interval!r} must be a positive number "
+                             "of seconds")
+        archive_every = 1 if archive_interval is None else \
+            max(1, round(archive_interval / self.sampling_interval))
         self.export_config = ExportConfig(archive_dir=archive_dir, otlp_endpoint=otlp_endpoint,
+                                          archive_every=archive_every,
                                           otlp_protocol=otlp_protocol,
                                           otlp_interval_s=otlp_interval,
                                           otlp_timeout_s=otlp_timeout,

@@ -200,3 +200,32 @@ def test_step_outside_tracking_is_a_harmless_no_op(make_tracker: Callable[..., M
     with tracker.step(9):
         pass
     assert sum("not tracking" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_archive_interval_thins_lines_but_keeps_the_spike_between_them(
+        make_tracker: Callable[..., MemoryTracker]) -> None:
+    """--archive-interval: one line per N samples; the peak-since-last-line gauge still shows a
+    spike that lived only between two lines."""
+    tracker = make_tracker(sampling_interval=0.02, archive_interval=0.2,
+                           faults="spike@t=0.5s,delta=1GiB,duration=0.06s")
+    tracker.start_tracking()
+    time.sleep(1.2)
+    tracker.stop_tracking()
+    metrics_path, _ = tracker.archive_files or (None, None)
+    requests = parse_lines(metrics_path, MetricsRequest)
+    samples = tracker.stats["samples"]
+    assert samples >= 30
+    assert samples // 10 <= len(requests) <= samples // 10 + 1  # + the final partial window
+    used, peak = [], []
+    for req in requests:
+        values = {m.name: m.gauge.data_points[0].as_int
+                  for m in req.resource_metrics[0].scope_metrics[0].metrics if m.gauge.data_points}
+        used.append(values[schema.DEVICE_USED.name])
+        peak.append(values[schema.DEVICE_USED_PEAK.name])
+    baseline = min(used)
+    assert max(peak) - baseline >= 2**30  # the spike survives in the peak gauge
+
+
+def test_archive_interval_must_be_positive(make_tracker: Callable[..., MemoryTracker]) -> None:
+    with pytest.raises(ValueError, match="archive_interval"):
+        make_tracker(archive_interval=0)

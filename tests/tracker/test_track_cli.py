@@ -37,6 +37,14 @@ def test_track_simulated_for_a_duration(tmp_path: Path) -> None:
     assert {"stormotel.session", "stormotel.edge"} <= names
 
 
+def test_archive_interval_writes_fewer_lines(tmp_path: Path) -> None:
+    out = run(["--sampler", "simulated", "--duration", "1", "--interval", "0.05",
+               "--archive-interval", "0.25", "--archive", str(tmp_path), "--job-id", "thin"])
+    assert out.returncode == 0, out.stderr
+    lines = (tmp_path / "thin" / "rank-0.metrics.jsonl").read_text().splitlines()
+    assert 3 <= len(lines) <= 6  # ~20 samples, one line per 5 (+ the final partial window)
+
+
 def test_ctrl_c_flushes_and_exits_cleanly(tmp_path: Path) -> None:
     proc = subprocess.Popen([*CMD, "--sampler", "simulated", "--interval", "0.05", "--archive",
                              str(tmp_path), "--job-id", "sig"], stderr=subprocess.PIPE,
@@ -61,6 +69,8 @@ def test_ctrl_c_flushes_and_exits_cleanly(tmp_path: Path) -> None:
     (["--sampler", "cuda", "--fault", "rank=1:leak"], "--fault needs --sampler simulated"),
     (["--sampler", "cuda"], "no CUDA GPU is visible to PyTorch"),
     (["--sampler", "simulated", "--interval", "-1"], "argument --interval: '-1' must be > 0"),
+    (["--sampler", "simulated", "--archive-interval", "0"],
+     "argument --archive-interval: '0' must be > 0"),
     (["--sampler", "simulated", "--prometheus-port", "70000"], "must be in 0..65535"),
     (["--sampler", "simulated", "--device", "gpu-zero"], "device 'gpu-zero' is not a device"),
     (["--sampler", "simulated", "--estimate", "/nonexistent/estimate.json"],
