@@ -146,9 +146,20 @@ def render_summary(report: Report) -> str:
     return "\n".join(lines)
 
 
+def _has_evidence(report: Report) -> bool:
+    """Did the input hold anything to judge by? "Healthy" from nothing would be a false claim."""
+    if report.extra.get("samples", 1) or report.stall_findings:
+        return True
+    stalls = report.extra.get("stalls") or {}
+    return "flight_recorder" in stalls or bool((stalls.get("logs") or {}).get("events"))
+
+
 def verdict(report: Report) -> str:
     """One line naming each rank with findings and their kinds, most important first."""
     if not report.has_findings():
+        if not _has_evidence(report):
+            return ("Verdict: no evidence — no memory samples, watchdog lines or Flight Recorder "
+                    "entries in the input (see the notes)")
         return "Verdict: healthy"
     per_rank: dict[int, list[str]] = defaultdict(list)
     weight: dict[int, int] = defaultdict(lambda: 9)  # first cause, then critical, warning, info

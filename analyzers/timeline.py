@@ -238,7 +238,7 @@ class TimelineBuilder:
         for rank in sorted(self._identity):
             t, cols = self._merge_chunks(self._chunks.get(rank, []))
             ranks[rank] = RankSeries(self._identity[rank], t, cols,
-                                     _concat_markers(self._markers.get(rank, [])))
+                                     concat_markers(self._markers.get(rank, [])))
         jid = job_id or (self.job_ids.most_common(1)[0][0] if self.job_ids else None)
         if len(self.job_ids) > 1 and not job_id:
             self.notes.append(f"input mixes job ids {sorted(self.job_ids)}; using {jid!r}")
@@ -300,7 +300,8 @@ class TimelineBuilder:
                 self.notes.append(note)
 
 
-def _concat_markers(parts: list[Markers]) -> Markers:
+def concat_markers(parts: list[Markers]) -> Markers:
+    """Several marker sets of one rank as one, ordered by start time."""
     if not parts:
         return Markers.empty()
     start = np.concatenate([p.start_ns for p in parts])

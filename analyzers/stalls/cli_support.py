@@ -16,10 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from analyzers.report import Report, StallFinding
-from analyzers.timeline import Markers, Timeline, TimelineBuilder
+from analyzers.timeline import Markers, Timeline, TimelineBuilder, concat_markers
 
 ProgressFn = Callable[[str], None]
 
@@ -152,6 +150,9 @@ def _add_logs(result: StallResult, specs: list[str], ws: int | None,
         progress(f"read {len(parsed.files)} log file(s), {parsed.lines} lines, "
                  f"{len(parsed.events)} watchdog events")
     la = analyze_logs(parsed, world_size=ws)
+    if not parsed.events:
+        result.notes.append(f"logs: no ProcessGroupNCCL watchdog lines in {len(parsed.files)} "
+                            "file(s): they say nothing about stalls")
     _extend(result, la.findings)
     result.notes.extend(f"logs: {n}" for n in la.notes)
     result.sources.extend(parsed.files)
@@ -160,7 +161,8 @@ def _add_logs(result: StallResult, specs: list[str], ws: int | None,
         result.seen_ranks = sorted(parsed.ranks_seen)
         result.missing_ranks = [r for r in range(la.world_size) if r not in parsed.ranks_seen]
     result.extra["logs"] = {
-        "files": parsed.files, "category": la.category, "world_size": la.world_size,
+        "files": parsed.files, "events": len(parsed.events), "category": la.category,
+        "world_size": la.world_size,
         "state_tables": {g: [s.as_dict() for s in st] for g, st in la.states.items()},
         "timeline": la.timeline[:100]}
 
@@ -181,16 +183,7 @@ def attach_markers(timeline: Timeline, markers_by_rank: dict[int, Markers]) -> T
         if rank not in ranks or not len(m):
             continue
         s = ranks[rank]
-        both = [s.markers, m] if len(s.markers) else [m]
-        start = np.concatenate([p.start_ns for p in both])
-        order = np.argsort(start, kind="stable")
-        attrs: list[Any] = []
-        for p in both:
-            attrs.extend(p.attrs if p.attrs else [{}] * len(p))
-        merged = Markers(start[order], np.concatenate([p.end_ns for p in both])[order],
-                         np.concatenate([p.name for p in both])[order],
-                         np.concatenate([p.kind for p in both])[order],
-                         tuple(attrs[i] for i in order))
+        merged = concat_markers([s.markers, m])
         ranks[rank] = dataclasses.replace(s, markers=merged)
     notes = list(timeline.notes)
     if unmatched:
