@@ -12,10 +12,12 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -136,3 +138,38 @@ def pushgateway(workdir: Path) -> Iterator[Server]:
         yield server
     finally:
         server.stop()
+
+
+def query(server: Server, promql: str, *, timeout: float = 5.0) -> list[dict[str, Any]]:
+    """An instant query's result list; a non-success answer fails the test loudly."""
+    r = httpx.get(f"{server.url}/api/v1/query", params={"query": promql}, timeout=timeout)
+    r.raise_for_status()
+    return list(r.json()["data"]["result"])
+
+
+class BackgroundRun:
+    """Runs ``fn`` in a daemon thread (e.g. a tracked job while Prometheus scrapes it); the
+    result or the exception is handed to the test thread by :meth:`join`."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self._fn = fn
+        self._outcome: dict[str, Any] = {}
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._outcome["result"] = self._fn()
+        except BaseException as e:  # re-raised in the test thread
+            self._outcome["error"] = e
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def join(self, timeout: float = 120.0) -> Any:
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise AssertionError(f"background run still going after {timeout}s")
+        if "error" in self._outcome:
+            raise self._outcome["error"]
+        return self._outcome.get("result")

@@ -7,12 +7,9 @@ return every stormotel metric for every rank, with the identity labels and sensi
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 
 from stormotel import schema
@@ -24,14 +21,8 @@ WORLD = 2
 ESTIMATE = 9 * 2**30
 
 
-def _query(prom: servers.Server, promql: str) -> list[dict[str, Any]]:
-    r = httpx.get(f"{prom.url}/api/v1/query", params={"query": promql}, timeout=5)
-    r.raise_for_status()
-    return list(r.json()["data"]["result"])
-
-
 def _by_rank(prom: servers.Server, metric: schema.Metric) -> dict[str, float]:
-    rows = _query(prom, f'{metric.prom}{{job_id="{JOB}"}}')
+    rows = servers.query(prom, f'{metric.prom}{{job_id="{JOB}"}}')
     return {row["metric"]["rank"]: float(row["value"][1]) for row in rows}
 
 
@@ -39,29 +30,20 @@ def _by_rank(prom: servers.Server, metric: schema.Metric) -> dict[str, float]:
 @pytest.mark.servers
 def test_prometheus_scrapes_every_rank(tmp_path: Path) -> None:
     ports = [servers.free_port() for _ in range(WORLD)]
-    outcome: dict[str, Any] = {}
-
-    def job() -> None:
-        try:
-            outcome["dir"] = run_job(tmp_path / "out", world_size=WORLD, duration_s=8.0,
-                                     job_id=JOB, prometheus_ports=ports,
-                                     estimate_bytes=ESTIMATE, quiet=True)
-        except BaseException as e:  # reported by the main thread
-            outcome["error"] = e
-
     with servers.prometheus(tmp_path / "prom", scrape_targets=[f"127.0.0.1:{p}" for p in ports],
                             scrape_interval="1s") as prom:
-        runner = threading.Thread(target=job, daemon=True)
-        runner.start()
+        runner = servers.BackgroundRun(lambda: run_job(
+            tmp_path / "out", world_size=WORLD, duration_s=8.0, job_id=JOB,
+            prometheus_ports=ports, estimate_bytes=ESTIMATE, quiet=True))
         wanted = {(m.prom, str(r)) for m in schema.ALL_METRICS for r in range(WORLD)}
         seen: set[tuple[str, str]] = set()
         while runner.is_alive() and not wanted <= seen:
             time.sleep(0.5)
-            rows = _query(prom, f'count by (__name__, rank) ({{job_id="{JOB}"}})')
+            rows = servers.query(prom, f'count by (__name__, rank) ({{job_id="{JOB}"}})')
             seen = {(row["metric"]["__name__"], row["metric"]["rank"]) for row in rows}
         assert wanted <= seen, f"missing in Prometheus: {sorted(wanted - seen)}"
         # Values, read while the job is still being scraped (one scrape = one instant).
-        labels = _query(prom, f'{schema.DEVICE_USED.prom}{{job_id="{JOB}"}}')
+        labels = servers.query(prom, f'{schema.DEVICE_USED.prom}{{job_id="{JOB}"}}')
         for row in labels:
             m = row["metric"]
             assert m["world_size"] == str(WORLD) and m["local_rank"] == m["rank"]
@@ -80,6 +62,5 @@ def test_prometheus_scrapes_every_rank(tmp_path: Path) -> None:
         assert set(_by_rank(prom, schema.ESTIMATE).values()) == {ESTIMATE}
         assert min(_by_rank(prom, schema.SAMPLES).values()) > 5
         assert set(_by_rank(prom, schema.OOMS).values()) == {0.0}
-        runner.join(timeout=120)
-    assert "error" not in outcome, outcome.get("error")
-    assert (outcome["dir"] / "rank-1.metrics.jsonl").stat().st_size > 0
+        out_dir = runner.join(timeout=120)
+    assert (out_dir / "rank-1.metrics.jsonl").stat().st_size > 0
