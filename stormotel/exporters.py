@@ -94,9 +94,11 @@ class _Guard:
         self._next_try = 0.0
         self._lock = threading.Lock()
         self.failures = 0
+        self.last_reason = "unavailable"
 
     def fail(self, reason: str, detail: str = "") -> None:
         self.failures += 1
+        self.last_reason = reason
         self._on_failure(self.destination, reason)
         if self.destination not in self._warned_destinations:
             self._warned_destinations.add(self.destination)
@@ -105,8 +107,14 @@ class _Guard:
                         self.destination, reason, f": {detail}" if detail else "")
 
     def inner(self) -> Any:
+        """The exporter, built on first use. While it cannot be built (retried every
+        ``retry_s``) every export it would have made is counted as lost, with the last reason,
+        so the counter equals the lines/batches lost rather than the retries."""
         with self._lock:
-            if self._inner is None and time.monotonic() >= self._next_try:
+            if self._inner is None:
+                if time.monotonic() < self._next_try:
+                    self.fail(self.last_reason)
+                    return None
                 try:
                     self._inner = self._factory()
                 except Exception as e:  # never raise into the tracker
