@@ -17,7 +17,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    MetricExporter,
+    MetricExportResult,
+    MetricsData,
+)
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
@@ -129,8 +134,12 @@ class GuardedMetricExporter(MetricExporter):
 
     def __init__(self, destination: str, factory: Callable[[], MetricExporter],
                  on_failure: FailureSink, retry_s: float = 5.0,
-                 warned: set[str] | None = None) -> None:
-        super().__init__()
+                 warned: set[str] | None = None,
+                 preferred_temporality: dict[type, AggregationTemporality] | None = None
+                 ) -> None:
+        # The reader asks the exporter it is given (this wrapper) for the temporality, so the
+        # inner exporter's preference must be declared here too.
+        super().__init__(preferred_temporality=preferred_temporality)
         self._guard = _Guard(destination, factory, on_failure, retry_s, warned)
 
     @property

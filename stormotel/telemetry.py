@@ -475,7 +475,7 @@ class Telemetry:
             add(schema.DEST_OTLP, PeriodicExportingMetricReader(
                 GuardedMetricExporter(schema.DEST_OTLP,
                                       _otlp_metric_exporter(cfg, env, temporality), fail,
-                                      warned=warned),
+                                      warned=warned, preferred_temporality=temporality),
                 export_interval_millis=interval_ms))
         if cfg.signal_enabled("traces", env):
             self.tracer_provider.add_span_processor(BatchSpanProcessor(
