@@ -19,6 +19,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable
@@ -109,7 +110,8 @@ class StormlogEvents:
                context: str | None, metadata: dict[str, Any] | None = None) -> TrackingEvent:
         s = sample
         return TrackingEvent(
-            timestamp=(s.timestamp_ns if s is not None else 0) / 1e9, event_type=event_type,
+            timestamp=(s.timestamp_ns if s is not None else time.time_ns()) / 1e9,
+            event_type=event_type,
             memory_allocated=None if s is None else s.allocated,
             memory_reserved=None if s is None else s.reserved, memory_change=change,
             device_id=self._device_id, session_id=self._session_id, context=context,

@@ -296,12 +296,12 @@ class MemoryTracker:
                     schema.SPAN_ATTR_SAMPLING_INTERVAL: self.sampling_interval})
             self._stop.clear()
             self._first_sample.clear()
+            self.stormlog.lifecycle("start", None, "Memory tracking started")
             self._thread = threading.Thread(target=self._run, name="stormotel-sampler",
                                             daemon=True)
             self._thread.start()
             # The thread samples at once; waiting (bounded) gives spans a value from the start.
             self._first_sample.wait(FIRST_SAMPLE_WAIT_S)
-            self.stormlog.lifecycle("start", self.state.latest, "Memory tracking started")
             atexit.register(self.stop_tracking)
             self._install_sigterm()
             return self
