@@ -63,6 +63,9 @@ def test_archive_directory_unwritable(make_tracker: Callable[..., MemoryTracker]
     failures = tracker.stats["export_failures"]
     assert failures.get(f"{schema.DEST_ARCHIVE}/enotdir", 0) >= 1
     assert tracker.stats["samples"] >= 10
+    # Every line lost while the directory stays blocked is counted, not one per retry: one
+    # metrics line per sample (span batches to the same destination come on top).
+    assert _failures(tracker, schema.DEST_ARCHIVE) >= tracker.stats["samples"]
     ours = [r for r in caplog.records if r.name == "stormotel.exporters"]
     assert len(ours) == 1 and "archive export failing (enotdir" in ours[0].getMessage()
 
@@ -127,3 +130,23 @@ def test_sampler_errors_are_counted_and_logged_once(
     assert stats["samples"] >= 5
     logged = [r for r in caplog.records if "sampler failed" in r.getMessage()]
     assert len(logged) == 1 and "NVML_ERROR_GPU_IS_LOST" in logged[0].getMessage()
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_stop_is_bounded_when_the_collector_hangs(protocol: str,
+                                                  make_tracker: Callable[..., MemoryTracker]
+                                                  ) -> None:
+    """A collector that accepts connections and never answers: stop_tracking returns after
+    ``shutdown_timeout`` (2 s), not after the exporters' timeouts and retries."""
+    with socket.socket() as hung:
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(64)  # the kernel completes handshakes; nobody ever reads or replies
+        url = f"http://127.0.0.1:{hung.getsockname()[1]}"
+        tracker = make_tracker(otlp_endpoint=url, otlp_protocol=protocol, otlp_interval=0.2,
+                               otlp_timeout=30)
+        tracker.start_tracking()
+        assert _train(tracker, steps=3, seconds=0.6) == 3
+        started = time.monotonic()
+        tracker.stop_tracking()
+        took = time.monotonic() - started
+    assert took < 4.0, took  # 2 s bound + scheduling slack on a shared host
