@@ -29,6 +29,8 @@ class Kind(StrEnum):
     COUNTER = "counter"
     #: Non-monotonic sum (semconv UpDownCounter); a plain gauge in Prometheus, no ``_total``.
     UPDOWN_COUNTER = "updowncounter"
+    #: Served as ``<prom>_bucket``/``_sum``/``_count`` in Prometheus.
+    HISTOGRAM = "histogram"
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,13 @@ class Metric:
     def prom(self) -> str:
         """Canonical Prometheus name after the standard OTLP translation."""
         return prom_name(self.name, self.unit, self.kind)
+
+    @property
+    def prom_series(self) -> tuple[str, ...]:
+        """The series Prometheus stores: the name itself, or a histogram's three."""
+        if self.kind is Kind.HISTOGRAM:
+            return tuple(f"{self.prom}_{part}" for part in ("bucket", "sum", "count"))
+        return (self.prom,)
 
     @property
     def prom_aliases(self) -> tuple[str, ...]:
@@ -140,8 +149,8 @@ SAMPLES_DROPPED = Metric("stormotel.tracker.samples.dropped", "{sample}", Kind.C
                          "Samples lost (sampler error, ring full, ...; attribute reason).")
 EXPORT_FAILURES = Metric("stormotel.tracker.export.failures", "{export}", Kind.COUNTER,
                          "Exports that failed (attribute destination).")
-SAMPLE_DURATION = Metric("stormotel.tracker.sample.duration", "s", Kind.GAUGE,
-                         "Wall time the last sample took.")
+SAMPLE_DURATION = Metric("stormotel.tracker.sample.duration", "s", Kind.HISTOGRAM,
+                         "Wall time each sample took (sampler call + processing).")
 
 MEMORY_GAUGES: tuple[Metric, ...] = (DEVICE_USED, DEVICE_LIMIT, DEVICE_FREE, PROCESS_USED,
                                       ALLOC_ALLOCATED, ALLOC_RESERVED, ALLOC_ACTIVE,
@@ -348,3 +357,6 @@ STORMLOG_THRESHOLD_FRAGMENTATION = "fragmentation_threshold"  # inactive split /
 STORMLOG_DEFAULTS = {STORMLOG_THRESHOLD_LEAK: float(100 * 1024 * 1024),
                      STORMLOG_THRESHOLD_FRAGMENTATION: 0.3}
 STORMLOG_SCHEMA_VERSION = 4
+# Bucket bounds (seconds) of the sample-duration histogram: 0.1 ms (cuda) .. 1 s (a stuck driver).
+SAMPLE_DURATION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                           0.1, 0.25, 0.5, 1.0)

@@ -122,6 +122,8 @@ class TrackerState:
     caught_ooms: int = 0
     windows: list[PeakWindow] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: One sample-duration histogram recorder per destination (synchronous instrument).
+    duration_recorders: list[Callable[[float], None]] = field(default_factory=list)
 
     def record(self, sample: Sample, duration_s: float) -> None:
         values = _peak_values(sample)
@@ -132,6 +134,8 @@ class TrackerState:
             windows = list(self.windows)
         for window in windows:
             window.update(values)
+        for record_duration in list(self.duration_recorders):
+            record_duration(duration_s)
 
     def count_drop(self, reason: str, n: int = 1) -> None:
         with self.lock:
@@ -209,7 +213,11 @@ def _register_instruments(provider: MeterProvider, state: TrackerState, window: 
         gauge(metric, peak_cb(i))
     gauge(schema.ESTIMATE, scalar(lambda: state.estimate_bytes))
     gauge(schema.STEP, scalar(lambda: state.step))
-    gauge(schema.SAMPLE_DURATION, scalar(lambda: state.sample_duration_s))
+    histogram = meter.create_histogram(
+        schema.SAMPLE_DURATION.name, unit=schema.SAMPLE_DURATION.unit,
+        description=schema.SAMPLE_DURATION.description,
+        explicit_bucket_boundaries_advisory=schema.SAMPLE_DURATION_BUCKETS)
+    state.duration_recorders.append(lambda seconds: histogram.record(seconds, base))
 
     def sampler_counter(name: str, extra: Callable[[], int] = lambda: 0
                         ) -> Callable[[], int | None]:

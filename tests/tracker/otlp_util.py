@@ -38,13 +38,14 @@ def parse_lines(path: Path, message: type) -> list[Any]:
 
 
 def points(requests: list[Any]) -> Iterator[tuple[dict[str, Any], str, Any]]:
-    """(resource attrs, metric name, data point) for every gauge/sum point."""
+    """(resource attrs, metric name, data point) for every gauge/sum/histogram point."""
     for req in requests:
         for rm in req.resource_metrics:
             res = attrs(rm.resource.attributes)
             for sm in rm.scope_metrics:
                 for m in sm.metrics:
-                    data = m.gauge if m.HasField("gauge") else m.sum
+                    kind = m.WhichOneof("data")
+                    data = getattr(m, kind) if kind else m.gauge
                     for p in data.data_points:
                         yield res, m.name, p
 

@@ -54,7 +54,11 @@ def test_archive_is_valid_otlp_one_line_per_sample(make_tracker: Callable[..., M
     # Per line: the peak since the previous line is never below the latest value.
     for req in requests:
         values = {m.name: (m.gauge.data_points or m.sum.data_points)[0]
-                  for m in req.resource_metrics[0].scope_metrics[0].metrics}
+                  for m in req.resource_metrics[0].scope_metrics[0].metrics
+                  if not m.HasField("histogram")}
+        durations = [m.histogram for m in req.resource_metrics[0].scope_metrics[0].metrics
+                     if m.name == schema.SAMPLE_DURATION.name]
+        assert durations and durations[0].data_points[0].count >= 1
         used = values[schema.DEVICE_USED.name].as_int
         assert values[schema.DEVICE_USED_PEAK.name].as_int >= used
         assert used <= values[schema.DEVICE_LIMIT.name].as_int

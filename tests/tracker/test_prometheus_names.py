@@ -31,8 +31,9 @@ def test_served_names_match_schema(make_tracker: Callable[..., MemoryTracker],
     tracker.stop_tracking()
     samples = {s.name: s for fam in text_string_to_metric_families(text) for s in fam.samples}
     for metric in schema.ALL_METRICS:
-        assert metric.prom in samples, f"{metric.name}: {metric.prom} not served"
-        labels = samples[metric.prom].labels
+        served = metric.prom_series[-1]  # a histogram's _count, else the name itself
+        assert served in samples, f"{metric.name}: {served} not served"
+        labels = samples[served].labels
         assert {k: labels[k] for k in tracker.identity.labels()} == tracker.identity.labels()
         assert labels[schema.prom_label(schema.ATTR_HW_ID)] == "GPU-simulated-1"
         # Semconv hardware attributes the sampler knows; attribution when set; no scope labels.
@@ -43,6 +44,7 @@ def test_served_names_match_schema(make_tracker: Callable[..., MemoryTracker],
     assert samples[schema.DEVICE_UTILIZATION.prom].value < 1.0
     assert samples[schema.ESTIMATE.prom].value == 10 * 2**30
     assert samples[schema.STEP.prom].value == 3
+    assert samples[f"{schema.SAMPLE_DURATION.prom}_count"].value >= 1
     crossings = [s for s in text_string_to_metric_families(text)
                  if s.name == schema.THRESHOLD_CROSSINGS.prom.removesuffix("_total")]
     by_level = {s.labels["level"]: s.value for s in crossings[0].samples
