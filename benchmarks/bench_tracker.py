@@ -74,7 +74,33 @@ def tick_costs(n: int, workdir: Path) -> dict[str, Any]:
         if tracker.archive_files:
             lines = tracker.archive_files[0].read_text().splitlines()
             out[label]["archive_bytes_per_line"] = round(sum(map(len, lines)) / len(lines))
+    out["step()+mark() spans, archive on, 50 ms sampler at 10 Hz"] = _slow_sampler_steps(
+        min(n, 300), workdir)
     return out
+
+
+def _slow_sampler_steps(n: int, workdir: Path) -> dict[str, float]:
+    """Step/mark cost while the sampler takes 50 ms per call (NVML under load): boundaries read
+    the latest sample, so this should match the fast-sampler row."""
+    from stormotel.samplers.simulated import SimulatedSampler
+
+    class Slow(SimulatedSampler):
+        def sample(self):  # type: ignore[no-untyped-def]
+            time.sleep(0.05)
+            return super().sample()
+
+    tracker = MemoryTracker(sampler=Slow(rank=0), sampling_interval=0.1, job_id="bench-slow",
+                            env={}, archive_dir=workdir / "slow")
+    tracker.start_tracking()
+
+    def step_and_mark() -> None:
+        with tracker.step(), tracker.mark("nccl:all_reduce"):
+            pass
+
+    try:
+        return _per_call_us(step_and_mark, n)
+    finally:
+        tracker.stop_tracking()
 
 
 def _train(steps: int, tracker: MemoryTracker | None, width: int) -> tuple[float, float]:

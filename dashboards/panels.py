@@ -142,8 +142,8 @@ def tracker_health(sel: Selection) -> list[Cell]:
              f"{RANK_LEGEND} {{{{destination}}}}"),
         ], "short", width=6, min_value=0, draw="bars",
             description=schema.EXPORT_FAILURES.description),
-        timeseries("Sample duration", [
-            (promql.gauge(schema.SAMPLE_DURATION, m), RANK_LEGEND),
+        timeseries("Sample duration (mean)", [
+            (promql.histogram_mean(schema.SAMPLE_DURATION, RATE_INTERVAL, m), RANK_LEGEND),
         ], "s", width=6, min_value=0, description=schema.SAMPLE_DURATION.description),
     ]
 

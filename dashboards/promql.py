@@ -54,6 +54,13 @@ def gauge(metric: schema.Metric, match: str = "") -> str:
     return by_identity("max", series(metric.prom, match))
 
 
+def histogram_mean(metric: schema.Metric, window: str, match: str = "") -> str:
+    """Mean of a histogram per rank over ``window``: rate of its sum / rate of its count."""
+    total, count = (series(f"{metric.prom}_{part}", match) for part in ("sum", "count"))
+    return (f"{by_identity('sum', f'rate({total}[{window}])')}"
+            f" / {by_identity('sum', f'rate({count}[{window}])')}")
+
+
 # --- derived memory quantities (the recording rules' bodies) -----------------------------------
 def used_ratio(match: str = "") -> str:
     """Device used / limit, 0..1."""

@@ -17,7 +17,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    MetricExporter,
+    MetricExportResult,
+    MetricsData,
+)
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
@@ -94,9 +99,11 @@ class _Guard:
         self._next_try = 0.0
         self._lock = threading.Lock()
         self.failures = 0
+        self.last_reason = "unavailable"
 
     def fail(self, reason: str, detail: str = "") -> None:
         self.failures += 1
+        self.last_reason = reason
         self._on_failure(self.destination, reason)
         if self.destination not in self._warned_destinations:
             self._warned_destinations.add(self.destination)
@@ -105,8 +112,14 @@ class _Guard:
                         self.destination, reason, f": {detail}" if detail else "")
 
     def inner(self) -> Any:
+        """The exporter, built on first use. While it cannot be built (retried every
+        ``retry_s``) every export it would have made is counted as lost, with the last reason,
+        so the counter equals the lines/batches lost rather than the retries."""
         with self._lock:
-            if self._inner is None and time.monotonic() >= self._next_try:
+            if self._inner is None:
+                if time.monotonic() < self._next_try:
+                    self.fail(self.last_reason)
+                    return None
                 try:
                     self._inner = self._factory()
                 except Exception as e:  # never raise into the tracker
@@ -121,8 +134,12 @@ class GuardedMetricExporter(MetricExporter):
 
     def __init__(self, destination: str, factory: Callable[[], MetricExporter],
                  on_failure: FailureSink, retry_s: float = 5.0,
-                 warned: set[str] | None = None) -> None:
-        super().__init__()
+                 warned: set[str] | None = None,
+                 preferred_temporality: dict[type, AggregationTemporality] | None = None
+                 ) -> None:
+        # The reader asks the exporter it is given (this wrapper) for the temporality, so the
+        # inner exporter's preference must be declared here too.
+        super().__init__(preferred_temporality=preferred_temporality)
         self._guard = _Guard(destination, factory, on_failure, retry_s, warned)
 
     @property

@@ -27,6 +27,10 @@ SERVICE_NAME = "stormotel"
 class Kind(StrEnum):
     GAUGE = "gauge"
     COUNTER = "counter"
+    #: Non-monotonic sum (semconv UpDownCounter); a plain gauge in Prometheus, no ``_total``.
+    UPDOWN_COUNTER = "updowncounter"
+    #: Served as ``<prom>_bucket``/``_sum``/``_count`` in Prometheus.
+    HISTOGRAM = "histogram"
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,13 @@ class Metric:
     def prom(self) -> str:
         """Canonical Prometheus name after the standard OTLP translation."""
         return prom_name(self.name, self.unit, self.kind)
+
+    @property
+    def prom_series(self) -> tuple[str, ...]:
+        """The series Prometheus stores: the name itself, or a histogram's three."""
+        if self.kind is Kind.HISTOGRAM:
+            return tuple(f"{self.prom}_{part}" for part in ("bucket", "sum", "count"))
+        return (self.prom,)
 
     @property
     def prom_aliases(self) -> tuple[str, ...]:
@@ -71,7 +82,7 @@ RES_SERVICE_NAME = "service.name"
 RES_SERVICE_INSTANCE_ID = "service.instance.id"
 RES_SERVICE_VERSION = "service.version"
 RES_HOST_NAME = "host.name"
-RES_K8S = {  # env var → resource attribute, set when present (downward API)
+RES_K8S = {  # env var → resource attribute (the first of each; see ENV_K8S_* below)
     "K8S_POD_NAME": "k8s.pod.name",
     "K8S_NAMESPACE": "k8s.namespace.name",
     "K8S_NODE_NAME": "k8s.node.name",
@@ -87,10 +98,11 @@ ATTR_DESTINATION = "destination"  # which exporter failed
 BYTES = "By"
 RATIO = "1"
 
-DEVICE_USED = Metric("hw.gpu.memory.usage", BYTES, Kind.GAUGE,
+DEVICE_USED = Metric("hw.gpu.memory.usage", BYTES, Kind.UPDOWN_COUNTER,
                      "Device memory in use as the driver reports it (all processes' view of"
                      " this GPU via NVML, or cudaMemGetInfo total-free).")
-DEVICE_LIMIT = Metric("hw.gpu.memory.limit", BYTES, Kind.GAUGE, "Total device memory.")
+DEVICE_LIMIT = Metric("hw.gpu.memory.limit", BYTES, Kind.UPDOWN_COUNTER,
+                      "Total device memory.")
 DEVICE_UTILIZATION = Metric("hw.gpu.memory.utilization", RATIO, Kind.GAUGE,
                             "Device memory used / total.")
 DEVICE_FREE = Metric("stormotel.device.memory.free", BYTES, Kind.GAUGE,
@@ -137,8 +149,8 @@ SAMPLES_DROPPED = Metric("stormotel.tracker.samples.dropped", "{sample}", Kind.C
                          "Samples lost (sampler error, ring full, ...; attribute reason).")
 EXPORT_FAILURES = Metric("stormotel.tracker.export.failures", "{export}", Kind.COUNTER,
                          "Exports that failed (attribute destination).")
-SAMPLE_DURATION = Metric("stormotel.tracker.sample.duration", "s", Kind.GAUGE,
-                         "Wall time the last sample took.")
+SAMPLE_DURATION = Metric("stormotel.tracker.sample.duration", "s", Kind.HISTOGRAM,
+                         "Wall time each sample took (sampler call + processing).")
 
 MEMORY_GAUGES: tuple[Metric, ...] = (DEVICE_USED, DEVICE_LIMIT, DEVICE_FREE, PROCESS_USED,
                                       ALLOC_ALLOCATED, ALLOC_RESERVED, ALLOC_ACTIVE,
@@ -307,3 +319,44 @@ REC_TIME_TO_FULL = "stormotel:gpu_memory_time_to_full:seconds"  # headroom / gap
 REC_ESTIMATE_RATIO = "stormotel:memory_estimate:actual_ratio"  # peak allocated / estimate
 # Values of ANALYZER_LABEL_OUTCOME on AN_RUNS that mean the run succeeded; any other is a failure.
 AN_OUTCOMES_SUCCESS: tuple[str, ...] = ("ok", "findings")
+
+# --- tracker in real launchers / OTel deployments: identity sources, attribution, semconv ------
+# Job id sources beyond the launchers' own (stormotel/identity.py documents the order).
+ENV_JOB_ID = "STORMOTEL_JOB_ID"
+ENV_OPENMPI_JOB = ("PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_hnp_uri")
+STORE_JOB_ID_KEY = "stormotel/job_id"  # key agreed through the torch.distributed store
+# Attribution: series labels (when set) and their standard resource attributes.
+ATTR_POD = "pod"
+ATTR_NAMESPACE = "namespace"
+ATTR_NODE = "node"
+ATTR_SLURM_JOB_ID = "slurm_job_id"
+ATTR_SLURM_STEP_ID = "slurm_step_id"
+ATTRIBUTION_LABELS: tuple[str, ...] = (ATTR_POD, ATTR_NAMESPACE, ATTR_NODE, ATTR_SLURM_JOB_ID,
+                                       ATTR_SLURM_STEP_ID)
+RES_K8S_POD = "k8s.pod.name"
+RES_K8S_NAMESPACE = "k8s.namespace.name"
+RES_K8S_NODE = "k8s.node.name"
+RES_SLURM_JOB_ID = "slurm.job.id"
+RES_SLURM_STEP_ID = "slurm.step.id"
+ENV_K8S_POD = ("K8S_POD_NAME", "POD_NAME")
+ENV_K8S_NAMESPACE = ("K8S_NAMESPACE", "POD_NAMESPACE", "K8S_POD_NAMESPACE")
+ENV_K8S_NODE = ("K8S_NODE_NAME", "NODE_NAME")
+# Semconv hardware attributes on every series when the sampler knows them.
+ATTR_HW_NAME = "hw.name"
+ATTR_HW_MODEL = "hw.model"
+ATTR_HW_VENDOR = "hw.vendor"
+# Spans: a mark's span is named by the mark itself; this attribute says which kind of span it is.
+SPAN_ATTR_KIND = "stormotel.span.kind"
+SPAN_KIND_STEP = "step"
+SPAN_KIND_MARK = "mark"
+# Self-telemetry reasons for configuration fallbacks and archive lines lost while unwritable.
+REASON_BAD_CONFIG = "bad_config"
+# Stormlog compatibility: its threshold names beyond the two shared ones, and its defaults.
+STORMLOG_THRESHOLD_LEAK = "memory_leak_threshold"  # bytes growth between samples
+STORMLOG_THRESHOLD_FRAGMENTATION = "fragmentation_threshold"  # inactive split / reserved
+STORMLOG_DEFAULTS = {STORMLOG_THRESHOLD_LEAK: float(100 * 1024 * 1024),
+                     STORMLOG_THRESHOLD_FRAGMENTATION: 0.3}
+STORMLOG_SCHEMA_VERSION = 4
+# Bucket bounds (seconds) of the sample-duration histogram: 0.1 ms (cuda) .. 1 s (a stuck driver).
+SAMPLE_DURATION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                           0.1, 0.25, 0.5, 1.0)

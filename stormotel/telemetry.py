@@ -9,6 +9,11 @@ each see the highest value since *their* previous export, and no spike falls bet
 Destinations (any combination): the OTLP JSON-lines archive (official file exporter, one line
 per sample), OTLP gRPC/HTTP (official exporters, standard ``OTEL_*`` variables) and a Prometheus
 pull endpoint (official ``PrometheusMetricReader`` + prometheus-client HTTP server).
+
+The ``OTEL_*`` variables mean what the OTel specification says: metrics and traces are enabled
+separately (``OTEL_{METRICS,TRACES}_EXPORTER``, per-signal endpoints), the default protocol is
+http/protobuf, a base endpoint gets ``/v1/<signal>`` appended, the temporality preference is
+honoured, and a bad value is a logged, counted fallback rather than an exception in training.
 """
 
 from __future__ import annotations
@@ -25,8 +30,21 @@ from urllib.parse import urlparse
 
 import numpy as np
 from opentelemetry.metrics import CallbackOptions, Observation
-from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
-from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics import (
+    AlwaysOffExemplarFilter,
+    Counter,
+    Histogram,
+    MeterProvider,
+    ObservableCounter,
+    ObservableGauge,
+    ObservableUpDownCounter,
+    UpDownCounter,
+)
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    MetricReader,
+    PeriodicExportingMetricReader,
+)
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -42,6 +60,9 @@ __all__ = ["OTLP_PROTOCOLS", "Destination", "ExportConfig", "PeakWindow", "Telem
 log = logging.getLogger("stormotel.telemetry")
 
 OTLP_PROTOCOLS = ("grpc", "http/protobuf")
+DEFAULT_PROTOCOL = "http/protobuf"  # the OTel specification's default
+DEFAULT_EXPORT_INTERVAL_MS = 10_000.0
+_SIGNAL_PATH = {"metrics": "/v1/metrics", "traces": "/v1/traces"}
 _PEAK_FIELDS = ("device_used", "allocated", "reserved", "gap")  # order of PeakWindow columns
 _PEAK_METRICS = (schema.DEVICE_USED_PEAK, schema.ALLOC_ALLOCATED_PEAK,
                  schema.ALLOC_RESERVED_PEAK, schema.GAP_PEAK)
@@ -101,6 +122,8 @@ class TrackerState:
     caught_ooms: int = 0
     windows: list[PeakWindow] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: One sample-duration histogram recorder per destination (synchronous instrument).
+    duration_recorders: list[Callable[[float], None]] = field(default_factory=list)
 
     def record(self, sample: Sample, duration_s: float) -> None:
         values = _peak_values(sample)
@@ -111,6 +134,8 @@ class TrackerState:
             windows = list(self.windows)
         for window in windows:
             window.update(values)
+        for record_duration in list(self.duration_recorders):
+            record_duration(duration_s)
 
     def count_drop(self, reason: str, n: int = 1) -> None:
         with self.lock:
@@ -172,8 +197,9 @@ def _register_instruments(provider: MeterProvider, state: TrackerState, window: 
 
     def gauge(metric: schema.Metric, cb: Callable[[CallbackOptions], Iterable[Observation]]
               ) -> None:
-        meter.create_observable_gauge(metric.name, [cb], unit=metric.unit,
-                                      description=metric.description)
+        create = meter.create_observable_up_down_counter \
+            if metric.kind is schema.Kind.UPDOWN_COUNTER else meter.create_observable_gauge
+        create(metric.name, [cb], unit=metric.unit, description=metric.description)
 
     def counter(metric: schema.Metric, cb: Callable[[CallbackOptions], Iterable[Observation]]
                 ) -> None:
@@ -187,7 +213,11 @@ def _register_instruments(provider: MeterProvider, state: TrackerState, window: 
         gauge(metric, peak_cb(i))
     gauge(schema.ESTIMATE, scalar(lambda: state.estimate_bytes))
     gauge(schema.STEP, scalar(lambda: state.step))
-    gauge(schema.SAMPLE_DURATION, scalar(lambda: state.sample_duration_s))
+    histogram = meter.create_histogram(
+        schema.SAMPLE_DURATION.name, unit=schema.SAMPLE_DURATION.unit,
+        description=schema.SAMPLE_DURATION.description,
+        explicit_bucket_boundaries_advisory=schema.SAMPLE_DURATION_BUCKETS)
+    state.duration_recorders.append(lambda seconds: histogram.record(seconds, base))
 
     def sampler_counter(name: str, extra: Callable[[], int] = lambda: 0
                         ) -> Callable[[], int | None]:
@@ -216,7 +246,7 @@ class ExportConfig:
 
     archive_dir: str | os.PathLike[str] | None = None
     otlp_endpoint: str | None = None
-    otlp_protocol: str | None = None  # grpc | http/protobuf (http accepted); env, then grpc
+    otlp_protocol: str | None = None  # grpc | http/protobuf (http accepted); env, then http
     otlp_interval_s: float | None = None  # OTEL_METRIC_EXPORT_INTERVAL, then 10 s
     otlp_timeout_s: float | None = None  # OTEL_EXPORTER_OTLP_TIMEOUT, then 5 s
     prometheus_port: int | None = None
@@ -225,17 +255,118 @@ class ExportConfig:
     #: lost information for spikes: the archive's own peak-since-last-export window covers them.
     archive_every: int = 1
 
-    def otlp_enabled(self, env: Mapping[str, str]) -> bool:
-        return bool(self.otlp_endpoint or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-                    or env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
-                    or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+    def signal_enabled(self, signal: str, env: Mapping[str, str]) -> bool:
+        """OTLP for ``signal`` ("metrics"/"traces"): an endpoint for it (the argument, the
+        generic or the per-signal variable) and ``OTEL_<SIGNAL>_EXPORTER`` not ``none``."""
+        if not (self.otlp_endpoint or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+                or env.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT")):
+            return False
+        return "otlp" in exporters_selected(signal, env)
 
-    def protocol(self, env: Mapping[str, str]) -> str:
-        raw = (self.otlp_protocol or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "grpc").strip()
+    def otlp_enabled(self, env: Mapping[str, str]) -> bool:
+        return self.signal_enabled("metrics", env) or self.signal_enabled("traces", env)
+
+    def protocol(self, env: Mapping[str, str], signal: str = "") -> str:
+        raw = (self.otlp_protocol
+               or (env.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL") if signal else None)
+               or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or DEFAULT_PROTOCOL).strip()
         proto = "http/protobuf" if raw == "http" else raw
         if proto not in OTLP_PROTOCOLS:
             raise ValueError(f"OTLP protocol {raw!r} is not supported (grpc, http/protobuf)")
         return proto
+
+    def validate(self, env: Mapping[str, str]) -> None:
+        """Usage errors before training starts: protocol and every endpoint must be usable."""
+        for signal in ("", "metrics", "traces"):
+            self.protocol(env, signal)
+        if self.otlp_endpoint is not None:
+            check_endpoint(self.otlp_endpoint, "otlp_endpoint")
+        for var in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+                    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+            if env.get(var):
+                check_endpoint(env[var], var)
+
+    def endpoint(self, signal: str, env: Mapping[str, str]) -> str | None:
+        """The URL for one signal, as the spec builds it: a per-signal variable is used as is;
+        a base (argument or ``OTEL_EXPORTER_OTLP_ENDPOINT``) gets ``/v1/<signal>`` over HTTP."""
+        proto = self.protocol(env, signal)
+        per_signal = env.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT")
+        if self.otlp_endpoint is None and per_signal:
+            return per_signal.strip()
+        base = (self.otlp_endpoint or env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or "").strip()
+        if not base:
+            return None
+        if proto == "grpc":
+            return base
+        base = base if "://" in base else f"http://{base}"
+        path = urlparse(base).path.rstrip("/")
+        for known in _SIGNAL_PATH.values():  # a full per-signal URL given as the base
+            if path.endswith(known):
+                base = base.rstrip("/")[: -len(known)]
+        return base.rstrip("/") + _SIGNAL_PATH[signal]
+
+
+def check_endpoint(value: str, name: str) -> str:
+    """``value`` must be an http(s) URL (or ``host:port``); else a one-line ``ValueError``."""
+    text = value.strip()
+    parsed = urlparse(text if "://" in text else f"http://{text}")
+    try:
+        port_ok = parsed.port is None or 0 < parsed.port < 65536
+    except ValueError:
+        port_ok = False
+    if parsed.scheme not in ("http", "https") or not parsed.hostname or not port_ok or \
+            any(c.isspace() for c in text):
+        raise ValueError(f"{name}={value!r} is not an OTLP endpoint URL (expected e.g. "
+                         "http://collector:4318 for http/protobuf or http://collector:4317 "
+                         "for grpc)")
+    return text
+
+
+def exporters_selected(signal: str, env: Mapping[str, str]) -> set[str]:
+    """``OTEL_METRICS_EXPORTER`` / ``OTEL_TRACES_EXPORTER`` as a set (default ``{"otlp"}``)."""
+    raw = env.get(f"OTEL_{signal.upper()}_EXPORTER", "").strip().lower()
+    return {part.strip() for part in raw.split(",") if part.strip()} if raw else {"otlp"}
+
+
+_DELTA_KINDS = {
+    "delta": (Counter, ObservableCounter, Histogram),
+    "lowmemory": (Counter, Histogram),
+}
+
+
+def temporality_preference(env: Mapping[str, str]
+                           ) -> tuple[dict[type, AggregationTemporality], str | None]:
+    """``OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE`` as the exporters' argument, and
+    the bad value when it is not one of cumulative/delta/lowmemory (then: cumulative)."""
+    raw = env.get("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "").strip().lower()
+    out = {kind: AggregationTemporality.CUMULATIVE for kind in
+           (Counter, UpDownCounter, Histogram, ObservableCounter, ObservableUpDownCounter,
+            ObservableGauge)}
+    if raw in ("", "cumulative"):
+        return out, None
+    if raw not in _DELTA_KINDS:
+        return out, raw
+    for kind in _DELTA_KINDS[raw]:
+        out[kind] = AggregationTemporality.DELTA
+    return out, None
+
+
+def export_interval_ms(cfg_seconds: float | None, env: Mapping[str, str]
+                       ) -> tuple[float, str | None]:
+    """The OTLP metric interval: the argument, else ``OTEL_METRIC_EXPORT_INTERVAL`` (ms), else
+    10 s; plus the bad variable value when it had to fall back."""
+    if cfg_seconds:
+        return cfg_seconds * 1000, None
+    raw = env.get("OTEL_METRIC_EXPORT_INTERVAL", "").strip()
+    if not raw:
+        return DEFAULT_EXPORT_INTERVAL_MS, None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        return DEFAULT_EXPORT_INTERVAL_MS, raw
+    return value, None
 
 
 @dataclass
@@ -249,37 +380,47 @@ class Destination:
     pending: int = 0  # samples since the last export
 
 
-def _otlp_exporters(cfg: ExportConfig, env: Mapping[str, str]) -> tuple[Callable[[], Any],
-                                                                         Callable[[], Any]]:
-    proto = cfg.protocol(env)
-    endpoint = cfg.otlp_endpoint
-    timeout = cfg.otlp_timeout_s
-    if timeout is None and not env.get("OTEL_EXPORTER_OTLP_TIMEOUT"):
-        timeout = 5.0  # the SDK's 10 s with retries would hold shutdown long after training
-    if proto == "grpc":
+def _otlp_metric_exporter(cfg: ExportConfig, env: Mapping[str, str],
+                          temporality: dict[type, AggregationTemporality]) -> Callable[[], Any]:
+    endpoint, timeout = cfg.endpoint("metrics", env), _timeout(cfg, env)
+    if cfg.protocol(env, "metrics") == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-        insecure = None
-        if endpoint and urlparse(endpoint).scheme == "http":
-            insecure = True
-        return (lambda: OTLPMetricExporter(endpoint=endpoint, insecure=insecure, timeout=timeout),
-                lambda: OTLPSpanExporter(endpoint=endpoint, insecure=insecure, timeout=timeout))
+        insecure = _insecure(endpoint)
+        return lambda: OTLPMetricExporter(endpoint=endpoint, insecure=insecure, timeout=timeout,
+                                          preferred_temporality=temporality)
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
         OTLPMetricExporter as HttpMetricExporter,
     )
+
+    return lambda: HttpMetricExporter(endpoint=endpoint, timeout=timeout,
+                                      preferred_temporality=temporality)
+
+
+def _otlp_span_exporter(cfg: ExportConfig, env: Mapping[str, str]) -> Callable[[], Any]:
+    endpoint, timeout = cfg.endpoint("traces", env), _timeout(cfg, env)
+    if cfg.protocol(env, "traces") == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        insecure = _insecure(endpoint)
+        return lambda: OTLPSpanExporter(endpoint=endpoint, insecure=insecure, timeout=timeout)
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
         OTLPSpanExporter as HttpSpanExporter,
     )
 
-    def signal_url(path: str) -> str | None:
-        if not endpoint:
-            return None  # the exporter reads OTEL_EXPORTER_OTLP_* and appends /v1/<signal>
-        base = endpoint if "://" in endpoint else f"http://{endpoint}"
-        return base if urlparse(base).path not in ("", "/") else base.rstrip("/") + path
+    return lambda: HttpSpanExporter(endpoint=endpoint, timeout=timeout)
 
-    return (lambda: HttpMetricExporter(endpoint=signal_url("/v1/metrics"), timeout=timeout),
-            lambda: HttpSpanExporter(endpoint=signal_url("/v1/traces"), timeout=timeout))
+
+def _timeout(cfg: ExportConfig, env: Mapping[str, str]) -> float | None:
+    if cfg.otlp_timeout_s is None and not env.get("OTEL_EXPORTER_OTLP_TIMEOUT"):
+        return 5.0  # the SDK's 10 s with retries would hold shutdown long after training
+    return cfg.otlp_timeout_s
+
+
+def _insecure(endpoint: str | None) -> bool | None:
+    if endpoint and "://" in endpoint:
+        return urlparse(endpoint).scheme == "http"
+    return None  # the exporter reads OTEL_EXPORTER_OTLP_INSECURE
 
 
 class Telemetry:
@@ -329,15 +470,25 @@ class Telemetry:
                                     lambda: FileSpanExporter(stream=t_stream.open()), fail,
                                     warned=warned),
                 schedule_delay_millis=1000))
-        if cfg.otlp_enabled(env):
-            metric_factory, span_factory = _otlp_exporters(cfg, env)
-            interval_ms = (cfg.otlp_interval_s * 1000 if cfg.otlp_interval_s else
-                           float(env.get("OTEL_METRIC_EXPORT_INTERVAL", 10_000)))
+        if cfg.signal_enabled("metrics", env):
+            interval_ms, bad_interval = export_interval_ms(cfg.otlp_interval_s, env)
+            temporality, bad_temporality = temporality_preference(env)
+            for var, bad, used in (
+                    ("OTEL_METRIC_EXPORT_INTERVAL", bad_interval, f"{interval_ms:g} ms"),
+                    ("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", bad_temporality,
+                     "cumulative")):
+                if bad is not None:
+                    fail(schema.DEST_OTLP, schema.REASON_BAD_CONFIG)
+                    log.warning("stormotel: %s=%r is not valid; using %s", var, bad, used)
             add(schema.DEST_OTLP, PeriodicExportingMetricReader(
-                GuardedMetricExporter(schema.DEST_OTLP, metric_factory, fail, warned=warned),
+                GuardedMetricExporter(schema.DEST_OTLP,
+                                      _otlp_metric_exporter(cfg, env, temporality), fail,
+                                      warned=warned, preferred_temporality=temporality),
                 export_interval_millis=interval_ms))
+        if cfg.signal_enabled("traces", env):
             self.tracer_provider.add_span_processor(BatchSpanProcessor(
-                GuardedSpanExporter(schema.DEST_OTLP, span_factory, fail, warned=warned)))
+                GuardedSpanExporter(schema.DEST_OTLP, _otlp_span_exporter(cfg, env), fail,
+                                    warned=warned)))
         if cfg.prometheus_port is not None:
             self._start_prometheus(cfg, add)
         # Counters start at zero for every known label set, so rate()/increase() work from the
@@ -366,7 +517,9 @@ class Telemetry:
             return
         self._prom_server = server
         self.prometheus_address = (cfg.prometheus_addr, int(server.server_port))
-        add(schema.DEST_PROMETHEUS, PrometheusMetricReader(registry=registry))
+        # No otel_scope_* labels: one scope only, and they would sit on every series.
+        add(schema.DEST_PROMETHEUS, PrometheusMetricReader(registry=registry,
+                                                           scope_info_enabled=False))
 
     def tracer(self) -> Any:
         """The tracker's tracer (built once: ``get_tracer`` costs ~100 us per call)."""
@@ -403,6 +556,24 @@ class Telemetry:
                     dest.provider.force_flush(timeout_millis)
             except Exception as e:
                 log.debug("stormotel: %s flush failed: %s", dest.name, e)
+
+    def disarm_after_fork(self) -> None:
+        """In a forked child: close the inherited listening socket (the parent keeps serving),
+        stop the periodic readers the SDK restarts in children, and forget everything else —
+        the child must neither export the parent's series nor wait on its threads at exit."""
+        if self._prom_server is not None:
+            try:
+                self._prom_server.socket.close()
+            except OSError as e:
+                log.debug("stormotel: closing the inherited Prometheus socket failed: %s", e)
+            self._prom_server = None
+        for dest in self.destinations:
+            if isinstance(dest.reader, PeriodicExportingMetricReader):
+                stopped = threading.Event()
+                stopped.set()
+                dest.reader._shutdown_event = stopped  # type: ignore[attr-defined]
+        self.destinations = []
+        self._streams = []
 
     def shutdown(self, timeout_millis: int = 5_000) -> None:
         """Final export of everything, then release files, sockets and threads. Never raises."""

@@ -79,9 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "'rank=0:leak@t=1s,rate=32MiB/s'; kinds: leak, spike, fragmentation, "
                         f"first_spike, oom; repeatable (also ${schema.ENV_SIM_FAULTS})")
     i = p.add_argument_group("identity (default: torchrun, SLURM or Open MPI variables)")
-    i.add_argument("--job-id", default=None, help="job identifier shared by all ranks "
-                                                  "(default: TORCHELASTIC_RUN_ID, SLURM_JOB_ID, "
-                                                  "or a generated local-<time>-<pid>)")
+    i.add_argument("--job-id", default=None,
+                   help="job identifier shared by all ranks (default, first found: "
+                        f"${schema.ENV_JOB_ID}, TORCHELASTIC_RUN_ID unless 'none', "
+                        "SLURM_JOB_ID[.SLURM_STEP_ID], Open MPI's PMIX_NAMESPACE / "
+                        "OMPI_MCA_ess_base_jobid / OMPI_MCA_orte_hnp_uri, an id agreed through "
+                        "the torch.distributed store, else local-<time>-<pid>)")
     i.add_argument("--rank", type=int, default=None, help="global rank (0 <= rank < world size)")
     i.add_argument("--local-rank", type=int, default=None, help="rank within this host")
     i.add_argument("--world-size", type=int, default=None, help="number of ranks in the job")
@@ -94,10 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "jobs); each line carries the latest values and the peak since the "
                         "previous line, so spikes in between are kept (default: every sample)")
     d.add_argument("--otlp-endpoint", default=None, metavar="URL",
-                   help="send OTLP to a collector, e.g. http://localhost:4317 (grpc) or "
-                        "http://localhost:4318 (http); default: OTEL_EXPORTER_OTLP_ENDPOINT")
+                   help="send OTLP to a collector, e.g. http://localhost:4318 (http; a base "
+                        "URL, /v1/metrics and /v1/traces are appended) or http://localhost:4317 "
+                        "(grpc); default: OTEL_EXPORTER_OTLP_ENDPOINT")
     d.add_argument("--otlp-protocol", choices=("grpc", "http", "http/protobuf"), default=None,
-                   help="OTLP transport (default: OTEL_EXPORTER_OTLP_PROTOCOL, else grpc)")
+                   help="OTLP transport (default: OTEL_EXPORTER_OTLP_PROTOCOL, else "
+                        "http/protobuf as the OTel specification says)")
     d.add_argument("--otlp-interval", type=_positive_float, default=None, metavar="SECONDS",
                    help="OTLP metric export interval; each export carries the latest value and "
                         "the peak since the previous export (default: OTEL_METRIC_EXPORT_INTERVAL"

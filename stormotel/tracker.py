@@ -6,6 +6,13 @@ The training loop talks to the tracker through a few calls (``start_tracking``, 
 export. Nothing the tracker does may raise into the training loop once it has started: sampler
 errors, exporter outages and full disks are counted (``stormotel.tracker.samples.dropped``,
 ``stormotel.tracker.export.failures``) and logged once.
+
+The training thread never waits for the device: ``step()``/``mark()`` read the latest sample the
+sampling thread took, so a slow or hung sampler (NVML stuck in the driver) cannot slow or hang
+training. Real launchers stop ranks with SIGTERM: the tracker flushes on it, then lets the signal
+do what it did before. A forked child (multiprocessing with fork) inherits a disarmed copy, so its
+exit never waits on the parent's HTTP server or exporters. Stopping is bounded
+(``shutdown_timeout``) even when a collector hangs.
 """
 
 from __future__ import annotations
@@ -17,9 +24,11 @@ import json
 import logging
 import math
 import os
+import signal
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -34,7 +43,8 @@ from stormotel.exporters import install_log_once
 from stormotel.identity import Identity, resolve_identity
 from stormotel.ring import RingBuffer
 from stormotel.samplers import Sample, Sampler, make_sampler
-from stormotel.telemetry import ExportConfig, Telemetry, TrackerState
+from stormotel.stormlog_compat import AlertCallback, StormlogEvents, TrackingEvent
+from stormotel.telemetry import ExportConfig, Telemetry, TrackerState, exporters_selected
 
 __all__ = ["DEFAULT_ARCHIVE_DIR", "MemoryTracker", "is_oom_error", "load_estimate"]
 
@@ -42,6 +52,45 @@ log = logging.getLogger("stormotel.tracker")
 
 #: Where the archive goes when no destination at all is configured (the embedded default).
 DEFAULT_ARCHIVE_DIR = "stormotel-archive"
+#: Longest ``start_tracking()`` waits for the first sample (a hung sampler must not hang it).
+FIRST_SAMPLE_WAIT_S = 1.0
+
+_LIVE: weakref.WeakSet[MemoryTracker] = weakref.WeakSet()
+
+
+def _disarm_in_child() -> None:
+    """After ``fork()``: the child's copies of live trackers must not stop what the parent owns."""
+    for tracker in list(_LIVE):
+        with contextlib.suppress(Exception):
+            tracker._disarm_after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_disarm_in_child)
+
+
+def _env_port(env: Mapping[str, str]) -> int:
+    raw = env.get("OTEL_EXPORTER_PROMETHEUS_PORT", "9464").strip()
+    try:
+        port = int(raw)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise ValueError(f"OTEL_EXPORTER_PROMETHEUS_PORT={raw!r} is not a port number")
+    return port
+
+
+def _vendor_of(sampler: Sampler) -> str | None:
+    """``hw.vendor``: what the sampler says, else what its name or device name implies."""
+    vendor = getattr(sampler, "gpu_vendor", None)
+    if vendor:
+        return str(vendor)
+    name = (sampler.gpu_name or "").upper()
+    if sampler.name == "nvml" or name.startswith(("NVIDIA", "TESLA", "QUADRO", "GEFORCE")):
+        return "NVIDIA"
+    if any(word in name for word in ("AMD", "RADEON", "INSTINCT")):
+        return "AMD"
+    return None
 
 
 def is_oom_error(exc: BaseException) -> bool:
@@ -122,7 +171,9 @@ class MemoryTracker:
                  thresholds: Mapping[str, float] | None = None,
                  hysteresis_percent: float = 2.0, rise_bytes: int | None = None,
                  warmup_samples: int = 20, faults: Any = None,
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, shutdown_timeout: float = 2.0,
+                 handle_sigterm: bool = True, max_events: int = 10_000,
+                 enable_alerts: bool = True, enable_oom_flight_recorder: bool = True) -> None:
         if not (isinstance(sampling_interval, int | float) and
                 0 < sampling_interval < math.inf):
             raise ValueError(f"sampling_interval={sampling_interval!r} must be a positive number "
@@ -140,6 +191,9 @@ class MemoryTracker:
         self.identity: Identity = dataclasses.replace(
             identity, gpu=str(self.sampler.device_index), gpu_uuid=self.sampler.gpu_uuid)
         self.sampling_interval = float(sampling_interval)
+        if prometheus_port is None and "prometheus" in exporters_selected("metrics", env):
+            prometheus_port = _env_port(env)  # OTEL_METRICS_EXPORTER=prometheus (spec variables)
+            prometheus_addr = env.get("OTEL_EXPORTER_PROMETHEUS_HOST", prometheus_addr)
         if archive_dir is None and otlp_endpoint is None and prometheus_port is None and \
                 not ExportConfig().otlp_enabled(env):
             archive_dir = DEFAULT_ARCHIVE_DIR
@@ -156,7 +210,7 @@ class MemoryTracker:
                                           otlp_timeout_s=otlp_timeout,
                                           prometheus_port=prometheus_port,
                                           prometheus_addr=prometheus_addr)
-        self.export_config.protocol(env)  # validate now: a bad protocol is a usage error
+        self.export_config.validate(env)  # a bad protocol or endpoint is a usage error
         self._env = env
         self.ring = RingBuffer(ring_size)
         self.dump_max_bytes = dump_max_bytes
@@ -166,6 +220,19 @@ class MemoryTracker:
             oom_dump_dir = base / "oom"
         self.oom_dump_dir = Path(oom_dump_dir)
         self.thresholds = ThresholdMonitor(dict(thresholds or {}), hysteresis_percent)
+        self._check_threshold_order()
+        if not (isinstance(shutdown_timeout, int | float) and 0 < shutdown_timeout < math.inf):
+            raise ValueError(f"shutdown_timeout={shutdown_timeout!r} must be a positive number "
+                             "of seconds")
+        self.shutdown_timeout = float(shutdown_timeout)
+        self.handle_sigterm = handle_sigterm
+        self.enable_oom_flight_recorder = enable_oom_flight_recorder  # accepted for Stormlog
+        self.stormlog = StormlogEvents(
+            job_id=self.identity.job_id, rank=self.identity.rank,
+            local_rank=self.identity.local_rank, world_size=self.identity.world_size,
+            device_id=self.sampler.device_index, collector=f"stormotel.{self.sampler.name}",
+            sampling_interval=self.sampling_interval, max_events=max_events,
+            enable_alerts=enable_alerts)
         self.first_rise = FirstRiseDetector(warmup_samples, rise_bytes)
         self.state = TrackerState(estimate_bytes=self.estimate_bytes)
         self.telemetry: Telemetry | None = None
@@ -176,15 +243,26 @@ class MemoryTracker:
         self._peaks_lock = threading.Lock()
         self._warned: set[str] = set()
         self._step = 0
-        self._lifecycle = threading.Lock()
+        self._lifecycle = threading.RLock()  # SIGTERM may arrive while stopping
         self._observe_lock = threading.Lock()
+        self._first_sample = threading.Event()
+        self._previous_sigterm: Any = None
+        self._sigterm_installed = False
+        self._forked = False
+        _LIVE.add(self)
 
     # -- lifecycle ------------------------------------------------------------------------
     @property
     def attributes(self) -> dict[str, str]:
-        """Data-point attributes on every series: the identity labels plus ``hw.id``."""
-        return {**self.identity.labels(),
-                schema.ATTR_HW_ID: self.identity.gpu_uuid or self.identity.gpu}
+        """Data-point attributes on every series: the identity labels, ``hw.id`` and the
+        ``hw.name``/``hw.model``/``hw.vendor`` the sampler knows."""
+        attrs = {**self.identity.labels(),
+                 schema.ATTR_HW_ID: self.identity.gpu_uuid or self.identity.gpu}
+        if self.sampler.gpu_name:
+            attrs[schema.ATTR_HW_NAME] = attrs[schema.ATTR_HW_MODEL] = self.sampler.gpu_name
+        if vendor := _vendor_of(self.sampler):
+            attrs[schema.ATTR_HW_VENDOR] = vendor
+        return attrs
 
     def resource(self) -> Resource:
         extra = {schema.ATTR_SAMPLER: self.sampler.name}
@@ -217,33 +295,114 @@ class MemoryTracker:
                     schema.SPAN_ATTR_SAMPLER: self.sampler.name,
                     schema.SPAN_ATTR_SAMPLING_INTERVAL: self.sampling_interval})
             self._stop.clear()
-            self._tick()  # one sample now, so metrics and spans have a value from the start
+            self._first_sample.clear()
+            self.stormlog.lifecycle("start", None, "Memory tracking started")
             self._thread = threading.Thread(target=self._run, name="stormotel-sampler",
                                             daemon=True)
             self._thread.start()
+            # The thread samples at once; waiting (bounded) gives spans a value from the start.
+            self._first_sample.wait(FIRST_SAMPLE_WAIT_S)
             atexit.register(self.stop_tracking)
+            self._install_sigterm()
             return self
 
     def stop_tracking(self) -> None:
-        """Stop sampling, export what is pending (final archive line, spans) and release all."""
+        """Stop sampling, export what is pending (final archive line, spans) and release all.
+
+        Bounded by ``shutdown_timeout`` (default 2 s): a hung sampler or collector loses the
+        final export instead of holding the process, and Ctrl-C interrupts the wait.
+        """
         with self._lifecycle:
             if self._thread is None:
                 return
+            deadline = time.monotonic() + self.shutdown_timeout
             self._stop.set()
-            self._thread.join(timeout=max(5.0, 3 * self.sampling_interval))
+            self._thread.join(timeout=self.shutdown_timeout / 2)
+            sampler_stuck = self._thread.is_alive()
             self._thread = None
             atexit.unregister(self.stop_tracking)
-            try:
-                self._tick()  # a last sample, so the archive ends at the stop time
-            except Exception as e:
-                log.debug("stormotel: final sample failed: %s", e)
-            if self._session is not None:
-                self._session.end()
-                self._session = None
-            if self.telemetry is not None:
-                self.telemetry.shutdown()
+            self._restore_sigterm()
+            if not sampler_stuck:
+                try:
+                    self._tick()  # a last sample, so the archive ends at the stop time
+                except Exception as e:
+                    log.debug("stormotel: final sample failed: %s", e)
+            else:
+                self._warn_once("stuck", "stormotel: the sampler did not return within %.1f s; "
+                                "stopping without a final sample", self.shutdown_timeout / 2)
+            self.stormlog.lifecycle("stop", self.state.latest, "Memory tracking stopped")
+            session, self._session = self._session, None
+            telemetry = self.telemetry
+            sampler = self.sampler
+
+            def finish() -> None:
+                if session is not None:
+                    session.end()
+                if telemetry is not None:
+                    telemetry.shutdown(timeout_millis=int(self.shutdown_timeout * 1000))
+                if not sampler_stuck:
+                    with contextlib.suppress(Exception):
+                        sampler.close()
+
+            worker = threading.Thread(target=finish, name="stormotel-shutdown", daemon=True)
+            worker.start()
+            worker.join(max(0.0, deadline - time.monotonic()))
+            if worker.is_alive():
+                self._warn_once("shutdown", "stormotel: final export did not finish within "
+                                "%.1f s (collector unreachable?); continuing without it",
+                                self.shutdown_timeout)
+
+    # -- process events: fork and SIGTERM -------------------------------------------------
+    def _disarm_after_fork(self) -> None:
+        """In a forked child: forget the parent's thread, server, exporters and handlers."""
+        self._forked = True
+        if self._thread is None:
+            return
+        self._thread = None
+        atexit.unregister(self.stop_tracking)
+        self._session = None
+        if self.telemetry is not None:
+            self.telemetry.disarm_after_fork()
+        self.telemetry = None
+        if self._sigterm_installed:
             with contextlib.suppress(Exception):
-                self.sampler.close()
+                signal.signal(signal.SIGTERM, self._previous_sigterm)
+            self._sigterm_installed = False
+
+    def _install_sigterm(self) -> None:
+        """Flush on SIGTERM, then hand the signal to whatever handled it before."""
+        if not self.handle_sigterm or threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            previous = signal.getsignal(signal.SIGTERM)
+            if previous is signal.SIG_IGN or previous is None:  # ignored / set outside Python
+                return
+            signal.signal(signal.SIGTERM, self._on_sigterm)
+        except (ValueError, OSError) as e:  # not the main interpreter, or no signals here
+            log.debug("stormotel: cannot install a SIGTERM handler: %s", e)
+            return
+        self._previous_sigterm = previous
+        self._sigterm_installed = True
+
+    def _restore_sigterm(self) -> None:
+        if not self._sigterm_installed:
+            return
+        self._sigterm_installed = False
+        with contextlib.suppress(ValueError, OSError):
+            if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
+                signal.signal(signal.SIGTERM, self._previous_sigterm)
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        previous = self._previous_sigterm
+        try:
+            self.stop_tracking()  # restores the previous handler too
+        except Exception as e:
+            log.debug("stormotel: flush on SIGTERM failed: %s", e)
+        if callable(previous):
+            previous(signum, frame)
+            return
+        signal.signal(signum, signal.SIG_DFL)  # the default: die of the signal, as before
+        os.kill(os.getpid(), signum)
 
     def __enter__(self) -> MemoryTracker:
         return self.start_tracking()
@@ -256,9 +415,64 @@ class MemoryTracker:
         return self._thread is not None
 
     # -- configuration --------------------------------------------------------------------
-    def set_threshold(self, name: str, percent: float) -> None:
-        """``set_threshold(schema.THRESHOLD_WARNING, 75.0)``; percent of device memory."""
-        self.thresholds.set(name, percent)
+    def set_threshold(self, name: str, value: float) -> None:
+        """``set_threshold(schema.THRESHOLD_WARNING, 75.0)``: percent of device memory.
+
+        Stormlog's names work too: ``memory_leak_threshold`` (bytes of growth between samples
+        that raise a "large allocation" alert) and ``fragmentation_threshold`` (inactive split /
+        reserved). The warning line must stay below the critical one.
+        """
+        if name in self.stormlog.thresholds:
+            self.stormlog.set_threshold(name, value)
+            return
+        old = dict(self.thresholds.thresholds)
+        self.thresholds.set(name, value)
+        try:
+            self._check_threshold_order()
+        except ValueError:
+            self.thresholds.set(name, old[name])
+            raise
+
+    def _check_threshold_order(self) -> None:
+        warning = self.thresholds.thresholds.get(schema.THRESHOLD_WARNING)
+        critical = self.thresholds.thresholds.get(schema.THRESHOLD_CRITICAL)
+        if warning is not None and critical is not None and warning >= critical:
+            raise ValueError(f"{schema.THRESHOLD_WARNING}={warning:g} must be below "
+                             f"{schema.THRESHOLD_CRITICAL}={critical:g}")
+
+    # -- Stormlog-compatible event API ----------------------------------------------------
+    def add_alert_callback(self, callback: AlertCallback) -> None:
+        """Call ``callback(TrackingEvent)`` on every alert (warning, critical) — Stormlog API.
+
+        Callbacks run in the sampling thread; an exception in one is logged at debug level."""
+        self.stormlog.alert_callbacks.append(callback)
+
+    def remove_alert_callback(self, callback: AlertCallback) -> None:
+        if callback in self.stormlog.alert_callbacks:
+            self.stormlog.alert_callbacks.remove(callback)
+
+    def get_events(self, event_type: str | None = None, last_n: int | None = None,
+                   since: float | None = None) -> list[TrackingEvent]:
+        """The in-memory event log (last ``max_events``), filtered as Stormlog's is."""
+        events = self.stormlog.snapshot()
+        if event_type:
+            events = [e for e in events if e.event_type == event_type]
+        if since:
+            events = [e for e in events if e.timestamp >= since]
+        return events[-last_n:] if last_n else events
+
+    def get_alerts(self, last_n: int | None = None) -> list[TrackingEvent]:
+        alerts = [e for e in self.stormlog.snapshot() if e.event_type in
+                  ("warning", "critical", "error")]
+        return alerts[-last_n:] if last_n else alerts
+
+    def clear_events(self) -> None:
+        self.stormlog.clear()
+
+    def export_events(self, filename: str | os.PathLike[str], format: str = "csv") -> None:
+        """Write the event log as Stormlog v4 telemetry (``format="json"`` or ``"csv"``), the
+        files Stormlog's ``export_events`` writes and ``stormotel analyze`` reads."""
+        self.stormlog.export(filename, format)
 
     def set_estimate(self, estimate: int | str | os.PathLike[str] | None) -> None:
         self.estimate_bytes = load_estimate(estimate)
@@ -272,6 +486,10 @@ class MemoryTracker:
 
     def _run(self) -> None:
         interval = self.sampling_interval
+        try:
+            self._tick()  # the first sample at once: start_tracking waits for it (bounded)
+        finally:
+            self._first_sample.set()
         next_at = time.monotonic() + interval
         while not self._stop.wait(max(0.0, next_at - time.monotonic())):
             self._tick()
@@ -311,6 +529,7 @@ class MemoryTracker:
         if util is not None:
             for crossing in self.thresholds.update(util * 100.0):
                 self.state.count_crossing(crossing.level)
+                self.stormlog.threshold_crossed(crossing.level, crossing.percent, sample)
                 self._edge(schema.EVENT_THRESHOLD, sample.timestamp_ns, {
                     schema.EVENT_ATTR_LEVEL: crossing.level,
                     schema.EVENT_ATTR_PERCENT: round(crossing.percent, 3),
@@ -323,6 +542,7 @@ class MemoryTracker:
             self._edge(schema.EVENT_FIRST_RISE, rise.timestamp_ns, {
                 schema.EVENT_ATTR_SERIES: series, schema.EVENT_ATTR_BYTES: rise.value,
                 schema.EVENT_ATTR_BASELINE: rise.baseline, schema.EVENT_ATTR_DELTA: rise.delta})
+        self.stormlog.observe(sample)
         if self.telemetry is not None:
             self.telemetry.after_sample()
 
@@ -345,10 +565,8 @@ class MemoryTracker:
         span.end(end_time=timestamp_ns)
 
     def _read_now(self) -> int | None:
-        try:
-            return _memory_of(self.sampler.sample())
-        except Exception:
-            return _memory_of(self.state.latest)
+        """The latest sample's memory: never the device, so a slow sampler costs nothing here."""
+        return _memory_of(self.state.latest)
 
     @contextlib.contextmanager
     def _memory_span(self, name: str, attributes: dict[str, Any]) -> Iterator[trace.Span]:
@@ -382,11 +600,15 @@ class MemoryTracker:
         """A training-step span with memory at start/end and the peak within the step."""
         self._step = self._step + 1 if n is None else int(n)
         self.state.step = self._step
-        return self._memory_span(schema.SPAN_STEP, {schema.SPAN_ATTR_STEP: self._step})
+        return self._memory_span(schema.SPAN_STEP, {schema.SPAN_ATTR_STEP: self._step,
+                                                    schema.SPAN_ATTR_KIND: schema.SPAN_KIND_STEP})
 
     def mark(self, name: str) -> contextlib.AbstractContextManager[trace.Span]:
-        """A named phase, e.g. ``tracker.mark("nccl:all_reduce")`` around a collective."""
-        return self._memory_span(schema.SPAN_MARK, {schema.SPAN_ATTR_MARK: str(name)})
+        """A named phase, e.g. ``tracker.mark("nccl:all_reduce")`` around a collective; the span
+        is named by the mark itself (attribute ``stormotel.span.kind="mark"`` says what it is)."""
+        text = str(name) or schema.SPAN_MARK
+        return self._memory_span(text, {schema.SPAN_ATTR_MARK: text,
+                                        schema.SPAN_ATTR_KIND: schema.SPAN_KIND_MARK})
 
     # -- OOM flight recorder --------------------------------------------------------------
     def dump(self, path: str | os.PathLike[str] | None = None, reason: str = "requested",
@@ -439,10 +661,12 @@ class MemoryTracker:
     # -- introspection --------------------------------------------------------------------
     @property
     def stats(self) -> dict[str, Any]:
-        """Counters of the tracker itself (the self-telemetry series, as plain numbers)."""
+        """Counters of the tracker itself (the self-telemetry series, as plain numbers);
+        JSON-serialisable: export failures are keyed ``"<destination>/<reason>"``."""
         with self.state.lock:
             return {"samples": self.state.samples, "dropped": dict(self.state.dropped),
-                    "export_failures": dict(self.state.export_failures),
+                    "export_failures": {f"{dest}/{reason}": n for (dest, reason), n
+                                        in self.state.export_failures.items()},
                     "threshold_crossings": dict(self.state.crossings),
                     "caught_ooms": self.state.caught_ooms,
                     "first_rise_ns": None if self.first_rise.fired is None else

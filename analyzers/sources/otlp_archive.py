@@ -324,7 +324,7 @@ class OtlpFileReader:
         if name == schema.SPAN_STEP:
             step = attrs.get(schema.SPAN_ATTR_STEP)
             self.markers.add(rank, start, end or start, f"step {step}", KIND_STEP, attrs)
-        elif name == schema.SPAN_MARK:
+        elif name == schema.SPAN_MARK or schema.SPAN_ATTR_MARK in attrs:  # old and new naming
             mark = str(attrs.get(schema.SPAN_ATTR_MARK) or name)
             self.markers.add(rank, start, end or start, mark, kind_for_mark(mark), attrs)
         elif name != schema.SPAN_SESSION:

@@ -18,7 +18,7 @@ from stormotel import schema
 from tests.dashboards import exprs
 
 BOARDS = {p.name: json.loads(p.read_text()) for p in exprs.dashboard_files()}
-KNOWN_SERIES = ({m.prom for m in schema.ALL_METRICS}
+KNOWN_SERIES = ({name for m in schema.ALL_METRICS for name in m.prom_series}
                 | {getattr(schema, n) for n in dir(schema) if n.startswith(("AN_", "REC_"))
                    and isinstance(getattr(schema, n), str)})
 PROMQL_WORDS = {"by", "on", "and", "or", "unless", "max", "min", "sum", "count", "topk",

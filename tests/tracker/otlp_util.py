@@ -38,13 +38,14 @@ def parse_lines(path: Path, message: type) -> list[Any]:
 
 
 def points(requests: list[Any]) -> Iterator[tuple[dict[str, Any], str, Any]]:
-    """(resource attrs, metric name, data point) for every gauge/sum point."""
+    """(resource attrs, metric name, data point) for every gauge/sum/histogram point."""
     for req in requests:
         for rm in req.resource_metrics:
             res = attrs(rm.resource.attributes)
             for sm in rm.scope_metrics:
                 for m in sm.metrics:
-                    data = m.gauge if m.HasField("gauge") else m.sum
+                    kind = m.WhichOneof("data")
+                    data = getattr(m, kind) if kind else m.gauge
                     for p in data.data_points:
                         yield res, m.name, p
 
@@ -62,13 +63,15 @@ class Received:
     def __init__(self) -> None:
         self.metrics: list[Any] = []
         self.traces: list[Any] = []
+        self.other_paths: list[str] = []
         self.lock = threading.Lock()
 
 
 class HttpReceiver:
-    """OTLP/HTTP (protobuf) on loopback: /v1/metrics and /v1/traces."""
+    """OTLP/HTTP (protobuf) on loopback: <prefix>/v1/metrics and <prefix>/v1/traces; any other
+    path is a 404, remembered in ``got.other_paths``."""
 
-    def __init__(self) -> None:
+    def __init__(self, prefix: str = "") -> None:
         self.got = Received()
         got = self.got
 
@@ -77,13 +80,15 @@ class HttpReceiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
-                if self.path == "/v1/metrics":
+                if self.path == f"{prefix}/v1/metrics":
                     msg, reply, sink = MetricsRequest(), \
                         metrics_service_pb2.ExportMetricsServiceResponse(), got.metrics
-                elif self.path == "/v1/traces":
+                elif self.path == f"{prefix}/v1/traces":
                     msg, reply, sink = TraceRequest(), \
                         trace_service_pb2.ExportTraceServiceResponse(), got.traces
                 else:
+                    with got.lock:
+                        got.other_paths.append(self.path)
                     self.send_response(404)
                     self.end_headers()
                     return

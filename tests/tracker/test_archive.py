@@ -54,7 +54,11 @@ def test_archive_is_valid_otlp_one_line_per_sample(make_tracker: Callable[..., M
     # Per line: the peak since the previous line is never below the latest value.
     for req in requests:
         values = {m.name: (m.gauge.data_points or m.sum.data_points)[0]
-                  for m in req.resource_metrics[0].scope_metrics[0].metrics}
+                  for m in req.resource_metrics[0].scope_metrics[0].metrics
+                  if not m.HasField("histogram")}
+        durations = [m.histogram for m in req.resource_metrics[0].scope_metrics[0].metrics
+                     if m.name == schema.SAMPLE_DURATION.name]
+        assert durations and durations[0].data_points[0].count >= 1
         used = values[schema.DEVICE_USED.name].as_int
         assert values[schema.DEVICE_USED_PEAK.name].as_int >= used
         assert used <= values[schema.DEVICE_LIMIT.name].as_int
@@ -70,7 +74,9 @@ def test_step_and_mark_spans_carry_memory(make_tracker: Callable[..., MemoryTrac
     all_spans = [s for _r, s in spans(parse_lines(tracker.archive_files[1], TraceRequest))]
     by_name = Counter(s.name for s in all_spans)
     assert by_name[schema.SPAN_SESSION] == 1
-    assert by_name[schema.SPAN_STEP] == 3 and by_name[schema.SPAN_MARK] == 3
+    # A mark's span is named by the mark; its kind attribute says it is a mark.
+    assert by_name[schema.SPAN_STEP] == 3 and by_name["nccl:all_reduce"] == 3
+    assert schema.SPAN_MARK not in by_name
     session = next(s for s in all_spans if s.name == schema.SPAN_SESSION)
     steps = {s.span_id: s for s in all_spans if s.name == schema.SPAN_STEP}
     for step in steps.values():
@@ -78,8 +84,9 @@ def test_step_and_mark_spans_carry_memory(make_tracker: Callable[..., MemoryTrac
         assert step.parent_span_id == session.span_id
         assert a[schema.SPAN_ATTR_MEM_PEAK] >= max(a[schema.SPAN_ATTR_MEM_START],
                                                    a[schema.SPAN_ATTR_MEM_END])
-    for mark in (s for s in all_spans if s.name == schema.SPAN_MARK):
+    for mark in (s for s in all_spans if s.name == "nccl:all_reduce"):
         assert mark.parent_span_id in steps
+        assert attrs(mark.attributes)[schema.SPAN_ATTR_KIND] == schema.SPAN_KIND_MARK
         assert attrs(mark.attributes)[schema.SPAN_ATTR_MARK] == "nccl:all_reduce"
     assert sorted(attrs(s.attributes)[schema.SPAN_ATTR_STEP] for s in steps.values()) == [0, 1, 2]
 
@@ -218,8 +225,9 @@ def test_archive_interval_thins_lines_but_keeps_the_spike_between_them(
     assert samples // 10 <= len(requests) <= samples // 10 + 1  # + the final partial window
     used, peak = [], []
     for req in requests:
-        values = {m.name: m.gauge.data_points[0].as_int
-                  for m in req.resource_metrics[0].scope_metrics[0].metrics if m.gauge.data_points}
+        values = {m.name: (m.gauge.data_points or m.sum.data_points)[0].as_int
+                  for m in req.resource_metrics[0].scope_metrics[0].metrics
+                  if m.gauge.data_points or m.sum.data_points}
         used.append(values[schema.DEVICE_USED.name])
         peak.append(values[schema.DEVICE_USED_PEAK.name])
     baseline = min(used)

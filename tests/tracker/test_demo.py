@@ -23,7 +23,7 @@ def test_demo_job_plants_a_first_cause_on_rank_2(tmp_path: Path) -> None:
         assert len(metrics) >= 20, len(metrics)  # ~60 at 10 Hz; fewer on an overloaded host
         traces = parse_lines(job_dir / f"rank-{rank}.traces.jsonl", TraceRequest)
         names = [s.name for _r, s in spans(traces)]
-        assert names.count(schema.SPAN_STEP) == 24 and names.count(schema.SPAN_MARK) == 24
+        assert names.count(schema.SPAN_STEP) == 24 and names.count("nccl:all_reduce") == 24
         for res, span in spans(traces):
             assert res[schema.ATTR_RANK] == str(rank)
             for event in span.events:

@@ -23,8 +23,13 @@ def table() -> str:
         rows.append(f"| `{m.name}` | `{m.unit}` | {m.kind.value} | `{m.prom}` | {aliases} | "
                     f"{m.description} |")
     labels = ", ".join(f"`{k}`" for k in schema.IDENTITY_LABELS)
+    optional = ", ".join(f"`{k}`" for k in schema.ATTRIBUTION_LABELS)
+    hw = ", ".join(f"`{schema.prom_label(k)}`" for k in (schema.ATTR_HW_NAME, schema.ATTR_HW_MODEL,
+                                                         schema.ATTR_HW_VENDOR))
     rows += ["", f"Every series carries the identity labels {labels} and `hw_id` (OTel "
-             f"`{schema.ATTR_HW_ID}`: the GPU UUID, else its index). Extra attributes: "
+             f"`{schema.ATTR_HW_ID}`: the GPU UUID, else its index); when known also {optional} "
+             f"(Kubernetes downward API / `OTEL_RESOURCE_ATTRIBUTES`, SLURM) and {hw} (the "
+             "sampler's device name and vendor). Extra attributes: "
              f"`{schema.ATTR_LEVEL}` on `{schema.THRESHOLD_CROSSINGS.prom}`, "
              f"`{schema.ATTR_REASON}` on `{schema.SAMPLES_DROPPED.prom}`, "
              f"`{schema.ATTR_DESTINATION}` and `{schema.ATTR_REASON}` on "
@@ -33,10 +38,13 @@ def table() -> str:
               f"stop_tracking); `{schema.SPAN_ATTR_SAMPLER}`, "
               f"`{schema.SPAN_ATTR_SAMPLING_INTERVAL}`"),
              ("span", schema.SPAN_STEP, f"`tracker.step(n)`; attributes `{schema.SPAN_ATTR_STEP}`"
+              f", `{schema.SPAN_ATTR_KIND}`=`{schema.SPAN_KIND_STEP}`"
               f", `{schema.SPAN_ATTR_MEM_START}`, `{schema.SPAN_ATTR_MEM_END}`, "
               f"`{schema.SPAN_ATTR_MEM_PEAK}`"),
-             ("span", schema.SPAN_MARK, f"`tracker.mark(name)`; `{schema.SPAN_ATTR_MARK}` and "
-              "the same memory attributes"),
+             ("span", "<mark name>", f"`tracker.mark(name)`, named by the mark (e.g. "
+              f"`nccl:all_reduce`); `{schema.SPAN_ATTR_MARK}`, `{schema.SPAN_ATTR_KIND}`="
+              f"`{schema.SPAN_KIND_MARK}` and the same memory attributes (older archives: "
+              f"`{schema.SPAN_MARK}`, still read)"),
              ("span", schema.SPAN_EDGE, "zero-length, parent = session, carries exactly one of "
               f"the events below at the exact sample time (named in `{schema.SPAN_ATTR_EDGE}`)"),
              ("event", schema.EVENT_FIRST_RISE, f"`{schema.EVENT_ATTR_SERIES}`, "

@@ -49,7 +49,7 @@ def test_otlp_export_by_arguments(receiver: tuple[str, GrpcReceiver | HttpReceiv
             time.sleep(0.15)
     tracker.stop_tracking()  # final export + span flush
     _check(rx)
-    assert tracker.stats["export_failures"] == {(schema.DEST_OTLP, "export_failed"): 0}
+    assert tracker.stats["export_failures"] == {f"{schema.DEST_OTLP}/export_failed": 0}
 
 
 def test_otlp_export_by_standard_env(receiver: tuple[str, GrpcReceiver | HttpReceiver],

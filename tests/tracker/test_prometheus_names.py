@@ -20,7 +20,8 @@ from stormotel.tracker import MemoryTracker
 def test_served_names_match_schema(make_tracker: Callable[..., MemoryTracker],
                                    tmp_path: Path) -> None:
     tracker = make_tracker(prometheus_port=0, prometheus_addr="127.0.0.1",
-                           archive_dir=tmp_path / "a", estimate_bytes=10 * 2**30)
+                           archive_dir=tmp_path / "a", estimate_bytes=10 * 2**30,
+                           env={"K8S_POD_NAME": "trainer-1", "K8S_NAMESPACE": "ml"})
     tracker.set_threshold(schema.THRESHOLD_WARNING, 10.0)
     tracker.start_tracking()
     with tracker.step(3):
@@ -30,13 +31,20 @@ def test_served_names_match_schema(make_tracker: Callable[..., MemoryTracker],
     tracker.stop_tracking()
     samples = {s.name: s for fam in text_string_to_metric_families(text) for s in fam.samples}
     for metric in schema.ALL_METRICS:
-        assert metric.prom in samples, f"{metric.name}: {metric.prom} not served"
-        labels = samples[metric.prom].labels
-        assert {k: labels[k] for k in schema.IDENTITY_LABELS} == tracker.identity.labels()
+        served = metric.prom_series[-1]  # a histogram's _count, else the name itself
+        assert served in samples, f"{metric.name}: {served} not served"
+        labels = samples[served].labels
+        assert {k: labels[k] for k in tracker.identity.labels()} == tracker.identity.labels()
         assert labels[schema.prom_label(schema.ATTR_HW_ID)] == "GPU-simulated-1"
+        # Semconv hardware attributes the sampler knows; attribution when set; no scope labels.
+        assert labels[schema.prom_label(schema.ATTR_HW_NAME)].startswith("Simulated GPU")
+        assert labels[schema.ATTR_POD] == "trainer-1" and labels[schema.ATTR_NAMESPACE] == "ml"
+        assert schema.ATTR_NODE not in labels and schema.ATTR_SLURM_JOB_ID not in labels
+        assert not [k for k in labels if k.startswith("otel_scope")], labels
     assert samples[schema.DEVICE_UTILIZATION.prom].value < 1.0
     assert samples[schema.ESTIMATE.prom].value == 10 * 2**30
     assert samples[schema.STEP.prom].value == 3
+    assert samples[f"{schema.SAMPLE_DURATION.prom}_count"].value >= 1
     crossings = [s for s in text_string_to_metric_families(text)
                  if s.name == schema.THRESHOLD_CROSSINGS.prom.removesuffix("_total")]
     by_level = {s.labels["level"]: s.value for s in crossings[0].samples

@@ -75,6 +75,13 @@ def test_ctrl_c_flushes_and_exits_cleanly(tmp_path: Path) -> None:
     (["--sampler", "simulated", "--device", "gpu-zero"], "device 'gpu-zero' is not a device"),
     (["--sampler", "simulated", "--estimate", "/nonexistent/estimate.json"],
      "cannot read the estimate JSON"),
+    (["--sampler", "simulated", "--warning-percent", "96"],
+     "memory_warning_percent=96 must be below memory_critical_percent=95"),
+    (["--sampler", "simulated", "--otlp-endpoint", "collector 4318"],
+     "otlp_endpoint='collector 4318' is not an OTLP endpoint URL"),
+    (["--sampler", "simulated", "--job-id", ".."], "job_id='..' must be non-empty, not '.'"),
+    (["--sampler", "simulated", "--rank", "0", "--local-rank", "2", "--world-size", "2"],
+     "local_rank=2 must be < world_size"),
 ])
 def test_bad_input_is_one_clear_line(args: list[str], message: str) -> None:
     out = run(args)
