@@ -307,3 +307,10 @@ REC_TIME_TO_FULL = "stormotel:gpu_memory_time_to_full:seconds"  # headroom / gap
 REC_ESTIMATE_RATIO = "stormotel:memory_estimate:actual_ratio"  # peak allocated / estimate
 # Values of ANALYZER_LABEL_OUTCOME on AN_RUNS that mean the run succeeded; any other is a failure.
 AN_OUTCOMES_SUCCESS: tuple[str, ...] = ("ok", "findings")
+
+# --- compact archive: many samples per OTLP line, zstd, rotated (stormotel/archive_writer.py) ---
+ARCHIVE_FORMAT_LINES = "lines"  # one SDK-encoded request per sample, plain JSON lines
+ARCHIVE_FORMAT_COMPACT = "compact"  # one request per batch, every sample, zstd, rotated
+ARCHIVE_FORMATS: tuple[str, ...] = (ARCHIVE_FORMAT_LINES, ARCHIVE_FORMAT_COMPACT)
+ENV_ARCHIVE_FORMAT = "STORMOTEL_ARCHIVE_FORMAT"
+REASON_ARCHIVE_QUEUE_FULL = "archive_queue_full"  # the archive writer fell behind

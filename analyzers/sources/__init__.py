@@ -82,7 +82,7 @@ def expand_paths(paths: Iterable[str]) -> list[tuple[Path, bool]]:
     return out
 
 
-def _read_bytes(path: Path) -> bytes:
+def _read_bytes(path: Path, ctx: LoadContext | None = None) -> bytes:
     name = path.name.lower()
     try:
         raw = path.read_bytes()
@@ -94,7 +94,13 @@ def _read_bytes(path: Path) -> bytes:
         if name.endswith((".zst", ".zstd")):
             import zstandard
 
-            return zstandard.ZstdDecompressor().decompressobj().decompress(raw)
+            z = zstandard.ZstdDecompressor().decompressobj()
+            out = z.decompress(raw)
+            if not z.eof and ctx is not None:  # a writer killed before it ended the frame
+                ctx.note(f"{path}: the zstd stream stops mid-frame (its writer did not close it, "
+                         f"e.g. killed); read up to its last complete block, "
+                         f"{len(out):,} bytes — at most the batch being written is missing")
+            return out
     except (OSError, EOFError, zlib.error) as exc:
         raise SourceError(f"{path}: not valid gzip ({exc})") from exc
     except Exception as exc:  # zstandard.ZstdError has no stable import path across versions
@@ -136,7 +142,7 @@ def load_file(path: Path, ctx: LoadContext, *, explicit: bool) -> int:
 
 
 def _load_file(path: Path, ctx: LoadContext, *, explicit: bool) -> int:
-    data = _read_bytes(path)
+    data = _read_bytes(path, ctx)
     where = str(path)
     inner = _inner_name(path)
     if not data.strip():
