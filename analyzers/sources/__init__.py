@@ -154,7 +154,7 @@ def _load_file(path: Path, ctx: LoadContext, *, explicit: bool) -> int:
         return reader.flush()
     head = _first_line(data)
     if head[:1] in (b"{", b"["):
-        if looks_like_otlp_json(head):
+        if looks_like_otlp_json(head if len(head) > 1 else data[:4096]):  # or pretty-printed
             reader = OtlpFileReader(ctx, where)
             reader.read_json_lines(data)
             return reader.flush()
