@@ -242,10 +242,9 @@ class _Walker:
                 if delta:
                     self.delta_keys.add((res_rank, field, is_peak))
                 ts, vs = r.cols.lists((res_rank, field, is_peak))
-                for dp in body.data_points:
-                    ts.append(dp.time_unix_nano)
-                    v = dp.as_double
-                    vs.append(v if v is not None else dp.as_int)
+                dps = body.data_points
+                ts.extend([dp.time_unix_nano for dp in dps])
+                vs.extend([dp.as_int if dp.as_double is None else dp.as_double for dp in dps])
 
     def finish(self) -> None:
         r = self.r
