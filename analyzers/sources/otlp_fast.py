@@ -24,20 +24,18 @@ generic dict walker of :mod:`analyzers.sources.otlp_archive`, so skips and notes
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from analyzers.gcpause import gc_paused
 from analyzers.sources.jsonio import JSONDecodeError, loads
 from stormotel import schema
 
 if TYPE_CHECKING:
     from analyzers.sources.otlp_archive import OtlpFileReader
 
-__all__ = ["gc_paused", "read_json"]
+__all__ = ["read_json"]
 
 
 class _AnyValue(msgspec.Struct, rename="camel", gc=False, frozen=True):
@@ -96,18 +94,6 @@ class _Envelope(msgspec.Struct, rename="camel", gc=False):
 _line_decoder = msgspec.json.Decoder(_Envelope, strict=False)
 _doc_decoder = msgspec.json.Decoder(_Envelope | list[_Envelope], strict=False)
 _DELTA = (1, "AGGREGATION_TEMPORALITY_DELTA")
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector (restored as it was, whatever happens)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _attrs(items: list[_KeyValue]) -> dict[str, Any]:
