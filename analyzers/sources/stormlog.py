@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from analyzers.gcpause import gc_paused
 from analyzers.sources.base import LoadContext, SourceError
 from analyzers.sources.columns import bytes_column, time_column
 from analyzers.sources.jsonio import JSONDecodeError, loads
@@ -125,16 +126,19 @@ class _ColumnReader:
         self.records = records
         self.core: dict[str, Sequence[Any]] = {}
         typed = bool(records) and type(records[0]) is Event  # stormlog_fast structs
-        for keys in (FULL_KEYS, CORE_KEYS):
-            try:
-                rows = list(map((attrgetter if typed else itemgetter)(*keys), records))
-            except (KeyError, TypeError, AttributeError):
-                continue
-            if typed and any(UNSET in column for column in zip(*rows, strict=True)):
-                continue  # a key some event lacks: per-column reads with legacy fallbacks
-            if rows:
-                self.core = dict(zip(keys, zip(*rows, strict=True), strict=True))
-            return
+        with gc_paused():  # a tuple per record: nothing for the collector to find
+            for keys in (FULL_KEYS, CORE_KEYS):
+                try:
+                    rows = list(map((attrgetter if typed else itemgetter)(*keys), records))
+                except (KeyError, TypeError, AttributeError):
+                    continue
+                columns = list(zip(*rows, strict=True))
+                del rows
+                if typed and any(UNSET in column for column in columns):
+                    continue  # a key some event lacks: per-column reads with legacy fallbacks
+                if columns:
+                    self.core = dict(zip(keys, columns, strict=True))
+                return
 
     def __call__(self, *keys: str) -> Sequence[Any]:
         col = self.core.get(keys[0])
