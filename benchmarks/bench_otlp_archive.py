@@ -60,10 +60,38 @@ def decode_cpu(data: bytes, method: str) -> tuple[float, int]:
     return statistics.median(times), n
 
 
+def end_to_end(compact: bytes, ranks: int, workdir: Path) -> None:
+    """``load_paths`` over ``ranks`` compact files (the one rank's bytes, rank relabelled)."""
+    import os
+
+    from analyzers.sources import load_paths
+
+    folder = workdir / "job"
+    folder.mkdir()
+    rank_attr = b'{"key":"rank","value":{"stringValue":"0"}}'
+    assert rank_attr in compact
+    z = zstandard.ZstdCompressor(level=3)
+    for r in range(ranks):
+        body = compact.replace(rank_attr, rank_attr.replace(b'"0"', f'"{r}"'.encode()))
+        (folder / f"rank-{r}.00000.metrics.jsonl.zst").write_bytes(z.compress(body))
+    size = sum(f.stat().st_size for f in folder.iterdir())
+    c0, w0 = time.process_time(), time.perf_counter()
+    ch0 = os.times()
+    tl = load_paths([str(folder)])
+    ch1 = os.times()
+    wall = time.perf_counter() - w0
+    cpu = time.process_time() - c0 + (ch1.children_user - ch0.children_user) + \
+        (ch1.children_system - ch0.children_system)
+    print(f"end to end: {ranks} compact rank files, {size / 1e6:.0f} MB on disk, "
+          f"{tl.total_samples():,} samples: {wall:.1f} s wall, {cpu:.1f} s CPU (with workers)")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--lines-samples", type=int, default=2000)
     p.add_argument("--hour", type=int, default=36_000, help="compact samples (1 h at 10 Hz)")
+    p.add_argument("--ranks", type=int, default=0,
+                   help="also load this many compact rank files end to end (64 = the goal)")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         inputs = {"lines": tracker_archive("lines", args.lines_samples, Path(tmp)),
@@ -79,6 +107,9 @@ def main() -> None:
             print(f"  {method:<24} {cpu:7.2f} s CPU  {n} samples  {n / cpu:10,.0f} samples/CPU-s"
                   f"  64 ranks x {n} samples: {64 * cpu:6.1f} CPU-s")
         print(f"  speed-up {row['read_json_lines_generic'] / row['read_json_lines']:.1f}x")
+    if args.ranks:
+        with tempfile.TemporaryDirectory() as tmp:
+            end_to_end(inputs["compact"], args.ranks, Path(tmp))
 
 
 if __name__ == "__main__":
