@@ -26,6 +26,7 @@ way a batch is meant to look in OTLP:
 from __future__ import annotations
 
 import collections
+import errno
 import logging
 import os
 import re
@@ -140,7 +141,6 @@ class CompactArchiveWriter:
                  limits: ArchiveLimits | None = None) -> None:
         self.limits = limits or ArchiveLimits()
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
         self.rank = rank
         resource = dict(resource_attrs)
         for key, value in point_attrs.items():  # identity once, in the resource
@@ -228,7 +228,8 @@ class CompactArchiveWriter:
                 self._file = None
 
     def _fail(self, e: BaseException) -> None:
-        self._on_failure(type(e).__name__.lower())
+        errno_name = errno.errorcode.get(e.errno) if isinstance(e, OSError) and e.errno else None
+        self._on_failure((errno_name or type(e).__name__).lower())
         if not self.failed:
             self.failed = True
             log.warning("stormotel: the compact archive in %s could not be written (%s: %s); "
@@ -329,7 +330,8 @@ class CompactArchiveWriter:
         if out is not None and (out.size >= lim.file_max_bytes or
                                 time.monotonic() - out.opened >= lim.file_max_age_s):
             self._rotate()
-        if self._file is None:
+        if self._file is None:  # a directory that cannot be made fails this batch, counted
+            self.directory.mkdir(parents=True, exist_ok=True)
             self._file = _ZstdFile(self._path(self._seq), self.limits.zstd_level)
             self._described = False
         return self._file

@@ -24,10 +24,11 @@ from analyzers.sources import load_paths
 from stormotel import schema
 from stormotel.archive_writer import ArchiveLimits, CompactArchiveWriter
 from stormotel.samplers.base import Sample
+from stormotel.samplers.simulated import SimulatedSampler
 from stormotel.tracker import MemoryTracker
 from tests.tracker.otlp_util import MetricsRequest, attrs, points
 
-SPIKE = "spike@t=0.7s,delta=1GiB,duration=0.06s"
+SPIKE = "rank=1:first_spike@t=1.5s,delta=1GiB"
 
 
 def _lines(path: Path) -> list[bytes]:
@@ -42,9 +43,14 @@ def _requests(folder: Path) -> list[MetricsRequest]:
 
 def test_round_trip_keeps_every_sample_peak_and_edge(make_tracker: Callable[..., MemoryTracker],
                                                      tmp_path: Path) -> None:
-    tracker = make_tracker(archive_format="compact", archive_interval=0.25, faults=SPIKE)
+    sampler = SimulatedSampler(rank=1, faults=SPIKE)
+    tracker = make_tracker(sampler=sampler, archive_format="compact", archive_interval=0.25,
+                           warmup_samples=5)
+    # Epoch 0.7 s ago: the simulated cache warm-up (first 0.6 s) is over; the step comes 0.8 s in.
+    sampler.epoch_ns = time.time_ns() - 700_000_000
     tracker.start_tracking()
-    time.sleep(1.3)
+    while sampler.elapsed_s() < 2.0:
+        time.sleep(0.05)
     tracker.stop_tracking()
     ring = tracker.ring.snapshot()
     assert tracker.stats["samples"] == len(ring) >= 20
@@ -149,3 +155,17 @@ def test_rotation_bounds_files_and_queue_bounds_memory(tmp_path: Path) -> None:
     steps = [p.as_int for _r, name, p in points(requests) if name == schema.STEP.name]
     assert steps == [4] * 10 + [5] * 10
     assert len([1 for _r, name, _p in points(requests) if name == schema.DEVICE_USED.name]) == 70
+
+
+def test_unwritable_archive_is_counted_never_raised(make_tracker: Callable[..., MemoryTracker],
+                                                    tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the archive folder should be")
+    tracker = make_tracker(archive_dir=blocker, archive_format="compact", archive_interval=0.1)
+    tracker.start_tracking()
+    time.sleep(0.4)
+    tracker.stop_tracking()
+    stats = tracker.stats
+    assert stats["samples"] >= 10
+    failures = stats["export_failures"]
+    assert failures.get((schema.DEST_ARCHIVE, "enotdir"), 0) >= 2, failures
