@@ -263,6 +263,8 @@ def load_paths(paths: Iterable[str], *, progress: ProgressFn | None = None,
     timeline = ctx.builder.build(job_id=job_id)
     if timeline.total_samples() == 0:
         reasons = ", ".join(f"{k}={v}" for k, v in sorted(timeline.skipped.items())) or "none"
+        found = next((n for n in timeline.notes if "no GPU memory series" in n), None)
         raise SourceError(f"no telemetry samples readable from {len(files)} file(s) "
-                          f"(skipped: {reasons}); first: {files[0][0]}", no_telemetry=True)
+                          f"(skipped: {reasons}); first: {files[0][0]}"
+                          + (f" — {found}" if found else ""), no_telemetry=True)
     return timeline

@@ -127,3 +127,20 @@ def test_typed_decoder_matches_the_generic_walker(tmp_path: Path) -> None:
             outs.append((n, ctx.builder.build()))
         assert outs[0][0] == outs[1][0]
         _same(outs[0][1], outs[1][1])
+
+
+def test_cli_says_what_a_file_without_gpu_memory_holds(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    line = {"resourceMetrics": [{"resource": {}, "scopeMetrics": [{"metrics": [
+        {"name": "process.cpu.time", "sum": {"dataPoints": [
+            {"timeUnixNano": "1700000000000000000", "asDouble": 1.5}],
+            "aggregationTemporality": "AGGREGATION_TEMPORALITY_CUMULATIVE"}}]}]}]}
+    path = _write(tmp_path / "app.jsonl", [line])
+    out = subprocess.run([sys.executable, "-m", "stormotel", "analyze", str(path)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 3
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no GPU memory series" in lines[0]
+    assert "process.cpu.time" in lines[0] and "Traceback" not in out.stderr
