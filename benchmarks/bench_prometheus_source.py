@@ -28,6 +28,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analyzers.analyze import analyze
+from analyzers.http import HttpSettings
 from analyzers.sinks import remote_write
 from analyzers.sources.prometheus import QueryWindow, load_prometheus
 from stormotel import schema
@@ -64,14 +65,19 @@ def main() -> int:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     rows = []
-    print("| ranks | samples | queries | step | load (median) | samples/s | analyze | max RSS |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| ranks | samples | queries | step | load (median) | samples/s | analyze | max RSS "
+          "| load, gzip on loopback |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for ranks in (int(x) for x in args.ranks.split(",")):
         with tempfile.TemporaryDirectory() as d, servers.prometheus(Path(d) / "prom") as prom:
             start_ns, end_ns = plant(prom.url, "bench", ranks, args.minutes, args.interval_ms)
             window = QueryWindow("bench", start_ns - 10**9, end_ns + 10**9)
-            times = []
-            for _ in range(args.repeats):
+            times, gzip_times = [], []
+            for _ in range(args.repeats):  # alternate, so machine noise hits both alike
+                t0 = time.perf_counter()
+                load_prometheus([prom.url], window,
+                                settings=HttpSettings(identity_on_loopback=False))
+                gzip_times.append(time.perf_counter() - t0)
                 t0 = time.perf_counter()
                 timeline, outcome = load_prometheus([prom.url], window)
                 times.append(time.perf_counter() - t0)
@@ -84,10 +90,12 @@ def main() -> int:
         row = {"ranks": ranks, "samples": samples, "queries": outcome.queries,
                "step_s": outcome.step_s, "load_s": round(load, 3),
                "samples_per_s": round(samples / load), "analyze_s": round(t_an, 3),
-               "max_rss_mib": round(rss)}
+               "max_rss_mib": round(rss),
+               "load_gzip_s": round(statistics.median(gzip_times), 3)}
         rows.append(row)
         print(f"| {ranks} | {samples:,} | {outcome.queries} | {outcome.step_s:g} s | "
-              f"{load:.2f} s | {samples / load:,.0f} | {t_an:.2f} s | {rss:.0f} MiB |",
+              f"{load:.2f} s | {samples / load:,.0f} | {t_an:.2f} s | {rss:.0f} MiB | "
+              f"{row['load_gzip_s']:.2f} s |",
               flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))

@@ -13,6 +13,7 @@ peak RSS is the whole process. Results are recorded in docs/benchmarks.md ("Stuc
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import pickle
 import resource
@@ -20,10 +21,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analyzers.stalls import analyze_dumps, load_dump_dir
+from analyzers.stalls import analyze_dumps, fr_loader, load_dump_dir
 from analyzers.stalls.log_analysis import analyze_logs
 from analyzers.stalls.logs_parser import parse_logs
 
@@ -55,6 +57,10 @@ def bench_fr(ranks: int, entries: int, form: str) -> dict[str, object]:
             else:
                 (folder / f"nccl_trace_rank_{r}").write_bytes(pickle.dumps(dump))
         size = sum(p.stat().st_size for p in folder.iterdir())
+        with mock.patch.object(fr_loader, "gc_paused", contextlib.nullcontext):
+            t0 = time.perf_counter()
+            load_dump_dir(folder)  # the previous implementation: GC running during the parse
+            load_gc_on = time.perf_counter() - t0
         t0 = time.perf_counter()
         ds = load_dump_dir(folder)
         t1 = time.perf_counter()
@@ -63,6 +69,7 @@ def bench_fr(ranks: int, entries: int, form: str) -> dict[str, object]:
     culprit = [(f.kind, f.ranks) for f in result.findings][:1]
     return {"bench": "fr", "form": form, "ranks": ranks, "entries_per_rank": entries,
             "input_mb": round(size / 1e6, 1), "load_s": round(t1 - t0, 3),
+            "load_gc_running_s": round(load_gc_on, 3),
             "analyze_s": round(t2 - t1, 3), "finding": culprit,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}
 

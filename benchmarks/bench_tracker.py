@@ -103,6 +103,40 @@ def _slow_sampler_steps(n: int, workdir: Path) -> dict[str, float]:
         tracker.stop_tracking()
 
 
+def archive_cpu_per_sample(n: int, workdir: Path) -> dict[str, Any]:
+    """Process CPU (every thread) per archived sample, both formats side by side in one run.
+
+    The sampling thread's tick and the compact writer's batches are driven by hand at the 10 Hz
+    cadence (a line every 10 samples = 1 s, the SDK context every 100 = 10 s), so the figure
+    covers all the work a sample causes, wherever it runs.
+    """
+    import zstandard
+
+    out: dict[str, Any] = {}
+    for fmt in ("lines", "compact"):
+        tracker = MemoryTracker(sampler="simulated", sampling_interval=3600, job_id=f"cpu-{fmt}",
+                                env={}, archive_dir=workdir / "cpu", archive_format=fmt)
+        tracker.start_tracking()
+        dest = tracker.telemetry.destinations[0] if tracker.telemetry else None
+        writer = getattr(dest, "archive", None)
+        c0 = time.process_time()
+        for i in range(1, n + 1):
+            tracker._tick()
+            if writer is not None and i % 10 == 0:
+                writer.flush(context=i % 100 == 0)
+        cpu_us = (time.process_time() - c0) / n * 1e6
+        tracker.stop_tracking()
+        files = sorted((workdir / "cpu" / f"cpu-{fmt}").glob("rank-0*metrics*"))
+        size = sum(f.stat().st_size for f in files)
+        raw = sum(len(zstandard.ZstdDecompressor().decompressobj().decompress(f.read_bytes()))
+                  if f.name.endswith(".zst") else f.stat().st_size for f in files)
+        samples = tracker.stats["samples"]
+        out[fmt] = {"cpu_us_per_sample": cpu_us, "bytes_per_sample": size / samples,
+                    "raw_bytes_per_sample": raw / samples,
+                    "mb_per_rank_hour_10hz": size / samples * 36_000 / 1e6}
+    return out
+
+
 def _train(steps: int, tracker: MemoryTracker | None, width: int) -> tuple[float, float]:
     """(wall seconds per step, process CPU seconds per step — all threads, tracker's included)."""
     import torch
@@ -131,6 +165,7 @@ def _train(steps: int, tracker: MemoryTracker | None, width: int) -> tuple[float
 
 DESTINATIONS: dict[str, dict[str, Any]] = {
     "archive (OTLP JSON line per sample)": {"archive_dir": "ovh"},
+    "compact archive (batched, zstd)": {"archive_dir": "ovh", "archive_format": "compact"},
     "prometheus endpoint only": {"prometheus_port": 0, "prometheus_addr": "127.0.0.1"},
 }
 
@@ -147,10 +182,10 @@ def training_overhead(steps: int, repeats: int, workdir: Path, width: int) -> di
     runs: dict[str, list[tuple[float, float]]] = {"untracked": []}
     for r in range(repeats):
         runs["untracked"].append(_train(steps, None, width))
-        for name, kwargs in DESTINATIONS.items():
+        for i, (name, kwargs) in enumerate(DESTINATIONS.items()):
             kw = {k: workdir / v if k == "archive_dir" else v for k, v in kwargs.items()}
             tracker = MemoryTracker(sampler="simulated", sampling_interval=0.1,
-                                    job_id=f"ovh{r}", env={}, **kw)
+                                    job_id=f"ovh{r}-{i}", env={}, **kw)
             with tracker:
                 runs.setdefault(name, []).append(_train(steps, tracker, width))
     med = {name: (statistics.median(x[0] for x in rs), statistics.median(x[1] for x in rs))
@@ -179,7 +214,8 @@ def main() -> None:
     args = p.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     with tempfile.TemporaryDirectory() as tmp:
-        result = {"samplers": sampler_costs(args.samples),
+        result = {"archive_cpu": archive_cpu_per_sample(args.samples, Path(tmp)),
+                  "samplers": sampler_costs(args.samples),
                   "ticks": tick_costs(args.samples, Path(tmp)),
                   "training": training_overhead(args.steps, args.repeats, Path(tmp),
                                                 args.width),
@@ -193,6 +229,11 @@ def main() -> None:
                          if "archive_bytes_per_line" in row else "")
                 print(f"{name:<50} median {row['median_us']:8.1f} us  p99 "
                       f"{row['p99_us']:8.1f} us{extra}")
+    for fmt, row in result["archive_cpu"].items():
+        print(f"archive format {fmt:<8} CPU {row['cpu_us_per_sample']:8.1f} us/sample (all "
+              f"threads)  {row['bytes_per_sample']:7.0f} B/sample on disk "
+              f"({row['raw_bytes_per_sample']:.0f} raw)  {row['mb_per_rank_hour_10hz']:.1f} MB "
+              "per rank-hour at 10 Hz")
     tr = result["training"]
     print(f"training step (width {tr['width']}, 1 thread): untracked {tr['step_ms_untracked']:.2f}"
           f" ms wall, {tr['cpu_ms_per_step_untracked']:.2f} ms CPU; load average "

@@ -360,3 +360,9 @@ STORMLOG_SCHEMA_VERSION = 4
 # Bucket bounds (seconds) of the sample-duration histogram: 0.1 ms (cuda) .. 1 s (a stuck driver).
 SAMPLE_DURATION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                            0.1, 0.25, 0.5, 1.0)
+# --- compact archive: many samples per OTLP line, zstd, rotated (stormotel/archive_writer.py) ---
+ARCHIVE_FORMAT_LINES = "lines"  # one SDK-encoded request per sample, plain JSON lines
+ARCHIVE_FORMAT_COMPACT = "compact"  # one request per batch, every sample, zstd, rotated
+ARCHIVE_FORMATS: tuple[str, ...] = (ARCHIVE_FORMAT_LINES, ARCHIVE_FORMAT_COMPACT)
+ENV_ARCHIVE_FORMAT = "STORMOTEL_ARCHIVE_FORMAT"
+REASON_ARCHIVE_QUEUE_FULL = "archive_queue_full"  # the archive writer fell behind

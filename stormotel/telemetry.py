@@ -254,6 +254,10 @@ class ExportConfig:
     #: Archive one line every this many samples (1 = full resolution). Lines in between are not
     #: lost information for spikes: the archive's own peak-since-last-export window covers them.
     archive_every: int = 1
+    #: ``lines`` (one SDK-encoded request per sample) or ``compact`` (stormotel.archive_writer:
+    #: every sample, one request per batch, zstd, rotated); ``compact_limits`` tunes the latter.
+    archive_format: str = schema.ARCHIVE_FORMAT_LINES
+    compact_limits: Any = None
 
     def signal_enabled(self, signal: str, env: Mapping[str, str]) -> bool:
         """OTLP for ``signal`` ("metrics"/"traces"): an endpoint for it (the argument, the
@@ -378,6 +382,7 @@ class Destination:
     on_sample: bool = False  # archive: export driven by samples, not by a timer
     every: int = 1  # ... one export every this many samples
     pending: int = 0  # samples since the last export
+    archive: Any = None  # CompactArchiveWriter: samples go to its queue, not to reader.collect
 
 
 def _otlp_metric_exporter(cfg: ExportConfig, env: Mapping[str, str],
@@ -443,7 +448,7 @@ class Telemetry:
         warned: set[str] = set()  # one warning per destination, metrics and spans together
 
         def add(name: str, reader: MetricReader, on_sample: bool = False, every: int = 1
-                ) -> None:
+                ) -> Destination:
             window = PeakWindow()
             state.windows.append(window)
             provider = MeterProvider(resource=resource, metric_readers=[reader],
@@ -452,8 +457,11 @@ class Telemetry:
             _register_instruments(provider, state, window, attrs)
             self.destinations.append(Destination(name, provider, reader, window, on_sample,
                                                  every))
+            return self.destinations[-1]
 
-        if cfg.archive_dir is not None:
+        if cfg.archive_dir is not None and cfg.archive_format == schema.ARCHIVE_FORMAT_COMPACT:
+            self._add_compact_archive(resource, attrs, cfg, job_id, rank, add, warned)
+        elif cfg.archive_dir is not None:
             from opentelemetry.exporter.otlp.json.file import FileMetricExporter, FileSpanExporter
 
             metrics_path, traces_path = archive_paths(cfg.archive_dir, job_id, rank)
@@ -501,6 +509,36 @@ class Telemetry:
             for level in LEVELS.values():
                 state.crossings.setdefault(level, 0)
 
+    def _add_compact_archive(self, resource: Resource, attrs: Mapping[str, str],
+                             cfg: ExportConfig, job_id: str, rank: int,
+                             add: Callable[..., Destination], warned: set[str]) -> None:
+        """Metrics through :class:`CompactArchiveWriter` (its SDK reader only collects the
+        non-per-sample instruments, every few seconds); spans through the official file
+        exporter as in the ``lines`` format."""
+        from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+        from stormotel.archive_writer import CompactArchiveWriter
+
+        metrics_path, traces_path = archive_paths(cfg.archive_dir or ".", job_id, rank)
+        t_stream = ArchiveStream(traces_path)
+        self._streams.append(t_stream)
+        reader = InMemoryMetricReader()
+        dest = add(schema.DEST_ARCHIVE, reader, on_sample=True)
+        state = self.state
+        dest.archive = CompactArchiveWriter(
+            metrics_path.parent, rank, dict(resource.attributes), attrs,
+            collect=reader.get_metrics_data,
+            on_failure=lambda reason: state.count_export_failure(schema.DEST_ARCHIVE, reason),
+            on_drop=state.count_drop, limits=cfg.compact_limits)
+        self.archive_files = (dest.archive.current_file, traces_path)
+        fail = state.count_export_failure
+        self.tracer_provider.add_span_processor(BatchSpanProcessor(
+            GuardedSpanExporter(schema.DEST_ARCHIVE,
+                                lambda: FileSpanExporter(stream=t_stream.open()), fail,
+                                warned=warned),
+            schedule_delay_millis=1000))
+
     def _start_prometheus(self, cfg: ExportConfig,
                           add: Callable[[str, MetricReader], None]) -> None:
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
@@ -531,7 +569,10 @@ class Telemetry:
     def after_sample(self) -> None:
         """Export the sample-driven destinations (the archive) every ``every``-th sample."""
         for dest in self.destinations:
-            if dest.on_sample:
+            if dest.archive is not None:
+                state = self.state
+                dest.archive.put(state.latest, state.step, state.sample_duration_s)
+            elif dest.on_sample:
                 dest.pending += 1
                 if dest.pending >= dest.every:
                     self._collect(dest)
@@ -550,7 +591,9 @@ class Telemetry:
             log.debug("stormotel: span flush failed: %s", e)
         for dest in self.destinations:
             try:
-                if dest.on_sample:
+                if dest.archive is not None:
+                    dest.archive.flush()
+                elif dest.on_sample:
                     self._collect(dest, timeout_millis)
                 else:
                     dest.provider.force_flush(timeout_millis)
@@ -583,6 +626,8 @@ class Telemetry:
             except Exception as e:
                 log.debug("stormotel: tracer shutdown failed: %s", e)
             for dest in self.destinations:
+                if dest.archive is not None:
+                    dest.archive.close()
                 if dest.on_sample and dest.pending:  # samples since the last line: write it
                     self._collect(dest, timeout_millis)
                 try:

@@ -96,6 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write an archive line every SECONDS instead of every sample (for long "
                         "jobs); each line carries the latest values and the peak since the "
                         "previous line, so spikes in between are kept (default: every sample)")
+    d.add_argument("--archive-format", choices=schema.ARCHIVE_FORMATS, default=None,
+                   help="lines: one SDK request per sample, plain JSON lines; compact: every "
+                        "sample, one request per batch (--archive-interval, default 1 s), zstd, "
+                        "rotated: DIR/<job_id>/rank-<R>.NNNNN.metrics.jsonl.zst (default: "
+                        f"${schema.ENV_ARCHIVE_FORMAT}, else lines)")
     d.add_argument("--otlp-endpoint", default=None, metavar="URL",
                    help="send OTLP to a collector, e.g. http://localhost:4318 (http; a base "
                         "URL, /v1/metrics and /v1/traces are appended) or http://localhost:4317 "
@@ -153,7 +158,7 @@ def main(argv: list[str]) -> int:
             world_size=args.world_size, archive_dir=args.archive,
             otlp_endpoint=args.otlp_endpoint, otlp_protocol=args.otlp_protocol,
             otlp_interval=args.otlp_interval, prometheus_port=args.prometheus_port,
-            archive_interval=args.archive_interval,
+            archive_interval=args.archive_interval, archive_format=args.archive_format,
             prometheus_addr=args.prometheus_addr, estimate_bytes=estimate,
             thresholds={schema.THRESHOLD_WARNING: args.warning_percent,
                         schema.THRESHOLD_CRITICAL: args.critical_percent},

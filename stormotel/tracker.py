@@ -152,7 +152,9 @@ class MemoryTracker:
     ``otlp_endpoint``/``otlp_protocol`` (or the standard ``OTEL_*`` variables) and
     ``prometheus_port``; with none of them the archive goes to ``./stormotel-archive``.
     ``archive_interval`` (seconds) thins the archive to one line per interval for long jobs; each
-    line keeps the peak since the previous one.
+    line keeps the peak since the previous one. ``archive_format="compact"`` (or
+    ``STORMOTEL_ARCHIVE_FORMAT=compact``) keeps every sample instead, many per line, zstd and
+    rotated (:mod:`stormotel.archive_writer`); there ``archive_interval`` is the batch length.
     """
 
     def __init__(self, device: Any = None, sampler: str | Sampler = "cuda",
@@ -160,7 +162,7 @@ class MemoryTracker:
                  rank: int | None = None, local_rank: int | None = None,
                  world_size: int | None = None, host: str | None = None,
                  archive_dir: str | os.PathLike[str] | None = None,
-                 archive_interval: float | None = None,
+                 archive_interval: float | None = None, archive_format: str | None = None,
                  otlp_endpoint: str | None = None, otlp_protocol: str | None = None,
                  otlp_interval: float | None = None, otlp_timeout: float | None = None,
                  prometheus_port: int | None = None,
@@ -203,8 +205,19 @@ class MemoryTracker:
                              "of seconds")
         archive_every = 1 if archive_interval is None else \
             max(1, round(archive_interval / self.sampling_interval))
+        fmt = archive_format or env.get(schema.ENV_ARCHIVE_FORMAT) or schema.ARCHIVE_FORMAT_LINES
+        if fmt not in schema.ARCHIVE_FORMATS:
+            raise ValueError(f"archive_format={fmt!r} must be one of "
+                             f"{', '.join(schema.ARCHIVE_FORMATS)}")
+        compact_limits = None
+        if fmt == schema.ARCHIVE_FORMAT_COMPACT:  # every sample is kept; the interval batches
+            from stormotel.archive_writer import ArchiveLimits
+
+            archive_every = 1
+            compact_limits = ArchiveLimits(batch_s=archive_interval or 1.0)
         self.export_config = ExportConfig(archive_dir=archive_dir, otlp_endpoint=otlp_endpoint,
-                                          archive_every=archive_every,
+                                          archive_every=archive_every, archive_format=fmt,
+                                          compact_limits=compact_limits,
                                           otlp_protocol=otlp_protocol,
                                           otlp_interval_s=otlp_interval,
                                           otlp_timeout_s=otlp_timeout,

@@ -20,7 +20,7 @@ import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
-from analyzers.sources import stormlog
+from analyzers.sources import stormlog, stormlog_fast
 from analyzers.sources.base import LoadContext, ProgressFn, SourceError
 from analyzers.sources.jsonio import JSONDecodeError, loads
 from analyzers.sources.otlp_archive import OtlpFileReader, looks_like_otlp_json
@@ -82,7 +82,7 @@ def expand_paths(paths: Iterable[str]) -> list[tuple[Path, bool]]:
     return out
 
 
-def _read_bytes(path: Path) -> bytes:
+def _read_bytes(path: Path, ctx: LoadContext | None = None) -> bytes:
     name = path.name.lower()
     try:
         raw = path.read_bytes()
@@ -94,7 +94,13 @@ def _read_bytes(path: Path) -> bytes:
         if name.endswith((".zst", ".zstd")):
             import zstandard
 
-            return zstandard.ZstdDecompressor().decompressobj().decompress(raw)
+            z = zstandard.ZstdDecompressor().decompressobj()
+            out = z.decompress(raw)
+            if not z.eof and ctx is not None:  # a writer killed before it ended the frame
+                ctx.note(f"{path}: the zstd stream stops mid-frame (its writer did not close it, "
+                         f"e.g. killed); read up to its last complete block, "
+                         f"{len(out):,} bytes — at most the batch being written is missing")
+            return out
     except (OSError, EOFError, zlib.error) as exc:
         raise SourceError(f"{path}: not valid gzip ({exc})") from exc
     except Exception as exc:  # zstandard.ZstdError has no stable import path across versions
@@ -136,7 +142,7 @@ def load_file(path: Path, ctx: LoadContext, *, explicit: bool) -> int:
 
 
 def _load_file(path: Path, ctx: LoadContext, *, explicit: bool) -> int:
-    data = _read_bytes(path)
+    data = _read_bytes(path, ctx)
     where = str(path)
     inner = _inner_name(path)
     if not data.strip():
@@ -148,7 +154,7 @@ def _load_file(path: Path, ctx: LoadContext, *, explicit: bool) -> int:
         return reader.flush()
     head = _first_line(data)
     if head[:1] in (b"{", b"["):
-        if looks_like_otlp_json(head):
+        if looks_like_otlp_json(head if len(head) > 1 else data[:4096]):  # or pretty-printed
             reader = OtlpFileReader(ctx, where)
             reader.read_json_lines(data)
             return reader.flush()
@@ -164,6 +170,9 @@ def _load_file(path: Path, ctx: LoadContext, *, explicit: bool) -> int:
 
 
 def _stormlog_json_records(data: bytes, where: str, ctx: LoadContext) -> list | None:
+    events = stormlog_fast.decode_events(data)  # typed: only the used keys, no dicts
+    if events is not None:
+        return events
     try:
         obj = loads(data)
     except JSONDecodeError as exc:
@@ -254,6 +263,8 @@ def load_paths(paths: Iterable[str], *, progress: ProgressFn | None = None,
     timeline = ctx.builder.build(job_id=job_id)
     if timeline.total_samples() == 0:
         reasons = ", ".join(f"{k}={v}" for k, v in sorted(timeline.skipped.items())) or "none"
+        found = next((n for n in timeline.notes if "no GPU memory series" in n), None)
         raise SourceError(f"no telemetry samples readable from {len(files)} file(s) "
-                          f"(skipped: {reasons}); first: {files[0][0]}", no_telemetry=True)
+                          f"(skipped: {reasons}); first: {files[0][0]}"
+                          + (f" — {found}" if found else ""), no_telemetry=True)
     return timeline

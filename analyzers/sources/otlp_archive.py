@@ -49,9 +49,12 @@ _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
 
 def looks_like_otlp_json(first_line: bytes) -> bool:
+    """A request's keys near the start, or a bare ResourceMetrics/ResourceSpans line."""
     head = first_line[:200]
     return any(k in head for k in (b'"resourceMetrics"', b'"resourceSpans"', b'"resource_metrics"',
-                                   b'"resource_spans"'))
+                                   b'"resource_spans"')) or \
+        (first_line.lstrip()[:1] == b"{" and b'"resource"' in first_line and
+         any(k in first_line for k in (b'"scopeMetrics"', b'"scopeSpans"')))
 
 
 def _get(d: Mapping[str, Any], camel: str, snake: str, default: Any = None) -> Any:
@@ -148,6 +151,14 @@ class OtlpFileReader:
 
     # --- framing ----------------------------------------------------------------------------
     def read_json_lines(self, data: bytes) -> None:
+        """Typed decoding (:mod:`analyzers.sources.otlp_fast`); odd lines fall back to
+        :meth:`read_json_lines_generic`'s walker there."""
+        from analyzers.sources.otlp_fast import read_json
+
+        read_json(self, data)
+
+    def read_json_lines_generic(self, data: bytes) -> None:
+        """The dict walker over every line (the previous implementation, kept as reference)."""
         lines = data.split(b"\n")
         last = len(lines)
         for lineno, line in enumerate(lines, start=1):

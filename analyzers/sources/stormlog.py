@@ -17,15 +17,17 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Mapping, Sequence
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
 
+from analyzers.gcpause import gc_paused
 from analyzers.sources.base import LoadContext, SourceError
 from analyzers.sources.columns import bytes_column, time_column
 from analyzers.sources.jsonio import JSONDecodeError, loads
 from analyzers.sources.markers import KIND_CONTEXT, MarkerAccumulator, is_collective
+from analyzers.sources.stormlog_fast import UNSET, Event
 from analyzers.timeline import RankIdentity
 
 MIB = 1024 * 1024
@@ -123,14 +125,20 @@ class _ColumnReader:
     def __init__(self, records: Sequence[Mapping[str, Any]]) -> None:
         self.records = records
         self.core: dict[str, Sequence[Any]] = {}
-        for keys in (FULL_KEYS, CORE_KEYS):
-            try:
-                rows = list(map(itemgetter(*keys), records))
-            except (KeyError, TypeError):
-                continue
-            if rows:
-                self.core = dict(zip(keys, zip(*rows, strict=True), strict=True))
-            return
+        typed = bool(records) and type(records[0]) is Event  # stormlog_fast structs
+        with gc_paused():  # a tuple per record: nothing for the collector to find
+            for keys in (FULL_KEYS, CORE_KEYS):
+                try:
+                    rows = list(map((attrgetter if typed else itemgetter)(*keys), records))
+                except (KeyError, TypeError, AttributeError):
+                    continue
+                columns = list(zip(*rows, strict=True))
+                del rows
+                if typed and any(UNSET in column for column in columns):
+                    continue  # a key some event lacks: per-column reads with legacy fallbacks
+                if columns:
+                    self.core = dict(zip(keys, columns, strict=True))
+                return
 
     def __call__(self, *keys: str) -> Sequence[Any]:
         col = self.core.get(keys[0])
@@ -146,9 +154,9 @@ def load_records(records: list[Any], path: str, ctx: LoadContext) -> int:
     """Validate Stormlog records column-wise and add them to the builder; returns samples."""
     supported = {*SUPPORTED_SCHEMAS, *(str(v) for v in SUPPORTED_SCHEMAS)}
     good: list[Mapping[str, Any]] = records
-    col = _ColumnReader(records) if set(map(type, records)) == {dict} else None
+    col = _ColumnReader(records) if set(map(type, records)) in ({dict}, {Event}) else None
     versions = col("schema_version") if col is not None and "schema_version" in col.core \
-        else [r.get("schema_version", 2) if type(r) is dict else None for r in records]
+        else [r.get("schema_version", 2) if type(r) in (dict, Event) else None for r in records]
     if not set(versions) <= supported:  # rare: find out what was wrong, record by record
         col = None
         good = []

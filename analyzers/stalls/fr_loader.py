@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from analyzers.gcpause import gc_paused
 from analyzers.stalls.fr_types import DumpSet, FrEntry, PgStatus, RankDump
 from analyzers.stalls.safe_unpickle import MAX_DUMP_BYTES, loads_plain
 
@@ -52,8 +53,9 @@ def load_dump_file(path: Path, rank: int | None = None) -> RankDump:
         data = path.read_bytes()
     except OSError as exc:
         raise DumpError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-    raw, form = _decode(path, data)
-    return _normalise(path, rank, raw, form)
+    with gc_paused():  # hundreds of thousands of entries, all kept: nothing for GC to find
+        raw, form = _decode(path, data)
+        return _normalise(path, rank, raw, form)
 
 
 def load_dump_dir(path: Path, *, world_size: int | None = None) -> DumpSet:

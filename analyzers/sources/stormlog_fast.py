@@ -1,0 +1,118 @@
+"""Typed decoding of Stormlog JSON exports: only the fields the reader uses, no per-event dicts.
+
+A real stormlog 0.4.x event is ~1.9 KB, three quarters of it a nested ``metadata`` object
+(collector health, capabilities) that the analyzer never reads; ``orjson`` builds every one of
+those dicts and lists. msgspec decodes each event into a ``gc=False`` struct that declares only
+the used keys (the v2-v4 counters, identity, context, and the few ``metadata`` keys legacy
+exports keep identity in) and skips the rest in C, with the garbage collector paused.
+
+The structs answer ``get``/``in``/``[]`` like the dicts they replace, so
+:func:`analyzers.sources.stormlog.load_records` validates them unchanged; its column reader pulls
+whole columns with ``attrgetter``. A key the export lacks is :data:`msgspec.UNSET` (missing, as
+opposed to ``null``), which keeps the legacy fallbacks exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from analyzers.gcpause import gc_paused
+
+__all__ = ["UNSET", "Event", "decode_events"]
+
+
+class _Lookup:
+    """Read-only mapping access over a struct's fields (UNSET = key absent)."""
+
+    __slots__ = ()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        v = getattr(self, key, UNSET)
+        return default if v is UNSET else v
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and getattr(self, key, UNSET) is not UNSET
+
+    def __getitem__(self, key: str) -> Any:
+        v = getattr(self, key, UNSET)
+        if v is UNSET:
+            raise KeyError(key)
+        return v
+
+
+class Meta(_Lookup, msgspec.Struct, gc=False):
+    rank: Any | UnsetType = UNSET
+    total_memory: Any | UnsetType = UNSET
+    device_total: Any | UnsetType = UNSET
+    host: Any | UnsetType = UNSET
+    job_id: Any | UnsetType = UNSET
+    session_id: Any | UnsetType = UNSET
+
+
+class Event(_Lookup, msgspec.Struct, gc=False):
+    """The keys ``stormlog.load_records`` reads (current names, then legacy ones)."""
+
+    schema_version: Any | UnsetType = UNSET
+    timestamp_ns: Any | UnsetType = UNSET
+    allocator_allocated_bytes: Any | UnsetType = UNSET
+    allocator_reserved_bytes: Any | UnsetType = UNSET
+    allocator_active_bytes: Any | UnsetType = UNSET
+    allocator_inactive_bytes: Any | UnsetType = UNSET
+    device_used_bytes: Any | UnsetType = UNSET
+    device_total_bytes: Any | UnsetType = UNSET
+    device_free_bytes: Any | UnsetType = UNSET
+    context: Any | UnsetType = UNSET
+    rank: Any | UnsetType = UNSET
+    session_id: Any | UnsetType = UNSET
+    job_id: Any | UnsetType = UNSET
+    local_rank: Any | UnsetType = UNSET
+    world_size: Any | UnsetType = UNSET
+    host: Any | UnsetType = UNSET
+    device_id: Any | UnsetType = UNSET
+    metadata: Meta | UnsetType | None = UNSET
+    # legacy (pre-v2) names Stormlog itself still converts
+    timestamp: Any | UnsetType = UNSET
+    memory_allocated: Any | UnsetType = UNSET
+    memory_reserved: Any | UnsetType = UNSET
+    memory_mb: Any | UnsetType = UNSET
+    total_memory: Any | UnsetType = UNSET
+    device_total: Any | UnsetType = UNSET
+    total_bytes: Any | UnsetType = UNSET
+    message: Any | UnsetType = UNSET
+    type: Any | UnsetType = UNSET
+    event_type: Any | UnsetType = UNSET
+
+
+Mapping.register(Meta)  # so ``isinstance(m, Mapping)`` checks accept them
+Mapping.register(Event)
+
+
+class _Wrapper(msgspec.Struct, gc=False):
+    events: list[Event] | UnsetType = UNSET
+    telemetry_events: list[Event] | UnsetType = UNSET
+
+
+_decoder = msgspec.json.Decoder(list[Event] | _Wrapper)
+
+
+def decode_events(data: bytes) -> list[Event] | None:
+    """The events of a JSON export (a list, or an ``events``/``telemetry_events`` wrapper);
+    ``None`` when the document is not that shape (the generic path then decides)."""
+    with gc_paused():
+        try:
+            obj = _decoder.decode(data)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            return None
+    if isinstance(obj, list):
+        stormlog_like = bool(obj) and (obj[0].schema_version is not UNSET or
+                                       obj[0].timestamp_ns is not UNSET)
+        return obj if stormlog_like else None
+    for events in (obj.events, obj.telemetry_events):
+        if isinstance(events, list):
+            return events
+    return None
+
