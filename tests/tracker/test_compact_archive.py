@@ -169,7 +169,7 @@ def test_unwritable_archive_is_counted_never_raised(make_tracker: Callable[..., 
     stats = tracker.stats
     assert stats["samples"] >= 10
     failures = stats["export_failures"]
-    assert failures.get((schema.DEST_ARCHIVE, "enotdir"), 0) >= 2, failures
+    assert failures.get(f"{schema.DEST_ARCHIVE}/enotdir", 0) >= 2, failures
 
 
 def test_track_cli_compact_archive_then_analyze(tmp_path: Path) -> None:
