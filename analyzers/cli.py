@@ -18,13 +18,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from analyzers.algorithms.settings import SENSITIVITIES, SettingsError, parse_overrides
-from analyzers.align import AlignmentError
-from analyzers.rankspec import RankSpecError, parse_rank_spec
+from analyzers.algorithms.settings import SENSITIVITIES, parse_overrides
+from analyzers.rankspec import parse_rank_spec
 from analyzers.report import Report
 from analyzers.sources.base import ProgressFn
 from analyzers.timeline import ALIGN_WALL, ALIGNMENTS, Timeline
-from stormotel import exitcodes
+from stormotel import errors, exitcodes
+from stormotel.textsafe import one_line
 
 PROG = "stormotel analyze"
 
@@ -39,7 +39,7 @@ examples:
 """
 
 
-class UsageError(Exception):
+class UsageError(errors.UsageError):
     """A bad flag value; printed as one line, exit USAGE."""
 
 
@@ -169,8 +169,7 @@ def _tsdb_analysis(args: argparse.Namespace) -> Callable[[Timeline], Report]:
 
 def main(argv: list[str] | None = None) -> int:
     from analyzers import job
-    from analyzers.sources import SourceError
-    from analyzers.stalls.cli_support import StallInputError, analyze_with_stalls, wants_stalls
+    from analyzers.stalls.cli_support import analyze_with_stalls, wants_stalls
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -184,9 +183,8 @@ def main(argv: list[str] | None = None) -> int:
             _validate(args)
             analyze_fn = _tsdb_analysis(args)
             return job.run_job(args, analyze_fn, emit_report=lambda r: write_outputs(r, args))
-        except (UsageError, RankSpecError, SettingsError, AlignmentError,
-                StallInputError) as exc:
-            parser.exit(exitcodes.USAGE, f"{PROG}: error: {exc}\n")
+        except errors.StormotelError as exc:
+            parser.exit(errors.exit_code_of(exc), f"{PROG}: error: {one_line(exc)}\n")
     try:
         _validate(args)
         if wants_stalls(args):  # Flight Recorder dumps / worker logs, telemetry optional
@@ -195,15 +193,13 @@ def main(argv: list[str] | None = None) -> int:
         else:
             timeline = load_timeline(args)
             report = run_analysis(timeline, args)
-    except (UsageError, RankSpecError, SettingsError, AlignmentError, StallInputError) as exc:
-        parser.exit(exitcodes.USAGE, f"{PROG}: error: {exc}\n")
-    except SourceError as exc:
-        code = exitcodes.SOURCE_FAILURE if exc.no_telemetry else exitcodes.USAGE
-        parser.exit(code, f"{PROG}: error: {exc}\n")
+    except errors.StormotelError as exc:
+        parser.exit(errors.exit_code_of(exc), f"{PROG}: error: {one_line(exc)}\n")
     try:
         write_outputs(report, args)
     except OSError as exc:
-        parser.exit(exitcodes.SINK_FAILURE, f"{PROG}: error: cannot write output: {exc}\n")
+        parser.exit(exitcodes.SINK_FAILURE,
+                    f"{PROG}: error: cannot write output: {one_line(exc)}\n")
     if job.wants_sinks(args) and job.write_sinks(report, timeline, args).failed:
         return exitcodes.SINK_FAILURE
     return exitcodes.FINDINGS if report.has_findings() else exitcodes.OK

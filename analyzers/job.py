@@ -42,6 +42,7 @@ from analyzers.sources.dcgm import DcgmOptions, GpuRankMap, MapError, load_dcgm
 from analyzers.sources.prometheus import LoadOutcome, QueryWindow, SourceFailure, load_prometheus
 from analyzers.timeline import Timeline
 from stormotel import exitcodes
+from stormotel.errors import UsageError
 
 STATE_SCHEMA = "stormotel.analyzer-state/v1"
 SUMMARY_PREFIX = "stormotel-analyze"
@@ -226,7 +227,7 @@ def _iso(ns: int) -> str:
     return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class StateError(Exception):
+class StateError(UsageError):
     pass
 
 

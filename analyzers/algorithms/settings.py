@@ -10,12 +10,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+from stormotel.errors import UsageError
+
 MIB = 1024 * 1024
 GIB = 1024 * MIB
 SENSITIVITIES = ("low", "medium", "high")
 
 
-class SettingsError(ValueError):
+class SettingsError(UsageError, ValueError):
     """Unknown preset or threshold name, or a value of the wrong kind."""
 
 

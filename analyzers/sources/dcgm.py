@@ -38,6 +38,7 @@ from analyzers.sources.prometheus import (
 from analyzers.sources.prometheus import _fmt_step as fmt_step
 from analyzers.timeline import RankIdentity, RankSeries, Timeline, TimelineBuilder
 from stormotel import schema
+from stormotel.errors import UsageError
 
 #: dcgm metric → Timeline field it feeds (device_total is derived: used + free + reserved).
 DCGM_FIELDS = {schema.DCGM_FB_USED: "device_used", schema.DCGM_FB_FREE: "device_free",
@@ -59,7 +60,7 @@ SKIPPED_ANALYSES = {
 _TRAILING_INT = re.compile(r"(\d+)$")
 
 
-class MapError(Exception):
+class MapError(UsageError):
     """A mapping-file problem; the message names file, line and what was wrong."""
 
 

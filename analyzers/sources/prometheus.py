@@ -32,6 +32,7 @@ from analyzers.rankspec import format_rank_list
 from analyzers.sources.markers import KIND_OOM, KIND_STEP, MarkerAccumulator
 from analyzers.timeline import Markers, RankIdentity, Timeline, TimelineBuilder
 from stormotel import schema
+from stormotel.errors import SourceFailureError
 
 #: Prometheus refuses query_range answers over 11,000 points per series; stay below it.
 MAX_POINTS_PER_QUERY = 10_000
@@ -49,7 +50,7 @@ MIN_STEP_S = 1.0
 _POINTS_ERROR = re.compile(r"points|resolution", re.IGNORECASE)
 
 
-class SourceFailure(Exception):
+class SourceFailure(SourceFailureError):
     """No endpoint gave any data. The message says, per endpoint, why."""
 
 

@@ -18,11 +18,12 @@ from typing import Any
 
 from analyzers.report import Report, StallFinding
 from analyzers.timeline import Markers, Timeline, TimelineBuilder, concat_markers
+from stormotel.errors import UsageError
 
 ProgressFn = Callable[[str], None]
 
 
-class StallInputError(ValueError):
+class StallInputError(UsageError, ValueError):
     """Unreadable stall evidence (bad dump, binary log, ...): one line, exit USAGE."""
 
 
