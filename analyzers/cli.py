@@ -106,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _progress(args: argparse.Namespace) -> ProgressFn | None:
     if args.quiet:
         return None
-    return lambda msg: print(f"{PROG}: {msg}", file=sys.stderr, flush=True)
+    return lambda msg: print(f"{PROG}: {one_line(msg, 2000)}", file=sys.stderr, flush=True)
 
 
 def load_timeline(args: argparse.Namespace) -> Timeline:

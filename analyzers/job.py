@@ -43,6 +43,7 @@ from analyzers.sources.prometheus import LoadOutcome, QueryWindow, SourceFailure
 from analyzers.timeline import Timeline
 from stormotel import exitcodes
 from stormotel.errors import UsageError
+from stormotel.textsafe import one_line, printable, redact
 
 STATE_SCHEMA = "stormotel.analyzer-state/v1"
 SUMMARY_PREFIX = "stormotel-analyze"
@@ -224,7 +225,10 @@ class Window:
 
 
 def _iso(ns: int) -> str:
-    return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, ValueError, OSError):
+        return f"{ns}ns (not a representable date)"
 
 
 class StateError(UsageError):
@@ -274,8 +278,11 @@ class StateFile:
                              f"({e.msg}); fix or delete it") from None
         except OSError as e:
             raise StateError(f"cannot read state file {self.path}: {e.strerror}") from None
+        except RecursionError:
+            raise StateError(f"state file {self.path} is nested too deeply") from None
         if not isinstance(doc, dict) or doc.get("schema") != STATE_SCHEMA \
-                or not isinstance(doc.get("jobs"), dict):
+                or not isinstance(doc.get("jobs"), dict) \
+                or not all(isinstance(j, dict) for j in doc["jobs"].values()):
             raise StateError(f"state file {self.path} is not a {STATE_SCHEMA} file")
         self.doc = doc
 
@@ -283,8 +290,9 @@ class StateFile:
         return self.doc["jobs"].setdefault(job_id, {"runs": {}})
 
     def last_end_ns(self, job_id: str) -> int | None:
-        v = self.doc["jobs"].get(job_id, {}).get("last_end_ns")
-        return int(v) if isinstance(v, int) else None
+        job = self.doc["jobs"].get(job_id) if isinstance(self.doc.get("jobs"), dict) else None
+        v = job.get("last_end_ns") if isinstance(job, dict) else None
+        return int(v) if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
     def save(self) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
@@ -303,10 +311,16 @@ def resolve_window(args: argparse.Namespace, now_ns: int, state: StateFile | Non
     end = now_ns - int(args.settle * 1e9)
     last = state.last_end_ns(job_id) if state else None
     since = args.since if args.since is not None else 3600.0
+    note = ""
+    if last is not None and last > now_ns:
+        # We only ever store ends at or before "now": a future one is a clock jump or a
+        # hand-edited file, and trusting it would make every run "no new time" until then.
+        note = (f"state file's last end {_iso(last)} lies in the future; analysed the last "
+                f"{since:g}s instead")
+        last = None
     start = last if last is not None else end - int(since * 1e9)
     if end <= start:
         return None
-    note = ""
     max_ns = int(args.max_window * 1e9)
     if end - start > max_ns:
         end = start + max_ns
@@ -513,12 +527,14 @@ def _atomic_write(path: Path, text: str) -> None:
 # --- the whole run ---------------------------------------------------------------------------
 
 def _logfmt(fields: dict[str, object]) -> str:
+    """``key=value`` pairs on one line; values from the input (a job id with a newline, quotes
+    or escape sequences) are escaped so they cannot end the line or forge another field."""
     parts = []
     for k, v in fields.items():
         s = str(v).lower() if isinstance(v, bool) else str(v)
-        if not s or re.search(r'[\s"=]', s):
-            s = '"' + s.replace('"', '\\"') + '"'
-        parts.append(f"{k}={s}")
+        quote = not s or re.search(r'[\s"=\\]', s) or not s.isprintable()
+        s = printable(redact(s.replace("\\", "\\\\").replace('"', '\\"')), 500)
+        parts.append(f'{k}="{s}"' if quote else f"{k}={s}")
     return " ".join(parts)
 
 
@@ -557,7 +573,7 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
 
     def progress(msg: str) -> None:
         if not getattr(args, "quiet", False):
-            print(f"stormotel analyze: {msg}", file=err, flush=True)
+            print(f"stormotel analyze: {one_line(msg, 2000)}", file=err, flush=True)
 
     state = StateFile(args.state_file) if args.state_file and not args.dry_run else None
     try:
@@ -573,7 +589,7 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
             try:
                 timeline, src = build_timeline_from_args(args, window, deadline, progress)
             except SourceFailure as e:
-                print(f"stormotel analyze: {e}", file=err)
+                print(f"stormotel analyze: {one_line(e)}", file=err)
                 _count_run(state, job_id, OUTCOME_SOURCE_FAILURE)
                 _save(state)
                 return finish(exitcodes.SOURCE_FAILURE, OUTCOME_SOURCE_FAILURE)
@@ -593,7 +609,8 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
                     emit_report(report)
                 except OSError as e:
                     sinks.status["report"] = str(e)
-                    print(f"stormotel analyze: cannot write the report: {e}", file=err)
+                    print(f"stormotel analyze: cannot write the report: {one_line(e)}",
+                          file=err)
             for name, detail in sinks.details.items():
                 progress(f"{name}: {detail}")
             summary.update(ranks=f"{len(timeline.ranks)}/{timeline.world_size or '?'}",
@@ -614,7 +631,7 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
                 return finish(exitcodes.FINDINGS, OUTCOME_FINDINGS)
             return finish(exitcodes.OK, OUTCOME_OK)
     except (StateError, http.ConfigError, MapError) as e:
-        print(f"stormotel analyze: {e}", file=err)
+        print(f"stormotel analyze: {one_line(e)}", file=err)
         return finish(exitcodes.USAGE, "usage_error")
 
 
@@ -637,10 +654,11 @@ def _describe_run(report: Report, timeline: Timeline, src: LoadOutcome, window: 
 
 def _warn_partial(src: LoadOutcome, err: TextIO) -> None:
     for url, ranks in src.ranks_failed.items():
-        print(f"stormotel analyze: warning: {url}: ranks {sorted(ranks)} only partly read",
-              file=err)
+        print(f"stormotel analyze: warning: {one_line(url)}: ranks {sorted(ranks)[:20]} only "
+              "partly read", file=err)
     for url, why in src.endpoints_failed.items():
-        print(f"stormotel analyze: warning: endpoint {url} failed: {why}", file=err)
+        print(f"stormotel analyze: warning: endpoint {one_line(url)} failed: {one_line(why)}",
+              file=err)
 
 
 def _count_run(state: StateFile | None, job_id: str, outcome: str,
