@@ -34,6 +34,8 @@ MAX_BODY_BYTES = 256 * 1024 * 1024
 ENV_MAX_BODY_BYTES = "STORMOTEL_MAX_BODY_BYTES"
 #: How much of an error body is shown (after redaction and escaping).
 ERROR_BODY_CHARS = 200
+#: How much of an error body is kept (secrets stripped) for callers that parse it.
+ERROR_BODY_KEPT = 4000
 
 
 class ConfigError(UsageError):
@@ -61,14 +63,23 @@ def max_body_bytes() -> int:
     return int(env) if env.isdigit() and int(env) > 0 else MAX_BODY_BYTES
 
 
-def sanitise_body(body: str, secrets: tuple[str, ...] = ()) -> str:
-    """An error body safe to print: the request's own secrets removed (a server may echo the
-    request headers back), auth-looking values redacted, control characters escaped, cut
-    short."""
+def strip_secrets(body: str, secrets: tuple[str, ...] = ()) -> str:
+    """``body`` without the request's own secrets (a server may echo the request headers
+    back) and with auth-looking values redacted."""
     for secret in secrets:
         if secret and len(secret) >= 4:
             body = body.replace(secret, "<redacted>")
-    return textsafe.one_line(body.strip(), ERROR_BODY_CHARS)
+    return textsafe.redact(body)
+
+
+def sanitise_body(body: str, secrets: tuple[str, ...] = ()) -> str:
+    """An error body safe to print on one line: secrets stripped, control characters
+    escaped, cut to :data:`ERROR_BODY_CHARS`."""
+    return textsafe.one_line(strip_secrets(body.strip(), secrets), ERROR_BODY_CHARS)
+
+
+#: httpx's own default headers: nothing secret, and too common to scrub from bodies.
+_PLAIN_HEADERS = frozenset({"user-agent", "accept", "accept-encoding", "connection"})
 
 
 class _BodyTooLarge(Exception):
@@ -96,7 +107,7 @@ def _read_bounded(resp: httpx.Response, limit: int, end: float) -> bytes:
 
 def _secrets_of(client: httpx.Client, headers: Mapping[str, str] | None) -> tuple[str, ...]:
     """Values a hostile server could echo back: auth and custom header values, basic-auth."""
-    values = [v for k, v in client.headers.items() if k.lower() != "user-agent"]
+    values = [v for k, v in client.headers.items() if k.lower() not in _PLAIN_HEADERS]
     values += list((headers or {}).values())
     auth = getattr(client, "_auth", None)
     header = getattr(auth, "_header", None) or getattr(auth, "_auth_header", None)
@@ -274,8 +285,8 @@ def request(client: httpx.Client, method: str, url: str, *, settings: HttpSettin
         else:
             if resp.status_code in ok_statuses:
                 return resp
-            body = sanitise_body(resp.text, secrets)
-            last = f"HTTP {resp.status_code}: {body}"
+            body = strip_secrets(resp.text[:ERROR_BODY_KEPT], secrets)
+            last = f"HTTP {resp.status_code}: {sanitise_body(body)}"
             if not _retryable_status(resp.status_code):
                 raise EndpointError(url, last, status=resp.status_code, body=body)
         if attempt + 1 < attempts:

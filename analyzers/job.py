@@ -422,7 +422,7 @@ def write_sinks(report: Report, timeline: Timeline, args: argparse.Namespace, *,
                 result.details[name] = detail
         except (http.EndpointError, http.ConfigError, OSError, ValueError) as e:
             result.status[name] = str(e)
-            print(f"stormotel analyze: {name} sink failed: {e}", file=sys.stderr)
+            print(f"stormotel analyze: {name} sink failed: {one_line(e)}", file=sys.stderr)
 
     points: list[findings_series.SeriesPoint] = []
     if args.remote_write or args.pushgateway:
@@ -558,7 +558,7 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
     deadline = http.Deadline(args.timeout)
     problem = validate_args(args)
     if problem:
-        print(f"stormotel analyze: {problem}", file=err)
+        print(f"stormotel analyze: error: {problem}", file=err)
         return exitcodes.USAGE
     job_id = args.job_id
     summary: dict[str, object] = {"job_id": job_id}
@@ -589,7 +589,7 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
             try:
                 timeline, src = build_timeline_from_args(args, window, deadline, progress)
             except SourceFailure as e:
-                print(f"stormotel analyze: {one_line(e)}", file=err)
+                print(f"stormotel analyze: error: {one_line(e)}", file=err)
                 _count_run(state, job_id, OUTCOME_SOURCE_FAILURE)
                 _save(state)
                 return finish(exitcodes.SOURCE_FAILURE, OUTCOME_SOURCE_FAILURE)
@@ -631,7 +631,7 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
                 return finish(exitcodes.FINDINGS, OUTCOME_FINDINGS)
             return finish(exitcodes.OK, OUTCOME_OK)
     except (StateError, http.ConfigError, MapError) as e:
-        print(f"stormotel analyze: {one_line(e)}", file=err)
+        print(f"stormotel analyze: error: {one_line(e)}", file=err)
         return finish(exitcodes.USAGE, "usage_error")
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from analyzers.report import Report, StallFinding
-from analyzers.timeline import Markers, Timeline, TimelineBuilder, concat_markers
+from analyzers.timeline import MAX_WORLD_SIZE, Markers, Timeline, TimelineBuilder, concat_markers
 from stormotel.errors import UsageError
 
 ProgressFn = Callable[[str], None]
@@ -95,8 +95,8 @@ def stall_result_from_args(args: argparse.Namespace, progress: ProgressFn | None
     from analyzers.stalls.logs_parser import LogError
 
     ws = getattr(args, "world_size", None)
-    if ws is not None and ws < 1:
-        raise StallInputError(f"--world-size must be at least 1, got {ws}")
+    if ws is not None and not 1 <= ws <= MAX_WORLD_SIZE:
+        raise StallInputError(f"--world-size must be between 1 and {MAX_WORLD_SIZE}, got {ws}")
     result = StallResult()
     try:
         if args.flight_recorder:
@@ -160,7 +160,8 @@ def _add_logs(result: StallResult, specs: list[str], ws: int | None,
     result.world_size = max(result.world_size or 0, la.world_size) or None
     if not result.seen_ranks:
         result.seen_ranks = sorted(parsed.ranks_seen)
-        result.missing_ranks = [r for r in range(la.world_size) if r not in parsed.ranks_seen]
+        world = min(la.world_size, MAX_WORLD_SIZE)
+        result.missing_ranks = [r for r in range(world) if r not in parsed.ranks_seen]
     result.extra["logs"] = {
         "files": parsed.files, "events": len(parsed.events), "category": la.category,
         "world_size": la.world_size,

@@ -1,0 +1,72 @@
+"""Hostile servers against ``stormotel analyze --prometheus``: bounded time and memory, exit
+SOURCE_FAILURE with one line, and no credential ever printed or written."""
+
+from __future__ import annotations
+
+import pytest
+
+from stormotel import exitcodes
+from tests.hostile.harness import GIB, assert_clean, run_bounded
+from tests.hostile.hostile_server import hostile_server
+
+TOKEN = "s3cr3t-bearer-token-0123456789"
+PASSWORD = "hunter2-pw-in-url"
+TENANT = "tenant-secret-42"
+
+
+@pytest.fixture(scope="module")
+def server():
+    with hostile_server() as url:
+        yield url
+
+
+def tsdb(url: str, *extra: str, **kw):
+    return run_bounded("analyze", "--prometheus", url, "--job-id", "j", "--since", "10m",
+                       "--http-retries", "0", *extra, **kw)
+
+
+def test_trickling_server_cannot_outlive_the_timeout(server):
+    run = tsdb(f"{server}/trickle", "--http-timeout", "3", "--timeout", "6s", timeout=60)
+    assert_clean(run, exitcodes.SOURCE_FAILURE, within_s=20)
+    assert "timed out" in run.stderr or "deadline" in run.stderr
+
+
+def test_endless_body_is_refused_within_memory(server):
+    run = tsdb(f"{server}/huge", "--http-timeout", "60", memory=2 * GIB, timeout=120)
+    assert_clean(run, exitcodes.SOURCE_FAILURE, within_s=120)
+    assert "larger than" in run.stderr
+
+
+def test_error_body_echoing_request_headers_leaks_nothing(server, tmp_path):
+    token = tmp_path / "token"
+    token.write_text(TOKEN)
+    run = tsdb(f"http://user:{PASSWORD}@{server.removeprefix('http://')}/echo",
+               "--bearer-token-file", str(token), "--http-header", f"X-Scope-OrgID: {TENANT}",
+               "--format", "json", "--output", str(tmp_path / "report.json"))
+    assert_clean(run, exitcodes.SOURCE_FAILURE)
+    everything = run.stderr + run.stdout
+    for secret in (TOKEN, PASSWORD, TENANT):
+        assert secret not in everything, everything
+    assert "HTTP 400" in run.stderr
+
+
+def test_password_in_url_is_redacted_from_report_and_warnings(server, tmp_path):
+    report = tmp_path / "report.json"
+    run = tsdb(f"http://user:{PASSWORD}@{server.removeprefix('http://')}/garbage",
+               "--format", "json", "--output", str(report))
+    assert_clean(run, (exitcodes.OK, exitcodes.SOURCE_FAILURE))
+    written = report.read_text() if report.exists() else ""
+    assert PASSWORD not in run.stderr + run.stdout + written
+
+
+def test_list_valued_labels_and_non_numeric_values_are_counted(server):
+    run = tsdb(f"{server}/garbage", "--format", "json")
+    assert_clean(run, (exitcodes.OK, exitcodes.SOURCE_FAILURE))
+
+
+def test_dry_run_prints_sink_urls_without_passwords(server, tmp_path):
+    run = tsdb(f"{server}/garbage", "--dry-run",
+               "--grafana-url", f"http://admin:{PASSWORD}@127.0.0.1:9/",
+               "--pushgateway", f"http://u:{PASSWORD}@127.0.0.1:9/")
+    assert "Traceback" not in run.stderr
+    assert PASSWORD not in run.stderr + run.stdout
