@@ -303,7 +303,7 @@ def test_job_id_filter_keeps_one_job(tmp_path):
     data = seed_example()
     write_archive(tmp_path / "a", data, job_id="job-a")
     write_archive(tmp_path / "b", seed_example(), job_id="job-b")
-    with pytest.raises(MixedJobsError, match="'job-a', 'job-b'.*--job-id"):
+    with pytest.raises(MixedJobsError, match=r"'job-a', 'job-b'.*--job-id"):
         load_paths([str(tmp_path)])  # merging two jobs' ranks would be a wrong answer
     only_a = load_paths([str(tmp_path)], job_id="job-a")
     assert only_a.job_id == "job-a" and only_a.total_samples() == 240
