@@ -438,7 +438,8 @@ def write_sinks(report: Report, timeline: Timeline, args: argparse.Namespace, *,
                 res = grafana.sync_annotations(None, anns, job_id,
                                                dashboard_uid=args.grafana_dashboard_uid,
                                                dry_run=True)
-                print(f"# would sync {len(anns)} annotation(s) to {args.grafana_url}", file=out)
+                print(f"# would sync {len(anns)} annotation(s) to "
+                      f"{one_line(args.grafana_url)}", file=out)
                 for body in res.planned:
                     print(json.dumps(body, sort_keys=True), file=out)
                 return f"planned={len(anns)}"
@@ -456,7 +457,7 @@ def write_sinks(report: Report, timeline: Timeline, args: argparse.Namespace, *,
         attempt("grafana", do_grafana)
     if args.grafana_dashboard and dry:
         print(f"# would save incident dashboard "
-              f"{_incident_board(report, job_id)['uid']} to {args.grafana_url}", file=out)
+              f"{_incident_board(report, job_id)['uid']} to {one_line(args.grafana_url)}", file=out)
     if args.incident_dashboard:
         def do_board() -> str:
             board = _incident_board(report, job_id)
@@ -470,7 +471,7 @@ def write_sinks(report: Report, timeline: Timeline, args: argparse.Namespace, *,
     for i, url in enumerate(args.remote_write):
         def do_rw(url: str = url) -> str:
             if dry:
-                print(f"# would remote-write {len(points)} sample(s) to {url}", file=out)
+                print(f"# would remote-write {len(points)} sample(s) to {one_line(url)}", file=out)
                 print(findings_series.render_text(points), file=out)
                 return ""
             with http.make_client(settings) as client:
@@ -480,7 +481,7 @@ def write_sinks(report: Report, timeline: Timeline, args: argparse.Namespace, *,
     if args.pushgateway:
         def do_push() -> str:
             if dry:
-                print(f"# would push {len(points)} series to {args.pushgateway} "
+                print(f"# would push {len(points)} series to {one_line(args.pushgateway)} "
                       f"(job={pushgateway.PUSH_JOB}, job_id={job_id})", file=out)
                 return ""
             with http.make_client(settings) as client:

@@ -64,9 +64,14 @@ def test_list_valued_labels_and_non_numeric_values_are_counted(server):
     assert_clean(run, (exitcodes.OK, exitcodes.SOURCE_FAILURE))
 
 
-def test_dry_run_prints_sink_urls_without_passwords(server, tmp_path):
-    run = tsdb(f"{server}/garbage", "--dry-run",
-               "--grafana-url", f"http://admin:{PASSWORD}@127.0.0.1:9/",
-               "--pushgateway", f"http://u:{PASSWORD}@127.0.0.1:9/")
-    assert "Traceback" not in run.stderr
-    assert PASSWORD not in run.stderr + run.stdout
+def test_dry_run_prints_sink_urls_without_passwords(tmp_path):
+    from tests.hostile.test_boundary import faulted
+
+    run = run_bounded("analyze", str(faulted(tmp_path / "job")), "--dry-run",
+                      "--grafana-url", f"http://admin:{PASSWORD}@127.0.0.1:9/?token={TOKEN}",
+                      "--remote-write", f"https://u:{PASSWORD}@127.0.0.1:9/api/v1/write",
+                      "--pushgateway", f"http://u:{PASSWORD}@127.0.0.1:9/")
+    assert_clean(run, exitcodes.FINDINGS)
+    assert "# would sync 1 annotation(s) to http://<redacted>@127.0.0.1:9/" in run.stdout
+    assert "# would push" in run.stdout and "# would remote-write" in run.stdout
+    assert PASSWORD not in run.stderr + run.stdout and TOKEN not in run.stdout
