@@ -4,7 +4,9 @@ against the analyzer's Prometheus and Grafana clients. The first path segment pi
 - ``/trickle/...``: 200 headers, then one byte per second, forever;
 - ``/huge/...``: a 200 body that never ends (far beyond any sane response);
 - ``/echo/...``: 400 whose body repeats every request header (tokens included);
-- ``/garbage/...``: Prometheus-shaped JSON with list-valued labels and non-numeric values.
+- ``/garbage/...``: Prometheus-shaped JSON with list-valued labels and non-numeric values;
+- ``/future/...``: a consistent Prometheus answer for two ranks whose last samples are stamped
+  75 years ahead.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from stormotel import schema
 
 _CHUNK = b"0" * (1 << 20)
 
@@ -79,6 +83,31 @@ class _Handler(BaseHTTPRequestHandler):
                 {"metric": {"rank": "1"}, "values": [[1e300, "1e300"]]},
                 {"metric": "oops", "values": "nope"}]}
         body = json.dumps({"status": "success", "data": data}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+    def _future(self) -> None:
+        name = schema.FIELD_METRICS["allocated"].prom_aliases[0]
+        labels = [{"__name__": name, "job_id": "j", "rank": str(r), "world_size": "2"}
+                  for r in range(2)]
+        if "/series" in self.path:
+            data: object = labels
+        elif "/query_range" in self.path:
+            now = time.time()
+            values = [[now - 300 + 15 * i, str(4 * 1024**3)] for i in range(18)]
+            values += [[now + 75 * 365 * 86400 + 15 * i, str(70 * 1024**3)] for i in range(5)]
+            data = {"resultType": "matrix",
+                    "result": [{"metric": dict(m), "values": values} for m in labels]}
+        else:
+            data = {"resultType": "vector", "result": []}
+        self._send_json({"status": "success", "data": data})
+
+    def _send_json(self, doc: object) -> None:
+        body = json.dumps(doc).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))

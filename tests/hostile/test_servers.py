@@ -75,3 +75,11 @@ def test_dry_run_prints_sink_urls_without_passwords(tmp_path):
     assert "# would sync 1 annotation(s) to http://<redacted>@127.0.0.1:9/" in run.stdout
     assert "# would push" in run.stdout and "# would remote-write" in run.stdout
     assert PASSWORD not in run.stderr + run.stdout and TOKEN not in run.stdout
+
+
+def test_tsdb_samples_75_years_ahead_are_skipped(server):
+    run = tsdb(f"{server}/future", "--format", "json", "-q")
+    assert_clean(run, (exitcodes.OK, exitcodes.FINDINGS))
+    rep = run.json()
+    assert rep["skipped"]["future_timestamp"] == 10
+    assert not rep["cross_rank"]["first_cause_suspects"]
