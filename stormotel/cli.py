@@ -80,6 +80,8 @@ def run_command(command: str, rest: list[str], *, debug: bool = False) -> int:
               file=sys.stderr)
         return exitcodes.INTERNAL
     except MemoryError:
+        if debug:
+            traceback.print_exc()
         print(f"{prog}: internal error: out of memory", file=sys.stderr)
         return exitcodes.INTERNAL
     except Exception as exc:

@@ -146,7 +146,7 @@ def _add_logs(result: StallResult, specs: list[str], ws: int | None,
     from analyzers.stalls.log_analysis import analyze_logs
     from analyzers.stalls.logs_parser import parse_logs
 
-    parsed = parse_logs(specs)
+    parsed = _plausible_ranks(parse_logs(specs))
     if progress:
         progress(f"read {len(parsed.files)} log file(s), {parsed.lines} lines, "
                  f"{len(parsed.events)} watchdog events")
@@ -167,6 +167,20 @@ def _add_logs(result: StallResult, specs: list[str], ws: int | None,
         "world_size": la.world_size,
         "state_tables": {g: [s.as_dict() for s in st] for g, st in la.states.items()},
         "timeline": la.timeline[:100]}
+
+
+def _plausible_ranks(parsed: Any) -> Any:
+    """Drop log events of ranks no job can have (``[rank1000000000000]``): the analysis builds
+    per-rank sets of the world, so one such line must not allocate a trillion entries."""
+    absurd = {r for r in parsed.ranks_seen if not 0 <= r < MAX_WORLD_SIZE}
+    if absurd:
+        parsed.events = [e for e in parsed.events
+                         if e.rank is None or 0 <= e.rank < MAX_WORLD_SIZE]
+        parsed.ranks_seen -= absurd
+        parsed.skipped["rank_outside_world"] += len(absurd)
+        parsed.notes.append(f"ignored {len(absurd)} rank number(s) of {MAX_WORLD_SIZE} or more "
+                            "(not a rank of any job)")
+    return parsed
 
 
 def _extend(result: StallResult, findings: list[StallFinding]) -> None:

@@ -128,3 +128,11 @@ def test_ansi_coloured_log_is_read_as_text(tmp_path):
                       "json", "-q")
     assert_clean(run, FOUND)
     assert run.json()["extra"]["stalls"]["logs"]["events"] >= 3
+
+
+def test_absurd_rank_in_a_log_does_not_allocate_per_rank(tmp_path):
+    folder = _logs(tmp_path, WATCHDOG.format(r=10**12, seq=42))
+    run = run_bounded("analyze", "--logs", str(folder), "--format", "json", "-q",
+                      memory=2 * GIB)
+    assert_clean(run, FOUND)
+    assert any("ignored 1 rank number" in n for n in run.json()["notes"])
