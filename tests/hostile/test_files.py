@@ -94,12 +94,14 @@ def test_csv_field_over_128k(tmp_path):
 
 
 def _zst_bomb(path: Path, gib: int = 6) -> Path:
+    """One zstd frame of ``gib`` GiB of zeros (about 200 KB on disk), written as a stream."""
     import zstandard
 
-    frame = zstandard.ZstdCompressor(level=3).compress(b"\0" * (64 * 1024**2))
-    with path.open("wb") as f:
-        for _ in range(gib * 16):
-            f.write(frame)
+    zeros = b"\0" * (16 * 1024**2)
+    with path.open("wb") as f, zstandard.ZstdCompressor(level=1).stream_writer(
+            f, size=gib * 1024**3) as w:
+        for _ in range(gib * 64):
+            w.write(zeros)
     return path
 
 
