@@ -30,7 +30,8 @@ PROG = "stormotel analyze"
 
 EPILOG = """\
 exit codes: 0 healthy (no findings), 1 findings reported, 2 usage or input error,
-3 no telemetry could be read, 4 writing an output failed, 130 interrupted.
+3 no telemetry could be read, 4 writing an output failed, 70 internal error (a bug;
+'stormotel --debug analyze ...' prints the traceback), 130 interrupted.
 
 examples:
   stormotel analyze archive/run-7/                      # every rank's OTLP files

@@ -82,6 +82,17 @@ def sanitise_body(body: str, secrets: tuple[str, ...] = ()) -> str:
 _PLAIN_HEADERS = frozenset({"user-agent", "accept", "accept-encoding", "connection"})
 
 
+class BoundedResponse(httpx.Response):
+    """A response read within the body limit whose ``json()`` raises ValueError for JSON nested
+    too deeply (the standard library raises RecursionError), like for any other bad JSON."""
+
+    def json(self, **kwargs: Any) -> Any:
+        try:
+            return super().json(**kwargs)
+        except RecursionError:
+            raise ValueError("JSON nested too deeply") from None
+
+
 class _BodyTooLarge(Exception):
     pass
 
@@ -271,7 +282,7 @@ def request(client: httpx.Client, method: str, url: str, *, settings: HttpSettin
                 body_bytes = _read_bounded(raw, limit, time.monotonic() + timeout)
             finally:
                 raw.close()
-            resp = httpx.Response(raw.status_code, headers=[
+            resp = BoundedResponse(raw.status_code, headers=[
                 (k, v) for k, v in raw.headers.multi_items()
                 if k.lower() not in ("content-encoding", "content-length",
                                      "transfer-encoding")],

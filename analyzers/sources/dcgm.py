@@ -84,6 +84,8 @@ class GpuRankMap:
                 doc = json.loads(text)
             except json.JSONDecodeError as e:
                 raise MapError(f"{path} line {e.lineno}: invalid JSON: {e.msg}") from None
+            except RecursionError:
+                raise MapError(f"{path}: JSON nested too deeply") from None
             if not isinstance(doc, list):
                 raise MapError(f"{path}: expected a JSON list of objects")
             raw = [(i + 1, d) for i, d in enumerate(doc)]

@@ -234,7 +234,7 @@ class PrometheusAPI:
 def _api_error_text(body: str) -> str:
     try:
         doc = json.loads(body)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         return ""
     if isinstance(doc, dict) and doc.get("status") == "error":
         return f"{doc.get('errorType', 'error')}: {doc.get('error', '')}"[:300]

@@ -5,6 +5,7 @@ against the analyzer's Prometheus and Grafana clients. The first path segment pi
 - ``/huge/...``: a 200 body that never ends (far beyond any sane response);
 - ``/echo/...``: 400 whose body repeats every request header (tokens included);
 - ``/garbage/...``: Prometheus-shaped JSON with list-valued labels and non-numeric values;
+- ``/deep/...``, ``/deep400/...``: a 200 nested 100,000 levels deep, a 400 nested 3,000 deep;
 - ``/future/...``: a consistent Prometheus answer for two ranks whose last samples are stamped
   75 years ahead.
 """
@@ -89,6 +90,22 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+
+    def _deep(self) -> None:
+        body = b"[" * 100_000 + b"]" * 100_000
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _deep400(self) -> None:
+        body = b"[" * 3000 + b"]" * 3000
+        self.send_response(400)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def _future(self) -> None:
         name = schema.FIELD_METRICS["allocated"].prom_aliases[0]

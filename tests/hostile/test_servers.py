@@ -83,3 +83,8 @@ def test_tsdb_samples_75_years_ahead_are_skipped(server):
     rep = run.json()
     assert rep["skipped"]["future_timestamp"] == 10
     assert not rep["cross_rank"]["first_cause_suspects"]
+
+
+@pytest.mark.parametrize("mode", ["deep", "deep400"])
+def test_deeply_nested_server_json_is_an_endpoint_failure(server, mode):
+    assert_clean(tsdb(f"{server}/{mode}"), exitcodes.SOURCE_FAILURE)
