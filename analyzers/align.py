@@ -28,12 +28,13 @@ from analyzers.timeline import (
     Markers,
     Timeline,
 )
+from stormotel.errors import UsageError
 
 #: Marker kinds usable as anchors (instants like thresholds differ per rank by nature).
 ANCHOR_KINDS = frozenset({"step", "collective", "mark"})
 
 
-class AlignmentError(ValueError):
+class AlignmentError(UsageError, ValueError):
     """An unknown alignment name."""
 
 

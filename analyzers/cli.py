@@ -18,19 +18,20 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from analyzers.algorithms.settings import SENSITIVITIES, SettingsError, parse_overrides
-from analyzers.align import AlignmentError
-from analyzers.rankspec import RankSpecError, parse_rank_spec
+from analyzers.algorithms.settings import SENSITIVITIES, parse_overrides
+from analyzers.rankspec import parse_rank_spec
 from analyzers.report import Report
 from analyzers.sources.base import ProgressFn
 from analyzers.timeline import ALIGN_WALL, ALIGNMENTS, Timeline
-from stormotel import exitcodes
+from stormotel import errors, exitcodes
+from stormotel.textsafe import one_line
 
 PROG = "stormotel analyze"
 
 EPILOG = """\
 exit codes: 0 healthy (no findings), 1 findings reported, 2 usage or input error,
-3 no telemetry could be read, 4 writing an output failed, 130 interrupted.
+3 no telemetry could be read, 4 writing an output failed, 70 internal error (a bug;
+'stormotel --debug analyze ...' prints the traceback), 130 interrupted.
 
 examples:
   stormotel analyze archive/run-7/                      # every rank's OTLP files
@@ -39,7 +40,7 @@ examples:
 """
 
 
-class UsageError(Exception):
+class UsageError(errors.UsageError):
     """A bad flag value; printed as one line, exit USAGE."""
 
 
@@ -106,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _progress(args: argparse.Namespace) -> ProgressFn | None:
     if args.quiet:
         return None
-    return lambda msg: print(f"{PROG}: {msg}", file=sys.stderr, flush=True)
+    return lambda msg: print(f"{PROG}: {one_line(msg, 2000)}", file=sys.stderr, flush=True)
 
 
 def load_timeline(args: argparse.Namespace) -> Timeline:
@@ -169,8 +170,7 @@ def _tsdb_analysis(args: argparse.Namespace) -> Callable[[Timeline], Report]:
 
 def main(argv: list[str] | None = None) -> int:
     from analyzers import job
-    from analyzers.sources import SourceError
-    from analyzers.stalls.cli_support import StallInputError, analyze_with_stalls, wants_stalls
+    from analyzers.stalls.cli_support import analyze_with_stalls, wants_stalls
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -184,9 +184,8 @@ def main(argv: list[str] | None = None) -> int:
             _validate(args)
             analyze_fn = _tsdb_analysis(args)
             return job.run_job(args, analyze_fn, emit_report=lambda r: write_outputs(r, args))
-        except (UsageError, RankSpecError, SettingsError, AlignmentError,
-                StallInputError) as exc:
-            parser.exit(exitcodes.USAGE, f"{PROG}: error: {exc}\n")
+        except errors.StormotelError as exc:
+            parser.exit(errors.exit_code_of(exc), f"{PROG}: error: {one_line(exc)}\n")
     try:
         _validate(args)
         if wants_stalls(args):  # Flight Recorder dumps / worker logs, telemetry optional
@@ -195,15 +194,13 @@ def main(argv: list[str] | None = None) -> int:
         else:
             timeline = load_timeline(args)
             report = run_analysis(timeline, args)
-    except (UsageError, RankSpecError, SettingsError, AlignmentError, StallInputError) as exc:
-        parser.exit(exitcodes.USAGE, f"{PROG}: error: {exc}\n")
-    except SourceError as exc:
-        code = exitcodes.SOURCE_FAILURE if exc.no_telemetry else exitcodes.USAGE
-        parser.exit(code, f"{PROG}: error: {exc}\n")
+    except errors.StormotelError as exc:
+        parser.exit(errors.exit_code_of(exc), f"{PROG}: error: {one_line(exc)}\n")
     try:
         write_outputs(report, args)
     except OSError as exc:
-        parser.exit(exitcodes.SINK_FAILURE, f"{PROG}: error: cannot write output: {exc}\n")
+        parser.exit(exitcodes.SINK_FAILURE,
+                    f"{PROG}: error: cannot write output: {one_line(exc)}\n")
     if job.wants_sinks(args) and job.write_sinks(report, timeline, args).failed:
         return exitcodes.SINK_FAILURE
     return exitcodes.FINDINGS if report.has_findings() else exitcodes.OK

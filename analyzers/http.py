@@ -14,7 +14,6 @@ import argparse
 import functools
 import ipaddress
 import os
-import re
 import ssl
 import time
 from collections.abc import Generator, Mapping
@@ -25,14 +24,24 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from stormotel import textsafe
+from stormotel.errors import UsageError
+
 #: Environment variables read when no file is given (files win).
 ENV_BEARER_TOKEN = "STORMOTEL_BEARER_TOKEN"
 ENV_BASIC_AUTH_PASSWORD = "STORMOTEL_BASIC_AUTH_PASSWORD"
 
-_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+#: Largest response body read from any endpoint (decoded); a bigger one fails the request
+#: instead of exhausting memory. ``STORMOTEL_MAX_BODY_BYTES`` overrides.
+MAX_BODY_BYTES = 256 * 1024 * 1024
+ENV_MAX_BODY_BYTES = "STORMOTEL_MAX_BODY_BYTES"
+#: How much of an error body is shown (after redaction and escaping).
+ERROR_BODY_CHARS = 200
+#: How much of an error body is kept (secrets stripped) for callers that parse it.
+ERROR_BODY_KEPT = 4000
 
 
-class ConfigError(Exception):
+class ConfigError(UsageError):
     """A setting the user can fix (missing secret file, unreadable CA, ...). Maps to USAGE."""
 
 
@@ -48,8 +57,77 @@ class EndpointError(Exception):
 
 
 def redact_url(url: str) -> str:
-    """Drop ``user:password@`` from a URL so it can be logged."""
-    return _USERINFO.sub("", url)
+    """Drop ``user:password@`` (and ``?token=`` values) from a URL so it can be logged."""
+    return textsafe.redact_url(url)
+
+
+def max_body_bytes() -> int:
+    env = os.environ.get(ENV_MAX_BODY_BYTES, "").strip()
+    return int(env) if env.isdigit() and int(env) > 0 else MAX_BODY_BYTES
+
+
+def strip_secrets(body: str, secrets: tuple[str, ...] = ()) -> str:
+    """``body`` without the request's own secrets (a server may echo the request headers
+    back) and with auth-looking values redacted."""
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            body = body.replace(secret, "<redacted>")
+    return textsafe.redact(body)
+
+
+def sanitise_body(body: str, secrets: tuple[str, ...] = ()) -> str:
+    """An error body safe to print on one line: secrets stripped, control characters
+    escaped, cut to :data:`ERROR_BODY_CHARS`."""
+    return textsafe.one_line(strip_secrets(body.strip(), secrets), ERROR_BODY_CHARS)
+
+
+#: httpx's own default headers: nothing secret, and too common to scrub from bodies.
+_PLAIN_HEADERS = frozenset({"user-agent", "accept", "accept-encoding", "connection"})
+
+
+class BoundedResponse(httpx.Response):
+    """A response read within the body limit whose ``json()`` raises ValueError for JSON nested
+    too deeply (the standard library raises RecursionError), like for any other bad JSON."""
+
+    def json(self, **kwargs: Any) -> Any:
+        try:
+            return super().json(**kwargs)
+        except RecursionError:
+            raise ValueError("JSON nested too deeply") from None
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+class _RequestDeadline(Exception):
+    pass
+
+
+def _read_bounded(resp: httpx.Response, limit: int, end: float) -> bytes:
+    """The decoded body, refusing more than ``limit`` bytes or reading past ``end`` (monotonic):
+    a server trickling one byte per second must not outlive the request's timeout."""
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in resp.iter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise _BodyTooLarge(f"response body larger than {limit} bytes")
+        chunks.append(chunk)
+        if time.monotonic() > end:
+            raise _RequestDeadline
+    return b"".join(chunks)
+
+
+def _secrets_of(client: httpx.Client, headers: Mapping[str, str] | None) -> tuple[str, ...]:
+    """Values a hostile server could echo back: auth and custom header values, basic-auth."""
+    values = [v for k, v in client.headers.items() if k.lower() not in _PLAIN_HEADERS]
+    values += list((headers or {}).values())
+    auth = getattr(client, "_auth", None)
+    header = getattr(auth, "_header", None) or getattr(auth, "_auth_header", None)
+    if isinstance(header, str):
+        values += [header, header.split(" ", 1)[-1]]
+    return tuple(v for v in values if isinstance(v, str))
 
 
 class Deadline:
@@ -217,23 +295,37 @@ def request(client: httpx.Client, method: str, url: str, *, settings: HttpSettin
     deadline = deadline or Deadline(None)
     headers = _with_encoding(url, settings, headers)
     attempts = max(1, settings.retries + 1)
+    limit = max_body_bytes()
+    secrets = _secrets_of(client, headers)
     last = "no attempt made"
     for attempt in range(attempts):
         if deadline.expired():
             raise EndpointError(url, f"run deadline reached ({last})")
         timeout = deadline.clip(settings.timeout_s)
         try:
-            resp = client.request(method, url, params=params, data=data, json=json,
-                                  content=content, headers=headers, timeout=timeout)
-        except httpx.TimeoutException:
+            req = client.build_request(method, url, params=params, data=data, json=json,
+                                       content=content, headers=headers, timeout=timeout)
+            raw = client.send(req, stream=True)
+            try:
+                body_bytes = _read_bounded(raw, limit, time.monotonic() + timeout)
+            finally:
+                raw.close()
+            resp = BoundedResponse(raw.status_code, headers=[
+                (k, v) for k, v in raw.headers.multi_items()
+                if k.lower() not in ("content-encoding", "content-length",
+                                     "transfer-encoding")],
+                content=body_bytes, request=req)
+        except _BodyTooLarge as e:
+            raise EndpointError(url, f"{e} (limit: ${ENV_MAX_BODY_BYTES})") from None
+        except (httpx.TimeoutException, _RequestDeadline):
             last = f"timed out after {timeout:.1f}s"
         except httpx.TransportError as e:
-            last = f"connection failed ({type(e).__name__}: {redact_url(str(e))})"
+            last = f"connection failed ({type(e).__name__}: {textsafe.one_line(e, 200)})"
         else:
             if resp.status_code in ok_statuses:
                 return resp
-            body = resp.text[:500]
-            last = f"HTTP {resp.status_code}: {body.strip()[:200]}"
+            body = strip_secrets(resp.text[:ERROR_BODY_KEPT], secrets)
+            last = f"HTTP {resp.status_code}: {sanitise_body(body)}"
             if not _retryable_status(resp.status_code):
                 raise EndpointError(url, last, status=resp.status_code, body=body)
         if attempt + 1 < attempts:

@@ -42,6 +42,8 @@ from analyzers.sources.dcgm import DcgmOptions, GpuRankMap, MapError, load_dcgm
 from analyzers.sources.prometheus import LoadOutcome, QueryWindow, SourceFailure, load_prometheus
 from analyzers.timeline import Timeline
 from stormotel import exitcodes
+from stormotel.errors import UsageError
+from stormotel.textsafe import one_line, printable, redact
 
 STATE_SCHEMA = "stormotel.analyzer-state/v1"
 SUMMARY_PREFIX = "stormotel-analyze"
@@ -223,10 +225,13 @@ class Window:
 
 
 def _iso(ns: int) -> str:
-    return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, ValueError, OSError):
+        return f"{ns}ns (not a representable date)"
 
 
-class StateError(Exception):
+class StateError(UsageError):
     pass
 
 
@@ -273,8 +278,11 @@ class StateFile:
                              f"({e.msg}); fix or delete it") from None
         except OSError as e:
             raise StateError(f"cannot read state file {self.path}: {e.strerror}") from None
+        except RecursionError:
+            raise StateError(f"state file {self.path} is nested too deeply") from None
         if not isinstance(doc, dict) or doc.get("schema") != STATE_SCHEMA \
-                or not isinstance(doc.get("jobs"), dict):
+                or not isinstance(doc.get("jobs"), dict) \
+                or not all(isinstance(j, dict) for j in doc["jobs"].values()):
             raise StateError(f"state file {self.path} is not a {STATE_SCHEMA} file")
         self.doc = doc
 
@@ -282,8 +290,9 @@ class StateFile:
         return self.doc["jobs"].setdefault(job_id, {"runs": {}})
 
     def last_end_ns(self, job_id: str) -> int | None:
-        v = self.doc["jobs"].get(job_id, {}).get("last_end_ns")
-        return int(v) if isinstance(v, int) else None
+        job = self.doc["jobs"].get(job_id) if isinstance(self.doc.get("jobs"), dict) else None
+        v = job.get("last_end_ns") if isinstance(job, dict) else None
+        return int(v) if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
     def save(self) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
@@ -302,10 +311,16 @@ def resolve_window(args: argparse.Namespace, now_ns: int, state: StateFile | Non
     end = now_ns - int(args.settle * 1e9)
     last = state.last_end_ns(job_id) if state else None
     since = args.since if args.since is not None else 3600.0
+    note = ""
+    if last is not None and last > now_ns:
+        # We only ever store ends at or before "now": a future one is a clock jump or a
+        # hand-edited file, and trusting it would make every run "no new time" until then.
+        note = (f"state file's last end {_iso(last)} lies in the future; analysed the last "
+                f"{since:g}s instead")
+        last = None
     start = last if last is not None else end - int(since * 1e9)
     if end <= start:
         return None
-    note = ""
     max_ns = int(args.max_window * 1e9)
     if end - start > max_ns:
         end = start + max_ns
@@ -407,7 +422,7 @@ def write_sinks(report: Report, timeline: Timeline, args: argparse.Namespace, *,
                 result.details[name] = detail
         except (http.EndpointError, http.ConfigError, OSError, ValueError) as e:
             result.status[name] = str(e)
-            print(f"stormotel analyze: {name} sink failed: {e}", file=sys.stderr)
+            print(f"stormotel analyze: {name} sink failed: {one_line(e)}", file=sys.stderr)
 
     points: list[findings_series.SeriesPoint] = []
     if args.remote_write or args.pushgateway:
@@ -423,7 +438,8 @@ def write_sinks(report: Report, timeline: Timeline, args: argparse.Namespace, *,
                 res = grafana.sync_annotations(None, anns, job_id,
                                                dashboard_uid=args.grafana_dashboard_uid,
                                                dry_run=True)
-                print(f"# would sync {len(anns)} annotation(s) to {args.grafana_url}", file=out)
+                print(f"# would sync {len(anns)} annotation(s) to "
+                      f"{one_line(args.grafana_url)}", file=out)
                 for body in res.planned:
                     print(json.dumps(body, sort_keys=True), file=out)
                 return f"planned={len(anns)}"
@@ -441,7 +457,7 @@ def write_sinks(report: Report, timeline: Timeline, args: argparse.Namespace, *,
         attempt("grafana", do_grafana)
     if args.grafana_dashboard and dry:
         print(f"# would save incident dashboard "
-              f"{_incident_board(report, job_id)['uid']} to {args.grafana_url}", file=out)
+              f"{_incident_board(report, job_id)['uid']} to {one_line(args.grafana_url)}", file=out)
     if args.incident_dashboard:
         def do_board() -> str:
             board = _incident_board(report, job_id)
@@ -455,7 +471,7 @@ def write_sinks(report: Report, timeline: Timeline, args: argparse.Namespace, *,
     for i, url in enumerate(args.remote_write):
         def do_rw(url: str = url) -> str:
             if dry:
-                print(f"# would remote-write {len(points)} sample(s) to {url}", file=out)
+                print(f"# would remote-write {len(points)} sample(s) to {one_line(url)}", file=out)
                 print(findings_series.render_text(points), file=out)
                 return ""
             with http.make_client(settings) as client:
@@ -465,7 +481,7 @@ def write_sinks(report: Report, timeline: Timeline, args: argparse.Namespace, *,
     if args.pushgateway:
         def do_push() -> str:
             if dry:
-                print(f"# would push {len(points)} series to {args.pushgateway} "
+                print(f"# would push {len(points)} series to {one_line(args.pushgateway)} "
                       f"(job={pushgateway.PUSH_JOB}, job_id={job_id})", file=out)
                 return ""
             with http.make_client(settings) as client:
@@ -512,12 +528,14 @@ def _atomic_write(path: Path, text: str) -> None:
 # --- the whole run ---------------------------------------------------------------------------
 
 def _logfmt(fields: dict[str, object]) -> str:
+    """``key=value`` pairs on one line; values from the input (a job id with a newline, quotes
+    or escape sequences) are escaped so they cannot end the line or forge another field."""
     parts = []
     for k, v in fields.items():
         s = str(v).lower() if isinstance(v, bool) else str(v)
-        if not s or re.search(r'[\s"=]', s):
-            s = '"' + s.replace('"', '\\"') + '"'
-        parts.append(f"{k}={s}")
+        quote = not s or re.search(r'[\s"=\\]', s) or not s.isprintable()
+        s = printable(redact(s.replace("\\", "\\\\").replace('"', '\\"')), 500)
+        parts.append(f'{k}="{s}"' if quote else f"{k}={s}")
     return " ".join(parts)
 
 
@@ -541,7 +559,7 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
     deadline = http.Deadline(args.timeout)
     problem = validate_args(args)
     if problem:
-        print(f"stormotel analyze: {problem}", file=err)
+        print(f"stormotel analyze: error: {problem}", file=err)
         return exitcodes.USAGE
     job_id = args.job_id
     summary: dict[str, object] = {"job_id": job_id}
@@ -556,7 +574,7 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
 
     def progress(msg: str) -> None:
         if not getattr(args, "quiet", False):
-            print(f"stormotel analyze: {msg}", file=err, flush=True)
+            print(f"stormotel analyze: {one_line(msg, 2000)}", file=err, flush=True)
 
     state = StateFile(args.state_file) if args.state_file and not args.dry_run else None
     try:
@@ -572,7 +590,7 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
             try:
                 timeline, src = build_timeline_from_args(args, window, deadline, progress)
             except SourceFailure as e:
-                print(f"stormotel analyze: {e}", file=err)
+                print(f"stormotel analyze: error: {one_line(e)}", file=err)
                 _count_run(state, job_id, OUTCOME_SOURCE_FAILURE)
                 _save(state)
                 return finish(exitcodes.SOURCE_FAILURE, OUTCOME_SOURCE_FAILURE)
@@ -592,7 +610,8 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
                     emit_report(report)
                 except OSError as e:
                     sinks.status["report"] = str(e)
-                    print(f"stormotel analyze: cannot write the report: {e}", file=err)
+                    print(f"stormotel analyze: cannot write the report: {one_line(e)}",
+                          file=err)
             for name, detail in sinks.details.items():
                 progress(f"{name}: {detail}")
             summary.update(ranks=f"{len(timeline.ranks)}/{timeline.world_size or '?'}",
@@ -613,7 +632,7 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
                 return finish(exitcodes.FINDINGS, OUTCOME_FINDINGS)
             return finish(exitcodes.OK, OUTCOME_OK)
     except (StateError, http.ConfigError, MapError) as e:
-        print(f"stormotel analyze: {e}", file=err)
+        print(f"stormotel analyze: error: {one_line(e)}", file=err)
         return finish(exitcodes.USAGE, "usage_error")
 
 
@@ -636,10 +655,11 @@ def _describe_run(report: Report, timeline: Timeline, src: LoadOutcome, window: 
 
 def _warn_partial(src: LoadOutcome, err: TextIO) -> None:
     for url, ranks in src.ranks_failed.items():
-        print(f"stormotel analyze: warning: {url}: ranks {sorted(ranks)} only partly read",
-              file=err)
+        print(f"stormotel analyze: warning: {one_line(url)}: ranks {sorted(ranks)[:20]} only "
+              "partly read", file=err)
     for url, why in src.endpoints_failed.items():
-        print(f"stormotel analyze: warning: endpoint {url} failed: {why}", file=err)
+        print(f"stormotel analyze: warning: endpoint {one_line(url)} failed: {one_line(why)}",
+              file=err)
 
 
 def _count_run(state: StateFile | None, job_id: str, outcome: str,

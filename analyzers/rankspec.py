@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import re
 
+from stormotel.errors import UsageError
+
 _TOKEN = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
 #: Refuse absurd ranges early instead of allocating a huge set (no real job is this large).
 MAX_RANK = 1_000_000
 
 
-class RankSpecError(ValueError):
+class RankSpecError(UsageError, ValueError):
     """The rank filter could not be parsed; the message says which part and why."""
 
 

@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from stormotel.textsafe import redact
+
 REPORT_SCHEMA = "stormotel.report/v1"
 
 Confidence = Literal["high", "medium", "low"]
@@ -116,6 +118,8 @@ class Report:
 
 def _jsonable(obj: Any) -> Any:
     """numpy scalars and tuples → plain JSON types; NaN/inf → None (JSON has neither)."""
+    if isinstance(obj, str):  # endpoint URLs and server messages: never a credential
+        return redact(obj)
     if isinstance(obj, dict):
         return {str(k): _jsonable(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):

@@ -11,9 +11,12 @@ from datetime import UTC, datetime
 
 from analyzers.rankspec import format_rank_list
 from analyzers.report import CollectiveAttribution, GapFinding, Report
+from stormotel.textsafe import printable, redact
 
 MAX_GAP_LINES = 20
 MAX_COLLECTIVE_LINES = 10
+#: Longest summary line (a note or a job id can be arbitrarily long input).
+MAX_LINE_CHARS = 2000
 MAX_NOTES = 10
 
 
@@ -143,7 +146,9 @@ def render_summary(report: Report) -> str:
         if len(report.notes) > MAX_NOTES:
             lines.append(f"  - ... {len(report.notes) - MAX_NOTES} more in the JSON report")
     lines.append(verdict(report))
-    return "\n".join(lines)
+    # Job ids, notes and stall details come from the input: one printed line per entry, with
+    # escape sequences and newlines shown escaped, so no input can forge a "Verdict:" line.
+    return "\n".join(printable(redact(line), MAX_LINE_CHARS) for line in lines)
 
 
 def _has_evidence(report: Report) -> bool:

@@ -8,6 +8,7 @@ objects anywhere after a source's parser: sources append *chunks* (arrays) to a
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -15,11 +16,22 @@ from functools import cached_property
 
 import numpy as np
 
+from stormotel.errors import UsageError
+
 #: Sample fields, all float64 bytes; NaN means "this rank did not report it".
 FIELDS: tuple[str, ...] = ("allocated", "reserved", "active", "device_used", "device_total",
                            "device_free", "inactive_split")
 #: ``inactive_split``: bytes in freed blocks split off a segment still in use — true allocator
 #: fragmentation (PyTorch ``inactive_split_bytes``; Stormlog ``allocator_inactive_bytes``).
+
+#: No job has this many ranks; larger world sizes or ranks are input errors (counted, not
+#: allocated for: ``expected_ranks`` builds one entry per rank).
+MAX_WORLD_SIZE = 1_000_000
+#: Samples stamped further than this past the analyzer's clock are impossible (skipped).
+MAX_FUTURE_NS = 24 * 3600 * 1_000_000_000
+#: Fields that can never exceed the device's total memory (1 % slack for rounding).
+BOUNDED_BY_TOTAL = ("allocated", "reserved", "active", "device_used", "inactive_split")
+TOTAL_SLACK = 1.01
 
 ALIGN_WALL = "wall"
 ALIGN_FIRST_SAMPLE = "first-sample"
@@ -161,6 +173,19 @@ class Timeline:
         return sum(len(s) for s in self.ranks.values())
 
 
+class MixedJobsError(UsageError):
+    """The input holds several jobs and no ``--job-id`` chose one: merging them would compare
+    ranks of different jobs, so the run is refused with the ids listed."""
+
+
+def _ids_list(ids: Iterable[str], limit: int = 10) -> str:
+    from stormotel.textsafe import printable
+
+    ids = sorted(ids)
+    shown = ", ".join(repr(printable(i, 80)) for i in ids[:limit])
+    return shown + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
+
+
 class TimelineBuilder:
     """Accumulates array chunks per rank from any number of sources, then builds once.
 
@@ -233,22 +258,89 @@ class TimelineBuilder:
             else:
                 self.meta.setdefault(key, value)
 
-    def build(self, *, job_id: str | None = None, world_size: int | None = None) -> Timeline:
+    def build(self, *, job_id: str | None = None, world_size: int | None = None,
+              now_ns: int | None = None) -> Timeline:
+        """The Timeline; physically impossible data is dropped here, counted and noted:
+        ranks outside the world, samples from the future, bytes above the device's total.
+
+        Raises :class:`MixedJobsError` when the data holds several job ids and none was chosen.
+        """
+        if len(self.job_ids) > 1 and not job_id:
+            raise MixedJobsError(
+                f"the input holds {len(self.job_ids)} jobs ({_ids_list(self.job_ids)}); pass "
+                "--job-id to analyse one of them")
+        ws = self._world_size(world_size)
+        limit = min(ws, MAX_WORLD_SIZE) if ws else MAX_WORLD_SIZE
+        outside = [r for r in self._identity if not 0 <= r < limit]
+        if outside:
+            self._skip_outside(outside, ws)
+        horizon = (time.time_ns() if now_ns is None else now_ns) + MAX_FUTURE_NS
         ranks: dict[int, RankSeries] = {}
         for rank in sorted(self._identity):
+            if not 0 <= rank < limit:
+                continue
             t, cols = self._merge_chunks(self._chunks.get(rank, []))
+            t, cols = self._drop_impossible(rank, t, cols, horizon)
             ranks[rank] = RankSeries(self._identity[rank], t, cols,
                                      concat_markers(self._markers.get(rank, [])))
         jid = job_id or (self.job_ids.most_common(1)[0][0] if self.job_ids else None)
-        if len(self.job_ids) > 1 and not job_id:
-            self.notes.append(f"input mixes job ids {sorted(self.job_ids)}; using {jid!r}")
-        ws = world_size or (max(self.world_sizes) if self.world_sizes else None)
-        if len(self.world_sizes) > 1 and not world_size:
-            self.notes.append(
-                f"ranks disagree on world_size {sorted(self.world_sizes)}; using {ws}")
         return Timeline(ranks=ranks, job_id=jid, world_size=ws, notes=list(self.notes),
                         skipped=Counter(self.skipped), sources=list(self.sources),
                         meta=dict(self.meta))
+
+    def _world_size(self, given: int | None) -> int | None:
+        """The world size: given, else the largest plausible one the ranks reported."""
+        if given:
+            return given
+        sizes = [w for w in self.world_sizes if 0 < w <= MAX_WORLD_SIZE]
+        absurd = sorted(w for w in self.world_sizes if not 0 < w <= MAX_WORLD_SIZE)
+        if absurd:
+            self.skipped["implausible_world_size"] += sum(self.world_sizes[w] for w in absurd)
+            self.notes.append(f"ignored world_size {absurd[:3]}: not between 1 and "
+                              f"{MAX_WORLD_SIZE}")
+        ws = max(sizes) if sizes else None
+        if len(sizes) > 1:
+            self.notes.append(f"ranks disagree on world_size {sorted(sizes)}; using {ws}")
+        return ws
+
+    def _skip_outside(self, outside: list[int], ws: int | None) -> None:
+        n = sum(sum(c[0].shape[0] for c in self._chunks.get(r, [])) for r in outside)
+        self.skipped["rank_outside_world"] += max(n, len(outside))
+        bound = f"world size {ws}" if ws else f"the limit of {MAX_WORLD_SIZE} ranks"
+        shown = ", ".join(map(str, sorted(outside)[:5]))
+        self.notes.append(f"ignored rank(s) {shown}{' ...' if len(outside) > 5 else ''}: "
+                          f"outside {bound} ({n} samples)")
+
+    def _drop_impossible(self, rank: int, t: np.ndarray, cols: dict[str, np.ndarray],
+                         horizon: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Samples stamped in the future go; byte values above the device total become NaN."""
+        future = t > horizon
+        if future.any():
+            n = int(future.sum())
+            self.skipped["future_timestamp"] += n
+            self.notes.append(f"rank {rank}: {n} sample(s) stamped more than a day after now "
+                              "were ignored (clock or input error)")
+            keep = ~future
+            t = t[keep]
+            cols = {f: a[keep] for f, a in cols.items()}
+        total = cols.get("device_total")
+        if total is not None and np.isfinite(total).any():
+            cap = np.where(np.isfinite(total), total * TOTAL_SLACK, np.inf)
+            over_any = 0
+            for f in BOUNDED_BY_TOTAL:
+                a = cols[f]
+                with np.errstate(invalid="ignore"):
+                    over = a > cap
+                if over.any():
+                    over_any += int(over.sum())
+                    a = a.copy()
+                    a[over] = np.nan
+                    cols[f] = a
+            if over_any:
+                self.skipped["above_device_total"] += over_any
+                self.notes.append(f"rank {rank}: {over_any} byte value(s) above the device's "
+                                  "total memory were ignored (impossible)")
+        return t, cols
 
     def _merge_chunks(self, chunks: list[tuple[np.ndarray, dict[str, np.ndarray]]]
                       ) -> tuple[np.ndarray, dict[str, np.ndarray]]:

@@ -9,9 +9,17 @@ process that only tracks never imports the analyzer, and ``stormotel --help`` st
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+import traceback
 
 from stormotel import exitcodes
+from stormotel.errors import StormotelError, exit_code_of
+from stormotel.textsafe import one_line
+
+#: Global flag (anywhere before ``--``) or environment variable that prints tracebacks.
+DEBUG_FLAG = "--debug"
+ENV_DEBUG = "STORMOTEL_DEBUG"
 
 #: command → (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -35,12 +43,58 @@ def _usage() -> str:
     lines += [f"  {name:<{width}}  {help_}" for name, (_, help_) in COMMANDS.items()]
     lines += ["", "Run 'stormotel <command> --help' for a command's options.",
               "Exit codes: 0 healthy, 1 findings, 2 usage/input error, 3 source failure, "
-              "4 sink failure."]
+              "4 sink failure, 70 internal error, 130 interrupted.",
+              f"{DEBUG_FLAG} (or {ENV_DEBUG}=1): print the traceback of an error."]
     return "\n".join(lines)
 
 
+def _pop_debug(args: list[str]) -> tuple[list[str], bool]:
+    """Remove ``--debug`` (before any ``--``) from the arguments; True when it was there."""
+    end = args.index("--") if "--" in args else len(args)
+    debug = DEBUG_FLAG in args[:end]
+    rest = [a for a in args[:end] if a != DEBUG_FLAG] + args[end:]
+    return rest, debug or os.environ.get(ENV_DEBUG, "") not in ("", "0")
+
+
+def run_command(command: str, rest: list[str], *, debug: bool = False) -> int:
+    """The one exception boundary of every command: a known error is one line and its class's
+    exit code; anything else is a bug, reported in one line with exit INTERNAL (the traceback
+    only with ``--debug``), never a traceback that cron would read as FINDINGS."""
+    prog = f"stormotel {command}"
+    try:
+        module = importlib.import_module(COMMANDS[command][0])
+        return int(module.main(rest) or 0)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return exitcodes.INTERRUPTED
+    except StormotelError as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
+        return exit_code_of(exc)
+    except RecursionError:
+        if debug:
+            traceback.print_exc()
+        print(f"{prog}: internal error: input nested too deeply (RecursionError)"
+              f"{'' if debug else f'; rerun with {DEBUG_FLAG} for the traceback'}",
+              file=sys.stderr)
+        return exitcodes.INTERNAL
+    except MemoryError:
+        if debug:
+            traceback.print_exc()
+        print(f"{prog}: internal error: out of memory", file=sys.stderr)
+        return exitcodes.INTERNAL
+    except Exception as exc:
+        if debug:
+            traceback.print_exc()
+        hint = "" if debug else f" (a bug; rerun with {DEBUG_FLAG} for the traceback)"
+        print(f"{prog}: internal error: {type(exc).__name__}: {one_line(exc, 300)}{hint}",
+              file=sys.stderr)
+        return exitcodes.INTERNAL
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
+    args, debug = _pop_debug(list(sys.argv[1:] if argv is None else argv))
     if not args or args[0] in ("-h", "--help", "help"):
         print(_usage())
         return exitcodes.OK
@@ -53,12 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     if command not in COMMANDS:
         print(f"stormotel: unknown command {command!r}\n\n{_usage()}", file=sys.stderr)
         return exitcodes.USAGE
-    module = importlib.import_module(COMMANDS[command][0])
-    try:
-        return int(module.main(rest) or 0)
-    except KeyboardInterrupt:
-        print("stormotel: interrupted", file=sys.stderr)
-        return exitcodes.INTERRUPTED
+    return run_command(command, rest, debug=debug)
 
 
 if __name__ == "__main__":

@@ -9,3 +9,4 @@ USAGE = 2  #: bad arguments or bad input the user can fix (argparse uses 2 as we
 SOURCE_FAILURE = 3  #: no telemetry could be read (endpoint down, no files, nothing parseable)
 SINK_FAILURE = 4  #: analysis done, but writing results (annotations, push, files) failed
 INTERRUPTED = 130  #: Ctrl-C
+INTERNAL = 70  #: a bug in stormotel (sysexits EX_SOFTWARE); never 1, so a crash is not "findings"

@@ -167,8 +167,10 @@ def main(argv: list[str]) -> int:
         return usage(str(e))
 
     stop = threading.Event()
+    received: list[int] = []
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
+        received.append(signum)
         stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -204,4 +206,6 @@ def main(argv: list[str]) -> int:
         print(f"stormotel track: {'interrupted, ' if interrupted else ''}flushed "
               f"{stats['samples']} samples ({dropped} dropped, {failed} failed exports)",
               file=sys.stderr)
-    return exitcodes.OK
+    # Ctrl-C is "interrupted" (130, as documented); SIGTERM is the orderly stop a scheduler
+    # asks for (a pod shutting down), so it exits OK once the samples are flushed.
+    return exitcodes.INTERRUPTED if signal.SIGINT in received else exitcodes.OK

@@ -7,15 +7,18 @@ overridden by name (``--set spike_z=5``), and the settings used go into the repo
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
+
+from stormotel.errors import UsageError
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
 SENSITIVITIES = ("low", "medium", "high")
 
 
-class SettingsError(ValueError):
+class SettingsError(UsageError, ValueError):
     """Unknown preset or threshold name, or a value of the wrong kind."""
 
 
@@ -77,12 +80,33 @@ def settings_for(sensitivity: str = "medium", **overrides: Any) -> Settings:
         kind = int if types[name] in ("int", int) else float
         try:
             cast[name] = kind(value)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise SettingsError(f"threshold {name}={value!r} is not a valid {kind.__name__}"
                                 ) from exc
-        if cast[name] < 0:
-            raise SettingsError(f"threshold {name}={value!r} must not be negative")
+        _check_range(name, value, cast[name])
     return replace(base, **cast)
+
+
+#: Thresholds that are fractions (of a peak, of ranks, of samples) or scores: 0 to 1.
+_UNIT_INTERVAL = ("rise_fraction", "drift_min_r2", "frag_ratio", "frag_sustain",
+                  "min_sync_fraction", "confident_score", "likely_score", "suspect_score")
+#: Larger than any real threshold (bytes, seconds, samples, z-scores): a typo, not a setting.
+_MAX_VALUE = 1e18
+
+
+def _check_range(name: str, raw: str, value: float) -> None:
+    """NaN compares false with everything, so ``rise_fraction=nan`` would silently disable a
+    rule and turn a faulted job "healthy"; infinities and out-of-range values do the same."""
+    if not math.isfinite(value):
+        raise SettingsError(f"threshold {name}={raw!r} must be a finite number")
+    if value < 0:
+        raise SettingsError(f"threshold {name}={raw!r} must not be negative")
+    if name in _UNIT_INTERVAL and value > 1:
+        raise SettingsError(f"threshold {name}={raw!r} must be between 0 and 1")
+    if value > _MAX_VALUE:
+        raise SettingsError(f"threshold {name}={raw!r} is out of range (at most {_MAX_VALUE:g})")
+    if name == "min_samples" and value < 2:
+        raise SettingsError(f"threshold {name}={raw!r} must be at least 2")
 
 
 def parse_overrides(items: list[str] | None) -> dict[str, str]:

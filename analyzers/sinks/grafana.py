@@ -13,8 +13,10 @@ it is never logged or written into a report.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -178,7 +180,34 @@ class GrafanaAPI:
         return [a for a in doc if isinstance(a, dict)]
 
     def create_annotation(self, body: dict[str, Any]) -> None:
-        self._req("POST", "/api/annotations", json=body)
+        """POST once per attempt, and before retrying look whether the failed attempt was
+        stored anyway (a 5xx or timeout after the write): a blind retry would duplicate it."""
+        once = dataclasses.replace(self.settings, retries=0)
+        attempts = max(1, self.settings.retries + 1)
+        for attempt in range(attempts):
+            try:
+                request(self.client, "POST", self.url + "/api/annotations", settings=once,
+                        deadline=self.deadline, json=body)
+                return
+            except EndpointError as e:
+                if e.status is not None and e.status < 500 and e.status != 429:
+                    raise  # refused: retrying cannot help
+                if self._stored(body):
+                    return
+                if attempt + 1 == attempts:
+                    raise
+                time.sleep(self.settings.backoff_s * (2 ** attempt))
+
+    def _stored(self, body: dict[str, Any]) -> bool:
+        keys = [t for t in body.get("tags", ()) if str(t).startswith(KEY_TAG_PREFIX)]
+        if not keys:
+            return False
+        try:
+            found = self.list_annotations(keys, int(body["time"]) - 1,
+                                          int(body.get("timeEnd", body["time"])) + 1)
+        except EndpointError:
+            return False
+        return bool(found)
 
     def patch_annotation(self, ann_id: int, body: dict[str, Any]) -> None:
         self._req("PATCH", f"/api/annotations/{ann_id}", json=body)
@@ -230,6 +259,10 @@ def sync_annotations(api: GrafanaAPI | None, annotations: Sequence[Annotation], 
     for e in api.list_annotations([schema.ANNOTATION_TAG, f"{JOB_TAG_PREFIX}{job_id}"], lo, hi):
         k = _key_of(e)
         if k:
+            if not isinstance(e.get("id"), int) or isinstance(e.get("id"), bool):
+                raise EndpointError(api.url + "/api/annotations",
+                                    f"listed annotation {k!r} has no numeric id; cannot "
+                                    "update it without creating a duplicate")
             existing[k] = e
     for ann, body in bodies:
         old = existing.get(ann.key)

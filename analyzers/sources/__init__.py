@@ -14,8 +14,8 @@ telemetry are skipped and noted. No telemetry at all raises ``SourceError(no_tel
 from __future__ import annotations
 
 import glob
-import gzip
 import os
+import stat
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
@@ -49,8 +49,41 @@ def _inner_name(path: Path) -> str:
     return name
 
 
-def expand_paths(paths: Iterable[str]) -> list[tuple[Path, bool]]:
-    """Files to read, each with ``explicit`` (named by the user, not found by walking)."""
+#: Largest file (after decompression) one source reads into memory; a larger one is refused
+#: (a named file) or skipped and counted (found in a folder). ``STORMOTEL_MAX_FILE_BYTES``
+#: overrides. It bounds decompression bombs: a 200 KB .zst that would inflate to 6 GiB stops here.
+MAX_FILE_BYTES = 1024 * 1024 * 1024
+ENV_MAX_FILE_BYTES = "STORMOTEL_MAX_FILE_BYTES"
+_CHUNK = 1 << 20
+
+
+def max_file_bytes() -> int:
+    env = os.environ.get(ENV_MAX_FILE_BYTES, "").strip()
+    return int(env) if env.isdigit() and int(env) > 0 else MAX_FILE_BYTES
+
+
+def _is_regular(p: Path) -> tuple[bool, str]:
+    """True for a regular file (symlinks followed); else False and what it is instead."""
+    try:
+        mode = os.stat(p).st_mode
+    except OSError as exc:
+        return False, f"cannot stat ({exc.strerror or exc})"
+    if stat.S_ISREG(mode):
+        return True, ""
+    kind = ("named pipe" if stat.S_ISFIFO(mode) else "device" if stat.S_ISCHR(mode)
+            or stat.S_ISBLK(mode) else "socket" if stat.S_ISSOCK(mode) else "special file")
+    return False, f"{kind}, not a regular file"
+
+
+def expand_paths(paths: Iterable[str], ctx: LoadContext | None = None
+                 ) -> list[tuple[Path, bool]]:
+    """Files to read, each with ``explicit`` (named by the user, not found by walking).
+
+    Inside folders (and glob matches) only regular files are read: a named pipe would block
+    forever and a symlink to ``/dev/zero`` never ends, so those are counted skips
+    (``not_regular_file``). A path named on the command line may be a pipe (``<(zcat ...)``);
+    its reading is bounded by :data:`MAX_FILE_BYTES` like any file.
+    """
     out: list[tuple[Path, bool]] = []
     seen: set[Path] = set()
 
@@ -59,6 +92,13 @@ def expand_paths(paths: Iterable[str]) -> list[tuple[Path, bool]]:
         if rp not in seen:
             seen.add(rp)
             out.append((p, explicit))
+
+    def walked(p: Path) -> None:
+        regular, why = _is_regular(p)
+        if regular:
+            add(p, False)
+        elif ctx is not None:
+            ctx.skip("not_regular_file", str(p), why)
 
     for raw in paths:
         matches = sorted(glob.glob(raw, recursive=True)) if glob.has_magic(raw) else [raw]
@@ -72,37 +112,56 @@ def expand_paths(paths: Iterable[str]) -> list[tuple[Path, bool]]:
                     for f in sorted(files):
                         fp = Path(root) / f
                         if _inner_name(fp).endswith(TELEMETRY_SUFFIXES):
-                            add(fp, False)
+                            walked(fp)
+            elif glob.has_magic(raw) and p.exists():
+                walked(p)
             elif p.is_file():
-                add(p, glob.has_magic(raw) is False)
+                add(p, True)
             elif not p.exists():
                 raise SourceError(f"{m}: no such file or directory")
+            elif stat.S_ISFIFO(os.stat(p).st_mode) or stat.S_ISCHR(os.stat(p).st_mode):
+                add(p, True)
             else:
                 raise SourceError(f"{m}: not a regular file or directory")
     return out
 
 
+_ZSTD_SLICE = 4096  # compressed bytes per decompress call: bounds one call's output
+
+
+def _too_large(path: Path, limit: int, what: str = "") -> SourceError:
+    return SourceError(f"{path}: larger than {limit} bytes{what} (the per-file limit; raise "
+                       f"${ENV_MAX_FILE_BYTES} if this is real telemetry)")
+
+
+def _read_raw(path: Path, limit: int) -> bytes:
+    """At most ``limit`` bytes of the file; more is an error, never a hang or an exhaustion."""
+    with open(path, "rb") as fh:
+        if stat.S_ISREG(os.fstat(fh.fileno()).st_mode) and \
+                os.fstat(fh.fileno()).st_size > limit:
+            raise _too_large(path, limit)
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise _too_large(path, limit)
+    return data
+
+
 def _read_bytes(path: Path, ctx: LoadContext | None = None) -> bytes:
     name = path.name.lower()
+    limit = max_file_bytes()
     try:
-        raw = path.read_bytes()
+        raw = _read_raw(path, limit)
     except OSError as exc:
         raise SourceError(f"{path}: cannot read ({exc.strerror or exc})") from exc
     try:
         if name.endswith(".gz"):
-            return _gunzip(raw)
+            return _gunzip(raw, path, limit)
         if name.endswith((".zst", ".zstd")):
-            import zstandard
-
-            z = zstandard.ZstdDecompressor().decompressobj()
-            out = z.decompress(raw)
-            if not z.eof and ctx is not None:  # a writer killed before it ended the frame
-                ctx.note(f"{path}: the zstd stream stops mid-frame (its writer did not close it, "
-                         f"e.g. killed); read up to its last complete block, "
-                         f"{len(out):,} bytes — at most the batch being written is missing")
-            return out
+            return _unzstd(raw, path, limit, ctx)
     except (OSError, EOFError, zlib.error) as exc:
         raise SourceError(f"{path}: not valid gzip ({exc})") from exc
+    except SourceError:
+        raise
     except Exception as exc:  # zstandard.ZstdError has no stable import path across versions
         if type(exc).__name__ == "ZstdError":
             raise SourceError(f"{path}: not valid zstd ({exc})") from exc
@@ -110,14 +169,57 @@ def _read_bytes(path: Path, ctx: LoadContext | None = None) -> bytes:
     return raw
 
 
-def _gunzip(raw: bytes) -> bytes:
-    try:
-        return gzip.decompress(raw)
-    except EOFError:
-        # A truncated gzip (job killed mid-write): keep what decompresses, the JSON-lines reader
-        # then counts the cut last line.
+def _gunzip(raw: bytes, path: Path, limit: int) -> bytes:
+    """Decompress gzip (concatenated members too) without ever holding more than ``limit``
+    bytes of output; a truncated file (job killed mid-write) keeps what decompresses, and the
+    JSON-lines reader then counts the cut last line."""
+    out = bytearray()
+    data = raw
+    while data:
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        return d.decompress(raw)
+        pending = data
+        while pending and not d.eof:
+            out += d.decompress(pending, limit + 1 - len(out))
+            if len(out) > limit:
+                raise _too_large(path, limit, " decompressed")
+            pending = d.unconsumed_tail
+        data = d.unused_data if d.eof else b""
+        if not d.eof:
+            break
+        if not data.strip(b"\0"):
+            break
+    return bytes(out)
+
+
+def _unzstd(raw: bytes, path: Path, limit: int, ctx: LoadContext | None = None) -> bytes:
+    """Decompress every zstd frame without ever holding much more than ``limit`` bytes.
+
+    Input goes in small slices (a compressed block expands at most ~32,768-fold), so a bomb is
+    stopped within a slice's worth of output. A last frame cut mid-way (a writer killed before
+    it ended the frame) keeps every complete block, with a note of what may be missing.
+    """
+    import zstandard
+
+    out = bytearray()
+    data = memoryview(raw)
+    while len(data):
+        d = zstandard.ZstdDecompressor().decompressobj()
+        pos = 0
+        while pos < len(data) and not d.eof:
+            out += d.decompress(data[pos:pos + _ZSTD_SLICE])
+            pos += _ZSTD_SLICE
+            if len(out) > limit:
+                raise _too_large(path, limit, " decompressed")
+        if not d.eof:
+            if ctx is not None:
+                ctx.note(f"{path}: the zstd stream stops mid-frame (its writer did not close it, "
+                         f"e.g. killed); read up to its last complete block, "
+                         f"{len(out):,} bytes — at most the batch being written is missing")
+            break
+        data = memoryview(d.unused_data)
+        if not bytes(data[:4096]).strip(b"\0"):
+            break
+    return bytes(out)
 
 
 def _first_line(data: bytes) -> bytes:
@@ -227,7 +329,7 @@ def load_paths(paths: Iterable[str], *, progress: ProgressFn | None = None,
     With ``job_id``, data of other jobs is left out (counted as ``other_job``).
     """
     ctx = ctx or LoadContext(progress=progress, job_id=job_id)
-    files = expand_paths(paths)
+    files = expand_paths(paths, ctx)
     if not files:
         raise SourceError(f"no telemetry files under {', '.join(map(str, paths))} "
                           f"(looked for {', '.join(TELEMETRY_SUFFIXES)}, optionally .gz/.zst)",

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from analyzers.timeline import TimelineBuilder
+from stormotel import exitcodes
+from stormotel.errors import StormotelError
 
 ProgressFn = Callable[[str], None]
 
@@ -20,7 +22,7 @@ ProgressFn = Callable[[str], None]
 NOTES_PER_REASON = 3
 
 
-class SourceError(Exception):
+class SourceError(StormotelError):
     """Input that cannot be used at all; the message names the file (and line) and the problem.
 
     ``no_telemetry`` distinguishes "nothing readable" (exit SOURCE_FAILURE) from "bad input the
@@ -30,6 +32,10 @@ class SourceError(Exception):
     def __init__(self, message: str, *, no_telemetry: bool = False) -> None:
         super().__init__(message)
         self.no_telemetry = no_telemetry
+
+    @property
+    def exit_code(self) -> int:  # type: ignore[override]
+        return exitcodes.SOURCE_FAILURE if self.no_telemetry else exitcodes.USAGE
 
 
 @dataclass

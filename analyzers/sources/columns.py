@@ -13,6 +13,11 @@ import numpy as np
 
 from analyzers.sources.base import LoadContext
 
+#: No accelerator has a petabyte of memory: a byte value above this is an input error (a
+#: 1e300 sample must never become the high-confidence first cause).
+MAX_PLAUSIBLE_BYTES = float(2**50)
+INT64_MAX = 2**63 - 1
+
 
 def _slow_float(values: Sequence[object], ctx: LoadContext, where: str, name: str
                 ) -> tuple[np.ndarray, np.ndarray]:
@@ -68,6 +73,13 @@ def bytes_column(values: Sequence[object], ctx: LoadContext, where: str, name: s
     if n_neg:
         ctx.skip("negative_bytes", where, f"{name} is negative", n_neg)
         arr[neg] = np.nan
+    huge = arr > MAX_PLAUSIBLE_BYTES
+    n_huge = int(huge.sum())
+    if n_huge:
+        ctx.skip("impossible_bytes", where,
+                 f"{name} above {MAX_PLAUSIBLE_BYTES} bytes (no device has that much memory)",
+                 n_huge)
+        arr[huge] = np.nan
     return arr
 
 
@@ -87,7 +99,7 @@ def time_column(values: Sequence[object], ctx: LoadContext, where: str, name: st
                 iv = int(v)  # type: ignore[arg-type]
             except (TypeError, ValueError, OverflowError):
                 continue
-            if iv > 0:
+            if 0 < iv <= INT64_MAX:
                 arr[i], ok[i] = iv, True
     n_bad = int((~ok).sum())
     if n_bad:

@@ -38,6 +38,7 @@ from analyzers.sources.prometheus import (
 from analyzers.sources.prometheus import _fmt_step as fmt_step
 from analyzers.timeline import RankIdentity, RankSeries, Timeline, TimelineBuilder
 from stormotel import schema
+from stormotel.errors import UsageError
 
 #: dcgm metric → Timeline field it feeds (device_total is derived: used + free + reserved).
 DCGM_FIELDS = {schema.DCGM_FB_USED: "device_used", schema.DCGM_FB_FREE: "device_free",
@@ -59,7 +60,7 @@ SKIPPED_ANALYSES = {
 _TRAILING_INT = re.compile(r"(\d+)$")
 
 
-class MapError(Exception):
+class MapError(UsageError):
     """A mapping-file problem; the message names file, line and what was wrong."""
 
 
@@ -83,6 +84,8 @@ class GpuRankMap:
                 doc = json.loads(text)
             except json.JSONDecodeError as e:
                 raise MapError(f"{path} line {e.lineno}: invalid JSON: {e.msg}") from None
+            except RecursionError:
+                raise MapError(f"{path}: JSON nested too deeply") from None
             if not isinstance(doc, list):
                 raise MapError(f"{path}: expected a JSON list of objects")
             raw = [(i + 1, d) for i, d in enumerate(doc)]

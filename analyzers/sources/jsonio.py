@@ -13,6 +13,10 @@ try:
 except ImportError:  # pragma: no cover - only a broken install lacks orjson
     _fast = _json.loads
 
+#: orjson refuses documents nested deeper than this; the standard-library fallback is bounded by
+#: the interpreter's recursion limit, and its RecursionError becomes a decode error here.
+MAX_DEPTH = 1024
+
 #: What :func:`loads` raises for invalid JSON (``orjson.JSONDecodeError`` is a ``ValueError``).
 JSONDecodeError: tuple[type[Exception], ...] = (ValueError,)
 
@@ -24,4 +28,8 @@ def loads(data: bytes | str) -> Any:
     try:
         return _fast(data)
     except ValueError:
-        return _json.loads(data)
+        try:
+            return _json.loads(data)
+        except RecursionError:
+            raise ValueError("JSON nested too deeply (more than about "
+                             f"{MAX_DEPTH} levels)") from None

@@ -86,16 +86,19 @@ def attributes(items: Any) -> dict[str, Any]:
     for kv in items:
         try:
             out[kv["key"]] = _attr_value(kv.get("value") or {})
-        except (KeyError, TypeError, ValueError, AttributeError):
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
             continue
     return out
 
 
 def _opt_int(v: Any) -> int | None:
+    """An int64-sized integer, else None (``"inf"``, 401 digits and 2**70 are not ranks,
+    world sizes or timestamps)."""
     try:
-        return None if v is None or isinstance(v, bool) else int(v)
-    except (TypeError, ValueError):
+        i = None if v is None or isinstance(v, bool) else int(v)
+    except (TypeError, ValueError, OverflowError):
         return None
+    return i if i is None or -(2**63) <= i < 2**63 else None
 
 
 def identity_from(attrs: Mapping[str, Any]) -> RankIdentity | None:

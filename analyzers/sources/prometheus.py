@@ -32,6 +32,7 @@ from analyzers.rankspec import format_rank_list
 from analyzers.sources.markers import KIND_OOM, KIND_STEP, MarkerAccumulator
 from analyzers.timeline import Markers, RankIdentity, Timeline, TimelineBuilder
 from stormotel import schema
+from stormotel.errors import SourceFailureError
 
 #: Prometheus refuses query_range answers over 11,000 points per series; stay below it.
 MAX_POINTS_PER_QUERY = 10_000
@@ -49,7 +50,7 @@ MIN_STEP_S = 1.0
 _POINTS_ERROR = re.compile(r"points|resolution", re.IGNORECASE)
 
 
-class SourceFailure(Exception):
+class SourceFailure(SourceFailureError):
     """No endpoint gave any data. The message says, per endpoint, why."""
 
 
@@ -111,6 +112,10 @@ def _fmt_step(step_s: float) -> str:
     return f"{max(1, round(step_s * 1000) - 1)}ms"
 
 
+#: Timestamps at or past this (year ~2262) do not fit int64 nanoseconds.
+MAX_UNIX_S = 9.2e9
+
+
 def parse_matrix_values(values: Sequence[Sequence[object]]) -> tuple[np.ndarray, np.ndarray]:
     """``[[unix_s, "v"], ...]`` → (int64 ns at ms precision, float64 values).
 
@@ -127,6 +132,8 @@ def parse_matrix_values(values: Sequence[Sequence[object]]) -> tuple[np.ndarray,
         raise ValueError(f"matrix values are not [timestamp, value] pairs ({e})") from None
     if v.shape != (n,):
         raise ValueError("matrix values are not [timestamp, value] pairs")
+    if not (np.isfinite(t).all() and (t > 0).all() and (t < MAX_UNIX_S).all()):
+        raise ValueError("matrix timestamps are not positive Unix times in seconds")
     t_ns = np.rint(t * 1000.0).astype(np.int64) * 1_000_000
     return t_ns, v
 
@@ -227,7 +234,7 @@ class PrometheusAPI:
 def _api_error_text(body: str) -> str:
     try:
         doc = json.loads(body)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         return ""
     if isinstance(doc, dict) and doc.get("status") == "error":
         return f"{doc.get('errorType', 'error')}: {doc.get('error', '')}"[:300]
@@ -270,21 +277,27 @@ def _field_names() -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
 
 
 def _int_label(labels: dict[str, str], key: str) -> int | None:
-    try:
-        return int(labels[key])
-    except (KeyError, ValueError):
+    v = labels.get(key)
+    if not isinstance(v, str) or not v.isdigit() or len(v) > 18:  # a list, "inf", 401 digits
         return None
+    return int(v)
+
+
+def _str_label(labels: dict[str, str], key: str) -> str | None:
+    v = labels.get(key)
+    return v if isinstance(v, str) else None
 
 
 def identity_from_labels(labels: dict[str, str]) -> RankIdentity | None:
     rank = _int_label(labels, schema.ATTR_RANK)
     if rank is None or rank < 0:
         return None
-    return RankIdentity(rank=rank, job_id=labels.get(schema.ATTR_JOB_ID),
+    return RankIdentity(rank=rank, job_id=_str_label(labels, schema.ATTR_JOB_ID),
                         local_rank=_int_label(labels, schema.ATTR_LOCAL_RANK),
                         world_size=_int_label(labels, schema.ATTR_WORLD_SIZE),
-                        host=labels.get(schema.ATTR_HOST), gpu=labels.get(schema.ATTR_GPU),
-                        gpu_uuid=labels.get(schema.ATTR_GPU_UUID))
+                        host=_str_label(labels, schema.ATTR_HOST),
+                        gpu=_str_label(labels, schema.ATTR_GPU),
+                        gpu_uuid=_str_label(labels, schema.ATTR_GPU_UUID))
 
 
 def _discover(api: PrometheusAPI, window: QueryWindow, builder: TimelineBuilder,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from operator import attrgetter, itemgetter
 from typing import Any
 
@@ -87,8 +87,11 @@ def read_csv(data: bytes, path: str) -> list[dict[str, Any]]:
     text = data.decode("utf-8", "replace")
     reader = csv.DictReader(io.StringIO(text))
     # Empty cells are "not reported" (pandas writes None as an empty cell).
-    return [{k: (None if v == "" else v) for k, v in row.items() if k is not None}
-            for row in reader]
+    try:
+        return [{k: (None if v == "" else v) for k, v in row.items() if k is not None}
+                for row in reader]
+    except csv.Error as exc:  # e.g. a field over csv.field_size_limit() (128 KiB)
+        raise SourceError(f"{path}: line {reader.line_num}: not valid CSV ({exc})") from None
 
 
 def _first(records: Sequence[Mapping[str, Any]], *keys: str) -> list[Any]:
@@ -157,7 +160,7 @@ def load_records(records: list[Any], path: str, ctx: LoadContext) -> int:
     col = _ColumnReader(records) if set(map(type, records)) in ({dict}, {Event}) else None
     versions = col("schema_version") if col is not None and "schema_version" in col.core \
         else [r.get("schema_version", 2) if type(r) in (dict, Event) else None for r in records]
-    if not set(versions) <= supported:  # rare: find out what was wrong, record by record
+    if not _hashables(versions) <= supported:  # rare: find out what was wrong, record by record
         col = None
         good = []
         for i, r in enumerate(records):
@@ -165,7 +168,7 @@ def load_records(records: list[Any], path: str, ctx: LoadContext) -> int:
                 ctx.skip("wrong_type", f"{path}: event {i}", "event is not an object")
                 continue
             sv = r.get("schema_version")
-            if sv is not None and sv not in supported:
+            if sv is not None and not (_hashable(sv) and sv in supported):
                 ctx.skip("unsupported_schema", f"{path}: event {i}",
                          f"schema_version {sv!r} (supported: {SUPPORTED_SCHEMAS} and legacy)")
                 continue
@@ -244,9 +247,9 @@ def load_records(records: list[Any], path: str, ctx: LoadContext) -> int:
                       device_free=free[sel], inactive_split=inactive[sel])
         added += int(sel.sum())
     _context_markers(col("context", "message"), t, ok, ranks, ctx)
-    sessions = set(col("session_id")) - {None}
+    sessions = _hashables(col("session_id")) - {None}
     if not sessions:  # legacy exports keep it in metadata
-        sessions = {_meta(r, "session_id") for r in good} - {None}
+        sessions = _hashables(_meta(r, "session_id") for r in good) - {None}
     if sessions:
         known = ctx.builder.meta.setdefault("stormlog_sessions", [])
         assert isinstance(known, list)
@@ -254,10 +257,20 @@ def load_records(records: list[Any], path: str, ctx: LoadContext) -> int:
     return added
 
 
+def _hashable(v: Any) -> bool:
+    return isinstance(v, str | int | float | bool) or v is None
+
+
+def _hashables(values: Iterable[Any]) -> set[Any]:
+    """The distinct values, with unhashable ones (a list or object where a scalar belongs)
+    replaced by their type name so a set comparison reports them instead of raising."""
+    return {v if _hashable(v) else f"<{type(v).__name__}>" for v in values}
+
+
 def _secs_to_ns(s: Any) -> int | None:
     try:
         return int(float(s) * 1_000_000_000)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 
 
@@ -271,7 +284,7 @@ def _mib(m: Any) -> float | None:
 def _int_column(values: list[Any], default: int) -> np.ndarray:
     try:
         arr = np.asarray([default if v is None else v for v in values], dtype=np.float64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         arr = np.array([_safe_int(v, default) for v in values], dtype=np.float64)
     bad = ~np.isfinite(arr) | (arr != np.round(arr))
     arr[bad] = -1
@@ -283,7 +296,7 @@ def _safe_int(v: Any, default: int) -> float:
         return default
     try:
         return float(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return -1
 
 
@@ -304,13 +317,15 @@ def _identities(good: list[Mapping[str, Any]], ranks: np.ndarray, ctx: LoadConte
 
 
 def _s(v: Any) -> str | None:
-    return None if v in (None, "") else str(v)
+    if v is None or v == "" or not _hashable(v):
+        return None
+    return str(v)
 
 
 def _i(v: Any) -> int | None:
     try:
-        return None if v in (None, "") else int(float(v))
-    except (TypeError, ValueError):
+        return None if v is None or v == "" else int(float(v))
+    except (TypeError, ValueError, OverflowError):
         return None
 
 
@@ -318,11 +333,14 @@ def _context_markers(contexts: Sequence[Any], t: np.ndarray, ok: np.ndarray,
                      ranks: np.ndarray, ctx: LoadContext) -> None:
     """Context strings → markers; consecutive events of a rank with the same context become one
     interval (a tracker sets the context for a whole phase, not one event)."""
+    contexts = [c if c is None or isinstance(c, str) else None for c in contexts]
     has = ok & np.fromiter((bool(c) for c in contexts), bool, len(contexts))
     idx = np.flatnonzero(has)
     if idx.size == 0:
         return
-    names = np.asarray(contexts, dtype=object)[idx]
+    names = np.empty(len(contexts), dtype=object)
+    names[:] = contexts
+    names = names[idx]
     r = ranks[idx]
     new_run = np.ones(idx.size, bool)
     new_run[1:] = (np.diff(idx) != 1) | (r[1:] != r[:-1]) | (names[1:] != names[:-1])

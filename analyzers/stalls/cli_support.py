@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from analyzers.report import Report, StallFinding
-from analyzers.timeline import Markers, Timeline, TimelineBuilder, concat_markers
+from analyzers.timeline import MAX_WORLD_SIZE, Markers, Timeline, TimelineBuilder, concat_markers
+from stormotel.errors import UsageError
 
 ProgressFn = Callable[[str], None]
 
 
-class StallInputError(ValueError):
+class StallInputError(UsageError, ValueError):
     """Unreadable stall evidence (bad dump, binary log, ...): one line, exit USAGE."""
 
 
@@ -94,8 +95,8 @@ def stall_result_from_args(args: argparse.Namespace, progress: ProgressFn | None
     from analyzers.stalls.logs_parser import LogError
 
     ws = getattr(args, "world_size", None)
-    if ws is not None and ws < 1:
-        raise StallInputError(f"--world-size must be at least 1, got {ws}")
+    if ws is not None and not 1 <= ws <= MAX_WORLD_SIZE:
+        raise StallInputError(f"--world-size must be between 1 and {MAX_WORLD_SIZE}, got {ws}")
     result = StallResult()
     try:
         if args.flight_recorder:
@@ -145,7 +146,7 @@ def _add_logs(result: StallResult, specs: list[str], ws: int | None,
     from analyzers.stalls.log_analysis import analyze_logs
     from analyzers.stalls.logs_parser import parse_logs
 
-    parsed = parse_logs(specs)
+    parsed = _plausible_ranks(parse_logs(specs))
     if progress:
         progress(f"read {len(parsed.files)} log file(s), {parsed.lines} lines, "
                  f"{len(parsed.events)} watchdog events")
@@ -159,12 +160,27 @@ def _add_logs(result: StallResult, specs: list[str], ws: int | None,
     result.world_size = max(result.world_size or 0, la.world_size) or None
     if not result.seen_ranks:
         result.seen_ranks = sorted(parsed.ranks_seen)
-        result.missing_ranks = [r for r in range(la.world_size) if r not in parsed.ranks_seen]
+        world = min(la.world_size, MAX_WORLD_SIZE)
+        result.missing_ranks = [r for r in range(world) if r not in parsed.ranks_seen]
     result.extra["logs"] = {
         "files": parsed.files, "events": len(parsed.events), "category": la.category,
         "world_size": la.world_size,
         "state_tables": {g: [s.as_dict() for s in st] for g, st in la.states.items()},
         "timeline": la.timeline[:100]}
+
+
+def _plausible_ranks(parsed: Any) -> Any:
+    """Drop log events of ranks no job can have (``[rank1000000000000]``): the analysis builds
+    per-rank sets of the world, so one such line must not allocate a trillion entries."""
+    absurd = {r for r in parsed.ranks_seen if not 0 <= r < MAX_WORLD_SIZE}
+    if absurd:
+        parsed.events = [e for e in parsed.events
+                         if e.rank is None or 0 <= e.rank < MAX_WORLD_SIZE]
+        parsed.ranks_seen -= absurd
+        parsed.skipped["rank_outside_world"] += len(absurd)
+        parsed.notes.append(f"ignored {len(absurd)} rank number(s) of {MAX_WORLD_SIZE} or more "
+                            "(not a rank of any job)")
+    return parsed
 
 
 def _extend(result: StallResult, findings: list[StallFinding]) -> None:

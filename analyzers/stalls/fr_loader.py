@@ -23,6 +23,8 @@ from analyzers.stalls.fr_types import DumpSet, FrEntry, PgStatus, RankDump
 from analyzers.stalls.safe_unpickle import MAX_DUMP_BYTES, loads_plain
 
 SUPPORTED_MAJOR = 2
+#: No job has this many ranks; file names and ``pg_config`` lists beyond it are not ranks.
+MAX_WORLD_SIZE = 1_000_000
 _RANK_TAG = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
 _TRAILING_DIGITS = re.compile(r"^(.*?)(\d+)((?:\.[A-Za-z]+)*)$")
 
@@ -32,12 +34,15 @@ class DumpError(ValueError):
 
 
 def rank_from_name(name: str) -> int | None:
-    """The rank a file name carries (``..rank_3``, ``..rank3.json``, ``prefix3``), else None."""
+    """The rank a file name carries (``..rank_3``, ``..rank3.json``, ``prefix3``), else None;
+    also None for a number no job could have as a rank (at least :data:`MAX_WORLD_SIZE`)."""
     tags = _RANK_TAG.findall(name)
-    if tags:
-        return int(tags[-1])
-    m = _TRAILING_DIGITS.match(name)
-    return int(m.group(2)) if m and m.group(1) else None
+    m = None if tags else _TRAILING_DIGITS.match(name)
+    digits = tags[-1] if tags else (m.group(2) if m and m.group(1) else None)
+    if digits is None or len(digits) > 7:
+        return None
+    rank = int(digits)
+    return rank if rank < MAX_WORLD_SIZE else None
 
 
 def load_dump_file(path: Path, rank: int | None = None) -> RankDump:
@@ -62,12 +67,17 @@ def load_dump_dir(path: Path, *, world_size: int | None = None) -> DumpSet:
     """Read every rank-numbered dump under ``path`` (a folder, or one file)."""
     if not path.exists():
         raise DumpError(f"{path}: no such file or folder")
+    if world_size is not None and not 0 < world_size <= MAX_WORLD_SIZE:
+        raise DumpError(f"world size {world_size} is not between 1 and {MAX_WORLD_SIZE}")
     files = [path] if path.is_file() else sorted(
         Path(root) / f for root, _, names in os.walk(path) for f in names
         if not f.startswith("."))
     dumps: dict[int, RankDump] = {}
     skipped: dict[str, str] = {}
     for f in files:
+        if f is not path and not f.is_file():  # a named pipe would block, /dev/zero never ends
+            skipped[str(f)] = "not a regular file"
+            continue
         rank = rank_from_name(f.name)
         if rank is None:
             skipped[str(f)] = "no rank number in the file name"
@@ -93,7 +103,12 @@ def load_dump_dir(path: Path, *, world_size: int | None = None) -> DumpSet:
         notes.append(f"no dump from rank(s) {missing} of world size {ws}: their side of every "
                      "collective is unseen; findings use the ranks present")
     if skipped:
-        notes.append(f"skipped {len(skipped)} file(s) without a rank number")
+        special = sum(why == "not a regular file" for why in skipped.values())
+        if len(skipped) > special:
+            notes.append(f"skipped {len(skipped) - special} file(s) without a rank number")
+        if special:
+            notes.append(f"skipped {special} file(s) that are not regular files (pipes, "
+                         "devices)")
     bad = sum(d.skipped_entries for d in dumps.values())
     if bad:
         notes.append(f"skipped {bad} malformed entr{'y' if bad == 1 else 'ies'}")
@@ -110,6 +125,8 @@ def _decode(path: Path, data: bytes) -> tuple[Mapping[str, Any], str]:
             raw = json.loads(data)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise DumpError(f"{path}: not valid JSON ({exc})") from exc
+        except RecursionError:
+            raise DumpError(f"{path}: JSON nested too deeply") from None
         form = "json"
     elif data[:1] == b"\x80":
         try:
@@ -148,7 +165,7 @@ def _normalise(path: Path, rank: int, raw: Mapping[str, Any], form: str) -> Rank
             status[int(pg_id)] = PgStatus(_int(st.get("last_enqueued_collective"), -1),
                                           _int(st.get("last_started_collective"), -1),
                                           _int(st.get("last_completed_collective"), -1))
-        except (TypeError, ValueError, AttributeError):
+        except (TypeError, ValueError, AttributeError, OverflowError):
             bad += 1
     pg_config = raw.get("pg_config") if isinstance(raw.get("pg_config"), dict) else {}
     return RankDump(rank=rank, path=str(path), form=form, version=version, entries=entries,
@@ -161,7 +178,10 @@ def _int(v: Any, default: int | None = None) -> int | None:
         return v
     if v is None or v == "":
         return default
-    return int(v)
+    i = int(v)
+    if not -(2**63) <= i < 2**63:
+        raise ValueError(f"{i} does not fit in 64 bits")
+    return i
 
 
 def _time(v: Any) -> int | None:
@@ -200,7 +220,7 @@ def _entry(rank: int, e: Any) -> FrEntry | None:
             time_started_ns=_time(e.get("time_discovered_started_ns")),
             time_completed_ns=_time(e.get("time_discovered_completed_ns")),
             timeout_ms=_int(e.get("timeout_ms")))
-    except (KeyError, TypeError, ValueError, AttributeError):
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
         return None
 
 
@@ -212,7 +232,7 @@ def _ranks_hinted_by_pg_config(dumps: Any) -> set[int]:
             ranks = cfg.get("ranks") if isinstance(cfg, dict) else None
             try:
                 parsed = json.loads(ranks) if isinstance(ranks, str) else ranks
-                hinted.update(int(r) for r in parsed or ())
-            except (ValueError, TypeError):
+                hinted.update(r for r in map(int, parsed or ()) if 0 <= r < MAX_WORLD_SIZE)
+            except (ValueError, TypeError, OverflowError, RecursionError):
                 continue
     return hinted

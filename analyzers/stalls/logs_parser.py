@@ -157,7 +157,8 @@ def expand_paths(specs: list[str]) -> list[Path]:
             p = Path(m)
             if p.is_dir():
                 out.extend(sorted(Path(root) / f for root, _, names in os.walk(p)
-                                  for f in names if not f.startswith(".")))
+                                  for f in names if not f.startswith(".")
+                                  and (Path(root) / f).is_file()))  # no pipes or devices
             elif p.is_file():
                 out.append(p)
             else:

@@ -10,13 +10,21 @@ is not a dump we understand, and we say so instead of importing it.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import pickle
+from collections.abc import Iterator
 from typing import Any
 
 #: Refuse pickles larger than this before reading them into memory (Flight Recorder dumps of a
 #: 2000-entry ring buffer with stack frames are a few MB).
 MAX_DUMP_BYTES = 512 * 1024 * 1024
+#: Deepest container nesting accepted (a dump is dict → list → dict → list of frames: ~6).
+MAX_DEPTH = 100
+#: Memory one unpickling may take beyond what the process already uses: plain data costs a
+#: small multiple of its pickle size; a memo bomb asks for gigabytes and gets MemoryError.
+UNPICKLE_BUDGET = 512 * 1024 * 1024
+UNPICKLE_FACTOR = 16
 
 
 class UnsafePickleError(pickle.UnpicklingError):
@@ -47,7 +55,8 @@ def loads_plain(data: bytes) -> Any:
     if not data:
         raise pickle.UnpicklingError("empty file")
     try:
-        obj = _PlainDataUnpickler(io.BytesIO(data)).load()
+        with _address_space_budget(UNPICKLE_BUDGET + UNPICKLE_FACTOR * len(data)):
+            obj = _PlainDataUnpickler(io.BytesIO(data)).load()
     except UnsafePickleError:
         raise
     except EOFError as exc:
@@ -56,7 +65,48 @@ def loads_plain(data: bytes) -> Any:
         if "truncated" in str(exc):
             raise pickle.UnpicklingError("truncated pickle (ran out of data)") from exc
         raise pickle.UnpicklingError(f"corrupt pickle: {exc}") from exc
-    except (ValueError, TypeError, IndexError, KeyError,
+    except (ValueError, TypeError, IndexError, KeyError, RecursionError,
             AttributeError, OverflowError, MemoryError, UnicodeDecodeError) as exc:
         raise pickle.UnpicklingError(f"corrupt pickle: {exc}") from exc
+    _check_depth(obj)
     return obj
+
+
+@contextlib.contextmanager
+def _address_space_budget(extra: int) -> Iterator[None]:
+    """Lower this process's soft address-space limit to what it uses now plus ``extra`` for
+    the duration of one unpickling, so a memo bomb (``LONG_BINPUT 0xFFFFFFF0`` makes the C
+    unpickler grow its memo table to gigabytes) fails with MemoryError instead of exhausting
+    the machine. The soft limit is restored after (raising it back up to the unchanged hard
+    limit needs no privilege). A no-op where ``resource`` or ``/proc`` is missing."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        with open("/proc/self/statm") as fh:
+            used = int(fh.read().split()[0]) * resource.getpagesize()
+    except (ImportError, OSError, ValueError):
+        yield
+        return
+    budget = used + extra
+    if soft != resource.RLIM_INFINITY and soft <= budget:
+        yield
+        return
+    resource.setrlimit(resource.RLIMIT_AS, (budget, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def _check_depth(obj: Any) -> None:
+    """Refuse containers nested deeper than :data:`MAX_DEPTH` (built from plain APPEND/SETITEM
+    opcodes they need no mark), iteratively, so the readers after us can recurse safely."""
+    containers = (dict, list, tuple, set, frozenset)
+    stack: list[tuple[Any, int]] = [(obj, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise pickle.UnpicklingError(f"pickle nested deeper than {MAX_DEPTH} levels")
+        children = item.values() if type(item) is dict else item
+        stack.extend((c, depth + 1) for c in children if type(c) in containers)

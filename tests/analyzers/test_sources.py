@@ -12,6 +12,7 @@ import zstandard
 
 from analyzers.analyze import analyze
 from analyzers.sources import SourceError, load_paths
+from analyzers.timeline import MixedJobsError
 from tests.analyzers.otlp_fixtures import (
     json_lines,
     length_prefixed,
@@ -302,8 +303,8 @@ def test_job_id_filter_keeps_one_job(tmp_path):
     data = seed_example()
     write_archive(tmp_path / "a", data, job_id="job-a")
     write_archive(tmp_path / "b", seed_example(), job_id="job-b")
-    mixed = load_paths([str(tmp_path)])
-    assert any("mixes job ids" in n for n in mixed.notes)
+    with pytest.raises(MixedJobsError, match=r"'job-a', 'job-b'.*--job-id"):
+        load_paths([str(tmp_path)])  # merging two jobs' ranks would be a wrong answer
     only_a = load_paths([str(tmp_path)], job_id="job-a")
     assert only_a.job_id == "job-a" and only_a.total_samples() == 240
     assert only_a.skipped["other_job"] > 0

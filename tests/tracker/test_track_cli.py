@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stormotel import schema
+from stormotel import exitcodes, schema
 from stormotel.track_cli import build_parser
 from tests.tracker.otlp_util import MetricsRequest, TraceRequest, parse_lines, points, spans
 
@@ -56,7 +56,7 @@ def test_ctrl_c_flushes_and_exits_cleanly(tmp_path: Path) -> None:
         time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err
+    assert proc.returncode == exitcodes.INTERRUPTED, err
     assert "interrupted, flushed" in err and "Traceback" not in err
     traces = parse_lines(tmp_path / "sig" / "rank-0.traces.jsonl", TraceRequest)
     assert any(s.name == "stormotel.session" for _r, s in spans(traces))  # ended and exported

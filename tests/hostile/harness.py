@@ -1,0 +1,68 @@
+"""Running a command as a user would, under hostile input: a subprocess with a memory ceiling
+(RLIMIT_AS) and a wall-clock limit, and the checks every hostile case shares."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+GIB = 1024**3
+#: Address-space ceiling of every hostile run: far below what the unbounded bugs needed (6 GiB
+#: bombs, 3 GB memo bombs, per-rank allocation for 10**12 ranks).
+MEMORY_LIMIT = 3 * GIB
+TIME_LIMIT_S = 90.0
+
+
+@dataclass
+class Run:
+    code: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+    def json(self) -> dict[str, Any]:
+        return json.loads(self.stdout)
+
+
+def _limit_memory(limit: int) -> Any:
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    return apply
+
+
+def run_bounded(*args: str, timeout: float = TIME_LIMIT_S, memory: int = MEMORY_LIMIT,
+                env: dict[str, str] | None = None, python: list[str] | None = None) -> Run:
+    """``python -m stormotel ARGS`` (or ``python`` + ``python`` args) in a child process that
+    cannot use more than ``memory`` bytes of address space or ``timeout`` seconds."""
+    full_env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+                "PYTHONPATH": str(ROOT), **(env or {})}
+    cmd = [sys.executable, *(python or ["-m", "stormotel", *args])]
+    start = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                       env=full_env, preexec_fn=_limit_memory(memory), errors="replace")
+    return Run(p.returncode, p.stdout, p.stderr, time.monotonic() - start)
+
+
+def assert_clean(run: Run, code: int | tuple[int, ...], *, message: str | None = None,
+                 within_s: float = TIME_LIMIT_S) -> None:
+    """The documented exit code, no traceback, at most one error line (naming ``message``
+    when given), finished within the bound."""
+    codes = (code,) if isinstance(code, int) else code
+    detail = f"exit {run.code}\nstderr:\n{run.stderr[-3000:]}"
+    assert run.code in codes, detail
+    assert "Traceback" not in run.stderr and "Traceback" not in run.stdout, detail
+    errors = [ln for ln in run.stderr.splitlines() if ": error: " in ln or "internal error" in ln]
+    assert len(errors) <= 1, detail
+    if run.code not in (0, 1):
+        assert len(errors) == 1, detail
+    if message is not None:
+        assert errors and message in errors[0], detail
+    assert run.seconds < within_s, f"took {run.seconds:.1f}s"

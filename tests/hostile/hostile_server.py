@@ -1,0 +1,146 @@
+"""A deliberately hostile HTTP server on loopback: the behaviours the red-team corpus used
+against the analyzer's Prometheus and Grafana clients. The first path segment picks one:
+
+- ``/trickle/...``: 200 headers, then one byte per second, forever;
+- ``/huge/...``: a 200 body that never ends (far beyond any sane response);
+- ``/echo/...``: 400 whose body repeats every request header (tokens included);
+- ``/garbage/...``: Prometheus-shaped JSON with list-valued labels and non-numeric values;
+- ``/deep/...``, ``/deep400/...``: a 200 nested 100,000 levels deep, a 400 nested 3,000 deep;
+- ``/future/...``: a consistent Prometheus answer for two ranks whose last samples are stamped
+  75 years ahead.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from stormotel import schema
+
+_CHUNK = b"0" * (1 << 20)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._serve()
+
+    def do_POST(self) -> None:
+        n = int(self.headers.get("Content-Length") or 0)
+        if n:
+            self.rfile.read(n)
+        self._serve()
+
+    def _serve(self) -> None:
+        mode = self.path.strip("/").split("/", 1)[0]
+        with suppress(BrokenPipeError, ConnectionResetError):
+            getattr(self, f"_{mode}")()
+
+    def _trickle(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "1000000")
+        self.end_headers()
+        for _ in range(600):
+            self.wfile.write(b" ")
+            self.wfile.flush()
+            time.sleep(1.0)
+
+    def _huge(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(2 * 1024**3))
+        self.end_headers()
+        self.wfile.write(b'{"status":"success","data":{"result":[' + b" " * 100)
+        for _ in range(2048):
+            self.wfile.write(_CHUNK)
+
+    def _echo(self) -> None:
+        body = ("bad request; you sent:\n" + "".join(
+            f"{k}: {v}\n" for k, v in self.headers.items())).encode()
+        self.send_response(400)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _garbage(self) -> None:
+        if "/series" in self.path:
+            data: object = [{"__name__": "stormotel_memory_allocated_bytes", "job_id": "j",
+                             "rank": ["0"], "world_size": "9" * 401},
+                            {"__name__": "stormotel_memory_allocated_bytes", "job_id": "j",
+                             "rank": "1", "world_size": "1e400"}]
+        else:
+            data = {"resultType": "matrix", "result": [
+                {"metric": {"rank": ["0"], "job_id": "j"}, "values": [[1, "abc"]]},
+                {"metric": {"rank": "1", "job_id": {"x": 1}}, "values": [["x", "1"], [2]]},
+                {"metric": {"rank": "1"}, "values": [[1e300, "1e300"]]},
+                {"metric": "oops", "values": "nope"}]}
+        body = json.dumps({"status": "success", "data": data}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+    def _deep(self) -> None:
+        body = b"[" * 100_000 + b"]" * 100_000
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _deep400(self) -> None:
+        body = b"[" * 3000 + b"]" * 3000
+        self.send_response(400)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _future(self) -> None:
+        name = schema.FIELD_METRICS["allocated"].prom_aliases[0]
+        labels = [{"__name__": name, "job_id": "j", "rank": str(r), "world_size": "2"}
+                  for r in range(2)]
+        if "/series" in self.path:
+            data: object = labels
+        elif "/query_range" in self.path:
+            now = time.time()
+            values = [[now - 300 + 15 * i, str(4 * 1024**3)] for i in range(18)]
+            values += [[now + 75 * 365 * 86400 + 15 * i, str(70 * 1024**3)] for i in range(5)]
+            data = {"resultType": "matrix",
+                    "result": [{"metric": dict(m), "values": values} for m in labels]}
+        else:
+            data = {"resultType": "vector", "result": []}
+        self._send_json({"status": "success", "data": data})
+
+    def _send_json(self, doc: object) -> None:
+        body = json.dumps(doc).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@contextmanager
+def hostile_server() -> Iterator[str]:
+    """``http://127.0.0.1:PORT``; stopped (threads are daemons) when the block ends."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
