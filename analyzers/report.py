@@ -18,7 +18,7 @@ Confidence = Literal["high", "medium", "low"]
 Severity = Literal["info", "warning", "critical"]
 GapClass = Literal["persistent_drift", "transient_spike", "fragmentation"]
 CollectiveClass = Literal["collective_confident", "collective_likely", "collective_suspect"]
-StallKind = Literal["straggler", "not_joined", "size_mismatch", "op_type_mismatch",
+StallKind = Literal["straggler", "not_joined", "size_mismatch", "op_type_mismatch", "rank_failure",
                     "dtype_mismatch", "count_split", "undecided"]
 
 
