@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import re
 import signal
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -30,6 +32,8 @@ DESYNC_REPORT = "desync_report"  #: PyTorch named the lagging/dead/mismatched ra
 FINGERPRINT = "fingerprint"  #: DETAIL collective fingerprint of one rank
 WORLD_HINT = "world_hint"  #: a launcher/ProcessGroup line that states the world size
 
+#: how many lines back a traceback looks for the time of its rank's latest timestamped line
+_RECENT = 64
 #: the most digits a rank, SeqNum, byte count or size may have; longer numbers are bad input
 MAX_DIGITS = 18
 
@@ -113,32 +117,33 @@ def _num(text: str) -> int | None:
 class FailureScanner:
     """Stateful scan over one file's lines (in order): call :meth:`feed`, then :attr:`found`."""
 
-    def __init__(self, file_rank: int | None) -> None:
+    def __init__(self, file_rank: int | None, stamp: Callable[[str], int | None]) -> None:
         self.file_rank = file_rank
+        self.stamp = stamp  #: a line's timestamp (ns) or None
         self.found: list[Found] = []
         self._frames: dict[int | None, str] = {}  #: innermost traceback frame per rank
-        self._last_ts: dict[int | None, int] = {}
+        self._recent: dict[int | None, deque[str]] = {}
         self._desync: tuple[int, int | None, int | None] | None = None  #: (line, rank, ts)
         self._summary: dict[str, str] | None = None
         self._summary_root = False
         self._in_summary = False
 
-    def feed(self, no: int, line: str, ts: int | None, rank: int | None) -> None:
-        if ts is not None:
-            self._last_ts[rank] = ts
-        when = ts if ts is not None else self._last_ts.get(rank)
-        if self._summary_line(no, line):
+    def feed(self, no: int, line: str, low: str, rank: int | None) -> None:
+        """One line (``low``: the same, lower-cased). Times are parsed only for what is kept."""
+        recent = self._recent.setdefault(rank, deque(maxlen=_RECENT))
+        recent.append(line)
+        if (self._in_summary or "root cause" in low or "failures:" in low) and \
+                self._summary_line(no, line):
             return
         if self._desync is not None:
             if self._desync_line(no, line):
                 return
             self._desync = None
-        low = line.lower()
         if "lagging/dead/mismatched" in low and _DESYNC_HEAD.search(line):
-            self._desync = (no, rank, when)
+            self._desync = (no, rank, self._when(rank))
             return
         if "collectivefingerprint" in low:
-            self._fingerprints(no, line, rank, when)
+            self._fingerprints(no, line, rank, self._when(rank))
             return
         if "file \"" in low:
             m = _FRAME.search(line)
@@ -150,15 +155,21 @@ class FailureScanner:
             if w:
                 n = _num(next(g for g in w.groups() if g is not None))
                 if n:
-                    self.found.append(Found(WORLD_HINT, no, rank, when, line.strip()[:200],
-                                            {"world_size": n}))
-        self._rank_error(no, line, rank, when, low)
+                    self.found.append(Found(WORLD_HINT, no, rank, self._when(rank),
+                                            line.strip()[:200], {"world_size": n}))
+        if any(k in low for k in ("error", "exception", "out of memory", "assert")):
+            self._rank_error(no, line, rank, low)
+
+    def _when(self, rank: int | None) -> int | None:
+        """The time of this rank's latest timestamped line (tracebacks carry none)."""
+        for line in reversed(self._recent.get(rank, ())):
+            ts = self.stamp(line)
+            if ts is not None:
+                return ts
+        return None
 
     # --- rank errors ---------------------------------------------------------------------
-    def _rank_error(self, no: int, line: str, rank: int | None, when: int | None,
-                    low: str) -> None:
-        if not any(k in low for k in ("error", "exception", "out of memory", "assert")):
-            return
+    def _rank_error(self, no: int, line: str, rank: int | None, low: str) -> None:
         if rank is None:
             m = _TAG_RANK.search(line)
             rank = int(m.group(1)) if m else None
@@ -192,7 +203,8 @@ class FailureScanner:
         detail["category"] = category
         if rank in self._frames:
             detail["frame"] = self._frames[rank]
-        self.found.append(Found(RANK_ERROR, no, rank, when, line.strip()[:300], detail))
+        self.found.append(Found(RANK_ERROR, no, rank, self._when(rank), line.strip()[:300],
+                                detail))
 
     # --- PyTorch's desync report ------------------------------------------------------------
     def _desync_line(self, no: int, line: str) -> bool:

@@ -267,18 +267,19 @@ def _parse_file(path: Path, result: ParsedLogs) -> None:
     result.split_fused += fused
     result.joined_wrapped += joined
     result.lines += text.count("\n") + 1
-    scanner = lf.FailureScanner(file_rank)
+    scanner = lf.FailureScanner(file_rank, lambda s: _timestamp(s, year, result.skipped))
     for no, seg in segs:
         m = _RANK_PREFIX.search(seg) if "[rank" in seg else None
         if m:
             result.ranks_seen.add(int(m.group(1)))
         rank = int(m.group(1)) if m else _global_rank(seg, file_rank)
-        ts = _timestamp(seg, year, result.skipped)
-        scanner.feed(no, seg, ts, rank)
-        if not _triggered(seg):
+        low = seg.lower()
+        scanner.feed(no, seg, low, rank)
+        if not any(k in low for k in _TRIGGERS):
             continue
         if rank is not None:
             result.ranks_seen.add(rank)
+        ts = _timestamp(seg, year, result.skipped)
         result.events.extend(_events(seg, str(path), no, rank, ts, result.skipped))
     scanner.close(len(segs))
     for f in scanner.found:
