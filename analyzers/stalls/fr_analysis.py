@@ -68,6 +68,11 @@ REMEDIATION: dict[str, list[str]] = {
         "Ranks issued different numbers of collectives on this group: compare the code paths "
         "per rank (conditional collectives, uneven iteration counts, a skipped barrier).",
     ],
+    "silent": [
+        "These ranks recorded nothing (empty dump: stuck holding the GIL, or killed while "
+        "dumping) or left no dump at all: get their Python stacks (py-spy dump) and their logs "
+        "(OOM, signals) — check the host for OOM kills first.",
+    ],
     "undecided": [
         "The evidence does not single out one rank: collect the missing dumps / logs, or "
         "re-run with TORCH_DISTRIBUTED_DEBUG=DETAIL.",
@@ -116,7 +121,7 @@ def analyze_dumps(ds: DumpSet) -> FrAnalysis:
         if g.p2p_entries:
             notes.append(f"group {g.label}: {g.p2p_entries} point-to-point entries are listed "
                          "but not matched")
-        group_findings = _analyze_group(g, states, ds.missing_ranks)
+        group_findings = _analyze_group(g, states, ds.missing_ranks, ds.empty_ranks)
         base = len(result.findings)
         for f in group_findings:
             if f.consequence_of is not None:
@@ -200,10 +205,11 @@ def _states(g: GroupView) -> list[RankState]:
     return out
 
 
-def _analyze_group(g: GroupView, states: list[RankState], missing: list[int]
-                   ) -> list[StallFinding]:
+def _analyze_group(g: GroupView, states: list[RankState], missing: list[int],
+                   empty: list[int]) -> list[StallFinding]:
     findings: list[StallFinding] = []
-    unseen = sorted(g.expected & set(missing)) if g.is_default else []
+    unseen = sorted(g.expected & set(missing))
+    blank = sorted(g.expected & set(empty))
     base_ev: dict[str, Any] = {"group_size": g.size, "unseen_ranks": unseen,
                                "rank_states": [s.as_dict() for s in states]}
     mismatch = _first_mismatch(g)
@@ -222,7 +228,7 @@ def _analyze_group(g: GroupView, states: list[RankState], missing: list[int]
                 f"ranks drifted apart after the {mismatch.kind} at seq {mismatch.seq_id}: this "
                 "hang is its consequence, not a new culprit")
         findings.append(split)
-    absent = sorted((g.expected - g.holders) - set(missing))
+    absent = sorted((g.expected - g.holders) - set(missing) - set(empty))
     if absent:
         findings.append(StallFinding(
             kind="not_joined", ranks=absent, process_group=g.label, seq_id=None, op=None,
@@ -230,9 +236,30 @@ def _analyze_group(g: GroupView, states: list[RankState], missing: list[int]
             evidence={**base_ev, "reason": "these ranks' dumps hold no entry for this group "
                       "while the other members issued collectives on it"},
             remediation=list(REMEDIATION["not_joined"])))
-    if not findings and unseen:
+    silent = sorted(set(unseen) | set(blank))
+    if not findings and silent and states:
         top = max(s.last_seq for s in states)
         waiting = [s.rank for s in states if s.pending]
+        spoke = len(g.expected) - len(silent)
+        if len(silent) < spoke:
+            # silent (empty or missing dump) vs recorded: every rank that recorded agrees,
+            # so the silent minority is what the group waits for
+            confidence = "medium" if not unseen and spoke >= 2 * len(silent) else "low"
+            what = " and ".join(x for x in (
+                f"empty dump(s) from {blank}" if blank else "",
+                f"no dump from {unseen}" if unseen else "") if x)
+            findings.append(StallFinding(
+                kind="straggler", ranks=silent, process_group=g.label, seq_id=top + 1
+                if waiting else top, op=None, source="flight_recorder", confidence=confidence,
+                evidence={**base_ev, "waiting_ranks": waiting, "behind_ranks": silent,
+                          "empty_dump_ranks": blank, "category": "empty_dump" if blank and
+                          not unseen else "no_dump",
+                          "spoke": {"ranks": spoke, "of": len(g.expected)},
+                          "reason": f"{what}; the {spoke} rank(s) that recorded all agree up "
+                          f"to seq {top}" + (f" and {len(waiting)} wait there" if waiting
+                                             else "")},
+                remediation=list(REMEDIATION["silent"])))
+            return findings
         findings.append(StallFinding(
             kind="undecided", ranks=[], process_group=g.label, seq_id=top, op=None,
             source="flight_recorder", confidence="low",
