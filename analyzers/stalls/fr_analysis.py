@@ -142,52 +142,72 @@ def analyze_dumps(ds: DumpSet) -> FrAnalysis:
     return result
 
 
+#: findings that describe ranks waiting for someone (and so can be another finding's echo)
+_WAITING_KINDS = {"straggler", "not_joined", "count_split", "undecided"}
+
+
 def _link_across_groups(findings: list[StallFinding], ds: DumpSet) -> None:
-    """Mark progress splits explained by another group's finding as its consequence.
+    """Across nested groups, keep the smallest set of root findings that explains every wait.
 
     A rank can be "behind" in group A only because it is stuck in group B: waiting there (its
-    latest entry is B's stuck collective) or being B's culprit. When every rank behind in A is
-    explained by the same finding of B, A's finding is that finding's consequence — e.g. a
-    tensor-parallel straggler makes its partner wait in the tp group, and both then look
-    behind in the data-parallel/default group.
+    latest entry is B's stuck collective) or being B's culprit. Finding *i* explains finding
+    *j* (another group) when every rank *j* blames is explained that way by *i*. Roots are
+    picked greedily — the finding that explains the most others first (ties: the earlier
+    collective, then the smaller culprit set) — and everything a root explains becomes its
+    consequence, so one rank stalled in a tensor-parallel group is one root even when the
+    data-parallel, pipeline and default groups all wait for it.
     """
     latest = {r: max(d.entries, key=lambda e: e.record_id)
               for r, d in ds.dumps.items() if d.entries}
-    for i, f in enumerate(findings):
-        behind = f.evidence.get("behind_ranks")
-        if f.consequence_of is not None or not behind:
-            continue
-        causes: set[int] = set()
-        for r in behind:
-            cause = _explaining_finding(findings, i, r, latest.get(r))
-            if cause is None:
-                break
-            causes.add(cause)
-        else:
-            if len(causes) == 1:
-                (j,) = causes
-                f.consequence_of = j
-                if f.confidence == "high":
-                    f.confidence = "medium"
-                f.evidence["secondary"] = (
-                    f"rank(s) {behind} are behind here because of finding [{j}] in group "
-                    f"{findings[j].process_group} ({findings[j].kind}, culprit(s) "
-                    f"{findings[j].ranks}): a consequence, not a new culprit")
+    open_ = [i for i, f in enumerate(findings) if f.consequence_of is None]
+    explains: dict[int, list[int]] = {
+        i: [j for j in open_ if j != i and _explains(findings[i], findings[j], latest)]
+        for i in open_ if findings[i].ranks}
+    linked: set[int] = set()
+    while True:
+        candidates = [(len([j for j in js if j not in linked]), i) for i, js in explains.items()
+                      if i not in linked]
+        candidates = [(n, i) for n, i in candidates if n]
+        if not candidates:
+            return
+        _, root = max(candidates, key=lambda c: (
+            c[0], -(findings[c[1]].evidence.get("time_created_ns") or 0),
+            -len(findings[c[1]].ranks)))
+        for j in explains[root]:
+            if j in linked or j == root:
+                continue
+            f = findings[j]
+            f.consequence_of = root
+            linked.add(j)
+            if f.confidence == "high":
+                f.confidence = "medium"
+            f.evidence["secondary"] = (
+                f"rank(s) {f.evidence.get('behind_ranks') or f.ranks} wait here because of "
+                f"finding [{root}] in group {findings[root].process_group} "
+                f"({findings[root].kind}, culprit(s) {findings[root].ranks}): a consequence, "
+                "not a new culprit")
+        explains.pop(root)
+        linked.add(root)  # a root stays a root; it cannot be re-linked below another
 
 
-def _explaining_finding(findings: list[StallFinding], i: int, rank: int,
-                        latest: FrEntry | None) -> int | None:
-    here = findings[i].process_group
-    for j, g in enumerate(findings):
-        if j == i or g.consequence_of is not None or g.process_group == here:
+def _explains(cause: StallFinding, effect: StallFinding, latest: dict[int, FrEntry]) -> bool:
+    if effect.kind not in _WAITING_KINDS or effect.process_group == cause.process_group:
+        return False
+    blamed = effect.evidence.get("behind_ranks") or effect.ranks
+    if effect.kind == "undecided" and not effect.evidence.get("behind_ranks"):
+        return False  # a tie with nobody behind: nothing another group could explain
+    if not blamed:
+        return False
+    for r in blamed:
+        if r in cause.ranks:
             continue
-        if rank in g.ranks:
-            return j
-        if (latest is not None and g.process_group == group_label(latest.group)
-                and g.seq_id == latest.seq_id
-                and rank in g.evidence.get("waiting_ranks", ())):
-            return j
-    return None
+        e = latest.get(r)
+        if (e is not None and cause.process_group == group_label(e.group)
+                and cause.seq_id == e.seq_id
+                and r in cause.evidence.get("waiting_ranks", ())):
+            continue
+        return False
+    return True
 
 
 def _states(g: GroupView) -> list[RankState]:

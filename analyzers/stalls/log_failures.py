@@ -42,8 +42,8 @@ _PREFIX = re.compile(r"^(?:\s*(?:\[\d+\]|\[rank\d+\]:|\[default\d+\]:|\(\w*Worke
                      r"\[[EWIF]\S* [^\]]*\]|\x1b\[[0-9;]*m|\|)\s*)+")
 _TAG_RANK = re.compile(r"\[(?:PG ID 0 PG GUID 0(?:\([^)]*\))?|PG 0(?: \([^)]*\))?)? ?"
                        r"Rank (\d{1,7})\]")
-_OOM = re.compile(r"CUDA out of memory|OutOfMemoryError", re.I)
-_OOM_BYTES = re.compile(r"Tried to allocate (\d{1,12}(?:\.\d{1,6})?) ?([KMGT]i?B)\b")
+_OOM = re.compile(r"CUDA out of memory|OutOfMemoryError|can't allocate memory", re.I)
+_OOM_BYTES = re.compile(r"[Tt]ried to allocate (\d{1,18}(?:\.\d{1,6})?) ?([KMGT]i?B|bytes)\b")
 _CUDA_ERR = re.compile(r"CUDA error: ([^\n.]{1,160})|device-side assert triggered|"
                        r"uncorrectable ECC error", re.I)
 _NCCL_ERR = re.compile(r"(ncclUnhandledCudaError|ncclInternalError|ncclInvalidUsage|"
@@ -74,7 +74,7 @@ _WORLD = re.compile(r"\bworld[_ ]size\s*[=:]\s*(\d{1,7})\b|\bWORLD_SIZE\s*=\s*(\
 _SUMMARY_HEAD = re.compile(r"Root Cause \(first observed failure\)|^\s*Failures:\s*$")
 _SUMMARY_FIELD = re.compile(r"^\s*(time|host|rank|exitcode|traceback|error_file)\s*:\s*(.*)$")
 _SUMMARY_ENTRY = re.compile(r"^\s*\[(\d{1,7})\]:\s*$")
-_BYTES = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+_BYTES = {"B": 1, "BYTES": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
           "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
 
 
@@ -175,7 +175,7 @@ class FailureScanner:
             rank = int(m.group(1)) if m else None
         msg = strip_prefix(line)
         detail: dict[str, object] = {}
-        oom = _OOM.search(line) if ("memory" in low or "outofmemory" in low) else None
+        oom = _OOM.search(line) if "memory" in low else None
         if oom:
             category = "oom"
             size = _OOM_BYTES.search(line)

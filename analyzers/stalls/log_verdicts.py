@@ -117,7 +117,7 @@ def _order(earliest: int | None, first_timeout: int | None, ranks: list[int],
 def _reason(cat: str, evs: list[lp.LogEvent], order: str) -> str:
     who = ", ".join(str(e.rank) for e in evs)
     d = evs[0].detail or {}
-    what = {"oom": "CUDA out of memory" + (f" (tried to allocate {d['requested_bytes']} B)"
+    what = {"oom": "out of memory" + (f" (tried to allocate {d['requested_bytes']} B)"
                                           if "requested_bytes" in d else ""),
             "signal": f"killed by {d.get('signal') or 'a signal'} (exit code {d.get('exit_code')})",
             }.get(cat) or str(d.get("error") or d.get("exception") or cat)
