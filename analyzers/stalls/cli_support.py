@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from analyzers.report import Report, StallFinding
+from analyzers.stalls.verdict import join_sources
 from analyzers.timeline import Markers, Timeline, TimelineBuilder, concat_markers
 
 ProgressFn = Callable[[str], None]
@@ -104,6 +105,7 @@ def stall_result_from_args(args: argparse.Namespace, progress: ProgressFn | None
             _add_logs(result, list(args.logs), ws, progress)
     except (DumpError, LogError) as exc:
         raise StallInputError(str(exc)) from exc
+    result.findings = join_sources(result.findings)
     return result
 
 
