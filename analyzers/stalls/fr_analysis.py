@@ -21,6 +21,7 @@ from typing import Any
 
 from analyzers.report import StallFinding
 from analyzers.stalls.fr_groups import GroupView, rebuild_groups
+from analyzers.stalls.fr_p2p import p2p_findings
 from analyzers.stalls.fr_types import DumpSet, FrEntry, group_label
 
 #: profiling names that are the same collective under another API name
@@ -118,10 +119,14 @@ def analyze_dumps(ds: DumpSet) -> FrAnalysis:
     for g in groups:
         states = _states(g)
         result.states[g.label] = states
-        if g.p2p_entries:
-            notes.append(f"group {g.label}: {g.p2p_entries} point-to-point entries are listed "
-                         "but not matched")
         group_findings = _analyze_group(g, states, ds.missing_ranks, ds.empty_ranks)
+        p2p, p2p_notes = p2p_findings(g, set(ds.missing_ranks) | set(ds.empty_ranks))
+        notes.extend(p2p_notes)
+        for f in p2p:  # the same silent rank already named for this group: not a new culprit
+            same = next((i for i, g_f in enumerate(group_findings)
+                         if f.ranks and set(f.ranks) <= set(g_f.ranks)), None)
+            f.consequence_of = same
+            group_findings.append(f)
         base = len(result.findings)
         for f in group_findings:
             if f.consequence_of is not None:

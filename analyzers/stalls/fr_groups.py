@@ -32,6 +32,8 @@ class GroupView:
     entries: dict[int, list[FrEntry]] = field(default_factory=dict)
     status: dict[int, PgStatus] = field(default_factory=dict)
     p2p_entries: int = 0
+    #: Point-to-point entries (send/recv) per rank, in record order.
+    p2p: dict[int, list[FrEntry]] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -57,6 +59,7 @@ def rebuild_groups(ds: DumpSet) -> tuple[list[GroupView], list[str]]:
             g.holders.add(rank)
             if e.is_p2p:
                 g.p2p_entries += 1
+                g.p2p.setdefault(rank, []).append(e)
             else:
                 g.entries.setdefault(rank, []).append(e)
         for pg_id, st in dump.pg_status.items():
