@@ -23,9 +23,10 @@ from analyzers.stalls import logs_parser as lp
 FAILURE_ORDER = ("oom", "cuda_error", "nccl_error", "storage", "data", "exception", "signal")
 
 REMEDIATION: dict[str, list[str]] = {
-    "oom": ["The rank ran out of GPU memory; the others then waited for it in the next "
-            "collective. Fix the OOM (smaller micro-batch, activation checkpointing, "
-            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) — the timeouts are its echo."],
+    "oom": ["The rank ran out of memory (GPU; host memory for \"can't allocate memory\"); the "
+            "others then waited for it in the next collective. Fix the OOM (smaller "
+            "micro-batch, activation checkpointing, PYTORCH_CUDA_ALLOC_CONF="
+            "expandable_segments:True; see the memory findings) — the timeouts are its echo."],
     "cuda_error": ["The rank hit a CUDA error of its own (illegal memory access, device-side "
                    "assert, ECC): rerun with CUDA_LAUNCH_BLOCKING=1 on that rank, check dmesg "
                    "for Xid errors on its GPU."],
