@@ -78,6 +78,10 @@ def load_dump_dir(path: Path, *, world_size: int | None = None) -> DumpSet:
     if not dumps:
         raise DumpError(f"{path}: no Flight Recorder dumps (expected files named like "
                         "nccl_trace_rank_0 or <host>_rank0.json)")
+    if all(d.form == "empty" for d in dumps.values()):
+        first = min(dumps.values(), key=lambda d: d.rank)
+        raise DumpError(f"{first.path}: empty file (and every other dump is empty too): "
+                        "nothing to analyse")
     notes: list[str] = []
     hinted = _ranks_hinted_by_pg_config(dumps.values())
     known = max([*dumps, *hinted]) + 1
