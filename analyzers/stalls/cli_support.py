@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from analyzers.report import Report, StallFinding
-from analyzers.stalls.verdict import join_sources
+from analyzers.stalls.verdict import join_sources, with_telemetry
 from analyzers.timeline import Markers, Timeline, TimelineBuilder, concat_markers
 
 ProgressFn = Callable[[str], None]
@@ -277,5 +277,6 @@ def analyze_with_stalls(args: argparse.Namespace, load_timeline: Callable[[Any],
     stalls = stall_result_from_args(args, progress)
     if getattr(args, "paths", None):
         timeline = attach_markers(load_timeline(args), stalls.markers_by_rank)
+        stalls.findings = with_telemetry(timeline, stalls.findings)
         return timeline, stalls.apply(run_analysis(timeline, args))
     return stalls.marker_timeline(args.job_id), stalls.empty_report(args.job_id)

@@ -26,7 +26,7 @@ import traceback
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-TIMEOUT_S = 2
+TIMEOUT_S = 3
 SCENARIOS: dict[str, int] = {"tp_dp_stall": 8, "dies_no_dump": 4, "dies_empty_dump": 4,
                              "oom": 4}
 
@@ -111,7 +111,7 @@ def generate(out: Path) -> dict[str, float]:
     took: dict[str, float] = {}
     for scenario, ps in procs.items():
         for p in ps:
-            p.join(timeout=60)
+            p.join(timeout=150)
             if p.is_alive():
                 p.kill()
                 raise RuntimeError(f"{scenario}: rank process {p.pid} did not finish")

@@ -24,7 +24,7 @@ def scale(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("fr_scale")
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "tests.stalls.fr_scale_jobs", str(root)],
-                          cwd=REPO, capture_output=True, text=True, timeout=180)
+                          cwd=REPO, capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stderr[-2000:]
     print(f"generated scale dumps in {time.monotonic() - started:.1f} s")
     return root
@@ -86,3 +86,35 @@ def test_oom_rank_one_verdict_from_logs_and_dumps(scale: Path) -> None:
     assert lead["evidence"]["requested_bytes"] == 1 << 58
     fr = [f for f in findings if f["source"] == "flight_recorder"]
     assert fr and all(f["consequence_of"] == 0 for f in fr)
+
+
+def test_memory_at_the_limit_before_the_rank_went_silent_leads(scale: Path) -> None:
+    """Telemetry of the same job: rank 2's device memory was at 99 % when its samples stopped."""
+    import numpy as np
+
+    from analyzers.stalls.verdict import with_telemetry
+    from analyzers.timeline import TimelineBuilder
+
+    findings = analyze_dumps(load_dump_dir(scale / "oom" / "dumps")).findings
+    b = TimelineBuilder()
+    total = 80 * 2**30
+    for rank in range(4):
+        n = 20 if rank == 2 else 40  # rank 2 goes silent half-way
+        used = np.linspace(0.5, 0.99 if rank == 2 else 0.6, n) * total
+        b.add_samples(rank, np.arange(n, dtype=np.int64) * 1_000_000_000,
+                      device_used=used, device_total=np.full(n, float(total)),
+                      reserved=used * 0.9, allocated=used * 0.8)
+    joined = with_telemetry(b.build(world_size=4), findings)
+    lead = joined[0]
+    assert (lead.kind, lead.ranks, lead.source) == ("rank_failure", [2], "telemetry")
+    assert lead.evidence["used_fraction"] == 0.99
+    assert all(f.consequence_of == 0 for f in joined[1:]) and joined[1:]
+    # a rank that went quiet with memory to spare is not blamed on memory
+    b2 = TimelineBuilder()
+    for rank in range(4):
+        n = 20 if rank == 2 else 40
+        used = np.full(n, 0.5 * total)
+        b2.add_samples(rank, np.arange(n, dtype=np.int64) * 1_000_000_000,
+                       device_used=used, device_total=np.full(n, float(total)),
+                       reserved=used * 0.9, allocated=used * 0.8)
+    assert with_telemetry(b2.build(world_size=4), findings) == findings
