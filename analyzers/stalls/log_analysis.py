@@ -224,7 +224,7 @@ def _attribute(events: list[lp.LogEvent], notes: list[str]) -> list[lp.LogEvent]
     guessed = 0
     for e in events:
         if e.rank is None and e.group_rank is not None and (
-                e.group is None or e.group.startswith(("0(", "id:0"))):
+                e.group is None or e.group in ("0", "id:0") or e.group.startswith(("0:", "id:0("))):
             e = lp.LogEvent(**{**e.__dict__, "rank": e.group_rank})
             guessed += 1
         out.append(e)

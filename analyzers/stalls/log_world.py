@@ -3,7 +3,9 @@
 PyTorch names one process group several ways across versions and even within one timeout:
 ``[PG ID 0 PG GUID 0(default_pg) Rank 1]`` (2.5+), ``[PG 0 Rank 1]`` / ``[PG 0 (default_pg)
 Rank 1]`` (2.3/2.4) and a bare ``[Rank 1]`` (2.2, and the "Watchdog caught" line of every later
-version). All spellings of the default group become :data:`DEFAULT_GROUP`; an untagged timeout
+version). Tagged groups are labelled like the Flight Recorder's ``<name>:<desc>`` (``5:tp``), so
+both sources name a group alike; all spellings of the default group become
+:data:`DEFAULT_GROUP`; an untagged timeout
 takes the group of the same rank's tagged line at the same SeqNum; untagged lines are only
 called the default group when nothing in the logs names another group.
 
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 
 from analyzers.stalls import logs_parser as lp
 
-DEFAULT_GROUP = "0(default_pg)"
+DEFAULT_GROUP = "0:default_pg"  #: the label the Flight Recorder analysis uses too
 UNTAGGED_GROUP = "untagged"
 #: the events that say a rank's watchdog spoke (teardown: it fired and is taking the process down)
 WATCHDOG_KINDS = (lp.TIMEOUT, lp.COUNTERS, lp.FIRST_SIGNAL, lp.OBSERVED_SIGNAL, lp.TEARDOWN)
@@ -37,8 +39,7 @@ def canonical_group(group: str | None) -> str | None:
         if ident == "0" or name == "default_pg":
             return DEFAULT_GROUP
         return group
-    guid, _, rest = group.partition("(")
-    name = rest.rstrip(")")
+    guid, _, name = group.partition(":")
     if guid == "0" or name == "default_pg":
         return DEFAULT_GROUP
     return group

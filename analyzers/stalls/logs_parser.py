@@ -352,7 +352,8 @@ def _events_unchecked(seg: str, file: str, line: int, rank: int | None, ts: int 
     if tag:
         group_rank = _int(tag.group("grank"))
         if tag.group("guid"):
-            group = f"{tag.group('guid')}({tag.group('name') or ''})"
+            name = tag.group("name")  # the Flight Recorder's label: "<guid>:<desc>"
+            group = f"{tag.group('guid')}:{name}" if name else tag.group("guid")
         elif tag.group("id2"):
             group = f"id:{tag.group('id2')}" + (f"({tag.group('name2')})"
                                                 if tag.group("name2") else "")

@@ -130,8 +130,8 @@ def test_3_one_group_whatever_the_spelling(tmp_path: Path) -> None:
     text = (timeout(0, 5) + timeout(1, 5, tag="[PG 0 Rank {r}]")
             + timeout(2, 5, tag="[PG 0 (default_pg) Rank {r}]") + timeout(3, 4))
     result, [root] = triage(tmp_path, text)
-    assert list(result.states) == ["0(default_pg)"]
-    assert root.process_group == "0(default_pg)"
+    assert list(result.states) == ["0:default_pg"]
+    assert root.process_group == "0:default_pg"
 
 
 def test_3_rank_busy_elsewhere_is_named_and_world_size_comes_from_evidence(

@@ -19,16 +19,16 @@ def triage(*specs: Path | str):  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize(("fixture", "kind", "ranks", "category", "group", "seq"), [
     # 2.5+ tags, one file per rank, four launcher prefixes; rank 2 observed and was idle
-    ("straggler_v25", "straggler", [2], "data_loading", "0(default_pg)", 8),
+    ("straggler_v25", "straggler", [2], "data_loading", "0:default_pg", 8),
     # 2.2: no timestamps, plain [Rank r] tags, four ranks interleaved in one file
-    ("interleaved_v22.log", "size_mismatch", [3], "mismatched_collective", "0(default_pg)", 5),
+    ("interleaved_v22.log", "size_mismatch", [3], "mismatched_collective", "0:default_pg", 5),
     # 2.3: [PG id Rank r] tags, a file without [rankN]: prefixes, heartbeat monitor
-    ("op_mismatch_v23", "op_type_mismatch", [1], "mismatched_collective", "0(default_pg)", 42),
+    ("op_mismatch_v23", "op_type_mismatch", [1], "mismatched_collective", "0:default_pg", 42),
     # a sub-group: the tag carries the GROUP rank (1) of global rank 3; PG ids differ per rank
-    ("subgroup.log", "straggler", [3], "straggler_outside_nccl", "5(tp)", 17),
-    ("count_split.log", "count_split", [3], "collective_count_split", "0(default_pg)", 11),
+    ("subgroup.log", "straggler", [3], "straggler_outside_nccl", "5:tp", 17),
+    ("count_split.log", "count_split", [3], "collective_count_split", "0:default_pg", 11),
     # everybody waiting in the same collective, but the logs do not prove the world is 4
-    ("fabric.log", "undecided", [], "unknown", "0(default_pg)", 100),
+    ("fabric.log", "undecided", [], "unknown", "0:default_pg", 100),
     # hard-wrapped lines, progress bars fused with log lines; rank 3 died of an OOM: the root
     ("wrapped_progress", "rank_failure", [3], "oom", None, None),
 ])
@@ -108,7 +108,7 @@ def test_three_counter_wordings() -> None:
 def test_tags_and_prefixes() -> None:
     ev = lp._events("(Worker[rank=5] pid=77) [PG ID 3 PG GUID 9(dp_replicate) Rank 1] First PG "
                     "on this rank to signal dumping.", "f", 1, 5)
-    assert (ev[0].kind, ev[0].group, ev[0].group_rank) == (lp.FIRST_SIGNAL, "9(dp_replicate)", 1)
+    assert (ev[0].kind, ev[0].group, ev[0].group_rank) == (lp.FIRST_SIGNAL, "9:dp_replicate", 1)
     assert lp._global_rank("(Worker[rank=5] pid=77) hello", None) == 5
     assert lp._global_rank("[default3]:[rank3]:[E ProcessGroupNCCL.cpp:1] x", None) == 3
     assert lp._global_rank("[default6]: plain line", None) == 6
