@@ -20,7 +20,7 @@ Confidence = Literal["high", "medium", "low"]
 Severity = Literal["info", "warning", "critical"]
 GapClass = Literal["persistent_drift", "transient_spike", "fragmentation"]
 CollectiveClass = Literal["collective_confident", "collective_likely", "collective_suspect"]
-StallKind = Literal["straggler", "not_joined", "size_mismatch", "op_type_mismatch",
+StallKind = Literal["straggler", "not_joined", "size_mismatch", "op_type_mismatch", "rank_failure",
                     "dtype_mismatch", "count_split", "undecided"]
 
 
@@ -74,7 +74,7 @@ class StallFinding:
     process_group: str | None
     seq_id: int | None
     op: str | None
-    source: Literal["flight_recorder", "logs"]
+    source: Literal["flight_recorder", "logs", "telemetry"]
     confidence: Confidence
     evidence: dict[str, Any] = field(default_factory=dict)
     remediation: list[str] = field(default_factory=list)

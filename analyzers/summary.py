@@ -183,5 +183,7 @@ def verdict(report: Report) -> str:
     if collective:
         parts.append(f"collective spikes on ranks {format_rank_list(collective)}")
     if report.stall_findings:
-        parts.append(f"{len(report.stall_findings)} stall finding(s)")
+        from analyzers.stalls.cli_support import stall_verdict
+
+        parts.append(stall_verdict(report.stall_findings))
     return "Verdict: FINDINGS — " + "; ".join(parts)

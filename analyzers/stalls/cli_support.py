@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from analyzers.report import Report, StallFinding
+from analyzers.stalls.verdict import join_sources, with_telemetry
 from analyzers.timeline import MAX_WORLD_SIZE, Markers, Timeline, TimelineBuilder, concat_markers
 from stormotel.errors import UsageError
 
@@ -105,6 +106,7 @@ def stall_result_from_args(args: argparse.Namespace, progress: ProgressFn | None
             _add_logs(result, list(args.logs), ws, progress)
     except (DumpError, LogError) as exc:
         raise StallInputError(str(exc)) from exc
+    result.findings = join_sources(result.findings)
     return result
 
 
@@ -208,19 +210,37 @@ def attach_markers(timeline: Timeline, markers_by_rank: dict[int, Markers]) -> T
 
 
 # --- text summary -----------------------------------------------------------------------------
+def stall_verdict(findings: list[StallFinding]) -> str:
+    """The verdict's stall part: the root causes first, then how many findings in all."""
+    roots = [f for f in findings if f.consequence_of is None]
+    named = [f"{f.kind} on rank(s) {format_ranks(f.ranks)} "
+             f"({f.evidence.get('category') or f.confidence})" for f in roots if f.ranks][:2]
+    lead = "stall root cause: " + "; ".join(named) if named else "stall: no single rank"
+    return f"{lead} — {len(findings)} stall finding(s), {len(roots)} root(s)"
+
+
+def format_ranks(ranks: list[int]) -> str:
+    return ",".join(map(str, ranks)) if len(ranks) <= 8 else \
+        f"{ranks[0]}..{ranks[-1]} ({len(ranks)} ranks)"
+
+
 def render_stalls(findings: list[StallFinding]) -> list[str]:
     """The "Stalls" section of the text summary: culprits first, consequences indented."""
     if not findings:
         return ["Stalls: none"]
     lines = [f"Stalls ({len(findings)}):"]
+    ws_source = next((f.evidence.get("world_size_source") for f in findings
+                      if f.evidence.get("world_size_source")), None)
+    if ws_source:
+        lines.append(f"  world size {findings[0].evidence.get('world_size')}: from {ws_source}")
     for i, f in enumerate(findings):
-        who = ("ranks " + ",".join(map(str, f.ranks))) if f.ranks else "no single rank"
-        where = f"group {f.process_group}" if f.process_group else "?"
+        who = ("ranks " + format_ranks(f.ranks)) if f.ranks else "no single rank"
+        where = f" — group {f.process_group}" if f.process_group else ""
         seq = f" seq {f.seq_id}" if f.seq_id is not None else ""
         op = f" {f.op}" if f.op else ""
-        head = f"  [{i}] {f.kind}: {who} — {where}{seq}{op} ({f.confidence}, {f.source})"
+        head = f"  [{i}] {f.kind}: {who}{where}{seq}{op} ({f.confidence}, {f.source})"
         if f.consequence_of is not None:
-            head = f"  [{i}] consequence of [{f.consequence_of}]: {f.kind}: {who} — {where}{seq}"
+            head = f"  [{i}] consequence of [{f.consequence_of}]: {f.kind}: {who}{where}{seq}"
         lines.append(head)
         reason = f.evidence.get("reason")
         if reason:
@@ -228,6 +248,11 @@ def render_stalls(findings: list[StallFinding]) -> list[str]:
         cat = f.evidence.get("category")
         if cat:
             lines.append(f"        category: {cat}")
+        if f.kind == "rank_failure":
+            for r, d in list((f.evidence.get("per_rank") or {}).items())[:4]:
+                lines.append(f"        rank {r} at {d.get('line')}: {str(d.get('text'))[:160]}")
+        if f.evidence.get("suspects"):
+            lines.append(f"        suspects: ranks {format_ranks(f.evidence['suspects'])}")
         if f.evidence.get("unseen_ranks"):
             lines.append(f"        unseen (no dump): ranks {f.evidence['unseen_ranks']}")
         if f.remediation and f.consequence_of is None:
@@ -268,5 +293,6 @@ def analyze_with_stalls(args: argparse.Namespace, load_timeline: Callable[[Any],
     stalls = stall_result_from_args(args, progress)
     if getattr(args, "paths", None):
         timeline = attach_markers(load_timeline(args), stalls.markers_by_rank)
+        stalls.findings = with_telemetry(timeline, stalls.findings)
         return timeline, stalls.apply(run_analysis(timeline, args))
     return stalls.marker_timeline(args.job_id), stalls.empty_report(args.job_id)

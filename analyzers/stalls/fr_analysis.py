@@ -21,6 +21,7 @@ from typing import Any
 
 from analyzers.report import StallFinding
 from analyzers.stalls.fr_groups import GroupView, rebuild_groups
+from analyzers.stalls.fr_p2p import p2p_findings
 from analyzers.stalls.fr_types import DumpSet, FrEntry, group_label
 
 #: profiling names that are the same collective under another API name
@@ -68,6 +69,11 @@ REMEDIATION: dict[str, list[str]] = {
         "Ranks issued different numbers of collectives on this group: compare the code paths "
         "per rank (conditional collectives, uneven iteration counts, a skipped barrier).",
     ],
+    "silent": [
+        "These ranks recorded nothing (empty dump: stuck holding the GIL, or killed while "
+        "dumping) or left no dump at all: get their Python stacks (py-spy dump) and their logs "
+        "(OOM, signals) — check the host for OOM kills first.",
+    ],
     "undecided": [
         "The evidence does not single out one rank: collect the missing dumps / logs, or "
         "re-run with TORCH_DISTRIBUTED_DEBUG=DETAIL.",
@@ -113,10 +119,14 @@ def analyze_dumps(ds: DumpSet) -> FrAnalysis:
     for g in groups:
         states = _states(g)
         result.states[g.label] = states
-        if g.p2p_entries:
-            notes.append(f"group {g.label}: {g.p2p_entries} point-to-point entries are listed "
-                         "but not matched")
-        group_findings = _analyze_group(g, states, ds.missing_ranks)
+        group_findings = _analyze_group(g, states, ds.missing_ranks, ds.empty_ranks)
+        p2p, p2p_notes = p2p_findings(g, set(ds.missing_ranks) | set(ds.empty_ranks))
+        notes.extend(p2p_notes)
+        for f in p2p:  # the same silent rank already named for this group: not a new culprit
+            same = next((i for i, g_f in enumerate(group_findings)
+                         if f.ranks and set(f.ranks) <= set(g_f.ranks)), None)
+            f.consequence_of = same
+            group_findings.append(f)
         base = len(result.findings)
         for f in group_findings:
             if f.consequence_of is not None:
@@ -137,52 +147,72 @@ def analyze_dumps(ds: DumpSet) -> FrAnalysis:
     return result
 
 
+#: findings that describe ranks waiting for someone (and so can be another finding's echo)
+_WAITING_KINDS = {"straggler", "not_joined", "count_split", "undecided"}
+
+
 def _link_across_groups(findings: list[StallFinding], ds: DumpSet) -> None:
-    """Mark progress splits explained by another group's finding as its consequence.
+    """Across nested groups, keep the smallest set of root findings that explains every wait.
 
     A rank can be "behind" in group A only because it is stuck in group B: waiting there (its
-    latest entry is B's stuck collective) or being B's culprit. When every rank behind in A is
-    explained by the same finding of B, A's finding is that finding's consequence — e.g. a
-    tensor-parallel straggler makes its partner wait in the tp group, and both then look
-    behind in the data-parallel/default group.
+    latest entry is B's stuck collective) or being B's culprit. Finding *i* explains finding
+    *j* (another group) when every rank *j* blames is explained that way by *i*. Roots are
+    picked greedily — the finding that explains the most others first (ties: the earlier
+    collective, then the smaller culprit set) — and everything a root explains becomes its
+    consequence, so one rank stalled in a tensor-parallel group is one root even when the
+    data-parallel, pipeline and default groups all wait for it.
     """
     latest = {r: max(d.entries, key=lambda e: e.record_id)
               for r, d in ds.dumps.items() if d.entries}
-    for i, f in enumerate(findings):
-        behind = f.evidence.get("behind_ranks")
-        if f.consequence_of is not None or not behind:
-            continue
-        causes: set[int] = set()
-        for r in behind:
-            cause = _explaining_finding(findings, i, r, latest.get(r))
-            if cause is None:
-                break
-            causes.add(cause)
-        else:
-            if len(causes) == 1:
-                (j,) = causes
-                f.consequence_of = j
-                if f.confidence == "high":
-                    f.confidence = "medium"
-                f.evidence["secondary"] = (
-                    f"rank(s) {behind} are behind here because of finding [{j}] in group "
-                    f"{findings[j].process_group} ({findings[j].kind}, culprit(s) "
-                    f"{findings[j].ranks}): a consequence, not a new culprit")
+    open_ = [i for i, f in enumerate(findings) if f.consequence_of is None]
+    explains: dict[int, list[int]] = {
+        i: [j for j in open_ if j != i and _explains(findings[i], findings[j], latest)]
+        for i in open_ if findings[i].ranks}
+    linked: set[int] = set()
+    while True:
+        candidates = [(len([j for j in js if j not in linked]), i) for i, js in explains.items()
+                      if i not in linked]
+        candidates = [(n, i) for n, i in candidates if n]
+        if not candidates:
+            return
+        _, root = max(candidates, key=lambda c: (
+            c[0], -(findings[c[1]].evidence.get("time_created_ns") or 0),
+            -len(findings[c[1]].ranks)))
+        for j in explains[root]:
+            if j in linked or j == root:
+                continue
+            f = findings[j]
+            f.consequence_of = root
+            linked.add(j)
+            if f.confidence == "high":
+                f.confidence = "medium"
+            f.evidence["secondary"] = (
+                f"rank(s) {f.evidence.get('behind_ranks') or f.ranks} wait here because of "
+                f"finding [{root}] in group {findings[root].process_group} "
+                f"({findings[root].kind}, culprit(s) {findings[root].ranks}): a consequence, "
+                "not a new culprit")
+        explains.pop(root)
+        linked.add(root)  # a root stays a root; it cannot be re-linked below another
 
 
-def _explaining_finding(findings: list[StallFinding], i: int, rank: int,
-                        latest: FrEntry | None) -> int | None:
-    here = findings[i].process_group
-    for j, g in enumerate(findings):
-        if j == i or g.consequence_of is not None or g.process_group == here:
+def _explains(cause: StallFinding, effect: StallFinding, latest: dict[int, FrEntry]) -> bool:
+    if effect.kind not in _WAITING_KINDS or effect.process_group == cause.process_group:
+        return False
+    blamed = effect.evidence.get("behind_ranks") or effect.ranks
+    if effect.kind == "undecided" and not effect.evidence.get("behind_ranks"):
+        return False  # a tie with nobody behind: nothing another group could explain
+    if not blamed:
+        return False
+    for r in blamed:
+        if r in cause.ranks:
             continue
-        if rank in g.ranks:
-            return j
-        if (latest is not None and g.process_group == group_label(latest.group)
-                and g.seq_id == latest.seq_id
-                and rank in g.evidence.get("waiting_ranks", ())):
-            return j
-    return None
+        e = latest.get(r)
+        if (e is not None and cause.process_group == group_label(e.group)
+                and cause.seq_id == e.seq_id
+                and r in cause.evidence.get("waiting_ranks", ())):
+            continue
+        return False
+    return True
 
 
 def _states(g: GroupView) -> list[RankState]:
@@ -200,10 +230,11 @@ def _states(g: GroupView) -> list[RankState]:
     return out
 
 
-def _analyze_group(g: GroupView, states: list[RankState], missing: list[int]
-                   ) -> list[StallFinding]:
+def _analyze_group(g: GroupView, states: list[RankState], missing: list[int],
+                   empty: list[int]) -> list[StallFinding]:
     findings: list[StallFinding] = []
-    unseen = sorted(g.expected & set(missing)) if g.is_default else []
+    unseen = sorted(g.expected & set(missing))
+    blank = sorted(g.expected & set(empty))
     base_ev: dict[str, Any] = {"group_size": g.size, "unseen_ranks": unseen,
                                "rank_states": [s.as_dict() for s in states]}
     mismatch = _first_mismatch(g)
@@ -222,7 +253,7 @@ def _analyze_group(g: GroupView, states: list[RankState], missing: list[int]
                 f"ranks drifted apart after the {mismatch.kind} at seq {mismatch.seq_id}: this "
                 "hang is its consequence, not a new culprit")
         findings.append(split)
-    absent = sorted((g.expected - g.holders) - set(missing))
+    absent = sorted((g.expected - g.holders) - set(missing) - set(empty))
     if absent:
         findings.append(StallFinding(
             kind="not_joined", ranks=absent, process_group=g.label, seq_id=None, op=None,
@@ -230,9 +261,30 @@ def _analyze_group(g: GroupView, states: list[RankState], missing: list[int]
             evidence={**base_ev, "reason": "these ranks' dumps hold no entry for this group "
                       "while the other members issued collectives on it"},
             remediation=list(REMEDIATION["not_joined"])))
-    if not findings and unseen:
+    silent = sorted(set(unseen) | set(blank))
+    if not findings and silent and states:
         top = max(s.last_seq for s in states)
         waiting = [s.rank for s in states if s.pending]
+        spoke = len(g.expected) - len(silent)
+        if len(silent) < spoke:
+            # silent (empty or missing dump) vs recorded: every rank that recorded agrees,
+            # so the silent minority is what the group waits for
+            confidence = "medium" if not unseen and spoke >= 2 * len(silent) else "low"
+            what = " and ".join(x for x in (
+                f"empty dump(s) from {blank}" if blank else "",
+                f"no dump from {unseen}" if unseen else "") if x)
+            findings.append(StallFinding(
+                kind="straggler", ranks=silent, process_group=g.label, seq_id=top + 1
+                if waiting else top, op=None, source="flight_recorder", confidence=confidence,
+                evidence={**base_ev, "waiting_ranks": waiting, "behind_ranks": silent,
+                          "empty_dump_ranks": blank, "category": "empty_dump" if blank and
+                          not unseen else "no_dump",
+                          "spoke": {"ranks": spoke, "of": len(g.expected)},
+                          "reason": f"{what}; the {spoke} rank(s) that recorded all agree up "
+                          f"to seq {top}" + (f" and {len(waiting)} wait there" if waiting
+                                             else "")},
+                remediation=list(REMEDIATION["silent"])))
+            return findings
         findings.append(StallFinding(
             kind="undecided", ranks=[], process_group=g.label, seq_id=top, op=None,
             source="flight_recorder", confidence="low",

@@ -11,6 +11,7 @@ which the analysis states.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from analyzers.stalls.fr_types import DumpSet, FrEntry, GroupKey, PgStatus, group_label
@@ -31,6 +32,8 @@ class GroupView:
     entries: dict[int, list[FrEntry]] = field(default_factory=dict)
     status: dict[int, PgStatus] = field(default_factory=dict)
     p2p_entries: int = 0
+    #: Point-to-point entries (send/recv) per rank, in record order.
+    p2p: dict[int, list[FrEntry]] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -56,18 +59,23 @@ def rebuild_groups(ds: DumpSet) -> tuple[list[GroupView], list[str]]:
             g.holders.add(rank)
             if e.is_p2p:
                 g.p2p_entries += 1
+                g.p2p.setdefault(rank, []).append(e)
             else:
                 g.entries.setdefault(rank, []).append(e)
         for pg_id, st in dump.pg_status.items():
             key = pg_ids.get(pg_id)
             if key is not None:  # a pg_id with no entries cannot be named: not usable
                 groups[key].status[rank] = st
+    configured = _configured_members(ds)
     for g in groups.values():
         for lst in g.entries.values():
             lst.sort(key=lambda e: (e.seq_id, e.record_id))
-        g.expected = set(g.holders)
+        g.expected = set(g.holders) | configured.get(g.key[0], set())
         if g.is_default:
             g.expected |= set(range(ds.world_size))
+    if configured:
+        notes.append("sub-group members also taken from pg_config rank lists (NCCL), so a "
+                     "member with an empty or missing dump still counts")
     if any("" in d.pg_config for d in ds.dumps.values()):
         notes.append("pg_config is keyed by an empty name (gloo): group membership was rebuilt "
                      "from the entries' process_group instead")
@@ -77,3 +85,29 @@ def rebuild_groups(ds: DumpSet) -> tuple[list[GroupView], list[str]]:
                      f"visible ranks; unseen rank(s) {ds.missing_ranks} may belong to them too")
     ordered = sorted(groups.values(), key=lambda g: (not g.is_default, g.key))
     return ordered, notes
+
+
+def _configured_members(ds: DumpSet) -> dict[str, set[int]]:
+    """``pg_config`` rank lists (JSON strings like ``"[0, 1]"``) by group name, where usable.
+
+    gloo leaves one entry keyed by ``""`` with ``ranks: '[]'``: nothing usable. NCCL writes one
+    entry per group name with its global ranks; a list that disagrees across dumps is dropped.
+    """
+    seen: dict[str, set[int]] = {}
+    conflict: set[str] = set()
+    for d in ds.dumps.values():
+        for name, cfg in d.pg_config.items():
+            if not name or not isinstance(cfg, dict):
+                continue
+            raw = cfg.get("ranks")
+            try:
+                parsed = json.loads(raw) if isinstance(raw, str) else raw
+                ranks = {int(r) for r in parsed or ()}
+            except (ValueError, TypeError):
+                continue
+            if not ranks or any(r < 0 or r >= ds.world_size for r in ranks):
+                continue
+            if name in seen and seen[name] != ranks:
+                conflict.add(name)
+            seen.setdefault(name, ranks)
+    return {k: v for k, v in seen.items() if k not in conflict}

@@ -84,10 +84,14 @@ def load_dump_dir(path: Path, *, world_size: int | None = None) -> DumpSet:
             continue
         if rank in dumps:
             raise DumpError(f"{f}: rank {rank} already read from {dumps[rank].path}")
-        dumps[rank] = load_dump_file(f, rank)
+        dumps[rank] = _empty_dump(f, rank) if _is_empty(f) else load_dump_file(f, rank)
     if not dumps:
         raise DumpError(f"{path}: no Flight Recorder dumps (expected files named like "
                         "nccl_trace_rank_0 or <host>_rank0.json)")
+    if all(d.form == "empty" for d in dumps.values()):
+        first = min(dumps.values(), key=lambda d: d.rank)
+        raise DumpError(f"{first.path}: empty file (and every other dump is empty too): "
+                        "nothing to analyse")
     notes: list[str] = []
     hinted = _ranks_hinted_by_pg_config(dumps.values())
     known = max([*dumps, *hinted]) + 1
@@ -96,12 +100,16 @@ def load_dump_dir(path: Path, *, world_size: int | None = None) -> DumpSet:
                      f"using {known}")
     ws = max(known, world_size or 0)
     missing = [r for r in range(ws) if r not in dumps]
-    versions = sorted({d.version for d in dumps.values()})
+    versions = sorted({d.version for d in dumps.values() if d.version})
     if len(versions) > 1:
         notes.append(f"dumps mix format versions {versions}")
     if missing:
         notes.append(f"no dump from rank(s) {missing} of world size {ws}: their side of every "
                      "collective is unseen; findings use the ranks present")
+    empty = sorted(r for r, d in dumps.items() if not d.entries)
+    if empty:
+        notes.append(f"rank(s) {empty} left a dump with no entries (empty file or nothing "
+                     "recorded): stuck (e.g. holding the GIL) or killed while dumping")
     if skipped:
         special = sum(why == "not a regular file" for why in skipped.values())
         if len(skipped) > special:
@@ -113,7 +121,19 @@ def load_dump_dir(path: Path, *, world_size: int | None = None) -> DumpSet:
     if bad:
         notes.append(f"skipped {bad} malformed entr{'y' if bad == 1 else 'ies'}")
     return DumpSet(dumps=dumps, world_size=ws, missing_ranks=missing, notes=notes,
-                   skipped_files=skipped)
+                   skipped_files=skipped, empty_ranks=empty)
+
+
+def _is_empty(path: Path) -> bool:
+    try:
+        return path.stat().st_size == 0
+    except OSError:
+        return False
+
+
+def _empty_dump(path: Path, rank: int) -> RankDump:
+    """A zero-byte dump file: the rank existed and tried to dump, but wrote nothing."""
+    return RankDump(rank=rank, path=str(path), form="empty", version="", entries=[])
 
 
 def _decode(path: Path, data: bytes) -> tuple[Mapping[str, Any], str]:

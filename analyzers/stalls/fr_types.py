@@ -99,6 +99,9 @@ class DumpSet:
     missing_ranks: list[int]
     notes: list[str] = field(default_factory=list)
     skipped_files: dict[str, str] = field(default_factory=dict)  #: path -> reason
+    #: ranks whose dump file exists but recorded nothing (empty file, or no entries): a rank
+    #: stuck holding the GIL, or killed while dumping — evidence, not a reading error
+    empty_ranks: list[int] = field(default_factory=list)
 
     @property
     def ranks(self) -> list[int]:

@@ -1,6 +1,15 @@
-"""Triage parsed watchdog evidence: per-rank state, initiator vs observers, the culprit.
+"""Triage worker logs the way an experienced engineer does, as code.
 
-The rules follow how ProcessGroupNCCL behaves (and how an experienced engineer reads the logs):
+The procedure, in the order applied (docs/stalls.md has an example of each):
+
+1. find the earliest failure of its own on ANY rank (OOM, CUDA/NCCL error, exception, signal)
+   and order it against the first watchdog timeout: if it comes first it is the root cause
+   (``rank_failure``) and every timeout is its consequence (``consequence_of``);
+2. read what PyTorch already concluded (desync report, DETAIL fingerprints);
+3. per process group (one label per group, whatever the PyTorch version's spelling), build the
+   state of EVERY rank, not a sample — initiator vs observer, enqueued vs completed, the
+   timed-out SeqNum/op/size — and split the ranks into a minority and a majority:
+
 
 - ``last enqueued == last completed`` on a rank while others have work pending means that rank
   never entered the stuck collective: it is the straggler, stuck *outside* NCCL (training loop,
@@ -13,7 +22,10 @@ The rules follow how ProcessGroupNCCL behaves (and how an experienced engineer r
 - different OpType / NumelIn / NumelOut at the same SeqNum are a mismatched collective; different
   SeqNums at the timeout are a collective-count split; culprits are the minority by vote;
 - everybody waiting in the same collective with nothing else wrong points at the fabric — no rank
-  is blamed (``undecided``).
+  is blamed (``undecided``), and category ``fabric`` only when the whole world is known to be
+  in the collective; otherwise ``unknown`` with what to collect next;
+
+4. every finding keeps the raw lines it stands on (re-verify against them).
 """
 
 from __future__ import annotations
@@ -23,7 +35,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from analyzers.report import StallFinding
+from analyzers.stalls import log_verdicts as lv
 from analyzers.stalls import logs_parser as lp
+from analyzers.stalls.log_world import (
+    DEFAULT_GROUP,
+    UNTAGGED_GROUP,
+    WATCHDOG_KINDS,
+    World,
+    normalise_groups,
+    world_from_evidence,
+)
 
 CATEGORY_REMEDIATION: dict[str, list[str]] = {
     "mismatched_collective": [
@@ -52,6 +73,11 @@ CATEGORY_REMEDIATION: dict[str, list[str]] = {
         "The straggler was starved by data loading (I/O errors, retries, a stuck worker): add "
         "timeouts to reads, check the storage back end, make the loader fail loudly.",
     ],
+    "several_groups": [
+        "The watchdog lines carry no process-group tag and one rank timed out at several "
+        "SeqNums, so they come from several groups and cannot be compared across ranks: "
+        "use PyTorch >= 2.3 (tagged lines) or Flight Recorder dumps.",
+    ],
     "unknown": [
         "The watchdog evidence names no single rank: collect logs from every rank (the silent "
         "ones matter most) and Flight Recorder dumps.",
@@ -72,6 +98,8 @@ class RankLogState:
     completed: int | None = None
     hints: Counter[str] = field(default_factory=Counter)
     first_ts_ns: int | None = None
+    seqs: set[int] = field(default_factory=set)  #: every timed-out SeqNum this rank logged
+    torn_down: bool = False  #: its watchdog fired and took the process down
 
     @property
     def idle(self) -> bool:
@@ -101,35 +129,93 @@ class LogAnalysis:
 
 def analyze_logs(parsed: lp.ParsedLogs, *, world_size: int | None = None) -> LogAnalysis:
     notes = list(parsed.notes)
-    events = _attribute(parsed.events, notes)
+    events = normalise_groups(_attribute(parsed.events, notes), notes)
     seen = parsed.ranks_seen | {e.rank for e in events if e.rank is not None}
-    ws = max(world_size or 0, max(seen, default=-1) + 1)
+    for e in events:  # ranks PyTorch itself names in desync reports and fingerprints
+        if e.kind == lp.DESYNC_REPORT and e.detail:
+            seen.update(int(r) for r in e.detail["culprits"])
+        elif e.kind == lp.FINGERPRINT and e.detail:
+            seen.add(int(e.detail["of_rank"]))
+    world = world_from_evidence(events, seen, world_size)
+    notes.append(f"world size {world.size}: from {world.source}")
     by_group: dict[str, list[lp.LogEvent]] = defaultdict(list)
     rank_hints: dict[int, Counter[str]] = defaultdict(Counter)
     for e in events:
         if e.rank is not None and e.kind in (lp.OOM, lp.DATA_LOADING, lp.FABRIC,
                                              lp.HEARTBEAT, lp.TEARDOWN, lp.EXCEPTION):
             rank_hints[e.rank][e.kind] += 1
-        if e.kind in (lp.TIMEOUT, lp.COUNTERS, lp.FIRST_SIGNAL, lp.OBSERVED_SIGNAL):
-            by_group[e.group or "default"].append(e)
+        if e.kind in WATCHDOG_KINDS:
+            by_group[e.group or DEFAULT_GROUP].append(e)
     timeline = _timeline(events)
     states: dict[str, list[RankLogState]] = {}
-    findings: list[StallFinding] = []
-    categories: list[str] = []
+    watchdog: list[StallFinding] = []
     for group, evs in sorted(by_group.items()):
         table = _state_table(evs, rank_hints)
         states[group] = sorted(table.values(), key=lambda s: s.rank)
-        finding = _triage(group, table, ws, rank_hints, timeline)
+        finding = _triage(group, table, world, seen, rank_hints, timeline)
         if finding is not None:
-            findings.append(finding)
-            categories.append(finding.evidence["category"])
+            watchdog.append(finding)
+    waits = [e for e in events if e.kind in (lp.TIMEOUT, lp.COUNTERS)]
+    first_timeout = min((e.ts_ns for e in waits if e.ts_ns is not None), default=None)
+    timed_out = {e.rank for e in waits if e.rank is not None}
+    failures = lv.rank_failure_findings(events, first_timeout, timed_out)
+    concluded = lv.desync_findings(events) + lv.fingerprint_findings(
+        events, CATEGORY_REMEDIATION["mismatched_collective"])
+    findings = _link(failures, concluded, watchdog)
+    for f in findings:
+        f.evidence.setdefault("world_size", world.size)
+        f.evidence["world_size_source"] = world.source
+    for reason, n in parsed.skipped.items():
+        notes.append(f"skipped: {n} × {reason}")
     if parsed.joined_wrapped:
         notes.append(f"glued {parsed.joined_wrapped} hard-wrapped line continuation(s)")
     if parsed.split_fused:
         notes.append(f"split {parsed.split_fused} line(s) at an embedded [rankN]: prefix "
                      "(launcher prefixes, progress bars, interleaved ranks)")
-    category = categories[0] if categories else None
-    return LogAnalysis(findings, ws, states, category, timeline, notes)
+    roots = [f for f in findings if f.consequence_of is None]
+    category = roots[0].evidence.get("category") if roots else None
+    return LogAnalysis(findings, world.size, states, category, timeline, notes)
+
+
+def _link(failures: list[StallFinding], concluded: list[StallFinding],
+          watchdog: list[StallFinding]) -> list[StallFinding]:
+    """Order roots first and point every explained finding at the root that explains it."""
+    parent: dict[int, StallFinding] = {}  # id(finding) -> the finding that explains it
+    root_failure = next((f for f in failures if f.evidence["precedes_timeouts"]), None)
+    failing = set(root_failure.ranks) if root_failure else set()
+    for f in failures:
+        if f is root_failure or root_failure is None:
+            continue
+        first, lead = f.evidence["first_error_ns"], root_failure.evidence["first_error_ns"]
+        if f.evidence["precedes_timeouts"] and (first is None or lead is None or first <= lead):
+            continue  # another kind of failure at the same time (or untimed): a root as well
+        parent[id(f)] = root_failure
+    head = concluded[0] if concluded else None
+    for f in concluded:
+        if root_failure is not None and (set(f.ranks) <= failing or not f.ranks):
+            parent[id(f)] = root_failure
+    for f in watchdog:
+        explains = root_failure if root_failure is not None else head
+        if explains is None:
+            continue
+        culprits = set(explains.ranks)
+        silent = set(f.evidence.get("never_entered", [])) | set(f.evidence.get(
+            "absent_from_watchdog", []))
+        if f.kind == "undecided" or set(f.ranks) <= culprits or (set(f.ranks) <= silent
+                                                                  and culprits & silent):
+            parent[id(f)] = explains
+    for f in failures:
+        if f.evidence["precedes_timeouts"] is False and id(f) not in parent and watchdog:
+            parent[id(f)] = watchdog[0]
+    ordered = [f for f in [*failures, *concluded, *watchdog] if id(f) not in parent]
+    ordered += [f for f in [*failures, *concluded, *watchdog] if id(f) in parent]
+    index = {id(f): i for i, f in enumerate(ordered)}
+    out = []
+    for f in ordered:
+        p = parent.get(id(f))
+        out.append(f if p is None or id(p) not in index else
+                   StallFinding(**{**f.__dict__, "consequence_of": index[id(p)]}))
+    return out
 
 
 def _attribute(events: list[lp.LogEvent], notes: list[str]) -> list[lp.LogEvent]:
@@ -138,7 +224,7 @@ def _attribute(events: list[lp.LogEvent], notes: list[str]) -> list[lp.LogEvent]
     guessed = 0
     for e in events:
         if e.rank is None and e.group_rank is not None and (
-                e.group is None or e.group.startswith(("0(", "id:0"))):
+                e.group is None or e.group in ("0", "id:0") or e.group.startswith(("0:", "id:0("))):
             e = lp.LogEvent(**{**e.__dict__, "rank": e.group_rank})
             guessed += 1
         out.append(e)
@@ -158,7 +244,11 @@ def _state_table(evs: list[lp.LogEvent], hints: dict[int, Counter[str]]
         if st.first_ts_ns is None or (e.ts_ns is not None and e.ts_ns < st.first_ts_ns):
             st.first_ts_ns = e.ts_ns
         if e.kind == lp.TIMEOUT:
+            if st.seq is not None and e.seq != st.seq:
+                st.seqs.add(st.seq)
             st.seq, st.op, st.numel_in, st.numel_out = e.seq, e.op, e.numel_in, e.numel_out
+            if e.seq is not None:
+                st.seqs.add(e.seq)
             st.role = "initiator"
         elif e.kind == lp.COUNTERS:
             st.enqueued, st.completed = e.enqueued, e.completed
@@ -166,84 +256,156 @@ def _state_table(evs: list[lp.LogEvent], hints: dict[int, Counter[str]]
                 st.seq = e.seq
         elif e.kind == lp.FIRST_SIGNAL:
             st.role = "initiator"
+        elif e.kind == lp.TEARDOWN:
+            st.torn_down = True
         elif e.kind == lp.OBSERVED_SIGNAL and st.role == "silent":
             st.role = "observer"
     return table
 
 
 def _vote(values: dict[int, Any]) -> list[int] | None:
+    """The minority: ranks whose value differs from a strict majority (None on a tie)."""
     counts = Counter(values.values())
-    (_, n), *rest = counts.most_common()
+    (top, n), *rest = counts.most_common()
     if rest and rest[0][1] == n:
         return None
-    top = counts.most_common(1)[0][0]
     return sorted(r for r, v in values.items() if v != top)
 
 
-def _triage(group: str, table: dict[int, RankLogState], ws: int,
+#: ops whose per-rank sizes legitimately differ (roots, uneven all-to-all, point-to-point)
+_UNEVEN_OPS = {"ALLTOALL", "ALLTOALL_BASE", "GATHER", "SCATTER", "SEND", "RECV", "COALESCED",
+               "ALLTOALLV"}
+
+
+def _confidence(minority: int, majority: int, spoke: int, world: World) -> str:
+    """How much of the world spoke, and how lopsided the split is."""
+    whole = world.explicit and spoke >= world.size
+    if minority * 2 <= majority and (whole or spoke >= 4):
+        return "high" if minority == 1 else "medium"
+    return "medium" if minority < majority else "low"
+
+
+def _triage(group: str, table: dict[int, RankLogState], world: World, seen: set[int],
             hints: dict[int, Counter[str]], timeline: list[dict[str, Any]]
             ) -> StallFinding | None:
-    timed_out = {r: s for r, s in table.items() if s.seq is not None and s.op is not None}
-    if not timed_out and not any(s.pending for s in table.values()):
+    waiting = {r: s for r, s in table.items() if s.pending or s.op is not None
+               or (s.torn_down and not s.idle and s.role != "observer")}
+    if not waiting:
         return None
-    world = set(range(ws)) if group in ("default",) or group.startswith(("0(", "id:0")) \
-        else set(table)
-    silent = sorted(world - set(table))
+    is_default = group == DEFAULT_GROUP
+    members = set(table)
+    if is_default:
+        members |= set(range(world.size)) if world.explicit else set(seen)
+    stuck_seq = Counter(s.seq for s in waiting.values() if s.seq is not None).most_common(1)
+    common_seq = stuck_seq[0][0] if stuck_seq else None
+    never_entered = sorted(r for r, s in table.items() if r not in waiting and (
+        (s.idle and (common_seq is None or (s.completed or 0) < common_seq))
+        or (s.role == "observer" and s.enqueued is None)))
+    silent = sorted((members & seen) - set(table))  # logged something, but no watchdog line
+    unseen = sorted(set(range(world.size)) - seen) if is_default else []
+    op_values = {r: s.op for r, s in waiting.items()}
     ev: dict[str, Any] = {
         "state_table": [s.as_dict() for s in sorted(table.values(), key=lambda s: s.rank)],
         "initiators": sorted(r for r, s in table.items() if s.role == "initiator"),
         "observers": sorted(r for r, s in table.items() if s.role == "observer"),
-        "absent_from_watchdog": silent, "world_size": ws, "timeline": timeline[:40]}
-    seqs = {r: s.seq for r, s in timed_out.items()}
-    op_values = {r: s.op for r, s in timed_out.items()}
-    common_seq = Counter(seqs.values()).most_common(1)[0][0] if seqs else None
-    # 1. mismatched collective at the same SeqNum
-    same = {r: s for r, s in timed_out.items() if s.seq == common_seq}
-    for kind, values in (("op_type_mismatch", {r: s.op for r, s in same.items()}),
-                         ("size_mismatch", {r: (s.numel_in, s.numel_out)
-                                            for r, s in same.items()})):
-        if len(set(values.values())) > 1:
-            culprits = _vote(values) if len(values) > 2 else None
-            return _finding(kind if culprits else "undecided", culprits or [], group,
-                            common_seq, _majority(op_values), "mismatched_collective",
-                            "high" if culprits and len(culprits) == 1 else "low",
-                            {**ev, "reason": f"{kind.replace('_', ' ')} at SeqNum {common_seq}",
-                             "per_rank": {str(r): values[r] for r in sorted(values)}})
-    # 2. collective-count split: the timed-out SeqNums differ
+        "never_entered": never_entered, "absent_from_watchdog": silent,
+        "unseen_ranks": unseen, "world_size": world.size,
+        "spoke": {"ranks": len(table), "of": world.size if world.explicit else None},
+        "timeline": timeline[:40]}
+    op = _majority(op_values)
+
+    def found(kind: str, ranks: list[int], category: str, confidence: str, reason: str,
+              **more: Any) -> StallFinding:
+        return _finding(kind, ranks, group, common_seq, op, category, confidence,
+                        {**ev, "reason": reason, **more})
+
+    # 0. untagged lines from several groups cannot be compared across ranks
+    if any(len(s.seqs) > 1 for s in table.values()):
+        return found("undecided", [], "several_groups", "low",
+                     "one rank timed out at several SeqNums"
+                     + (" in untagged lines" if group == UNTAGGED_GROUP else "")
+                     + ": they come from several process groups and cannot be compared "
+                     "across ranks")
+    # 1. never entered vs waiting (enqueued == completed below the stuck SeqNum, observers)
+    if never_entered:
+        return found("straggler", never_entered, _category(never_entered, hints),
+                     _confidence(len(never_entered), len(waiting), len(table), world),
+                     f"rank(s) {never_entered} never entered the collective (last enqueued == "
+                     f"last completed below SeqNum {common_seq}, or only observed the dump "
+                     f"signal) while {len(waiting)} rank(s) wait in it")
+    # 2. the timed-out SeqNums differ: the minority stopped elsewhere
+    seqs = {r: s.seq for r, s in waiting.items() if s.seq is not None}
     if len(set(seqs.values())) > 1:
         culprits = _vote(seqs)
-        return _finding("count_split" if culprits else "undecided", culprits or [], group,
-                        common_seq, _majority(op_values), "collective_count_split",
-                        "medium" if culprits else "low",
-                        {**ev, "reason": f"timed-out SeqNum differs across ranks: {seqs}"})
-    # 3. straggler: nothing pending while the others wait, or no watchdog evidence at all
-    pending = sorted(r for r, s in table.items() if s.pending)
-    idle = sorted(r for r, s in table.items() if s.idle)
-    if pending and idle and len(idle) < len(pending) + len(idle):
-        suspects, why = idle, "last enqueued == last completed: never entered the collective"
-    elif timed_out and silent and len(silent) < len(world):
-        suspects, why = silent, "no watchdog line at all while the others timed out"
-    else:
-        suspects, why = [], ""
-    if len(suspects) == 1:
-        r = suspects[0]
-        category = next((c for k, c in _HINT_CATEGORY if hints.get(r, Counter())[k]),
-                        "straggler_outside_nccl")
-        confidence = "high" if r in idle and all(table[p].pending for p in pending) else "medium"
-        stuck = (common_seq if common_seq is not None
-                 else (table[r].completed + 1 if table[r].completed is not None else None))
-        return _finding("straggler", [r], group, stuck, _majority(op_values), category,
-                        confidence, {**ev, "reason": f"rank {r}: {why}"})
-    if len(suspects) > 1:
-        return _finding("undecided", [], group, common_seq, _majority(op_values), "unknown",
-                        "low", {**ev, "suspects": suspects,
-                                "reason": f"{len(suspects)} ranks fit ({why}); none singled out"})
-    # 4. everybody waiting in the same collective
-    fabric = any(h[lp.FABRIC] for h in hints.values())
-    return _finding("undecided", [], group, common_seq, _majority(op_values), "fabric",
-                    "medium" if fabric else "low",
-                    {**ev, "reason": "every rank entered the collective and none completed"
-                     + (" (fabric errors logged)" if fabric else "")})
+        reason = f"timed-out SeqNum differs across ranks: {_compact(seqs)}"
+        if not culprits or len(seqs) < 3:
+            return found("undecided", [], "collective_count_split", "low",
+                         reason + " — no majority; collect every rank's watchdog lines",
+                         suspects=sorted(seqs))
+        majority = len(seqs) - len(culprits)
+        return found("count_split", culprits, "collective_count_split",
+                     _confidence(len(culprits), majority, len(table), world), reason)
+    # 3. same SeqNum, different op or size
+    same = {r: s for r, s in waiting.items() if s.seq == common_seq and s.op is not None}
+    sized = {r: s for r, s in same.items() if s.op not in _UNEVEN_OPS}
+    for kind, values in (("op_type_mismatch", {r: s.op for r, s in same.items()}),
+                         ("size_mismatch", {r: (s.numel_in, s.numel_out)
+                                            for r, s in sized.items()})):
+        if len(set(values.values())) > 1:
+            culprits = _vote(values) if len(values) > 2 else None
+            words = kind.replace("_", " ")
+            if not culprits:
+                return found("undecided", [], "mismatched_collective", "low",
+                             f"{words} at SeqNum {common_seq} with no majority "
+                             f"({_compact(values)}); collect the other ranks' lines",
+                             suspects=sorted(values),
+                             per_rank={str(r): values[r] for r in sorted(values)})
+            return found(kind, culprits, "mismatched_collective",
+                         _confidence(len(culprits), len(values) - len(culprits), len(table),
+                                     world),
+                         f"{words} at SeqNum {common_seq}: {_compact(values)}",
+                         per_rank={str(r): values[r] for r in sorted(values)})
+    # 4. members of the group that logged no watchdog line at all
+    if silent and len(silent) < len(members):
+        culprits = silent
+        return found("straggler", culprits, _category(culprits, hints),
+                     "medium" if len(culprits) * 2 <= len(waiting) else "low",
+                     f"rank(s) {culprits} logged other lines but no watchdog line while "
+                     f"{len(waiting)} rank(s) timed out")
+    # 5. everybody waiting in the same collective
+    whole = world.explicit and set(range(world.size)) <= set(waiting) if is_default else False
+    fabric_logged = any(h[lp.FABRIC] for h in hints.values())
+    if whole:
+        return found("undecided", [], "fabric", "medium" if fabric_logged else "low",
+                     "every rank of the world entered the collective and none completed"
+                     + (" (fabric errors logged)" if fabric_logged else ""))
+    missing = unseen or None
+    return found("undecided", [], "unknown", "low",
+                 f"{len(waiting)} rank(s) wait in the same collective; the logs do not show "
+                 "the whole group" + (f" (no lines at all from ranks {_compact_list(unseen)})"
+                                      if unseen else "")
+                 + " — collect every rank's log and Flight Recorder dumps",
+                 collect_next=missing)
+
+
+def _category(ranks: list[int], hints: dict[int, Counter[str]]) -> str:
+    for kind, category in _HINT_CATEGORY:
+        if any(hints.get(r, Counter())[kind] for r in ranks):
+            return category
+    return "straggler_outside_nccl"
+
+
+def _compact(values: dict[int, Any]) -> str:
+    groups: dict[Any, list[int]] = defaultdict(list)
+    for r, v in sorted(values.items()):
+        groups[v].append(r)
+    return "; ".join(f"{_compact_list(rs)}: {v}" for v, rs in groups.items())
+
+
+def _compact_list(ranks: list[int]) -> str:
+    if len(ranks) <= 8:
+        return str(ranks)
+    return f"[{ranks[0]}..{ranks[-1]}] ({len(ranks)} ranks)"
 
 
 #: NCCL OpType spellings → the Flight Recorder op names, so both sources read alike

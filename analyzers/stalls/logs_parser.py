@@ -32,6 +32,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+
+from analyzers.stalls import log_failures as lf
 
 # --- event kinds --------------------------------------------------------------------------
 TIMEOUT = "watchdog_timeout"  #: the watchdog caught a collective timing out (WorkNCCL)
@@ -44,11 +47,22 @@ OOM = "oom"
 DATA_LOADING = "data_loading"
 FABRIC = "fabric"
 EXCEPTION = "exception"
+RANK_ERROR = lf.RANK_ERROR  #: a rank's own error (OOM, CUDA/NCCL error, exception, signal)
+DESYNC_REPORT = lf.DESYNC_REPORT  #: PyTorch's desync report named the culprits
+FINGERPRINT = lf.FINGERPRINT  #: TORCH_DISTRIBUTED_DEBUG=DETAIL collective fingerprint
+WORLD_HINT = lf.WORLD_HINT  #: a line stating the world size
+
+#: Longer physical lines are cut here before any regex runs (a counted skip): every pattern is
+#: then bounded by this length, whatever a hostile or broken log holds.
+MAX_LINE = 16_384
+#: terminal colour/cursor escape sequences (ANSI CSI and OSC), stripped before anything else
+_ANSI = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]{0,512}(?:\x07|\x1b\\)"
+                   rb"|\x1b[@-Z\\-_]")
 
 _SEG_START = re.compile(r"\[rank\d+\]:")
-_RANK_PREFIX = re.compile(r"\[rank(\d+)\]:")
-_LAUNCHER_RANK = re.compile(r"Worker\[rank=(\d+)\]|\[default(\d+)\]:|\brank[=\s](\d+)\b[^\]]*"
-                            r"pid=")
+_RANK_PREFIX = re.compile(r"\[rank(\d{1,7})\]:")
+_LAUNCHER_RANK = re.compile(r"Worker\[rank=(\d{1,7})\]|\[default(\d{1,7})\]:|\brank[=\s](\d{1,7})\b"
+                            r"[^\]]{0,200}pid=")
 _GLOG = re.compile(r"\b[EWIF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?\b")
 _ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?")
 _TAG = re.compile(
@@ -102,10 +116,11 @@ def _triggered(seg: str) -> bool:
     return any(k in low for k in _TRIGGERS)
 
 
-_RECORD_START = re.compile(r"^\s*(?:\[rank\d+\]:|\[default\d+\]:|\(\w*Worker|\d{4}-\d{2}-\d{2}"
+_RECORD_START = re.compile(r"^\s+(?:- |\[[\d, ]+\] |#\d+ )|"
+                           r"^\s*(?:\[rank\d+\]:|\[default\d+\]:|\(\w*Worker|\d{4}-\d{2}-\d{2}"
                            r"|[EWIF]\d{4} |\[\d+\]|\w[\w.-]* \[std(?:err|out)\]|Traceback|"
                            r"\s+File \")")
-_FILE_RANK = re.compile(r"rank[_\-.]?(\d+)|(?:^|[_\-.])(\d+)\.(?:log|err|out|txt)$", re.I)
+_FILE_RANK = re.compile(r"rank[_\-.]?(\d{1,7})|(?:^|[_\-.])(\d{1,7})\.(?:log|err|out|txt)$", re.I)
 
 
 class LogError(ValueError):
@@ -130,6 +145,8 @@ class LogEvent:
     completed: int | None = None
     ts_ns: int | None = None
     text: str = ""
+    #: rank errors, desync reports, fingerprints and world hints carry their specifics here
+    detail: dict[str, Any] | None = None
 
 
 @dataclass
@@ -183,18 +200,28 @@ def _read_text(path: Path) -> str:
         raise LogError(f"{path}: cannot read ({exc.strerror or exc})") from exc
     if not data.strip():
         raise LogError(f"{path}: empty file")
+    if b"\x1b" in data:
+        data = _ANSI.sub(b"", data)
     sample = data[:8192]
     if b"\x00" in sample or sum(b < 9 or 13 < b < 32 for b in sample) > len(sample) // 20:
         raise LogError(f"{path}: binary file, not a text log")
     return data.decode("utf-8", errors="replace")
 
 
-def _segments(text: str) -> tuple[list[tuple[int, str]], int, int]:
-    """(line number, segment) pairs: CR-split, split at embedded ``[rankN]:``, wraps glued."""
+def _segments(text: str, skipped: Counter[str] | None = None
+              ) -> tuple[list[tuple[int, str]], int, int]:
+    """(line number, segment) pairs: CR-split, split at embedded ``[rankN]:``, wraps glued.
+
+    Physical lines longer than :data:`MAX_LINE` are cut first (counted in ``skipped``).
+    """
     out: list[tuple[int, str]] = []
     fused = joined = 0
     prev_long = False
     for no, physical in enumerate(text.split("\n"), 1):
+        if len(physical) > MAX_LINE:
+            physical = physical[:MAX_LINE]
+            if skipped is not None:
+                skipped[f"line longer than {MAX_LINE} characters (cut)"] += 1
         if "\r" in physical:
             parts = [p for p in physical.split("\r") if p.strip()]
             fused += max(0, len(parts) - 1)
@@ -237,20 +264,28 @@ def _parse_file(path: Path, result: ParsedLogs) -> None:
     if file_rank is not None:
         result.ranks_seen.add(file_rank)
     year = _year_hint(text, path)
-    segs, fused, joined = _segments(text)
+    segs, fused, joined = _segments(text, result.skipped)
     result.split_fused += fused
     result.joined_wrapped += joined
     result.lines += text.count("\n") + 1
+    scanner = lf.FailureScanner(file_rank, lambda s: _timestamp(s, year, result.skipped))
     for no, seg in segs:
         m = _RANK_PREFIX.search(seg) if "[rank" in seg else None
         if m:
             result.ranks_seen.add(int(m.group(1)))
-        if not _triggered(seg):
-            continue
         rank = int(m.group(1)) if m else _global_rank(seg, file_rank)
+        low = seg.lower()
+        scanner.feed(no, seg, low, rank)
+        if not any(k in low for k in _TRIGGERS):
+            continue
         if rank is not None:
             result.ranks_seen.add(rank)
-        result.events.extend(_events(seg, str(path), no, rank, year))
+        ts = _timestamp(seg, year, result.skipped)
+        result.events.extend(_events(seg, str(path), no, rank, ts, result.skipped))
+    scanner.close(len(segs))
+    for f in scanner.found:
+        result.events.append(LogEvent(f.kind, str(path), f.line, f.rank, ts_ns=f.ts_ns,
+                                      text=f.text, detail=dict(f.detail)))
 
 
 def _year_hint(text: str, path: Path) -> int:
@@ -273,35 +308,56 @@ def _global_rank(seg: str, file_rank: int | None) -> int | None:
     return file_rank
 
 
-def _timestamp(seg: str, year: int) -> int | None:
-    m = _ISO.search(seg)
-    if m:
-        y, mo, d, h, mi, s, frac = m.groups()
-        base = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), tzinfo=UTC)
-    else:
-        m = _GLOG.search(seg)
-        if not m:
-            return None
-        mo, d, h, mi, s, frac = m.groups()
-        try:
+def _timestamp(seg: str, year: int, skipped: Counter[str] | None = None) -> int | None:
+    """The line's time (ISO or glog, searched in the first 120 characters only)."""
+    head = seg[:120]
+    if ":" not in head:
+        return None
+    m = _ISO.search(head)
+    try:
+        if m:
+            y, mo, d, h, mi, s, frac = m.groups()
+            base = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), tzinfo=UTC)
+        else:
+            m = _GLOG.search(head)
+            if not m:
+                return None
+            mo, d, h, mi, s, frac = m.groups()
             base = datetime(year, int(mo), int(d), int(h), int(mi), int(s), tzinfo=UTC)
-        except ValueError:
-            return None
+    except ValueError:
+        if skipped is not None:
+            skipped["impossible timestamp (line kept, untimed)"] += 1
+        return None
     ns = int((frac or "0").ljust(9, "0")[:9])
     return int(base.timestamp()) * 1_000_000_000 + ns
 
 
-def _events(seg: str, file: str, line: int, rank: int | None, year: int) -> list[LogEvent]:
+def _events(seg: str, file: str, line: int, rank: int | None, ts: int | None = None,
+            skipped: Counter[str] | None = None) -> list[LogEvent]:
+    try:
+        return _events_unchecked(seg, file, line, rank, ts)
+    except _NumberTooLong:
+        if skipped is not None:
+            skipped["number longer than 18 digits (line skipped)"] += 1
+        return []
+
+
+class _NumberTooLong(ValueError):
+    pass
+
+
+def _events_unchecked(seg: str, file: str, line: int, rank: int | None, ts: int | None
+                      ) -> list[LogEvent]:
     tag = _TAG.search(seg)
     group = group_rank = None
     if tag:
-        group_rank = int(tag.group("grank"))
+        group_rank = _int(tag.group("grank"))
         if tag.group("guid"):
-            group = f"{tag.group('guid')}({tag.group('name') or ''})"
+            name = tag.group("name")  # the Flight Recorder's label: "<guid>:<desc>"
+            group = f"{tag.group('guid')}:{name}" if name else tag.group("guid")
         elif tag.group("id2"):
             group = f"id:{tag.group('id2')}" + (f"({tag.group('name2')})"
                                                 if tag.group("name2") else "")
-    ts = _timestamp(seg, year)
     text = seg.strip()[:400]
     common = {"file": file, "line": line, "rank": rank, "group": group,
               "group_rank": group_rank, "ts_ns": ts, "text": text}
@@ -310,7 +366,7 @@ def _events(seg: str, file: str, line: int, rank: int | None, year: int) -> list
     ran = _RAN_FOR.search(seg)
     if work and ("timeout" in seg.lower() or ran):
         events.append(LogEvent(
-            TIMEOUT, seq=int(work.group("seq")), op=work.group("op").upper(),
+            TIMEOUT, seq=_int(work.group("seq")), op=work.group("op").upper(),
             numel_in=_opt_int(work.group("nin")), numel_out=_opt_int(work.group("nout")),
             timeout_ms=_opt_int(work.group("tmo")), ran_for_ms=_opt_int(ran.group(1) if ran
                                                                         else None), **common))
@@ -318,8 +374,9 @@ def _events(seg: str, file: str, line: int, rank: int | None, year: int) -> list
         m = pattern.search(seg)
         if m:
             at = _TIMEOUT_AT.search(seg)
-            events.append(LogEvent(COUNTERS, enqueued=int(m.group(1)), completed=int(m.group(2)),
-                                   seq=int(at.group(1)) if at else None, **common))
+            events.append(LogEvent(COUNTERS, enqueued=_int(m.group(1)),
+                                   completed=_int(m.group(2)),
+                                   seq=_int(at.group(1)) if at else None, **common))
             break
     for kind, pattern in _PATTERNS:
         if pattern.search(seg):
@@ -327,5 +384,12 @@ def _events(seg: str, file: str, line: int, rank: int | None, year: int) -> list
     return events
 
 
+def _int(v: str) -> int:
+    """A number from a log line; more than 18 digits is bad input, not a SeqNum."""
+    if len(v.lstrip("-")) > lf.MAX_DIGITS:
+        raise _NumberTooLong(v[:20])
+    return int(v)
+
+
 def _opt_int(v: str | None) -> int | None:
-    return int(v) if v is not None else None
+    return _int(v) if v is not None else None

@@ -95,14 +95,29 @@ def test_missing_dump_is_named_and_present_evidence_still_names_straggler(
     assert "unseen (no dump): ranks [1]" in text
 
 
-def test_missing_straggler_dump_is_undecided_not_blamed_on_a_visible_rank(
+def test_missing_straggler_dump_is_named_with_low_confidence_never_a_visible_rank(
         fr_dumps: Path, tmp_path: Path) -> None:
     folder = tmp_path / "dumps"
     shutil.copytree(fr_dumps / "straggler" / "json", folder)
     for f in folder.glob("*rank2.json"):
         f.unlink()
     [f] = analyze_dumps(load_dump_dir(folder)).findings
-    assert f.kind == "undecided" and f.ranks == [] and f.evidence["suspects"] == [2]
+    assert (f.kind, f.ranks, f.confidence) == ("straggler", [2], "low")
+    assert f.evidence["category"] == "no_dump" and f.evidence["spoke"] == {"ranks": 3, "of": 4}
+
+
+def test_empty_dump_is_evidence_not_an_error(fr_dumps: Path, tmp_path: Path) -> None:
+    """A rank stuck holding the GIL (or killed while dumping) leaves an empty file."""
+    folder = tmp_path / "dumps"
+    shutil.copytree(fr_dumps / "straggler" / "pickle", folder)
+    (folder / "nccl_trace_rank_2").write_bytes(b"")
+    ds = load_dump_dir(folder)
+    assert ds.empty_ranks == [2] and ds.missing_ranks == []
+    [f] = analyze_dumps(ds).findings
+    assert (f.kind, f.ranks, f.confidence) == ("straggler", [2], "medium")
+    assert f.evidence["category"] == "empty_dump"
+    code, report = run_json("--flight-recorder", str(folder))
+    assert code == 1 and report["stall_findings"][0]["ranks"] == [2]
 
 
 def test_text_summary_has_stalls_section(fr_dumps: Path) -> None:

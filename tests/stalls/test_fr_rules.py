@@ -132,7 +132,7 @@ def test_malformed_entries_are_counted_not_fatal(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("name", "rank"), [
     ("nccl_trace_rank_3", 3), ("nccl_trace_rank_12", 12), ("fr_node-7_rank3.json", 3),
-    ("trainer-host1_rank15.json", 15), ("dump.rank-4.pkl", 4), ("trace7", 7),
+    ("trainer-host1_rank15.json", 15), ("dump.rank-4.pkl", 4), ("trace7", 7), ("_dump_3", 3),
     ("README", None), ("notes.txt", None),
 ])
 def test_rank_from_file_name(name: str, rank: int | None) -> None:

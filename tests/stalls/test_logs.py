@@ -19,26 +19,46 @@ def triage(*specs: Path | str):  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize(("fixture", "kind", "ranks", "category", "group", "seq"), [
     # 2.5+ tags, one file per rank, four launcher prefixes; rank 2 observed and was idle
-    ("straggler_v25", "straggler", [2], "data_loading", "0(default_pg)", 8),
+    ("straggler_v25", "straggler", [2], "data_loading", "0:default_pg", 8),
     # 2.2: no timestamps, plain [Rank r] tags, four ranks interleaved in one file
-    ("interleaved_v22.log", "size_mismatch", [3], "mismatched_collective", "default", 5),
+    ("interleaved_v22.log", "size_mismatch", [3], "mismatched_collective", "0:default_pg", 5),
     # 2.3: [PG id Rank r] tags, a file without [rankN]: prefixes, heartbeat monitor
-    ("op_mismatch_v23", "op_type_mismatch", [1], "mismatched_collective", "id:0", 42),
+    ("op_mismatch_v23", "op_type_mismatch", [1], "mismatched_collective", "0:default_pg", 42),
     # a sub-group: the tag carries the GROUP rank (1) of global rank 3; PG ids differ per rank
-    ("subgroup.log", "straggler", [3], "straggler_outside_nccl", "5(tp)", 17),
-    ("count_split.log", "count_split", [3], "collective_count_split", "0(default_pg)", 11),
-    # everybody waiting in the same collective: nobody is blamed
-    ("fabric.log", "undecided", [], "fabric", "0(default_pg)", 100),
-    # hard-wrapped lines, progress bars fused with log lines, a silent rank that hit an OOM
-    ("wrapped_progress", "straggler", [3], "oom", "0(default_pg)", 31),
+    ("subgroup.log", "straggler", [3], "straggler_outside_nccl", "5:tp", 17),
+    ("count_split.log", "count_split", [3], "collective_count_split", "0:default_pg", 11),
+    # everybody waiting in the same collective, but the logs do not prove the world is 4
+    ("fabric.log", "undecided", [], "unknown", "0:default_pg", 100),
+    # hard-wrapped lines, progress bars fused with log lines; rank 3 died of an OOM: the root
+    ("wrapped_progress", "rank_failure", [3], "oom", None, None),
 ])
 def test_fixture_verdicts(fixture: str, kind: str, ranks: list[int], category: str,
                           group: str, seq: int) -> None:
     result = triage(DATA / fixture)
-    [f] = result.findings
+    [f] = [f for f in result.findings if f.consequence_of is None]
     assert (f.kind, f.ranks, f.evidence["category"]) == (kind, ranks, category)
     assert (f.process_group, f.seq_id, f.source) == (group, seq, "logs")
     assert f.remediation
+
+
+def test_oom_rank_is_the_root_and_its_silence_a_consequence() -> None:
+    result = triage(DATA / "wrapped_progress")
+    root, straggler = result.findings
+    assert (root.kind, root.ranks, root.evidence["requested_bytes"]) == (
+        "rank_failure", [3], 2 * 2**30)
+    assert "train.py:212" in root.evidence["frame"]
+    assert (straggler.kind, straggler.ranks, straggler.consequence_of) == ("straggler", [3], 0)
+
+
+def test_fabric_only_when_the_whole_world_is_in_the_collective() -> None:
+    parsed = lp.parse_logs([str(DATA / "fabric.log")])
+    [f] = analyze_logs(parsed, world_size=4).findings
+    assert (f.kind, f.evidence["category"], f.evidence["world_size_source"]) == (
+        "undecided", "fabric", "--world-size")
+    [f] = analyze_logs(parsed, world_size=5).findings  # no line at all from rank 4
+    assert (f.kind, f.evidence["category"], f.evidence["unseen_ranks"]) == (
+        "undecided", "unknown", [4])
+    assert "collect every rank's log" in f.evidence["reason"]
 
 
 def test_straggler_state_table_and_roles() -> None:
@@ -80,15 +100,15 @@ def test_three_counter_wordings() -> None:
         '"last_completed_collective": 6}} [rank2]:[E1121 05:28:12.1 x.cpp:1] [Rank 2] status',
     ]
     events = [e for i, line in enumerate(lines)
-              for e in lp._events(line, "f", i, i, 2026) if e.kind == lp.COUNTERS]
+              for e in lp._events(line, "f", i, i) if e.kind == lp.COUNTERS]
     assert [(e.enqueued, e.completed) for e in events] == [(5, 4), (6, 5), (7, 6)]
     assert [e.seq for e in events][:2] == [5, 6]
 
 
 def test_tags_and_prefixes() -> None:
     ev = lp._events("(Worker[rank=5] pid=77) [PG ID 3 PG GUID 9(dp_replicate) Rank 1] First PG "
-                    "on this rank to signal dumping.", "f", 1, 5, 2026)
-    assert (ev[0].kind, ev[0].group, ev[0].group_rank) == (lp.FIRST_SIGNAL, "9(dp_replicate)", 1)
+                    "on this rank to signal dumping.", "f", 1, 5)
+    assert (ev[0].kind, ev[0].group, ev[0].group_rank) == (lp.FIRST_SIGNAL, "9:dp_replicate", 1)
     assert lp._global_rank("(Worker[rank=5] pid=77) hello", None) == 5
     assert lp._global_rank("[default3]:[rank3]:[E ProcessGroupNCCL.cpp:1] x", None) == 3
     assert lp._global_rank("[default6]: plain line", None) == 6
@@ -104,7 +124,7 @@ def test_logs_cli_with_glob_and_text_summary() -> None:
     assert (f["kind"], f["ranks"], f["source"]) == ("straggler", [2], "logs")
     assert report["extra"]["stalls"]["logs"]["category"] == "data_loading"
     assert report["participating_ranks"] == [0, 1, 2, 3]
-    text = run_cli("--logs", str(DATA / "fabric.log"), "--quiet").stdout
+    text = run_cli("--logs", str(DATA / "fabric.log"), "--quiet", "--world-size", "4").stdout
     assert "undecided: no single rank" in text and "category: fabric" in text
     text = run_cli("--logs", str(DATA / "straggler_v25"), "--quiet").stdout
     table = text[text.index("rank  role"):].splitlines()
