@@ -15,7 +15,6 @@ from stormotel import exitcodes
 from tests.hostile.harness import GIB, assert_clean, run_bounded
 
 FOUND = (exitcodes.OK, exitcodes.FINDINGS)
-STALL_BRANCH = "fixed on the stall branch"
 WATCHDOG = ("[rank{r}]:[E1121 03:12:40.1180000 ProcessGroupNCCL.cpp:1316] [PG 0 Rank {r}] "
             "Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, "
             "OpType=ALLREDUCE, NumelIn=4096, NumelOut=4096, Timeout(ms)=600000) ran for "
@@ -99,21 +98,18 @@ def test_named_pipe_in_a_logs_folder_does_not_hang(tmp_path):
     assert_clean(run, FOUND, within_s=60)
 
 
-@pytest.mark.xfail(strict=False, reason=STALL_BRANCH)
 def test_5000_digit_seqnum_is_counted(tmp_path):
     run = run_bounded("analyze", "--logs", str(_logs(tmp_path, WATCHDOG.format(
         r=2, seq="9" * 5000))))
     assert_clean(run, FOUND)
 
 
-@pytest.mark.xfail(strict=False, reason=STALL_BRANCH)
 def test_impossible_dates_in_logs_are_counted(tmp_path):
     line = WATCHDOG.format(r=2, seq=42).replace("E1121 03:12:40", "E1399 99:99:99")
     run = run_bounded("analyze", "--logs", str(_logs(tmp_path, line)))
     assert_clean(run, FOUND)
 
 
-@pytest.mark.xfail(strict=False, reason=STALL_BRANCH)
 def test_long_watchdog_like_line_is_linear(tmp_path):
     line = "[rank2]:[E1121 03:12:40.1180000 ProcessGroupNCCL.cpp:1316] WorkNCCL(" + \
         "SeqNum=1, OpType=ALLREDUCE, " * 20_000 + "\n"
@@ -121,7 +117,6 @@ def test_long_watchdog_like_line_is_linear(tmp_path):
     assert_clean(run, FOUND, within_s=30)
 
 
-@pytest.mark.xfail(strict=False, reason=STALL_BRANCH)
 def test_ansi_coloured_log_is_read_as_text(tmp_path):
     line = "\x1b[31m" + WATCHDOG.format(r=2, seq=42).rstrip("\n") + "\x1b[0m\n"
     run = run_bounded("analyze", "--logs", str(_logs(tmp_path, line * 50)), "--format",
@@ -135,4 +130,8 @@ def test_absurd_rank_in_a_log_does_not_allocate_per_rank(tmp_path):
     run = run_bounded("analyze", "--logs", str(folder), "--format", "json", "-q",
                       memory=2 * GIB)
     assert_clean(run, FOUND)
-    assert any("ignored 1 rank number" in n for n in run.json()["notes"])
+    report = run.json()
+    # Either the parser never reads 13 digits as a rank, or the stall reader drops it with a note.
+    ranks = {*report.get("participating_ranks", []), *report.get("missing_ranks", [])}
+    assert all(r < 10**6 for r in ranks), ranks
+    assert report["world_size"] is None or report["world_size"] < 10**6
