@@ -23,7 +23,8 @@ KNOWN_SERIES = ({m.prom for m in schema.ALL_METRICS}
                    and isinstance(getattr(schema, n), str)})
 PROMQL_WORDS = {"by", "on", "and", "or", "unless", "max", "min", "sum", "count", "topk",
                 "bottomk", "rate", "increase", "deriv", "predict_linear", "max_over_time",
-                "time", "group", "label_values", "ignoring", "offset"}
+                "time", "group", "label_values", "ignoring", "offset", "last_over_time",
+                "clamp_min"}
 _IDENT = re.compile(r"(?<![\w\"$:.])([a-zA-Z_:][\w:]*)\s*(?=[{\[(]|\s*$|\s*[)/*+\-<>=])")
 
 
@@ -91,6 +92,7 @@ def test_promql_uses_only_schema_names() -> None:
     for e in exprs.all_exprs():
         for name in _IDENT.findall(e.expr):
             if name not in PROMQL_WORDS and name not in schema.IDENTITY_LABELS and \
+                    name not in schema.PLACEMENT_LABELS and \
                     name not in (schema.ATTR_LEVEL, schema.ATTR_REASON, schema.ATTR_DESTINATION,
                                  schema.ANALYZER_LABEL_KIND, schema.ANALYZER_LABEL_SEVERITY,
                                  schema.ANALYZER_LABEL_CONFIDENCE) and name not in KNOWN_SERIES:
