@@ -146,6 +146,13 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, include_job_id: bool =
     win.add_argument("--timeout", type=positive_duration, default=300.0, metavar="DURATION",
                      help="budget for the whole run: every request is cut short to fit "
                           "(default 5m)")
+    win.add_argument("--scheduled", action="store_true",
+                     help="run as a scheduled job (CronJob): exit 0 when the run succeeded, "
+                          "findings written included; non-zero only when it failed (a "
+                          "Kubernetes Job that exits 1 is marked failed and retried)")
+    win.add_argument("--job-selector", metavar="MATCHERS",
+                     help='with --scheduled and no --job-id: analyse only the jobs whose '
+                          'series match these PromQL matchers, e.g. namespace="ml"')
     win.add_argument("--dry-run", action="store_true",
                      help="print what would be written (annotations, series, dashboard, trace) "
                           "and change nothing, state file included")
@@ -159,6 +166,9 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, include_job_id: bool =
                      help="attach annotations to this dashboard (default: organisation-wide)")
     out.add_argument("--grafana-dashboard", action="store_true",
                      help="create/update the job's incident dashboard through Grafana's API")
+    out.add_argument("--grafana-folder", metavar="UID",
+                     help="folder (folderUid) the incident dashboard is saved into "
+                          "(default: Grafana's General folder)")
     out.add_argument("--incident-dashboard", type=Path, metavar="FILE",
                      help="write the job's incident dashboard JSON to FILE")
     out.add_argument("--remote-write", action="append", default=[], metavar="URL",
@@ -189,8 +199,10 @@ def wants_sinks(args: argparse.Namespace) -> bool:
 def validate_args(args: argparse.Namespace) -> str | None:
     """A one-line usage error, or None."""
     if wants_tsdb(args):
-        if not args.job_id and not args.dcgm:
-            return "--prometheus needs --job-id"
+        if not args.job_id and not args.dcgm and not args.scheduled:
+            return "--prometheus needs --job-id (or --scheduled to analyse every job found)"
+        if args.job_selector and not args.scheduled:
+            return "--job-selector needs --scheduled (and no --job-id)"
         if args.dcgm and (args.gpu_rank_map is None) == (args.rank_label is None):
             return "--dcgm needs exactly one of --gpu-rank-map FILE or --rank-label LABEL"
         if args.dcgm and not args.job_id:
@@ -201,8 +213,9 @@ def validate_args(args: argparse.Namespace) -> str | None:
             return "give --since or --start/--end, not both"
     elif args.dcgm or args.state_file:
         return "--dcgm and --state-file need --prometheus URL"
-    if (args.grafana_dashboard or args.grafana_dashboard_uid) and not args.grafana_url:
-        return "--grafana-dashboard/--grafana-dashboard-uid need --grafana-url"
+    if (args.grafana_dashboard or args.grafana_dashboard_uid or args.grafana_folder) \
+            and not args.grafana_url:
+        return "--grafana-dashboard/--grafana-dashboard-uid/--grafana-folder need --grafana-url"
     if args.concurrency < 1:
         return "--concurrency must be at least 1"
     return None
@@ -292,8 +305,11 @@ class StateFile:
 
 
 def resolve_window(args: argparse.Namespace, now_ns: int, state: StateFile | None,
-                   job_id: str) -> Window | None:
-    """The half-open window ``[start, end)`` of this run; None when there is nothing new."""
+                   job_id: str, written_end_ns: int | None = None) -> Window | None:
+    """The half-open window ``[start, end)`` of this run; None when there is nothing new.
+
+    ``written_end_ns`` is the previous run's end as read back from the TSDB, used when the state
+    file does not know the job (a CronJob's emptyDir starts empty every run)."""
     if args.start is not None:
         end = args.end if args.end is not None else now_ns
         if end <= args.start:
@@ -301,6 +317,8 @@ def resolve_window(args: argparse.Namespace, now_ns: int, state: StateFile | Non
         return Window(args.start, end, tracked=False)
     end = now_ns - int(args.settle * 1e9)
     last = state.last_end_ns(job_id) if state else None
+    if last is None:
+        last = written_end_ns
     since = args.since if args.since is not None else 3600.0
     start = last if last is not None else end - int(since * 1e9)
     if end <= start:
@@ -340,7 +358,7 @@ def build_timeline_from_args(args: argparse.Namespace, window: Window,
                                                 concurrency=args.concurrency,
                                                 progress=progress)
     if not timeline.ranks:
-        raise SourceFailure(f"no telemetry for job_id={args.job_id!r} in {window.iso()} at "
+        raise NoTelemetry(f"no telemetry for job_id={args.job_id!r} in {window.iso()} at "
                             f"{', '.join(outcome.endpoints_ok)}")
     if window.note:
         timeline.notes.append(window.note)
@@ -389,10 +407,14 @@ def _incident_board(report: Report, job_id: str) -> dict[str, Any]:
 
 
 def write_sinks(report: Report, timeline: Timeline, args: argparse.Namespace, *,
-                run_points: list[findings_series.SeriesPoint] | None = None,
+                run_points: Callable[[bool], list[findings_series.SeriesPoint]] | None = None,
                 deadline: http.Deadline | None = None, out: TextIO | None = None
                 ) -> SinkOutcome:
-    """Write every sink asked for; a failing sink never stops the others."""
+    """Write every sink asked for; a failing sink never stops the others.
+
+    The series sinks (remote write, Pushgateway) go last: ``run_points(success)`` gives the
+    run-level series, and a run whose other sinks failed is recorded as a failure there, never
+    as a success."""
     out = out or sys.stdout
     dry = bool(getattr(args, "dry_run", False))
     job_id = args.job_id or report.job_id or "unknown"
@@ -410,11 +432,6 @@ def write_sinks(report: Report, timeline: Timeline, args: argparse.Namespace, *,
             print(f"stormotel analyze: {name} sink failed: {e}", file=sys.stderr)
 
     points: list[findings_series.SeriesPoint] = []
-    if args.remote_write or args.pushgateway:
-        # File/log analyses may have no time window: stamp their findings with "now".
-        ts = None if report.window_end_ns is not None else time.time_ns() // 1_000_000
-        points = findings_series.findings_samples(report, job_id=job_id, timestamp_ms=ts) \
-            + (run_points or [])
 
     if args.grafana_url:
         def do_grafana() -> str:
@@ -435,7 +452,8 @@ def write_sinks(report: Report, timeline: Timeline, args: argparse.Namespace, *,
                 if args.grafana_dashboard:
                     saved = grafana.save_dashboard_if_changed(
                         api, _incident_board(report, job_id),
-                        f"stormotel analyze {job_id} {report.window_end_ns}")
+                        f"stormotel analyze {job_id} {report.window_end_ns}",
+                        folder_uid=args.grafana_folder)
                     detail += f" dashboard={'saved' if saved else 'unchanged'}"
                 return detail
         attempt("grafana", do_grafana)
@@ -452,6 +470,19 @@ def write_sinks(report: Report, timeline: Timeline, args: argparse.Namespace, *,
             _atomic_write(args.incident_dashboard, json.dumps(board, indent=2, sort_keys=True))
             return str(args.incident_dashboard)
         attempt("incident_dashboard", do_board)
+    if args.perfetto:
+        def do_trace() -> str:
+            if dry:
+                n = len(perfetto.trace_events(timeline, report))
+                print(f"# would write {n} trace event(s) to {args.perfetto}", file=out)
+                return ""
+            return f"events={perfetto.write_trace(args.perfetto, timeline, report)}"
+        attempt("perfetto", do_trace)
+    if args.remote_write or args.pushgateway:
+        # File/log analyses may have no time window: stamp their findings with "now".
+        ts = None if report.window_end_ns is not None else time.time_ns() // 1_000_000
+        points = findings_series.findings_samples(report, job_id=job_id, timestamp_ms=ts) \
+            + (run_points(not result.failed) if run_points else [])
     for i, url in enumerate(args.remote_write):
         def do_rw(url: str = url) -> str:
             if dry:
@@ -459,7 +490,8 @@ def write_sinks(report: Report, timeline: Timeline, args: argparse.Namespace, *,
                 print(findings_series.render_text(points), file=out)
                 return ""
             with http.make_client(settings) as client:
-                return _remote_write_tolerant(client, url, points, settings, deadline)
+                return _remote_write_checked(client, url, points, settings, deadline,
+                                             args.prometheus)
         attempt("remote_write" if len(args.remote_write) == 1 else f"remote_write{i + 1}",
                 do_rw)
     if args.pushgateway:
@@ -473,14 +505,6 @@ def write_sinks(report: Report, timeline: Timeline, args: argparse.Namespace, *,
                                      settings=settings, deadline=deadline)
             return f"series={n}"
         attempt("pushgateway", do_push)
-    if args.perfetto:
-        def do_trace() -> str:
-            if dry:
-                n = len(perfetto.trace_events(timeline, report))
-                print(f"# would write {n} trace event(s) to {args.perfetto}", file=out)
-                return ""
-            return f"events={perfetto.write_trace(args.perfetto, timeline, report)}"
-        attempt("perfetto", do_trace)
     return result
 
 
@@ -488,17 +512,47 @@ _ALREADY_STORED = re.compile(r"duplicate sample|out of order|out of bounds|too o
                              re.IGNORECASE)
 
 
-def _remote_write_tolerant(client: Any, url: str, points: list[findings_series.SeriesPoint],
-                           settings: http.HttpSettings, deadline: http.Deadline | None) -> str:
-    """A re-run may re-send samples the TSDB already holds; Prometheus answers 400 for those
-    while storing the rest. That is the idempotence we want, not a failure."""
+def _remote_write_checked(client: Any, url: str, points: list[findings_series.SeriesPoint],
+                          settings: http.HttpSettings, deadline: http.Deadline | None,
+                          query_urls: list[str]) -> str:
+    """Remote write, and a rejected batch is a failure unless the TSDB already holds it.
+
+    A re-run may re-send samples the TSDB already holds; Prometheus answers 400 ("duplicate
+    sample", "out of order", "too old") for those. That is idempotence only if every sample is
+    really there: each one is looked up (``timestamp(series)`` at its own time) on the query
+    endpoints; one missing sample, or no endpoint to ask, makes the sink fail."""
     try:
         n = remote_write.write(client, url, points, settings=settings, deadline=deadline)
     except http.EndpointError as e:
-        if e.status == 400 and _ALREADY_STORED.search(e.body):
-            return f"samples={len(points)} (some already stored, kept)"
+        if e.status == 400 and _ALREADY_STORED.search(e.body) and query_urls:
+            missing = _not_stored(client, query_urls[0], points, settings, deadline)
+            if not missing:
+                return f"samples={len(points)} (already stored, verified)"
+            raise http.EndpointError(url, f"rejected {missing} sample(s) that the TSDB does not"
+                                          f" hold ({e.body.strip()[:200]})",
+                                     status=e.status, body=e.body) from None
         raise
     return f"samples={n}"
+
+
+def _not_stored(client: Any, query_url: str, points: list[findings_series.SeriesPoint],
+                settings: http.HttpSettings, deadline: http.Deadline | None) -> int:
+    """How many of ``points`` the TSDB behind ``query_url`` does not hold at their timestamp."""
+    missing = 0
+    for p in points:
+        matchers = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(p.labels.items()))
+        expr = f'timestamp({{__name__="{p.name}",{matchers}}})'
+        resp = http.request(client, "GET", query_url.rstrip("/") + "/api/v1/query",
+                            settings=settings, deadline=deadline,
+                            params={"query": expr, "time": f"{p.timestamp_ms / 1000:.3f}"})
+        result = resp.json().get("data", {}).get("result", [])
+        held = any(abs(float(r["value"][1]) * 1000 - p.timestamp_ms) < 1 for r in result)
+        missing += not held
+    return missing
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -561,30 +615,46 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
     state = StateFile(args.state_file) if args.state_file and not args.dry_run else None
     try:
         with state.locked() if state else contextlib.nullcontext():
+            written = _written_end(args, state, job_id, now_ns, deadline)
             if args.dry_run and args.state_file:  # read the state, never lock or write it
                 window = resolve_window(args, now_ns, StateFile(args.state_file).read(),
-                                        job_id)
+                                        job_id, written)
             else:
-                window = resolve_window(args, now_ns, state, job_id)
+                window = resolve_window(args, now_ns, state, job_id, written)
             if window is None:
                 return finish(exitcodes.OK, OUTCOME_OK, note="no new time since the last run")
             summary["window"] = window.iso()
             try:
                 timeline, src = build_timeline_from_args(args, window, deadline, progress)
             except SourceFailure as e:
+                if args.scheduled and isinstance(e, NoTelemetry) and (
+                        written is not None or (state and state.last_end_ns(job_id))):
+                    # The job ended: its final window was analysed by an earlier run.
+                    if state is not None:
+                        state.job(job_id)["finished"] = _iso(now_ns)
+                        _save(state)
+                    return finish(exitcodes.OK, OUTCOME_OK, window=window.iso(),
+                                  note="job ended; its final window was analysed before")
                 print(f"stormotel analyze: {e}", file=err)
-                _count_run(state, job_id, OUTCOME_SOURCE_FAILURE)
+                runs = _count_run(state, job_id, OUTCOME_SOURCE_FAILURE)
                 _save(state)
+                _record_failure(args, job_id, runs, started, now_ns, deadline, err)
                 return finish(exitcodes.SOURCE_FAILURE, OUTCOME_SOURCE_FAILURE)
             report = analyze_fn(timeline)
             _describe_run(report, timeline, src, window, job_id)
             _warn_partial(src, err)
             outcome = OUTCOME_FINDINGS if report.has_findings() else OUTCOME_OK
             runs = _count_run(state, job_id, outcome)
-            run_points = findings_series.run_samples(
-                job_id=job_id, duration_s=time.monotonic() - started,
-                now_ms=now_ns // 1_000_000, runs_by_outcome=runs,
-                success=True)
+
+            def run_points(success: bool) -> list[findings_series.SeriesPoint]:
+                counts = dict(runs)
+                if not success and counts:  # this run is a sink failure, not a success
+                    counts[outcome] -= 1
+                    counts[OUTCOME_SINK_FAILURE] = counts.get(OUTCOME_SINK_FAILURE, 0) + 1
+                return findings_series.run_samples(
+                    job_id=job_id, duration_s=time.monotonic() - started,
+                    now_ms=now_ns // 1_000_000, runs_by_outcome=counts, success=success)
+
             sinks = write_sinks(report, timeline, args, run_points=run_points,
                                 deadline=deadline, out=out)
             if emit_report is not None:
@@ -610,11 +680,54 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
                 state.job(job_id)["updated"] = _iso(now_ns)
             _save(state)
             if report.has_findings():
-                return finish(exitcodes.FINDINGS, OUTCOME_FINDINGS)
+                code = exitcodes.OK if args.scheduled else exitcodes.FINDINGS
+                return finish(code, OUTCOME_FINDINGS)
             return finish(exitcodes.OK, OUTCOME_OK)
     except (StateError, http.ConfigError, MapError) as e:
         print(f"stormotel analyze: {e}", file=err)
         return finish(exitcodes.USAGE, "usage_error")
+
+
+class NoTelemetry(SourceFailure):
+    """The endpoints answered, but the job has no telemetry in the window."""
+
+
+def _written_end(args: argparse.Namespace, state: StateFile | None, job_id: str, now_ns: int,
+                 deadline: http.Deadline) -> int | None:
+    """A scheduled run without state for the job reads the previous run's window end back from
+    the TSDB it writes to (remote write into the queried TSDB)."""
+    if not args.scheduled or args.start is not None or not args.remote_write:
+        return None
+    if state is not None and state.last_end_ns(job_id) is not None:
+        return None
+    from analyzers.scheduled.tsdb_state import last_window_end_ns
+
+    settings = http.settings_from_args(args)
+    with http.make_client(settings) as client:
+        return last_window_end_ns(client, args.prometheus, job_id, now_ns=now_ns,
+                                  lookback_s=int(args.max_window), settings=settings,
+                                  deadline=deadline)
+
+
+def _record_failure(args: argparse.Namespace, job_id: str, runs: dict[str, int],
+                    started: float, now_ns: int, deadline: http.Deadline, err: TextIO) -> None:
+    """A failed run writes its failure (time and run counter) to the series sinks, so
+    StormotelAnalyzerFailing sees it; best effort: the run already failed."""
+    if args.dry_run or not (args.remote_write or args.pushgateway):
+        return
+    points = findings_series.run_samples(
+        job_id=job_id, duration_s=time.monotonic() - started, now_ms=now_ns // 1_000_000,
+        runs_by_outcome=runs or {OUTCOME_SOURCE_FAILURE: 1}, success=False)
+    settings = http.settings_from_args(args)
+    try:
+        with http.make_client(settings) as client:
+            for url in args.remote_write:
+                remote_write.write(client, url, points, settings=settings, deadline=deadline)
+            if args.pushgateway:
+                pushgateway.push(client, args.pushgateway, job_id, points, settings=settings,
+                                 deadline=deadline)
+    except (http.EndpointError, http.ConfigError, OSError) as e:
+        print(f"stormotel analyze: could not record the failed run: {e}", file=err)
 
 
 def _describe_run(report: Report, timeline: Timeline, src: LoadOutcome, window: Window,
