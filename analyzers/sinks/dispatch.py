@@ -20,6 +20,7 @@ from typing import Any, TextIO
 from analyzers import http
 from analyzers.report import Report
 from analyzers.sinks import findings_series, grafana, perfetto, pushgateway, remote_write
+from analyzers.sinks.base import Sink
 from analyzers.timeline import Timeline
 
 
@@ -62,105 +63,197 @@ def _incident_board(report: Report, job_id: str) -> dict[str, Any]:
     return doc
 
 
+@dataclass
+class RunContext:
+    """What every sink of one run writes from."""
+
+    report: Report
+    timeline: Timeline
+    args: argparse.Namespace
+    job_id: str
+    settings: http.HttpSettings
+    deadline: http.Deadline | None
+
+
+@dataclass
+class GrafanaSink:
+    """Annotations (one per finding, keyed) and, with ``--grafana-dashboard``, the incident
+    dashboard through Grafana's API."""
+
+    ctx: RunContext
+    name: str = "grafana"
+
+    def _annotations(self) -> list[grafana.Annotation]:
+        return grafana.annotations_for(self.ctx.report, self.ctx.job_id)
+
+    def plan(self, out: TextIO) -> str:
+        a, anns = self.ctx.args, self._annotations()
+        res = grafana.sync_annotations(None, anns, self.ctx.job_id,
+                                       dashboard_uid=a.grafana_dashboard_uid, dry_run=True)
+        print(f"# would sync {len(anns)} annotation(s) to {a.grafana_url}", file=out)
+        for body in res.planned:
+            print(json.dumps(body, sort_keys=True), file=out)
+        if a.grafana_dashboard:
+            print(f"# would save incident dashboard "
+                  f"{_incident_board(self.ctx.report, self.ctx.job_id)['uid']} to "
+                  f"{a.grafana_url}", file=out)
+        return f"planned={len(anns)}"
+
+    def write(self) -> str:
+        a, ctx = self.ctx.args, self.ctx
+        with http.make_client(ctx.settings, auth=_grafana_auth(a)) as client:
+            api = grafana.GrafanaAPI(a.grafana_url, client, ctx.settings, ctx.deadline)
+            res = grafana.sync_annotations(api, self._annotations(), ctx.job_id,
+                                           dashboard_uid=a.grafana_dashboard_uid)
+            detail = str(res)
+            if a.grafana_dashboard:
+                saved = grafana.save_dashboard_if_changed(
+                    api, _incident_board(ctx.report, ctx.job_id),
+                    f"stormotel analyze {ctx.job_id} {ctx.report.window_end_ns}",
+                    folder_uid=a.grafana_folder)
+                detail += f" dashboard={'saved' if saved else 'unchanged'}"
+            return detail
+
+
+@dataclass
+class IncidentDashboardFileSink:
+    """The incident dashboard JSON written to ``--incident-dashboard FILE``."""
+
+    ctx: RunContext
+    name: str = "incident_dashboard"
+
+    def plan(self, out: TextIO) -> str:
+        board = _incident_board(self.ctx.report, self.ctx.job_id)
+        print(f"# would write incident dashboard {board['uid']} to "
+              f"{self.ctx.args.incident_dashboard}", file=out)
+        return ""
+
+    def write(self) -> str:
+        board = _incident_board(self.ctx.report, self.ctx.job_id)
+        _atomic_write(self.ctx.args.incident_dashboard,
+                      json.dumps(board, indent=2, sort_keys=True))
+        return str(self.ctx.args.incident_dashboard)
+
+
+@dataclass
+class PerfettoSink:
+    """The merged multi-rank timeline as Chrome trace JSON (``--perfetto FILE``)."""
+
+    ctx: RunContext
+    name: str = "perfetto"
+
+    def plan(self, out: TextIO) -> str:
+        n = len(perfetto.trace_events(self.ctx.timeline, self.ctx.report))
+        print(f"# would write {n} trace event(s) to {self.ctx.args.perfetto}", file=out)
+        return ""
+
+    def write(self) -> str:
+        n = perfetto.write_trace(self.ctx.args.perfetto, self.ctx.timeline, self.ctx.report)
+        return f"events={n}"
+
+
+@dataclass
+class RemoteWriteSink:
+    """Findings and run series to one remote-write URL; a rejected batch fails unless the TSDB
+    verifiably holds it already."""
+
+    ctx: RunContext
+    url: str
+    points: list[findings_series.SeriesPoint]
+    name: str = "remote_write"
+
+    def plan(self, out: TextIO) -> str:
+        print(f"# would remote-write {len(self.points)} sample(s) to {self.url}", file=out)
+        print(findings_series.render_text(self.points), file=out)
+        return ""
+
+    def write(self) -> str:
+        with http.make_client(self.ctx.settings) as client:
+            return _remote_write_checked(client, self.url, self.points, self.ctx.settings,
+                                         self.ctx.deadline, self.ctx.args.prometheus)
+
+
+@dataclass
+class PushgatewaySink:
+    """Findings and run series as the job's Pushgateway group (replaced each run)."""
+
+    ctx: RunContext
+    points: list[findings_series.SeriesPoint]
+    name: str = "pushgateway"
+
+    def plan(self, out: TextIO) -> str:
+        print(f"# would push {len(self.points)} series to {self.ctx.args.pushgateway} "
+              f"(job={pushgateway.PUSH_JOB}, job_id={self.ctx.job_id})", file=out)
+        return ""
+
+    def write(self) -> str:
+        with http.make_client(self.ctx.settings) as client:
+            n = pushgateway.push(client, self.ctx.args.pushgateway, self.ctx.job_id,
+                                 self.points, settings=self.ctx.settings,
+                                 deadline=self.ctx.deadline)
+        return f"series={n}"
+
+
+def file_and_api_sinks(ctx: RunContext) -> list[Sink]:
+    """The sinks that do not carry the run's own series, in the order they are written."""
+    a = ctx.args
+    sinks: list[Sink] = []
+    if a.grafana_url:
+        sinks.append(GrafanaSink(ctx))
+    if a.incident_dashboard:
+        sinks.append(IncidentDashboardFileSink(ctx))
+    if a.perfetto:
+        sinks.append(PerfettoSink(ctx))
+    return sinks
+
+
+def series_sinks(ctx: RunContext, points: list[findings_series.SeriesPoint]) -> list[Sink]:
+    """Remote write (one per URL) and Pushgateway, carrying ``points``."""
+    urls = ctx.args.remote_write
+    sinks: list[Sink] = [RemoteWriteSink(ctx, url, points,
+                                         "remote_write" if len(urls) == 1
+                                         else f"remote_write{i + 1}")
+                         for i, url in enumerate(urls)]
+    if ctx.args.pushgateway:
+        sinks.append(PushgatewaySink(ctx, points))
+    return sinks
+
+
 def write_sinks(report: Report, timeline: Timeline, args: argparse.Namespace, *,
                 run_points: Callable[[bool], list[findings_series.SeriesPoint]] | None = None,
                 deadline: http.Deadline | None = None, out: TextIO | None = None
                 ) -> SinkOutcome:
-    """Write every sink asked for; a failing sink never stops the others.
+    """Write every sink asked for (``plan`` them under ``--dry-run``); a failing sink never
+    stops the others.
 
     The series sinks (remote write, Pushgateway) go last: ``run_points(success)`` gives the
     run-level series, and a run whose other sinks failed is recorded as a failure there, never
     as a success."""
     out = out or sys.stdout
     dry = bool(getattr(args, "dry_run", False))
-    job_id = args.job_id or report.job_id or "unknown"
+    ctx = RunContext(report, timeline, args, args.job_id or report.job_id or "unknown",
+                     http.settings_from_args(args), deadline)
     result = SinkOutcome()
-    settings = http.settings_from_args(args)
 
-    def attempt(name: str, fn: Callable[[], str]) -> None:
+    def attempt(sink: Sink) -> None:
         try:
-            detail = fn()
-            result.status[name] = "dry-run" if dry else "ok"
+            detail = sink.plan(out) if dry else sink.write()
+            result.status[sink.name] = "dry-run" if dry else "ok"
             if detail:
-                result.details[name] = detail
+                result.details[sink.name] = detail
         except (http.EndpointError, http.ConfigError, OSError, ValueError) as e:
-            result.status[name] = str(e)
-            print(f"stormotel analyze: {name} sink failed: {e}", file=sys.stderr)
+            result.status[sink.name] = str(e)
+            print(f"stormotel analyze: {sink.name} sink failed: {e}", file=sys.stderr)
 
-    points: list[findings_series.SeriesPoint] = []
-
-    if args.grafana_url:
-        def do_grafana() -> str:
-            anns = grafana.annotations_for(report, job_id)
-            if dry:
-                res = grafana.sync_annotations(None, anns, job_id,
-                                               dashboard_uid=args.grafana_dashboard_uid,
-                                               dry_run=True)
-                print(f"# would sync {len(anns)} annotation(s) to {args.grafana_url}", file=out)
-                for body in res.planned:
-                    print(json.dumps(body, sort_keys=True), file=out)
-                return f"planned={len(anns)}"
-            with http.make_client(settings, auth=_grafana_auth(args)) as client:
-                api = grafana.GrafanaAPI(args.grafana_url, client, settings, deadline)
-                res = grafana.sync_annotations(api, anns, job_id,
-                                               dashboard_uid=args.grafana_dashboard_uid)
-                detail = str(res)
-                if args.grafana_dashboard:
-                    saved = grafana.save_dashboard_if_changed(
-                        api, _incident_board(report, job_id),
-                        f"stormotel analyze {job_id} {report.window_end_ns}",
-                        folder_uid=args.grafana_folder)
-                    detail += f" dashboard={'saved' if saved else 'unchanged'}"
-                return detail
-        attempt("grafana", do_grafana)
-    if args.grafana_dashboard and dry:
-        print(f"# would save incident dashboard "
-              f"{_incident_board(report, job_id)['uid']} to {args.grafana_url}", file=out)
-    if args.incident_dashboard:
-        def do_board() -> str:
-            board = _incident_board(report, job_id)
-            if dry:
-                print(f"# would write incident dashboard {board['uid']} to "
-                      f"{args.incident_dashboard}", file=out)
-                return ""
-            _atomic_write(args.incident_dashboard, json.dumps(board, indent=2, sort_keys=True))
-            return str(args.incident_dashboard)
-        attempt("incident_dashboard", do_board)
-    if args.perfetto:
-        def do_trace() -> str:
-            if dry:
-                n = len(perfetto.trace_events(timeline, report))
-                print(f"# would write {n} trace event(s) to {args.perfetto}", file=out)
-                return ""
-            return f"events={perfetto.write_trace(args.perfetto, timeline, report)}"
-        attempt("perfetto", do_trace)
+    for sink in file_and_api_sinks(ctx):
+        attempt(sink)
     if args.remote_write or args.pushgateway:
         # File/log analyses may have no time window: stamp their findings with "now".
         ts = None if report.window_end_ns is not None else time.time_ns() // 1_000_000
-        points = findings_series.findings_samples(report, job_id=job_id, timestamp_ms=ts) \
+        points = findings_series.findings_samples(report, job_id=ctx.job_id, timestamp_ms=ts) \
             + (run_points(not result.failed) if run_points else [])
-    for i, url in enumerate(args.remote_write):
-        def do_rw(url: str = url) -> str:
-            if dry:
-                print(f"# would remote-write {len(points)} sample(s) to {url}", file=out)
-                print(findings_series.render_text(points), file=out)
-                return ""
-            with http.make_client(settings) as client:
-                return _remote_write_checked(client, url, points, settings, deadline,
-                                             args.prometheus)
-        attempt("remote_write" if len(args.remote_write) == 1 else f"remote_write{i + 1}",
-                do_rw)
-    if args.pushgateway:
-        def do_push() -> str:
-            if dry:
-                print(f"# would push {len(points)} series to {args.pushgateway} "
-                      f"(job={pushgateway.PUSH_JOB}, job_id={job_id})", file=out)
-                return ""
-            with http.make_client(settings) as client:
-                n = pushgateway.push(client, args.pushgateway, job_id, points,
-                                     settings=settings, deadline=deadline)
-            return f"series={n}"
-        attempt("pushgateway", do_push)
+        for sink in series_sinks(ctx, points):
+            attempt(sink)
     return result
 
 

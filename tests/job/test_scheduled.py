@@ -234,3 +234,28 @@ def test_discovery_query_narrows_by_selector() -> None:
     assert 'namespace="ml"' in q and "[3600s]" in q
     for alias in schema.DEVICE_USED.prom_aliases:
         assert alias.replace(".", "\\\\.") in q
+
+
+def test_every_sink_has_the_one_interface(tmp_path: Path) -> None:
+    """A name, a dry-run plan that changes nothing, a write: all sinks of a run, one shape."""
+    from analyzers import http
+    from analyzers.sinks import dispatch
+
+    args = _args("--prometheus", "http://127.0.0.1:1", "--job-id", JOB, "--grafana-url",
+                 "http://127.0.0.1:1", "--grafana-dashboard", "--incident-dashboard",
+                 str(tmp_path / "b.json"), "--perfetto", str(tmp_path / "t.json"),
+                 "--remote-write", "http://127.0.0.1:1/a", "--remote-write",
+                 "http://127.0.0.1:1/b", "--pushgateway", "http://127.0.0.1:1")
+    report = _report(2, 1_800_000_000 * S)
+    from analyzers.timeline import Timeline
+
+    ctx = dispatch.RunContext(report, Timeline(ranks={}), args, JOB, http.HttpSettings(), None)
+    sinks = dispatch.file_and_api_sinks(ctx) + dispatch.series_sinks(ctx, [])
+    assert [s.name for s in sinks] == ["grafana", "incident_dashboard", "perfetto",
+                                       "remote_write1", "remote_write2", "pushgateway"]
+    out = io.StringIO()
+    for sink in sinks:
+        sink.plan(out)
+        assert callable(sink.write)
+    assert not list(tmp_path.iterdir()), "a dry-run plan wrote a file"
+    assert "# would sync 1 annotation(s)" in out.getvalue()
