@@ -183,7 +183,18 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
             outcome = OUTCOME_FINDINGS if report.has_findings() else OUTCOME_OK
             runs = _count_run(state, job_id, outcome)
 
+            # The report first: a run that cannot write it is a sink failure, and the series
+            # sinks below must record it as one (never as a success).
+            report_error = ""
+            if emit_report is not None:
+                try:
+                    emit_report(report)
+                except OSError as e:
+                    report_error = str(e)
+                    print(f"stormotel analyze: cannot write the report: {e}", file=err)
+
             def run_points(success: bool) -> list[findings_series.SeriesPoint]:
+                success = success and not report_error
                 counts = dict(runs)
                 if not success and counts:  # this run is a sink failure, not a success
                     counts[outcome] -= 1
@@ -194,12 +205,8 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
 
             sinks = write_sinks(report, timeline, args, run_points=run_points,
                                 deadline=deadline, out=out)
-            if emit_report is not None:
-                try:
-                    emit_report(report)
-                except OSError as e:
-                    sinks.status["report"] = str(e)
-                    print(f"stormotel analyze: cannot write the report: {e}", file=err)
+            if report_error:
+                sinks.status["report"] = report_error
             for name, detail in sinks.details.items():
                 progress(f"{name}: {detail}")
             summary.update(ranks=f"{len(timeline.ranks)}/{timeline.world_size or '?'}",
