@@ -111,7 +111,8 @@ def _memory_pressure() -> dict[str, Any]:
     healthy: quiet). Rank 1: 85 % in use and retrying (warning). Rank 2: 98 % in use and
     retrying (warning and critical, one alert name). Rank 3: device limit 0 (unknown) while
     retrying: no +Inf, quiet. Rank 4: NaN readings while retrying: quiet. Rank 5: retries counter
-    reset by a restart while full: the reset is not a retry (quiet)."""
+    reset by a restart while full: the reset is not a retry (quiet). Rank 6: a limit of +Inf
+    while retrying: ratio 0, quiet."""
     reserved0 = 0.95 * LIMIT
     series = [
         *_rank_allocator(0, 0.97 * LIMIT, reserved0, 0.96 * reserved0, _flat(0)),
@@ -120,6 +121,8 @@ def _memory_pressure() -> dict[str, Any]:
         *_rank_allocator(3, 0.99 * LIMIT, 0.97 * LIMIT, 0.96 * LIMIT, _counter(1),
                          limit=_flat(0)),
         *_rank_allocator(5, 0.99 * LIMIT, 0.97 * LIMIT, 0.96 * LIMIT, "7x30 0x150"),
+        *_rank_allocator(6, 0.99 * LIMIT, 0.97 * LIMIT, 0.96 * LIMIT, _counter(1),
+                         limit=f"Inf+0x{SPAN}"),
     ]
     nan = _labels(4)
     series += [_series(schema.DEVICE_USED.prom, nan, f"NaN+0x{SPAN}"),
