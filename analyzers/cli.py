@@ -183,6 +183,11 @@ def main(argv: list[str] | None = None) -> int:
         try:
             _validate(args)
             analyze_fn = _tsdb_analysis(args)
+            if args.scheduled and not args.job_id and not args.dcgm:
+                from analyzers.scheduled.run import run_scheduled
+
+                return run_scheduled(args, analyze_fn, run_one=job.run_job,
+                                     emit_report=lambda r: write_outputs(r, args))
             return job.run_job(args, analyze_fn, emit_report=lambda r: write_outputs(r, args))
         except errors.StormotelError as exc:
             parser.exit(errors.exit_code_of(exc), f"{PROG}: error: {one_line(exc)}\n")

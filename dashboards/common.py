@@ -24,6 +24,8 @@ GRAFANA_DATASOURCE: dict[str, str] = {"type": "grafana", "uid": "-- Grafana --"}
 GRID_WIDTH = 24
 #: Grafana's built-in interval macros, used where a window should follow the zoom level.
 RATE_INTERVAL = "$__rate_interval"
+#: The query step itself: windows of adjacent points do not overlap.
+STEP_INTERVAL = "$__interval"
 DASHBOARD_TAGS = [schema.ANNOTATION_TAG, "gpu", "memory"]
 
 
@@ -121,12 +123,14 @@ def table(title: str, queries: Sequence[tuple[str, str]], unit: str, *, descript
 
 def stat(title: str, queries: Sequence[tuple[str, str]], unit: str, *, description: str,
          thresholds: list[dict[str, Any]] | None = None, width: int = 6, height: int = 4,
-         reduce: str = "lastNotNull") -> Cell:
+         reduce: str = "lastNotNull", no_value: str = "0") -> Cell:
+    """``no_value`` is what the panel reads without data: "0" for counts, but a word for
+    quantities where no data is not zero (e.g. "never" for the time since an event)."""
     return Cell(g.Stat(
         title=title, description=description, dataSource=DATASOURCE, targets=_targets(queries),
         format=unit, reduceCalc=reduce, graphMode="none", colorMode="background",
         thresholds=thresholds or [{"color": "green", "value": None}],
-        noValue="0"), width, height)
+        noValue=no_value), width, height)
 
 
 def row(title: str) -> Cell:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dashboards import promql
-from dashboards.common import RATE_INTERVAL, Cell, row, stat, table, timeseries
+from dashboards.common import RATE_INTERVAL, STEP_INTERVAL, Cell, row, stat, table, timeseries
 from dashboards.settings import Settings
 from stormotel import schema
 
@@ -21,6 +21,16 @@ _DASHED = {"custom.lineStyle": {"dash": [10, 10], "fill": "dash"}}
 def _override_dashed(regex: str) -> dict[str, object]:
     return {"matcher": {"id": "byRegexp", "options": regex},
             "properties": [{"id": key, "value": value} for key, value in _DASHED.items()]}
+
+
+def _per_step(metric: schema.Metric, match: str) -> str:
+    """A counter's change over each step, for bar panels: adjacent, non-overlapping windows, so
+    one event is one bar (``increase`` over ``$__rate_interval`` draws it in every step whose
+    window covers it). A series that appears within the step counts from 0 (OTel counters
+    appear on their first increment); a reset (restarted rank) counts as no change."""
+    x = promql.series(metric.prom, match)
+    return promql.by_identity("sum", f"clamp_min({x} - ({x} offset {STEP_INTERVAL} or 0 * {x}),"
+                                     " 0)")
 
 
 def _counter(expr: str, match: str) -> str:
@@ -87,8 +97,10 @@ def events(sel: Selection) -> list[Cell]:
     return [
         row("OOMs and threshold crossings"),
         timeseries("OOMs", [
-            (_counter(promql.increase_by(schema.OOMS, RATE_INTERVAL, m), m), RANK_LEGEND),
-        ], "short", draw="bars", min_value=0, width=8, description=schema.OOMS.description),
+            (_counter(_per_step(schema.OOMS, m), m), RANK_LEGEND),
+        ], "short", draw="bars", min_value=0, width=8,
+            description=f"{schema.OOMS.description} One bar per OOM: each bar is the counter's"
+                        " change over its own step."),
         timeseries("Threshold crossings", [
             (_counter(promql.increase_by(schema.THRESHOLD_CROSSINGS, RATE_INTERVAL, m,
                                          [schema.ATTR_LEVEL]), m), f"{RANK_LEGEND} {{{{level}}}}"),
@@ -193,11 +205,16 @@ def analyzer(sel: Selection, cfg: Settings) -> list[Cell]:
         ], "short", width=8, draw="bars", min_value=0,
             description="Stalled collectives (stragglers, ranks that never joined, mismatches)."),
         stat("Since last analyzer success", [
-            (f"time() - max by ({schema.ATTR_JOB_ID}) ({promql.series(schema.AN_LAST_SUCCESS, j)})",
+            (f"time() - max by ({schema.ATTR_JOB_ID}) (last_over_time("
+             f"{promql.series(schema.AN_LAST_SUCCESS, j)}[{cfg.analyzer_stale_lookback}]))",
              "{{job_id}}"),
         ], "s", width=4, thresholds=[{"color": "green", "value": None},
                                      {"color": "red", "value": cfg.analyzer_stale_seconds}],
-            description="Seconds since the analyzer last completed for this job."),
+            no_value="never",
+            description="Time since the analyzer last completed for this job (it writes one"
+                        " sample per run, read back over"
+                        f" {cfg.analyzer_stale_lookback}); \"never\" when it has not succeeded"
+                        " for the job in that time."),
         stat("Missing ranks", [
             (f"max by ({schema.ATTR_JOB_ID}) ({promql.series(schema.AN_MISSING_RANKS, j)})",
              "{{job_id}}"),

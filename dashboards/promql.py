@@ -4,7 +4,8 @@ Dashboards and alert rules ask the same questions (how full is this rank, how fa
 grow), so the expressions live here once and both sides call them: a dashboard passes Grafana
 variable matchers, a rule passes none and aggregates over every job.
 
-Every aggregation keeps exactly the identity labels (``schema.IDENTITY_LABELS``): scrape labels
+Every aggregation keeps exactly the identity labels (``schema.IDENTITY_LABELS``) plus the
+placement labels (``namespace``, ``cluster``) where present: other scrape labels
 (``instance``, ``job``, ``otel_scope_*``) differ between the pull exporter, a collector and a
 Pushgateway, and dropping them keeps arithmetic between series one-to-one whatever the pipeline.
 """
@@ -15,7 +16,7 @@ from collections.abc import Iterable
 
 from stormotel import schema
 
-IDENTITY = ", ".join(schema.IDENTITY_LABELS)
+IDENTITY = ", ".join((*schema.IDENTITY_LABELS, *schema.PLACEMENT_LABELS))
 JOB_RANK = f"{schema.ATTR_JOB_ID}, {schema.ATTR_RANK}"
 
 
@@ -44,8 +45,9 @@ def series(name: str, match: str = "", extra: str = "") -> str:
 
 
 def by_identity(aggregation: str, expr: str, labels: Iterable[str] = ()) -> str:
-    """``max by (identity..., labels...) (expr)``."""
-    keep = ", ".join((*schema.IDENTITY_LABELS, *labels))
+    """``max by (identity..., namespace, cluster, labels...) (expr)``: placement labels are
+    kept where a scrape or a global ruler put them, absent (and harmless) elsewhere."""
+    keep = ", ".join((*schema.IDENTITY_LABELS, *schema.PLACEMENT_LABELS, *labels))
     return f"{aggregation} by ({keep}) ({expr})"
 
 
@@ -63,8 +65,9 @@ def histogram_mean(metric: schema.Metric, window: str, match: str = "") -> str:
 
 # --- derived memory quantities (the recording rules' bodies) -----------------------------------
 def used_ratio(match: str = "") -> str:
-    """Device used / limit, 0..1."""
-    return f"{gauge(schema.DEVICE_USED, match)} / {gauge(schema.DEVICE_LIMIT, match)}"
+    """Device used / limit, 0..1; a rank reporting a limit of 0 (unknown) has no ratio, not
+    +Inf."""
+    return f"{gauge(schema.DEVICE_USED, match)} / ({gauge(schema.DEVICE_LIMIT, match)} > 0)"
 
 
 def headroom(match: str = "") -> str:

@@ -32,8 +32,23 @@ class Settings:
     analyzer_stale_seconds: int = 2 * 3600
     #: A rank with no new samples for this long while peers sample has stopped reporting.
     silent_window: str = "5m"
-    #: Dropped / taken samples above this ratio: the tracker is losing data.
+    #: Dropped / (taken + dropped) samples above this ratio: the tracker is losing data.
     drop_ratio: float = 0.01
+    #: How long a minority of ranks must stay silent while the rest sample before paging: longer
+    #: than a staggered exit (ranks leaving one after another at the end of a job).
+    silent_for: str = "10m"
+    #: Window of the allocator-retry and OOM counters: a retry within it means the allocator had
+    #: to flush its cache to satisfy an allocation (real pressure, not a full but healthy cache).
+    retry_window: str = "15m"
+    oom_window: str = "10m"
+    #: Lookback for series the analyzer writes once per run (remote write / Pushgateway):
+    #: at least twice the CronJob schedule (default every 15 minutes), so one late run does not
+    #: resolve an alert.
+    analyzer_lookback: str = "1h"
+    #: How far back the last success is looked for by the stale alert, and how long after its
+    #: last success anywhere the analyzer counts as deployed (so users without it are not paged).
+    analyzer_stale_lookback: str = "1d"
+    analyzer_presence_window: str = "7d"
 
     def __post_init__(self) -> None:
         if not 0 < self.warning_percent < self.critical_percent <= 100:

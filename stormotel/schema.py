@@ -366,3 +366,22 @@ ARCHIVE_FORMAT_COMPACT = "compact"  # one request per batch, every sample, zstd,
 ARCHIVE_FORMATS: tuple[str, ...] = (ARCHIVE_FORMAT_LINES, ARCHIVE_FORMAT_COMPACT)
 ENV_ARCHIVE_FORMAT = "STORMOTEL_ARCHIVE_FORMAT"
 REASON_ARCHIVE_QUEUE_FULL = "archive_queue_full"  # the archive writer fell behind
+# --- per-job alerting: placement labels, per-rank problem series, analyzer run times ----------
+# Labels Prometheus (target labels) or a global ruler (Thanos/Mimir) put on every series; rules
+# keep them in every aggregation so two clusters' `train-1` never merge into one alert.
+LABEL_NAMESPACE = "namespace"
+LABEL_CLUSTER = "cluster"
+PLACEMENT_LABELS: tuple[str, ...] = (LABEL_NAMESPACE, LABEL_CLUSTER)
+# Memory the allocator could not give back: device used - (reserved - allocated), / limit.
+REC_IN_USE_RATIO = "stormotel:gpu_memory_in_use:ratio"
+# Per-rank problem series (present only while the rank has the problem); alerts count them
+# per job and list the ranks.
+REC_RANK_MEMORY_PRESSURE = "stormotel:rank_memory_pressure:ratio"  # in-use ratio while retrying
+REC_RANK_GAP_DRIFT = "stormotel:rank_gap_drift:bytes_per_second"  # sustained growth only
+REC_RANK_GAP_FILLS = "stormotel:rank_gap_fills_device:bytes"  # predicted growth > headroom
+REC_RANK_SILENT = "stormotel:rank_silent:bool"  # 1: reported in the last hour, silent now
+REC_RANK_ACTIVE = "stormotel:rank_active:bool"  # the rank sampled (or tried to) recently
+REC_RANK_DROP_RATIO = "stormotel:rank_samples_dropped:ratio"  # dropped / (taken + dropped)
+REC_RANK_OOMS = "stormotel:rank_ooms:increase"  # OOMs in the window, first appearance included
+# Unix time of the analyzer's last failed run for a job (written by failing runs).
+AN_LAST_FAILURE = "stormotel_analyzer_last_failure_timestamp_seconds"

@@ -46,6 +46,7 @@ class SeriesPoint:
 
 HELP = {
     schema.AN_LAST_SUCCESS: "Unix time of the analyzer's last successful run for this job.",
+    schema.AN_LAST_FAILURE: "Unix time of the analyzer's last failed run for this job.",
     schema.AN_DURATION: "Wall time of the analyzer's last run.",
     schema.AN_RUNS: "Analyzer runs by outcome.",
     schema.AN_FINDINGS: "Findings in the last analysed window by kind and severity.",
@@ -123,18 +124,24 @@ def findings_samples(report: Report, *, job_id: str | None = None,
     return out
 
 
+#: Every outcome a run can have; the run counter carries all of them from the first run (at 0),
+#: so a first failure is an increase from 0, not a series that appears at 1.
+RUN_OUTCOMES: tuple[str, ...] = (*schema.AN_OUTCOMES_SUCCESS, "source_failure", "sink_failure")
+
+
 def run_samples(*, job_id: str, duration_s: float, now_ms: int,
                 runs_by_outcome: Mapping[str, int], success: bool) -> list[SeriesPoint]:
-    """Run-level series: duration, runs counter by outcome and (on success) last success."""
+    """Run-level series: duration, runs counter by outcome (every outcome, 0 when it never
+    happened) and the run's time as last success or, for a failed run, as last failure."""
     base = {schema.ATTR_JOB_ID: job_id}
     out = [SeriesPoint(schema.AN_DURATION, dict(base), duration_s, now_ms,
                        help=HELP[schema.AN_DURATION])]
-    for oc, n in sorted(runs_by_outcome.items()):
+    counts = {oc: 0 for oc in RUN_OUTCOMES} | dict(runs_by_outcome)
+    for oc, n in sorted(counts.items()):
         out.append(SeriesPoint(schema.AN_RUNS, {**base, schema.ANALYZER_LABEL_OUTCOME: oc},
                                float(n), now_ms, kind="counter", help=HELP[schema.AN_RUNS]))
-    if success:
-        out.append(SeriesPoint(schema.AN_LAST_SUCCESS, dict(base), now_ms / 1000.0, now_ms,
-                               help=HELP[schema.AN_LAST_SUCCESS]))
+    stamp = schema.AN_LAST_SUCCESS if success else schema.AN_LAST_FAILURE
+    out.append(SeriesPoint(stamp, dict(base), now_ms / 1000.0, now_ms, help=HELP[stamp]))
     return out
 
 

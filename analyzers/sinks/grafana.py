@@ -1,9 +1,14 @@
 """Findings as Grafana annotations, and the per-job incident dashboard, over Grafana's HTTP API.
 
 Idempotent by construction, because a cron job re-runs and may re-analyse a window: each
-annotation carries a deterministic key tag (``stormotel-key=<hash of job, kind, ranks, time>``);
-before posting, the sink lists the job's existing annotations over the window and skips those
-whose key already exists unchanged, or patches them when the text or times moved. The incident
+annotation carries a deterministic key tag (``stormotel-key=<hash>``). The key names the
+*finding*, not the window that saw it: a persistent gap finding is one per job, kind and rank (a
+later run widens its region), the first-cause verdict one per job and suspect position (a later
+run that names another rank replaces the text), a transient event one per job, kind, ranks and
+start. Before posting, the sink lists the job's existing annotations (far enough back to find
+earlier runs' findings) and skips those whose key exists unchanged, or patches them. A POST is
+sent without blind retries: after a 5xx or a timeout (which the server may have stored anyway)
+the sink looks the key up again and only re-posts when it is really missing. The incident
 dashboard has a deterministic UID per job and is only saved when its JSON differs from what
 Grafana already holds, so re-runs do not pile up dashboard versions either.
 
@@ -13,12 +18,10 @@ it is never logged or written into a report.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
@@ -33,6 +36,10 @@ RANK_TAG_PREFIX = "rank="
 JOB_TAG_PREFIX = f"{schema.ATTR_JOB_ID}="
 #: How many existing annotations one listing may return (Grafana caps at its own limit too).
 LIST_LIMIT = 5000
+#: How far before the new findings the listing looks for earlier runs' annotations.
+LOOKBACK_MS = 7 * 86_400_000
+#: Findings that last (one per job, kind and rank): a later run widens, never duplicates, them.
+PERSISTENT_KINDS = ("persistent_drift", "fragmentation")
 
 
 @dataclass(frozen=True)
@@ -91,7 +98,12 @@ def annotations_for(report: Report, job_id: str | None = None) -> list[Annotatio
 
     def add(kind: str, ranks: Sequence[int], start_ms: int, end_ms: int, text: str,
             extra: str = "", more_tags: Sequence[str] = ()) -> None:
-        key = _key(jid, kind, ranks, start_ms, extra)
+        if kind in PERSISTENT_KINDS:
+            key = _key(jid, kind, ranks, 0, extra)
+        elif kind == "first_cause":  # the verdict, by position: a later verdict replaces it
+            key = _key(jid, kind, (), 0, extra)
+        else:
+            key = _key(jid, kind, ranks, start_ms, extra)
         tags = (schema.ANNOTATION_TAG, kind, *(f"{RANK_TAG_PREFIX}{r}" for r in ranks),
                 f"{JOB_TAG_PREFIX}{jid}", *more_tags, f"{KEY_TAG_PREFIX}{key}")
         out.append(Annotation(kind, tuple(ranks), start_ms, max(start_ms, end_ms), text,
@@ -105,7 +117,7 @@ def annotations_for(report: Report, job_id: str | None = None) -> list[Annotatio
             f"stormotel: rank {s.rank} is first-cause suspect #{i + 1} ({s.confidence} "
             f"confidence), rose {s.delta_bytes / 2**20:.0f} MiB {s.lead_ns / 1e9:.3g} s before "
             f"the cluster onset. {_evidence_text(s.evidence)}",
-            more_tags=(f"confidence={s.confidence}",))
+            extra=f"suspect{i + 1}", more_tags=(f"confidence={s.confidence}",))
     for gf in report.gap_findings:
         start = _ms(gf.start_ns, _ms(report.window_start_ns, win_end))
         add(gf.classification, [gf.rank], start, _ms(gf.end_ns, start),
@@ -180,34 +192,10 @@ class GrafanaAPI:
         return [a for a in doc if isinstance(a, dict)]
 
     def create_annotation(self, body: dict[str, Any]) -> None:
-        """POST once per attempt, and before retrying look whether the failed attempt was
-        stored anyway (a 5xx or timeout after the write): a blind retry would duplicate it."""
-        once = dataclasses.replace(self.settings, retries=0)
-        attempts = max(1, self.settings.retries + 1)
-        for attempt in range(attempts):
-            try:
-                request(self.client, "POST", self.url + "/api/annotations", settings=once,
-                        deadline=self.deadline, json=body)
-                return
-            except EndpointError as e:
-                if e.status is not None and e.status < 500 and e.status != 429:
-                    raise  # refused: retrying cannot help
-                if self._stored(body):
-                    return
-                if attempt + 1 == attempts:
-                    raise
-                time.sleep(self.settings.backoff_s * (2 ** attempt))
-
-    def _stored(self, body: dict[str, Any]) -> bool:
-        keys = [t for t in body.get("tags", ()) if str(t).startswith(KEY_TAG_PREFIX)]
-        if not keys:
-            return False
-        try:
-            found = self.list_annotations(keys, int(body["time"]) - 1,
-                                          int(body.get("timeEnd", body["time"])) + 1)
-        except EndpointError:
-            return False
-        return bool(found)
+        """One POST, never retried blindly: a POST that timed out or got a 5xx may have been
+        stored (see :func:`create_once`)."""
+        request(self.client, "POST", self.url + "/api/annotations",
+                settings=replace(self.settings, retries=0), deadline=self.deadline, json=body)
 
     def patch_annotation(self, ann_id: int, body: dict[str, Any]) -> None:
         self._req("PATCH", f"/api/annotations/{ann_id}", json=body)
@@ -224,9 +212,12 @@ class GrafanaAPI:
         board = doc.get("dashboard") if isinstance(doc, dict) else None
         return board if isinstance(board, dict) else None
 
-    def save_dashboard(self, board: dict[str, Any], message: str) -> None:
-        self._req("POST", "/api/dashboards/db",
-                  json={"dashboard": board, "overwrite": True, "message": message})
+    def save_dashboard(self, board: dict[str, Any], message: str,
+                       folder_uid: str | None = None) -> None:
+        body: dict[str, Any] = {"dashboard": board, "overwrite": True, "message": message}
+        if folder_uid:  # without it Grafana saves into General
+            body["folderUid"] = folder_uid
+        self._req("POST", "/api/dashboards/db", json=body)
 
 
 def _key_of(existing: dict[str, Any]) -> str | None:
@@ -253,7 +244,7 @@ def sync_annotations(api: GrafanaAPI | None, annotations: Sequence[Annotation], 
     if dry_run or api is None:
         result.planned = [b for _, b in bodies]
         return result
-    lo = min(a.start_ms for a in annotations) - 1
+    lo = min(a.start_ms for a in annotations) - LOOKBACK_MS
     hi = max(a.end_ms for a in annotations) + 1
     existing = {}
     for e in api.list_annotations([schema.ANNOTATION_TAG, f"{JOB_TAG_PREFIX}{job_id}"], lo, hi):
@@ -267,9 +258,13 @@ def sync_annotations(api: GrafanaAPI | None, annotations: Sequence[Annotation], 
     for ann, body in bodies:
         old = existing.get(ann.key)
         if old is None:
-            api.create_annotation(body)
+            create_once(api, ann, body)
             result.created += 1
-        elif _same(old, body):
+            continue
+        if ann.kind in PERSISTENT_KINDS:  # widen the region the finding already covers
+            body = {**body, "time": min(body["time"], int(old.get("time", body["time"]))),
+                    "timeEnd": max(body["timeEnd"], int(old.get("timeEnd", body["timeEnd"])))}
+        if _same(old, body):
             result.unchanged += 1
         else:
             api.patch_annotation(int(old["id"]), body)
@@ -277,16 +272,37 @@ def sync_annotations(api: GrafanaAPI | None, annotations: Sequence[Annotation], 
     return result
 
 
+def create_once(api: GrafanaAPI, ann: Annotation, body: dict[str, Any]) -> None:
+    """POST an annotation exactly once under 5xx answers and timeouts: after a failed POST, look
+    its key up (the server may have stored it before failing) and re-post only when missing."""
+    attempts = max(1, api.settings.retries + 1)
+    for attempt in range(attempts):
+        try:
+            api.create_annotation(body)
+            return
+        except EndpointError as e:
+            if e.status is not None and e.status < 500 and e.status != 429:
+                raise
+            stored = api.list_annotations([f"{KEY_TAG_PREFIX}{ann.key}"], ann.start_ms - 1,
+                                          ann.end_ms + 1)
+            if any(_key_of(a) == ann.key for a in stored):
+                return
+            if attempt == attempts - 1:
+                raise
+
+
 def _comparable(board: dict[str, Any]) -> str:
     trimmed = {k: v for k, v in board.items() if k not in ("id", "version")}
     return json.dumps(trimmed, sort_keys=True)
 
 
-def save_dashboard_if_changed(api: GrafanaAPI, board: dict[str, Any], message: str) -> bool:
-    """Save through the dashboard API unless Grafana already holds the same JSON."""
+def save_dashboard_if_changed(api: GrafanaAPI, board: dict[str, Any], message: str,
+                              folder_uid: str | None = None) -> bool:
+    """Save through the dashboard API (into ``folder_uid``) unless Grafana already holds the
+    same JSON."""
     uid = board.get("uid")
     current = api.get_dashboard(str(uid)) if uid else None
     if current is not None and _comparable(current) == _comparable(board):
         return False
-    api.save_dashboard(board, message)
+    api.save_dashboard(board, message, folder_uid)
     return True

@@ -50,17 +50,25 @@ def dashboard_exprs(board: Mapping[str, Any], name: str) -> Iterator[Expr]:
 
 
 def rule_exprs(path: Path = RULES_PATH) -> Iterator[Expr]:
-    """Recording rules (must return series), each alert's signal (must return series) and the
-    full alert expression (must parse and evaluate)."""
+    """Recording rules (must return series, except per-rank *problem* series, empty on a healthy
+    job), each alert's signal (must return series) and the full alert expression (must parse and
+    evaluate). Alerts come in the order ``rules.alerts`` lists them (one name may carry two
+    severities)."""
     data = yaml.safe_load(path.read_text())
-    signals = {a.name: a.signal for a in rules.alerts(rules.Settings())}
+    cfg = rules.Settings()
+    always = {r.record: r.always for r in rules.recording_rules(cfg)}
+    signals = iter(rules.alerts(cfg))
     for group in data["groups"]:
         for rule in group["rules"]:
             if "record" in rule:
-                yield Expr(f"record {rule['record']}", rule["expr"])
+                yield Expr(f"record {rule['record']}", rule["expr"],
+                           must_return=always[rule["record"]])
             else:
-                yield Expr(f"alert {rule['alert']}", rule["expr"], must_return=False)
-                yield Expr(f"alert {rule['alert']} signal", signals[rule["alert"]])
+                alert = next(signals)
+                assert alert.name == rule["alert"]
+                where = f"alert {rule['alert']} ({rule['labels']['severity']})"
+                yield Expr(where, rule["expr"], must_return=False)
+                yield Expr(f"{where} signal", alert.signal)
 
 
 def all_exprs() -> list[Expr]:

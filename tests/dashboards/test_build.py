@@ -52,13 +52,13 @@ def test_check_names_a_stale_file(tmp_path: Path) -> None:
     assert _run("--out", str(out_dir), "--chart", str(chart)).returncode == exitcodes.OK
     assert build.main(["--out", str(out_dir), "--chart", str(chart), "--check"]) == 0
     shipped = chart / "files" / "rules" / "stormotel-rules.yml"
-    shipped.write_text(shipped.read_text().replace("> 95", "> 96"))
+    shipped.write_text(shipped.read_text().replace("> 0.95", "> 0.96"))
     out = _run("--out", str(out_dir), "--chart", str(chart), "--check")
     assert out.returncode == exitcodes.FINDINGS
     assert f"stale: {shipped}" in out.stderr
     # A rebuild with other thresholds is a different file set: --check with defaults flags it.
     assert build.main(["--out", str(out_dir), "--no-chart", "--critical-percent", "90"]) == 0
-    assert "> 90" in (out_dir / "rules" / "stormotel-rules.yml").read_text()
+    assert "> 0.9)" in (out_dir / "rules" / "stormotel-rules.yml").read_text()
     assert build.main(["--out", str(out_dir), "--no-chart", "--check"]) == exitcodes.FINDINGS
 
 

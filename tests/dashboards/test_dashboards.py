@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,7 +24,8 @@ KNOWN_SERIES = ({name for m in schema.ALL_METRICS for name in m.prom_series}
                    and isinstance(getattr(schema, n), str)})
 PROMQL_WORDS = {"by", "on", "and", "or", "unless", "max", "min", "sum", "count", "topk",
                 "bottomk", "rate", "increase", "deriv", "predict_linear", "max_over_time",
-                "time", "group", "label_values", "ignoring", "offset"}
+                "time", "group", "label_values", "ignoring", "offset", "last_over_time",
+                "clamp_min"}
 _IDENT = re.compile(r"(?<![\w\"$:.])([a-zA-Z_:][\w:]*)\s*(?=[{\[(]|\s*$|\s*[)/*+\-<>=])")
 
 
@@ -91,6 +93,7 @@ def test_promql_uses_only_schema_names() -> None:
     for e in exprs.all_exprs():
         for name in _IDENT.findall(e.expr):
             if name not in PROMQL_WORDS and name not in schema.IDENTITY_LABELS and \
+                    name not in schema.PLACEMENT_LABELS and \
                     name not in (schema.ATTR_LEVEL, schema.ATTR_REASON, schema.ATTR_DESTINATION,
                                  schema.ANALYZER_LABEL_KIND, schema.ANALYZER_LABEL_SEVERITY,
                                  schema.ANALYZER_LABEL_CONFIDENCE) and name not in KNOWN_SERIES:
@@ -129,3 +132,46 @@ def test_incident_uid_is_stable_short_and_distinct() -> None:
     assert re.fullmatch(r"[A-Za-z0-9_-]+", incident_uid("run/7 ü"))
     with pytest.raises(ValueError, match="job_id"):
         incident_dashboard("", [1])
+
+
+def test_one_oom_is_one_bar(tmp_path: Path) -> None:
+    """The OOM panel, evaluated by promtool minute by minute: rank 1's counter goes 0 → 1 and
+    rank 2's first OOM appears as a new series at 1 (OTel counters appear on their first
+    increment); each shows exactly one bar of height 1, in the minute it happened."""
+    import subprocess
+
+    import yaml
+
+    from tests import servers
+
+    panel = next(p for p in _panels(BOARDS["stormotel-overview.json"]) if p["title"] == "OOMs")
+    expr = exprs.to_promql(panel["targets"][0]["expr"],
+                           {"job_id": ".*", "rank": ".*", "host": ".*", "__interval": "1m",
+                            "__rate_interval": "2m"})
+    ident = {schema.ATTR_JOB_ID: "j", schema.ATTR_LOCAL_RANK: "0", schema.ATTR_WORLD_SIZE: "3",
+             schema.ATTR_HOST: "h", schema.ATTR_GPU: "0"}
+
+    def series(name: str, rank: int, values: str) -> dict[str, str]:
+        labels = ", ".join(f'{k}="{v}"' for k, v in {**ident, "rank": str(rank)}.items())
+        return {"series": f"{name}{{{labels}}}", "values": values}
+
+    inputs = [series(schema.SAMPLES.prom, r, "0+60x30") for r in (1, 2)]
+    inputs += [series(schema.OOMS.prom, 1, "0x9 1x20"), series(schema.OOMS.prom, 2, "_x10 1x20")]
+    # One query per minute for both ranks: the expected bars (1 only at minute 10).
+    tests = [{"expr": expr, "eval_time": f"{m}m", "exp_samples": [
+        {"labels": "{" + ", ".join(f'{k}="{v}"' for k, v in
+                                   sorted({**ident, "rank": str(r)}.items())) + "}",
+         "value": 1 if m == 10 else 0} for r in (1, 2)]} for m in range(5, 20)]
+    doc = {"evaluation_interval": "1m", "tests": [
+        {"interval": "1m", "input_series": inputs, "promql_expr_test": tests}]}
+    (tmp_path / "oom.test.yml").write_text(yaml.safe_dump(doc, width=10_000))
+    out = subprocess.run([servers.require_binary("promtool"), "test", "rules", "oom.test.yml"],
+                         capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_since_last_analyzer_success_says_never_without_data() -> None:
+    panel = next(p for p in _panels(BOARDS["stormotel-overview.json"])
+                 if p["title"] == "Since last analyzer success")
+    assert panel["fieldConfig"]["defaults"]["noValue"] == "never"
+    assert "last_over_time(" in panel["targets"][0]["expr"]

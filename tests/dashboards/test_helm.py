@@ -46,9 +46,15 @@ _SELECTOR = {"type": "object", "properties": {
 _NS_SELECTOR = {"type": "object", "properties": {
     "any": {"type": "boolean"}, "matchNames": {"type": "array", "items": {"type": "string"}}},
     "additionalProperties": False}
+_RELABEL = {"type": "object", "additionalProperties": False, "properties": {
+    "sourceLabels": {"type": "array", "items": {"type": "string",
+                                                "pattern": r"^[a-zA-Z_][a-zA-Z0-9_]*$"}},
+    "targetLabel": {"type": "string"}, "replacement": {"type": "string"},
+    "regex": {"type": "string"}, "action": {"type": "string"}}}
 _ENDPOINT = {"type": "object", "required": ["port"], "additionalProperties": False,
              "properties": {"port": {"type": "string"}, "path": {"type": "string"},
-                            "interval": _DURATION, "honorLabels": {"type": "boolean"}}}
+                            "interval": _DURATION, "honorLabels": {"type": "boolean"},
+                            "relabelings": {"type": "array", "items": _RELABEL}}}
 #: The monitoring.coreos.com/v1 fields we use, as their CRDs define them (prometheus-operator
 #: v0.7x), strict where we write them.
 CRD_SCHEMAS: dict[str, dict[str, Any]] = {
@@ -153,7 +159,7 @@ def test_chart_ships_the_generated_rules_and_dashboards(rendered: dict[str, str]
     assert rule["metadata"]["labels"]["release"] == "kps"
     rules_cm = next(o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"]
                     .endswith("-rules"))
-    assert rules_cm["data"]["stormotel-rules.yml"] == rules_text  # same bytes
+    assert yaml.safe_load(rules_cm["data"]["stormotel-rules.yml"]) == yaml.safe_load(rules_text)
     boards = [o for o in objs if o["kind"] == "ConfigMap"
               and o["metadata"]["labels"].get("grafana_dashboard") == "1"]
     assert len(boards) == 2
@@ -168,13 +174,15 @@ def test_analyzer_cronjob_is_locked_down(rendered: dict[str, str]) -> None:
     crons = [o for o in _objects(rendered) if o["kind"] == "CronJob"]
     names = [c["metadata"]["name"] for c in crons]
     assert len(set(names)) == 2 and all(len(n) <= 52 for n in names)
+    assert all("--scheduled" in c["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+               ["containers"][0]["args"] for c in crons)
     pod = crons[0]["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     container = pod["containers"][0]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     args = container["args"]
-    assert args[:5] == ["analyze", "--job-id", "run-7", "--since", "1h"]
+    assert args[:6] == ["analyze", "--scheduled", "--job-id", "run-7", "--since", "1h"]
     assert "--grafana-token-file" in args and "--bearer-token-file" in args
     assert "--grafana-dashboard" in args and args[args.index("--timeout") + 1] == "5m"
     assert not any("token" in str(e.get("value", "")) for e in container.get("env", []))
@@ -185,13 +193,79 @@ def test_analyzer_cronjob_is_locked_down(rendered: dict[str, str]) -> None:
     assert user and int(user.group(1)) == pod["securityContext"]["runAsUser"]
 
 
-def test_defaults_render_without_analyzer_and_notes_say_so() -> None:
+def test_defaults_render_one_discovering_analyzer_and_notes_say_so() -> None:
     manifests = _render()
     kinds = sorted(o["kind"] for o in _objects(manifests))
-    assert kinds == ["ConfigMap", "ConfigMap", "PodMonitor", "PrometheusRule", "ServiceAccount"]
+    assert kinds == ["ConfigMap", "ConfigMap", "CronJob", "PodMonitor", "PrometheusRule",
+                     "ServiceAccount"]
+    cron = next(o for o in _objects(manifests) if o["kind"] == "CronJob")
+    args = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--scheduled" in args and "--job-id" not in args
     notes = manifests["stormotel/templates/NOTES.txt"]
-    assert "No analyzer CronJob: set analyzer.jobIds" in notes
+    assert "analyses every training job with telemetry in its window" in notes
     assert "stormotel / cluster overview" in notes
+
+
+#: What a kube-prometheus-stack user sets: their stack's release label, training namespaces
+#: elsewhere, 8 GPUs per pod, a CA for the TSDB, one alert off and a team label.
+KPS = {
+    "prometheusSelectorLabels": {"release": "monitoring-stack"},
+    "podMonitor": {"ranksPerPod": 8},
+    "analyzer": {"jobSelector": 'namespace="ml"', "remoteWriteUrl": "http://prom:9090/api/v1/write",
+                 "grafanaUrl": "https://grafana.example", "grafanaFolder": "stormotel-incidents",
+                 "extraVolumes": [{"name": "ca", "secret": {"secretName": "tsdb-ca"}}],
+                 "extraVolumeMounts": [{"name": "ca", "mountPath": "/etc/stormotel/ca",
+                                        "readOnly": True}],
+                 "extraArgs": ["--ca-file", "/etc/stormotel/ca/ca.crt"]},
+    "prometheusRule": {"alerts": {"StormotelPeakOverEstimate": {"enabled": False},
+                                  "StormotelRankOutOfMemory": {"labels": {"team": "ml"}}},
+                       "alertLabels": {"platform": "gpu"}},
+}
+
+
+@pytest.mark.parametrize("values", [{}, ALL_ON, KPS], ids=["default", "all-on", "kps"])
+def test_renders_validate_with_kubernetes_validate(values: dict[str, Any]) -> None:
+    for obj in _objects(_render(values)):
+        if obj["kind"] in CRD_KINDS:
+            jsonschema.validate(obj, CRD_SCHEMAS[obj["kind"]])
+        else:
+            kubernetes_validate.validate(obj, KUBE_VERSION, strict=True)
+
+
+def test_kube_prometheus_stack_finds_every_rank() -> None:
+    """The stack's Prometheus selects by `release`, in any namespace, and every local rank of
+    an 8-GPU pod (ports 9464..9471) is a target."""
+    objs = list(_objects(_render(KPS)))
+    pm = next(o for o in objs if o["kind"] == "PodMonitor")
+    rule = next(o for o in objs if o["kind"] == "PrometheusRule")
+    for o in (pm, rule):
+        assert o["metadata"]["labels"]["release"] == "monitoring-stack"
+    assert pm["spec"]["namespaceSelector"] == {"any": True}
+    ports = [e["relabelings"][0]["replacement"] for e in pm["spec"]["podMetricsEndpoints"]]
+    assert ports == [f"${{1}}:{9464 + i}" for i in range(8)]
+    alerts = [r for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r]
+    assert "StormotelPeakOverEstimate" not in {r["alert"] for r in alerts}
+    oom = next(r for r in alerts if r["alert"] == "StormotelRankOutOfMemory")
+    assert oom["labels"] == {"severity": "critical", "team": "ml", "platform": "gpu"}
+    assert all(r["labels"]["platform"] == "gpu" for r in alerts)
+    cron = next(o for o in objs if o["kind"] == "CronJob")
+    pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    args = pod["containers"][0]["args"]
+    assert args[args.index("--job-selector") + 1] == 'namespace="ml"'
+    assert args[args.index("--grafana-folder") + 1] == "stormotel-incidents"
+    assert {"name": "ca", "secret": {"secretName": "tsdb-ca"}} in pod["volumes"]
+    assert any(m["mountPath"] == "/etc/stormotel/ca" for m in pod["containers"][0]["volumeMounts"])
+
+
+def test_long_release_names_give_unique_names_within_63() -> None:
+    values = {**ALL_ON, "analyzer": {**ALL_ON["analyzer"], "jobIds": []}}
+    with helm.Chart.load(str(CHART)) as chart:
+        manifests = chart.render(values, name="a-very-long-release-name-for-the-gpu-team-x42",
+                                 namespace="monitoring", is_install=True)
+    names = [(o["kind"], o["metadata"]["name"]) for o in _objects(manifests)]
+    assert len(names) == len(set(names)), names
+    assert all(len(n) <= 63 for _, n in names)
+    assert all(len(n) <= 52 for k, n in names if k == "CronJob")
 
 
 def test_collector_snippet_is_otlp_in_remote_write_out(rendered: dict[str, str]) -> None:
@@ -225,3 +299,13 @@ def test_values_schema_rejects_mistakes_with_the_key_named() -> None:
             chart.render({"analyzer": {"jobId": ["run-7"]}}, name="so")
         with pytest.raises(helm.HelmValuesError, match="/podMonitor/interval"):
             chart.validate_schema({"podMonitor": {"interval": "often"}})
+        with pytest.raises(helm.HelmValuesError, match="podMonitr"):  # a top-level typo
+            chart.validate_schema({"podMonitr": {"enabled": False}})
+        for garbage in ("every 15 minutes", "*/15 * * *", "61 * * * * *"):
+            with pytest.raises(helm.HelmValuesError, match="/analyzer/schedule"):
+                chart.validate_schema({"analyzer": {"schedule": garbage}})
+        for good in ("*/15 * * * *", "@hourly", "0 3 * * MON-FRI"):
+            chart.validate_schema({"analyzer": {"schedule": good}})
+        with pytest.raises(helm.HelmValuesError, match="enabeld"):
+            chart.validate_schema({"prometheusRule": {"alerts": {
+                "StormotelGapDrift": {"enabeld": False}}}})

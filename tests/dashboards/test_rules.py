@@ -46,7 +46,7 @@ def test_promtool_unit_tests_pass() -> None:
 
 def test_promtool_unit_tests_catch_a_broken_rule(tmp_path: Path) -> None:
     """Guard against tests that cannot fail: weaken one alert and promtool must report it."""
-    broken = RULES_PATH.read_text().replace("> 95", "> 99", 1)
+    broken = RULES_PATH.read_text().replace("> 0.95", "> 0.99", 1)
     assert broken != RULES_PATH.read_text()
     (tmp_path / "rules").mkdir()
     (tmp_path / "rules" / rules.RULES_FILE).write_text(broken)
@@ -55,7 +55,7 @@ def test_promtool_unit_tests_catch_a_broken_rule(tmp_path: Path) -> None:
     out = subprocess.run([_promtool(), "test", "rules", TESTS_PATH.name], capture_output=True,
                          text=True, timeout=60, cwd=tmp_path / "rules" / "tests")
     assert out.returncode != 0
-    assert "StormotelMemoryCritical" in out.stdout + out.stderr
+    assert "StormotelGpuMemoryPressure" in out.stdout + out.stderr
 
 
 def test_every_alert_is_tested_firing_and_quiet() -> None:
@@ -68,7 +68,8 @@ def test_every_alert_is_tested_firing_and_quiet() -> None:
     assert set(rule_tests.ALERT_NAMES_IN_HEALTHY) == names
 
 
-@pytest.mark.parametrize("alert", _shipped_alerts(), ids=lambda a: str(a["alert"]))
+@pytest.mark.parametrize("alert", _shipped_alerts(),
+                         ids=lambda a: f"{a['alert']}-{a['labels']['severity']}")
 def test_alert_carries_what_an_operator_needs(alert: dict[str, object]) -> None:
     annotations = alert["annotations"]
     assert isinstance(annotations, dict)
@@ -77,10 +78,40 @@ def test_alert_carries_what_an_operator_needs(alert: dict[str, object]) -> None:
     assert alert["labels"]["severity"] in ("warning", "critical")  # type: ignore[index]
     text = annotations["summary"] + annotations["description"]
     assert "$labels.job_id" in text
-    if "by (job_id)" not in str(alert["expr"]):  # job-level analyzer alerts have no rank
-        assert "$labels.rank" in text
+    if "Analyzer" not in str(alert["alert"]):  # analyzer run health is per job, not per rank
+        assert "$s.Labels.rank" in text, "a per-job alert must name its ranks"
     anchor = annotations["runbook_url"].rsplit("#", 1)[1]
     assert anchor == str(alert["alert"]).lower()
+
+
+@pytest.mark.parametrize("alert", _shipped_alerts(),
+                         ids=lambda a: f"{a['alert']}-{a['labels']['severity']}")
+def test_alert_pages_per_job_and_keeps_placement_labels(alert: dict[str, object]) -> None:
+    """Every alert aggregates to the job and keeps namespace/cluster: a 2048-rank job with one
+    bad rank is one page, and two clusters' jobs of the same name stay apart."""
+    expr = str(alert["expr"])
+    assert "by (namespace, cluster, job_id)" in expr
+
+
+def test_one_name_two_severities() -> None:
+    """Warning and critical of one condition share the alert name (standard inhibition)."""
+    by_name: dict[str, set[str]] = {}
+    for a in _shipped_alerts():
+        by_name.setdefault(str(a["alert"]), set()).add(a["labels"]["severity"])  # type: ignore
+    assert by_name["StormotelGpuMemoryPressure"] == {"warning", "critical"}
+    assert by_name["StormotelGapDrift"] == {"warning", "critical"}
+    assert not {n for n in by_name if n.endswith(("Warning", "Critical"))}
+
+
+def test_analyzer_series_are_read_with_a_lookback() -> None:
+    """Series the analyzer writes once per run leave Prometheus' 5-minute lookback between
+    runs: every rule reading them uses last_over_time over a window."""
+    for a in _shipped_alerts():
+        expr = str(a["expr"])
+        for name in re.findall(r"stormotel_analyzer_\w+", expr):
+            for m in re.finditer(rf"{name}(\{{[^}}]*\}})?", expr):
+                before = expr[:m.start()]
+                assert before.endswith("last_over_time("), (a["alert"], name)
 
 
 def test_every_alert_has_a_runbook_section() -> None:

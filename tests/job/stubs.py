@@ -106,6 +106,11 @@ class GrafanaStub(_Server):
         self.dashboard_saves = 0
         self.log: list[tuple[str, str, Any]] = []
         self.bad_auth = 0
+        #: Answer this many annotation POSTs with 500 *after* storing them (what a Grafana
+        #: behind a proxy that times out does): a client that re-posts blindly duplicates.
+        self.fail_after_store = 0
+        #: folderUid each dashboard was saved into (None: General).
+        self.folders: dict[str, str | None] = {}
         self.lock = threading.Lock()
 
 
@@ -145,6 +150,9 @@ class _GrafanaHandler(BaseHTTPRequestHandler):
                         return self._json(400, {"message": f"missing {k}"})
                 ann = {**payload, "id": len(g.annotations) + 1}
                 g.annotations.append(ann)
+                if g.fail_after_store > 0:
+                    g.fail_after_store -= 1
+                    return self._json(500, {"message": "upstream timed out"})
                 return self._json(200, {"message": "Annotation added", "id": ann["id"]})
             if url.path.startswith("/api/annotations/") and method == "PATCH":
                 ann_id = int(url.path.rsplit("/", 1)[1])
@@ -164,6 +172,7 @@ class _GrafanaHandler(BaseHTTPRequestHandler):
                 g.dashboard_saves += 1
                 board["version"] = g.dashboard_saves
                 g.dashboards[board["uid"]] = board
+                g.folders[board["uid"]] = payload.get("folderUid")
                 return self._json(200, {"status": "success", "uid": board["uid"]})
             return self._json(404, {"message": f"no route {method} {url.path}"})
 

@@ -78,7 +78,7 @@ def test_annotations_dashboard_push_and_trace_are_written_once(
         assert f"grafana: created=0 updated=0 unchanged={n_annotations} dashboard=unchanged" \
             in second.stderr
         assert summary_line(second.stderr)["sinks"] == \
-            "grafana:ok,incident_dashboard:ok,pushgateway:ok,perfetto:ok"
+            "grafana:ok,incident_dashboard:ok,perfetto:ok,pushgateway:ok"
 
     # The token never leaves the Authorization header.
     for text in (first.stderr, first.stdout, second.stderr, report.read_text(),

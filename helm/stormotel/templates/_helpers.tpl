@@ -52,3 +52,53 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- $prefix := printf "%s-%s" (include "stormotel.fullname" .root) $slug | trunc 43 | trimSuffix "-" -}}
 {{- printf "%s-%s" $prefix (sha256sum .jobId | trunc 8) -}}
 {{- end -}}
+
+{{/* <fullname>-<suffix> within 63 characters: the full name is cut, never the suffix, so two
+     objects of one release never share a name however long the release name is. */}}
+{{- define "stormotel.suffixed" -}}
+{{- $max := sub 62 (len .suffix) | int -}}
+{{- printf "%s-%s" (include "stormotel.fullname" .root | trunc $max | trimSuffix "-") .suffix -}}
+{{- end -}}
+
+{{/* Labels the Prometheus of kube-prometheus-stack selects PodMonitors, ServiceMonitors and
+     PrometheusRules by (`release: <its release>`), plus the object's own extra labels. */}}
+{{- define "stormotel.monitoringLabels" -}}
+{{- $labels := merge (dict) (.extra | default dict) (.root.Values.prometheusSelectorLabels | default dict) -}}
+{{- if $labels }}{{ toYaml $labels }}{{ end -}}
+{{- end -}}
+
+{{/* namespaceSelector: every namespace by default (training jobs rarely run in the monitoring
+     namespace), or the listed ones. */}}
+{{- define "stormotel.namespaceSelector" -}}
+{{- if .namespaces -}}
+matchNames:
+  {{- toYaml .namespaces | nindent 2 }}
+{{- else -}}
+any: true
+{{- end -}}
+{{- end -}}
+
+{{/* The rules file with per-alert switches applied: alerts listed under
+     prometheusRule.alerts.<Name>.enabled=false are left out, prometheusRule.alertLabels and
+     prometheusRule.alerts.<Name>.labels are added to the alerts' labels. */}}
+{{- define "stormotel.rules" -}}
+{{- $cfg := .Values.prometheusRule -}}
+{{- $doc := .Files.Get "files/rules/stormotel-rules.yml" | fromYaml -}}
+{{- $groups := list -}}
+{{- range $g := $doc.groups -}}
+{{- $rules := list -}}
+{{- range $r := $g.rules -}}
+{{- if $r.alert -}}
+{{- $per := get ($cfg.alerts | default dict) $r.alert | default dict -}}
+{{- if ne (toString (get $per "enabled")) "false" -}}
+{{- $labels := merge (dict) ($per.labels | default dict) ($cfg.alertLabels | default dict) $r.labels -}}
+{{- $rules = append $rules (merge (dict "labels" $labels) (omit $r "labels")) -}}
+{{- end -}}
+{{- else -}}
+{{- $rules = append $rules $r -}}
+{{- end -}}
+{{- end -}}
+{{- $groups = append $groups (dict "name" $g.name "rules" $rules) -}}
+{{- end -}}
+{{- toYaml (dict "groups" $groups) -}}
+{{- end -}}

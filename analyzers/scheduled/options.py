@@ -1,0 +1,182 @@
+"""The scheduled analyzer's command line: durations, times, every flag of the TSDB run, and the
+checks that need several flags at once. Parsed once; nothing below the command line sees argparse
+except through the namespace these flags fill."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+from analyzers import http
+from analyzers.sinks import grafana, pushgateway
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+
+
+_UNIT_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str) -> float:
+    """``90s``, ``15m``, ``1h30m``, ``2d`` → seconds (Prometheus duration syntax)."""
+    s = text.strip()
+    pos, total = 0, 0.0
+    for m in _DURATION.finditer(s):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNIT_S[m.group(2)]
+        pos = m.end()
+    if s == "0":
+        return 0.0
+    if pos != len(s) or not s:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration (use e.g. 90s, 15m, 1h30m, 2d)")
+    return total
+
+
+def positive_duration(text: str) -> float:
+    seconds = parse_duration(text)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be longer than zero")
+    return seconds
+
+
+def parse_time(text: str) -> int:
+    """RFC 3339 (``2026-11-21T05:00:00Z``) or unix seconds → ns since the epoch."""
+    s = text.strip()
+    try:
+        return round(float(s) * 1e9)
+    except ValueError:
+        pass
+    try:
+        dt = datetime.fromisoformat(s.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a time (use RFC 3339 like 2026-11-21T05:00:00Z, or unix "
+            "seconds)") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return round(dt.timestamp() * 1e9)
+
+
+def add_job_arguments(parser: argparse.ArgumentParser, *, include_job_id: bool = True) -> None:
+    """Every flag of the TSDB job: source, window, sinks, TLS/auth, cron safety.
+
+    ``include_job_id=False`` when the host parser already defines ``--job-id``.
+    """
+    src = parser.add_argument_group("TSDB source (Prometheus-compatible HTTP API)")
+    src.add_argument("--prometheus", action="append", default=[], metavar="URL",
+                     help="query API base URL (Prometheus, VictoriaMetrics, Thanos, Mimir…); "
+                          "repeat for several clusters/regions, merged into one timeline")
+    if include_job_id:
+        src.add_argument("--job-id", metavar="ID",
+                         help="the training job to analyse (job_id label)")
+    src.add_argument("--step", type=positive_duration, metavar="DURATION",
+                     help="query step (default: the stored samples' own spacing, coarsened so "
+                          "a series stays under 200,000 points)")
+    src.add_argument("--concurrency", type=int, default=4, metavar="N",
+                     help="queries in flight at once (default 4)")
+    dcgm = parser.add_argument_group("dcgm-exporter mode (device memory only)")
+    dcgm.add_argument("--dcgm", action="store_true",
+                      help="read DCGM_FI_DEV_FB_USED/FREE/RESERVED instead of stormotel series")
+    dcgm.add_argument("--gpu-rank-map", type=Path, metavar="FILE",
+                      help="CSV (header: rank plus any of uuid,hostname,gpu,pod,namespace) or "
+                           "JSON list mapping GPUs to ranks")
+    dcgm.add_argument("--rank-label", metavar="LABEL",
+                      help="dcgm series label whose value is, or ends in, the rank "
+                           "(e.g. exported_pod=trainer-3)")
+    dcgm.add_argument("--dcgm-selector", default="", metavar="MATCHERS",
+                      help='extra PromQL matchers for the job\'s GPUs, e.g. namespace="train"')
+    win = parser.add_argument_group("window and cron safety")
+    win.add_argument("--since", type=positive_duration, metavar="DURATION",
+                     help="analyse the last DURATION (default 1h; with --state-file only the "
+                          "first run uses it)")
+    win.add_argument("--start", type=parse_time, metavar="TIME",
+                     help="window start (RFC 3339 or unix seconds); with --end, overrides "
+                          "--since and the state file")
+    win.add_argument("--end", type=parse_time, metavar="TIME", help="window end (default now)")
+    win.add_argument("--state-file", type=Path, metavar="FILE",
+                     help="records the last analysed window end per job, so consecutive runs "
+                          "cover time without gaps or overlaps (locked while a run is active)")
+    win.add_argument("--settle", type=parse_duration, default=60.0, metavar="DURATION",
+                     help="leave this much of the most recent time for the next run, so late "
+                          "scrapes/remote writes are not missed (default 60s)")
+    win.add_argument("--max-window", type=positive_duration, default=86400.0, metavar="DURATION",
+                     help="analyse at most this much per run when catching up (default 1d)")
+    win.add_argument("--timeout", type=positive_duration, default=300.0, metavar="DURATION",
+                     help="budget for the whole run: every request is cut short to fit "
+                          "(default 5m)")
+    win.add_argument("--scheduled", action="store_true",
+                     help="run as a scheduled job (CronJob): exit 0 when the run succeeded, "
+                          "findings written included; non-zero only when it failed (a "
+                          "Kubernetes Job that exits 1 is marked failed and retried)")
+    win.add_argument("--job-selector", metavar="MATCHERS",
+                     help='with --scheduled and no --job-id: analyse only the jobs whose '
+                          'series match these PromQL matchers, e.g. namespace="ml"')
+    win.add_argument("--dry-run", action="store_true",
+                     help="print what would be written (annotations, series, dashboard, trace) "
+                          "and change nothing, state file included")
+    out = parser.add_argument_group("sinks: where findings are written")
+    out.add_argument("--grafana-url", metavar="URL",
+                     help="Grafana base URL: one region annotation per finding (idempotent)")
+    out.add_argument("--grafana-token-file", type=Path, metavar="FILE",
+                     help=f"Grafana service-account token (else ${grafana.ENV_GRAFANA_TOKEN}); "
+                          "never logged")
+    out.add_argument("--grafana-dashboard-uid", metavar="UID",
+                     help="attach annotations to this dashboard (default: organisation-wide)")
+    out.add_argument("--grafana-dashboard", action="store_true",
+                     help="create/update the job's incident dashboard through Grafana's API")
+    out.add_argument("--grafana-folder", metavar="UID",
+                     help="folder (folderUid) the incident dashboard is saved into "
+                          "(default: Grafana's General folder)")
+    out.add_argument("--incident-dashboard", type=Path, metavar="FILE",
+                     help="write the job's incident dashboard JSON to FILE")
+    out.add_argument("--remote-write", action="append", default=[], metavar="URL",
+                     help="Prometheus remote-write URL for the findings series (e.g. "
+                          "http://prom:9090/api/v1/write, http://vm:8428/api/v1/write); "
+                          "repeatable")
+    out.add_argument("--pushgateway", metavar="URL",
+                     help="Pushgateway base URL for the findings series (group job="
+                          f"{pushgateway.PUSH_JOB}, job_id=ID, replaced each run)")
+    out.add_argument("--perfetto", type=Path, metavar="FILE",
+                     help="write the merged multi-rank timeline as Chrome trace JSON "
+                          "(opens in ui.perfetto.dev)")
+    http.add_http_arguments(parser)
+
+
+def wants_tsdb(args: argparse.Namespace) -> bool:
+    """True when the run reads from a TSDB (``--prometheus`` given)."""
+    return bool(getattr(args, "prometheus", None))
+
+
+def wants_sinks(args: argparse.Namespace) -> bool:
+    """True when any write-back sink flag was given (also usable with file sources)."""
+    return bool(getattr(args, "grafana_url", None) or getattr(args, "remote_write", None)
+                or getattr(args, "pushgateway", None) or getattr(args, "perfetto", None)
+                or getattr(args, "incident_dashboard", None))
+
+
+def validate_args(args: argparse.Namespace) -> str | None:
+    """A one-line usage error, or None."""
+    if wants_tsdb(args):
+        if not args.job_id and not args.dcgm and not args.scheduled:
+            return "--prometheus needs --job-id (or --scheduled to analyse every job found)"
+        if args.job_selector and not args.scheduled:
+            return "--job-selector needs --scheduled (and no --job-id)"
+        if args.dcgm and (args.gpu_rank_map is None) == (args.rank_label is None):
+            return "--dcgm needs exactly one of --gpu-rank-map FILE or --rank-label LABEL"
+        if args.dcgm and not args.job_id:
+            return "--dcgm needs --job-id (the name findings are reported under)"
+        if args.end is not None and args.start is None:
+            return "--end needs --start"
+        if args.start is not None and args.since is not None:
+            return "give --since or --start/--end, not both"
+    elif args.dcgm or args.state_file:
+        return "--dcgm and --state-file need --prometheus URL"
+    if (args.grafana_dashboard or args.grafana_dashboard_uid or args.grafana_folder) \
+            and not args.grafana_url:
+        return "--grafana-dashboard/--grafana-dashboard-uid/--grafana-folder need --grafana-url"
+    if args.concurrency < 1:
+        return "--concurrency must be at least 1"
+    return None

@@ -1,0 +1,62 @@
+"""One scheduled run over every training job with telemetry in its window.
+
+``stormotel analyze --prometheus URL --scheduled [--job-selector 'namespace="ml"']`` (no
+``--job-id``) discovers the jobs, then runs the single-job run (:func:`analyzers.job.run_job`)
+for each, one summary line per job. The run's exit code is 0 when every job's run succeeded
+(findings written included), else the first failure's code in the order usage (2), source (3),
+sink (4) — the same codes as a single-job run (docs/exit-codes.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+import time
+from collections.abc import Callable
+from typing import TextIO
+
+from analyzers import http
+from analyzers.report import Report
+from analyzers.scheduled.discovery import DiscoveryError, discover_jobs
+from analyzers.timeline import Timeline
+from stormotel import exitcodes
+from stormotel.textsafe import one_line
+
+#: Discovery looks back this far without --since: several CronJob periods, so a job whose end
+#: falls between runs is still found by the next run (which gives it its final analysis).
+DISCOVERY_WINDOW_S = 3600.0
+#: Which failure a run over many jobs reports when several jobs failed differently.
+_PRECEDENCE = (exitcodes.USAGE, exitcodes.SOURCE_FAILURE, exitcodes.SINK_FAILURE)
+
+
+def run_scheduled(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], *,
+                  run_one: Callable[..., int],
+                  emit_report: Callable[[Report], None] | None = None,
+                  err: TextIO | None = None, now_ns: int | None = None) -> int:
+    """Discover the window's jobs and run ``run_one`` (``analyzers.job.run_job``) for each."""
+    err = err or sys.stderr
+    now_ns = now_ns if now_ns is not None else time.time_ns()
+    end = now_ns - int(args.settle * 1e9)
+    span = args.since if args.since is not None else DISCOVERY_WINDOW_S
+    start = end - int(span * 1e9)
+    settings = http.settings_from_args(args)
+    try:
+        with http.make_client(settings) as client:
+            jobs = discover_jobs(client, args.prometheus, selector=args.job_selector or "",
+                                 start_ns=start, end_ns=end, settings=settings,
+                                 deadline=http.Deadline(args.timeout))
+    except DiscoveryError as e:
+        print(f"stormotel analyze: error: {one_line(e)}", file=err)
+        return exitcodes.SOURCE_FAILURE
+    if not jobs:
+        print("stormotel analyze: no training job has telemetry in the window"
+              f"{' matching ' + args.job_selector if args.job_selector else ''}", file=err)
+        return exitcodes.OK
+    codes = []
+    for job_id in jobs:
+        one = copy.copy(args)
+        one.job_id = job_id
+        codes.append(run_one(one, analyze_fn, emit_report=emit_report, err=err, now_ns=now_ns))
+    failed = [c for c in codes if c != exitcodes.OK]
+    return next((c for c in _PRECEDENCE if c in failed), failed[0] if failed else exitcodes.OK)

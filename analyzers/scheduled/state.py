@@ -1,0 +1,104 @@
+"""The state file: the last analysed window end and run counters per job, locked for the whole
+run so overlapping cron runs cannot analyse a window twice, written atomically."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+from stormotel.errors import UsageError
+
+STATE_SCHEMA = "stormotel.analyzer-state/v1"
+
+
+class StateError(UsageError):
+    pass
+
+
+class StateFile:
+    """``{"schema", "jobs": {job_id: {"last_end_ns", "runs": {outcome: n}, "updated"}}}``.
+
+    Held under an exclusive ``flock`` for the whole run so overlapping cron runs cannot analyse
+    the same window twice; written atomically (temp file + rename).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.doc: dict[str, Any] = {"schema": STATE_SCHEMA, "jobs": {}}
+        self._lock: TextIO | None = None
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[StateFile]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(self.path.with_name(self.path.name + ".lock"), "a+")  # noqa: SIM115
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            raise StateError(f"state file {self.path} is locked by another run") from None
+        try:
+            self._load()
+            yield self
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            lock.close()
+
+    def read(self) -> StateFile:
+        """Load without locking (``--dry-run`` only looks)."""
+        self._load()
+        return self
+
+    def _load(self) -> None:
+        if not self.path.exists():
+            return
+        try:
+            doc = json.loads(self.path.read_text() or "{}")
+        except json.JSONDecodeError as e:
+            raise StateError(f"state file {self.path} line {e.lineno}: not valid JSON "
+                             f"({e.msg}); fix or delete it") from None
+        except OSError as e:
+            raise StateError(f"cannot read state file {self.path}: {e.strerror}") from None
+        except RecursionError:
+            raise StateError(f"state file {self.path} is nested too deeply") from None
+        if not isinstance(doc, dict) or doc.get("schema") != STATE_SCHEMA \
+                or not isinstance(doc.get("jobs"), dict) \
+                or not all(isinstance(j, dict) for j in doc["jobs"].values()):
+            raise StateError(f"state file {self.path} is not a {STATE_SCHEMA} file")
+        self.doc = doc
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        return self.doc["jobs"].setdefault(job_id, {"runs": {}})
+
+    def last_end_ns(self, job_id: str) -> int | None:
+        job = self.doc["jobs"].get(job_id) if isinstance(self.doc.get("jobs"), dict) else None
+        v = job.get("last_end_ns") if isinstance(job, dict) else None
+        return int(v) if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+    def save(self) -> None:
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps(self.doc, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, self.path)
+
+
+def _count_run(state: StateFile | None, job_id: str, outcome: str,
+               replace: str | None = None) -> dict[str, int]:
+    """Bump the per-outcome run counter (AN_RUNS, kept in the state file); returns the
+    counters, or an empty dict without a state file (a counter that restarts every run would
+    mislead ``increase()``)."""
+    if state is None:
+        return {}
+    runs: dict[str, int] = state.job(job_id).setdefault("runs", {})
+    if replace and runs.get(replace):
+        runs[replace] -= 1
+    runs[outcome] = runs.get(outcome, 0) + 1
+    return dict(runs)
+
+
+def _save(state: StateFile | None) -> None:
+    if state is not None:
+        state.save()

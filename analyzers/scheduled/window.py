@@ -1,0 +1,62 @@
+"""The half-open window ``[start, end)`` a run analyses: from where the previous run ended (state
+file, or the end read back from the TSDB), ``--settle`` before now, at most ``--max-window``."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from analyzers.scheduled.state import StateError, StateFile
+
+
+@dataclass
+class Window:
+    start_ns: int
+    end_ns: int
+    #: True when the state file / --since chose it (then the state advances after success).
+    tracked: bool
+    note: str = ""
+
+    def iso(self) -> str:
+        return f"{_iso(self.start_ns)}/{_iso(self.end_ns)}"
+
+
+def _iso(ns: int) -> str:
+    try:
+        return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, ValueError, OSError):
+        return f"{ns}ns (not a representable date)"
+
+
+def resolve_window(args: argparse.Namespace, now_ns: int, state: StateFile | None,
+                   job_id: str, written_end_ns: int | None = None) -> Window | None:
+    """The half-open window ``[start, end)`` of this run; None when there is nothing new.
+
+    ``written_end_ns`` is the previous run's end as read back from the TSDB, used when the state
+    file does not know the job (a CronJob's emptyDir starts empty every run)."""
+    if args.start is not None:
+        end = args.end if args.end is not None else now_ns
+        if end <= args.start:
+            raise StateError("--end must be after --start")
+        return Window(args.start, end, tracked=False)
+    end = now_ns - int(args.settle * 1e9)
+    last = state.last_end_ns(job_id) if state else None
+    if last is None:
+        last = written_end_ns
+    since = args.since if args.since is not None else 3600.0
+    note = ""
+    if last is not None and last > now_ns:
+        # We only ever store ends at or before "now": a future one is a clock jump or a
+        # hand-edited file (or series), and trusting it would make every run "no new time".
+        note = (f"the previous run's end {_iso(last)} lies in the future; analysed the last "
+                f"{since:g}s instead")
+        last = None
+    start = last if last is not None else end - int(since * 1e9)
+    if end <= start:
+        return None
+    max_ns = int(args.max_window * 1e9)
+    if end - start > max_ns:
+        end = start + max_ns
+        note = f"catching up: analysed {args.max_window:g}s of a longer backlog"
+    return Window(start, end, tracked=True, note=note)

@@ -1,0 +1,158 @@
+"""The shipped rules on a 2048-rank job in a REAL Prometheus, where promtool's unit-test engine
+refuses the sample counts (it loads at most 10,000 samples per query).
+
+Two 2048-rank jobs are remote-written into Prometheus 2.42 (55 minutes at one sample a minute,
+about 940,000 samples): ``big-ok`` is healthy (NCCL init adds 1 GiB of gap once at minute 3;
+ranks 1.. exit at minute 35 while rank 0 writes a checkpoint until the end), ``big-bad`` fails
+(rank 1337 dies at minute 10, rank 99's gap drifts towards a full device, rank 7 has its first
+OOM at minute 50). Each alert expression of the shipped rules file, with its recording rules
+expanded in place, is evaluated over its own ``for:`` window with the query API; an alert
+fires when its expression held at every minute of that window. Counted by severity and job:
+the healthy job pages nobody, the failing one pages once per problem.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from analyzers.sinks import prompb, remote_write
+from stormotel import schema
+from tests import servers
+from tests.dashboards.exprs import RULES_PATH
+
+pytestmark = pytest.mark.servers
+WORLD = 2048
+MINUTES = 55
+GiB = 1024**3
+MiB = 1024**2
+LIMIT = 80 * GiB
+#: Series per remote-write request.
+BATCH = 512
+
+
+def _labels(job: str, namespace: str, rank: int) -> dict[str, str]:
+    return {schema.ATTR_JOB_ID: job, schema.ATTR_RANK: str(rank),
+            schema.ATTR_LOCAL_RANK: str(rank % 8), schema.ATTR_WORLD_SIZE: str(WORLD),
+            schema.ATTR_HOST: f"node-{rank // 8}", schema.ATTR_GPU: str(rank % 8),
+            schema.LABEL_NAMESPACE: namespace}
+
+
+def _rank_series(job: str, rank: int) -> list[tuple[str, list[tuple[int, float]]]]:
+    """(name, [(minute, value)]) for one rank of one job."""
+    bad = job == "big-bad"
+    stop = MINUTES
+    if job == "big-ok" and rank != 0:
+        stop = 35  # checkpoint tail: only rank 0 runs on
+    if bad and rank == 1337:
+        stop = 10  # dies
+    minutes = range(stop + 1)
+    out: list[tuple[str, list[tuple[int, float]]]] = []
+    out.append((schema.SAMPLES.prom, [(m, 600.0 * m) for m in minutes]))
+    if bad and rank == 99:  # drifts 3 MiB/min: 2 hours of it exceed the headroom
+        gap = [(m, GiB + 3 * MiB * m) for m in minutes]
+        used = [(m, LIMIT - 440 * MiB + 3 * MiB * m) for m in minutes]
+    else:  # NCCL init: +1 GiB once at minute 3
+        gap = [(m, GiB if m < 3 else 2 * GiB) for m in minutes]
+        used = [(m, 60 * GiB if m < 3 else 61 * GiB) for m in minutes]
+    out += [(schema.GAP.prom, gap), (schema.DEVICE_USED.prom, used),
+            (schema.DEVICE_LIMIT.prom, [(m, float(LIMIT)) for m in minutes])]
+    if bad and rank == 7:  # its OOM counter appears, at 1, at minute 50
+        out.append((schema.OOMS.prom, [(m, 1.0) for m in minutes if m >= 50]))
+    else:
+        out.append((schema.OOMS.prom, [(m, 0.0) for m in minutes]))
+    return out
+
+
+def _write_jobs(url: str, t0_ms: int) -> int:
+    """Remote-write both jobs, BATCH series per request; returns the sample count."""
+    n = 0
+    req = prompb.WriteRequest()
+    with httpx.Client(timeout=60) as client:
+        def flush() -> None:
+            r = client.post(url, content=remote_write.compress(req.SerializeToString()),
+                            headers=remote_write.HEADERS)
+            assert r.status_code in (200, 204), r.text
+            del req.timeseries[:]
+
+        for job, namespace in (("big-ok", "train"), ("big-bad", "ml")):
+            for rank in range(WORLD):
+                for name, points in _rank_series(job, rank):
+                    ts = req.timeseries.add()
+                    for k, v in sorted({**_labels(job, namespace, rank),
+                                        "__name__": name}.items()):
+                        ts.labels.add(name=k, value=v)
+                    ts.samples.extend(prompb.Sample(value=v, timestamp=t0_ms + m * 60_000)
+                                      for m, v in points)
+                    n += len(points)
+                    if len(req.timeseries) >= BATCH:
+                        flush()
+        if req.timeseries:
+            flush()
+    return n
+
+
+def _expanded_alerts() -> list[dict[str, Any]]:
+    """The shipped alerts with every recording rule's name replaced by its expression."""
+    groups = yaml.safe_load(RULES_PATH.read_text())["groups"]
+    records: dict[str, str] = {}
+    for r in (r for g in groups for r in g["rules"] if "record" in r):
+        records[r["record"]] = _expand(r["expr"], records)
+    return [{**r, "expr": _expand(r["expr"], records)}
+            for g in groups for r in g["rules"] if "alert" in r]
+
+
+def _expand(expr: str, records: dict[str, str]) -> str:
+    for name in sorted(records, key=len, reverse=True):
+        expr = re.sub(rf"(?<![\w:]){re.escape(name)}(?![\w:])", f"({records[name]})", expr)
+    return expr
+
+
+def _seconds(duration: str) -> int:
+    return int(duration[:-1]) * {"s": 1, "m": 60, "h": 3600}[duration[-1]]
+
+
+def _firing(client: httpx.Client, url: str, alert: dict[str, Any], at_s: float
+            ) -> list[dict[str, str]]:
+    """Label sets for which the alert's expression held at every minute of its ``for``."""
+    hold = _seconds(alert["for"])
+    r = client.get(url + "/api/v1/query_range",
+                   params={"query": alert["expr"], "start": at_s - hold, "end": at_s,
+                           "step": 60}, timeout=120)
+    body = r.json()
+    assert body["status"] == "success", (alert["alert"], body)
+    steps = hold // 60 + 1
+    return [s["metric"] for s in body["data"]["result"] if len(s["values"]) == steps]
+
+
+def test_2048_ranks_healthy_pages_nobody_failing_pages_once_per_problem(tmp_path) -> None:
+    now_ms = int(time.time() * 1000) // 60_000 * 60_000
+    t0_ms = now_ms - MINUTES * 60_000
+    with servers.prometheus(tmp_path / "prom") as prom, httpx.Client() as client:
+        samples = _write_jobs(prom.url + "/api/v1/write", t0_ms)
+        assert samples > 900_000
+        at = (t0_ms + (MINUTES - 1) * 60_000) / 1000
+        fired: Counter[tuple[str, str, str]] = Counter()
+        for alert in _expanded_alerts():
+            for labels in _firing(client, prom.url, alert, at):
+                fired[(labels.get(schema.ATTR_JOB_ID, "?"), alert["alert"],
+                       alert["labels"]["severity"])] += 1
+                assert labels.get(schema.LABEL_NAMESPACE) == \
+                    {"big-ok": "train", "big-bad": "ml"}[labels[schema.ATTR_JOB_ID]]
+    by_severity = Counter()
+    for (job, _, severity), n in fired.items():
+        by_severity[(job, severity)] += n
+    assert by_severity[("big-ok", "critical")] == 0, fired
+    assert by_severity[("big-ok", "warning")] == 0, fired
+    assert fired == Counter({
+        ("big-bad", "StormotelRankStoppedReporting", "critical"): 1,
+        ("big-bad", "StormotelRankOutOfMemory", "critical"): 1,
+        ("big-bad", "StormotelGapDrift", "critical"): 1,
+        ("big-bad", "StormotelGapDrift", "warning"): 1,
+    }), fired
