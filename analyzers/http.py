@@ -95,6 +95,11 @@ class BoundedResponse(httpx.Response):
         except RecursionError:
             raise ValueError("JSON nested too deeply") from None
 
+    @property
+    def wire_encoding(self) -> str | None:
+        """The ``Content-Encoding`` the body travelled in (the body here is already decoded)."""
+        return self.extensions.get("wire_encoding")
+
 
 class _BodyTooLarge(Exception):
     pass
@@ -314,7 +319,8 @@ def request(client: httpx.Client, method: str, url: str, *, settings: HttpSettin
                 (k, v) for k, v in raw.headers.multi_items()
                 if k.lower() not in ("content-encoding", "content-length",
                                      "transfer-encoding")],
-                content=body_bytes, request=req)
+                content=body_bytes, request=req,
+                extensions={"wire_encoding": raw.headers.get("content-encoding")})
         except _BodyTooLarge as e:
             raise EndpointError(url, f"{e} (limit: ${ENV_MAX_BODY_BYTES})") from None
         except (httpx.TimeoutException, _RequestDeadline):
