@@ -82,6 +82,9 @@ def _add_output_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--output", "-o", metavar="FILE",
                    help="write the report to FILE instead of stdout ('-' = stdout)")
     g.add_argument("--quiet", "-q", action="store_true", help="no progress messages on stderr")
+    g.add_argument("--html", type=Path, metavar="FILE",
+                   help="also write a self-contained HTML report (charts of every rank's "
+                        "memory with the findings; opens offline in any browser)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -148,6 +151,16 @@ def write_outputs(report: Report, args: argparse.Namespace) -> None:
         sys.stdout.write(text)
 
 
+def write_html(report: Report, timeline: Timeline, args: argparse.Namespace) -> None:
+    """The self-contained HTML report (charts + findings), written atomically."""
+    from analyzers.sinks.html_report import write_html_report
+
+    written = write_html_report(args.html, timeline, report)
+    if not args.quiet:
+        print(f"{PROG}: wrote {written.path} ({written.size_bytes / 1e6:.1f} MB)",
+              file=sys.stderr)
+
+
 def _validate(args: argparse.Namespace) -> None:
     """Check flag values before any slow loading, so mistakes fail fast."""
     parse_rank_spec(args.ranks)
@@ -183,7 +196,18 @@ def main(argv: list[str] | None = None) -> int:
         try:
             _validate(args)
             analyze_fn = _tsdb_analysis(args)
-            return job.run_job(args, analyze_fn, emit_report=lambda r: write_outputs(r, args))
+            seen: list[Timeline] = []  # the window's Timeline, for --html
+
+            def analyze_and_keep(tl: Timeline) -> Report:
+                seen[:] = [tl]
+                return analyze_fn(tl)
+
+            def emit(report: Report) -> None:
+                write_outputs(report, args)
+                if args.html and seen:
+                    write_html(report, seen[0], args)
+
+            return job.run_job(args, analyze_and_keep, emit_report=emit)
         except (UsageError, RankSpecError, SettingsError, AlignmentError,
                 StallInputError) as exc:
             parser.exit(exitcodes.USAGE, f"{PROG}: error: {exc}\n")
@@ -202,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(code, f"{PROG}: error: {exc}\n")
     try:
         write_outputs(report, args)
+        if args.html:
+            write_html(report, timeline, args)
     except OSError as exc:
         parser.exit(exitcodes.SINK_FAILURE, f"{PROG}: error: cannot write output: {exc}\n")
     if job.wants_sinks(args) and job.write_sinks(report, timeline, args).failed:
