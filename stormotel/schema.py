@@ -307,3 +307,37 @@ REC_TIME_TO_FULL = "stormotel:gpu_memory_time_to_full:seconds"  # headroom / gap
 REC_ESTIMATE_RATIO = "stormotel:memory_estimate:actual_ratio"  # peak allocated / estimate
 # Values of ANALYZER_LABEL_OUTCOME on AN_RUNS that mean the run succeeded; any other is a failure.
 AN_OUTCOMES_SUCCESS: tuple[str, ...] = ("ok", "findings")
+
+# --- GPU attribution: the rank identity info series and the DCGM join ---------------------------
+# One series per rank, value 1, whose labels say who owns the GPU: joins dcgm-exporter's
+# DCGM_FI_DEV_* (label UUID) to job/rank by gpu_uuid. Unit "" so no pipeline adds a suffix
+# (unit "1" becomes `_ratio` behind an OTel Collector's Prometheus exporter).
+RANK_INFO = Metric("stormotel.rank.info", "", Kind.GAUGE,
+                   "Always 1; labels identify the rank's GPU, pod and scheduler job.")
+ATTR_POD = "pod"
+ATTR_NAMESPACE = "namespace"
+ATTR_NODE = "node"
+ATTR_SLURM_JOB_ID = "slurm_job_id"
+ATTR_SLURM_STEP_ID = "slurm_step_id"
+#: Labels of RANK_INFO, in order; an unknown value is left out, never exported empty.
+RANK_INFO_LABELS: tuple[str, ...] = (*IDENTITY_LABELS, ATTR_GPU_UUID, ATTR_POD, ATTR_NAMESPACE,
+                                     ATTR_NODE, ATTR_SLURM_JOB_ID, ATTR_SLURM_STEP_ID)
+#: Identity carried into the analyzer's findings, annotations and reports for the ranks they name.
+ATTRIBUTION_LABELS: tuple[str, ...] = (ATTR_HOST, ATTR_GPU, ATTR_GPU_UUID, ATTR_POD,
+                                       ATTR_NAMESPACE, ATTR_NODE, ATTR_SLURM_JOB_ID)
+#: OTel resource attribute (K8S_* downward-API env, OTEL_RESOURCE_ATTRIBUTES) → RANK_INFO label.
+RES_TO_RANK_INFO = {"k8s.pod.name": ATTR_POD, "k8s.namespace.name": ATTR_NAMESPACE,
+                    "k8s.node.name": ATTR_NODE}
+#: Slurm's own variables for the job and step ids.
+ENV_SLURM_RANK_INFO = {"SLURM_JOB_ID": ATTR_SLURM_JOB_ID, "SLURM_STEP_ID": ATTR_SLURM_STEP_ID}
+DCGM_LABEL_UUID = "UUID"
+DCGM_LABEL_GPU_INSTANCE = "GPU_I_ID"  # MIG: one series per GPU instance of a UUID
+DCGM_LABELS_HOSTNAME = ("Hostname", "hostname")  # dcgm-exporter spelled it both ways over time
+#: DCGM's "no value" sentinels start at DCGM_INT32_BLANK (0x7ffffff0) for 32-bit fields and
+#: DCGM_INT64_BLANK (0x7ffffffffffffff0; +1 NOT_FOUND, +2 NOT_SUPPORTED, +3 NOT_PERMISSIONED)
+#: for 64-bit ones. No framebuffer holds 2**31 MiB, so any FB value at or above the smaller one
+#: is a sentinel: no data, never a reading.
+DCGM_INT32_BLANK = 0x7FFFFFF0
+DCGM_INT64_BLANK = 0x7FFFFFFFFFFFFFF0
+DCGM_INT64_NOT_SUPPORTED = DCGM_INT64_BLANK + 2
+DCGM_FB_SENTINEL_FLOOR_MIB = float(DCGM_INT32_BLANK)
