@@ -16,6 +16,7 @@ from analyzers.algorithms.estimate_ratio import Estimates, estimate_ratios, repo
 from analyzers.algorithms.gap import prepare_all
 from analyzers.algorithms.settings import Settings, settings_for
 from analyzers.align import align as align_timeline
+from analyzers.attribution import attribute
 from analyzers.report import Report
 from analyzers.timeline import ALIGN_WALL, Timeline
 
@@ -59,5 +60,6 @@ def analyze(timeline: Timeline, *, sensitivity: str = "medium",
     report.extra["offsets_ns"] = {r: o for r, o in tl.offsets_ns.items() if o}
     report.extra["samples"] = tl.total_samples()
     report.extra.update(report_section(*estimate_ratios(tl, estimates)))
+    attribute(report, tl)
     report.extra["analysis_seconds"] = round(time.perf_counter() - started, 4)
     return report

@@ -40,6 +40,7 @@ from analyzers.report import Report
 from analyzers.sinks import findings_series, grafana, perfetto, pushgateway, remote_write
 from analyzers.sources.dcgm import DcgmOptions, GpuRankMap, MapError, load_dcgm
 from analyzers.sources.prometheus import LoadOutcome, QueryWindow, SourceFailure, load_prometheus
+from analyzers.sources.rank_info import with_rank_info
 from analyzers.timeline import Timeline
 from stormotel import exitcodes
 
@@ -341,6 +342,7 @@ def build_timeline_from_args(args: argparse.Namespace, window: Window,
                                                 client=client, deadline=deadline,
                                                 concurrency=args.concurrency,
                                                 progress=progress)
+            with_rank_info(timeline, args.prometheus, qw, settings, client, deadline)
     if not timeline.ranks:
         raise SourceFailure(f"no telemetry for job_id={args.job_id!r} in {window.iso()} at "
                             f"{', '.join(outcome.endpoints_ok)}")

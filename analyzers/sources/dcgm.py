@@ -178,16 +178,15 @@ class DcgmOptions:
         return (self.uuid_ranks or {}).get(labels.get(schema.DCGM_LABEL_UUID, ""))
 
 
-#: Labels of the workload using a GPU, not of the GPU: dcgm-exporter repeats a shared GPU's
-#: series once per pod with these set, so they are not part of a GPU's identity.
-_WORKLOAD_LABELS = frozenset({"pod", "namespace", "container", "exported_pod",
-                              "exported_namespace", "exported_container"})
 
 
 def _gpu_key(labels: dict[str, str], physical: bool = False) -> tuple[tuple[str, str], ...]:
-    """The series' GPU; ``physical`` ignores the workload labels (one GPU shared by pods)."""
-    return tuple(sorted((k, v) for k, v in labels.items() if k != "__name__"
-                        and not (physical and k in _WORKLOAD_LABELS)))
+    """The series' GPU. ``physical``: the UUID and MIG instance only, so the copies
+    dcgm-exporter serves once per pod sharing a GPU (pod, container, vgpu differ) are one GPU."""
+    if physical:
+        return tuple((k, labels.get(k, "")) for k in (schema.DCGM_LABEL_UUID,
+                                                      schema.DCGM_LABEL_GPU_INSTANCE))
+    return tuple(sorted((k, v) for k, v in labels.items() if k != "__name__"))
 
 
 def load_dcgm(urls: Sequence[str], window: QueryWindow, options: DcgmOptions, *,
@@ -344,7 +343,8 @@ def _ranks_from_info(apis: list[PrometheusAPI], window: QueryWindow, options: Dc
     builder.notes.extend(f"dcgm: {n}" for n in notes)
     mapping, shared = uuid_to_rank(identities)
     builder.notes.extend(f"dcgm: {n}" for n in shared)
-    builder.skipped["gpu_shared_by_ranks"] += len(shared)
+    if shared:
+        builder.skipped["gpu_shared_by_ranks"] += len(shared)
     if not mapping:
         raise SourceFailure(
             f"dcgm mode: no {schema.RANK_INFO.prom} series with a {schema.ATTR_GPU_UUID} for "

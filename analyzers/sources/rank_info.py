@@ -11,7 +11,9 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from analyzers.http import EndpointError
+import httpx
+
+from analyzers.http import Deadline, EndpointError, HttpSettings
 from analyzers.sources.prometheus import PrometheusAPI, QueryWindow, label_selector
 from analyzers.timeline import RankIdentity, Timeline
 from stormotel import schema
@@ -97,6 +99,17 @@ def attach_identities(timeline: Timeline, identities: dict[int, RankIdentity]) -
         if more is not None:
             timeline.ranks[rank] = replace(series, identity=merge_identity(series.identity, more))
     return timeline
+
+
+def with_rank_info(timeline: Timeline, urls: list[str], window: QueryWindow,
+                   settings: HttpSettings, client: httpx.Client, deadline: Deadline | None
+                   ) -> Timeline:
+    """``timeline`` with host/GPU/pod/namespace from the info series (one instant query per
+    endpoint); a missing or failing info series changes nothing but a note."""
+    apis = [PrometheusAPI(u, client, settings, deadline) for u in urls]
+    identities, notes = read_rank_info(apis, replace(window, extra_matchers=""))
+    timeline.notes.extend(n for n in notes if n not in timeline.notes)
+    return attach_identities(timeline, identities)
 
 
 def uuid_to_rank(identities: dict[int, RankIdentity]) -> tuple[dict[str, int], list[str]]:

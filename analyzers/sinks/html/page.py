@@ -13,6 +13,7 @@ from html import escape
 from importlib import resources
 from typing import Any
 
+from analyzers.attribution import location_text
 from analyzers.report import Report
 from analyzers.summary import fmt_bytes, fmt_duration, fmt_time
 from analyzers.timeline import RankIdentity, Timeline
@@ -55,6 +56,11 @@ def _ident(timeline: Timeline, rank: int) -> str:
     return identity_text(s.identity if s else None)
 
 
+def _located(report: Report, timeline: Timeline, rank: int) -> str:
+    """Where the rank ran: the report's attribution, else the timeline's identity."""
+    return location_text(report, rank) or _ident(timeline, rank)
+
+
 def _verdict(report: Report) -> str:
     sus = report.cross_rank.first_cause_suspects
     if sus:
@@ -77,7 +83,7 @@ def _sections(timeline: Timeline, report: Report) -> str:
         ("role", "rank", "confidence", "first rise", "lead", "rise", "identity"),
         (("leader" if i == 0 else "follower", s.rank, s.confidence,
           fmt_time(s.first_spike_ns, origin), fmt_duration(s.lead_ns / 1e9),
-          fmt_bytes(s.delta_bytes), _ident(timeline, s.rank))
+          fmt_bytes(s.delta_bytes), _located(report, timeline, s.rank))
          for i, s in enumerate(report.cross_rank.first_cause_suspects)))]
     if report.cross_rank.notes:
         parts.append("<ul>" + "".join(f"<li>{escape(n)}</li>" for n in report.cross_rank.notes)
@@ -92,7 +98,7 @@ def _sections(timeline: Timeline, report: Report) -> str:
             ((i + 1, d.get("rank"), fmt_time(d.get("oom_ns"), origin), d.get("cause"),
               fmt_bytes(d.get("allocated_bytes")), fmt_bytes(d.get("reserved_bytes")),
               fmt_bytes(d.get("device_used_bytes")), fmt_bytes(d.get("gap_bytes")),
-              d.get("dump_path"), _ident(timeline, int(d.get("rank", -1))))
+              d.get("dump_path"), _located(report, timeline, int(d.get("rank", -1))))
              for i, d in enumerate(forensics.get("ranks", [])))))
     parts.append("<h2>Gap findings</h2>")
     parts.append(_table(
@@ -100,7 +106,7 @@ def _sections(timeline: Timeline, report: Report) -> str:
          "identity"),
         ((f.rank, f.classification, f.severity, f"{f.confidence:.2f}",
           fmt_time(f.start_ns, origin), fmt_time(f.end_ns, origin),
-          f.remediation[0] if f.remediation else "", _ident(timeline, f.rank))
+          f.remediation[0] if f.remediation else "", _located(report, timeline, f.rank))
          for f in report.gap_findings)))
     parts.append("<h2>Stall findings</h2>")
     parts.append(_table(
