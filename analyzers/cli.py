@@ -82,6 +82,9 @@ def _add_output_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--output", "-o", metavar="FILE",
                    help="write the report to FILE instead of stdout ('-' = stdout)")
     g.add_argument("--quiet", "-q", action="store_true", help="no progress messages on stderr")
+    g.add_argument("--oom-dumps", action="append", metavar="PATH",
+                   help="OOM ring dumps (*.ring.jsonl files or folders) for the OOM forensics; "
+                        "dumps the telemetry's OOM events point at are read automatically")
     g.add_argument("--html", type=Path, metavar="FILE",
                    help="also write a self-contained HTML report (charts of every rank's "
                         "memory with the findings; opens offline in any browser)")
@@ -115,10 +118,13 @@ def _progress(args: argparse.Namespace) -> ProgressFn | None:
 def load_timeline(args: argparse.Namespace) -> Timeline:
     """Step 1: the Timeline from whichever source the flags chose."""
     from analyzers.sources import load_paths
+    from analyzers.sources.oom_dumps import attach_oom_dumps
 
     if not args.paths:
         raise UsageError("no telemetry given: pass one or more PATHs")
-    return load_paths(args.paths, progress=_progress(args), job_id=args.job_id)
+    timeline = load_paths(args.paths, progress=_progress(args), job_id=args.job_id)
+    dirs = [p for p in args.paths if Path(p).is_dir()]  # a job folder holds its oom/ dumps
+    return attach_oom_dumps(timeline, [*dirs, *(args.oom_dumps or [])])
 
 
 def run_analysis(timeline: Timeline, args: argparse.Namespace) -> Report:
