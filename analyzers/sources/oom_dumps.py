@@ -12,10 +12,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from analyzers.sources import OOM_DUMP_SUFFIX
 from analyzers.timeline import Timeline
 from stormotel import schema
 
-DUMP_SUFFIX = ".ring.jsonl"
 META_KEY = "oom_dumps"
 _LAST_FIELDS = ("allocated", "reserved", "inactive_split", "device_used", "device_total")
 
@@ -77,7 +77,7 @@ def dump_paths(timeline: Timeline, extra: list[str] | None = None) -> list[Path]
                     found.append(Path(p))
     for raw in extra or []:
         p = Path(raw)
-        found += sorted(p.rglob(f"*{DUMP_SUFFIX}")) if p.is_dir() else [p]
+        found += sorted(p.rglob(f"*{OOM_DUMP_SUFFIX}")) if p.is_dir() else [p]
     return list(dict.fromkeys(q.resolve() for q in found))
 
 

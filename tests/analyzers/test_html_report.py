@@ -19,6 +19,7 @@ import pytest
 from analyzers.analyze import analyze
 from analyzers.sinks.html.chart_data import chart_data, named_ranks
 from analyzers.sinks.html.downsample import Buckets, bucket_stats, envelope
+from analyzers.sinks.html.page import render_page
 from analyzers.sinks.html_report import write_html_report
 from analyzers.timeline import Markers, RankIdentity, RankSeries, Timeline
 from tests.analyzers.otlp_fixtures import write_archive
@@ -160,23 +161,27 @@ def _check_page(path: Path) -> dict[str, object]:
     return {"report": result.report, "wall_load_s": result.wall_load_s}
 
 
-def test_the_screenshot_check_can_fail_on_an_empty_plot(tmp_path):
-    """An all-NaN job draws axes only: the coloured-pixel check must call that empty."""
+def test_the_screenshot_check_can_fail_on_an_empty_plot(tmp_path: Path) -> None:
+    """Charts whose series hold no values draw axes and grid only: the check must call that
+    empty (so a page whose data never reached the plots fails the tests above)."""
     if chromium_path() is None:
         pytest.skip("chromium not installed")
     tl = big_job(2, 100)
-    for s in tl.ranks.values():
-        for k in ("allocated", "reserved", "device_total"):
-            s.values[k][:] = np.nan
-        s.values["device_used"][:] = 0.0
     report = analyze(tl)
-    report.cross_rank.cluster_onset_ns = None
-    path = tmp_path / "flat.html"
-    write_html_report(path, tl, report)
+    data = chart_data(tl, report)
+    blank = [None] * len(data["x"])
+    for c in data["charts"]:
+        c["lo"] = c["median"] = c["hi"] = blank
+        for line in c["lines"]:
+            line["y"] = blank
+    data["events"], data["regions"], data["spans"] = [], [], []
+    path = tmp_path / "blank.html"
+    path.write_text(render_page(tl, report, data))
     result = open_page(path)
     assert result.rendered and result.console_errors == []
     plots = [c for c in result.canvases if c[2] > 300 and c[3] > 100]
-    assert plots and all(colored_fraction(result.screenshot_png, b) < 0.002 for b in plots)
+    assert len(plots) == 4
+    assert all(colored_fraction(result.screenshot_png, b) < 0.002 for b in plots)
 
 
 @needs_chromium

@@ -221,7 +221,7 @@ def test_attribution_end_to_end_tracker_series_to_annotations(scraped, tmp_path:
         r = run_cli("--prometheus", prom.url, "--job-id", JOB, "--start", str(start),
                     "--end", str(end), "--grafana-url", grafana.url, "--grafana-token-file",
                     str(token_file), "--pushgateway", pushgateway.url, "--format", "json",
-                    "-o", str(report))
+                    "-o", str(report), "--html", str(tmp_path / "report.html"))
         pushed = httpx.get(pushgateway.url + "/metrics", timeout=5).text
     assert r.returncode == exitcodes.FINDINGS, r.stderr
     doc = json.loads(report.read_text())
@@ -240,3 +240,5 @@ def test_attribution_end_to_end_tracker_series_to_annotations(scraped, tmp_path:
     assert series, pushed
     assert f'pod="trainer-{LEADER}"' in series[0] and 'namespace="ml-team"' in series[0]
     assert f'host="gpu-node-{LEADER // 2}"' in series[0] and f'gpu="{LEADER % 2}"' in series[0]
+    page = (tmp_path / "report.html").read_text()  # --html works in the scheduled-job mode too
+    assert f"Rank {LEADER} went first" in page and f"pod=trainer-{LEADER}" in page

@@ -95,7 +95,10 @@ def chart_data(timeline: Timeline, report: Report, *, bucket_count: int = DEFAUL
     if window is None:
         return {"x": [], "charts": [], "events": [], "regions": [], "spans": [],
                 "named_ranks": shown}
-    buckets = Buckets(window[0], window[1], bucket_count)
+    # No more buckets than the densest rank has samples: a short job would otherwise leave
+    # most buckets empty and its lines drawn as scattered dots.
+    densest = max(len(s) for s in series.values())
+    buckets = Buckets(window[0], window[1], max(2, min(bucket_count, densest)))
     ordered = [series[r] for r in sorted(series)]
     charts = []
     for field, title in CHARTS:
