@@ -14,9 +14,12 @@ from typing import Any
 from analyzers.algorithms import analyze_collectives, analyze_first_cause, analyze_gaps
 from analyzers.algorithms.estimate_ratio import Estimates, estimate_ratios, report_section
 from analyzers.algorithms.gap import prepare_all
+from analyzers.algorithms.oom_forensics import oom_forensics
 from analyzers.algorithms.settings import Settings, settings_for
 from analyzers.align import align as align_timeline
+from analyzers.attribution import attribute
 from analyzers.report import Report
+from analyzers.sources.oom_dumps import META_KEY as OOM_DUMPS
 from analyzers.timeline import ALIGN_WALL, Timeline
 
 
@@ -59,5 +62,9 @@ def analyze(timeline: Timeline, *, sensitivity: str = "medium",
     report.extra["offsets_ns"] = {r: o for r, o in tl.offsets_ns.items() if o}
     report.extra["samples"] = tl.total_samples()
     report.extra.update(report_section(*estimate_ratios(tl, estimates)))
+    forensics = oom_forensics(tl, tl.meta.get(OOM_DUMPS))
+    if forensics:
+        report.extra["oom_forensics"] = forensics
+    attribute(report, tl)
     report.extra["analysis_seconds"] = round(time.perf_counter() - started, 4)
     return report

@@ -83,6 +83,12 @@ def _add_output_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--output", "-o", metavar="FILE",
                    help="write the report to FILE instead of stdout ('-' = stdout)")
     g.add_argument("--quiet", "-q", action="store_true", help="no progress messages on stderr")
+    g.add_argument("--oom-dumps", action="append", metavar="PATH",
+                   help="OOM ring dumps (*.ring.jsonl files or folders) for the OOM forensics; "
+                        "dumps the telemetry's OOM events point at are read automatically")
+    g.add_argument("--html", type=Path, metavar="FILE",
+                   help="also write a self-contained HTML report (charts of every rank's "
+                        "memory with the findings; opens offline in any browser)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -113,10 +119,13 @@ def _progress(args: argparse.Namespace) -> ProgressFn | None:
 def load_timeline(args: argparse.Namespace) -> Timeline:
     """Step 1: the Timeline from whichever source the flags chose."""
     from analyzers.sources import load_paths
+    from analyzers.sources.oom_dumps import attach_oom_dumps
 
     if not args.paths:
         raise UsageError("no telemetry given: pass one or more PATHs")
-    return load_paths(args.paths, progress=_progress(args), job_id=args.job_id)
+    timeline = load_paths(args.paths, progress=_progress(args), job_id=args.job_id)
+    dirs = [p for p in args.paths if Path(p).is_dir()]  # a job folder holds its oom/ dumps
+    return attach_oom_dumps(timeline, [*dirs, *(args.oom_dumps or [])])
 
 
 def run_analysis(timeline: Timeline, args: argparse.Namespace) -> Report:
@@ -147,6 +156,16 @@ def write_outputs(report: Report, args: argparse.Namespace) -> None:
             print(f"{PROG}: wrote {out}", file=sys.stderr)
     else:
         sys.stdout.write(text)
+
+
+def write_html(report: Report, timeline: Timeline, args: argparse.Namespace) -> None:
+    """The self-contained HTML report (charts + findings), written atomically."""
+    from analyzers.sinks.html_report import write_html_report
+
+    written = write_html_report(args.html, timeline, report)
+    if not args.quiet:
+        print(f"{PROG}: wrote {written.path} ({written.size_bytes / 1e6:.1f} MB)",
+              file=sys.stderr)
 
 
 def _validate(args: argparse.Namespace) -> None:
@@ -183,12 +202,23 @@ def main(argv: list[str] | None = None) -> int:
         try:
             _validate(args)
             analyze_fn = _tsdb_analysis(args)
+            seen: list[Timeline] = []  # the window's Timeline, for --html
+
+            def analyze_and_keep(tl: Timeline) -> Report:
+                seen[:] = [tl]
+                return analyze_fn(tl)
+
+            def emit(report: Report) -> None:
+                write_outputs(report, args)
+                if args.html and seen:
+                    write_html(report, seen[0], args)
+
             if args.scheduled and not args.job_id and not args.dcgm:
                 from analyzers.scheduled.run import run_scheduled
 
-                return run_scheduled(args, analyze_fn, run_one=job.run_job,
-                                     emit_report=lambda r: write_outputs(r, args))
-            return job.run_job(args, analyze_fn, emit_report=lambda r: write_outputs(r, args))
+                return run_scheduled(args, analyze_and_keep, run_one=job.run_job,
+                                     emit_report=emit)
+            return job.run_job(args, analyze_and_keep, emit_report=emit)
         except errors.StormotelError as exc:
             parser.exit(errors.exit_code_of(exc), f"{PROG}: error: {one_line(exc)}\n")
     try:
@@ -203,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(errors.exit_code_of(exc), f"{PROG}: error: {one_line(exc)}\n")
     try:
         write_outputs(report, args)
+        if args.html:
+            write_html(report, timeline, args)
     except OSError as exc:
         parser.exit(exitcodes.SINK_FAILURE,
                     f"{PROG}: error: cannot write output: {one_line(exc)}\n")

@@ -49,6 +49,7 @@ from analyzers.sinks import findings_series, pushgateway, remote_write
 from analyzers.sinks.dispatch import SinkOutcome, write_sinks
 from analyzers.sources.dcgm import DcgmOptions, GpuRankMap, MapError, load_dcgm
 from analyzers.sources.prometheus import LoadOutcome, QueryWindow, SourceFailure, load_prometheus
+from analyzers.sources.rank_info import with_rank_info
 from analyzers.timeline import Timeline
 from stormotel import exitcodes
 from stormotel.textsafe import one_line, printable, redact
@@ -93,6 +94,7 @@ def build_timeline_from_args(args: argparse.Namespace, window: Window,
                                                 client=client, deadline=deadline,
                                                 concurrency=args.concurrency,
                                                 progress=progress)
+            with_rank_info(timeline, args.prometheus, qw, settings, client, deadline)
     if not timeline.ranks:
         raise NoTelemetry(f"no telemetry for job_id={args.job_id!r} in {window.iso()} at "
                             f"{', '.join(outcome.endpoints_ok)}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import UTC, datetime
 
+from analyzers.attribution import location_text
 from analyzers.rankspec import format_rank_list
 from analyzers.report import CollectiveAttribution, GapFinding, Report
 from stormotel.textsafe import printable, redact
@@ -113,12 +114,17 @@ def render_summary(report: Report) -> str:
         lines.append(f"Top first-cause suspect: rank {top.rank} ({top.confidence}) — rose "
                      f"{fmt_bytes(top.delta_bytes)} at {fmt_time(top.first_spike_ns, origin)}, "
                      f"{fmt_duration(top.lead_ns / 1e9)} {before}")
+        if located := location_text(report, top.rank):
+            lines.append(f"  where: {located}")
         for s in cr.first_cause_suspects[1:4]:
             lines.append(f"  also: rank {s.rank} ({s.confidence}), lead "
                          f"{fmt_duration(s.lead_ns / 1e9)}")
     else:
         lines.append("First cause: no rank led the others")
     lines.extend(f"  note: {n}" for n in cr.notes)
+    forensics = report.extra.get("oom_forensics")
+    if isinstance(forensics, dict) and forensics.get("summary"):
+        lines.append(f"Out of memory: {forensics['summary']}")
     if report.gap_findings:
         order = {"critical": 0, "warning": 1, "info": 2}
         gf = sorted(report.gap_findings, key=lambda f: (order[f.severity], f.rank))

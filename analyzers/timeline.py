@@ -50,6 +50,11 @@ class RankIdentity:
     host: str | None = None
     gpu: str | None = None
     gpu_uuid: str | None = None
+    #: Where the rank ran (Kubernetes pod/namespace/node, Slurm job), when a source knew it.
+    pod: str | None = None
+    namespace: str | None = None
+    node: str | None = None
+    slurm_job_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -132,3 +132,40 @@ def analyzer_failed_outcomes() -> str:
     """Matcher for AN_RUNS outcomes that are not a success."""
     ok = "|".join(schema.AN_OUTCOMES_SUCCESS)
     return f'{schema.ANALYZER_LABEL_OUTCOME}!~"{ok}"'
+
+
+# --- GPU attribution: the info series and the dcgm-exporter join ------------------------------
+MIB_BYTES = schema.DCGM_UNIT_BYTES
+
+
+def rank_info(match: str = "") -> str:
+    """One series per rank (value 1) with DCGM's ``UUID`` label copied from ``gpu_uuid``.
+
+    ``max by`` keeps the identity and GPU labels only: scrape labels and a pod restart's second
+    series would otherwise make the join many-to-many.
+    """
+    keep = ", ".join((*schema.IDENTITY_LABELS, schema.ATTR_GPU_UUID))
+    inner = f"max by ({keep}) ({series(schema.RANK_INFO.prom, match)})"
+    return (f'label_replace({inner}, "{schema.DCGM_LABEL_UUID}", "$1", '
+            f'"{schema.ATTR_GPU_UUID}", "(.+)")')
+
+
+def dcgm_per_gpu(metric: str, dcgm_match: str = "") -> str:
+    """A DCGM FB gauge once per GPU (or MIG instance).
+
+    dcgm-exporter repeats a shared GPU's series once per pod using it, each with the whole GPU's
+    value: ``max`` collapses the copies; summing them would count the GPU several times.
+    """
+    return (f"max by ({schema.DCGM_LABEL_UUID}, {schema.DCGM_LABEL_GPU_INSTANCE}) "
+            f"({series(metric, dcgm_match)})")
+
+
+def dcgm_by_rank(metric: str = schema.DCGM_FB_USED, match: str = "",
+                 dcgm_match: str = "") -> str:
+    """DCGM's framebuffer gauge per training rank, in bytes (DCGM reports MiB).
+
+    ``* on(UUID) group_left(identity)`` copies job_id/rank/host/gpu from the rank's info series
+    onto the GPU's series; GPUs no tracked rank owns drop out of the result.
+    """
+    return (f"{dcgm_per_gpu(metric, dcgm_match)} * on({schema.DCGM_LABEL_UUID}) "
+            f"group_left({IDENTITY}) {rank_info(match)} * {MIB_BYTES}")

@@ -6,6 +6,7 @@ from grafanalib import core as g
 
 from dashboards import panels, promql
 from dashboards.common import DashboardSpec, dashboard, timeseries, variables
+from dashboards.dcgm_panels import dcgm
 from dashboards.settings import Settings
 from stormotel import schema
 
@@ -35,5 +36,5 @@ def rank_dashboard(cfg: Settings | None = None) -> g.Dashboard:
                          f"{schema.ATTR_RANK}=${schema.ATTR_RANK}"],
         cells=[*_full_picture(sel), *panels.training(sel), *panels.memory(sel, cfg),
                *panels.events(sel), *panels.estimate(sel, cfg), *panels.tracker_health(sel),
-               *panels.analyzer(sel, cfg)],
+               *panels.analyzer(sel, cfg), *dcgm(sel)],
     ))

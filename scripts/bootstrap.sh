@@ -2,7 +2,8 @@
 # Idempotent set-up for `make demo` / `make test` on a fresh Debian machine with Python 3.11.
 #   scripts/bootstrap.sh python   - virtualenv with CPU torch and stormotel[dev,nvml,torch]
 #   scripts/bootstrap.sh servers  - Debian packages: Prometheus (+promtool), VictoriaMetrics,
-#                                   Pushgateway (tests start them on loopback themselves)
+#                                   Pushgateway (tests start them on loopback themselves),
+#                                   Chromium (headless checks of the HTML report)
 # Each step is skipped when its stamp says it is already done for the current inputs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,7 +41,7 @@ python_env() {
 }
 
 servers() {
-  apt_install prometheus victoria-metrics prometheus-pushgateway ca-certificates openssl
+  apt_install prometheus victoria-metrics prometheus-pushgateway ca-certificates openssl chromium
   # The Debian packages start system services on install; tests run their own instances on
   # free loopback ports, so the system ones are stopped to keep ports and CPU free.
   for svc in prometheus victoria-metrics prometheus-pushgateway prometheus-node-exporter; do

@@ -326,6 +326,12 @@ ENV_JOB_ID = "STORMOTEL_JOB_ID"
 ENV_OPENMPI_JOB = ("PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_hnp_uri")
 STORE_JOB_ID_KEY = "stormotel/job_id"  # key agreed through the torch.distributed store
 # Attribution: series labels (when set) and their standard resource attributes.
+# --- GPU attribution: the rank identity info series and the DCGM join ---------------------------
+# One series per rank, value 1, whose labels say who owns the GPU: joins dcgm-exporter's
+# DCGM_FI_DEV_* (label UUID) to job/rank by gpu_uuid. Unit "" so no pipeline adds a suffix
+# (unit "1" becomes `_ratio` behind an OTel Collector's Prometheus exporter).
+RANK_INFO = Metric("stormotel.rank.info", "", Kind.GAUGE,
+                   "Always 1; labels identify the rank's GPU, pod and scheduler job.")
 ATTR_POD = "pod"
 ATTR_NAMESPACE = "namespace"
 ATTR_NODE = "node"
@@ -385,3 +391,27 @@ REC_RANK_DROP_RATIO = "stormotel:rank_samples_dropped:ratio"  # dropped / (taken
 REC_RANK_OOMS = "stormotel:rank_ooms:increase"  # OOMs in the window, first appearance included
 # Unix time of the analyzer's last failed run for a job (written by failing runs).
 AN_LAST_FAILURE = "stormotel_analyzer_last_failure_timestamp_seconds"
+#: Labels of RANK_INFO, in order; an unknown value is left out, never exported empty.
+RANK_INFO_LABELS: tuple[str, ...] = (*IDENTITY_LABELS, ATTR_GPU_UUID, ATTR_POD, ATTR_NAMESPACE,
+                                     ATTR_NODE, ATTR_SLURM_JOB_ID, ATTR_SLURM_STEP_ID)
+#: Identity carried into the analyzer's findings, annotations and reports for the ranks they name.
+LOCATION_LABELS: tuple[str, ...] = (ATTR_HOST, ATTR_GPU, ATTR_GPU_UUID, ATTR_POD,
+                                       ATTR_NAMESPACE, ATTR_NODE, ATTR_SLURM_JOB_ID)
+#: OTel resource attribute (K8S_* downward-API env, OTEL_RESOURCE_ATTRIBUTES) → RANK_INFO label.
+RES_TO_RANK_INFO = {"k8s.pod.name": ATTR_POD, "k8s.namespace.name": ATTR_NAMESPACE,
+                    "k8s.node.name": ATTR_NODE}
+#: Slurm's own variables for the job and step ids.
+ENV_SLURM_RANK_INFO = {"SLURM_JOB_ID": ATTR_SLURM_JOB_ID, "SLURM_STEP_ID": ATTR_SLURM_STEP_ID}
+DCGM_LABEL_UUID = "UUID"
+DCGM_LABEL_GPU_INSTANCE = "GPU_I_ID"  # MIG: one series per GPU instance of a UUID
+DCGM_LABELS_HOSTNAME = ("Hostname", "hostname")  # dcgm-exporter spelled it both ways over time
+#: DCGM's "no value" sentinels start at DCGM_INT32_BLANK (0x7ffffff0) for 32-bit fields and
+#: DCGM_INT64_BLANK (0x7ffffffffffffff0; +1 NOT_FOUND, +2 NOT_SUPPORTED, +3 NOT_PERMISSIONED)
+#: for 64-bit ones. No framebuffer holds 2**31 MiB, so any FB value at or above the smaller one
+#: is a sentinel: no data, never a reading.
+DCGM_INT32_BLANK = 0x7FFFFFF0
+DCGM_INT64_BLANK = 0x7FFFFFFFFFFFFFF0
+DCGM_INT64_NOT_SUPPORTED = DCGM_INT64_BLANK + 2
+DCGM_FB_SENTINEL_FLOOR_MIB = float(DCGM_INT32_BLANK)
+#: The subset put on the analyzer's per-rank findings series (few values per job, no UUIDs).
+FINDING_ATTRIBUTION_LABELS: tuple[str, ...] = (ATTR_HOST, ATTR_GPU, ATTR_POD, ATTR_NAMESPACE)

@@ -239,6 +239,38 @@ def _register_instruments(provider: MeterProvider, state: TrackerState, window: 
                                             (schema.ATTR_DESTINATION, schema.ATTR_REASON)))
 
 
+def rank_info_labels(resource_attributes: Mapping[str, Any], env: Mapping[str, str]
+                     ) -> dict[str, str]:
+    """Labels of the rank's info series: identity, GPU UUID, pod/namespace/node, Slurm ids.
+
+    Read from the Resource (which already merged the identity, ``K8S_*`` downward-API variables
+    and ``OTEL_RESOURCE_ATTRIBUTES``), then Slurm's own ``SLURM_JOB_ID``/``SLURM_STEP_ID``. Empty
+    values are left out so a label is either right or absent.
+    """
+    labels: dict[str, str] = {}
+    for key in schema.RANK_INFO_LABELS:
+        value = resource_attributes.get(key)
+        if value not in (None, ""):
+            labels[key] = str(value)
+    for res_key, label in schema.RES_TO_RANK_INFO.items():
+        value = resource_attributes.get(res_key)
+        if value not in (None, "") and label not in labels:
+            labels[label] = str(value)
+    for var, label in schema.ENV_SLURM_RANK_INFO.items():
+        if env.get(var) and label not in labels:
+            labels[label] = env[var]
+    return labels
+
+
+def register_rank_info(provider: MeterProvider, labels: Mapping[str, str]) -> None:
+    """``stormotel_rank_info{...} 1``: the join key from a GPU (DCGM's UUID) to job and rank."""
+    meter = provider.get_meter(schema.INSTRUMENTATION_SCOPE, schema.SCHEMA_VERSION)
+    fixed = dict(labels)
+    meter.create_observable_gauge(schema.RANK_INFO.name, [lambda _: [Observation(1, fixed)]],
+                                  unit=schema.RANK_INFO.unit,
+                                  description=schema.RANK_INFO.description)
+
+
 @dataclass
 class ExportConfig:
     """Where telemetry goes. ``None`` means off, except OTLP, which also turns on when the
@@ -445,6 +477,7 @@ class Telemetry:
         self._tracer: Any = None
         self._lock = threading.Lock()
         fail = state.count_export_failure
+        info_labels = rank_info_labels(resource.attributes, env)
         warned: set[str] = set()  # one warning per destination, metrics and spans together
 
         def add(name: str, reader: MetricReader, on_sample: bool = False, every: int = 1
@@ -455,6 +488,8 @@ class Telemetry:
                                      shutdown_on_exit=False,
                                      exemplar_filter=AlwaysOffExemplarFilter())  # gauges only
             _register_instruments(provider, state, window, attrs)
+            if name != schema.DEST_ARCHIVE:  # archive lines carry the identity as Resource
+                register_rank_info(provider, info_labels)
             self.destinations.append(Destination(name, provider, reader, window, on_sample,
                                                  every))
             return self.destinations[-1]

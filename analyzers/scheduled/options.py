@@ -79,7 +79,9 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, include_job_id: bool =
                      help="queries in flight at once (default 4)")
     dcgm = parser.add_argument_group("dcgm-exporter mode (device memory only)")
     dcgm.add_argument("--dcgm", action="store_true",
-                      help="read DCGM_FI_DEV_FB_USED/FREE/RESERVED instead of stormotel series")
+                      help="read DCGM_FI_DEV_FB_USED/FREE/RESERVED instead of stormotel series;"
+                           " GPUs map to ranks by the trackers' stormotel_rank_info series "
+                           "(GPU UUID) unless --gpu-rank-map or --rank-label is given")
     dcgm.add_argument("--gpu-rank-map", type=Path, metavar="FILE",
                       help="CSV (header: rank plus any of uuid,hostname,gpu,pod,namespace) or "
                            "JSON list mapping GPUs to ranks")
@@ -164,8 +166,8 @@ def validate_args(args: argparse.Namespace) -> str | None:
             return "--prometheus needs --job-id (or --scheduled to analyse every job found)"
         if args.job_selector and not args.scheduled:
             return "--job-selector needs --scheduled (and no --job-id)"
-        if args.dcgm and (args.gpu_rank_map is None) == (args.rank_label is None):
-            return "--dcgm needs exactly one of --gpu-rank-map FILE or --rank-label LABEL"
+        if args.dcgm and args.gpu_rank_map is not None and args.rank_label is not None:
+            return "--dcgm takes --gpu-rank-map FILE or --rank-label LABEL, not both"
         if args.dcgm and not args.job_id:
             return "--dcgm needs --job-id (the name findings are reported under)"
         if args.end is not None and args.start is None:

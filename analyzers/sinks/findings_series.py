@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from analyzers.attribution import labels_of
 from analyzers.report import Report
 from stormotel import schema
 
@@ -82,7 +83,10 @@ def findings_samples(report: Report, *, job_id: str | None = None,
     out: list[SeriesPoint] = []
 
     def add(name: str, value: float, **labels: str) -> None:
-        out.append(SeriesPoint(name, {**base, **labels}, float(value), ts, help=HELP[name]))
+        where = labels_of(report, labels[schema.ATTR_RANK],
+                          schema.FINDING_ATTRIBUTION_LABELS) if schema.ATTR_RANK in labels else {}
+        out.append(SeriesPoint(name, {**base, **where, **labels}, float(value), ts,
+                               help=HELP[name]))
 
     kinds: Counter[tuple[str, str]] = Counter()
     for s in report.cross_rank.first_cause_suspects:

@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 
+from analyzers.attribution import location_text
 from analyzers.http import Deadline, EndpointError, HttpSettings, request
 from analyzers.report import Report
 from stormotel import schema
@@ -98,6 +99,9 @@ def annotations_for(report: Report, job_id: str | None = None) -> list[Annotatio
 
     def add(kind: str, ranks: Sequence[int], start_ms: int, end_ms: int, text: str,
             extra: str = "", more_tags: Sequence[str] = ()) -> None:
+        located = [f"rank {r}: {w}" for r in ranks if (w := location_text(report, r))]
+        if located:  # which machine/pod to look at, for the ranks this annotation names
+            text = f"{text} [{'; '.join(located)}]"
         if kind in PERSISTENT_KINDS:
             key = _key(jid, kind, ranks, 0, extra)
         elif kind == "first_cause":  # the verdict, by position: a later verdict replaces it

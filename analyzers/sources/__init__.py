@@ -29,6 +29,7 @@ from analyzers.timeline import Timeline, TimelineBuilder
 __all__ = ["LoadContext", "SourceError", "expand_paths", "load_paths"]
 
 #: Extensions walked inside folders (after stripping a compression suffix).
+OOM_DUMP_SUFFIX = ".ring.jsonl"
 TELEMETRY_SUFFIXES = (".jsonl", ".json", ".ndjson", ".csv", ".pb", ".binpb", ".proto")
 COMPRESSION_SUFFIXES = (".gz", ".zst", ".zstd")
 PROTOBUF_SUFFIXES = (".pb", ".binpb", ".proto")
@@ -111,7 +112,10 @@ def expand_paths(paths: Iterable[str], ctx: LoadContext | None = None
                     dirs.sort()
                     for f in sorted(files):
                         fp = Path(root) / f
-                        if _inner_name(fp).endswith(TELEMETRY_SUFFIXES):
+                        # OOM ring dumps in a job folder feed the OOM forensics, not the
+                        # Timeline (analyzers/sources/oom_dumps.py reads them).
+                        if _inner_name(fp).endswith(TELEMETRY_SUFFIXES) and \
+                                not f.endswith(OOM_DUMP_SUFFIX):
                             walked(fp)
             elif glob.has_magic(raw) and p.exists():
                 walked(p)

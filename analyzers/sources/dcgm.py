@@ -3,8 +3,12 @@
 Many clusters run only dcgm-exporter. Its ``DCGM_FI_DEV_FB_USED/FREE/RESERVED`` gauges (MiB)
 carry GPU identity (``gpu``, ``UUID``, ``Hostname``, and the pod/namespace of the workload, as
 ``pod``/``namespace`` or ``exported_*`` after a scrape renamed them) but no rank. Ranks come
-either from one label whose value is (or ends in) the rank (``--rank-label``), or from a mapping
-file (``--gpu-rank-map``). The Timeline holds device-level fields only, so the analyzer runs
+from the trackers' ``stormotel_rank_info`` series when they are in the same TSDB (joined by GPU
+UUID, no configuration), else from one label whose value is (or ends in) the rank
+(``--rank-label``), or from a mapping file (``--gpu-rank-map``). DCGM's "no value" sentinels
+(``DCGM_INT64_NOT_SUPPORTED`` and friends) are dropped as no data, never read as MiB; a GPU
+whose series repeat once per pod sharing it is one GPU, never summed. The Timeline holds
+device-level fields only, so the analyzer runs
 the analyses that need no allocator data (first cause on device memory) and says which ones it
 skipped and why.
 """
@@ -36,6 +40,7 @@ from analyzers.sources.prometheus import (
     parse_matrix_values,
 )
 from analyzers.sources.prometheus import _fmt_step as fmt_step
+from analyzers.sources.rank_info import merge_identity, read_rank_info, uuid_to_rank
 from analyzers.timeline import RankIdentity, RankSeries, Timeline, TimelineBuilder
 from stormotel import schema
 from stormotel.errors import UsageError
@@ -154,13 +159,36 @@ def rank_from_label(labels: dict[str, str], label: str) -> int | None:
 
 @dataclass
 class DcgmOptions:
+    """How GPUs become ranks: a map file, a rank label, or (neither given) the info series."""
+
     rank_map: GpuRankMap | None = None
     rank_label: str | None = None
     #: Extra PromQL matchers selecting the job's GPUs, e.g. ``namespace="train"``.
     selector: str = ""
+    #: Filled by :func:`load_dcgm` in info-series mode: GPU UUID → rank, rank → identity.
+    uuid_ranks: dict[str, int] | None = None
+    identities: dict[int, RankIdentity] | None = None
+
+    @property
+    def uses_rank_info(self) -> bool:
+        return self.rank_map is None and self.rank_label is None
+
+    def rank_of(self, labels: dict[str, str]) -> int | None:
+        if self.rank_map is not None:
+            return self.rank_map.rank_of(labels)
+        if self.rank_label is not None:
+            return rank_from_label(labels, self.rank_label)
+        return (self.uuid_ranks or {}).get(labels.get(schema.DCGM_LABEL_UUID, ""))
 
 
-def _gpu_key(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:
+
+
+def _gpu_key(labels: dict[str, str], physical: bool = False) -> tuple[tuple[str, str], ...]:
+    """The series' GPU. ``physical``: the UUID and MIG instance only, so the copies
+    dcgm-exporter serves once per pod sharing a GPU (pod, container, vgpu differ) are one GPU."""
+    if physical:
+        return tuple((k, labels.get(k, "")) for k in (schema.DCGM_LABEL_UUID,
+                                                      schema.DCGM_LABEL_GPU_INSTANCE))
     return tuple(sorted((k, v) for k, v in labels.items() if k != "__name__"))
 
 
@@ -169,8 +197,8 @@ def load_dcgm(urls: Sequence[str], window: QueryWindow, options: DcgmOptions, *,
               deadline: Deadline | None = None, concurrency: int = DEFAULT_CONCURRENCY,
               progress: Callable[[str], None] | None = None) -> tuple[Timeline, LoadOutcome]:
     """Device memory of the job's GPUs as a Timeline (device_used/free/total, bytes)."""
-    if (options.rank_map is None) == (options.rank_label is None):
-        raise ValueError("dcgm mode needs exactly one of a GPU→rank map or a rank label")
+    if options.rank_map is not None and options.rank_label is not None:
+        raise ValueError("dcgm mode takes a GPU→rank map or a rank label, not both")
     settings = settings or HttpSettings()
     own = client is None
     http = client or make_client(settings)
@@ -178,9 +206,11 @@ def load_dcgm(urls: Sequence[str], window: QueryWindow, options: DcgmOptions, *,
     outcome = LoadOutcome()
     selector = options.selector
     uuids = options.rank_map.uuids() if options.rank_map else None
-    regex = {"UUID": "|".join(re.escape(u) for u in uuids)} if uuids else {}
     try:
         apis = [PrometheusAPI(u, http, settings, deadline) for u in urls]
+        if options.uses_rank_info:
+            uuids = _ranks_from_info(apis, window, options, builder)
+        regex = {schema.DCGM_LABEL_UUID: "|".join(re.escape(u) for u in uuids)} if uuids else {}
         step = window.step_s
         if step is None:
             probe_sel = label_selector({"__name__": schema.DCGM_FB_USED}, regex, selector)
@@ -234,6 +264,10 @@ def load_dcgm(urls: Sequence[str], window: QueryWindow, options: DcgmOptions, *,
     builder.meta["skipped_analyses"] = dict(SKIPPED_ANALYSES)
     # With a map, the job is the mapped ranks: a mapped GPU without data is a missing rank.
     world = max(r for r, _ in options.rank_map.rows) + 1 if options.rank_map else None
+    if options.identities:
+        sizes = [i.world_size for i in options.identities.values() if i.world_size]
+        world = max(sizes) if sizes else max(options.identities) + 1
+        builder.meta["gpu_rank_source"] = schema.RANK_INFO.prom
     timeline = builder.build(job_id=window.job_id, world_size=world)
     timeline.ranks = {r: _with_total(s, driver_reserved.get(r, []))
                       for r, s in timeline.ranks.items()}
@@ -266,11 +300,10 @@ def _add(results: list[dict[str, object]], name: str, options: DcgmOptions,
             builder.skipped["malformed_series"] += 1
             continue
         labels = {str(k): str(v) for k, v in raw.items()}
-        key = _gpu_key(labels)
+        key = _gpu_key(labels, physical=options.uses_rank_info)
         rank = ranks_by_gpu.get(key)
         if rank is None:
-            rank = (options.rank_map.rank_of(labels) if options.rank_map
-                    else rank_from_label(labels, options.rank_label or ""))
+            rank = options.rank_of(labels)
             if rank is None:
                 unmapped.add(key)
                 continue
@@ -283,19 +316,60 @@ def _add(results: list[dict[str, object]], name: str, options: DcgmOptions,
                 unmapped.discard(key)
                 continue
             ranks_by_gpu[key] = rank
-            builder.set_identity(RankIdentity(
+            seen = RankIdentity(
                 rank=rank, job_id=job_id, host=_label(labels, "hostname"),
-                gpu=labels.get("gpu"), gpu_uuid=labels.get("UUID")))
+                gpu=labels.get("gpu"), gpu_uuid=labels.get("UUID"),
+                pod=_label(labels, "pod"), namespace=_label(labels, "namespace"))
+            known = (options.identities or {}).get(rank)
+            builder.set_identity(merge_identity(known, seen) if known else seen)
         cleaned = clean_byte_series(values, builder)
         if cleaned is None:
             continue
-        t_ns, v = cleaned
+        t_ns, v = _drop_sentinels(*cleaned, builder)
         v = v * schema.DCGM_UNIT_BYTES
         if field_name == "_reserved_by_driver":
             # Not a Timeline field; it is device_total's third term (see _with_total).
             driver_reserved.setdefault(rank, []).append((t_ns, v))
         else:
             builder.add_samples(rank, t_ns, **{field_name: v})
+
+
+def _ranks_from_info(apis: list[PrometheusAPI], window: QueryWindow, options: DcgmOptions,
+                     builder: TimelineBuilder) -> list[str]:
+    """Fill ``options`` from the trackers' info series; the UUIDs to query.
+
+    Raises SourceFailure when there is none: with no map, no label and no info series there is
+    no honest way to say which GPU is which rank.
+    """
+    info_window = replace(window, extra_matchers="")  # the dcgm selector is for DCGM series
+    identities, notes = read_rank_info(apis, info_window)
+    builder.notes.extend(f"dcgm: {n}" for n in notes)
+    mapping, shared = uuid_to_rank(identities)
+    builder.notes.extend(f"dcgm: {n}" for n in shared)
+    if shared:
+        builder.skipped["gpu_shared_by_ranks"] += len(shared)
+    if not mapping:
+        raise SourceFailure(
+            f"dcgm mode: no {schema.RANK_INFO.prom} series with a {schema.ATTR_GPU_UUID} for "
+            f"job_id={window.job_id!r} in the window, so GPUs cannot be mapped to ranks; give "
+            "--gpu-rank-map FILE or --rank-label LABEL")
+    options.uuid_ranks = mapping
+    options.identities = identities
+    return sorted(mapping)
+
+
+def _drop_sentinels(t_ns: np.ndarray, mib: np.ndarray, builder: TimelineBuilder
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """DCGM's BLANK/NOT_FOUND/NOT_SUPPORTED/NOT_PERMISSIONED values are no data, not MiB."""
+    bad = mib >= schema.DCGM_FB_SENTINEL_FLOOR_MIB
+    if not bad.any():
+        return t_ns, mib
+    builder.skipped["dcgm_not_supported_sentinel"] += int(bad.sum())
+    note = ("dcgm: some FB values were DCGM 'no value' sentinels (e.g. DCGM_INT64_NOT_SUPPORTED)"
+            " and were dropped as no data")
+    if note not in builder.notes:
+        builder.notes.append(note)
+    return t_ns[~bad], mib[~bad]
 
 
 def _describe(key: tuple[tuple[str, str], ...]) -> str:

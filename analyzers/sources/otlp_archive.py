@@ -111,7 +111,19 @@ def identity_from(attrs: Mapping[str, Any]) -> RankIdentity | None:
                         local_rank=_opt_int(attrs.get(schema.ATTR_LOCAL_RANK)),
                         world_size=_opt_int(attrs.get(schema.ATTR_WORLD_SIZE)),
                         host=_str_or_none(host), gpu=None if gpu is None else str(gpu),
-                        gpu_uuid=_str_or_none(attrs.get(schema.ATTR_GPU_UUID)))
+                        gpu_uuid=_str_or_none(attrs.get(schema.ATTR_GPU_UUID)),
+                        **_located(attrs))
+
+
+def _located(attrs: Mapping[str, Any]) -> dict[str, str | None]:
+    """pod/namespace/node (labels, else the OTel ``k8s.*`` resource attributes), Slurm job."""
+    out: dict[str, str | None] = {}
+    by_label = {label: res for res, label in schema.RES_TO_RANK_INFO.items()}
+    for label in (schema.ATTR_POD, schema.ATTR_NAMESPACE, schema.ATTR_NODE,
+                  schema.ATTR_SLURM_JOB_ID):
+        value = attrs.get(label) or (attrs.get(by_label[label]) if label in by_label else None)
+        out[label] = _str_or_none(value)
+    return out
 
 
 def _str_or_none(v: Any) -> str | None:

@@ -21,11 +21,14 @@ from tests.dashboards import exprs
 BOARDS = {p.name: json.loads(p.read_text()) for p in exprs.dashboard_files()}
 KNOWN_SERIES = ({name for m in schema.ALL_METRICS for name in m.prom_series}
                 | {getattr(schema, n) for n in dir(schema) if n.startswith(("AN_", "REC_"))
-                   and isinstance(getattr(schema, n), str)})
+                   and isinstance(getattr(schema, n), str)}
+                | {schema.RANK_INFO.prom, schema.DCGM_FB_USED, schema.DCGM_FB_FREE,
+                   schema.DCGM_FB_RESERVED, schema.DCGM_LABEL_UUID,
+                   schema.DCGM_LABEL_GPU_INSTANCE, *schema.RANK_INFO_LABELS})
 PROMQL_WORDS = {"by", "on", "and", "or", "unless", "max", "min", "sum", "count", "topk",
                 "bottomk", "rate", "increase", "deriv", "predict_linear", "max_over_time",
                 "time", "group", "label_values", "ignoring", "offset", "last_over_time",
-                "clamp_min"}
+                "clamp_min", "label_replace", "group_left"}
 _IDENT = re.compile(r"(?<![\w\"$:.])([a-zA-Z_:][\w:]*)\s*(?=[{\[(]|\s*$|\s*[)/*+\-<>=])")
 
 

@@ -123,7 +123,21 @@ def test_bad_map_file_is_a_one_line_usage_error(tmp_path: Path, content: str,
     assert f"{mapping} {message}" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_dcgm_needs_a_rank_source() -> None:
-    r = run_cli("--prometheus", "http://127.0.0.1:1", "--dcgm", "--job-id", JOB)
+def test_dcgm_takes_one_rank_source(tmp_path: Path) -> None:
+    mapping = tmp_path / "map.csv"
+    mapping.write_text("rank,uuid\n0,GPU-0000\n")
+    r = run_cli("--prometheus", "http://127.0.0.1:1", "--dcgm", "--job-id", JOB,
+                "--gpu-rank-map", str(mapping), "--rank-label", "exported_pod")
     assert r.returncode == exitcodes.USAGE
-    assert "--dcgm needs exactly one of --gpu-rank-map FILE or --rank-label LABEL" in r.stderr
+    assert "--dcgm takes --gpu-rank-map FILE or --rank-label LABEL, not both" in r.stderr
+
+
+def test_dcgm_without_map_label_or_info_series_says_what_to_give(
+        dcgm_tsdb: tuple[servers.Server, planted.Planted]) -> None:
+    """The planted TSDB has DCGM series but no stormotel_rank_info: no guessing."""
+    prom, p = dcgm_tsdb
+    r = run_cli("--prometheus", prom.url, "--dcgm", "--job-id", JOB, "--start",
+                str(p.start_ns / 1e9), "--end", str(p.end_ns / 1e9))
+    assert r.returncode == exitcodes.SOURCE_FAILURE, r.stderr
+    assert "no stormotel_rank_info series" in r.stderr and "--gpu-rank-map" in r.stderr
+    assert "Traceback" not in r.stderr

@@ -1,0 +1,126 @@
+"""OOM forensics across ranks: who ran out first, and why.
+
+When several ranks die of OOM, the one that ran out first is usually the cause and the others
+are collateral (their peers stopped, a collective aborted, a retry hit the same wall). For the
+first rank, the last sample before the OOM tells the kind of problem:
+
+- ``fragmentation``: the allocator had reserved far more than live tensors use (reserved ≫
+  allocated): ``expandable_segments``/``max_split_size_mb`` territory, not a model that is too big;
+- ``outside_allocator``: the device held a lot that PyTorch's allocator does not know about
+  (the gap: NCCL buffers, cuDNN workspaces, another process);
+- ``genuine_peak``: live tensors themselves filled the device;
+- ``undecided``: the samples lack the fields to tell.
+
+Two OOMs within one sampling interval (or any clock skew) are a tie and said so: the order is
+never claimed finer than the data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from analyzers.sources.oom_dumps import OomDump
+from analyzers.timeline import Timeline
+
+GIB = float(1 << 30)
+
+
+@dataclass(frozen=True)
+class OomThresholds:
+    #: reserved − allocated, as a share of reserved, that makes it fragmentation …
+    fragmentation_share: float = 0.3
+    #: … and at least this many bytes.
+    fragmentation_bytes: float = 0.5 * GIB
+    #: gap (device used − reserved), as a share of the device, that makes it outside memory …
+    gap_share: float = 0.15
+    gap_bytes: float = 1.0 * GIB
+
+
+def classify(last: dict[str, float | None], t: OomThresholds = OomThresholds()
+             ) -> tuple[str, dict[str, Any]]:
+    """The cause of one OOM from its last sample, and the numbers that decided it."""
+    alloc, res = last.get("allocated"), last.get("reserved")
+    used, total = last.get("device_used"), last.get("device_total")
+    ev: dict[str, Any] = {}
+    waste = gap = None
+    if alloc is not None and res is not None:
+        waste = res - alloc
+        ev["reserved_minus_allocated_bytes"] = waste
+        ev["reserved_unused_share"] = round(waste / res, 3) if res > 0 else None
+    if used is not None and res is not None:
+        gap = used - res
+        ev["gap_bytes"] = gap
+    base = total or used
+    frag = (waste is not None and res and waste >= t.fragmentation_bytes
+            and waste / res >= t.fragmentation_share)
+    outside = (gap is not None and base and gap >= t.gap_bytes and gap / base >= t.gap_share)
+    if frag and outside:
+        return ("fragmentation" if (waste or 0) >= (gap or 0) else "outside_allocator"), ev
+    if frag:
+        return "fragmentation", ev
+    if outside:
+        return "outside_allocator", ev
+    if alloc is None or res is None:
+        return "undecided", ev
+    return "genuine_peak", ev
+
+
+def _from_markers(timeline: Timeline, have: set[int]) -> list[OomDump]:
+    """OOMs seen only as telemetry events (no dump here): classified from the Timeline."""
+    out = []
+    for rank, s in timeline.ranks.items():
+        if rank in have:
+            continue
+        m = s.markers
+        times = [int(m.start_ns[i]) for i, k in enumerate(m.kind.tolist()) if k == "oom"]
+        if not times or not len(s):
+            continue
+        t_oom = min(times)
+        i = max(0, int((s.t_ns <= t_oom).sum()) - 1)
+        last = {k: (float(v) if v == v else None)
+                for k in ("allocated", "reserved", "device_used", "device_total")
+                for v in [s.values[k][i]]}
+        out.append(OomDump("", rank, t_oom, (s.median_interval_ns() or 0) / 1e9 or None, last))
+    return out
+
+
+def oom_forensics(timeline: Timeline, dumps: list[OomDump] | None = None,
+                  thresholds: OomThresholds = OomThresholds()) -> dict[str, Any] | None:
+    """The report's ``oom_forensics`` section, or None when no rank ran out of memory."""
+    dumps = list(dumps or [])
+    first_per_rank: dict[int, OomDump] = {}
+    for d in sorted(dumps, key=lambda d: d.oom_ns):
+        first_per_rank.setdefault(d.rank, d)
+    events = [*first_per_rank.values(), *_from_markers(timeline, set(first_per_rank))]
+    if not events:
+        return None
+    events.sort(key=lambda d: d.oom_ns)
+    ranks = []
+    for d in events:
+        cause, ev = classify(d.last, thresholds)
+        ranks.append({"rank": d.rank, "oom_ns": d.oom_ns, "cause": cause,
+                      "allocated_bytes": d.last.get("allocated"),
+                      "reserved_bytes": d.last.get("reserved"),
+                      "device_used_bytes": d.last.get("device_used"),
+                      "device_total_bytes": d.last.get("device_total"),
+                      "gap_bytes": ev.get("gap_bytes"), "evidence": ev,
+                      "dump_path": d.path or None, "error": d.error or None,
+                      "source": "dump" if d.path else "telemetry"})
+    first = ranks[0]
+    resolution_ns = int(1e9 * max((d.sampling_interval_s or 0.0) for d in events[:2]))
+    tie = len(events) > 1 and events[1].oom_ns - events[0].oom_ns <= resolution_ns
+    if tie:
+        tied = [r["rank"] for r in ranks if r["oom_ns"] - first["oom_ns"] <= resolution_ns]
+        summary = (f"ranks {tied} ran out of memory within one sampling interval "
+                   f"({resolution_ns / 1e6:.0f} ms) of each other: which went first is "
+                   "undecided; compare their causes below")
+    else:
+        lead = (events[1].oom_ns - events[0].oom_ns) / 1e9 if len(events) > 1 else None
+        summary = (f"rank {first['rank']} ran out of memory first"
+                   + (f", {lead:.3g} s before rank {events[1].rank}" if lead is not None else "")
+                   + f": {first['cause'].replace('_', ' ')}"
+                   + (f" (dump {first['dump_path']})" if first["dump_path"] else ""))
+    return {"first_rank": None if tie else first["rank"], "tie": tie,
+            "resolution_ns": resolution_ns, "summary": summary, "ranks": ranks,
+            "thresholds": vars(thresholds)}

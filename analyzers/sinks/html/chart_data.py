@@ -1,0 +1,171 @@
+"""What the report's charts draw, as one JSON-able dict: envelopes, named ranks, edges, spans.
+
+Everything here is already reduced to screen size (see :mod:`downsample`), so the page never
+holds more than a few hundred thousand numbers whatever the job's size. Times are Unix seconds
+(the x axis), memory is MiB rounded to 0.1 (the y axes format it as MiB/GiB).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from analyzers.report import Report
+from analyzers.sinks.html.downsample import (
+    Buckets,
+    as_pairs,
+    bucket_stats,
+    doubled,
+    envelope,
+    field_values,
+)
+from analyzers.sources.markers import (
+    KIND_COLLECTIVE,
+    KIND_FIRST_RISE,
+    KIND_OOM,
+    KIND_STEP,
+    KIND_THRESHOLD,
+)
+from analyzers.timeline import RankSeries, Timeline
+
+#: Charts, in page order: (field, title).
+CHARTS: tuple[tuple[str, str], ...] = (
+    ("allocated", "allocator allocated"),
+    ("reserved", "allocator reserved"),
+    ("device_used", "device used (driver)"),
+    ("gap", "gap = device used − allocator reserved (memory outside the allocator)"),
+)
+DEFAULT_BUCKETS = 1200
+#: Ranks drawn as their own lines when nothing names them (small jobs show every rank).
+ALL_RANKS_UP_TO = 8
+MAX_NAMED_RANKS = 8
+MAX_EDGE_EVENTS = 400
+MAX_SPANS = 4000
+MIB = float(1 << 20)
+
+
+def named_ranks(report: Report, timeline: Timeline, limit: int = MAX_NAMED_RANKS) -> list[int]:
+    """The ranks findings name, most important first: first-cause leader and followers, OOM
+    ranks, stall culprits, gap and collective findings; every rank when the job is small."""
+    order: list[int] = [s.rank for s in report.cross_rank.first_cause_suspects]
+    forensics = report.extra.get("oom_forensics") or {}
+    order += [int(d["rank"]) for d in forensics.get("ranks", []) if "rank" in d]
+    for f in report.stall_findings:
+        if f.consequence_of is None:
+            order += list(f.ranks)
+    order += [f.rank for f in report.gap_findings if f.severity == "critical"]
+    order += [f.rank for f in report.gap_findings]
+    order += [c.rank for c in report.collective_attributions]
+    if len(timeline.ranks) <= ALL_RANKS_UP_TO:
+        order += timeline.rank_ids
+    seen: list[int] = []
+    for r in order:
+        if r in timeline.ranks and r not in seen:
+            seen.append(r)
+    return seen[:limit]
+
+
+def aligned(timeline: Timeline, report: Report) -> dict[int, RankSeries]:
+    """Series shifted by the offsets the analysis applied, so findings and lines agree."""
+    offsets = {int(k): int(v) for k, v in (report.extra.get("offsets_ns") or {}).items()}
+    return {r: (s.shifted(offsets[r]) if offsets.get(r) else s)
+            for r, s in timeline.ranks.items()}
+
+
+def _window(series: dict[int, RankSeries]) -> tuple[int, int] | None:
+    starts = [int(s.t_ns[0]) for s in series.values() if len(s)]
+    ends = [int(s.t_ns[-1]) for s in series.values() if len(s)]
+    if not starts:
+        return None
+    return min(starts), max(max(ends), min(starts) + 1)
+
+
+def _mib(values: np.ndarray) -> list[float | None]:
+    out = np.round(values / MIB, 1)
+    return [None if v != v else v for v in out.tolist()]
+
+
+def chart_data(timeline: Timeline, report: Report, *, bucket_count: int = DEFAULT_BUCKETS,
+               ranks: list[int] | None = None) -> dict[str, Any]:
+    """The charts' data: x (seconds), per field an envelope and the named ranks' lines."""
+    series = aligned(timeline, report)
+    window = _window(series)
+    shown = named_ranks(report, timeline) if ranks is None else ranks
+    if window is None:
+        return {"x": [], "charts": [], "events": [], "regions": [], "spans": [],
+                "named_ranks": shown}
+    # No more buckets than the densest rank has samples: a short job would otherwise leave
+    # most buckets empty and its lines drawn as scattered dots.
+    densest = max(len(s) for s in series.values())
+    buckets = Buckets(window[0], window[1], max(2, min(bucket_count, densest)))
+    ordered = [series[r] for r in sorted(series)]
+    charts = []
+    for field, title in CHARTS:
+        env = envelope(ordered, field, buckets)
+        if not env.ranks_reporting:
+            continue
+        lines = []
+        for r in shown:
+            stats = bucket_stats(series[r].t_ns, field_values(series[r], field), buckets)
+            lines.append({"rank": r, "y": _mib(as_pairs(stats.lo, stats.hi))})
+        charts.append({"field": field, "title": title, "ranks_reporting": env.ranks_reporting,
+                       "lo": _mib(doubled(env.lo)), "median": _mib(doubled(env.median)),
+                       "hi": _mib(doubled(env.hi)), "lines": lines})
+    return {"x": np.round(buckets.x_seconds(), 3).tolist(), "charts": charts,
+            "events": _events(report, series, shown), "regions": _regions(report),
+            "spans": _spans(series, shown), "named_ranks": shown,
+            "bucket_seconds": buckets.width_ns / 1e9}
+
+
+def _events(report: Report, series: dict[int, RankSeries], shown: list[int]
+            ) -> list[dict[str, Any]]:
+    """Vertical lines: cluster onset, first-cause leader/followers, threshold/OOM/rise edges."""
+    events: list[dict[str, Any]] = []
+    cross = report.cross_rank
+    if cross.cluster_onset_ns is not None:
+        events.append({"t": cross.cluster_onset_ns / 1e9, "kind": "onset",
+                       "label": "cluster onset"})
+    for i, s in enumerate(cross.first_cause_suspects):
+        events.append({"t": s.first_spike_ns / 1e9, "kind": "leader" if i == 0 else "follower",
+                       "rank": s.rank,
+                       "label": f"{'leader' if i == 0 else 'follower'} rank {s.rank} "
+                                f"({s.confidence})"})
+    edge_kinds = (KIND_OOM, KIND_THRESHOLD, KIND_FIRST_RISE)
+    edges: list[dict[str, Any]] = []
+    for rank in [*shown, *(r for r in sorted(series) if r not in shown)]:
+        m = series[rank].markers
+        for i in np.flatnonzero(np.isin(m.kind, edge_kinds)).tolist():
+            edges.append({"t": int(m.start_ns[i]) / 1e9, "kind": str(m.kind[i]), "rank": rank,
+                          "label": f"{m.kind[i]} rank {rank}: {m.name[i]}"})
+            if len(edges) >= MAX_EDGE_EVENTS:
+                return events + edges
+    return events + edges
+
+
+def _regions(report: Report) -> list[dict[str, Any]]:
+    """Shaded intervals: gap findings and collective attributions with their time span."""
+    regions: list[dict[str, Any]] = []
+    for f in report.gap_findings:
+        if f.start_ns is not None and f.end_ns is not None:
+            regions.append({"t0": f.start_ns / 1e9, "t1": f.end_ns / 1e9,
+                            "kind": f"gap_{f.severity}",
+                            "label": f"rank {f.rank}: {f.classification} ({f.severity})"})
+    for c in report.collective_attributions[:200]:
+        regions.append({"t0": c.interval_start_ns / 1e9, "t1": c.interval_end_ns / 1e9,
+                        "kind": "collective_attribution",
+                        "label": f"rank {c.rank}: {c.classification}"})
+    return regions
+
+
+def _spans(series: dict[int, RankSeries], shown: list[int]) -> list[dict[str, Any]]:
+    """Step and collective spans of one reference rank (the leader, else the lowest rank):
+    steps are shared by all ranks by construction, so one lane reads for the whole job."""
+    ref = shown[0] if shown else (min(series) if series else None)
+    if ref is None:
+        return []
+    m = series[ref].markers
+    keep = np.flatnonzero(np.isin(m.kind, (KIND_STEP, KIND_COLLECTIVE)))[:MAX_SPANS]
+    return [{"t0": int(m.start_ns[i]) / 1e9, "t1": int(m.end_ns[i]) / 1e9,
+             "kind": str(m.kind[i]), "name": str(m.name[i]), "rank": ref}
+            for i in keep.tolist()]

@@ -1,0 +1,182 @@
+"""The report page: static tables (readable with scripts off) around the inlined charts.
+
+Everything the page needs is inside the one file — uPlot's minified JS and CSS, the chart
+script, the data — and a Content-Security-Policy forbids every network fetch, so the file opens
+the same on a laptop on a plane as on a cluster's login node.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from html import escape
+from importlib import resources
+from typing import Any
+
+from analyzers.attribution import location_text
+from analyzers.report import Report
+from analyzers.summary import fmt_bytes, fmt_duration, fmt_time
+from analyzers.timeline import RankIdentity, Timeline
+
+#: No fetch of any kind: scripts and styles are inline, images only data: URLs.
+CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+       "img-src data:")
+IDENTITY_COLUMNS = ("host", "gpu", "gpu_uuid", "pod", "namespace", "node", "slurm_job_id")
+MAX_ROWS = 200
+
+
+def asset(name: str) -> str:
+    return resources.files("analyzers.sinks.html").joinpath("assets", name).read_text("utf-8")
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    rows = list(rows)
+    if not rows:
+        return '<p class="muted">none</p>'
+    more = ""
+    if len(rows) > MAX_ROWS:
+        more = f'<p class="muted">… and {len(rows) - MAX_ROWS} more (see the JSON report)</p>'
+        rows = rows[:MAX_ROWS]
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in r) + "</tr>"
+                   for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>{more}"
+
+
+def identity_text(ident: RankIdentity | None) -> str:
+    """``host=… gpu=… pod=…`` for the columns a rank's identity has."""
+    if ident is None:
+        return ""
+    return " ".join(f"{k}={v}" for k in IDENTITY_COLUMNS
+                    if (v := getattr(ident, k, None)) not in (None, ""))
+
+
+def _ident(timeline: Timeline, rank: int) -> str:
+    s = timeline.ranks.get(rank)
+    return identity_text(s.identity if s else None)
+
+
+def _located(report: Report, timeline: Timeline, rank: int) -> str:
+    """Where the rank ran: the report's attribution, else the timeline's identity."""
+    return location_text(report, rank) or _ident(timeline, rank)
+
+
+def _verdict(report: Report) -> str:
+    sus = report.cross_rank.first_cause_suspects
+    if sus:
+        lead = sus[0]
+        text = (f"Rank {lead.rank} went first ({lead.confidence} confidence), "
+                f"{fmt_duration(lead.lead_ns / 1e9)} before the others")
+    elif report.cross_rank.notes:
+        text = "First cause undecided: " + report.cross_rank.notes[0]
+    else:
+        text = "No first-cause suspect."
+    roots = [f for f in report.stall_findings if f.consequence_of is None]
+    if roots:
+        text += f"; stall root cause: {roots[0].kind} on rank(s) {roots[0].ranks}"
+    return escape(text)
+
+
+def _sections(timeline: Timeline, report: Report) -> str:
+    origin = report.window_start_ns
+    parts = ["<h2>First cause: leader and followers</h2>", _table(
+        ("role", "rank", "confidence", "first rise", "lead", "rise", "identity"),
+        (("leader" if i == 0 else "follower", s.rank, s.confidence,
+          fmt_time(s.first_spike_ns, origin), fmt_duration(s.lead_ns / 1e9),
+          fmt_bytes(s.delta_bytes), _located(report, timeline, s.rank))
+         for i, s in enumerate(report.cross_rank.first_cause_suspects)))]
+    if report.cross_rank.notes:
+        parts.append("<ul>" + "".join(f"<li>{escape(n)}</li>" for n in report.cross_rank.notes)
+                     + "</ul>")
+    forensics = report.extra.get("oom_forensics")
+    if forensics:
+        parts.append("<h2>Out-of-memory forensics</h2>")
+        parts.append(f'<p class="verdict">{escape(str(forensics.get("summary", "")))}</p>')
+        parts.append(_table(
+            ("order", "rank", "OOM at", "cause", "allocated", "reserved", "device used",
+             "gap", "dump", "identity"),
+            ((i + 1, d.get("rank"), fmt_time(d.get("oom_ns"), origin), d.get("cause"),
+              fmt_bytes(d.get("allocated_bytes")), fmt_bytes(d.get("reserved_bytes")),
+              fmt_bytes(d.get("device_used_bytes")), fmt_bytes(d.get("gap_bytes")),
+              d.get("dump_path"), _located(report, timeline, int(d.get("rank", -1))))
+             for i, d in enumerate(forensics.get("ranks", [])))))
+    parts.append("<h2>Gap findings</h2>")
+    parts.append(_table(
+        ("rank", "classification", "severity", "confidence", "from", "to", "remedy",
+         "identity"),
+        ((f.rank, f.classification, f.severity, f"{f.confidence:.2f}",
+          fmt_time(f.start_ns, origin), fmt_time(f.end_ns, origin),
+          f.remediation[0] if f.remediation else "", _located(report, timeline, f.rank))
+         for f in report.gap_findings)))
+    parts.append("<h2>Stall findings</h2>")
+    parts.append(_table(
+        ("#", "kind", "ranks", "op", "category", "source", "confidence", "consequence of"),
+        ((i, f.kind, ",".join(map(str, f.ranks)) or "—", f.op or "",
+          f.evidence.get("category", getattr(f, "category", "")) or "", f.source, f.confidence,
+          "" if f.consequence_of is None else f.consequence_of)
+         for i, f in enumerate(report.stall_findings))))
+    parts.append("<h2>Collective-synchronised gap spikes</h2>")
+    parts.append(_table(
+        ("rank", "classification", "confidence", "from", "to", "reasons"),
+        ((c.rank, c.classification, f"{c.confidence:.2f}", fmt_time(c.interval_start_ns, origin),
+          fmt_time(c.interval_end_ns, origin), ", ".join(c.reason_codes))
+         for c in report.collective_attributions)))
+    return "\n".join(parts)
+
+
+def _legend() -> str:
+    items = [("rgba(70,130,180,0.35)", "envelope: min–max of all ranks (per pixel, spikes kept)"),
+             ("#1f4e79", "median of all ranks"), ("#d62728", "leader (solid line)"),
+             ("#ff7f0e", "follower"), ("#7b0000", "OOM"), ("#b8860b", "threshold crossing"),
+             ("#1f77b4", "first rise (dashed)"),
+             ("rgba(214,39,40,0.3)", "gap finding (shaded; long ones as a strip along the top)"),
+             ("rgba(120,120,120,0.6)", "steps (bottom lane)"),
+             ("rgba(148,103,189,0.8)", "collectives (lane above steps)")]
+    return '<p class="legend">' + "".join(
+        f'<span><i class="sw" style="background:{c}"></i>{escape(t)}</span>' for c, t in items
+    ) + "</p>"
+
+
+def _script_json(data: Any) -> str:
+    """JSON safe inside <script>: no ``</`` can close the element early."""
+    return json.dumps(data, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+
+
+def render_page(timeline: Timeline, report: Report, charts: dict[str, Any]) -> str:
+    named = charts.get("named_ranks", [])
+    rank_rows = ((r, len(timeline.ranks[r]), _ident(timeline, r)) for r in named
+                 if r in timeline.ranks)
+    header = (f"job {report.job_id or '?'} · world size {report.world_size or '?'} · "
+              f"{len(report.participating_ranks)} rank(s) with data"
+              + (f" · missing {len(report.missing_ranks)}" if report.missing_ranks else "")
+              + f" · window {fmt_time(report.window_start_ns, None)} → "
+              + f"{fmt_time(report.window_end_ns, report.window_start_ns)}"
+              + f" · clocks aligned by {report.settings.get('align', 'wall')}")
+    notes = "".join(f"<li>{escape(n)}</li>" for n in report.notes[:30])
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{CSP}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>stormotel report — {escape(str(report.job_id or "job"))}</title>
+<style>{asset("uPlot.min.css")}</style>
+<style>{asset("report.css")}</style>
+</head><body>
+<h1>stormotel memory report — {escape(str(report.job_id or "job"))}</h1>
+<p class="muted">{escape(header)}</p>
+<p class="verdict">{_verdict(report)}</p>
+<h2>Memory per rank</h2>
+{_legend()}
+<div id="charts"></div>
+<p class="muted" id="render-time"></p>
+{_sections(timeline, report)}
+<h2>Ranks drawn as lines</h2>
+{_table(("rank", "samples", "identity"), rank_rows)}
+<h2>Notes</h2>
+<ul>{notes}</ul>
+<p class="muted">Sources: {escape(", ".join(report.sources[:20]))}. Charts: uPlot (MIT),
+inlined.</p>
+<script type="application/json" id="stormotel-data">{_script_json(charts)}</script>
+<script>{asset("uPlot.iife.min.js")}</script>
+<script>{asset("report.js")}</script>
+</body></html>
+"""

@@ -1,0 +1,95 @@
+"""The tracker's OOM dumps (``*.ring.jsonl``): the last samples a rank saw before it ran out.
+
+``MemoryTracker.capture_oom`` writes the ring buffer (every sample at the tracker's own rate) with
+a header naming the rank and the error, and its OOM span event points at the file. This module
+finds those files (from the OOM markers of a Timeline, and under directories the user passed)
+and reads each one's header and last sample; malformed files are counted skips with a note.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from analyzers.sources import OOM_DUMP_SUFFIX
+from analyzers.timeline import Timeline
+from stormotel import schema
+
+META_KEY = "oom_dumps"
+_LAST_FIELDS = ("allocated", "reserved", "inactive_split", "device_used", "device_total")
+
+
+@dataclass(frozen=True)
+class OomDump:
+    """One rank's dump: when it ran out and what its memory looked like at the last sample."""
+
+    path: str
+    rank: int
+    oom_ns: int
+    sampling_interval_s: float | None
+    last: dict[str, float | None]
+    error: str = ""
+    context: str = ""
+
+
+def read_dump(path: Path) -> OomDump:
+    """Header + last sample of one dump; ValueError with a one-line reason when unusable."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: cannot read ({e})") from None
+    try:
+        head = json.loads(lines[0]) if lines else None
+        rows = [json.loads(ln) for ln in lines[1:] if ln.strip()]
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not JSON lines ({e.msg})") from None
+    if not isinstance(head, dict) or head.get("schema") != schema.RING_DUMP_SCHEMA:
+        raise ValueError(f"{path}: not a stormotel ring dump")
+    if head.get("reason") != "oom":
+        raise ValueError(f"{path}: a {head.get('reason')!r} dump, not an OOM")
+    try:
+        rank = int(head[schema.ATTR_RANK])
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"{path}: header has no rank") from None
+    last = rows[-1] if rows and isinstance(rows[-1], dict) else {}
+    t = last.get("timestamp_ns") or head.get("written_ns")
+    if not isinstance(t, int):
+        raise ValueError(f"{path}: no sample time and no written_ns")
+    interval = head.get("sampling_interval_s")
+    return OomDump(str(path), rank, t,
+                   float(interval) if isinstance(interval, int | float) else None,
+                   {k: (float(v) if isinstance(v, int | float) else None)
+                    for k in _LAST_FIELDS for v in [last.get(k)]},
+                   str(head.get("error", ""))[:300], str(head.get("context", "")))
+
+
+def dump_paths(timeline: Timeline, extra: list[str] | None = None) -> list[Path]:
+    """Dumps the OOM markers point at (when the file is here) and ``*.ring.jsonl`` under
+    ``extra`` paths (files or directories), each once."""
+    found: list[Path] = []
+    for series in timeline.ranks.values():
+        m = series.markers
+        for i, kind in enumerate(m.kind.tolist()):
+            if kind == "oom" and i < len(m.attrs):
+                p = m.attrs[i].get(schema.EVENT_ATTR_DUMP_PATH)
+                if isinstance(p, str) and p and Path(p).is_file():
+                    found.append(Path(p))
+    for raw in extra or []:
+        p = Path(raw)
+        found += sorted(p.rglob(f"*{OOM_DUMP_SUFFIX}")) if p.is_dir() else [p]
+    return list(dict.fromkeys(q.resolve() for q in found))
+
+
+def attach_oom_dumps(timeline: Timeline, extra: list[str] | None = None) -> Timeline:
+    """Read the dumps into ``timeline.meta["oom_dumps"]`` (bad ones: a counted skip and a note)."""
+    dumps: list[OomDump] = []
+    for path in dump_paths(timeline, extra):
+        try:
+            dumps.append(read_dump(path))
+        except ValueError as e:
+            timeline.skipped["bad_oom_dump"] += 1
+            timeline.notes.append(f"OOM dump skipped: {e}")
+    if dumps:
+        timeline.meta[META_KEY] = dumps
+    return timeline
