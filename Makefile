@@ -3,14 +3,23 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DEMO_OUT ?= demo-out
 
-.PHONY: demo test setup servers lint dashboards bench clean
+.PHONY: demo test test-fast typecheck setup servers lint dashboards bench clean
 
 demo: setup
 	$(PY) -m stormotel demo --out $(DEMO_OUT)
 
 test: setup servers
 	$(PY) -m ruff check .
+	$(PY) -m mypy
 	$(PY) -m pytest
+
+# The edit loop: everything except tests marked slow (multi-process torch jobs, headless
+# Chromium) or servers (real Prometheus-family servers); tests/conftest.py marks them.
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow and not servers"
+
+typecheck: setup
+	$(PY) -m mypy
 
 setup:
 	@scripts/bootstrap.sh python

@@ -1,4 +1,10 @@
-"""Shared fixtures. Real servers come from tests/servers.py and are stopped by PID."""
+"""Shared fixtures, and the marks that keep ``make test-fast`` under a minute.
+
+Real servers come from tests/servers.py and are stopped by PID. A test that uses a server
+fixture is marked ``servers``; one that uses a fixture generating real multi-process torch
+output is marked ``slow``; so a new test gets the right mark by using the fixture, without
+remembering to add it. ``make test`` runs everything; ``make test-fast`` deselects both.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,22 @@ from pathlib import Path
 import pytest
 
 from tests import servers
+
+#: Fixtures that start real Prometheus-family servers on loopback.
+SERVER_FIXTURES = frozenset({"prometheus_server", "victoriametrics_server", "pushgateway_server"})
+#: Fixtures that run real multi-process torch jobs or many torch subprocesses (tens of seconds
+#: to minutes on a 2-core machine): Flight Recorder dumps (tests/stalls/conftest.py,
+#: test_fr_real.py, test_fr_scale.py) and the estimator's CLI runs (tests/estimate/test_cli.py).
+SLOW_FIXTURES = frozenset({"fr_dumps", "torch_runs", "scale", "runs"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        if used & SERVER_FIXTURES:
+            item.add_marker(pytest.mark.servers)
+        if used & SLOW_FIXTURES:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture

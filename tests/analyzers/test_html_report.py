@@ -161,6 +161,7 @@ def _check_page(path: Path) -> dict[str, object]:
     return {"report": result.report, "wall_load_s": result.wall_load_s}
 
 
+@pytest.mark.slow  # headless Chromium
 def test_the_screenshot_check_can_fail_on_an_empty_plot(tmp_path: Path) -> None:
     """Charts whose series hold no values draw axes and grid only: the check must call that
     empty (so a page whose data never reached the plots fails the tests above)."""

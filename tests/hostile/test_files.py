@@ -105,6 +105,7 @@ def _zst_bomb(path: Path, gib: int = 6) -> Path:
     return path
 
 
+@pytest.mark.slow  # decompresses gigabytes under RLIMIT_AS
 def test_zstd_decompression_bomb_is_refused_within_memory(tmp_path):
     bomb = _zst_bomb(tmp_path / "rank0.jsonl.zst")
     assert bomb.stat().st_size < 1024**2
@@ -112,6 +113,7 @@ def test_zstd_decompression_bomb_is_refused_within_memory(tmp_path):
     assert_clean(run, exitcodes.USAGE, message="decompressed")
 
 
+@pytest.mark.slow  # decompresses gigabytes under RLIMIT_AS
 def test_gzip_bomb_in_a_folder_is_a_counted_skip(tmp_path):
     folder = healthy_folder(tmp_path / "job")
     member = gzip.compress(b"\0" * (64 * 1024**2))
