@@ -4,12 +4,18 @@ tests as files, and copy the dashboards and rules into the Helm chart byte for b
 The committed files under ``dashboards/`` and ``helm/stormotel/files/`` are this command's output;
 ``--check`` regenerates in memory and exits 1 naming every stale file, so CI catches a hand edit
 or a code change that was not rebuilt.
+
+Everything is generated from code, so an installed wheel needs no data files: ``--out DIR`` works
+anywhere. Only a checkout has a ``dashboards/`` folder to regenerate by default and a
+``helm/stormotel`` chart beside the package; an installed package has neither, so there ``--out``
+is required and the chart is touched only when ``--chart`` names one.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from importlib import resources
 from pathlib import Path
 
 from dashboards.common import to_json
@@ -20,8 +26,15 @@ from dashboards.rules import DEFAULT_RUNBOOK_URL, RULES_FILE, rules_yaml
 from dashboards.settings import Settings
 from stormotel import exitcodes
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+#: The package's folder: ``dashboards/`` of a checkout (editable install), or site-packages.
+PACKAGE_DIR = Path(str(resources.files(__name__.rpartition(".")[0])))
+#: The chart of a checkout; absent from an installed wheel.
 REPO_CHART = PACKAGE_DIR.parent / "helm" / "stormotel"
+
+
+def _is_checkout() -> bool:
+    """True when the package runs from a source checkout (its chart lies beside it)."""
+    return (REPO_CHART / "Chart.yaml").is_file()
 RULES_DIR = Path("rules")
 CHART_DASHBOARDS = Path("files") / "dashboards"
 CHART_RULES = Path("files") / "rules"
@@ -76,8 +89,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Write the Grafana dashboards (JSON), the Prometheus recording/alerting rules"
                     " and their promtool tests (YAML), and copy dashboards and rules into the"
                     " Helm chart's files/ so the chart ships the same bytes.")
-    p.add_argument("--out", type=Path, default=PACKAGE_DIR, metavar="DIR",
-                   help="output directory (default: the dashboards/ package directory)")
+    p.add_argument("--out", type=Path, default=None, metavar="DIR",
+                   help="output directory (default in a checkout: its dashboards/ folder;"
+                        " required for an installed package)")
     p.add_argument("--chart", type=Path, default=None, metavar="DIR",
                    help="Helm chart directory to copy dashboards and rules into (default:"
                         " helm/stormotel of this checkout when it exists)")
@@ -109,9 +123,14 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"stormotel dashboards: {e}", file=sys.stderr)
         return exitcodes.USAGE
+    out = args.out or (PACKAGE_DIR if _is_checkout() else None)
+    if out is None:
+        print("stormotel dashboards: give --out DIR (an installed package has no dashboards/"
+              " folder to regenerate)", file=sys.stderr)
+        return exitcodes.USAGE
     files = generate(cfg, args.runbook_url)
-    targets: list[tuple[Path, dict[Path, str]]] = [(args.out, files)]
-    chart = None if args.no_chart else (args.chart or (REPO_CHART if REPO_CHART.is_dir() else None))
+    targets: list[tuple[Path, dict[Path, str]]] = [(out, files)]
+    chart = None if args.no_chart else (args.chart or (REPO_CHART if _is_checkout() else None))
     if chart is not None:
         if not (chart / "Chart.yaml").is_file():
             print(f"stormotel dashboards: {chart} is not a Helm chart (no Chart.yaml)",

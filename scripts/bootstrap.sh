@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent set-up for `make demo` / `make test` on a fresh Debian machine with Python 3.11.
-#   scripts/bootstrap.sh python   - virtualenv with CPU torch and stormotel[dev,nvml,torch]
+#   scripts/bootstrap.sh python   - virtualenv with CPU torch and stormotel[all,dev,nvml,torch]
 #   scripts/bootstrap.sh servers  - Debian packages: Prometheus (+promtool), VictoriaMetrics,
 #                                   Pushgateway (tests start them on loopback themselves),
 #                                   Chromium (headless checks of the HTML report)
@@ -30,12 +30,12 @@ python_env() {
   local want
   want=$(cat pyproject.toml scripts/bootstrap.sh | sha256sum | cut -c1-16)
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$VENV/bin/python" ]; then return 0; fi
-  echo "bootstrap: creating virtualenv $VENV (CPU torch + stormotel[dev,nvml,torch])"
+  echo "bootstrap: creating virtualenv $VENV (CPU torch + stormotel[all,dev,nvml,torch])"
   [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
   # torch first, pinned, so nothing later resolves a CUDA build from the registry.
   "$VENV/bin/pip" install -q torch==2.13.0 numpy 2>&1 | grep -v "is ignored: it is neither" || true
   "$VENV/bin/python" -c 'import torch' # fail loudly if torch did not install
-  "$VENV/bin/pip" install -q -e '.[dev,nvml,torch]' 2>&1 | grep -v "is ignored: it is neither" || true
+  "$VENV/bin/pip" install -q -e '.[all,dev,nvml,torch]' 2>&1 | grep -v "is ignored: it is neither" || true
   "$VENV/bin/python" -c 'import stormotel, opentelemetry.sdk, grafanalib' # fail loudly
   echo "$want" > "$stamp"
 }

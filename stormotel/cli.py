@@ -14,7 +14,7 @@ import sys
 import traceback
 
 from stormotel import exitcodes
-from stormotel.errors import StormotelError, exit_code_of
+from stormotel.errors import MissingExtraError, StormotelError, exit_code_of
 from stormotel.textsafe import one_line
 
 #: Global flag (anywhere before ``--``) or environment variable that prints tracebacks.
@@ -34,6 +34,25 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("stormotel.demo",
              "run a 4-rank CPU training job with a planted fault, then analyze it"),
 }
+
+#: Optional dependencies a command may import → the extra that installs them. A tracker-only
+#: install (``pip install stormotel``) has none of the analyzer's or the dashboards' libraries.
+COMMAND_EXTRAS: dict[str, str] = {"analyze": "analyzer", "dashboards": "dashboards"}
+EXTRA_MODULES: frozenset[str] = frozenset({"httpx", "orjson", "cramjam", "grafanalib", "yaml"})
+MODULE_EXTRAS: dict[str, str] = {"torch": "torch", "pynvml": "nvml"}
+
+
+def missing_extra(command: str, exc: ModuleNotFoundError) -> MissingExtraError | None:
+    """The one-line error for a missing optional dependency, or None when ``exc`` is about a
+    module no extra provides (then it is a bug, reported as such)."""
+    module = (exc.name or "").partition(".")[0]
+    extra = MODULE_EXTRAS.get(module)
+    if extra is None and module in EXTRA_MODULES:
+        extra = COMMAND_EXTRAS.get(command, "all")
+    if extra is None:
+        return None
+    return MissingExtraError(f"needs the optional dependency {module!r}, which this install"
+                             f" lacks: pip install 'stormotel[{extra}]'")
 
 
 def _usage() -> str:
@@ -72,6 +91,14 @@ def run_command(command: str, rest: list[str], *, debug: bool = False) -> int:
             traceback.print_exc()
         print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
         return exit_code_of(exc)
+    except ModuleNotFoundError as exc:
+        missing = missing_extra(command, exc)
+        if missing is None:
+            return _internal_error(prog, exc, debug)
+        if debug:
+            traceback.print_exc()
+        print(f"{prog}: error: {missing}", file=sys.stderr)
+        return exit_code_of(missing)
     except RecursionError:
         if debug:
             traceback.print_exc()
@@ -85,12 +112,17 @@ def run_command(command: str, rest: list[str], *, debug: bool = False) -> int:
         print(f"{prog}: internal error: out of memory", file=sys.stderr)
         return exitcodes.INTERNAL
     except Exception as exc:
-        if debug:
-            traceback.print_exc()
-        hint = "" if debug else f" (a bug; rerun with {DEBUG_FLAG} for the traceback)"
-        print(f"{prog}: internal error: {type(exc).__name__}: {one_line(exc, 300)}{hint}",
-              file=sys.stderr)
-        return exitcodes.INTERNAL
+        return _internal_error(prog, exc, debug)
+
+
+def _internal_error(prog: str, exc: Exception, debug: bool) -> int:
+    """A bug: one line with exit INTERNAL; the traceback only with ``--debug``."""
+    if debug:
+        traceback.print_exc()
+    hint = "" if debug else f" (a bug; rerun with {DEBUG_FLAG} for the traceback)"
+    print(f"{prog}: internal error: {type(exc).__name__}: {one_line(exc, 300)}{hint}",
+          file=sys.stderr)
+    return exitcodes.INTERNAL
 
 
 def main(argv: list[str] | None = None) -> int:

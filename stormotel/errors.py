@@ -41,6 +41,11 @@ class LimitExceededError(UsageError):
     user named the input, a counted skip when it was found by walking a folder."""
 
 
+class MissingExtraError(UsageError):
+    """A command needs an optional dependency that this install lacks (exit USAGE): the
+    message names the ``pip install 'stormotel[EXTRA]'`` that adds it."""
+
+
 def exit_code_of(exc: BaseException) -> int:
     """The exit code an exception stands for (INTERNAL for anything not in the hierarchy)."""
     code = getattr(exc, "exit_code", None) if isinstance(exc, StormotelError) else None
