@@ -19,8 +19,7 @@ from analyzers.algorithms.settings import Settings, settings_for
 from analyzers.align import align as align_timeline
 from analyzers.attribution import attribute
 from analyzers.report import Report
-from analyzers.sources.oom_dumps import META_KEY as OOM_DUMPS
-from analyzers.timeline import ALIGN_WALL, Timeline
+from analyzers.timeline import ALIGN_WALL, META_OOM_DUMPS, Timeline
 
 
 def analyze(timeline: Timeline, *, sensitivity: str = "medium",
@@ -62,7 +61,7 @@ def analyze(timeline: Timeline, *, sensitivity: str = "medium",
     report.extra["offsets_ns"] = {r: o for r, o in tl.offsets_ns.items() if o}
     report.extra["samples"] = tl.total_samples()
     report.extra.update(report_section(*estimate_ratios(tl, estimates)))
-    forensics = oom_forensics(tl, tl.meta.get(OOM_DUMPS))
+    forensics = oom_forensics(tl, tl.meta.get(META_OOM_DUMPS))
     if forensics:
         report.extra["oom_forensics"] = forensics
     attribute(report, tl)

@@ -99,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "multi-rank GPU memory telemetry.")
     _add_source_arguments(p)
     _add_analysis_arguments(p)
-    from analyzers.stalls.cli_support import add_stall_arguments  # stuck jobs (issue 6)
+    from analyzers.stalls.cli_support import add_stall_arguments
 
     add_stall_arguments(p)
     _add_output_arguments(p)

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from stormotel import textsafe
-from stormotel.errors import UsageError
+from stormotel.errors import StormotelError, UsageError
 
 #: Environment variables read when no file is given (files win).
 ENV_BEARER_TOKEN = "STORMOTEL_BEARER_TOKEN"
@@ -45,8 +45,12 @@ class ConfigError(UsageError):
     """A setting the user can fix (missing secret file, unreadable CA, ...). Maps to USAGE."""
 
 
-class EndpointError(Exception):
-    """A request that failed for good (after retries). The message names the endpoint."""
+class EndpointError(StormotelError):
+    """A request that failed for good (after retries). The message names the endpoint.
+
+    Whose failure it is depends on the caller (a source's query is a source failure, a sink's
+    write a sink failure), so callers re-raise it as one of those; escaping uncaught it is a bug
+    and exits INTERNAL like any unmapped error."""
 
     def __init__(self, endpoint: str, message: str, *, status: int | None = None,
                  body: str = "") -> None:

@@ -12,7 +12,9 @@ from datetime import UTC, datetime
 from analyzers.attribution import location_text
 from analyzers.rankspec import format_rank_list
 from analyzers.report import CollectiveAttribution, GapFinding, Report
+from analyzers.stalls.render import render_stalls, stall_verdict
 from stormotel.textsafe import printable, redact
+from stormotel.units import format_bytes, format_duration
 
 MAX_GAP_LINES = 20
 MAX_COLLECTIVE_LINES = 10
@@ -22,30 +24,12 @@ MAX_NOTES = 10
 
 
 def fmt_bytes(n: float | None) -> str:
-    if n is None:
-        return "?"
-    sign = "-" if n < 0 else ""
-    n = abs(float(n))
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{sign}{n:.0f} {unit}" if unit == "B" else f"{sign}{n:.1f} {unit}"
-        n /= 1024
-    return f"{sign}{n:.1f} TiB"  # pragma: no cover
+    """A size as the summary prints it (one decimal, ``?`` when unknown)."""
+    return format_bytes(n, digits=1, missing="?")
 
 
 def fmt_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    s = float(seconds)
-    if s < 1:
-        return f"{s * 1e3:.1f} ms"
-    if s < 120:
-        return f"{s:.1f} s"
-    if s < 7200:
-        return f"{s / 60:.1f} min"
-    if s < 172800:
-        return f"{s / 3600:.1f} h"
-    return f"{s / 86400:.1f} d"
+    return format_duration(seconds, missing="?")
 
 
 def fmt_time(ns: int | None, origin: int | None) -> str:
@@ -140,8 +124,6 @@ def render_summary(report: Report) -> str:
     else:
         lines.append("Collective intervals: none")
     if report.stall_findings:
-        from analyzers.stalls.cli_support import render_stalls  # issue 6
-
         lines.extend(render_stalls(report.stall_findings))
     if report.skipped:
         lines.append("Skipped input: " + ", ".join(f"{k}={v}" for k, v in
@@ -189,7 +171,5 @@ def verdict(report: Report) -> str:
     if collective:
         parts.append(f"collective spikes on ranks {format_rank_list(collective)}")
     if report.stall_findings:
-        from analyzers.stalls.cli_support import stall_verdict
-
         parts.append(stall_verdict(report.stall_findings))
     return "Verdict: FINDINGS — " + "; ".join(parts)

@@ -38,6 +38,22 @@ ALIGN_FIRST_SAMPLE = "first-sample"
 ALIGN_MARKERS = "markers"
 ALIGNMENTS = (ALIGN_WALL, ALIGN_FIRST_SAMPLE, ALIGN_MARKERS)
 
+# Marker kinds (``Markers.kind``): sources write them, algorithms, stalls and sinks read them,
+# so they live here, beside the object every stage shares.
+KIND_STEP = "step"
+KIND_MARK = "mark"
+KIND_COLLECTIVE = "collective"
+KIND_THRESHOLD = "threshold"
+KIND_FIRST_RISE = "first_rise"
+KIND_OOM = "oom"
+KIND_CONTEXT = "context"
+
+# ``Timeline.meta`` keys a source fills and an algorithm reads.
+#: per-rank estimates from ``stormotel estimate`` (rank → bytes)
+META_ESTIMATE_BYTES = "estimate_bytes"
+#: the capture_oom ring dumps found beside the telemetry (list of OomDump)
+META_OOM_DUMPS = "oom_dumps"
+
 
 @dataclass(frozen=True)
 class RankIdentity:

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from stormotel import exitcodes, schema
+from stormotel.errors import exit_code_of
 from stormotel.samplers.faults import FaultSpecError, parse_faults
 
 __all__ = ["DEFAULT_FAULTS", "DEFAULT_JOB_ID", "build_parser", "main", "run_job"]
@@ -119,7 +120,7 @@ def main(argv: list[str]) -> int:
                           sampling_interval=args.interval)
     except FaultSpecError as e:
         print(f"stormotel demo: error: {e}", file=sys.stderr)
-        return exitcodes.USAGE
+        return exit_code_of(e)
     except RuntimeError as e:
         print(f"stormotel demo: error: {e}", file=sys.stderr)
         return exitcodes.SOURCE_FAILURE

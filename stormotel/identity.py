@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 from stormotel import schema
+from stormotel.errors import UsageError
 
 __all__ = ["LAUNCHERS", "Identity", "IdentityError", "parse_resource_attributes",
            "resolve_identity"]
@@ -42,7 +43,7 @@ __all__ = ["LAUNCHERS", "Identity", "IdentityError", "parse_resource_attributes"
 log = logging.getLogger("stormotel.identity")
 
 
-class IdentityError(ValueError):
+class IdentityError(UsageError, ValueError):
     """A rank/world-size/job id that cannot be used; the message names where it came from."""
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -24,9 +23,10 @@ from typing import Any
 import numpy as np
 
 from stormotel import schema
+from stormotel.atomic import write_atomic
 from stormotel.samplers.base import SAMPLE_FIELDS, Sample
 
-__all__ = ["RingBuffer", "write_atomic_lines"]
+__all__ = ["RingBuffer"]
 
 _VALUE_FIELDS = SAMPLE_FIELDS[1:]
 _DTYPE = np.dtype([("timestamp_ns", np.int64), *((f, np.float64) for f in _VALUE_FIELDS)])
@@ -89,22 +89,5 @@ class RingBuffer:
             kept += 1
         lines = lines[len(lines) - kept:]
         head.update(samples=len(lines), dropped_for_size=len(rows) - len(lines))
-        return write_atomic_lines(path, [json.dumps(head, separators=(",", ":"), default=str),
-                                         *lines])
-
-
-def write_atomic_lines(path: str | os.PathLike[str], lines: list[str]) -> Path:
-    """Write ``lines`` to a temp file beside ``path``, fsync, then rename over ``path``."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write("\n".join(lines) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+        return write_atomic(path, "\n".join(
+            [json.dumps(head, separators=(",", ":"), default=str), *lines]) + "\n")

@@ -19,8 +19,9 @@ from types import FrameType
 from stormotel import exitcodes, schema
 from stormotel.identity import IdentityError
 from stormotel.samplers import SAMPLERS, SamplerUnavailable
-from stormotel.samplers.faults import FaultSpecError, parse_bytes, parse_faults
+from stormotel.samplers.faults import FaultSpecError, parse_faults
 from stormotel.tracker import DEFAULT_ARCHIVE_DIR, MemoryTracker
+from stormotel.units import parse_bytes
 
 __all__ = ["build_parser", "main"]
 

@@ -22,8 +22,7 @@ import numpy as np
 from analyzers.algorithms.gap import RankGap, prepare_all
 from analyzers.algorithms.settings import Settings
 from analyzers.report import CollectiveAttribution, CollectiveClass
-from analyzers.sources.markers import KIND_COLLECTIVE
-from analyzers.timeline import Markers, Timeline
+from analyzers.timeline import KIND_COLLECTIVE, Markers, Timeline
 
 W_SYNC, W_MARKER, W_MAG = 0.5, 0.35, 0.15
 PEER_MARKER = 0.6

@@ -25,12 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from analyzers.timeline import Timeline
+from analyzers.timeline import META_ESTIMATE_BYTES, Timeline
 
 #: Fields tried for the actual peak, most comparable to a MemTracker estimate first.
 PEAK_FIELDS: tuple[str, ...] = ("allocated", "reserved", "device_used")
-#: Timeline.meta key where sources put per-rank estimates (rank → bytes).
-META_KEY = "estimate_bytes"
 #: Default tolerance before a rank counts as over its estimate (matches the alert's default).
 DEFAULT_MARGIN = 0.10
 
@@ -100,7 +98,7 @@ def report_section(ratios: list[EstimateRatio], notes: list[str],
 
 
 def _per_rank_estimates(timeline: Timeline, estimates: Estimates) -> dict[int, float]:
-    source: Any = timeline.meta.get(META_KEY) if estimates is None else estimates
+    source: Any = timeline.meta.get(META_ESTIMATE_BYTES) if estimates is None else estimates
     if source is None:
         return {}
     if isinstance(source, int | float) and not isinstance(source, bool):

@@ -25,8 +25,7 @@ import numpy as np
 from analyzers.algorithms.robust import rolling_min
 from analyzers.algorithms.settings import Settings
 from analyzers.report import Confidence, CrossRank, Suspect
-from analyzers.sources.markers import KIND_FIRST_RISE
-from analyzers.timeline import RankSeries, Timeline
+from analyzers.timeline import KIND_FIRST_RISE, RankSeries, Timeline
 
 FIELD = "device_used"
 

@@ -15,9 +15,10 @@ import httpx
 
 from analyzers import http
 from stormotel import schema
+from stormotel.errors import SourceFailureError
 
 
-class DiscoveryError(Exception):
+class DiscoveryError(SourceFailureError):
     """No endpoint answered the discovery query."""
 
 

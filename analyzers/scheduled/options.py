@@ -5,34 +5,20 @@ except through the namespace these flags fill."""
 from __future__ import annotations
 
 import argparse
-import re
 from datetime import UTC, datetime
 from pathlib import Path
 
 from analyzers import http
 from analyzers.sinks import grafana, pushgateway
-
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
-
-
-_UNIT_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+from stormotel import units
 
 
 def parse_duration(text: str) -> float:
-    """``90s``, ``15m``, ``1h30m``, ``2d`` → seconds (Prometheus duration syntax)."""
-    s = text.strip()
-    pos, total = 0, 0.0
-    for m in _DURATION.finditer(s):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNIT_S[m.group(2)]
-        pos = m.end()
-    if s == "0":
-        return 0.0
-    if pos != len(s) or not s:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a duration (use e.g. 90s, 15m, 1h30m, 2d)")
-    return total
+    """``90s``, ``15m``, ``1h30m``, ``2d`` → seconds (Prometheus duration syntax), for argparse."""
+    try:
+        return units.parse_duration(text)
+    except units.UnitError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def positive_duration(text: str) -> float:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from stormotel.atomic import write_atomic
 from stormotel.errors import UsageError
 
 STATE_SCHEMA = "stormotel.analyzer-state/v1"
@@ -80,9 +80,8 @@ class StateFile:
         return int(v) if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
     def save(self) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps(self.doc, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, self.path)
+        write_atomic(self.path, json.dumps(self.doc, indent=2, sort_keys=True) + "\n",
+                     make_parents=False)
 
 
 def _count_run(state: StateFile | None, job_id: str, outcome: str,

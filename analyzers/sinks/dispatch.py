@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 import time
@@ -22,6 +21,7 @@ from analyzers.report import Report
 from analyzers.sinks import findings_series, grafana, perfetto, pushgateway, remote_write
 from analyzers.sinks.base import Sink
 from analyzers.timeline import Timeline
+from stormotel.atomic import write_atomic
 from stormotel.textsafe import one_line
 
 
@@ -307,8 +307,4 @@ def _escape(value: str) -> str:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, text + "\n")

@@ -21,6 +21,7 @@ from analyzers.report import Report
 from analyzers.sinks.html.chart_data import chart_data
 from analyzers.sinks.html.page import render_page
 from analyzers.timeline import Timeline
+from stormotel.atomic import write_atomic
 
 NAME = "html"
 
@@ -47,11 +48,7 @@ def describe(path: Path) -> str:
 def write_html_report(path: Path, timeline: Timeline, report: Report) -> HtmlWritten:
     """Write the page atomically (a half-written report is worse than none)."""
     text, charts = render_html(timeline, report)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    path = write_atomic(path, text)
     named = charts.get("named_ranks")
     return HtmlWritten(path, path.stat().st_size, len(charts.get("charts") or []),
                        list(named) if isinstance(named, list) else [])

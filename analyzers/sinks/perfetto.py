@@ -18,6 +18,7 @@ import numpy as np
 from analyzers.report import Report
 from analyzers.sinks.grafana import annotations_for
 from analyzers.timeline import Timeline
+from stormotel.atomic import atomic_open
 
 #: Points per counter track after thinning (peaks are kept by max-pooling).
 MAX_COUNTER_POINTS = 20_000
@@ -119,10 +120,6 @@ def write_trace(path: Path, timeline: Timeline, report: Report | None = None) ->
     events = trace_events(timeline, report)
     doc = {"traceEvents": events, "displayTimeUnit": "ms",
            "metadata": {"job_id": timeline.job_id, "source": "stormotel analyze"}}
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as fh:
+    with atomic_open(path) as fh:
         json.dump(doc, fh, separators=(",", ":"))
-    tmp.replace(path)
     return len(events)

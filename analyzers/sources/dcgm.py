@@ -38,8 +38,8 @@ from analyzers.sources.prometheus import (
     clean_byte_series,
     label_selector,
     parse_matrix_values,
+    step_range,
 )
-from analyzers.sources.prometheus import _fmt_step as fmt_step
 from analyzers.sources.rank_info import merge_identity, read_rank_info, uuid_to_rank
 from analyzers.timeline import RankIdentity, RankSeries, Timeline, TimelineBuilder
 from stormotel import schema
@@ -226,7 +226,7 @@ def load_dcgm(urls: Sequence[str], window: QueryWindow, options: DcgmOptions, *,
             sel = label_selector({"__name__": name}, regex, selector)
             start_s = math.floor(window.start_ns / 1e9 / step) * step
             try:
-                return api.query_range(f"last_over_time({sel}[{fmt_step(step)}])", start_s,
+                return api.query_range(f"last_over_time({sel}[{step_range(step)}])", start_s,
                                        window.end_ns / 1e9, step)
             except EndpointError as e:
                 return e

@@ -13,15 +13,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from analyzers.timeline import Markers
-
-KIND_STEP = "step"
-KIND_MARK = "mark"
-KIND_COLLECTIVE = "collective"
-KIND_THRESHOLD = "threshold"
-KIND_FIRST_RISE = "first_rise"
-KIND_OOM = "oom"
-KIND_CONTEXT = "context"
+from analyzers.timeline import KIND_COLLECTIVE, KIND_MARK, Markers
 
 _COLLECTIVE = re.compile(
     r"nccl|rccl|gloo|all[_\- ]?reduce|all[_\- ]?gather|reduce[_\- ]?scatter|broadcast|barrier"

@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analyzers.sources import OOM_DUMP_SUFFIX
-from analyzers.timeline import Timeline
+from analyzers.timeline import META_OOM_DUMPS, Timeline
 from stormotel import schema
 
-META_KEY = "oom_dumps"
 _LAST_FIELDS = ("allocated", "reserved", "inactive_split", "device_used", "device_total")
 
 
@@ -91,5 +90,5 @@ def attach_oom_dumps(timeline: Timeline, extra: list[str] | None = None) -> Time
             timeline.skipped["bad_oom_dump"] += 1
             timeline.notes.append(f"OOM dump skipped: {e}")
     if dumps:
-        timeline.meta[META_KEY] = dumps
+        timeline.meta[META_OOM_DUMPS] = dumps
     return timeline

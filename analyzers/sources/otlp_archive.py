@@ -22,19 +22,18 @@ from typing import Any
 
 import numpy as np
 
-from analyzers.algorithms.estimate_ratio import META_KEY as ESTIMATE_META_KEY
 from analyzers.sources.base import LoadContext, SourceError
 from analyzers.sources.columns import bytes_column, time_column
 from analyzers.sources.jsonio import JSONDecodeError, loads
-from analyzers.sources.markers import (
+from analyzers.sources.markers import MarkerAccumulator, kind_for_mark
+from analyzers.timeline import (
     KIND_FIRST_RISE,
     KIND_OOM,
     KIND_STEP,
     KIND_THRESHOLD,
-    MarkerAccumulator,
-    kind_for_mark,
+    META_ESTIMATE_BYTES,
+    RankIdentity,
 )
-from analyzers.timeline import RankIdentity
 from stormotel import schema
 
 #: metric name → (Timeline field, is_peak)
@@ -387,7 +386,7 @@ class OtlpFileReader:
             if is_peak:
                 self.ctx.note(f"{self.path}: rank {rank} {field} taken from its peak series")
         if self.estimates:
-            known: dict[int, float] = b.meta.setdefault(ESTIMATE_META_KEY, {})  # type: ignore[assignment]
+            known: dict[int, float] = b.meta.setdefault(META_ESTIMATE_BYTES, {})  # type: ignore[assignment]
             known.update({rank: value for rank, (_, value) in self.estimates.items()})
         for rank, m in self.markers.build().items():
             b.add_markers(rank, m)

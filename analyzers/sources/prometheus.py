@@ -26,11 +26,18 @@ from dataclasses import dataclass, field
 import httpx
 import numpy as np
 
-from analyzers.algorithms.estimate_ratio import META_KEY as ESTIMATE_META_KEY
 from analyzers.http import Deadline, EndpointError, HttpSettings, make_client, request
 from analyzers.rankspec import format_rank_list
-from analyzers.sources.markers import KIND_OOM, KIND_STEP, MarkerAccumulator
-from analyzers.timeline import Markers, RankIdentity, Timeline, TimelineBuilder
+from analyzers.sources.markers import MarkerAccumulator
+from analyzers.timeline import (
+    KIND_OOM,
+    KIND_STEP,
+    META_ESTIMATE_BYTES,
+    Markers,
+    RankIdentity,
+    Timeline,
+    TimelineBuilder,
+)
 from stormotel import schema
 from stormotel.errors import SourceFailureError
 
@@ -106,7 +113,7 @@ def _name_regex(names: Iterable[str]) -> str:
     return "|".join(re.escape(n) for n in names)
 
 
-def _fmt_step(step_s: float) -> str:
+def step_range(step_s: float) -> str:
     """Range literal for "the step before this point": one ms short of the step, because
     Prometheus 2 ranges are closed at both ends and would otherwise see a sample twice."""
     return f"{max(1, round(step_s * 1000) - 1)}ms"
@@ -350,7 +357,7 @@ def _discover(api: PrometheusAPI, window: QueryWindow, builder: TimelineBuilder,
 
 def _read_estimates(d: _Discovery, window: QueryWindow, builder: TimelineBuilder) -> None:
     """The tracker's pre-run estimate per rank (constant per run): one instant query."""
-    out: dict[int, float] = builder.meta.setdefault(ESTIMATE_META_KEY, {})  # type: ignore[assignment]
+    out: dict[int, float] = builder.meta.setdefault(META_ESTIMATE_BYTES, {})  # type: ignore[assignment]
     secs = max(1, math.ceil(window.seconds))
     for name in d.estimate_names:
         sel = label_selector({"__name__": name, schema.ATTR_JOB_ID: window.job_id},
@@ -441,8 +448,8 @@ def load_prometheus(urls: Sequence[str], window: QueryWindow, *,
         with_data = _run_queries(tasks, builder, outcome, step, max_points, concurrency)
         for d in discoveries:
             _read_estimates(d, window, builder)
-        if not builder.meta.get(ESTIMATE_META_KEY):
-            builder.meta.pop(ESTIMATE_META_KEY, None)
+        if not builder.meta.get(META_ESTIMATE_BYTES):
+            builder.meta.pop(META_ESTIMATE_BYTES, None)
         for d in discoveries:
             got = with_data.get(d.api.url, set())
             for ident in d.identities.values():
@@ -527,14 +534,14 @@ def _plan_queries(discoveries: list[_Discovery], window: QueryWindow, step: floa
                     # the step before it: no lookback copies after a series ends. The peak
                     # series is itself a max; max_over_time keeps spikes between steps.
                     fn = "max_over_time" if peak else "last_over_time"
-                    expr = f"{fn}({sel}[{_fmt_step(step)}])"
+                    expr = f"{fn}({sel}[{step_range(step)}])"
                     tasks.append(_Task(d.api, fname, expr, batch, peak, start_s, end_s))
             for kind, names in d.marker_names.items():
                 for name in names:
                     sel = label_selector({"__name__": name, schema.ATTR_JOB_ID: window.job_id},
                                          {schema.ATTR_RANK: "|".join(map(str, batch))},
                                          window.extra_matchers)
-                    expr = f"last_over_time({sel}[{_fmt_step(step)}])"
+                    expr = f"last_over_time({sel}[{step_range(step)}])"
                     tasks.append(_Task(d.api, kind, expr, batch, False, start_s, end_s,
                                        marker=True))
     return tasks

@@ -26,9 +26,9 @@ from analyzers.gcpause import gc_paused
 from analyzers.sources.base import LoadContext, SourceError
 from analyzers.sources.columns import bytes_column, time_column
 from analyzers.sources.jsonio import JSONDecodeError, loads
-from analyzers.sources.markers import KIND_CONTEXT, MarkerAccumulator, is_collective
+from analyzers.sources.markers import MarkerAccumulator, is_collective
 from analyzers.sources.stormlog_fast import UNSET, Event
-from analyzers.timeline import RankIdentity
+from analyzers.timeline import KIND_CONTEXT, RankIdentity
 
 MIB = 1024 * 1024
 SUPPORTED_SCHEMAS = (2, 3, 4)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,7 +120,7 @@ def _add_flight_recorder(result: StallResult, path: Path, ws: int | None,
                          progress: ProgressFn | None) -> None:
     from analyzers.stalls.fr_analysis import analyze_dumps
     from analyzers.stalls.fr_loader import load_dump_dir
-    from analyzers.stalls.markers import markers_from_dumps
+    from analyzers.stalls.fr_markers import markers_from_dumps
 
     ds = load_dump_dir(path, world_size=ws)
     if progress:
@@ -207,83 +206,6 @@ def attach_markers(timeline: Timeline, markers_by_rank: dict[int, Markers]) -> T
     if unmatched:
         notes.append(f"collective markers of rank(s) {unmatched} have no telemetry to attach to")
     return dataclasses.replace(timeline, ranks=ranks, notes=notes)
-
-
-# --- text summary -----------------------------------------------------------------------------
-def stall_verdict(findings: list[StallFinding]) -> str:
-    """The verdict's stall part: the root causes first, then how many findings in all."""
-    roots = [f for f in findings if f.consequence_of is None]
-    named = [f"{f.kind} on rank(s) {format_ranks(f.ranks)} "
-             f"({f.evidence.get('category') or f.confidence})" for f in roots if f.ranks][:2]
-    lead = "stall root cause: " + "; ".join(named) if named else "stall: no single rank"
-    return f"{lead} — {len(findings)} stall finding(s), {len(roots)} root(s)"
-
-
-def format_ranks(ranks: list[int]) -> str:
-    return ",".join(map(str, ranks)) if len(ranks) <= 8 else \
-        f"{ranks[0]}..{ranks[-1]} ({len(ranks)} ranks)"
-
-
-def render_stalls(findings: list[StallFinding]) -> list[str]:
-    """The "Stalls" section of the text summary: culprits first, consequences indented."""
-    if not findings:
-        return ["Stalls: none"]
-    lines = [f"Stalls ({len(findings)}):"]
-    ws_source = next((f.evidence.get("world_size_source") for f in findings
-                      if f.evidence.get("world_size_source")), None)
-    if ws_source:
-        lines.append(f"  world size {findings[0].evidence.get('world_size')}: from {ws_source}")
-    for i, f in enumerate(findings):
-        who = ("ranks " + format_ranks(f.ranks)) if f.ranks else "no single rank"
-        where = f" — group {f.process_group}" if f.process_group else ""
-        seq = f" seq {f.seq_id}" if f.seq_id is not None else ""
-        op = f" {f.op}" if f.op else ""
-        head = f"  [{i}] {f.kind}: {who}{where}{seq}{op} ({f.confidence}, {f.source})"
-        if f.consequence_of is not None:
-            head = f"  [{i}] consequence of [{f.consequence_of}]: {f.kind}: {who}{where}{seq}"
-        lines.append(head)
-        reason = f.evidence.get("reason")
-        if reason:
-            lines.append(f"        {reason}")
-        cat = f.evidence.get("category")
-        if cat:
-            lines.append(f"        category: {cat}")
-        if f.kind == "rank_failure":
-            for r, d in list((f.evidence.get("per_rank") or {}).items())[:4]:
-                lines.append(f"        rank {r} at {d.get('line')}: {str(d.get('text'))[:160]}")
-        if f.evidence.get("suspects"):
-            lines.append(f"        suspects: ranks {format_ranks(f.evidence['suspects'])}")
-        if f.evidence.get("unseen_ranks"):
-            lines.append(f"        unseen (no dump): ranks {f.evidence['unseen_ranks']}")
-        if f.remediation and f.consequence_of is None:
-            lines.append(f"        fix: {f.remediation[0]}")
-        table = f.evidence.get("state_table")
-        if table and f.consequence_of is None:
-            lines.extend(_state_table_lines(table))
-    return lines
-
-
-MAX_TABLE_RANKS = 16
-
-
-def _state_table_lines(table: list[dict[str, Any]]) -> list[str]:
-    """The per-rank watchdog state (log findings), outliers first so a big job stays short."""
-    common = Counter((r["role"], r["seq"], r["enqueued"], r["completed"]) for r in table)
-    typical = common.most_common(1)[0][0] if common else None
-    rows = sorted(table, key=lambda r: ((r["role"], r["seq"], r["enqueued"],
-                                         r["completed"]) == typical, r["rank"]))
-    lines = ["        rank  role       seq   op              enqueued  completed"]
-    for r in rows[:MAX_TABLE_RANKS]:
-        lines.append(f"        {r['rank']:<5} {r['role']:<10} {_s(r['seq']):<5} "
-                     f"{_s(r['op']):<15} {_s(r['enqueued']):<9} {_s(r['completed'])}")
-    if len(rows) > MAX_TABLE_RANKS:
-        lines.append(f"        ... {len(rows) - MAX_TABLE_RANKS} more ranks like the last ones "
-                     "(JSON report has all)")
-    return lines
-
-
-def _s(v: object) -> str:
-    return "-" if v is None else str(v)
 
 
 def analyze_with_stalls(args: argparse.Namespace, load_timeline: Callable[[Any], Timeline],

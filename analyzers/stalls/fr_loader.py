@@ -21,6 +21,7 @@ from typing import Any
 from analyzers.gcpause import gc_paused
 from analyzers.stalls.fr_types import DumpSet, FrEntry, PgStatus, RankDump
 from analyzers.stalls.safe_unpickle import MAX_DUMP_BYTES, loads_plain
+from stormotel.errors import UsageError
 
 SUPPORTED_MAJOR = 2
 #: No job has this many ranks; file names and ``pg_config`` lists beyond it are not ranks.
@@ -29,7 +30,7 @@ _RANK_TAG = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
 _TRAILING_DIGITS = re.compile(r"^(.*?)(\d+)((?:\.[A-Za-z]+)*)$")
 
 
-class DumpError(ValueError):
+class DumpError(UsageError, ValueError):
     """A dump file (or folder) that cannot be read; the message names the file and the reason."""
 
 

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from analyzers.stalls import log_failures as lf
+from stormotel.errors import UsageError
 
 # --- event kinds --------------------------------------------------------------------------
 TIMEOUT = "watchdog_timeout"  #: the watchdog caught a collective timing out (WorkNCCL)
@@ -123,7 +124,7 @@ _RECORD_START = re.compile(r"^\s+(?:- |\[[\d, ]+\] |#\d+ )|"
 _FILE_RANK = re.compile(r"rank[_\-.]?(\d{1,7})|(?:^|[_\-.])(\d{1,7})\.(?:log|err|out|txt)$", re.I)
 
 
-class LogError(ValueError):
+class LogError(UsageError, ValueError):
     """A log path that cannot be read as text (message names the file and reason)."""
 
 

@@ -16,6 +16,8 @@ import pickle
 from collections.abc import Iterator
 from typing import Any
 
+from stormotel.errors import UsageError
+
 #: Refuse pickles larger than this before reading them into memory (Flight Recorder dumps of a
 #: 2000-entry ring buffer with stack frames are a few MB).
 MAX_DUMP_BYTES = 512 * 1024 * 1024
@@ -27,7 +29,7 @@ UNPICKLE_BUDGET = 512 * 1024 * 1024
 UNPICKLE_FACTOR = 16
 
 
-class UnsafePickleError(pickle.UnpicklingError):
+class UnsafePickleError(UsageError, pickle.UnpicklingError):
     """The pickle asked for something other than plain containers and scalars."""
 
 

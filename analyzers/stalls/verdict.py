@@ -15,8 +15,7 @@ import dataclasses
 import numpy as np
 
 from analyzers.report import StallFinding
-from analyzers.sources.markers import KIND_OOM
-from analyzers.timeline import Timeline
+from analyzers.timeline import KIND_OOM, Timeline
 
 #: memory used / device total at a rank's last sample that counts as "at the limit"
 AT_LIMIT = 0.95

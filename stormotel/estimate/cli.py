@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from stormotel import exitcodes
-from stormotel.estimate.units import UnitError, parse_bytes
+from stormotel.errors import StormotelError, exit_code_of
+from stormotel.units import UnitError, parse_bytes
 
 _EPILOG = """\
 The factory is a function, importable as package.module:function (the current directory is on
@@ -76,8 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    from stormotel.estimate.core import EstimationError, estimate
-    from stormotel.estimate.factory import FactoryError
+    from stormotel.estimate.core import estimate
     from stormotel.estimate.report import render_table
 
     def progress(message: str) -> None:
@@ -87,9 +87,9 @@ def main(argv: list[str]) -> int:
     try:
         est = estimate(args.factory, iterations=args.iterations, mode=args.mode,
                        round_to=args.round_to, depth=args.depth, progress=progress)
-    except (FactoryError, EstimationError) as exc:
+    except StormotelError as exc:  # FactoryError, EstimationError: the user's model or flags
         print(f"stormotel estimate: error: {exc}", file=sys.stderr)
-        return exitcodes.USAGE
+        return exit_code_of(exc)
     est.device_memory_bytes = args.device_memory
     text = est.to_json() if args.format == "json" else render_table(est)
     if args.output is None:

@@ -45,6 +45,7 @@ from torch.distributed._tools.mem_tracker import MemTracker
 from torch.distributed.fsdp import FSDPModule
 from torch.utils._pytree import tree_flatten
 
+from stormotel.errors import UsageError
 from stormotel.estimate.factory import (
     FactoryError,
     Workload,
@@ -81,7 +82,7 @@ _TOTAL = "Total"
 _ITERATIONS_MARK = "stormotel.estimate.iterations"
 
 
-class EstimationError(Exception):
+class EstimationError(UsageError):
     """The workload could not be run (the model raised, or fake tensors cannot trace it)."""
 
 

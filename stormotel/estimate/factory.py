@@ -21,9 +21,10 @@ from torch import nn
 from torch.utils._pytree import tree_flatten
 
 import stormotel
+from stormotel.errors import UsageError
 
 
-class FactoryError(Exception):
+class FactoryError(UsageError):
     """The factory cannot be loaded or called, or returned something unusable."""
 
 

@@ -27,7 +27,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from stormotel.estimate.units import format_bytes
+from stormotel.units import format_bytes
 
 ESTIMATE_SCHEMA = "stormotel.estimate/v1"
 

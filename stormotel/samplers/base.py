@@ -9,10 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Protocol, runtime_checkable
 
+from stormotel.errors import UsageError
+
 __all__ = ["SAMPLE_FIELDS", "Sample", "Sampler", "SamplerUnavailable"]
 
 
-class SamplerUnavailable(RuntimeError):
+class SamplerUnavailable(UsageError, RuntimeError):
     """The requested backend cannot run here (no GPU, no driver, torch without CUDA).
 
     The message is a complete sentence for the user; callers print it and exit USAGE.

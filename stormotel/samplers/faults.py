@@ -27,8 +27,10 @@ Kinds and what they do to the owning rank's numbers (parameters and defaults):
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
+
+from stormotel import units
+from stormotel.errors import UsageError
 
 __all__ = ["FAULT_KINDS", "Fault", "FaultSpecError", "parse_bytes", "parse_duration",
            "parse_faults"]
@@ -47,12 +49,9 @@ _DEFAULTS: dict[str, dict[str, float]] = {
     "first_spike": {"delta": 512 * 2**20, "lead": 0.5, "duration": math.inf},
     "oom": {},
 }
-_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10,
-          "mib": 2**20, "gib": 2**30, "tib": 2**40}
-_NUM_UNIT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 
 
-class FaultSpecError(ValueError):
+class FaultSpecError(UsageError, ValueError):
     """A fault spec that cannot be parsed; the message quotes the clause and says what is wrong."""
 
 
@@ -73,18 +72,19 @@ class Fault:
 
 
 def parse_bytes(text: str) -> int:
-    m = _NUM_UNIT.match(text)
-    if not m or m.group(2).lower() not in {*_UNITS, ""}:
-        raise ValueError(f"{text!r} is not a size (e.g. 512MiB, 1GiB, 1000000)")
-    return int(float(m.group(1)) * _UNITS.get(m.group(2).lower(), 1))
+    """A size in a fault spec (``512MiB``, ``1GiB``, ``1000000``); see :mod:`stormotel.units`."""
+    try:
+        return units.parse_bytes(text)
+    except units.UnitError:
+        raise ValueError(f"{text!r} is not a size (e.g. 512MiB, 1GiB, 1000000)") from None
 
 
 def parse_duration(text: str) -> float:
-    m = _NUM_UNIT.match(text)
-    unit = m.group(2).lower() if m else None
-    if not m or unit not in {"", "s", "ms"}:
-        raise ValueError(f"{text!r} is not a duration (e.g. 3s, 500ms, 1.5)")
-    return float(m.group(1)) / (1000.0 if unit == "ms" else 1.0)
+    """A time in a fault spec (``3s``, ``500ms``, ``1.5`` seconds)."""
+    try:
+        return units.parse_duration(text, bare_seconds=True)
+    except units.UnitError:
+        raise ValueError(f"{text!r} is not a duration (e.g. 3s, 500ms, 1.5)") from None
 
 
 def _parse_rate(text: str) -> float:

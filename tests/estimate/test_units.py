@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stormotel.estimate.units import UnitError, format_bytes, parse_bytes
+from stormotel.units import UnitError, format_bytes, parse_bytes
 
 
 @pytest.mark.parametrize(("text", "expected"), [

@@ -20,14 +20,15 @@ from analyzers.sinks.html.downsample import (
     envelope,
     field_values,
 )
-from analyzers.sources.markers import (
+from analyzers.timeline import (
     KIND_COLLECTIVE,
     KIND_FIRST_RISE,
     KIND_OOM,
     KIND_STEP,
     KIND_THRESHOLD,
+    RankSeries,
+    Timeline,
 )
-from analyzers.timeline import RankSeries, Timeline
 
 #: Charts, in page order: (field, title).
 CHARTS: tuple[tuple[str, str], ...] = (
