@@ -21,6 +21,9 @@ SERVER_FIXTURES = frozenset({"prometheus_server", "victoriametrics_server", "pus
 #: to minutes on a 2-core machine): Flight Recorder dumps (tests/stalls/conftest.py,
 #: test_fr_real.py, test_fr_scale.py) and the estimator's CLI runs (tests/estimate/test_cli.py).
 SLOW_FIXTURES = frozenset({"fr_dumps", "torch_runs", "scale", "runs"})
+#: Folders whose every test runs the CLI as a user would, in a memory-limited subprocess
+#: (about a hundred interpreter start-ups): the hostile-input corpus.
+SLOW_FOLDERS = ("hostile",)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -28,7 +31,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         used = set(getattr(item, "fixturenames", ()))
         if used & SERVER_FIXTURES:
             item.add_marker(pytest.mark.servers)
-        if used & SLOW_FIXTURES:
+        if used & SLOW_FIXTURES or item.path.parent.name in SLOW_FOLDERS:
             item.add_marker(pytest.mark.slow)
 
 

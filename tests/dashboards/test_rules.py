@@ -37,6 +37,7 @@ def test_promtool_check_rules_accepts_the_shipped_file() -> None:
     assert f"SUCCESS: {n} rules found" in out.stdout
 
 
+@pytest.mark.slow  # promtool, a Go binary, on the whole rule set
 def test_promtool_unit_tests_pass() -> None:
     out = subprocess.run([_promtool(), "test", "rules", TESTS_PATH.name], capture_output=True,
                          text=True, timeout=60, cwd=TESTS_PATH.parent)
@@ -44,6 +45,7 @@ def test_promtool_unit_tests_pass() -> None:
     assert "SUCCESS" in out.stdout
 
 
+@pytest.mark.slow  # promtool, a Go binary, on the whole rule set
 def test_promtool_unit_tests_catch_a_broken_rule(tmp_path: Path) -> None:
     """Guard against tests that cannot fail: weaken one alert and promtool must report it."""
     broken = RULES_PATH.read_text().replace("> 0.95", "> 0.99", 1)
