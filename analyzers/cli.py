@@ -103,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_stall_arguments(p)
     _add_output_arguments(p)
-    from analyzers.job import add_job_arguments  # TSDB source, sinks, cron safety (issue 4)
+    from analyzers.job import add_job_arguments  # TSDB source, sinks, cron safety
 
     add_job_arguments(p, include_job_id=False)
     return p
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     problem = job.validate_args(args)
     if problem:
         parser.exit(exitcodes.USAGE, f"{PROG}: error: {problem}\n")
-    if job.wants_tsdb(args):  # the scheduled job: TSDB window -> analysis -> sinks (issue 4)
+    if job.wants_tsdb(args):  # the scheduled job: TSDB window -> analysis -> sinks
         if args.paths:
             parser.exit(exitcodes.USAGE, f"{PROG}: error: give PATHs or --prometheus, not both\n")
         try:

@@ -1,6 +1,6 @@
 """Incident dashboard for one analysed job: its suspect ranks pinned, its findings as annotations.
 
-Called by the analyzer job (issue 4) after a run with findings; it reuses the panel catalogue of
+Called by the analyzer job after a run with findings; it reuses the panel catalogue of
 the standard dashboards, so an incident looks like the overview narrowed to what went wrong.
 """
 

@@ -282,7 +282,7 @@ def prom_label(attribute_key: str) -> str:
     return _sanitize(attribute_key)
 
 
-# --- tracker (issue 2): archive layout, edge spans, drop reasons, simulated-device env ---------
+# --- tracker: archive layout, edge spans, drop reasons, simulated-device env ---------
 # The OTLP JSON-lines archive: <archive_dir>/<job_id>/rank-<R>.metrics.jsonl and .traces.jsonl,
 # one ExportMetricsServiceRequest / ExportTraceServiceRequest per line (docs/tracker.md).
 ARCHIVE_METRICS_SUFFIX = ".metrics.jsonl"
@@ -309,7 +309,7 @@ REASON_OVERRUN = "overrun"  # sampling fell behind its interval; ticks skipped
 ENV_SIM_FAULTS = "STORMOTEL_SIM_FAULTS"
 ENV_SIM_EPOCH_NS = "STORMOTEL_SIM_EPOCH_NS"
 
-# --- dashboards & alert rules (issue 5): recording-rule series, analyzer outcome values --------
+# --- dashboards & alert rules: recording-rule series, analyzer outcome values --------
 # Recorded by dashboards/rules/stormotel-rules.yml, aggregated `by` the IDENTITY_LABELS so every
 # recorded series keeps job_id/rank/host and nothing else; dashboards and alerts read these.
 REC_DEVICE_USED_RATIO = "stormotel:gpu_memory_used:ratio"  # device used / limit, 0..1
