@@ -23,6 +23,7 @@ from analyzers.report import StallFinding
 from analyzers.stalls.fr_groups import GroupView, rebuild_groups
 from analyzers.stalls.fr_p2p import p2p_findings
 from analyzers.stalls.fr_types import DumpSet, FrEntry, group_label
+from analyzers.stalls.vote import minority_vote
 
 #: profiling names that are the same collective under another API name
 _OP_ALIASES = {
@@ -334,15 +335,6 @@ def numel_violation(e: FrEntry, group_size: int) -> str | None:
     return None
 
 
-def _vote(values: dict[int, Any]) -> tuple[list[int], Any] | None:
-    """Minority ranks against a strict majority value; None when there is no strict majority."""
-    counts = Counter(values.values())
-    (top, n), *rest = counts.most_common()
-    if rest and rest[0][1] == n:
-        return None
-    return sorted(r for r, v in values.items() if v != top), top
-
-
 def _first_mismatch(g: GroupView) -> StallFinding | None:
     if not g.entries:
         return None
@@ -371,7 +363,7 @@ def _compare(g: GroupView, seq: int, at: dict[int, FrEntry]) -> StallFinding | N
     for kind, values in checks:
         if len(set(values.values())) <= 1:
             continue
-        vote = _vote(values) if len(values) > 2 else None
+        vote = minority_vote(values) if len(values) > 2 else None
         per_rank = {str(r): at[r].describe() for r in sorted(at)}
         created = min(e.time_created_ns for e in at.values() if e.time_created_ns) \
             if any(e.time_created_ns for e in at.values()) else None

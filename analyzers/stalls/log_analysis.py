@@ -45,6 +45,7 @@ from analyzers.stalls.log_world import (
     normalise_groups,
     world_from_evidence,
 )
+from analyzers.stalls.vote import minority_vote
 
 CATEGORY_REMEDIATION: dict[str, list[str]] = {
     "mismatched_collective": [
@@ -265,11 +266,8 @@ def _state_table(evs: list[lp.LogEvent], hints: dict[int, Counter[str]]
 
 def _vote(values: dict[int, Any]) -> list[int] | None:
     """The minority: ranks whose value differs from a strict majority (None on a tie)."""
-    counts = Counter(values.values())
-    (top, n), *rest = counts.most_common()
-    if rest and rest[0][1] == n:
-        return None
-    return sorted(r for r, v in values.items() if v != top)
+    vote = minority_vote(values)
+    return None if vote is None else vote[0]
 
 
 #: ops whose per-rank sizes legitimately differ (roots, uneven all-to-all, point-to-point)

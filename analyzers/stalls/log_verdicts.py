@@ -19,6 +19,7 @@ from typing import Any
 
 from analyzers.report import StallFinding
 from analyzers.stalls import logs_parser as lp
+from analyzers.stalls.vote import minority_vote
 
 FAILURE_ORDER = ("oom", "cuda_error", "nccl_error", "storage", "data", "exception", "signal")
 
@@ -169,15 +170,14 @@ def fingerprint_findings(events: list[lp.LogEvent], remediation: list[str]
     differing = [kind for i, (_, kind) in enumerate(_ASPECTS)
                  if len({v[i] for v in values.values() if v[i] is not None}) > 1]
     kind = differing[0] if differing else "op_type_mismatch"
-    counts = Counter(values.values())
-    (top, n), *rest = counts.most_common()
+    vote = minority_vote(values)
     per_rank = {str(r): prints[r] for r in sorted(prints)}
     ev: dict[str, Any] = {"category": "mismatched_collective", "per_rank": per_rank,
                           "lines": lines[:16], "differs_in": differing,
                           "spoke": {"ranks": len(prints)}}
     seq = next((fp.get("SequenceNumber") for fp in prints.values()), None)
     op = next((fp.get("OpType") for fp in prints.values()), None)
-    if len(prints) == 2 or (rest and rest[0][1] == n):
+    if len(prints) == 2 or vote is None:
         ev["suspects"] = sorted(prints)
         ev["reason"] = (f"TORCH_DISTRIBUTED_DEBUG=DETAIL: {len(prints)} ranks disagree on "
                         f"{', '.join(differing) or 'the collective'} with no majority — "
@@ -186,7 +186,7 @@ def fingerprint_findings(events: list[lp.LogEvent], remediation: list[str]
         return [StallFinding(kind="undecided", ranks=[], process_group=None,
                              seq_id=_seq(seq), op=op, source="logs", confidence="low",
                              evidence=ev, remediation=list(remediation))]
-    culprits = sorted(r for r, v in values.items() if v != top)
+    culprits = vote[0]
     ev["reason"] = (f"TORCH_DISTRIBUTED_DEBUG=DETAIL fingerprints: {len(culprits)} of "
                     f"{len(prints)} ranks run a different collective ({', '.join(differing)})")
     return [StallFinding(kind=kind, ranks=culprits, process_group=None,  # type: ignore[arg-type]
