@@ -12,14 +12,13 @@ import pytest
 from stormotel import exitcodes
 from tests.analyzers.otlp_fixtures import write_archive
 from tests.analyzers.synth import healthy, plant_gap_drift, seed_example
+from tests.cli import run_stormotel
 
 DATA = Path(__file__).parent / "data"
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "stormotel", "analyze", *args],
-                          capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).resolve().parents[2])
+    return run_stormotel("analyze", *args, timeout=120)
 
 
 def _no_traceback(p: subprocess.CompletedProcess[str]) -> None:

@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from dashboards import build
 from dashboards.settings import Settings
 from stormotel import exitcodes
+from tests.cli import run_stormotel
 from tests.dashboards.exprs import REPO
 
 CHART = REPO / "helm" / "stormotel"
 
 
 def _run(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "stormotel", "dashboards", *args],
-                          capture_output=True, text=True, timeout=60, cwd=cwd)
+    return run_stormotel("dashboards", *args, cwd=cwd)
 
 
 def test_committed_files_are_up_to_date() -> None:

@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import os
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cli import run_stormotel
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60
             ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "stormotel", "analyze", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+    return run_stormotel("analyze", *args, env=env or {}, timeout=timeout)
 
 
 def summary_line(stderr: str) -> dict[str, str]:

@@ -9,12 +9,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests.cli import run_stormotel
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "stormotel", "analyze", *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=timeout)
+    return run_stormotel("analyze", *args, timeout=timeout)
 
 
 def run_json(*args: str) -> tuple[int, dict[str, Any]]:

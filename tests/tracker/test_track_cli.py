@@ -12,13 +12,14 @@ import pytest
 
 from stormotel import exitcodes, schema
 from stormotel.track_cli import build_parser
+from tests.cli import run_stormotel
 from tests.tracker.otlp_util import MetricsRequest, TraceRequest, parse_lines, points, spans
 
 CMD = [sys.executable, "-m", "stormotel", "track"]
 
 
 def run(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CMD, *args], capture_output=True, text=True, timeout=timeout)
+    return run_stormotel("track", *args, timeout=timeout, cwd=None)
 
 
 def test_track_simulated_for_a_duration(tmp_path: Path) -> None:
