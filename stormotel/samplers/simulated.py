@@ -53,6 +53,9 @@ class SimulatedSampler:
         if epoch_ns is None:
             env_epoch = os.environ.get(schema.ENV_SIM_EPOCH_NS, "").strip()
             epoch_ns = int(env_epoch) if env_epoch else clock_ns()
+            shared_epoch = bool(env_epoch)
+        else:
+            shared_epoch = False
         self.rank = rank
         self.device_index = device_index
         self.gpu_uuid: str | None = f"GPU-simulated-{device_index}"
@@ -64,6 +67,9 @@ class SimulatedSampler:
         self.activation_peak_bytes = activation_peak_bytes
         self.gap_bytes = gap_bytes
         self._clock_ns = clock_ns
+        #: With a shared epoch (faults at one absolute time across ranks started apart), each
+        #: rank still warms up from its own start, as a real process does.
+        self.warmup_origin_s = max(0.0, self.elapsed_s()) if shared_epoch else 0.0
         self._raised: set[int] = set()
         self._lock = threading.Lock()
 
@@ -84,7 +90,7 @@ class SimulatedSampler:
         ramp = phase / 0.6 if phase < 0.6 else (1.0 - phase) / 0.4
         jitter = int((self.rank + 1) * MiB * math.sin(2.3 * t + self.rank))
         allocated = self.weights_bytes + int(self.activation_peak_bytes * ramp) + jitter
-        warmed = min(1.0, t / (0.6 * self.step_period_s))  # first forward pass fills the cache
+        warmed = min(1.0, max(0.0, t - self.warmup_origin_s) / (0.6 * self.step_period_s))  # first forward pass fills the cache
         reserved_floor = self.weights_bytes + 20 * MiB + int(self.activation_peak_bytes * warmed)
         alloc_extra = 0
         gap = self.gap_bytes
