@@ -90,7 +90,8 @@ class SimulatedSampler:
         ramp = phase / 0.6 if phase < 0.6 else (1.0 - phase) / 0.4
         jitter = int((self.rank + 1) * MiB * math.sin(2.3 * t + self.rank))
         allocated = self.weights_bytes + int(self.activation_peak_bytes * ramp) + jitter
-        warmed = min(1.0, max(0.0, t - self.warmup_origin_s) / (0.6 * self.step_period_s))  # first forward pass fills the cache
+        # The first forward pass fills the cache.
+        warmed = min(1.0, max(0.0, t - self.warmup_origin_s) / (0.6 * self.step_period_s))
         reserved_floor = self.weights_bytes + 20 * MiB + int(self.activation_peak_bytes * warmed)
         alloc_extra = 0
         gap = self.gap_bytes

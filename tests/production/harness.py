@@ -181,7 +181,8 @@ def judge(s: Scenario, code: int, report: dict[str, Any], *, must_name: bool) ->
         problems.append(f"leader {s.leader} not named at high/medium: "
                         f"{[(x['rank'], x['confidence']) for x in suspects]}")
     if s.leader is None and sure:
-        problems.append(f"no first cause planted, got {[(x['rank'], x['confidence']) for x in suspects]}")
+        named_now = [(x["rank"], x["confidence"]) for x in suspects]
+        problems.append(f"no first cause planted, got {named_now}")
     gaps = {(g["rank"], g["classification"]) for g in report["gap_findings"]}
     for want in s.gap_truth:
         if want not in gaps:

@@ -10,7 +10,6 @@ person with ``curl`` would. Each job is then analysed from its archive and from 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
