@@ -117,12 +117,24 @@ def first_rise(series: RankSeries, settings: Settings, after_ns: int | None = No
         if sel.size:
             k = int(sel[np.argmin(m.start_ns[sel])])
             attrs = m.attrs[k] if k < len(m.attrs) else {}
-            res = attrs.get(EDGE_RESOLUTION_ATTR) if isinstance(attrs, Mapping) else None
-            edge_res = int(res) if isinstance(res, int | float) and res > 0 else min(
-                hole, DEFAULT_EDGE_RESOLUTION_NS)
+            edge_res = _edge_resolution(attrs) or min(hole, DEFAULT_EDGE_RESOLUTION_NS)
             rise_t, edge, hole = int(m.start_ns[k]), True, min(hole, edge_res)
     return FirstRise(series.rank, rise_t, float(v[i] - level), threshold, int(t[j]), level,
                      peak, settled, hole, edge, step=_step_at(series, rise_t))
+
+
+def _edge_resolution(attrs: object) -> int | None:
+    """An edge's resolution: the tracker's sampling interval, from the TSDB source (ns) or the
+    span event itself (seconds)."""
+    if not isinstance(attrs, Mapping):
+        return None
+    ns = attrs.get(EDGE_RESOLUTION_ATTR)
+    if isinstance(ns, int | float) and ns > 0:
+        return int(ns)
+    secs = attrs.get(schema.SPAN_ATTR_SAMPLING_INTERVAL)
+    if isinstance(secs, int | float) and secs > 0:
+        return int(secs * 1e9)
+    return None
 
 
 def _step_at(series: RankSeries, t_ns: int) -> int | None:
@@ -170,7 +182,10 @@ def mark_warmups(timeline: Timeline, rises: dict[int, list[FirstRise]], settings
         ok = np.isfinite(x)
         t = series.t_ns[ok]
         interval = series.median_interval_ns() or 0
-        if not rs or (window_start_ns is not None and t[0] <= window_start_ns + interval):
+        # A rank whose data begins at the window's start was running before it: no warm-up
+        # can be seen (a scrape or two of slack, plus a second for a late first scrape).
+        cut = window_start_ns is not None and t[0] <= window_start_ns + 3 * interval + 10**9
+        if not rs or cut:
             continue
         span = int(t[-1] - t[0])
         warmup_ns = min(settings.warmup_s * 1e9, WARMUP_SHARE * span)

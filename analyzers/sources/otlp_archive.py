@@ -327,7 +327,9 @@ class OtlpFileReader:
         elif name == schema.SPAN_MARK:
             mark = str(attrs.get(schema.SPAN_ATTR_MARK) or name)
             self.markers.add(rank, start, end or start, mark, kind_for_mark(mark), attrs)
-        elif name != schema.SPAN_SESSION:
+        elif name not in (schema.SPAN_SESSION, schema.SPAN_EDGE):
+            # An edge span only carries its event (below): the rank's own evidence, never a
+            # mark another rank shares (it must not become a clock anchor).
             self.markers.add(rank, start, end or start, name, kind_for_mark(name), attrs)
         for ev in span.get("events") or ():
             kind = _EVENT_KINDS.get(ev.get("name"))
