@@ -69,7 +69,8 @@ class SimulatedSampler:
         self._clock_ns = clock_ns
         #: With a shared epoch (faults at one absolute time across ranks started apart), each
         #: rank still warms up from its own start, as a real process does.
-        self.warmup_origin_s = max(0.0, self.elapsed_s()) if shared_epoch else 0.0
+        #: (The epoch may lie in the future: a rank started early is warm by then.)
+        self.warmup_origin_s = self.elapsed_s() if shared_epoch else 0.0
         self._raised: set[int] = set()
         self._lock = threading.Lock()
 
@@ -85,13 +86,14 @@ class SimulatedSampler:
 
     def reading_at(self, t: float, timestamp_ns: int = 0) -> Sample:
         """The device state ``t`` seconds after the epoch (pure; clamps t < 0 to 0)."""
+        since_start = t - self.warmup_origin_s
         t = max(0.0, t)
         phase = (t % self.step_period_s) / self.step_period_s
         ramp = phase / 0.6 if phase < 0.6 else (1.0 - phase) / 0.4
         jitter = int((self.rank + 1) * MiB * math.sin(2.3 * t + self.rank))
         allocated = self.weights_bytes + int(self.activation_peak_bytes * ramp) + jitter
         # The first forward pass fills the cache.
-        warmed = min(1.0, max(0.0, t - self.warmup_origin_s) / (0.6 * self.step_period_s))
+        warmed = min(1.0, max(0.0, since_start) / (0.6 * self.step_period_s))
         reserved_floor = self.weights_bytes + 20 * MiB + int(self.activation_peak_bytes * warmed)
         alloc_extra = 0
         gap = self.gap_bytes

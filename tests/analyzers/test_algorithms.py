@@ -344,3 +344,20 @@ def test_fragmentation_prefers_the_inactive_split_counter():
     (f,) = analyze(timeline(0.6)).gap_findings
     assert (f.rank, f.classification, f.evidence["measure"]) == (1, "fragmentation",
                                                                  "inactive_split")
+
+
+def test_leak_still_growing_at_the_end_of_a_long_window_is_a_drift():
+    """7 h of a quiet gap, then a leak over the last 2 h that is still growing at the end:
+    fitted over the whole window the line is poor (R² low) and the tail looks like a spike;
+    it is a persistent drift."""
+    n = 7 * 360  # one sample every 10 s for 7 h
+    data = healthy(2, n, seed=21, interval=10 * 10**9, reserved_bytes=8 * GIB,
+                   gap_bytes=256 * MIB)
+    start = n - 2 * 360
+    data[1].device_used[start:] += np.linspace(0, 3 * GIB, n - start)
+    report = analyze(to_timeline(data))
+    found = {(g.rank, g.classification) for g in report.gap_findings}
+    assert (1, "persistent_drift") in found, found
+    assert (1, "transient_spike") not in found and not any(r == 0 for r, _ in found)
+    drift = next(g for g in report.gap_findings if g.classification == "persistent_drift")
+    assert drift.evidence["window_share"] in (0.5, 0.25)

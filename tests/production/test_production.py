@@ -34,12 +34,16 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
                                scrape_interval="10s") as prom_b:
         running = harness.start_jobs(list(harness.SCENARIOS), work, ports=ports)
         harness.wait_jobs(running)
+        late = harness.late_ranks(running)
+        assert not late, f"trackers started too late for their planted faults: {late}"
         yield {"jobs": {j.scenario.name: j for j in running}, "prom": prom_a.url,
                "prom_b": prom_b.url, "work": work}
 
 
-def _check(name: str, code: int, report: dict[str, Any], must_name: bool) -> None:
-    verdict = harness.judge(BY_NAME[name], code, report, must_name=must_name)
+def _check(name: str, code: int, report: dict[str, Any], must_name: bool,
+           check_gaps: bool = True) -> None:
+    verdict = harness.judge(BY_NAME[name], code, report, must_name=must_name,
+                            check_gaps=check_gaps)
     detail = [report["cross_rank"], report["notes"][-6:]]
     assert not verdict.wrong_sure, (verdict.problems, detail)
     assert verdict.ok, (verdict.problems, detail)
@@ -58,7 +62,8 @@ def test_prometheus_path(fleet: dict[str, Any], name: str) -> None:
     code, report = harness.analyze_prometheus(job, [fleet["prom"]],
                                               fleet["work"] / f"{name}-prom.json")
     # Edge gauges carry the tracker's own sample time: the leader is named despite 15 s scrapes.
-    _check(name, code, report, must_name=True)
+    # A 30 s job holds ~2 scrapes per rank: too few for gap analysis (checked in the benchmark).
+    _check(name, code, report, must_name=True, check_gaps=False)
 
 
 def test_two_scrapers_same_answer_in_any_order(fleet: dict[str, Any]) -> None:
@@ -68,4 +73,4 @@ def test_two_scrapers_same_answer_in_any_order(fleet: dict[str, Any]) -> None:
     _, ba = harness.analyze_prometheus(job, [b, a], fleet["work"] / "ba.json")
     assert ab["cross_rank"]["first_cause_suspects"] == ba["cross_rank"]["first_cause_suspects"]
     assert ab["cross_rank"].get("incidents") == ba["cross_rank"].get("incidents")
-    _check(PAIRED, 1, ab, must_name=True)
+    _check(PAIRED, 1, ab, must_name=True, check_gaps=False)
