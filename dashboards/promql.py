@@ -54,6 +54,18 @@ def gauge(metric: schema.Metric, match: str = "") -> str:
     return by_identity("max", series(metric.prom, match))
 
 
+# --- edges as metrics: exact times of the tracker's in-process edges --------------------------
+def edge_time_ms(match: str = "") -> str:
+    """Unix time (ms, what Grafana's date units read) of each rank's latest edge, per kind."""
+    return f"{by_identity('max', series(schema.EDGE_TIMESTAMP.prom, match), [schema.ATTR_EDGE])}" \
+        " * 1000"
+
+
+def edge_size(match: str = "") -> str:
+    """Size of each rank's latest edge, per kind."""
+    return by_identity("max", series(schema.EDGE_SIZE.prom, match), [schema.ATTR_EDGE])
+
+
 # --- derived memory quantities (the recording rules' bodies) -----------------------------------
 def used_ratio(match: str = "") -> str:
     """Device used / limit, 0..1."""
