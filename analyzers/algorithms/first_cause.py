@@ -31,7 +31,7 @@ import numpy as np
 from analyzers.algorithms.robust import rolling_min
 from analyzers.algorithms.settings import Settings
 from analyzers.report import Confidence, CrossRank, Suspect
-from analyzers.sources.markers import KIND_FIRST_RISE, KIND_STEP
+from analyzers.sources.markers import EDGE_RESOLUTION_ATTR, KIND_FIRST_RISE, KIND_STEP
 from analyzers.timeline import RankSeries, Timeline
 from stormotel import schema
 
@@ -42,8 +42,6 @@ MAX_RISES = 16
 WARMUP_SHARE = 0.25
 #: Kept for callers that name the old bound.
 MAX_ROUNDS = MAX_RISES
-#: Marker attribute carrying an edge's own resolution (the tracker's sampling interval).
-EDGE_RESOLUTION_ATTR = "resolution_ns"
 #: An edge timestamp whose tracker interval is unknown is trusted to within this.
 DEFAULT_EDGE_RESOLUTION_NS = 1_000_000_000
 

@@ -38,10 +38,10 @@ from analyzers.algorithms.estimate_ratio import META_KEY as ESTIMATE_META_KEY
 from analyzers.http import Deadline, EndpointError, HttpSettings, make_client, request
 from analyzers.rankspec import format_rank_list
 from analyzers.sources.markers import (
-    KIND_FIRST_RISE,
+    EDGE_MARKER_KINDS,
+    EDGE_RESOLUTION_ATTR,
     KIND_OOM,
     KIND_STEP,
-    KIND_THRESHOLD,
     MarkerAccumulator,
 )
 from analyzers.timeline import Markers, RankIdentity, Timeline, TimelineBuilder
@@ -59,12 +59,6 @@ DEFAULT_CONCURRENCY = 4
 MARKER_METRICS: dict[str, schema.Metric] = {KIND_STEP: schema.STEP, KIND_OOM: schema.OOMS}
 #: Never query finer than this (ms resolution is what Prometheus stores).
 MIN_STEP_S = 1.0
-#: Edge kind (the ``edge`` label of the edge gauges) → Timeline marker kind.
-EDGE_MARKER_KINDS: dict[str, str] = {
-    schema.EDGE_FIRST_RISE: KIND_FIRST_RISE, schema.EDGE_THRESHOLD_WARNING: KIND_THRESHOLD,
-    schema.EDGE_THRESHOLD_CRITICAL: KIND_THRESHOLD, schema.EDGE_OOM: KIND_OOM}
-#: Marker attribute carrying an edge's resolution (the first-cause analysis reads it).
-EDGE_RESOLUTION_ATTR = "resolution_ns"
 
 _POINTS_ERROR = re.compile(r"points|resolution|samples", re.IGNORECASE)
 

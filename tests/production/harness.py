@@ -50,7 +50,7 @@ class Scenario:
 
 #: Seconds from the first launch to the shared epoch: every tracker is up (imports done, even on
 #: a loaded host) and warmed up before anything is planted. Times in fault specs count from it.
-LEAD_IN_S = 60.0
+LEAD_IN_S = float(os.environ.get("STORMOTEL_TEST_LEAD_IN_S", "60"))
 
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("healthy", (0.0, 2.5, 4.0, 5.5)),
@@ -60,10 +60,10 @@ SCENARIOS: tuple[Scenario, ...] = (
              ("rank=1:first_spike@t=10s,delta=1GiB,lead=1s",), leader=1),
     Scenario("lead-2s", (1.0, 0.0, 5.0, 3.5),
              ("rank=3:first_spike@t=10s,delta=1GiB,lead=2s",), leader=3),
-    Scenario("leak", (0.0, 3.0, 1.0, 5.0), ("rank=1:leak@t=0s,rate=40MiB/s",), leader=1,
+    Scenario("leak", (0.0, 3.0, 1.0, 5.0), ("rank=1:leak@t=5s,rate=40MiB/s",), leader=1,
              must_name=False, gap_truth=((1, "persistent_drift"),)),
     Scenario("leak+first-cause", (2.0, 0.0, 4.5, 1.0),
-             ("rank=0:leak@t=0s,rate=20MiB/s", "rank=2:first_spike@t=12s,delta=1GiB,lead=1s"),
+             ("rank=0:leak@t=5s,rate=20MiB/s", "rank=2:first_spike@t=12s,delta=1GiB,lead=1s"),
              leader=2, gap_truth=((0, "persistent_drift"),)),
     Scenario("fragmentation", (0.0, 1.5, 3.0, 4.5), ("rank=3:fragmentation@t=5s,factor=3",),
              leader=3, must_name=False, gap_truth=((3, "fragmentation"),)),
@@ -126,17 +126,24 @@ def late_ranks(jobs: list[RunningJob], margin_s: float = 3.0) -> list[str]:
     for them, so the caller must say so rather than judge the analysis by it."""
     late = []
     for job in jobs:
-        starts = [float(m.group(1)) for spec in job.scenario.faults
-                  if (m := re.search(r"@t=([0-9.]+)s", spec))]
-        if not starts:
-            continue
-        limit = job.epoch_ns + int((min(starts) - margin_s) * 1e9)
         for rank in range(job.scenario.world):
-            path = job.archive / job.job_id / f"rank-{rank}.metrics.jsonl"
-            first = _first_time_ns(path)
+            starts = [float(m.group(2)) for spec in job.scenario.faults
+                      if (m := re.search(r"rank=([0-9*-]+):\w+@t=([0-9.]+)s", spec))
+                      and (_owns(m.group(1), rank) or "first_spike" in spec)]
+            if not starts:
+                continue
+            limit = job.epoch_ns + int((min(starts) - margin_s) * 1e9)
+            first = _first_time_ns(job.archive / job.job_id / f"rank-{rank}.metrics.jsonl")
             if first is None or first > limit:
                 late.append(f"{job.job_id} rank {rank}")
     return late
+
+
+def _owns(spec: str, rank: int) -> bool:
+    if spec == "*":
+        return True
+    lo, _, hi = spec.partition("-")
+    return int(lo) <= rank <= int(hi or lo)
 
 
 def _first_time_ns(path: Path) -> int | None:
