@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -40,8 +39,6 @@ FIELD = "device_used"
 MAX_RISES = 16
 #: The warm-up is at most this share of a rank's observed span.
 WARMUP_SHARE = 0.25
-#: Kept for callers that name the old bound.
-MAX_ROUNDS = MAX_RISES
 #: An edge timestamp whose tracker interval is unknown is trusted to within this.
 DEFAULT_EDGE_RESOLUTION_NS = 1_000_000_000
 
@@ -417,8 +414,3 @@ def _suspect(fr: FirstRise, lead: int, conf: Confidence, res: int | None, timeli
         ev["tied_ranks"] = tied
     return Suspect(rank=fr.rank, confidence=conf, first_spike_ns=fr.t_ns, lead_ns=lead,
                    delta_bytes=fr.delta_bytes, evidence=ev)
-
-
-def _iso(ns: int) -> str:
-    """Wall-clock ISO-8601 (ms, UTC) for notes a person reads; the JSON keeps raw ns elsewhere."""
-    return datetime.fromtimestamp(ns / 1e9, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
