@@ -361,3 +361,31 @@ def test_leak_still_growing_at_the_end_of_a_long_window_is_a_drift():
     assert (1, "transient_spike") not in found and not any(r == 0 for r, _ in found)
     drift = next(g for g in report.gap_findings if g.classification == "persistent_drift")
     assert drift.evidence["window_share"] in (0.5, 0.25)
+
+
+def test_edges_are_never_clock_anchors_and_the_hint_never_erases_the_finding():
+    """Each rank's own edge (as an archive of the old layout would give it: a 'mark' named like
+    the edge span) is not an anchor; with a real skew the note names what aligning would change
+    instead of recommending it blindly."""
+    data = seed_example()
+    for d in data:
+        t = int(d.t_ns[19 if d.rank == 2 else 20])
+        d.markers = [(t, t, "stormotel.edge", "mark"), (t, t, "stormotel.first_rise",
+                                                        "first_rise")]
+    report = analyze(to_timeline(data))
+    assert not any("skewed" in n for n in report.notes)
+    assert (report.cross_rank.first_cause_suspects[0].rank, report.extra["offsets_ns"]) == (2, {})
+    marked = analyze(to_timeline(data), align="markers")
+    assert marked.cross_rank.alignment == "wall"  # no shared step/collective: nothing to align on
+    assert marked.cross_rank.first_cause_suspects[0].rank == 2
+
+    skewed = seed_example()
+    for d in skewed:
+        d.markers = [(int(d.t_ns[0]) + k * 10 * INTERVAL, int(d.t_ns[0]) + k * 10 * INTERVAL
+                      + 5_000_000, "nccl:all_reduce", "collective") for k in range(6)]
+    skewed[0].t_ns = skewed[0].t_ns - 500_000_000
+    skewed[0].markers = [(s - 500_000_000, e - 500_000_000, n, k)
+                         for s, e, n, k in skewed[0].markers]
+    notes = analyze(to_timeline(skewed)).notes
+    hint = next(n for n in notes if "skewed" in n)
+    assert "NOT suggesting --align markers" in hint and "rank 0 (high) to rank 2 (high)" in hint
