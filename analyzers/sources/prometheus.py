@@ -223,9 +223,11 @@ class PrometheusAPI:
 
     def query_raw(self, selector: str, start_s: float, end_s: float, chunk_s: float,
                   depth: int = 0) -> list[dict[str, object]]:
-        """Every stored sample of ``selector`` in ``(start_s, end_s]`` at its own timestamp:
-        range-vector instant queries over consecutive chunks of ``chunk_s`` (each 1 ms short,
-        so closed ranges never return a sample twice); a chunk refused as too large is halved.
+        """Every stored sample of ``selector`` in ``[start_s, end_s]`` at its own timestamp:
+        range-vector instant queries over consecutive chunks ``(a, b]`` of ``chunk_s``. Ranges
+        are closed in Prometheus 2 and left-open in VictoriaMetrics and Prometheus 3, so each
+        chunk asks for all of ``[a, b]`` and drops a sample at ``a`` (the previous chunk's).
+        A chunk refused as too large is halved.
         """
         out: list[dict[str, object]] = []
         chunk_ms = max(2, int(chunk_s * 1000))
@@ -234,7 +236,7 @@ class PrometheusAPI:
         while t_ms < end_ms:
             upto = min(end_ms, t_ms + chunk_ms)
             try:
-                data = self._call("/api/v1/query", {"query": f"{selector}[{upto - t_ms - 1}ms]",
+                data = self._call("/api/v1/query", {"query": f"{selector}[{upto - t_ms}ms]",
                                                     "time": f"{upto / 1000:.3f}"})
             except EndpointError as e:
                 too_many = e.status in (400, 422) and _POINTS_ERROR.search(e.body or "")
@@ -244,7 +246,7 @@ class PrometheusAPI:
                     t_ms = upto
                     continue
                 raise
-            out.extend(_result_list(data, self.url + "/api/v1/query"))
+            out.extend(_after(_result_list(data, self.url + "/api/v1/query"), t_ms))
             t_ms = upto
         return out
 
@@ -263,6 +265,28 @@ class PrometheusAPI:
                         + self._range_chunk(expr, mid + step_s, end_s, step_s, depth + 1))
             raise
         return _result_list(data, self.url + "/api/v1/query_range")
+
+
+def _after(results: list[dict[str, object]], t_ms: int) -> list[dict[str, object]]:
+    """Drop samples at or before ``t_ms`` (sorted ``values``: only the first few can be)."""
+    edge = t_ms / 1000.0
+    for r in results:
+        values = r.get("values")
+        if not isinstance(values, list) or not values:
+            continue
+        i = 0
+        while i < len(values) and _stamp(values[i]) <= edge:
+            i += 1
+        if i:
+            r["values"] = values[i:]
+    return results
+
+
+def _stamp(point: object) -> float:
+    try:
+        return float(point[0])  # type: ignore[index]
+    except (TypeError, ValueError, IndexError):
+        return math.inf  # malformed: left for the parser to count
 
 
 def _api_error_text(body: str) -> str:
