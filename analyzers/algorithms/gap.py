@@ -290,8 +290,21 @@ def fragmentation_finding(series: RankSeries, settings: Settings) -> GapFinding 
     ratio = idle / r
     frag = (ratio >= settings.frag_ratio) & (idle >= settings.frag_min_bytes)
     share = float(frag.mean())
+    window_share = 1.0
     if share < settings.frag_sustain:
-        return None
+        # Like a late leak: fragmentation that set in part-way and holds to the end of a long
+        # window is sustained over the window's trailing part.
+        for tail in TAIL_SHARES:
+            k = int(np.searchsorted(t, t[0] + (t[-1] - t[0]) * (1.0 - tail)))
+            if frag.shape[0] - k < settings.min_samples:
+                break
+            if float(frag[k:].mean()) >= settings.frag_sustain and frag[-1]:
+                share, window_share = float(frag[k:].mean()), tail
+                break
+        else:
+            return None
+        if window_share == 1.0:
+            return None
     starts, ends = runs(frag)
     longest = int(np.argmax(ends - starts))
     severity: Severity = "warning"
@@ -310,7 +323,8 @@ def fragmentation_finding(series: RankSeries, settings: Settings) -> GapFinding 
         evidence={"measure": "inactive_split" if split else "reserved_minus_allocated",
                   "median_ratio": float(np.median(ratio[frag])), "ratio_threshold":
                   settings.frag_ratio, "median_idle_bytes": float(np.median(idle[frag])),
-                  "fragmented_share": share, "max_device_utilization": pressure,
+                  "fragmented_share": share, "window_share": window_share,
+                  "max_device_utilization": pressure,
                   "longest_start_ns": int(t[starts[longest]]),
                   "longest_end_ns": int(t[ends[longest]])},
         remediation=list(REMEDIATION_FRAG), start_ns=int(t[starts[0]]), end_ns=int(t[ends[-1]]))

@@ -87,8 +87,9 @@ class SimulatedSampler:
     def reading_at(self, t: float, timestamp_ns: int = 0) -> Sample:
         """The device state ``t`` seconds after the epoch (pure; clamps t < 0 to 0)."""
         since_start = t - self.warmup_origin_s
-        t = max(0.0, t)
+        # Steps run before a future shared epoch too (only the faults wait for it).
         phase = (t % self.step_period_s) / self.step_period_s
+        t = max(0.0, t)
         ramp = phase / 0.6 if phase < 0.6 else (1.0 - phase) / 0.4
         jitter = int((self.rank + 1) * MiB * math.sin(2.3 * t + self.rank))
         allocated = self.weights_bytes + int(self.activation_peak_bytes * ramp) + jitter
