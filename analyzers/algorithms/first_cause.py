@@ -37,6 +37,8 @@ from stormotel import schema
 FIELD = "device_used"
 #: Rises examined per rank (each is one vectorised pass over the rank's samples).
 MAX_RISES = 16
+#: A rise whose baseline lies this close to the rank's first sample climbs from its start.
+WARMUP_FROM_START_NS = 2_000_000_000
 #: The warm-up is at most this share of a rank's observed span.
 WARMUP_SHARE = 0.25
 #: An edge timestamp whose tracker interval is unknown is trusted to within this.
@@ -192,8 +194,8 @@ def mark_warmups(timeline: Timeline, rises: dict[int, list[FirstRise]], settings
     out = {r: list(rs) for r, rs in rises.items()}
     for r in starts:
         fr = rises[r][0]
-        from_start = fr.baseline_ns - starts[r] <= 2 * (timeline.ranks[r].median_interval_ns()
-                                                      or 0)
+        interval = timeline.ranks[r].median_interval_ns() or 0
+        from_start = fr.baseline_ns - starts[r] <= max(2 * interval, WARMUP_FROM_START_NS)
         alike = any(abs(delays[o] - delays[r]) <= max(tolerance[o], tolerance[r])
                     for o in delays if o != r)
         if from_start or alike:
