@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from analyzers.timeline import Markers
+from stormotel import schema
 
 KIND_STEP = "step"
 KIND_MARK = "mark"
@@ -22,6 +23,12 @@ KIND_THRESHOLD = "threshold"
 KIND_FIRST_RISE = "first_rise"
 KIND_OOM = "oom"
 KIND_CONTEXT = "context"
+#: The tracker's edge gauges (label ``edge``) → marker kind; sources that read them (TSDB, OTLP
+#: metrics) put the tracker's sampling interval, the edge's resolution, in ``EDGE_RESOLUTION_ATTR``.
+EDGE_MARKER_KINDS: dict[str, str] = {
+    schema.EDGE_FIRST_RISE: KIND_FIRST_RISE, schema.EDGE_THRESHOLD_WARNING: KIND_THRESHOLD,
+    schema.EDGE_THRESHOLD_CRITICAL: KIND_THRESHOLD, schema.EDGE_OOM: KIND_OOM}
+EDGE_RESOLUTION_ATTR = "resolution_ns"
 
 _COLLECTIVE = re.compile(
     r"nccl|rccl|gloo|all[_\- ]?reduce|all[_\- ]?gather|reduce[_\- ]?scatter|broadcast|barrier"
