@@ -106,16 +106,24 @@ def first_rise(series: RankSeries, settings: Settings, after_ns: int | None = No
     rise_t, edge = int(t[i]), False
     # The tracker detects rises in-process at its own sampling rate and exports the exact time
     # (span event or edge gauge); when one falls inside this sample's hole, it is the better
-    # timestamp, trusted to within the tracker's own sampling interval.
+    # timestamp, trusted to within the tracker's own sampling interval. A scraper stamps a
+    # sample with the time its scrape *started*, and the exporter reads the tracker's latest
+    # sample later (tens to hundreds of ms on a loaded host), so the edge of the rise a scrape
+    # shows can lie just after that scrape's timestamp: it is taken up to ``late`` after it,
+    # and its interval then reaches back to one tracker interval before the scrape timestamp,
+    # covering both clocks' readings.
     m = series.markers
     if len(m) and hole:
+        late = min(hole // 2, DEFAULT_EDGE_RESOLUTION_NS)
         sel = np.flatnonzero((m.kind == KIND_FIRST_RISE) & (m.start_ns > t[i] - hole)
-                             & (m.start_ns <= t[i]))
+                             & (m.start_ns <= t[i] + late))
         if sel.size:
             k = int(sel[np.argmin(m.start_ns[sel])])
             attrs = m.attrs[k] if k < len(m.attrs) else {}
             edge_res = _edge_resolution(attrs) or min(hole, DEFAULT_EDGE_RESOLUTION_NS)
-            rise_t, edge, hole = int(m.start_ns[k]), True, min(hole, edge_res)
+            edge_t = int(m.start_ns[k])
+            after_scrape = max(edge_t - int(t[i]), 0)
+            rise_t, edge, hole = edge_t, True, min(hole, edge_res) + after_scrape
     return FirstRise(series.rank, rise_t, float(v[i] - level), threshold, int(t[j]), level,
                      peak, settled, hole, edge, step=_step_at(series, rise_t))
 
