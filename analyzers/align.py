@@ -9,17 +9,23 @@
   span or the same collective marker, matched by name and occurrence), measured against the
   reference rank. Collectives complete together on every rank, so they are the best anchors.
 
-The reference is the lowest rank. When ``wall`` is used but shared anchors say the clocks disagree
-by more than one sampling interval, a note says so and suggests ``--align markers``.
+The reference is the lowest rank. Anchors are only what every rank shares by construction —
+step boundaries and collective marks; a rank's own edges (first rise, threshold crossings, OOMs)
+are the evidence being measured and are never anchors. When ``wall`` is used but shared anchors
+say the clocks disagree by more than one sampling interval, a note says so; it suggests
+``--align markers`` only when aligning would not change the first-cause finding next to it
+(:func:`review_skew_hint`) — otherwise it says which finding aligning would erase.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
 
+from analyzers.report import CrossRank
 from analyzers.timeline import (
     ALIGN_FIRST_SAMPLE,
     ALIGN_MARKERS,
@@ -28,10 +34,17 @@ from analyzers.timeline import (
     Markers,
     Timeline,
 )
+from stormotel import schema
 from stormotel.errors import UsageError
 
-#: Marker kinds usable as anchors (instants like thresholds differ per rank by nature).
-ANCHOR_KINDS = frozenset({"step", "collective", "mark"})
+#: Marker kinds usable as anchors: what every rank shares by construction. Instants such as
+#: thresholds, first rises and OOMs differ per rank by nature — they are the evidence.
+ANCHOR_KINDS = frozenset({"step", "collective"})
+#: Marker names that are a rank's own edges, whatever kind a source gave them.
+EDGE_NAMES = frozenset({schema.SPAN_EDGE, schema.EVENT_FIRST_RISE, schema.EVENT_THRESHOLD,
+                        schema.EVENT_OOM})
+#: Start of the skew note, so the analysis can review it against its finding.
+SKEW_NOTE = "wall clocks look skewed"
 
 
 class AlignmentError(UsageError, ValueError):
@@ -43,9 +56,9 @@ def _anchor_keys(m: Markers) -> dict[tuple[str, int], int]:
     out: dict[tuple[str, int], int] = {}
     seen: Counter[str] = Counter()
     for i in range(len(m)):
-        if m.kind[i] not in ANCHOR_KINDS:
-            continue
         name = str(m.name[i])
+        if m.kind[i] not in ANCHOR_KINDS or name in EDGE_NAMES:
+            continue
         out[(name, seen[name])] = int(m.end_ns[i])
         seen[name] += 1
     return out
@@ -99,7 +112,7 @@ def align(timeline: Timeline, how: str = ALIGN_WALL) -> Timeline:
             worst = max(probe, key=lambda r: abs(probe[r]))
             if abs(probe[worst]) > res:
                 notes.append(
-                    f"wall clocks look skewed: {n} shared marker(s) put rank {worst} "
+                    f"{SKEW_NOTE}: {n} shared step/collective marker(s) put rank {worst} "
                     f"{probe[worst] / 1e6:+.1f} ms off rank {min(probe)} (more than the "
                     f"{res / 1e6:.1f} ms sampling interval); consider --align markers")
     ranks = timeline.ranks
@@ -109,3 +122,35 @@ def align(timeline: Timeline, how: str = ALIGN_WALL) -> Timeline:
         notes.append(f"alignment requested: {how}; applied: {applied}")
     return replace(timeline, ranks=ranks, alignment=applied,
                    offsets_ns={r: offsets.get(r, 0) for r in timeline.ranks}, notes=notes)
+
+
+def _verdict(cross: CrossRank) -> tuple[int, str] | None:
+    top = cross.first_cause_suspects[0] if cross.first_cause_suspects else None
+    if top is None or top.confidence not in ("high", "medium"):
+        return None
+    return top.rank, top.confidence
+
+
+def review_skew_hint(timeline: Timeline, cross: CrossRank,
+                     rerun: Callable[[Timeline], CrossRank]) -> Timeline:
+    """Keep the ``--align markers`` suggestion only if following it keeps the finding.
+
+    ``rerun`` is the first-cause analysis; it is run once more on the marker-aligned timeline.
+    If the named rank (or its confidence) would change, the suggestion is replaced by a note
+    saying so: advice that erases the finding it sits next to is worse than none.
+    """
+    hint = next((n for n in timeline.notes if n.startswith(SKEW_NOTE)), None)
+    if hint is None:
+        return timeline
+    here = _verdict(cross)
+    there = _verdict(rerun(align(timeline, ALIGN_MARKERS)))
+    if here == there:
+        return timeline
+    say = (f"{hint.split('; consider --align markers')[0]}; NOT suggesting --align markers: "
+           f"it would change the first cause from {_describe(here)} to {_describe(there)}. "
+           "Check the hosts' clock sync (chrony/PTP) before trusting either")
+    return replace(timeline, notes=[say if n == hint else n for n in timeline.notes])
+
+
+def _describe(verdict: tuple[int, str] | None) -> str:
+    return "no rank" if verdict is None else f"rank {verdict[0]} ({verdict[1]})"

@@ -17,6 +17,7 @@ from analyzers.algorithms.gap import prepare_all
 from analyzers.algorithms.oom_forensics import oom_forensics
 from analyzers.algorithms.settings import Settings, settings_for
 from analyzers.align import align as align_timeline
+from analyzers.align import review_skew_hint
 from analyzers.attribution import attribute
 from analyzers.report import Report
 from analyzers.timeline import ALIGN_WALL, META_OOM_DUMPS, Timeline
@@ -40,6 +41,7 @@ def analyze(timeline: Timeline, *, sensitivity: str = "medium",
     tl = timeline.select(wanted)
     tl = align_timeline(tl, align)
     cross, table = analyze_first_cause(tl, settings)
+    tl = review_skew_hint(tl, cross, lambda t: analyze_first_cause(t, settings)[0])
     prepared = prepare_all(tl, settings)  # shared by gap analysis and collective attribution
     gaps, gap_notes = analyze_gaps(tl, settings, prepared)
     collectives, coll_notes = analyze_collectives(tl, settings, prepared)

@@ -41,6 +41,10 @@ class CrossRank:
     notes: list[str] = field(default_factory=list)
     alignment: str = "wall"
     resolution_ns: int | None = None
+    #: Every incident in the window (leader or tie each), oldest first.
+    incidents: list[dict[str, Any]] = field(default_factory=list)
+    #: What the evidence allows: its resolution, and the rule for claiming a lead.
+    resolution: str | None = None
 
 
 @dataclass

@@ -16,6 +16,7 @@ from functools import cached_property
 
 import numpy as np
 
+from stormotel import schema
 from stormotel.errors import UsageError
 
 #: Sample fields, all float64 bytes; NaN means "this rank did not report it".
@@ -47,6 +48,12 @@ KIND_THRESHOLD = "threshold"
 KIND_FIRST_RISE = "first_rise"
 KIND_OOM = "oom"
 KIND_CONTEXT = "context"
+#: The tracker's edge gauges (label ``edge``) → marker kind; sources that read them (TSDB, OTLP
+#: metrics) put the tracker's sampling interval, the edge's resolution, in ``EDGE_RESOLUTION_ATTR``.
+EDGE_MARKER_KINDS: dict[str, str] = {
+    schema.EDGE_FIRST_RISE: KIND_FIRST_RISE, schema.EDGE_THRESHOLD_WARNING: KIND_THRESHOLD,
+    schema.EDGE_THRESHOLD_CRITICAL: KIND_THRESHOLD, schema.EDGE_OOM: KIND_OOM}
+EDGE_RESOLUTION_ATTR = "resolution_ns"
 
 # ``Timeline.meta`` keys a source fills and an algorithm reads.
 #: per-rank estimates from ``stormotel estimate`` (rank → bytes)

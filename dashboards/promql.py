@@ -63,6 +63,18 @@ def histogram_mean(metric: schema.Metric, window: str, match: str = "") -> str:
             f" / {by_identity('sum', f'rate({count}[{window}])')}")
 
 
+# --- edges as metrics: exact times of the tracker's in-process edges --------------------------
+def edge_time_ms(match: str = "") -> str:
+    """Unix time (ms, what Grafana's date units read) of each rank's latest edge, per kind."""
+    return f"{by_identity('max', series(schema.EDGE_TIMESTAMP.prom, match), [schema.ATTR_EDGE])}" \
+        " * 1000"
+
+
+def edge_size(match: str = "") -> str:
+    """Size of each rank's latest edge, per kind."""
+    return by_identity("max", series(schema.EDGE_SIZE.prom, match), [schema.ATTR_EDGE])
+
+
 # --- derived memory quantities (the recording rules' bodies) -----------------------------------
 def used_ratio(match: str = "") -> str:
     """Device used / limit, 0..1; a rank reporting a limit of 0 (unknown) has no ratio, not

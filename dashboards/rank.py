@@ -5,7 +5,7 @@ from __future__ import annotations
 from grafanalib import core as g
 
 from dashboards import panels, promql
-from dashboards.common import DashboardSpec, dashboard, timeseries, variables
+from dashboards.common import DashboardSpec, dashboard, row, timeseries, variables
 from dashboards.dcgm_panels import dcgm
 from dashboards.settings import Settings
 from stormotel import schema
@@ -20,7 +20,22 @@ def _full_picture(sel: panels.Selection) -> list[panels.Cell]:
     return [timeseries("Full memory picture", queries, "bytes", width=24, height=10,
                        description="Driver view (device used/limit/free, this process), allocator"
                                    " view (reserved, allocated, active, inactive split), the gap,"
-                                   " and the peaks between exports.")]
+                                   " and the peaks over the tracker's rolling window.")]
+
+
+def _edges(sel: panels.Selection) -> list[panels.Cell]:
+    """The tracker's edges at their exact sample times, whatever the scrape interval: what the
+    analyzer reads to time a first cause from Prometheus alone."""
+    legend = f"{panels.RANK_LEGEND} {{{{{schema.ATTR_EDGE}}}}}"
+    return [
+        row("Edges at exact sample times"),
+        timeseries("Latest edge time", [(promql.edge_time_ms(sel.tracker), legend)],
+                   "dateTimeAsIso", width=12,
+                   description=schema.EDGE_TIMESTAMP.description + " A step in this line is a"
+                   " new edge; its value is when it happened, to the tracker's own sample."),
+        timeseries("Latest edge size", [(promql.edge_size(sel.tracker), legend)], "bytes",
+                   width=12, description=schema.EDGE_SIZE.description),
+    ]
 
 
 def rank_dashboard(cfg: Settings | None = None) -> g.Dashboard:
@@ -35,6 +50,6 @@ def rank_dashboard(cfg: Settings | None = None) -> g.Dashboard:
         annotation_tags=[schema.ANNOTATION_TAG, f"{schema.ATTR_JOB_ID}=${schema.ATTR_JOB_ID}",
                          f"{schema.ATTR_RANK}=${schema.ATTR_RANK}"],
         cells=[*_full_picture(sel), *panels.training(sel), *panels.memory(sel, cfg),
-               *panels.events(sel), *panels.estimate(sel, cfg), *panels.tracker_health(sel),
-               *panels.analyzer(sel, cfg), *dcgm(sel)],
+               *panels.events(sel), *_edges(sel), *panels.estimate(sel, cfg),
+               *panels.tracker_health(sel), *panels.analyzer(sel, cfg), *dcgm(sel)],
     ))

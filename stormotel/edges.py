@@ -2,7 +2,8 @@
 
 Exporters and scrapers see memory every 10-60 s; an incident unfolds within one sampling
 interval. These detectors run on every sample in the sampling thread and report the exact sample
-timestamp of an edge, which the tracker turns into a span event (DESIGN.md "Resolution").
+timestamp of an edge, which the tracker turns into a span event and into edge gauges (the time
+and size of the latest edge of each kind; DESIGN.md "Resolution").
 """
 
 from __future__ import annotations
@@ -73,26 +74,44 @@ class FirstRise:
 
 
 class FirstRiseDetector:
-    """The first sample that stands ``rise_bytes`` above the warm-up baseline, once per session.
+    """The first sample that stands ``rise_bytes`` above the baseline: a qualifying rise.
 
     The baseline is the maximum over the first ``warmup_samples`` samples, so the periodic rise
     and fall of a training step is inside it and does not count as a rise; both a sudden spike
     and a slow leak qualify once they are ``rise_bytes`` above it. With ``rise_bytes=None`` the
     bar is ``max(64 MiB, 5 % of device total)``.
+
+    After a rise the detector stays quiet for ``rearm_samples`` samples, then takes a new
+    baseline the same way, so a later incident (after a warm-up that outlasted the baseline)
+    still gets its edge. The quiet period keeps edges of one rank at least that far apart, so a
+    scraper slower than the tracker never sees a rank's later edge in place of its first.
+    ``rearm_samples=None`` never re-arms (one rise per session). ``fired`` is the first rise,
+    ``latest`` the most recent one.
     """
 
-    def __init__(self, warmup_samples: int = 20, rise_bytes: int | None = None) -> None:
+    def __init__(self, warmup_samples: int = 20, rise_bytes: int | None = None,
+                 rearm_samples: int | None = None) -> None:
         if warmup_samples < 1:
             raise ValueError(f"warmup_samples must be >= 1, got {warmup_samples}")
+        if rearm_samples is not None and rearm_samples < 0:
+            raise ValueError(f"rearm_samples must be >= 0, got {rearm_samples}")
         self.warmup_samples = warmup_samples
         self.rise_bytes = rise_bytes
+        self.rearm_samples = rearm_samples
         self._seen = 0
+        self._quiet_left: int | None = None  # samples until re-armed; None = armed
         self._baseline: int | None = None
         self.fired: FirstRise | None = None
+        self.latest: FirstRise | None = None
 
     def update(self, timestamp_ns: int, value: int | None,
                total: int | None = None) -> FirstRise | None:
-        if value is None or self.fired is not None:
+        if value is None or (self.latest is not None and self.rearm_samples is None):
+            return None
+        if self._quiet_left is not None:
+            self._quiet_left -= 1
+            if self._quiet_left <= 0:  # re-armed: a new baseline from the next samples
+                self._quiet_left, self._seen, self._baseline = None, 0, None
             return None
         if self._seen < self.warmup_samples:
             self._seen += 1
@@ -102,6 +121,10 @@ class FirstRiseDetector:
         bar = self.rise_bytes if self.rise_bytes is not None else max(
             64 * 2**20, int(0.05 * total) if total else 0)
         if value - self._baseline >= bar:
-            self.fired = FirstRise(timestamp_ns, value, self._baseline)
-            return self.fired
+            rise = FirstRise(timestamp_ns, value, self._baseline)
+            self.fired = self.fired or rise
+            self.latest = rise
+            if self.rearm_samples is not None:
+                self._quiet_left = self.rearm_samples
+            return rise
         return None

@@ -125,15 +125,17 @@ ESTIMATE = Metric("stormotel.memory.estimate", BYTES, Kind.GAUGE,
 STEP = Metric("stormotel.training.step", "{step}", Kind.GAUGE,
               "The training step the rank is in.")
 
-# Peak since the last export, so no spike falls between scrapes (DESIGN.md "Resolution").
+# Peak over a rolling window of the tracker's own clock (default 30 s), never reset by a read:
+# every scraper and exporter sees the same peak and no spike falls between scrapes
+# (DESIGN.md "Resolution").
 DEVICE_USED_PEAK = Metric("stormotel.device.memory.usage.peak", BYTES, Kind.GAUGE,
-                          "Highest device used since the previous export.")
+                          "Highest device used over the tracker's peak window (default 30 s).")
 ALLOC_ALLOCATED_PEAK = Metric("stormotel.allocator.allocated.peak", BYTES, Kind.GAUGE,
-                              "Highest allocator allocated since the previous export.")
+                              "Highest allocator allocated over the tracker's peak window.")
 ALLOC_RESERVED_PEAK = Metric("stormotel.allocator.reserved.peak", BYTES, Kind.GAUGE,
-                             "Highest allocator reserved since the previous export.")
+                             "Highest allocator reserved over the tracker's peak window.")
 GAP_PEAK = Metric("stormotel.memory.gap.peak", BYTES, Kind.GAUGE,
-                  "Highest gap since the previous export.")
+                  "Highest gap over the tracker's peak window.")
 
 ALLOC_RETRIES = Metric("stormotel.allocator.retries", "{retry}", Kind.COUNTER,
                        "cudaMalloc retries after the allocator flushed its cache.")
@@ -161,6 +163,29 @@ PEAK_OF: dict[Metric, Metric] = {DEVICE_USED: DEVICE_USED_PEAK,
 ALL_METRICS: tuple[Metric, ...] = (*MEMORY_GAUGES, DEVICE_UTILIZATION, ESTIMATE, STEP,
                                    *PEAK_OF.values(), ALLOC_RETRIES, OOMS, THRESHOLD_CROSSINGS,
                                    SAMPLES, SAMPLES_DROPPED, EXPORT_FAILURES, SAMPLE_DURATION)
+
+# --- edges as metrics, peak window (DESIGN.md "Resolution") ----------------------------------
+# Each in-process edge (first qualifying rise, threshold crossing, OOM) is also a pair of gauges
+# per rank and edge kind: the exact time of the latest edge (the Prometheus `…_timestamp_seconds`
+# idiom) and its size, so a Prometheus-only deployment keeps sample-exact times whatever the
+# scrape interval. The sampling interval says how exact "exact" is.
+EDGE_TIMESTAMP = Metric("stormotel.edge.timestamp", "s", Kind.GAUGE,
+                        "Unix time of the latest edge of each kind (attribute edge), to the"
+                        " tracker's own sample.")
+EDGE_SIZE = Metric("stormotel.edge.size", BYTES, Kind.GAUGE,
+                   "Size of the latest edge of each kind: the rise above its baseline"
+                   " (first_rise), device used at the crossing or the OOM.")
+SAMPLING_INTERVAL = Metric("stormotel.tracker.sampling.interval", "s", Kind.GAUGE,
+                           "The tracker's sampling interval: the resolution of its edge times.")
+ATTR_EDGE = "edge"
+EDGE_FIRST_RISE = "first_rise"
+EDGE_THRESHOLD_WARNING = "threshold_warning"
+EDGE_THRESHOLD_CRITICAL = "threshold_critical"
+EDGE_OOM = "oom"
+EDGE_KINDS = (EDGE_FIRST_RISE, EDGE_THRESHOLD_WARNING, EDGE_THRESHOLD_CRITICAL, EDGE_OOM)
+#: Default window of the peak gauges: covers one 30 s scrape, whoever reads.
+PEAK_WINDOW_S = 30.0
+ALL_METRICS = (*ALL_METRICS, EDGE_TIMESTAMP, EDGE_SIZE, SAMPLING_INTERVAL)
 
 # Sample field (analyzer Timeline / archive) → metric carrying it.
 FIELD_METRICS: dict[str, Metric] = {

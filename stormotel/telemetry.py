@@ -1,10 +1,12 @@
 """OTel wiring: the tracker's numbers as instruments, and the destinations they are exported to.
 
 Every instrument is *observable*: the sampling thread only updates :class:`TrackerState`, and each
-export (a Prometheus scrape, an OTLP push, an archive line) reads it through callbacks. Each
-destination gets its own ``MeterProvider`` and its own :class:`PeakWindow`, so "the peak since the
-last export" is per destination: a Prometheus scrape every 15 s and an archive line every 100 ms
-each see the highest value since *their* previous export, and no spike falls between scrapes.
+export (a Prometheus scrape, an OTLP push, an archive line) reads it through callbacks. The peak
+gauges are the maximum over a :class:`RollingPeak` window of the tracker's own clock (default
+30 s), never reset by a read: an HA pair of Prometheus servers, a collector and a person running
+``curl`` all see the same peak, and no spike falls between scrapes of up to the window. Edges
+(first rise, threshold crossings, OOMs) are also gauges — the exact time and size of the latest
+edge of each kind — so a TSDB keeps sample-exact times whatever its scrape interval.
 
 Destinations (any combination): the OTLP JSON-lines archive (official file exporter, one line
 per sample), OTLP gRPC/HTTP (official exporters, standard ``OTEL_*`` variables) and a Prometheus
@@ -54,7 +56,7 @@ from stormotel.edges import LEVELS
 from stormotel.exporters import ArchiveStream, GuardedMetricExporter, GuardedSpanExporter
 from stormotel.samplers.base import Sample
 
-__all__ = ["OTLP_PROTOCOLS", "Destination", "ExportConfig", "PeakWindow", "Telemetry",
+__all__ = ["OTLP_PROTOCOLS", "Destination", "Edge", "ExportConfig", "RollingPeak", "Telemetry",
            "TrackerState", "archive_paths"]
 
 log = logging.getLogger("stormotel.telemetry")
@@ -63,7 +65,7 @@ OTLP_PROTOCOLS = ("grpc", "http/protobuf")
 DEFAULT_PROTOCOL = "http/protobuf"  # the OTel specification's default
 DEFAULT_EXPORT_INTERVAL_MS = 10_000.0
 _SIGNAL_PATH = {"metrics": "/v1/metrics", "traces": "/v1/traces"}
-_PEAK_FIELDS = ("device_used", "allocated", "reserved", "gap")  # order of PeakWindow columns
+_PEAK_FIELDS = ("device_used", "allocated", "reserved", "gap")  # order of RollingPeak columns
 _PEAK_METRICS = (schema.DEVICE_USED_PEAK, schema.ALLOC_ALLOCATED_PEAK,
                  schema.ALLOC_RESERVED_PEAK, schema.GAP_PEAK)
 _FIELD_OF: dict[schema.Metric, str] = {
@@ -88,23 +90,51 @@ def _peak_values(sample: Sample) -> np.ndarray:
                     dtype=np.float64)
 
 
-class PeakWindow:
-    """Highest value of each peak-tracked field since its last :meth:`take`; one per destination."""
+class RollingPeak:
+    """Highest value of each peak-tracked field over the last ``window_s`` of sample time.
 
-    def __init__(self) -> None:
-        self._peak = np.full(len(_PEAK_FIELDS), np.nan)
+    Rolled by the samples' own timestamps in ``buckets`` time buckets (O(1) per sample, O(buckets)
+    per read) and never reset by a read, so every reader sees the same value. The window covers
+    between ``window_s - window_s/buckets`` and ``window_s`` of history.
+    """
+
+    def __init__(self, window_s: float = schema.PEAK_WINDOW_S, buckets: int = 30) -> None:
+        if not (isinstance(window_s, int | float) and 0 < window_s < math.inf):
+            raise ValueError(f"peak window {window_s!r} must be a positive number of seconds")
+        self.window_s = float(window_s)
+        self._bucket_ns = max(1, int(window_s * 1e9 / buckets))
+        self._max = np.full((buckets, len(_PEAK_FIELDS)), np.nan)
+        self._ids = np.full(buckets, -(2**62), dtype=np.int64)
+        self._now = -(2**62)
         self._lock = threading.Lock()
 
-    def update(self, values: np.ndarray) -> None:
+    def update(self, timestamp_ns: int, values: np.ndarray) -> None:
+        bucket = int(timestamp_ns) // self._bucket_ns
+        slot = bucket % self._ids.shape[0]
         with self._lock:
-            self._peak = np.fmax(self._peak, values)  # fmax: NaN means "no value yet"
+            if self._ids[slot] != bucket:
+                self._ids[slot] = bucket
+                self._max[slot] = values
+            else:
+                self._max[slot] = np.fmax(self._max[slot], values)  # fmax: NaN = no value yet
+            self._now = max(self._now, bucket)
 
-    def take(self, index: int, latest: float) -> float:
-        """The peak of one field since its last take; the window restarts from ``latest``."""
+    def peak(self, index: int) -> float | None:
+        """The peak of one field over the window ending at the latest sample, or None."""
         with self._lock:
-            out = float(np.fmax(self._peak[index], latest))
-            self._peak[index] = latest
-            return out
+            live = self._ids > self._now - self._ids.shape[0]
+            column = self._max[live, index]
+        if not column.size or np.isnan(column).all():
+            return None
+        return float(np.nanmax(column))
+
+
+@dataclass(frozen=True)
+class Edge:
+    """The latest edge of one kind: when (the sample's own timestamp) and how big."""
+
+    timestamp_ns: int
+    size_bytes: int
 
 
 @dataclass
@@ -120,22 +150,26 @@ class TrackerState:
     export_failures: dict[tuple[str, str], int] = field(default_factory=dict)
     crossings: dict[str, int] = field(default_factory=dict)  # level -> count
     caught_ooms: int = 0
-    windows: list[PeakWindow] = field(default_factory=list)
+    peak: RollingPeak = field(default_factory=RollingPeak)
+    #: edge kind (schema.EDGE_*) -> the latest edge of that kind.
+    edges: dict[str, Edge] = field(default_factory=dict)
+    sampling_interval_s: float | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     #: One sample-duration histogram recorder per destination (synchronous instrument).
     duration_recorders: list[Callable[[float], None]] = field(default_factory=list)
 
     def record(self, sample: Sample, duration_s: float) -> None:
-        values = _peak_values(sample)
+        self.peak.update(sample.timestamp_ns, _peak_values(sample))
         with self.lock:
             self.latest = sample
             self.samples += 1
             self.sample_duration_s = duration_s
-            windows = list(self.windows)
-        for window in windows:
-            window.update(values)
         for record_duration in list(self.duration_recorders):
             record_duration(duration_s)
+
+    def record_edge(self, kind: str, timestamp_ns: int, size_bytes: int) -> None:
+        with self.lock:
+            self.edges[kind] = Edge(int(timestamp_ns), int(size_bytes))
 
     def count_drop(self, reason: str, n: int = 1) -> None:
         with self.lock:
@@ -151,7 +185,7 @@ class TrackerState:
             self.crossings[level] = self.crossings.get(level, 0) + 1
 
 
-def _register_instruments(provider: MeterProvider, state: TrackerState, window: PeakWindow,
+def _register_instruments(provider: MeterProvider, state: TrackerState,
                           attrs: Mapping[str, str]) -> None:
     """Create every schema instrument on ``provider`` with callbacks reading ``state``."""
     meter = provider.get_meter(schema.INSTRUMENTATION_SCOPE, schema.SCHEMA_VERSION)
@@ -173,7 +207,17 @@ def _register_instruments(provider: MeterProvider, state: TrackerState, window: 
             latest = None if sample is None else getattr(sample, _PEAK_FIELDS[index])
             if latest is None:
                 return []
-            return [Observation(int(window.take(index, float(latest))), base)]
+            peak = state.peak.peak(index)
+            return [Observation(int(max(latest, peak if peak is not None else latest)), base)]
+        return cb
+
+    def edge_cb(value: Callable[[Edge], float | int]
+                ) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def cb(_: CallbackOptions) -> Iterable[Observation]:
+            with state.lock:
+                edges = sorted(state.edges.items())
+            return [Observation(value(edge), with_attrs({schema.ATTR_EDGE: kind}))
+                    for kind, edge in edges]
         return cb
 
     def scalar(get: Callable[[], float | int | None]
@@ -218,6 +262,9 @@ def _register_instruments(provider: MeterProvider, state: TrackerState, window: 
         description=schema.SAMPLE_DURATION.description,
         explicit_bucket_boundaries_advisory=schema.SAMPLE_DURATION_BUCKETS)
     state.duration_recorders.append(lambda seconds: histogram.record(seconds, base))
+    gauge(schema.EDGE_TIMESTAMP, edge_cb(lambda e: e.timestamp_ns / 1e9))
+    gauge(schema.EDGE_SIZE, edge_cb(lambda e: e.size_bytes))
+    gauge(schema.SAMPLING_INTERVAL, scalar(lambda: state.sampling_interval_s))
 
     def sampler_counter(name: str, extra: Callable[[], int] = lambda: 0
                         ) -> Callable[[], int | None]:
@@ -284,7 +331,7 @@ class ExportConfig:
     prometheus_port: int | None = None
     prometheus_addr: str = "0.0.0.0"
     #: Archive one line every this many samples (1 = full resolution). Lines in between are not
-    #: lost information for spikes: the archive's own peak-since-last-export window covers them.
+    #: lost information for spikes: the rolling peak gauges cover them.
     archive_every: int = 1
     #: ``lines`` (one SDK-encoded request per sample) or ``compact`` (stormotel.archive_writer:
     #: every sample, one request per batch, zstd, rotated); ``compact_limits`` tunes the latter.
@@ -410,7 +457,6 @@ class Destination:
     name: str
     provider: MeterProvider
     reader: MetricReader
-    window: PeakWindow
     on_sample: bool = False  # archive: export driven by samples, not by a timer
     every: int = 1  # ... one export every this many samples
     pending: int = 0  # samples since the last export
@@ -482,16 +528,13 @@ class Telemetry:
 
         def add(name: str, reader: MetricReader, on_sample: bool = False, every: int = 1
                 ) -> Destination:
-            window = PeakWindow()
-            state.windows.append(window)
             provider = MeterProvider(resource=resource, metric_readers=[reader],
                                      shutdown_on_exit=False,
                                      exemplar_filter=AlwaysOffExemplarFilter())  # gauges only
-            _register_instruments(provider, state, window, attrs)
+            _register_instruments(provider, state, attrs)
             if name != schema.DEST_ARCHIVE:  # archive lines carry the identity as Resource
                 register_rank_info(provider, info_labels)
-            self.destinations.append(Destination(name, provider, reader, window, on_sample,
-                                                 every))
+            self.destinations.append(Destination(name, provider, reader, on_sample, every))
             return self.destinations[-1]
 
         if cfg.archive_dir is not None and cfg.archive_format == schema.ARCHIVE_FORMAT_COMPACT:

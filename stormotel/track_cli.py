@@ -129,6 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--hysteresis", type=float, default=2.0, metavar="PERCENT",
                    help="a level re-arms only after usage falls this many points below it "
                         "(default: 2.0)")
+    t.add_argument("--peak-window", type=_positive_float, default=schema.PEAK_WINDOW_S,
+                   metavar="SECONDS", help="the peak gauges hold the maximum over this window of "
+                   "the tracker's own clock, never reset by a read (default: %(default)s, "
+                   "covers a 30 s scrape)")
     t.add_argument("--estimate", default=None, metavar="SIZE|FILE",
                    help="predicted peak: a size (e.g. 40GiB) or a `stormotel estimate` JSON file "
                         "with peak_bytes; exported as stormotel.memory.estimate")
@@ -163,7 +167,8 @@ def main(argv: list[str]) -> int:
             prometheus_addr=args.prometheus_addr, estimate_bytes=estimate,
             thresholds={schema.THRESHOLD_WARNING: args.warning_percent,
                         schema.THRESHOLD_CRITICAL: args.critical_percent},
-            hysteresis_percent=args.hysteresis, faults=args.fault or None)
+            hysteresis_percent=args.hysteresis, peak_window=args.peak_window,
+            faults=args.fault or None)
     except (IdentityError, FaultSpecError, SamplerUnavailable, ValueError) as e:
         return usage(str(e))
 

@@ -38,13 +38,19 @@ from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 
 from stormotel import schema
-from stormotel.edges import FirstRiseDetector, ThresholdMonitor
+from stormotel.edges import LEVELS, FirstRiseDetector, ThresholdMonitor
 from stormotel.exporters import install_log_once
 from stormotel.identity import Identity, resolve_identity
 from stormotel.ring import RingBuffer
 from stormotel.samplers import Sample, Sampler, make_sampler
 from stormotel.stormlog_compat import AlertCallback, StormlogEvents, TrackingEvent
-from stormotel.telemetry import ExportConfig, Telemetry, TrackerState, exporters_selected
+from stormotel.telemetry import (
+    ExportConfig,
+    RollingPeak,
+    Telemetry,
+    TrackerState,
+    exporters_selected,
+)
 
 __all__ = ["DEFAULT_ARCHIVE_DIR", "MemoryTracker", "is_oom_error", "load_estimate"]
 
@@ -121,6 +127,11 @@ def load_estimate(estimate: int | str | os.PathLike[str] | None) -> int | None:
     return value
 
 
+#: threshold level → its edge kind on the edge gauges.
+_THRESHOLD_EDGE = {LEVELS[schema.THRESHOLD_WARNING]: schema.EDGE_THRESHOLD_WARNING,
+                   LEVELS[schema.THRESHOLD_CRITICAL]: schema.EDGE_THRESHOLD_CRITICAL}
+
+
 def _memory_of(sample: Sample | None) -> int | None:
     """The one number a span reports: device used, else allocator reserved, else allocated."""
     if sample is None:
@@ -172,7 +183,8 @@ class MemoryTracker:
                  estimate_bytes: int | str | os.PathLike[str] | None = None,
                  thresholds: Mapping[str, float] | None = None,
                  hysteresis_percent: float = 2.0, rise_bytes: int | None = None,
-                 warmup_samples: int = 20, faults: Any = None,
+                 warmup_samples: int = 20, rise_rearm_s: float | None = 60.0,
+                 peak_window: float = schema.PEAK_WINDOW_S, faults: Any = None,
                  env: Mapping[str, str] | None = None, shutdown_timeout: float = 2.0,
                  handle_sigterm: bool = True, max_events: int = 10_000,
                  enable_alerts: bool = True, enable_oom_flight_recorder: bool = True) -> None:
@@ -246,8 +258,12 @@ class MemoryTracker:
             device_id=self.sampler.device_index, collector=f"stormotel.{self.sampler.name}",
             sampling_interval=self.sampling_interval, max_events=max_events,
             enable_alerts=enable_alerts)
-        self.first_rise = FirstRiseDetector(warmup_samples, rise_bytes)
-        self.state = TrackerState(estimate_bytes=self.estimate_bytes)
+        rearm = None if rise_rearm_s is None else max(
+            1, math.ceil(float(rise_rearm_s) / self.sampling_interval))
+        self.first_rise = FirstRiseDetector(warmup_samples, rise_bytes, rearm)
+        self.state = TrackerState(estimate_bytes=self.estimate_bytes,
+                                  peak=RollingPeak(peak_window),
+                                  sampling_interval_s=self.sampling_interval)
         self.telemetry: Telemetry | None = None
         self._session: trace.Span | None = None
         self._thread: threading.Thread | None = None
@@ -533,7 +549,11 @@ class MemoryTracker:
 
     def _observe(self, sample: Sample, duration_s: float) -> None:
         self.ring.push(sample)
+        previous = self.state.latest
         self.state.record(sample, duration_s)
+        if (sample.num_ooms or 0) > ((previous.num_ooms or 0) if previous is not None else 0):
+            # The allocator's own OOM counter went up: an OOM edge even without capture_oom.
+            self.state.record_edge(schema.EDGE_OOM, sample.timestamp_ns, sample.device_used or 0)
         memory = _memory_of(sample)
         with self._peaks_lock:
             for peak in self._span_peaks:
@@ -543,6 +563,8 @@ class MemoryTracker:
             for crossing in self.thresholds.update(util * 100.0):
                 self.state.count_crossing(crossing.level)
                 self.stormlog.threshold_crossed(crossing.level, crossing.percent, sample)
+                self.state.record_edge(_THRESHOLD_EDGE[crossing.level], sample.timestamp_ns,
+                                       sample.device_used or 0)
                 self._edge(schema.EVENT_THRESHOLD, sample.timestamp_ns, {
                     schema.EVENT_ATTR_LEVEL: crossing.level,
                     schema.EVENT_ATTR_PERCENT: round(crossing.percent, 3),
@@ -552,9 +574,11 @@ class MemoryTracker:
         rise = self.first_rise.update(sample.timestamp_ns, getattr(sample, series),
                                       sample.device_total)
         if rise is not None:
+            self.state.record_edge(schema.EDGE_FIRST_RISE, rise.timestamp_ns, rise.delta)
             self._edge(schema.EVENT_FIRST_RISE, rise.timestamp_ns, {
                 schema.EVENT_ATTR_SERIES: series, schema.EVENT_ATTR_BYTES: rise.value,
-                schema.EVENT_ATTR_BASELINE: rise.baseline, schema.EVENT_ATTR_DELTA: rise.delta})
+                schema.EVENT_ATTR_BASELINE: rise.baseline, schema.EVENT_ATTR_DELTA: rise.delta,
+                schema.SPAN_ATTR_SAMPLING_INTERVAL: self.sampling_interval})
         self.stormlog.observe(sample)
         if self.telemetry is not None:
             self.telemetry.after_sample()
@@ -658,8 +682,10 @@ class MemoryTracker:
         except Exception as e:
             self._warn_once("dump", "stormotel: OOM dump to %s failed (%s)",
                             self.oom_dump_dir, e)
+        now_ns = time.time_ns()
+        self.state.record_edge(schema.EDGE_OOM, now_ns, _memory_of(self.state.latest) or 0)
         try:
-            self._edge(schema.EVENT_OOM, time.time_ns(), {
+            self._edge(schema.EVENT_OOM, now_ns, {
                 schema.EVENT_ATTR_CONTEXT: context, schema.EVENT_ATTR_DUMP_PATH: dump_path,
                 schema.EVENT_ATTR_MESSAGE: str(exc)[:500],
                 schema.EVENT_ATTR_BYTES: _memory_of(self.state.latest) or 0})

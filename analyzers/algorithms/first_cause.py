@@ -1,47 +1,74 @@
-"""Cross-rank first cause: which rank's device memory rose first, and how sure we can be.
+"""Cross-rank first cause: incidents, which rank rose first in each, and how sure we can be.
 
-Per rank, the *first qualifying rise* is the first sample whose device-used bytes stand at least
+Per rank, a *qualifying rise* is the first sample whose device-used bytes stand at least
 ``max(rise_fraction × rank peak, rise_floor_bytes)`` above the running baseline — the minimum so
 far (or over a trailing window). The seed resets its cumulative delta on every non-positive
 delta, so one noisy dip restarts a genuine rise; a running minimum does not care about dips.
+After a rise levels off the baseline restarts, so one rank can rise several times.
 
-The *cluster onset* is the second-earliest first rise (as in the seed): if one rank rose before
-everyone else, it leads the onset by ``lead_ns``. An incident without a clear leader (a tie or a
-sub-interval lead, e.g. the warm-up where every rank allocates at once) is set aside, with a
-note, and the next incident is examined. Confidence compares the lead with the
-resolution (the coarsest median sampling interval): a lead of at least one interval by a single
-rank with no missing ranks is ``high``; a shorter lead or missing ranks make it ``medium``; ties
-and thin evidence make it ``low``. Everything happens on the timeline as aligned by
-:mod:`analyzers.align`; the alignment is stated in the result.
+A rank's first rise shortly after its own first sample is its **warm-up** (model, optimizer,
+first steps) and never an incident, whatever the start offsets between ranks. The remaining
+rises are grouped into **incidents**: rises of different ranks within a bounded cascade window.
+Every incident is judged on its own — a leader, or a tie — and reported.
+
+**Resolution.** Each rise is known only to lie in an interval: between the previous sample and
+the crossing sample, or within one tracker sampling interval of the tracker's own edge timestamp
+(a span event, or the ``…_edge_timestamp_seconds`` gauge a TSDB keeps). A leader is named at
+high/medium confidence only when its interval ends before every follower's begins (plus a clock
+tolerance); otherwise the incident is a tie and the report says why. Everything happens on the
+timeline as aligned by :mod:`analyzers.align`; the alignment is stated in the result.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
 from analyzers.algorithms.robust import rolling_min
 from analyzers.algorithms.settings import Settings
 from analyzers.report import Confidence, CrossRank, Suspect
-from analyzers.timeline import KIND_FIRST_RISE, RankSeries, Timeline
+from analyzers.timeline import (
+    EDGE_RESOLUTION_ATTR,
+    KIND_FIRST_RISE,
+    KIND_STEP,
+    RankSeries,
+    Timeline,
+)
+from stormotel import schema
 
 FIELD = "device_used"
+#: Rises examined per rank (each is one vectorised pass over the rank's samples).
+MAX_RISES = 16
+#: A rise whose baseline lies this close to the rank's first sample climbs from its start.
+WARMUP_FROM_START_NS = 2_000_000_000
+#: The warm-up is at most this share of a rank's observed span.
+WARMUP_SHARE = 0.25
+#: An edge timestamp whose tracker interval is unknown is trusted to within this.
+DEFAULT_EDGE_RESOLUTION_NS = 1_000_000_000
 
 
 @dataclass(frozen=True)
 class FirstRise:
     rank: int
-    t_ns: int  # first sample at or above the threshold
+    t_ns: int  # first sample at or above the threshold (or the tracker's edge time)
     delta_bytes: float  # rise above the baseline at that sample
     threshold_bytes: float
     baseline_ns: int  # when the baseline (running minimum) was set
     baseline_bytes: float
     peak_bytes: float
     settled_ns: int  # when the rise stopped climbing (steps < 10% of the threshold)
-    hole_ns: int  # time since the previous sample: the rise happened somewhere in there
-    from_edge_event: bool = False  # timed by the tracker's in-process first-rise event
+    hole_ns: int  # the rise happened at most this long before t_ns
+    from_edge_event: bool = False  # timed by the tracker's in-process first-rise edge
+    warmup: bool = False
+    step: int | None = None
+
+    @property
+    def earliest_ns(self) -> int:
+        """The earliest the rise can have happened, given the evidence's resolution."""
+        return self.t_ns - self.hole_ns
 
 
 def first_rise(series: RankSeries, settings: Settings, after_ns: int | None = None
@@ -76,46 +103,152 @@ def first_rise(series: RankSeries, settings: Settings, after_ns: int | None = No
     j = int(at_base[-1]) if at_base.size else 0
     # Report the rise against the level around the baseline, not its single lowest (noisy) sample.
     level = float(np.median(v[max(0, j - 4): j + 1]))
-    # Where the rise levels off: the next incident is looked for after that, so a multi-sample
-    # ramp (a warm-up) is one incident, not several.
+    # Where the rise levels off: the next rise is looked for after that, so a multi-sample
+    # ramp (a warm-up) is one rise, not several.
     slow = np.flatnonzero(np.diff(v[i:]) < 0.1 * threshold)
     settled = int(t[i + int(slow[0])]) if slow.size else int(t[-1])
-    hole = int(t[i] - t[i - 1]) if i > 0 else 0
+    hole = int(t[i] - t[i - 1]) if i > 0 else 0  # i >= 1: the baseline precedes the hit
     rise_t, edge = int(t[i]), False
-    # The tracker detects rises in-process at its own sampling rate and emits the exact time as
-    # a span event; when one falls inside this sample's hole, it is the better timestamp.
+    # The tracker detects rises in-process at its own sampling rate and exports the exact time
+    # (span event or edge gauge); when one falls inside this sample's hole, it is the better
+    # timestamp, trusted to within the tracker's own sampling interval. A scraper stamps a
+    # sample with the time its scrape *started*, and the exporter reads the tracker's latest
+    # sample later (tens to hundreds of ms on a loaded host), so the edge of the rise a scrape
+    # shows can lie just after that scrape's timestamp: it is taken up to ``late`` after it,
+    # and its interval then reaches back to one tracker interval before the scrape timestamp,
+    # covering both clocks' readings.
     m = series.markers
     if len(m) and hole:
-        ev = m.start_ns[(m.kind == KIND_FIRST_RISE) & (m.start_ns > t[i] - hole)
-                        & (m.start_ns <= t[i])]
-        if ev.size:
-            rise_t, edge, hole = int(ev.min()), True, 0
+        late = min(hole // 2, DEFAULT_EDGE_RESOLUTION_NS)
+        sel = np.flatnonzero((m.kind == KIND_FIRST_RISE) & (m.start_ns > t[i] - hole)
+                             & (m.start_ns <= t[i] + late))
+        if sel.size:
+            k = int(sel[np.argmin(m.start_ns[sel])])
+            attrs = m.attrs[k] if k < len(m.attrs) else {}
+            edge_res = _edge_resolution(attrs) or min(hole, DEFAULT_EDGE_RESOLUTION_NS)
+            edge_t = int(m.start_ns[k])
+            after_scrape = max(edge_t - int(t[i]), 0)
+            rise_t, edge, hole = edge_t, True, min(hole, edge_res) + after_scrape
     return FirstRise(series.rank, rise_t, float(v[i] - level), threshold, int(t[j]), level,
-                     peak, settled, hole, edge)
+                     peak, settled, hole, edge, step=_step_at(series, rise_t))
 
 
-#: Incidents examined at most (each is one vectorised pass per rank).
-MAX_ROUNDS = 16
+def _edge_resolution(attrs: object) -> int | None:
+    """An edge's resolution: the tracker's sampling interval, from the TSDB source (ns) or the
+    span event itself (seconds)."""
+    if not isinstance(attrs, Mapping):
+        return None
+    ns = attrs.get(EDGE_RESOLUTION_ATTR)
+    if isinstance(ns, int | float) and ns > 0:
+        return int(ns)
+    secs = attrs.get(schema.SPAN_ATTR_SAMPLING_INTERVAL)
+    if isinstance(secs, int | float) and secs > 0:
+        return int(secs * 1e9)
+    return None
+
+
+def _step_at(series: RankSeries, t_ns: int) -> int | None:
+    """The training step the rank was in at ``t_ns``, when it reports steps."""
+    m = series.markers
+    if not len(m):
+        return None
+    idx = np.flatnonzero((m.kind == KIND_STEP) & (m.start_ns <= t_ns) & (m.end_ns >= t_ns))
+    if not idx.size:
+        return None
+    attrs = m.attrs[int(idx[-1])] if int(idx[-1]) < len(m.attrs) else {}
+    step = attrs.get(schema.SPAN_ATTR_STEP) if isinstance(attrs, Mapping) else None
+    try:
+        return None if step is None else int(step)
+    except (TypeError, ValueError):
+        return None
+
+
+def rises_of(series: RankSeries, settings: Settings) -> list[FirstRise]:
+    """Every qualifying rise of one rank, in time order (the baseline restarts after each)."""
+    out: list[FirstRise] = []
+    after: int | None = None
+    for _ in range(MAX_RISES):
+        fr = first_rise(series, settings, after)
+        if fr is None:
+            break
+        out.append(fr)
+        after = max(fr.settled_ns, fr.t_ns, after or 0)
+    return out
+
+
+def mark_warmups(timeline: Timeline, rises: dict[int, list[FirstRise]], settings: Settings,
+                 window_start_ns: int | None) -> dict[int, list[FirstRise]]:
+    """Flag each rank's own warm-up: its first rise, within ``warmup_s`` of its first sample
+    (at most a quarter of what it observed), when that sample is the rank's start (not the edge
+    of a query window cut into a running job) and the rise either climbs from that very start
+    or comes at the same delay after its own start as another rank's first rise does — the
+    same program warming up, whatever the ranks' start offsets."""
+    starts: dict[int, int] = {}
+    delays: dict[int, int] = {}
+    tolerance: dict[int, int] = {}
+    for r, rs in rises.items():
+        series = timeline.ranks[r]
+        x = series.values[FIELD]
+        ok = np.isfinite(x)
+        t = series.t_ns[ok]
+        interval = series.median_interval_ns() or 0
+        # A rank whose data begins at the window's start was running before it: no warm-up
+        # can be seen (a scrape or two of slack, plus a second for a late first scrape).
+        cut = window_start_ns is not None and t[0] <= window_start_ns + 3 * interval + 10**9
+        if not rs or cut:
+            continue
+        span = int(t[-1] - t[0])
+        warmup_ns = min(settings.warmup_s * 1e9, WARMUP_SHARE * span)
+        if rs[0].t_ns - t[0] > warmup_ns:
+            continue
+        starts[r] = int(t[0])
+        delays[r] = rs[0].t_ns - int(t[0])
+        tolerance[r] = max(2 * interval, rs[0].hole_ns, 1_000_000_000)
+    out = {r: list(rs) for r, rs in rises.items()}
+    for r in starts:
+        fr = rises[r][0]
+        interval = timeline.ranks[r].median_interval_ns() or 0
+        from_start = fr.baseline_ns - starts[r] <= max(2 * interval, WARMUP_FROM_START_NS)
+        alike = any(abs(delays[o] - delays[r]) <= max(tolerance[o], tolerance[r])
+                    for o in delays if o != r)
+        if from_start or alike:
+            out[r][0] = replace(fr, warmup=True)
+    return out
 
 
 @dataclass
-class _Round:
+class Incident:
+    """Rises of several ranks within one cascade window, and the verdict on them."""
+
     rises: dict[int, FirstRise]
-    onset_ns: int | None
-    suspects: list[Suspect]
-    notes: list[str]
-    decisive: bool  # one rank led by at least one sampling interval
+    onset_ns: int | None = None
+    suspects: list[Suspect] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    leader: int | None = None
+    confidence: Confidence = "low"
+    lead_bound_ns: int = 0
+    kind: str = "tie"  # leader | tie | single_rank | workload
+
+    def to_dict(self) -> dict[str, Any]:
+        first = min(fr.t_ns for fr in self.rises.values())
+        return {"start_ns": first, "onset_ns": self.onset_ns, "kind": self.kind,
+                "leader": self.leader, "confidence": self.confidence,
+                "lead_lower_bound_ns": self.lead_bound_ns,
+                "ranks": sorted(self.rises),
+                "tied_ranks": sorted(s.rank for s in self.suspects) if self.kind == "tie"
+                else [],
+                "rises": {str(r): {"t_ns": fr.t_ns, "earliest_ns": fr.earliest_ns,
+                                   "delta_bytes": fr.delta_bytes,
+                                   "timed_by_edge_event": fr.from_edge_event,
+                                   "step": fr.step}
+                          for r, fr in sorted(self.rises.items())},
+                "notes": list(self.notes)}
 
 
 def analyze_first_cause(timeline: Timeline, settings: Settings) -> tuple[CrossRank, dict]:
-    """Cluster onset and ranked suspects; also returns the per-rank first-rise table.
-
-    Rises are examined incident by incident: when the first incident has no clear leader (ranks
-    tied, or a lead shorter than one sampling interval — typically the job's warm-up, where
-    every rank allocates at once), the analysis moves past it (after the last rank of that
-    incident stopped rising) and looks at the next one, up to ``MAX_ROUNDS``. The first incident
-    with a clear leader is reported; if none has one, the first incident is reported as it is.
-    """
+    """Incidents, each with a leader or a tie; the first-cause suspects are those of the first
+    cross-rank incident with a clear leader (else of the first cross-rank incident, else of the
+    only rank that rose). Also returns the per-rank rise table."""
     res = timeline.resolution_ns()
     out = CrossRank(alignment=timeline.alignment, resolution_ns=res)
     missing = timeline.missing_ranks()
@@ -129,92 +262,166 @@ def analyze_first_cause(timeline: Timeline, settings: Settings) -> tuple[CrossRa
         return out, {}
     if missing:
         out.notes.append(f"missing ranks {missing} may have risen earlier; confidence lowered")
-    rounds: list[_Round] = []
-    after: int | None = None
-    for _ in range(MAX_ROUNDS):
-        rises = {r: fr for r in with_field
-                 if (fr := first_rise(timeline.ranks[r], settings, after)) is not None}
-        if not rises:
-            break
-        rounds.append(_judge(rises, timeline, with_field, missing, res))
-        if rounds[-1].decisive:
-            break
-        after = max(fr.settled_ns for fr in rises.values())
-    if not rounds:
-        out.notes.append("no rank showed a qualifying rise (>= "
-                         f"{settings.rise_fraction:.0%} of its peak and >= "
-                         f"{settings.rise_floor_bytes / 2**20:.0f} MiB)")
-        return out, {}
-    chosen = next((r for r in rounds if r.decisive), rounds[0])
-    for earlier in rounds[: rounds.index(chosen)]:
-        ranks = sorted(earlier.rises)
-        t0 = min(fr.t_ns for fr in earlier.rises.values())
-        spread = max(fr.t_ns for fr in earlier.rises.values()) - t0
-        out.notes.append(
-            f"an earlier rise of ranks {ranks[:16]}{' ...' if len(ranks) > 16 else ''} at "
-            f"{_iso(t0)} (within {spread / 1e6:.1f} ms of each other, no rank leading by a "
-            "sampling interval — e.g. the job's warm-up or a shared cause) was set aside")
-    out.cluster_onset_ns = chosen.onset_ns
-    out.first_cause_suspects = chosen.suspects
-    out.notes.extend(chosen.notes)
-    table = {r: {"first_spike_ns": fr.t_ns, "delta_bytes": fr.delta_bytes,
-                 "threshold_bytes": fr.threshold_bytes, "baseline_ns": fr.baseline_ns}
-             for r, fr in sorted(chosen.rises.items())}
-    return out, {"rounds_examined": len(rounds), "chosen_round": rounds.index(chosen) + 1,
-                 "ranks": table}
+    window_start = _window_start(timeline)
+    all_rises = mark_warmups(timeline, {r: rises_of(timeline.ranks[r], settings)
+                                        for r in with_field}, settings, window_start)
+    warmups = {r: rs[0] for r, rs in all_rises.items() if rs and rs[0].warmup}
+    candidates = [fr for rs in all_rises.values() for fr in rs if not fr.warmup]
+    edge_ranks = sorted({fr.rank for fr in candidates if fr.from_edge_event})
+    out.resolution = _resolution_statement(timeline, res, edge_ranks)
+    if warmups:
+        out.notes.append(f"warm-up of ranks {_ranks(warmups)} (each one's first rise, soon "
+                         "after its own start) is not an incident")
+    if not candidates:
+        if not warmups:
+            out.notes.append("no rank showed a qualifying rise (>= "
+                             f"{settings.rise_fraction:.0%} of its peak and >= "
+                             f"{settings.rise_floor_bytes / 2**20:.0f} MiB)")
+        return out, {"incidents_examined": 0, "ranks": {}}
+    window_ns = int(max(settings.cascade_window_s * 1e9, 2 * (res or 0)))
+    incidents = [_judge(group, timeline, with_field, missing, settings, warmups)
+                 for group in _group(candidates, window_ns)]
+    out.incidents = [inc.to_dict() for inc in incidents]
+    cross = [inc for inc in incidents if len(inc.rises) > 1]
+    chosen = next((i for i in cross if i.kind == "leader"), cross[0] if cross else None)
+    if chosen is None:
+        singles = {r for inc in incidents for r in inc.rises}
+        chosen = incidents[0] if len(singles) == 1 else None
+        if chosen is None:
+            out.notes.append(f"ranks {sorted(singles)} each rose on their own at different "
+                             "times (no cross-rank incident); see gap findings")
+    if chosen is not None:
+        out.cluster_onset_ns = chosen.onset_ns
+        out.first_cause_suspects = chosen.suspects
+        out.notes.extend(chosen.notes)
+        others = [inc for inc in incidents if inc is not chosen and len(inc.rises) > 1]
+        if others:
+            out.notes.append(f"{len(incidents)} incidents in the window; each is listed in "
+                             "cross_rank.incidents (leader or tie)")
+    table = {}
+    if chosen is not None:
+        table = {r: {"first_spike_ns": fr.t_ns, "delta_bytes": fr.delta_bytes,
+                     "threshold_bytes": fr.threshold_bytes, "baseline_ns": fr.baseline_ns,
+                     "earliest_ns": fr.earliest_ns, "timed_by_edge_event": fr.from_edge_event}
+                 for r, fr in sorted(chosen.rises.items())}
+    return out, {"incidents_examined": len(incidents),
+                 "chosen_incident": None if chosen is None else incidents.index(chosen) + 1,
+                 "warmup_ranks": sorted(warmups), "ranks": table}
+
+
+def _window_start(timeline: Timeline) -> int | None:
+    """Start of a query window cut into a running job (TSDB sources), if the source said."""
+    meta = timeline.meta.get("prometheus")
+    value = meta.get("window_start_ns") if isinstance(meta, dict) else None
+    return int(value) if isinstance(value, int | float) else None
+
+
+def _group(rises: list[FirstRise], window_ns: int) -> list[dict[int, FirstRise]]:
+    """Incidents: from the earliest unassigned rise, each rank's earliest rise within the
+    cascade window; repeat. O(R log R) over all rises."""
+    pending = sorted(rises, key=lambda fr: (fr.t_ns, fr.rank))
+    groups: list[dict[int, FirstRise]] = []
+    while pending:
+        t0 = pending[0].t_ns
+        group: dict[int, FirstRise] = {}
+        rest = []
+        for fr in pending:
+            if fr.t_ns <= t0 + window_ns and fr.rank not in group:
+                group[fr.rank] = fr
+            else:
+                rest.append(fr)
+        groups.append(group)
+        pending = rest
+    return groups
 
 
 def _judge(rises: dict[int, FirstRise], timeline: Timeline, with_field: list[int],
-           missing: list[int], res: int | None) -> _Round:
-    """One incident: the seed's onset (second-earliest rise), leader, confidence."""
+           missing: list[int], settings: Settings, warmups: dict[int, FirstRise]) -> Incident:
+    """One incident: leader only when its rise interval ends before every follower's begins."""
+    inc = Incident(rises)
     order = sorted(rises.values(), key=lambda fr: (fr.t_ns, fr.rank))
     first = order[0]
+    tol = int(settings.clock_tolerance_s * 1e9)
+    res = timeline.resolution_ns()
+    # A rank still warming up when this incident began could have been part of it, unseen.
+    overlapping = sorted(r for r, w in warmups.items() if r not in rises
+                         and w.earliest_ns <= first.t_ns <= w.settled_ns + (res or 0))
     if len(order) == 1:
-        # Only one rank rose; it led every other rank by at least their observed span.
         others_end = min(int(timeline.ranks[r].t_ns[-1]) for r in with_field if r != first.rank)
         lead = max(others_end - first.t_ns, 0)
-        conf: Confidence = "high" if res and lead >= res and not missing else (
-            "medium" if lead > 0 else "low")
-        note = (f"only rank {first.rank} rose; the others never reached their threshold (lead "
-                "measured to the end of their data)")
-        return _Round(rises, None, [_suspect(first, lead, conf, res, timeline, alone=True)],
-                      [note], bool(res and lead >= res))
-    onset = order[1].t_ns
-    tied = [fr for fr in order if fr.t_ns == first.t_ns]
-    if len(tied) > 1:
-        note = (f"ranks {[fr.rank for fr in tied]} rose at the same aligned time: a shared cause "
-                "(a collective or the input pipeline) is more likely than one faulty rank")
-        return _Round(rises, onset, [_suspect(fr, 0, "low", res, timeline, tied=len(tied))
-                                     for fr in tied], [note], False)
-    lead = onset - first.t_ns
-    notes = []
-    # A follower whose samples have a hole before its rise may really have risen first.
-    # (Only matters when the lead is at least one interval; shorter leads are unsure anyway.)
-    unsure = [fr.rank for fr in order[1:] if fr.t_ns - fr.hole_ns < first.t_ns] \
-        if res and lead >= res else []
-    if res is None:
-        conf = "low"
-    elif lead >= res:
-        conf = "medium" if (missing or unsure) else "high"
+        bound = others_end - first.t_ns - tol
+        conf: Confidence = "low"
+        if bound >= 0 and res and lead >= res and not overlapping:
+            conf = "medium" if missing else "high"
+        inc.kind, inc.leader, inc.confidence, inc.lead_bound_ns = ("single_rank", first.rank,
+                                                                   conf, max(bound, 0))
+        inc.notes.append(f"only rank {first.rank} rose; the others never reached their "
+                         "threshold (lead measured to the end of their data)")
+        inc.suspects = [_suspect(first, lead, conf, res, timeline, alone=True)]
+        return inc
+    inc.onset_ns = order[1].t_ns
+    lead = order[1].t_ns - first.t_ns
+    # The earliest any follower can have risen, against the latest the leader can have: a
+    # follower still seen low at or after the leader was seen high rose after it.
+    bound = min(fr.earliest_ns for fr in order[1:]) - first.t_ns - tol
+    steps = {fr.step for fr in order}
+    if bound >= 0 and None not in steps and len(steps) == 1:
+        inc.kind = "workload"
+        inc.notes.append(f"ranks {sorted(rises)} rose within the same training step "
+                         f"{steps.pop()}: the workload, not one rank; no leader is named")
+        tied = order
+    elif bound >= 0 and not overlapping:
+        inc.kind, inc.leader, inc.lead_bound_ns = "leader", first.rank, bound
+        inc.confidence = "medium" if missing else "high"
+        inc.suspects = [_suspect(first, lead, inc.confidence, res, timeline, bound=bound)]
+        return inc
     else:
-        conf = "low" if missing else "medium"
-        notes.append(f"rank {first.rank} leads by {lead / 1e6:.1f} ms, less than the "
-                     f"{res / 1e6:.1f} ms sampling interval")
-    if unsure:
-        notes.append(f"ranks {unsure[:16]} have a sampling hole before their rise and may have "
-                     f"risen before rank {first.rank}")
-    return _Round(rises, onset, [_suspect(first, lead, conf, res, timeline)], notes,
-                  bool(res and lead >= res and not unsure))
+        tied = [fr for fr in order if fr.earliest_ns - tol < first.t_ns]
+        if overlapping:
+            inc.notes.append(f"ranks {overlapping} were still warming up when this incident "
+                             "began and could have led it unseen")
+        widest = max(fr.hole_ns for fr in tied)
+        same = [fr.rank for fr in tied if fr.t_ns == first.t_ns]
+        if len(same) > 1:
+            inc.notes.append(f"ranks {same[:16]} rose at the same aligned time")
+        holes = [fr.rank for fr in tied if res and fr.hole_ns > res]
+        if holes:
+            inc.notes.append(f"ranks {holes[:16]} have a sampling hole before their rise and "
+                             f"may have risen before rank {first.rank}")
+        inc.notes.append(
+            f"ranks {[fr.rank for fr in tied][:16]} rose within the resolution of the evidence "
+            f"(each rise is known to within {widest / 1e9:.3g} s; rank {first.rank} is ahead by "
+            f"{lead / 1e9:.3g} s, which is not a lead): a tie — a shared cause (a collective, "
+            "the input pipeline) is as likely as one faulty rank; finer sampling or the "
+            "tracker's edge gauges would decide it")
+    inc.suspects = [_suspect(fr, 0, "low", res, timeline, tied=len(tied)) for fr in tied]
+    return inc
+
+
+def _resolution_statement(timeline: Timeline, res: int | None, edge_ranks: list[int]) -> str:
+    parts = []
+    if res:
+        parts.append(f"samples every ~{res / 1e9:.3g} s (coarsest rank)")
+    if edge_ranks:
+        parts.append(f"tracker edge timestamps for ranks {edge_ranks[:16]}")
+    return ("evidence: " + "; ".join(parts) + ". A lead is claimed only when the leader's rise "
+            "interval ends before every follower's begins; otherwise the incident is a tie.")
+
+
+def _ranks(d: dict[int, Any]) -> str:
+    ranks = sorted(d)
+    return f"{ranks[:16]}{' ...' if len(ranks) > 16 else ''}"
 
 
 def _suspect(fr: FirstRise, lead: int, conf: Confidence, res: int | None, timeline: Timeline,
-             *, alone: bool = False, tied: int = 0) -> Suspect:
-    ev = {"timestamp_ns": fr.t_ns, "lead_ns": lead, "delta_bytes": fr.delta_bytes,
+             *, alone: bool = False, tied: int = 0, bound: int | None = None) -> Suspect:
+    ev = {"timestamp_ns": fr.t_ns, "earliest_ns": fr.earliest_ns, "lead_ns": lead,
+          "lead_lower_bound_ns": bound, "delta_bytes": fr.delta_bytes,
           "threshold_bytes": fr.threshold_bytes, "baseline_ns": fr.baseline_ns,
           "baseline_bytes": fr.baseline_bytes, "peak_bytes": fr.peak_bytes,
           "resolution_ns": res, "lead_intervals": (lead / res) if res else None,
           "sample_hole_before_ns": fr.hole_ns, "timed_by_edge_event": fr.from_edge_event,
-          "alignment": timeline.alignment,
+          "step": fr.step, "alignment": timeline.alignment,
           "offset_ns": timeline.offsets_ns.get(fr.rank, 0)}
     if alone:
         ev["only_rank_to_rise"] = True
@@ -222,8 +429,3 @@ def _suspect(fr: FirstRise, lead: int, conf: Confidence, res: int | None, timeli
         ev["tied_ranks"] = tied
     return Suspect(rank=fr.rank, confidence=conf, first_spike_ns=fr.t_ns, lead_ns=lead,
                    delta_bytes=fr.delta_bytes, evidence=ev)
-
-
-def _iso(ns: int) -> str:
-    """Wall-clock ISO-8601 (ms, UTC) for notes a person reads; the JSON keeps raw ns elsewhere."""
-    return datetime.fromtimestamp(ns / 1e9, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"

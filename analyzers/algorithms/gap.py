@@ -149,12 +149,39 @@ def _last_finite(a: np.ndarray | None) -> float | None:
     return float(a[ok[-1]]) if ok.size else None
 
 
+#: Trailing shares of a long window tried when the whole window shows no drift: a leak that
+#: started late and is still growing at the end is a drift whatever happened before it.
+TAIL_SHARES = (0.5, 0.25, 0.125)
+
+
 def drift_finding(series: RankSeries, settings: Settings, rg: RankGap | None = None
                   ) -> GapFinding | None:
     rg = rg if rg is not None else prepare_gap(series, settings)
     if rg is None or rg.gap.shape[0] < 4:
         return None
-    t, g, ts, fit = rg.t_ns, rg.gap, rg.t_s, rg.fit
+    found = _drift(series, settings, rg.t_ns, rg.gap, rg.t_s, rg.fit)
+    if found is not None:
+        return found
+    span = float(rg.t_s[-1])
+    for share in TAIL_SHARES:
+        start = int(np.searchsorted(rg.t_s, span * (1.0 - share)))
+        n = rg.gap.shape[0] - start
+        if n < max(settings.min_samples, 20):
+            break
+        ts = rg.t_s[start:] - rg.t_s[start]
+        g = rg.gap[start:]
+        found = _drift(series, settings, rg.t_ns[start:], g, ts, linear_fit(ts, g))
+        if found is not None:
+            found.evidence["window_share"] = share
+            found.evidence["note"] = (f"growing over the last {share:.0%} of the window and "
+                                      "still growing at its end")
+            return found
+    return None
+
+
+def _drift(series: RankSeries, settings: Settings, t: np.ndarray, g: np.ndarray,
+           ts: np.ndarray, fit: LinearFit) -> GapFinding | None:
+    """Persistent drift over exactly these samples, or None."""
     duration = float(ts[-1])
     if duration <= 0:
         return None
@@ -263,8 +290,21 @@ def fragmentation_finding(series: RankSeries, settings: Settings) -> GapFinding 
     ratio = idle / r
     frag = (ratio >= settings.frag_ratio) & (idle >= settings.frag_min_bytes)
     share = float(frag.mean())
+    window_share = 1.0
     if share < settings.frag_sustain:
-        return None
+        # Like a late leak: fragmentation that set in part-way and holds to the end of a long
+        # window is sustained over the window's trailing part.
+        for tail in TAIL_SHARES:
+            k = int(np.searchsorted(t, t[0] + (t[-1] - t[0]) * (1.0 - tail)))
+            if frag.shape[0] - k < settings.min_samples:
+                break
+            if float(frag[k:].mean()) >= settings.frag_sustain and frag[-1]:
+                share, window_share = float(frag[k:].mean()), tail
+                break
+        else:
+            return None
+        if window_share == 1.0:
+            return None
     starts, ends = runs(frag)
     longest = int(np.argmax(ends - starts))
     severity: Severity = "warning"
@@ -283,7 +323,8 @@ def fragmentation_finding(series: RankSeries, settings: Settings) -> GapFinding 
         evidence={"measure": "inactive_split" if split else "reserved_minus_allocated",
                   "median_ratio": float(np.median(ratio[frag])), "ratio_threshold":
                   settings.frag_ratio, "median_idle_bytes": float(np.median(idle[frag])),
-                  "fragmented_share": share, "max_device_utilization": pressure,
+                  "fragmented_share": share, "window_share": window_share,
+                  "max_device_utilization": pressure,
                   "longest_start_ns": int(t[starts[longest]]),
                   "longest_end_ns": int(t[ends[longest]])},
         remediation=list(REMEDIATION_FRAG), start_ns=int(t[starts[0]]), end_ns=int(t[ends[-1]]))
@@ -313,9 +354,12 @@ def analyze_gaps(timeline: Timeline, settings: Settings,
         if rg is None:
             no_gap.append(rank)
         else:
-            for f in (drift_finding(s, settings, rg), spike_finding(s, settings, rg)):
-                if f is not None:
-                    findings.append(f)
+            drift = drift_finding(s, settings, rg)
+            spike = spike_finding(s, settings, rg)
+            if drift is not None and spike is not None and drift.start_ns is not None and \
+                    spike.start_ns is not None and spike.start_ns >= drift.start_ns:
+                spike = None  # the leak's own growth, above an earlier level: not a spike
+            findings.extend(f for f in (drift, spike) if f is not None)
         frag = fragmentation_finding(s, settings)
         if frag is not None:
             findings.append(frag)

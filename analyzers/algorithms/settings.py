@@ -30,6 +30,15 @@ class Settings:
     rise_floor_bytes: float = 64 * MIB
     #: Baseline = minimum over this trailing window (seconds); 0 = since the first sample.
     rise_window_s: float = 0.0
+    #: A rank's first rise within this many seconds of its first sample is its own warm-up
+    #: (model, optimizer, first steps), not an incident — whatever the ranks' start offsets.
+    warmup_s: float = 20.0
+    #: Rises of different ranks belong to one incident (a cascade) within this window; it is
+    #: widened to two sampling intervals of the coarsest rank.
+    cascade_window_s: float = 30.0
+    #: How far apart two hosts' clocks may be (0 with --align wall on a synced cluster): a lead
+    #: must exceed the evidence's own resolution by this before a leader is named.
+    clock_tolerance_s: float = 0.0
     # --- gap analysis (per rank)
     min_samples: int = 10
     spike_z: float = 4.0  #: robust z-score (median/MAD) a gap sample must reach

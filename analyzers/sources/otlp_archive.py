@@ -27,6 +27,8 @@ from analyzers.sources.columns import bytes_column, time_column
 from analyzers.sources.jsonio import JSONDecodeError, loads
 from analyzers.sources.markers import MarkerAccumulator, kind_for_mark
 from analyzers.timeline import (
+    EDGE_MARKER_KINDS,
+    EDGE_RESOLUTION_ATTR,
     KIND_FIRST_RISE,
     KIND_OOM,
     KIND_STEP,
@@ -36,6 +38,8 @@ from analyzers.timeline import (
 )
 from stormotel import schema
 
+#: The tracker's edge gauges, read as markers (the time of each edge, and its resolution).
+_EDGE_GAUGES = frozenset({schema.EDGE_TIMESTAMP.name, schema.SAMPLING_INTERVAL.name})
 #: metric name → (Timeline field, is_peak)
 METRIC_FIELDS: dict[str, tuple[str, bool]] = {
     **{m.name: (f, False) for f, m in schema.FIELD_METRICS.items()},
@@ -162,6 +166,8 @@ class OtlpFileReader:
         self.records = 0
         #: rank → (time, bytes) of the latest `stormotel.memory.estimate` point.
         self.estimates: dict[int, tuple[int, float]] = {}
+        self.edges: set[tuple[int, str, int]] = set()  # (rank, edge kind, ms)
+        self.intervals: dict[int, int] = {}  # rank -> tracker sampling interval (ns)
 
     # --- framing ----------------------------------------------------------------------------
     def read_json_lines(self, data: bytes) -> None:
@@ -264,6 +270,9 @@ class OtlpFileReader:
                 if metric.get("name") == schema.ESTIMATE.name:
                     self._estimate(res_rank, metric)
                     continue
+                if metric.get("name") in _EDGE_GAUGES:
+                    self._edge_gauge(res_rank, metric)
+                    continue
                 spec = METRIC_FIELDS.get(metric.get("name"))
                 if spec is None:
                     continue
@@ -292,6 +301,25 @@ class OtlpFileReader:
             if rank is not None and np.isfinite(value) and value > 0 and \
                     t >= self.estimates.get(rank, (-1, 0.0))[0]:
                 self.estimates[rank] = (t, value)
+
+    def _edge_gauge(self, res_rank: int | None, metric: Mapping[str, Any]) -> None:
+        """Edge gauges (time of the latest edge per kind) and the sampling interval: each
+        distinct edge time is one edge marker, for OTLP data that carries no spans."""
+        is_interval = metric.get("name") == schema.SAMPLING_INTERVAL.name
+        for dp in _get(metric.get("gauge") or {}, "dataPoints", "data_points") or ():
+            attrs = attributes(dp.get("attributes"))
+            ident = identity_from(attrs)
+            rank = res_rank if res_rank is not None else (ident.rank if ident else None)
+            try:
+                value = float(_value(dp))
+            except (TypeError, ValueError):
+                continue
+            if rank is None or not np.isfinite(value) or value <= 0:
+                continue
+            if is_interval:
+                self.intervals[rank] = max(self.intervals.get(rank, 0), int(value * 1e9))
+            elif (kind := str(attrs.get(schema.ATTR_EDGE, ""))) in EDGE_MARKER_KINDS:
+                self.edges.add((rank, kind, round(value * 1000)))
 
     def _points(self, rank: int, field: str, is_peak: bool, dps: list[Any]) -> None:
         ts, vs = self.cols.lists((rank, field, is_peak))
@@ -352,7 +380,9 @@ class OtlpFileReader:
         elif name == schema.SPAN_MARK or schema.SPAN_ATTR_MARK in attrs:  # old and new naming
             mark = str(attrs.get(schema.SPAN_ATTR_MARK) or name)
             self.markers.add(rank, start, end or start, mark, kind_for_mark(mark), attrs)
-        elif name != schema.SPAN_SESSION:
+        elif name not in (schema.SPAN_SESSION, schema.SPAN_EDGE):
+            # An edge span only carries its event (below): the rank's own evidence, never a
+            # mark another rank shares (it must not become a clock anchor).
             self.markers.add(rank, start, end or start, name, kind_for_mark(name), attrs)
         for ev in span.get("events") or ():
             kind = _EVENT_KINDS.get(ev.get("name"))
@@ -388,6 +418,12 @@ class OtlpFileReader:
         if self.estimates:
             known: dict[int, float] = b.meta.setdefault(META_ESTIMATE_BYTES, {})  # type: ignore[assignment]
             known.update({rank: value for rank, (_, value) in self.estimates.items()})
+        for rank, kind, t_ms in sorted(self.edges):
+            attrs: dict[str, object] = {schema.ATTR_EDGE: kind}
+            if rank in self.intervals:
+                attrs[EDGE_RESOLUTION_ATTR] = self.intervals[rank]
+            self.markers.add(rank, t_ms * 1_000_000, t_ms * 1_000_000, kind,
+                             EDGE_MARKER_KINDS[kind], attrs)
         for rank, m in self.markers.build().items():
             b.add_markers(rank, m)
         # Samples = distinct (rank, timestamp) pairs, whatever number of fields each carries.

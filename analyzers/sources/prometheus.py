@@ -10,8 +10,16 @@ its ``notes``/``skipped`` say which endpoint and ranks failed and why, so the jo
 partial result honestly instead of crashing or pretending to be complete.
 
 Names come from :mod:`stormotel.schema`; every spelling a translator may produce is accepted
-(pull exporter vs. OTLP receiver), and the peak-since-last-export series is preferred when the
-tracker exported it, so a spike shorter than the query step is not lost.
+(pull exporter vs. OTLP receiver), and the tracker's rolling peak series is preferred when it
+exported one, so a spike between two scrapes is not lost.
+
+**Resolution.** Memory series are read as raw samples at their own timestamps (range-vector
+selectors, chunked), never re-gridded onto a shared step: a scrape offset between two targets
+is not a lead. The tracker's edge gauges (``…_edge_timestamp_seconds``) become first-rise,
+threshold and OOM markers at the tracker's own sample time, with the tracker's sampling interval
+as their resolution. Several endpoints (an HA pair, one per cluster) merge deterministically:
+the same answer in any order, exact duplicates removed, conflicting values at one timestamp
+resolved to the larger one and noted.
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ from analyzers.http import Deadline, EndpointError, HttpSettings, make_client, r
 from analyzers.rankspec import format_rank_list
 from analyzers.sources.markers import MarkerAccumulator
 from analyzers.timeline import (
+    EDGE_MARKER_KINDS,
+    EDGE_RESOLUTION_ATTR,
     KIND_OOM,
     KIND_STEP,
     META_ESTIMATE_BYTES,
@@ -54,7 +64,7 @@ MARKER_METRICS: dict[str, schema.Metric] = {KIND_STEP: schema.STEP, KIND_OOM: sc
 #: Never query finer than this (ms resolution is what Prometheus stores).
 MIN_STEP_S = 1.0
 
-_POINTS_ERROR = re.compile(r"points|resolution", re.IGNORECASE)
+_POINTS_ERROR = re.compile(r"points|resolution|samples", re.IGNORECASE)
 
 
 class SourceFailure(SourceFailureError):
@@ -221,6 +231,35 @@ class PrometheusAPI:
             chunk_start = chunk_end + step_s
         return out
 
+    def query_raw(self, selector: str, start_s: float, end_s: float, chunk_s: float,
+                  depth: int = 0) -> list[dict[str, object]]:
+        """Every stored sample of ``selector`` in ``[start_s, end_s]`` at its own timestamp:
+        range-vector instant queries over consecutive chunks ``(a, b]`` of ``chunk_s``. Ranges
+        are closed in Prometheus 2 and left-open in VictoriaMetrics and Prometheus 3, so each
+        chunk asks for all of ``[a, b]`` and drops a sample at ``a`` (the previous chunk's).
+        A chunk refused as too large is halved.
+        """
+        out: list[dict[str, object]] = []
+        chunk_ms = max(2, int(chunk_s * 1000))
+        end_ms = math.ceil(end_s * 1000)
+        t_ms = int(start_s * 1000) - 1  # each chunk is (t_ms, upto]: the start is included
+        while t_ms < end_ms:
+            upto = min(end_ms, t_ms + chunk_ms)
+            try:
+                data = self._call("/api/v1/query", {"query": f"{selector}[{upto - t_ms}ms]",
+                                                    "time": f"{upto / 1000:.3f}"})
+            except EndpointError as e:
+                too_many = e.status in (400, 422) and _POINTS_ERROR.search(e.body or "")
+                if too_many and depth < 8 and upto - t_ms >= 4:
+                    out.extend(self.query_raw(selector, t_ms / 1000, upto / 1000,
+                                              (upto - t_ms) / 2000, depth + 1))
+                    t_ms = upto
+                    continue
+                raise
+            out.extend(_after(_result_list(data, self.url + "/api/v1/query"), t_ms))
+            t_ms = upto
+        return out
+
     def _range_chunk(self, expr: str, start_s: float, end_s: float, step_s: float,
                      depth: int) -> list[dict[str, object]]:
         try:
@@ -236,6 +275,28 @@ class PrometheusAPI:
                         + self._range_chunk(expr, mid + step_s, end_s, step_s, depth + 1))
             raise
         return _result_list(data, self.url + "/api/v1/query_range")
+
+
+def _after(results: list[dict[str, object]], t_ms: int) -> list[dict[str, object]]:
+    """Drop samples at or before ``t_ms`` (sorted ``values``: only the first few can be)."""
+    edge = t_ms / 1000.0
+    for r in results:
+        values = r.get("values")
+        if not isinstance(values, list) or not values:
+            continue
+        i = 0
+        while i < len(values) and _stamp(values[i]) <= edge:
+            i += 1
+        if i:
+            r["values"] = values[i:]
+    return results
+
+
+def _stamp(point: object) -> float:
+    try:
+        return float(point[0])  # type: ignore[index]
+    except (TypeError, ValueError, IndexError):
+        return math.inf  # malformed: left for the parser to count
 
 
 def _api_error_text(body: str) -> str:
@@ -272,6 +333,9 @@ class _Discovery:
     estimate_names: list[str] = field(default_factory=list)
     #: marker kind → spellings of its series present (step gauge, OOM counter).
     marker_names: dict[str, list[str]] = field(default_factory=dict)
+    #: Spellings of the edge-timestamp gauge and the sampling-interval gauge present.
+    edge_names: list[str] = field(default_factory=list)
+    interval_names: list[str] = field(default_factory=list)
 
 
 def _field_names() -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
@@ -310,8 +374,10 @@ def identity_from_labels(labels: dict[str, str]) -> RankIdentity | None:
 def _discover(api: PrometheusAPI, window: QueryWindow, builder: TimelineBuilder,
               want_native: bool) -> _Discovery:
     fields = _field_names()
+    side_names = (set(schema.EDGE_TIMESTAMP.prom_aliases)
+                  | set(schema.SAMPLING_INTERVAL.prom_aliases))
     all_names = sorted({n for plain, peak in fields.values() for n in (*plain, *peak)}
-                       | set(schema.ESTIMATE.prom_aliases)
+                       | set(schema.ESTIMATE.prom_aliases) | side_names
                        | {n for m in MARKER_METRICS.values() for n in m.prom_aliases})
     sel = label_selector({schema.ATTR_JOB_ID: window.job_id},
                          {"__name__": _name_regex(all_names)}, window.extra_matchers)
@@ -319,7 +385,7 @@ def _discover(api: PrometheusAPI, window: QueryWindow, builder: TimelineBuilder,
     present: set[str] = set()
     identities: dict[int, RankIdentity] = {}
     bad_rank = 0
-    estimate_spellings = set(schema.ESTIMATE.prom_aliases) | {
+    estimate_spellings = set(schema.ESTIMATE.prom_aliases) | side_names | {
         n for m in MARKER_METRICS.values() for n in m.prom_aliases}
     for labels in series:
         ident = identity_from_labels(labels)
@@ -352,7 +418,9 @@ def _discover(api: PrometheusAPI, window: QueryWindow, builder: TimelineBuilder,
     markers = {kind: [n for n in m.prom_aliases if n in present]
                for kind, m in MARKER_METRICS.items()}
     return _Discovery(api, names, peak_fields, identities, native, estimates,
-                      {k: v for k, v in markers.items() if v})
+                      {k: v for k, v in markers.items() if v},
+                      [n for n in schema.EDGE_TIMESTAMP.prom_aliases if n in present],
+                      [n for n in schema.SAMPLING_INTERVAL.prom_aliases if n in present])
 
 
 def _read_estimates(d: _Discovery, window: QueryWindow, builder: TimelineBuilder) -> None:
@@ -425,9 +493,10 @@ def load_prometheus(urls: Sequence[str], window: QueryWindow, *,
                     ) -> tuple[Timeline, LoadOutcome]:
     """Read one job from every endpoint into one Timeline; raise SourceFailure if none answers.
 
-    Several endpoints (one per cluster or region, or an HA pair) merge through one
-    TimelineBuilder: the same rank from two endpoints is aligned on a shared step grid and
-    de-duplicated.
+    Several endpoints (one per cluster or region, or an HA pair) merge deterministically: every
+    series is read at its own sample timestamps, the same rank's samples from all endpoints are
+    united, exact duplicates dropped and conflicts resolved the same way whatever the order of
+    ``urls``. ``window.step_s`` (or the stored samples' spacing) only sizes the raw chunks.
     """
     settings = settings or HttpSettings()
     deadline = deadline or Deadline(None)
@@ -435,6 +504,7 @@ def load_prometheus(urls: Sequence[str], window: QueryWindow, *,
     http = client or make_client(settings)
     builder = TimelineBuilder()
     outcome = LoadOutcome()
+    urls = sorted(dict.fromkeys(u.rstrip("/") for u in urls))  # order never changes the answer
     try:
         apis = [PrometheusAPI(u, http, settings, deadline) for u in urls]
         discoveries = _discover_all(apis, window, builder, outcome, concurrency)
@@ -443,9 +513,11 @@ def load_prometheus(urls: Sequence[str], window: QueryWindow, *,
         outcome.step_s = step
         tasks = _plan_queries(discoveries, window, step, rank_batch)
         if progress:
-            progress(f"prometheus: {len(tasks)} range queries at step {step:g}s over "
-                     f"{len(discoveries)} endpoint(s)")
-        with_data = _run_queries(tasks, builder, outcome, step, max_points, concurrency)
+            progress(f"prometheus: {len(tasks)} raw-sample queries (chunks of {max_points} "
+                     f"samples at ~{step:g}s) over {len(discoveries)} endpoint(s)")
+        intervals = _read_intervals(discoveries, window, builder)
+        with_data = _run_queries(tasks, builder, outcome, step, max_points, concurrency,
+                                 intervals)
         for d in discoveries:
             _read_estimates(d, window, builder)
         if not builder.meta.get(META_ESTIMATE_BYTES):
@@ -460,7 +532,7 @@ def load_prometheus(urls: Sequence[str], window: QueryWindow, *,
         for d in discoveries:
             if d.api.url not in outcome.endpoints_failed:
                 outcome.endpoints_ok.append(d.api.url)
-        builder.sources.extend(f"prometheus:{u.rstrip('/')}" for u in urls)
+        builder.sources.extend(f"prometheus:{u}" for u in urls)
         _resolution_notes(builder, discoveries, step)
     finally:
         if own_client:
@@ -473,8 +545,37 @@ def load_prometheus(urls: Sequence[str], window: QueryWindow, *,
     timeline.meta["prometheus"] = {"step_s": step, "endpoints_ok": outcome.endpoints_ok,
                                    "endpoints_failed": outcome.endpoints_failed,
                                    "ranks_failed": {u: sorted(r) for u, r
-                                                    in outcome.ranks_failed.items()}}
+                                                    in outcome.ranks_failed.items()},
+                                   "window_start_ns": window.start_ns,
+                                   "raw_samples": True}
     return timeline, outcome
+
+
+def _read_intervals(discoveries: list[_Discovery], window: QueryWindow,
+                    builder: TimelineBuilder) -> dict[int, int]:
+    """rank → the tracker's sampling interval (ns): the resolution of its edge timestamps.
+    The largest any endpoint reports wins (the cautious choice, and order-independent)."""
+    out: dict[int, int] = {}
+    secs = max(1, math.ceil(window.seconds))
+    for d in discoveries:
+        for name in d.interval_names:
+            sel = label_selector({"__name__": name, schema.ATTR_JOB_ID: window.job_id},
+                                 extra=window.extra_matchers)
+            try:
+                result = d.api.query(f"max_over_time({sel}[{secs}s])", window.end_ns)
+            except EndpointError as e:
+                builder.notes.append(f"{d.api.url}: could not read the sampling interval: {e}")
+                continue
+            for r in result:
+                labels, value = r.get("metric"), r.get("value")
+                ident = identity_from_labels(labels) if isinstance(labels, dict) else None
+                try:
+                    v = float(value[1])  # type: ignore[index]
+                except (TypeError, ValueError, IndexError):
+                    continue
+                if ident is not None and math.isfinite(v) and 0 < v < 3600:
+                    out[ident.rank] = max(out.get(ident.rank, 0), int(v * 1e9))
+    return out
 
 
 def _discover_all(apis: list[PrometheusAPI], window: QueryWindow, builder: TimelineBuilder,
@@ -505,65 +606,61 @@ def _discover_all(apis: list[PrometheusAPI], window: QueryWindow, builder: Timel
 class _Task:
     api: PrometheusAPI
     fname: str
-    expr: str
+    selector: str
     ranks: list[int]
     peak: bool
     start_s: float
     end_s: float
-    #: A marker series (step gauge, OOM counter) rather than a sample field.
-    marker: bool = False
+    #: "field" (a sample field), "marker" (step gauge, OOM counter) or "edge" (edge gauge).
+    what: str = "field"
 
 
 def _plan_queries(discoveries: list[_Discovery], window: QueryWindow, step: float,
                   rank_batch: int) -> list[_Task]:
-    # One grid for every endpoint and field, so samples of one rank line up and merge.
-    start_s = math.floor(window.start_ns / 1e9 / step) * step
+    start_s = window.start_ns / 1e9
     end_s = window.end_ns / 1e9
     tasks = []
     for d in discoveries:
         ranks = sorted(d.identities)
         for start in range(0, len(ranks), rank_batch):
             batch = ranks[start:start + rank_batch]
-            for fname, names in d.names.items():
-                for name in names:
-                    sel = label_selector({"__name__": name, schema.ATTR_JOB_ID: window.job_id},
-                                         {schema.ATTR_RANK: "|".join(map(str, batch))},
-                                         window.extra_matchers)
-                    peak = fname in d.peak_fields
-                    # `*_over_time(x[step])` returns a point only where a sample was stored in
-                    # the step before it: no lookback copies after a series ends. The peak
-                    # series is itself a max; max_over_time keeps spikes between steps.
-                    fn = "max_over_time" if peak else "last_over_time"
-                    expr = f"{fn}({sel}[{step_range(step)}])"
-                    tasks.append(_Task(d.api, fname, expr, batch, peak, start_s, end_s))
-            for kind, names in d.marker_names.items():
-                for name in names:
-                    sel = label_selector({"__name__": name, schema.ATTR_JOB_ID: window.job_id},
-                                         {schema.ATTR_RANK: "|".join(map(str, batch))},
-                                         window.extra_matchers)
-                    expr = f"last_over_time({sel}[{step_range(step)}])"
-                    tasks.append(_Task(d.api, kind, expr, batch, False, start_s, end_s,
-                                       marker=True))
+            wanted = [(fname, name, "field") for fname, names in d.names.items()
+                      for name in names]
+            wanted += [(kind, name, "marker") for kind, names in d.marker_names.items()
+                       for name in names]
+            wanted += [(schema.ATTR_EDGE, name, "edge") for name in d.edge_names]
+            for fname, name, what in wanted:
+                sel = label_selector({"__name__": name, schema.ATTR_JOB_ID: window.job_id},
+                                     {schema.ATTR_RANK: "|".join(map(str, batch))},
+                                     window.extra_matchers)
+                tasks.append(_Task(d.api, fname, sel, batch, fname in d.peak_fields,
+                                   start_s, end_s, what))
     return tasks
 
 
 #: Failed-query notes per endpoint before they are summarised as a count.
 MAX_FAILURE_NOTES = 5
 
+_Parts = dict[tuple[int, str], list[tuple[np.ndarray, np.ndarray]]]
+
 
 def _run_queries(tasks: list[_Task], builder: TimelineBuilder, outcome: LoadOutcome,
-                 step: float, max_points: int, concurrency: int) -> dict[str, set[int]]:
-    """Run every range query; returns endpoint → ranks that received samples."""
+                 step: float, max_points: int, concurrency: int,
+                 intervals: dict[int, int] | None = None) -> dict[str, set[int]]:
+    """Run every raw-sample query, then merge what all endpoints returned per rank and series;
+    returns endpoint → ranks that received samples."""
     with_data: dict[str, set[int]] = {}
     failures: dict[str, int] = {}
+    samples: _Parts = {}
     marker_series: dict[tuple[str, int], list[tuple[np.ndarray, np.ndarray]]] = {}
+    edges: _Parts = {}
     if not tasks:
         return with_data
+    chunk_s = max(60.0, step * max(2, max_points - 1))
 
     def one(task: _Task) -> list[dict[str, object]] | EndpointError:
         try:
-            return task.api.query_range(task.expr, task.start_s, task.end_s, step,
-                                        max_points=max_points)
+            return task.api.query_raw(task.selector, task.start_s, task.end_s, chunk_s)
         except EndpointError as e:
             return e
 
@@ -578,12 +675,19 @@ def _run_queries(tasks: list[_Task], builder: TimelineBuilder, outcome: LoadOutc
                     builder.notes.append(f"{task.api.url}: {task.fname} for ranks "
                                          f"{format_rank_list(task.ranks)} failed: {res}")
                 continue
-            if task.marker:
+            if task.what == "marker":
                 _collect_marker_series(res, task, marker_series)
-                continue
-            with_data.setdefault(task.api.url, set()).update(_add_results(res, task, builder))
+            elif task.what == "edge":
+                _collect_edges(res, task, edges)
+            else:
+                got = _collect_samples(res, task, builder, samples)
+                with_data.setdefault(task.api.url, set()).update(got)
+    _merge_samples(samples, builder)
     have_data = set().union(*with_data.values()) if with_data else set()
     for rank, markers in markers_from_series(marker_series).items():
+        if rank in have_data:
+            builder.add_markers(rank, markers)
+    for rank, markers in markers_from_edges(edges, intervals or {}).items():
         if rank in have_data:
             builder.add_markers(rank, markers)
     for url, n in failures.items():
@@ -593,8 +697,8 @@ def _run_queries(tasks: list[_Task], builder: TimelineBuilder, outcome: LoadOutc
     return with_data
 
 
-def _add_results(results: list[dict[str, object]], task: _Task,
-                 builder: TimelineBuilder) -> set[int]:
+def _collect_samples(results: list[dict[str, object]], task: _Task, builder: TimelineBuilder,
+                     out: _Parts) -> set[int]:
     got: set[int] = set()
     for r in results:
         labels = r.get("metric")
@@ -602,7 +706,6 @@ def _add_results(results: list[dict[str, object]], task: _Task,
         if not isinstance(labels, dict) or not isinstance(values, list):
             builder.skipped["malformed_series"] += 1
             continue
-        # max_over_time drops __name__ but keeps the rank label.
         ident = identity_from_labels({str(k): str(v) for k, v in labels.items()})
         if ident is None or ident.rank not in task.ranks:
             builder.skipped["series_without_valid_rank_label"] += 1
@@ -612,9 +715,73 @@ def _add_results(results: list[dict[str, object]], task: _Task,
             continue
         t_ns, v = cleaned
         if t_ns.size:
-            builder.add_samples(ident.rank, t_ns, **{task.fname: v})
+            out.setdefault((ident.rank, task.fname), []).append((t_ns, v))
             got.add(ident.rank)
     return got
+
+
+def merge_parts(parts: list[tuple[np.ndarray, np.ndarray]]
+                ) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """One series from several reads (endpoints, chunks, spellings): sorted by time, exact
+    duplicates dropped, and where values conflict at one timestamp the larger kept — a rule
+    that gives the same answer in any read order. Returns (t, v, duplicates, conflicts)."""
+    t = np.concatenate([p[0] for p in parts])
+    v = np.concatenate([p[1] for p in parts])
+    order = np.lexsort((v, t))  # by time, then value
+    t, v = t[order], v[order]
+    same_t = t[1:] == t[:-1]
+    same_v = v[1:] == v[:-1]
+    dups = int((same_t & same_v).sum())
+    conflict_ts = np.unique(t[1:][same_t & ~same_v])
+    keep = np.r_[~same_t, True]  # the last of each equal-time run: the largest value
+    return t[keep], v[keep], dups, int(conflict_ts.size)
+
+
+def _merge_samples(samples: _Parts, builder: TimelineBuilder) -> None:
+    conflicts = 0
+    for (rank, fname), parts in sorted(samples.items()):
+        t, v, dups, bad = merge_parts(parts)
+        builder.add_samples(rank, t, **{fname: v})
+        if dups:
+            builder.skipped["duplicate_sample"] += dups
+        conflicts += bad
+    if conflicts:
+        builder.skipped["conflicting_sample"] += conflicts
+        builder.notes.append(f"prometheus: {conflicts} timestamp(s) held different values on "
+                             "different endpoints (or spellings); the larger value was kept, "
+                             "whatever the endpoint order")
+
+
+def _collect_edges(results: list[dict[str, object]], task: _Task, out: _Parts) -> None:
+    for r in results:
+        labels, values = r.get("metric"), r.get("values")
+        if not isinstance(labels, dict) or not isinstance(values, list):
+            continue
+        ident = identity_from_labels({str(k): str(v) for k, v in labels.items()})
+        kind = str(labels.get(schema.ATTR_EDGE, ""))
+        if ident is None or ident.rank not in task.ranks or kind not in EDGE_MARKER_KINDS:
+            continue
+        try:
+            t_ns, v = parse_matrix_values(values)
+        except ValueError:
+            continue
+        out.setdefault((ident.rank, kind), []).append((t_ns, v))
+
+
+def markers_from_edges(edges: _Parts, intervals: dict[int, int]) -> dict[int, Markers]:
+    """Each distinct value of an edge-timestamp gauge is one edge at that (tracker) time; the
+    tracker's sampling interval, when known, is its resolution."""
+    acc = MarkerAccumulator()
+    for (rank, kind), parts in sorted(edges.items()):
+        v = np.concatenate([p[1] for p in parts])
+        v = v[np.isfinite(v) & (v > 0)]
+        for t_ms in np.unique(np.rint(v * 1000.0).astype(np.int64)).tolist():
+            t = int(t_ms) * 1_000_000
+            attrs: dict[str, object] = {schema.ATTR_EDGE: kind}
+            if rank in intervals:
+                attrs[EDGE_RESOLUTION_ATTR] = intervals[rank]
+            acc.add(rank, t, t, kind, EDGE_MARKER_KINDS[kind], attrs)
+    return acc.build()
 
 
 def _collect_marker_series(results: list[dict[str, object]], task: _Task,
@@ -667,10 +834,12 @@ def _resolution_notes(builder: TimelineBuilder, discoveries: list[_Discovery],
                       step: float) -> None:
     native = [d.native_interval_s for d in discoveries if d.native_interval_s]
     peaks = sorted({f for d in discoveries for f in d.peak_fields})
-    msg = f"prometheus: queried at step {step:g}s"
+    msg = "prometheus: raw samples at their own timestamps"
     if native:
-        msg += f" (stored samples every ~{max(native):.3g}s)"
-    msg += "; leads shorter than one step cannot be claimed"
+        msg += f" (stored every ~{max(native):.3g}s)"
+    msg += "; a lead shorter than the evidence's resolution is called a tie"
+    if any(d.edge_names for d in discoveries):
+        msg += "; the tracker's edge gauges time rises to its own samples"
     if peaks:
-        msg += f"; used peak-since-last-export series for {', '.join(peaks)}"
+        msg += f"; used the rolling peak series for {', '.join(peaks)}"
     builder.notes.append(msg)

@@ -53,6 +53,9 @@ class SimulatedSampler:
         if epoch_ns is None:
             env_epoch = os.environ.get(schema.ENV_SIM_EPOCH_NS, "").strip()
             epoch_ns = int(env_epoch) if env_epoch else clock_ns()
+            shared_epoch = bool(env_epoch)
+        else:
+            shared_epoch = False
         self.rank = rank
         self.device_index = device_index
         self.gpu_uuid: str | None = f"GPU-simulated-{device_index}"
@@ -64,6 +67,10 @@ class SimulatedSampler:
         self.activation_peak_bytes = activation_peak_bytes
         self.gap_bytes = gap_bytes
         self._clock_ns = clock_ns
+        #: With a shared epoch (faults at one absolute time across ranks started apart), each
+        #: rank still warms up from its own start, as a real process does.
+        #: (The epoch may lie in the future: a rank started early is warm by then.)
+        self.warmup_origin_s = self.elapsed_s() if shared_epoch else 0.0
         self._raised: set[int] = set()
         self._lock = threading.Lock()
 
@@ -79,12 +86,15 @@ class SimulatedSampler:
 
     def reading_at(self, t: float, timestamp_ns: int = 0) -> Sample:
         """The device state ``t`` seconds after the epoch (pure; clamps t < 0 to 0)."""
-        t = max(0.0, t)
+        since_start = t - self.warmup_origin_s
+        # Steps run before a future shared epoch too (only the faults wait for it).
         phase = (t % self.step_period_s) / self.step_period_s
+        t = max(0.0, t)
         ramp = phase / 0.6 if phase < 0.6 else (1.0 - phase) / 0.4
         jitter = int((self.rank + 1) * MiB * math.sin(2.3 * t + self.rank))
         allocated = self.weights_bytes + int(self.activation_peak_bytes * ramp) + jitter
-        warmed = min(1.0, t / (0.6 * self.step_period_s))  # first forward pass fills the cache
+        # The first forward pass fills the cache.
+        warmed = min(1.0, max(0.0, since_start) / (0.6 * self.step_period_s))
         reserved_floor = self.weights_bytes + 20 * MiB + int(self.activation_peak_bytes * warmed)
         alloc_extra = 0
         gap = self.gap_bytes

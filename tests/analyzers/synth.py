@@ -7,6 +7,7 @@ CUDA rank: allocator allocated/reserved, device used = reserved + gap (NCCL/cuDN
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,8 @@ class RankData:
     reserved: np.ndarray
     device_used: np.ndarray
     device_total: np.ndarray
-    markers: list[tuple[int, int, str, str]] = field(default_factory=list)
+    #: (start, end, name, kind) or (start, end, name, kind, attrs)
+    markers: list[tuple[Any, ...]] = field(default_factory=list)
 
 
 def healthy(ranks: int = 4, n: int = 600, *, seed: int = 0, noise: float = 2 * MIB,
@@ -57,7 +59,8 @@ def to_timeline(data: list[RankData], *, world_size: int | None = None,
                 np.array([m[0] for m in d.markers], np.int64),
                 np.array([m[1] for m in d.markers], np.int64),
                 np.array([m[2] for m in d.markers], object),
-                np.array([m[3] for m in d.markers], object)))
+                np.array([m[3] for m in d.markers], object),
+                tuple(m[4] if len(m) > 4 else {} for m in d.markers)))
     return b.build()
 
 

@@ -98,6 +98,7 @@ def test_promql_uses_only_schema_names() -> None:
             if name not in PROMQL_WORDS and name not in schema.IDENTITY_LABELS and \
                     name not in schema.PLACEMENT_LABELS and \
                     name not in (schema.ATTR_LEVEL, schema.ATTR_REASON, schema.ATTR_DESTINATION,
+                                 schema.ATTR_EDGE,
                                  schema.ANALYZER_LABEL_KIND, schema.ANALYZER_LABEL_SEVERITY,
                                  schema.ANALYZER_LABEL_CONFIDENCE) and name not in KNOWN_SERIES:
                 unknown.add(f"{name} in {e.where}")

@@ -59,7 +59,8 @@ class Cluster:
 
 
 def _trackers() -> list[MemoryTracker]:
-    faults = "rank=1:leak@t=0s,rate=128MiB/s"
+    # The leak drives the drift panels; the spike gives rank 1 a first-rise edge (edge panels).
+    faults = "rank=1:leak@t=0s,rate=128MiB/s;rank=1:spike@t=2s,delta=1GiB,duration=500ms"
     out = []
     for rank in range(2):
         t = MemoryTracker(sampler="simulated", sampling_interval=0.05, job_id=JOB, rank=rank,
@@ -143,6 +144,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             # Recording rules chain (headroom → time to full) and rates need a few scrapes.
             _wait_for(c, schema.REC_TIME_TO_FULL, 1)
             _wait_for(c, f"rate({schema.SAMPLES.prom}[10s]) > 0", 2)
+            _wait_for(c, schema.EDGE_TIMESTAMP.prom, 1)
             yield c
             c.client.close()
     finally:

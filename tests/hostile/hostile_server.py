@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import unquote_plus
 
 from stormotel import schema
 
@@ -30,13 +31,14 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args: object) -> None:
         pass
 
+    body = b""
+
     def do_GET(self) -> None:
         self._serve()
 
     def do_POST(self) -> None:
         n = int(self.headers.get("Content-Length") or 0)
-        if n:
-            self.rfile.read(n)
+        self.body = self.rfile.read(n) if n else b""
         self._serve()
 
     def _serve(self) -> None:
@@ -113,7 +115,10 @@ class _Handler(BaseHTTPRequestHandler):
                   for r in range(2)]
         if "/series" in self.path:
             data: object = labels
-        elif "/query_range" in self.path:
+        elif "/query_range" in self.path or "%5B" in unquote_plus(self.path + "?"
+                                                                  + self.body.decode()) \
+                or "[" in unquote_plus(self.path + "?" + self.body.decode()):
+            # range queries, and instant queries of a range selector (raw samples) alike
             now = time.time()
             values = [[now - 300 + 15 * i, str(4 * 1024**3)] for i in range(18)]
             values += [[now + 75 * 365 * 86400 + 15 * i, str(70 * 1024**3)] for i in range(5)]

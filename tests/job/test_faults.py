@@ -108,7 +108,7 @@ def test_slow_endpoint_past_timeout(two_clusters) -> None:
 
 def test_run_deadline_bounds_the_whole_run(two_clusters) -> None:
     _, b, p = two_clusters
-    with FaultProxy(b.url, delay_s=2.0, path_filter="query_range") as proxy:
+    with FaultProxy(b.url, delay_s=2.0, path_filter="/api/v1/query") as proxy:  # data reads
         r = run_cli("--prometheus", proxy.url, *_window(p), "--timeout", "1500ms",
                     "--http-timeout", "10")
     _no_traceback(r.stderr)

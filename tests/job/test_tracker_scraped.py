@@ -55,5 +55,5 @@ def test_scraped_tracker_job_first_cause(tmp_path: Path) -> None:
     top = doc["cross_rank"]["first_cause_suspects"][0]
     assert top["rank"] == 2, debug
     assert 1.5 <= top["lead_ns"] / 1e9 <= 4.5  # 3 s planted, ±1 scrape interval each side
-    assert any("peak-since-last-export series" in n for n in doc["notes"])
+    assert any("rolling peak series" in n for n in doc["notes"])
     assert json.loads(trace.read_text())["traceEvents"]

@@ -1,0 +1,246 @@
+"""Production-shaped jobs: real ``stormotel track`` processes per rank, started seconds apart,
+faults planted at one absolute time, an archive and a Prometheus endpoint per rank, scraped by
+real Prometheus servers at production intervals; then ``stormotel analyze`` from both paths.
+
+Shared by the CI suite (tests/production) and the long benchmark (benchmarks/bench_first_cause_
+production.py). A :class:`Scenario` carries its planted truth; :func:`judge` compares a report
+with it and names the worst failure first: a wrong rank at high or medium confidence.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stormotel import schema
+from tests import servers
+
+ROOT = Path(__file__).resolve().parents[2]
+SURE = ("high", "medium")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One job: start offsets per rank (s after the shared epoch), faults (fault-spec language,
+    times since the epoch) and the truth the analysis must not contradict."""
+
+    name: str
+    offsets_s: tuple[float, ...]
+    faults: tuple[str, ...] = ()
+    #: The rank that went wrong first (the only rank that may be named), or None.
+    leader: int | None = None
+    #: Whether the leader must be named at high/medium (False: naming it, or nobody, is right;
+    #: a leak or fragmentation on one rank is a gap finding first).
+    must_name: bool = True
+    #: (rank, classification) gap findings that must be present.
+    gap_truth: tuple[tuple[int, str], ...] = ()
+    duration_s: float = 30.0  # from the epoch to the end of every rank
+
+    @property
+    def world(self) -> int:
+        return len(self.offsets_s)
+
+
+#: Seconds from the first launch to the shared epoch: every tracker is up (imports done, even on
+#: a loaded host) and warmed up before anything is planted. Times in fault specs count from it.
+LEAD_IN_S = float(os.environ.get("STORMOTEL_TEST_LEAD_IN_S", "60"))
+
+SCENARIOS: tuple[Scenario, ...] = (
+    Scenario("healthy", (0.0, 2.5, 4.0, 5.5)),
+    Scenario("lead-400ms", (3.0, 0.0, 5.5, 1.5),
+             ("rank=2:first_spike@t=10s,delta=1GiB,lead=400ms",), leader=2),
+    Scenario("lead-1s", (0.0, 4.5, 2.0, 5.0),
+             ("rank=1:first_spike@t=10s,delta=1GiB,lead=1s",), leader=1),
+    Scenario("lead-2s", (1.0, 0.0, 5.0, 3.5),
+             ("rank=3:first_spike@t=10s,delta=1GiB,lead=2s",), leader=3),
+    Scenario("leak", (0.0, 3.0, 1.0, 5.0), ("rank=1:leak@t=5s,rate=40MiB/s",), leader=1,
+             must_name=False, gap_truth=((1, "persistent_drift"),)),
+    Scenario("leak+first-cause", (2.0, 0.0, 4.5, 1.0),
+             ("rank=0:leak@t=5s,rate=20MiB/s", "rank=2:first_spike@t=12s,delta=1GiB,lead=1s"),
+             leader=2, gap_truth=((0, "persistent_drift"),)),
+    Scenario("fragmentation", (0.0, 1.5, 3.0, 4.5), ("rank=3:fragmentation@t=5s,factor=3",),
+             leader=3, must_name=False, gap_truth=((3, "fragmentation"),)),
+    # Ranks 2 and 3 start (and warm up) 20 s after the others, shortly before the incident.
+    Scenario("warm-up-then-incident", (0.0, 1.0, 21.0, 22.0),
+             ("rank=0:first_spike@t=12s,delta=1GiB,lead=1s",), leader=0),
+)
+
+
+@dataclass
+class RunningJob:
+    scenario: Scenario
+    job_id: str
+    archive: Path
+    ports: list[int]
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    epoch_ns: int = 0
+
+
+def tracker_argv(job: RunningJob, rank: int, duration_s: float) -> list[str]:
+    argv = [sys.executable, "-m", "stormotel", "track", "--sampler", "simulated",
+            "--interval", "0.1", "--duration", f"{duration_s:.3f}", "--job-id", job.job_id,
+            "--rank", str(rank), "--world-size", str(job.scenario.world),
+            "--archive", str(job.archive), "--prometheus-port", str(job.ports[rank]),
+            "--prometheus-addr", "127.0.0.1", "--quiet"]
+    for spec in job.scenario.faults:
+        argv += ["--fault", spec]
+    return argv
+
+
+def start_jobs(scenarios: list[Scenario], workdir: Path, tag: str = "",
+               ports: dict[str, list[int]] | None = None) -> list[RunningJob]:
+    """Start every scenario's ranks at ``epoch + offset`` (one shared epoch, so faults planted
+    at one absolute time line up), concurrently; returns at once."""
+    jobs = [RunningJob(s, f"prod-{s.name}{tag}", workdir / f"archive-{s.name}",
+                       (ports or {}).get(s.name) or [servers.free_port() for _ in s.offsets_s])
+            for s in scenarios]
+    epoch = time.time_ns() + int(LEAD_IN_S * 1e9)
+    first_launch = time.time()
+    launches = sorted((off, j, r) for j in range(len(jobs))
+                      for r, off in enumerate(jobs[j].scenario.offsets_s))
+    for job in jobs:
+        job.epoch_ns = epoch
+    env = {**os.environ, schema.ENV_SIM_EPOCH_NS: str(epoch),
+           "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT))}
+    for off, j, r in launches:
+        job = jobs[j]
+        delay = first_launch + off - time.time()
+        if delay > 0:
+            time.sleep(delay)
+        remaining = epoch / 1e9 + job.scenario.duration_s - time.time()
+        job.procs.append(subprocess.Popen(tracker_argv(job, r, remaining), cwd=ROOT, env=env,
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+    return jobs
+
+
+def late_ranks(jobs: list[RunningJob], margin_s: float = 3.0) -> list[str]:
+    """Ranks whose first archived sample came less than ``margin_s`` before the job's first
+    planted fault (a host too loaded to start them in time): the planted truth would not hold
+    for them, so the caller must say so rather than judge the analysis by it."""
+    late = []
+    for job in jobs:
+        for rank in range(job.scenario.world):
+            starts = [float(m.group(2)) for spec in job.scenario.faults
+                      if (m := re.search(r"rank=([0-9*-]+):\w+@t=([0-9.]+)s", spec))
+                      and (_owns(m.group(1), rank) or "first_spike" in spec)]
+            if not starts:
+                continue
+            limit = job.epoch_ns + int((min(starts) - margin_s) * 1e9)
+            first = _first_time_ns(job.archive / job.job_id / f"rank-{rank}.metrics.jsonl")
+            if first is None or first > limit:
+                late.append(f"{job.job_id} rank {rank}")
+    return late
+
+
+def _owns(spec: str, rank: int) -> bool:
+    if spec == "*":
+        return True
+    lo, _, hi = spec.partition("-")
+    return int(lo) <= rank <= int(hi or lo)
+
+
+def _first_time_ns(path: Path) -> int | None:
+    try:
+        with path.open("rb") as f:
+            line = f.readline()
+    except OSError:
+        return None
+    m = re.search(rb'"timeUnixNano":\s*"?([0-9]+)', line)
+    return int(m.group(1)) if m else None
+
+
+def wait_jobs(jobs: list[RunningJob], timeout_s: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    for job in jobs:
+        for p in job.procs:
+            p.wait(timeout=max(1.0, deadline - time.monotonic()))
+            err = p.stderr.read().decode(errors="replace") if p.stderr else ""
+            assert p.returncode == 0, f"{job.job_id}: tracker exited {p.returncode}: {err}"
+
+
+def analyze(args: list[str], out: Path, timeout: float = 120.0) -> tuple[int, dict[str, Any]]:
+    """``stormotel analyze … --format json -o out``; returns (exit code, report)."""
+    r = subprocess.run([sys.executable, "-m", "stormotel", "analyze", *args, "--format", "json",
+                        "-o", str(out)], cwd=ROOT, capture_output=True, text=True,
+                       timeout=timeout)
+    if not out.exists():
+        raise AssertionError(f"analyze {args} exit {r.returncode}: {r.stderr[-2000:]}")
+    return r.returncode, json.loads(out.read_text())
+
+
+def analyze_archive(job: RunningJob, out: Path) -> tuple[int, dict[str, Any]]:
+    return analyze([str(job.archive), "--job-id", job.job_id], out)
+
+
+def analyze_prometheus(job: RunningJob, urls: list[str], out: Path,
+                       extra: list[str] | None = None) -> tuple[int, dict[str, Any]]:
+    start = job.epoch_ns / 1e9 - LEAD_IN_S - 5
+    end = job.epoch_ns / 1e9 + job.scenario.duration_s + 40
+    args = []
+    for u in urls:
+        args += ["--prometheus", u]
+    return analyze([*args, "--job-id", job.job_id, "--start", f"{start:.3f}",
+                    "--end", f"{end:.3f}", *(extra or [])], out)
+
+
+@dataclass
+class Verdict:
+    """How one analysis compares with the planted truth."""
+
+    wrong_sure: bool  # a wrong rank named at high/medium: the worst failure
+    named: bool  # the planted leader named (any confidence)
+    named_sure: bool  # ... at high/medium
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def judge(s: Scenario, code: int, report: dict[str, Any], *, must_name: bool,
+          check_gaps: bool = True) -> Verdict:
+    """Compare one report with the truth; ``problems`` lists every contradiction.
+    ``check_gaps=False`` when the path holds too few samples for gap analysis (a 15 s scrape of
+    a short job): the report must then not invent gap findings, but need not find them."""
+    problems: list[str] = []
+    cross = report["cross_rank"]
+    suspects = cross["first_cause_suspects"]
+    sure = [x for x in suspects if x["confidence"] in SURE]
+    incidents = cross.get("incidents", [])
+    # A rank rising on its own is only wrong where nothing was planted on it (a leak or
+    # fragmentation raises device memory on its rank alone, which is true).
+    planted_on = {s.leader, *(r for r, _ in s.gap_truth)}
+    sure_leaders = [i["leader"] for i in incidents
+                    if i.get("leader") is not None and i.get("confidence") in SURE
+                    and not (i.get("kind") == "single_rank" and i["leader"] in planted_on)]
+    wrong = [x["rank"] for x in sure if x["rank"] != s.leader] + \
+        [r for r in sure_leaders if r != s.leader]
+    if wrong:
+        problems.append(f"wrong rank(s) {sorted(set(wrong))} named at high/medium "
+                        f"(truth: {s.leader})")
+    named = any(x["rank"] == s.leader for x in suspects)
+    named_sure = any(x["rank"] == s.leader for x in sure)
+    if s.leader is not None and must_name and s.must_name and not named_sure:
+        problems.append(f"leader {s.leader} not named at high/medium: "
+                        f"{[(x['rank'], x['confidence']) for x in suspects]}")
+    if s.leader is None and sure:
+        named_now = [(x["rank"], x["confidence"]) for x in suspects]
+        problems.append(f"no first cause planted, got {named_now}")
+    gaps = {(g["rank"], g["classification"]) for g in report["gap_findings"]}
+    for want in s.gap_truth if check_gaps else ():
+        if want not in gaps:
+            problems.append(f"missing gap finding {want}; got {sorted(gaps)}")
+    planted = {r for r, _ in s.gap_truth}
+    stray = sorted(g for g in gaps if g[0] not in planted and g[1] != "transient_spike")
+    if stray:
+        problems.append(f"gap findings on ranks nothing was planted on: {stray}")
+    if not s.faults and code != 0:
+        problems.append(f"healthy job exited {code}, not 0")
+    return Verdict(bool(wrong), named, named_sure, problems)
