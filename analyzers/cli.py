@@ -17,14 +17,20 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from analyzers.algorithms.settings import SENSITIVITIES, parse_overrides
+from analyzers.alignments import ALIGN_WALL, ALIGNMENTS
+from analyzers.cli_flags import add_stall_arguments, wants_stalls
 from analyzers.rankspec import parse_rank_spec
-from analyzers.report import Report
-from analyzers.sources.base import ProgressFn
-from analyzers.timeline import ALIGN_WALL, ALIGNMENTS, Timeline
+from analyzers.scheduled import options as job_options
 from stormotel import errors, exitcodes
 from stormotel.textsafe import one_line
+
+if TYPE_CHECKING:  # the heavy modules (numpy, httpx) load only when a command needs them
+    from analyzers.report import Report
+    from analyzers.sources.base import ProgressFn
+    from analyzers.timeline import Timeline
 
 PROG = "stormotel analyze"
 
@@ -99,13 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "multi-rank GPU memory telemetry.")
     _add_source_arguments(p)
     _add_analysis_arguments(p)
-    from analyzers.stalls.cli_support import add_stall_arguments
-
-    add_stall_arguments(p)
+    add_stall_arguments(p)  # stuck jobs: Flight Recorder dumps, worker logs
     _add_output_arguments(p)
-    from analyzers.job import add_job_arguments  # TSDB source, sinks, cron safety
-
-    add_job_arguments(p, include_job_id=False)
+    job_options.add_job_arguments(p, include_job_id=False)  # TSDB source, sinks, cron safety
     return p
 
 
@@ -179,7 +181,7 @@ def _validate(args: argparse.Namespace) -> None:
 def _tsdb_analysis(args: argparse.Namespace) -> Callable[[Timeline], Report]:
     """The scheduled job's analysis step; stall evidence (dumps, logs) is read once, up front,
     so a bad dump is a usage error before any query, and its findings reach the job's sinks."""
-    from analyzers.stalls.cli_support import attach_markers, stall_result_from_args, wants_stalls
+    from analyzers.stalls.cli_support import attach_markers, stall_result_from_args
 
     if not wants_stalls(args):
         return lambda tl: run_analysis(tl, args)
@@ -188,15 +190,14 @@ def _tsdb_analysis(args: argparse.Namespace) -> Callable[[Timeline], Report]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from analyzers import job
-    from analyzers.stalls.cli_support import analyze_with_stalls, wants_stalls
-
     parser = build_parser()
     args = parser.parse_args(argv)
-    problem = job.validate_args(args)
+    problem = job_options.validate_args(args)
     if problem:
         parser.exit(exitcodes.USAGE, f"{PROG}: error: {problem}\n")
-    if job.wants_tsdb(args):  # the scheduled job: TSDB window -> analysis -> sinks
+    if job_options.wants_tsdb(args):  # the scheduled job: TSDB window -> analysis -> sinks
+        from analyzers import job
+
         if args.paths:
             parser.exit(exitcodes.USAGE, f"{PROG}: error: give PATHs or --prometheus, not both\n")
         try:
@@ -224,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _validate(args)
         if wants_stalls(args):  # Flight Recorder dumps / worker logs, telemetry optional
+            from analyzers.stalls.cli_support import analyze_with_stalls
+
             timeline, report = analyze_with_stalls(args, load_timeline, run_analysis,
                                                    _progress(args))
         else:
@@ -238,8 +241,11 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         parser.exit(exitcodes.SINK_FAILURE,
                     f"{PROG}: error: cannot write output: {one_line(exc)}\n")
-    if job.wants_sinks(args) and job.write_sinks(report, timeline, args).failed:
-        return exitcodes.SINK_FAILURE
+    if job_options.wants_sinks(args):
+        from analyzers.sinks.dispatch import write_sinks
+
+        if write_sinks(report, timeline, args).failed:
+            return exitcodes.SINK_FAILURE
     return exitcodes.FINDINGS if report.has_findings() else exitcodes.OK
 
 

@@ -16,6 +16,10 @@ from functools import cached_property
 
 import numpy as np
 
+from analyzers.alignments import ALIGN_FIRST_SAMPLE as ALIGN_FIRST_SAMPLE
+from analyzers.alignments import ALIGN_MARKERS as ALIGN_MARKERS
+from analyzers.alignments import ALIGN_WALL as ALIGN_WALL
+from analyzers.alignments import ALIGNMENTS as ALIGNMENTS
 from stormotel import schema
 from stormotel.errors import UsageError
 
@@ -34,10 +38,6 @@ MAX_FUTURE_NS = 24 * 3600 * 1_000_000_000
 BOUNDED_BY_TOTAL = ("allocated", "reserved", "active", "device_used", "inactive_split")
 TOTAL_SLACK = 1.01
 
-ALIGN_WALL = "wall"
-ALIGN_FIRST_SAMPLE = "first-sample"
-ALIGN_MARKERS = "markers"
-ALIGNMENTS = (ALIGN_WALL, ALIGN_FIRST_SAMPLE, ALIGN_MARKERS)
 
 # Marker kinds (``Markers.kind``): sources write them, algorithms, stalls and sinks read them,
 # so they live here, beside the object every stage shares.

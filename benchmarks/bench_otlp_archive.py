@@ -69,7 +69,11 @@ def end_to_end(compact: bytes, ranks: int, workdir: Path) -> None:
     folder = workdir / "job"
     folder.mkdir()
     rank_attr = b'{"key":"rank","value":{"stringValue":"0"}}'
-    assert rank_attr in compact
+    world_attr = b'{"key":"world_size","value":{"stringValue":"1"}}'
+    assert rank_attr in compact and world_attr in compact
+    # A 64-rank job says world_size=64: with the recorded world size of 1, every rank but 0
+    # would be dropped as outside the world and the timing would cover one rank's Timeline.
+    compact = compact.replace(world_attr, world_attr.replace(b'"1"', f'"{ranks}"'.encode()))
     z = zstandard.ZstdCompressor(level=3)
     for r in range(ranks):
         body = compact.replace(rank_attr, rank_attr.replace(b'"0"', f'"{r}"'.encode()))
@@ -83,7 +87,10 @@ def end_to_end(compact: bytes, ranks: int, workdir: Path) -> None:
     cpu = time.process_time() - c0 + (ch1.children_user - ch0.children_user) + \
         (ch1.children_system - ch0.children_system)
     print(f"end to end: {ranks} compact rank files, {size / 1e6:.0f} MB on disk, "
-          f"{tl.total_samples():,} samples: {wall:.1f} s wall, {cpu:.1f} s CPU (with workers)")
+          f"{tl.total_samples():,} samples in {len(tl.ranks)} ranks: {wall:.1f} s wall, "
+          f"{cpu:.1f} s CPU (with workers)")
+    if len(tl.ranks) != ranks:
+        raise SystemExit(f"only {len(tl.ranks)} of {ranks} ranks loaded: not the goal's timing")
 
 
 def main() -> None:

@@ -58,7 +58,8 @@ def tick_costs(n: int, workdir: Path) -> dict[str, Any]:
     setups: dict[str, dict[str, Any]] = {
         "tick, prometheus only (no per-sample export)": {"prometheus_port": 0,
                                                           "prometheus_addr": "127.0.0.1"},
-        "tick, archive (one OTLP JSON line per sample)": {"archive_dir": workdir / "a"},
+        "tick, archive (one OTLP JSON line per sample)": {"archive_dir": workdir / "a",
+                                                          "archive_format": "lines"},
     }
     for label, kwargs in setups.items():
         tracker = MemoryTracker(sampler="simulated", sampling_interval=3600, job_id="bench",
@@ -164,7 +165,7 @@ def _train(steps: int, tracker: MemoryTracker | None, width: int) -> tuple[float
 
 
 DESTINATIONS: dict[str, dict[str, Any]] = {
-    "archive (OTLP JSON line per sample)": {"archive_dir": "ovh"},
+    "archive (OTLP JSON line per sample)": {"archive_dir": "ovh", "archive_format": "lines"},
     "compact archive (batched, zstd)": {"archive_dir": "ovh", "archive_format": "compact"},
     "prometheus endpoint only": {"prometheus_port": 0, "prometheus_addr": "127.0.0.1"},
 }

@@ -3,7 +3,7 @@
 Each rank (gloo, ``torch.multiprocessing`` spawn) trains a small model with real all-reduce of
 its gradients, tracked by a ``MemoryTracker`` on the simulated device; rank 2 is given a fault —
 it rises first (``first_spike``, the others follow half a second later) and leaks outside the
-allocator (``leak``). All ranks write the OTLP JSON-lines archive into one folder.
+allocator (``leak``). All ranks write the (compact, zstd) OTLP JSON-lines archive into one folder.
 
 :func:`run_job` runs the job and returns the archive folder; :func:`main` calls it and prints
 where the files are. The analysis step is added after ``run_job`` in ``main``.
@@ -35,6 +35,7 @@ def _clear_previous(job_dir: Path) -> None:
     if not job_dir.is_dir():
         return
     for pattern in (f"{schema.ARCHIVE_RANK_PREFIX}*{schema.ARCHIVE_METRICS_SUFFIX}",
+                    f"{schema.ARCHIVE_RANK_PREFIX}*{schema.ARCHIVE_METRICS_SUFFIX}.zst",
                     f"{schema.ARCHIVE_RANK_PREFIX}*{schema.ARCHIVE_TRACES_SUFFIX}"):
         for path in job_dir.glob(pattern):
             path.unlink()
@@ -124,7 +125,8 @@ def main(argv: list[str]) -> int:
     except RuntimeError as e:
         print(f"stormotel demo: error: {e}", file=sys.stderr)
         return exitcodes.SOURCE_FAILURE
-    files = sorted(job_dir.glob(f"{schema.ARCHIVE_RANK_PREFIX}*.jsonl"))
+    files = sorted(p for p in job_dir.glob(f"{schema.ARCHIVE_RANK_PREFIX}*")
+                   if p.name.endswith((".jsonl", ".jsonl.zst")))
     print(f"Archive written to {job_dir}/ ({len(files)} files):")
     for path in files:
         print(f"  {path}  ({path.stat().st_size / 1024:.0f} KiB)")

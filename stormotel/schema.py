@@ -395,6 +395,7 @@ SAMPLE_DURATION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 
 ARCHIVE_FORMAT_LINES = "lines"  # one SDK-encoded request per sample, plain JSON lines
 ARCHIVE_FORMAT_COMPACT = "compact"  # one request per batch, every sample, zstd, rotated
 ARCHIVE_FORMATS: tuple[str, ...] = (ARCHIVE_FORMAT_LINES, ARCHIVE_FORMAT_COMPACT)
+ARCHIVE_FORMAT_DEFAULT = ARCHIVE_FORMAT_COMPACT  # what a tracker writes unless told otherwise
 ENV_ARCHIVE_FORMAT = "STORMOTEL_ARCHIVE_FORMAT"
 REASON_ARCHIVE_QUEUE_FULL = "archive_queue_full"  # the archive writer fell behind
 # --- per-job alerting: placement labels, per-rank problem series, analyzer run times ----------

@@ -335,7 +335,7 @@ class ExportConfig:
     archive_every: int = 1
     #: ``lines`` (one SDK-encoded request per sample) or ``compact`` (stormotel.archive_writer:
     #: every sample, one request per batch, zstd, rotated); ``compact_limits`` tunes the latter.
-    archive_format: str = schema.ARCHIVE_FORMAT_LINES
+    archive_format: str = schema.ARCHIVE_FORMAT_DEFAULT
     compact_limits: Any = None
 
     def signal_enabled(self, signal: str, env: Mapping[str, str]) -> bool:

@@ -91,8 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--world-size", type=int, default=None, help="number of ranks in the job")
     d = p.add_argument_group("destinations (any combination)")
     d.add_argument("--archive", default=None, metavar="DIR",
-                   help="write the OTLP JSON-lines archive to DIR/<job_id>/rank-<R>.metrics.jsonl"
-                        " and .traces.jsonl, one line per sample")
+                   help="write the OTLP JSON-lines archive to DIR/<job_id>/ (metrics per "
+                        "--archive-format, spans in rank-<R>.traces.jsonl)")
     d.add_argument("--archive-interval", type=_positive_float, default=None, metavar="SECONDS",
                    help="write an archive line every SECONDS instead of every sample (for long "
                         "jobs); each line carries the latest values and the peak since the "
@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="lines: one SDK request per sample, plain JSON lines; compact: every "
                         "sample, one request per batch (--archive-interval, default 1 s), zstd, "
                         "rotated: DIR/<job_id>/rank-<R>.NNNNN.metrics.jsonl.zst (default: "
-                        f"${schema.ENV_ARCHIVE_FORMAT}, else lines)")
+                        f"${schema.ENV_ARCHIVE_FORMAT}, else {schema.ARCHIVE_FORMAT_DEFAULT})")
     d.add_argument("--otlp-endpoint", default=None, metavar="URL",
                    help="send OTLP to a collector, e.g. http://localhost:4318 (http; a base "
                         "URL, /v1/metrics and /v1/traces are appended) or http://localhost:4317 "

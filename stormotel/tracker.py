@@ -162,10 +162,11 @@ class MemoryTracker:
     :class:`stormotel.samplers.Sampler`. Destinations: ``archive_dir`` (OTLP JSON lines),
     ``otlp_endpoint``/``otlp_protocol`` (or the standard ``OTEL_*`` variables) and
     ``prometheus_port``; with none of them the archive goes to ``./stormotel-archive``.
-    ``archive_interval`` (seconds) thins the archive to one line per interval for long jobs; each
-    line keeps the peak since the previous one. ``archive_format="compact"`` (or
-    ``STORMOTEL_ARCHIVE_FORMAT=compact``) keeps every sample instead, many per line, zstd and
-    rotated (:mod:`stormotel.archive_writer`); there ``archive_interval`` is the batch length.
+    The default archive (``archive_format="compact"``) keeps every sample, many per OTLP line,
+    zstd and rotated (:mod:`stormotel.archive_writer`); ``archive_interval`` is the batch length.
+    ``archive_format="lines"`` (or ``STORMOTEL_ARCHIVE_FORMAT=lines``) writes the previous format,
+    one SDK-encoded request per sample in plain JSON lines; there ``archive_interval`` thins the
+    archive to one line per interval, each keeping the peak since the previous one.
     """
 
     def __init__(self, device: Any = None, sampler: str | Sampler = "cuda",
@@ -217,7 +218,7 @@ class MemoryTracker:
                              "of seconds")
         archive_every = 1 if archive_interval is None else \
             max(1, round(archive_interval / self.sampling_interval))
-        fmt = archive_format or env.get(schema.ENV_ARCHIVE_FORMAT) or schema.ARCHIVE_FORMAT_LINES
+        fmt = archive_format or env.get(schema.ENV_ARCHIVE_FORMAT) or schema.ARCHIVE_FORMAT_DEFAULT
         if fmt not in schema.ARCHIVE_FORMATS:
             raise ValueError(f"archive_format={fmt!r} must be one of "
                              f"{', '.join(schema.ARCHIVE_FORMATS)}")

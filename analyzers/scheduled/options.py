@@ -8,9 +8,11 @@ import argparse
 from datetime import UTC, datetime
 from pathlib import Path
 
-from analyzers import http
-from analyzers.sinks import grafana, pushgateway
+from analyzers.http_flags import add_http_arguments
 from stormotel import units
+
+ENV_GRAFANA_TOKEN = "GRAFANA_TOKEN"  # the Grafana sink's token, when no file is given
+PUSH_JOB = "stormotel_analyzer"  # the Pushgateway grouping key's job
 
 
 def parse_duration(text: str) -> float:
@@ -109,7 +111,7 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, include_job_id: bool =
     out.add_argument("--grafana-url", metavar="URL",
                      help="Grafana base URL: one region annotation per finding (idempotent)")
     out.add_argument("--grafana-token-file", type=Path, metavar="FILE",
-                     help=f"Grafana service-account token (else ${grafana.ENV_GRAFANA_TOKEN}); "
+                     help=f"Grafana service-account token (else ${ENV_GRAFANA_TOKEN}); "
                           "never logged")
     out.add_argument("--grafana-dashboard-uid", metavar="UID",
                      help="attach annotations to this dashboard (default: organisation-wide)")
@@ -126,11 +128,11 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, include_job_id: bool =
                           "repeatable")
     out.add_argument("--pushgateway", metavar="URL",
                      help="Pushgateway base URL for the findings series (group job="
-                          f"{pushgateway.PUSH_JOB}, job_id=ID, replaced each run)")
+                          f"{PUSH_JOB}, job_id=ID, replaced each run)")
     out.add_argument("--perfetto", type=Path, metavar="FILE",
                      help="write the merged multi-rank timeline as Chrome trace JSON "
                           "(opens in ui.perfetto.dev)")
-    http.add_http_arguments(parser)
+    add_http_arguments(parser)
 
 
 def wants_tsdb(args: argparse.Namespace) -> bool:

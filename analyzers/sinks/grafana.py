@@ -29,9 +29,9 @@ import httpx
 from analyzers.attribution import location_text
 from analyzers.http import Deadline, EndpointError, HttpSettings, request
 from analyzers.report import Report
+from analyzers.scheduled.options import ENV_GRAFANA_TOKEN as ENV_GRAFANA_TOKEN
 from stormotel import schema
 
-ENV_GRAFANA_TOKEN = "GRAFANA_TOKEN"
 KEY_TAG_PREFIX = "stormotel-key="
 RANK_TAG_PREFIX = "rank="
 JOB_TAG_PREFIX = f"{schema.ATTR_JOB_ID}="

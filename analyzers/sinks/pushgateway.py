@@ -17,11 +17,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from analyzers.http import Deadline, HttpSettings, request
+from analyzers.scheduled.options import PUSH_JOB as PUSH_JOB
 from analyzers.sinks.findings_series import SeriesPoint
 from stormotel import schema
 
 #: The Pushgateway ``job`` grouping label; ``job_id`` is the second grouping key.
-PUSH_JOB = "stormotel_analyzer"
 
 
 class _PointsCollector(Collector):

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from analyzers.cli_flags import add_stall_arguments as add_stall_arguments
+from analyzers.cli_flags import wants_stalls as wants_stalls
 from analyzers.report import Report, StallFinding
 from analyzers.stalls.verdict import join_sources, with_telemetry
 from analyzers.timeline import MAX_WORLD_SIZE, Markers, Timeline, TimelineBuilder, concat_markers
@@ -64,28 +66,6 @@ class StallResult:
         for rank, m in self.markers_by_rank.items():
             b.add_markers(rank, m)
         return b.build(job_id=job_id, world_size=self.world_size)
-
-
-def add_stall_arguments(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group(
-        "stuck jobs", "Flight Recorder dumps and worker logs; usable with or without telemetry")
-    g.add_argument("--flight-recorder", type=Path, metavar="DIR",
-                   help="folder of per-rank Flight Recorder dumps (pickle from _dump_fr_trace "
-                        "or JSON from _dump_fr_trace_json, format 2.x), named with the rank "
-                        "(nccl_trace_rank_3, <host>_rank3.json); a single dump file also works. "
-                        "Read with a restricted unpickler: nothing in a dump is executed.")
-    g.add_argument("--logs", nargs="+", action="extend", metavar="PATH",
-                   help="worker logs (files, folders, quoted globs; one file per rank or "
-                        "interleaved) with ProcessGroupNCCL watchdog lines of any PyTorch "
-                        "version; launcher prefixes, wrapped and progress-bar lines tolerated. "
-                        "Put telemetry PATHs before --logs (it takes every path after it).")
-    g.add_argument("--world-size", type=int, metavar="N",
-                   help="the job's world size, when ranks with no dump/log must be counted as "
-                        "unseen (default: highest rank seen + 1)")
-
-
-def wants_stalls(args: argparse.Namespace) -> bool:
-    return bool(getattr(args, "flight_recorder", None) or getattr(args, "logs", None))
 
 
 def stall_result_from_args(args: argparse.Namespace, progress: ProgressFn | None = None

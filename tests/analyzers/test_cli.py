@@ -140,6 +140,34 @@ def test_help_lists_every_flag():
         assert flag in p.stdout
 
 
+_HEAVY = ("numpy", "httpx", "analyzers.job", "prometheus_client", "analyzers.sources")
+
+
+def _heavy_modules_after(code: str) -> list[str]:
+    probe = (f"import sys\n{code}\n"
+             f"print(','.join(m for m in {_HEAVY!r} if m in sys.modules))")
+    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return [m for m in p.stdout.strip().split(",") if m]
+
+
+def test_declaring_flags_imports_nothing_heavy():
+    """--help (every flag, the scheduled job's and the stall flags included) loads no numpy,
+    httpx, sinks or sources: the CLI's fixed cost stays at interpreter start-up."""
+    code = ("from analyzers.cli import build_parser\n"
+            "text = build_parser().format_help()\n"
+            "assert '--prometheus' in text and '--flight-recorder' in text, text")
+    assert _heavy_modules_after(code) == []
+
+
+def test_a_run_over_files_never_imports_the_scheduled_job(tmp_path):
+    """Analysing files needs numpy and the sources, not httpx or the TSDB job."""
+    write_archive(tmp_path, healthy())
+    code = (f"from analyzers.cli import main\n"
+            f"assert main([{str(tmp_path)!r}, '-q', '-o', {str(tmp_path / 'r.txt')!r}]) == 0")
+    assert _heavy_modules_after(code) == ["numpy", "analyzers.sources"]
+
+
 def test_skewed_clocks_and_collective_markers_through_files(tmp_path):
     """Rank 0's clock is 500 ms behind: wall clock blames it, --align markers finds rank 2.
     Every rank also has a synchronised gap spike inside an all_gather span."""

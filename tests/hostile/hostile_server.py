@@ -115,9 +115,7 @@ class _Handler(BaseHTTPRequestHandler):
                   for r in range(2)]
         if "/series" in self.path:
             data: object = labels
-        elif "/query_range" in self.path or "%5B" in unquote_plus(self.path + "?"
-                                                                  + self.body.decode()) \
-                or "[" in unquote_plus(self.path + "?" + self.body.decode()):
+        elif "/query_range" in self.path or "[" in unquote_plus(f"{self.path}?{self.body!r}"):
             # range queries, and instant queries of a range selector (raw samples) alike
             now = time.time()
             values = [[now - 300 + 15 * i, str(4 * 1024**3)] for i in range(18)]

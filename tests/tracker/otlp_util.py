@@ -16,10 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import zstandard
 from google.protobuf import json_format
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+from stormotel import schema
+from stormotel.archive_writer import compact_archive_glob
 
 MetricsRequest = metrics_service_pb2.ExportMetricsServiceRequest
 TraceRequest = trace_service_pb2.ExportTraceServiceRequest
@@ -33,8 +37,35 @@ def attrs(kvs: list[KeyValue] | Any) -> dict[str, Any]:
     return {kv.key: value_of(kv.value) for kv in kvs}
 
 
+def archive_lines(path: Path) -> list[bytes]:
+    """The JSON lines of one archive file: plain (``lines`` format, traces) or a compact
+    ``.zst`` file, decompressed up to its last complete block as every zstd reader does."""
+    data = path.read_bytes()
+    if path.name.endswith(".zst"):
+        data = zstandard.ZstdDecompressor().decompressobj().decompress(data)
+    return data.splitlines()
+
+
 def parse_lines(path: Path, message: type) -> list[Any]:
-    return [json_format.Parse(line, message()) for line in path.read_text().splitlines()]
+    return [json_format.Parse(line, message()) for line in archive_lines(path)]
+
+
+def metrics_files(folder: Path, rank: int) -> list[Path]:
+    """One rank's metrics archive in ``folder``: the rotated compact files (oldest first) or the
+    single ``lines``-format file."""
+    compact = sorted(folder.glob(compact_archive_glob(rank)))
+    lines_file = f"{schema.ARCHIVE_RANK_PREFIX}{rank}{schema.ARCHIVE_METRICS_SUFFIX}"
+    return compact or [folder / lines_file]
+
+
+def metrics_requests(folder: Path, rank: int) -> list[Any]:
+    """Every ``ExportMetricsServiceRequest`` one rank archived in ``folder``, in order."""
+    return [r for f in metrics_files(folder, rank) for r in parse_lines(f, MetricsRequest)]
+
+
+def samples_archived(requests: list[Any]) -> int:
+    """How many samples the requests carry: one device-used data point each, in either format."""
+    return sum(1 for _r, name, _p in points(requests) if name == schema.DEVICE_USED.name)
 
 
 def points(requests: list[Any]) -> Iterator[tuple[dict[str, Any], str, Any]]:

@@ -14,7 +14,17 @@ import pytest
 from stormotel import schema
 from stormotel.samplers.simulated import SimulatedOutOfMemoryError, SimulatedSampler
 from stormotel.tracker import MemoryTracker
-from tests.tracker.otlp_util import MetricsRequest, TraceRequest, attrs, parse_lines, points, spans
+from tests.tracker.otlp_util import (
+    MetricsRequest,
+    TraceRequest,
+    attrs,
+    metrics_files,
+    metrics_requests,
+    parse_lines,
+    points,
+    samples_archived,
+    spans,
+)
 
 SCHEMA_NAMES = {m.name for m in schema.ALL_METRICS}
 
@@ -27,7 +37,7 @@ def _run_steps(tracker: MemoryTracker, n: int, seconds: float) -> None:
 
 def test_archive_is_valid_otlp_one_line_per_sample(make_tracker: Callable[..., MemoryTracker],
                                                    tmp_path: Path) -> None:
-    tracker = make_tracker(estimate_bytes=7 * 2**30)
+    tracker = make_tracker(estimate_bytes=7 * 2**30, archive_format=schema.ARCHIVE_FORMAT_LINES)
     tracker.start_tracking()
     _run_steps(tracker, 5, 0.4)
     tracker.stop_tracking()
@@ -194,7 +204,9 @@ def test_explicit_dump_and_default_destination(tmp_path: Path,
         time.sleep(0.1)
         path = tracker.dump(tmp_path / "now.jsonl")
     assert json.loads(path.read_text().splitlines()[0])["reason"] == "requested"
-    assert (tmp_path / "stormotel-archive" / "d" / "rank-0.metrics.jsonl").stat().st_size > 0
+    files = metrics_files(tmp_path / "stormotel-archive" / "d", 0)  # the compact default
+    assert [f.name for f in files] == ["rank-0.00000.metrics.jsonl.zst"]
+    assert samples_archived(metrics_requests(files[0].parent, 0)) == tracker.stats["samples"] > 0
 
 
 def test_step_outside_tracking_is_a_harmless_no_op(make_tracker: Callable[..., MemoryTracker],
@@ -215,7 +227,8 @@ def test_archive_interval_thins_lines_but_keeps_the_spike_between_them(
     """--archive-interval: one line per N samples; the peak-since-last-line gauge still shows a
     spike that lived only between two lines."""
     tracker = make_tracker(sampling_interval=0.02, archive_interval=0.2,
-                           faults="spike@t=0.5s,delta=1GiB,duration=0.06s")
+                           faults="spike@t=0.5s,delta=1GiB,duration=0.06s",
+                           archive_format=schema.ARCHIVE_FORMAT_LINES)
     tracker.start_tracking()
     time.sleep(1.2)
     tracker.stop_tracking()

@@ -1,4 +1,4 @@
-"""The compact archive (archive_format="compact"): every sample, many per OTLP line, zstd, rotated.
+"""The compact archive (the default format): every sample, many per OTLP line, zstd, rotated.
 
 Checked at the boundaries users touch: the files on disk (official protobuf classes, the zstd
 CLI), the analyzer reading them back, and a tracker process killed with SIGKILL.
@@ -45,7 +45,7 @@ def _requests(folder: Path) -> list[MetricsRequest]:
 def test_round_trip_keeps_every_sample_peak_and_edge(make_tracker: Callable[..., MemoryTracker],
                                                      tmp_path: Path) -> None:
     sampler = SimulatedSampler(rank=1, faults=SPIKE)
-    tracker = make_tracker(sampler=sampler, archive_format="compact", archive_interval=0.25,
+    tracker = make_tracker(sampler=sampler, archive_interval=0.25,  # the default format
                            warmup_samples=5)
     # Epoch 0.7 s ago: the simulated cache warm-up (first 0.6 s) is over; the step comes 1.8 s in.
     sampler.epoch_ns = time.time_ns() - 700_000_000
@@ -104,7 +104,7 @@ def test_sigkilled_tracker_leaves_an_archive_read_to_its_last_batch(tmp_path: Pa
         "import sys, time\n"
         "from stormotel.tracker import MemoryTracker\n"
         f"t = MemoryTracker(sampler='simulated', sampling_interval=0.02, job_id='k', rank=0, "
-        f"env={{}}, archive_dir={str(tmp_path)!r}, archive_format='compact', "
+        f"env={{}}, archive_dir={str(tmp_path)!r}, "
         "archive_interval=0.2)\n"
         "t.start_tracking()\n"
         "print('started', flush=True)\n"

@@ -10,17 +10,28 @@ import pytest
 
 from stormotel import schema
 from stormotel.demo import run_job
-from tests.tracker.otlp_util import MetricsRequest, TraceRequest, attrs, parse_lines, spans
+from tests.tracker.otlp_util import (
+    TraceRequest,
+    attrs,
+    metrics_requests,
+    parse_lines,
+    samples_archived,
+    spans,
+)
 
 
 @pytest.mark.slow
 def test_demo_job_plants_a_first_cause_on_rank_2(tmp_path: Path) -> None:
+    stale = tmp_path / "demo" / "rank-0.00007.metrics.jsonl.zst"  # a previous run's batch
+    stale.parent.mkdir()
+    stale.write_bytes(b"not this run")
     job_dir = run_job(tmp_path, world_size=4, duration_s=6.0, quiet=True)
+    assert not stale.exists()  # a re-run starts the archive afresh, compact files included
     assert job_dir == tmp_path / "demo"
     first_rise: dict[int, int] = {}
     for rank in range(4):
-        metrics = parse_lines(job_dir / f"rank-{rank}.metrics.jsonl", MetricsRequest)
-        assert len(metrics) >= 20, len(metrics)  # ~60 at 10 Hz; fewer on an overloaded host
+        archived = samples_archived(metrics_requests(job_dir, rank))
+        assert archived >= 20, archived  # ~60 at 10 Hz; fewer on an overloaded host
         traces = parse_lines(job_dir / f"rank-{rank}.traces.jsonl", TraceRequest)
         names = [s.name for _r, s in spans(traces)]
         assert names.count(schema.SPAN_STEP) == 24 and names.count("nccl:all_reduce") == 24

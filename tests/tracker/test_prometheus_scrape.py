@@ -15,6 +15,7 @@ import pytest
 from stormotel import schema
 from stormotel.demo import run_job
 from tests import servers
+from tests.tracker.otlp_util import metrics_files
 
 JOB = "promtest"
 WORLD = 2
@@ -63,4 +64,4 @@ def test_prometheus_scrapes_every_rank(tmp_path: Path) -> None:
         assert min(_by_rank(prom, schema.SAMPLES).values()) > 5
         assert set(_by_rank(prom, schema.OOMS).values()) == {0.0}
         out_dir = runner.join(timeout=120)
-    assert (out_dir / "rank-1.metrics.jsonl").stat().st_size > 0
+    assert metrics_files(out_dir, 1)[0].stat().st_size > 0

@@ -13,7 +13,16 @@ import pytest
 from stormotel import exitcodes, schema
 from stormotel.track_cli import build_parser
 from tests.cli import run_stormotel
-from tests.tracker.otlp_util import MetricsRequest, TraceRequest, parse_lines, points, spans
+from tests.tracker.otlp_util import (
+    TraceRequest,
+    archive_lines,
+    metrics_files,
+    metrics_requests,
+    parse_lines,
+    points,
+    samples_archived,
+    spans,
+)
 
 CMD = [sys.executable, "-m", "stormotel", "track"]
 
@@ -29,8 +38,8 @@ def test_track_simulated_for_a_duration(tmp_path: Path) -> None:
                "--estimate", "12GiB"])
     assert out.returncode == 0, out.stderr
     assert "job cli rank 1/2 simulated" in out.stderr and "flushed" in out.stderr
-    metrics = parse_lines(tmp_path / "cli" / "rank-1.metrics.jsonl", MetricsRequest)
-    assert len(metrics) >= 10
+    metrics = metrics_requests(tmp_path / "cli", 1)  # the compact default: every sample kept
+    assert samples_archived(metrics) >= 10
     estimates = {p.as_int for _r, name, p in points(metrics) if name == schema.ESTIMATE.name}
     assert estimates == {12 * 2**30}
     names = {s.name for _r, s in spans(parse_lines(tmp_path / "cli" / "rank-1.traces.jsonl",
@@ -38,23 +47,34 @@ def test_track_simulated_for_a_duration(tmp_path: Path) -> None:
     assert {"stormotel.session", "stormotel.edge"} <= names
 
 
-def test_archive_interval_writes_fewer_lines(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fmt", [schema.ARCHIVE_FORMAT_LINES, schema.ARCHIVE_FORMAT_COMPACT])
+def test_archive_interval_writes_fewer_lines(tmp_path: Path, fmt: str) -> None:
+    """``lines`` thins to one line per interval; ``compact`` batches per interval and still
+    keeps every sample."""
     out = run(["--sampler", "simulated", "--duration", "1", "--interval", "0.05",
-               "--archive-interval", "0.25", "--archive", str(tmp_path), "--job-id", "thin"])
+               "--archive-interval", "0.25", "--archive", str(tmp_path), "--job-id", "thin",
+               "--archive-format", fmt])
     assert out.returncode == 0, out.stderr
-    lines = (tmp_path / "thin" / "rank-0.metrics.jsonl").read_text().splitlines()
+    files = metrics_files(tmp_path / "thin", 0)
+    lines = [line for f in files for line in archive_lines(f)]
     assert 3 <= len(lines) <= 6  # ~20 samples, one line per 5 (+ the final partial window)
+    archived = samples_archived(metrics_requests(tmp_path / "thin", 0))
+    if fmt == schema.ARCHIVE_FORMAT_COMPACT:
+        assert archived >= 15  # ~20 samples at 20 Hz for 1 s, all of them
+    else:
+        assert archived == len(lines)
 
 
 def test_ctrl_c_flushes_and_exits_cleanly(tmp_path: Path) -> None:
     proc = subprocess.Popen([*CMD, "--sampler", "simulated", "--interval", "0.05", "--archive",
                              str(tmp_path), "--job-id", "sig"], stderr=subprocess.PIPE,
                             text=True)
-    metrics = tmp_path / "sig" / "rank-0.metrics.jsonl"
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and (not metrics.exists() or
-                                           metrics.read_text().count("\n") < 3):
+    while time.monotonic() < deadline and not (
+            (files := metrics_files(tmp_path / "sig", 0))[0].exists()
+            and len(archive_lines(files[0])) >= 2):  # two 1 s batches written
         time.sleep(0.1)
+    assert time.monotonic() < deadline, "no archive batches appeared"
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == exitcodes.INTERRUPTED, err
