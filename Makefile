@@ -10,7 +10,7 @@ demo: setup
 
 test: setup servers
 	$(PY) -m ruff check .
-	$(PY) -m mypy
+	$(PY) scripts/typecheck.py
 	$(PY) -m pytest
 
 # The edit loop: everything except tests marked slow (multi-process torch jobs, headless
@@ -19,7 +19,7 @@ test-fast: setup
 	$(PY) -m pytest -q -m "not slow and not servers"
 
 typecheck: setup
-	$(PY) -m mypy
+	$(PY) scripts/typecheck.py
 
 setup:
 	@scripts/bootstrap.sh python

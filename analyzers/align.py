@@ -24,9 +24,8 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
-
-from analyzers.report import CrossRank
-from analyzers.timeline import (
+from stormotel.analyzers.report import CrossRank
+from stormotel.analyzers.timeline import (
     ALIGN_FIRST_SAMPLE,
     ALIGN_MARKERS,
     ALIGN_WALL,
@@ -34,6 +33,7 @@ from analyzers.timeline import (
     Markers,
     Timeline,
 )
+
 from stormotel import schema
 from stormotel.errors import UsageError
 

@@ -11,16 +11,16 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from analyzers.algorithms import analyze_collectives, analyze_first_cause, analyze_gaps
-from analyzers.algorithms.estimate_ratio import Estimates, estimate_ratios, report_section
-from analyzers.algorithms.gap import prepare_all
-from analyzers.algorithms.oom_forensics import oom_forensics
-from analyzers.algorithms.settings import Settings, settings_for
-from analyzers.align import align as align_timeline
-from analyzers.align import review_skew_hint
-from analyzers.attribution import attribute
-from analyzers.report import Report
-from analyzers.timeline import ALIGN_WALL, META_OOM_DUMPS, Timeline
+from stormotel.analyzers.algorithms import analyze_collectives, analyze_first_cause, analyze_gaps
+from stormotel.analyzers.algorithms.estimate_ratio import Estimates, estimate_ratios, report_section
+from stormotel.analyzers.algorithms.gap import prepare_all
+from stormotel.analyzers.algorithms.oom_forensics import oom_forensics
+from stormotel.analyzers.algorithms.settings import Settings, settings_for
+from stormotel.analyzers.align import align as align_timeline
+from stormotel.analyzers.align import review_skew_hint
+from stormotel.analyzers.attribution import attribute
+from stormotel.analyzers.report import Report
+from stormotel.analyzers.timeline import ALIGN_WALL, META_OOM_DUMPS, Timeline
 
 
 def analyze(timeline: Timeline, *, sensitivity: str = "medium",

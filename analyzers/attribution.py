@@ -9,8 +9,9 @@ annotations, findings series, HTML) reads it from there, so they all say the sam
 
 from __future__ import annotations
 
-from analyzers.report import Report
-from analyzers.timeline import Timeline
+from stormotel.analyzers.report import Report
+from stormotel.analyzers.timeline import Timeline
+
 from stormotel import schema
 
 KEY = "rank_attribution"

@@ -19,18 +19,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from analyzers.algorithms.settings import SENSITIVITIES, parse_overrides
-from analyzers.alignments import ALIGN_WALL, ALIGNMENTS
-from analyzers.cli_flags import add_stall_arguments, wants_stalls
-from analyzers.rankspec import parse_rank_spec
-from analyzers.scheduled import options as job_options
+from stormotel.analyzers.algorithms.settings import SENSITIVITIES, parse_overrides
+from stormotel.analyzers.alignments import ALIGN_WALL, ALIGNMENTS
+from stormotel.analyzers.cli_flags import add_stall_arguments, wants_stalls
+from stormotel.analyzers.rankspec import parse_rank_spec
+from stormotel.analyzers.scheduled import options as job_options
+
 from stormotel import errors, exitcodes
 from stormotel.textsafe import one_line
 
 if TYPE_CHECKING:  # the heavy modules (numpy, httpx) load only when a command needs them
-    from analyzers.report import Report
-    from analyzers.sources.base import ProgressFn
-    from analyzers.timeline import Timeline
+    from stormotel.analyzers.report import Report
+    from stormotel.analyzers.sources.base import ProgressFn
+    from stormotel.analyzers.timeline import Timeline
 
 PROG = "stormotel analyze"
 
@@ -120,8 +121,8 @@ def _progress(args: argparse.Namespace) -> ProgressFn | None:
 
 def load_timeline(args: argparse.Namespace) -> Timeline:
     """Step 1: the Timeline from whichever source the flags chose."""
-    from analyzers.sources import load_paths
-    from analyzers.sources.oom_dumps import attach_oom_dumps
+    from stormotel.analyzers.sources import load_paths
+    from stormotel.analyzers.sources.oom_dumps import attach_oom_dumps
 
     if not args.paths:
         raise UsageError("no telemetry given: pass one or more PATHs")
@@ -132,7 +133,7 @@ def load_timeline(args: argparse.Namespace) -> Timeline:
 
 def run_analysis(timeline: Timeline, args: argparse.Namespace) -> Report:
     """Step 2: the analyzer facade with the flags' settings."""
-    from analyzers.analyze import analyze
+    from stormotel.analyzers.analyze import analyze
 
     ranks = parse_rank_spec(args.ranks)
     return analyze(timeline, sensitivity=args.sensitivity, ranks=ranks, align=args.align,
@@ -142,7 +143,7 @@ def run_analysis(timeline: Timeline, args: argparse.Namespace) -> Report:
 def render(report: Report, fmt: str) -> str:
     if fmt == "json":
         return report.to_json()
-    from analyzers.summary import render_summary
+    from stormotel.analyzers.summary import render_summary
 
     return render_summary(report)
 
@@ -162,7 +163,7 @@ def write_outputs(report: Report, args: argparse.Namespace) -> None:
 
 def write_html(report: Report, timeline: Timeline, args: argparse.Namespace) -> None:
     """The self-contained HTML report (charts + findings), written atomically."""
-    from analyzers.sinks.html_report import write_html_report
+    from stormotel.analyzers.sinks.html_report import write_html_report
 
     written = write_html_report(args.html, timeline, report)
     if not args.quiet:
@@ -173,7 +174,7 @@ def write_html(report: Report, timeline: Timeline, args: argparse.Namespace) -> 
 def _validate(args: argparse.Namespace) -> None:
     """Check flag values before any slow loading, so mistakes fail fast."""
     parse_rank_spec(args.ranks)
-    from analyzers.algorithms.settings import settings_for
+    from stormotel.analyzers.algorithms.settings import settings_for
 
     settings_for(args.sensitivity, **parse_overrides(args.overrides))
 
@@ -181,7 +182,7 @@ def _validate(args: argparse.Namespace) -> None:
 def _tsdb_analysis(args: argparse.Namespace) -> Callable[[Timeline], Report]:
     """The scheduled job's analysis step; stall evidence (dumps, logs) is read once, up front,
     so a bad dump is a usage error before any query, and its findings reach the job's sinks."""
-    from analyzers.stalls.cli_support import attach_markers, stall_result_from_args
+    from stormotel.analyzers.stalls.cli_support import attach_markers, stall_result_from_args
 
     if not wants_stalls(args):
         return lambda tl: run_analysis(tl, args)
@@ -196,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         parser.exit(exitcodes.USAGE, f"{PROG}: error: {problem}\n")
     if job_options.wants_tsdb(args):  # the scheduled job: TSDB window -> analysis -> sinks
-        from analyzers import job
+        from stormotel.analyzers import job
 
         if args.paths:
             parser.exit(exitcodes.USAGE, f"{PROG}: error: give PATHs or --prometheus, not both\n")
@@ -215,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
                     write_html(report, seen[0], args)
 
             if args.scheduled and not args.job_id and not args.dcgm:
-                from analyzers.scheduled.run import run_scheduled
+                from stormotel.analyzers.scheduled.run import run_scheduled
 
                 return run_scheduled(args, analyze_and_keep, run_one=job.run_job,
                                      emit_report=emit)
@@ -225,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _validate(args)
         if wants_stalls(args):  # Flight Recorder dumps / worker logs, telemetry optional
-            from analyzers.stalls.cli_support import analyze_with_stalls
+            from stormotel.analyzers.stalls.cli_support import analyze_with_stalls
 
             timeline, report = analyze_with_stalls(args, load_timeline, run_analysis,
                                                    _progress(args))
@@ -242,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(exitcodes.SINK_FAILURE,
                     f"{PROG}: error: cannot write output: {one_line(exc)}\n")
     if job_options.wants_sinks(args):
-        from analyzers.sinks.dispatch import write_sinks
+        from stormotel.analyzers.sinks.dispatch import write_sinks
 
         if write_sinks(report, timeline, args).failed:
             return exitcodes.SINK_FAILURE

@@ -23,11 +23,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+from stormotel.analyzers.http_flags import ENV_BASIC_AUTH_PASSWORD as ENV_BASIC_AUTH_PASSWORD
+from stormotel.analyzers.http_flags import ENV_BEARER_TOKEN as ENV_BEARER_TOKEN
+from stormotel.analyzers.http_flags import add_http_arguments as add_http_arguments
+from stormotel.analyzers.http_flags import parse_header as parse_header
 
-from analyzers.http_flags import ENV_BASIC_AUTH_PASSWORD as ENV_BASIC_AUTH_PASSWORD
-from analyzers.http_flags import ENV_BEARER_TOKEN as ENV_BEARER_TOKEN
-from analyzers.http_flags import add_http_arguments as add_http_arguments
-from analyzers.http_flags import parse_header as parse_header
 from stormotel import textsafe
 from stormotel.errors import StormotelError, UsageError
 

@@ -32,9 +32,9 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-from analyzers import http
-from analyzers.report import Report
-from analyzers.scheduled.options import (
+from stormotel.analyzers import http
+from stormotel.analyzers.report import Report
+from stormotel.analyzers.scheduled.options import (
     add_job_arguments,
     parse_duration,
     parse_time,
@@ -43,14 +43,26 @@ from analyzers.scheduled.options import (
     wants_sinks,
     wants_tsdb,
 )
-from analyzers.scheduled.state import STATE_SCHEMA, StateError, StateFile, _count_run, _save
-from analyzers.scheduled.window import Window, _iso, resolve_window
-from analyzers.sinks import findings_series, pushgateway, remote_write
-from analyzers.sinks.dispatch import SinkOutcome, write_sinks
-from analyzers.sources.dcgm import DcgmOptions, GpuRankMap, MapError, load_dcgm
-from analyzers.sources.prometheus import LoadOutcome, QueryWindow, SourceFailure, load_prometheus
-from analyzers.sources.rank_info import with_rank_info
-from analyzers.timeline import Timeline
+from stormotel.analyzers.scheduled.state import (
+    STATE_SCHEMA,
+    StateError,
+    StateFile,
+    _count_run,
+    _save,
+)
+from stormotel.analyzers.scheduled.window import Window, _iso, resolve_window
+from stormotel.analyzers.sinks import findings_series, pushgateway, remote_write
+from stormotel.analyzers.sinks.dispatch import SinkOutcome, write_sinks
+from stormotel.analyzers.sources.dcgm import DcgmOptions, GpuRankMap, MapError, load_dcgm
+from stormotel.analyzers.sources.prometheus import (
+    LoadOutcome,
+    QueryWindow,
+    SourceFailure,
+    load_prometheus,
+)
+from stormotel.analyzers.sources.rank_info import with_rank_info
+from stormotel.analyzers.timeline import Timeline
+
 from stormotel import exitcodes
 from stormotel.textsafe import one_line, printable, redact
 
@@ -250,7 +262,7 @@ def _written_end(args: argparse.Namespace, state: StateFile | None, job_id: str,
         return None
     if state is not None and state.last_end_ns(job_id) is not None:
         return None
-    from analyzers.scheduled.tsdb_state import last_window_end_ns
+    from stormotel.analyzers.scheduled.tsdb_state import last_window_end_ns
 
     settings = http.settings_from_args(args)
     with http.make_client(settings) as client:

@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import UTC, datetime
 
-from analyzers.attribution import location_text
-from analyzers.rankspec import format_rank_list
-from analyzers.report import CollectiveAttribution, GapFinding, Report
-from analyzers.stalls.render import render_stalls, stall_verdict
+from stormotel.analyzers.attribution import location_text
+from stormotel.analyzers.rankspec import format_rank_list
+from stormotel.analyzers.report import CollectiveAttribution, GapFinding, Report
+from stormotel.analyzers.stalls.render import render_stalls, stall_verdict
+
 from stormotel.textsafe import printable, redact
 from stormotel.units import format_bytes, format_duration
 

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
+from stormotel.analyzers.alignments import ALIGN_FIRST_SAMPLE as ALIGN_FIRST_SAMPLE
+from stormotel.analyzers.alignments import ALIGN_MARKERS as ALIGN_MARKERS
+from stormotel.analyzers.alignments import ALIGN_WALL as ALIGN_WALL
+from stormotel.analyzers.alignments import ALIGNMENTS as ALIGNMENTS
 
-from analyzers.alignments import ALIGN_FIRST_SAMPLE as ALIGN_FIRST_SAMPLE
-from analyzers.alignments import ALIGN_MARKERS as ALIGN_MARKERS
-from analyzers.alignments import ALIGN_WALL as ALIGN_WALL
-from analyzers.alignments import ALIGNMENTS as ALIGNMENTS
 from stormotel import schema
 from stormotel.errors import UsageError
 

@@ -29,8 +29,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analyzers.analyze import analyze
-from analyzers.timeline import Markers, RankIdentity, RankSeries, Timeline
+from stormotel.analyzers.analyze import analyze
+from stormotel.analyzers.timeline import Markers, RankIdentity, RankSeries, Timeline
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -91,7 +91,8 @@ def bench_algorithms(ranks: int, samples: int) -> dict:
 
 def bench_loading(ranks: int, samples: int, per_line: int) -> list[dict]:
     """Write an OTLP archive (real proto messages) and Stormlog JSON exports, time loading."""
-    from analyzers.sources import load_paths
+    from stormotel.analyzers.sources import load_paths
+
     from tests.analyzers.otlp_fixtures import json_lines, metrics_requests
     from tests.analyzers.synth import healthy
 

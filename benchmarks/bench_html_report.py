@@ -21,8 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analyzers.analyze import analyze
-from analyzers.sinks.html_report import write_html_report
+from stormotel.analyzers.analyze import analyze
+from stormotel.analyzers.sinks.html_report import write_html_report
+
 from tests.analyzers.test_html_report import big_job
 from tests.headless import open_page
 

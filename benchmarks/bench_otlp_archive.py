@@ -22,9 +22,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import zstandard
+from stormotel.analyzers.sources.base import LoadContext
+from stormotel.analyzers.sources.otlp_archive import OtlpFileReader
 
-from analyzers.sources.base import LoadContext
-from analyzers.sources.otlp_archive import OtlpFileReader
 from stormotel.tracker import MemoryTracker
 
 
@@ -64,7 +64,7 @@ def end_to_end(compact: bytes, ranks: int, workdir: Path) -> None:
     """``load_paths`` over ``ranks`` compact files (the one rank's bytes, rank relabelled)."""
     import os
 
-    from analyzers.sources import load_paths
+    from stormotel.analyzers.sources import load_paths
 
     folder = workdir / "job"
     folder.mkdir()

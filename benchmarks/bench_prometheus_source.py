@@ -27,10 +27,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analyzers.analyze import analyze
-from analyzers.http import HttpSettings
-from analyzers.sinks import remote_write
-from analyzers.sources.prometheus import QueryWindow, load_prometheus
+from stormotel.analyzers.analyze import analyze
+from stormotel.analyzers.http import HttpSettings
+from stormotel.analyzers.sinks import remote_write
+from stormotel.analyzers.sources.prometheus import QueryWindow, load_prometheus
+
 from stormotel import schema
 from tests import servers
 

@@ -29,8 +29,9 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analyzers.sinks import prompb, remote_write
-from dashboards import promql
+from stormotel.analyzers.sinks import prompb, remote_write
+from stormotel.dashboards import promql
+
 from stormotel import schema
 from tests import servers
 

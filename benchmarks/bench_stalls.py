@@ -25,9 +25,9 @@ from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analyzers.stalls import analyze_dumps, fr_loader, load_dump_dir
-from analyzers.stalls.log_analysis import analyze_logs
-from analyzers.stalls.logs_parser import parse_logs
+from stormotel.analyzers.stalls import analyze_dumps, fr_loader, load_dump_dir
+from stormotel.analyzers.stalls.log_analysis import analyze_logs
+from stormotel.analyzers.stalls.logs_parser import parse_logs
 
 
 def _entry(seq: int) -> dict[str, object]:

@@ -22,9 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analyzers.sources import load_paths, stormlog, stormlog_fast
-from analyzers.sources.base import LoadContext
-from analyzers.sources.jsonio import loads
+from stormotel.analyzers.sources import load_paths, stormlog, stormlog_fast
+from stormotel.analyzers.sources.base import LoadContext
+from stormotel.analyzers.sources.jsonio import loads
 
 REAL = Path(__file__).resolve().parents[1] / "tests/analyzers/data/stormlog_events_rank1.json"
 

@@ -18,12 +18,13 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-from dashboards.common import to_json
-from dashboards.overview import overview_dashboard
-from dashboards.rank import rank_dashboard
-from dashboards.rule_tests import TESTS_FILE, rule_tests_yaml
-from dashboards.rules import DEFAULT_RUNBOOK_URL, RULES_FILE, rules_yaml
-from dashboards.settings import Settings
+from stormotel.dashboards.common import to_json
+from stormotel.dashboards.overview import overview_dashboard
+from stormotel.dashboards.rank import rank_dashboard
+from stormotel.dashboards.rule_tests import TESTS_FILE, rule_tests_yaml
+from stormotel.dashboards.rules import DEFAULT_RUNBOOK_URL, RULES_FILE, rules_yaml
+from stormotel.dashboards.settings import Settings
+
 from stormotel import exitcodes
 
 #: The package's folder: ``dashboards/`` of a checkout (editable install), or site-packages.

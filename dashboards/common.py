@@ -14,8 +14,8 @@ from typing import Any
 
 from grafanalib import core as g
 from grafanalib._gen import DashboardEncoder
+from stormotel.dashboards import promql
 
-from dashboards import promql
 from stormotel import schema
 
 DATASOURCE_VAR = "datasource"

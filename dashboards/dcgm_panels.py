@@ -9,9 +9,10 @@ trackers' ``stormotel_rank_info`` series. Driver above reserved is memory outsid
 
 from __future__ import annotations
 
-from dashboards import promql
-from dashboards.common import Cell, row, table, timeseries
-from dashboards.panels import RANK_LEGEND, Selection
+from stormotel.dashboards import promql
+from stormotel.dashboards.common import Cell, row, table, timeseries
+from stormotel.dashboards.panels import RANK_LEGEND, Selection
+
 from stormotel import schema
 
 

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from grafanalib import core as g
+from stormotel.dashboards import panels
+from stormotel.dashboards.common import Cell, DashboardSpec, dashboard, variables
+from stormotel.dashboards.settings import Settings
 
-from dashboards import panels
-from dashboards.common import Cell, DashboardSpec, dashboard, variables
-from dashboards.settings import Settings
 from stormotel import schema
 
 UID_PREFIX = "stormotel-incident-"

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from grafanalib import core as g
+from stormotel.dashboards import panels
+from stormotel.dashboards.common import DashboardSpec, dashboard, variables
+from stormotel.dashboards.settings import Settings
 
-from dashboards import panels
-from dashboards.common import DashboardSpec, dashboard, variables
-from dashboards.settings import Settings
 from stormotel import schema
 
 UID = "stormotel-overview"

@@ -9,9 +9,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dashboards import promql
-from dashboards.common import RATE_INTERVAL, STEP_INTERVAL, Cell, row, stat, table, timeseries
-from dashboards.settings import Settings
+from stormotel.dashboards import promql
+from stormotel.dashboards.common import (
+    RATE_INTERVAL,
+    STEP_INTERVAL,
+    Cell,
+    row,
+    stat,
+    table,
+    timeseries,
+)
+from stormotel.dashboards.settings import Settings
+
 from stormotel import schema
 
 RANK_LEGEND = "rank {{rank}} ({{host}})"

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from grafanalib import core as g
+from stormotel.dashboards import panels, promql
+from stormotel.dashboards.common import DashboardSpec, dashboard, row, timeseries, variables
+from stormotel.dashboards.dcgm_panels import dcgm
+from stormotel.dashboards.settings import Settings
 
-from dashboards import panels, promql
-from dashboards.common import DashboardSpec, dashboard, row, timeseries, variables
-from dashboards.dcgm_panels import dcgm
-from dashboards.settings import Settings
 from stormotel import schema
 
 UID = "stormotel-rank"

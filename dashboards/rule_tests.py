@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dashboards.rules import DEFAULT_RUNBOOK_URL, RULES_FILE, dump_yaml, header
+from stormotel.dashboards.rules import DEFAULT_RUNBOOK_URL, RULES_FILE, dump_yaml, header
+
 from stormotel import schema
 
 GiB = 1024**3

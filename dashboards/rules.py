@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
+from stormotel.dashboards import promql
+from stormotel.dashboards.settings import Settings
 
-from dashboards import promql
-from dashboards.settings import Settings
 from stormotel import schema
 
 DEFAULT_RUNBOOK_URL = "https://github.com/stormotel/stormotel/blob/main/docs/runbook.md"

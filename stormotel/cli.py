@@ -25,11 +25,11 @@ ENV_DEBUG = "STORMOTEL_DEBUG"
 COMMANDS: dict[str, tuple[str, str]] = {
     "track": ("stormotel.track_cli",
               "sample one GPU (cuda | nvml | simulated) and export OTel metrics and spans"),
-    "analyze": ("analyzers.cli",
+    "analyze": ("stormotel.analyzers.cli",
                 "find the first-cause rank, gap problems, collective spikes and stalls"),
     "estimate": ("stormotel.estimate.cli",
                  "predict a job's peak memory before it runs (fake tensors)"),
-    "dashboards": ("dashboards.build",
+    "dashboards": ("stormotel.dashboards.build",
                    "write the Grafana dashboards and Prometheus rules as files"),
     "demo": ("stormotel.demo",
              "run a 4-rank CPU training job with a planted fault, then analyze it"),

@@ -132,7 +132,7 @@ def main(argv: list[str]) -> int:
         print(f"  {path}  ({path.stat().st_size / 1024:.0f} KiB)")
     # The analysis step: the same command a user runs on the archive (imported only here, so
     # the tracker half never loads the analyzer). Findings are the expected outcome of the demo.
-    from analyzers.cli import main as analyze_main
+    from stormotel.analyzers.cli import main as analyze_main
 
     print(f"\n$ stormotel analyze {job_dir}", flush=True)
     code = analyze_main([str(job_dir)])

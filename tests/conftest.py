@@ -8,6 +8,8 @@ remembering to add it. ``make test`` runs everything; ``make test-fast`` deselec
 
 from __future__ import annotations
 
+import importlib.abc
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,3 +53,18 @@ def victoriametrics_server(tmp_path: Path) -> Iterator[servers.Server]:
 def pushgateway_server(tmp_path: Path) -> Iterator[servers.Server]:
     with servers.pushgateway(tmp_path / "pushgateway") as s:
         yield s
+
+
+class _InstalledNamesOnly(importlib.abc.MetaPathFinder):
+    """The repository root is on ``sys.path`` in tests (pytest's rootdir, ``python -m tests…``),
+    so ``import analyzers`` would work here and fail from a wheel, which installs only
+    ``stormotel``: refuse the checkout's folder names, so such an import fails the tests."""
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> None:
+        if fullname.partition(".")[0] in ("analyzers", "dashboards"):
+            raise ModuleNotFoundError(f"import stormotel.{fullname}, not {fullname}: the wheel"
+                                      " installs only the stormotel package", name=fullname)
+        return None
+
+
+sys.meta_path.insert(0, _InstalledNamesOnly())

@@ -7,9 +7,9 @@ import sys
 
 import httpx
 import numpy as np
+from stormotel.analyzers.report import REPORT_SCHEMA, CrossRank, Report, Suspect
+from stormotel.analyzers.timeline import RankIdentity, TimelineBuilder
 
-from analyzers.report import REPORT_SCHEMA, CrossRank, Report, Suspect
-from analyzers.timeline import RankIdentity, TimelineBuilder
 from stormotel import schema
 
 

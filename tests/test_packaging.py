@@ -3,9 +3,11 @@ analyzer's libraries, and a command whose extra is missing says which one to ins
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -68,3 +70,45 @@ def test_runtime_dependencies_are_ranges_without_the_extras() -> None:
 
 def test_typed_marker_ships() -> None:
     assert (REPO / "stormotel" / "py.typed").is_file()
+
+
+def test_no_module_imports_the_checkout_folder_names() -> None:
+    p = subprocess.run([sys.executable, str(REPO / "scripts" / "rename_imports.py"), "--check"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_package_list_matches_the_folders() -> None:
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    found = {".".join([name, *init.parent.relative_to(REPO / folder).parts])
+             for name, folder in setuptools["package-dir"].items()
+             for init in (REPO / folder).rglob("__init__.py")}
+    assert sorted(found) == sorted(setuptools["packages"])
+
+
+def test_installed_names_are_the_folders() -> None:
+    import stormotel.analyzers.timeline
+    import stormotel.dashboards.build
+
+    assert Path(stormotel.analyzers.timeline.__file__).resolve() == \
+        REPO / "analyzers" / "timeline.py"
+    assert stormotel.dashboards.build.PACKAGE_DIR.resolve() == REPO / "dashboards"
+    checkout_name = "analyzers"  # the folder name, which tests/conftest.py refuses to import
+    with pytest.raises(ModuleNotFoundError, match=r"stormotel\.analyzers"):
+        importlib.import_module(f"{checkout_name}.timeline")
+
+
+@pytest.mark.slow  # builds a wheel
+def test_wheel_installs_one_import_package(tmp_path: Path) -> None:
+    p = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                        "-q", "-w", str(tmp_path), str(REPO)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    [wheel] = tmp_path.glob("stormotel-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names}
+    assert {t for t in tops if not t.endswith(".dist-info")} == {"stormotel"}, tops
+    for data in ("stormotel/py.typed", "stormotel/analyzers/sinks/html/assets/uPlot.iife.min.js",
+                 "stormotel/dashboards/stormotel-overview.json",
+                 "stormotel/dashboards/rules/stormotel-rules.yml", "stormotel/analyzers/cli.py"):
+        assert data in names, data

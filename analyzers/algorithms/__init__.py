@@ -12,12 +12,17 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from analyzers.algorithms.settings import SENSITIVITIES, Settings, SettingsError, settings_for
+from stormotel.analyzers.algorithms.settings import (
+    SENSITIVITIES,
+    Settings,
+    SettingsError,
+    settings_for,
+)
 
 if TYPE_CHECKING:
-    from analyzers.algorithms.collective import analyze_collectives
-    from analyzers.algorithms.first_cause import analyze_first_cause
-    from analyzers.algorithms.gap import analyze_gaps
+    from stormotel.analyzers.algorithms.collective import analyze_collectives
+    from stormotel.analyzers.algorithms.first_cause import analyze_first_cause
+    from stormotel.analyzers.algorithms.gap import analyze_gaps
 
 __all__ = ["SENSITIVITIES", "Settings", "SettingsError", "analyze_collectives",
            "analyze_first_cause", "analyze_gaps", "settings_for"]

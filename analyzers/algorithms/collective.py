@@ -18,11 +18,10 @@
 from __future__ import annotations
 
 import numpy as np
-
-from analyzers.algorithms.gap import RankGap, prepare_all
-from analyzers.algorithms.settings import Settings
-from analyzers.report import CollectiveAttribution, CollectiveClass
-from analyzers.timeline import KIND_COLLECTIVE, Markers, Timeline
+from stormotel.analyzers.algorithms.gap import RankGap, prepare_all
+from stormotel.analyzers.algorithms.settings import Settings
+from stormotel.analyzers.report import CollectiveAttribution, CollectiveClass
+from stormotel.analyzers.timeline import KIND_COLLECTIVE, Markers, Timeline
 
 W_SYNC, W_MARKER, W_MAG = 0.5, 0.35, 0.15
 PEER_MARKER = 0.6

@@ -24,8 +24,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-
-from analyzers.timeline import META_ESTIMATE_BYTES, Timeline
+from stormotel.analyzers.timeline import META_ESTIMATE_BYTES, Timeline
 
 #: Fields tried for the actual peak, most comparable to a MemTracker estimate first.
 PEAK_FIELDS: tuple[str, ...] = ("allocated", "reserved", "device_used")

@@ -26,17 +26,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-
-from analyzers.algorithms.robust import rolling_min
-from analyzers.algorithms.settings import Settings
-from analyzers.report import Confidence, CrossRank, Suspect
-from analyzers.timeline import (
+from stormotel.analyzers.algorithms.robust import rolling_min
+from stormotel.analyzers.algorithms.settings import Settings
+from stormotel.analyzers.report import Confidence, CrossRank, Suspect
+from stormotel.analyzers.timeline import (
     EDGE_RESOLUTION_ATTR,
     KIND_FIRST_RISE,
     KIND_STEP,
     RankSeries,
     Timeline,
 )
+
 from stormotel import schema
 
 FIELD = "device_used"

@@ -22,11 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from analyzers.algorithms.robust import LinearFit, linear_fit, robust_z, runs
-from analyzers.algorithms.settings import Settings
-from analyzers.report import GapFinding, Severity
-from analyzers.timeline import RankSeries, Timeline
+from stormotel.analyzers.algorithms.robust import LinearFit, linear_fit, robust_z, runs
+from stormotel.analyzers.algorithms.settings import Settings
+from stormotel.analyzers.report import GapFinding, Severity
+from stormotel.analyzers.timeline import RankSeries, Timeline
 
 HOUR_S = 3600.0
 DAY_S = 24 * HOUR_S

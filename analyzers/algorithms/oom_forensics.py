@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from analyzers.sources.oom_dumps import OomDump
-from analyzers.timeline import Timeline
+from stormotel.analyzers.sources.oom_dumps import OomDump
+from stormotel.analyzers.timeline import Timeline
 
 GIB = float(1 << 30)
 

@@ -8,7 +8,8 @@ import argparse
 from datetime import UTC, datetime
 from pathlib import Path
 
-from analyzers.http_flags import add_http_arguments
+from stormotel.analyzers.http_flags import add_http_arguments
+
 from stormotel import units
 
 ENV_GRAFANA_TOKEN = "GRAFANA_TOKEN"  # the Grafana sink's token, when no file is given

@@ -16,10 +16,11 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-from analyzers import http
-from analyzers.report import Report
-from analyzers.scheduled.discovery import DiscoveryError, discover_jobs
-from analyzers.timeline import Timeline
+from stormotel.analyzers import http
+from stormotel.analyzers.report import Report
+from stormotel.analyzers.scheduled.discovery import DiscoveryError, discover_jobs
+from stormotel.analyzers.timeline import Timeline
+
 from stormotel import exitcodes
 from stormotel.textsafe import one_line
 

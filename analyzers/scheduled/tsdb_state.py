@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import httpx
+from stormotel.analyzers import http
 
-from analyzers import http
 from stormotel import schema
 
 

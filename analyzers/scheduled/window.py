@@ -7,7 +7,7 @@ import argparse
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from analyzers.scheduled.state import StateError, StateFile
+from stormotel.analyzers.scheduled.state import StateError, StateFile
 
 
 @dataclass

@@ -16,11 +16,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from analyzers import http
-from analyzers.report import Report
-from analyzers.sinks import findings_series, grafana, perfetto, pushgateway, remote_write
-from analyzers.sinks.base import Sink
-from analyzers.timeline import Timeline
+from stormotel.analyzers import http
+from stormotel.analyzers.report import Report
+from stormotel.analyzers.sinks import findings_series, grafana, perfetto, pushgateway, remote_write
+from stormotel.analyzers.sinks.base import Sink
+from stormotel.analyzers.timeline import Timeline
+
 from stormotel.atomic import write_atomic
 from stormotel.textsafe import one_line
 
@@ -47,8 +48,8 @@ def _grafana_auth(args: argparse.Namespace) -> http.BearerAuth | None:
 
 
 def _incident_board(report: Report, job_id: str) -> dict[str, Any]:
-    from dashboards.common import to_json
-    from dashboards.incident import incident_dashboard
+    from stormotel.dashboards.common import to_json
+    from stormotel.dashboards.incident import incident_dashboard
 
     suspects = [s.rank for s in report.cross_rank.first_cause_suspects]
     for r in [g.rank for g in report.gap_findings] + [r for st in report.stall_findings

@@ -15,8 +15,9 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from analyzers.attribution import labels_of
-from analyzers.report import Report
+from stormotel.analyzers.attribution import labels_of
+from stormotel.analyzers.report import Report
+
 from stormotel import schema
 
 #: Evidence keys the gap-analysis findings use for slope and time-to-full (first match wins).

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
+from stormotel.analyzers.attribution import location_text
+from stormotel.analyzers.http import Deadline, EndpointError, HttpSettings, request
+from stormotel.analyzers.report import Report
+from stormotel.analyzers.scheduled.options import ENV_GRAFANA_TOKEN as ENV_GRAFANA_TOKEN
 
-from analyzers.attribution import location_text
-from analyzers.http import Deadline, EndpointError, HttpSettings, request
-from analyzers.report import Report
-from analyzers.scheduled.options import ENV_GRAFANA_TOKEN as ENV_GRAFANA_TOKEN
 from stormotel import schema
 
 KEY_TAG_PREFIX = "stormotel-key="

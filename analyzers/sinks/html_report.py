@@ -17,10 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from analyzers.report import Report
-from analyzers.sinks.html.chart_data import chart_data
-from analyzers.sinks.html.page import render_page
-from analyzers.timeline import Timeline
+from stormotel.analyzers.report import Report
+from stormotel.analyzers.sinks.html.chart_data import chart_data
+from stormotel.analyzers.sinks.html.page import render_page
+from stormotel.analyzers.timeline import Timeline
+
 from stormotel.atomic import write_atomic
 
 NAME = "html"

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from stormotel.analyzers.report import Report
+from stormotel.analyzers.sinks.grafana import annotations_for
+from stormotel.analyzers.timeline import Timeline
 
-from analyzers.report import Report
-from analyzers.sinks.grafana import annotations_for
-from analyzers.timeline import Timeline
 from stormotel.atomic import atomic_open
 
 #: Points per counter track after thinning (peaks are kept by max-pooling).

@@ -13,10 +13,9 @@ from collections.abc import Iterable, Sequence
 import cramjam
 import httpx
 import numpy as np
-
-from analyzers.http import Deadline, HttpSettings, request
-from analyzers.sinks import prompb
-from analyzers.sinks.findings_series import SeriesPoint
+from stormotel.analyzers.http import Deadline, HttpSettings, request
+from stormotel.analyzers.sinks import prompb
+from stormotel.analyzers.sinks.findings_series import SeriesPoint
 
 HEADERS = {"Content-Encoding": "snappy", "Content-Type": "application/x-protobuf",
            "X-Prometheus-Remote-Write-Version": "0.1.0"}

@@ -20,11 +20,11 @@ import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
-from analyzers.sources import stormlog, stormlog_fast
-from analyzers.sources.base import LoadContext, ProgressFn, SourceError
-from analyzers.sources.jsonio import JSONDecodeError, loads
-from analyzers.sources.otlp_archive import OtlpFileReader, looks_like_otlp_json
-from analyzers.timeline import Timeline, TimelineBuilder
+from stormotel.analyzers.sources import stormlog, stormlog_fast
+from stormotel.analyzers.sources.base import LoadContext, ProgressFn, SourceError
+from stormotel.analyzers.sources.jsonio import JSONDecodeError, loads
+from stormotel.analyzers.sources.otlp_archive import OtlpFileReader, looks_like_otlp_json
+from stormotel.analyzers.timeline import Timeline, TimelineBuilder
 
 __all__ = ["LoadContext", "SourceError", "expand_paths", "load_paths"]
 

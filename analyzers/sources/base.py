@@ -12,7 +12,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from analyzers.timeline import TimelineBuilder
+from stormotel.analyzers.timeline import TimelineBuilder
+
 from stormotel import exitcodes
 from stormotel.errors import StormotelError
 

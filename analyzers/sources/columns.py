@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-
-from analyzers.sources.base import LoadContext
+from stormotel.analyzers.sources.base import LoadContext
 
 #: No accelerator has a petabyte of memory: a byte value above this is an input error (a
 #: 1e300 sample must never become the high-confidence first cause).

@@ -26,9 +26,8 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-
-from analyzers.http import Deadline, EndpointError, HttpSettings, make_client
-from analyzers.sources.prometheus import (
+from stormotel.analyzers.http import Deadline, EndpointError, HttpSettings, make_client
+from stormotel.analyzers.sources.prometheus import (
     DEFAULT_CONCURRENCY,
     LoadOutcome,
     PrometheusAPI,
@@ -40,8 +39,9 @@ from analyzers.sources.prometheus import (
     parse_matrix_values,
     step_range,
 )
-from analyzers.sources.rank_info import merge_identity, read_rank_info, uuid_to_rank
-from analyzers.timeline import RankIdentity, RankSeries, Timeline, TimelineBuilder
+from stormotel.analyzers.sources.rank_info import merge_identity, read_rank_info, uuid_to_rank
+from stormotel.analyzers.timeline import RankIdentity, RankSeries, Timeline, TimelineBuilder
+
 from stormotel import schema
 from stormotel.errors import UsageError
 

@@ -12,8 +12,7 @@ import re
 from collections.abc import Mapping
 
 import numpy as np
-
-from analyzers.timeline import KIND_COLLECTIVE, KIND_MARK, Markers
+from stormotel.analyzers.timeline import KIND_COLLECTIVE, KIND_MARK, Markers
 
 _COLLECTIVE = re.compile(
     r"nccl|rccl|gloo|all[_\- ]?reduce|all[_\- ]?gather|reduce[_\- ]?scatter|broadcast|barrier"

@@ -12,8 +12,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from analyzers.sources import OOM_DUMP_SUFFIX
-from analyzers.timeline import META_OOM_DUMPS, Timeline
+from stormotel.analyzers.sources import OOM_DUMP_SUFFIX
+from stormotel.analyzers.timeline import META_OOM_DUMPS, Timeline
+
 from stormotel import schema
 
 _LAST_FIELDS = ("allocated", "reserved", "inactive_split", "device_used", "device_total")

@@ -21,12 +21,11 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
-
-from analyzers.sources.base import LoadContext, SourceError
-from analyzers.sources.columns import bytes_column, time_column
-from analyzers.sources.jsonio import JSONDecodeError, loads
-from analyzers.sources.markers import MarkerAccumulator, kind_for_mark
-from analyzers.timeline import (
+from stormotel.analyzers.sources.base import LoadContext, SourceError
+from stormotel.analyzers.sources.columns import bytes_column, time_column
+from stormotel.analyzers.sources.jsonio import JSONDecodeError, loads
+from stormotel.analyzers.sources.markers import MarkerAccumulator, kind_for_mark
+from stormotel.analyzers.timeline import (
     EDGE_MARKER_KINDS,
     EDGE_RESOLUTION_ATTR,
     KIND_FIRST_RISE,
@@ -36,6 +35,7 @@ from analyzers.timeline import (
     META_ESTIMATE_BYTES,
     RankIdentity,
 )
+
 from stormotel import schema
 
 #: The tracker's edge gauges, read as markers (the time of each edge, and its resolution).
@@ -173,7 +173,7 @@ class OtlpFileReader:
     def read_json_lines(self, data: bytes) -> None:
         """Typed decoding (:mod:`analyzers.sources.otlp_fast`); odd lines fall back to
         :meth:`read_json_lines_generic`'s walker there."""
-        from analyzers.sources.otlp_fast import read_json
+        from stormotel.analyzers.sources.otlp_fast import read_json
 
         read_json(self, data)
 

@@ -27,13 +27,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import msgspec
+from stormotel.analyzers.gcpause import gc_paused
+from stormotel.analyzers.sources.jsonio import JSONDecodeError, loads
 
-from analyzers.gcpause import gc_paused
-from analyzers.sources.jsonio import JSONDecodeError, loads
 from stormotel import schema
 
 if TYPE_CHECKING:
-    from analyzers.sources.otlp_archive import OtlpFileReader
+    from stormotel.analyzers.sources.otlp_archive import OtlpFileReader
 
 __all__ = ["read_json"]
 
@@ -255,6 +255,6 @@ class _Walker:
 
 
 def _metric_fields() -> dict[str, tuple[str, bool]]:
-    from analyzers.sources.otlp_archive import METRIC_FIELDS
+    from stormotel.analyzers.sources.otlp_archive import METRIC_FIELDS
 
     return METRIC_FIELDS

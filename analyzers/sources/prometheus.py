@@ -33,11 +33,10 @@ from dataclasses import dataclass, field
 
 import httpx
 import numpy as np
-
-from analyzers.http import Deadline, EndpointError, HttpSettings, make_client, request
-from analyzers.rankspec import format_rank_list
-from analyzers.sources.markers import MarkerAccumulator
-from analyzers.timeline import (
+from stormotel.analyzers.http import Deadline, EndpointError, HttpSettings, make_client, request
+from stormotel.analyzers.rankspec import format_rank_list
+from stormotel.analyzers.sources.markers import MarkerAccumulator
+from stormotel.analyzers.timeline import (
     EDGE_MARKER_KINDS,
     EDGE_RESOLUTION_ATTR,
     KIND_OOM,
@@ -48,6 +47,7 @@ from analyzers.timeline import (
     Timeline,
     TimelineBuilder,
 )
+
 from stormotel import schema
 from stormotel.errors import SourceFailureError
 

@@ -12,10 +12,10 @@ import math
 from dataclasses import replace
 
 import httpx
+from stormotel.analyzers.http import Deadline, EndpointError, HttpSettings
+from stormotel.analyzers.sources.prometheus import PrometheusAPI, QueryWindow, label_selector
+from stormotel.analyzers.timeline import RankIdentity, Timeline
 
-from analyzers.http import Deadline, EndpointError, HttpSettings
-from analyzers.sources.prometheus import PrometheusAPI, QueryWindow, label_selector
-from analyzers.timeline import RankIdentity, Timeline
 from stormotel import schema
 
 #: Longest look-back for the info series (it is constant, so any sample in the window will do).

@@ -21,14 +21,13 @@ from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
-
-from analyzers.gcpause import gc_paused
-from analyzers.sources.base import LoadContext, SourceError
-from analyzers.sources.columns import bytes_column, time_column
-from analyzers.sources.jsonio import JSONDecodeError, loads
-from analyzers.sources.markers import MarkerAccumulator, is_collective
-from analyzers.sources.stormlog_fast import UNSET, Event
-from analyzers.timeline import KIND_CONTEXT, RankIdentity
+from stormotel.analyzers.gcpause import gc_paused
+from stormotel.analyzers.sources.base import LoadContext, SourceError
+from stormotel.analyzers.sources.columns import bytes_column, time_column
+from stormotel.analyzers.sources.jsonio import JSONDecodeError, loads
+from stormotel.analyzers.sources.markers import MarkerAccumulator, is_collective
+from stormotel.analyzers.sources.stormlog_fast import UNSET, Event
+from stormotel.analyzers.timeline import KIND_CONTEXT, RankIdentity
 
 MIB = 1024 * 1024
 SUPPORTED_SCHEMAS = (2, 3, 4)

@@ -19,8 +19,7 @@ from typing import Any
 
 import msgspec
 from msgspec import UNSET, UnsetType
-
-from analyzers.gcpause import gc_paused
+from stormotel.analyzers.gcpause import gc_paused
 
 __all__ = ["UNSET", "Event", "decode_events"]
 

@@ -9,9 +9,9 @@ Two evidence sources feed ``Report.stall_findings``:
 :mod:`.cli_support` wires both into ``stormotel analyze`` (``--flight-recorder``, ``--logs``).
 """
 
-from analyzers.stalls.fr_analysis import FrAnalysis, analyze_dumps
-from analyzers.stalls.fr_loader import DumpError, load_dump_dir, load_dump_file
-from analyzers.stalls.fr_markers import markers_from_dumps
+from stormotel.analyzers.stalls.fr_analysis import FrAnalysis, analyze_dumps
+from stormotel.analyzers.stalls.fr_loader import DumpError, load_dump_dir, load_dump_file
+from stormotel.analyzers.stalls.fr_markers import markers_from_dumps
 
 __all__ = ["DumpError", "FrAnalysis", "analyze_dumps", "load_dump_dir", "load_dump_file",
            "markers_from_dumps"]

@@ -15,11 +15,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analyzers.cli_flags import add_stall_arguments as add_stall_arguments
-from analyzers.cli_flags import wants_stalls as wants_stalls
-from analyzers.report import Report, StallFinding
-from analyzers.stalls.verdict import join_sources, with_telemetry
-from analyzers.timeline import MAX_WORLD_SIZE, Markers, Timeline, TimelineBuilder, concat_markers
+from stormotel.analyzers.cli_flags import add_stall_arguments as add_stall_arguments
+from stormotel.analyzers.cli_flags import wants_stalls as wants_stalls
+from stormotel.analyzers.report import Report, StallFinding
+from stormotel.analyzers.stalls.verdict import join_sources, with_telemetry
+from stormotel.analyzers.timeline import (
+    MAX_WORLD_SIZE,
+    Markers,
+    Timeline,
+    TimelineBuilder,
+    concat_markers,
+)
+
 from stormotel.errors import UsageError
 
 ProgressFn = Callable[[str], None]
@@ -71,8 +78,8 @@ class StallResult:
 def stall_result_from_args(args: argparse.Namespace, progress: ProgressFn | None = None
                            ) -> StallResult:
     """Read and analyse whatever stall evidence the flags name."""
-    from analyzers.stalls.fr_loader import DumpError
-    from analyzers.stalls.logs_parser import LogError
+    from stormotel.analyzers.stalls.fr_loader import DumpError
+    from stormotel.analyzers.stalls.logs_parser import LogError
 
     ws = getattr(args, "world_size", None)
     if ws is not None and not 1 <= ws <= MAX_WORLD_SIZE:
@@ -98,9 +105,9 @@ def stall_findings_from_args(args: argparse.Namespace
 
 def _add_flight_recorder(result: StallResult, path: Path, ws: int | None,
                          progress: ProgressFn | None) -> None:
-    from analyzers.stalls.fr_analysis import analyze_dumps
-    from analyzers.stalls.fr_loader import load_dump_dir
-    from analyzers.stalls.fr_markers import markers_from_dumps
+    from stormotel.analyzers.stalls.fr_analysis import analyze_dumps
+    from stormotel.analyzers.stalls.fr_loader import load_dump_dir
+    from stormotel.analyzers.stalls.fr_markers import markers_from_dumps
 
     ds = load_dump_dir(path, world_size=ws)
     if progress:
@@ -124,8 +131,8 @@ def _add_flight_recorder(result: StallResult, path: Path, ws: int | None,
 
 def _add_logs(result: StallResult, specs: list[str], ws: int | None,
               progress: ProgressFn | None) -> None:
-    from analyzers.stalls.log_analysis import analyze_logs
-    from analyzers.stalls.logs_parser import parse_logs
+    from stormotel.analyzers.stalls.log_analysis import analyze_logs
+    from stormotel.analyzers.stalls.logs_parser import parse_logs
 
     parsed = _plausible_ranks(parse_logs(specs))
     if progress:

@@ -19,11 +19,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from analyzers.report import StallFinding
-from analyzers.stalls.fr_groups import GroupView, rebuild_groups
-from analyzers.stalls.fr_p2p import p2p_findings
-from analyzers.stalls.fr_types import DumpSet, FrEntry, group_label
-from analyzers.stalls.vote import minority_vote
+from stormotel.analyzers.report import StallFinding
+from stormotel.analyzers.stalls.fr_groups import GroupView, rebuild_groups
+from stormotel.analyzers.stalls.fr_p2p import p2p_findings
+from stormotel.analyzers.stalls.fr_types import DumpSet, FrEntry, group_label
+from stormotel.analyzers.stalls.vote import minority_vote
 
 #: profiling names that are the same collective under another API name
 _OP_ALIASES = {

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from analyzers.stalls.fr_types import DumpSet, FrEntry, GroupKey, PgStatus, group_label
+from stormotel.analyzers.stalls.fr_types import DumpSet, FrEntry, GroupKey, PgStatus, group_label
 
 DEFAULT_GROUP_DESC = "default_pg"
 

@@ -18,9 +18,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from analyzers.gcpause import gc_paused
-from analyzers.stalls.fr_types import DumpSet, FrEntry, PgStatus, RankDump
-from analyzers.stalls.safe_unpickle import MAX_DUMP_BYTES, loads_plain
+from stormotel.analyzers.gcpause import gc_paused
+from stormotel.analyzers.stalls.fr_types import DumpSet, FrEntry, PgStatus, RankDump
+from stormotel.analyzers.stalls.safe_unpickle import MAX_DUMP_BYTES, loads_plain
+
 from stormotel.errors import UsageError
 
 SUPPORTED_MAJOR = 2

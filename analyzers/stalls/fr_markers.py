@@ -12,9 +12,9 @@ completion time, so the anchor instant is the issue time (skewed by how late eac
 
 from __future__ import annotations
 
-from analyzers.sources.markers import MarkerAccumulator
-from analyzers.stalls.fr_types import DumpSet, group_label
-from analyzers.timeline import KIND_COLLECTIVE, Markers
+from stormotel.analyzers.sources.markers import MarkerAccumulator
+from stormotel.analyzers.stalls.fr_types import DumpSet, group_label
+from stormotel.analyzers.timeline import KIND_COLLECTIVE, Markers
 
 ATTR_ANCHOR = "anchor"
 

@@ -16,9 +16,9 @@ import re
 from collections import Counter
 from typing import Any
 
-from analyzers.report import StallFinding
-from analyzers.stalls.fr_groups import GroupView
-from analyzers.stalls.fr_types import FrEntry
+from stormotel.analyzers.report import StallFinding
+from stormotel.analyzers.stalls.fr_groups import GroupView
+from stormotel.analyzers.stalls.fr_types import FrEntry
 
 _PEERS = re.compile(r"\b(send|recv) (\d{1,7})(->|<-)(\d{1,7})\b")
 

@@ -34,10 +34,10 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from analyzers.report import StallFinding
-from analyzers.stalls import log_verdicts as lv
-from analyzers.stalls import logs_parser as lp
-from analyzers.stalls.log_world import (
+from stormotel.analyzers.report import StallFinding
+from stormotel.analyzers.stalls import log_verdicts as lv
+from stormotel.analyzers.stalls import logs_parser as lp
+from stormotel.analyzers.stalls.log_world import (
     DEFAULT_GROUP,
     UNTAGGED_GROUP,
     WATCHDOG_KINDS,
@@ -45,7 +45,7 @@ from analyzers.stalls.log_world import (
     normalise_groups,
     world_from_evidence,
 )
-from analyzers.stalls.vote import minority_vote
+from stormotel.analyzers.stalls.vote import minority_vote
 
 CATEGORY_REMEDIATION: dict[str, list[str]] = {
     "mismatched_collective": [

@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any
 
-from analyzers.report import StallFinding
-from analyzers.stalls import logs_parser as lp
-from analyzers.stalls.vote import minority_vote
+from stormotel.analyzers.report import StallFinding
+from stormotel.analyzers.stalls import logs_parser as lp
+from stormotel.analyzers.stalls.vote import minority_vote
 
 FAILURE_ORDER = ("oom", "cuda_error", "nccl_error", "storage", "data", "exception", "signal")
 

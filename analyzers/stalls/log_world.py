@@ -20,7 +20,7 @@ import dataclasses
 from collections import Counter
 from dataclasses import dataclass
 
-from analyzers.stalls import logs_parser as lp
+from stormotel.analyzers.stalls import logs_parser as lp
 
 DEFAULT_GROUP = "0:default_pg"  #: the label the Flight Recorder analysis uses too
 UNTAGGED_GROUP = "untagged"

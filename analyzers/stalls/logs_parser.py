@@ -34,7 +34,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from analyzers.stalls import log_failures as lf
+from stormotel.analyzers.stalls import log_failures as lf
+
 from stormotel.errors import UsageError
 
 # --- event kinds --------------------------------------------------------------------------

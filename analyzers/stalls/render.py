@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from analyzers.report import StallFinding
+from stormotel.analyzers.report import StallFinding
 
 
 def stall_verdict(findings: list[StallFinding]) -> str:

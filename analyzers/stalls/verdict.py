@@ -13,9 +13,8 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-
-from analyzers.report import StallFinding
-from analyzers.timeline import KIND_OOM, Timeline
+from stormotel.analyzers.report import StallFinding
+from stormotel.analyzers.timeline import KIND_OOM, Timeline
 
 #: memory used / device total at a rank's last sample that counts as "at the limit"
 AT_LIMIT = 0.95

@@ -10,8 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
-from analyzers.timeline import Markers, RankIdentity, Timeline, TimelineBuilder
+from stormotel.analyzers.timeline import Markers, RankIdentity, Timeline, TimelineBuilder
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB

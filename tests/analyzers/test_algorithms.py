@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from stormotel.analyzers.algorithms.first_cause import first_rise
+from stormotel.analyzers.algorithms.settings import SettingsError, settings_for
+from stormotel.analyzers.analyze import analyze
 
-from analyzers.algorithms.first_cause import first_rise
-from analyzers.algorithms.settings import SettingsError, settings_for
-from analyzers.analyze import analyze
 from tests.analyzers.synth import (
     GIB,
     INTERVAL,
@@ -328,7 +328,7 @@ def test_coarse_samples_are_refined_by_the_trackers_first_rise_events():
 def test_fragmentation_prefers_the_inactive_split_counter():
     """A caching allocator holding 70 % idle is not fragmented when those blocks are reusable
     (inactive split ~0); it is when they are split blocks."""
-    from analyzers.timeline import RankIdentity, TimelineBuilder
+    from stormotel.analyzers.timeline import RankIdentity, TimelineBuilder
 
     def timeline(split_fraction: float):
         b = TimelineBuilder()

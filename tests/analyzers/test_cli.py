@@ -140,7 +140,8 @@ def test_help_lists_every_flag():
         assert flag in p.stdout
 
 
-_HEAVY = ("numpy", "httpx", "analyzers.job", "prometheus_client", "analyzers.sources")
+_HEAVY = ("numpy", "httpx", "stormotel.analyzers.job", "prometheus_client",
+          "stormotel.analyzers.sources")
 
 
 def _heavy_modules_after(code: str) -> list[str]:
@@ -165,7 +166,7 @@ def test_a_run_over_files_never_imports_the_scheduled_job(tmp_path):
     write_archive(tmp_path, healthy())
     code = (f"from analyzers.cli import main\n"
             f"assert main([{str(tmp_path)!r}, '-q', '-o', {str(tmp_path / 'r.txt')!r}]) == 0")
-    assert _heavy_modules_after(code) == ["numpy", "analyzers.sources"]
+    assert _heavy_modules_after(code) == ["numpy", "stormotel.analyzers.sources"]
 
 
 def test_skewed_clocks_and_collective_markers_through_files(tmp_path):

@@ -10,10 +10,10 @@ The times below are those of the production benchmark's ``lead-400ms`` job scrap
 from __future__ import annotations
 
 import numpy as np
+from stormotel.analyzers.analyze import analyze
+from stormotel.analyzers.sources.prometheus import markers_from_edges
+from stormotel.analyzers.timeline import RankIdentity, Timeline, TimelineBuilder
 
-from analyzers.analyze import analyze
-from analyzers.sources.prometheus import markers_from_edges
-from analyzers.timeline import RankIdentity, Timeline, TimelineBuilder
 from stormotel import schema
 from tests.analyzers.synth import GIB, MIB
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from stormotel.analyzers.analyze import analyze
 
-from analyzers.analyze import analyze
 from stormotel import schema
 from tests.analyzers.synth import GIB, MIB, RankData, healthy, plant_rise, to_timeline
 

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from stormotel.analyzers.analyze import analyze
+from stormotel.analyzers.sinks.html.chart_data import chart_data, named_ranks
+from stormotel.analyzers.sinks.html.downsample import Buckets, bucket_stats, envelope
+from stormotel.analyzers.sinks.html.page import render_page
+from stormotel.analyzers.sinks.html_report import write_html_report
+from stormotel.analyzers.timeline import Markers, RankIdentity, RankSeries, Timeline
 
-from analyzers.analyze import analyze
-from analyzers.sinks.html.chart_data import chart_data, named_ranks
-from analyzers.sinks.html.downsample import Buckets, bucket_stats, envelope
-from analyzers.sinks.html.page import render_page
-from analyzers.sinks.html_report import write_html_report
-from analyzers.timeline import Markers, RankIdentity, RankSeries, Timeline
 from tests.analyzers.otlp_fixtures import write_archive
 from tests.analyzers.synth import seed_example
 from tests.headless import chromium_path, open_page

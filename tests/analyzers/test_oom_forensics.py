@@ -21,9 +21,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from analyzers.algorithms.oom_forensics import classify, oom_forensics
-from analyzers.sources.oom_dumps import OomDump, attach_oom_dumps
-from analyzers.timeline import Timeline
+from stormotel.analyzers.algorithms.oom_forensics import classify, oom_forensics
+from stormotel.analyzers.sources.oom_dumps import OomDump, attach_oom_dumps
+from stormotel.analyzers.timeline import Timeline
+
 from stormotel.samplers.base import Sample
 from stormotel.tracker import MemoryTracker
 

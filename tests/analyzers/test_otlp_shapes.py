@@ -14,10 +14,10 @@ import json
 from pathlib import Path
 
 import numpy as np
+from stormotel.analyzers.sources import load_paths
+from stormotel.analyzers.sources.base import LoadContext
+from stormotel.analyzers.sources.otlp_archive import OtlpFileReader
 
-from analyzers.sources import load_paths
-from analyzers.sources.base import LoadContext
-from analyzers.sources.otlp_archive import OtlpFileReader
 from stormotel import schema
 from tests.analyzers.otlp_fixtures import json_lines, metrics_requests, write_archive
 from tests.analyzers.synth import healthy

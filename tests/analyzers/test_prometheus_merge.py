@@ -5,8 +5,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-
-from analyzers.sources.prometheus import merge_parts
+from stormotel.analyzers.sources.prometheus import merge_parts
 
 
 def test_merge_is_order_independent_drops_duplicates_and_counts_conflicts() -> None:

@@ -1,8 +1,7 @@
 """Rank filter syntax: all | 0,2 | 0,4-7, with clear errors."""
 
 import pytest
-
-from analyzers.rankspec import RankSpecError, format_rank_list, parse_rank_spec
+from stormotel.analyzers.rankspec import RankSpecError, format_rank_list, parse_rank_spec
 
 
 @pytest.mark.parametrize("spec,expected", [

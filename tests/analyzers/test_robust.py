@@ -2,8 +2,7 @@
 
 import numpy as np
 import pytest
-
-from analyzers.algorithms.robust import linear_fit, robust_z, rolling_min, runs
+from stormotel.analyzers.algorithms.robust import linear_fit, robust_z, rolling_min, runs
 
 
 @pytest.mark.parametrize("window", [1, 2, 3, 7, 64])
@@ -31,8 +30,9 @@ def test_linear_fit_and_robust_z():
 
 
 def test_first_cause_with_a_trailing_window_ignores_slow_creep():
-    from analyzers.algorithms.first_cause import first_rise
-    from analyzers.algorithms.settings import settings_for
+    from stormotel.analyzers.algorithms.first_cause import first_rise
+    from stormotel.analyzers.algorithms.settings import settings_for
+
     from tests.analyzers.synth import GIB, healthy, plant_rise, to_timeline
 
     (d,) = healthy(1, 600, reserved_bytes=2 * GIB)

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zstandard
+from stormotel.analyzers.analyze import analyze
+from stormotel.analyzers.sources import SourceError, load_paths
+from stormotel.analyzers.timeline import MixedJobsError
 
-from analyzers.analyze import analyze
-from analyzers.sources import SourceError, load_paths
-from analyzers.timeline import MixedJobsError
 from tests.analyzers.otlp_fixtures import (
     json_lines,
     length_prefixed,
@@ -272,7 +272,7 @@ def test_stormlog_bad_records_are_counted(tmp_path):
 
 
 def test_progress_is_reported_for_many_files(tmp_path, monkeypatch):
-    import analyzers.sources as sources
+    import stormotel.analyzers.sources as sources
 
     monkeypatch.setattr(sources, "PROGRESS_FILES", 2)
     write_archive(tmp_path, seed_example())

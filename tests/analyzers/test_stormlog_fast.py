@@ -7,10 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from analyzers.sources import stormlog, stormlog_fast
-from analyzers.sources.base import LoadContext
-from analyzers.sources.jsonio import loads
+from stormotel.analyzers.sources import stormlog, stormlog_fast
+from stormotel.analyzers.sources.base import LoadContext
+from stormotel.analyzers.sources.jsonio import loads
 
 DATA = Path(__file__).parent / "data"
 

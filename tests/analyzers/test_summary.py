@@ -1,7 +1,8 @@
 """The human summary: the lines an on-call engineer reads first."""
 
-from analyzers.analyze import analyze
-from analyzers.summary import fmt_bytes, fmt_duration, render_summary
+from stormotel.analyzers.analyze import analyze
+from stormotel.analyzers.summary import fmt_bytes, fmt_duration, render_summary
+
 from tests.analyzers.synth import (
     GIB,
     INTERVAL,

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from stormotel.dashboards import rules
 
-from dashboards import rules
 from stormotel import schema
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,8 +7,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from dashboards import build
-from dashboards.settings import Settings
+from stormotel.dashboards import build
+from stormotel.dashboards.settings import Settings
+
 from stormotel import exitcodes
 from tests.cli import run_stormotel
 from tests.dashboards.exprs import REPO

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stormotel.dashboards import promql
+from stormotel.dashboards.common import to_json
+from stormotel.dashboards.incident import incident_dashboard, incident_uid
+from stormotel.dashboards.settings import Settings
 
-from dashboards import promql
-from dashboards.common import to_json
-from dashboards.incident import incident_dashboard, incident_uid
-from dashboards.settings import Settings
 from stormotel import schema
 from tests.dashboards import exprs
 

@@ -279,7 +279,7 @@ def test_collector_snippet_is_otlp_in_remote_write_out(rendered: dict[str, str])
 
 def test_cronjob_args_are_accepted_by_stormotel_analyze(rendered: dict[str, str]) -> None:
     """The chart speaks the analyzer's real command line (parsed by its own argparse parser)."""
-    from analyzers.cli import build_parser
+    from stormotel.analyzers.cli import build_parser
 
     for cron in (o for o in _objects(rendered) if o["kind"] == "CronJob"):
         args = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]

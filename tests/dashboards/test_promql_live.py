@@ -20,9 +20,8 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-
-from analyzers.http import HttpSettings
-from analyzers.report import (
+from stormotel.analyzers.http import HttpSettings
+from stormotel.analyzers.report import (
     CollectiveAttribution,
     CrossRank,
     GapFinding,
@@ -30,10 +29,11 @@ from analyzers.report import (
     StallFinding,
     Suspect,
 )
-from analyzers.sinks import remote_write
-from analyzers.sinks.findings_series import findings_samples, run_samples
-from dashboards.common import to_json
-from dashboards.incident import incident_dashboard
+from stormotel.analyzers.sinks import remote_write
+from stormotel.analyzers.sinks.findings_series import findings_samples, run_samples
+from stormotel.dashboards.common import to_json
+from stormotel.dashboards.incident import incident_dashboard
+
 from stormotel import schema
 from stormotel.tracker import MemoryTracker
 from tests import servers

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from stormotel.dashboards import rule_tests, rules
 
-from dashboards import rule_tests, rules
 from tests import servers
 from tests.dashboards.exprs import REPO, RULES_PATH
 

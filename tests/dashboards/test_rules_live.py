@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from stormotel.analyzers.sinks import prompb, remote_write
 
-from analyzers.sinks import prompb, remote_write
 from stormotel import schema
 from tests import servers
 from tests.dashboards.exprs import RULES_PATH

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from stormotel.analyzers.analyze import analyze
+from stormotel.analyzers.sinks.findings_series import findings_samples
+from stormotel.analyzers.sources import load_paths
 
-from analyzers.analyze import analyze
-from analyzers.sinks.findings_series import findings_samples
-from analyzers.sources import load_paths
 from stormotel import schema
 from stormotel.tracker import MemoryTracker
 

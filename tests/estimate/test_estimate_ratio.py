@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from analyzers.algorithms.estimate_ratio import estimate_ratios, report_section
-from analyzers.timeline import RankIdentity, Timeline, TimelineBuilder
+from stormotel.analyzers.algorithms.estimate_ratio import estimate_ratios, report_section
+from stormotel.analyzers.timeline import RankIdentity, Timeline, TimelineBuilder
 
 GIB = 2**30
 

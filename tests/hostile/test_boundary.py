@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
+from stormotel.analyzers import job
 
-from analyzers import job
 from stormotel import exitcodes
 from tests.hostile.corpus import events, healthy_folder, write
 from tests.hostile.harness import ROOT, assert_clean, run_bounded
@@ -23,7 +23,7 @@ FOUND = (exitcodes.OK, exitcodes.FINDINGS)
 
 _CRASH = """
 import sys
-import analyzers.analyze as a
+import stormotel.analyzers.analyze as a
 def boom(*args, **kw):
     raise RuntimeError("simulated bug\\nVerdict: healthy")
 a.analyze = boom

@@ -6,15 +6,15 @@ from __future__ import annotations
 import shlex
 
 import pytest
+from stormotel.analyzers import http, job
+from stormotel.analyzers.algorithms.settings import SettingsError
+from stormotel.analyzers.align import AlignmentError
+from stormotel.analyzers.rankspec import RankSpecError
+from stormotel.analyzers.sources.base import SourceError
+from stormotel.analyzers.sources.prometheus import SourceFailure
+from stormotel.analyzers.stalls.cli_support import StallInputError
+from stormotel.analyzers.timeline import MixedJobsError
 
-from analyzers import http, job
-from analyzers.algorithms.settings import SettingsError
-from analyzers.align import AlignmentError
-from analyzers.rankspec import RankSpecError
-from analyzers.sources.base import SourceError
-from analyzers.sources.prometheus import SourceFailure
-from analyzers.stalls.cli_support import StallInputError
-from analyzers.timeline import MixedJobsError
 from stormotel import exitcodes
 from stormotel.errors import exit_code_of
 from stormotel.textsafe import one_line, printable, redact, redact_url

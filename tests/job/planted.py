@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import httpx
 import numpy as np
+from stormotel.analyzers.sinks import remote_write
 
-from analyzers.sinks import remote_write
 from stormotel import schema
 
 GiB = float(1 << 30)

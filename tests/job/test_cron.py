@@ -14,9 +14,9 @@ import shlex
 from pathlib import Path
 
 import pytest
+from stormotel.analyzers import job
+from stormotel.analyzers.analyze import analyze
 
-from analyzers import job
-from analyzers.analyze import analyze
 from stormotel import exitcodes
 from tests.job import planted
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from stormotel.analyzers.sinks import remote_write
+from stormotel.analyzers.sources.dcgm import DcgmOptions, load_dcgm
+from stormotel.analyzers.sources.prometheus import QueryWindow
 
-from analyzers.sinks import remote_write
-from analyzers.sources.dcgm import DcgmOptions, load_dcgm
-from analyzers.sources.prometheus import QueryWindow
 from stormotel import exitcodes, schema
 from tests import servers
 from tests.job import planted
@@ -99,7 +99,7 @@ def test_unmapped_gpus_are_counted(dcgm_tsdb, tmp_path: Path) -> None:
     mapping = tmp_path / "ranks.json"
     mapping.write_text(json.dumps([{"rank": i, "hostname": f"node-{i // 2}", "gpu": str(i % 2)}
                                    for i in range(4)]))
-    from analyzers.sources.dcgm import GpuRankMap
+    from stormotel.analyzers.sources.dcgm import GpuRankMap
 
     window = QueryWindow(JOB, p.start_ns, p.end_ns)
     timeline, _ = load_dcgm([prom.url], window, DcgmOptions(rank_map=GpuRankMap.load(mapping)))

@@ -25,9 +25,9 @@ import pytest
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
+from stormotel.dashboards import promql
+from stormotel.dashboards.panels import Selection
 
-from dashboards import promql
-from dashboards.panels import Selection
 from stormotel import exitcodes, schema
 from stormotel.samplers.simulated import SimulatedSampler
 from stormotel.tracker import MemoryTracker

@@ -10,8 +10,7 @@ import argparse
 from pathlib import Path
 
 import pytest
-
-from analyzers.http import (
+from stormotel.analyzers.http import (
     HttpSettings,
     add_http_arguments,
     is_loopback_url,
@@ -19,6 +18,7 @@ from analyzers.http import (
     request,
     settings_from_args,
 )
+
 from tests.servers import prometheus
 
 

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import httpx
 import pytest
+from stormotel.analyzers import job
+from stormotel.analyzers.analyze import analyze
+from stormotel.analyzers.report import CrossRank, Report, Suspect
+from stormotel.analyzers.scheduled.discovery import discovery_query
+from stormotel.analyzers.scheduled.run import run_scheduled
+from stormotel.analyzers.sinks import grafana, remote_write
+from stormotel.analyzers.sinks.findings_series import SeriesPoint
 
-from analyzers import job
-from analyzers.analyze import analyze
-from analyzers.report import CrossRank, Report, Suspect
-from analyzers.scheduled.discovery import discovery_query
-from analyzers.scheduled.run import run_scheduled
-from analyzers.sinks import grafana, remote_write
-from analyzers.sinks.findings_series import SeriesPoint
 from stormotel import exitcodes, schema
 from tests.job import planted
 from tests.job.stubs import GrafanaStub
@@ -140,7 +140,7 @@ def _report(rank: int, onset_ns: int) -> Report:
 def test_a_contradicting_verdict_replaces_the_earlier_one() -> None:
     """Run 1 blames rank 2; a later run over more data blames rank 1: one first-cause
     annotation remains, and it names rank 1."""
-    from analyzers.http import HttpSettings
+    from stormotel.analyzers.http import HttpSettings
 
     onset = 1_800_000_000 * S
     with GrafanaStub(TOKEN) as stub, httpx.Client(
@@ -238,8 +238,8 @@ def test_discovery_query_narrows_by_selector() -> None:
 
 def test_every_sink_has_the_one_interface(tmp_path: Path) -> None:
     """A name, a dry-run plan that changes nothing, a write: all sinks of a run, one shape."""
-    from analyzers import http
-    from analyzers.sinks import dispatch
+    from stormotel.analyzers import http
+    from stormotel.analyzers.sinks import dispatch
 
     args = _args("--prometheus", "http://127.0.0.1:1", "--job-id", JOB, "--grafana-url",
                  "http://127.0.0.1:1", "--grafana-dashboard", "--incident-dashboard",
@@ -247,7 +247,7 @@ def test_every_sink_has_the_one_interface(tmp_path: Path) -> None:
                  "--remote-write", "http://127.0.0.1:1/a", "--remote-write",
                  "http://127.0.0.1:1/b", "--pushgateway", "http://127.0.0.1:1")
     report = _report(2, 1_800_000_000 * S)
-    from analyzers.timeline import Timeline
+    from stormotel.analyzers.timeline import Timeline
 
     ctx = dispatch.RunContext(report, Timeline(ranks={}), args, JOB, http.HttpSettings(), None)
     sinks = dispatch.file_and_api_sinks(ctx) + dispatch.series_sinks(ctx, [])

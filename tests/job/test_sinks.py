@@ -13,8 +13,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from stormotel.dashboards.incident import incident_uid
 
-from dashboards.incident import incident_uid
 from stormotel import exitcodes, schema
 from tests import servers
 from tests.job import planted

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from stormotel.analyzers import http
+from stormotel.analyzers.sinks import remote_write
 
-from analyzers import http
-from analyzers.sinks import remote_write
 from stormotel import exitcodes, schema
 from tests import servers
 from tests.job import planted

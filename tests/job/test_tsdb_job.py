@@ -17,10 +17,10 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from stormotel.analyzers.http import HttpSettings
+from stormotel.analyzers.sinks import remote_write
+from stormotel.analyzers.sources.prometheus import PrometheusAPI, QueryWindow, load_prometheus
 
-from analyzers.http import HttpSettings
-from analyzers.sinks import remote_write
-from analyzers.sources.prometheus import PrometheusAPI, QueryWindow, load_prometheus
 from stormotel import exitcodes, schema
 from tests import servers
 from tests.job import planted

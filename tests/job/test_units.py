@@ -6,9 +6,8 @@ import argparse
 
 import numpy as np
 import pytest
-
-from analyzers import http
-from analyzers.report import (
+from stormotel.analyzers import http
+from stormotel.analyzers.report import (
     CollectiveAttribution,
     CrossRank,
     GapFinding,
@@ -16,8 +15,13 @@ from analyzers.report import (
     StallFinding,
     Suspect,
 )
-from analyzers.sinks import findings_series, grafana, perfetto, remote_write
-from analyzers.sources.prometheus import clean_byte_series, label_selector, parse_matrix_values
+from stormotel.analyzers.sinks import findings_series, grafana, perfetto, remote_write
+from stormotel.analyzers.sources.prometheus import (
+    clean_byte_series,
+    label_selector,
+    parse_matrix_values,
+)
+
 from stormotel import schema
 
 T0 = 1_795_000_000_000_000_000
@@ -95,7 +99,7 @@ def test_matrix_parsing_and_selectors() -> None:
 
 
 def test_byte_series_cleaning_counts_what_it_drops() -> None:
-    from analyzers.timeline import TimelineBuilder
+    from stormotel.analyzers.timeline import TimelineBuilder
 
     b = TimelineBuilder()
     t, v = clean_byte_series([[1, "5"], [2, "NaN"], [3, "-1"], [4, "+Inf"], [5, "7"]], b)

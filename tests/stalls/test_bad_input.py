@@ -7,9 +7,9 @@ import pickle
 from pathlib import Path
 
 import pytest
+from stormotel.analyzers.stalls.fr_loader import DumpError, load_dump_dir, load_dump_file
+from stormotel.analyzers.stalls.safe_unpickle import UnsafePickleError, loads_plain
 
-from analyzers.stalls.fr_loader import DumpError, load_dump_dir, load_dump_file
-from analyzers.stalls.safe_unpickle import UnsafePickleError, loads_plain
 from stormotel import exitcodes
 from tests.stalls.helpers import run_cli
 

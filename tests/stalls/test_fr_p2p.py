@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analyzers.stalls import analyze_dumps, load_dump_dir
+from stormotel.analyzers.stalls import analyze_dumps, load_dump_dir
 
 DEFAULT = ("0", "default_pg")
 

@@ -12,11 +12,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from stormotel.analyzers.align import align
+from stormotel.analyzers.stalls import analyze_dumps, load_dump_dir, markers_from_dumps
+from stormotel.analyzers.stalls.cli_support import StallResult
+from stormotel.analyzers.timeline import ALIGN_MARKERS
 
-from analyzers.align import align
-from analyzers.stalls import analyze_dumps, load_dump_dir, markers_from_dumps
-from analyzers.stalls.cli_support import StallResult
-from analyzers.timeline import ALIGN_MARKERS
 from tests.stalls.helpers import repair_pg_config, run_cli, run_json, torch_fr_trace
 
 pytestmark = pytest.mark.slow

@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from analyzers.stalls import analyze_dumps, load_dump_dir
-from analyzers.stalls.fr_loader import rank_from_name
+from stormotel.analyzers.stalls import analyze_dumps, load_dump_dir
+from stormotel.analyzers.stalls.fr_loader import rank_from_name
 
 
 def entry(seq: int, op: str = "all_reduce", ins: Any = ((4,),), outs: Any = None,

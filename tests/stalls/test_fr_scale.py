@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+from stormotel.analyzers.stalls import analyze_dumps, load_dump_dir
 
-from analyzers.stalls import analyze_dumps, load_dump_dir
 from tests.stalls.helpers import REPO, repair_pg_config, run_json, torch_fr_trace
 
 
@@ -91,9 +91,8 @@ def test_oom_rank_one_verdict_from_logs_and_dumps(scale: Path) -> None:
 def test_memory_at_the_limit_before_the_rank_went_silent_leads(scale: Path) -> None:
     """Telemetry of the same job: rank 2's device memory was at 99 % when its samples stopped."""
     import numpy as np
-
-    from analyzers.stalls.verdict import with_telemetry
-    from analyzers.timeline import TimelineBuilder
+    from stormotel.analyzers.stalls.verdict import with_telemetry
+    from stormotel.analyzers.timeline import TimelineBuilder
 
     findings = analyze_dumps(load_dump_dir(scale / "oom" / "dumps")).findings
     b = TimelineBuilder()

@@ -5,8 +5,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from analyzers.stalls import logs_parser as lp
-from analyzers.stalls.log_analysis import analyze_logs
+from stormotel.analyzers.stalls import logs_parser as lp
+from stormotel.analyzers.stalls.log_analysis import analyze_logs
+
 from tests.stalls.helpers import run_cli
 
 WATCHDOG = ("[rank{r}]:[E1121 05:28:12.415871201 ProcessGroupNCCL.cpp:632] [PG ID 0 PG GUID "

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analyzers.stalls import logs_parser as lp
-from analyzers.stalls.log_analysis import analyze_logs
+from stormotel.analyzers.stalls import logs_parser as lp
+from stormotel.analyzers.stalls.log_analysis import analyze_logs
 
 PRE = "[rank{r}]:[E1121 05:{m:02d}:{s:02d}.415871201 ProcessGroupNCCL.cpp:632] "
 TAG = "[PG ID 0 PG GUID 0(default_pg) Rank {r}]"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from stormotel.analyzers.stalls import logs_parser as lp
+from stormotel.analyzers.stalls.log_analysis import analyze_logs
 
-from analyzers.stalls import logs_parser as lp
-from analyzers.stalls.log_analysis import analyze_logs
 from tests.stalls.helpers import run_cli, run_json
 
 DATA = Path(__file__).parent / "data" / "logs"

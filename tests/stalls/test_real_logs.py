@@ -11,9 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from analyzers.stalls import logs_parser as lp
-from analyzers.stalls.log_analysis import analyze_logs
+from stormotel.analyzers.stalls import logs_parser as lp
+from stormotel.analyzers.stalls.log_analysis import analyze_logs
 
 REAL = Path(__file__).parent / "data" / "real"
 

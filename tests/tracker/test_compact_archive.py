@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 import zstandard
 from google.protobuf import json_format
+from stormotel.analyzers.sources import load_paths
 
-from analyzers.sources import load_paths
 from stormotel import schema
 from stormotel.archive_writer import ArchiveLimits, CompactArchiveWriter
 from stormotel.samplers.base import Sample

@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from stormotel.analyzers.sources import load_paths
 
-from analyzers.sources import load_paths
 from stormotel import schema
 from stormotel.tracker import MemoryTracker
 

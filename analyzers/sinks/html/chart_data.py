@@ -10,9 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-from analyzers.report import Report
-from analyzers.sinks.html.downsample import (
+from stormotel.analyzers.report import Report
+from stormotel.analyzers.sinks.html.downsample import (
     Buckets,
     as_pairs,
     bucket_stats,
@@ -20,7 +19,7 @@ from analyzers.sinks.html.downsample import (
     envelope,
     field_values,
 )
-from analyzers.timeline import (
+from stormotel.analyzers.timeline import (
     KIND_COLLECTIVE,
     KIND_FIRST_RISE,
     KIND_OOM,

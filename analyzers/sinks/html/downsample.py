@@ -13,8 +13,7 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-
-from analyzers.timeline import RankSeries
+from stormotel.analyzers.timeline import RankSeries
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,10 @@ from html import escape
 from importlib import resources
 from typing import Any
 
-from analyzers.attribution import location_text
-from analyzers.report import Report
-from analyzers.summary import fmt_bytes, fmt_duration, fmt_time
-from analyzers.timeline import RankIdentity, Timeline
+from stormotel.analyzers.attribution import location_text
+from stormotel.analyzers.report import Report
+from stormotel.analyzers.summary import fmt_bytes, fmt_duration, fmt_time
+from stormotel.analyzers.timeline import RankIdentity, Timeline
 
 #: No fetch of any kind: scripts and styles are inline, images only data: URLs.
 CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
@@ -26,7 +26,7 @@ MAX_ROWS = 200
 
 
 def asset(name: str) -> str:
-    return resources.files("analyzers.sinks.html").joinpath("assets", name).read_text("utf-8")
+    return resources.files(__name__.rpartition(".")[0]).joinpath("assets", name).read_text("utf-8")
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
