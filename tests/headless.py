@@ -8,9 +8,11 @@ screenshot. The pipe transport (NUL-terminated JSON on fds 3/4) needs no websock
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -93,14 +95,17 @@ def open_page(path: Path, *, width: int = 1400, timeout_s: float = 60.0) -> Page
         os.dup2(to_child_r, 3)
         os.dup2(from_child_w, 4)
 
-    with tempfile.TemporaryDirectory(prefix="stormotel-chromium-") as profile:
+    # Chromium's helper processes may still write the profile while it is removed.
+    with tempfile.TemporaryDirectory(prefix="stormotel-chromium-",
+                                     ignore_cleanup_errors=True) as profile:
         proc = subprocess.Popen(
             [exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
              f"--user-data-dir={profile}", "--no-first-run", "--disable-extensions",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              "--disable-default-apps", "--mute-audio", "about:blank"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            preexec_fn=wire, pass_fds=(3, 4))  # fds 3/4 are wired in the child by ``wire``
+            preexec_fn=wire, pass_fds=(3, 4),  # fds 3/4 are wired in the child by ``wire``
+            start_new_session=True)  # its own group: stopped whole, helpers included
         os.close(to_child_r)
         os.close(from_child_w)
         pipe = _Pipe(proc, to_child_w, from_child_r)
@@ -109,12 +114,19 @@ def open_page(path: Path, *, width: int = 1400, timeout_s: float = 60.0) -> Page
         finally:
             os.close(to_child_w)
             os.close(from_child_r)
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+            _stop_group(proc)
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM Chromium's whole process group, SIGKILL what is left after 10 s."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=10)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 _CANVAS_RECTS = ("JSON.stringify(Array.from(document.querySelectorAll('canvas')).map(function (c) {"

@@ -19,8 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import zstandard
+
 from stormotel import schema
 from tests import servers
+from tests.tracker.otlp_util import archive_lines, metrics_files
 
 ROOT = Path(__file__).resolve().parents[2]
 SURE = ("high", "medium")
@@ -133,7 +136,7 @@ def late_ranks(jobs: list[RunningJob], margin_s: float = 3.0) -> list[str]:
             if not starts:
                 continue
             limit = job.epoch_ns + int((min(starts) - margin_s) * 1e9)
-            first = _first_time_ns(job.archive / job.job_id / f"rank-{rank}.metrics.jsonl")
+            first = _first_time_ns(job.archive / job.job_id, rank)
             if first is None or first > limit:
                 late.append(f"{job.job_id} rank {rank}")
     return late
@@ -146,11 +149,12 @@ def _owns(spec: str, rank: int) -> bool:
     return int(lo) <= rank <= int(hi or lo)
 
 
-def _first_time_ns(path: Path) -> int | None:
+def _first_time_ns(folder: Path, rank: int) -> int | None:
+    """Time of the rank's first archived point, in either archive format."""
     try:
-        with path.open("rb") as f:
-            line = f.readline()
-    except OSError:
+        files = metrics_files(folder, rank)
+        line = archive_lines(files[0])[0] if files and files[0].exists() else b""
+    except (OSError, IndexError, zstandard.ZstdError):
         return None
     m = re.search(rb'"timeUnixNano":\s*"?([0-9]+)', line)
     return int(m.group(1)) if m else None
