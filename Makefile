@@ -13,8 +13,9 @@ test: setup servers
 	$(PY) scripts/typecheck.py
 	$(PY) -m pytest
 
-# The edit loop: everything except tests marked slow (multi-process torch jobs, headless
-# Chromium) or servers (real Prometheus-family servers); tests/conftest.py marks them.
+# The edit loop (under a minute): everything except tests marked slow (multi-process torch jobs,
+# a subprocess per test, headless Chromium) or servers (real Prometheus-family servers);
+# tests/conftest.py marks them.
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow and not servers"
 

@@ -17,6 +17,7 @@ import pytest
 
 from tests import servers
 
+_REPO = Path(__file__).resolve().parents[1]
 #: Fixtures that start real Prometheus-family servers on loopback.
 SERVER_FIXTURES = frozenset({"prometheus_server", "victoriametrics_server", "pushgateway_server"})
 #: Fixtures that run real multi-process torch jobs or many torch subprocesses (tens of seconds
@@ -26,6 +27,13 @@ SLOW_FIXTURES = frozenset({"fr_dumps", "torch_runs", "scale", "runs"})
 #: Folders whose every test runs the CLI as a user would, in a memory-limited subprocess
 #: (about a hundred interpreter start-ups): the hostile-input corpus.
 SLOW_FOLDERS = ("hostile",)
+#: Modules where most tests start a fresh interpreter (a command at its boundary), wait out a
+#: deliberately hanging endpoint, or import torch: together about 60 s of a 100 s fast run.
+SLOW_MODULES = frozenset({
+    "tests/analyzers/test_cli.py", "tests/tracker/test_track_cli.py",
+    "tests/tracker/test_resilience.py", "tests/tracker/test_otel_env.py",
+    "tests/stalls/test_bad_input.py", "tests/estimate/test_core.py",
+})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -33,7 +41,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         used = set(getattr(item, "fixturenames", ()))
         if used & SERVER_FIXTURES:
             item.add_marker(pytest.mark.servers)
-        if used & SLOW_FIXTURES or item.path.parent.name in SLOW_FOLDERS:
+        module = item.path.relative_to(_REPO).as_posix()
+        if used & SLOW_FIXTURES or item.path.parent.name in SLOW_FOLDERS \
+                or module in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
 
 
