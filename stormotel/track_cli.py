@@ -17,9 +17,9 @@ import time
 from types import FrameType
 
 from stormotel import exitcodes, schema
-from stormotel.identity import IdentityError
-from stormotel.samplers import SAMPLERS, SamplerUnavailable
-from stormotel.samplers.faults import FaultSpecError, parse_faults
+from stormotel.errors import StormotelError
+from stormotel.samplers import SAMPLERS
+from stormotel.samplers.faults import parse_faults
 from stormotel.tracker import DEFAULT_ARCHIVE_DIR, MemoryTracker
 from stormotel.units import parse_bytes
 
@@ -169,7 +169,7 @@ def main(argv: list[str]) -> int:
                         schema.THRESHOLD_CRITICAL: args.critical_percent},
             hysteresis_percent=args.hysteresis, peak_window=args.peak_window,
             faults=args.fault or None)
-    except (IdentityError, FaultSpecError, SamplerUnavailable, ValueError) as e:
+    except (StormotelError, ValueError) as e:  # identity, fault spec, sampler, flag values
         return usage(str(e))
 
     stop = threading.Event()
