@@ -213,6 +213,15 @@ def mark_warmups(timeline: Timeline, rises: dict[int, list[FirstRise]], settings
                     for o in delays if o != r)
         if from_start or alike:
             out[r][0] = replace(fr, warmup=True)
+            if not from_start:
+                continue
+            # A warm-up climbs in steps (activations come and go while it ramps): a rise that
+            # climbs again from a dip soon after the rank's start is the same warm-up.
+            end = starts[r] + max(2 * interval, WARMUP_FROM_START_NS)
+            for k in range(1, len(out[r])):
+                if out[r][k].baseline_ns > end:
+                    break
+                out[r][k] = replace(out[r][k], warmup=True)
     return out
 
 
