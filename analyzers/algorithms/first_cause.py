@@ -216,12 +216,23 @@ def mark_warmups(timeline: Timeline, rises: dict[int, list[FirstRise]], settings
             if not from_start:
                 continue
             # A warm-up climbs in steps (activations come and go while it ramps): a rise that
-            # climbs again from a dip soon after the rank's start is the same warm-up.
+            # climbs again from a dip soon after the rank's start, back to about the level the
+            # warm-up had already reached, is the same warm-up. One that climbs well above it is
+            # not, however soon after the start (a fault planted early).
+            series = timeline.ranks[r]
+            x, t = series.values[FIELD], series.t_ns
             end = starts[r] + max(2 * interval, WARMUP_FROM_START_NS)
             for k in range(1, len(out[r])):
-                if out[r][k].baseline_ns > end:
+                nxt = out[r][k]
+                if nxt.baseline_ns > end:
                     break
-                out[r][k] = replace(out[r][k], warmup=True)
+                before = x[(t >= starts[r]) & (t <= nxt.baseline_ns)]
+                after = x[(t >= nxt.t_ns) & (t <= max(nxt.settled_ns, nxt.t_ns))]
+                reached = np.nanmax(before) if before.size else -np.inf
+                climbed = np.nanmax(after) if after.size else np.inf
+                if climbed > reached + 0.5 * nxt.threshold_bytes:
+                    break
+                out[r][k] = replace(nxt, warmup=True)
     return out
 
 
