@@ -4,29 +4,23 @@
 namespace ml)" sends them to the right machine. Sources put what they know in each rank's
 :class:`~analyzers.timeline.RankIdentity`; :func:`attribute` copies it into the report
 (``extra["rank_attribution"]``) for the ranks the findings name, and every sink (summary,
-annotations, findings series, HTML) reads it from there, so they all say the same thing.
+annotations, findings series, HTML) reads it from there through :mod:`analyzers.locations`, so
+they all say the same thing.
 """
 
 from __future__ import annotations
 
+from stormotel.analyzers.findings import by_importance, ranks_named
+from stormotel.analyzers.locations import KEY
 from stormotel.analyzers.report import Report
 from stormotel.analyzers.timeline import Timeline
 
 from stormotel import schema
 
-KEY = "rank_attribution"
-
 
 def named_ranks(report: Report) -> list[int]:
     """Every rank a finding names, in the report's order of importance, once."""
-    order = [s.rank for s in report.cross_rank.first_cause_suspects]
-    forensics = report.extra.get("oom_forensics") or {}
-    order += [int(d["rank"]) for d in forensics.get("ranks", []) if "rank" in d]
-    for f in report.stall_findings:
-        order += list(f.ranks)
-    order += [f.rank for f in report.gap_findings]
-    order += [c.rank for c in report.collective_attributions]
-    return list(dict.fromkeys(order))
+    return ranks_named(by_importance(report.findings()))
 
 
 def attribute(report: Report, timeline: Timeline) -> Report:
@@ -42,17 +36,3 @@ def attribute(report: Report, timeline: Timeline) -> Report:
             table[str(rank)] = labels
     report.extra[KEY] = table
     return report
-
-
-def labels_of(report: Report, rank: int | str, keys: tuple[str, ...] | None = None
-              ) -> dict[str, str]:
-    """The known location labels of ``rank`` (all of them, or only ``keys``)."""
-    table = report.extra.get(KEY)
-    got = table.get(str(rank), {}) if isinstance(table, dict) else {}
-    return {k: v for k, v in got.items() if keys is None or k in keys}
-
-
-def location_text(report: Report, rank: int | str) -> str:
-    """``host=… gpu=… pod=… namespace=…`` for text outputs; empty when nothing is known."""
-    got = labels_of(report, rank)
-    return " ".join(f"{k}={got[k]}" for k in schema.LOCATION_LABELS if k in got)

@@ -10,9 +10,14 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from stormotel.textsafe import redact
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from stormotel.analyzers.findings import Finding
 
 REPORT_SCHEMA = "stormotel.report/v1"
 
@@ -110,6 +115,13 @@ class Report:
     def has_findings(self) -> bool:
         return bool(self.cross_rank.first_cause_suspects or self.gap_findings
                     or self.collective_attributions or self.stall_findings)
+
+    def findings(self) -> Iterator[Finding]:
+        """Every finding in one common shape and a stable order, for the summary and the sinks
+        (:mod:`analyzers.findings`; imported here on use, as it builds on these classes)."""
+        from stormotel.analyzers.findings import report_findings
+
+        return report_findings(self)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import UTC, datetime
 
-from stormotel.analyzers.attribution import location_text
+from stormotel.analyzers.locations import location_text
 from stormotel.analyzers.rankspec import format_rank_list
-from stormotel.analyzers.report import CollectiveAttribution, GapFinding, Report
+from stormotel.analyzers.report import CollectiveAttribution, GapFinding, Report, StallFinding
 from stormotel.analyzers.stalls.render import render_stalls, stall_verdict
+from stormotel.analyzers.textlines import capped
 
 from stormotel.textsafe import printable, redact
 from stormotel.units import format_bytes, format_duration
@@ -22,6 +23,8 @@ MAX_COLLECTIVE_LINES = 10
 #: Longest summary line (a note or a job id can be arbitrarily long input).
 MAX_LINE_CHARS = 2000
 MAX_NOTES = 10
+#: The verdict names first-cause ranks first (0), then ranks by their worst gap finding.
+VERDICT_WEIGHT = {"critical": 1, "warning": 2, "info": 3}
 
 
 def fmt_bytes(n: float | None) -> str:
@@ -62,19 +65,18 @@ def _collective_lines(items: list[CollectiveAttribution], origin: int | None) ->
     groups: dict[int, list[CollectiveAttribution]] = defaultdict(list)
     for a in items:
         groups[int(a.evidence.get("group", -1))].append(a)
-    lines = []
     ordered = sorted(groups.values(), key=lambda g: min(a.interval_start_ns for a in g))
-    for g in ordered[:MAX_COLLECTIVE_LINES]:
+
+    def line(g: list[CollectiveAttribution]) -> str:
         best = max(g, key=lambda a: a.confidence)
         start = min(a.interval_start_ns for a in g)
         end = max(a.interval_end_ns for a in g)
-        lines.append(f"  {fmt_time(start, origin)} .. +{(end - start) / 1e6:.0f} ms  ranks "
-                     f"{format_rank_list({a.rank for a in g})}  {best.classification} "
-                     f"({best.confidence:.2f}; {', '.join(best.reason_codes[1:])})")
-    if len(ordered) > MAX_COLLECTIVE_LINES:
-        lines.append(f"  ... {len(ordered) - MAX_COLLECTIVE_LINES} more interval(s) in the "
-                     "JSON report")
-    return lines
+        return (f"  {fmt_time(start, origin)} .. +{(end - start) / 1e6:.0f} ms  ranks "
+                f"{format_rank_list({a.rank for a in g})}  {best.classification} "
+                f"({best.confidence:.2f}; {', '.join(best.reason_codes[1:])})")
+
+    return capped(ordered, MAX_COLLECTIVE_LINES, line,
+                  lambda n: f"  ... {n} more interval(s) in the JSON report")
 
 
 def render_summary(report: Report) -> str:
@@ -114,9 +116,8 @@ def render_summary(report: Report) -> str:
         order = {"critical": 0, "warning": 1, "info": 2}
         gf = sorted(report.gap_findings, key=lambda f: (order[f.severity], f.rank))
         lines.append(f"Gap findings ({len(gf)}, per rank):")
-        lines.extend(_gap_line(f) for f in gf[:MAX_GAP_LINES])
-        if len(gf) > MAX_GAP_LINES:
-            lines.append(f"  ... {len(gf) - MAX_GAP_LINES} more in the JSON report")
+        lines.extend(capped(gf, MAX_GAP_LINES, _gap_line,
+                            lambda n: f"  ... {n} more in the JSON report"))
     else:
         lines.append("Gap findings: none")
     if report.collective_attributions:
@@ -131,9 +132,8 @@ def render_summary(report: Report) -> str:
                                                      sorted(report.skipped.items())))
     if report.notes:
         lines.append("Notes:")
-        lines.extend(f"  - {n}" for n in report.notes[:MAX_NOTES])
-        if len(report.notes) > MAX_NOTES:
-            lines.append(f"  - ... {len(report.notes) - MAX_NOTES} more in the JSON report")
+        lines.extend(capped(report.notes, MAX_NOTES, lambda n: f"  - {n}",
+                            lambda n: f"  - ... {n} more in the JSON report"))
     lines.append(verdict(report))
     # Job ids, notes and stall details come from the input: one printed line per entry, with
     # escape sequences and newlines shown escaped, so no input can forge a "Verdict:" line.
@@ -157,20 +157,24 @@ def verdict(report: Report) -> str:
         return "Verdict: healthy"
     per_rank: dict[int, list[str]] = defaultdict(list)
     weight: dict[int, int] = defaultdict(lambda: 9)  # first cause, then critical, warning, info
-    for s in report.cross_rank.first_cause_suspects:
-        per_rank[s.rank].append(f"first cause ({s.confidence})")
-        weight[s.rank] = 0
-    rank_of = {"critical": 1, "warning": 2, "info": 3}
-    for f in report.gap_findings:
-        per_rank[f.rank].append(f"{f.classification} ({f.severity})")
-        weight[f.rank] = min(weight[f.rank], rank_of[f.severity])
-    collective = sorted({a.rank for a in report.collective_attributions})
+    collective: set[int] = set()
+    stalls: list[StallFinding] = []
+    for f in report.findings():
+        if f.family in ("first_cause", "gap"):
+            rank = f.ranks[0]
+            per_rank[rank].append(f.title)
+            weight[rank] = min(weight[rank], 0 if f.family == "first_cause"
+                               else VERDICT_WEIGHT[f.severity])
+        elif f.family == "collective":
+            collective.update(f.ranks)
+        elif isinstance(f.record, StallFinding):
+            stalls.append(f.record)
     parts = [f"rank {r}: {', '.join(kinds)}" for r, kinds in
              sorted(per_rank.items(), key=lambda kv: (weight[kv[0]], kv[0]))[:5]]
     if len(per_rank) > 5:
         parts.append(f"{len(per_rank) - 5} more rank(s)")
     if collective:
-        parts.append(f"collective spikes on ranks {format_rank_list(collective)}")
-    if report.stall_findings:
-        parts.append(stall_verdict(report.stall_findings))
+        parts.append(f"collective spikes on ranks {format_rank_list(sorted(collective))}")
+    if stalls:
+        parts.append(stall_verdict(stalls))
     return "Verdict: FINDINGS — " + "; ".join(parts)

@@ -17,7 +17,8 @@ never claimed finer than the data.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from stormotel.analyzers.sources.oom_dumps import OomDump
@@ -35,6 +36,57 @@ class OomThresholds:
     #: gap (device used − reserved), as a share of the device, that makes it outside memory …
     gap_share: float = 0.15
     gap_bytes: float = 1.0 * GIB
+
+
+@dataclass(frozen=True)
+class OomRank:
+    """One rank's first OOM, as the report's ``oom_forensics.ranks`` entries spell it."""
+
+    rank: int
+    oom_ns: int
+    cause: str
+    allocated_bytes: float | None
+    reserved_bytes: float | None
+    device_used_bytes: float | None
+    device_total_bytes: float | None
+    gap_bytes: float | None
+    evidence: dict[str, Any] = field(default_factory=dict)
+    dump_path: str | None = None
+    error: str | None = None
+    source: str = "telemetry"
+
+    @classmethod
+    def from_mapping(cls, d: Mapping[str, Any]) -> OomRank | None:
+        """Back from the report's JSON-shaped entry; None when it names no rank."""
+        if not isinstance(d.get("rank"), int):
+            return None
+
+        def number(key: str) -> float | None:
+            v = d.get(key)
+            return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+        oom_ns = d.get("oom_ns")
+        evidence = d.get("evidence")
+        return cls(int(d["rank"]), oom_ns if isinstance(oom_ns, int) else 0,
+                   str(d.get("cause") or "undecided"), number("allocated_bytes"),
+                   number("reserved_bytes"), number("device_used_bytes"),
+                   number("device_total_bytes"), number("gap_bytes"),
+                   dict(evidence) if isinstance(evidence, dict) else {},
+                   d.get("dump_path") or None, d.get("error") or None,
+                   str(d.get("source") or "telemetry"))
+
+
+@dataclass(frozen=True)
+class OomForensics:
+    """The report's ``oom_forensics`` section (``extra``): the first OOM, or a tie, and each
+    rank's cause."""
+
+    first_rank: int | None
+    tie: bool
+    resolution_ns: int
+    summary: str
+    ranks: list[OomRank]
+    thresholds: OomThresholds
 
 
 def classify(last: dict[str, float | None], t: OomThresholds = OomThresholds()
@@ -87,7 +139,8 @@ def _from_markers(timeline: Timeline, have: set[int]) -> list[OomDump]:
 
 def oom_forensics(timeline: Timeline, dumps: list[OomDump] | None = None,
                   thresholds: OomThresholds = OomThresholds()) -> dict[str, Any] | None:
-    """The report's ``oom_forensics`` section, or None when no rank ran out of memory."""
+    """The report's ``oom_forensics`` section (an :class:`OomForensics` as plain JSON types), or
+    None when no rank ran out of memory."""
     dumps = list(dumps or [])
     first_per_rank: dict[int, OomDump] = {}
     for d in sorted(dumps, key=lambda d: d.oom_ns):
@@ -99,28 +152,23 @@ def oom_forensics(timeline: Timeline, dumps: list[OomDump] | None = None,
     ranks = []
     for d in events:
         cause, ev = classify(d.last, thresholds)
-        ranks.append({"rank": d.rank, "oom_ns": d.oom_ns, "cause": cause,
-                      "allocated_bytes": d.last.get("allocated"),
-                      "reserved_bytes": d.last.get("reserved"),
-                      "device_used_bytes": d.last.get("device_used"),
-                      "device_total_bytes": d.last.get("device_total"),
-                      "gap_bytes": ev.get("gap_bytes"), "evidence": ev,
-                      "dump_path": d.path or None, "error": d.error or None,
-                      "source": "dump" if d.path else "telemetry"})
+        ranks.append(OomRank(d.rank, d.oom_ns, cause, d.last.get("allocated"),
+                             d.last.get("reserved"), d.last.get("device_used"),
+                             d.last.get("device_total"), ev.get("gap_bytes"), ev,
+                             d.path or None, d.error or None, "dump" if d.path else "telemetry"))
     first = ranks[0]
     resolution_ns = int(1e9 * max((d.sampling_interval_s or 0.0) for d in events[:2]))
     tie = len(events) > 1 and events[1].oom_ns - events[0].oom_ns <= resolution_ns
     if tie:
-        tied = [r["rank"] for r in ranks if r["oom_ns"] - first["oom_ns"] <= resolution_ns]
+        tied = [r.rank for r in ranks if r.oom_ns - first.oom_ns <= resolution_ns]
         summary = (f"ranks {tied} ran out of memory within one sampling interval "
                    f"({resolution_ns / 1e6:.0f} ms) of each other: which went first is "
                    "undecided; compare their causes below")
     else:
         lead = (events[1].oom_ns - events[0].oom_ns) / 1e9 if len(events) > 1 else None
-        summary = (f"rank {first['rank']} ran out of memory first"
+        summary = (f"rank {first.rank} ran out of memory first"
                    + (f", {lead:.3g} s before rank {events[1].rank}" if lead is not None else "")
-                   + f": {first['cause'].replace('_', ' ')}"
-                   + (f" (dump {first['dump_path']})" if first["dump_path"] else ""))
-    return {"first_rank": None if tie else first["rank"], "tie": tie,
-            "resolution_ns": resolution_ns, "summary": summary, "ranks": ranks,
-            "thresholds": vars(thresholds)}
+                   + f": {first.cause.replace('_', ' ')}"
+                   + (f" (dump {first.dump_path})" if first.dump_path else ""))
+    return asdict(OomForensics(None if tie else first.rank, tie, resolution_ns, summary, ranks,
+                               thresholds))

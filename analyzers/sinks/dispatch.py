@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from stormotel.analyzers import http
+from stormotel.analyzers.findings import ranks_named
 from stormotel.analyzers.report import Report
 from stormotel.analyzers.sinks import findings_series, grafana, perfetto, pushgateway, remote_write
 from stormotel.analyzers.sinks.base import Sink
@@ -47,15 +48,15 @@ def _grafana_auth(args: argparse.Namespace) -> http.BearerAuth | None:
     return http.BearerAuth(token) if token else None
 
 
+#: The findings whose ranks the incident dashboard shows, first-cause suspects first.
+BOARD_FAMILIES = ("first_cause", "gap", "stall")
+
+
 def _incident_board(report: Report, job_id: str) -> dict[str, Any]:
     from stormotel.dashboards.common import to_json
     from stormotel.dashboards.incident import incident_dashboard
 
-    suspects = [s.rank for s in report.cross_rank.first_cause_suspects]
-    for r in [g.rank for g in report.gap_findings] + [r for st in report.stall_findings
-                                                     for r in st.ranks]:
-        if r not in suspects:
-            suspects.append(r)
+    suspects = ranks_named(f for f in report.findings() if f.family in BOARD_FAMILIES)
     start = end = None
     if report.window_start_ns is not None and report.window_end_ns is not None:
         start = datetime.fromtimestamp(report.window_start_ns / 1e9, UTC)

@@ -15,8 +15,14 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from stormotel.analyzers.attribution import labels_of
-from stormotel.analyzers.report import Report
+from stormotel.analyzers.locations import labels_of
+from stormotel.analyzers.report import (
+    CollectiveAttribution,
+    GapFinding,
+    Report,
+    StallFinding,
+    Suspect,
+)
 
 from stormotel import schema
 
@@ -90,31 +96,30 @@ def findings_samples(report: Report, *, job_id: str | None = None,
                                help=HELP[name]))
 
     kinds: Counter[tuple[str, str]] = Counter()
-    for s in report.cross_rank.first_cause_suspects:
-        add(schema.AN_FIRST_CAUSE, 1.0, rank=str(s.rank),
-            **{schema.ANALYZER_LABEL_CONFIDENCE: s.confidence})
-        add(schema.AN_FIRST_CAUSE_LEAD, s.lead_ns / 1e9, rank=str(s.rank))
-        kinds[("first_cause", _severity_of_confidence(s.confidence))] += 1
-    for g in report.gap_findings:
-        kinds[(g.classification, g.severity)] += 1
-        if g.classification == "persistent_drift":
-            slope = _number(g.evidence, SLOPE_KEYS)
-            if slope is not None:
-                add(schema.AN_GAP_DRIFT_SLOPE, slope, rank=str(g.rank))
-            ttf = _number(g.evidence, TIME_TO_FULL_KEYS)
-            if ttf is not None:
-                add(schema.AN_GAP_TIME_TO_FULL, ttf, rank=str(g.rank))
     best: dict[int, float] = {}
-    for c in report.collective_attributions:
-        best[c.rank] = max(best.get(c.rank, 0.0), float(c.confidence))
-        kinds[(c.classification, "info")] += 1
+    stall_keys: set[tuple[str, str]] = set()
+    for f in report.findings():
+        if f.family == "oom":  # OOMs have the tracker's own edge series
+            continue
+        kinds[(f.kind, f.severity)] += 1
+        rec = f.record
+        if isinstance(rec, Suspect):
+            add(schema.AN_FIRST_CAUSE, 1.0, rank=str(rec.rank),
+                **{schema.ANALYZER_LABEL_CONFIDENCE: rec.confidence})
+            add(schema.AN_FIRST_CAUSE_LEAD, rec.lead_ns / 1e9, rank=str(rec.rank))
+        elif isinstance(rec, GapFinding) and rec.classification == "persistent_drift":
+            slope = _number(rec.evidence, SLOPE_KEYS)
+            if slope is not None:
+                add(schema.AN_GAP_DRIFT_SLOPE, slope, rank=str(rec.rank))
+            ttf = _number(rec.evidence, TIME_TO_FULL_KEYS)
+            if ttf is not None:
+                add(schema.AN_GAP_TIME_TO_FULL, ttf, rank=str(rec.rank))
+        elif isinstance(rec, CollectiveAttribution):
+            best[rec.rank] = max(best.get(rec.rank, 0.0), float(rec.confidence))
+        elif isinstance(rec, StallFinding):
+            stall_keys.update((rec.kind, r) for r in [str(r) for r in rec.ranks] or [NO_RANK])
     for rank, conf in sorted(best.items()):
         add(schema.AN_COLLECTIVE_CONFIDENCE, conf, rank=str(rank))
-    stall_keys: set[tuple[str, str]] = set()
-    for st in report.stall_findings:
-        kinds[(st.kind, _severity_of_confidence(st.confidence))] += 1
-        for r in (st.ranks or [NO_RANK]):
-            stall_keys.add((st.kind, str(r)))
     for kind, rank in sorted(stall_keys):
         add(schema.AN_STALL, 1.0, rank=rank, **{schema.ANALYZER_LABEL_KIND: kind})
     for (kind, severity), n in sorted(kinds.items()):
@@ -148,10 +153,6 @@ def run_samples(*, job_id: str, duration_s: float, now_ms: int,
     stamp = schema.AN_LAST_SUCCESS if success else schema.AN_LAST_FAILURE
     out.append(SeriesPoint(stamp, dict(base), now_ms / 1000.0, now_ms, help=HELP[stamp]))
     return out
-
-
-def _severity_of_confidence(confidence: str) -> str:
-    return {"high": "critical", "medium": "warning"}.get(confidence, "info")
 
 
 def render_text(points: list[SeriesPoint]) -> str:

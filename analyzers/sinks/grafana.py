@@ -25,9 +25,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
-from stormotel.analyzers.attribution import location_text
+from stormotel.analyzers.findings import Finding
 from stormotel.analyzers.http import Deadline, EndpointError, HttpSettings, request
-from stormotel.analyzers.report import Report
+from stormotel.analyzers.report import GapFinding, Report, StallFinding, Suspect
 from stormotel.analyzers.scheduled.options import ENV_GRAFANA_TOKEN as ENV_GRAFANA_TOKEN
 
 from stormotel import schema
@@ -84,84 +84,61 @@ def _ms(ns: int | None, default: int) -> int:
     return default if ns is None else int(ns) // 1_000_000
 
 
-def _evidence_text(evidence: dict[str, Any], limit: int = 6) -> str:
-    items = [f"{k}={v}" for k, v in list(evidence.items())[:limit]
-             if isinstance(v, str | int | float | bool)]
-    return ", ".join(items)
-
-
 def annotations_for(report: Report, job_id: str | None = None) -> list[Annotation]:
-    """One annotation per finding: first-cause lead window, gap findings (drift onset, spikes),
-    collective intervals and stalls."""
+    """One annotation per finding with a place on the time axis: the first-cause lead window,
+    gap findings (drift onset, spikes), collective intervals and stalls. OOM forensics has its
+    own edge markers on the dashboards and no annotation."""
     jid = job_id or report.job_id or "unknown"
-    win_end = _ms(report.window_end_ns, 0)
     out: list[Annotation] = []
-
-    def add(kind: str, ranks: Sequence[int], start_ms: int, end_ms: int, text: str,
-            extra: str = "", more_tags: Sequence[str] = ()) -> None:
-        located = [f"rank {r}: {w}" for r in ranks if (w := location_text(report, r))]
-        if located:  # which machine/pod to look at, for the ranks this annotation names
-            text = f"{text} [{'; '.join(located)}]"
-        if kind in PERSISTENT_KINDS:
-            key = _key(jid, kind, ranks, 0, extra)
-        elif kind == "first_cause":  # the verdict, by position: a later verdict replaces it
-            key = _key(jid, kind, (), 0, extra)
+    for f in report.findings():
+        span = _span_ms(report, f)
+        if span is None:
+            continue
+        start_ms, end_ms = span
+        extra, more_tags = _identity(f)
+        text = f"{f.text} [{'; '.join(f.where)}]" if f.where else f.text
+        if f.kind in PERSISTENT_KINDS:
+            key = _key(jid, f.kind, f.ranks, 0, extra)
+        elif f.kind == "first_cause":  # the verdict, by position: a later verdict replaces it
+            key = _key(jid, f.kind, (), 0, extra)
         else:
-            key = _key(jid, kind, ranks, start_ms, extra)
-        tags = (schema.ANNOTATION_TAG, kind, *(f"{RANK_TAG_PREFIX}{r}" for r in ranks),
+            key = _key(jid, f.kind, f.ranks, start_ms, extra)
+        tags = (schema.ANNOTATION_TAG, f.kind, *(f"{RANK_TAG_PREFIX}{r}" for r in f.ranks),
                 f"{JOB_TAG_PREFIX}{jid}", *more_tags, f"{KEY_TAG_PREFIX}{key}")
-        out.append(Annotation(kind, tuple(ranks), start_ms, max(start_ms, end_ms), text,
-                              tags, key))
-
-    cr = report.cross_rank
-    for i, s in enumerate(cr.first_cause_suspects):
-        start = s.first_spike_ns // 1_000_000
-        end = _ms(cr.cluster_onset_ns, start) if cr.cluster_onset_ns else start
-        add("first_cause", [s.rank], start, max(end, start + s.lead_ns // 1_000_000),
-            f"stormotel: rank {s.rank} is first-cause suspect #{i + 1} ({s.confidence} "
-            f"confidence), rose {s.delta_bytes / 2**20:.0f} MiB {s.lead_ns / 1e9:.3g} s before "
-            f"the cluster onset. {_evidence_text(s.evidence)}",
-            extra=f"suspect{i + 1}", more_tags=(f"confidence={s.confidence}",))
-    for gf in report.gap_findings:
-        start = _ms(gf.start_ns, _ms(report.window_start_ns, win_end))
-        add(gf.classification, [gf.rank], start, _ms(gf.end_ns, start),
-            f"stormotel: {gf.classification.replace('_', ' ')} on rank {gf.rank} "
-            f"({gf.severity}, confidence {gf.confidence:.2f}). {_evidence_text(gf.evidence)}"
-            + (f" Remediation: {gf.remediation[0]}" if gf.remediation else ""),
-            more_tags=(f"severity={gf.severity}",))
-    for c in report.collective_attributions:
-        start = c.interval_start_ns // 1_000_000
-        add(c.classification, [c.rank], start, c.interval_end_ns // 1_000_000,
-            f"stormotel: {c.classification.replace('_', ' ')} gap spike on rank {c.rank} "
-            f"(confidence {c.confidence:.2f}; {', '.join(c.reason_codes)})")
-    for st in report.stall_findings:
-        t = stall_time_ns(st.evidence)
-        if t is None and report.window_end_ns is None:
-            continue  # nowhere to put it on a time axis
-        start = _ms(t, win_end)
-        where = f"pg {st.process_group} seq {st.seq_id} {st.op or ''}".strip()
-        ranks = st.ranks
-        add(st.kind, ranks, start, start,
-            f"stormotel: stalled collective ({st.kind}) at {where}; culprit ranks "
-            f"{', '.join(map(str, ranks)) or 'undecided'} ({st.confidence}, from {st.source})"
-            + (f" Remediation: {st.remediation[0]}" if st.remediation else ""),
-            extra=f"{st.process_group}|{st.seq_id}", more_tags=("stall",))
+        out.append(Annotation(f.kind, f.ranks, start_ms, max(start_ms, end_ms), text, tags,
+                              key))
     return out
 
 
-def stall_time_ns(evidence: dict[str, Any]) -> int | None:
-    """When a stall was detected: an explicit time, else the first watchdog timeout in the
-    evidence timeline, else its first event."""
-    for key in ("time_ns", "start_ns"):
-        v = evidence.get(key)
-        if isinstance(v, int) and not isinstance(v, bool):
-            return v
-    events = [e for e in evidence.get("timeline") or [] if isinstance(e, dict)
-              and isinstance(e.get("ts_ns"), int)]
-    timeouts = [e["ts_ns"] for e in events if e.get("event") == "watchdog_timeout"]
-    if timeouts:
-        return min(timeouts)
-    return min((e["ts_ns"] for e in events), default=None)
+def _span_ms(report: Report, f: Finding) -> tuple[int, int] | None:
+    """Where the annotation sits, in ms; None when the finding has no place on the axis."""
+    win_end = _ms(report.window_end_ns, 0)
+    if f.family == "first_cause" and f.start_ns is not None and f.end_ns is not None:
+        # From the first rise to the cluster onset, and at least as long as the lead.
+        start = f.start_ns // 1_000_000
+        onset = report.cross_rank.cluster_onset_ns
+        end = _ms(onset, start) if onset else start
+        return start, max(end, start + (f.end_ns - f.start_ns) // 1_000_000)
+    if f.family == "gap":
+        start = _ms(f.start_ns, _ms(report.window_start_ns, win_end))
+        return start, _ms(f.end_ns, start)
+    if f.family == "collective" and f.start_ns is not None and f.end_ns is not None:
+        return f.start_ns // 1_000_000, f.end_ns // 1_000_000
+    if f.family == "stall" and (f.start_ns is not None or report.window_end_ns is not None):
+        start = _ms(f.start_ns, win_end)
+        return start, start
+    return None
+
+
+def _identity(f: Finding) -> tuple[str, tuple[str, ...]]:
+    """What tells this finding's key apart beyond job, kind, ranks and start; extra tags."""
+    if isinstance(f.record, Suspect):
+        return f"suspect{f.index + 1}", (f"confidence={f.confidence}",)
+    if isinstance(f.record, GapFinding):
+        return "", (f"severity={f.severity}",)
+    if isinstance(f.record, StallFinding):
+        return f"{f.record.process_group}|{f.record.seq_id}", ("stall",)
+    return "", ()
 
 
 class GrafanaAPI:

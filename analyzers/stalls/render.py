@@ -10,6 +10,7 @@ from collections import Counter
 from typing import Any
 
 from stormotel.analyzers.report import StallFinding
+from stormotel.analyzers.textlines import capped
 
 
 def stall_verdict(findings: list[StallFinding]) -> str:
@@ -74,14 +75,12 @@ def _state_table_lines(table: list[dict[str, Any]]) -> list[str]:
     typical = common.most_common(1)[0][0] if common else None
     rows = sorted(table, key=lambda r: ((r["role"], r["seq"], r["enqueued"],
                                          r["completed"]) == typical, r["rank"]))
-    lines = ["        rank  role       seq   op              enqueued  completed"]
-    for r in rows[:MAX_TABLE_RANKS]:
-        lines.append(f"        {r['rank']:<5} {r['role']:<10} {_s(r['seq']):<5} "
-                     f"{_s(r['op']):<15} {_s(r['enqueued']):<9} {_s(r['completed'])}")
-    if len(rows) > MAX_TABLE_RANKS:
-        lines.append(f"        ... {len(rows) - MAX_TABLE_RANKS} more ranks like the last ones "
-                     "(JSON report has all)")
-    return lines
+    return ["        rank  role       seq   op              enqueued  completed",
+            *capped(rows, MAX_TABLE_RANKS,
+                    lambda r: (f"        {r['rank']:<5} {r['role']:<10} {_s(r['seq']):<5} "
+                               f"{_s(r['op']):<15} {_s(r['enqueued']):<9} {_s(r['completed'])}"),
+                    lambda n: f"        ... {n} more ranks like the last ones "
+                              "(JSON report has all)")]
 
 
 def _s(v: object) -> str:

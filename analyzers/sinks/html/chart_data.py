@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from stormotel.analyzers.findings import IMPORTANCE, Finding, ranks_named
 from stormotel.analyzers.report import Report
 from stormotel.analyzers.sinks.html.downsample import (
     Buckets,
@@ -42,21 +43,15 @@ ALL_RANKS_UP_TO = 8
 MAX_NAMED_RANKS = 8
 MAX_EDGE_EVENTS = 400
 MAX_SPANS = 4000
+MAX_COLLECTIVE_REGIONS = 200
 MIB = float(1 << 20)
 
 
 def named_ranks(report: Report, timeline: Timeline, limit: int = MAX_NAMED_RANKS) -> list[int]:
     """The ranks findings name, most important first: first-cause leader and followers, OOM
-    ranks, stall culprits, gap and collective findings; every rank when the job is small."""
-    order: list[int] = [s.rank for s in report.cross_rank.first_cause_suspects]
-    forensics = report.extra.get("oom_forensics") or {}
-    order += [int(d["rank"]) for d in forensics.get("ranks", []) if "rank" in d]
-    for f in report.stall_findings:
-        if f.consequence_of is None:
-            order += list(f.ranks)
-    order += [f.rank for f in report.gap_findings if f.severity == "critical"]
-    order += [f.rank for f in report.gap_findings]
-    order += [c.rank for c in report.collective_attributions]
+    ranks, stall culprits (not their consequences), critical gap findings, other gap and
+    collective findings; every rank when the job is small."""
+    order = ranks_named(sorted((f for f in report.findings() if f.root), key=_draw_order))
     if len(timeline.ranks) <= ALL_RANKS_UP_TO:
         order += timeline.rank_ids
     seen: list[int] = []
@@ -64,6 +59,11 @@ def named_ranks(report: Report, timeline: Timeline, limit: int = MAX_NAMED_RANKS
         if r in timeline.ranks and r not in seen:
             seen.append(r)
     return seen[:limit]
+
+
+def _draw_order(f: Finding) -> tuple[int, bool]:
+    """Importance of the family; among gap findings the critical ones first."""
+    return IMPORTANCE[f.family], f.family == "gap" and f.severity != "critical"
 
 
 def aligned(timeline: Timeline, report: Report) -> dict[int, RankSeries]:
@@ -126,11 +126,11 @@ def _events(report: Report, series: dict[int, RankSeries], shown: list[int]
     if cross.cluster_onset_ns is not None:
         events.append({"t": cross.cluster_onset_ns / 1e9, "kind": "onset",
                        "label": "cluster onset"})
-    for i, s in enumerate(cross.first_cause_suspects):
-        events.append({"t": s.first_spike_ns / 1e9, "kind": "leader" if i == 0 else "follower",
-                       "rank": s.rank,
-                       "label": f"{'leader' if i == 0 else 'follower'} rank {s.rank} "
-                                f"({s.confidence})"})
+    for f in report.findings():
+        if f.family == "first_cause" and f.start_ns is not None:
+            role = "leader" if f.index == 0 else "follower"
+            events.append({"t": f.start_ns / 1e9, "kind": role, "rank": f.ranks[0],
+                           "label": f"{role} rank {f.ranks[0]} ({f.confidence})"})
     edge_kinds = (KIND_OOM, KIND_THRESHOLD, KIND_FIRST_RISE)
     edges: list[dict[str, Any]] = []
     for rank in [*shown, *(r for r in sorted(series) if r not in shown)]:
@@ -146,15 +146,16 @@ def _events(report: Report, series: dict[int, RankSeries], shown: list[int]
 def _regions(report: Report) -> list[dict[str, Any]]:
     """Shaded intervals: gap findings and collective attributions with their time span."""
     regions: list[dict[str, Any]] = []
-    for f in report.gap_findings:
-        if f.start_ns is not None and f.end_ns is not None:
+    for f in report.findings():
+        if f.start_ns is None or f.end_ns is None:
+            continue
+        if f.family == "gap":
             regions.append({"t0": f.start_ns / 1e9, "t1": f.end_ns / 1e9,
-                            "kind": f"gap_{f.severity}",
-                            "label": f"rank {f.rank}: {f.classification} ({f.severity})"})
-    for c in report.collective_attributions[:200]:
-        regions.append({"t0": c.interval_start_ns / 1e9, "t1": c.interval_end_ns / 1e9,
-                        "kind": "collective_attribution",
-                        "label": f"rank {c.rank}: {c.classification}"})
+                            "kind": f"gap_{f.severity}", "label": f"rank {f.ranks[0]}: {f.title}"})
+        elif f.family == "collective" and f.index < MAX_COLLECTIVE_REGIONS:
+            regions.append({"t0": f.start_ns / 1e9, "t1": f.end_ns / 1e9,
+                            "kind": "collective_attribution",
+                            "label": f"rank {f.ranks[0]}: {f.kind}"})
     return regions
 
 

@@ -13,7 +13,7 @@ from html import escape
 from importlib import resources
 from typing import Any
 
-from stormotel.analyzers.attribution import location_text
+from stormotel.analyzers.locations import location_text
 from stormotel.analyzers.report import Report
 from stormotel.analyzers.summary import fmt_bytes, fmt_duration, fmt_time
 from stormotel.analyzers.timeline import RankIdentity, Timeline
