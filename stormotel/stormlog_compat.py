@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from stormotel import schema
 from stormotel.samplers.base import Sample
@@ -73,6 +73,15 @@ class TrackingEvent:
 AlertCallback = Callable[[TrackingEvent], None]
 
 
+class _Identity(TypedDict):
+    """The rank's identity, as every event of one tracker carries it."""
+
+    job_id: str
+    rank: int
+    local_rank: int
+    world_size: int
+
+
 class StormlogEvents:
     """Bounded event log + Stormlog's alert thresholds and callbacks for one tracker."""
 
@@ -85,8 +94,8 @@ class StormlogEvents:
         self.enable_alerts = enable_alerts
         self.alert_callbacks: list[AlertCallback] = []
         self.thresholds: dict[str, float] = dict(schema.STORMLOG_DEFAULTS)
-        self._ident = {"job_id": job_id, "rank": rank, "local_rank": local_rank,
-                       "world_size": world_size}
+        self._ident = _Identity(job_id=job_id, rank=rank, local_rank=local_rank,
+                                world_size=world_size)
         self._device_id = device_id
         self._collector = collector
         self._interval_ms = round(sampling_interval * 1000)

@@ -422,7 +422,7 @@ def temporality_preference(env: Mapping[str, str]
     """``OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE`` as the exporters' argument, and
     the bad value when it is not one of cumulative/delta/lowmemory (then: cumulative)."""
     raw = env.get("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "").strip().lower()
-    out = {kind: AggregationTemporality.CUMULATIVE for kind in
+    out: dict[type, AggregationTemporality] = {kind: AggregationTemporality.CUMULATIVE for kind in
            (Counter, UpDownCounter, Histogram, ObservableCounter, ObservableUpDownCounter,
             ObservableGauge)}
     if raw in ("", "cumulative"):
@@ -618,7 +618,7 @@ class Telemetry:
             schedule_delay_millis=1000))
 
     def _start_prometheus(self, cfg: ExportConfig,
-                          add: Callable[[str, MetricReader], None]) -> None:
+                          add: Callable[[str, MetricReader], Destination]) -> None:
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
         from prometheus_client import CollectorRegistry, start_http_server
 

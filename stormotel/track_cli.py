@@ -153,10 +153,11 @@ def main(argv: list[str]) -> int:
         return usage("--fault needs --sampler simulated")
     try:
         parse_faults(args.fault)
-        estimate: int | str | None = args.estimate
-        if estimate is not None:
+        estimate_flag: str | None = args.estimate
+        estimate: int | str | None = estimate_flag
+        if estimate_flag is not None:
             with contextlib.suppress(ValueError):  # a size (1234, 40GiB); else a JSON file
-                estimate = parse_bytes(estimate)
+                estimate = parse_bytes(estimate_flag)
         tracker = MemoryTracker(
             device=args.device, sampler=args.sampler, sampling_interval=args.interval,
             job_id=args.job_id, rank=args.rank, local_rank=args.local_rank,

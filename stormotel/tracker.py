@@ -112,7 +112,9 @@ def load_estimate(estimate: int | str | os.PathLike[str] | None) -> int | None:
     """``estimate_bytes``: an int, or a path to a JSON file with ``"peak_bytes"``."""
     if estimate is None:
         return None
-    if isinstance(estimate, int) and not isinstance(estimate, bool):
+    if isinstance(estimate, bool):  # an int to Python, never a size or a path
+        raise TypeError(f"estimate_bytes={estimate!r} is neither a byte count nor a path")
+    if isinstance(estimate, int):
         if estimate < 0:
             raise ValueError(f"estimate_bytes={estimate} must be >= 0")
         return estimate

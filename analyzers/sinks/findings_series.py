@@ -120,8 +120,8 @@ def findings_samples(report: Report, *, job_id: str | None = None,
             stall_keys.update((rec.kind, r) for r in [str(r) for r in rec.ranks] or [NO_RANK])
     for rank, conf in sorted(best.items()):
         add(schema.AN_COLLECTIVE_CONFIDENCE, conf, rank=str(rank))
-    for kind, rank in sorted(stall_keys):
-        add(schema.AN_STALL, 1.0, rank=rank, **{schema.ANALYZER_LABEL_KIND: kind})
+    for stall_kind, stall_rank in sorted(stall_keys):
+        add(schema.AN_STALL, 1.0, rank=stall_rank, **{schema.ANALYZER_LABEL_KIND: stall_kind})
     for (kind, severity), n in sorted(kinds.items()):
         add(schema.AN_FINDINGS, n, **{schema.ANALYZER_LABEL_KIND: kind,
                                       schema.ANALYZER_LABEL_SEVERITY: severity})

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stormotel.analyzers.report import Report
-from stormotel.analyzers.sinks.html.chart_data import chart_data
+from stormotel.analyzers.sinks.html.chart_data import ChartData, chart_data
 from stormotel.analyzers.sinks.html.page import render_page
 from stormotel.analyzers.timeline import Timeline
 
@@ -35,7 +35,7 @@ class HtmlWritten:
     named_ranks: list[int]
 
 
-def render_html(timeline: Timeline, report: Report) -> tuple[str, dict[str, object]]:
+def render_html(timeline: Timeline, report: Report) -> tuple[str, ChartData]:
     """The page as text, and the chart data it embeds (for callers that report on it)."""
     charts = chart_data(timeline, report)
     return render_page(timeline, report, charts), charts
@@ -50,6 +50,5 @@ def write_html_report(path: Path, timeline: Timeline, report: Report) -> HtmlWri
     """Write the page atomically (a half-written report is worse than none)."""
     text, charts = render_html(timeline, report)
     path = write_atomic(path, text)
-    named = charts.get("named_ranks")
-    return HtmlWritten(path, path.stat().st_size, len(charts.get("charts") or []),
-                       list(named) if isinstance(named, list) else [])
+    return HtmlWritten(path, path.stat().st_size, len(charts["charts"]),
+                       list(charts["named_ranks"]))

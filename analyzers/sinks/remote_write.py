@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 import cramjam
 import httpx
 import numpy as np
+from google.protobuf.message import Message
 from stormotel.analyzers.http import Deadline, HttpSettings, request
 from stormotel.analyzers.sinks import prompb
 from stormotel.analyzers.sinks.findings_series import SeriesPoint
@@ -34,8 +35,8 @@ def encode(points: Iterable[SeriesPoint]) -> bytes:
         ts = req.timeseries.add()
         for k, v in labels:
             ts.labels.add(name=k, value=v)
-        for t, v in sorted(samples):
-            ts.samples.add(value=v, timestamp=t)
+        for t, value in sorted(samples):
+            ts.samples.add(value=value, timestamp=t)
     return compress(req.SerializeToString())
 
 
@@ -57,8 +58,8 @@ def compress(payload: bytes) -> bytes:
     return bytes(cramjam.snappy.compress_raw(payload))
 
 
-def decode(body: bytes) -> prompb.WriteRequest:
-    """Inverse of :func:`encode` (used by tests and the local receivers)."""
+def decode(body: bytes) -> Message:
+    """Inverse of :func:`encode` (used by tests and the local receivers): a ``WriteRequest``."""
     req = prompb.WriteRequest()
     req.ParseFromString(bytes(cramjam.snappy.decompress_raw(body)))
     return req

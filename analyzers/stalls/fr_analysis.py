@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from stormotel.analyzers.report import StallFinding
+from stormotel.analyzers.report import Confidence, StallFinding, StallKind
 from stormotel.analyzers.stalls.fr_groups import GroupView, rebuild_groups
 from stormotel.analyzers.stalls.fr_p2p import p2p_findings
 from stormotel.analyzers.stalls.fr_types import DumpSet, FrEntry, group_label
@@ -270,7 +270,8 @@ def _analyze_group(g: GroupView, states: list[RankState], missing: list[int],
         if len(silent) < spoke:
             # silent (empty or missing dump) vs recorded: every rank that recorded agrees,
             # so the silent minority is what the group waits for
-            confidence = "medium" if not unseen and spoke >= 2 * len(silent) else "low"
+            confidence: Confidence = ("medium" if not unseen and spoke >= 2 * len(silent)
+                                      else "low")
             what = " and ".join(x for x in (
                 f"empty dump(s) from {blank}" if blank else "",
                 f"no dump from {unseen}" if unseen else "") if x)
@@ -354,7 +355,7 @@ def _first_mismatch(g: GroupView) -> StallFinding | None:
 
 
 def _compare(g: GroupView, seq: int, at: dict[int, FrEntry]) -> StallFinding | None:
-    checks: list[tuple[str, dict[int, Any]]] = [
+    checks: list[tuple[StallKind, dict[int, Any]]] = [
         ("op_type_mismatch", {r: _op(e) for r, e in at.items()}),
         ("size_mismatch", {r: _size_key(e) for r, e in at.items()}),
         ("size_mismatch", {r: numel_violation(e, g.size) for r, e in at.items()}),
@@ -386,8 +387,8 @@ def _compare(g: GroupView, seq: int, at: dict[int, FrEntry]) -> StallFinding | N
                         f"rank(s) at seq {seq} ({kind.replace('_', ' ')})")
         if missing_ranks:
             ev["not_compared"] = missing_ranks
-        confidence = "high" if len(culprits) == 1 and len(at) >= 3 else "medium"
-        return StallFinding(kind=kind, ranks=culprits, process_group=g.label, seq_id=seq,  # type: ignore[arg-type]
+        confidence: Confidence = "high" if len(culprits) == 1 and len(at) >= 3 else "medium"
+        return StallFinding(kind=kind, ranks=culprits, process_group=g.label, seq_id=seq,
                             op=majority_op, source="flight_recorder", confidence=confidence,
                             evidence=ev, remediation=list(REMEDIATION[kind]))
     return None
@@ -421,7 +422,8 @@ def _progress_split(g: GroupView, states: list[RankState], base_ev: dict[str, An
             ev["reason"] += ("; nothing pending on the straggler: it was stuck outside the "
                              "collective library")
         spread = len(set(last[r] for r in ahead))
-        confidence = "high" if len(behind) == 1 and spread == 1 and not unseen else "medium"
+        confidence: Confidence = ("high" if len(behind) == 1 and spread == 1 and not unseen
+                                  else "medium")
         if pair:  # behind "everyone else" is one rank: no majority to confirm it
             confidence = "medium"
             ev["pair"] = (f"a two-rank group: rank {ahead[0]} may instead have issued an extra "

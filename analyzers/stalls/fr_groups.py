@@ -12,6 +12,7 @@ which the analysis states.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from stormotel.analyzers.stalls.fr_types import DumpSet, FrEntry, GroupKey, PgStatus, group_label
@@ -101,8 +102,9 @@ def _configured_members(ds: DumpSet) -> dict[str, set[int]]:
                 continue
             raw = cfg.get("ranks")
             try:
-                parsed = json.loads(raw) if isinstance(raw, str) else raw
-                ranks = {int(r) for r in parsed or ()}
+                parsed: object = json.loads(raw) if isinstance(raw, str) else raw
+                # anything but a collection names no ranks (skipped below)
+                ranks = {int(r) for r in (parsed if isinstance(parsed, Iterable) else ())}
             except (ValueError, TypeError):
                 continue
             if not ranks or any(r < 0 or r >= ds.world_size for r in ranks):

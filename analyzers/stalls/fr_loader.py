@@ -16,7 +16,7 @@ import pickle
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from stormotel.analyzers.gcpause import gc_paused
 from stormotel.analyzers.stalls.fr_types import DumpSet, FrEntry, PgStatus, RankDump
@@ -189,9 +189,25 @@ def _normalise(path: Path, rank: int, raw: Mapping[str, Any], form: str) -> Rank
                                           _int(st.get("last_completed_collective"), -1))
         except (TypeError, ValueError, AttributeError, OverflowError):
             bad += 1
-    pg_config = raw.get("pg_config") if isinstance(raw.get("pg_config"), dict) else {}
+    pg_config = _pg_config(raw.get("pg_config"))
     return RankDump(rank=rank, path=str(path), form=form, version=version, entries=entries,
                     pg_status=status, pg_config=pg_config, skipped_entries=bad)
+
+
+def _pg_config(raw: object) -> dict[str, dict[str, object]]:
+    """``pg_config`` by group name; an entry that is not a mapping becomes an empty one (every
+    reader skips those), so its name still counts."""
+    if not isinstance(raw, dict):
+        return {}
+    return {str(name): (cfg if isinstance(cfg, dict) else {}) for name, cfg in raw.items()}
+
+
+@overload
+def _int(v: Any, default: int) -> int: ...
+
+
+@overload
+def _int(v: Any, default: None = None) -> int | None: ...
 
 
 def _int(v: Any, default: int | None = None) -> int | None:

@@ -29,7 +29,7 @@ import glob
 import os
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -361,28 +361,29 @@ def _events_unchecked(seg: str, file: str, line: int, rank: int | None, ts: int 
             group = f"id:{tag.group('id2')}" + (f"({tag.group('name2')})"
                                                 if tag.group("name2") else "")
     text = seg.strip()[:400]
-    common = {"file": file, "line": line, "rank": rank, "group": group,
-              "group_rank": group_rank, "ts_ns": ts, "text": text}
+    # What every event of this line shares; each kind below fills in its own fields.
+    common = LogEvent("", file, line, rank, group=group, group_rank=group_rank, ts_ns=ts,
+                      text=text)
     events: list[LogEvent] = []
     work = _WORK.search(seg)
     ran = _RAN_FOR.search(seg)
     if work and ("timeout" in seg.lower() or ran):
-        events.append(LogEvent(
-            TIMEOUT, seq=_int(work.group("seq")), op=work.group("op").upper(),
+        events.append(replace(
+            common, kind=TIMEOUT, seq=_int(work.group("seq")), op=work.group("op").upper(),
             numel_in=_opt_int(work.group("nin")), numel_out=_opt_int(work.group("nout")),
-            timeout_ms=_opt_int(work.group("tmo")), ran_for_ms=_opt_int(ran.group(1) if ran
-                                                                        else None), **common))
+            timeout_ms=_opt_int(work.group("tmo")),
+            ran_for_ms=_opt_int(ran.group(1) if ran else None)))
     for pattern in _COUNTERS:
         m = pattern.search(seg)
         if m:
             at = _TIMEOUT_AT.search(seg)
-            events.append(LogEvent(COUNTERS, enqueued=_int(m.group(1)),
-                                   completed=_int(m.group(2)),
-                                   seq=_int(at.group(1)) if at else None, **common))
+            events.append(replace(common, kind=COUNTERS, enqueued=_int(m.group(1)),
+                                  completed=_int(m.group(2)),
+                                  seq=_int(at.group(1)) if at else None))
             break
     for kind, pattern in _PATTERNS:
         if pattern.search(seg):
-            events.append(LogEvent(kind, **common))
+            events.append(replace(common, kind=kind))
     return events
 
 

@@ -33,7 +33,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, cast
 
 import numpy as np
 import torch
@@ -80,6 +80,13 @@ TRACKER_CATEGORY: dict[str, str] = {
 }
 _TOTAL = "Total"
 _ITERATIONS_MARK = "stormotel.estimate.iterations"
+
+
+class _MemoryEvent(Protocol):
+    """A profiler ``[memory]`` event: torch's type stub for ``_KinetoEvent`` leaves out
+    ``nbytes()``, which the runtime class has (positive on allocation, negative on free)."""
+
+    def nbytes(self) -> int: ...
 
 
 class EstimationError(UsageError):
@@ -446,10 +453,14 @@ class _AllocatorPeak:
             return int(self._cuda_peak or 0), "torch.cuda.max_memory_allocated"
         if self._prof is None:
             raise RuntimeError("profiling() was not entered")
-        events = self._prof.profiler.kineto_results.events()
+        legacy = self._prof.profiler
+        results = legacy.kineto_results if legacy is not None else None
+        if results is None:
+            raise RuntimeError("torch.profiler kept no kineto results")
+        events = results.events()
         window = [(e.start_ns(), e.end_ns()) for e in events if e.name() == _ITERATIONS_MARK]
         cpu = torch._C._autograd.DeviceType.CPU
-        mem = [(e.start_ns(), e.nbytes()) for e in events
+        mem = [(e.start_ns(), cast(_MemoryEvent, e).nbytes()) for e in events
                if e.name() == "[memory]" and e.device_type() == cpu]
         how = "the CPU allocator's allocations and frees recorded by torch.profiler"
         if self.round_to > 1:

@@ -17,7 +17,7 @@ snapshots are left as MemTracker recorded them; the estimator moves the counted 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Self
 from weakref import WeakKeyDictionary
 
 import torch
@@ -78,7 +78,7 @@ class GradientAwareMemTracker(MemTracker):
                 self._peak_at[dev] = self._allocations
                 self._late_gradients[dev] = 0
 
-    def __enter__(self) -> GradientAwareMemTracker:
+    def __enter__(self) -> Self:
         super().__enter__()
         if self._depth == 1:
             # The outermost entry restarts the peak from the current snapshot (correct labels).

@@ -27,6 +27,7 @@ Kinds and what they do to the owning rank's numbers (parameters and defaults):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from stormotel import units
@@ -94,8 +95,8 @@ def _parse_rate(text: str) -> float:
     return float(parse_bytes(size))
 
 
-_PARSERS = {"bytes": parse_bytes, "duration": parse_duration, "rate": _parse_rate,
-            "float": float}
+_PARSERS: dict[str, Callable[[str], float]] = {
+    "bytes": parse_bytes, "duration": parse_duration, "rate": _parse_rate, "float": float}
 
 
 def _parse_ranks(text: str, clause: str) -> frozenset[int] | None:

@@ -7,7 +7,7 @@ holds more than a few hundred thousand numbers whatever the job's size. Times ar
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 from stormotel.analyzers.findings import IMPORTANCE, Finding, ranks_named
@@ -45,6 +45,23 @@ MAX_EDGE_EVENTS = 400
 MAX_SPANS = 4000
 MAX_COLLECTIVE_REGIONS = 200
 MIB = float(1 << 20)
+
+
+class ChartData(TypedDict):
+    """What the page embeds as JSON for its script (times in Unix seconds, memory in MiB)."""
+
+    x: list[float]
+    #: Per field: title, ranks reporting, envelope (lo/median/hi) and the named ranks' lines.
+    charts: list[dict[str, Any]]
+    #: Vertical lines: onset, leader/followers, edges.
+    events: list[dict[str, Any]]
+    #: Shaded intervals: gap findings and collective attributions.
+    regions: list[dict[str, Any]]
+    #: Step and collective spans of one reference rank.
+    spans: list[dict[str, Any]]
+    named_ranks: list[int]
+    #: Width of one bucket; absent when no rank has samples.
+    bucket_seconds: NotRequired[float]
 
 
 def named_ranks(report: Report, timeline: Timeline, limit: int = MAX_NAMED_RANKS) -> list[int]:
@@ -87,7 +104,7 @@ def _mib(values: np.ndarray) -> list[float | None]:
 
 
 def chart_data(timeline: Timeline, report: Report, *, bucket_count: int = DEFAULT_BUCKETS,
-               ranks: list[int] | None = None) -> dict[str, Any]:
+               ranks: list[int] | None = None) -> ChartData:
     """The charts' data: x (seconds), per field an envelope and the named ranks' lines."""
     series = aligned(timeline, report)
     window = _window(series)

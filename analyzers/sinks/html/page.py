@@ -15,6 +15,7 @@ from typing import Any
 
 from stormotel.analyzers.locations import location_text
 from stormotel.analyzers.report import Report
+from stormotel.analyzers.sinks.html.chart_data import ChartData
 from stormotel.analyzers.summary import fmt_bytes, fmt_duration, fmt_time
 from stormotel.analyzers.timeline import RankIdentity, Timeline
 
@@ -142,8 +143,8 @@ def _script_json(data: Any) -> str:
     return json.dumps(data, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
 
 
-def render_page(timeline: Timeline, report: Report, charts: dict[str, Any]) -> str:
-    named = charts.get("named_ranks", [])
+def render_page(timeline: Timeline, report: Report, charts: ChartData) -> str:
+    named = charts["named_ranks"]
     rank_rows = ((r, len(timeline.ranks[r]), _ident(timeline, r)) for r in named
                  if r in timeline.ranks)
     header = (f"job {report.job_id or '?'} · world size {report.world_size or '?'} · "
