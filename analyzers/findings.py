@@ -16,7 +16,7 @@ importance instead sort with :func:`by_importance`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from stormotel.analyzers.algorithms.oom_forensics import OomRank
@@ -38,9 +38,14 @@ IMPORTANCE: dict[Family, int] = {"first_cause": 0, "oom": 1, "stall": 2, "gap": 
 FindingRecord = Suspect | OomRank | GapFinding | CollectiveAttribution | StallFinding
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Finding:
-    """One finding as every reader sees it; the family's own record rides along."""
+    """One finding as every reader sees it; the family's own record rides along.
+
+    Made afresh by each :func:`report_findings` call (changing one changes nothing else) and
+    cheap to make: a large job has tens of thousands of collective attributions and most readers
+    need only ranks, kind and severity, so the words (:attr:`title`, :attr:`text`,
+    :attr:`where`) are made when read."""
 
     family: Family
     #: What was found: ``first_cause``, the OOM's cause, a gap classification, a collective
@@ -60,13 +65,31 @@ class Finding:
     #: False only where the analysis says it is the consequence of an earlier finding (a
     #: stall's ``consequence_of``).
     root: bool
-    #: ``kind (severity)``-style short label: what the verdict line names per rank.
-    title: str
-    #: One sentence for annotations and trace slices.
-    text: str
-    #: ``rank N: host=… pod=…`` for each named rank whose location is known.
-    where: tuple[str, ...]
     record: FindingRecord
+    #: The report it came from (for the ranks' locations).
+    report: Report = field(compare=False, repr=False)
+
+    @property
+    def title(self) -> str:
+        """``kind (severity)``-style short label: what the verdict line names per rank."""
+        if self.family == "first_cause":
+            return f"first cause ({self.confidence})"
+        if self.family == "oom":
+            return f"out of memory ({self.kind})"
+        if self.family == "stall":
+            return f"{self.kind} ({self.confidence})"
+        return f"{self.kind} ({self.severity})"
+
+    @property
+    def text(self) -> str:
+        """One sentence for annotations and trace slices."""
+        return _text(self)
+
+    @property
+    def where(self) -> tuple[str, ...]:
+        """``rank N: host=… pod=…`` for each named rank whose location is known."""
+        return tuple(f"rank {r}: {w}" for r in self.ranks
+                     if (w := location_text(self.report, r)))
 
 
 def report_findings(report: Report) -> Iterator[Finding]:
@@ -122,10 +145,6 @@ def stall_time_ns(evidence: dict[str, Any]) -> int | None:
     return min((e["ts_ns"] for e in events), default=None)
 
 
-def _where(report: Report, ranks: Iterable[int]) -> tuple[str, ...]:
-    return tuple(f"rank {r}: {w}" for r in ranks if (w := location_text(report, r)))
-
-
 def _oom_ranks(report: Report) -> list[OomRank]:
     forensics = report.extra.get("oom_forensics")
     entries = forensics.get("ranks") if isinstance(forensics, dict) else None
@@ -134,50 +153,51 @@ def _oom_ranks(report: Report) -> list[OomRank]:
 
 
 def _first_cause(report: Report, i: int, s: Suspect) -> Finding:
-    return Finding(
-        "first_cause", "first_cause", (s.rank,), severity_of_confidence(s.confidence),
-        s.confidence, s.first_spike_ns, s.first_spike_ns + s.lead_ns, i, True,
-        f"first cause ({s.confidence})",
-        f"stormotel: rank {s.rank} is first-cause suspect #{i + 1} ({s.confidence} "
-        f"confidence), rose {s.delta_bytes / 2**20:.0f} MiB {s.lead_ns / 1e9:.3g} s before "
-        f"the cluster onset. {evidence_text(s.evidence)}",
-        _where(report, (s.rank,)), s)
+    return Finding("first_cause", "first_cause", (s.rank,), severity_of_confidence(s.confidence),
+                   s.confidence, s.first_spike_ns, s.first_spike_ns + s.lead_ns, i, True, s,
+                   report)
 
 
 def _oom(report: Report, i: int, o: OomRank) -> Finding:
-    return Finding(
-        "oom", o.cause, (o.rank,), "critical", "high", o.oom_ns, o.oom_ns, i, True,
-        f"out of memory ({o.cause})",
-        f"stormotel: rank {o.rank} ran out of memory ({o.cause.replace('_', ' ')})",
-        _where(report, (o.rank,)), o)
+    return Finding("oom", o.cause, (o.rank,), "critical", "high", o.oom_ns, o.oom_ns, i, True, o,
+                   report)
 
 
 def _gap(report: Report, i: int, g: GapFinding) -> Finding:
-    return Finding(
-        "gap", g.classification, (g.rank,), g.severity, f"{g.confidence:.2f}", g.start_ns,
-        g.end_ns, i, True, f"{g.classification} ({g.severity})",
-        f"stormotel: {g.classification.replace('_', ' ')} on rank {g.rank} "
-        f"({g.severity}, confidence {g.confidence:.2f}). {evidence_text(g.evidence)}"
-        + (f" Remediation: {g.remediation[0]}" if g.remediation else ""),
-        _where(report, (g.rank,)), g)
+    return Finding("gap", g.classification, (g.rank,), g.severity, f"{g.confidence:.2f}",
+                   g.start_ns, g.end_ns, i, True, g, report)
 
 
 def _collective(report: Report, i: int, c: CollectiveAttribution) -> Finding:
-    return Finding(
-        "collective", c.classification, (c.rank,), "info", f"{c.confidence:.2f}",
-        c.interval_start_ns, c.interval_end_ns, i, True, f"{c.classification} (info)",
-        f"stormotel: {c.classification.replace('_', ' ')} gap spike on rank {c.rank} "
-        f"(confidence {c.confidence:.2f}; {', '.join(c.reason_codes)})",
-        _where(report, (c.rank,)), c)
+    return Finding("collective", c.classification, (c.rank,), "info", f"{c.confidence:.2f}",
+                   c.interval_start_ns, c.interval_end_ns, i, True, c, report)
 
 
 def _stall(report: Report, i: int, st: StallFinding) -> Finding:
     t = stall_time_ns(st.evidence)
-    where = f"pg {st.process_group} seq {st.seq_id} {st.op or ''}".strip()
-    return Finding(
-        "stall", st.kind, tuple(st.ranks), severity_of_confidence(st.confidence),
-        st.confidence, t, t, i, st.consequence_of is None, f"{st.kind} ({st.confidence})",
-        f"stormotel: stalled collective ({st.kind}) at {where}; culprit ranks "
-        f"{', '.join(map(str, st.ranks)) or 'undecided'} ({st.confidence}, from {st.source})"
-        + (f" Remediation: {st.remediation[0]}" if st.remediation else ""),
-        _where(report, st.ranks), st)
+    return Finding("stall", st.kind, tuple(st.ranks), severity_of_confidence(st.confidence),
+                   st.confidence, t, t, i, st.consequence_of is None, st, report)
+
+
+def _text(f: Finding) -> str:
+    """The sentence annotations and trace slices show, in each family's own terms."""
+    rec = f.record
+    if isinstance(rec, Suspect):
+        return (f"stormotel: rank {rec.rank} is first-cause suspect #{f.index + 1} "
+                f"({rec.confidence} confidence), rose {rec.delta_bytes / 2**20:.0f} MiB "
+                f"{rec.lead_ns / 1e9:.3g} s before the cluster onset. "
+                f"{evidence_text(rec.evidence)}")
+    if isinstance(rec, OomRank):
+        return f"stormotel: rank {rec.rank} ran out of memory ({rec.cause.replace('_', ' ')})"
+    if isinstance(rec, GapFinding):
+        return (f"stormotel: {rec.classification.replace('_', ' ')} on rank {rec.rank} "
+                f"({rec.severity}, confidence {rec.confidence:.2f}). "
+                f"{evidence_text(rec.evidence)}"
+                + (f" Remediation: {rec.remediation[0]}" if rec.remediation else ""))
+    if isinstance(rec, CollectiveAttribution):
+        return (f"stormotel: {rec.classification.replace('_', ' ')} gap spike on rank "
+                f"{rec.rank} (confidence {rec.confidence:.2f}; {', '.join(rec.reason_codes)})")
+    where = f"pg {rec.process_group} seq {rec.seq_id} {rec.op or ''}".strip()
+    return (f"stormotel: stalled collective ({rec.kind}) at {where}; culprit ranks "
+            f"{', '.join(map(str, rec.ranks)) or 'undecided'} ({rec.confidence}, from "
+            f"{rec.source})" + (f" Remediation: {rec.remediation[0]}" if rec.remediation else ""))

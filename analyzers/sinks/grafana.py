@@ -96,7 +96,8 @@ def annotations_for(report: Report, job_id: str | None = None) -> list[Annotatio
             continue
         start_ms, end_ms = span
         extra, more_tags = _identity(f)
-        text = f"{f.text} [{'; '.join(f.where)}]" if f.where else f.text
+        located = f.where  # which machine/pod to look at, for the ranks it names
+        text = f"{f.text} [{'; '.join(located)}]" if located else f.text
         if f.kind in PERSISTENT_KINDS:
             key = _key(jid, f.kind, f.ranks, 0, extra)
         elif f.kind == "first_cause":  # the verdict, by position: a later verdict replaces it
