@@ -13,6 +13,7 @@ from html import escape
 from importlib import resources
 from typing import Any
 
+from stormotel.analyzers.algorithms.oom_forensics import OomRank
 from stormotel.analyzers.locations import location_text
 from stormotel.analyzers.report import Report
 from stormotel.analyzers.sinks.html.chart_data import ChartData
@@ -91,16 +92,16 @@ def _sections(timeline: Timeline, report: Report) -> str:
                      + "</ul>")
     forensics = report.extra.get("oom_forensics")
     if forensics:
+        ooms = [f.record for f in report.findings() if isinstance(f.record, OomRank)]
         parts.append("<h2>Out-of-memory forensics</h2>")
         parts.append(f'<p class="verdict">{escape(str(forensics.get("summary", "")))}</p>')
         parts.append(_table(
             ("order", "rank", "OOM at", "cause", "allocated", "reserved", "device used",
              "gap", "dump", "identity"),
-            ((i + 1, d.get("rank"), fmt_time(d.get("oom_ns"), origin), d.get("cause"),
-              fmt_bytes(d.get("allocated_bytes")), fmt_bytes(d.get("reserved_bytes")),
-              fmt_bytes(d.get("device_used_bytes")), fmt_bytes(d.get("gap_bytes")),
-              d.get("dump_path"), _located(report, timeline, int(d.get("rank", -1))))
-             for i, d in enumerate(forensics.get("ranks", [])))))
+            ((i + 1, o.rank, fmt_time(o.oom_ns, origin), o.cause, fmt_bytes(o.allocated_bytes),
+              fmt_bytes(o.reserved_bytes), fmt_bytes(o.device_used_bytes),
+              fmt_bytes(o.gap_bytes), o.dump_path, _located(report, timeline, o.rank))
+             for i, o in enumerate(ooms))))
     parts.append("<h2>Gap findings</h2>")
     parts.append(_table(
         ("rank", "classification", "severity", "confidence", "from", "to", "remedy",
