@@ -39,3 +39,35 @@ def test_summary_names_everything():
 def test_units():
     assert fmt_bytes(384 * MIB) == "384.0 MiB" and fmt_bytes(512) == "512 B"
     assert fmt_duration(0.1) == "100.0 ms" and fmt_duration(5400) == "90.0 min"
+
+
+def test_long_sections_are_capped_with_a_count_of_the_rest():
+    from stormotel.analyzers.report import (
+        CollectiveAttribution,
+        GapFinding,
+        Report,
+        StallFinding,
+    )
+    from stormotel.analyzers.stalls.render import MAX_TABLE_RANKS
+    from stormotel.analyzers.summary import MAX_COLLECTIVE_LINES, MAX_GAP_LINES, MAX_NOTES
+
+    t0, s = 1_795_000_000_000_000_000, 1_000_000_000
+    table = [{"rank": r, "role": "waiting", "seq": 7, "op": "ALLREDUCE", "enqueued": 7,
+              "completed": 6} for r in range(MAX_TABLE_RANKS + 4)]
+    report = Report(
+        job_id="j", world_size=64, participating_ranks=list(range(64)), missing_ranks=[],
+        gap_findings=[GapFinding(r, "transient_spike", "info", 0.5)
+                      for r in range(MAX_GAP_LINES + 3)],
+        collective_attributions=[
+            CollectiveAttribution(0, "collective_likely", 0.6, t0 + i * s, t0 + i * s + s // 10,
+                                  ["sync"], {"group": i}) for i in range(MAX_COLLECTIVE_LINES + 2)],
+        stall_findings=[StallFinding("straggler", [3], "0", 7, "ALLREDUCE", "logs", "medium",
+                                     evidence={"state_table": table})],
+        notes=[f"note {i}" for i in range(MAX_NOTES + 5)], window_start_ns=t0)
+    lines = render_summary(report).splitlines()
+    assert "  ... 3 more in the JSON report" in lines
+    assert "  ... 2 more interval(s) in the JSON report" in lines
+    assert "  - ... 5 more in the JSON report" in lines
+    assert "        ... 4 more ranks like the last ones (JSON report has all)" in lines
+    assert sum(line.startswith("  rank ") for line in lines) == MAX_GAP_LINES
+    assert f"  - note {MAX_NOTES - 1}" in lines and f"  - note {MAX_NOTES}" not in lines
