@@ -1,7 +1,7 @@
 """Collective attribution: gap spikes that line up across ranks, strengthened by markers.
 
 1. Per rank, gap spike episodes (:func:`analyzers.algorithms.gap.gap_spikes`, the rank's own
-   robust z-score — never pooled).
+   robust z-score — never pooled), as gap analysis found them.
 2. All episodes are sorted by peak time once and cut into groups wherever consecutive peaks are
    more than the synchrony window apart (max of ``sync_window_s`` and 1.5 sampling intervals):
    O(E log E) for E episodes, no pairwise comparison. A group's synchrony is the number of
@@ -17,8 +17,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
-from stormotel.analyzers.algorithms.gap import RankGap, prepare_all
+from stormotel.analyzers.algorithms.gap import SpikeEpisodes, spike_episodes
 from stormotel.analyzers.algorithms.settings import Settings
 from stormotel.analyzers.report import CollectiveAttribution, CollectiveClass
 from stormotel.analyzers.timeline import KIND_COLLECTIVE, Markers, Timeline
@@ -50,16 +52,17 @@ def _overlaps(starts: np.ndarray, cummax_end: np.ndarray, lo: np.ndarray, hi: np
 
 
 def analyze_collectives(timeline: Timeline, settings: Settings,
-                        prepared: dict[int, RankGap] | None = None
+                        episodes: Mapping[int, SpikeEpisodes] | None = None
                         ) -> tuple[list[CollectiveAttribution], list[str]]:
+    """Attributions of gap spike episodes to collectives. ``episodes`` (rank → its episodes,
+    for every rank with gap data) are the ones gap analysis found; computed when absent."""
     res = timeline.resolution_ns() or 0
     window = int(max(settings.sync_window_s * 1e9, 1.5 * res))
     cols: dict[str, list[np.ndarray]] = {k: [] for k in
                                          ("rank", "start", "end", "peak", "excess", "z")}
-    prepared = prepare_all(timeline, settings) if prepared is None else prepared
-    with_gap = len(prepared)
-    for rank, rg in sorted(prepared.items()):
-        eps = rg.episodes
+    episodes = spike_episodes(timeline, settings) if episodes is None else episodes
+    with_gap = len(episodes)
+    for rank, eps in sorted(episodes.items()):
         if not len(eps):
             continue
         cols["rank"].append(np.full(len(eps), rank, np.int64))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from stormotel.analyzers.algorithms.scratch import Scratch
 
 #: MAD → standard deviation for normal data.
 MAD_SCALE = 1.4826
@@ -20,11 +21,46 @@ ROBUST_SAMPLE = 8192
 
 def robust_z(x: np.ndarray) -> tuple[np.ndarray, float, float]:
     """(z, median, scale) with scale = 1.4826·MAD floored at 1 MiB."""
-    sub = x[:: max(1, x.shape[0] // ROBUST_SAMPLE)]
-    med = float(np.median(sub))
-    mad = float(np.median(np.abs(sub - med)))
-    scale = max(MAD_SCALE * mad, SCALE_FLOOR)
+    med, scale = robust_center(x)
     return (x - med) / scale, med, scale
+
+
+def robust_center(x: np.ndarray, scratch: Scratch | None = None) -> tuple[float, float]:
+    """(median, scale) of :func:`robust_z` without the z array: callers that need z only
+    where the excess is already large compute it there. The subsample is copied into a work
+    array and partitioned in place (a median is a function of the values, not their order)."""
+    step = max(1, x.shape[0] // ROBUST_SAMPLE)
+    sub = (scratch or Scratch()).floats("robust_sample", len(range(0, x.shape[0], step)))
+    np.copyto(sub, x[::step])
+    med = float(np.median(sub, overwrite_input=True))
+    np.abs(np.subtract(sub, med, out=sub), out=sub)
+    mad = float(np.median(sub, overwrite_input=True))
+    return med, max(MAD_SCALE * mad, SCALE_FLOOR)
+
+
+def all_finite(x: np.ndarray) -> bool:
+    """True when every value is finite, in one reduction and no temporary: a NaN or an
+    infinity makes the sum non-finite, and a finite sum cannot contain one. A sum that
+    overflows answers False, which callers treat as "check each value": never a wrong True."""
+    return bool(np.isfinite(np.add.reduce(x))) if x.shape[0] else True
+
+
+def finite_samples(t_ns: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The samples where ``x`` is finite: the arrays themselves (no copy) when all are."""
+    if all_finite(x):
+        return t_ns, x
+    ok = np.isfinite(x)
+    return t_ns[ok], x[ok]
+
+
+def finite_ends(x: np.ndarray) -> tuple[int, int]:
+    """Indices of the first and last finite values of ``x``, which must have one; without a
+    pass over the array when both ends are finite."""
+    n = x.shape[0]
+    if n and np.isfinite(x[0]) and np.isfinite(x[n - 1]):
+        return 0, n - 1
+    ok = np.flatnonzero(np.isfinite(x))
+    return int(ok[0]), int(ok[-1])
 
 
 @dataclass(frozen=True)
@@ -34,20 +70,24 @@ class LinearFit:
     r2: float
 
 
-def linear_fit(t_s: np.ndarray, y: np.ndarray) -> LinearFit:
+def linear_fit(t_s: np.ndarray, y: np.ndarray, scratch: Scratch | None = None) -> LinearFit:
     """Ordinary least squares y = a·t + b with R²; t in seconds (centred for precision)."""
     if t_s.shape[0] < 2:
         return LinearFit(0.0, float(y.mean()) if y.size else 0.0, 0.0)
+    n = t_s.shape[0]
+    work = scratch or Scratch()
     # Element-wise sums, not ``@``: a BLAS dot spins up its thread pool, which on a busy
     # shared machine costs far more than the arithmetic (measured: 100x slower under load).
     tm, ym = t_s.mean(), y.mean()
-    dt, dy = t_s - tm, y - ym
+    dt = np.subtract(t_s, tm, out=work.floats("fit_dt", n))
+    dy = np.subtract(y, ym, out=work.floats("fit_dy", n))
     sxx = float(np.einsum("i,i->", dt, dt))
     if sxx == 0.0:
         return LinearFit(0.0, float(ym), 0.0)
     slope = float(np.einsum("i,i->", dt, dy)) / sxx
     ss_tot = float(np.einsum("i,i->", dy, dy))
-    resid = dy - slope * dt
+    resid = np.subtract(dy, np.multiply(dt, slope, out=work.floats("fit_resid", n)),
+                        out=work.floats("fit_resid", n))
     r2 = 1.0 - float(np.einsum("i,i->", resid, resid)) / ss_tot if ss_tot > 0 else 0.0
     return LinearFit(slope, float(ym - slope * tm), r2)
 
