@@ -47,6 +47,8 @@ MAX_RISES = 16
 WARMUP_FROM_START_NS = 2_000_000_000
 #: The warm-up is at most this share of a rank's observed span.
 WARMUP_SHARE = 0.25
+#: Samples per block of the running minimum (see :func:`_first_rise_since_start`).
+RISE_BLOCK = 4096
 #: An edge timestamp whose tracker interval is unknown is trusted to within this.
 DEFAULT_EDGE_RESOLUTION_NS = 1_000_000_000
 
@@ -119,13 +121,13 @@ def _rise(series: RankSeries, samples: _Finite, settings: Settings, after_ns: in
         interval = max(int(np.median(np.diff(t))), 1)
         window = max(2, int(np.ceil(settings.rise_window_s * 1e9 / interval)) + 1)
         base = rolling_min(v, window)
+        found = _first_above(v, base, threshold, work, 0, n)
     else:
-        base = np.minimum.accumulate(v, out=work.floats("rise_base", n))
-    above = np.greater_equal(np.subtract(v, base, out=work.floats("rise_above", n)), threshold,
-                             out=work.flags("rise_hit", n))
-    i = int(above.argmax())
-    if not above[i]:
+        base = work.floats("rise_base", n)
+        found = _first_rise_since_start(v, base, threshold, work)
+    if found is None:
         return None
+    i = found
     # The baseline sample: the last time the series was at its baseline value before the hit.
     at_base = np.flatnonzero(np.equal(v[: i + 1], base[i], out=work.flags("rise_at_base", i + 1)))
     j = int(at_base[-1]) if at_base.size else 0
@@ -164,6 +166,34 @@ def _rise(series: RankSeries, samples: _Finite, settings: Settings, after_ns: in
             rise_t, edge, hole = edge_t, True, min(hole, edge_res) + after_scrape
     return FirstRise(series.rank, rise_t, float(v[i] - level), threshold, int(t[j]), level,
                      peak, settled, hole, edge, step=_step_at(series, rise_t))
+
+
+def _first_above(v: np.ndarray, base: np.ndarray, threshold: float, work: Scratch, lo: int,
+                 hi: int) -> int | None:
+    """The first index in [lo, hi) where ``v`` stands ``threshold`` above ``base``."""
+    n = v.shape[0]
+    above = np.greater_equal(
+        np.subtract(v[lo:hi], base[lo:hi], out=work.floats("rise_above", n)[lo:hi]),
+        threshold, out=work.flags("rise_hit", n)[lo:hi])
+    k = int(above.argmax())
+    return lo + k if above[k] else None
+
+
+def _first_rise_since_start(v: np.ndarray, base: np.ndarray, threshold: float, work: Scratch
+                            ) -> int | None:
+    """The first crossing over the running minimum since the first sample, filling ``base``
+    up to it: block by block, so a rise early in a long series ends the scan there (the
+    minimum carried into a block is exact, so the blocks equal one accumulation)."""
+    n = v.shape[0]
+    for lo in range(0, n, RISE_BLOCK):
+        hi = min(n, lo + RISE_BLOCK)
+        block = np.minimum.accumulate(v[lo:hi], out=base[lo:hi])
+        if lo:
+            np.minimum(block, base[lo - 1], out=block)
+        found = _first_above(v, base, threshold, work, lo, hi)
+        if found is not None:
+            return found
+    return None
 
 
 def _edge_resolution(attrs: object) -> int | None:

@@ -27,6 +27,7 @@ from stormotel.analyzers.algorithms.robust import (
     LinearFit,
     all_finite,
     linear_fit,
+    linear_slope,
     robust_center,
     runs,
 )
@@ -194,6 +195,9 @@ def drift_finding(series: RankSeries, settings: Settings, rg: RankGap | None = N
             break
         ts = np.subtract(rg.t_s[start:], rg.t_s[start], out=work.floats("drift_tail_t_s", n))
         g = rg.gap[start:]
+        slope = linear_slope(ts, g, work)
+        if slope <= 0 or slope * float(ts[-1]) < settings.drift_floor_bytes:
+            continue  # no growth for _drift to judge: its R² need not be computed
         found = _drift(series, settings, rg.t_ns[start:], g, ts, linear_fit(ts, g, work), work)
         if found is not None:
             found.evidence["window_share"] = share

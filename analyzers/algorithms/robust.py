@@ -27,15 +27,30 @@ def robust_z(x: np.ndarray) -> tuple[np.ndarray, float, float]:
 
 def robust_center(x: np.ndarray, scratch: Scratch | None = None) -> tuple[float, float]:
     """(median, scale) of :func:`robust_z` without the z array: callers that need z only
-    where the excess is already large compute it there. The subsample is copied into a work
-    array and partitioned in place (a median is a function of the values, not their order)."""
+    where the excess is already large compute it there. Each median partitions a work array
+    in place; the deviations are taken from the subsample in its own order (a partitioned
+    order is a slow case for the selection)."""
     step = max(1, x.shape[0] // ROBUST_SAMPLE)
     sub = (scratch or Scratch()).floats("robust_sample", len(range(0, x.shape[0], step)))
     np.copyto(sub, x[::step])
-    med = float(np.median(sub, overwrite_input=True))
-    np.abs(np.subtract(sub, med, out=sub), out=sub)
-    mad = float(np.median(sub, overwrite_input=True))
+    med = median_in_place(sub)
+    np.abs(np.subtract(x[::step], med, out=sub), out=sub)
+    mad = median_in_place(sub)
     return med, max(MAD_SCALE * mad, SCALE_FLOOR)
+
+
+def median_in_place(a: np.ndarray) -> float:
+    """``np.median(a)``, reordering ``a``: for finite values one selection of the upper middle
+    element and the maximum below it (the lower middle one, for an even size) — the same two
+    values np.median averages, without its second selection and its sort of NaNs to the end."""
+    n = a.shape[0]
+    if n == 0 or not all_finite(a):
+        return float(np.median(a, overwrite_input=True))
+    mid = n // 2
+    a.partition(mid)
+    if n % 2:
+        return float(a[mid])
+    return float(np.mean(np.array([a[:mid].max(), a[mid]])))
 
 
 def all_finite(x: np.ndarray) -> bool:
@@ -76,6 +91,28 @@ def linear_fit(t_s: np.ndarray, y: np.ndarray, scratch: Scratch | None = None) -
         return LinearFit(0.0, float(y.mean()) if y.size else 0.0, 0.0)
     n = t_s.shape[0]
     work = scratch or Scratch()
+    tm, ym, dt, dy, slope = _slope(t_s, y, work)
+    if slope is None:
+        return LinearFit(0.0, float(ym), 0.0)
+    ss_tot = float(np.einsum("i,i->", dy, dy))
+    resid = np.subtract(dy, np.multiply(dt, slope, out=work.floats("fit_resid", n)),
+                        out=work.floats("fit_resid", n))
+    r2 = 1.0 - float(np.einsum("i,i->", resid, resid)) / ss_tot if ss_tot > 0 else 0.0
+    return LinearFit(slope, float(ym - slope * tm), r2)
+
+
+def linear_slope(t_s: np.ndarray, y: np.ndarray, scratch: Scratch | None = None) -> float:
+    """The slope of :func:`linear_fit` (the same arithmetic) without R²: enough to rule a
+    fit out when only a rising line would matter."""
+    if t_s.shape[0] < 2:
+        return 0.0
+    return _slope(t_s, y, scratch or Scratch())[4] or 0.0
+
+
+def _slope(t_s: np.ndarray, y: np.ndarray, work: Scratch
+           ) -> tuple[float, float, np.ndarray, np.ndarray, float | None]:
+    """(mean t, mean y, centred t, centred y, slope or None when t does not vary)."""
+    n = t_s.shape[0]
     # Element-wise sums, not ``@``: a BLAS dot spins up its thread pool, which on a busy
     # shared machine costs far more than the arithmetic (measured: 100x slower under load).
     tm, ym = t_s.mean(), y.mean()
@@ -83,13 +120,8 @@ def linear_fit(t_s: np.ndarray, y: np.ndarray, scratch: Scratch | None = None) -
     dy = np.subtract(y, ym, out=work.floats("fit_dy", n))
     sxx = float(np.einsum("i,i->", dt, dt))
     if sxx == 0.0:
-        return LinearFit(0.0, float(ym), 0.0)
-    slope = float(np.einsum("i,i->", dt, dy)) / sxx
-    ss_tot = float(np.einsum("i,i->", dy, dy))
-    resid = np.subtract(dy, np.multiply(dt, slope, out=work.floats("fit_resid", n)),
-                        out=work.floats("fit_resid", n))
-    r2 = 1.0 - float(np.einsum("i,i->", resid, resid)) / ss_tot if ss_tot > 0 else 0.0
-    return LinearFit(slope, float(ym - slope * tm), r2)
+        return tm, ym, dt, dy, None
+    return tm, ym, dt, dy, float(np.einsum("i,i->", dt, dy)) / sxx
 
 
 def runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
