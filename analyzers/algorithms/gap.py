@@ -326,7 +326,10 @@ def fragmentation_finding(series: RankSeries, settings: Settings,
         np.greater_equal(idle, settings.frag_min_bytes, out=work.flags("frag_idle_large", n)),
         out=work.flags("frag", n))
     # A boolean mean is the count over n: counted, without a float copy of the mask.
-    share = np.count_nonzero(frag) / n
+    fragmented = np.count_nonzero(frag)
+    if fragmented == 0:
+        return None  # (frag_sustain=0 would otherwise let an empty mask through)
+    share = fragmented / n
     window_share = 1.0
     if share < settings.frag_sustain:
         # Like a late leak: fragmentation that set in part-way and holds to the end of a long

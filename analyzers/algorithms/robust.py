@@ -115,7 +115,7 @@ def _slope(t_s: np.ndarray, y: np.ndarray, work: Scratch
     n = t_s.shape[0]
     # Element-wise sums, not ``@``: a BLAS dot spins up its thread pool, which on a busy
     # shared machine costs far more than the arithmetic (measured: 100x slower under load).
-    tm, ym = t_s.mean(), y.mean()
+    tm, ym = np.add.reduce(t_s) / n, np.add.reduce(y) / n  # x.mean()'s arithmetic, unwrapped
     dt = np.subtract(t_s, tm, out=work.floats("fit_dt", n))
     dy = np.subtract(y, ym, out=work.floats("fit_dy", n))
     sxx = float(np.einsum("i,i->", dt, dt))
