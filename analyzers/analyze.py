@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from stormotel.analyzers.algorithms import analyze_collectives, analyze_first_cause
 from stormotel.analyzers.algorithms.estimate_ratio import (
@@ -26,6 +26,9 @@ from stormotel.analyzers.align import review_skew_hint
 from stormotel.analyzers.attribution import attribute
 from stormotel.analyzers.report import Report
 from stormotel.analyzers.timeline import ALIGN_WALL, META_OOM_DUMPS, Timeline
+
+if TYPE_CHECKING:
+    from stormotel.analyzers.sources.oom_dumps import OomDump
 
 
 def analyze(timeline: Timeline, *, sensitivity: str = "medium",
@@ -68,7 +71,8 @@ def analyze(timeline: Timeline, *, sensitivity: str = "medium",
     report.extra["samples"] = tl.total_samples()
     if has_estimates(tl, estimates):
         report.extra.update(report_section(*estimate_ratios(tl, estimates)))
-    forensics = oom_forensics(tl, tl.meta.get(META_OOM_DUMPS))
+    # attach_oom_dumps stores the dumps it read as a list of OomDump
+    forensics = oom_forensics(tl, cast("list[OomDump] | None", tl.meta.get(META_OOM_DUMPS)))
     if forensics:
         report.extra["oom_forensics"] = forensics
     attribute(report, tl)

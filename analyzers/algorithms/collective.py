@@ -43,10 +43,10 @@ def _overlaps(starts: np.ndarray, cummax_end: np.ndarray, lo: np.ndarray, hi: np
               ) -> np.ndarray:
     """For each query [lo, hi]: does any interval overlap it? (vectorised binary search)."""
     if starts.size == 0:
-        return np.zeros(lo.shape, bool)
+        return np.zeros(lo.shape, np.bool_)
     k = np.searchsorted(starts, hi, side="right")  # intervals starting at or before hi
     ok = k > 0
-    out = np.zeros(lo.shape, bool)
+    out = np.zeros(lo.shape, np.bool_)
     out[ok] = cummax_end[k[ok] - 1] >= lo[ok]
     return out
 
@@ -62,10 +62,10 @@ def analyze_collectives(timeline: Timeline, settings: Settings,
                                          ("rank", "start", "end", "peak", "excess", "z")}
     episodes = spike_episodes(timeline, settings) if episodes is None else episodes
     with_gap = len(episodes)
-    for rank, eps in sorted(episodes.items()):
+    for rank_id, eps in sorted(episodes.items()):
         if not len(eps):
             continue
-        cols["rank"].append(np.full(len(eps), rank, np.int64))
+        cols["rank"].append(np.full(len(eps), rank_id, np.int64))
         cols["start"].append(eps.start_ns)
         cols["end"].append(eps.end_ns)
         cols["peak"].append(eps.peak_ns)
@@ -87,10 +87,10 @@ def analyze_collectives(timeline: Timeline, settings: Settings,
     sync_frac = sync_ranks[group] / n
     synced = (sync_ranks[group] >= 2) & (sync_frac >= settings.min_sync_fraction)
     # markers: own overlap per episode, then "a peer in the group has one"
-    own = np.zeros(rank.shape, bool)
-    for r in np.unique(rank):
-        sel = rank == r
-        ms, me = _collective_intervals(timeline.ranks[int(r)].markers)
+    own = np.zeros(rank.shape, np.bool_)
+    by_rank = np.argsort(rank, kind="stable")
+    for sel in np.split(by_rank, np.flatnonzero(np.diff(rank[by_rank])) + 1):
+        ms, me = _collective_intervals(timeline.ranks[int(rank[sel[0]])].markers)
         own[sel] = _overlaps(ms, me, start[sel] - window, end[sel] + window)
     group_has_marker = np.bincount(group, weights=own.astype(float), minlength=n_groups) > 0
     peer = ~own & group_has_marker[group]

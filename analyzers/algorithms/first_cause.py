@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, SupportsInt, cast
 
 import numpy as np
 from stormotel.analyzers.algorithms.robust import finite_ends, finite_samples, rolling_min
@@ -220,8 +220,8 @@ def _step_at(series: RankSeries, t_ns: int) -> int | None:
         return None
     attrs = m.attrs[int(idx[-1])] if int(idx[-1]) < len(m.attrs) else {}
     step = attrs.get(schema.SPAN_ATTR_STEP) if isinstance(attrs, Mapping) else None
-    try:
-        return None if step is None else int(step)
+    try:  # attrs come from files and servers: whatever int() accepts, else no step
+        return None if step is None else int(cast("SupportsInt | str", step))
     except (TypeError, ValueError):
         return None
 
