@@ -19,15 +19,14 @@ class Scratch:
     """Named, growable work arrays; one instance per analysis (not shared between threads)."""
 
     def __init__(self) -> None:
-        self._arrays: dict[tuple[str, np.dtype], np.ndarray] = {}
+        self._arrays: dict[tuple[str, type], np.ndarray] = {}
 
     def array(self, name: str, n: int, dtype: type = np.float64) -> np.ndarray:
         """The first ``n`` elements of the work array ``name`` (contents undefined)."""
-        key = (name, np.dtype(dtype))
-        have = self._arrays.get(key)
+        have = self._arrays.get((name, dtype))
         if have is None or have.shape[0] < n:
-            have = np.empty(n, dtype=key[1])
-            self._arrays[key] = have
+            have = np.empty(n, dtype=dtype)
+            self._arrays[(name, dtype)] = have
         return have[:n]
 
     def floats(self, name: str, n: int) -> np.ndarray:
