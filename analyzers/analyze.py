@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-from stormotel.analyzers.algorithms import analyze_collectives, analyze_first_cause, analyze_gaps
-from stormotel.analyzers.algorithms.estimate_ratio import Estimates, estimate_ratios, report_section
-from stormotel.analyzers.algorithms.gap import prepare_all
+from stormotel.analyzers.algorithms import analyze_collectives, analyze_first_cause
+from stormotel.analyzers.algorithms.estimate_ratio import (
+    Estimates,
+    estimate_ratios,
+    has_estimates,
+    report_section,
+)
+from stormotel.analyzers.algorithms.gap import gap_analysis
 from stormotel.analyzers.algorithms.oom_forensics import oom_forensics
 from stormotel.analyzers.algorithms.settings import Settings, settings_for
 from stormotel.analyzers.align import align as align_timeline
@@ -21,6 +26,9 @@ from stormotel.analyzers.align import review_skew_hint
 from stormotel.analyzers.attribution import attribute
 from stormotel.analyzers.report import Report
 from stormotel.analyzers.timeline import ALIGN_WALL, META_OOM_DUMPS, Timeline
+
+if TYPE_CHECKING:
+    from stormotel.analyzers.sources.oom_dumps import OomDump
 
 
 def analyze(timeline: Timeline, *, sensitivity: str = "medium",
@@ -42,9 +50,8 @@ def analyze(timeline: Timeline, *, sensitivity: str = "medium",
     tl = align_timeline(tl, align)
     cross, table = analyze_first_cause(tl, settings)
     tl = review_skew_hint(tl, cross, lambda t: analyze_first_cause(t, settings)[0])
-    prepared = prepare_all(tl, settings)  # shared by gap analysis and collective attribution
-    gaps, gap_notes = analyze_gaps(tl, settings, prepared)
-    collectives, coll_notes = analyze_collectives(tl, settings, prepared)
+    gaps = gap_analysis(tl, settings)  # its spike episodes feed collective attribution
+    collectives, coll_notes = analyze_collectives(tl, settings, gaps.episodes)
     expected = tl.expected_ranks() if wanted is None else wanted
     have = set(tl.ranks)
     starts = [int(s.t_ns[0]) for s in tl.ranks.values() if len(s)]
@@ -52,8 +59,8 @@ def analyze(timeline: Timeline, *, sensitivity: str = "medium",
     report = Report(
         job_id=tl.job_id, world_size=tl.world_size, participating_ranks=sorted(have),
         missing_ranks=[r for r in expected if r not in have], cross_rank=cross,
-        gap_findings=gaps, collective_attributions=collectives,
-        notes=[*tl.notes, *gap_notes, *coll_notes], skipped=dict(tl.skipped),
+        gap_findings=gaps.findings, collective_attributions=collectives,
+        notes=[*tl.notes, *gaps.notes, *coll_notes], skipped=dict(tl.skipped),
         sources=list(tl.sources), window_start_ns=min(starts) if starts else None,
         window_end_ns=max(ends) if ends else None,
         settings={**settings.to_dict(), "align": tl.alignment, "align_requested": align,
@@ -62,8 +69,10 @@ def analyze(timeline: Timeline, *, sensitivity: str = "medium",
     report.extra["first_cause_rounds"] = {k: v for k, v in table.items() if k != "ranks"}
     report.extra["offsets_ns"] = {r: o for r, o in tl.offsets_ns.items() if o}
     report.extra["samples"] = tl.total_samples()
-    report.extra.update(report_section(*estimate_ratios(tl, estimates)))
-    forensics = oom_forensics(tl, tl.meta.get(META_OOM_DUMPS))
+    if has_estimates(tl, estimates):
+        report.extra.update(report_section(*estimate_ratios(tl, estimates)))
+    # attach_oom_dumps stores the dumps it read as a list of OomDump
+    forensics = oom_forensics(tl, cast("list[OomDump] | None", tl.meta.get(META_OOM_DUMPS)))
     if forensics:
         report.extra["oom_forensics"] = forensics
     attribute(report, tl)

@@ -128,8 +128,10 @@ class RankSeries:
 
     @cached_property
     def reported_fields(self) -> frozenset[str]:
-        """Fields with at least one reported (non-NaN) value; computed once per series."""
-        return frozenset(k for k, a in self.values.items() if bool(np.isfinite(a).any()))
+        """Fields with at least one reported (non-NaN) value; computed once per series (a
+        finite first sample answers without reading the rest)."""
+        return frozenset(k for k, a in self.values.items()
+                         if a.shape[0] and (bool(np.isfinite(a[0])) or bool(np.isfinite(a).any())))
 
     def has(self, name: str) -> bool:
         """True when the field has at least one reported (non-NaN) value."""
@@ -147,7 +149,7 @@ class RankSeries:
     def _median_interval(self) -> int | None:
         if len(self) < 2:
             return None
-        return int(np.median(np.diff(self.t_ns)))
+        return int(np.median(np.diff(self.t_ns), overwrite_input=True))  # its own copy
 
     def shifted(self, offset_ns: int) -> RankSeries:
         return replace(self, t_ns=self.t_ns + offset_ns, markers=self.markers.shifted(offset_ns))

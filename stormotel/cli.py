@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-import traceback
 
 from stormotel import exitcodes
 from stormotel.errors import MissingExtraError, StormotelError, exit_code_of
@@ -88,7 +87,7 @@ def run_command(command: str, rest: list[str], *, debug: bool = False) -> int:
         return exitcodes.INTERRUPTED
     except StormotelError as exc:
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
         return exit_code_of(exc)
     except ModuleNotFoundError as exc:
@@ -96,29 +95,35 @@ def run_command(command: str, rest: list[str], *, debug: bool = False) -> int:
         if missing is None:
             return _internal_error(prog, exc, debug)
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         print(f"{prog}: error: {missing}", file=sys.stderr)
         return exit_code_of(missing)
     except RecursionError:
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         print(f"{prog}: internal error: input nested too deeply (RecursionError)"
               f"{'' if debug else f'; rerun with {DEBUG_FLAG} for the traceback'}",
               file=sys.stderr)
         return exitcodes.INTERNAL
     except MemoryError:
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         print(f"{prog}: internal error: out of memory", file=sys.stderr)
         return exitcodes.INTERNAL
     except Exception as exc:
         return _internal_error(prog, exc, debug)
 
 
+def _print_traceback() -> None:
+    import traceback  # only with --debug: kept out of every command's start-up
+
+    traceback.print_exc()
+
+
 def _internal_error(prog: str, exc: Exception, debug: bool) -> int:
     """A bug: one line with exit INTERNAL; the traceback only with ``--debug``."""
     if debug:
-        traceback.print_exc()
+        _print_traceback()
     hint = "" if debug else f" (a bug; rerun with {DEBUG_FLAG} for the traceback)"
     print(f"{prog}: internal error: {type(exc).__name__}: {one_line(exc, 300)}{hint}",
           file=sys.stderr)

@@ -1,7 +1,7 @@
 """Collective attribution: gap spikes that line up across ranks, strengthened by markers.
 
 1. Per rank, gap spike episodes (:func:`analyzers.algorithms.gap.gap_spikes`, the rank's own
-   robust z-score — never pooled).
+   robust z-score — never pooled), as gap analysis found them.
 2. All episodes are sorted by peak time once and cut into groups wherever consecutive peaks are
    more than the synchrony window apart (max of ``sync_window_s`` and 1.5 sampling intervals):
    O(E log E) for E episodes, no pairwise comparison. A group's synchrony is the number of
@@ -17,8 +17,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
-from stormotel.analyzers.algorithms.gap import RankGap, prepare_all
+from stormotel.analyzers.algorithms.gap import SpikeEpisodes, spike_episodes
 from stormotel.analyzers.algorithms.settings import Settings
 from stormotel.analyzers.report import CollectiveAttribution, CollectiveClass
 from stormotel.analyzers.timeline import KIND_COLLECTIVE, Markers, Timeline
@@ -41,28 +43,29 @@ def _overlaps(starts: np.ndarray, cummax_end: np.ndarray, lo: np.ndarray, hi: np
               ) -> np.ndarray:
     """For each query [lo, hi]: does any interval overlap it? (vectorised binary search)."""
     if starts.size == 0:
-        return np.zeros(lo.shape, bool)
+        return np.zeros(lo.shape, np.bool_)
     k = np.searchsorted(starts, hi, side="right")  # intervals starting at or before hi
     ok = k > 0
-    out = np.zeros(lo.shape, bool)
+    out = np.zeros(lo.shape, np.bool_)
     out[ok] = cummax_end[k[ok] - 1] >= lo[ok]
     return out
 
 
 def analyze_collectives(timeline: Timeline, settings: Settings,
-                        prepared: dict[int, RankGap] | None = None
+                        episodes: Mapping[int, SpikeEpisodes] | None = None
                         ) -> tuple[list[CollectiveAttribution], list[str]]:
+    """Attributions of gap spike episodes to collectives. ``episodes`` (rank → its episodes,
+    for every rank with gap data) are the ones gap analysis found; computed when absent."""
     res = timeline.resolution_ns() or 0
     window = int(max(settings.sync_window_s * 1e9, 1.5 * res))
     cols: dict[str, list[np.ndarray]] = {k: [] for k in
                                          ("rank", "start", "end", "peak", "excess", "z")}
-    prepared = prepare_all(timeline, settings) if prepared is None else prepared
-    with_gap = len(prepared)
-    for rank, rg in sorted(prepared.items()):
-        eps = rg.episodes
+    episodes = spike_episodes(timeline, settings) if episodes is None else episodes
+    with_gap = len(episodes)
+    for rank_id, eps in sorted(episodes.items()):
         if not len(eps):
             continue
-        cols["rank"].append(np.full(len(eps), rank, np.int64))
+        cols["rank"].append(np.full(len(eps), rank_id, np.int64))
         cols["start"].append(eps.start_ns)
         cols["end"].append(eps.end_ns)
         cols["peak"].append(eps.peak_ns)
@@ -77,17 +80,19 @@ def analyze_collectives(timeline: Timeline, settings: Settings,
     rank, start, end, peak, excess, z = (a[order] for a in (rank, start, end, peak, excess, z))
     group = np.concatenate(([0], np.cumsum(np.diff(peak) > window)))
     n_groups = int(group[-1]) + 1
-    # distinct ranks per group
-    key = np.unique(group * (int(rank.max()) + 1) + rank)
+    # distinct ranks per group: the sorted distinct (group, rank) keys (np.unique's result,
+    # without np.unique, which imports numpy.ma on first use: ~25 ms of a CLI run)
+    key = np.sort(group * (int(rank.max()) + 1) + rank)
+    key = key[np.concatenate(([True], key[1:] != key[:-1]))]
     sync_ranks = np.bincount(key // (int(rank.max()) + 1), minlength=n_groups)
     n = max(with_gap, 1)
     sync_frac = sync_ranks[group] / n
     synced = (sync_ranks[group] >= 2) & (sync_frac >= settings.min_sync_fraction)
     # markers: own overlap per episode, then "a peer in the group has one"
-    own = np.zeros(rank.shape, bool)
-    for r in np.unique(rank):
-        sel = rank == r
-        ms, me = _collective_intervals(timeline.ranks[int(r)].markers)
+    own = np.zeros(rank.shape, np.bool_)
+    by_rank = np.argsort(rank, kind="stable")
+    for sel in np.split(by_rank, np.flatnonzero(np.diff(rank[by_rank])) + 1):
+        ms, me = _collective_intervals(timeline.ranks[int(rank[sel[0]])].markers)
         own[sel] = _overlaps(ms, me, start[sel] - window, end[sel] + window)
     group_has_marker = np.bincount(group, weights=own.astype(float), minlength=n_groups) > 0
     peer = ~own & group_has_marker[group]

@@ -82,6 +82,12 @@ def estimate_ratios(timeline: Timeline, estimates: Estimates = None, *,
     return out, notes
 
 
+def has_estimates(timeline: Timeline, estimates: Estimates = None) -> bool:
+    """Whether any estimate was given or read: without one, :func:`report_section` is empty
+    and the per-rank peaks need not be looked for."""
+    return estimates is not None or timeline.meta.get(META_ESTIMATE_BYTES) is not None
+
+
 def report_section(ratios: list[EstimateRatio], notes: list[str],
                    margin: float = DEFAULT_MARGIN) -> dict[str, Any]:
     """The ``Report.extra`` entries: ``estimate_vs_actual`` (detail) and ``estimate_ratio``

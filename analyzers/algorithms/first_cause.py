@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, SupportsInt, cast
 
 import numpy as np
-from stormotel.analyzers.algorithms.robust import rolling_min
+from stormotel.analyzers.algorithms.robust import finite_ends, finite_samples, rolling_min
+from stormotel.analyzers.algorithms.scratch import Scratch
 from stormotel.analyzers.algorithms.settings import Settings
 from stormotel.analyzers.report import Confidence, CrossRank, Suspect
 from stormotel.analyzers.timeline import (
@@ -46,6 +47,8 @@ MAX_RISES = 16
 WARMUP_FROM_START_NS = 2_000_000_000
 #: The warm-up is at most this share of a rank's observed span.
 WARMUP_SHARE = 0.25
+#: Samples per block of the running minimum (see :func:`_first_rise_since_start`).
+RISE_BLOCK = 4096
 #: An edge timestamp whose tracker interval is unknown is trusted to within this.
 DEFAULT_EDGE_RESOLUTION_NS = 1_000_000_000
 
@@ -71,42 +74,74 @@ class FirstRise:
         return self.t_ns - self.hole_ns
 
 
-def first_rise(series: RankSeries, settings: Settings, after_ns: int | None = None
-               ) -> FirstRise | None:
-    """The rank's first qualifying rise in device-used memory (after ``after_ns``), or None."""
+@dataclass(frozen=True)
+class _Finite:
+    """A rank's finite device-used samples (views of the series when all are finite) and its
+    peak, which every round's threshold is relative to."""
+
+    t: np.ndarray
+    v: np.ndarray
+    peak: float
+
+
+def _finite_used(series: RankSeries) -> _Finite | None:
     x = series.values.get(FIELD)
     if x is None or len(series) < 2:
         return None
-    ok = np.isfinite(x)
-    if ok.sum() < 2:
+    t, v = finite_samples(series.t_ns, x)
+    if t.shape[0] < 2:
         return None
-    t, v = series.t_ns[ok], x[ok]
-    peak = float(v.max())  # the threshold is relative to the whole series' peak, every round
+    return _Finite(t, v, float(v.max()))
+
+
+def first_rise(series: RankSeries, settings: Settings, after_ns: int | None = None
+               ) -> FirstRise | None:
+    """The rank's first qualifying rise in device-used memory (after ``after_ns``), or None."""
+    samples = _finite_used(series)
+    return None if samples is None else _rise(series, samples, settings, after_ns, Scratch())
+
+
+def _rise(series: RankSeries, samples: _Finite, settings: Settings, after_ns: int | None,
+          work: Scratch) -> FirstRise | None:
+    t, v, peak = samples.t, samples.v, samples.peak
     if after_ns is not None:
-        keep = t > after_ns
-        t, v = t[keep], v[keep]
+        # t is sorted: the samples after ``after_ns`` are a suffix (a view, not a copy).
+        keep = int(np.searchsorted(t, after_ns, side="right"))
+        t, v = t[keep:], v[keep:]
         if t.shape[0] < 2:
             return None
     threshold = max(settings.rise_fraction * peak, settings.rise_floor_bytes)
+    # No sample stands higher above any baseline than max - min (float subtraction is
+    # monotonic): a series that never moves by the threshold needs no running minimum.
+    top = peak if after_ns is None else float(v.max())
+    if top - float(v.min()) < threshold:
+        return None
+    n = t.shape[0]
     if settings.rise_window_s > 0:
         interval = max(int(np.median(np.diff(t))), 1)
         window = max(2, int(np.ceil(settings.rise_window_s * 1e9 / interval)) + 1)
         base = rolling_min(v, window)
+        found = _first_above(v, base, threshold, work, 0, n)
     else:
-        base = np.minimum.accumulate(v)
-    hit = np.flatnonzero(v - base >= threshold)
-    if hit.size == 0:
+        base = work.floats("rise_base", n)
+        found = _first_rise_since_start(v, base, threshold, work)
+    if found is None:
         return None
-    i = int(hit[0])
+    i = found
     # The baseline sample: the last time the series was at its baseline value before the hit.
-    at_base = np.flatnonzero(v[: i + 1] == base[i])
+    at_base = np.flatnonzero(np.equal(v[: i + 1], base[i], out=work.flags("rise_at_base", i + 1)))
     j = int(at_base[-1]) if at_base.size else 0
     # Report the rise against the level around the baseline, not its single lowest (noisy) sample.
     level = float(np.median(v[max(0, j - 4): j + 1]))
     # Where the rise levels off: the next rise is looked for after that, so a multi-sample
     # ramp (a warm-up) is one rise, not several.
-    slow = np.flatnonzero(np.diff(v[i:]) < 0.1 * threshold)
-    settled = int(t[i + int(slow[0])]) if slow.size else int(t[-1])
+    settled = int(t[-1])
+    if i + 1 < n:
+        step = np.subtract(v[i + 1:], v[i:-1], out=work.floats("rise_step", n - i - 1))
+        slow = np.less(step, 0.1 * threshold, out=work.flags("rise_slow", n - i - 1))
+        k = int(slow.argmax())
+        if slow[k]:
+            settled = int(t[i + k])
     hole = int(t[i] - t[i - 1]) if i > 0 else 0  # i >= 1: the baseline precedes the hit
     rise_t, edge = int(t[i]), False
     # The tracker detects rises in-process at its own sampling rate and exports the exact time
@@ -133,6 +168,34 @@ def first_rise(series: RankSeries, settings: Settings, after_ns: int | None = No
                      peak, settled, hole, edge, step=_step_at(series, rise_t))
 
 
+def _first_above(v: np.ndarray, base: np.ndarray, threshold: float, work: Scratch, lo: int,
+                 hi: int) -> int | None:
+    """The first index in [lo, hi) where ``v`` stands ``threshold`` above ``base``."""
+    n = v.shape[0]
+    above = np.greater_equal(
+        np.subtract(v[lo:hi], base[lo:hi], out=work.floats("rise_above", n)[lo:hi]),
+        threshold, out=work.flags("rise_hit", n)[lo:hi])
+    k = int(above.argmax())
+    return lo + k if above[k] else None
+
+
+def _first_rise_since_start(v: np.ndarray, base: np.ndarray, threshold: float, work: Scratch
+                            ) -> int | None:
+    """The first crossing over the running minimum since the first sample, filling ``base``
+    up to it: block by block, so a rise early in a long series ends the scan there (the
+    minimum carried into a block is exact, so the blocks equal one accumulation)."""
+    n = v.shape[0]
+    for lo in range(0, n, RISE_BLOCK):
+        hi = min(n, lo + RISE_BLOCK)
+        block = np.minimum.accumulate(v[lo:hi], out=base[lo:hi])
+        if lo:
+            np.minimum(block, base[lo - 1], out=block)
+        found = _first_above(v, base, threshold, work, lo, hi)
+        if found is not None:
+            return found
+    return None
+
+
 def _edge_resolution(attrs: object) -> int | None:
     """An edge's resolution: the tracker's sampling interval, from the TSDB source (ns) or the
     span event itself (seconds)."""
@@ -157,18 +220,23 @@ def _step_at(series: RankSeries, t_ns: int) -> int | None:
         return None
     attrs = m.attrs[int(idx[-1])] if int(idx[-1]) < len(m.attrs) else {}
     step = attrs.get(schema.SPAN_ATTR_STEP) if isinstance(attrs, Mapping) else None
-    try:
-        return None if step is None else int(step)
+    try:  # attrs come from files and servers: whatever int() accepts, else no step
+        return None if step is None else int(cast("SupportsInt | str", step))
     except (TypeError, ValueError):
         return None
 
 
-def rises_of(series: RankSeries, settings: Settings) -> list[FirstRise]:
+def rises_of(series: RankSeries, settings: Settings, scratch: Scratch | None = None
+             ) -> list[FirstRise]:
     """Every qualifying rise of one rank, in time order (the baseline restarts after each)."""
     out: list[FirstRise] = []
+    samples = _finite_used(series)
+    if samples is None:
+        return out
+    work = scratch or Scratch()
     after: int | None = None
     for _ in range(MAX_RISES):
-        fr = first_rise(series, settings, after)
+        fr = _rise(series, samples, settings, after, work)
         if fr is None:
             break
         out.append(fr)
@@ -188,9 +256,8 @@ def mark_warmups(timeline: Timeline, rises: dict[int, list[FirstRise]], settings
     tolerance: dict[int, int] = {}
     for r, rs in rises.items():
         series = timeline.ranks[r]
-        x = series.values[FIELD]
-        ok = np.isfinite(x)
-        t = series.t_ns[ok]
+        first, last = finite_ends(series.values[FIELD])
+        t = series.t_ns[[first, last]]
         interval = series.median_interval_ns() or 0
         # A rank whose data begins at the window's start was running before it: no warm-up
         # can be seen (a scrape or two of slack, plus a second for a late first scrape).
@@ -283,7 +350,8 @@ def analyze_first_cause(timeline: Timeline, settings: Settings) -> tuple[CrossRa
     if missing:
         out.notes.append(f"missing ranks {missing} may have risen earlier; confidence lowered")
     window_start = _window_start(timeline)
-    all_rises = mark_warmups(timeline, {r: rises_of(timeline.ranks[r], settings)
+    work = Scratch()
+    all_rises = mark_warmups(timeline, {r: rises_of(timeline.ranks[r], settings, work)
                                         for r in with_field}, settings, window_start)
     warmups = {r: rs[0] for r, rs in all_rises.items() if rs and rs[0].warmup}
     candidates = [fr for rs in all_rises.values() for fr in rs if not fr.warmup]

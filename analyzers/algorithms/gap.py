@@ -19,10 +19,19 @@ over the merged stream would, does exactly that).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
-from stormotel.analyzers.algorithms.robust import LinearFit, linear_fit, robust_z, runs
+from stormotel.analyzers.algorithms.robust import (
+    LinearFit,
+    all_finite,
+    linear_fit,
+    linear_slope,
+    robust_center,
+    runs,
+)
+from stormotel.analyzers.algorithms.scratch import Scratch
 from stormotel.analyzers.algorithms.settings import Settings
 from stormotel.analyzers.report import GapFinding, Severity
 from stormotel.analyzers.timeline import RankSeries, Timeline
@@ -70,7 +79,10 @@ class SpikeEpisodes:
 
 @dataclass(frozen=True)
 class RankGap:
-    """One rank's gap series prepared once: finite samples, seconds, linear fit, spikes."""
+    """One rank's gap series prepared once: finite samples, seconds, linear fit, spikes.
+
+    ``t_ns``, ``gap`` and ``t_s`` may live in the analysis' :class:`Scratch` (valid for this
+    rank only); ``episodes`` are the rank's own arrays."""
 
     t_ns: np.ndarray
     gap: np.ndarray
@@ -79,25 +91,30 @@ class RankGap:
     episodes: SpikeEpisodes
 
 
-def _gap(series: RankSeries) -> tuple[np.ndarray, np.ndarray] | None:
+def _gap(series: RankSeries, work: Scratch) -> tuple[np.ndarray, np.ndarray] | None:
     if not (series.has("device_used") and series.has("reserved")):
         return None
-    g = series.gap
-    ok = np.isfinite(g)
-    if ok.all():
+    g = np.subtract(series.values["device_used"], series.values["reserved"],
+                    out=work.floats("gap", len(series)))
+    if all_finite(g):
         return series.t_ns, g
+    ok = np.isfinite(g)
     return series.t_ns[ok], g[ok]
 
 
-def prepare_gap(series: RankSeries, settings: Settings) -> RankGap | None:
+def prepare_gap(series: RankSeries, settings: Settings, scratch: Scratch | None = None
+                ) -> RankGap | None:
     """The rank's gap, its linear fit and its spike episodes (None without gap data)."""
-    tg = _gap(series)
+    work = scratch or Scratch()
+    tg = _gap(series, work)
     if tg is None or tg[0].shape[0] < settings.min_samples:
         return None
     t, g = tg
-    ts = (t - t[0]) / 1e9
-    fit = linear_fit(ts, g)
-    return RankGap(t, g, ts, fit, _spikes(t, g, ts, fit, settings))
+    n = t.shape[0]
+    ts = np.divide(np.subtract(t, t[0], out=work.array("gap_t_ns", n, np.int64)), 1e9,
+                   out=work.floats("gap_t_s", n))
+    fit = linear_fit(ts, g, work)
+    return RankGap(t, g, ts, fit, _spikes(t, g, ts, fit, settings, work))
 
 
 def gap_spikes(series: RankSeries, settings: Settings) -> SpikeEpisodes | None:
@@ -106,33 +123,39 @@ def gap_spikes(series: RankSeries, settings: Settings) -> SpikeEpisodes | None:
     return None if rg is None else rg.episodes
 
 
-def _spikes(t: np.ndarray, g: np.ndarray, ts: np.ndarray, fit: LinearFit, settings: Settings
-            ) -> SpikeEpisodes:
-    # Remove a drift line first, so a drifting rank's late samples are not "spikes".
-    resid = g - (fit.slope * ts + fit.intercept) if fit.r2 >= settings.drift_min_r2 else g
-    z, med, _ = robust_z(resid)
-    mask = (z >= settings.spike_z) & (resid - med >= settings.spike_min_bytes)
-    starts, ends = runs(mask)
-    if starts.size == 0:
+def _spikes(t: np.ndarray, g: np.ndarray, ts: np.ndarray, fit: LinearFit, settings: Settings,
+            work: Scratch) -> SpikeEpisodes:
+    """Runs of samples whose residual has robust z >= ``spike_z`` and stands >=
+    ``spike_min_bytes`` above the median; each run's peak is its first largest excess."""
+    n = g.shape[0]
+    resid = g
+    if fit.r2 >= settings.drift_min_r2:
+        # Remove a drift line first, so a drifting rank's late samples are not "spikes".
+        line = np.add(np.multiply(ts, fit.slope, out=work.floats("spike_line", n)),
+                      fit.intercept, out=work.floats("spike_line", n))
+        resid = np.subtract(g, line, out=work.floats("spike_line", n))
+    med, scale = robust_center(resid, work)
+    excess = np.subtract(resid, med, out=work.floats("spike_excess", n))
+    # z only where the excess is large enough (z = excess / scale, element by element).
+    large = np.flatnonzero(np.greater_equal(excess, settings.spike_min_bytes,
+                                            out=work.flags("spike_large", n)))
+    z_large = excess[large] / scale
+    hot = large[z_large >= settings.spike_z]
+    if hot.size == 0:
         return _empty_episodes()
-    # Peak of each episode, vectorised: sort samples by (episode, -excess), take each group's head.
-    excess = resid - med
-    lens = ends - starts + 1
-    idx = _ranges(starts, ends)
-    ep_id = np.repeat(np.arange(starts.size), lens)
-    order = np.lexsort((-excess[idx], ep_id))
-    heads = np.concatenate(([0], np.cumsum(lens)[:-1]))
-    first_peak = idx[order[heads]]
-    peak_excess = excess[first_peak]
-    return SpikeEpisodes(start_ns=t[starts], end_ns=t[ends], peak_ns=t[first_peak],
-                         peak_excess_bytes=peak_excess, peak_gap_bytes=g[first_peak],
-                         peak_z=z[first_peak], recovered=ends < (g.shape[0] - 1))
-
-
-def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    lens = ends - starts + 1
-    offs = np.repeat(starts - np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
-    return np.arange(int(lens.sum())) + offs
+    z_hot = z_large[z_large >= settings.spike_z]
+    breaks = np.flatnonzero(np.diff(hot) != 1)
+    heads = np.concatenate(([0], breaks + 1))
+    starts, ends = hot[heads], hot[np.concatenate((breaks, [hot.size - 1]))]
+    # Peak of each episode: its first sample with the episode's largest excess.
+    hot_excess = excess[hot]
+    episode = np.repeat(np.arange(heads.size), np.diff(np.concatenate((heads, [hot.size]))))
+    at_max = np.flatnonzero(hot_excess == np.maximum.reduceat(hot_excess, heads)[episode])
+    first = at_max[np.concatenate(([True], episode[at_max[1:]] != episode[at_max[:-1]]))]
+    peak = hot[first]
+    return SpikeEpisodes(start_ns=t[starts], end_ns=t[ends], peak_ns=t[peak],
+                         peak_excess_bytes=hot_excess[first], peak_gap_bytes=g[peak],
+                         peak_z=z_hot[first], recovered=ends < (n - 1))
 
 
 def _empty_episodes() -> SpikeEpisodes:
@@ -142,8 +165,10 @@ def _empty_episodes() -> SpikeEpisodes:
 
 
 def _last_finite(a: np.ndarray | None) -> float | None:
-    if a is None:
+    if a is None or not a.shape[0]:
         return None
+    if np.isfinite(a[-1]):
+        return float(a[-1])
     ok = np.flatnonzero(np.isfinite(a))
     return float(a[ok[-1]]) if ok.size else None
 
@@ -153,12 +178,13 @@ def _last_finite(a: np.ndarray | None) -> float | None:
 TAIL_SHARES = (0.5, 0.25, 0.125)
 
 
-def drift_finding(series: RankSeries, settings: Settings, rg: RankGap | None = None
-                  ) -> GapFinding | None:
-    rg = rg if rg is not None else prepare_gap(series, settings)
+def drift_finding(series: RankSeries, settings: Settings, rg: RankGap | None = None,
+                  scratch: Scratch | None = None) -> GapFinding | None:
+    work = scratch or Scratch()
+    rg = rg if rg is not None else prepare_gap(series, settings, work)
     if rg is None or rg.gap.shape[0] < 4:
         return None
-    found = _drift(series, settings, rg.t_ns, rg.gap, rg.t_s, rg.fit)
+    found = _drift(series, settings, rg.t_ns, rg.gap, rg.t_s, rg.fit, work)
     if found is not None:
         return found
     span = float(rg.t_s[-1])
@@ -167,9 +193,12 @@ def drift_finding(series: RankSeries, settings: Settings, rg: RankGap | None = N
         n = rg.gap.shape[0] - start
         if n < max(settings.min_samples, 20):
             break
-        ts = rg.t_s[start:] - rg.t_s[start]
+        ts = np.subtract(rg.t_s[start:], rg.t_s[start], out=work.floats("drift_tail_t_s", n))
         g = rg.gap[start:]
-        found = _drift(series, settings, rg.t_ns[start:], g, ts, linear_fit(ts, g))
+        slope = linear_slope(ts, g, work)
+        if slope <= 0 or slope * float(ts[-1]) < settings.drift_floor_bytes:
+            continue  # no growth for _drift to judge: its R² need not be computed
+        found = _drift(series, settings, rg.t_ns[start:], g, ts, linear_fit(ts, g, work), work)
         if found is not None:
             found.evidence["window_share"] = share
             found.evidence["note"] = (f"growing over the last {share:.0%} of the window and "
@@ -179,7 +208,7 @@ def drift_finding(series: RankSeries, settings: Settings, rg: RankGap | None = N
 
 
 def _drift(series: RankSeries, settings: Settings, t: np.ndarray, g: np.ndarray,
-           ts: np.ndarray, fit: LinearFit) -> GapFinding | None:
+           ts: np.ndarray, fit: LinearFit, work: Scratch) -> GapFinding | None:
     """Persistent drift over exactly these samples, or None."""
     duration = float(ts[-1])
     if duration <= 0:
@@ -189,8 +218,8 @@ def _drift(series: RankSeries, settings: Settings, t: np.ndarray, g: np.ndarray,
         return None
     n = ts.shape[0]
     half = n // 2
-    s1 = linear_fit(ts[:half], g[:half]).slope
-    s2 = linear_fit(ts[half:], g[half:]).slope
+    s1 = linear_fit(ts[:half], g[:half], work).slope
+    s2 = linear_fit(ts[half:], g[half:], work).slope
     if s2 < 0.25 * fit.slope:
         return None  # grew, then stopped: not persistent
     # A step concentrates the growth in a few samples; a drift spreads it (even one that only
@@ -266,7 +295,8 @@ def spike_finding(series: RankSeries, settings: Settings, rg: RankGap | None = N
         end_ns=int(eps.end_ns.max()))
 
 
-def fragmentation_finding(series: RankSeries, settings: Settings) -> GapFinding | None:
+def fragmentation_finding(series: RankSeries, settings: Settings,
+                          scratch: Scratch | None = None) -> GapFinding | None:
     """Idle bytes in the allocator's pool, sustained.
 
     With the inactive-split counter (PyTorch ``inactive_split_bytes``, Stormlog
@@ -277,18 +307,29 @@ def fragmentation_finding(series: RankSeries, settings: Settings) -> GapFinding 
     if not (series.has("reserved") and (series.has("allocated")
                                         or series.has("inactive_split"))):
         return None
+    work = scratch or Scratch()
     res = series.values["reserved"]
     split = series.has("inactive_split")
-    idle_all = series.values["inactive_split"] if split else res - series.values["allocated"]
-    ok = np.isfinite(res) & np.isfinite(idle_all) & (res > 0)
-    n = int(ok.sum())
+    idle_all = series.values["inactive_split"] if split else np.subtract(
+        res, series.values["allocated"], out=work.floats("frag_idle", len(series)))
+    ok: np.ndarray | None = None  # every sample usable
+    r, t, idle = res, series.t_ns, idle_all
+    if not (all_finite(res) and all_finite(idle_all) and float(res.min()) > 0):
+        ok = np.isfinite(res) & np.isfinite(idle_all) & (res > 0)
+        r, t, idle = res[ok], series.t_ns[ok], idle_all[ok]
+    n = r.shape[0]
     if n < settings.min_samples:
         return None
-    r, t = res[ok], series.t_ns[ok]
-    idle = idle_all[ok]
-    ratio = idle / r
-    frag = (ratio >= settings.frag_ratio) & (idle >= settings.frag_min_bytes)
-    share = float(frag.mean())
+    ratio = np.divide(idle, r, out=work.floats("frag_ratio", n))
+    frag = np.logical_and(
+        np.greater_equal(ratio, settings.frag_ratio, out=work.flags("frag", n)),
+        np.greater_equal(idle, settings.frag_min_bytes, out=work.flags("frag_idle_large", n)),
+        out=work.flags("frag", n))
+    # A boolean mean is the count over n: counted, without a float copy of the mask.
+    fragmented = np.count_nonzero(frag)
+    if fragmented == 0:
+        return None  # (frag_sustain=0 would otherwise let an empty mask through)
+    share = fragmented / n
     window_share = 1.0
     if share < settings.frag_sustain:
         # Like a late leak: fragmentation that set in part-way and holds to the end of a long
@@ -297,8 +338,9 @@ def fragmentation_finding(series: RankSeries, settings: Settings) -> GapFinding 
             k = int(np.searchsorted(t, t[0] + (t[-1] - t[0]) * (1.0 - tail)))
             if frag.shape[0] - k < settings.min_samples:
                 break
-            if float(frag[k:].mean()) >= settings.frag_sustain and frag[-1]:
-                share, window_share = float(frag[k:].mean()), tail
+            tail_share = np.count_nonzero(frag[k:]) / (n - k)
+            if tail_share >= settings.frag_sustain and frag[-1]:
+                share, window_share = tail_share, tail
                 break
         else:
             return None
@@ -311,7 +353,7 @@ def fragmentation_finding(series: RankSeries, settings: Settings) -> GapFinding 
     used = series.values.get("device_used")
     pressure = None
     if total is not None and used is not None:
-        util = used[ok] / total[ok]
+        util = used / total if ok is None else used[ok] / total[ok]
         if np.isfinite(util[frag]).any():
             pressure = float(np.nanmax(util[frag]))
             if pressure >= 0.9:
@@ -329,37 +371,37 @@ def fragmentation_finding(series: RankSeries, settings: Settings) -> GapFinding 
         remediation=list(REMEDIATION_FRAG), start_ns=int(t[starts[0]]), end_ns=int(t[ends[-1]]))
 
 
-def prepare_all(timeline: Timeline, settings: Settings) -> dict[int, RankGap]:
-    """Every rank's prepared gap (ranks without gap data are absent); computed once and shared
-    by gap analysis and collective attribution."""
-    out = {}
-    for rank in timeline.rank_ids:
-        rg = prepare_gap(timeline.ranks[rank], settings)
-        if rg is not None:
-            out[rank] = rg
-    return out
+@dataclass(frozen=True)
+class GapAnalysis:
+    """Gap findings and notes, and each rank's spike episodes for collective attribution
+    (ranks with gap data only): what outlives the per-rank pass, nothing the size of a rank."""
+
+    findings: list[GapFinding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    episodes: Mapping[int, SpikeEpisodes] = field(default_factory=dict)
 
 
-def analyze_gaps(timeline: Timeline, settings: Settings,
-                 prepared: dict[int, RankGap] | None = None
-                 ) -> tuple[list[GapFinding], list[str]]:
-    """All gap findings, rank by rank, plus notes (ranks that could not be analysed)."""
-    prepared = prepare_all(timeline, settings) if prepared is None else prepared
+def gap_analysis(timeline: Timeline, settings: Settings) -> GapAnalysis:
+    """All gap findings in one pass over the ranks: each rank's gap is computed, fitted and
+    judged (drift, spikes, fragmentation) while it is at hand, in reused work arrays."""
+    work = Scratch()
     findings: list[GapFinding] = []
+    episodes: dict[int, SpikeEpisodes] = {}
     no_gap: list[int] = []
     for rank in timeline.rank_ids:
         s = timeline.ranks[rank]
-        rg = prepared.get(rank)
+        rg = prepare_gap(s, settings, work)
         if rg is None:
             no_gap.append(rank)
         else:
-            drift = drift_finding(s, settings, rg)
+            episodes[rank] = rg.episodes
+            drift = drift_finding(s, settings, rg, work)
             spike = spike_finding(s, settings, rg)
             if drift is not None and spike is not None and drift.start_ns is not None and \
                     spike.start_ns is not None and spike.start_ns >= drift.start_ns:
                 spike = None  # the leak's own growth, above an earlier level: not a spike
             findings.extend(f for f in (drift, spike) if f is not None)
-        frag = fragmentation_finding(s, settings)
+        frag = fragmentation_finding(s, settings, work)
         if frag is not None:
             findings.append(frag)
     notes = []
@@ -367,4 +409,21 @@ def analyze_gaps(timeline: Timeline, settings: Settings,
         notes.append(f"gap analysis skipped for ranks without both device-used and allocator-"
                      f"reserved memory (or fewer than {settings.min_samples} samples): "
                      f"{no_gap[:20]}{' ...' if len(no_gap) > 20 else ''}")
-    return findings, notes
+    return GapAnalysis(findings, notes, episodes)
+
+
+def analyze_gaps(timeline: Timeline, settings: Settings) -> tuple[list[GapFinding], list[str]]:
+    """All gap findings, rank by rank, plus notes (ranks that could not be analysed)."""
+    done = gap_analysis(timeline, settings)
+    return done.findings, done.notes
+
+
+def spike_episodes(timeline: Timeline, settings: Settings) -> dict[int, SpikeEpisodes]:
+    """Each rank's gap spike episodes (ranks with gap data only)."""
+    work = Scratch()
+    out = {}
+    for rank in timeline.rank_ids:
+        rg = prepare_gap(timeline.ranks[rank], settings, work)
+        if rg is not None:
+            out[rank] = rg.episodes
+    return out

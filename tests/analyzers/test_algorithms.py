@@ -191,6 +191,14 @@ def test_fragmentation():
     assert report.gap_findings[0].evidence["median_ratio"] == pytest.approx(0.7, abs=0.01)
 
 
+def test_no_sustain_threshold_still_needs_a_fragmented_sample():
+    """``--set frag_sustain=0`` on a pool without idle bytes used to crash the analysis."""
+    data = healthy(2, 100, seed=8)
+    plant_fragmentation(data[1], 0.7)
+    report = analyze(to_timeline(data), overrides={"frag_sustain": 0})
+    assert [(f.rank, f.classification) for f in report.gap_findings] == [(1, "fragmentation")]
+
+
 # --- collective attribution ---------------------------------------------------------------------
 def _sync_spikes(markers: bool, ranks: int = 8):
     data = healthy(ranks, 1000, seed=9)

@@ -169,6 +169,32 @@ def test_a_run_over_files_never_imports_the_scheduled_job(tmp_path):
     assert _heavy_modules_after(code) == ["numpy", "stormotel.analyzers.sources"]
 
 
+#: What ``stormotel analyze FILES`` must never import: servers' clients, the TSDB job and its
+#: sinks, the Flight Recorder reader, the tracker's SDKs, and the traceback machinery (only
+#: ``--debug`` prints one). Each is start-up time a run over files does not use.
+_NOT_FOR_FILES = ("httpx", "prometheus_client", "opentelemetry", "google.protobuf", "torch",
+                  "scipy", "pandas", "stormotel.analyzers.job", "stormotel.analyzers.sinks",
+                  "stormotel.analyzers.scheduled.run", "stormotel.analyzers.stalls.fr_analysis",
+                  "stormotel.analyzers.stalls.fr_loader", "stormotel.tracker", "traceback")
+
+
+def test_a_files_run_imports_only_what_it_reads():
+    """The command a user types, over the real Stormlog exports, as its own interpreter: the
+    modules it loaded are listed when it exits."""
+    files = [str(DATA / "stormlog_events_rank0.json"), str(DATA / "stormlog_events_rank1.json")]
+    probe = ("import atexit, runpy, sys\n"
+             "atexit.register(lambda: print('LOADED', ','.join(sorted(sys.modules)), "
+             "file=sys.stderr))\n"
+             f"sys.argv = ['stormotel', 'analyze', *{files!r}, '-q']\n"
+             "runpy.run_module('stormotel', run_name='__main__')")
+    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert p.returncode == exitcodes.FINDINGS, p.stderr
+    loaded = set(p.stderr.rsplit("LOADED ", 1)[1].strip().split(","))
+    assert {"numpy", "stormotel.analyzers.sources.stormlog", "stormotel.analyzers.summary"} \
+        <= loaded
+    assert sorted(m for m in loaded if m.startswith(_NOT_FOR_FILES)) == []
+
+
 def test_skewed_clocks_and_collective_markers_through_files(tmp_path):
     """Rank 0's clock is 500 ms behind: wall clock blames it, --align markers finds rank 2.
     Every rank also has a synchronised gap spike inside an all_gather span."""
