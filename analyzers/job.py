@@ -57,13 +57,13 @@ from stormotel.analyzers.sources.dcgm import DcgmOptions, GpuRankMap, MapError, 
 from stormotel.analyzers.sources.prometheus import (
     LoadOutcome,
     QueryWindow,
-    SourceFailure,
     load_prometheus,
 )
 from stormotel.analyzers.sources.rank_info import with_rank_info
 from stormotel.analyzers.timeline import Timeline
 
 from stormotel import exitcodes
+from stormotel.errors import NoTelemetryError, SourceFailureError
 from stormotel.textsafe import one_line, printable, redact
 
 #: Names other modules and tests reach through this module (moved to their own modules).
@@ -88,7 +88,7 @@ def build_timeline_from_args(args: argparse.Namespace, window: Window,
                              ) -> tuple[Timeline, LoadOutcome]:
     """Read the window from every ``--prometheus`` endpoint (stormotel or dcgm series).
 
-    Raises SourceFailure (nothing readable), http.ConfigError / MapError (user-fixable input).
+    Raises SourceFailureError (nothing readable), http.ConfigError / MapError (user-fixable input).
     """
     settings = http.settings_from_args(args)
     qw = QueryWindow(job_id=args.job_id, start_ns=window.start_ns,
@@ -108,8 +108,8 @@ def build_timeline_from_args(args: argparse.Namespace, window: Window,
                                                 progress=progress)
             with_rank_info(timeline, args.prometheus, qw, settings, client, deadline)
     if not timeline.ranks:
-        raise NoTelemetry(f"no telemetry for job_id={args.job_id!r} in {window.iso()} at "
-                            f"{', '.join(outcome.endpoints_ok)}")
+        raise NoTelemetryError(f"no telemetry for job_id={args.job_id!r} in {window.iso()} at "
+                                 f"{', '.join(outcome.endpoints_ok)}")
     if window.note:
         timeline.notes.append(window.note)
     return timeline, outcome
@@ -180,8 +180,8 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
             summary["window"] = window.iso()
             try:
                 timeline, src = build_timeline_from_args(args, window, deadline, progress)
-            except SourceFailure as e:
-                if args.scheduled and isinstance(e, NoTelemetry) and (
+            except SourceFailureError as e:
+                if args.scheduled and isinstance(e, NoTelemetryError) and (
                         written is not None or (state and state.last_end_ns(job_id))):
                     # The job ended: its final window was analysed by an earlier run.
                     if state is not None:
@@ -248,10 +248,6 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
     except (StateError, http.ConfigError, MapError) as e:
         print(f"stormotel analyze: error: {one_line(e)}", file=err)
         return finish(exitcodes.USAGE, "usage_error")
-
-
-class NoTelemetry(SourceFailure):
-    """The endpoints answered, but the job has no telemetry in the window."""
 
 
 def _written_end(args: argparse.Namespace, state: StateFile | None, job_id: str, now_ns: int,

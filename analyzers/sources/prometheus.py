@@ -67,10 +67,6 @@ MIN_STEP_S = 1.0
 _POINTS_ERROR = re.compile(r"points|resolution|samples", re.IGNORECASE)
 
 
-class SourceFailure(SourceFailureError):
-    """No endpoint gave any data. The message says, per endpoint, why."""
-
-
 @dataclass
 class QueryWindow:
     """What to read: one job over ``[start_ns, end_ns]``."""
@@ -491,7 +487,7 @@ def load_prometheus(urls: Sequence[str], window: QueryWindow, *,
                     rank_batch: int = RANK_BATCH, max_points: int = MAX_POINTS_PER_QUERY,
                     progress: Callable[[str], None] | None = None
                     ) -> tuple[Timeline, LoadOutcome]:
-    """Read one job from every endpoint into one Timeline; raise SourceFailure if none answers.
+    """Read one job from every endpoint into one Timeline; SourceFailureError if none answers.
 
     Several endpoints (one per cluster or region, or an HA pair) merge deterministically: every
     series is read at its own sample timestamps, the same rank's samples from all endpoints are
@@ -539,8 +535,8 @@ def load_prometheus(urls: Sequence[str], window: QueryWindow, *,
             http.close()
     if not outcome.endpoints_ok:
         reasons = "; ".join(f"{u}: {r}" for u, r in outcome.endpoints_failed.items())
-        raise SourceFailure(f"no Prometheus endpoint answered for job {window.job_id!r}: "
-                            f"{reasons}")
+        raise SourceFailureError(f"no Prometheus endpoint answered for job {window.job_id!r}: "
+                                 f"{reasons}")
     timeline = builder.build(job_id=window.job_id)
     timeline.meta["prometheus"] = {"step_s": step, "endpoints_ok": outcome.endpoints_ok,
                                    "endpoints_failed": outcome.endpoints_failed,
