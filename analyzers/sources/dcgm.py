@@ -35,6 +35,7 @@ from stormotel.analyzers.sources.prometheus import (
     choose_step,
     clean_byte_series,
     label_selector,
+    matrix_series,
     parse_matrix_values,
     step_range,
 )
@@ -292,13 +293,7 @@ def _add(results: list[dict[str, object]], name: str, options: DcgmOptions,
          unmapped: set[tuple[tuple[str, str], ...]], job_id: str,
          driver_reserved: dict[int, list[tuple[np.ndarray, np.ndarray]]]) -> None:
     field_name = DCGM_FIELDS[name]
-    for r in results:
-        raw = r.get("metric")
-        values = r.get("values")
-        if not isinstance(raw, dict) or not isinstance(values, list):
-            builder.skipped["malformed_series"] += 1
-            continue
-        labels = {str(k): str(v) for k, v in raw.items()}
+    for labels, values in matrix_series(results, builder):
         key = _gpu_key(labels, physical=options.uses_rank_info)
         rank = ranks_by_gpu.get(key)
         if rank is None:
