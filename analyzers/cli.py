@@ -70,8 +70,8 @@ def run_analysis(timeline: Timeline, analysis: AnalysisOptions) -> Report:
     """Step 3: the analyzer facade with the flags' settings."""
     from stormotel.analyzers.analyze import analyze
 
-    return analyze(timeline, sensitivity=analysis.sensitivity, ranks=analysis.ranks,
-                   align=analysis.align, overrides=analysis.overrides)
+    return analyze(timeline, ranks=analysis.ranks, align=analysis.align,
+                   settings=analysis.settings)
 
 
 def render(report: Report, fmt: str) -> str:
@@ -95,13 +95,12 @@ def write_outputs(report: Report, output: OutputOptions) -> None:
         sys.stdout.write(text)
 
 
-def write_html(report: Report, timeline: Timeline, output: OutputOptions) -> None:
+def write_html(report: Report, timeline: Timeline, path: Path, *, quiet: bool) -> None:
     """The self-contained HTML report (charts + findings), written atomically."""
     from stormotel.analyzers.sinks.html_report import write_html_report
 
-    assert output.html is not None  # called only when --html was given
-    written = write_html_report(output.html, timeline, report)
-    if not output.quiet:
+    written = write_html_report(path, timeline, report)
+    if not quiet:
         print(f"{PROG}: wrote {written.path} ({written.size_bytes / 1e6:.1f} MB)",
               file=sys.stderr)
 
@@ -130,7 +129,7 @@ def _run_files(opts: AnalyzeOptions, parser: argparse.ArgumentParser) -> int:
     try:
         write_outputs(report, opts.output)
         if opts.output.html:
-            write_html(report, timeline, opts.output)
+            write_html(report, timeline, opts.output.html, quiet=opts.output.quiet)
     except OSError as exc:
         parser.exit(exitcodes.SINK_FAILURE,
                     f"{PROG}: error: cannot write output: {one_line(exc)}\n")
@@ -147,6 +146,7 @@ def _run_tsdb(opts: AnalyzeOptions, parser: argparse.ArgumentParser) -> int:
     evidence is read once, up front, so a bad dump is a usage error before any query, and its
     findings reach the job's sinks."""
     from stormotel.analyzers import job
+    from stormotel.analyzers.stalls.cli_support import attach_markers
 
     try:
         stalls = read_stalls(opts)
@@ -156,15 +156,13 @@ def _run_tsdb(opts: AnalyzeOptions, parser: argparse.ArgumentParser) -> int:
             seen[:] = [timeline]
             if stalls is None:
                 return run_analysis(timeline, opts.analysis)
-            from stormotel.analyzers.stalls.cli_support import attach_markers
-
             marked = attach_markers(timeline, stalls.markers_by_rank)
             return stalls.apply(run_analysis(marked, opts.analysis))
 
         def emit(report: Report) -> None:
             write_outputs(report, opts.output)
             if opts.output.html and seen:
-                write_html(report, seen[0], opts.output)
+                write_html(report, seen[0], opts.output.html, quiet=opts.output.quiet)
 
         if opts.job.schedule.scheduled and not opts.job.job_id and not opts.job.tsdb.dcgm:
             from stormotel.analyzers.scheduled.run import run_scheduled

@@ -36,9 +36,8 @@ def options_from_args(args: argparse.Namespace) -> AnalyzeOptions:
     if job.tsdb.wanted and source.paths:
         raise UsageError("give PATHs or --prometheus, not both")
     analysis = AnalysisOptions(ranks=parse_rank_spec(args.ranks), align=args.align,
-                               sensitivity=args.sensitivity,
-                               overrides=parse_overrides(args.overrides))
-    settings_for(analysis.sensitivity, **analysis.overrides)  # a bad --set value fails here
+                               settings=settings_for(args.sensitivity,
+                                                     **parse_overrides(args.overrides)))
     stalls = StallOptions(flight_recorder=args.flight_recorder, logs=tuple(args.logs or ()),
                           world_size=args.world_size)
     if stalls.wanted:

@@ -42,11 +42,12 @@ def add_http_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--http-compress-loopback", action="store_true",
                    help="accept compressed responses from loopback endpoints too (default: "
                         "ask them for identity encoding, which saves CPU on one host)")
-    g.add_argument("--http-timeout", type=float, default=10.0, metavar="SECONDS",
-                   help="timeout of one HTTP request (default 10)")
-    g.add_argument("--http-retries", type=int, default=3, metavar="N",
+    defaults = HttpSettings()  # one place for the defaults of the flags and of the API
+    g.add_argument("--http-timeout", type=float, default=defaults.timeout_s, metavar="SECONDS",
+                   help="timeout of one HTTP request (default %(default)g)")
+    g.add_argument("--http-retries", type=int, default=defaults.retries, metavar="N",
                    help="retries of a request after a connection error, timeout or 5xx "
-                        "(default 3, exponential backoff)")
+                        "(default %(default)d, exponential backoff)")
 
 
 @dataclass(frozen=True)

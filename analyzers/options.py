@@ -10,10 +10,10 @@ nanoseconds since the epoch, paths, rank sets). No heavy import: building them s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from stormotel.analyzers.algorithms.settings import Settings
 from stormotel.analyzers.http_flags import HttpSettings
 
 
@@ -27,13 +27,12 @@ class SourceOptions:
 
 @dataclass(frozen=True)
 class AnalysisOptions:
-    """How the analyzer judges: ranks (None = all), clock alignment, threshold preset and the
-    ``--set`` overrides (already checked against the preset)."""
+    """How the analyzer judges: ranks (None = all), clock alignment, and the thresholds (the
+    ``--sensitivity`` preset with the ``--set`` overrides, checked)."""
 
     ranks: frozenset[int] | None
     align: str
-    sensitivity: str
-    overrides: Mapping[str, str]
+    settings: Settings
 
 
 @dataclass(frozen=True)

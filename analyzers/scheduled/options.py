@@ -90,14 +90,16 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, include_job_id: bool =
     win.add_argument("--state-file", type=Path, metavar="FILE",
                      help="records the last analysed window end per job, so consecutive runs "
                           "cover time without gaps or overlaps (locked while a run is active)")
-    win.add_argument("--settle", type=parse_duration, default=60.0, metavar="DURATION",
+    # A duration's default is written once, as text: argparse parses it like a given value.
+    win.add_argument("--settle", type=parse_duration, default="60s", metavar="DURATION",
                      help="leave this much of the most recent time for the next run, so late "
-                          "scrapes/remote writes are not missed (default 60s)")
-    win.add_argument("--max-window", type=positive_duration, default=86400.0, metavar="DURATION",
-                     help="analyse at most this much per run when catching up (default 1d)")
-    win.add_argument("--timeout", type=positive_duration, default=300.0, metavar="DURATION",
+                          "scrapes/remote writes are not missed (default %(default)s)")
+    win.add_argument("--max-window", type=positive_duration, default="1d", metavar="DURATION",
+                     help="analyse at most this much per run when catching up "
+                          "(default %(default)s)")
+    win.add_argument("--timeout", type=positive_duration, default="5m", metavar="DURATION",
                      help="budget for the whole run: every request is cut short to fit "
-                          "(default 5m)")
+                          "(default %(default)s)")
     win.add_argument("--scheduled", action="store_true",
                      help="run as a scheduled job (CronJob): exit 0 when the run succeeded, "
                           "findings written included; non-zero only when it failed (a "

@@ -121,17 +121,22 @@ class GrafanaSink:
 
 
 @dataclass
-class IncidentDashboardFileSink:
-    """The incident dashboard JSON written to ``--incident-dashboard FILE``."""
+class _FileSink:
+    """A sink that writes one local file, named by its flag."""
 
     ctx: RunContext
     path: Path
+
+
+@dataclass
+class IncidentDashboardFileSink(_FileSink):
+    """The incident dashboard JSON written to ``--incident-dashboard FILE``."""
+
     name: str = "incident_dashboard"
 
     def plan(self, out: TextIO) -> str:
         board = _incident_board(self.ctx.report, self.ctx.job_id)
-        print(f"# would write incident dashboard {board['uid']} to "
-              f"{self.path}", file=out)
+        print(f"# would write incident dashboard {board['uid']} to {self.path}", file=out)
         return ""
 
     def write(self) -> str:
@@ -141,11 +146,9 @@ class IncidentDashboardFileSink:
 
 
 @dataclass
-class PerfettoSink:
+class PerfettoSink(_FileSink):
     """The merged multi-rank timeline as Chrome trace JSON (``--perfetto FILE``)."""
 
-    ctx: RunContext
-    path: Path
     name: str = "perfetto"
 
     def plan(self, out: TextIO) -> str:

@@ -64,7 +64,7 @@ def test_options_carry_parsed_values_and_cannot_be_changed():
     assert opts.job.tsdb.prometheus == ("http://127.0.0.1:1",) and opts.job.tsdb.wanted
     assert opts.job.schedule.since == 900.0 and opts.job.schedule.max_window == 7200.0
     assert opts.analysis.ranks == frozenset({0, 4, 5, 6})
-    assert dict(opts.analysis.overrides) == {"spike_z": "5"}
+    assert opts.analysis.settings.spike_z == 5 and opts.analysis.settings.sensitivity == "medium"
     assert opts.job.http.headers == (("X-Scope-OrgID", "team-a"),)
     assert opts.job.sinks.remote_write == ("http://a/w", "http://b/w") and opts.job.sinks.wanted
     assert opts.job.sinks.dry_run and opts.job.quiet and opts.output.quiet
