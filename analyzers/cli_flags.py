@@ -1,14 +1,93 @@
 """Flag declarations of ``stormotel analyze`` that need no heavy import.
 
 ``stormotel analyze --help`` and a run over files must not import numpy, httpx or the scheduled
-job just to declare flags: the declarations and the "which mode did the flags pick" predicates
-live here, and the modules that act on them are imported when a command needs them.
+job just to declare flags: the parser is built here; :mod:`analyzers.cli_options` turns what it
+parsed into typed options, and the modules that act on them are imported when a command needs
+them.
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+
+from stormotel.analyzers.algorithms.settings import SENSITIVITIES
+from stormotel.analyzers.alignments import ALIGN_WALL, ALIGNMENTS
+from stormotel.analyzers.scheduled import options as job_options
+
+PROG = "stormotel analyze"
+
+EPILOG = """\
+exit codes: 0 healthy (no findings), 1 findings reported, 2 usage or input error,
+3 no telemetry could be read, 4 writing an output failed, 70 internal error (a bug;
+'stormotel --debug analyze ...' prints the traceback), 130 interrupted.
+
+examples:
+  stormotel analyze archive/run-7/                      # every rank's OTLP files
+  stormotel analyze 'exports/events_rank*.json' --format json --output report.json
+  stormotel analyze archive/ --ranks 0,4-7 --align markers --sensitivity high
+"""
+
+
+# --- arguments ---------------------------------------------------------------------------------
+def _add_source_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("telemetry sources")
+    g.add_argument("paths", nargs="*", metavar="PATH",
+                   help="files, folders (walked recursively) or quoted globs: OTLP JSON-lines "
+                        "archives (.jsonl, also .gz/.zst), length-prefixed OTLP protobuf (.pb), "
+                        "Stormlog telemetry exports (JSON, JSON lines, CSV). Merged and "
+                        "de-duplicated across files.")
+    g.add_argument("--job-id", metavar="ID",
+                   help="analyse only this job's data when the files hold several jobs, and label "
+                        "the report with it (default: the job id found in the data)")
+
+
+def _add_analysis_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("analysis")
+    g.add_argument("--ranks", metavar="SPEC", default="all",
+                   help="ranks to analyse: 'all' (default), '0,2', '0,4-7'; requested ranks "
+                        "with no data are reported missing")
+    g.add_argument("--align", choices=ALIGNMENTS, default=ALIGN_WALL,
+                   help="clock alignment across ranks: 'wall' trusts timestamps (NTP-synced "
+                        "clusters; default), 'first-sample' lines up each rank's first sample, "
+                        "'markers' lines up step/collective markers shared by all ranks. The "
+                        "choice is stated in the output.")
+    g.add_argument("--sensitivity", choices=SENSITIVITIES, default="medium",
+                   help="threshold preset: 'low' is strict (fewer, surer findings), 'high' is "
+                        "broad; default medium")
+    g.add_argument("--set", dest="overrides", action="append", metavar="NAME=VALUE",
+                   help="override one threshold of the preset, e.g. --set spike_z=5 --set "
+                        "rise_floor_bytes=134217728 (repeatable; names in docs/analyzer.md)")
+
+
+def _add_output_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("output")
+    g.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text: human summary (default); json: the versioned report "
+                        "(stormotel.report/v1)")
+    g.add_argument("--output", "-o", metavar="FILE",
+                   help="write the report to FILE instead of stdout ('-' = stdout)")
+    g.add_argument("--quiet", "-q", action="store_true", help="no progress messages on stderr")
+    g.add_argument("--oom-dumps", action="append", metavar="PATH",
+                   help="OOM ring dumps (*.ring.jsonl files or folders) for the OOM forensics; "
+                        "dumps the telemetry's OOM events point at are read automatically")
+    g.add_argument("--html", type=Path, metavar="FILE",
+                   help="also write a self-contained HTML report (charts of every rank's "
+                        "memory with the findings; opens offline in any browser)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
+        description="Find the rank whose memory went wrong first, per-rank gap problems "
+                    "(drift, spikes, fragmentation) and collective-synchronised spikes in "
+                    "multi-rank GPU memory telemetry.")
+    _add_source_arguments(p)
+    _add_analysis_arguments(p)
+    add_stall_arguments(p)  # stuck jobs: Flight Recorder dumps, worker logs
+    _add_output_arguments(p)
+    job_options.add_job_arguments(p, include_job_id=False)  # TSDB source, sinks, cron safety
+    return p
 
 
 def add_stall_arguments(p: argparse.ArgumentParser) -> None:
@@ -27,7 +106,3 @@ def add_stall_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--world-size", type=int, metavar="N",
                    help="the job's world size, when ranks with no dump/log must be counted as "
                         "unseen (default: highest rank seen + 1)")
-
-
-def wants_stalls(args: argparse.Namespace) -> bool:
-    return bool(getattr(args, "flight_recorder", None) or getattr(args, "logs", None))

@@ -10,14 +10,12 @@ with exponential backoff for failures that are worth retrying (connection errors
 
 from __future__ import annotations
 
-import argparse
 import functools
 import ipaddress
 import os
 import ssl
 import time
 from collections.abc import Generator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -25,8 +23,10 @@ from urllib.parse import urlsplit
 import httpx
 from stormotel.analyzers.http_flags import ENV_BASIC_AUTH_PASSWORD as ENV_BASIC_AUTH_PASSWORD
 from stormotel.analyzers.http_flags import ENV_BEARER_TOKEN as ENV_BEARER_TOKEN
+from stormotel.analyzers.http_flags import HttpSettings as HttpSettings
 from stormotel.analyzers.http_flags import add_http_arguments as add_http_arguments
 from stormotel.analyzers.http_flags import parse_header as parse_header
+from stormotel.analyzers.http_flags import settings_from_args as settings_from_args
 
 from stormotel import textsafe
 from stormotel.errors import StormotelError, UsageError
@@ -157,27 +157,6 @@ class Deadline:
     def clip(self, timeout: float) -> float:
         r = self.remaining()
         return timeout if r is None else max(0.001, min(timeout, r))
-
-
-@dataclass(frozen=True)
-class HttpSettings:
-    """TLS, auth, timeout and retry policy for one family of endpoints."""
-
-    timeout_s: float = 10.0
-    retries: int = 3
-    backoff_s: float = 0.5
-    ca_file: Path | None = None
-    client_cert: Path | None = None
-    client_key: Path | None = None
-    insecure_skip_verify: bool = False
-    bearer_token_file: Path | None = None
-    basic_auth_user: str | None = None
-    basic_auth_password_file: Path | None = None
-    #: Extra request headers, e.g. Mimir/Cortex's ``X-Scope-OrgID`` tenant.
-    headers: tuple[tuple[str, str], ...] = ()
-    #: Ask loopback servers for uncompressed bodies (``Accept-Encoding: identity``): on one host
-    #: compression only costs CPU on both ends (about half of a Prometheus read-back's time).
-    identity_on_loopback: bool = True
 
 
 def read_secret(path: Path | None, env: str | None, what: str) -> str | None:
@@ -336,15 +315,3 @@ def request(client: httpx.Client, method: str, url: str, *, settings: HttpSettin
             pause = deadline.clip(settings.backoff_s * (2 ** attempt))
             time.sleep(pause)
     raise EndpointError(url, f"gave up after {attempts} attempt(s): {last}")
-
-
-def settings_from_args(args: argparse.Namespace) -> HttpSettings:
-    return HttpSettings(timeout_s=args.http_timeout, retries=args.http_retries,
-                        ca_file=args.ca_file, client_cert=args.client_cert,
-                        client_key=args.client_key,
-                        insecure_skip_verify=args.insecure_skip_verify,
-                        bearer_token_file=args.bearer_token_file,
-                        basic_auth_user=args.basic_auth_user,
-                        basic_auth_password_file=args.basic_auth_password_file,
-                        headers=tuple(getattr(args, "http_header", None) or ()),
-                        identity_on_loopback=not getattr(args, "http_compress_loopback", False))

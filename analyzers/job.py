@@ -15,16 +15,16 @@ Kubernetes CronJob), so this module owns what makes that safe:
 * **idempotent sinks** — annotations keyed, finding series stamped with the window end,
   Pushgateway groups replaced; ``--dry-run`` prints what would be written and changes nothing.
 
-:func:`add_job_arguments`, :func:`build_timeline_from_args`, :func:`write_sinks` and
-:func:`run_job` are what ``analyzers/cli.py`` calls; each also works on its own. The flags live in
-:mod:`analyzers.scheduled.options`, the window and state file in :mod:`analyzers.scheduled.window`
-and :mod:`analyzers.scheduled.state`, writing the sinks in :mod:`analyzers.sinks.dispatch`; the
-run over every discovered job in :mod:`analyzers.scheduled.run`.
+:func:`run_job` is what ``analyzers/cli.py`` calls, with the run's
+:class:`~analyzers.options.JobOptions`; :func:`read_window` reads one window on its own. The flags
+live in :mod:`analyzers.scheduled.options` (typed by :mod:`analyzers.cli_options`), the window and
+state file in :mod:`analyzers.scheduled.window` and :mod:`analyzers.scheduled.state`, writing the
+sinks in :mod:`analyzers.sinks.dispatch`; the run over every discovered job in
+:mod:`analyzers.scheduled.run`.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import re
 import sys
@@ -33,15 +33,13 @@ from collections.abc import Callable
 from typing import TextIO
 
 from stormotel.analyzers import http
+from stormotel.analyzers.options import JobOptions
 from stormotel.analyzers.report import Report
 from stormotel.analyzers.scheduled.options import (
     add_job_arguments,
     parse_duration,
     parse_time,
     positive_duration,
-    validate_args,
-    wants_sinks,
-    wants_tsdb,
 )
 from stormotel.analyzers.scheduled.state import (
     STATE_SCHEMA,
@@ -57,20 +55,19 @@ from stormotel.analyzers.sources.dcgm import DcgmOptions, GpuRankMap, MapError, 
 from stormotel.analyzers.sources.prometheus import (
     LoadOutcome,
     QueryWindow,
-    SourceFailure,
     load_prometheus,
 )
 from stormotel.analyzers.sources.rank_info import with_rank_info
 from stormotel.analyzers.timeline import Timeline
 
 from stormotel import exitcodes
+from stormotel.errors import NoTelemetryError, SourceFailureError
 from stormotel.textsafe import one_line, printable, redact
 
 #: Names other modules and tests reach through this module (moved to their own modules).
 __all__ = ["STATE_SCHEMA", "SinkOutcome", "StateError", "StateFile", "Window",
-           "add_job_arguments", "build_timeline_from_args", "parse_duration", "parse_time",
-           "positive_duration", "resolve_window", "run_job", "validate_args", "wants_sinks",
-           "wants_tsdb", "write_sinks"]
+           "add_job_arguments", "parse_duration", "parse_time", "positive_duration",
+           "read_window", "resolve_window", "run_job", "write_sinks"]
 
 SUMMARY_PREFIX = "stormotel-analyze"
 #: Outcome label values (AN_RUNS); schema.AN_OUTCOMES_SUCCESS lists the successful ones.
@@ -82,34 +79,33 @@ OUTCOME_SINK_FAILURE = "sink_failure"
 
 # --- source ----------------------------------------------------------------------------------
 
-def build_timeline_from_args(args: argparse.Namespace, window: Window,
-                             deadline: http.Deadline | None = None,
-                             progress: Callable[[str], None] | None = None
-                             ) -> tuple[Timeline, LoadOutcome]:
+def read_window(job: JobOptions, job_id: str, window: Window,
+                deadline: http.Deadline | None = None,
+                progress: Callable[[str], None] | None = None) -> tuple[Timeline, LoadOutcome]:
     """Read the window from every ``--prometheus`` endpoint (stormotel or dcgm series).
 
-    Raises SourceFailure (nothing readable), http.ConfigError / MapError (user-fixable input).
+    Raises SourceFailureError (nothing readable), http.ConfigError / MapError (user-fixable input).
     """
-    settings = http.settings_from_args(args)
-    qw = QueryWindow(job_id=args.job_id, start_ns=window.start_ns,
-                     end_ns=window.end_ns - 1_000_000, step_s=args.step)
+    settings, tsdb = job.http, job.tsdb
+    qw = QueryWindow(job_id=job_id, start_ns=window.start_ns,
+                     end_ns=window.end_ns - 1_000_000, step_s=tsdb.step)
     with http.make_client(settings) as client:
-        if args.dcgm:
+        if tsdb.dcgm:
             options = DcgmOptions(
-                rank_map=GpuRankMap.load(args.gpu_rank_map) if args.gpu_rank_map else None,
-                rank_label=args.rank_label, selector=args.dcgm_selector)
-            timeline, outcome = load_dcgm(args.prometheus, qw, options, settings=settings,
+                rank_map=GpuRankMap.load(tsdb.gpu_rank_map) if tsdb.gpu_rank_map else None,
+                rank_label=tsdb.rank_label, selector=tsdb.dcgm_selector)
+            timeline, outcome = load_dcgm(tsdb.prometheus, qw, options, settings=settings,
                                           client=client, deadline=deadline,
-                                          concurrency=args.concurrency, progress=progress)
+                                          concurrency=tsdb.concurrency, progress=progress)
         else:
-            timeline, outcome = load_prometheus(args.prometheus, qw, settings=settings,
+            timeline, outcome = load_prometheus(tsdb.prometheus, qw, settings=settings,
                                                 client=client, deadline=deadline,
-                                                concurrency=args.concurrency,
+                                                concurrency=tsdb.concurrency,
                                                 progress=progress)
-            with_rank_info(timeline, args.prometheus, qw, settings, client, deadline)
+            with_rank_info(timeline, list(tsdb.prometheus), qw, settings, client, deadline)
     if not timeline.ranks:
-        raise NoTelemetry(f"no telemetry for job_id={args.job_id!r} in {window.iso()} at "
-                            f"{', '.join(outcome.endpoints_ok)}")
+        raise NoTelemetryError(f"no telemetry for job_id={job_id!r} in {window.iso()} at "
+                                 f"{', '.join(outcome.endpoints_ok)}")
     if window.note:
         timeline.notes.append(window.note)
     return timeline, outcome
@@ -134,7 +130,7 @@ def _count_findings(report: Report) -> int:
             + len(report.collective_attributions) + len(report.stall_findings))
 
 
-def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], *,
+def run_job(job: JobOptions, analyze_fn: Callable[[Timeline], Report], *,
             emit_report: Callable[[Report], None] | None = None,
             err: TextIO | None = None, out: TextIO | None = None,
             now_ns: int | None = None) -> int:
@@ -146,12 +142,11 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
     err = err or sys.stderr
     started = time.monotonic()
     now_ns = now_ns if now_ns is not None else time.time_ns()
-    deadline = http.Deadline(args.timeout)
-    problem = validate_args(args)
-    if problem:
-        print(f"stormotel analyze: error: {problem}", file=err)
-        return exitcodes.USAGE
-    job_id = args.job_id
+    deadline = http.Deadline(job.schedule.timeout)
+    job_id = job.job_id
+    if job_id is None:  # the options' check and run_scheduled give every run its job id
+        raise ValueError("run_job needs a job id")
+    dry_run, state_file = job.sinks.dry_run, job.schedule.state_file
     summary: dict[str, object] = {"job_id": job_id}
 
     def finish(code: int, outcome: str, **more: object) -> int:
@@ -163,25 +158,25 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
         return code
 
     def progress(msg: str) -> None:
-        if not getattr(args, "quiet", False):
+        if not job.quiet:
             print(f"stormotel analyze: {one_line(msg, 2000)}", file=err, flush=True)
 
-    state = StateFile(args.state_file) if args.state_file and not args.dry_run else None
+    state = StateFile(state_file) if state_file and not dry_run else None
     try:
         with state.locked() if state else contextlib.nullcontext():
-            written = _written_end(args, state, job_id, now_ns, deadline)
-            if args.dry_run and args.state_file:  # read the state, never lock or write it
-                window = resolve_window(args, now_ns, StateFile(args.state_file).read(),
+            written = _written_end(job, state, job_id, now_ns, deadline)
+            if dry_run and state_file:  # read the state, never lock or write it
+                window = resolve_window(job.schedule, now_ns, StateFile(state_file).read(),
                                         job_id, written)
             else:
-                window = resolve_window(args, now_ns, state, job_id, written)
+                window = resolve_window(job.schedule, now_ns, state, job_id, written)
             if window is None:
                 return finish(exitcodes.OK, OUTCOME_OK, note="no new time since the last run")
             summary["window"] = window.iso()
             try:
-                timeline, src = build_timeline_from_args(args, window, deadline, progress)
-            except SourceFailure as e:
-                if args.scheduled and isinstance(e, NoTelemetry) and (
+                timeline, src = read_window(job, job_id, window, deadline, progress)
+            except SourceFailureError as e:
+                if job.schedule.scheduled and isinstance(e, NoTelemetryError) and (
                         written is not None or (state and state.last_end_ns(job_id))):
                     # The job ended: its final window was analysed by an earlier run.
                     if state is not None:
@@ -192,7 +187,7 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
                 print(f"stormotel analyze: error: {one_line(e)}", file=err)
                 runs = _count_run(state, job_id, OUTCOME_SOURCE_FAILURE)
                 _save(state)
-                _record_failure(args, job_id, runs, started, now_ns, deadline, err)
+                _record_failure(job, job_id, runs, started, now_ns, deadline, err)
                 return finish(exitcodes.SOURCE_FAILURE, OUTCOME_SOURCE_FAILURE)
             report = analyze_fn(timeline)
             _describe_run(report, timeline, src, window, job_id)
@@ -221,7 +216,7 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
                     job_id=job_id, duration_s=time.monotonic() - started,
                     now_ms=now_ns // 1_000_000, runs_by_outcome=counts, success=success)
 
-            sinks = write_sinks(report, timeline, args, run_points=run_points,
+            sinks = write_sinks(report, timeline, job, run_points=run_points,
                                 deadline=deadline, out=out)
             if report_error:
                 sinks.status["report"] = report_error
@@ -242,7 +237,7 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
                 state.job(job_id)["updated"] = _iso(now_ns)
             _save(state)
             if report.has_findings():
-                code = exitcodes.OK if args.scheduled else exitcodes.FINDINGS
+                code = exitcodes.OK if job.schedule.scheduled else exitcodes.FINDINGS
                 return finish(code, OUTCOME_FINDINGS)
             return finish(exitcodes.OK, OUTCOME_OK)
     except (StateError, http.ConfigError, MapError) as e:
@@ -250,43 +245,40 @@ def run_job(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], 
         return finish(exitcodes.USAGE, "usage_error")
 
 
-class NoTelemetry(SourceFailure):
-    """The endpoints answered, but the job has no telemetry in the window."""
-
-
-def _written_end(args: argparse.Namespace, state: StateFile | None, job_id: str, now_ns: int,
+def _written_end(job: JobOptions, state: StateFile | None, job_id: str, now_ns: int,
                  deadline: http.Deadline) -> int | None:
     """A scheduled run without state for the job reads the previous run's window end back from
     the TSDB it writes to (remote write into the queried TSDB)."""
-    if not args.scheduled or args.start is not None or not args.remote_write:
+    if not job.schedule.scheduled or job.schedule.start is not None \
+            or not job.sinks.remote_write:
         return None
     if state is not None and state.last_end_ns(job_id) is not None:
         return None
     from stormotel.analyzers.scheduled.tsdb_state import last_window_end_ns
 
-    settings = http.settings_from_args(args)
-    with http.make_client(settings) as client:
-        return last_window_end_ns(client, args.prometheus, job_id, now_ns=now_ns,
-                                  lookback_s=int(args.max_window), settings=settings,
+    with http.make_client(job.http) as client:
+        return last_window_end_ns(client, job.tsdb.prometheus, job_id, now_ns=now_ns,
+                                  lookback_s=int(job.schedule.max_window), settings=job.http,
                                   deadline=deadline)
 
 
-def _record_failure(args: argparse.Namespace, job_id: str, runs: dict[str, int],
-                    started: float, now_ns: int, deadline: http.Deadline, err: TextIO) -> None:
+def _record_failure(job: JobOptions, job_id: str, runs: dict[str, int], started: float,
+                    now_ns: int, deadline: http.Deadline, err: TextIO) -> None:
     """A failed run writes its failure (time and run counter) to the series sinks, so
     StormotelAnalyzerFailing sees it; best effort: the run already failed."""
-    if args.dry_run or not (args.remote_write or args.pushgateway):
+    sinks = job.sinks
+    if sinks.dry_run or not (sinks.remote_write or sinks.pushgateway):
         return
     points = findings_series.run_samples(
         job_id=job_id, duration_s=time.monotonic() - started, now_ms=now_ns // 1_000_000,
         runs_by_outcome=runs or {OUTCOME_SOURCE_FAILURE: 1}, success=False)
-    settings = http.settings_from_args(args)
+    settings = job.http
     try:
         with http.make_client(settings) as client:
-            for url in args.remote_write:
+            for url in sinks.remote_write:
                 remote_write.write(client, url, points, settings=settings, deadline=deadline)
-            if args.pushgateway:
-                pushgateway.push(client, args.pushgateway, job_id, points, settings=settings,
+            if sinks.pushgateway:
+                pushgateway.push(client, sinks.pushgateway, job_id, points, settings=settings,
                                  deadline=deadline)
     except (http.EndpointError, http.ConfigError, OSError) as e:
         print(f"stormotel analyze: could not record the failed run: {e}", file=err)

@@ -24,10 +24,22 @@ class UsageError(StormotelError):
     exit_code = exitcodes.USAGE
 
 
+class SourceInputError(UsageError):
+    """A telemetry input the user named that cannot be used at all: a missing file, a file that
+    is not telemetry, a corrupt archive (exit USAGE). The message names the file (and line) and
+    the problem; the fix is the user's. A bad record inside a usable file is a counted skip."""
+
+
 class SourceFailureError(StormotelError):
-    """No telemetry could be read at all (exit SOURCE_FAILURE)."""
+    """No telemetry could be read at all: every server failed or refused, or what was read holds
+    none (exit SOURCE_FAILURE). The fix is on the data path, not in the invocation."""
 
     exit_code = exitcodes.SOURCE_FAILURE
+
+
+class NoTelemetryError(SourceFailureError):
+    """The sources were read (files parsed, endpoints answered) but hold no telemetry for the
+    job and window asked for."""
 
 
 class SinkFailureError(StormotelError):

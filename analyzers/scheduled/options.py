@@ -1,6 +1,6 @@
-"""The scheduled analyzer's command line: durations, times, every flag of the TSDB run, and the
-checks that need several flags at once. Parsed once; nothing below the command line sees argparse
-except through the namespace these flags fill."""
+"""The scheduled analyzer's command line: durations, times and every flag of the TSDB run.
+Declared here without heavy imports; :mod:`analyzers.cli_options` turns what they fill into
+typed options (and checks the flags that need each other), once."""
 
 from __future__ import annotations
 
@@ -90,14 +90,16 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, include_job_id: bool =
     win.add_argument("--state-file", type=Path, metavar="FILE",
                      help="records the last analysed window end per job, so consecutive runs "
                           "cover time without gaps or overlaps (locked while a run is active)")
-    win.add_argument("--settle", type=parse_duration, default=60.0, metavar="DURATION",
+    # A duration's default is written once, as text: argparse parses it like a given value.
+    win.add_argument("--settle", type=parse_duration, default="60s", metavar="DURATION",
                      help="leave this much of the most recent time for the next run, so late "
-                          "scrapes/remote writes are not missed (default 60s)")
-    win.add_argument("--max-window", type=positive_duration, default=86400.0, metavar="DURATION",
-                     help="analyse at most this much per run when catching up (default 1d)")
-    win.add_argument("--timeout", type=positive_duration, default=300.0, metavar="DURATION",
+                          "scrapes/remote writes are not missed (default %(default)s)")
+    win.add_argument("--max-window", type=positive_duration, default="1d", metavar="DURATION",
+                     help="analyse at most this much per run when catching up "
+                          "(default %(default)s)")
+    win.add_argument("--timeout", type=positive_duration, default="5m", metavar="DURATION",
                      help="budget for the whole run: every request is cut short to fit "
-                          "(default 5m)")
+                          "(default %(default)s)")
     win.add_argument("--scheduled", action="store_true",
                      help="run as a scheduled job (CronJob): exit 0 when the run succeeded, "
                           "findings written included; non-zero only when it failed (a "
@@ -134,40 +136,3 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, include_job_id: bool =
                      help="write the merged multi-rank timeline as Chrome trace JSON "
                           "(opens in ui.perfetto.dev)")
     add_http_arguments(parser)
-
-
-def wants_tsdb(args: argparse.Namespace) -> bool:
-    """True when the run reads from a TSDB (``--prometheus`` given)."""
-    return bool(getattr(args, "prometheus", None))
-
-
-def wants_sinks(args: argparse.Namespace) -> bool:
-    """True when any write-back sink flag was given (also usable with file sources)."""
-    return bool(getattr(args, "grafana_url", None) or getattr(args, "remote_write", None)
-                or getattr(args, "pushgateway", None) or getattr(args, "perfetto", None)
-                or getattr(args, "incident_dashboard", None))
-
-
-def validate_args(args: argparse.Namespace) -> str | None:
-    """A one-line usage error, or None."""
-    if wants_tsdb(args):
-        if not args.job_id and not args.dcgm and not args.scheduled:
-            return "--prometheus needs --job-id (or --scheduled to analyse every job found)"
-        if args.job_selector and not args.scheduled:
-            return "--job-selector needs --scheduled (and no --job-id)"
-        if args.dcgm and args.gpu_rank_map is not None and args.rank_label is not None:
-            return "--dcgm takes --gpu-rank-map FILE or --rank-label LABEL, not both"
-        if args.dcgm and not args.job_id:
-            return "--dcgm needs --job-id (the name findings are reported under)"
-        if args.end is not None and args.start is None:
-            return "--end needs --start"
-        if args.start is not None and args.since is not None:
-            return "give --since or --start/--end, not both"
-    elif args.dcgm or args.state_file:
-        return "--dcgm and --state-file need --prometheus URL"
-    if (args.grafana_dashboard or args.grafana_dashboard_uid or args.grafana_folder) \
-            and not args.grafana_url:
-        return "--grafana-dashboard/--grafana-dashboard-uid/--grafana-folder need --grafana-url"
-    if args.concurrency < 1:
-        return "--concurrency must be at least 1"
-    return None

@@ -9,14 +9,14 @@ sink (4) — the same codes as a single-job run (docs/exit-codes.md).
 
 from __future__ import annotations
 
-import argparse
-import copy
+import dataclasses
 import sys
 import time
 from collections.abc import Callable
 from typing import TextIO
 
 from stormotel.analyzers import http
+from stormotel.analyzers.options import JobOptions
 from stormotel.analyzers.report import Report
 from stormotel.analyzers.scheduled.discovery import DiscoveryError, discover_jobs
 from stormotel.analyzers.timeline import Timeline
@@ -31,33 +31,34 @@ DISCOVERY_WINDOW_S = 3600.0
 _PRECEDENCE = (exitcodes.USAGE, exitcodes.SOURCE_FAILURE, exitcodes.SINK_FAILURE)
 
 
-def run_scheduled(args: argparse.Namespace, analyze_fn: Callable[[Timeline], Report], *,
+def run_scheduled(job: JobOptions, analyze_fn: Callable[[Timeline], Report], *,
                   run_one: Callable[..., int],
                   emit_report: Callable[[Report], None] | None = None,
                   err: TextIO | None = None, now_ns: int | None = None) -> int:
     """Discover the window's jobs and run ``run_one`` (``analyzers.job.run_job``) for each."""
     err = err or sys.stderr
     now_ns = now_ns if now_ns is not None else time.time_ns()
-    end = now_ns - int(args.settle * 1e9)
-    span = args.since if args.since is not None else DISCOVERY_WINDOW_S
+    schedule = job.schedule
+    end = now_ns - int(schedule.settle * 1e9)
+    span = schedule.since if schedule.since is not None else DISCOVERY_WINDOW_S
     start = end - int(span * 1e9)
-    settings = http.settings_from_args(args)
     try:
-        with http.make_client(settings) as client:
-            jobs = discover_jobs(client, args.prometheus, selector=args.job_selector or "",
-                                 start_ns=start, end_ns=end, settings=settings,
-                                 deadline=http.Deadline(args.timeout))
+        with http.make_client(job.http) as client:
+            jobs = discover_jobs(client, job.tsdb.prometheus,
+                                 selector=schedule.job_selector or "", start_ns=start,
+                                 end_ns=end, settings=job.http,
+                                 deadline=http.Deadline(schedule.timeout))
     except DiscoveryError as e:
         print(f"stormotel analyze: error: {one_line(e)}", file=err)
         return exitcodes.SOURCE_FAILURE
     if not jobs:
         print("stormotel analyze: no training job has telemetry in the window"
-              f"{' matching ' + args.job_selector if args.job_selector else ''}", file=err)
+              f"{' matching ' + schedule.job_selector if schedule.job_selector else ''}",
+              file=err)
         return exitcodes.OK
     codes = []
     for job_id in jobs:
-        one = copy.copy(args)
-        one.job_id = job_id
-        codes.append(run_one(one, analyze_fn, emit_report=emit_report, err=err, now_ns=now_ns))
+        codes.append(run_one(dataclasses.replace(job, job_id=job_id), analyze_fn,
+                             emit_report=emit_report, err=err, now_ns=now_ns))
     failed = [c for c in codes if c != exitcodes.OK]
     return next((c for c in _PRECEDENCE if c in failed), failed[0] if failed else exitcodes.OK)

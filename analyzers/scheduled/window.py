@@ -3,10 +3,10 @@ file, or the end read back from the TSDB), ``--settle`` before now, at most ``--
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from stormotel.analyzers.options import ScheduleOptions
 from stormotel.analyzers.scheduled.state import StateError, StateFile
 
 
@@ -29,22 +29,22 @@ def _iso(ns: int) -> str:
         return f"{ns}ns (not a representable date)"
 
 
-def resolve_window(args: argparse.Namespace, now_ns: int, state: StateFile | None,
+def resolve_window(schedule: ScheduleOptions, now_ns: int, state: StateFile | None,
                    job_id: str, written_end_ns: int | None = None) -> Window | None:
     """The half-open window ``[start, end)`` of this run; None when there is nothing new.
 
     ``written_end_ns`` is the previous run's end as read back from the TSDB, used when the state
     file does not know the job (a CronJob's emptyDir starts empty every run)."""
-    if args.start is not None:
-        end = args.end if args.end is not None else now_ns
-        if end <= args.start:
+    if schedule.start is not None:
+        end = schedule.end if schedule.end is not None else now_ns
+        if end <= schedule.start:
             raise StateError("--end must be after --start")
-        return Window(args.start, end, tracked=False)
-    end = now_ns - int(args.settle * 1e9)
+        return Window(schedule.start, end, tracked=False)
+    end = now_ns - int(schedule.settle * 1e9)
     last = state.last_end_ns(job_id) if state else None
     if last is None:
         last = written_end_ns
-    since = args.since if args.since is not None else 3600.0
+    since = schedule.since if schedule.since is not None else 3600.0
     note = ""
     if last is not None and last > now_ns:
         # We only ever store ends at or before "now": a future one is a clock jump or a
@@ -55,8 +55,8 @@ def resolve_window(args: argparse.Namespace, now_ns: int, state: StateFile | Non
     start = last if last is not None else end - int(since * 1e9)
     if end <= start:
         return None
-    max_ns = int(args.max_window * 1e9)
+    max_ns = int(schedule.max_window * 1e9)
     if end - start > max_ns:
         end = start + max_ns
-        note = f"catching up: analysed {args.max_window:g}s of a longer backlog"
+        note = f"catching up: analysed {schedule.max_window:g}s of a longer backlog"
     return Window(start, end, tracked=True, note=note)

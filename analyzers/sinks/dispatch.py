@@ -5,7 +5,6 @@ each would do."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -18,6 +17,7 @@ from typing import Any, TextIO
 
 from stormotel.analyzers import http
 from stormotel.analyzers.findings import ranks_named
+from stormotel.analyzers.options import JobOptions, SinkOptions
 from stormotel.analyzers.report import Report
 from stormotel.analyzers.sinks import findings_series, grafana, perfetto, pushgateway, remote_write
 from stormotel.analyzers.sinks.base import Sink
@@ -42,8 +42,8 @@ class SinkOutcome:
                         for k, v in self.status.items()) or "none"
 
 
-def _grafana_auth(args: argparse.Namespace) -> http.BearerAuth | None:
-    token = http.read_secret(args.grafana_token_file, grafana.ENV_GRAFANA_TOKEN,
+def _grafana_auth(sinks: SinkOptions) -> http.BearerAuth | None:
+    token = http.read_secret(sinks.grafana_token_file, grafana.ENV_GRAFANA_TOKEN,
                              "Grafana token")
     return http.BearerAuth(token) if token else None
 
@@ -72,10 +72,12 @@ class RunContext:
 
     report: Report
     timeline: Timeline
-    args: argparse.Namespace
+    sinks: SinkOptions
     job_id: str
     settings: http.HttpSettings
     deadline: http.Deadline | None
+    #: The TSDB query endpoints, where a rejected remote write is checked against.
+    query_urls: tuple[str, ...] = ()
 
 
 @dataclass
@@ -84,28 +86,29 @@ class GrafanaSink:
     dashboard through Grafana's API."""
 
     ctx: RunContext
+    url: str
     name: str = "grafana"
 
     def _annotations(self) -> list[grafana.Annotation]:
         return grafana.annotations_for(self.ctx.report, self.ctx.job_id)
 
     def plan(self, out: TextIO) -> str:
-        a, anns = self.ctx.args, self._annotations()
+        a, anns = self.ctx.sinks, self._annotations()
         res = grafana.sync_annotations(None, anns, self.ctx.job_id,
                                        dashboard_uid=a.grafana_dashboard_uid, dry_run=True)
-        print(f"# would sync {len(anns)} annotation(s) to {one_line(a.grafana_url)}", file=out)
+        print(f"# would sync {len(anns)} annotation(s) to {one_line(self.url)}", file=out)
         for body in res.planned:
             print(json.dumps(body, sort_keys=True), file=out)
         if a.grafana_dashboard:
             print(f"# would save incident dashboard "
                   f"{_incident_board(self.ctx.report, self.ctx.job_id)['uid']} to "
-                  f"{one_line(a.grafana_url)}", file=out)
+                  f"{one_line(self.url)}", file=out)
         return f"planned={len(anns)}"
 
     def write(self) -> str:
-        a, ctx = self.ctx.args, self.ctx
+        a, ctx = self.ctx.sinks, self.ctx
         with http.make_client(ctx.settings, auth=_grafana_auth(a)) as client:
-            api = grafana.GrafanaAPI(a.grafana_url, client, ctx.settings, ctx.deadline)
+            api = grafana.GrafanaAPI(self.url, client, ctx.settings, ctx.deadline)
             res = grafana.sync_annotations(api, self._annotations(), ctx.job_id,
                                            dashboard_uid=a.grafana_dashboard_uid)
             detail = str(res)
@@ -119,39 +122,43 @@ class GrafanaSink:
 
 
 @dataclass
-class IncidentDashboardFileSink:
-    """The incident dashboard JSON written to ``--incident-dashboard FILE``."""
+class _FileSink:
+    """A sink that writes one local file, named by its flag."""
 
     ctx: RunContext
+    path: Path
+
+
+@dataclass
+class IncidentDashboardFileSink(_FileSink):
+    """The incident dashboard JSON written to ``--incident-dashboard FILE``."""
+
     name: str = "incident_dashboard"
 
     def plan(self, out: TextIO) -> str:
         board = _incident_board(self.ctx.report, self.ctx.job_id)
-        print(f"# would write incident dashboard {board['uid']} to "
-              f"{self.ctx.args.incident_dashboard}", file=out)
+        print(f"# would write incident dashboard {board['uid']} to {self.path}", file=out)
         return ""
 
     def write(self) -> str:
         board = _incident_board(self.ctx.report, self.ctx.job_id)
-        _atomic_write(self.ctx.args.incident_dashboard,
-                      json.dumps(board, indent=2, sort_keys=True))
-        return str(self.ctx.args.incident_dashboard)
+        _atomic_write(self.path, json.dumps(board, indent=2, sort_keys=True))
+        return str(self.path)
 
 
 @dataclass
-class PerfettoSink:
+class PerfettoSink(_FileSink):
     """The merged multi-rank timeline as Chrome trace JSON (``--perfetto FILE``)."""
 
-    ctx: RunContext
     name: str = "perfetto"
 
     def plan(self, out: TextIO) -> str:
         n = len(perfetto.trace_events(self.ctx.timeline, self.ctx.report))
-        print(f"# would write {n} trace event(s) to {self.ctx.args.perfetto}", file=out)
+        print(f"# would write {n} trace event(s) to {self.path}", file=out)
         return ""
 
     def write(self) -> str:
-        n = perfetto.write_trace(self.ctx.args.perfetto, self.ctx.timeline, self.ctx.report)
+        n = perfetto.write_trace(self.path, self.ctx.timeline, self.ctx.report)
         return f"events={n}"
 
 
@@ -174,7 +181,7 @@ class RemoteWriteSink:
     def write(self) -> str:
         with http.make_client(self.ctx.settings) as client:
             return _remote_write_checked(client, self.url, self.points, self.ctx.settings,
-                                         self.ctx.deadline, self.ctx.args.prometheus)
+                                         self.ctx.deadline, self.ctx.query_urls)
 
 
 @dataclass
@@ -182,17 +189,18 @@ class PushgatewaySink:
     """Findings and run series as the job's Pushgateway group (replaced each run)."""
 
     ctx: RunContext
+    url: str
     points: list[findings_series.SeriesPoint]
     name: str = "pushgateway"
 
     def plan(self, out: TextIO) -> str:
-        print(f"# would push {len(self.points)} series to {one_line(self.ctx.args.pushgateway)} "
+        print(f"# would push {len(self.points)} series to {one_line(self.url)} "
               f"(job={pushgateway.PUSH_JOB}, job_id={self.ctx.job_id})", file=out)
         return ""
 
     def write(self) -> str:
         with http.make_client(self.ctx.settings) as client:
-            n = pushgateway.push(client, self.ctx.args.pushgateway, self.ctx.job_id,
+            n = pushgateway.push(client, self.url, self.ctx.job_id,
                                  self.points, settings=self.ctx.settings,
                                  deadline=self.ctx.deadline)
         return f"series={n}"
@@ -200,30 +208,30 @@ class PushgatewaySink:
 
 def file_and_api_sinks(ctx: RunContext) -> list[Sink]:
     """The sinks that do not carry the run's own series, in the order they are written."""
-    a = ctx.args
+    a = ctx.sinks
     sinks: list[Sink] = []
     if a.grafana_url:
-        sinks.append(GrafanaSink(ctx))
+        sinks.append(GrafanaSink(ctx, a.grafana_url))
     if a.incident_dashboard:
-        sinks.append(IncidentDashboardFileSink(ctx))
+        sinks.append(IncidentDashboardFileSink(ctx, a.incident_dashboard))
     if a.perfetto:
-        sinks.append(PerfettoSink(ctx))
+        sinks.append(PerfettoSink(ctx, a.perfetto))
     return sinks
 
 
 def series_sinks(ctx: RunContext, points: list[findings_series.SeriesPoint]) -> list[Sink]:
     """Remote write (one per URL) and Pushgateway, carrying ``points``."""
-    urls = ctx.args.remote_write
+    urls = ctx.sinks.remote_write
     sinks: list[Sink] = [RemoteWriteSink(ctx, url, points,
                                          "remote_write" if len(urls) == 1
                                          else f"remote_write{i + 1}")
                          for i, url in enumerate(urls)]
-    if ctx.args.pushgateway:
-        sinks.append(PushgatewaySink(ctx, points))
+    if ctx.sinks.pushgateway:
+        sinks.append(PushgatewaySink(ctx, ctx.sinks.pushgateway, points))
     return sinks
 
 
-def write_sinks(report: Report, timeline: Timeline, args: argparse.Namespace, *,
+def write_sinks(report: Report, timeline: Timeline, job: JobOptions, *,
                 run_points: Callable[[bool], list[findings_series.SeriesPoint]] | None = None,
                 deadline: http.Deadline | None = None, out: TextIO | None = None
                 ) -> SinkOutcome:
@@ -234,9 +242,9 @@ def write_sinks(report: Report, timeline: Timeline, args: argparse.Namespace, *,
     run-level series, and a run whose other sinks failed is recorded as a failure there, never
     as a success."""
     out = out or sys.stdout
-    dry = bool(getattr(args, "dry_run", False))
-    ctx = RunContext(report, timeline, args, args.job_id or report.job_id or "unknown",
-                     http.settings_from_args(args), deadline)
+    dry = job.sinks.dry_run
+    ctx = RunContext(report, timeline, job.sinks, job.job_id or report.job_id or "unknown",
+                     job.http, deadline, job.tsdb.prometheus)
     result = SinkOutcome()
 
     def attempt(sink: Sink) -> None:
@@ -251,7 +259,7 @@ def write_sinks(report: Report, timeline: Timeline, args: argparse.Namespace, *,
 
     for sink in file_and_api_sinks(ctx):
         attempt(sink)
-    if args.remote_write or args.pushgateway:
+    if job.sinks.remote_write or job.sinks.pushgateway:
         # File/log analyses may have no time window: stamp their findings with "now".
         ts = None if report.window_end_ns is not None else time.time_ns() // 1_000_000
         points = findings_series.findings_samples(report, job_id=ctx.job_id, timestamp_ms=ts) \
@@ -267,7 +275,7 @@ _ALREADY_STORED = re.compile(r"duplicate sample|out of order|out of bounds|too o
 
 def _remote_write_checked(client: Any, url: str, points: list[findings_series.SeriesPoint],
                           settings: http.HttpSettings, deadline: http.Deadline | None,
-                          query_urls: list[str]) -> str:
+                          query_urls: tuple[str, ...]) -> str:
     """Remote write, and a rejected batch is a failure unless the TSDB already holds it.
 
     A re-run may re-send samples the TSDB already holds; Prometheus answers 400 ("duplicate

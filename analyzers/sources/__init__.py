@@ -8,7 +8,7 @@ length-prefixed OTLP protobuf. Everything lands in one :class:`TimelineBuilder`,
 split across files and de-duplicates samples seen twice (overlapping archives).
 
 Named files that are not telemetry are errors; files found while walking a folder that are not
-telemetry are skipped and noted. No telemetry at all raises ``SourceError(no_telemetry=True)``.
+telemetry are skipped and noted. No telemetry at all raises ``NoTelemetryError``.
 """
 
 from __future__ import annotations
@@ -21,12 +21,14 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from stormotel.analyzers.sources import stormlog, stormlog_fast
-from stormotel.analyzers.sources.base import LoadContext, ProgressFn, SourceError
+from stormotel.analyzers.sources.base import LoadContext, ProgressFn
 from stormotel.analyzers.sources.jsonio import JSONDecodeError, loads
 from stormotel.analyzers.sources.otlp_archive import OtlpFileReader, looks_like_otlp_json
 from stormotel.analyzers.timeline import Timeline, TimelineBuilder
 
-__all__ = ["LoadContext", "SourceError", "expand_paths", "load_paths"]
+from stormotel.errors import NoTelemetryError, SourceInputError
+
+__all__ = ["LoadContext", "expand_paths", "load_paths"]
 
 #: Extensions walked inside folders (after stripping a compression suffix).
 OOM_DUMP_SUFFIX = ".ring.jsonl"
@@ -104,7 +106,7 @@ def expand_paths(paths: Iterable[str], ctx: LoadContext | None = None
     for raw in paths:
         matches = sorted(glob.glob(raw, recursive=True)) if glob.has_magic(raw) else [raw]
         if not matches:
-            raise SourceError(f"{raw}: no file matches this pattern")
+            raise SourceInputError(f"{raw}: no file matches this pattern")
         for m in matches:
             p = Path(m)
             if p.is_dir():
@@ -122,19 +124,19 @@ def expand_paths(paths: Iterable[str], ctx: LoadContext | None = None
             elif p.is_file():
                 add(p, True)
             elif not p.exists():
-                raise SourceError(f"{m}: no such file or directory")
+                raise SourceInputError(f"{m}: no such file or directory")
             elif stat.S_ISFIFO(os.stat(p).st_mode) or stat.S_ISCHR(os.stat(p).st_mode):
                 add(p, True)
             else:
-                raise SourceError(f"{m}: not a regular file or directory")
+                raise SourceInputError(f"{m}: not a regular file or directory")
     return out
 
 
 _ZSTD_SLICE = 4096  # compressed bytes per decompress call: bounds one call's output
 
 
-def _too_large(path: Path, limit: int, what: str = "") -> SourceError:
-    return SourceError(f"{path}: larger than {limit} bytes{what} (the per-file limit; raise "
+def _too_large(path: Path, limit: int, what: str = "") -> SourceInputError:
+    return SourceInputError(f"{path}: larger than {limit} bytes{what} (the per-file limit; raise "
                        f"${ENV_MAX_FILE_BYTES} if this is real telemetry)")
 
 
@@ -156,19 +158,19 @@ def _read_bytes(path: Path, ctx: LoadContext | None = None) -> bytes:
     try:
         raw = _read_raw(path, limit)
     except OSError as exc:
-        raise SourceError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+        raise SourceInputError(f"{path}: cannot read ({exc.strerror or exc})") from exc
     try:
         if name.endswith(".gz"):
             return _gunzip(raw, path, limit)
         if name.endswith((".zst", ".zstd")):
             return _unzstd(raw, path, limit, ctx)
     except (OSError, EOFError, zlib.error) as exc:
-        raise SourceError(f"{path}: not valid gzip ({exc})") from exc
-    except SourceError:
+        raise SourceInputError(f"{path}: not valid gzip ({exc})") from exc
+    except SourceInputError:
         raise
     except Exception as exc:  # zstandard.ZstdError has no stable import path across versions
         if type(exc).__name__ == "ZstdError":
-            raise SourceError(f"{path}: not valid zstd ({exc})") from exc
+            raise SourceInputError(f"{path}: not valid zstd ({exc})") from exc
         raise
     return raw
 
@@ -234,13 +236,13 @@ def _first_line(data: bytes) -> bytes:
 def load_file(path: Path, ctx: LoadContext, *, explicit: bool) -> int:
     """Load one file; returns samples added.
 
-    A file the user named that cannot be used raises :class:`SourceError`; one found while
+    A file the user named that cannot be used raises :class:`SourceInputError`; one found while
     walking a folder is skipped and counted (``unreadable_file``), so one corrupt file does not
     hide the rest of an archive.
     """
     try:
         return _load_file(path, ctx, explicit=explicit)
-    except SourceError as exc:
+    except SourceInputError as exc:
         if explicit:
             raise
         ctx.skip("unreadable_file", str(path), str(exc).removeprefix(f"{path}: "))
@@ -287,7 +289,7 @@ def _stormlog_json_records(data: bytes, where: str, ctx: LoadContext) -> list | 
         try:
             first = loads(head)
         except JSONDecodeError:
-            raise SourceError(f"{where}: line 1: not valid JSON ({exc})") from exc
+            raise SourceInputError(f"{where}: line 1: not valid JSON ({exc})") from exc
         if not stormlog.looks_like_stormlog(first):
             return None
         return stormlog.read_json_lines(data, where, ctx)
@@ -298,7 +300,7 @@ def _stormlog_json_records(data: bytes, where: str, ctx: LoadContext) -> list | 
 
 def _not_telemetry(where: str, ctx: LoadContext, explicit: bool, what: str) -> int:
     if explicit:
-        raise SourceError(f"{where}: {what}")
+        raise SourceInputError(f"{where}: {what}")
     ctx.skip("not_telemetry", where, what)
     return 0
 
@@ -335,9 +337,8 @@ def load_paths(paths: Iterable[str], *, progress: ProgressFn | None = None,
     ctx = ctx or LoadContext(progress=progress, job_id=job_id)
     files = expand_paths(paths, ctx)
     if not files:
-        raise SourceError(f"no telemetry files under {', '.join(map(str, paths))} "
-                          f"(looked for {', '.join(TELEMETRY_SUFFIXES)}, optionally .gz/.zst)",
-                          no_telemetry=True)
+        raise NoTelemetryError(f"no telemetry files under {', '.join(map(str, paths))} "
+                          f"(looked for {', '.join(TELEMETRY_SUFFIXES)}, optionally .gz/.zst)")
     sizes = [p.stat().st_size for p, _ in files]
     total_bytes = sum(sizes)
     loud = len(files) >= PROGRESS_FILES or total_bytes >= PROGRESS_BYTES
@@ -370,7 +371,7 @@ def load_paths(paths: Iterable[str], *, progress: ProgressFn | None = None,
     if timeline.total_samples() == 0:
         reasons = ", ".join(f"{k}={v}" for k, v in sorted(timeline.skipped.items())) or "none"
         found = next((n for n in timeline.notes if "no GPU memory series" in n), None)
-        raise SourceError(f"no telemetry samples readable from {len(files)} file(s) "
+        raise NoTelemetryError(f"no telemetry samples readable from {len(files)} file(s) "
                           f"(skipped: {reasons}); first: {files[0][0]}"
-                          + (f" — {found}" if found else ""), no_telemetry=True)
+                          + (f" — {found}" if found else ""))
     return timeline

@@ -3,7 +3,9 @@
 A source never raises for one bad record; it calls :meth:`LoadContext.skip`, which counts the
 record under a reason and keeps the first few locations (``file:line: what was wrong``) as notes
 for the report. Whole-input problems (a named file that does not exist, a file that is not
-telemetry at all) raise :class:`SourceError` with a one-line message the CLI prints as is.
+telemetry at all) raise :class:`stormotel.errors.SourceInputError` (the user's to fix, exit
+USAGE) or :class:`stormotel.errors.NoTelemetryError` (nothing readable, exit SOURCE_FAILURE) with a
+one-line message the CLI prints as is.
 """
 
 from __future__ import annotations
@@ -14,8 +16,7 @@ from dataclasses import dataclass, field
 
 from stormotel.analyzers.timeline import TimelineBuilder
 
-from stormotel import exitcodes
-from stormotel.errors import StormotelError
+from stormotel.errors import SourceInputError
 
 ProgressFn = Callable[[str], None]
 
@@ -23,20 +24,8 @@ ProgressFn = Callable[[str], None]
 NOTES_PER_REASON = 3
 
 
-class SourceError(StormotelError):
-    """Input that cannot be used at all; the message names the file (and line) and the problem.
-
-    ``no_telemetry`` distinguishes "nothing readable" (exit SOURCE_FAILURE) from "bad input the
-    user can fix" (exit USAGE).
-    """
-
-    def __init__(self, message: str, *, no_telemetry: bool = False) -> None:
-        super().__init__(message)
-        self.no_telemetry = no_telemetry
-
-    @property
-    def exit_code(self) -> int:  # type: ignore[override]
-        return exitcodes.SOURCE_FAILURE if self.no_telemetry else exitcodes.USAGE
+#: The name the OTLP readers import for :class:`SourceInputError`.
+SourceError = SourceInputError
 
 
 @dataclass

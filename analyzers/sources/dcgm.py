@@ -32,10 +32,10 @@ from stormotel.analyzers.sources.prometheus import (
     LoadOutcome,
     PrometheusAPI,
     QueryWindow,
-    SourceFailure,
     choose_step,
     clean_byte_series,
     label_selector,
+    matrix_series,
     parse_matrix_values,
     step_range,
 )
@@ -43,7 +43,7 @@ from stormotel.analyzers.sources.rank_info import merge_identity, read_rank_info
 from stormotel.analyzers.timeline import RankIdentity, RankSeries, Timeline, TimelineBuilder
 
 from stormotel import schema
-from stormotel.errors import UsageError
+from stormotel.errors import SourceFailureError, UsageError
 
 #: dcgm metric → Timeline field it feeds (device_total is derived: used + free + reserved).
 DCGM_FIELDS = {schema.DCGM_FB_USED: "device_used", schema.DCGM_FB_FREE: "device_free",
@@ -252,7 +252,7 @@ def load_dcgm(urls: Sequence[str], window: QueryWindow, options: DcgmOptions, *,
             http.close()
     if not outcome.endpoints_ok:
         reasons = "; ".join(f"{u}: {r}" for u, r in outcome.endpoints_failed.items())
-        raise SourceFailure(f"no endpoint answered the dcgm queries: {reasons}")
+        raise SourceFailureError(f"no endpoint answered the dcgm queries: {reasons}")
     if unmapped:
         builder.skipped["gpu_without_rank"] += len(unmapped)
         builder.notes.append(f"dcgm: {len(unmapped)} GPU series matched no rank (not in the "
@@ -293,13 +293,7 @@ def _add(results: list[dict[str, object]], name: str, options: DcgmOptions,
          unmapped: set[tuple[tuple[str, str], ...]], job_id: str,
          driver_reserved: dict[int, list[tuple[np.ndarray, np.ndarray]]]) -> None:
     field_name = DCGM_FIELDS[name]
-    for r in results:
-        raw = r.get("metric")
-        values = r.get("values")
-        if not isinstance(raw, dict) or not isinstance(values, list):
-            builder.skipped["malformed_series"] += 1
-            continue
-        labels = {str(k): str(v) for k, v in raw.items()}
+    for labels, values in matrix_series(results, builder):
         key = _gpu_key(labels, physical=options.uses_rank_info)
         rank = ranks_by_gpu.get(key)
         if rank is None:
@@ -338,8 +332,8 @@ def _ranks_from_info(apis: list[PrometheusAPI], window: QueryWindow, options: Dc
                      builder: TimelineBuilder) -> list[str]:
     """Fill ``options`` from the trackers' info series; the UUIDs to query.
 
-    Raises SourceFailure when there is none: with no map, no label and no info series there is
-    no honest way to say which GPU is which rank.
+    Raises SourceFailureError when there is none: with no map, no label and no info series
+    there is no honest way to say which GPU is which rank.
     """
     info_window = replace(window, extra_matchers="")  # the dcgm selector is for DCGM series
     identities, notes = read_rank_info(apis, info_window)
@@ -349,7 +343,7 @@ def _ranks_from_info(apis: list[PrometheusAPI], window: QueryWindow, options: Dc
     if shared:
         builder.skipped["gpu_shared_by_ranks"] += len(shared)
     if not mapping:
-        raise SourceFailure(
+        raise SourceFailureError(
             f"dcgm mode: no {schema.RANK_INFO.prom} series with a {schema.ATTR_GPU_UUID} for "
             f"job_id={window.job_id!r} in the window, so GPUs cannot be mapped to ranks; give "
             "--gpu-rank-map FILE or --rank-label LABEL")

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -65,10 +65,6 @@ MARKER_METRICS: dict[str, schema.Metric] = {KIND_STEP: schema.STEP, KIND_OOM: sc
 MIN_STEP_S = 1.0
 
 _POINTS_ERROR = re.compile(r"points|resolution|samples", re.IGNORECASE)
-
-
-class SourceFailure(SourceFailureError):
-    """No endpoint gave any data. The message says, per endpoint, why."""
 
 
 @dataclass
@@ -423,27 +419,42 @@ def _discover(api: PrometheusAPI, window: QueryWindow, builder: TimelineBuilder,
                       [n for n in schema.SAMPLING_INTERVAL.prom_aliases if n in present])
 
 
+def _whole_window_by_rank(d: _Discovery, window: QueryWindow, name: str, over_time: str,
+                          builder: TimelineBuilder, what: str) -> list[tuple[int, float]] | None:
+    """``over_time(name[window])`` at the window's end, as (rank, value) for every result that
+    names a rank and holds a finite number; None (and a note) when the endpoint failed."""
+    sel = label_selector({"__name__": name, schema.ATTR_JOB_ID: window.job_id},
+                         extra=window.extra_matchers)
+    secs = max(1, math.ceil(window.seconds))
+    try:
+        result = d.api.query(f"{over_time}({sel}[{secs}s])", window.end_ns)
+    except EndpointError as e:
+        builder.notes.append(f"{d.api.url}: could not read the {what}: {e}")
+        return None
+    out = []
+    for r in result:
+        labels, value = r.get("metric"), r.get("value")
+        ident = identity_from_labels(labels) if isinstance(labels, dict) else None
+        try:
+            v = float(value[1])  # type: ignore[index]
+        except (TypeError, ValueError, IndexError):
+            continue
+        if ident is not None and math.isfinite(v):
+            out.append((ident.rank, v))
+    return out
+
+
 def _read_estimates(d: _Discovery, window: QueryWindow, builder: TimelineBuilder) -> None:
     """The tracker's pre-run estimate per rank (constant per run): one instant query."""
     out: dict[int, float] = builder.meta.setdefault(META_ESTIMATE_BYTES, {})  # type: ignore[assignment]
-    secs = max(1, math.ceil(window.seconds))
     for name in d.estimate_names:
-        sel = label_selector({"__name__": name, schema.ATTR_JOB_ID: window.job_id},
-                             extra=window.extra_matchers)
-        try:
-            result = d.api.query(f"last_over_time({sel}[{secs}s])", window.end_ns)
-        except EndpointError as e:
-            builder.notes.append(f"{d.api.url}: could not read the estimate series: {e}")
+        values = _whole_window_by_rank(d, window, name, "last_over_time", builder,
+                                       "estimate series")
+        if values is None:
             return
-        for r in result:
-            labels, value = r.get("metric"), r.get("value")
-            ident = identity_from_labels(labels) if isinstance(labels, dict) else None
-            try:
-                v = float(value[1])  # type: ignore[index]
-            except (TypeError, ValueError, IndexError):
-                continue
-            if ident is not None and math.isfinite(v) and v > 0:
-                out[ident.rank] = v
+        for rank, v in values:
+            if v > 0:
+                out[rank] = v
 
 
 def _native_interval(api: PrometheusAPI, window: QueryWindow,
@@ -491,7 +502,7 @@ def load_prometheus(urls: Sequence[str], window: QueryWindow, *,
                     rank_batch: int = RANK_BATCH, max_points: int = MAX_POINTS_PER_QUERY,
                     progress: Callable[[str], None] | None = None
                     ) -> tuple[Timeline, LoadOutcome]:
-    """Read one job from every endpoint into one Timeline; raise SourceFailure if none answers.
+    """Read one job from every endpoint into one Timeline; SourceFailureError if none answers.
 
     Several endpoints (one per cluster or region, or an HA pair) merge deterministically: every
     series is read at its own sample timestamps, the same rank's samples from all endpoints are
@@ -539,8 +550,8 @@ def load_prometheus(urls: Sequence[str], window: QueryWindow, *,
             http.close()
     if not outcome.endpoints_ok:
         reasons = "; ".join(f"{u}: {r}" for u, r in outcome.endpoints_failed.items())
-        raise SourceFailure(f"no Prometheus endpoint answered for job {window.job_id!r}: "
-                            f"{reasons}")
+        raise SourceFailureError(f"no Prometheus endpoint answered for job {window.job_id!r}: "
+                                 f"{reasons}")
     timeline = builder.build(job_id=window.job_id)
     timeline.meta["prometheus"] = {"step_s": step, "endpoints_ok": outcome.endpoints_ok,
                                    "endpoints_failed": outcome.endpoints_failed,
@@ -556,25 +567,13 @@ def _read_intervals(discoveries: list[_Discovery], window: QueryWindow,
     """rank → the tracker's sampling interval (ns): the resolution of its edge timestamps.
     The largest any endpoint reports wins (the cautious choice, and order-independent)."""
     out: dict[int, int] = {}
-    secs = max(1, math.ceil(window.seconds))
     for d in discoveries:
         for name in d.interval_names:
-            sel = label_selector({"__name__": name, schema.ATTR_JOB_ID: window.job_id},
-                                 extra=window.extra_matchers)
-            try:
-                result = d.api.query(f"max_over_time({sel}[{secs}s])", window.end_ns)
-            except EndpointError as e:
-                builder.notes.append(f"{d.api.url}: could not read the sampling interval: {e}")
-                continue
-            for r in result:
-                labels, value = r.get("metric"), r.get("value")
-                ident = identity_from_labels(labels) if isinstance(labels, dict) else None
-                try:
-                    v = float(value[1])  # type: ignore[index]
-                except (TypeError, ValueError, IndexError):
-                    continue
-                if ident is not None and math.isfinite(v) and 0 < v < 3600:
-                    out[ident.rank] = max(out.get(ident.rank, 0), int(v * 1e9))
+            values = _whole_window_by_rank(d, window, name, "max_over_time", builder,
+                                           "sampling interval")
+            for rank, v in values or ():
+                if 0 < v < 3600:
+                    out[rank] = max(out.get(rank, 0), int(v * 1e9))
     return out
 
 
@@ -697,16 +696,24 @@ def _run_queries(tasks: list[_Task], builder: TimelineBuilder, outcome: LoadOutc
     return with_data
 
 
-def _collect_samples(results: list[dict[str, object]], task: _Task, builder: TimelineBuilder,
-                     out: _Parts) -> set[int]:
-    got: set[int] = set()
+def matrix_series(results: list[dict[str, object]], builder: TimelineBuilder
+                  ) -> Iterator[tuple[dict[str, str], list[object]]]:
+    """Each well-formed series of a range query's matrix as (labels, values), labels as strings;
+    a malformed one is counted (``malformed_series``) and passed over."""
     for r in results:
         labels = r.get("metric")
         values = r.get("values")
         if not isinstance(labels, dict) or not isinstance(values, list):
             builder.skipped["malformed_series"] += 1
             continue
-        ident = identity_from_labels({str(k): str(v) for k, v in labels.items()})
+        yield {str(k): str(v) for k, v in labels.items()}, values
+
+
+def _collect_samples(results: list[dict[str, object]], task: _Task, builder: TimelineBuilder,
+                     out: _Parts) -> set[int]:
+    got: set[int] = set()
+    for labels, values in matrix_series(results, builder):
+        ident = identity_from_labels(labels)
         if ident is None or ident.rank not in task.ranks:
             builder.skipped["series_without_valid_rank_label"] += 1
             continue

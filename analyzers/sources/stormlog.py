@@ -22,12 +22,14 @@ from typing import Any
 
 import numpy as np
 from stormotel.analyzers.gcpause import gc_paused
-from stormotel.analyzers.sources.base import LoadContext, SourceError
+from stormotel.analyzers.sources.base import LoadContext
 from stormotel.analyzers.sources.columns import bytes_column, time_column
 from stormotel.analyzers.sources.jsonio import JSONDecodeError, loads
 from stormotel.analyzers.sources.markers import MarkerAccumulator, is_collective
 from stormotel.analyzers.sources.stormlog_fast import UNSET, Event
 from stormotel.analyzers.timeline import KIND_CONTEXT, RankIdentity
+
+from stormotel.errors import SourceInputError
 
 MIB = 1024 * 1024
 SUPPORTED_SCHEMAS = (2, 3, 4)
@@ -63,7 +65,7 @@ def records_from_json(obj: Any, path: str) -> list[Any]:
                 return obj[key]
         if _is_event(obj):
             return [obj]
-    raise SourceError(f"{path}: JSON does not contain Stormlog telemetry events "
+    raise SourceInputError(f"{path}: JSON does not contain Stormlog telemetry events "
                       "(expected a list, or an object with an 'events' list)")
 
 
@@ -90,7 +92,7 @@ def read_csv(data: bytes, path: str) -> list[dict[str, Any]]:
         return [{k: (None if v == "" else v) for k, v in row.items() if k is not None}
                 for row in reader]
     except csv.Error as exc:  # e.g. a field over csv.field_size_limit() (128 KiB)
-        raise SourceError(f"{path}: line {reader.line_num}: not valid CSV ({exc})") from None
+        raise SourceInputError(f"{path}: line {reader.line_num}: not valid CSV ({exc})") from None
 
 
 def _first(records: Sequence[Mapping[str, Any]], *keys: str) -> list[Any]:

@@ -6,7 +6,8 @@ Two evidence sources feed ``Report.stall_findings``:
   :mod:`.markers` for the Timeline), read with a restricted unpickler (:mod:`.safe_unpickle`);
 - worker logs with ProcessGroupNCCL watchdog lines (:mod:`.logs_parser` → :mod:`.log_analysis`).
 
-:mod:`.cli_support` wires both into ``stormotel analyze`` (``--flight-recorder``, ``--logs``).
+:mod:`.cli_support` reads both for ``stormotel analyze`` (``--flight-recorder``, ``--logs``),
+which calls it and joins the result with telemetry itself.
 
 The Flight Recorder modules load on first use of these names, so a run that only renders a
 report (:mod:`analyzers.summary` imports :mod:`.render`) does not import them.

@@ -1,22 +1,21 @@
-"""``stormotel analyze --flight-recorder DIR --logs PATH...``: the stuck-job part of the CLI.
+"""``stormotel analyze --flight-recorder DIR --logs PATH...``: the stuck-job evidence.
 
-Kept here so ``analyzers/cli.py`` only needs three calls: :func:`add_stall_arguments` while
-building the parser, :func:`stall_result_from_args` before (or instead of) loading telemetry,
-and :meth:`StallResult.apply` on the report. Telemetry is optional: with only stall evidence
-the report holds the stall findings and the exit code says whether there were any.
+Functions the command calls, in its own order (it never hands its steps over):
+:func:`read_stall_evidence` before (or instead of) loading telemetry, :meth:`StallResult.join`
+to join loaded telemetry with it, and :meth:`StallResult.apply` on the report. Telemetry is
+optional: with only stall evidence :meth:`StallResult.empty_report` holds the stall findings and
+the exit code says whether there were any.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stormotel.analyzers.cli_flags import add_stall_arguments as add_stall_arguments
-from stormotel.analyzers.cli_flags import wants_stalls as wants_stalls
+from stormotel.analyzers.options import StallOptions
 from stormotel.analyzers.report import Report, StallFinding
 from stormotel.analyzers.stalls.verdict import join_sources, with_telemetry
 from stormotel.analyzers.timeline import (
@@ -67,6 +66,13 @@ class StallResult:
         report.extra["samples"] = 0
         return self.apply(report)
 
+    def join(self, timeline: Timeline) -> Timeline:
+        """The telemetry with this evidence's collective markers attached, and the stall
+        findings judged again with what the telemetry shows (failures seen in memory)."""
+        timeline = attach_markers(timeline, self.markers_by_rank)
+        self.findings = with_telemetry(timeline, self.findings)
+        return timeline
+
     def marker_timeline(self, job_id: str | None = None) -> Timeline:
         """A Timeline holding only the collective markers (for trace sinks without telemetry)."""
         b = TimelineBuilder()
@@ -75,32 +81,23 @@ class StallResult:
         return b.build(job_id=job_id, world_size=self.world_size)
 
 
-def stall_result_from_args(args: argparse.Namespace, progress: ProgressFn | None = None
-                           ) -> StallResult:
-    """Read and analyse whatever stall evidence the flags name."""
+def read_stall_evidence(options: StallOptions, progress: ProgressFn | None = None
+                        ) -> StallResult:
+    """Read and analyse the dumps and logs ``options`` name (its world size already checked)."""
     from stormotel.analyzers.stalls.fr_loader import DumpError
     from stormotel.analyzers.stalls.logs_parser import LogError
 
-    ws = getattr(args, "world_size", None)
-    if ws is not None and not 1 <= ws <= MAX_WORLD_SIZE:
-        raise StallInputError(f"--world-size must be between 1 and {MAX_WORLD_SIZE}, got {ws}")
+    ws = options.world_size
     result = StallResult()
     try:
-        if args.flight_recorder:
-            _add_flight_recorder(result, args.flight_recorder, ws, progress)
-        if args.logs:
-            _add_logs(result, list(args.logs), ws, progress)
+        if options.flight_recorder:
+            _add_flight_recorder(result, options.flight_recorder, ws, progress)
+        if options.logs:
+            _add_logs(result, list(options.logs), ws, progress)
     except (DumpError, LogError) as exc:
         raise StallInputError(str(exc)) from exc
     result.findings = join_sources(result.findings)
     return result
-
-
-def stall_findings_from_args(args: argparse.Namespace
-                             ) -> tuple[list[StallFinding], dict[int, Markers], list[str]]:
-    """The (findings, markers_by_rank, notes) triple, for callers that want only those."""
-    r = stall_result_from_args(args)
-    return r.findings, r.markers_by_rank, r.notes
 
 
 def _add_flight_recorder(result: StallResult, path: Path, ws: int | None,
@@ -193,15 +190,3 @@ def attach_markers(timeline: Timeline, markers_by_rank: dict[int, Markers]) -> T
     if unmatched:
         notes.append(f"collective markers of rank(s) {unmatched} have no telemetry to attach to")
     return dataclasses.replace(timeline, ranks=ranks, notes=notes)
-
-
-def analyze_with_stalls(args: argparse.Namespace, load_timeline: Callable[[Any], Timeline],
-                        run_analysis: Callable[[Timeline, Any], Report],
-                        progress: ProgressFn | None = None) -> tuple[Timeline, Report]:
-    """The CLI's load+analyse step when stall evidence is given (telemetry PATHs optional)."""
-    stalls = stall_result_from_args(args, progress)
-    if getattr(args, "paths", None):
-        timeline = attach_markers(load_timeline(args), stalls.markers_by_rank)
-        stalls.findings = with_telemetry(timeline, stalls.findings)
-        return timeline, stalls.apply(run_analysis(timeline, args))
-    return stalls.marker_timeline(args.job_id), stalls.empty_report(args.job_id)

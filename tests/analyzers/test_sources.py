@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 import zstandard
 from stormotel.analyzers.analyze import analyze
-from stormotel.analyzers.sources import SourceError, load_paths
+from stormotel.analyzers.sources import load_paths
 from stormotel.analyzers.timeline import MixedJobsError
 
+from stormotel import exitcodes
+from stormotel.errors import NoTelemetryError, SourceInputError
 from tests.analyzers.otlp_fixtures import (
     json_lines,
     length_prefixed,
@@ -79,9 +81,9 @@ def test_many_files_globs_overlap_deduplicated(tmp_path):
 def test_traces_only_file_is_no_telemetry(tmp_path):
     data = _seed_with_markers()
     (tmp_path / "rank-0.traces.jsonl").write_bytes(json_lines([trace_request(data[0])]))
-    with pytest.raises(SourceError) as e:
+    with pytest.raises(NoTelemetryError) as e:
         load_paths([str(tmp_path)])
-    assert e.value.no_telemetry
+    assert e.value.exit_code == exitcodes.SOURCE_FAILURE
 
 
 @pytest.mark.parametrize("codec", ["gz", "zst"])
@@ -181,23 +183,23 @@ def test_wrong_types_nan_and_negative_bytes_are_counted(tmp_path):
 
 def test_empty_file_and_empty_folder(tmp_path):
     (tmp_path / "rank-0.metrics.jsonl").write_bytes(b"")
-    with pytest.raises(SourceError, match="no telemetry samples") as e:
+    with pytest.raises(NoTelemetryError, match="no telemetry samples") as e:
         load_paths([str(tmp_path)])
-    assert e.value.no_telemetry
+    assert e.value.exit_code == exitcodes.SOURCE_FAILURE
     empty = tmp_path / "nothing"
     empty.mkdir()
     (empty / "README.txt").write_text("hello")
-    with pytest.raises(SourceError, match="no telemetry files") as e:
+    with pytest.raises(NoTelemetryError, match="no telemetry files") as e:
         load_paths([str(empty)])
-    assert e.value.no_telemetry
+    assert e.value.exit_code == exitcodes.SOURCE_FAILURE
 
 
 def test_missing_path_and_non_telemetry_file(tmp_path):
-    with pytest.raises(SourceError, match="no such file"):
+    with pytest.raises(SourceInputError, match="no such file"):
         load_paths([str(tmp_path / "nope.jsonl")])
     junk = tmp_path / "junk.json"
     junk.write_text('{"hello": 1}')
-    with pytest.raises(SourceError, match="neither OTLP nor Stormlog"):
+    with pytest.raises(SourceInputError, match="neither OTLP nor Stormlog"):
         load_paths([str(junk)])
 
 
@@ -328,5 +330,5 @@ def test_corrupt_file_in_a_folder_is_skipped_but_fatal_when_named(tmp_path):
     tl = load_paths([str(tmp_path)])
     assert tl.skipped["unreadable_file"] == 1 and tl.rank_ids == [0, 1, 2, 3]
     assert any("not valid gzip" in n for n in tl.notes)
-    with pytest.raises(SourceError, match="not valid gzip"):
+    with pytest.raises(SourceInputError, match="not valid gzip"):
         load_paths([str(bad)])

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from stormotel.analyzers import job
+from stormotel.analyzers.options import ScheduleOptions
 
 from stormotel import exitcodes
 from tests.hostile.corpus import events, healthy_folder, write
@@ -97,9 +98,10 @@ def test_state_file_end_in_the_future_does_not_freeze_the_job(tmp_path):
     state = tmp_path / "state.json"
     state.write_text(json.dumps({"schema": job.STATE_SCHEMA, "jobs": {"j": {
         "last_end_ns": now + 10 * 365 * 86400 * 10**9, "runs": {}}}}))
-    args = job.argparse.Namespace(start=None, end=None, settle=0.0, since=600.0,
-                                  max_window=3600.0)
-    window = job.resolve_window(args, now, job.StateFile(state).read(), "j")
+    schedule = ScheduleOptions(since=600.0, start=None, end=None, state_file=None, settle=0.0,
+                               max_window=3600.0, timeout=300.0, scheduled=False,
+                               job_selector=None)
+    window = job.resolve_window(schedule, now, job.StateFile(state).read(), "j")
     assert window is not None and window.end_ns - window.start_ns == 600 * 10**9
     assert "lies in the future" in window.note
     with hostile_server() as url:

@@ -10,13 +10,11 @@ from stormotel.analyzers import http, job
 from stormotel.analyzers.algorithms.settings import SettingsError
 from stormotel.analyzers.align import AlignmentError
 from stormotel.analyzers.rankspec import RankSpecError
-from stormotel.analyzers.sources.base import SourceError
-from stormotel.analyzers.sources.prometheus import SourceFailure
 from stormotel.analyzers.stalls.cli_support import StallInputError
 from stormotel.analyzers.timeline import MixedJobsError
 
 from stormotel import exitcodes
-from stormotel.errors import exit_code_of
+from stormotel.errors import NoTelemetryError, SourceFailureError, SourceInputError, exit_code_of
 from stormotel.textsafe import one_line, printable, redact, redact_url
 
 
@@ -24,9 +22,9 @@ from stormotel.textsafe import one_line, printable, redact, redact_url
     (SettingsError("x"), exitcodes.USAGE), (RankSpecError("x"), exitcodes.USAGE),
     (AlignmentError("x"), exitcodes.USAGE), (StallInputError("x"), exitcodes.USAGE),
     (http.ConfigError("x"), exitcodes.USAGE), (job.StateError("x"), exitcodes.USAGE),
-    (MixedJobsError("x"), exitcodes.USAGE), (SourceError("x"), exitcodes.USAGE),
-    (SourceError("x", no_telemetry=True), exitcodes.SOURCE_FAILURE),
-    (SourceFailure("x"), exitcodes.SOURCE_FAILURE), (RuntimeError("x"), exitcodes.INTERNAL),
+    (MixedJobsError("x"), exitcodes.USAGE), (SourceInputError("x"), exitcodes.USAGE),
+    (NoTelemetryError("x"), exitcodes.SOURCE_FAILURE),
+    (SourceFailureError("x"), exitcodes.SOURCE_FAILURE), (RuntimeError("x"), exitcodes.INTERNAL),
     (RecursionError(), exitcodes.INTERNAL),
 ])
 def test_every_error_class_carries_its_documented_exit_code(exc, code):

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from stormotel.analyzers import job
 from stormotel.analyzers.analyze import analyze
+from stormotel.analyzers.cli_options import job_options_from_args
+from stormotel.analyzers.options import JobOptions
 
 from stormotel import exitcodes
 from tests.job import planted
@@ -25,13 +27,13 @@ JOB = "cron-1"
 S = 1_000_000_000
 
 
-def _args(*argv: str) -> argparse.Namespace:
+def _args(*argv: str) -> JobOptions:
     parser = argparse.ArgumentParser()
     job.add_job_arguments(parser)
-    return parser.parse_args(list(argv))
+    return job_options_from_args(parser.parse_args(list(argv)))
 
 
-def _run(args: argparse.Namespace, now_ns: int) -> tuple[int, dict[str, str], list]:
+def _run(args: JobOptions, now_ns: int) -> tuple[int, dict[str, str], list]:
     err = io.StringIO()
     reports: list = []
     code = job.run_job(args, analyze, emit_report=reports.append, err=err, now_ns=now_ns)

@@ -19,6 +19,8 @@ import httpx
 import pytest
 from stormotel.analyzers import job
 from stormotel.analyzers.analyze import analyze
+from stormotel.analyzers.cli_options import job_options_from_args
+from stormotel.analyzers.options import JobOptions
 from stormotel.analyzers.report import CrossRank, Report, Suspect
 from stormotel.analyzers.scheduled.discovery import discovery_query
 from stormotel.analyzers.scheduled.run import run_scheduled
@@ -37,10 +39,10 @@ S = 1_000_000_000
 MIN = 60 * S
 
 
-def _args(*argv: str) -> argparse.Namespace:
+def _args(*argv: str) -> JobOptions:
     parser = argparse.ArgumentParser()
     job.add_job_arguments(parser)
-    return parser.parse_args(list(argv))
+    return job_options_from_args(parser.parse_args(list(argv)))
 
 
 def _summaries(err: str) -> list[dict[str, str]]:
@@ -249,7 +251,8 @@ def test_every_sink_has_the_one_interface(tmp_path: Path) -> None:
     report = _report(2, 1_800_000_000 * S)
     from stormotel.analyzers.timeline import Timeline
 
-    ctx = dispatch.RunContext(report, Timeline(ranks={}), args, JOB, http.HttpSettings(), None)
+    ctx = dispatch.RunContext(report, Timeline(ranks={}), args.sinks, JOB, http.HttpSettings(),
+                              None)
     sinks = dispatch.file_and_api_sinks(ctx) + dispatch.series_sinks(ctx, [])
     assert [s.name for s in sinks] == ["grafana", "incident_dashboard", "perfetto",
                                        "remote_write1", "remote_write2", "pushgateway"]

@@ -1,0 +1,109 @@
+"""The one place ``stormotel analyze``'s argparse namespace becomes options.
+
+:func:`options_from_args` turns the namespace into :class:`analyzers.options.AnalyzeOptions`
+and makes every check that needs a parsed value or several flags at once, before anything slow
+runs, so a mistake is one ``UsageError`` line and exit 2. Nothing below the command line sees
+the namespace. :func:`job_options_from_args` does the same for the flags of
+:func:`analyzers.scheduled.options.add_job_arguments` alone (a parser with only those flags).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from stormotel.analyzers.algorithms.settings import parse_overrides, settings_for
+from stormotel.analyzers.http_flags import settings_from_args
+from stormotel.analyzers.options import (
+    AnalysisOptions,
+    AnalyzeOptions,
+    JobOptions,
+    OutputOptions,
+    ScheduleOptions,
+    SinkOptions,
+    SourceOptions,
+    StallOptions,
+    TsdbOptions,
+)
+from stormotel.analyzers.rankspec import parse_rank_spec
+
+from stormotel.errors import UsageError
+
+
+def options_from_args(args: argparse.Namespace) -> AnalyzeOptions:
+    """Every flag of ``stormotel analyze``, parsed and checked; raises a ``UsageError``."""
+    job = job_options_from_args(args, quiet=args.quiet)
+    source = SourceOptions(paths=tuple(args.paths), oom_dumps=tuple(args.oom_dumps or ()))
+    if job.tsdb.wanted and source.paths:
+        raise UsageError("give PATHs or --prometheus, not both")
+    analysis = AnalysisOptions(ranks=parse_rank_spec(args.ranks), align=args.align,
+                               settings=settings_for(args.sensitivity,
+                                                     **parse_overrides(args.overrides)))
+    stalls = StallOptions(flight_recorder=args.flight_recorder, logs=tuple(args.logs or ()),
+                          world_size=args.world_size)
+    if stalls.wanted:
+        _check_world_size(stalls.world_size)
+    elif not source.paths and not job.tsdb.wanted:
+        raise UsageError("no telemetry given: pass one or more PATHs")
+    output = OutputOptions(format=args.format, output=args.output, html=args.html,
+                           quiet=args.quiet)
+    return AnalyzeOptions(job=job, source=source, analysis=analysis, stalls=stalls,
+                          output=output)
+
+
+def _check_world_size(world_size: int | None) -> None:
+    from stormotel.analyzers.stalls.cli_support import StallInputError
+    from stormotel.analyzers.timeline import MAX_WORLD_SIZE
+
+    if world_size is not None and not 1 <= world_size <= MAX_WORLD_SIZE:
+        raise StallInputError(f"--world-size must be between 1 and {MAX_WORLD_SIZE}, "
+                              f"got {world_size}")
+
+
+def job_options_from_args(args: argparse.Namespace, *, quiet: bool = False) -> JobOptions:
+    """The TSDB source, window, sinks and HTTP flags; raises a ``UsageError`` for flags that
+    contradict each other or need another one."""
+    problem = _job_problem(args)
+    if problem:
+        raise UsageError(problem)
+    tsdb = TsdbOptions(prometheus=tuple(args.prometheus), step=args.step,
+                       concurrency=args.concurrency, dcgm=args.dcgm,
+                       gpu_rank_map=args.gpu_rank_map, rank_label=args.rank_label,
+                       dcgm_selector=args.dcgm_selector)
+    schedule = ScheduleOptions(since=args.since, start=args.start, end=args.end,
+                               state_file=args.state_file, settle=args.settle,
+                               max_window=args.max_window, timeout=args.timeout,
+                               scheduled=args.scheduled, job_selector=args.job_selector)
+    sinks = SinkOptions(grafana_url=args.grafana_url, grafana_token_file=args.grafana_token_file,
+                        grafana_dashboard_uid=args.grafana_dashboard_uid,
+                        grafana_dashboard=args.grafana_dashboard,
+                        grafana_folder=args.grafana_folder,
+                        incident_dashboard=args.incident_dashboard,
+                        remote_write=tuple(args.remote_write), pushgateway=args.pushgateway,
+                        perfetto=args.perfetto, dry_run=args.dry_run)
+    return JobOptions(job_id=args.job_id, tsdb=tsdb, schedule=schedule, sinks=sinks,
+                      http=settings_from_args(args), quiet=quiet)
+
+
+def _job_problem(args: argparse.Namespace) -> str | None:
+    """A one-line usage error, or None."""
+    if args.prometheus:
+        if not args.job_id and not args.dcgm and not args.scheduled:
+            return "--prometheus needs --job-id (or --scheduled to analyse every job found)"
+        if args.job_selector and not args.scheduled:
+            return "--job-selector needs --scheduled (and no --job-id)"
+        if args.dcgm and args.gpu_rank_map is not None and args.rank_label is not None:
+            return "--dcgm takes --gpu-rank-map FILE or --rank-label LABEL, not both"
+        if args.dcgm and not args.job_id:
+            return "--dcgm needs --job-id (the name findings are reported under)"
+        if args.end is not None and args.start is None:
+            return "--end needs --start"
+        if args.start is not None and args.since is not None:
+            return "give --since or --start/--end, not both"
+    elif args.dcgm or args.state_file:
+        return "--dcgm and --state-file need --prometheus URL"
+    if (args.grafana_dashboard or args.grafana_dashboard_uid or args.grafana_folder) \
+            and not args.grafana_url:
+        return "--grafana-dashboard/--grafana-dashboard-uid/--grafana-folder need --grafana-url"
+    if args.concurrency < 1:
+        return "--concurrency must be at least 1"
+    return None

@@ -1,0 +1,139 @@
+"""What ``stormotel analyze`` was asked to do, as typed, frozen options.
+
+The command line is parsed and checked once (:func:`analyzers.cli_options.options_from_args`);
+everything below it — the file and TSDB sources, the stall evidence, the scheduled job, the
+sinks — receives these options, never the argparse namespace, so a reader sees in one place what
+each part can be told, and no part re-checks a flag or guesses whether it was declared. Field
+names are the flags' names (``--max-window`` → ``max_window``); values are parsed (seconds,
+nanoseconds since the epoch, paths, rank sets). No heavy import: building them stays cheap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from stormotel.analyzers.algorithms.settings import Settings
+from stormotel.analyzers.http_flags import HttpSettings
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Telemetry files (``PATH``\\ s: files, folders, globs) and OOM ring dumps to read."""
+
+    paths: tuple[str, ...]
+    oom_dumps: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    """How the analyzer judges: ranks (None = all), clock alignment, and the thresholds (the
+    ``--sensitivity`` preset with the ``--set`` overrides, checked)."""
+
+    ranks: frozenset[int] | None
+    align: str
+    settings: Settings
+
+
+@dataclass(frozen=True)
+class OutputOptions:
+    """The report: its format, where it goes (None or ``-`` = stdout), the HTML report, and
+    whether progress lines are printed."""
+
+    format: str
+    output: str | None
+    html: Path | None
+    quiet: bool
+
+
+@dataclass(frozen=True)
+class StallOptions:
+    """Stuck-job evidence: Flight Recorder dumps and worker logs; ``world_size`` when ranks
+    without evidence must be counted."""
+
+    flight_recorder: Path | None
+    logs: tuple[str, ...]
+    world_size: int | None
+
+    @property
+    def wanted(self) -> bool:
+        return bool(self.flight_recorder or self.logs)
+
+
+@dataclass(frozen=True)
+class TsdbOptions:
+    """The Prometheus-compatible endpoints to read, and how (stormotel or dcgm series)."""
+
+    prometheus: tuple[str, ...]
+    step: float | None
+    concurrency: int
+    dcgm: bool
+    gpu_rank_map: Path | None
+    rank_label: str | None
+    dcgm_selector: str
+
+    @property
+    def wanted(self) -> bool:
+        return bool(self.prometheus)
+
+
+@dataclass(frozen=True)
+class ScheduleOptions:
+    """The window a TSDB run analyses and what keeps cron runs safe (seconds; ``start``/``end``
+    in ns since the epoch)."""
+
+    since: float | None
+    start: int | None
+    end: int | None
+    state_file: Path | None
+    settle: float
+    max_window: float
+    timeout: float
+    scheduled: bool
+    job_selector: str | None
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    """Where findings are written besides the report; ``dry_run`` prints instead (and leaves
+    the state file alone)."""
+
+    grafana_url: str | None
+    grafana_token_file: Path | None
+    grafana_dashboard_uid: str | None
+    grafana_dashboard: bool
+    grafana_folder: str | None
+    incident_dashboard: Path | None
+    remote_write: tuple[str, ...]
+    pushgateway: str | None
+    perfetto: Path | None
+    dry_run: bool
+
+    @property
+    def wanted(self) -> bool:
+        return bool(self.grafana_url or self.remote_write or self.pushgateway or self.perfetto
+                     or self.incident_dashboard)
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """One job's run: its id, the TSDB to read, the window, the sinks and how to reach every
+    endpoint. A file run uses the id, the sinks and the HTTP settings."""
+
+    job_id: str | None
+    tsdb: TsdbOptions
+    schedule: ScheduleOptions
+    sinks: SinkOptions
+    http: HttpSettings
+    quiet: bool
+
+
+@dataclass(frozen=True)
+class AnalyzeOptions:
+    """Everything ``stormotel analyze`` was asked to do."""
+
+    job: JobOptions
+    source: SourceOptions
+    analysis: AnalysisOptions
+    stalls: StallOptions
+    output: OutputOptions
