@@ -22,7 +22,7 @@ from pathlib import Path
 
 from stormotel.analyzers.sources import stormlog, stormlog_fast
 from stormotel.analyzers.sources.base import LoadContext, ProgressFn, SourceError
-from stormotel.analyzers.sources.jsonio import JSONDecodeError, loads
+from stormotel.analyzers.sources.jsonio import JSONDecodeError, first_byte, loads
 from stormotel.analyzers.sources.otlp_archive import OtlpFileReader, looks_like_otlp_json
 from stormotel.analyzers.timeline import Timeline, TimelineBuilder
 
@@ -251,7 +251,7 @@ def _load_file(path: Path, ctx: LoadContext, *, explicit: bool) -> int:
     data = _read_bytes(path, ctx)
     where = str(path)
     inner = _inner_name(path)
-    if not data.strip():
+    if not first_byte(data):
         ctx.skip("empty_file", where, "file is empty")
         return 0
     if inner.endswith(PROTOBUF_SUFFIXES):
