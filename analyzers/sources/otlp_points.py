@@ -5,7 +5,7 @@ A compact archive holds ~250,000 memory data points per rank-hour, each
 then lists, then ``numpy.asarray``) cost more than everything else in a file's read. Here the
 ``dataPoints`` arrays of a whole file are joined, *checked* to be exactly that canonical text
 (no attributes, no ``asDouble``, no whitespace, sign or leading zero, at most 19 digits), and
-parsed by numpy, a few vectorised passes in all: digit runs are found from one byte-translation,
+parsed by numpy in a few vectorised passes: digit runs are found from one comparison per byte,
 each gap between runs is compared with the text it must be, eight bytes at a time, and each run
 of digits becomes a number with the SWAR trick (eight ASCII digits in one 64-bit word, combined
 pairwise by three multiplications). Anything else returns ``None`` and the caller decodes point
@@ -32,7 +32,6 @@ _TAIL = b'"}]'
 _MAX_DIGITS = 19
 #: Bytes before the first array, so that reading the 24 bytes before any run stays inside.
 _PAD = 24
-_IS_DIGIT = bytes(int(0x30 <= c <= 0x39) for c in range(256))
 _U = np.uint64
 #: For k = 0..8: the last k bytes of a little-endian word (the k digits ending a run), as low
 #: nibbles ('0'..'9' → 0..9).
@@ -49,7 +48,8 @@ def int_points(bodies: Sequence[bytes | msgspec.Raw]) -> tuple[np.ndarray, np.nd
     buf = b"".join([b" " * _PAD, *bodies])
     if not (buf.startswith(_HEAD, _PAD) and buf.endswith(_TAIL)):
         return None
-    digit = np.frombuffer(buf.translate(_IS_DIGIT), np.bool_)
+    text = np.frombuffer(buf, np.uint8)
+    digit = (text - np.uint8(0x30)) < 10  # uint8 arithmetic wraps: one compare per byte
     edges = np.flatnonzero(digit[1:] != digit[:-1]) + 1
     starts, ends = edges[0::2], edges[1::2]  # the text starts and ends with a non-digit
     n = starts.size // 2
@@ -67,17 +67,15 @@ def int_points(bodies: Sequence[bytes | msgspec.Raw]) -> tuple[np.ndarray, np.nd
             _is(words, link_at[~joins], _NEXT) and _is(words, link_at[joins], _JOIN)):
         return None
     lengths = ends - starts
-    lead = np.frombuffer(buf, np.uint8)[starts]
+    lead = text[starts]
     if int(lengths.max()) > _MAX_DIGITS or ((lead == 0x30) & (lengths > 1)).any() or \
             ((lead == 0x39) & (lengths == _MAX_DIGITS)).any():
         return None
     value = _eight_digits(words, ends, np.minimum(lengths, 8))
-    long = np.flatnonzero(lengths > 8)
+    value += _eight_digits(words, ends - 8, np.clip(lengths - 8, 0, 8)) * _U(10**8)
+    long = np.flatnonzero(lengths > 16)  # nanosecond timestamps
     if long.size:
-        end, length = ends[long], lengths[long]
-        value[long] += _eight_digits(words, end - 8, np.minimum(length - 8, 8)) * _U(10**8) + \
-            _eight_digits(words, end - 16, np.clip(length - 16, 0, 8)) \
-            * _U(10**16)
+        value[long] += _eight_digits(words, ends[long] - 16, lengths[long] - 16) * _U(10**16)
     numbers = value.view(np.int64)
     # The joins are where the arrays meet (``][`` occurs nowhere else in valid JSON).
     last_of_body = np.append(np.flatnonzero(joins), n - 1)
@@ -93,7 +91,14 @@ def _is(words: np.ndarray, at: np.ndarray, text: bytes) -> bool:
 
 def _eight_digits(words: np.ndarray, end: np.ndarray, k: np.ndarray) -> np.ndarray:
     """The number the ``k`` (0..8) digits before each offset in ``end`` spell (uint64)."""
-    v = words[end - 8] & _DIGITS_MASK[k]
-    v = (v * _U(10 * 256 + 1)) >> _U(8) & _U(0x00FF00FF00FF00FF)  # pairs: 2 digits per 16 bits
-    v = (v * _U(100 * 65536 + 1)) >> _U(16) & _U(0x0000FFFF0000FFFF)  # 4 digits per 32 bits
-    return (v * _U(10000 * 2**32 + 1)) >> _U(32)  # 8 digits
+    v = words[end - 8]
+    v &= _DIGITS_MASK[k]
+    v *= _U(10 * 256 + 1)  # pairs: 2 digits per 16 bits
+    v >>= _U(8)
+    v &= _U(0x00FF00FF00FF00FF)
+    v *= _U(100 * 65536 + 1)  # 4 digits per 32 bits
+    v >>= _U(16)
+    v &= _U(0x0000FFFF0000FFFF)
+    v *= _U(10000 * 2**32 + 1)  # 8 digits
+    v >>= _U(32)
+    return v
