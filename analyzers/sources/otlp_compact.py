@@ -29,7 +29,7 @@ from stormotel.analyzers.sources.otlp_archive import (
     identity_from,
     numbered_lines,
 )
-from stormotel.analyzers.sources.otlp_fast import _attrs, _Resource
+from stormotel.analyzers.sources.otlp_fast import Metric, ScopeMetrics, _attrs, _Resource
 from stormotel.analyzers.sources.otlp_points import int_points
 
 from stormotel import schema
@@ -44,19 +44,12 @@ class _Body(msgspec.Struct, rename="camel", gc=False):
     data_points: msgspec.Raw = _ABSENT
 
 
-class _Metric(msgspec.Struct, gc=False):
-    name: str = ""
-    gauge: _Body | None = None
-    sum: _Body | None = None
-
-
-class _ScopeMetrics(msgspec.Struct, gc=False):
-    metrics: list[_Metric] = []
+_Metric = Metric[_Body]
 
 
 class _ResourceMetrics(msgspec.Struct, rename="camel", gc=False):
-    resource: msgspec.Raw = _ABSENT
-    scope_metrics: list[_ScopeMetrics] = []
+    resource: msgspec.Raw = _ABSENT  # compared as bytes; decoded only when it changes
+    scope_metrics: list[ScopeMetrics[_Body]] = []
 
 
 class _Request(msgspec.Struct, rename="camel", gc=False):

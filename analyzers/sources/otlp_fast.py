@@ -24,7 +24,7 @@ generic dict walker of :mod:`analyzers.sources.otlp_archive`, so skips and notes
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import msgspec
 from stormotel.analyzers.gcpause import gc_paused
@@ -67,14 +67,23 @@ class _Body(msgspec.Struct, rename="camel", gc=False):
     aggregation_temporality: int | str = 0
 
 
-class _Metric(msgspec.Struct, gc=False):
+#: A metric's body: its data points decoded as structs (here), or left as raw bytes
+#: (:mod:`analyzers.sources.otlp_compact`, which parses a whole file's points at once).
+BodyT = TypeVar("BodyT")
+
+
+class Metric(msgspec.Struct, Generic[BodyT], gc=False):
     name: str = ""
-    gauge: _Body | None = None
-    sum: _Body | None = None
+    gauge: BodyT | None = None
+    sum: BodyT | None = None
 
 
-class _ScopeMetrics(msgspec.Struct, gc=False):
-    metrics: list[_Metric] = []
+class ScopeMetrics(msgspec.Struct, Generic[BodyT], gc=False):
+    metrics: list[Metric[BodyT]] = []
+
+
+_Metric = Metric[_Body]
+_ScopeMetrics = ScopeMetrics[_Body]
 
 
 class _ResourceMetrics(msgspec.Struct, rename="camel", gc=False):
