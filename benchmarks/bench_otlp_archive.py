@@ -13,8 +13,9 @@ path where a file qualifies), in one process, CPU time, median of 3.
 ``--ranks N`` also loads N compact rank files end to end through ``load_paths`` (worker
 processes included), each written the way the tracker writes it (one zstd frame, a block flushed
 per line), in a fresh interpreter; ``--before REV`` loads the same files with the code of git
-revision REV too (checked out into a temporary folder laid out as installed), alternating, so
-both columns see the same machine load. Exits non-zero if any rank is missing.
+revision REV first (checked out into a temporary folder laid out as installed), both in one
+run on the same files; ``--profile`` adds a cProfile of one rank-hour through ``load_paths``
+for each. Exits non-zero if any rank is missing.
 Results and the command are in docs/benchmarks.md.
 """
 
@@ -95,6 +96,27 @@ print(json.dumps({"wall": time.perf_counter() - w0, "cpu": cpu,
 """
 
 
+#: Run in a fresh interpreter: one rank-hour through ``load_paths``, CPU unprofiled (best of 3),
+#: then the ten costliest functions (own time) under cProfile.
+_PROFILE = """
+import cProfile, io, pstats, sys, time
+from stormotel.analyzers.sources import load_paths
+cpu = []
+for _ in range(3):
+    c0 = time.process_time()
+    tl = load_paths([sys.argv[1]])
+    cpu.append(time.process_time() - c0)
+prof = cProfile.Profile()
+prof.runcall(load_paths, [sys.argv[1]])
+out = io.StringIO()
+stats = pstats.Stats(prof, stream=out)
+stats.sort_stats("tottime").print_stats(10)
+print(f"{min(cpu):.3f} s CPU unprofiled, {stats.total_tt:.3f} s profiled, "
+      f"{tl.total_samples()} samples")
+print("\\n".join(line for line in out.getvalue().splitlines()[6:] if line.strip()))
+"""
+
+
 def write_job(compact: bytes, ranks: int, folder: Path) -> None:
     """``ranks`` compact rank files (the one rank's lines, rank relabelled), each written as the
     tracker's archive writer writes it: one zstd frame, a block flushed after every line."""
@@ -113,13 +135,13 @@ def write_job(compact: bytes, ranks: int, folder: Path) -> None:
         out.close()
 
 
-def load_in_child(folder: Path, pythonpath: str | None) -> dict[str, float]:
+def in_child(program: str, path: Path, pythonpath: str | None) -> str:
+    """Run ``program`` on ``path`` in a fresh interpreter (``pythonpath``: another revision)."""
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
-    out = subprocess.run([sys.executable, "-c", _LOAD, str(folder)], env=env, check=True,
-                         capture_output=True, text=True, cwd=folder.parent)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return subprocess.run([sys.executable, "-c", program, str(path)], env=env, check=True,
+                          capture_output=True, text=True, cwd=path.parent).stdout
 
 
 def installed_layout(rev: str, dest: Path) -> Path:
@@ -140,7 +162,8 @@ def installed_layout(rev: str, dest: Path) -> Path:
     return str(root)
 
 
-def end_to_end(compact: bytes, ranks: int, workdir: Path, before: str | None) -> None:
+def end_to_end(compact: bytes, ranks: int, workdir: Path, before: str | None,
+               profile: bool) -> None:
     """``load_paths`` over ``ranks`` compact files, now and (``before``) at another revision."""
     folder = workdir / "job"
     write_job(compact, ranks, folder)
@@ -151,10 +174,15 @@ def end_to_end(compact: bytes, ranks: int, workdir: Path, before: str | None) ->
         f"before ({before})": installed_layout(before, workdir / "before"), "now": None}
     results: dict[str, dict[str, float]] = {}
     for label, path in runs.items():
-        results[label] = r = load_in_child(folder, path)
+        results[label] = r = json.loads(in_child(_LOAD, folder, path).splitlines()[-1])
         print(f"  {label:<20} {r['wall']:6.1f} s wall  {r['cpu']:6.1f} s CPU (with workers)  "
               f"{int(r['samples']):,} samples in {int(r['ranks'])} ranks")
     print(f"  load average {os.getloadavg()[0]:.1f} at end")
+    if profile:
+        one = next(iter(sorted(folder.iterdir())))
+        for label, path in runs.items():
+            print(f"one rank-hour ({one.name}), {label}:")
+            print(in_child(_PROFILE, one, path))
     missing = [label for label, r in results.items() if r["ranks"] != ranks]
     if missing:
         raise SystemExit(f"{', '.join(missing)}: not all {ranks} ranks loaded: not the goal's "
@@ -169,6 +197,8 @@ def main() -> None:
                    help="also load this many compact rank files end to end (64 = the goal)")
     p.add_argument("--before", metavar="REV",
                    help="with --ranks: also load them with the code of this git revision")
+    p.add_argument("--profile", action="store_true",
+                   help="with --ranks: cProfile one rank-hour through load_paths (and --before)")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         inputs = {"lines": tracker_archive("lines", args.lines_samples, Path(tmp)),
@@ -188,7 +218,7 @@ def main() -> None:
               ", ".join(f"{name} {first / cpu:.1f}x" for name, cpu in row.items()))
     if args.ranks:
         with tempfile.TemporaryDirectory() as tmp:
-            end_to_end(inputs["compact"], args.ranks, Path(tmp), args.before)
+            end_to_end(inputs["compact"], args.ranks, Path(tmp), args.before, args.profile)
 
 
 if __name__ == "__main__":
