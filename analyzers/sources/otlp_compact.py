@@ -83,9 +83,19 @@ class _Plan:
     #: first-come per rank, as in the other decoders)
     resources: dict[bytes, tuple[dict[str, Any], int]] = field(default_factory=dict)
     estimates: list[tuple[int, _Metric]] = field(default_factory=list)
-    keys: dict[tuple[int, str, bool], int] = field(default_factory=dict)
+    keys: dict[tuple[int, str, bool], int] = field(default_factory=dict)  # column → index
+    by_rank: dict[int, dict[str, int]] = field(default_factory=dict)  # metric name → index
     bodies: list[msgspec.Raw] = field(default_factory=list)
     body_keys: list[int] = field(default_factory=list)
+
+    def columns(self, rank: int) -> dict[str, int]:
+        """Memory metric name → column index, for one rank (columns made on first use)."""
+        known = self.by_rank.get(rank)
+        if known is None:
+            known = self.by_rank[rank] = {
+                name: self.keys.setdefault((rank, field, peak), len(self.keys))
+                for name, (field, peak) in METRIC_FIELDS.items()}
+        return known
 
 
 def read_compact(reader: OtlpFileReader, data: bytes) -> bool:
@@ -116,29 +126,27 @@ def _plan_request(plan: _Plan, request: _Request, reader: OtlpFileReader) -> boo
             request.scope_metrics or request.scope_spans:
         return False
     plan.requests += 1
-    keys, bodies, body_keys, estimates = plan.keys, plan.bodies, plan.body_keys, plan.estimates
+    bodies, body_keys, estimates = plan.bodies, plan.body_keys, plan.estimates
     for rm in request.resource_metrics:
         rank = _rank(plan, bytes(rm.resource), reader)
         if rank is None:
             return False
+        columns = plan.columns(rank)
         for sm in rm.scope_metrics:
             for metric in sm.metrics:
-                name = metric.name
-                if name == schema.ESTIMATE.name:
-                    estimates.append((rank, metric))
-                    continue
-                spec = METRIC_FIELDS.get(name)
-                if spec is None:
+                column = columns.get(metric.name)
+                if column is None:
+                    if metric.name == schema.ESTIMATE.name:
+                        estimates.append((rank, metric))
                     continue
                 if metric.gauge is None:
                     if metric.sum is None:
                         continue
                     return False  # a memory sum (delta or cumulative): the general decoder
                 points = metric.gauge.data_points
-                if not points or points == _NO_POINTS:
-                    continue
-                body_keys.append(keys.setdefault((rank, *spec), len(keys)))
-                bodies.append(points)
+                if points and points != _NO_POINTS:
+                    body_keys.append(column)
+                    bodies.append(points)
     return True
 
 
@@ -171,9 +179,10 @@ def _record(reader: OtlpFileReader, plan: _Plan,
         reader._estimate(rank, _as_dict(metric))
     times, values, per_body = points
     key_of_point = np.repeat(np.asarray(plan.body_keys), per_body)
-    for key, index in plan.keys.items():
+    keys = list(plan.keys)
+    for index in dict.fromkeys(plan.body_keys):  # columns in the order their points came
         mine = key_of_point == index
-        reader.cols.set_arrays(key, times[mine], values[mine].astype(np.float64))
+        reader.cols.set_arrays(keys[index], times[mine], values[mine].astype(np.float64))
 
 
 def _as_dict(metric: _Metric) -> dict[str, Any]:

@@ -178,3 +178,19 @@ def test_same_samples_twice_are_counted_as_duplicates(archive: Path, tmp_path: P
     once = load_paths([str(tmp_path / "rank-1.00000.metrics.jsonl.zst")])
     np.testing.assert_array_equal(twice.ranks[1].t_ns, once.ranks[1].t_ns)
     assert twice.skipped["duplicate_sample"] == len(once.ranks[1])
+
+
+def test_peaks_stand_in_for_missing_values_the_same_way(archive: Path) -> None:
+    """Without the value series, the peak series are read instead (with a note each), in the
+    same order and with the same points on both paths."""
+    path, data = _metrics_bytes(archive)[0]
+    for metric in (schema.DEVICE_USED, schema.ALLOC_ALLOCATED):
+        data = data.replace(f'"name":"{metric.name}"'.encode(), b'"name":"not.memory"')
+    assert otlp_compact.read_compact(OtlpFileReader(LoadContext(), str(path)), data)
+    _, fast_ctx, n_fast = _read(path, data, arrays=True)
+    _, typed_ctx, n_typed = _read(path, data, arrays=False)
+    assert n_fast == n_typed
+    fast = fast_ctx.builder.build()
+    assert sum("taken from its peak series" in n for n in fast.notes) == 2
+    assert np.isfinite(fast.ranks[1].field("device_used")).any()
+    _assert_same(fast, typed_ctx.builder.build())
