@@ -1,4 +1,4 @@
-"""The tracker's compact archive read into arrays: structure decoded once, points parsed in C.
+"""The tracker's compact archive read into arrays: structure decoded once, points by numpy.
 
 A compact archive line is one ``ExportMetricsServiceRequest`` with ten samples per memory gauge
 (stormotel/archive_writer.py). Decoding every data point as an object and converting lists to
@@ -11,8 +11,8 @@ with a job filter, that job), whose memory metrics are gauges, and whose memory 
 all plain integer points: what the tracker writes, and what any producer writes without
 per-point attributes. Everything is checked *before* anything is recorded, so a file that does
 not qualify leaves no trace and the general typed decoder reads it, with the result it always
-had. The rare metrics read as dicts (the estimate, the edge gauges) go through the same code as
-in the other decoders.
+had. The estimate (one point per context line) is read as a dict by the same code as in the
+other decoders; the edge gauges are left out, as the typed decoder leaves them out.
 """
 
 from __future__ import annotations
