@@ -376,8 +376,13 @@ class TimelineBuilder:
                       ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         if not chunks:
             return np.empty(0, np.int64), {f: np.empty(0) for f in FIELDS}
-        t = np.concatenate([c[0] for c in chunks])
-        cols = {f: np.concatenate([c[1][f] for c in chunks]) for f in FIELDS}
+        if len(chunks) == 1:
+            t, cols = chunks[0][0], dict(chunks[0][1])
+        else:
+            t = np.concatenate([c[0] for c in chunks])
+            cols = {f: np.concatenate([c[1][f] for c in chunks]) for f in FIELDS}
+        if strictly_increasing(t):  # one file per rank, fields in one chunk: nothing to merge
+            return t, cols
         order = np.argsort(t, kind="stable")
         t = t[order]
         cols = {f: a[order] for f, a in cols.items()}
@@ -420,6 +425,16 @@ class TimelineBuilder:
                     "(same rank and timestamp); the last one read was kept")
             if note not in self.notes:
                 self.notes.append(note)
+
+
+def strictly_increasing(t: np.ndarray) -> bool:
+    """Sorted without repeats: one vectorised comparison instead of a sort."""
+    return t.shape[0] < 2 or bool((t[1:] > t[:-1]).all())
+
+
+def distinct_count(t: np.ndarray) -> int:
+    """How many distinct timestamps ``t`` holds (sorted only when it has to be)."""
+    return int(t.shape[0]) if strictly_increasing(t) else int(np.unique(t).shape[0])
 
 
 def concat_markers(parts: list[Markers]) -> Markers:

@@ -16,16 +16,10 @@ from dataclasses import dataclass, field
 
 from stormotel.analyzers.timeline import TimelineBuilder
 
-from stormotel.errors import SourceInputError
-
 ProgressFn = Callable[[str], None]
 
 #: Per skip reason, how many example locations are kept as notes (the rest are only counted).
 NOTES_PER_REASON = 3
-
-
-#: The name the OTLP readers import for :class:`SourceInputError`.
-SourceError = SourceInputError
 
 
 @dataclass

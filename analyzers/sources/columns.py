@@ -1,13 +1,15 @@
-"""Turning parsed column lists into validated numpy arrays in one vectorised pass.
+"""Turning parsed columns into validated numpy arrays in one vectorised pass.
 
-Parsers collect plain Python lists per column (no per-sample objects); these helpers convert a
-whole column at once and fall back to an element-wise pass only when the fast conversion fails,
-so one wrong-typed value costs a counted skip, not the file.
+Parsers collect plain Python lists per column (no per-sample objects), or whole numpy arrays
+where they parse in C; these helpers convert a whole column at once and fall back to an
+element-wise pass only when the fast conversion fails, so one wrong-typed value costs a counted
+skip, not the file. Arrays get the same checks as lists (the same skips, counted the same way).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeAlias
 
 import numpy as np
 from stormotel.analyzers.sources.base import LoadContext
@@ -16,9 +18,11 @@ from stormotel.analyzers.sources.base import LoadContext
 #: 1e300 sample must never become the high-confidence first cause).
 MAX_PLAUSIBLE_BYTES = float(2**50)
 INT64_MAX = 2**63 - 1
+#: A parsed column: Python values, or an array already parsed.
+Column: TypeAlias = Sequence[object] | np.ndarray
 
 
-def _slow_float(values: Sequence[object], ctx: LoadContext, where: str, name: str
+def _slow_float(values: Column, ctx: LoadContext, where: str, name: str
                 ) -> tuple[np.ndarray, np.ndarray]:
     out = np.empty(len(values), dtype=np.float64)
     wrong = np.zeros(len(values), dtype=bool)
@@ -43,7 +47,7 @@ def _slow_float(values: Sequence[object], ctx: LoadContext, where: str, name: st
     return out, wrong
 
 
-def bytes_column(values: Sequence[object], ctx: LoadContext, where: str, name: str) -> np.ndarray:
+def bytes_column(values: Column, ctx: LoadContext, where: str, name: str) -> np.ndarray:
     """A byte-count column as float64; None → NaN (not reported); NaN/inf/negative → counted.
 
     Invalid values become NaN so the rest of the sample survives; the timeline treats NaN as
@@ -60,7 +64,8 @@ def bytes_column(values: Sequence[object], ctx: LoadContext, where: str, name: s
     if nonfinite.any():
         # None means "not reported" (Stormlog v4 nullable counters), not a bad value; NaN from a
         # failed conversion was already counted as wrong_type.
-        nonfinite &= np.fromiter((v is not None for v in values), bool, len(values))
+        if not isinstance(values, np.ndarray):
+            nonfinite &= np.fromiter((v is not None for v in values), bool, len(values))
         if wrong is not None:
             nonfinite &= ~wrong
     n_bad = int(nonfinite.sum())
@@ -82,7 +87,7 @@ def bytes_column(values: Sequence[object], ctx: LoadContext, where: str, name: s
     return arr
 
 
-def time_column(values: Sequence[object], ctx: LoadContext, where: str, name: str
+def time_column(values: Column, ctx: LoadContext, where: str, name: str
                 ) -> tuple[np.ndarray, np.ndarray]:
     """Nanosecond timestamps as int64 plus a mask of the valid ones (positive integers)."""
     try:

@@ -4,6 +4,7 @@ than the standard library on OTLP lines and Stormlog exports), else the standard
 from __future__ import annotations
 
 import json as _json
+import re
 from typing import Any
 
 try:
@@ -21,7 +22,7 @@ MAX_DEPTH = 1024
 JSONDecodeError: tuple[type[Exception], ...] = (ValueError,)
 
 
-def loads(data: bytes | str) -> Any:
+def loads(data: bytes | memoryview | str) -> Any:
     """Decode JSON fast; fall back to the standard library for what orjson rejects but Python's
     ``json.dump`` writes (``NaN``, ``Infinity``), so such values reach the sources' validation
     and are counted, instead of the whole file being unreadable."""
@@ -29,7 +30,17 @@ def loads(data: bytes | str) -> Any:
         return _fast(data)
     except ValueError:
         try:
-            return _json.loads(data)
+            return _json.loads(bytes(data) if isinstance(data, memoryview) else data)
         except RecursionError:
             raise ValueError("JSON nested too deeply (more than about "
                              f"{MAX_DEPTH} levels)") from None
+
+
+_NOT_BLANK = re.compile(rb"[^ \t\n\r\x0b\x0c]")  # what bytes.strip() keeps
+
+
+def first_byte(data: bytes) -> bytes:
+    """The first byte that is not whitespace (``b""`` for a blank file), without copying the
+    file the way ``data.strip()`` does."""
+    m = _NOT_BLANK.search(data)
+    return m.group() if m else b""

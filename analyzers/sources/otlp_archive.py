@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
-from stormotel.analyzers.sources.base import LoadContext, SourceError
+from stormotel.analyzers.sources.base import LoadContext
 from stormotel.analyzers.sources.columns import bytes_column, time_column
 from stormotel.analyzers.sources.jsonio import JSONDecodeError, loads
 from stormotel.analyzers.sources.markers import MarkerAccumulator, kind_for_mark
@@ -34,9 +34,11 @@ from stormotel.analyzers.timeline import (
     KIND_THRESHOLD,
     META_ESTIMATE_BYTES,
     RankIdentity,
+    distinct_count,
 )
 
 from stormotel import schema
+from stormotel.errors import SourceInputError
 
 #: The tracker's edge gauges, read as markers (the time of each edge, and its resolution).
 _EDGE_GAUGES = frozenset({schema.EDGE_TIMESTAMP.name, schema.SAMPLING_INTERVAL.name})
@@ -49,6 +51,7 @@ METRIC_FIELDS: dict[str, tuple[str, bool]] = {
 _EVENT_KINDS = {schema.EVENT_THRESHOLD: KIND_THRESHOLD, schema.EVENT_FIRST_RISE: KIND_FIRST_RISE,
                 schema.EVENT_OOM: KIND_OOM}
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+_WHITESPACE = frozenset(b" \t\n\r\x0b\x0c")  # what bytes.strip() removes
 
 
 def looks_like_otlp_json(first_line: bytes) -> bool:
@@ -134,19 +137,25 @@ def _str_or_none(v: Any) -> str | None:
 
 
 class _Columns:
-    """Per (rank, field, is_peak) timestamp and value lists."""
+    """Per (rank, field, is_peak) timestamps and values: Python lists filled point by point, or
+    whole arrays from :mod:`analyzers.sources.otlp_compact` (never both in one file)."""
 
     def __init__(self) -> None:
-        self.t: dict[tuple[int, str, bool], list[Any]] = {}
-        self.v: dict[tuple[int, str, bool], list[Any]] = {}
+        self.t: dict[tuple[int, str, bool], list[Any] | np.ndarray] = {}
+        self.v: dict[tuple[int, str, bool], list[Any] | np.ndarray] = {}
 
     def lists(self, key: tuple[int, str, bool]) -> tuple[list[Any], list[Any]]:
         """The (timestamps, values) lists for ``key``, created on first use."""
-        ts = self.t.get(key)
-        if ts is None:
-            ts = self.t[key] = []
-            self.v[key] = []
-        return ts, self.v[key]
+        ts, vs = self.t.get(key), self.v.get(key)
+        if ts is None or vs is None:
+            ts, vs = self.t[key], self.v[key] = [], []
+        if not (isinstance(ts, list) and isinstance(vs, list)):
+            raise TypeError(f"column {key} was already set as arrays")
+        return ts, vs
+
+    def set_arrays(self, key: tuple[int, str, bool], t: np.ndarray, v: np.ndarray) -> None:
+        """The whole column at once (int64 nanoseconds, float64 bytes)."""
+        self.t[key], self.v[key] = t, v
 
 
 class OtlpFileReader:
@@ -170,29 +179,27 @@ class OtlpFileReader:
         self.intervals: dict[int, int] = {}  # rank -> tracker sampling interval (ns)
 
     # --- framing ----------------------------------------------------------------------------
-    def read_json_lines(self, data: bytes) -> None:
+    def read_json_lines(self, data: bytes, *, arrays: bool = True) -> None:
         """Typed decoding (:mod:`analyzers.sources.otlp_fast`); odd lines fall back to
-        :meth:`read_json_lines_generic`'s walker there."""
+        :meth:`read_json_lines_generic`'s walker there. ``arrays=False`` skips the compact
+        archive's array path (:mod:`analyzers.sources.otlp_compact`), for comparing the two."""
         from stormotel.analyzers.sources.otlp_fast import read_json
 
-        read_json(self, data)
+        read_json(self, data, arrays=arrays)
 
     def read_json_lines_generic(self, data: bytes) -> None:
         """The dict walker over every line (the previous implementation, kept as reference)."""
-        lines = data.split(b"\n")
-        last = len(lines)
-        for lineno, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            where = f"{self.path}:{lineno}"
+        for line, where, cut in numbered_lines(data, self.path):
             try:
                 obj = loads(line)
             except JSONDecodeError as exc:
-                truncated = lineno == last and not data.endswith(b"\n")
-                self.ctx.skip("truncated_line" if truncated else "bad_json", where,
-                              f"not valid JSON ({exc})")
+                self.skip_bad_json(where, cut, exc)
                 continue
             self._consume(obj, where)
+
+    def skip_bad_json(self, where: str, cut: bool, exc: Exception) -> None:
+        """Count a line that is not JSON; ``cut``: the file's unterminated last line."""
+        self.ctx.skip("truncated_line" if cut else "bad_json", where, f"not valid JSON ({exc})")
 
     def read_protobuf(self, data: bytes) -> None:
         from google.protobuf import json_format
@@ -401,7 +408,7 @@ class OtlpFileReader:
         if self.used_name_rank:
             self.ctx.note(f"{self.path}: rank taken from the file name (no rank attribute)")
         have_value = {(r, f) for (r, f, peak) in self.cols.t if not peak}
-        stamps: dict[int, list[np.ndarray]] = {}
+        series: dict[int, list[tuple[str, np.ndarray, np.ndarray]]] = {}
         for (rank, field, is_peak), ts in self.cols.t.items():
             if is_peak and (rank, field) in have_value:
                 continue  # the value series is there; peaks are only a fallback
@@ -411,10 +418,16 @@ class OtlpFileReader:
             keep = ok & ~np.isnan(v)
             if not keep.any():
                 continue
-            b.add_samples(rank, t[keep], **{field: v[keep]})
-            stamps.setdefault(rank, []).append(t[keep])
+            series.setdefault(rank, []).append((field, t[keep], v[keep]))
             if is_peak:
                 self.ctx.note(f"{self.path}: rank {rank} {field} taken from its peak series")
+        samples = 0
+        for rank, fields in series.items():
+            chunks = _by_timestamps(fields)
+            for t, values in chunks:
+                b.add_samples(rank, t, **values)
+            samples += distinct_count(chunks[0][0] if len(chunks) == 1 else
+                                      np.concatenate([t for t, _ in chunks]))
         if self.estimates:
             known: dict[int, float] = b.meta.setdefault(META_ESTIMATE_BYTES, {})  # type: ignore[assignment]
             known.update({rank: value for rank, (_, value) in self.estimates.items()})
@@ -427,7 +440,41 @@ class OtlpFileReader:
         for rank, m in self.markers.build().items():
             b.add_markers(rank, m)
         # Samples = distinct (rank, timestamp) pairs, whatever number of fields each carries.
-        return sum(int(np.unique(np.concatenate(ts)).shape[0]) for ts in stamps.values())
+        return samples
+
+
+def _by_timestamps(fields: list[tuple[str, np.ndarray, np.ndarray]]
+                   ) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
+    """Fields sharing one timestamp array as one chunk (a batch of samples carries every gauge at
+    the same stamps): one row per sample for the Timeline to merge instead of one per field.
+    Each field still sits in exactly one chunk, so the merge keeps every value it kept before."""
+    groups: list[tuple[np.ndarray, dict[str, np.ndarray]]] = []
+    for field, t, v in fields:
+        for stamps, values in groups:
+            if stamps.shape == t.shape and np.array_equal(stamps, t):
+                values[field] = v
+                break
+        else:
+            groups.append((t, {field: v}))
+    return groups
+
+
+def numbered_lines(data: bytes, path: str) -> Iterator[tuple[memoryview, str, bool]]:
+    """Each non-blank line (a view into ``data``: the file is not copied line by line), where
+    it is (``path:line``), and whether it is an unterminated last line (a writer cut off
+    mid-line)."""
+    view = memoryview(data)
+    start = lineno = 0
+    while True:
+        end = data.find(b"\n", start)
+        lineno += 1
+        cut = end < 0
+        line = view[start:len(data) if cut else end]
+        if line and (line[0] not in _WHITESPACE or bytes(line).strip()):
+            yield line, f"{path}:{lineno}", cut
+        if cut:
+            return
+        start = end + 1
 
 
 def _value(dp: Mapping[str, Any]) -> Any:
@@ -452,7 +499,7 @@ def _frames(data: bytes, path: str) -> Iterator[tuple[int, bytes]]:
     while pos < len(data):
         n, body = _read_varint(data, pos)
         if n is None or body + n > len(data):
-            raise SourceError(f"{path}: byte {pos}: not length-prefixed protobuf (bad length)")
+            raise SourceInputError(f"{path}: byte {pos}: not length-prefixed protobuf (bad length)")
         yield pos, data[body:body + n]
         pos = body + n
 

@@ -24,11 +24,12 @@ generic dict walker of :mod:`analyzers.sources.otlp_archive`, so skips and notes
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import msgspec
 from stormotel.analyzers.gcpause import gc_paused
-from stormotel.analyzers.sources.jsonio import JSONDecodeError, loads
+from stormotel.analyzers.sources.jsonio import JSONDecodeError, first_byte, loads
+from stormotel.analyzers.sources.otlp_archive import METRIC_FIELDS, numbered_lines
 
 from stormotel import schema
 
@@ -66,14 +67,23 @@ class _Body(msgspec.Struct, rename="camel", gc=False):
     aggregation_temporality: int | str = 0
 
 
-class _Metric(msgspec.Struct, gc=False):
+#: A metric's body: its data points decoded as structs (here), or left as raw bytes
+#: (:mod:`analyzers.sources.otlp_compact`, which parses a whole file's points at once).
+BodyT = TypeVar("BodyT")
+
+
+class Metric(msgspec.Struct, Generic[BodyT], gc=False):
     name: str = ""
-    gauge: _Body | None = None
-    sum: _Body | None = None
+    gauge: BodyT | None = None
+    sum: BodyT | None = None
 
 
-class _ScopeMetrics(msgspec.Struct, gc=False):
-    metrics: list[_Metric] = []
+class ScopeMetrics(msgspec.Struct, Generic[BodyT], gc=False):
+    metrics: list[Metric[BodyT]] = []
+
+
+_Metric = Metric[_Body]
+_ScopeMetrics = ScopeMetrics[_Body]
 
 
 class _ResourceMetrics(msgspec.Struct, rename="camel", gc=False):
@@ -108,16 +118,24 @@ def _attrs(items: list[_KeyValue]) -> dict[str, Any]:
     return out
 
 
-def read_json(reader: OtlpFileReader, data: bytes) -> None:
-    """Decode an OTLP JSON file (lines, or one document) into ``reader``'s columns."""
+def read_json(reader: OtlpFileReader, data: bytes, *, arrays: bool = True) -> None:
+    """Decode an OTLP JSON file (lines, or one document) into ``reader``'s columns.
+
+    A compact archive (:mod:`analyzers.sources.otlp_compact`) goes straight into arrays unless
+    ``arrays`` is False; any other file, or one that path declines, is walked here."""
     walker = _Walker(reader)
     with gc_paused():
-        first = data.lstrip()[:1]
+        first = first_byte(data)
         head_end = data.find(b"\n")
         head = data[:head_end if head_end >= 0 else len(data)].strip()
         if first in (b"{", b"[") and head in (b"{", b"["):  # one pretty-printed document
             walker.document(data)
         else:
+            if arrays:
+                from stormotel.analyzers.sources.otlp_compact import read_compact
+
+                if read_compact(reader, data):
+                    return
             walker.lines(data)
     walker.finish()
 
@@ -129,17 +147,12 @@ class _Walker:
         self.delta_keys: set[tuple[int, str, bool]] = set()
 
     def lines(self, data: bytes) -> None:
-        lines = data.split(b"\n")
-        last = len(lines)
         decode = _line_decoder.decode
-        for lineno, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            where = f"{self.r.path}:{lineno}"
+        for line, where, cut in numbered_lines(data, self.r.path):
             try:
                 env = decode(line)
             except (msgspec.ValidationError, msgspec.DecodeError):
-                self._slow(line, where, truncated=lineno == last and not data.endswith(b"\n"))
+                self._slow(line, where, truncated=cut)
                 continue
             if not self._envelope(env, line, where):
                 self._slow(line, where, truncated=False)
@@ -155,13 +168,12 @@ class _Walker:
             if not self._envelope(env, None, where):
                 self.r.ctx.skip("not_otlp", where, "no resourceMetrics or resourceSpans")
 
-    def _slow(self, raw: bytes, where: str, truncated: bool) -> None:
+    def _slow(self, raw: bytes | memoryview, where: str, truncated: bool) -> None:
         """The generic dict walker: same skips and notes as before for odd input."""
         try:
             obj = loads(raw)
         except JSONDecodeError as exc:
-            self.r.ctx.skip("truncated_line" if truncated else "bad_json", where,
-                            f"not valid JSON ({exc})")
+            self.r.skip_bad_json(where, truncated, exc)
             return
         if isinstance(obj, dict) and "resourceMetrics" not in obj and \
                 "resource_metrics" not in obj and "resourceSpans" not in obj and \
@@ -170,7 +182,7 @@ class _Walker:
                 {"resourceSpans": [obj]}
         self.r._consume(obj, where)
 
-    def _envelope(self, env: _Envelope, line: bytes | None, where: str) -> bool:
+    def _envelope(self, env: _Envelope, line: bytes | memoryview | None, where: str) -> bool:
         """Walk one decoded object; False when it holds nothing this decoder knows."""
         rms = env.resource_metrics
         spans = env.resource_spans
@@ -203,7 +215,7 @@ class _Walker:
                 return
             res_rank = r._resource_rank(res_attrs)
             r._last_resource, r._last_rank = key, res_rank
-        fields = _metric_fields()
+        fields = METRIC_FIELDS
         for sm in rm.scope_metrics:
             for metric in sm.metrics:
                 name = metric.name
@@ -248,13 +260,8 @@ class _Walker:
                        "total")
         if self.names and not r.cols.t and not r.estimates:
             shown = ", ".join(sorted(self.names)[:6]) + (" …" if len(self.names) > 6 else "")
-            wanted = ", ".join(sorted(_metric_fields())[:3])
+            wanted = ", ".join(sorted(METRIC_FIELDS)[:3])
             r.ctx.note(f"{r.path}: OTLP metrics but no GPU memory series: found "
                        f"{len(self.names)} metric name(s) ({shown}); stormotel reads e.g. "
                        f"{wanted}")
 
-
-def _metric_fields() -> dict[str, tuple[str, bool]]:
-    from stormotel.analyzers.sources.otlp_archive import METRIC_FIELDS
-
-    return METRIC_FIELDS
