@@ -319,6 +319,10 @@ SPAN_EDGE = "stormotel.edge"
 EVENT_ATTR_SERIES = "stormotel.memory.series"  # which sample field the edge was seen on
 EVENT_ATTR_BASELINE = "stormotel.memory.baseline_bytes"
 EVENT_ATTR_THRESHOLD = "stormotel.threshold.percent"  # the line that was crossed
+# Seconds from the tracker's previous sample to the edge's: the edge happened at most this long
+# before its timestamp. It is the sampling interval unless the sampler ran late (a CPU-starved
+# or stopped process), when the nominal interval would claim a precision the tracker lacks.
+EVENT_ATTR_SINCE_PREVIOUS = "stormotel.sample.since_previous_s"
 SPAN_ATTR_EDGE = "stormotel.edge.event"  # on SPAN_EDGE: which event it carries
 SPAN_ATTR_SAMPLING_INTERVAL = "stormotel.sampling_interval_s"  # on SPAN_SESSION
 SPAN_ATTR_SAMPLER = ATTR_SAMPLER  # on SPAN_SESSION

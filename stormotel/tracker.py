@@ -578,10 +578,14 @@ class MemoryTracker:
                                       sample.device_total)
         if rise is not None:
             self.state.record_edge(schema.EDGE_FIRST_RISE, rise.timestamp_ns, rise.delta)
-            self._edge(schema.EVENT_FIRST_RISE, rise.timestamp_ns, {
+            attrs: dict[str, Any] = {
                 schema.EVENT_ATTR_SERIES: series, schema.EVENT_ATTR_BYTES: rise.value,
                 schema.EVENT_ATTR_BASELINE: rise.baseline, schema.EVENT_ATTR_DELTA: rise.delta,
-                schema.SPAN_ATTR_SAMPLING_INTERVAL: self.sampling_interval})
+                schema.SPAN_ATTR_SAMPLING_INTERVAL: self.sampling_interval}
+            if previous is not None and sample.timestamp_ns > previous.timestamp_ns:
+                attrs[schema.EVENT_ATTR_SINCE_PREVIOUS] = round(
+                    (sample.timestamp_ns - previous.timestamp_ns) / 1e9, 6)
+            self._edge(schema.EVENT_FIRST_RISE, rise.timestamp_ns, attrs)
         self.stormlog.observe(sample)
         if self.telemetry is not None:
             self.telemetry.after_sample()

@@ -22,11 +22,22 @@ from typing import Any
 import httpx
 import pytest
 
+_HANDED_OUT: set[int] = set()
+
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port nothing listens on and this process has not handed out before: the kernel
+    may give the same ephemeral port to two ``bind(0)`` calls once the first socket is closed,
+    and a fleet of trackers asks for dozens before any of them binds (two trackers on one port:
+    one rank silently missing from the scrape)."""
+    for _ in range(1000):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
+    raise RuntimeError("no unused loopback port after 1000 tries")
 
 
 def require_binary(name: str) -> str:

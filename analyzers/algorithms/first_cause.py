@@ -34,6 +34,7 @@ from stormotel.analyzers.timeline import (
     EDGE_RESOLUTION_ATTR,
     KIND_FIRST_RISE,
     KIND_STEP,
+    Markers,
     RankSeries,
     Timeline,
 )
@@ -51,6 +52,10 @@ WARMUP_SHARE = 0.25
 RISE_BLOCK = 4096
 #: An edge timestamp whose tracker interval is unknown is trusted to within this.
 DEFAULT_EDGE_RESOLUTION_NS = 1_000_000_000
+#: An edge this close to a sample is that sample (the archive keeps the tracker's own stamps).
+SAME_SAMPLE_NS = 1_000_000
+#: A hole this many times the tracker's interval means its sampler ran late (jitter is less).
+LATE_SAMPLE_FACTOR = 1.5
 
 
 @dataclass(frozen=True)
@@ -144,26 +149,10 @@ def _rise(series: RankSeries, samples: _Finite, settings: Settings, after_ns: in
             settled = int(t[i + k])
     hole = int(t[i] - t[i - 1]) if i > 0 else 0  # i >= 1: the baseline precedes the hit
     rise_t, edge = int(t[i]), False
-    # The tracker detects rises in-process at its own sampling rate and exports the exact time
-    # (span event or edge gauge); when one falls inside this sample's hole, it is the better
-    # timestamp, trusted to within the tracker's own sampling interval. A scraper stamps a
-    # sample with the time its scrape *started*, and the exporter reads the tracker's latest
-    # sample later (tens to hundreds of ms on a loaded host), so the edge of the rise a scrape
-    # shows can lie just after that scrape's timestamp: it is taken up to ``late`` after it,
-    # and its interval then reaches back to one tracker interval before the scrape timestamp,
-    # covering both clocks' readings.
     m = series.markers
     if len(m) and hole:
-        late = min(hole // 2, DEFAULT_EDGE_RESOLUTION_NS)
-        sel = np.flatnonzero((m.kind == KIND_FIRST_RISE) & (m.start_ns > t[i] - hole)
-                             & (m.start_ns <= t[i] + late))
-        if sel.size:
-            k = int(sel[np.argmin(m.start_ns[sel])])
-            attrs = m.attrs[k] if k < len(m.attrs) else {}
-            edge_res = _edge_resolution(attrs) or min(hole, DEFAULT_EDGE_RESOLUTION_NS)
-            edge_t = int(m.start_ns[k])
-            after_scrape = max(edge_t - int(t[i]), 0)
-            rise_t, edge, hole = edge_t, True, min(hole, edge_res) + after_scrape
+        next_t = int(t[i + 1]) if i + 1 < n else int(t[i]) + hole
+        rise_t, hole, edge = _timed_by_edge(m, int(t[i]), hole, next_t)
     return FirstRise(series.rank, rise_t, float(v[i] - level), threshold, int(t[j]), level,
                      peak, settled, hole, edge, step=_step_at(series, rise_t))
 
@@ -196,18 +185,67 @@ def _first_rise_since_start(v: np.ndarray, base: np.ndarray, threshold: float, w
     return None
 
 
+def _timed_by_edge(m: Markers, t_i: int, hole: int, next_t: int) -> tuple[int, int, bool]:
+    """(rise time, how long before it the rise may have happened, timed by an edge?) for a
+    sample at ``t_i`` that first shows the rise, ``hole`` after the previous one.
+
+    The tracker detects rises in-process at its own sampling rate and exports the exact time
+    (span event or edge gauge); when one falls inside this sample's hole, it is the better
+    timestamp, trusted to within the tracker's own gap before that sample. A scraper stamps a
+    sample with the time its scrape *started*, and the exporter reads the tracker's latest
+    sample later (tens to hundreds of ms on a loaded host), so the edge of the rise a scrape
+    shows can lie just after that scrape's timestamp: it is taken up to ``late`` after it, and
+    its interval then reaches back to one tracker interval before the scrape timestamp.
+
+    Two cases claim a precision the evidence lacks and are widened instead:
+    - the edge *is* this sample (the tracker's own archive) and the series' hole is wider than
+      the edge's stated resolution: the sampler ran late (a CPU-starved or stopped process),
+      so the hole is the truth (an edge that states its own gap is trusted to that gap);
+    - the only edge lies after the scrape that shows the rise, beyond ``late`` but before the
+      next sample: the exporter read the value after the edge (its process was stopped or
+      starved while the scrape waited), so the scrape time says nothing; the rise lies between
+      the previous sample and the edge.
+    """
+    late = min(hole // 2, DEFAULT_EDGE_RESOLUTION_NS)
+    first_rise = m.kind == KIND_FIRST_RISE
+    sel = np.flatnonzero(first_rise & (m.start_ns > t_i - hole) & (m.start_ns <= t_i + late))
+    if sel.size:
+        k = int(sel[np.argmin(m.start_ns[sel])])
+        attrs = m.attrs[k] if k < len(m.attrs) else {}
+        edge_t = int(m.start_ns[k])
+        stated = _edge_resolution(attrs)
+        res = stated or min(hole, DEFAULT_EDGE_RESOLUTION_NS)
+        if (abs(edge_t - t_i) <= SAME_SAMPLE_NS and not _states_own_gap(attrs)
+                and hole > LATE_SAMPLE_FACTOR * res):
+            res = hole
+        after_scrape = max(edge_t - t_i, 0)
+        return edge_t, min(hole, res) + after_scrape, True
+    later = np.flatnonzero(first_rise & (m.start_ns > t_i + late) & (m.start_ns < next_t))
+    if later.size:
+        edge_t = int(m.start_ns[later].min())
+        return edge_t, edge_t - (t_i - hole), True
+    return t_i, hole, False
+
+
+def _states_own_gap(attrs: object) -> bool:
+    return isinstance(attrs, Mapping) and schema.EVENT_ATTR_SINCE_PREVIOUS in attrs
+
+
 def _edge_resolution(attrs: object) -> int | None:
     """An edge's resolution: the tracker's sampling interval, from the TSDB source (ns) or the
     span event itself (seconds)."""
     if not isinstance(attrs, Mapping):
         return None
+    found: list[int] = []
     ns = attrs.get(EDGE_RESOLUTION_ATTR)
     if isinstance(ns, int | float) and ns > 0:
-        return int(ns)
-    secs = attrs.get(schema.SPAN_ATTR_SAMPLING_INTERVAL)
-    if isinstance(secs, int | float) and secs > 0:
-        return int(secs * 1e9)
-    return None
+        found.append(int(ns))
+    for key in (schema.SPAN_ATTR_SAMPLING_INTERVAL, schema.EVENT_ATTR_SINCE_PREVIOUS):
+        secs = attrs.get(key)
+        if isinstance(secs, int | float) and secs > 0:
+            found.append(int(secs * 1e9))
+    # The gap before the edge's sample when the tracker states it: never finer than its interval.
+    return max(found) if found else None
 
 
 def _step_at(series: RankSeries, t_ns: int) -> int | None:

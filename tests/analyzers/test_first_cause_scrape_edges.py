@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 from stormotel.analyzers.analyze import analyze
+from stormotel.analyzers.sources.markers import MarkerAccumulator
 from stormotel.analyzers.sources.prometheus import markers_from_edges
-from stormotel.analyzers.timeline import RankIdentity, Timeline, TimelineBuilder
+from stormotel.analyzers.timeline import KIND_FIRST_RISE, RankIdentity, Timeline, TimelineBuilder
 
 from stormotel import schema
 from tests.analyzers.synth import GIB, MIB
@@ -22,14 +23,15 @@ T0 = 1_700_000_000 * S
 TRACKER_INTERVAL = 100_000_000
 
 
-def _timeline(edges_s: dict[int, float], shown_s: dict[int, float]) -> Timeline:
-    """Per rank: scrapes every 1 s at the phase of ``shown_s[r]`` (the first scrape showing the
-    1 GiB rise), the edge gauge holding ``edges_s[r]`` from its edge on."""
+def _timeline(edges_s: dict[int, float], shown_s: dict[int, float],
+              every_s: float = 1.0) -> Timeline:
+    """Per rank: scrapes every ``every_s`` at the phase of ``shown_s[r]`` (the first scrape
+    showing the 1 GiB rise), the edge gauge holding ``edges_s[r]`` from its edge on."""
     rng = np.random.default_rng(3)
     b = TimelineBuilder()
     edge_parts = {}
     for r, shown in shown_s.items():
-        t = T0 + np.rint((shown % 1.0 + np.arange(90)) * S).astype(np.int64)
+        t = T0 + np.rint((shown % every_s + np.arange(90) * every_s) * S).astype(np.int64)
         high = t >= T0 + round(shown * S)
         used = 4.5 * GIB + rng.normal(0, 2 * MIB, t.shape[0]) + np.where(high, 1.0 * GIB, 0.0)
         b.set_identity(RankIdentity(rank=r, job_id="job-scrape", world_size=len(shown_s)))
@@ -63,11 +65,67 @@ def test_ranks_whose_edges_lie_within_the_tracker_interval_stay_a_tie():
     assert all(s.confidence == "low" for s in cr.first_cause_suspects)
 
 
-def test_an_edge_long_after_the_scrape_is_not_taken_for_its_rise():
-    """An edge more than half a scrape interval after the scrape that showed the rise belongs to
-    something else; the rise keeps the scrape's own 1 s hole and the incident is a tie."""
+def test_an_edge_long_after_the_scrape_widens_the_rise_to_it():
+    """An edge more than half a scrape interval after the scrape that showed the rise, before
+    the next scrape: either the exporter read the value late (its process stopped or starved
+    while the scrape waited) or the edge is of something else. Either way the scrape's stamp
+    does not bound the rise: it lies between the previous scrape and the edge, and the
+    incident is a tie."""
     edges = {0: 52.517, 1: 52.473, 2: 52.095, 3: 52.984}
     shown = {0: 52.600, 1: 52.550, 2: 52.150, 3: 52.304}
     cr = analyze(_timeline(edges, shown)).cross_rank
-    assert cr.incidents[0]["rises"]["3"]["timed_by_edge_event"] is False
+    rise3 = cr.incidents[0]["rises"]["3"]
+    assert rise3["t_ns"] == T0 + round(52.984 * S)
+    assert rise3["earliest_ns"] == T0 + round(51.304 * S)
     assert all(s.confidence == "low" for s in cr.first_cause_suspects)
+
+
+def test_a_scrape_read_late_does_not_name_its_rank_first():
+    """Scrapes every 15 s. Rank 1's exporter was starved while the scrape stamped 64.45 s
+    waited; it answered at 65.7 s with the sample of 65.6 s, just after rank 1's rise (its edge,
+    65.6 s). Rank 0 rose at 65.0 s. Taking the scrape's stamp for the time named rank 1 the
+    leader at high, before rank 0 that really rose first."""
+    edges = {0: 65.0, 1: 65.6}
+    shown = {0: 70.9, 1: 64.45}
+    cr = analyze(_timeline(edges, shown, every_s=15.0)).cross_rank
+    assert not [s.rank for s in cr.first_cause_suspects if s.confidence in ("high", "medium")]
+    assert cr.incidents[0]["rises"]["1"]["t_ns"] == T0 + round(65.6 * S)
+
+
+def _starved_archive(stated_gap: bool) -> Timeline:
+    """The tracker's own archive at 10 Hz with its first-rise span events: rank 0 rises at
+    10.0 s; rank 1's tracker was stopped from 8.95 s to 10.4 s (a CPU-starved or SIGSTOPped
+    process) and rose at 9.0 s, so its first sample above the baseline, and its edge, are at
+    10.4 s. ``stated_gap``: the edge carries the tracker's gap since its previous sample."""
+    b = TimelineBuilder()
+    for r in (0, 1):
+        t = np.arange(0, 200) * TRACKER_INTERVAL
+        if r == 1:
+            t = np.concatenate([t[t < 9.0 * S], np.arange(104, 200) * TRACKER_INTERVAL])
+        rise_at = 10.0 * S if r == 0 else 9.0 * S
+        used = 4.5 * GIB + np.where(t >= rise_at, 1.0 * GIB, 0.0)
+        b.set_identity(RankIdentity(rank=r, job_id="job-starved", world_size=2))
+        b.add_samples(r, T0 + t, device_used=used, device_total=np.full(t.shape[0], 80.0 * GIB))
+        edge_i = int(np.flatnonzero(t >= rise_at)[0])
+        edge_t = int(T0 + t[edge_i])
+        attrs: dict[str, object] = {schema.SPAN_ATTR_SAMPLING_INTERVAL: 0.1}
+        if stated_gap:
+            attrs[schema.EVENT_ATTR_SINCE_PREVIOUS] = (t[edge_i] - t[edge_i - 1]) / 1e9
+        acc = MarkerAccumulator()
+        acc.add(r, edge_t, edge_t, schema.EVENT_FIRST_RISE, KIND_FIRST_RISE, attrs)
+        for rank, m in acc.build().items():
+            b.add_markers(rank, m)
+    return b.build()
+
+
+def test_a_starved_tracker_archive_is_a_tie_not_a_lead_for_the_other_rank():
+    """Before: rank 1's edge was trusted to the nominal 0.1 s, so rank 0 (10.0 s) was named the
+    first cause at high although rank 1 rose a second earlier. The archive's own hole before
+    the edge's sample (1.45 s) is what the evidence resolves; with the tracker's stated gap
+    (new archives) the same."""
+    for stated in (False, True):
+        cr = analyze(_starved_archive(stated)).cross_rank
+        assert not [s.rank for s in cr.first_cause_suspects
+                    if s.confidence in ("high", "medium")], stated
+        rise1 = cr.incidents[0]["rises"]["1"]
+        assert rise1["earliest_ns"] == T0 + round(8.9 * S), stated

@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +47,9 @@ class Scenario:
     #: (rank, classification) gap findings that must be present.
     gap_truth: tuple[tuple[int, str], ...] = ()
     duration_s: float = 30.0  # from the epoch to the end of every rank
+    #: (rank, from, to): that rank's tracker process is stopped (SIGSTOP … SIGCONT) between these
+    #: times since the epoch — a tracker starved of CPU, whose next sample comes late.
+    starve: tuple[int, float, float] | None = None
 
     @property
     def world(self) -> int:
@@ -73,6 +78,12 @@ SCENARIOS: tuple[Scenario, ...] = (
     # Ranks 2 and 3 start (and warm up) 20 s after the others, shortly before the incident.
     Scenario("warm-up-then-incident", (0.0, 1.0, 21.0, 22.0),
              ("rank=0:first_spike@t=12s,delta=1GiB,lead=1s",), leader=0),
+    # The leader's tracker is starved from just before its rise until after the others rose:
+    # its first sample above the baseline (and its edge) is stamped after theirs. The evidence
+    # cannot order the ranks; naming a follower at high/medium would be the worst answer.
+    Scenario("starved-leader", (0.0, 2.0, 1.0, 3.0),
+             ("rank=1:first_spike@t=10s,delta=1GiB,lead=1s",), leader=1, must_name=False,
+             starve=(1, 9.8, 11.4)),
 )
 
 
@@ -83,6 +94,7 @@ class RunningJob:
     archive: Path
     ports: list[int]
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    by_rank: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
     epoch_ns: int = 0
 
 
@@ -118,9 +130,30 @@ def start_jobs(scenarios: list[Scenario], workdir: Path, tag: str = "",
         if delay > 0:
             time.sleep(delay)
         remaining = epoch / 1e9 + job.scenario.duration_s - time.time()
-        job.procs.append(subprocess.Popen(tracker_argv(job, r, remaining), cwd=ROOT, env=env,
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+        proc = subprocess.Popen(tracker_argv(job, r, remaining), cwd=ROOT, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        job.procs.append(proc)
+        job.by_rank[r] = proc
+    for job in jobs:
+        if job.scenario.starve is not None:
+            _starve(job, *job.scenario.starve)
     return jobs
+
+
+def _starve(job: RunningJob, rank: int, from_s: float, to_s: float) -> None:
+    """Stop one rank's tracker between two times since the epoch (timers, so the caller goes on
+    launching and waiting)."""
+    proc = job.by_rank[rank]
+
+    def send(sig: signal.Signals) -> None:
+        if proc.poll() is None:
+            proc.send_signal(sig)
+
+    for at_s, sig in ((from_s, signal.SIGSTOP), (to_s, signal.SIGCONT)):
+        delay = job.epoch_ns / 1e9 + at_s - time.time()
+        timer = threading.Timer(max(delay, 0.0), send, args=(sig,))
+        timer.daemon = True
+        timer.start()
 
 
 def late_ranks(jobs: list[RunningJob], margin_s: float = 3.0) -> list[str]:

@@ -8,6 +8,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -124,6 +125,42 @@ def test_first_rise_is_an_event_at_the_sample_time(make_tracker: Callable[..., M
     assert 1.5 <= t < 2.5  # the first sample after the rise (later only on a starved host)
     # Exact: the event's time is the sample's own timestamp (the device state at that instant).
     assert a[schema.EVENT_ATTR_BYTES] == sampler.reading_at(t).device_used
+
+
+class _StallingSampler:
+    """The simulated device, but the sampler stalls 0.6 s once just before the rise (a tracker
+    starved of CPU): the rise is then seen by a sample long after the previous one."""
+
+    def __init__(self, inner: SimulatedSampler) -> None:
+        self.inner, self.stalled = inner, False
+        self.name = inner.name
+
+    def sample(self) -> Any:
+        if not self.stalled and time.time_ns() - self.inner.epoch_ns > 1_400_000_000:
+            self.stalled = True
+            time.sleep(0.6)
+        return self.inner.sample()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_first_rise_states_the_gap_since_the_previous_sample(
+        make_tracker: Callable[..., MemoryTracker]) -> None:
+    """The edge's resolution is the tracker's real gap before it, not its nominal interval: a
+    starved sampler must not let the analyzer claim a 0.1 s precision it never had."""
+    inner = SimulatedSampler(rank=0, faults="rank=0:first_spike@t=1.5s,delta=2GiB",
+                             epoch_ns=time.time_ns() - 1_000_000_000)
+    tracker = make_tracker(sampler=_StallingSampler(inner), rank=0, warmup_samples=5)
+    tracker.start_tracking()
+    time.sleep(1.5)
+    tracker.stop_tracking()
+    events = [e for _r, s in spans(parse_lines(tracker.archive_files[1], TraceRequest))
+              for e in s.events if e.name == schema.EVENT_FIRST_RISE]
+    assert len(events) == 1
+    a = attrs(events[0].attributes)
+    assert a[schema.EVENT_ATTR_SINCE_PREVIOUS] >= 0.55
+    assert a[schema.EVENT_ATTR_SINCE_PREVIOUS] > 4 * a[schema.SPAN_ATTR_SAMPLING_INTERVAL]
 
 
 def test_threshold_crossing_events_and_counter(make_tracker: Callable[..., MemoryTracker]) -> None:
