@@ -175,6 +175,11 @@ EDGE_TIMESTAMP = Metric("stormotel.edge.timestamp", "s", Kind.GAUGE,
 EDGE_SIZE = Metric("stormotel.edge.size", BYTES, Kind.GAUGE,
                    "Size of the latest edge of each kind: the rise above its baseline"
                    " (first_rise), device used at the crossing or the OOM.")
+EDGE_GAP = Metric("stormotel.edge.gap", "s", Kind.GAUGE,
+                  "Seconds from the tracker's previous sample to the latest edge's sample"
+                  " (attribute edge): how long before its timestamp the edge may have happened."
+                  " The sampling interval, unless the sampler ran late (a CPU-starved or stopped"
+                  " process).")
 SAMPLING_INTERVAL = Metric("stormotel.tracker.sampling.interval", "s", Kind.GAUGE,
                            "The tracker's sampling interval: the resolution of its edge times.")
 ATTR_EDGE = "edge"
@@ -185,7 +190,7 @@ EDGE_OOM = "oom"
 EDGE_KINDS = (EDGE_FIRST_RISE, EDGE_THRESHOLD_WARNING, EDGE_THRESHOLD_CRITICAL, EDGE_OOM)
 #: Default window of the peak gauges: covers one 30 s scrape, whoever reads.
 PEAK_WINDOW_S = 30.0
-ALL_METRICS = (*ALL_METRICS, EDGE_TIMESTAMP, EDGE_SIZE, SAMPLING_INTERVAL)
+ALL_METRICS = (*ALL_METRICS, EDGE_TIMESTAMP, EDGE_SIZE, EDGE_GAP, SAMPLING_INTERVAL)
 
 # Sample field (analyzer Timeline / archive) → metric carrying it.
 FIELD_METRICS: dict[str, Metric] = {

@@ -135,6 +135,8 @@ class Edge:
 
     timestamp_ns: int
     size_bytes: int
+    #: seconds since the tracker's previous sample (None: the first sample, or unknown)
+    gap_s: float | None = None
 
 
 @dataclass
@@ -167,9 +169,10 @@ class TrackerState:
         for record_duration in list(self.duration_recorders):
             record_duration(duration_s)
 
-    def record_edge(self, kind: str, timestamp_ns: int, size_bytes: int) -> None:
+    def record_edge(self, kind: str, timestamp_ns: int, size_bytes: int,
+                    gap_s: float | None = None) -> None:
         with self.lock:
-            self.edges[kind] = Edge(int(timestamp_ns), int(size_bytes))
+            self.edges[kind] = Edge(int(timestamp_ns), int(size_bytes), gap_s)
 
     def count_drop(self, reason: str, n: int = 1) -> None:
         with self.lock:
@@ -211,13 +214,13 @@ def _register_instruments(provider: MeterProvider, state: TrackerState,
             return [Observation(int(max(latest, peak if peak is not None else latest)), base)]
         return cb
 
-    def edge_cb(value: Callable[[Edge], float | int]
+    def edge_cb(value: Callable[[Edge], float | int | None]
                 ) -> Callable[[CallbackOptions], Iterable[Observation]]:
         def cb(_: CallbackOptions) -> Iterable[Observation]:
             with state.lock:
                 edges = sorted(state.edges.items())
-            return [Observation(value(edge), with_attrs({schema.ATTR_EDGE: kind}))
-                    for kind, edge in edges]
+            return [Observation(v, with_attrs({schema.ATTR_EDGE: kind}))
+                    for kind, edge in edges if (v := value(edge)) is not None]
         return cb
 
     def scalar(get: Callable[[], float | int | None]
@@ -264,6 +267,7 @@ def _register_instruments(provider: MeterProvider, state: TrackerState,
     state.duration_recorders.append(lambda seconds: histogram.record(seconds, base))
     gauge(schema.EDGE_TIMESTAMP, edge_cb(lambda e: e.timestamp_ns / 1e9))
     gauge(schema.EDGE_SIZE, edge_cb(lambda e: e.size_bytes))
+    gauge(schema.EDGE_GAP, edge_cb(lambda e: e.gap_s))
     gauge(schema.SAMPLING_INTERVAL, scalar(lambda: state.sampling_interval_s))
 
     def sampler_counter(name: str, extra: Callable[[], int] = lambda: 0

@@ -554,9 +554,14 @@ class MemoryTracker:
         self.ring.push(sample)
         previous = self.state.latest
         self.state.record(sample, duration_s)
+        # How long before this sample an edge it shows may have happened (the real gap: longer
+        # than the interval when the sampler ran late).
+        gap_s = None if previous is None or sample.timestamp_ns <= previous.timestamp_ns \
+            else round((sample.timestamp_ns - previous.timestamp_ns) / 1e9, 6)
         if (sample.num_ooms or 0) > ((previous.num_ooms or 0) if previous is not None else 0):
             # The allocator's own OOM counter went up: an OOM edge even without capture_oom.
-            self.state.record_edge(schema.EDGE_OOM, sample.timestamp_ns, sample.device_used or 0)
+            self.state.record_edge(schema.EDGE_OOM, sample.timestamp_ns, sample.device_used or 0,
+                                   gap_s)
         memory = _memory_of(sample)
         with self._peaks_lock:
             for peak in self._span_peaks:
@@ -567,7 +572,7 @@ class MemoryTracker:
                 self.state.count_crossing(crossing.level)
                 self.stormlog.threshold_crossed(crossing.level, crossing.percent, sample)
                 self.state.record_edge(_THRESHOLD_EDGE[crossing.level], sample.timestamp_ns,
-                                       sample.device_used or 0)
+                                       sample.device_used or 0, gap_s)
                 self._edge(schema.EVENT_THRESHOLD, sample.timestamp_ns, {
                     schema.EVENT_ATTR_LEVEL: crossing.level,
                     schema.EVENT_ATTR_PERCENT: round(crossing.percent, 3),
@@ -577,14 +582,13 @@ class MemoryTracker:
         rise = self.first_rise.update(sample.timestamp_ns, getattr(sample, series),
                                       sample.device_total)
         if rise is not None:
-            self.state.record_edge(schema.EDGE_FIRST_RISE, rise.timestamp_ns, rise.delta)
+            self.state.record_edge(schema.EDGE_FIRST_RISE, rise.timestamp_ns, rise.delta, gap_s)
             attrs: dict[str, Any] = {
                 schema.EVENT_ATTR_SERIES: series, schema.EVENT_ATTR_BYTES: rise.value,
                 schema.EVENT_ATTR_BASELINE: rise.baseline, schema.EVENT_ATTR_DELTA: rise.delta,
                 schema.SPAN_ATTR_SAMPLING_INTERVAL: self.sampling_interval}
-            if previous is not None and sample.timestamp_ns > previous.timestamp_ns:
-                attrs[schema.EVENT_ATTR_SINCE_PREVIOUS] = round(
-                    (sample.timestamp_ns - previous.timestamp_ns) / 1e9, 6)
+            if gap_s is not None:
+                attrs[schema.EVENT_ATTR_SINCE_PREVIOUS] = gap_s
             self._edge(schema.EVENT_FIRST_RISE, rise.timestamp_ns, attrs)
         self.stormlog.observe(sample)
         if self.telemetry is not None:

@@ -332,6 +332,8 @@ class _Discovery:
     #: Spellings of the edge-timestamp gauge and the sampling-interval gauge present.
     edge_names: list[str] = field(default_factory=list)
     interval_names: list[str] = field(default_factory=list)
+    #: Spellings of the edge-gap gauge (the tracker's real gap before each edge) present.
+    gap_names: list[str] = field(default_factory=list)
 
 
 def _field_names() -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
@@ -370,7 +372,7 @@ def identity_from_labels(labels: dict[str, str]) -> RankIdentity | None:
 def _discover(api: PrometheusAPI, window: QueryWindow, builder: TimelineBuilder,
               want_native: bool) -> _Discovery:
     fields = _field_names()
-    side_names = (set(schema.EDGE_TIMESTAMP.prom_aliases)
+    side_names = (set(schema.EDGE_TIMESTAMP.prom_aliases) | set(schema.EDGE_GAP.prom_aliases)
                   | set(schema.SAMPLING_INTERVAL.prom_aliases))
     all_names = sorted({n for plain, peak in fields.values() for n in (*plain, *peak)}
                        | set(schema.ESTIMATE.prom_aliases) | side_names
@@ -416,7 +418,8 @@ def _discover(api: PrometheusAPI, window: QueryWindow, builder: TimelineBuilder,
     return _Discovery(api, names, peak_fields, identities, native, estimates,
                       {k: v for k, v in markers.items() if v},
                       [n for n in schema.EDGE_TIMESTAMP.prom_aliases if n in present],
-                      [n for n in schema.SAMPLING_INTERVAL.prom_aliases if n in present])
+                      [n for n in schema.SAMPLING_INTERVAL.prom_aliases if n in present],
+                      [n for n in schema.EDGE_GAP.prom_aliases if n in present])
 
 
 def _whole_window_by_rank(d: _Discovery, window: QueryWindow, name: str, over_time: str,
@@ -628,6 +631,7 @@ def _plan_queries(discoveries: list[_Discovery], window: QueryWindow, step: floa
             wanted += [(kind, name, "marker") for kind, names in d.marker_names.items()
                        for name in names]
             wanted += [(schema.ATTR_EDGE, name, "edge") for name in d.edge_names]
+            wanted += [(schema.ATTR_EDGE, name, "edge_gap") for name in d.gap_names]
             for fname, name, what in wanted:
                 sel = label_selector({"__name__": name, schema.ATTR_JOB_ID: window.job_id},
                                      {schema.ATTR_RANK: "|".join(map(str, batch))},
@@ -653,6 +657,7 @@ def _run_queries(tasks: list[_Task], builder: TimelineBuilder, outcome: LoadOutc
     samples: _Parts = {}
     marker_series: dict[tuple[str, int], list[tuple[np.ndarray, np.ndarray]]] = {}
     edges: _Parts = {}
+    gaps: _Parts = {}
     if not tasks:
         return with_data
     chunk_s = max(60.0, step * max(2, max_points - 1))
@@ -678,6 +683,8 @@ def _run_queries(tasks: list[_Task], builder: TimelineBuilder, outcome: LoadOutc
                 _collect_marker_series(res, task, marker_series)
             elif task.what == "edge":
                 _collect_edges(res, task, edges)
+            elif task.what == "edge_gap":
+                _collect_edges(res, task, gaps)
             else:
                 got = _collect_samples(res, task, builder, samples)
                 with_data.setdefault(task.api.url, set()).update(got)
@@ -686,7 +693,7 @@ def _run_queries(tasks: list[_Task], builder: TimelineBuilder, outcome: LoadOutc
     for rank, markers in markers_from_series(marker_series).items():
         if rank in have_data:
             builder.add_markers(rank, markers)
-    for rank, markers in markers_from_edges(edges, intervals or {}).items():
+    for rank, markers in markers_from_edges(edges, intervals or {}, gaps).items():
         if rank in have_data:
             builder.add_markers(rank, markers)
     for url, n in failures.items():
@@ -775,20 +782,38 @@ def _collect_edges(results: list[dict[str, object]], task: _Task, out: _Parts) -
         out.setdefault((ident.rank, kind), []).append((t_ns, v))
 
 
-def markers_from_edges(edges: _Parts, intervals: dict[int, int]) -> dict[int, Markers]:
-    """Each distinct value of an edge-timestamp gauge is one edge at that (tracker) time; the
-    tracker's sampling interval, when known, is its resolution."""
+def markers_from_edges(edges: _Parts, intervals: dict[int, int],
+                       gaps: _Parts | None = None) -> dict[int, Markers]:
+    """Each distinct value of an edge-timestamp gauge is one edge at that (tracker) time. Its
+    resolution is the tracker's sampling interval, when known, or the edge-gap gauge scraped
+    with it when that is longer (the sampler ran late before the edge's sample)."""
     acc = MarkerAccumulator()
     for (rank, kind), parts in sorted(edges.items()):
+        t_scrape = np.concatenate([p[0] for p in parts])
         v = np.concatenate([p[1] for p in parts])
-        v = v[np.isfinite(v) & (v > 0)]
-        for t_ms in np.unique(np.rint(v * 1000.0).astype(np.int64)).tolist():
+        ok = np.isfinite(v) & (v > 0)
+        t_scrape, edge_ms = t_scrape[ok], np.rint(v[ok] * 1000.0).astype(np.int64)
+        gap_at = _gap_by_scrape((gaps or {}).get((rank, kind), []))
+        for t_ms in sorted(set(edge_ms.tolist())):
             t = int(t_ms) * 1_000_000
             attrs: dict[str, object] = {schema.ATTR_EDGE: kind}
-            if rank in intervals:
-                attrs[EDGE_RESOLUTION_ATTR] = intervals[rank]
+            res = [intervals[rank]] if rank in intervals else []
+            res += [g for ts in t_scrape[edge_ms == t_ms].tolist()
+                    if (g := gap_at.get(int(ts))) is not None]
+            if res:
+                attrs[EDGE_RESOLUTION_ATTR] = max(res)
             acc.add(rank, t, t, kind, EDGE_MARKER_KINDS[kind], attrs)
     return acc.build()
+
+
+def _gap_by_scrape(parts: list[tuple[np.ndarray, np.ndarray]]) -> dict[int, int]:
+    """Scrape time → the edge-gap gauge's value then (ns); the largest where endpoints differ."""
+    out: dict[int, int] = {}
+    for t_ns, v in parts:
+        for ts, g in zip(t_ns.tolist(), v.tolist(), strict=True):
+            if g == g and 0 < g < 1e6:  # finite, positive, under ~11 days
+                out[int(ts)] = max(out.get(int(ts), 0), int(g * 1e9))
+    return out
 
 
 def _collect_marker_series(results: list[dict[str, object]], task: _Task,

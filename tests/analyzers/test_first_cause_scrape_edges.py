@@ -24,12 +24,12 @@ TRACKER_INTERVAL = 100_000_000
 
 
 def _timeline(edges_s: dict[int, float], shown_s: dict[int, float],
-              every_s: float = 1.0) -> Timeline:
+              every_s: float = 1.0, gaps_s: dict[int, float] | None = None) -> Timeline:
     """Per rank: scrapes every ``every_s`` at the phase of ``shown_s[r]`` (the first scrape
     showing the 1 GiB rise), the edge gauge holding ``edges_s[r]`` from its edge on."""
     rng = np.random.default_rng(3)
     b = TimelineBuilder()
-    edge_parts = {}
+    edge_parts, gap_parts = {}, {}
     for r, shown in shown_s.items():
         t = T0 + np.rint((shown % every_s + np.arange(90) * every_s) * S).astype(np.int64)
         high = t >= T0 + round(shown * S)
@@ -38,7 +38,10 @@ def _timeline(edges_s: dict[int, float], shown_s: dict[int, float],
         b.add_samples(r, t, device_used=used, device_total=np.full(t.shape[0], 80.0 * GIB))
         gauge = np.where(high, (T0 + round(edges_s[r] * S)) / 1e9, np.nan)
         edge_parts[(r, schema.EDGE_FIRST_RISE)] = [(t, gauge)]
-    for r, m in markers_from_edges(edge_parts, dict.fromkeys(shown_s, TRACKER_INTERVAL)).items():
+        if gaps_s and r in gaps_s:
+            gap_parts[(r, schema.EDGE_FIRST_RISE)] = [(t, np.where(high, gaps_s[r], np.nan))]
+    intervals = dict.fromkeys(shown_s, TRACKER_INTERVAL)
+    for r, m in markers_from_edges(edge_parts, intervals, gap_parts).items():
         b.add_markers(r, m)
     return b.build()
 
@@ -90,6 +93,21 @@ def test_a_scrape_read_late_does_not_name_its_rank_first():
     cr = analyze(_timeline(edges, shown, every_s=15.0)).cross_rank
     assert not [s.rank for s in cr.first_cause_suspects if s.confidence in ("high", "medium")]
     assert cr.incidents[0]["rises"]["1"]["t_ns"] == T0 + round(65.6 * S)
+
+
+def test_the_edge_gap_gauge_keeps_a_starved_rank_from_looking_late():
+    """Scrapes every 15 s, every rank's edge seen by a scrape after it. Rank 1's tracker was
+    starved for a second before its edge sample at 65.0 s (it rose at ~64.2 s); rank 0 rose at
+    64.6 s. With the nominal 0.1 s interval rank 0 was the first cause at high; the edge-gap
+    gauge (1.0 s) says rank 1's rise may lie anywhere in the second before its edge: a tie."""
+    edges = {0: 64.6, 1: 65.0}
+    shown = {0: 70.9, 1: 66.3}
+    before = analyze(_timeline(edges, shown, every_s=15.0)).cross_rank
+    top = before.first_cause_suspects[0]
+    assert (top.rank, top.confidence) == (0, "high")
+    cr = analyze(_timeline(edges, shown, every_s=15.0, gaps_s={0: 0.1, 1: 1.0})).cross_rank
+    assert not [s.rank for s in cr.first_cause_suspects if s.confidence in ("high", "medium")]
+    assert cr.incidents[0]["rises"]["1"]["earliest_ns"] == T0 + round(64.0 * S)
 
 
 def _starved_archive(stated_gap: bool) -> Timeline:

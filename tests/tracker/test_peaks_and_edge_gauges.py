@@ -84,3 +84,7 @@ def test_two_readers_see_the_same_peak_and_the_exact_edge_time(
     assert attrs(events[0].attributes)[schema.SPAN_ATTR_SAMPLING_INTERVAL] == \
         tracker.sampling_interval
     assert re.search(r"^stormotel_edge_timestamp_seconds\{", first, re.MULTILINE)
+    # The edge's real gap since the previous sample, the same on the gauge and the event.
+    gap = _value(first, schema.EDGE_GAP.prom, edge=schema.EDGE_FIRST_RISE)
+    assert gap is not None and gap > 0
+    assert gap == attrs(events[0].attributes)[schema.EVENT_ATTR_SINCE_PREVIOUS]
