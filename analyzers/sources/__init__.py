@@ -19,14 +19,22 @@ import stat
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from stormotel.analyzers.sources import stormlog, stormlog_fast
 from stormotel.analyzers.sources.base import LoadContext, ProgressFn
-from stormotel.analyzers.sources.jsonio import JSONDecodeError, first_byte, loads
-from stormotel.analyzers.sources.otlp_archive import OtlpFileReader, looks_like_otlp_json
+from stormotel.analyzers.sources.jsonio import (
+    JSONDecodeError,
+    first_byte,
+    loads,
+    looks_like_otlp_json,
+)
 from stormotel.analyzers.timeline import Timeline, TimelineBuilder
 
 from stormotel.errors import NoTelemetryError, SourceInputError
+
+if TYPE_CHECKING:
+    from stormotel.analyzers.sources.otlp_archive import OtlpFileReader
 
 __all__ = ["LoadContext", "expand_paths", "load_paths"]
 
@@ -257,13 +265,13 @@ def _load_file(path: Path, ctx: LoadContext, *, explicit: bool) -> int:
         ctx.skip("empty_file", where, "file is empty")
         return 0
     if inner.endswith(PROTOBUF_SUFFIXES):
-        reader = OtlpFileReader(ctx, where)
+        reader = _otlp_reader(ctx, where)
         reader.read_protobuf(data)
         return reader.flush()
     head = _first_line(data)
     if head[:1] in (b"{", b"["):
         if looks_like_otlp_json(head if len(head) > 1 else data[:4096]):  # or pretty-printed
-            reader = OtlpFileReader(ctx, where)
+            reader = _otlp_reader(ctx, where)
             reader.read_json_lines(data)
             return reader.flush()
         records = _stormlog_json_records(data, where, ctx)
@@ -275,6 +283,13 @@ def _load_file(path: Path, ctx: LoadContext, *, explicit: bool) -> int:
             return _not_telemetry(where, ctx, explicit, "CSV without Stormlog telemetry columns")
         return stormlog.load_records(stormlog.read_csv(data, where), where, ctx)
     return _not_telemetry(where, ctx, explicit, "not JSON, CSV or protobuf telemetry")
+
+
+def _otlp_reader(ctx: LoadContext, where: str) -> OtlpFileReader:
+    """The OTLP reader, imported on first use: a run over Stormlog exports never loads it."""
+    from stormotel.analyzers.sources.otlp_archive import OtlpFileReader
+
+    return OtlpFileReader(ctx, where)
 
 
 def _stormlog_json_records(data: bytes, where: str, ctx: LoadContext) -> list | None:

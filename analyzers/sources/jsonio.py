@@ -44,3 +44,12 @@ def first_byte(data: bytes) -> bytes:
     file the way ``data.strip()`` does."""
     m = _NOT_BLANK.search(data)
     return m.group() if m else b""
+
+
+def looks_like_otlp_json(first_line: bytes) -> bool:
+    """A request's keys near the start, or a bare ResourceMetrics/ResourceSpans line."""
+    head = first_line[:200]
+    return any(k in head for k in (b'"resourceMetrics"', b'"resourceSpans"', b'"resource_metrics"',
+                                   b'"resource_spans"')) or \
+        (first_line.lstrip()[:1] == b"{" and b'"resource"' in first_line and
+         any(k in first_line for k in (b'"scopeMetrics"', b'"scopeSpans"')))

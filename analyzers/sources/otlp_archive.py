@@ -54,15 +54,6 @@ _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _WHITESPACE = frozenset(b" \t\n\r\x0b\x0c")  # what bytes.strip() removes
 
 
-def looks_like_otlp_json(first_line: bytes) -> bool:
-    """A request's keys near the start, or a bare ResourceMetrics/ResourceSpans line."""
-    head = first_line[:200]
-    return any(k in head for k in (b'"resourceMetrics"', b'"resourceSpans"', b'"resource_metrics"',
-                                   b'"resource_spans"')) or \
-        (first_line.lstrip()[:1] == b"{" and b'"resource"' in first_line and
-         any(k in first_line for k in (b'"scopeMetrics"', b'"scopeSpans"')))
-
-
 def _get(d: Mapping[str, Any], camel: str, snake: str, default: Any = None) -> Any:
     v = d.get(camel)
     return d.get(snake, default) if v is None else v

@@ -241,7 +241,7 @@ def load_records(records: list[Any], path: str, ctx: LoadContext) -> int:
     _identities(good, ranks, ctx)
     added = 0
     b = ctx.builder
-    for rank in np.unique(ranks[ok]):
+    for rank in _distinct(ranks[ok]):
         sel = ok & (ranks == rank)
         b.add_samples(int(rank), t[sel], allocated=alloc[sel], reserved=reserved[sel],
                       active=active[sel], device_used=used[sel], device_total=total[sel],
@@ -282,7 +282,7 @@ def _mib(m: Any) -> float | None:
         return None
 
 
-def _int_column(values: list[Any], default: int) -> np.ndarray:
+def _int_column(values: Sequence[Any], default: int) -> np.ndarray:
     try:
         arr = np.asarray([default if v is None else v for v in values], dtype=np.float64)
     except (TypeError, ValueError, OverflowError):
@@ -301,10 +301,25 @@ def _safe_int(v: Any, default: int) -> float:
         return -1
 
 
+def _distinct(ranks: np.ndarray) -> list[int]:
+    """The ranks present, ascending; one file is usually one rank (np.unique would also import
+    numpy.ma, a tenth of a files run's start-up)."""
+    if not ranks.size:
+        return []
+    if bool((ranks == ranks[0]).all()):
+        return [int(ranks[0])]
+    return sorted(set(ranks.tolist()))
+
+
 def _identities(good: list[Mapping[str, Any]], ranks: np.ndarray, ctx: LoadContext) -> None:
     """One identity per rank, from the first record of that rank (cheap: ranks are few)."""
-    _, first_idx = np.unique(ranks, return_index=True)
-    for i in first_idx:
+    first_idx: dict[int, int] = {}
+    if ranks.size and bool((ranks == ranks[0]).all()):
+        first_idx[int(ranks[0])] = 0
+    else:
+        for i, r in enumerate(ranks.tolist()):
+            first_idx.setdefault(r, i)
+    for _rank, i in sorted(first_idx.items()):
         r = good[int(i)]
         rank = int(ranks[i])
         if rank < 0:
