@@ -87,9 +87,23 @@ def ensure_venv() -> Path:
     return py
 
 
-def write_exports(folder: Path, ranks: int, samples: int, seed: int = 0) -> int:
-    """One Stormlog v4 JSON export per rank; returns total bytes written."""
+#: A real stormlog 0.4.x export: its per-event ``metadata`` (collector health, capabilities,
+#: ~1.4 KB) is what the real exporter writes on every event.
+REAL_EXPORT = ROOT / "tests" / "analyzers" / "data" / "stormlog_events_rank1.json"
+
+
+def real_metadata() -> dict:
+    real = json.loads(REAL_EXPORT.read_bytes())
+    return next(e for e in real if e.get("allocator_allocated_bytes") is not None)["metadata"]
+
+
+def write_exports(folder: Path, ranks: int, samples: int, seed: int = 0,
+                  layout: str = "real") -> int:
+    """One Stormlog v4 JSON export per rank; returns total bytes written. ``layout="real"``
+    gives every event the real exporter's ``metadata``; ``"bare"`` an empty one (the layout
+    earlier tables in docs/benchmarks.md were measured on)."""
     folder.mkdir(parents=True, exist_ok=True)
+    metadata = real_metadata() if layout == "real" else {}
     rng = np.random.default_rng(seed)
     t = T0 + np.arange(samples, dtype=np.int64) * INTERVAL
     rise_at, spike_at = samples // 3, samples // 2
@@ -115,7 +129,7 @@ def write_exports(folder: Path, ranks: int, samples: int, seed: int = 0) -> int:
              "allocator_reserved_bytes": int(reserved[i]), "allocator_active_bytes": int(alloc[i]),
              "allocator_inactive_bytes": 0, "allocator_change_bytes": 0,
              "device_used_bytes": int(used[i]), "device_free_bytes": int(total - used[i]),
-             "device_total_bytes": total, "context": context[i], "metadata": {}}
+             "device_total_bytes": total, "context": context[i], "metadata": metadata}
             for i in range(samples)]
         path = folder / f"events_rank{r}.json"
         path.write_text(json.dumps(records))
@@ -181,17 +195,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", nargs="+", default=["64x3600"], metavar="RANKSxSAMPLES")
     p.add_argument("--timeout", type=int, default=600, help="per tool run, seconds")
     p.add_argument("--keep", action="store_true", help="keep the generated exports")
+    p.add_argument("--layout", choices=("real", "bare"), default="real",
+                   help="events with the real exporter's metadata (default) or an empty one")
     args = p.parse_args(argv)
     py = ensure_venv()
     for size in args.sizes:
         ranks, samples = (int(x) for x in size.lower().split("x"))
         folder = OUT / f"compare-{ranks}x{samples}"
-        mb = write_exports(folder, ranks, samples) / 1e6
+        mb = write_exports(folder, ranks, samples, layout=args.layout) / 1e6
         files = sorted(str(f) for f in folder.glob("events_rank*.json"))
         ours = run_stormotel(folder, args.timeout)
         theirs = run_stormlog(py, files, args.timeout)
         for row in (theirs, ours):
-            print(json.dumps({"size": size, "mb": round(mb, 1), **row}), flush=True)
+            print(json.dumps({"size": size, "layout": args.layout, "mb": round(mb, 1), **row}),
+                  flush=True)
         if "error" not in ours and "error" not in theirs:
             print(json.dumps({"size": size,
                               "speedup_wall": round(theirs["wall_s"] / ours["wall_s"], 1),
