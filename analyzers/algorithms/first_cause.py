@@ -26,7 +26,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, SupportsInt, cast
 
 import numpy as np
-from stormotel.analyzers.algorithms.robust import finite_ends, finite_samples, rolling_min
+from stormotel.analyzers.algorithms.robust import (
+    finite_ends,
+    finite_samples,
+    median_of,
+    rolling_min,
+)
 from stormotel.analyzers.algorithms.scratch import Scratch
 from stormotel.analyzers.algorithms.settings import Settings
 from stormotel.analyzers.report import Confidence, CrossRank, Suspect
@@ -137,7 +142,7 @@ def _rise(series: RankSeries, samples: _Finite, settings: Settings, after_ns: in
     at_base = np.flatnonzero(np.equal(v[: i + 1], base[i], out=work.flags("rise_at_base", i + 1)))
     j = int(at_base[-1]) if at_base.size else 0
     # Report the rise against the level around the baseline, not its single lowest (noisy) sample.
-    level = float(np.median(v[max(0, j - 4): j + 1]))
+    level = median_of(v[max(0, j - 4): j + 1])
     # Where the rise levels off: the next rise is looked for after that, so a multi-sample
     # ramp (a warm-up) is one rise, not several.
     settled = int(t[-1])

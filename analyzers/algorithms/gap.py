@@ -28,6 +28,7 @@ from stormotel.analyzers.algorithms.robust import (
     all_finite,
     linear_fit,
     linear_slope,
+    median_of,
     robust_center,
     runs,
 )
@@ -226,7 +227,7 @@ def _drift(series: RankSeries, settings: Settings, t: np.ndarray, g: np.ndarray,
     # started part-way through the window). Largest rise over 5 % of the samples vs. the total.
     k = max(1, n // 20)
     edge = max(1, n // 10)
-    total_rise = float(np.median(g[-edge:]) - np.median(g[:edge]))
+    total_rise = median_of(g[-edge:]) - median_of(g[:edge])
     largest_jump = float(np.max(g[k:] - g[:-k]))
     if total_rise <= 0 or largest_jump >= 0.6 * total_rise:
         return None
@@ -362,8 +363,8 @@ def fragmentation_finding(series: RankSeries, settings: Settings,
         rank=series.rank, classification="fragmentation", severity=severity,
         confidence=round(min(1.0, share), 3),
         evidence={"measure": "inactive_split" if split else "reserved_minus_allocated",
-                  "median_ratio": float(np.median(ratio[frag])), "ratio_threshold":
-                  settings.frag_ratio, "median_idle_bytes": float(np.median(idle[frag])),
+                  "median_ratio": median_of(ratio[frag]), "ratio_threshold":
+                  settings.frag_ratio, "median_idle_bytes": median_of(idle[frag]),
                   "fragmented_share": share, "window_share": window_share,
                   "max_device_utilization": pressure,
                   "longest_start_ns": int(t[starts[longest]]),
