@@ -157,7 +157,8 @@ def _rise(series: RankSeries, samples: _Finite, settings: Settings, after_ns: in
     m = series.markers
     if len(m) and hole:
         next_t = int(t[i + 1]) if i + 1 < n else int(t[i]) + hole
-        rise_t, hole, edge = _timed_by_edge(m, int(t[i]), hole, next_t)
+        rise_t, hole, edge = _timed_by_edge(m, int(t[i]), hole, next_t,
+                                            series.median_interval_ns() or 0)
     return FirstRise(series.rank, rise_t, float(v[i] - level), threshold, int(t[j]), level,
                      peak, settled, hole, edge, step=_step_at(series, rise_t))
 
@@ -190,9 +191,11 @@ def _first_rise_since_start(v: np.ndarray, base: np.ndarray, threshold: float, w
     return None
 
 
-def _timed_by_edge(m: Markers, t_i: int, hole: int, next_t: int) -> tuple[int, int, bool]:
+def _timed_by_edge(m: Markers, t_i: int, hole: int, next_t: int, usual_ns: int
+                   ) -> tuple[int, int, bool]:
     """(rise time, how long before it the rise may have happened, timed by an edge?) for a
-    sample at ``t_i`` that first shows the rise, ``hole`` after the previous one.
+    sample at ``t_i`` that first shows the rise, ``hole`` after the previous one (the series is
+    usually sampled every ``usual_ns``).
 
     The tracker detects rises in-process at its own sampling rate and exports the exact time
     (span event or edge gauge); when one falls inside this sample's hole, it is the better
@@ -203,9 +206,11 @@ def _timed_by_edge(m: Markers, t_i: int, hole: int, next_t: int) -> tuple[int, i
     its interval then reaches back to one tracker interval before the scrape timestamp.
 
     Two cases claim a precision the evidence lacks and are widened instead:
-    - the edge *is* this sample (the tracker's own archive) and the series' hole is wider than
-      the edge's stated resolution: the sampler ran late (a CPU-starved or stopped process),
-      so the hole is the truth (an edge that states its own gap is trusted to that gap);
+    - the edge *is* this sample (the tracker's own archive) and the hole before it is much
+      wider than both the edge's stated resolution and the series' usual interval: the sampler
+      ran late (a CPU-starved or stopped process), so the hole is the truth (an edge that
+      states its own gap is trusted to that gap; a series thinned to a coarser interval than
+      the tracker sampled at keeps the edge's resolution);
     - the only edge lies after the scrape that shows the rise, beyond ``late`` but before the
       next sample: the exporter read the value after the edge (its process was stopped or
       starved while the scrape waited), so the scrape time says nothing; the rise lies between
@@ -221,7 +226,7 @@ def _timed_by_edge(m: Markers, t_i: int, hole: int, next_t: int) -> tuple[int, i
         stated = _edge_resolution(attrs)
         res = stated or min(hole, DEFAULT_EDGE_RESOLUTION_NS)
         if (abs(edge_t - t_i) <= SAME_SAMPLE_NS and not _states_own_gap(attrs)
-                and hole > LATE_SAMPLE_FACTOR * res):
+                and hole > LATE_SAMPLE_FACTOR * max(res, usual_ns)):
             res = hole
         after_scrape = max(edge_t - t_i, 0)
         return edge_t, min(hole, res) + after_scrape, True
