@@ -14,7 +14,10 @@ import json
 import os
 import pickle
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from functools import partial
+from itertools import chain, repeat
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, overload
 
@@ -76,17 +79,8 @@ def load_dump_dir(path: Path, *, world_size: int | None = None) -> DumpSet:
         if not f.startswith("."))
     dumps: dict[int, RankDump] = {}
     skipped: dict[str, str] = {}
-    for f in files:
-        if f is not path and not f.is_file():  # a named pipe would block, /dev/zero never ends
-            skipped[str(f)] = "not a regular file"
-            continue
-        rank = rank_from_name(f.name)
-        if rank is None:
-            skipped[str(f)] = "no rank number in the file name"
-            continue
-        if rank in dumps:
-            raise DumpError(f"{f}: rank {rank} already read from {dumps[rank].path}")
-        dumps[rank] = _empty_dump(f, rank) if _is_empty(f) else load_dump_file(f, rank)
+    with gc_paused():  # every rank's entries stay alive: a collection between files finds none
+        _read_files(path, files, dumps, skipped)
     if not dumps:
         raise DumpError(f"{path}: no Flight Recorder dumps (expected files named like "
                         "nccl_trace_rank_0 or <host>_rank0.json)")
@@ -126,6 +120,22 @@ def load_dump_dir(path: Path, *, world_size: int | None = None) -> DumpSet:
                    skipped_files=skipped, empty_ranks=empty)
 
 
+def _read_files(path: Path, files: list[Path], dumps: dict[int, RankDump],
+                skipped: dict[str, str]) -> None:
+    """Each rank-numbered file's dump into ``dumps``; other files into ``skipped`` with why."""
+    for f in files:
+        if f is not path and not f.is_file():  # a named pipe would block, /dev/zero never ends
+            skipped[str(f)] = "not a regular file"
+            continue
+        rank = rank_from_name(f.name)
+        if rank is None:
+            skipped[str(f)] = "no rank number in the file name"
+            continue
+        if rank in dumps:
+            raise DumpError(f"{f}: rank {rank} already read from {dumps[rank].path}")
+        dumps[rank] = _empty_dump(f, rank) if _is_empty(f) else load_dump_file(f, rank)
+
+
 def _is_empty(path: Path) -> bool:
     try:
         return path.stat().st_size == 0
@@ -152,7 +162,9 @@ def _decode(path: Path, data: bytes) -> tuple[Mapping[str, Any], str]:
         form = "json"
     elif data[:1] == b"\x80":
         try:
-            raw = loads_plain(data)
+            # Entries are read by _entry, which takes only scalars and flat size lists from
+            # each and skips anything else, so their nesting needs no walk.
+            raw = loads_plain(data, opaque_keys=("entries",))
         except pickle.UnpicklingError as exc:
             raise DumpError(f"{path}: {exc}") from exc
         form = "pickle"
@@ -172,14 +184,18 @@ def _normalise(path: Path, rank: int, raw: Mapping[str, Any], form: str) -> Rank
     entries_raw = raw.get("entries")
     if not isinstance(entries_raw, list):
         raise DumpError(f"{path}: 'entries' is {type(entries_raw).__name__}, expected a list")
-    entries: list[FrEntry] = []
     bad = 0
-    for e in entries_raw:
-        entry = _entry(rank, e)
-        if entry is None:
-            bad += 1
-        else:
-            entries.append(entry)
+    columns = entries_by_column(rank, entries_raw)
+    if columns is not None:
+        entries = columns
+    else:
+        entries = []
+        for e in entries_raw:
+            entry = _entry(rank, e)
+            if entry is None:
+                bad += 1
+            else:
+                entries.append(entry)
     entries.sort(key=lambda e: e.record_id)
     status: dict[int, PgStatus] = {}
     for pg_id, st in (raw.get("pg_status") or {}).items():
@@ -228,32 +244,140 @@ def _time(v: Any) -> int | None:
 
 
 def _sizes(v: Any) -> tuple[tuple[int, ...], ...]:
-    return tuple(tuple(map(int, s)) for s in v) if v else ()
+    return tuple([tuple(map(int, s)) for s in v]) if v else ()
+
+
+def _text(v: Any) -> str:
+    """A string field: strings and numbers only (``str`` of a nested container would recurse
+    through whatever depth a hostile dump built; such an entry is skipped instead)."""
+    if type(v) is str:
+        return v
+    if isinstance(v, int | float | bytes) or v is None:
+        return str(v)
+    raise TypeError(f"expected text, got {type(v).__name__}")
+
+
+#: profiling name → (backend, op): a job has a handful of distinct names and 10^5 entries.
+_OPS: dict[str, tuple[str, str]] = {}
+
+
+def _backend_op(profiling: str) -> tuple[str, str]:
+    hit = _OPS.get(profiling)
+    if hit is None:
+        backend, _, op_part = profiling.partition(":")
+        if not op_part:
+            backend, op_part = "", profiling
+        hit = (backend, op_part.split(" ", 1)[0])
+        if len(_OPS) < 4096:
+            _OPS[profiling] = hit
+    return hit
 
 
 def _bool(v: Any) -> bool:
     return v.lower() == "true" if isinstance(v, str) else bool(v)
 
 
+def entries_by_column(rank: int, raw: list[Any]) -> list[FrEntry] | None:
+    """Every entry of a dump at once, when all are well-formed in the types PyTorch's pickle
+    writes (ints, strings, bools, lists of int lists): fields are pulled out and type-checked a
+    column at a time by C-level ``map``s instead of a dozen Python calls per entry — half a
+    million entries in a fraction of the time. The records are those :func:`_entry` makes;
+    None (any entry malformed, or the JSON form's stringified numbers) sends the dump to the
+    per-entry reader, which skips bad entries one by one."""
+    if not raw:
+        return []
+    if _types(raw) != {dict}:
+        return None
+    try:
+        record_id = _column(raw, "record_id")
+        groups = _column(raw, "process_group")
+        profiling = _column(raw, "profiling_name")
+        is_p2p = _column(raw, "is_p2p", False)
+        coll_seq = _column(raw, "collective_seq_id", None)
+        seq = coll_seq if True not in is_p2p else [
+            e["p2p_seq_id"] if p else c for e, p, c in zip(raw, is_p2p, coll_seq, strict=True)]
+    except (KeyError, TypeError):
+        return None
+    in_sizes = _size_column(_column(raw, "input_sizes", None))
+    out_sizes = _size_column(_column(raw, "output_sizes", None))
+    if in_sizes is None or out_sizes is None:
+        return None
+    pg_id, state = _column(raw, "pg_id", None), _column(raw, "state", "")
+    retired, timeout = _column(raw, "retired", False), _column(raw, "timeout_ms", None)
+    created = _column(raw, "time_created_ns", None)
+    started = _column(raw, "time_discovered_started_ns", None)
+    completed = _column(raw, "time_discovered_completed_ns", None)
+    in_dtypes = [v or () for v in _column(raw, "input_dtypes", None)]
+    out_dtypes = [v or () for v in _column(raw, "output_dtypes", None)]
+    int_or_none = {int, type(None)}
+    if not (_types(record_id) == _types(seq) == {int} and _types(is_p2p) <= {bool}
+            and _types(retired) <= {bool} and _types(profiling) == _types(state) == {str}
+            and all(_types(c) <= int_or_none for c in (pg_id, created, started, completed,
+                                                        timeout))
+            and _types(groups) <= {tuple, list} and set(map(len, groups)) == {2}
+            and _types(chain.from_iterable(groups)) == {str}
+            and _types(chain.from_iterable(in_dtypes)) <= {str}
+            and _types(chain.from_iterable(out_dtypes)) <= {str}
+            and _types(in_dtypes) <= {tuple, list} and _types(out_dtypes) <= {tuple, list}):
+        return None
+    ops = {p: _backend_op(p) for p in set(profiling)}
+    backend = [ops[p][0] for p in profiling]
+    op = [ops[p][1] for p in profiling]
+    if None in pg_id:
+        pg_id = [-1 if v is None else v for v in pg_id]
+    if None in created:
+        created = [v or 0 for v in created]
+    if 0 in started:
+        started = [v or None for v in started]
+    if 0 in completed:
+        completed = [v or None for v in completed]
+    return list(map(FrEntry, repeat(rank), record_id, pg_id, map(tuple, groups), seq, is_p2p,
+                    backend, op, profiling, in_sizes, out_sizes, map(tuple, in_dtypes),
+                    map(tuple, out_dtypes), state, retired, created, started, completed,
+                    timeout))
+
+
+def _size_column(values: list[Any]) -> list[tuple[tuple[int, ...], ...]] | None:
+    """What :func:`_sizes` makes of each value, when every one is None or a list of int lists
+    (None otherwise): tuples built by C-level maps, no call per entry."""
+    if not _types(values) <= {list, tuple, type(None)}:
+        return None
+    if None in values:
+        values = [v or () for v in values]
+    shapes = list(chain.from_iterable(values))
+    if not (_types(shapes) <= {list, tuple} and _types(chain.from_iterable(shapes)) <= {int}):
+        return None
+    return list(map(tuple, map(partial(map, tuple), values)))
+
+
+def _column(raw: list[Any], key: str, *default: Any) -> list[Any]:
+    """One field of every entry (KeyError when a required one is missing)."""
+    if default:
+        return list(map(dict.get, raw, repeat(key), repeat(default[0])))
+    return list(map(itemgetter(key), raw))
+
+
+def _types(values: Iterable[Any]) -> set[type]:
+    return set(map(type, values))
+
+
 def _entry(rank: int, e: Any) -> FrEntry | None:
     """One entry, or None when it lacks what matching needs (counted by the caller)."""
     try:
         name, desc = e["process_group"]
-        profiling = str(e["profiling_name"])
-        backend, _, op_part = profiling.partition(":")
-        if not op_part:
-            backend, op_part = "", profiling
+        profiling = _text(e["profiling_name"])
+        backend, op = _backend_op(profiling)
         is_p2p = _bool(e.get("is_p2p", False))
         seq_key = "p2p_seq_id" if is_p2p else "collective_seq_id"
         return FrEntry(
             rank=rank, record_id=_int(e["record_id"]) or 0, pg_id=_int(e.get("pg_id"), -1) or 0,
-            group=(str(name), str(desc)), seq_id=_int(e[seq_key]) or 0, is_p2p=is_p2p,
-            backend=backend, op=op_part.split(" ", 1)[0], profiling_name=profiling,
+            group=(_text(name), _text(desc)), seq_id=_int(e[seq_key]) or 0, is_p2p=is_p2p,
+            backend=backend, op=op, profiling_name=profiling,
             input_sizes=_sizes(e.get("input_sizes")),
             output_sizes=_sizes(e.get("output_sizes")),
-            input_dtypes=tuple(str(d) for d in e.get("input_dtypes") or ()),
-            output_dtypes=tuple(str(d) for d in e.get("output_dtypes") or ()),
-            state=str(e.get("state", "")), retired=_bool(e.get("retired", False)),
+            input_dtypes=tuple([_text(d) for d in e.get("input_dtypes") or ()]),
+            output_dtypes=tuple([_text(d) for d in e.get("output_dtypes") or ()]),
+            state=_text(e.get("state", "")), retired=_bool(e.get("retired", False)),
             time_created_ns=_int(e.get("time_created_ns"), 0) or 0,
             time_started_ns=_time(e.get("time_discovered_started_ns")),
             time_completed_ns=_time(e.get("time_discovered_completed_ns")),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import io
 import pickle
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any
 
 from stormotel.errors import UsageError
@@ -43,7 +43,7 @@ class _PlainDataUnpickler(pickle.Unpickler):
         raise UnsafePickleError("refused persistent id: not a plain-data pickle")
 
 
-def loads_plain(data: bytes) -> Any:
+def loads_plain(data: bytes, *, opaque_keys: Collection[str] = ()) -> Any:
     """Unpickle ``data`` allowing only plain containers and scalars.
 
     Refusing every global is sufficient: the opcodes that build arbitrary objects (REDUCE,
@@ -53,6 +53,7 @@ def loads_plain(data: bytes) -> Any:
 
     Raises :class:`pickle.UnpicklingError` (or its subclass :class:`UnsafePickleError`) with a
     one-line reason for truncated, corrupt or unsafe input; never imports a module.
+    ``opaque_keys``: see :func:`check_depth`.
     """
     if not data:
         raise pickle.UnpicklingError("empty file")
@@ -70,7 +71,7 @@ def loads_plain(data: bytes) -> Any:
     except (ValueError, TypeError, IndexError, KeyError, RecursionError,
             AttributeError, OverflowError, MemoryError, UnicodeDecodeError) as exc:
         raise pickle.UnpicklingError(f"corrupt pickle: {exc}") from exc
-    _check_depth(obj)
+    check_depth(obj, opaque_keys=opaque_keys)
     return obj
 
 
@@ -101,9 +102,15 @@ def _address_space_budget(extra: int) -> Iterator[None]:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
-def _check_depth(obj: Any) -> None:
+def check_depth(obj: Any, *, opaque_keys: Collection[str] = ()) -> None:
     """Refuse containers nested deeper than :data:`MAX_DEPTH` (built from plain APPEND/SETITEM
-    opcodes they need no mark), iteratively, so the readers after us can recurse safely."""
+    opcodes they need no mark), iteratively, so the readers after us can recurse safely.
+
+    ``opaque_keys``: keys of a top-level dict whose values are not walked, because their reader
+    takes only scalars at a fixed depth from them and refuses anything else (a Flight Recorder
+    dump's ``entries``: half a million dicts whose walk cost more than the unpickling)."""
+    if opaque_keys and type(obj) is dict:
+        obj = {k: v for k, v in obj.items() if k not in opaque_keys}
     containers = (dict, list, tuple, set, frozenset)
     stack: list[tuple[Any, int]] = [(obj, 0)]
     while stack:

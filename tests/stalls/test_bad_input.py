@@ -114,3 +114,36 @@ def test_unmatched_log_glob_and_bad_world_size(tmp_path: Path) -> None:
     log.write_text("hello\n")
     proc = run_cli("--logs", str(log), "--world-size", "0")
     assert proc.returncode == exitcodes.USAGE and "--world-size" in proc.stderr
+
+
+def _entries(n: int) -> list[dict[str, object]]:
+    return [{"record_id": i, "pg_id": 0, "process_group": ("0", "default_pg"),
+             "collective_seq_id": i + 1, "p2p_seq_id": 0, "profiling_name": "nccl:all_reduce",
+             "input_sizes": [[4, 4]], "input_dtypes": ["Float"], "output_sizes": [[4, 4]],
+             "output_dtypes": ["Float"], "state": "completed", "retired": True,
+             "time_created_ns": 10 + i, "time_discovered_started_ns": None,
+             "time_discovered_completed_ns": 0, "timeout_ms": 600000, "is_p2p": False}
+            for i in range(n)]
+
+
+@pytest.mark.parametrize("spoil", [
+    None, ("record_id", "7"), ("process_group", (["x"], "y")), ("input_sizes", [[4, "x"]]),
+    ("is_p2p", "true"), ("input_dtypes", [["nested"]]), ("pg_id", 1.5)])
+def test_column_reader_matches_the_entry_reader_or_declines(tmp_path, spoil):
+    """One odd entry sends the whole dump to the per-entry reader (which skips or converts it
+    as before); well-formed dumps give identical records either way."""
+    from stormotel.analyzers.stalls import fr_loader
+
+    raw = _entries(50)
+    if spoil is not None:
+        raw[17][spoil[0]] = spoil[1]
+    one_by_one = [e for e in (fr_loader._entry(3, x) for x in raw) if e]
+    columns = fr_loader.entries_by_column(3, raw)
+    assert (columns is None) == (spoil is not None)
+    if columns is not None:
+        assert columns == one_by_one
+    path = tmp_path / "nccl_trace_rank_3"
+    path.write_bytes(pickle.dumps({"version": "2.10", "entries": raw, "pg_status": {}}))
+    dump = load_dump_file(path)
+    assert dump.entries == sorted(one_by_one, key=lambda e: e.record_id)
+    assert dump.skipped_entries == len(raw) - len(one_by_one)
