@@ -126,8 +126,8 @@ def _logfmt(fields: dict[str, object]) -> str:
 
 
 def _count_findings(report: Report) -> int:
-    return (len(report.cross_rank.first_cause_suspects) + len(report.gap_findings)
-            + len(report.collective_attributions) + len(report.stall_findings))
+    """Findings the run line counts (OOM forensics describe ranks the other families name)."""
+    return sum(f.family != "oom" for f in report.findings())
 
 
 def run_job(job: JobOptions, analyze_fn: Callable[[Timeline], Report], *,
