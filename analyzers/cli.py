@@ -143,8 +143,9 @@ def _run_files(opts: AnalyzeOptions, parser: argparse.ArgumentParser) -> int:
 
 def _run_tsdb(opts: AnalyzeOptions, parser: argparse.ArgumentParser) -> int:
     """The scheduled job: each window read from the TSDB → analysis → report → sinks. Stall
-    evidence is read once, up front, so a bad dump is a usage error before any query, and its
-    findings reach the job's sinks."""
+    evidence is read once, up front, so a bad dump is a usage error before any query; each
+    window judges its findings with that window's telemetry (a rank whose memory ran out) and
+    they reach the job's sinks."""
     from stormotel.analyzers import job
     from stormotel.analyzers.stalls.cli_support import attach_markers
 
@@ -157,7 +158,7 @@ def _run_tsdb(opts: AnalyzeOptions, parser: argparse.ArgumentParser) -> int:
             if stalls is None:
                 return run_analysis(timeline, opts.analysis)
             marked = attach_markers(timeline, stalls.markers_by_rank)
-            return stalls.apply(run_analysis(marked, opts.analysis))
+            return stalls.apply(run_analysis(marked, opts.analysis), stalls.judged(marked))
 
         def emit(report: Report) -> None:
             write_outputs(report, opts.output)

@@ -46,10 +46,11 @@ class StallResult:
     missing_ranks: list[int] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def apply(self, report: Report) -> Report:
-        """Append the stall findings (re-basing ``consequence_of``) and context to ``report``."""
+    def apply(self, report: Report, findings: list[StallFinding] | None = None) -> Report:
+        """Append the stall findings (``findings``, else this evidence's own; re-basing
+        ``consequence_of``) and context to ``report``."""
         base = len(report.stall_findings)
-        for f in self.findings:
+        for f in self.findings if findings is None else findings:
             report.stall_findings.append(dataclasses.replace(
                 f, consequence_of=None if f.consequence_of is None else f.consequence_of + base))
         report.notes.extend(self.notes)
@@ -70,8 +71,13 @@ class StallResult:
         """The telemetry with this evidence's collective markers attached, and the stall
         findings judged again with what the telemetry shows (failures seen in memory)."""
         timeline = attach_markers(timeline, self.markers_by_rank)
-        self.findings = with_telemetry(timeline, self.findings)
+        self.findings = self.judged(timeline)
         return timeline
+
+    def judged(self, timeline: Timeline) -> list[StallFinding]:
+        """The stall findings judged again with what ``timeline`` shows, leaving this evidence
+        as read: each window of a scheduled run is judged with its own telemetry."""
+        return with_telemetry(timeline, self.findings)
 
     def marker_timeline(self, job_id: str | None = None) -> Timeline:
         """A Timeline holding only the collective markers (for trace sinks without telemetry)."""

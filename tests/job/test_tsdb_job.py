@@ -184,6 +184,33 @@ def test_scheduled_job_carries_stall_findings_from_worker_logs(prometheus_server
                for line in pushed.splitlines())
 
 
+def test_tsdb_run_judges_stall_findings_with_the_windows_telemetry(prometheus_server,
+                                                                    tmp_path: Path) -> None:
+    """--prometheus with --logs, where the TSDB shows the logs' straggler (rank 2) at 99 % of
+    its device when its samples stopped, before every other rank's: the report carries the
+    telemetry's rank_failure for rank 2, as a files run over the same data would (before, a
+    TSDB run attached the collective markers but never judged the stall evidence with the
+    telemetry)."""
+    p, data = planted.make(job_id="stuck-oom-tsdb", minutes=2)
+    for (rank, fname), (t, v) in list(data.items()):
+        if rank == 2:
+            cut = len(t) - 30
+            v = np.full(cut, 79.2 * 2**30) if fname == "device_used" else v[:cut]
+            data[(rank, fname)] = (t[:cut], v)
+    planted.write(prometheus_server.url + "/api/v1/write", p.job_id, data)
+    planted.wait_visible(prometheus_server.url, p.job_id, len(data))
+    logs = Path(__file__).resolve().parents[1] / "stalls" / "data" / "logs" / "straggler_v25"
+    report_path = tmp_path / "report.json"
+    r = run_cli("--prometheus", prometheus_server.url, "--job-id", p.job_id,
+                "--start", str((p.start_ms - 2000) / 1000), "--end", str((p.end_ms + 2000) / 1000),
+                "--format", "json", "--output", str(report_path), "--logs", str(logs))
+    assert r.returncode == exitcodes.FINDINGS, r.stderr
+    stalls = json.loads(report_path.read_text())["stall_findings"]
+    failures = [f for f in stalls if f["kind"] == "rank_failure" and f["source"] == "telemetry"]
+    assert [f["ranks"] for f in failures] == [[2]], stalls
+    assert "99%" in failures[0]["evidence"]["reason"]
+
+
 def test_scheduled_job_rejects_a_bad_dump_before_querying(tmp_path: Path) -> None:
     bad = tmp_path / "fr"
     bad.mkdir()
