@@ -10,6 +10,7 @@ the namespace. :func:`job_options_from_args` does the same for the flags of
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from stormotel.analyzers.algorithms.settings import parse_overrides, settings_for
 from stormotel.analyzers.http_flags import settings_from_args
@@ -35,9 +36,14 @@ def options_from_args(args: argparse.Namespace) -> AnalyzeOptions:
     source = SourceOptions(paths=tuple(args.paths), oom_dumps=tuple(args.oom_dumps or ()))
     if job.tsdb.wanted and source.paths:
         raise UsageError("give PATHs or --prometheus, not both")
+    settings = settings_for(args.sensitivity, **parse_overrides(args.overrides))
+    if job.tsdb.dcgm:
+        # A DCGM value is as old as dcgm-exporter's last collection when scraped: a follower
+        # seen low may already have risen that long before, so no lead shorter is claimed.
+        settings = dataclasses.replace(settings, clock_tolerance_s=max(
+            settings.clock_tolerance_s, job.tsdb.dcgm_collect_interval_s))
     analysis = AnalysisOptions(ranks=parse_rank_spec(args.ranks), align=args.align,
-                               settings=settings_for(args.sensitivity,
-                                                     **parse_overrides(args.overrides)))
+                               settings=settings)
     stalls = StallOptions(flight_recorder=args.flight_recorder, logs=tuple(args.logs or ()),
                           world_size=args.world_size)
     if stalls.wanted:
@@ -68,7 +74,8 @@ def job_options_from_args(args: argparse.Namespace, *, quiet: bool = False) -> J
     tsdb = TsdbOptions(prometheus=tuple(args.prometheus), step=args.step,
                        concurrency=args.concurrency, dcgm=args.dcgm,
                        gpu_rank_map=args.gpu_rank_map, rank_label=args.rank_label,
-                       dcgm_selector=args.dcgm_selector)
+                       dcgm_selector=args.dcgm_selector,
+                       dcgm_collect_interval_s=args.dcgm_collect_interval)
     schedule = ScheduleOptions(since=args.since, start=args.start, end=args.end,
                                state_file=args.state_file, settle=args.settle,
                                max_window=args.max_window, timeout=args.timeout,

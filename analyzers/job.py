@@ -97,6 +97,10 @@ def read_window(job: JobOptions, job_id: str, window: Window,
             timeline, outcome = load_dcgm(tsdb.prometheus, qw, options, settings=settings,
                                           client=client, deadline=deadline,
                                           concurrency=tsdb.concurrency, progress=progress)
+            timeline.notes.append(
+                f"dcgm-exporter collects every {tsdb.dcgm_collect_interval_s:g} s "
+                "(--dcgm-collect-interval): a scraped value may be that old, so no lead "
+                "shorter than that is claimed")
         else:
             timeline, outcome = load_prometheus(tsdb.prometheus, qw, settings=settings,
                                                 client=client, deadline=deadline,

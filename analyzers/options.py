@@ -71,6 +71,8 @@ class TsdbOptions:
     gpu_rank_map: Path | None
     rank_label: str | None
     dcgm_selector: str
+    #: dcgm-exporter's collection interval: how old a scraped DCGM value may be.
+    dcgm_collect_interval_s: float = 30.0
 
     @property
     def wanted(self) -> bool:

@@ -79,6 +79,11 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, include_job_id: bool =
                            "(e.g. exported_pod=trainer-3)")
     dcgm.add_argument("--dcgm-selector", default="", metavar="MATCHERS",
                       help='extra PromQL matchers for the job\'s GPUs, e.g. namespace="train"')
+    dcgm.add_argument("--dcgm-collect-interval", type=positive_duration, default="30s",
+                      metavar="DURATION",
+                      help="dcgm-exporter's own collection interval (its --collect-interval; "
+                           "default %(default)s): a scraped value may be that old, so a lead "
+                           "shorter than it is not claimed")
     win = parser.add_argument_group("window and cron safety")
     win.add_argument("--since", type=positive_duration, metavar="DURATION",
                      help="analyse the last DURATION (default 1h; with --state-file only the "

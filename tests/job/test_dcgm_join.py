@@ -202,10 +202,13 @@ def test_shipped_join_gives_one_series_per_rank(scraped) -> None:
 def test_dcgm_mode_finds_the_planted_rank_without_a_map(scraped, tmp_path: Path) -> None:
     prom, start, end = scraped
     report = tmp_path / "dcgm.json"
+    # The stub computes its values when scraped: a collection interval of (under) a second.
     r = run_cli("--prometheus", prom.url, "--dcgm", "--job-id", JOB, "--start", str(start),
-                "--end", str(end), "--format", "json", "-o", str(report))
+                "--end", str(end), "--format", "json", "-o", str(report),
+                "--dcgm-collect-interval", "1s")
     assert r.returncode == exitcodes.FINDINGS, r.stderr
     doc = json.loads(report.read_text())
+    assert doc["cross_rank"]["first_cause_suspects"][0]["confidence"] == "high"
     assert doc["participating_ranks"] == list(range(WORLD)) and doc["world_size"] == WORLD
     # The shared GPU's per-pod copies are one GPU, not a rank matching two GPUs.
     assert "rank_mapped_twice" not in doc["skipped"]
@@ -215,6 +218,23 @@ def test_dcgm_mode_finds_the_planted_rank_without_a_map(scraped, tmp_path: Path)
     where = doc["extra"]["rank_attribution"][str(LEADER)]
     assert where["pod"] == f"trainer-{LEADER}" and where["namespace"] == "ml-team"
     assert where["gpu_uuid"] == UUIDS[LEADER]
+
+
+def test_dcgm_values_as_old_as_the_collection_interval_claim_no_short_lead(
+        scraped, tmp_path: Path) -> None:
+    """dcgm-exporter collects every 30 s by default, so a value scraped now may be 30 s old: a
+    follower seen low may already have risen then. The planted 4 s lead is not claimed (a tie,
+    with the reason) unless the collection interval is said to be shorter."""
+    prom, start, end = scraped
+    report = tmp_path / "dcgm.json"
+    r = run_cli("--prometheus", prom.url, "--dcgm", "--job-id", JOB, "--start", str(start),
+                "--end", str(end), "--format", "json", "-o", str(report))
+    assert r.returncode == exitcodes.FINDINGS, r.stderr
+    doc = json.loads(report.read_text())
+    assert doc["settings"]["clock_tolerance_s"] == 30.0
+    assert not [s for s in doc["cross_rank"]["first_cause_suspects"]
+                if s["confidence"] in ("high", "medium")]
+    assert any("--dcgm-collect-interval" in n for n in doc["notes"])
 
 
 def test_attribution_end_to_end_tracker_series_to_annotations(scraped, tmp_path: Path) -> None:
