@@ -320,6 +320,7 @@ def mark_warmups(timeline: Timeline, rises: dict[int, list[FirstRise]], settings
         delays[r] = rs[0].t_ns - int(t[0])
         tolerance[r] = max(2 * interval, rs[0].hole_ns, 1_000_000_000)
     out = {r: list(rs) for r, rs in rises.items()}
+    plateaus = _warmup_plateaus(timeline, starts)
     for r in starts:
         fr = rises[r][0]
         interval = timeline.ranks[r].median_interval_ns() or 0
@@ -332,8 +333,12 @@ def mark_warmups(timeline: Timeline, rises: dict[int, list[FirstRise]], settings
                 continue
             # A warm-up climbs in steps (activations come and go while it ramps): a rise that
             # climbs again from a dip soon after the rank's start, back to about the level the
-            # warm-up had already reached, is the same warm-up. One that climbs well above it is
-            # not, however soon after the start (a fault planted early).
+            # warm-up had already reached — or to the level the other ranks' warm-ups reach
+            # (the same program; a noisy first sample can stand above the dip) — is the same
+            # warm-up. One that climbs well above both is not, however soon after the start (a
+            # fault planted early).
+            others = [p for o, p in plateaus.items() if o != r]
+            common = median_of(np.array(others)) if others else -np.inf
             series = timeline.ranks[r]
             x, t = series.values[FIELD], series.t_ns
             end = starts[r] + max(2 * interval, WARMUP_FROM_START_NS)
@@ -345,9 +350,24 @@ def mark_warmups(timeline: Timeline, rises: dict[int, list[FirstRise]], settings
                 after = x[(t >= nxt.t_ns) & (t <= max(nxt.settled_ns, nxt.t_ns))]
                 reached = np.nanmax(before) if before.size else -np.inf
                 climbed = np.nanmax(after) if after.size else np.inf
-                if climbed > reached + 0.5 * nxt.threshold_bytes:
+                if climbed > max(reached, common) + 0.5 * nxt.threshold_bytes:
                     break
                 out[r][k] = replace(nxt, warmup=True)
+    return out
+
+
+def _warmup_plateaus(timeline: Timeline, starts: dict[int, int]) -> dict[int, float]:
+    """Per rank seen from its start, the highest level in its first ``WARMUP_FROM_START_NS``:
+    where the program's warm-up takes it (the median over other ranks ignores one faulty)."""
+    out = {}
+    for r, start in starts.items():
+        series = timeline.ranks[r]
+        interval = series.median_interval_ns() or 0
+        x, t = series.values[FIELD], series.t_ns
+        early = x[(t >= start) & (t <= start + max(2 * interval, WARMUP_FROM_START_NS))]
+        early = early[np.isfinite(early)]
+        if early.size:
+            out[r] = float(early.max())
     return out
 
 
