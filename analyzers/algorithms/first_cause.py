@@ -363,8 +363,11 @@ def _warmup_plateaus(timeline: Timeline, starts: dict[int, int]) -> dict[int, fl
     for r, start in starts.items():
         series = timeline.ranks[r]
         interval = series.median_interval_ns() or 0
-        x, t = series.values[FIELD], series.t_ns
-        early = x[(t >= start) & (t <= start + max(2 * interval, WARMUP_FROM_START_NS))]
+        # t_ns is sorted: the first seconds are a slice, not a mask over the whole series.
+        end = start + max(2 * interval, WARMUP_FROM_START_NS)
+        lo = int(np.searchsorted(series.t_ns, start, side="left"))
+        hi = int(np.searchsorted(series.t_ns, end, side="right"))
+        early = series.values[FIELD][lo:hi]
         early = early[np.isfinite(early)]
         if early.size:
             out[r] = float(early.max())

@@ -13,6 +13,7 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -159,6 +160,20 @@ def test_server_with_a_lower_points_limit_still_gives_every_sample(tmp_path: Pat
     assert not [r for r in counting.requests if r.startswith("/api/v1/query_range")]
 
 
+def _analyze_with_straggler_logs(url: str, p: planted.Planted, tmp_path: Path,
+                                 *extra: str) -> dict[str, Any]:
+    """``--prometheus`` over the planted window with the straggler_v25 worker logs; the JSON
+    report (the run must exit with findings)."""
+    logs = Path(__file__).resolve().parents[1] / "stalls" / "data" / "logs" / "straggler_v25"
+    report_path = tmp_path / "report.json"
+    r = run_cli("--prometheus", url, "--job-id", p.job_id,
+                "--start", str((p.start_ms - 2000) / 1000), "--end", str((p.end_ms + 2000) / 1000),
+                "--format", "json", "--output", str(report_path), "--logs", str(logs), *extra)
+    assert r.returncode == exitcodes.FINDINGS, r.stderr
+    report: dict[str, Any] = json.loads(report_path.read_text())
+    return report
+
+
 def test_scheduled_job_carries_stall_findings_from_worker_logs(prometheus_server,
                                                                pushgateway_server,
                                                                tmp_path: Path) -> None:
@@ -167,14 +182,8 @@ def test_scheduled_job_carries_stall_findings_from_worker_logs(prometheus_server
     p, data = planted.make(job_id="stuck-tsdb", minutes=2)
     planted.write(prometheus_server.url + "/api/v1/write", p.job_id, data)
     planted.wait_visible(prometheus_server.url, p.job_id, len(data))
-    logs = Path(__file__).resolve().parents[1] / "stalls" / "data" / "logs" / "straggler_v25"
-    report_path = tmp_path / "report.json"
-    r = run_cli("--prometheus", prometheus_server.url, "--job-id", p.job_id,
-                "--start", str((p.start_ms - 2000) / 1000), "--end", str((p.end_ms + 2000) / 1000),
-                "--format", "json", "--output", str(report_path),
-                "--pushgateway", pushgateway_server.url, "--logs", str(logs))
-    assert r.returncode == exitcodes.FINDINGS, r.stderr
-    report = json.loads(report_path.read_text())
+    report = _analyze_with_straggler_logs(prometheus_server.url, p, tmp_path,
+                                          "--pushgateway", pushgateway_server.url)
     assert report["cross_rank"]["first_cause_suspects"][0]["rank"] == p.fault_rank
     stalls = report["stall_findings"]
     assert [(f["kind"], f["ranks"]) for f in stalls if f["consequence_of"] is None] == \
@@ -199,13 +208,7 @@ def test_tsdb_run_judges_stall_findings_with_the_windows_telemetry(prometheus_se
             data[(rank, fname)] = (t[:cut], v)
     planted.write(prometheus_server.url + "/api/v1/write", p.job_id, data)
     planted.wait_visible(prometheus_server.url, p.job_id, len(data))
-    logs = Path(__file__).resolve().parents[1] / "stalls" / "data" / "logs" / "straggler_v25"
-    report_path = tmp_path / "report.json"
-    r = run_cli("--prometheus", prometheus_server.url, "--job-id", p.job_id,
-                "--start", str((p.start_ms - 2000) / 1000), "--end", str((p.end_ms + 2000) / 1000),
-                "--format", "json", "--output", str(report_path), "--logs", str(logs))
-    assert r.returncode == exitcodes.FINDINGS, r.stderr
-    stalls = json.loads(report_path.read_text())["stall_findings"]
+    stalls = _analyze_with_straggler_logs(prometheus_server.url, p, tmp_path)["stall_findings"]
     failures = [f for f in stalls if f["kind"] == "rank_failure" and f["source"] == "telemetry"]
     assert [f["ranks"] for f in failures] == [[2]], stalls
     assert "99%" in failures[0]["evidence"]["reason"]
