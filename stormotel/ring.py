@@ -1,8 +1,11 @@
-"""The flight recorder: the last N samples in a fixed numpy array, dumped atomically as JSON lines.
+"""The flight recorder: the last N samples in a fixed-length list, dumped atomically as JSON lines.
 
-Memory is bounded by construction (one preallocated structured array, no per-sample objects
-kept). A dump is written to a temporary file in the target directory and renamed into place, so a
-reader never sees half a dump, and it is bounded both in lines and in bytes.
+Memory is bounded by construction: the list holds the last N :class:`Sample` objects the
+sampler already made (about 0.5 KB each with their integers, 3 MB at the default 6,000), so a
+push is one list store on the sampling thread; numpy columns are built only when a dump or
+snapshot asks, which is rare (an OOM). A dump is written to a temporary file in the target
+directory and renamed into place, so a reader never sees half a dump, and it is bounded both
+in lines and in bytes.
 
 Dump format (``schema.RING_DUMP_SCHEMA``): the first line is a header object
 ``{"schema", "reason", "written_ns", "samples", "dropped_for_size", ...identity/context}``; every
@@ -39,7 +42,7 @@ class RingBuffer:
         if capacity < 1:
             raise ValueError(f"ring capacity must be >= 1, got {capacity}")
         self.capacity = capacity
-        self._data = np.zeros(capacity, dtype=_DTYPE)
+        self._data: list[Sample | None] = [None] * capacity
         self._next = 0
         self._count = 0
         self._lock = threading.Lock()
@@ -48,19 +51,20 @@ class RingBuffer:
         return self._count
 
     def push(self, sample: Sample) -> None:
-        row = (sample.timestamp_ns, *(math.nan if (v := getattr(sample, f)) is None else v
-                                      for f in _VALUE_FIELDS))
         with self._lock:
-            self._data[self._next] = row
+            self._data[self._next] = sample
             self._next = (self._next + 1) % self.capacity
-            self._count = min(self._count + 1, self.capacity)
+            if self._count < self.capacity:
+                self._count += 1
 
     def snapshot(self) -> np.ndarray:
-        """A copy of the held samples, oldest first."""
+        """The held samples as a structured array (missing values NaN), oldest first."""
         with self._lock:
-            if self._count < self.capacity:
-                return self._data[:self._count].copy()
-            return np.concatenate((self._data[self._next:], self._data[:self._next]))
+            held = self._data[:self._count] if self._count < self.capacity else \
+                self._data[self._next:] + self._data[:self._next]
+        return np.array([(s.timestamp_ns, *(math.nan if (v := getattr(s, f)) is None else v
+                                            for f in _VALUE_FIELDS))
+                         for s in held if s is not None], dtype=_DTYPE)
 
     def dump(self, path: str | os.PathLike[str], header: Mapping[str, Any] | None = None,
              max_lines: int | None = None, max_bytes: int = 16 * 2**20) -> Path:

@@ -90,7 +90,10 @@ class StormlogEvents:
                  max_events: int = 10_000, enable_alerts: bool = True) -> None:
         if max_events < 1:
             raise ValueError(f"max_events={max_events!r} must be >= 1")
-        self.events: deque[TrackingEvent] = deque(maxlen=max_events)
+        #: Oldest first. A plain ``sample`` event is kept as ``(sample, change)`` and built into
+        #: a TrackingEvent only when read: most trackers never read them, and building one per
+        #: sample on the sampling thread was a tenth of the tracker's cost per sample.
+        self._events: deque[TrackingEvent | tuple[Sample, int | None]] = deque(maxlen=max_events)
         self.enable_alerts = enable_alerts
         self.alert_callbacks: list[AlertCallback] = []
         self.thresholds: dict[str, float] = dict(schema.STORMLOG_DEFAULTS)
@@ -133,7 +136,7 @@ class StormlogEvents:
 
     def add(self, event: TrackingEvent) -> None:
         with self._lock:
-            self.events.append(event)
+            self._events.append(event)
         if event.event_type in ALERT_TYPES:
             for callback in list(self.alert_callbacks):
                 try:
@@ -159,7 +162,8 @@ class StormlogEvents:
         change = None if allocated is None or self._last_allocated is None else \
             allocated - self._last_allocated
         self._last_allocated = allocated if allocated is not None else self._last_allocated
-        self.add(self._event("sample", sample, change, None))
+        with self._lock:
+            self._events.append((sample, change))  # no callbacks: "sample" is not an alert
         if allocated is not None and allocated > self._peak:
             self._peak = allocated
             self.add(self._event("peak", sample, change, None, {"peak_memory": allocated}))
@@ -182,11 +186,13 @@ class StormlogEvents:
     # -- reading --------------------------------------------------------------------------
     def snapshot(self) -> list[TrackingEvent]:
         with self._lock:
-            return list(self.events)
+            held = list(self._events)
+        return [e if isinstance(e, TrackingEvent) else self._event("sample", e[0], e[1], None)
+                for e in held]
 
     def clear(self) -> None:
         with self._lock:
-            self.events.clear()
+            self._events.clear()
 
     def record(self, event: TrackingEvent) -> dict[str, Any]:
         """One event as a Stormlog v4 telemetry record."""
