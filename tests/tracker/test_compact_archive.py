@@ -67,6 +67,12 @@ def test_round_trip_keeps_every_sample_peak_and_edge(make_tracker: Callable[...,
         assert res[schema.ATTR_RANK] == "1" and res[schema.ATTR_JOB_ID] == "t-job"
     assert all(not p.attributes for _res, name, p in points(requests)
                if name == schema.DEVICE_USED.name)
+    identity = {schema.ATTR_RANK, schema.ATTR_JOB_ID}  # nor on the SDK-collected context points
+    assert not [(name, p) for _r, name, p in points(requests)
+                if identity & set(attrs(p.attributes))]
+    durations = [(p.time_unix_nano, name) for _r, name, p in points(requests)
+                 if name == schema.SAMPLE_DURATION.name]  # once per sample, as a gauge
+    assert sorted(t for t, _ in durations) == [int(t) for t in ring["timestamp_ns"]]
     peaks = [p.as_int for _r, name, p in points(requests) if name == schema.DEVICE_USED_PEAK.name]
     assert max(peaks) == int(ring["device_used"].max())  # the SDK peak window, exact
 
