@@ -53,6 +53,58 @@ def test_cuda_sampler_sees_an_allocation() -> None:
     del block
 
 
+def _nested_stats() -> dict[str, object]:
+    """The shape ``torch._C._cuda_memoryStats`` returns: per stat, per pool, four counters."""
+    pools = ("all", "small_pool", "large_pool")
+    counters = ("current", "peak", "allocated", "freed")
+    stats: dict[str, object] = {
+        name: {pool: {c: (i + 1) * 2**20 + j * 7 + k for k, c in enumerate(counters)}
+               for j, pool in enumerate(pools)}
+        for i, name in enumerate(("allocated_bytes", "reserved_bytes", "active_bytes",
+                                  "inactive_split_bytes", "requested_bytes", "segment"))}
+    stats.update(num_alloc_retries=3, num_ooms=1, num_sync_all_streams=0,
+                 max_split_size=-1, oversize_allocations={"current": 0, "peak": 0})
+    return stats
+
+
+def test_cuda_reading_equals_torch_memory_stats(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sampler reads the nested form; torch's own ``memory_stats`` flattens the same dict
+    (its code, run here with the C call replaced): every field must agree."""
+    import torch.cuda.memory
+
+    from stormotel.samplers.cuda import sample_from_stats
+
+    nested = _nested_stats()
+    monkeypatch.setattr(torch.cuda.memory, "memory_stats_as_nested_dict",
+                        lambda device=None: nested)
+    flat = torch.cuda.memory.memory_stats(0)
+    got = sample_from_stats(nested, free=5 * 2**30, total=16 * 2**30, timestamp_ns=1)
+    assert (got.allocated, got.reserved, got.active, got.inactive_split) == (
+        flat["allocated_bytes.all.current"], flat["reserved_bytes.all.current"],
+        flat["active_bytes.all.current"], flat["inactive_split_bytes.all.current"])
+    assert (got.alloc_retries, got.num_ooms) == (flat["num_alloc_retries"], flat["num_ooms"])
+    assert (got.device_used, got.device_free, got.device_total) == (
+        11 * 2**30, 5 * 2**30, 16 * 2**30)
+    empty = sample_from_stats({}, free=1, total=2, timestamp_ns=1)  # allocator not initialised
+    assert (empty.allocated, empty.reserved, empty.num_ooms) == (0, 0, 0)
+
+
+@pytest.mark.gpu
+def test_cuda_sampler_agrees_with_memory_stats_on_the_device() -> None:
+    if (reason := _cuda_reason()) is not None:
+        pytest.skip(reason)
+    import torch
+
+    sampler = make_sampler("cuda", "cuda:0")
+    block = torch.empty(64 * 2**20, dtype=torch.uint8, device="cuda:0")
+    torch.cuda.synchronize()
+    got, flat = sampler.sample(), torch.cuda.memory_stats(0)
+    assert got.allocated == flat["allocated_bytes.all.current"]
+    assert got.reserved == flat["reserved_bytes.all.current"]
+    assert got.num_ooms == flat.get("num_ooms", 0)
+    del block
+
+
 @pytest.mark.gpu
 def test_nvml_sampler_reads_the_device() -> None:
     if (reason := _nvml_reason()) is not None:
