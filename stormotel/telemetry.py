@@ -596,7 +596,7 @@ class Telemetry:
                 GuardedSpanExporter(schema.DEST_OTLP, _otlp_span_exporter(cfg, env), fail,
                                     warned=warned)))
         if cfg.prometheus_port is not None:
-            self._start_prometheus(cfg, add)
+            self._start_prometheus(cfg, add, resource, attrs)
         # Counters start at zero for every known label set, so rate()/increase() work from the
         # first scrape and "no failures" is a series with value 0, not a missing series.
         with state.lock:
@@ -641,8 +641,15 @@ class Telemetry:
                                 warned=warned),
             schedule_delay_millis=1000))
 
-    def _start_prometheus(self, cfg: ExportConfig,
-                          add: Callable[[str, MetricReader], Destination]) -> None:
+    def _start_prometheus(self, cfg: ExportConfig, add: Callable[..., Destination],
+                          resource: Resource, attrs: Mapping[str, str]) -> None:
+        """The scrape endpoint. The labels the resource holds with the same value come from
+        the resource (the exporter's ``resource_attribute_filter`` puts them on every series)
+        rather than from each point: the same exposition, without the SDK cleaning and hashing
+        them on every sample's duration and every observation of every scrape."""
+        from_resource = frozenset(k for k, v in attrs.items()
+                                  if resource.attributes.get(k) == v)
+        point_attrs = {k: v for k, v in attrs.items() if k not in from_resource}
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
         from prometheus_client import CollectorRegistry, start_http_server
 
@@ -658,8 +665,9 @@ class Telemetry:
         self._prom_server = server
         self.prometheus_address = (cfg.prometheus_addr, int(server.server_port))
         # No otel_scope_* labels: one scope only, and they would sit on every series.
-        add(schema.DEST_PROMETHEUS, PrometheusMetricReader(registry=registry,
-                                                           scope_info_enabled=False))
+        add(schema.DEST_PROMETHEUS, PrometheusMetricReader(
+            registry=registry, scope_info_enabled=False,
+            resource_attribute_filter=from_resource.__contains__), point_attrs=point_attrs)
 
     def tracer(self) -> Any:
         """The tracker's tracer (built once: ``get_tracer`` costs ~100 us per call)."""
