@@ -295,9 +295,10 @@ def entries_by_column(rank: int, raw: list[Any]) -> list[FrEntry] | None:
         return None
     names = list(map(_PROFILING_NAME, entries))
     ops = {p: _backend_op(p) for p in set(names)}
+    backend_of, op_of = ({p: pair[i] for p, pair in ops.items()} for i in (0, 1))
     _each(setattr, entries, repeat("rank"), repeat(rank))
-    _each(setattr, entries, repeat("backend"), [ops[p][0] for p in names])
-    _each(setattr, entries, repeat("op"), [ops[p][1] for p in names])
+    _each(setattr, entries, repeat("backend"), map(backend_of.__getitem__, names))
+    _each(setattr, entries, repeat("op"), map(op_of.__getitem__, names))
     for e, seq_id in seq:
         e.seq_id = seq_id
     for field in ("time_started_ns", "time_completed_ns"):
