@@ -175,6 +175,11 @@ def test_column_reader_takes_p2p_sequence_numbers(tmp_path):
     assert [e.seq_id for e in columns] == [1, 2, 102, 4, 104, 6]
     assert {(e.backend, e.op) for e in columns} == {("nccl", "all_reduce"), ("nccl", "send")}
     assert {e.rank for e in columns} == {3}
+    # keys a dump may carry under the names of the fields the loader sets never reach them
+    for key, value in (("rank", 9), ("backend", "x"), ("op", "y"), ("rank", "nine")):
+        keyed = [dict(x, **{key: value}) for x in raw]
+        assert fr_loader.entries_by_column(3, keyed) in (None, one_by_one)
+        assert [e for e in (fr_loader._entry(3, x) for x in keyed) if e] == one_by_one
     for spoilt in (_MISSING, "7", True):
         spoiled = [dict(x) for x in raw]
         spoiled[4]["p2p_seq_id"] = spoilt
