@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import pickle
 import resource
 import sys
@@ -61,16 +62,18 @@ def bench_fr(ranks: int, entries: int, form: str) -> dict[str, object]:
             t0 = time.perf_counter()
             load_dump_dir(folder)  # the previous implementation: GC running during the parse
             load_gc_on = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        load_avg = os.getloadavg()[0]
+        t0, c0 = time.perf_counter(), time.process_time()
         ds = load_dump_dir(folder)
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.process_time()
         result = analyze_dumps(ds)
-        t2 = time.perf_counter()
+        t2, c2 = time.perf_counter(), time.process_time()
     culprit = [(f.kind, f.ranks) for f in result.findings][:1]
     return {"bench": "fr", "form": form, "ranks": ranks, "entries_per_rank": entries,
             "input_mb": round(size / 1e6, 1), "load_s": round(t1 - t0, 3),
-            "load_gc_running_s": round(load_gc_on, 3),
-            "analyze_s": round(t2 - t1, 3), "finding": culprit,
+            "load_cpu_s": round(c1 - c0, 3), "load_gc_running_s": round(load_gc_on, 3),
+            "analyze_s": round(t2 - t1, 3), "analyze_cpu_s": round(c2 - c1, 3),
+            "load_average_1min": round(load_avg, 2), "finding": culprit,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}
 
 

@@ -14,13 +14,14 @@ import json
 import os
 import pickle
 import re
-from collections.abc import Iterable, Mapping
-from functools import partial
-from itertools import chain, repeat
-from operator import itemgetter
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from itertools import repeat
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, overload
 
+import msgspec
 from stormotel.analyzers.gcpause import gc_paused
 from stormotel.analyzers.stalls.fr_types import DumpSet, FrEntry, PgStatus, RankDump
 from stormotel.analyzers.stalls.safe_unpickle import MAX_DUMP_BYTES, loads_plain
@@ -196,7 +197,7 @@ def _normalise(path: Path, rank: int, raw: Mapping[str, Any], form: str) -> Rank
                 bad += 1
             else:
                 entries.append(entry)
-    entries.sort(key=lambda e: e.record_id)
+    entries.sort(key=_RECORD_ID)
     status: dict[int, PgStatus] = {}
     for pg_id, st in (raw.get("pg_status") or {}).items():
         try:
@@ -279,86 +280,52 @@ def _bool(v: Any) -> bool:
 
 def entries_by_column(rank: int, raw: list[Any]) -> list[FrEntry] | None:
     """Every entry of a dump at once, when all are well-formed in the types PyTorch's pickle
-    writes (ints, strings, bools, lists of int lists): fields are pulled out and type-checked a
-    column at a time by C-level ``map``s instead of a dozen Python calls per entry — half a
-    million entries in a fraction of the time. The records are those :func:`_entry` makes;
-    None (any entry malformed, or the JSON form's stringified numbers) sends the dump to the
-    per-entry reader, which skips bad entries one by one."""
+    writes (ints, strings, bools, lists of int lists, every key the fields need): one
+    ``msgspec.convert`` builds and type-checks the records in C (strict: no bool for an int,
+    no number for a string, no container where text belongs, fixed nesting), instead of a
+    dozen Python calls per entry. The records are those :func:`_entry` makes; None (any entry
+    malformed, or the JSON form's stringified numbers) sends the dump to the per-entry
+    reader, which converts or skips bad entries one by one."""
     if not raw:
         return []
-    if _types(raw) != {dict}:
-        return None
     try:
-        record_id = _column(raw, "record_id")
-        groups = _column(raw, "process_group")
-        profiling = _column(raw, "profiling_name")
-        is_p2p = _column(raw, "is_p2p", False)
-        coll_seq = _column(raw, "collective_seq_id", None)
-        seq = coll_seq if True not in is_p2p else [
-            e["p2p_seq_id"] if p else c for e, p, c in zip(raw, is_p2p, coll_seq, strict=True)]
-    except (KeyError, TypeError):
+        entries = msgspec.convert(raw, list[FrEntry])
+        seq = _p2p_seq_ids(raw, entries)
+    except (msgspec.MsgspecError, KeyError):
         return None
-    in_sizes = _size_column(_column(raw, "input_sizes", None))
-    out_sizes = _size_column(_column(raw, "output_sizes", None))
-    if in_sizes is None or out_sizes is None:
-        return None
-    pg_id, state = _column(raw, "pg_id", None), _column(raw, "state", "")
-    retired, timeout = _column(raw, "retired", False), _column(raw, "timeout_ms", None)
-    created = _column(raw, "time_created_ns", None)
-    started = _column(raw, "time_discovered_started_ns", None)
-    completed = _column(raw, "time_discovered_completed_ns", None)
-    in_dtypes = [v or () for v in _column(raw, "input_dtypes", None)]
-    out_dtypes = [v or () for v in _column(raw, "output_dtypes", None)]
-    int_or_none = {int, type(None)}
-    if not (_types(record_id) == _types(seq) == {int} and _types(is_p2p) <= {bool}
-            and _types(retired) <= {bool} and _types(profiling) == _types(state) == {str}
-            and all(_types(c) <= int_or_none for c in (pg_id, created, started, completed,
-                                                        timeout))
-            and _types(groups) <= {tuple, list} and set(map(len, groups)) == {2}
-            and _types(chain.from_iterable(groups)) == {str}
-            and _types(chain.from_iterable(in_dtypes)) <= {str}
-            and _types(chain.from_iterable(out_dtypes)) <= {str}
-            and _types(in_dtypes) <= {tuple, list} and _types(out_dtypes) <= {tuple, list}):
-        return None
-    ops = {p: _backend_op(p) for p in set(profiling)}
-    backend = [ops[p][0] for p in profiling]
-    op = [ops[p][1] for p in profiling]
-    if None in pg_id:
-        pg_id = [-1 if v is None else v for v in pg_id]
-    if None in created:
-        created = [v or 0 for v in created]
-    if 0 in started:
-        started = [v or None for v in started]
-    if 0 in completed:
-        completed = [v or None for v in completed]
-    return list(map(FrEntry, repeat(rank), record_id, pg_id, map(tuple, groups), seq, is_p2p,
-                    backend, op, profiling, in_sizes, out_sizes, map(tuple, in_dtypes),
-                    map(tuple, out_dtypes), state, retired, created, started, completed,
-                    timeout))
+    names = list(map(_PROFILING_NAME, entries))
+    ops = {p: _backend_op(p) for p in set(names)}
+    backend_of, op_of = ({p: pair[i] for p, pair in ops.items()} for i in (0, 1))
+    _each(setattr, entries, repeat("rank"), repeat(rank))
+    _each(setattr, entries, repeat("backend"), map(backend_of.__getitem__, names))
+    _each(setattr, entries, repeat("op"), map(op_of.__getitem__, names))
+    for e, seq_id in seq:
+        e.seq_id = seq_id
+    for field in ("time_started_ns", "time_completed_ns"):
+        if 0 in map(attrgetter(field), entries):  # the JSON form's "unset"
+            _each(setattr, entries, repeat(field),
+                  [v or None for v in map(attrgetter(field), entries)])
+    return entries
 
 
-def _size_column(values: list[Any]) -> list[tuple[tuple[int, ...], ...]] | None:
-    """What :func:`_sizes` makes of each value, when every one is None or a list of int lists
-    (None otherwise): tuples built by C-level maps, no call per entry."""
-    if not _types(values) <= {list, tuple, type(None)}:
-        return None
-    if None in values:
-        values = [v or () for v in values]
-    shapes = list(chain.from_iterable(values))
-    if not (_types(shapes) <= {list, tuple} and _types(chain.from_iterable(shapes)) <= {int}):
-        return None
-    return list(map(tuple, map(partial(map, tuple), values)))
+_PROFILING_NAME = attrgetter("profiling_name")
+_RECORD_ID = attrgetter("record_id")
 
 
-def _column(raw: list[Any], key: str, *default: Any) -> list[Any]:
-    """One field of every entry (KeyError when a required one is missing)."""
-    if default:
-        return list(map(dict.get, raw, repeat(key), repeat(default[0])))
-    return list(map(itemgetter(key), raw))
+def _each(fn: Callable[..., object], *iterables: Iterable[Any]) -> None:
+    """Call a C function over the iterables for its effect (no Python frame per item)."""
+    deque(map(fn, *iterables), maxlen=0)
 
 
-def _types(values: Iterable[Any]) -> set[type]:
-    return set(map(type, values))
+def _p2p_seq_ids(raw: list[Any], entries: list[FrEntry]) -> list[tuple[FrEntry, int]]:
+    """Each p2p entry with its ``p2p_seq_id`` (its ``seq_id``); KeyError or ValidationError
+    when one lacks it or it is not an int."""
+    if True not in map(attrgetter("is_p2p"), entries):
+        return []
+    seq = [(e, d["p2p_seq_id"]) for d, e in zip(raw, entries, strict=True) if e.is_p2p]
+    if {type(v) for _, v in seq} != {int}:
+        raise msgspec.ValidationError("p2p_seq_id is not an int")
+    return seq
 
 
 def _entry(rank: int, e: Any) -> FrEntry | None:

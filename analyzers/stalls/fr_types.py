@@ -1,9 +1,10 @@
 """Record types for Flight Recorder dumps, independent of the pickle/JSON form they came in.
 
-A dump is a few thousand entries at most (the ring buffer), so entries are small slotted
-dataclasses; everything the analysis compares (op, group, sequence id, sizes, dtypes) is
-normalised here once, so the matching code never deals with format versions or stringified
-JSON values.
+A dump is a few thousand entries per rank (the ring buffer), hundreds of thousands per job, so
+an entry is a ``msgspec.Struct`` the loader converts a dump's entry dicts into in one C-level
+pass (typed, so a wrong type declines the fast path); everything the analysis compares (op,
+group, sequence id, sizes, dtypes) is normalised here once, so the matching code never deals
+with format versions or stringified JSON values.
 """
 
 from __future__ import annotations
@@ -11,34 +12,47 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import msgspec
+
 #: The ``process_group`` (name, desc) pair: names are global across ranks (the process-local
 #: ``pg_id`` is not), so this is the key groups are matched by.
 GroupKey = tuple[str, str]
 
 
-@dataclass(slots=True)
-class FrEntry:
-    """One recorded collective (or p2p op) on one rank (slots: thousands per rank)."""
+#: Field name → the key a dump's entry dict spells it with, where they differ.
+DUMP_KEYS = {"group": "process_group", "seq_id": "collective_seq_id",
+             "time_started_ns": "time_discovered_started_ns",
+             "time_completed_ns": "time_discovered_completed_ns"}
 
-    rank: int
+
+class FrEntry(msgspec.Struct, kw_only=True, gc=False, rename=DUMP_KEYS):
+    """One recorded collective (or p2p op) on one rank.
+
+    A Struct, not a dataclass: ``msgspec.convert`` builds and type-checks half a million of
+    them from the unpickled dicts in C (a dataclass needs a Python ``__init__`` call each), and
+    ``gc=False`` keeps them out of every later collection (they hold only scalars and tuples,
+    so they cannot be part of a cycle). Defaults are what an absent key means; ``rank``,
+    ``backend`` and ``op`` are not in a dump's entry and are set by the loader."""
+
+    rank: int = 0
     record_id: int
-    pg_id: int
+    pg_id: int = -1
     group: GroupKey
     seq_id: int  #: ``collective_seq_id`` (``p2p_seq_id`` for p2p entries)
-    is_p2p: bool
-    backend: str  #: ``nccl``, ``gloo``, ... (the part of ``profiling_name`` before ``:``)
-    op: str  #: ``all_reduce``, ``all_gather``, ``send``, ... (after ``:``, without peers)
+    is_p2p: bool = False
+    backend: str = ""  #: ``nccl``, ``gloo``, ... (the part of ``profiling_name`` before ``:``)
+    op: str = ""  #: ``all_reduce``, ``all_gather``, ``send``, ... (after ``:``, without peers)
     profiling_name: str
-    input_sizes: tuple[tuple[int, ...], ...]
-    output_sizes: tuple[tuple[int, ...], ...]
-    input_dtypes: tuple[str, ...]
-    output_dtypes: tuple[str, ...]
-    state: str  #: ``scheduled`` / ``started`` / ``completed`` (stays ``scheduled`` on gloo)
-    retired: bool
-    time_created_ns: int
-    time_started_ns: int | None  #: None when unset (JSON writes 0)
-    time_completed_ns: int | None
-    timeout_ms: int | None
+    input_sizes: tuple[tuple[int, ...], ...] = ()
+    output_sizes: tuple[tuple[int, ...], ...] = ()
+    input_dtypes: tuple[str, ...] = ()
+    output_dtypes: tuple[str, ...] = ()
+    state: str = ""  #: ``scheduled`` / ``started`` / ``completed`` (stays ``scheduled`` on gloo)
+    retired: bool = False
+    time_created_ns: int = 0
+    time_started_ns: int | None = None  #: None when unset (JSON writes 0)
+    time_completed_ns: int | None = None
+    timeout_ms: int | None = None
 
     @property
     def input_numel(self) -> int:

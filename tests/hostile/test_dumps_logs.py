@@ -135,3 +135,28 @@ def test_absurd_rank_in_a_log_does_not_allocate_per_rank(tmp_path):
     ranks = {*report.get("participating_ranks", []), *report.get("missing_ranks", [])}
     assert all(r < 10**6 for r in ranks), ranks
     assert report["world_size"] is None or report["world_size"] < 10**6
+
+
+def _deep_in_entry(key: str, depth: int = 200_000) -> bytes:
+    """A dump whose entry 3 holds ``depth`` nested lists under ``key``: entries are not walked
+    for depth (their readers take only scalars at fixed depth), so this reaches the readers."""
+    entries: list[dict[str, object]] = [pickle.loads(_dump(1))["entries"][0] for _ in range(8)]
+    for i, e in enumerate(entries):
+        e["record_id"] = e["collective_seq_id"] = i
+    entries[3][key] = "PLACEHOLDER"
+    data = pickle.dumps({"version": "2.10", "pg_status": {}, "entries": entries}, protocol=2)
+    placeholder = b"X" + struct.pack("<I", 11) + b"PLACEHOLDER"
+    assert data.count(placeholder) == 1
+    return data.replace(placeholder, b"]" * depth + b"a" * (depth - 1))
+
+
+@pytest.mark.parametrize("key", ["frames", "profiling_name", "input_sizes", "input_dtypes",
+                                 "process_group", "state"])
+def test_deep_nesting_inside_an_entry_is_skipped_or_ignored(tmp_path, key):
+    """Nesting where a field belongs skips that entry (counted); in a field no reader takes
+    (``frames``) it is ignored; either way no recursion and no traceback."""
+    folder = _fr(tmp_path, nccl_trace_rank_0=_dump(8), nccl_trace_rank_1=_deep_in_entry(key))
+    run = run_bounded("analyze", "--flight-recorder", str(folder), "--format", "json")
+    assert_clean(run, FOUND)
+    notes = " ".join(map(str, run.json()["notes"]))
+    assert ("skipped 1 malformed entry" in notes) == (key != "frames"), notes

@@ -126,9 +126,19 @@ def _entries(n: int) -> list[dict[str, object]]:
             for i in range(n)]
 
 
+_MISSING = object()
+
+
 @pytest.mark.parametrize("spoil", [
     None, ("record_id", "7"), ("process_group", (["x"], "y")), ("input_sizes", [[4, "x"]]),
-    ("is_p2p", "true"), ("input_dtypes", [["nested"]]), ("pg_id", 1.5)])
+    ("is_p2p", "true"), ("input_dtypes", [["nested"]]), ("pg_id", 1.5),
+    # what a typed conversion must not let through: bools for numbers and back, text that
+    # Python would iterate, bytes, None where the per-entry reader reads "unset", keys missing
+    ("record_id", True), ("retired", 1), ("input_sizes", [[4, True]]), ("input_sizes", [[[4]]]),
+    ("process_group", "xy"), ("process_group", ("a", "b", "c")), ("state", b"completed"),
+    ("input_dtypes", "Float"), ("profiling_name", ["nccl:all_reduce"]), ("input_sizes", None),
+    ("output_dtypes", None), ("time_created_ns", None), ("pg_id", None), ("timeout_ms", "6"),
+    ("collective_seq_id", _MISSING), ("record_id", _MISSING), ("process_group", _MISSING)])
 def test_column_reader_matches_the_entry_reader_or_declines(tmp_path, spoil):
     """One odd entry sends the whole dump to the per-entry reader (which skips or converts it
     as before); well-formed dumps give identical records either way."""
@@ -137,6 +147,8 @@ def test_column_reader_matches_the_entry_reader_or_declines(tmp_path, spoil):
     raw = _entries(50)
     if spoil is not None:
         raw[17][spoil[0]] = spoil[1]
+        if spoil[1] is _MISSING:
+            del raw[17][spoil[0]]
     one_by_one = [e for e in (fr_loader._entry(3, x) for x in raw) if e]
     columns = fr_loader.entries_by_column(3, raw)
     assert (columns is None) == (spoil is not None)
@@ -147,3 +159,30 @@ def test_column_reader_matches_the_entry_reader_or_declines(tmp_path, spoil):
     dump = load_dump_file(path)
     assert dump.entries == sorted(one_by_one, key=lambda e: e.record_id)
     assert dump.skipped_entries == len(raw) - len(one_by_one)
+
+
+def test_column_reader_takes_p2p_sequence_numbers(tmp_path):
+    """A p2p entry's ``seq_id`` is its ``p2p_seq_id`` on both readers; one without it (or with
+    a non-int) sends the dump to the per-entry reader, which skips that entry."""
+    from stormotel.analyzers.stalls import fr_loader
+
+    raw = _entries(6)
+    for i in (2, 4):
+        raw[i].update(is_p2p=True, p2p_seq_id=100 + i, profiling_name="nccl:send 0->1")
+    one_by_one = [e for e in (fr_loader._entry(3, x) for x in raw) if e]
+    columns = fr_loader.entries_by_column(3, raw)
+    assert columns == one_by_one
+    assert [e.seq_id for e in columns] == [1, 2, 102, 4, 104, 6]
+    assert {(e.backend, e.op) for e in columns} == {("nccl", "all_reduce"), ("nccl", "send")}
+    assert {e.rank for e in columns} == {3}
+    # keys a dump may carry under the names of the fields the loader sets never reach them
+    for key, value in (("rank", 9), ("backend", "x"), ("op", "y"), ("rank", "nine")):
+        keyed = [dict(x, **{key: value}) for x in raw]
+        assert fr_loader.entries_by_column(3, keyed) in (None, one_by_one)
+        assert [e for e in (fr_loader._entry(3, x) for x in keyed) if e] == one_by_one
+    for spoilt in (_MISSING, "7", True):
+        spoiled = [dict(x) for x in raw]
+        spoiled[4]["p2p_seq_id"] = spoilt
+        if spoilt is _MISSING:
+            del spoiled[4]["p2p_seq_id"]
+        assert fr_loader.entries_by_column(3, spoiled) is None
