@@ -21,7 +21,9 @@ from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
+from msgspec import Raw
 from stormotel.analyzers.gcpause import gc_paused
+from stormotel.analyzers.sources import stormlog_fast
 from stormotel.analyzers.sources.base import LoadContext
 from stormotel.analyzers.sources.columns import bytes_column, time_column
 from stormotel.analyzers.sources.jsonio import JSONDecodeError, loads
@@ -151,6 +153,8 @@ class _ColumnReader:
 
 def _meta(r: Mapping[str, Any], key: str) -> Any:
     m = r.get("metadata")
+    if type(m) is Raw:  # a typed event keeps it undecoded until a fallback needs it
+        m = stormlog_fast.metadata(m)
     return m.get(key) if isinstance(m, Mapping) else None
 
 
@@ -264,8 +268,21 @@ def _hashable(v: Any) -> bool:
 
 def _hashables(values: Iterable[Any]) -> set[Any]:
     """The distinct values, with unhashable ones (a list or object where a scalar belongs)
-    replaced by their type name so a set comparison reports them instead of raising."""
+    replaced by their type name so a set comparison reports them instead of raising.
+
+    A column of JSON scalars (every real export) is one C-level ``set``; only a column with
+    something else in it pays the per-value check."""
+    values = values if isinstance(values, list | tuple) else list(values)
+    try:
+        distinct = set(values)
+    except TypeError:  # a list or object among them
+        distinct = None
+    if distinct is not None and {type(v) for v in distinct} <= _SCALAR_TYPES:
+        return distinct
     return {v if _hashable(v) else f"<{type(v).__name__}>" for v in values}
+
+
+_SCALAR_TYPES = {str, int, float, bool, type(None)}
 
 
 def _secs_to_ns(s: Any) -> int | None:

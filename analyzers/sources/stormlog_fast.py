@@ -1,10 +1,11 @@
 """Typed decoding of Stormlog JSON exports: only the fields the reader uses, no per-event dicts.
 
-A real stormlog 0.4.x event is ~1.9 KB, three quarters of it a nested ``metadata`` object
-(collector health, capabilities) that the analyzer never reads; ``orjson`` builds every one of
-those dicts and lists. msgspec decodes each event into a ``gc=False`` struct that declares only
-the used keys (the v2-v4 counters, identity, context, and the few ``metadata`` keys legacy
-exports keep identity in) and skips the rest in C, with the garbage collector paused.
+A real stormlog 0.4.x event is ~1.5 KB, most of it a nested ``metadata`` object (collector
+health, capabilities) that the analyzer reads only in legacy exports that keep identity there;
+``orjson`` builds every one of those dicts and lists. msgspec decodes each event into a
+``gc=False`` struct that declares only the used keys (the v2-v4 counters, identity, context, the
+legacy names) and skips the rest in C, with the garbage collector paused. ``metadata`` is kept as
+its raw JSON text (what scanning past it costs anyway) and decoded only when a fallback asks.
 
 The structs answer ``get``/``in``/``[]`` like the dicts they replace, so
 :func:`analyzers.sources.stormlog.load_records` validates them unchanged; its column reader pulls
@@ -21,7 +22,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 from stormotel.analyzers.gcpause import gc_paused
 
-__all__ = ["UNSET", "Event", "decode_events"]
+__all__ = ["UNSET", "Event", "decode_events", "metadata"]
 
 
 class _Lookup:
@@ -72,7 +73,9 @@ class Event(_Lookup, msgspec.Struct, gc=False):
     world_size: Any | UnsetType = UNSET
     host: Any | UnsetType = UNSET
     device_id: Any | UnsetType = UNSET
-    metadata: Meta | UnsetType | None = UNSET
+    #: Kept as its JSON text and decoded only when a legacy fallback reads it (:func:`metadata`):
+    #: scanning past it costs what skipping it would, parsing it a fifth of the whole decode.
+    metadata: msgspec.Raw | UnsetType = UNSET
     # legacy (pre-v2) names Stormlog itself still converts
     timestamp: Any | UnsetType = UNSET
     memory_allocated: Any | UnsetType = UNSET
@@ -82,8 +85,6 @@ class Event(_Lookup, msgspec.Struct, gc=False):
     device_total: Any | UnsetType = UNSET
     total_bytes: Any | UnsetType = UNSET
     message: Any | UnsetType = UNSET
-    type: Any | UnsetType = UNSET
-    event_type: Any | UnsetType = UNSET
 
 
 Mapping.register(Meta)  # so ``isinstance(m, Mapping)`` checks accept them
@@ -96,6 +97,18 @@ class _Wrapper(msgspec.Struct, gc=False):
 
 
 _decoder = msgspec.json.Decoder(list[Event] | _Wrapper)
+
+
+_meta_decoder = msgspec.json.Decoder(Meta | None)
+
+
+def metadata(raw: msgspec.Raw) -> Meta | None:
+    """An event's ``metadata`` decoded (the few keys legacy exports keep identity in); ``None``
+    when it is not an object, which is what the dict path's ``isinstance(m, Mapping)`` sees."""
+    try:
+        return _meta_decoder.decode(raw)
+    except msgspec.ValidationError:
+        return None
 
 
 def decode_events(data: bytes) -> list[Event] | None:

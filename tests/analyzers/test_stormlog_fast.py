@@ -69,3 +69,41 @@ def test_not_stormlog_shapes_are_left_to_the_generic_path() -> None:
     assert stormlog_fast.decode_events(b'[1, 2]') is None
     assert stormlog_fast.decode_events(b'{"schema_version": 4, "timestamp_ns": 5}') is None
     assert stormlog_fast.decode_events(b'[{"timestamp_ns": NaN}]') is None
+
+
+def _identity_only_in_metadata(metadata: object) -> list[dict]:
+    """The real export with rank, session, host, job and total moved into ``metadata`` (the
+    legacy layout), so every fallback that reads ``metadata`` is taken."""
+    events = [dict(e) for e in json.loads((DATA / "stormlog_events_rank1.json").read_bytes())]
+    for e in events:
+        for key in ("rank", "session_id", "host", "job_id", "device_total_bytes"):
+            e.pop(key, None)
+        e["metadata"] = metadata
+    return events
+
+
+@pytest.mark.parametrize("metadata", [
+    {"rank": 3, "session_id": 's"{[}]\\n', "host": "h\u00e9\\\"}", "job_id": "j\u2603",
+     "total_memory": 2**34, "nested": {"a": [1, {"b": "}"}]}},
+    {"device_total": 2**33, "rank": "2", "host": "", "job_id": None},
+    [1, 2], "a string", 7, None, {},
+], ids=["escaped", "legacy-names", "list", "string", "number", "null", "empty"])
+def test_metadata_read_on_demand_matches_the_dict_path(metadata: object) -> None:
+    """The typed decoder keeps ``metadata`` as raw JSON; decoded on demand it gives what the
+    dict path reads, whatever it holds (escaped quotes and braces, non-objects, nothing)."""
+    _assert_same(*_both(json.dumps(_identity_only_in_metadata(metadata)).encode()))
+
+
+@pytest.mark.parametrize("dump", [
+    lambda ev: json.dumps(ev, indent=2),
+    lambda ev: json.dumps(ev, sort_keys=True),
+    lambda ev: json.dumps([dict(reversed(list(e.items()))) for e in ev], ensure_ascii=False),
+    lambda ev: json.dumps({"telemetry_events": ev}, separators=(",", ":")),
+], ids=["pretty", "sorted-keys", "reversed-keys", "compact-wrapper"])
+def test_layouts_match_the_dict_path(dump) -> None:  # type: ignore[no-untyped-def]
+    """Pretty-printed, reordered (``metadata`` first or in the middle) and compact layouts of
+    the real export and of its legacy variant."""
+    real = json.loads((DATA / "stormlog_events_rank1.json").read_bytes())
+    _assert_same(*_both(dump(real).encode()))
+    legacy = _identity_only_in_metadata({"rank": 4, "host": "m", "total_memory": 2**30})
+    _assert_same(*_both(dump(legacy).encode()))
