@@ -332,3 +332,28 @@ def test_corrupt_file_in_a_folder_is_skipped_but_fatal_when_named(tmp_path):
     assert any("not valid gzip" in n for n in tl.notes)
     with pytest.raises(SourceInputError, match="not valid gzip"):
         load_paths([str(bad)])
+
+
+def test_file_size_limit_is_exact_and_holds_when_a_file_grows(tmp_path, monkeypatch):
+    """A regular file is read with a buffer of its own size; the per-file limit still holds to
+    the byte, also for a file that grew after its size was taken (still being written)."""
+    import os
+
+    from stormotel.analyzers.sources import _read_raw
+
+    f = tmp_path / "events.json"
+    f.write_bytes(b"x" * 1000)
+    assert _read_raw(f, 1000) == b"x" * 1000
+    with pytest.raises(SourceInputError, match="larger than 999 bytes"):
+        _read_raw(f, 999)
+    real_fstat = os.fstat
+
+    def fstat_before_growth(fd: int) -> os.stat_result:
+        st = list(real_fstat(fd))
+        st[6] = 400  # st_size as it was when the writer had written 400 bytes
+        return os.stat_result(st)
+
+    monkeypatch.setattr(os, "fstat", fstat_before_growth)
+    assert _read_raw(f, 1000) == b"x" * 1000
+    with pytest.raises(SourceInputError, match="larger than 999 bytes"):
+        _read_raw(f, 999)
