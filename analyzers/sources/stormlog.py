@@ -28,7 +28,12 @@ from stormotel.analyzers.sources.base import LoadContext
 from stormotel.analyzers.sources.columns import bytes_column, time_column
 from stormotel.analyzers.sources.jsonio import JSONDecodeError, loads
 from stormotel.analyzers.sources.markers import MarkerAccumulator, is_collective
-from stormotel.analyzers.sources.stormlog_fast import UNSET, Event
+from stormotel.analyzers.sources.stormlog_fast import (
+    COMPLETE_KEYS,
+    EVENT_TYPES,
+    UNSET,
+    CompleteEvent,
+)
 from stormotel.analyzers.timeline import KIND_CONTEXT, RankIdentity
 
 from stormotel.errors import SourceInputError
@@ -116,22 +121,24 @@ def _first(records: Sequence[Mapping[str, Any]], *keys: str) -> list[Any]:
     return out
 
 
-#: Fields every Stormlog v2+ record carries (schema-required): read in one C-level pass.
-CORE_KEYS = ("timestamp_ns", "allocator_allocated_bytes", "allocator_reserved_bytes",
-             "allocator_active_bytes", "allocator_inactive_bytes", "device_used_bytes",
-             "device_total_bytes", "device_free_bytes", "context")
-#: ... plus what stormlog 0.4.x always writes (v4: session_id, schema_version, rank).
-FULL_KEYS = (*CORE_KEYS, "schema_version", "rank", "session_id")
+#: What stormlog 0.4.x always writes: the v2+ schema's required fields, then (v4)
+#: ``schema_version``, ``rank``, ``session_id``; read in one C-level pass.
+FULL_KEYS = COMPLETE_KEYS
+#: Fields every Stormlog v2+ record carries (schema-required).
+CORE_KEYS = FULL_KEYS[:9]
 
 
 class _ColumnReader:
     """Columns of a record list: one ``itemgetter`` pass for the core fields when every record
     has them (v2+), else per-column comprehensions with legacy fallbacks (:func:`_first`)."""
 
-    def __init__(self, records: Sequence[Mapping[str, Any]]) -> None:
+    def __init__(self, records: Sequence[Mapping[str, Any]],
+                 kinds: set[type] | None = None) -> None:
         self.records = records
         self.core: dict[str, Sequence[Any]] = {}
-        typed = bool(records) and type(records[0]) is Event  # stormlog_fast structs
+        kinds = set(map(type, records)) if kinds is None else kinds
+        typed = bool(kinds) and kinds <= set(EVENT_TYPES)  # stormlog_fast structs
+        complete = kinds == {CompleteEvent}  # every key present: checked while decoding
         with gc_paused():  # a tuple per record: nothing for the collector to find
             for keys in (FULL_KEYS, CORE_KEYS):
                 try:
@@ -140,7 +147,7 @@ class _ColumnReader:
                     continue
                 columns = list(zip(*rows, strict=True))
                 del rows
-                if typed and any(UNSET in column for column in columns):
+                if typed and not complete and any(UNSET in column for column in columns):
                     continue  # a key some event lacks: per-column reads with legacy fallbacks
                 if columns:
                     self.core = dict(zip(keys, columns, strict=True))
@@ -162,9 +169,12 @@ def load_records(records: list[Any], path: str, ctx: LoadContext) -> int:
     """Validate Stormlog records column-wise and add them to the builder; returns samples."""
     supported = {*SUPPORTED_SCHEMAS, *(str(v) for v in SUPPORTED_SCHEMAS)}
     good: list[Mapping[str, Any]] = records
-    col = _ColumnReader(records) if set(map(type, records)) in ({dict}, {Event}) else None
+    kinds = set(map(type, records))
+    col = _ColumnReader(records, kinds) if kinds in ({dict}, *({t} for t in EVENT_TYPES)) \
+        else None
     versions = col("schema_version") if col is not None and "schema_version" in col.core \
-        else [r.get("schema_version", 2) if type(r) in (dict, Event) else None for r in records]
+        else [r.get("schema_version", 2) if type(r) in (dict, *EVENT_TYPES) else None
+              for r in records]
     if not _hashables(versions) <= supported:  # rare: find out what was wrong, record by record
         col = None
         good = []

@@ -22,7 +22,8 @@ import msgspec
 from msgspec import UNSET, UnsetType
 from stormotel.analyzers.gcpause import gc_paused
 
-__all__ = ["UNSET", "Event", "decode_events", "metadata"]
+__all__ = ["COMPLETE_KEYS", "EVENT_TYPES", "UNSET", "CompleteEvent", "Event", "decode_events",
+           "metadata"]
 
 
 class _Lookup:
@@ -87,6 +88,32 @@ class Event(_Lookup, msgspec.Struct, gc=False):
     message: Any | UnsetType = UNSET
 
 
+class CompleteEvent(Event, kw_only=True, gc=False):
+    """An event with every key stormlog 0.4.x always writes (:data:`COMPLETE_KEYS`), checked in
+    C while decoding: its columns need no per-value test for a missing key."""
+
+    timestamp_ns: Any
+    allocator_allocated_bytes: Any
+    allocator_reserved_bytes: Any
+    allocator_active_bytes: Any
+    allocator_inactive_bytes: Any
+    device_used_bytes: Any
+    device_total_bytes: Any
+    device_free_bytes: Any
+    context: Any
+    schema_version: Any
+    rank: Any
+    session_id: Any
+
+
+#: The keys a :class:`CompleteEvent` has (the v2 schema's required fields, then what 0.4.x adds).
+COMPLETE_KEYS = ("timestamp_ns", "allocator_allocated_bytes", "allocator_reserved_bytes",
+                 "allocator_active_bytes", "allocator_inactive_bytes", "device_used_bytes",
+                 "device_total_bytes", "device_free_bytes", "context", "schema_version", "rank",
+                 "session_id")
+#: The typed event classes (``load_records`` reads them as it reads dicts).
+EVENT_TYPES: tuple[type[Event], ...] = (Event, CompleteEvent)
+
 Mapping.register(Meta)  # so ``isinstance(m, Mapping)`` checks accept them
 Mapping.register(Event)
 
@@ -96,6 +123,12 @@ class _Wrapper(msgspec.Struct, gc=False):
     telemetry_events: list[Event] | UnsetType = UNSET
 
 
+class _CompleteWrapper(msgspec.Struct, gc=False):
+    events: list[CompleteEvent] | UnsetType = UNSET
+    telemetry_events: list[CompleteEvent] | UnsetType = UNSET
+
+
+_complete_decoder = msgspec.json.Decoder(list[CompleteEvent] | _CompleteWrapper)
 _decoder = msgspec.json.Decoder(list[Event] | _Wrapper)
 
 
@@ -111,13 +144,22 @@ def metadata(raw: msgspec.Raw) -> Meta | None:
         return None
 
 
-def decode_events(data: bytes) -> list[Event] | None:
+def decode_events(data: bytes) -> list[Event] | list[CompleteEvent] | None:
     """The events of a JSON export (a list, or an ``events``/``telemetry_events`` wrapper);
-    ``None`` when the document is not that shape (the generic path then decides)."""
+    ``None`` when the document is not that shape (the generic path then decides).
+
+    Events are :class:`CompleteEvent` when every one has every key 0.4.x writes (its exports
+    always do), else :class:`Event` (decoded a second time: older or hand-made exports)."""
+    obj: list[CompleteEvent] | _CompleteWrapper | list[Event] | _Wrapper
     with gc_paused():
         try:
-            obj = _decoder.decode(data)
-        except (msgspec.ValidationError, msgspec.DecodeError):
+            obj = _complete_decoder.decode(data)
+        except msgspec.ValidationError:  # a key missing somewhere (or not Stormlog at all)
+            try:
+                obj = _decoder.decode(data)
+            except msgspec.DecodeError:  # ValidationError included
+                return None
+        except msgspec.DecodeError:  # not JSON
             return None
     if isinstance(obj, list):
         stormlog_like = bool(obj) and (obj[0].schema_version is not UNSET or
