@@ -372,12 +372,16 @@ def _i(v: Any) -> int | None:
         return None
 
 
+_TEXT_OR_NONE = {str, type(None)}
+
+
 def _context_markers(contexts: Sequence[Any], t: np.ndarray, ok: np.ndarray,
                      ranks: np.ndarray, ctx: LoadContext) -> None:
     """Context strings → markers; consecutive events of a rank with the same context become one
     interval (a tracker sets the context for a whole phase, not one event)."""
-    contexts = [c if c is None or isinstance(c, str) else None for c in contexts]
-    has = ok & np.fromiter((bool(c) for c in contexts), bool, len(contexts))
+    if not set(map(type, contexts)) <= _TEXT_OR_NONE:  # a number or object where text belongs
+        contexts = [c if c is None or isinstance(c, str) else None for c in contexts]
+    has = ok & np.fromiter(map(bool, contexts), bool, len(contexts))
     idx = np.flatnonzero(has)
     if idx.size == 0:
         return

@@ -54,26 +54,31 @@ class Meta(_Lookup, msgspec.Struct, gc=False):
     session_id: Any | UnsetType = UNSET
 
 
-class Event(_Lookup, msgspec.Struct, gc=False):
-    """The keys ``stormlog.load_records`` reads (current names, then legacy ones)."""
+class Event(_Lookup, msgspec.Struct, kw_only=True, gc=False):
+    """The keys ``stormlog.load_records`` reads (current names, then legacy ones).
+
+    Declared in the order stormlog 0.4.x writes them: msgspec looks a key up from the field
+    after the last one it matched, so this order finds each key at once (8 % of the decode).
+    ``kw_only`` keeps that order in :class:`CompleteEvent`, which makes some of them required.
+    """
 
     schema_version: Any | UnsetType = UNSET
+    session_id: Any | UnsetType = UNSET
     timestamp_ns: Any | UnsetType = UNSET
+    host: Any | UnsetType = UNSET
+    job_id: Any | UnsetType = UNSET
+    rank: Any | UnsetType = UNSET
+    local_rank: Any | UnsetType = UNSET
+    world_size: Any | UnsetType = UNSET
+    device_id: Any | UnsetType = UNSET
     allocator_allocated_bytes: Any | UnsetType = UNSET
     allocator_reserved_bytes: Any | UnsetType = UNSET
     allocator_active_bytes: Any | UnsetType = UNSET
     allocator_inactive_bytes: Any | UnsetType = UNSET
     device_used_bytes: Any | UnsetType = UNSET
-    device_total_bytes: Any | UnsetType = UNSET
     device_free_bytes: Any | UnsetType = UNSET
+    device_total_bytes: Any | UnsetType = UNSET
     context: Any | UnsetType = UNSET
-    rank: Any | UnsetType = UNSET
-    session_id: Any | UnsetType = UNSET
-    job_id: Any | UnsetType = UNSET
-    local_rank: Any | UnsetType = UNSET
-    world_size: Any | UnsetType = UNSET
-    host: Any | UnsetType = UNSET
-    device_id: Any | UnsetType = UNSET
     #: Kept as its JSON text and decoded only when a legacy fallback reads it (:func:`metadata`):
     #: scanning past it costs what skipping it would, parsing it a fifth of the whole decode.
     metadata: msgspec.Raw | UnsetType = UNSET
