@@ -129,8 +129,10 @@ CORE_KEYS = FULL_KEYS[:9]
 
 
 class _ColumnReader:
-    """Columns of a record list: one ``itemgetter`` pass for the core fields when every record
-    has them (v2+), else per-column comprehensions with legacy fallbacks (:func:`_first`)."""
+    """Columns of a record list: one C-level ``map`` per field for the fields every record has
+    (all of :data:`FULL_KEYS`, else the v2+ :data:`CORE_KEYS`), else per-column comprehensions
+    with legacy fallbacks (:func:`_first`). A list per field, not a tuple per record: the
+    records are walked while still in cache and no per-record tuple is built and freed."""
 
     def __init__(self, records: Sequence[Mapping[str, Any]],
                  kinds: set[type] | None = None) -> None:
@@ -139,19 +141,20 @@ class _ColumnReader:
         kinds = set(map(type, records)) if kinds is None else kinds
         typed = bool(kinds) and kinds <= set(EVENT_TYPES)  # stormlog_fast structs
         complete = kinds == {CompleteEvent}  # every key present: checked while decoding
-        with gc_paused():  # a tuple per record: nothing for the collector to find
-            for keys in (FULL_KEYS, CORE_KEYS):
+        getter = attrgetter if typed else itemgetter
+        columns: dict[str, Sequence[Any]] = {}
+        with gc_paused():
+            for key in FULL_KEYS:
                 try:
-                    rows = list(map((attrgetter if typed else itemgetter)(*keys), records))
+                    column = list(map(getter(key), records))
                 except (KeyError, TypeError, AttributeError):
-                    continue
-                columns = list(zip(*rows, strict=True))
-                del rows
-                if typed and not complete and any(UNSET in column for column in columns):
-                    continue  # a key some event lacks: per-column reads with legacy fallbacks
-                if columns:
-                    self.core = dict(zip(keys, columns, strict=True))
-                return
+                    break
+                if typed and not complete and UNSET in column:
+                    break  # a key some event lacks: per-column reads with legacy fallbacks
+                columns[key] = column
+        if records and len(columns) >= len(CORE_KEYS):
+            self.core = columns if len(columns) == len(FULL_KEYS) else \
+                {k: columns[k] for k in CORE_KEYS}
 
     def __call__(self, *keys: str) -> Sequence[Any]:
         col = self.core.get(keys[0])
@@ -311,7 +314,8 @@ def _mib(m: Any) -> float | None:
 
 def _int_column(values: Sequence[Any], default: int) -> np.ndarray:
     try:
-        arr = np.asarray([default if v is None else v for v in values], dtype=np.float64)
+        arr = np.asarray([default if v is None else v for v in values] if None in values
+                         else values, dtype=np.float64)
     except (TypeError, ValueError, OverflowError):
         arr = np.array([_safe_int(v, default) for v in values], dtype=np.float64)
     bad = ~np.isfinite(arr) | (arr != np.round(arr))
