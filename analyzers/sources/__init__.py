@@ -47,6 +47,10 @@ PROTOBUF_SUFFIXES = (".pb", ".binpb", ".proto")
 PARALLEL_MIN_FILES = 4
 PARALLEL_MIN_BYTES = 32 * 1024 * 1024
 MAX_WORKERS = 8
+#: Files go to workers in this many batches per worker: one message and one result pickle per
+#: batch instead of per file (256 Stormlog exports on 2 workers: the parent's CPU 0.36 -> 0.22 s)
+#: while a slow batch still leaves the others to balance the load.
+CHUNKS_PER_WORKER = 4
 #: Report progress for files at least this large, and every this many files.
 PROGRESS_BYTES = 32 * 1024 * 1024
 PROGRESS_FILES = 50
@@ -411,7 +415,8 @@ def load_paths(paths: Iterable[str], *, progress: ProgressFn | None = None,
                                    initializer=_keep_freed_buffers)
         with pool:
             items = [(p, explicit, ctx.job_id) for p, explicit in files]
-            for i, (sub, n) in enumerate(pool.map(_load_one, items), start=1):
+            chunk = -(-len(items) // (workers * CHUNKS_PER_WORKER))
+            for i, (sub, n) in enumerate(pool.map(_load_one, items, chunksize=chunk), start=1):
                 ctx.builder.absorb(sub)
                 tick(i, n)
     ctx.builder.sources.extend(str(p) for p, _ in files)

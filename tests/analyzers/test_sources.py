@@ -357,3 +357,35 @@ def test_file_size_limit_is_exact_and_holds_when_a_file_grows(tmp_path, monkeypa
     assert _read_raw(f, 1000) == b"x" * 1000
     with pytest.raises(SourceInputError, match="larger than 999 bytes"):
         _read_raw(f, 999)
+
+
+def test_parallel_batches_of_stormlog_exports_match_in_process(tmp_path, monkeypatch):
+    """Files reach the workers in batches (several per message): the Timeline, notes, skips and
+    identities are those of an in-process load, in the same order."""
+    import stormotel.analyzers.sources as sources
+
+    real = json.loads((DATA / "stormlog_events_rank1.json").read_bytes())
+    for r in range(24):
+        events = [{**e, "rank": r % 10, "world_size": 10, "session_id": f"s{r}", "host": f"h{r}"}
+                  for e in real]
+        if r % 5 == 0:
+            events[3]["device_used_bytes"] = -1  # a counted skip in some batches
+        (tmp_path / f"events_rank{r:02}.json").write_text(json.dumps(events))
+    monkeypatch.setattr(sources, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setenv("STORMOTEL_LOAD_WORKERS", "1")
+    one = load_paths([str(tmp_path)])
+    monkeypatch.setenv("STORMOTEL_LOAD_WORKERS", "2")
+    two = load_paths([str(tmp_path)])
+    assert -(-24 // (2 * sources.CHUNKS_PER_WORKER)) > 1  # several files per batch
+    assert one.rank_ids == two.rank_ids == list(range(10))
+    assert one.skipped == two.skipped and one.skipped["negative_bytes"] == 5
+    assert one.meta == two.meta and one.sources == two.sources
+    # Each file has its own context in a worker, so a reason's notes are capped per file there.
+    assert set(one.notes) <= set(two.notes)
+    for r in one.rank_ids:
+        a, b = one.ranks[r], two.ranks[r]
+        assert a.identity == b.identity
+        np.testing.assert_array_equal(a.t_ns, b.t_ns)
+        for k in a.values:
+            np.testing.assert_array_equal(a.values[k], b.values[k])
+        assert list(a.markers.name) == list(b.markers.name)
