@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -337,8 +338,6 @@ def test_corrupt_file_in_a_folder_is_skipped_but_fatal_when_named(tmp_path):
 def test_file_size_limit_is_exact_and_holds_when_a_file_grows(tmp_path, monkeypatch):
     """A regular file is read with a buffer of its own size; the per-file limit still holds to
     the byte, also for a file that grew after its size was taken (still being written)."""
-    import os
-
     from stormotel.analyzers.sources import _read_raw
 
     f = tmp_path / "events.json"
@@ -389,3 +388,22 @@ def test_parallel_batches_of_stormlog_exports_match_in_process(tmp_path, monkeyp
         for k in a.values:
             np.testing.assert_array_equal(a.values[k], b.values[k])
         assert list(a.markers.name) == list(b.markers.name)
+
+
+def test_parallel_threshold_weighs_compressed_files(monkeypatch):
+    """64 plain Stormlog exports of 5.2 MB load in-process (about a second: workers would cost
+    more CPU than the wall time they save); the same bytes of .zst archives are ~8x the work and
+    go to workers, as do 1.3 GB of plain JSON."""
+    from stormotel.analyzers.sources import _work_bytes, _workers
+
+    monkeypatch.delenv("STORMOTEL_LOAD_WORKERS", raising=False)
+    json_files = [(Path(f"events_rank{r}.json"), False) for r in range(64)]
+    zst_files = [(Path(f"rank{r}.jsonl.zst"), False) for r in range(64)]
+    size = 5_200_000
+    assert _work_bytes(json_files, [size] * 64) == 64 * size
+    assert _work_bytes(zst_files, [size] * 64) == 8 * 64 * size
+    assert _workers(json_files, _work_bytes(json_files, [size] * 64)) == 1
+    many = json_files * 4
+    cores = min(os.cpu_count() or 1, 8)
+    assert _workers(zst_files, _work_bytes(zst_files, [size] * 64)) == cores
+    assert _workers(many, _work_bytes(many, [size] * 256)) == cores
