@@ -30,6 +30,7 @@ from stormotel.analyzers.sources.jsonio import JSONDecodeError, loads
 from stormotel.analyzers.sources.markers import MarkerAccumulator, is_collective
 from stormotel.analyzers.sources.stormlog_fast import (
     COMPLETE_KEYS,
+    COUNTER_KEYS,
     EVENT_TYPES,
     UNSET,
     CompleteEvent,
@@ -137,12 +138,12 @@ class _ColumnReader:
     def __init__(self, records: Sequence[Mapping[str, Any]],
                  kinds: set[type] | None = None) -> None:
         self.records = records
-        self.core: dict[str, Sequence[Any]] = {}
+        self.core: dict[str, Sequence[Any] | np.ndarray] = {}
         kinds = set(map(type, records)) if kinds is None else kinds
         typed = bool(kinds) and kinds <= set(EVENT_TYPES)  # stormlog_fast structs
         complete = kinds == {CompleteEvent}  # every key present: checked while decoding
         getter = attrgetter if typed else itemgetter
-        columns: dict[str, Sequence[Any]] = {}
+        columns: dict[str, Sequence[Any] | np.ndarray] = {}
         with gc_paused():
             for key in FULL_KEYS:
                 try:
@@ -155,10 +156,25 @@ class _ColumnReader:
         if records and len(columns) >= len(CORE_KEYS):
             self.core = columns if len(columns) == len(FULL_KEYS) else \
                 {k: columns[k] for k in CORE_KEYS}
+        if complete and self.core:
+            for key in COUNTER_KEYS:
+                self.core[key] = _integer_counts(self.core[key])
 
-    def __call__(self, *keys: str) -> Sequence[Any]:
+
+    def __call__(self, *keys: str) -> Sequence[Any] | np.ndarray:
         col = self.core.get(keys[0])
         return col if col is not None else _first(self.records, *keys)
+
+
+def _integer_counts(column: Sequence[Any] | np.ndarray) -> Sequence[Any] | np.ndarray:
+    """A counter column of Python integers as float64, converted as int64 (twice as fast as
+    float conversion of each integer, and the same values: both round to nearest); the column
+    as it is when it holds a null (a start/stop event: left to :func:`bytes_column`, which
+    tells "not reported" from bad) or an integer beyond int64."""
+    try:
+        return np.asarray(column, dtype=np.int64).astype(np.float64)
+    except (TypeError, OverflowError):
+        return column
 
 
 def _meta(r: Mapping[str, Any], key: str) -> Any:
@@ -312,7 +328,7 @@ def _mib(m: Any) -> float | None:
         return None
 
 
-def _int_column(values: Sequence[Any], default: int) -> np.ndarray:
+def _int_column(values: Sequence[Any] | np.ndarray, default: int) -> np.ndarray:
     try:
         arr = np.asarray([default if v is None else v for v in values] if None in values
                          else values, dtype=np.float64)
@@ -379,7 +395,7 @@ def _i(v: Any) -> int | None:
 _TEXT_OR_NONE = {str, type(None)}
 
 
-def _context_markers(contexts: Sequence[Any], t: np.ndarray, ok: np.ndarray,
+def _context_markers(contexts: Sequence[Any] | np.ndarray, t: np.ndarray, ok: np.ndarray,
                      ranks: np.ndarray, ctx: LoadContext) -> None:
     """Context strings → markers; consecutive events of a rank with the same context become one
     interval (a tracker sets the context for a whole phase, not one event)."""

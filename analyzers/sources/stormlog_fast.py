@@ -22,8 +22,8 @@ import msgspec
 from msgspec import UNSET, UnsetType
 from stormotel.analyzers.gcpause import gc_paused
 
-__all__ = ["COMPLETE_KEYS", "EVENT_TYPES", "UNSET", "CompleteEvent", "Event", "decode_events",
-           "metadata"]
+__all__ = ["COMPLETE_KEYS", "COUNTER_KEYS", "EVENT_TYPES", "UNSET", "CompleteEvent", "Event",
+           "decode_events", "metadata"]
 
 
 class _Lookup:
@@ -94,17 +94,19 @@ class Event(_Lookup, msgspec.Struct, kw_only=True, gc=False):
 
 
 class CompleteEvent(Event, kw_only=True, gc=False):
-    """An event with every key stormlog 0.4.x always writes (:data:`COMPLETE_KEYS`), checked in
-    C while decoding: its columns need no per-value test for a missing key."""
+    """An event with every key stormlog 0.4.x always writes (:data:`COMPLETE_KEYS`), and its
+    counters integers or null as 0.4.x writes them, checked in C while decoding: its columns
+    need no per-value test for a missing key, and a counter column without nulls converts as
+    integers (:data:`COUNTER_KEYS`). An export with anything else is read as :class:`Event`."""
 
     timestamp_ns: Any
-    allocator_allocated_bytes: Any
-    allocator_reserved_bytes: Any
-    allocator_active_bytes: Any
-    allocator_inactive_bytes: Any
-    device_used_bytes: Any
-    device_total_bytes: Any
-    device_free_bytes: Any
+    allocator_allocated_bytes: int | None
+    allocator_reserved_bytes: int | None
+    allocator_active_bytes: int | None
+    allocator_inactive_bytes: int | None
+    device_used_bytes: int | None
+    device_total_bytes: int | None
+    device_free_bytes: int | None
     context: Any
     schema_version: Any
     rank: Any
@@ -116,6 +118,8 @@ COMPLETE_KEYS = ("timestamp_ns", "allocator_allocated_bytes", "allocator_reserve
                  "allocator_active_bytes", "allocator_inactive_bytes", "device_used_bytes",
                  "device_total_bytes", "device_free_bytes", "context", "schema_version", "rank",
                  "session_id")
+#: The byte counters, integers or null in a :class:`CompleteEvent`.
+COUNTER_KEYS = COMPLETE_KEYS[1:8]
 #: The typed event classes (``load_records`` reads them as it reads dicts).
 EVENT_TYPES: tuple[type[Event], ...] = (Event, CompleteEvent)
 

@@ -122,3 +122,23 @@ def test_layouts_match_the_dict_path(dump) -> None:  # type: ignore[no-untyped-d
     _assert_same(*_both(dump(real).encode()))
     legacy = _identity_only_in_metadata({"rank": 4, "host": "m", "total_memory": 2**30})
     _assert_same(*_both(dump(legacy).encode()))
+
+
+@pytest.mark.parametrize(("value", "complete"), [
+    (1.5e9, False), (2**63 + 5, True), (None, True), (True, False), ("12", False), (-7, True),
+    (2**53 + 1, True),
+], ids=["float", "beyond-int64", "null", "bool", "text", "negative", "beyond-2^53"])
+def test_counter_values_convert_as_the_dict_path_does(value: object, complete: bool) -> None:
+    """Counters of a complete export convert as integers; a float, bool or text anywhere makes
+    the export optional Events, a null or an integer beyond int64 the per-value conversion;
+    every way gives the dict path's Timeline (values, skips, notes)."""
+    events = json.loads((DATA / "stormlog_events_rank1.json").read_bytes())
+    events = [dict(e) for e in events]
+    for e in events[5:40:7]:
+        e["device_used_bytes"] = value
+        e["allocator_reserved_bytes"] = value
+    data = json.dumps(events).encode()
+    decoded = stormlog_fast.decode_events(data)
+    assert decoded is not None
+    assert (type(decoded[0]) is stormlog_fast.CompleteEvent) == complete
+    _assert_same(*_both(data))
