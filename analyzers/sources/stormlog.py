@@ -21,12 +21,20 @@ from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
+from msgspec import Raw
 from stormotel.analyzers.gcpause import gc_paused
+from stormotel.analyzers.sources import stormlog_fast
 from stormotel.analyzers.sources.base import LoadContext
 from stormotel.analyzers.sources.columns import bytes_column, time_column
 from stormotel.analyzers.sources.jsonio import JSONDecodeError, loads
 from stormotel.analyzers.sources.markers import MarkerAccumulator, is_collective
-from stormotel.analyzers.sources.stormlog_fast import UNSET, Event
+from stormotel.analyzers.sources.stormlog_fast import (
+    COMPLETE_KEYS,
+    COUNTER_KEYS,
+    EVENT_TYPES,
+    UNSET,
+    CompleteEvent,
+)
 from stormotel.analyzers.timeline import KIND_CONTEXT, RankIdentity
 
 from stormotel.errors import SourceInputError
@@ -114,43 +122,65 @@ def _first(records: Sequence[Mapping[str, Any]], *keys: str) -> list[Any]:
     return out
 
 
-#: Fields every Stormlog v2+ record carries (schema-required): read in one C-level pass.
-CORE_KEYS = ("timestamp_ns", "allocator_allocated_bytes", "allocator_reserved_bytes",
-             "allocator_active_bytes", "allocator_inactive_bytes", "device_used_bytes",
-             "device_total_bytes", "device_free_bytes", "context")
-#: ... plus what stormlog 0.4.x always writes (v4: session_id, schema_version, rank).
-FULL_KEYS = (*CORE_KEYS, "schema_version", "rank", "session_id")
+#: What stormlog 0.4.x always writes: the v2+ schema's required fields, then (v4)
+#: ``schema_version``, ``rank``, ``session_id``; read in one C-level pass.
+FULL_KEYS = COMPLETE_KEYS
+#: Fields every Stormlog v2+ record carries (schema-required).
+CORE_KEYS = FULL_KEYS[:9]
 
 
 class _ColumnReader:
-    """Columns of a record list: one ``itemgetter`` pass for the core fields when every record
-    has them (v2+), else per-column comprehensions with legacy fallbacks (:func:`_first`)."""
+    """Columns of a record list: one C-level ``map`` per field for the fields every record has
+    (all of :data:`FULL_KEYS`, else the v2+ :data:`CORE_KEYS`), else per-column comprehensions
+    with legacy fallbacks (:func:`_first`). A list per field, not a tuple per record: the
+    records are walked while still in cache and no per-record tuple is built and freed."""
 
-    def __init__(self, records: Sequence[Mapping[str, Any]]) -> None:
+    def __init__(self, records: Sequence[Mapping[str, Any]],
+                 kinds: set[type] | None = None) -> None:
         self.records = records
-        self.core: dict[str, Sequence[Any]] = {}
-        typed = bool(records) and type(records[0]) is Event  # stormlog_fast structs
-        with gc_paused():  # a tuple per record: nothing for the collector to find
-            for keys in (FULL_KEYS, CORE_KEYS):
+        self.core: dict[str, Sequence[Any] | np.ndarray] = {}
+        kinds = set(map(type, records)) if kinds is None else kinds
+        typed = bool(kinds) and kinds <= set(EVENT_TYPES)  # stormlog_fast structs
+        complete = kinds == {CompleteEvent}  # every key present: checked while decoding
+        getter = attrgetter if typed else itemgetter
+        columns: dict[str, Sequence[Any] | np.ndarray] = {}
+        with gc_paused():
+            for key in FULL_KEYS:
                 try:
-                    rows = list(map((attrgetter if typed else itemgetter)(*keys), records))
+                    column = list(map(getter(key), records))
                 except (KeyError, TypeError, AttributeError):
-                    continue
-                columns = list(zip(*rows, strict=True))
-                del rows
-                if typed and any(UNSET in column for column in columns):
-                    continue  # a key some event lacks: per-column reads with legacy fallbacks
-                if columns:
-                    self.core = dict(zip(keys, columns, strict=True))
-                return
+                    break
+                if typed and not complete and UNSET in column:
+                    break  # a key some event lacks: per-column reads with legacy fallbacks
+                columns[key] = column
+        if records and len(columns) >= len(CORE_KEYS):
+            self.core = columns if len(columns) == len(FULL_KEYS) else \
+                {k: columns[k] for k in CORE_KEYS}
+        if complete and self.core:
+            for key in COUNTER_KEYS:
+                self.core[key] = _integer_counts(self.core[key])
 
-    def __call__(self, *keys: str) -> Sequence[Any]:
+
+    def __call__(self, *keys: str) -> Sequence[Any] | np.ndarray:
         col = self.core.get(keys[0])
         return col if col is not None else _first(self.records, *keys)
 
 
+def _integer_counts(column: Sequence[Any] | np.ndarray) -> Sequence[Any] | np.ndarray:
+    """A counter column of Python integers as float64, converted as int64 (twice as fast as
+    float conversion of each integer, and the same values: both round to nearest); the column
+    as it is when it holds a null (a start/stop event: left to :func:`bytes_column`, which
+    tells "not reported" from bad) or an integer beyond int64."""
+    try:
+        return np.asarray(column, dtype=np.int64).astype(np.float64)
+    except (TypeError, OverflowError):
+        return column
+
+
 def _meta(r: Mapping[str, Any], key: str) -> Any:
     m = r.get("metadata")
+    if type(m) is Raw:  # a typed event keeps it undecoded until a fallback needs it
+        m = stormlog_fast.metadata(m)
     return m.get(key) if isinstance(m, Mapping) else None
 
 
@@ -158,9 +188,12 @@ def load_records(records: list[Any], path: str, ctx: LoadContext) -> int:
     """Validate Stormlog records column-wise and add them to the builder; returns samples."""
     supported = {*SUPPORTED_SCHEMAS, *(str(v) for v in SUPPORTED_SCHEMAS)}
     good: list[Mapping[str, Any]] = records
-    col = _ColumnReader(records) if set(map(type, records)) in ({dict}, {Event}) else None
+    kinds = set(map(type, records))
+    col = _ColumnReader(records, kinds) if kinds in ({dict}, *({t} for t in EVENT_TYPES)) \
+        else None
     versions = col("schema_version") if col is not None and "schema_version" in col.core \
-        else [r.get("schema_version", 2) if type(r) in (dict, Event) else None for r in records]
+        else [r.get("schema_version", 2) if type(r) in (dict, *EVENT_TYPES) else None
+              for r in records]
     if not _hashables(versions) <= supported:  # rare: find out what was wrong, record by record
         col = None
         good = []
@@ -264,8 +297,21 @@ def _hashable(v: Any) -> bool:
 
 def _hashables(values: Iterable[Any]) -> set[Any]:
     """The distinct values, with unhashable ones (a list or object where a scalar belongs)
-    replaced by their type name so a set comparison reports them instead of raising."""
+    replaced by their type name so a set comparison reports them instead of raising.
+
+    A column of JSON scalars (every real export) is one C-level ``set``; only a column with
+    something else in it pays the per-value check."""
+    values = values if isinstance(values, list | tuple) else list(values)
+    try:
+        distinct = set(values)
+    except TypeError:  # a list or object among them
+        distinct = None
+    if distinct is not None and {type(v) for v in distinct} <= _SCALAR_TYPES:
+        return distinct
     return {v if _hashable(v) else f"<{type(v).__name__}>" for v in values}
+
+
+_SCALAR_TYPES = {str, int, float, bool, type(None)}
 
 
 def _secs_to_ns(s: Any) -> int | None:
@@ -282,9 +328,10 @@ def _mib(m: Any) -> float | None:
         return None
 
 
-def _int_column(values: Sequence[Any], default: int) -> np.ndarray:
+def _int_column(values: Sequence[Any] | np.ndarray, default: int) -> np.ndarray:
     try:
-        arr = np.asarray([default if v is None else v for v in values], dtype=np.float64)
+        arr = np.asarray([default if v is None else v for v in values] if None in values
+                         else values, dtype=np.float64)
     except (TypeError, ValueError, OverflowError):
         arr = np.array([_safe_int(v, default) for v in values], dtype=np.float64)
     bad = ~np.isfinite(arr) | (arr != np.round(arr))
@@ -345,12 +392,16 @@ def _i(v: Any) -> int | None:
         return None
 
 
-def _context_markers(contexts: Sequence[Any], t: np.ndarray, ok: np.ndarray,
+_TEXT_OR_NONE = {str, type(None)}
+
+
+def _context_markers(contexts: Sequence[Any] | np.ndarray, t: np.ndarray, ok: np.ndarray,
                      ranks: np.ndarray, ctx: LoadContext) -> None:
     """Context strings → markers; consecutive events of a rank with the same context become one
     interval (a tracker sets the context for a whole phase, not one event)."""
-    contexts = [c if c is None or isinstance(c, str) else None for c in contexts]
-    has = ok & np.fromiter((bool(c) for c in contexts), bool, len(contexts))
+    if not set(map(type, contexts)) <= _TEXT_OR_NONE:  # a number or object where text belongs
+        contexts = [c if c is None or isinstance(c, str) else None for c in contexts]
+    has = ok & np.fromiter(map(bool, contexts), bool, len(contexts))
     idx = np.flatnonzero(has)
     if idx.size == 0:
         return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -241,3 +242,21 @@ def test_demo_names_the_planted_rank_and_fault(tmp_path):
     # The leak outside the allocator on rank 2 is robust to a loaded machine; the first-cause
     # lead (500 ms planted) is reported with its confidence.
     assert "rank 2:" in verdict and "persistent_drift" in verdict, p.stdout
+
+
+@pytest.mark.parametrize(("env", "threads"), [(None, "1"), ("2", "2")])
+def test_analyze_starts_numpy_with_one_blas_thread_unless_told(env, threads):
+    """OpenBLAS's thread pool busy-waits at numpy's import (CPU the analyzer never uses); the
+    analyze command starts numpy with one thread, and a user's own setting wins."""
+    code = ("import os, sys\n"
+            "from stormotel.analyzers import cli\n"
+            "cli._one_blas_thread()\n"
+            "import numpy\n"
+            "print(os.environ['OPENBLAS_NUM_THREADS'], len(os.listdir('/proc/self/task')))\n")
+    environ = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if env is not None:
+        environ["OPENBLAS_NUM_THREADS"] = env
+    out = subprocess.run([sys.executable, "-c", code], env=environ, capture_output=True,
+                         text=True, check=True).stdout.split()
+    # OpenBLAS starts at most one thread per core.
+    assert out == [threads, str(min(int(threads), os.cpu_count() or 1))]

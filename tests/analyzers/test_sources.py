@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -332,3 +333,77 @@ def test_corrupt_file_in_a_folder_is_skipped_but_fatal_when_named(tmp_path):
     assert any("not valid gzip" in n for n in tl.notes)
     with pytest.raises(SourceInputError, match="not valid gzip"):
         load_paths([str(bad)])
+
+
+def test_file_size_limit_is_exact_and_holds_when_a_file_grows(tmp_path, monkeypatch):
+    """A regular file is read with a buffer of its own size; the per-file limit still holds to
+    the byte, also for a file that grew after its size was taken (still being written)."""
+    from stormotel.analyzers.sources import _read_raw
+
+    f = tmp_path / "events.json"
+    f.write_bytes(b"x" * 1000)
+    assert _read_raw(f, 1000) == b"x" * 1000
+    with pytest.raises(SourceInputError, match="larger than 999 bytes"):
+        _read_raw(f, 999)
+    real_fstat = os.fstat
+
+    def fstat_before_growth(fd: int) -> os.stat_result:
+        st = list(real_fstat(fd))
+        st[6] = 400  # st_size as it was when the writer had written 400 bytes
+        return os.stat_result(st)
+
+    monkeypatch.setattr(os, "fstat", fstat_before_growth)
+    assert _read_raw(f, 1000) == b"x" * 1000
+    with pytest.raises(SourceInputError, match="larger than 999 bytes"):
+        _read_raw(f, 999)
+
+
+def test_parallel_batches_of_stormlog_exports_match_in_process(tmp_path, monkeypatch):
+    """Files reach the workers in batches (several per message): the Timeline, notes, skips and
+    identities are those of an in-process load, in the same order."""
+    import stormotel.analyzers.sources as sources
+
+    real = json.loads((DATA / "stormlog_events_rank1.json").read_bytes())
+    for r in range(24):
+        events = [{**e, "rank": r % 10, "world_size": 10, "session_id": f"s{r}", "host": f"h{r}"}
+                  for e in real]
+        if r % 5 == 0:
+            events[3]["device_used_bytes"] = -1  # a counted skip in some batches
+        (tmp_path / f"events_rank{r:02}.json").write_text(json.dumps(events))
+    monkeypatch.setattr(sources, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setenv("STORMOTEL_LOAD_WORKERS", "1")
+    one = load_paths([str(tmp_path)])
+    monkeypatch.setenv("STORMOTEL_LOAD_WORKERS", "2")
+    two = load_paths([str(tmp_path)])
+    assert -(-24 // (2 * sources.CHUNKS_PER_WORKER)) > 1  # several files per batch
+    assert one.rank_ids == two.rank_ids == list(range(10))
+    assert one.skipped == two.skipped and one.skipped["negative_bytes"] == 5
+    assert one.meta == two.meta and one.sources == two.sources
+    # Each file has its own context in a worker, so a reason's notes are capped per file there.
+    assert set(one.notes) <= set(two.notes)
+    for r in one.rank_ids:
+        a, b = one.ranks[r], two.ranks[r]
+        assert a.identity == b.identity
+        np.testing.assert_array_equal(a.t_ns, b.t_ns)
+        for k in a.values:
+            np.testing.assert_array_equal(a.values[k], b.values[k])
+        assert list(a.markers.name) == list(b.markers.name)
+
+
+def test_parallel_threshold_weighs_compressed_files(monkeypatch):
+    """64 plain Stormlog exports of 5.2 MB load in-process (about a second: workers would cost
+    more CPU than the wall time they save); the same bytes of .zst archives are ~8x the work and
+    go to workers, as do 1.3 GB of plain JSON."""
+    from stormotel.analyzers.sources import _work_bytes, _workers
+
+    monkeypatch.delenv("STORMOTEL_LOAD_WORKERS", raising=False)
+    json_files = [(Path(f"events_rank{r}.json"), False) for r in range(64)]
+    zst_files = [(Path(f"rank{r}.jsonl.zst"), False) for r in range(64)]
+    size = 5_200_000
+    assert _work_bytes(json_files, [size] * 64) == 64 * size
+    assert _work_bytes(zst_files, [size] * 64) == 8 * 64 * size
+    assert _workers(json_files, _work_bytes(json_files, [size] * 64)) == 1
+    many = json_files * 4
+    cores = min(os.cpu_count() or 1, 8)
+    assert _workers(zst_files, _work_bytes(zst_files, [size] * 64)) == cores
+    assert _workers(many, _work_bytes(many, [size] * 256)) == cores
