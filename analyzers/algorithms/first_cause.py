@@ -308,8 +308,12 @@ def mark_warmups(timeline: Timeline, rises: dict[int, list[FirstRise]], settings
         t = series.t_ns[[first, last]]
         interval = series.median_interval_ns() or 0
         # A rank whose data begins at the window's start was running before it: no warm-up
-        # can be seen (a scrape or two of slack, plus a second for a late first scrape).
-        cut = window_start_ns is not None and t[0] <= window_start_ns + 3 * interval + 10**9
+        # can be seen. Running, it has a sample within one interval of the start (half an
+        # interval and a second more for a late scrape); a wider slack takes a rank that
+        # started a few scrapes in for a cut one, and its warm-up for an incident named at
+        # high (a missed scrape at the very start errs the other way: a rise called warm-up).
+        cut = window_start_ns is not None and \
+            t[0] <= window_start_ns + 1.5 * interval + 10**9
         if not rs or cut:
             continue
         span = int(t[-1] - t[0])
