@@ -17,6 +17,7 @@ from typing import Any
 
 from stormotel.analyzers.options import StallOptions
 from stormotel.analyzers.report import Report, StallFinding
+from stormotel.analyzers.stalls.calibration import calibrate
 from stormotel.analyzers.stalls.verdict import join_sources, with_telemetry
 from stormotel.analyzers.timeline import (
     MAX_WORLD_SIZE,
@@ -77,7 +78,7 @@ class StallResult:
     def judged(self, timeline: Timeline) -> list[StallFinding]:
         """The stall findings judged again with what ``timeline`` shows, leaving this evidence
         as read: each window of a scheduled run is judged with its own telemetry."""
-        return with_telemetry(timeline, self.findings)
+        return calibrate(with_telemetry(timeline, self.findings))
 
     def marker_timeline(self, job_id: str | None = None) -> Timeline:
         """A Timeline holding only the collective markers (for trace sinks without telemetry)."""
@@ -102,7 +103,7 @@ def read_stall_evidence(options: StallOptions, progress: ProgressFn | None = Non
             _add_logs(result, list(options.logs), ws, progress)
     except (DumpError, LogError) as exc:
         raise StallInputError(str(exc)) from exc
-    result.findings = join_sources(result.findings)
+    result.findings = calibrate(join_sources(result.findings))
     return result
 
 
