@@ -249,7 +249,8 @@ def summarize(results: list[Result]) -> dict[str, Any]:
 
 
 def groups(results: list[Result], half: str) -> dict[str, dict[str, Any]]:
-    """Summaries keyed ``real/dev``, ``real/heldout``, ``constructed/dev`` ... (non-empty only)."""
+    """Summaries keyed ``real/dev``, ``real/heldout``, ``constructed/dev`` ... (non-empty only),
+    plus ``real/dev (not tuned on)`` when a half holds cases the rules were written on."""
     out = {}
     for origin in ("real", "constructed"):
         for h in ("dev", "heldout"):
@@ -258,6 +259,11 @@ def groups(results: list[Result], half: str) -> dict[str, dict[str, Any]]:
             sel = [r for r in results if r.case.real == (origin == "real") and r.case.half == h]
             if sel:
                 out[f"{origin}/{h}"] = summarize(sel)
+            # the dev half includes the cases the rules were written on; their figures say
+            # little about new logs, so the rest of dev is also shown on its own
+            untuned = [r for r in sel if not r.case.spec.get("tuned_on")]
+            if untuned and len(untuned) < len(sel):
+                out[f"{origin}/{h} (not tuned on)"] = summarize(untuned)
     return out
 
 
