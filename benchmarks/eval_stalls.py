@@ -300,6 +300,31 @@ def render(name: str, s: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def render_markdown(name: str, s: dict[str, Any]) -> str:
+    """One group's figures as Markdown (for docs/benchmarks.md)."""
+    t = s["totals"]
+    out = [f"**{name}**: {s['cases']} cases from {s['projects']} projects — {t['right']} right, "
+           f"{t['wrong']} wrong, {t['undecided']} undecided", "",
+           "| expected kind | n | right | wrong | undecided |", "|---|---:|---:|---:|---:|"]
+    out += [f"| {k} | {sum(v.values())} | {v['right']} | {v['wrong']} | {v['undecided']} |"
+            for k, v in s["by_expected_kind"].items()]
+    out += ["", "| answer confidence | n | right | wrong | precision |",
+            "|---|---:|---:|---:|---:|"]
+    out += [f"| {lv} | {v['n']} | {v['right']} | {v['wrong']} | {_pct(v['precision'])} |"
+            for lv, v in s["answer_precision_by_confidence"].items()]
+    out += ["", "| answer pattern | n | right | wrong | precision |",
+            "|---|---:|---:|---:|---:|"]
+    out += [f"| `{p}` | {v['n']} | {v['right']} | {v['wrong']} | {_pct(v['precision'])} |"
+            for p, v in s["by_pattern"].items()]
+    cw = s["confident_wrong_ranks"]
+    out += ["", "Confident wrong ranks: " + (", ".join(
+        f"`{w['id']}` ({w['kind']} at {w['confidence']} names {w['ranks']})" for w in cw)
+        or "none") + ".",
+        f"Reported healthy (exit 0): {len(s['reported_healthy'])}. "
+        f"Crashed (exit 70): {len(s['crashed'])}."]
+    return "\n".join(out)
+
+
 def render_cases(results: list[Result]) -> str:
     """One line per case, for reading a single run."""
     lines = []
@@ -320,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--subprocess", action="store_true",
                    help="run `python -m stormotel.cli` per case instead of in-process")
     p.add_argument("--per-case", action="store_true", help="also print one line per case")
+    p.add_argument("--markdown", action="store_true",
+                   help="print the figures as Markdown tables (docs/benchmarks.md)")
     args = p.parse_args(argv)
     try:
         cases = load_cases(list(args.cases or DEFAULT_CASE_DIRS))
@@ -332,7 +359,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     results = evaluate(cases, subprocess_mode=args.subprocess)
     summaries = groups(results, args.half)
-    print("\n\n".join(render(name, s) for name, s in summaries.items()))
+    draw = render_markdown if args.markdown else render
+    print("\n\n".join(draw(name, s) for name, s in summaries.items()))
     if args.per_case:
         print("\n== per case\n" + render_cases(results))
     if args.json:
