@@ -80,10 +80,11 @@ CATALOGUE: tuple[Pattern, ...] = (
     _p("torch.nccl.watchdog_timeout", "torch c10d ProcessGroupNCCL",
        '"Watchdog caught collective operation timeout: " WorkNCCL(SeqNum=…, OpType=…[, '
        'NumelIn=…, NumelOut=…], Timeout(ms)=…) " ran for " … " milliseconds before timing out."',
-       "1.13-2.0 (no Numel*); 2.1+ (NumelIn/NumelOut); 2.2+ [Rank r] / [PG … Rank r] tag",
+       "1.8-1.9 (no SeqNum); 1.10-2.0 (no Numel*); 2.1+ (NumelIn/NumelOut); 2.2+ [Rank r] / "
+       "[PG … Rank r] tag",
        PT_NCCL + " (WorkNCCL::checkTimeout, operator<<(WorkNCCL))",
        "reporter: waited in collective SeqNum (victim); SeqNum/op/size split across ranks",
-       r"WorkNCCL\(\s*SeqNum=(?P<seq>\d+),\s*OpType=(?P<op>[A-Za-z_]+)"
+       r"WorkNCCL\(\s*(?:SeqNum=(?P<seq>\d+),\s*)?OpType=(?P<op>[A-Za-z_]+)"
        r"(?:,\s*NumelIn=(?P<nin>-?\d+),\s*NumelOut=(?P<nout>-?\d+))?"
        r"(?:,\s*Timeout\(ms\)=(?P<tmo>\d+))?", ("worknccl",), K_TIMEOUT),
     _p("torch.nccl.timeout_counters", "torch c10d ProcessGroupNCCL",
@@ -188,12 +189,14 @@ CATALOGUE: tuple[Pattern, ...] = (
        ("monitoredbarrier",), K_BARRIER_TIMEOUT),
     _p("torch.gloo.timeout", "gloo (via ProcessGroupGloo)",
        '"Timed out waiting " … "ms for recv operation to complete" / "[…/pair.cc:…] '
-       'Connection closed by peer [" addr "]:" port / "Application timeout caused pair '
+       'Connection closed by peer [" addr "]:" port / "[…/pair.cc:…] Read error [" addr "]: …" / '
+       '"Application timeout caused pair '
        'closure"', "1.13+", "third_party/gloo/gloo/transport/tcp/pair.cc, unbound_buffer.cc",
        "reporter: waited in a gloo operation (victim); the peer is named by address, not rank",
        r"Timed out waiting (?P<ms>\d+)ms for (?:recv|send) operation|Connection closed by peer"
-       r"|Application timeout caused pair closure", ("timed out waiting", "closed by peer",
-                                                     "pair closure"), K_GLOO_WAIT),
+       r"|Application timeout caused pair closure|gloo/transport/tcp/pair\.cc:\d+\] (?:Read|Write)"
+       r" error", ("timed out waiting", "closed by peer", "pair closure", "pair.cc"),
+       K_GLOO_WAIT),
     # ------------------------------------------------------------------------- torchelastic
     _p("torchelastic.worker_failed", "torch.distributed.elastic",
        '"failed (exitcode: " … ") local_rank: " … " (pid: " … ") of binary: " …', "1.10+",

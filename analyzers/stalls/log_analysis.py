@@ -165,7 +165,10 @@ def analyze_logs(parsed: lp.ParsedLogs, *, world_size: int | None = None) -> Log
     concluded = lv.desync_findings(events) + lw.witness_findings(events) + \
         lv.fingerprint_findings(events, CATEGORY_REMEDIATION["mismatched_collective"]) + \
         lw.ras_findings(events) + lw.coll_findings(events, interleaved)
-    findings = _link(failures, concluded, watchdog, lw.fallback_findings(events))
+    fallback = lw.fallback_findings(events)
+    if not (failures or concluded or watchdog or fallback):
+        fallback = lw.unexplained_findings(events)
+    findings = _link(failures, concluded, watchdog, fallback)
     for f in findings:
         f.evidence.setdefault("world_size", world.size)
         f.evidence["world_size_source"] = world.source

@@ -142,7 +142,7 @@ def _proc(e: lp.LogEvent) -> str | None:
     hp = (e.detail or {}).get("host_pid")
     if hp:
         return ":".join(str(hp).split(":")[:2])
-    m = lp._NCCL_HOST_PID.search(e.text)  # noqa: SLF001 - the parser's own NCCL prefix
+    m = lp.NCCL_HOST_PID.search(e.text)
     return ":".join(m.group(0).split(":")[:2]) if m else e.file
 
 
@@ -265,6 +265,33 @@ def ras_findings(events: list[lp.LogEvent]) -> list[StallFinding]:
 
 
 # --- evidence of a stall that names nobody ----------------------------------------------
+#: event kinds that show a stall (or a failed collective) on their own
+STALL_KINDS = frozenset({lp.TIMEOUT, lp.COUNTERS, lp.FIRST_SIGNAL, lp.OBSERVED_SIGNAL,
+                         lp.HEARTBEAT, lp.TEARDOWN, lp.FINGERPRINT, lp.DESYNC_REPORT,
+                         lp.WITNESS, lp.BARRIER_TIMEOUT, lp.GLOO_WAIT, lp.NCCL_COLL, lp.RAS,
+                         lp.ELASTIC_FAILED, lp.FABRIC})
+
+
+def unexplained_findings(events: list[lp.LogEvent]) -> list[StallFinding]:
+    """``undecided`` for stall evidence that no rule could read into a verdict (a heartbeat
+    monitor, a lone fingerprint cut by the paste, an untagged sub-group timeout, NCCL WARNs):
+    a stall was shown, so the answer is never "healthy"."""
+    stall = [e for e in events if e.kind in STALL_KINDS]
+    if not stall:
+        return []
+    kinds = Counter(e.kind for e in stall)
+    ranks = sorted({e.rank for e in stall if e.rank is not None})
+    first = stall[0]
+    return [_finding(
+        "undecided", [], "unknown", "low", first.pattern or f"log.{first.kind}",
+        f"the logs show a stall ({', '.join(f'{n} × {k}' for k, n in kinds.most_common(6))}) "
+        f"from rank(s) {ranks or '?'} but not which rank caused it — collect every rank's log "
+        "(TORCH_NCCL_DESYNC_DEBUG=1, NCCL_DEBUG=INFO), Flight Recorder dumps "
+        "(TORCH_NCCL_TRACE_BUFFER_SIZE, TORCH_NCCL_DUMP_ON_TIMEOUT=1) and py-spy stacks",
+        "collect", suspects=ranks,
+        lines=[{"line": f"{e.file}:{e.line}", "text": e.text[:240]} for e in stall[:8]])]
+
+
 def fallback_findings(events: list[lp.LogEvent]) -> list[StallFinding]:
     """``undecided`` (never healthy) for stall evidence that names no culprit by itself:
     torchelastic failures of local ranks, gloo timeouts, launcher signals a victim dies of."""

@@ -382,7 +382,7 @@ def _events_unchecked(seg: str, file: str, line: int, rank: int | None, ts: int 
     if work and ("timeout" in low or ran):
         w = work.match
         events.append(replace(
-            common, kind=TIMEOUT, seq=_int(w.group("seq")), op=w.group("op").upper(),
+            common, kind=TIMEOUT, seq=_opt_int(w.group("seq")), op=w.group("op").upper(),
             numel_in=_opt_int(w.group("nin")), numel_out=_opt_int(w.group("nout")),
             timeout_ms=_opt_int(w.group("tmo")),
             ran_for_ms=_opt_int(ran.group(1) if ran else None), pattern=work.pattern.id))
@@ -420,8 +420,8 @@ def _events_unchecked(seg: str, file: str, line: int, rank: int | None, ts: int 
                       "count": _int(m.group("count")), "dtype": _int(m.group("dtype")),
                       "redop": _int(m.group("redop")), "root": _int(m.group("root")),
                       "comm": m.group("comm"), "nranks": _int(m.group("nranks")),
-                      "host_pid": _NCCL_HOST_PID.search(seg).group(0)  # type: ignore[union-attr]
-                      if _NCCL_HOST_PID.search(seg) else None}
+                      "host_pid": NCCL_HOST_PID.search(seg).group(0)  # type: ignore[union-attr]
+                      if NCCL_HOST_PID.search(seg) else None}
         elif kind == NCCL_INIT:
             m = hit.match
             detail = {"comm": m.group("comm"), "comm_rank": gr.parse_rank(m.group("rank")),
@@ -437,7 +437,7 @@ def _events_unchecked(seg: str, file: str, line: int, rank: int | None, ts: int 
 
 
 #: NCCL's own line prefix ``host:pid:tid [cudaDev]`` (src/debug.cc)
-_NCCL_HOST_PID = re.compile(r"[\w.-]+:\d+:\d+ \[\d+\] NCCL")
+NCCL_HOST_PID = re.compile(r"[\w.-]+:\d+:\d+ \[\d+\] NCCL")
 
 
 def _int(v: str) -> int:
