@@ -187,11 +187,16 @@ class FailureScanner:
 
     # --- rank errors ---------------------------------------------------------------------
     def _rank_error(self, no: int, line: str, rank: int | None, low: str) -> None:
+        detail: dict[str, object] = {}
         if rank is None:
             m = _TAG_RANK.search(line)
-            rank = int(m.group(1)) if m else None
+            rank = gr.parse_rank(m.group(1)) if m else None
+            if m and "PG" not in m.group(0):
+                # a bare "[Rank r]" (PyTorch <= 2.2) is the rank in SOME process group: the
+                # global rank only if that group is the default one, which the line does not say
+                detail["ambiguous"] = True
+                detail["rank_from"] = "bare [Rank r] tag (group rank, group unknown)"
         msg = strip_prefix(line)
-        detail: dict[str, object] = {}
         oom = _OOM.search(line) if "memory" in low else None
         if oom:
             category = "oom"
@@ -314,6 +319,15 @@ class FailureScanner:
 
     def close(self, no: int) -> None:
         self._flush_summary(no)
+        # torchelastic's "first observed failure" among ranks that failed in the same second
+        # is first only by the order it polled them: a tie names nobody
+        summary = [f for f in self.found if f.pattern and f.pattern.startswith("torchelastic.")]
+        for f in summary:
+            if f.pattern == "torchelastic.root_cause" and f.ts_ns is not None and any(
+                    g is not f and g.ts_ns == f.ts_ns and g.rank != f.rank for g in summary):
+                f.detail["ambiguous"] = True
+                f.detail["tied_with"] = sorted({g.rank for g in summary if g.ts_ns == f.ts_ns
+                                                and g.rank is not None})
 
 
 def _fp(text: str) -> dict[str, str]:

@@ -292,6 +292,18 @@ def unexplained_findings(events: list[lp.LogEvent]) -> list[StallFinding]:
         lines=[{"line": f"{e.file}:{e.line}", "text": e.text[:240]} for e in stall[:8]])]
 
 
+def _why_ambiguous(e: lp.LogEvent) -> str:
+    d = e.detail or {}
+    if d.get("tied_with"):
+        return (f"torchelastic lists rank {e.rank} as the first failure, but ranks "
+                f"{d['tied_with']} failed in the same second: first only by polling order")
+    if d.get("rank_from"):
+        return (f"rank {e.rank} failed ({d.get('category')}), read from a {d['rank_from']}")
+    return (f"the launcher saw rank {e.rank} end with {d.get('signal')} first: that is how a "
+            "watchdog timeout (SIGABRT) or the launcher's own stop (SIGTERM) ends a rank that "
+            "was only waiting")
+
+
 def fallback_findings(events: list[lp.LogEvent]) -> list[StallFinding]:
     """``undecided`` (never healthy) for stall evidence that names no culprit by itself:
     torchelastic failures of local ranks, gloo timeouts, launcher signals a victim dies of."""
@@ -302,13 +314,11 @@ def fallback_findings(events: list[lp.LogEvent]) -> list[StallFinding]:
                  and e.detail.get("ambiguous")]
     if ambiguous:
         ranks = sorted({e.rank for e in ambiguous if e.rank is not None})
-        sig = {str(e.detail.get("signal")) for e in ambiguous if e.detail}
         out.append(_finding(
             "undecided", [], "unknown", "low", ambiguous[0].pattern or "torchelastic.root_cause",
-            f"the launcher saw rank(s) {ranks} end with {sorted(sig)} first; that is how a "
-            "watchdog timeout (SIGABRT) or the launcher's own stop (SIGTERM) ends a rank that "
-            "was only waiting — collect rank(s) " + f"{ranks}' own log and every rank's "
-            "watchdog lines", "collect", suspects=ranks, collect_next=ranks,
+            "; ".join(sorted({_why_ambiguous(e) for e in ambiguous}))
+            + f" — collect rank(s) {ranks}' own log and every rank's watchdog lines",
+            "collect", suspects=ranks, collect_next=ranks,
             lines=[{"line": f"{e.file}:{e.line}", "text": e.text[:240]} for e in ambiguous[:8]]))
     if failed:
         locals_ = sorted({int(e.detail["local_rank"]) for e in failed if e.detail
