@@ -146,7 +146,8 @@ class FailureScanner:
         """One line (``low``: the same, lower-cased). Times are parsed only for what is kept."""
         recent = self._recent.setdefault(rank, deque(maxlen=_RECENT))
         recent.append(line)
-        if (self._in_summary or "root cause" in low or "failures:" in low) and \
+        if (self._in_summary or "root cause" in low or "failures:" in low
+                or "local_rank:" in low or "]:" in low[-3:]) and \
                 self._summary_line(no, line):
             return
         if self._desync is not None:
@@ -268,7 +269,15 @@ class FailureScanner:
             self._summary_root = "Root Cause" in line
             return True
         if not self._in_summary:
-            return False
+            # a paste that starts inside the table: "[2]:" or "  host : …" / "  rank : 1
+            # (local_rank: 1)" with no header above
+            field_m = _SUMMARY_FIELD.match(line)
+            if not (_SUMMARY_ENTRY.match(line) or (field_m and "local_rank" in line)):
+                return False
+            self._in_summary, self._summary_root = True, False
+            if field_m:
+                self._summary = {field_m.group(1): field_m.group(2).strip()}
+                return True
         if _SUMMARY_ENTRY.match(line):
             self._flush_summary(no)
             self._summary = {}
@@ -322,6 +331,10 @@ class FailureScanner:
         # torchelastic's "first observed failure" among ranks that failed in the same second
         # is first only by the order it polled them: a tie names nobody
         summary = [f for f in self.found if f.pattern and f.pattern.startswith("torchelastic.")]
+        for f in summary:
+            if f.pattern == "torchelastic.failures":
+                f.detail["ambiguous"] = True  # failed after the root cause: a consequence
+                f.detail["tied_with"] = [f.rank]
         for f in summary:
             if f.pattern == "torchelastic.root_cause" and f.ts_ns is not None and any(
                     g is not f and g.ts_ns == f.ts_ns and g.rank != f.rank for g in summary):

@@ -294,6 +294,9 @@ def unexplained_findings(events: list[lp.LogEvent]) -> list[StallFinding]:
 
 def _why_ambiguous(e: lp.LogEvent) -> str:
     d = e.detail or {}
+    if e.pattern == "torchelastic.failures":
+        return ("torchelastic's table lists further failed ranks (after the first observed one: "
+                "consequences as often as culprits)")
     if d.get("tied_with"):
         return (f"torchelastic lists rank {e.rank} as the first failure, but ranks "
                 f"{d['tied_with']} failed in the same second: first only by polling order")
