@@ -87,6 +87,13 @@ CATALOGUE: tuple[Pattern, ...] = (
        r"WorkNCCL\(\s*(?:SeqNum=(?P<seq>\d+),\s*)?OpType=(?P<op>[A-Za-z_]+)"
        r"(?:,\s*NumelIn=(?P<nin>-?\d+),\s*NumelOut=(?P<nout>-?\d+))?"
        r"(?:,\s*Timeout\(ms\)=(?P<tmo>\d+))?", ("worknccl",), K_TIMEOUT),
+    _p("torch.nccl.watchdog_caught", "torch c10d ProcessGroupNCCL",
+       '"Watchdog caught collective operation timeout" (the head of the message, or its '
+       'native frame "WorkNCCL::checkTimeout") where the WorkNCCL record is cut or paraphrased',
+       "1.8+", PT_NCCL,
+       "reporter: a collective of its own timed out (victim); names nobody — a stall shown",
+       r"Watchdog caught collective operation timeout|WorkNCCL::checkTimeout|checkTimeout at "
+       r"ProcessGroupNCCL", ("watchdog caught", "checktimeout"), "watchdog_bare", re.I),
     _p("torch.nccl.timeout_counters", "torch c10d ProcessGroupNCCL",
        '"Timeout at NCCL work: " … ", last enqueued NCCL work: " … ", last completed NCCL '
        'work: " …  /  "failure detected by watchdog at work sequence id: " … " PG status: last '

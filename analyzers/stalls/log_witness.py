@@ -269,7 +269,7 @@ def ras_findings(events: list[lp.LogEvent]) -> list[StallFinding]:
 STALL_KINDS = frozenset({lp.TIMEOUT, lp.COUNTERS, lp.FIRST_SIGNAL, lp.OBSERVED_SIGNAL,
                          lp.HEARTBEAT, lp.TEARDOWN, lp.FINGERPRINT, lp.DESYNC_REPORT,
                          lp.WITNESS, lp.BARRIER_TIMEOUT, lp.GLOO_WAIT, lp.NCCL_COLL, lp.RAS,
-                         lp.ELASTIC_FAILED, lp.FABRIC})
+                         lp.ELASTIC_FAILED, lp.FABRIC, lp.WATCHDOG_BARE})
 
 
 def unexplained_findings(events: list[lp.LogEvent]) -> list[StallFinding]:
