@@ -171,6 +171,16 @@ CATALOGUE: tuple[Pattern, ...] = (
        "every fingerprint (read by log_failures)",
        r"Rank (?P<a>\d+) is running (?:inconsistent )?collective:\s*CollectiveFingerPrint",
        ("collectivefingerprint",), "fingerprint"),
+    _p("torch.detail.running_collective", "torch c10d ProcessGroupWrapper",
+       '"[Rank " r "] " "Running collective: " CollectiveFingerPrint(SequenceNumber=…, OpType=…, '
+       'TensorShape=[…], TensorDtypes=…, …)', "1.13+ (TORCH_DISTRIBUTED_DEBUG=DETAIL, "
+       "TORCH_CPP_LOG_LEVEL=INFO)", "torch/csrc/distributed/c10d/ProcessGroupWrapper.cpp "
+       "(runCollectiveChecks)",
+       "reporter: about to run collective SequenceNumber of this op/shape/dtype; split: a rank "
+       "whose last SequenceNumber is lower never reached the collective the others run",
+       r"\[Rank (?P<rank>\d+)\] Running collective: CollectiveFingerPrint\((?:SequenceNumber="
+       r"(?P<seq>\d+), )?OpType=(?P<op>\w+)(?:, TensorShape=(?P<shape>\[[^\]]{0,200}\]))?"
+       r"(?:, TensorDtypes=(?P<dtype>\w+))?", ("running collective",), "detail_trace"),
     # ---------------------------------------------------------------------- gloo / monitored
     _p("torch.gloo.monitored_barrier_ranks", "torch c10d ProcessGroupGloo",
        '"[Rank 0]: Ranks " c10::Join(", ", failedRanks) " failed to pass monitoredBarrier in " '

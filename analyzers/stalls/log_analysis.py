@@ -164,7 +164,8 @@ def analyze_logs(parsed: lp.ParsedLogs, *, world_size: int | None = None) -> Log
     failures = lv.rank_failure_findings(events, first_timeout, timed_out)
     concluded = lv.desync_findings(events) + lw.witness_findings(events) + \
         lv.fingerprint_findings(events, CATEGORY_REMEDIATION["mismatched_collective"]) + \
-        lw.ras_findings(events) + lw.coll_findings(events, interleaved)
+        lw.ras_findings(events) + lw.coll_findings(events, interleaved) + \
+        lw.detail_findings(events)
     fallback = lw.fallback_findings(events)
     if not (failures or concluded or watchdog or fallback):
         fallback = lw.unexplained_findings(events)

@@ -9,6 +9,7 @@ says how much of the group spoke. Each finding names its catalogue pattern
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter, defaultdict
 from typing import Any
 
@@ -131,7 +132,7 @@ def coll_findings(events: list[lp.LogEvent], interleaved: bool) -> list[StallFin
     for key, per_rank in groups.items():
         if any(len(comms_of[(key, r)]) > 1 for r in per_rank) and key.startswith("nranks="):
             continue  # several communicators of one size, no init lines to tell them apart
-        f = _coll_group(key, per_rank, size[key], interleaved)
+        f = _coll_group(key, per_rank, size[key], interleaved, "nccl.coll")
         if f is not None:
             f.evidence["ranks_are"] = src.get(key, "global ranks (launcher prefix or file)")
             out.append(f)
@@ -146,10 +147,37 @@ def _proc(e: lp.LogEvent) -> str | None:
     return ":".join(m.group(0).split(":")[:2]) if m else e.file
 
 
-def _coll_group(key: str, per_rank: dict[int, list[dict[str, Any]]], nranks: int,
-                interleaved: bool) -> StallFinding | None:
+def detail_findings(events: list[lp.LogEvent]) -> list[StallFinding]:
+    """DETAIL's per-collective INFO trace: each rank's last SequenceNumber and fingerprint."""
+    per_rank: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for e in events:
+        if e.kind != lp.DETAIL_TRACE or not e.detail or e.detail.get("of_rank") is None:
+            continue
+        d = e.detail
+        per_rank[int(d["of_rank"])].append({
+            "opcount": d["seq"], "op": d["op"], "count": d["shape"], "dtype": d["dtype"],
+            "line": f"{e.file}:{e.line}", "text": e.text[:240]})
+    if len(per_rank) < 2:
+        return []
+    for rows in per_rank.values():  # several groups' traces interleave: not comparable
+        if any(b["opcount"] < a["opcount"] for a, b in itertools.pairwise(rows)):
+            return []
+    f = _coll_group("TORCH_DISTRIBUTED_DEBUG=DETAIL trace", per_rank, None, False,
+                    "torch.detail.running_collective")
+    return [f] if f is not None else []
+
+
+def _coll_group(key: str, per_rank: dict[int, list[dict[str, Any]]], nranks: int | None,
+                interleaved: bool, pattern: str) -> StallFinding | None:
+    """The split of one group's per-rank collective records (NCCL opCounts or DETAIL
+    SequenceNumbers): op/size at one number, then who is behind."""
     spoke = len(per_rank)
-    whole = spoke >= nranks
+    whole = nranks is not None and spoke >= nranks
+    hexa = pattern == "nccl.coll"
+
+    def num(v: int) -> str:
+        return f"NCCL opCount {v:#x}" if hexa else f"SequenceNumber {v}"
+
     ev: dict[str, Any] = {"communicator": key, "spoke": {"ranks": spoke, "of": nranks},
                           "last": {str(r): _brief(v[-1]) for r, v in sorted(per_rank.items())}}
     # 1. the same opCount, a different collective
@@ -167,16 +195,16 @@ def _coll_group(key: str, per_rank: dict[int, list[dict[str, Any]]], nranks: int
         per = {str(r): {"op": v[0], "count": v[1], "datatype": v[2]} for r, v in
                sorted(vals.items())}
         if vote is None:
-            return _finding("undecided", [], "mismatched_collective", "low", "nccl.coll",
-                            f"ranks launched different collectives at NCCL opCount "
-                            f"{opcount:#x} with no majority; collect the other ranks' lines",
+            return _finding("undecided", [], "mismatched_collective", "low", pattern,
+                            f"ranks launched different collectives at {num(opcount)} with no "
+                            "majority; collect the other ranks' lines",
                             "nccl_coll_split", seq=opcount, suspects=sorted(vals),
                             per_rank=per, **ev)
         culprits = vote[0]
         majority = len(vals) - len(culprits)
         conf = ("medium" if whole and len(culprits) * 2 <= majority else "low")
-        return _finding(kind, culprits, "mismatched_collective", conf, "nccl.coll",
-                        f"at NCCL opCount {opcount:#x}, {len(culprits)} of {len(vals)} ranks "
+        return _finding(kind, culprits, "mismatched_collective", conf, pattern,
+                        f"at {num(opcount)}, {len(culprits)} of {len(vals)} ranks "
                         f"launched {sorted({v for r, v in vals.items() if r in culprits})} while "
                         f"the others launched {vote[1]}", "nccl_coll_split", seq=opcount,
                         op=vote[1][0], per_rank=per, **ev)
@@ -184,33 +212,33 @@ def _coll_group(key: str, per_rank: dict[int, list[dict[str, Any]]], nranks: int
     last = {r: rows[-1]["opcount"] for r, rows in per_rank.items()}
     top = max(last.values())
     op = next(rows[-1]["op"] for rows in per_rank.values() if rows[-1]["opcount"] == top)
-    missing = sorted(set(range(nranks)) - set(per_rank)) if nranks <= 4096 else []
+    missing = sorted(set(range(nranks)) - set(per_rank)) if nranks and nranks <= 4096 else []
     if len(set(last.values())) > 1:
         vote = minority_vote(last)
         if vote is None or spoke < 3:
-            return _finding("undecided", [], "collective_count_split", "low", "nccl.coll",
-                            f"ranks' last NCCL opCount differs with no majority "
-                            f"({ {r: hex(v) for r, v in sorted(last.items())} })",
+            return _finding("undecided", [], "collective_count_split", "low", pattern,
+                            "ranks' last collective differs with no majority "
+                            f"({ {r: num(v) for r, v in sorted(last.items())} })",
                             "nccl_coll_behind", suspects=sorted(last), **ev)
         culprits, value = vote
         behind = all(last[r] < value for r in culprits)
         conf = "medium" if whole and len(culprits) * 2 <= spoke - len(culprits) else "low"
         return _finding(
             "straggler" if behind else "count_split", culprits,
-            "straggler_outside_nccl" if behind else "collective_count_split", conf, "nccl.coll",
-            f"rank(s) {culprits} last launched NCCL opCount "
-            f"{sorted({hex(last[r]) for r in culprits})} while {spoke - len(culprits)} rank(s) "
-            f"reached {value:#x}" + (" — they never launched the collective the others wait in"
+            "straggler_outside_nccl" if behind else "collective_count_split", conf, pattern,
+            f"rank(s) {culprits} last launched "
+            f"{sorted({num(last[r]) for r in culprits})} while {spoke - len(culprits)} rank(s) "
+            f"reached {num(value)}" + (" — they never launched the collective the others wait in"
                                      if behind else ""),
             "nccl_coll_behind", seq=value, op=op, **ev)
-    if missing and interleaved and len(missing) * 2 < nranks:
-        return _finding("straggler", missing, "straggler_outside_nccl", "low", "nccl.coll",
-                        f"{spoke} of {nranks} ranks of the communicator launched opCount "
-                        f"{top:#x} ({op}); rank(s) {missing} logged no collective in the same "
+    if missing and nranks and interleaved and len(missing) * 2 < nranks:
+        return _finding("straggler", missing, "straggler_outside_nccl", "low", pattern,
+                        f"{spoke} of {nranks} ranks of the communicator launched "
+                        f"{num(top)} ({op}); rank(s) {missing} logged no collective in the same "
                         "stream", "nccl_coll_behind", seq=top, op=op, **ev)
-    return _finding("undecided", [], "fabric" if whole else "unknown", "low", "nccl.coll",
-                    f"{spoke} of {nranks} ranks launched the same last collective (opCount "
-                    f"{top:#x}, {op}); nobody is behind in NCCL"
+    return _finding("undecided", [], "fabric" if whole else "unknown", "low", pattern,
+                    f"{spoke} of {nranks or '?'} ranks launched the same last collective "
+                    f"({num(top)}, {op}); nobody is behind"
                     + ("" if whole else f" — collect the lines of ranks {missing[:16]}"),
                     "nccl_all_launched", seq=top, op=op, collect_next=missing[:64] or None,
                     **ev)
@@ -269,7 +297,8 @@ def ras_findings(events: list[lp.LogEvent]) -> list[StallFinding]:
 STALL_KINDS = frozenset({lp.TIMEOUT, lp.COUNTERS, lp.FIRST_SIGNAL, lp.OBSERVED_SIGNAL,
                          lp.HEARTBEAT, lp.TEARDOWN, lp.FINGERPRINT, lp.DESYNC_REPORT,
                          lp.WITNESS, lp.BARRIER_TIMEOUT, lp.GLOO_WAIT, lp.NCCL_COLL, lp.RAS,
-                         lp.ELASTIC_FAILED, lp.FABRIC, lp.WATCHDOG_BARE})
+                         lp.ELASTIC_FAILED, lp.FABRIC, lp.WATCHDOG_BARE,
+                         lp.DETAIL_TRACE})
 
 
 def unexplained_findings(events: list[lp.LogEvent]) -> list[StallFinding]:
