@@ -388,7 +388,9 @@ def _triage(group: str, table: dict[int, RankLogState], world: World, seen: set[
                          f"{words} at SeqNum {common_seq}: {_compact(values)}",
                          rule=kind, per_rank={str(r): values[r] for r in sorted(values)})
     # 4. members of the group that logged no watchdog line at all
-    if silent and len(silent) < len(members):
+    # (only when the ranks seen waiting outnumber every rank not accounted for: one timeout
+    # and one quiet rank out of eight says nothing — arctictraining#219, skyrl#757)
+    if silent and len(silent) < len(members) and len(waiting) > len(silent) + len(unseen):
         culprits = silent
         return found("straggler", culprits, _category(culprits, hints),
                      "medium" if len(culprits) * 2 <= len(waiting) else "low",

@@ -321,6 +321,11 @@ def unexplained_findings(events: list[lp.LogEvent]) -> list[StallFinding]:
         lines=[{"line": f"{e.file}:{e.line}", "text": e.text[:240]} for e in stall[:8]])]
 
 
+#: exit codes a worker dies of by its own fault (not the ones a waiting victim ends with)
+_SIGNALS = {-9: "SIGKILL", -11: "SIGSEGV", -7: "SIGBUS", -4: "SIGILL", -8: "SIGFPE"}
+_OWN_DEATH = frozenset(_SIGNALS)
+
+
 def _why_ambiguous(e: lp.LogEvent) -> str:
     d = e.detail or {}
     if e.pattern == "torchelastic.failures":
@@ -352,6 +357,27 @@ def fallback_findings(events: list[lp.LogEvent]) -> list[StallFinding]:
             + f" — collect rank(s) {ranks}' own log and every rank's watchdog lines",
             "collect", suspects=ranks, collect_next=ranks,
             lines=[{"line": f"{e.file}:{e.line}", "text": e.text[:240]} for e in ambiguous[:8]]))
+    killed = sorted({(int(e.detail["local_rank"]), int(e.detail["exit_code"])) for e in failed
+                     if e.detail and e.detail.get("local_rank") is not None
+                     and e.detail.get("exit_code") in _OWN_DEATH})
+    if failed and len(killed) == 1 and len(failed) == 1:
+        (local, code), = killed
+        out.append(StallFinding(
+            kind="rank_failure", ranks=[local], process_group=None, seq_id=None, op=None,
+            source="logs", confidence="low",
+            evidence={"category": "signal", "pattern": "torchelastic.worker_failed",
+                      "exit_code": code, "signal": _SIGNALS.get(code), "local_rank": local,
+                      "precedes_timeouts": True, "first_error_ns": failed[0].ts_ns,
+                      "reason": f"torchelastic: local rank {local} was killed by "
+                      f"{_SIGNALS.get(code)} (exit code {code}), the only worker that failed; "
+                      "read as global rank {local} — true on a single node (low: on a node "
+                      "other than the first the global rank is higher)".replace(
+                          "{local}", str(local)),
+                      "lines": [{"line": f"{e.file}:{e.line}", "text": e.text[:240]}
+                                for e in failed[:4]]},
+            remediation=["SIGKILL is usually the host's OOM killer (check dmesg / cgroup "
+                         "memory of that node); SIGSEGV/SIGBUS a native crash."]))
+        failed = []
     if failed:
         locals_ = sorted({int(e.detail["local_rank"]) for e in failed if e.detail
                           and e.detail.get("local_rank") is not None})
