@@ -204,6 +204,12 @@ CATALOGUE: tuple[Pattern, ...] = (
        r"Rank (?P<rank>\d{1,19}) timed out in monitoredBarrier after (?P<ms>\d+) ms\.?"
        r"(?:\s*Successfully processed ranks: (?P<done>[\d, ]{0,8000}))?",
        ("monitoredbarrier",), K_BARRIER_TIMEOUT),
+    _p("torch.gloo.monitored_barrier_processed", "torch c10d ProcessGroupGloo",
+       '"Successfully processed ranks: " c10::Join(", ", processedRanks) (the line after '
+       '"timed out in monitoredBarrier")', "1.10+", PT_GLOO + " (checkRemainingTime)",
+       "the ranks that did pass the barrier (innocent)",
+       r"Successfully processed ranks: (?P<done>\d{1,19}(?:, ?\d{1,19}){0,4096})",
+       ("successfully processed",), K_BARRIER_TIMEOUT),
     _p("torch.gloo.timeout", "gloo (via ProcessGroupGloo)",
        '"Timed out waiting " … "ms for recv operation to complete" / "[…/pair.cc:…] '
        'Connection closed by peer [" addr "]:" port / "[…/pair.cc:…] Read error [" addr "]: …" / '

@@ -82,9 +82,15 @@ def witness_findings(events: list[lp.LogEvent]) -> list[StallFinding]:
             "straggler", list(culprits), "witnessed", confidence, pid, reason, "witnessed",
             witnesses=witnesses, disagreeing_reports=[list(c) for c, _ in others],
             lines=[{"line": f"{e.file}:{e.line}", "text": e.text[:240]} for e in evs[:8]]))
-    for e in events:
-        if e.kind == lp.BARRIER_TIMEOUT and e.detail:
-            done = list(e.detail.get("processed") or [])
+    timeouts = [e for e in events if e.kind == lp.BARRIER_TIMEOUT and e.detail
+                and e.pattern == "torch.gloo.monitored_barrier_timeout"]
+    processed = {(e.file, e.line): e.detail.get("processed") for e in events
+                 if e.kind == lp.BARRIER_TIMEOUT and e.detail
+                 and e.pattern == "torch.gloo.monitored_barrier_processed"}
+    for e in timeouts:
+        if e.detail:
+            done = list(e.detail.get("processed") or processed.get((e.file, e.line + 1))
+                        or [])
             nxt = (max(done) + 1) if done else 1
             out.append(_finding(
                 "undecided", [], "barrier_timeout", "low", "torch.gloo.monitored_barrier_timeout",
@@ -214,13 +220,13 @@ def _coll_group(key: str, per_rank: dict[int, list[dict[str, Any]]], nranks: int
     op = next(rows[-1]["op"] for rows in per_rank.values() if rows[-1]["opcount"] == top)
     missing = sorted(set(range(nranks)) - set(per_rank)) if nranks and nranks <= 4096 else []
     if len(set(last.values())) > 1:
-        vote = minority_vote(last)
-        if vote is None or spoke < 3:
+        behind_vote = minority_vote(last)
+        if behind_vote is None or spoke < 3:
             return _finding("undecided", [], "collective_count_split", "low", pattern,
                             "ranks' last collective differs with no majority "
                             f"({ {r: num(v) for r, v in sorted(last.items())} })",
                             "nccl_coll_behind", suspects=sorted(last), **ev)
-        culprits, value = vote
+        culprits, value = behind_vote
         behind = all(last[r] < value for r in culprits)
         conf = "medium" if whole and len(culprits) * 2 <= spoke - len(culprits) else "low"
         return _finding(
@@ -384,7 +390,8 @@ def fallback_findings(events: list[lp.LogEvent]) -> list[StallFinding]:
         out.append(_finding(
             "undecided", [], "unknown", "low", "torchelastic.worker_failed",
             f"torchelastic saw local rank(s) {locals_} fail (exit codes "
-            f"{sorted({e.detail.get('exit_code') for e in failed if e.detail})}); a local rank "
+            f"{sorted({str(e.detail.get('exit_code')) for e in failed if e.detail})}); a local "
+            "rank "
             "is not a global rank — collect that node's worker logs and the launcher's "
             "'Root Cause' summary", "collect",
             lines=[{"line": f"{e.file}:{e.line}", "text": e.text[:240]} for e in failed[:8]]))

@@ -121,7 +121,7 @@ def _triggered(seg: str) -> bool:
 
 _RECORD_START = re.compile(r"^\s+(?:- |\[[\d, ]+\] |#\d+ )|"
                            r"^\s*(?:\[rank\d+\]:|\[default\d+\]:|\(\w*Worker|\d{4}-\d{2}-\d{2}"
-                           r"|\[[EWIF](?:\d{4} | )"
+                           r"|\[[EWIF](?:\d{4} | )|[\w.-]+:\d+:\d+ \[\d+\] "
                            r"|[EWIF]\d{4} |\[\d+\]|\w[\w.-]* \[std(?:err|out)\]|Traceback|"
                            r"\s+File \")")
 _FILE_RANK = re.compile(r"rank[_\-.]?(\d{1,7})|(?:^|[_\-.])(\d{1,7})\.(?:log|err|out|txt)$", re.I)
@@ -416,8 +416,9 @@ def _events_unchecked(seg: str, file: str, line: int, rank: int | None, ts: int 
             if "ms" in hit.match.groupdict():
                 detail["timeout_ms"] = _opt_int(hit.match.group("ms"))
         elif kind == BARRIER_TIMEOUT:
-            detail = {"witness": gr.parse_rank(hit.match.group("rank")),
-                      "processed": gr.parse_rank_list(hit.match.group("done") or "")}
+            groups = hit.match.groupdict()
+            detail = {"witness": gr.parse_rank(groups.get("rank")),
+                      "processed": gr.parse_rank_list(groups.get("done") or "")}
         elif kind == NCCL_COLL:
             m = hit.match
             detail = {"op": m.group("op"), "opcount": int(m.group("opcount"), 16),
