@@ -101,7 +101,7 @@ def test_desync_never_joined_names_the_ranks(tmp_path: Path) -> None:
     assert root.evidence["pattern"] == "torch.nccl.desync_never_joined"
 
 
-# --- torch c10d ProcessGroupNCCL -------------------------------------------------------------------
+# --- torch c10d ProcessGroupNCCL ------------------------------------------------------------
 PRE = "[rank{r}]:[E1121 05:30:{s:02d}.415871201 ProcessGroupNCCL.cpp:1743] "
 TAG = "[PG ID 0 PG GUID 0(default_pg) Rank {r}] "
 
@@ -307,7 +307,8 @@ def ras_member(r: int, count: int | None = None) -> str:
     for a one-rank group, "  Rank %d has launched up to operation %ld -- GPU %s managed by
     process %d on node %s"."""
     what = "" if count is None else f" has launched up to operation {count}"
-    return f"  Rank {r}{what} -- GPU {r % 8} managed by process {4830 + r} on node 10.0.0.{r // 8}\n"
+    return (f"  Rank {r}{what} -- GPU {r % 8} managed by process {4830 + r} on node "
+            f"10.0.0.{r // 8}\n")
 
 
 def test_ras_2_24_count_split_names_the_rank_behind(tmp_path: Path) -> None:
