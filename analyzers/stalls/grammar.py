@@ -295,6 +295,14 @@ CATALOGUE: tuple[Pattern, ...] = (
        r"NCCL WARN NET/|ncclRemoteError|ncclSystemError|\bibv_\w+|remote process exited|Xid \d+",
        ("nccl warn", "ncclremote", "ncclsystem", "ibv_", "remote process", "xid "), "fabric",
        re.I),
+    _p("nccl.warn.failure", "NCCL / RCCL",
+       '"%s:%d:%d [%d] %s:%d NCCL WARN " fmt (src/debug.cc) with a failure: "Cuda failure %d '
+       '\'%s\'", "Call to %s failed", "… error …", "… timeout …", "… abort …"', "2.18+",
+       "src/debug.cc, src/include/checks.h (CUDACHECK, SYSCHECK)",
+       "reporter: its NCCL failed (the process is named by host:pid and the CUDA device, not "
+       "by rank) — a stall shown, nobody named without the rank prefix",
+       r"NCCL WARN (?!NET/).{0,300}?(?:[Ff]ail|[Ee]rror|[Aa]bort|[Tt]imeout|[Mm]ismatch|"
+       r"[Uu]nhandled)", ("nccl warn",), "nccl_warn"),
     _p("nccl.ras.count_group", "NCCL RAS (ncclras client)",
        '"  %d ranks have launched up to operation %ld" / "  %d ranks have not launched any '
        'operations"', "2.24+ (per collective type from 2.26)", "src/ras/client_support.cc",
