@@ -54,9 +54,6 @@ def _p(id: str, emitter: str, message: str, versions: str, source: str, proves: 
                    triggers, kind)
 
 
-_N = r"(\d{1,19})"  # numbers are checked for length later (MAX_DIGITS), not silently cut
-_LIST = r"(\d{1,19}(?:, ?\d{1,19}){0,4096})"
-
 # --- event kinds the catalogue feeds (the parser's vocabulary) ---------------------------
 K_TIMEOUT = "watchdog_timeout"
 K_COUNTERS = "counters"

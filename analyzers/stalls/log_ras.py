@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stormotel.analyzers.stalls import grammar as gr
+from stormotel.analyzers.stalls.log_failures import strip_prefix
 
 RAS_SPLIT = "ras_report"
 
@@ -50,7 +51,7 @@ class RasBlock:
 
 
 class RasScanner:
-    """Stateful scan over a file's lines (prefixes already stripped): :attr:`blocks`."""
+    """Stateful scan over a file's lines (launcher prefixes are stripped here): :attr:`blocks`."""
 
     def __init__(self) -> None:
         self.blocks: list[RasBlock] = []
@@ -61,6 +62,7 @@ class RasScanner:
         if self._block is None and "mismatch" not in low and "incomplete" not in low \
                 and "different" not in low:
             return
+        line = strip_prefix(line)
         head = gr.BY_ID["nccl.ras.mismatch_head"].regex.search(line)
         if head and head.group("group") is not None:
             self.close()

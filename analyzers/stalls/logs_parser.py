@@ -109,6 +109,8 @@ _TRIGGERS = tuple(sorted({t for p in gr.CATALOGUE if p.kind in (
     for t in p.triggers} | {
     "out of memory", "outofmemory", "dataloader", "aisbatchloader", "connection reset",
     "timed out waiting", "retrying", "stopiteration", "nvlink", "traceback"}))
+#: a trigger that contains another one is redundant (fewer ``in`` tests per line)
+_TRIGGERS = tuple(t for t in _TRIGGERS if not any(o != t and o in t for o in _TRIGGERS))
 
 
 def _nccl_record(seg: str) -> bool:
@@ -292,7 +294,7 @@ def _parse_file(path: Path, result: ParsedLogs) -> None:
             in_file.add(rank)
         low = seg.lower()
         scanner.feed(no, seg, low, rank)
-        ras.feed(no, lf.strip_prefix(seg) if "ank" in seg or "#" in seg else seg, low)
+        ras.feed(no, seg, low)
         if not any(k in low for k in _TRIGGERS):
             continue
         if rank is not None:
