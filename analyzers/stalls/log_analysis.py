@@ -152,6 +152,7 @@ def analyze_logs(parsed: lp.ParsedLogs, *, world_size: int | None = None) -> Log
     states: dict[str, list[RankLogState]] = {}
     watchdog: list[StallFinding] = []
     interleaved = any(len(rs) > 1 for rs in parsed.ranks_by_file.values())
+    known = world.size if world.explicit else None
     for group, evs in sorted(by_group.items()):
         table = _state_table(evs, rank_hints)
         states[group] = sorted(table.values(), key=lambda s: s.rank)
@@ -164,7 +165,7 @@ def analyze_logs(parsed: lp.ParsedLogs, *, world_size: int | None = None) -> Log
     failures = lv.rank_failure_findings(events, first_timeout, timed_out)
     concluded = lv.desync_findings(events) + lw.witness_findings(events) + \
         lv.fingerprint_findings(events, CATEGORY_REMEDIATION["mismatched_collective"]) + \
-        lw.ras_findings(events) + lw.coll_findings(events, interleaved) + \
+        lw.ras_findings(events, known) + lw.coll_findings(events, interleaved, known) + \
         lw.detail_findings(events)
     fallback = lw.fallback_findings(events)
     if not (failures or concluded or watchdog or fallback):

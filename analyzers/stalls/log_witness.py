@@ -9,6 +9,7 @@ says how much of the group spoke. Each finding names its catalogue pattern
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections import Counter, defaultdict
 from typing import Any
@@ -106,7 +107,8 @@ def witness_findings(events: list[lp.LogEvent]) -> list[StallFinding]:
 _P2P = {"Send", "Recv"}
 
 
-def coll_findings(events: list[lp.LogEvent], interleaved: bool) -> list[StallFinding]:
+def coll_findings(events: list[lp.LogEvent], interleaved: bool,
+                  world_size: int | None = None) -> list[StallFinding]:
     """Per communicator: the ranks whose collective at one opCount differs, or that are behind."""
     init: dict[tuple[str | None, str], dict[str, Any]] = {}
     for e in events:
@@ -136,11 +138,15 @@ def coll_findings(events: list[lp.LogEvent], interleaved: bool) -> list[StallFin
         groups[key][rank].append({**d, "line": f"{e.file}:{e.line}", "text": e.text[:240]})
     out = []
     for key, per_rank in groups.items():
-        if any(len(comms_of[(key, r)]) > 1 for r in per_rank) and key.startswith("nranks="):
+        if key.startswith("nranks=") and (len(per_rank) > size[key] or any(
+                len(comms_of[(key, r)]) > 1 for r in per_rank)):
             continue  # several communicators of one size, no init lines to tell them apart
         f = _coll_group(key, per_rank, size[key], interleaved, "nccl.coll")
         if f is not None:
             f.evidence["ranks_are"] = src.get(key, "global ranks (launcher prefix or file)")
+            if key in src and size[key] != world_size and f.confidence != "low":
+                # communicator ranks are global ranks only for the world's communicator
+                f = dataclasses.replace(f, confidence="low")
             out.append(f)
     return out
 
@@ -256,7 +262,10 @@ def _brief(row: dict[str, Any]) -> dict[str, Any]:
 
 
 # --- NCCL RAS status -------------------------------------------------------------------------
-def ras_findings(events: list[lp.LogEvent]) -> list[StallFinding]:
+def ras_findings(events: list[lp.LogEvent], world_size: int | None = None
+                 ) -> list[StallFinding]:
+    """RAS splits; ``medium`` only where the communicator is the whole known world (its ranks
+    are then the global ranks), else ``low``."""
     out = []
     for e in events:
         if e.kind != lp.RAS or not e.detail:
@@ -266,7 +275,8 @@ def ras_findings(events: list[lp.LogEvent]) -> list[StallFinding]:
                  "groups": [list(g) for g in d["groups"]]}
         if d["missing"]:
             out.append(_finding(
-                "straggler", sorted(d["missing"]), "ras_missing", "medium", "nccl.ras.missing",
+                "straggler", sorted(d["missing"]), "ras_missing",
+                "medium" if _whole_world(d, world_size) else "low", "nccl.ras.missing",
                 f"NCCL RAS got no data from rank(s) {sorted(d['missing'])} of communicator "
                 f"{d['comm']}: their processes did not answer (dead or hung)", "ras",
                 ranks_are="communicator ranks", **where))
@@ -290,12 +300,18 @@ def ras_findings(events: list[lp.LogEvent]) -> list[StallFinding]:
         out.append(_finding(
             "straggler" if behind else "count_split", minority,
             "straggler_outside_nccl" if behind else "collective_count_split",
-            "medium" if len(minority) * 4 <= total else "low", "nccl.ras.count_group",
+            "medium" if len(minority) * 4 <= total and total == world_size else "low",
+            "nccl.ras.count_group",
             f"NCCL RAS: {n_major} of {total} ranks of communicator {d['comm']} launched up to "
             f"{d['op']} operation {major}; rank(s) {minority} "
             + ("fewer" if behind else "more") + " — a split that stays across queries is a "
             "stall", "ras", ranks_are="communicator ranks", **where))
     return out
+
+
+def _whole_world(d: dict[str, Any], world_size: int | None) -> bool:
+    total = sum(n for n, _ in d["groups"]) + len(d["missing"])
+    return world_size is not None and total == world_size
 
 
 # --- evidence of a stall that names nobody ----------------------------------------------

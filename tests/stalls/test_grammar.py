@@ -368,3 +368,20 @@ def _write(tmp_path: Path, text: str) -> Path:
     log = tmp_path / "job.log"
     log.write_text(text)
     return log
+
+
+def test_ras_confidence_needs_the_communicator_to_be_the_world(tmp_path: Path) -> None:
+    text = ("#0-0 (27a079b828ff1a75) MISMATCH\n"
+            "  Communicator ranks have different collective operation counts\n"
+            "  31 ranks have launched up to operation 6650\n" + ras_member(21, 6649) + "\n")
+    _, [root] = analyze(tmp_path, text)
+    assert root.confidence == "low"  # communicator ranks: global only for the world's comm
+    _, [root] = analyze(tmp_path, text, world_size=32)
+    assert (root.ranks, root.confidence) == ([21], "medium")
+
+
+def test_nccl_coll_of_several_same_size_communicators_is_not_voted(tmp_path: Path) -> None:
+    # three tensor-parallel pairs (nranks=2) progress independently: no split across them
+    text = "".join(coll(r, "AllReduce", 0x5 if r < 4 else 0x4, nranks=2) for r in range(6))
+    _, roots = analyze(tmp_path, text)
+    assert all(not f.ranks for f in roots) and [f.kind for f in roots] == ["undecided"]
