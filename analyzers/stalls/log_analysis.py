@@ -162,12 +162,13 @@ def analyze_logs(parsed: lp.ParsedLogs, *, world_size: int | None = None) -> Log
     waits = [e for e in events if e.kind in (lp.TIMEOUT, lp.COUNTERS)]
     first_timeout = min((e.ts_ns for e in waits if e.ts_ns is not None), default=None)
     timed_out = {e.rank for e in waits if e.rank is not None}
-    failures = lv.rank_failure_findings(events, first_timeout, timed_out)
+    own_errors, same_everywhere = lw.every_rank_failed(events, seen)
+    failures = lv.rank_failure_findings(own_errors, first_timeout, timed_out)
     concluded = lv.desync_findings(events) + lw.witness_findings(events) + \
         lv.fingerprint_findings(events, CATEGORY_REMEDIATION["mismatched_collective"]) + \
         lw.ras_findings(events, known) + lw.coll_findings(events, interleaved, known) + \
         lw.detail_findings(events)
-    fallback = lw.fallback_findings(events)
+    fallback = same_everywhere + lw.fallback_findings(events)
     if not (failures or concluded or watchdog or fallback):
         fallback = lw.unexplained_findings(events)
     findings = _link(failures, concluded, watchdog, fallback)

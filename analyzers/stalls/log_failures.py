@@ -59,7 +59,7 @@ _CONSEQUENCE = re.compile(
     r"DistNetworkError|DistStoreError|ncclRemoteError|remote process exited|Connection (?:reset|"
     r"refused|closed)|Broken pipe|Detected mismatch between collectives|ChildFailedError|"
     r"SignalException|Socket|TCPStore|NCCL communicator|ProcessGroupNCCL|monitoredBarrier|"
-    r"Connection closed by peer|pair closure", re.I)
+    r"Connection closed by peer|pair closure|KeyboardInterrupt|SystemExit", re.I)
 _STORAGE = re.compile(r"No space left|Disk quota|Input/output error|Stale file handle|"
                       r"Read-only file system", re.I)
 _DATA = re.compile(r"DataLoader worker|StopIteration|AISBatchLoaderError|corrupt", re.I)

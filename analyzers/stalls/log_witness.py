@@ -363,6 +363,32 @@ def _why_ambiguous(e: lp.LogEvent) -> str:
             "was only waiting")
 
 
+def every_rank_failed(events: list[lp.LogEvent], seen: set[int]
+                      ) -> tuple[list[lp.LogEvent], list[StallFinding]]:
+    """The same own error on every rank that printed anything is a code or configuration error
+    of the job, not one rank's fault: those errors are taken out of the rank_failure rule and
+    reported ``undecided`` (pytorch#121209-like: all ranks exit with one exception)."""
+    errors = [e for e in events if e.kind == lp.RANK_ERROR and e.rank is not None and e.detail
+              and not e.detail.get("ambiguous")]
+    ranks = {e.rank for e in errors}
+    if len(ranks) < 2 or not seen or not seen <= ranks:
+        return events, []
+    signature = {(str(e.detail.get("category")), str(e.detail.get("exception") or ""),
+                  str(e.detail.get("error") or e.detail.get("message") or "")[:80])
+                 for e in errors if e.detail}
+    if len(signature) != 1:
+        return events, []
+    (cat, exc, msg), = signature
+    finding = _finding(
+        "undecided", [], "every_rank", "low", errors[0].pattern or "python.exception",
+        f"every rank that printed anything ({sorted(r for r in ranks if r is not None)}) "
+        f"failed the same way ({cat}: {exc or ''} {msg}".rstrip() + "): a code or "
+        "configuration error of the whole job, not one rank's fault", "collect",
+        suspects=sorted(r for r in ranks if r is not None),
+        lines=[{"line": f"{e.file}:{e.line}", "text": e.text[:240]} for e in errors[:8]])
+    return [e for e in events if e not in errors], [finding]
+
+
 def fallback_findings(events: list[lp.LogEvent]) -> list[StallFinding]:
     """``undecided`` (never healthy) for stall evidence that names no culprit by itself:
     torchelastic failures of local ranks, gloo timeouts, launcher signals a victim dies of."""

@@ -385,3 +385,21 @@ def test_nccl_coll_of_several_same_size_communicators_is_not_voted(tmp_path: Pat
     text = "".join(coll(r, "AllReduce", 0x5 if r < 4 else 0x4, nranks=2) for r in range(6))
     _, roots = analyze(tmp_path, text)
     assert all(not f.ranks for f in roots) and [f.kind for f in roots] == ["undecided"]
+
+
+def test_the_same_error_on_every_rank_is_the_job_not_a_rank(tmp_path: Path) -> None:
+    text = "".join(f"[rank{r}]: ValueError: tokenizer has no pad token\n" for r in range(4))
+    _, roots = analyze(tmp_path, text)
+    assert [(f.kind, f.ranks) for f in roots] == [("undecided", [])]
+    assert roots[0].evidence["category"] == "every_rank"
+    text = ("[rank2]: ValueError: tokenizer has no pad token\n"
+            + "".join(f"[rank{r}]: step 10 loss 1.0\n" for r in (0, 1, 3)))
+    _, [root] = analyze(tmp_path, text)
+    assert (root.kind, root.ranks) == ("rank_failure", [2])
+
+
+def test_ctrl_c_on_a_hung_job_is_not_a_failure(tmp_path: Path) -> None:
+    text = ("[rank1]: Traceback (most recent call last):\n"
+            '[rank1]:   File "/w/train.py", line 9, in <module>\n[rank1]: KeyboardInterrupt\n')
+    _, roots = analyze(tmp_path, text)
+    assert all(f.kind != "rank_failure" for f in roots)
