@@ -28,8 +28,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from stormotel.analyzers.timeline import MAX_WORLD_SIZE
+
 #: the most digits a rank, SeqNum, byte count or size may have; longer numbers are bad input
 MAX_DIGITS = 18
+#: the highest rank parsed text may name (``timeline.MAX_WORLD_SIZE`` - 1)
+MAX_RANK = MAX_WORLD_SIZE - 1
 
 
 @dataclass(frozen=True)
@@ -382,13 +386,15 @@ def parse_int(text: str) -> int:
 
 
 def parse_rank(text: str | None) -> int | None:
-    """A rank from parsed text: the one place a rank number is read (and bounded)."""
+    """A rank from parsed text: the one place a rank number is read (and bounded by
+    :data:`MAX_RANK`; a larger number is not a rank of any job and reads as unknown)."""
     if text is None:
         return None
     text = text.strip()
     if not text.isdigit() or len(text) > 7:
         return None
-    return int(text)
+    rank = int(text)
+    return rank if rank <= MAX_RANK else None
 
 
 def parse_rank_list(text: str) -> list[int]:

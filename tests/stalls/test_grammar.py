@@ -362,6 +362,8 @@ def test_rank_lists_and_bounds() -> None:
     assert gr.parse_rank_list("4, 5, 6, 7") == [4, 5, 6, 7]
     assert gr.parse_rank_list("[3-5, 9]") == [3, 4, 5, 9]
     assert gr.parse_rank("12345678") is None and gr.parse_rank("x") is None
+    assert gr.parse_rank("1000000") is None and gr.parse_rank("999999") == 999999
+    assert gr.parse_rank_list("3, 5000000, 0-999999999") == [0, 3]  # bounds, no huge range
 
 
 def _write(tmp_path: Path, text: str) -> Path:
