@@ -346,6 +346,7 @@ def test_ras_missing_rank(tmp_path: Path) -> None:
 # --- the catalogue itself ------------------------------------------------------------------------
 def test_catalogue_is_complete_and_documented() -> None:
     docs = (REPO / "docs" / "stalls.md").read_text()
+    assert gr.markdown_table() in docs  # the table is written from the catalogue, not by hand
     for p in gr.CATALOGUE:
         assert p.id.count(".") >= 1 and p.message and p.versions and p.source and p.proves
         assert f"`{p.id}`" in docs, p.id
