@@ -182,6 +182,28 @@ CATALOGUE: tuple[Pattern, ...] = (
        r"\[Rank (?P<rank>\d+)\] Running collective: CollectiveFingerPrint\((?:SequenceNumber="
        r"(?P<seq>\d+), )?OpType=(?P<op>\w+)(?:, TensorShape=(?P<shape>\[[^\]]{0,200}\]))?"
        r"(?:, TensorDtypes=(?P<dtype>\w+))?", ("running collective",), "detail_trace"),
+    # ------------------------------------------------------- rendezvous / communicator setup
+    _p("torch.nccl.unique_id_wait", "torch c10d ProcessGroupNCCL",
+       '"[" rank_ "] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via '
+       'c10d key-value store by key \'" key "\', but store->get(\'" key "\') got error: " … '
+       '(1.13-2.0 spell it "retreiving")', "1.13+", PT_NCCL + " (broadcastUniqueNCCLID)",
+       "reporter: waited for the group's rank 0 to publish the NCCL id (rank 0 of THAT group "
+       "crashed, is late, or the store/network failed) — a suspect, not a verdict",
+       r"\[(?P<rank>\d+)\] is setting up NCCL communicator and retr(?:ie|ei)ving ncclUniqueId "
+       r"from \[(?P<root>\d+)\]", ("nccluniqueid",), "init_wait", re.I),
+    _p("torch.c10d.store_barrier_timeout", "torch.distributed (distributed_c10d.py)",
+       '"Timed out initializing process group in store based barrier on rank " … ", for key: " '
+       '… " (world_size=" … ", num_workers_joined=" … ", timeout=" … ")" (1.x: worker_count=)',
+       "1.8+", "torch/distributed/distributed_c10d.py (_store_based_barrier)",
+       "reporter: only num_workers_joined of world_size ranks reached process-group setup",
+       r"Timed out initializing process group in store based barrier on rank:? ?(?P<rank>\d+)",
+       ("store based barrier",), "init_wait"),
+    _p("torch.store.clients_joined", "torch c10d TCPStore",
+       '"Timed out after " … " seconds waiting for clients. " n "/" N " clients joined."',
+       "1.10+", "torch/csrc/distributed/c10d/TCPStore.cpp",
+       "reporter: the store's server; N - n processes never connected (which ones is not said)",
+       r"waiting for clients\. (?P<n>\d+)/(?P<of>\d+) clients joined", ("clients joined",),
+       "init_wait"),
     # ---------------------------------------------------------------------- gloo / monitored
     _p("torch.gloo.monitored_barrier_ranks", "torch c10d ProcessGroupGloo",
        '"[Rank 0]: Ranks " c10::Join(", ", failedRanks) " failed to pass monitoredBarrier in " '

@@ -320,7 +320,7 @@ STALL_KINDS = frozenset({lp.TIMEOUT, lp.COUNTERS, lp.FIRST_SIGNAL, lp.OBSERVED_S
                          lp.HEARTBEAT, lp.TEARDOWN, lp.FINGERPRINT, lp.DESYNC_REPORT,
                          lp.WITNESS, lp.BARRIER_TIMEOUT, lp.GLOO_WAIT, lp.NCCL_COLL, lp.RAS,
                          lp.ELASTIC_FAILED, lp.FABRIC, lp.WATCHDOG_BARE,
-                         lp.DETAIL_TRACE, lp.NCCL_WARN})
+                         lp.DETAIL_TRACE, lp.NCCL_WARN, lp.INIT_WAIT})
 
 
 def unexplained_findings(events: list[lp.LogEvent]) -> list[StallFinding]:

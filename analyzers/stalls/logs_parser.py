@@ -53,6 +53,7 @@ GLOO_WAIT = gr.K_GLOO_WAIT  #: a gloo operation of this rank timed out / lost it
 NCCL_COLL = gr.K_NCCL_COLL  #: an NCCL_DEBUG_SUBSYS=COLL line: a collective this rank launched
 NCCL_INIT = gr.K_NCCL_INIT  #: an NCCL init line (comm pointer -> communicator rank)
 ELASTIC_FAILED = gr.K_ELASTIC_FAILED  #: torchelastic saw a local worker fail
+INIT_WAIT = "init_wait"  #: waited in rendezvous / communicator setup for peers that never came
 NCCL_WARN = "nccl_warn"  #: an NCCL WARN line reporting a failure of its own process
 DETAIL_TRACE = "detail_trace"  #: DETAIL's "Running collective: CollectiveFingerPrint(…)" (INFO)
 WATCHDOG_BARE = "watchdog_bare"  #: a watchdog timeout whose WorkNCCL record is cut/paraphrased
@@ -97,7 +98,7 @@ _HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
 #: by the stateful scanners of log_failures / log_ras)
 _LINE_KINDS = frozenset({TIMEOUT, COUNTERS, FIRST_SIGNAL, OBSERVED_SIGNAL, HEARTBEAT, TEARDOWN,
                          FABRIC, WITNESS, BARRIER_TIMEOUT, GLOO_WAIT, NCCL_COLL, NCCL_INIT,
-                         ELASTIC_FAILED, WATCHDOG_BARE, DETAIL_TRACE, NCCL_WARN})
+                         ELASTIC_FAILED, WATCHDOG_BARE, DETAIL_TRACE, NCCL_WARN, INIT_WAIT})
 #: Cheap substring checks (on the lower-cased segment) decide whether a segment can hold any
 #: event at all — most lines of a training log are not watchdog lines, and one big
 #: case-insensitive regex alternation costs ~10x more per line than these ``in`` tests.
@@ -105,7 +106,7 @@ _TRIGGERS = tuple(sorted({t for p in gr.CATALOGUE if p.kind in (
     gr.K_TIMEOUT, gr.K_COUNTERS, gr.K_FIRST_SIGNAL, gr.K_OBSERVED_SIGNAL, gr.K_HEARTBEAT,
     gr.K_TEARDOWN, gr.K_WITNESS, gr.K_BARRIER_TIMEOUT, gr.K_GLOO_WAIT, gr.K_NCCL_COLL,
     gr.K_NCCL_INIT, gr.K_ELASTIC_FAILED, "fabric", "watchdog_bare", "detail_trace",
-    "nccl_warn")
+    "nccl_warn", "init_wait")
     for t in p.triggers} | {
     "out of memory", "outofmemory", "dataloader", "aisbatchloader", "connection reset",
     "timed out waiting", "retrying", "stopiteration", "nvlink", "traceback"}))

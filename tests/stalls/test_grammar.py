@@ -406,3 +406,22 @@ def test_ctrl_c_on_a_hung_job_is_not_a_failure(tmp_path: Path) -> None:
             '[rank1]:   File "/w/train.py", line 9, in <module>\n[rank1]: KeyboardInterrupt\n')
     _, roots = analyze(tmp_path, text)
     assert all(f.kind != "rank_failure" for f in roots)
+
+
+@pytest.mark.parametrize("line", [
+    # ProcessGroupNCCL.cpp broadcastUniqueNCCLID (2.1+; "retreiving" before): names group rank 0
+    "[rank3]: torch.distributed.DistBackendError: [3] is setting up NCCL communicator and "
+    "retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') "
+    "got error: Socket Timeout",
+    "RuntimeError: [1] is setting up NCCL communicator and retreiving ncclUniqueId from [0] via "
+    "c10d key-value store by key '0', but store->get('0') got error: Connection reset by peer",
+    # distributed_c10d.py _store_based_barrier (2.x wording)
+    "RuntimeError: Timed out initializing process group in store based barrier on rank 3, for "
+    "key: store_based_barrier_key:1 (world_size=8, num_workers_joined=7, timeout=0:30:00)",
+    # TCPStore.cpp
+    "torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 1/2 "
+    "clients joined.",
+])
+def test_setup_waits_are_stalls_that_name_nobody(tmp_path: Path, line: str) -> None:
+    code, roots = cli(tmp_path, line + "\n")
+    assert code == 1 and [(f["kind"], f["ranks"]) for f in roots] == [("undecided", [])]
