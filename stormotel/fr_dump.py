@@ -6,6 +6,10 @@ Only where the training process already imported torch and enabled the recorder
 torch for this. The dump call is the one the installed torch offers — ``_dump_fr_trace``
 (NCCL and gloo, recent releases) or ``_dump_nccl_trace`` (NCCL only, older releases); with
 neither, nothing is written and the docs say which versions work (docs/stalls.md).
+
+The call runs in a thread of its own (:func:`dump_in_background`), never on the tracker's
+sampling thread: on gloo (torch 2.13, measured) ``_dump_fr_trace`` waits until the collective in
+flight completes — in a hang, never — and a sampling thread stuck there would stop the tracker.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -58,3 +63,29 @@ def dump_flight_recorder(directory: Path, rank: int,
         os.replace(tmp, path)
         return path
     return None
+
+
+_in_flight = threading.Lock()
+
+
+def dump_in_background(directory: Path, rank: int, env: Mapping[str, str] = os.environ
+                       ) -> threading.Thread | None:
+    """:func:`dump_flight_recorder` in a daemon thread; at most one at a time (a dump still
+    waiting on a hung collective is not joined by another). None when one is in flight or the
+    recorder is off."""
+    if sys.modules.get("torch") is None or not recorder_enabled(env):
+        return None
+    if not _in_flight.acquire(blocking=False):
+        return None
+
+    def run() -> None:
+        try:
+            dump_flight_recorder(directory, rank, env)
+        except OSError as e:
+            log.warning("stormotel: Flight Recorder dump failed (%s)", e)
+        finally:
+            _in_flight.release()
+
+    thread = threading.Thread(target=run, name="stormotel-fr-dump", daemon=True)
+    thread.start()
+    return thread

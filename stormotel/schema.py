@@ -343,6 +343,7 @@ EVENT_ATTR_SINCE_PREVIOUS = "stormotel.sample.since_previous_s"
 # ….stack.pending (the C watchdog wrote it, the rank never got the GIL back). First line: the
 # header prefix and one JSON object; then faulthandler's traceback of every thread.
 STACKS_DIR = "stacks"
+FR_DUMPS_DIR = "flight-recorder"  # beside stacks/: the Flight Recorder dump asked at a stall
 STACK_SUFFIX = ".stack.txt"
 STACK_PENDING_SUFFIX = ".stack.pending"
 STACK_HEADER_PREFIX = "# stormotel stack snapshot "

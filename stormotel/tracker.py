@@ -40,7 +40,7 @@ from opentelemetry.sdk.resources import Resource
 from stormotel import schema
 from stormotel.edges import LEVELS, FirstRiseDetector, ThresholdMonitor
 from stormotel.exporters import install_log_once
-from stormotel.fr_dump import dump_flight_recorder
+from stormotel.fr_dump import dump_in_background
 from stormotel.identity import Identity, resolve_identity
 from stormotel.ring import RingBuffer
 from stormotel.samplers import Sample, Sampler, make_sampler
@@ -704,18 +704,15 @@ class MemoryTracker:
             self.state.stalled = True
         self.state.record_edge(schema.EDGE_STALL, snap.timestamp_ns,
                                _memory_of(self.state.latest) or 0)
-        fr_path = None
-        try:
-            fr_path = dump_flight_recorder(snap.path.parent.parent / "flight-recorder",
-                                           self.identity.rank, self._env)
-        except OSError as e:
-            self._warn_once("fr-dump", "stormotel: Flight Recorder dump failed (%s)", e)
+        fr_dir = snap.path.parent.parent / schema.FR_DUMPS_DIR
+        fr_asked = dump_in_background(fr_dir, self.identity.rank, self._env) is not None
         attrs: dict[str, Any] = {schema.EVENT_ATTR_STACK_PATH: str(snap.path),
                                  schema.EVENT_ATTR_SINCE_PROGRESS: snap.since_progress_s,
                                  schema.EVENT_ATTR_DEADLINE: round(
                                      self._stall.deadline_s if self._stall else 0.0, 3)}
-        if fr_path is not None:
-            attrs[schema.EVENT_ATTR_DUMP_PATH] = str(fr_path)
+        if fr_asked:  # written when torch answers (gloo: once the collective completes)
+            attrs[schema.EVENT_ATTR_DUMP_PATH] = str(fr_dir / f"nccl_trace_rank_"
+                                                     f"{self.identity.rank}")
         with contextlib.suppress(Exception):
             self._edge(schema.EVENT_STALL, snap.timestamp_ns, attrs)
         log.warning("stormotel: rank %s made no progress for %.0f s: stack snapshot %s",

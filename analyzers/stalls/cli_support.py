@@ -178,13 +178,30 @@ def _add_stacks(result: StallResult, options: StallOptions, ws: int | None,
     sa = analyze_stacks(files, ws or result.world_size)
     if progress:
         progress(f"read {len(files)} stack snapshot(s) of {len(sa.snapshots)} rank(s)")
-    _extend(result, sa.findings)
+    result.findings = _insert_first_hand(result.findings, sa.findings)
     result.notes.extend(sa.notes)
     if sa.skipped:
         result.extra.setdefault("skipped", {}).update(sa.skipped)
     result.sources.extend(s.path for s in sa.snapshots.values())
     result.seen_ranks = sorted(set(result.seen_ranks) | set(sa.snapshots))
     result.extra["stacks"] = sa.extra()
+
+
+def _insert_first_hand(findings: list[StallFinding], first_hand: list[StallFinding]
+                       ) -> list[StallFinding]:
+    """Stack findings say where a rank *was*: they lead every finding inferred from what the
+    others saw (waiting, missing, undecided), after a rank's own failure (an OOM, an
+    exception: the rank is not hanging, it failed). ``consequence_of`` indices are re-based."""
+    if not first_hand:
+        return findings
+    at = 0
+    while at < len(findings) and findings[at].kind == "rank_failure" \
+            and findings[at].consequence_of is None:
+        at += 1
+    n = len(first_hand)
+    shifted = [f if f.consequence_of is None or f.consequence_of < at else
+               dataclasses.replace(f, consequence_of=f.consequence_of + n) for f in findings]
+    return [*shifted[:at], *first_hand, *shifted[at:]]
 
 
 def _plausible_ranks(parsed: Any) -> Any:

@@ -14,6 +14,10 @@ launcher does — SIGTERM every rank, SIGKILL after a grace period. Scenarios:
   the event the callback should have set — never reaching the next collective;
 - ``healthy``: no hang; the job ends on its own and must leave no snapshot.
 
+Torch's Flight Recorder is on (``TORCH_FR_BUFFER_SIZE``), so each snapshot comes with a dump of
+the same moment in ``<archive>/<job>/flight-recorder/``. ``--defaults`` runs with the tracker's
+own floor and a one-minute hang instead (what a user's job sees; about 80 s).
+
 The detector's floor is lowered to :data:`FLOOR_S` (``STORMOTEL_STALL_FLOOR_S``) so the suite
 is quick; everything else is the tracker's default.
 """
@@ -53,7 +57,7 @@ class _SleepyDataset:
         return 4
 
     def __getitem__(self, i: int) -> int:
-        time.sleep(30)  # the worker never delivers (bounded: it must not outlive the test)
+        time.sleep(90)  # the worker never delivers (bounded: it must not outlive the test)
         return i
 
 
@@ -139,9 +143,12 @@ def _rank_main(rank: int, scenario: str, out: Path, init_file: str) -> None:
     os._exit(0)  # skip gloo teardown
 
 
-def generate(out: Path) -> None:
-    """Run every scenario at once (ranks forked from one torch import), then play launcher."""
-    os.environ[("STORMOTEL_STALL_FLOOR_S")] = str(FLOOR_S)
+def generate(out: Path, defaults: bool = False) -> None:
+    """Run every scenario at once (ranks forked from one torch import), then play launcher.
+    ``defaults``: the tracker's own floor (20 s) and a one-minute hang, as a user's job has."""
+    if not defaults:
+        os.environ["STORMOTEL_STALL_FLOOR_S"] = str(FLOOR_S)
+    os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "2000")  # a Flight Recorder dump per stall
     import multiprocessing as mp
 
     import torch  # noqa: F401  (imported once, before the fork)
@@ -162,7 +169,7 @@ def generate(out: Path) -> None:
         marker = out / scenario / "hang_started"
         while not marker.exists() and time.monotonic() - started < 120:
             time.sleep(0.2)
-    time.sleep(HANG_S)
+    time.sleep(60.0 if defaults else HANG_S)
     for scenario, ps in procs.items():  # the launcher: SIGTERM, then SIGKILL after a grace
         (out / scenario / "sigterm_ns").write_text(str(time.time_ns()))
         for p in ps:
@@ -178,4 +185,4 @@ def generate(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    generate(Path(sys.argv[1]))
+    generate(Path(sys.argv[1]), defaults="--defaults" in sys.argv[2:])

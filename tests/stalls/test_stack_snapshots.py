@@ -62,6 +62,23 @@ def test_the_hanging_rank_and_its_frame_come_from_the_archive(stack_runs: Path,
     assert stack_jobs.USER_FRAMES[scenario] in finding["evidence"]["reason"]
 
 
+def test_a_flight_recorder_dump_that_waits_does_not_stop_the_tracker(stack_runs: Path) -> None:
+    """The recorder is on in these jobs, and on gloo its dump waits for the collective in
+    flight (never, in a hang): a waiting peer asked for one at its snapshot and must go on
+    sampling until the launcher's SIGTERM all the same."""
+    from stormotel.analyzers.sources import load_paths
+
+    root = stack_runs / "callback"
+    killed = int((root / "sigterm_ns").read_text())
+    timeline = load_paths([str(root / "archive")])
+    peer = timeline.ranks[0]
+    first_snapshot = min(int(json.loads(p.read_text().partition("\n")[0][
+        len(schema.STACK_HEADER_PREFIX):])["armed_unix_ns"]) for p in _snapshots(root)
+        if p.name.startswith("rank-0-"))
+    assert int(peer.t_ns[-1]) > first_snapshot + 5e9, "rank 0 stopped sampling at its stall"
+    assert int(peer.t_ns[-1]) > killed - 3e9
+
+
 def test_a_rank_holding_the_gil_still_leaves_a_snapshot(stack_runs: Path) -> None:
     root = stack_runs / "regex"
     culprit = stack_jobs.CULPRIT
