@@ -49,7 +49,9 @@ def _progress(output: OutputOptions) -> ProgressFn | None:
 
 def read_stalls(opts: AnalyzeOptions) -> StallResult | None:
     """Step 1: the stall evidence the flags name, read and judged (None when there is none)."""
-    if not opts.stalls.wanted:
+    from stormotel.analyzers.stalls.stacks import find_snapshot_files
+
+    if not opts.stalls.wanted and not find_snapshot_files(opts.stalls.stacks_in):
         return None
     from stormotel.analyzers.stalls.cli_support import read_stall_evidence
 

@@ -83,7 +83,7 @@ class StallFinding:
     process_group: str | None
     seq_id: int | None
     op: str | None
-    source: Literal["flight_recorder", "logs", "telemetry"]
+    source: Literal["flight_recorder", "logs", "telemetry", "stacks"]
     confidence: Confidence
     evidence: dict[str, Any] = field(default_factory=dict)
     remediation: list[str] = field(default_factory=list)

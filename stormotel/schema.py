@@ -141,6 +141,12 @@ ALLOC_RETRIES = Metric("stormotel.allocator.retries", "{retry}", Kind.COUNTER,
                        "cudaMalloc retries after the allocator flushed its cache.")
 OOMS = Metric("stormotel.oom", "{oom}", Kind.COUNTER, "Out-of-memory errors seen by the allocator"
               " or caught by capture_oom.")
+STALL_SNAPSHOTS = Metric("stormotel.stall.snapshots", "{snapshot}", Kind.COUNTER,
+                         "Stack snapshots of every thread taken because the rank made no"
+                         " progress (step/mark) for longer than its own rhythm allows.")
+STALLED = Metric("stormotel.stalled", "1", Kind.GAUGE,
+                 "1 while the rank is in a stall the tracker took a stack snapshot of (no"
+                 " step/mark since), else 0.")
 THRESHOLD_CROSSINGS = Metric("stormotel.threshold.crossings", "{crossing}", Kind.COUNTER,
                              "Upward crossings of the warning/critical device-memory percentage"
                              " (attribute level).")
@@ -187,10 +193,13 @@ EDGE_FIRST_RISE = "first_rise"
 EDGE_THRESHOLD_WARNING = "threshold_warning"
 EDGE_THRESHOLD_CRITICAL = "threshold_critical"
 EDGE_OOM = "oom"
-EDGE_KINDS = (EDGE_FIRST_RISE, EDGE_THRESHOLD_WARNING, EDGE_THRESHOLD_CRITICAL, EDGE_OOM)
+EDGE_STALL = "stall"  # a stack snapshot was taken: the rank made no progress for its deadline
+EDGE_KINDS = (EDGE_FIRST_RISE, EDGE_THRESHOLD_WARNING, EDGE_THRESHOLD_CRITICAL, EDGE_OOM,
+              EDGE_STALL)
 #: Default window of the peak gauges: covers one 30 s scrape, whoever reads.
 PEAK_WINDOW_S = 30.0
-ALL_METRICS = (*ALL_METRICS, EDGE_TIMESTAMP, EDGE_SIZE, EDGE_GAP, SAMPLING_INTERVAL)
+ALL_METRICS = (*ALL_METRICS, EDGE_TIMESTAMP, EDGE_SIZE, EDGE_GAP, SAMPLING_INTERVAL,
+               STALL_SNAPSHOTS, STALLED)
 
 # Sample field (analyzer Timeline / archive) → metric carrying it.
 FIELD_METRICS: dict[str, Metric] = {
@@ -328,6 +337,23 @@ EVENT_ATTR_THRESHOLD = "stormotel.threshold.percent"  # the line that was crosse
 # before its timestamp. It is the sampling interval unless the sampler ran late (a CPU-starved
 # or stopped process), when the nominal interval would claim a precision the tracker lacks.
 EVENT_ATTR_SINCE_PREVIOUS = "stormotel.sample.since_previous_s"
+
+# --- stack snapshots of a stalled rank (stormotel/stall_watch.py; analyzers/stalls/stacks.py) ---
+# <archive_dir>/<job_id>/stacks/rank-R-PID-N.stack.txt (renamed by the tracker once seen) or
+# ….stack.pending (the C watchdog wrote it, the rank never got the GIL back). First line: the
+# header prefix and one JSON object; then faulthandler's traceback of every thread.
+STACKS_DIR = "stacks"
+FR_DUMPS_DIR = "flight-recorder"  # beside stacks/: the Flight Recorder dump asked at a stall
+STACK_SUFFIX = ".stack.txt"
+STACK_PENDING_SUFFIX = ".stack.pending"
+STACK_HEADER_PREFIX = "# stormotel stack snapshot "
+EVENT_STALL = "stormotel.stall"
+EVENT_ATTR_STACK_PATH = "stormotel.stall.snapshot_path"
+EVENT_ATTR_SINCE_PROGRESS = "stormotel.stall.since_progress_s"
+EVENT_ATTR_DEADLINE = "stormotel.stall.deadline_s"
+ENV_STALL_SNAPSHOTS = "STORMOTEL_STALL_SNAPSHOTS"  # 0/false: off
+ENV_STALL_FLOOR_S = "STORMOTEL_STALL_FLOOR_S"
+ENV_STALL_MULTIPLE = "STORMOTEL_STALL_MULTIPLE"
 SPAN_ATTR_EDGE = "stormotel.edge.event"  # on SPAN_EDGE: which event it carries
 SPAN_ATTR_SAMPLING_INTERVAL = "stormotel.sampling_interval_s"  # on SPAN_SESSION
 SPAN_ATTR_SAMPLER = ATTR_SAMPLER  # on SPAN_SESSION

@@ -158,6 +158,8 @@ class TrackerState:
     export_failures: dict[tuple[str, str], int] = field(default_factory=dict)
     crossings: dict[str, int] = field(default_factory=dict)  # level -> count
     caught_ooms: int = 0
+    stall_snapshots: int = 0
+    stalled: bool = False
     peak: RollingPeak = field(default_factory=RollingPeak)
     #: edge kind (schema.EDGE_*) -> the latest edge of that kind.
     edges: dict[str, Edge] = field(default_factory=dict)
@@ -284,6 +286,7 @@ def _register_instruments(provider: MeterProvider, state: TrackerState,
     gauge(schema.EDGE_SIZE, edge_cb(lambda e: e.size_bytes))
     gauge(schema.EDGE_GAP, edge_cb(lambda e: e.gap_s))
     gauge(schema.SAMPLING_INTERVAL, scalar(lambda: state.sampling_interval_s))
+    gauge(schema.STALLED, scalar(lambda: int(state.stalled)))
 
     def sampler_counter(name: str, extra: Callable[[], int] = lambda: 0
                         ) -> Callable[[], int | None]:
@@ -300,6 +303,7 @@ def _register_instruments(provider: MeterProvider, state: TrackerState,
     counter(schema.OOMS, scalar(sampler_counter("num_ooms", lambda: state.caught_ooms)))
     counter(schema.THRESHOLD_CROSSINGS, by_attr(lambda: state.crossings, (schema.ATTR_LEVEL,)))
     counter(schema.SAMPLES, scalar(lambda: state.samples))
+    counter(schema.STALL_SNAPSHOTS, scalar(lambda: state.stall_snapshots))
     counter(schema.SAMPLES_DROPPED, by_attr(lambda: state.dropped, (schema.ATTR_REASON,)))
     counter(schema.EXPORT_FAILURES, by_attr(lambda: state.export_failures,
                                             (schema.ATTR_DESTINATION, schema.ATTR_REASON)))

@@ -40,9 +40,11 @@ from opentelemetry.sdk.resources import Resource
 from stormotel import schema
 from stormotel.edges import LEVELS, FirstRiseDetector, ThresholdMonitor
 from stormotel.exporters import install_log_once
+from stormotel.fr_dump import dump_in_background
 from stormotel.identity import Identity, resolve_identity
 from stormotel.ring import RingBuffer
 from stormotel.samplers import Sample, Sampler, make_sampler
+from stormotel.stall_watch import StallSnapshot, StallWatch, stall_config
 from stormotel.stormlog_compat import AlertCallback, StormlogEvents, TrackingEvent
 from stormotel.telemetry import (
     ExportConfig,
@@ -190,7 +192,10 @@ class MemoryTracker:
                  peak_window: float = schema.PEAK_WINDOW_S, faults: Any = None,
                  env: Mapping[str, str] | None = None, shutdown_timeout: float = 2.0,
                  handle_sigterm: bool = True, max_events: int = 10_000,
-                 enable_alerts: bool = True, enable_oom_flight_recorder: bool = True) -> None:
+                 enable_alerts: bool = True, enable_oom_flight_recorder: bool = True,
+                 stall_snapshots: bool | None = None, stall_multiple: float | None = None,
+                 stall_floor_s: float | None = None,
+                 stall_dir: str | os.PathLike[str] | None = None) -> None:
         if not (isinstance(sampling_interval, int | float) and
                 0 < sampling_interval < math.inf):
             raise ValueError(f"sampling_interval={sampling_interval!r} must be a positive number "
@@ -247,6 +252,12 @@ class MemoryTracker:
                 Path("stormotel-oom")
             oom_dump_dir = base / "oom"
         self.oom_dump_dir = Path(oom_dump_dir)
+        self.stall_config = stall_config(env, stall_snapshots, stall_multiple, stall_floor_s,
+                                         stall_dir,
+                                         Path(archive_dir) / self.identity.job_id
+                                         / schema.STACKS_DIR if archive_dir is not None else
+                                         Path("stormotel-stacks") / self.identity.job_id)
+        self._stall: StallWatch | None = None
         self.thresholds = ThresholdMonitor(dict(thresholds or {}), hysteresis_percent)
         self._check_threshold_order()
         if not (isinstance(shutdown_timeout, int | float) and 0 < shutdown_timeout < math.inf):
@@ -326,6 +337,7 @@ class MemoryTracker:
                 schema.SPAN_SESSION, attributes={
                     schema.SPAN_ATTR_SAMPLER: self.sampler.name,
                     schema.SPAN_ATTR_SAMPLING_INTERVAL: self.sampling_interval})
+            self._stall = self._make_stall_watch()
             self._stop.clear()
             self._first_sample.clear()
             self.stormlog.lifecycle("start", None, "Memory tracking started")
@@ -354,6 +366,9 @@ class MemoryTracker:
             self._thread = None
             atexit.unregister(self.stop_tracking)
             self._restore_sigterm()
+            stall, self._stall = self._stall, None
+            if stall is not None:
+                stall.close()
             if not sampler_stuck:
                 try:
                     self._tick()  # a last sample, so the archive ends at the stop time
@@ -388,6 +403,9 @@ class MemoryTracker:
     def _disarm_after_fork(self) -> None:
         """In a forked child: forget the parent's thread, server, exporters and handlers."""
         self._forked = True
+        if self._stall is not None:  # the C watchdog thread is the parent's
+            self._stall.forget_after_fork()
+            self._stall = None
         if self._thread is None:
             return
         self._thread = None
@@ -534,6 +552,8 @@ class MemoryTracker:
 
     def _tick(self) -> None:
         started = time.perf_counter()
+        if self._stall is not None:
+            self._stall.poll()
         try:
             sample = self.sampler.sample()
         except Exception as e:
@@ -648,6 +668,7 @@ class MemoryTracker:
         """A training-step span with memory at start/end and the peak within the step."""
         self._step = self._step + 1 if n is None else int(n)
         self.state.step = self._step
+        self._progress()
         return self._memory_span(schema.SPAN_STEP, {schema.SPAN_ATTR_STEP: self._step,
                                                     schema.SPAN_ATTR_KIND: schema.SPAN_KIND_STEP})
 
@@ -655,8 +676,47 @@ class MemoryTracker:
         """A named phase, e.g. ``tracker.mark("nccl:all_reduce")`` around a collective; the span
         is named by the mark itself (attribute ``stormotel.span.kind="mark"`` says what it is)."""
         text = str(name) or schema.SPAN_MARK
+        self._progress()
         return self._memory_span(text, {schema.SPAN_ATTR_MARK: text,
                                         schema.SPAN_ATTR_KIND: schema.SPAN_KIND_MARK})
+
+    # -- stalls: a stack snapshot when the rank stops making progress ----------------------
+    def _make_stall_watch(self) -> StallWatch | None:
+        cfg = self.stall_config
+        if not cfg.enabled:
+            return None
+        header = {**self.identity.labels(), "rank": self.identity.rank}
+        return StallWatch(cfg.directory, header, multiple=cfg.multiple, floor_s=cfg.floor_s,
+                          on_snapshot=self._on_stall)
+
+    def _progress(self) -> None:
+        stall = self._stall
+        if stall is not None:
+            stall.progress()
+            if self.state.stalled:
+                self.state.stalled = False
+
+    def _on_stall(self, snap: StallSnapshot) -> None:
+        """A snapshot was taken: count it, an edge (gauge and span event), and the Flight
+        Recorder's view of the same moment where the recorder is on."""
+        with self.state.lock:
+            self.state.stall_snapshots += 1
+            self.state.stalled = True
+        self.state.record_edge(schema.EDGE_STALL, snap.timestamp_ns,
+                               _memory_of(self.state.latest) or 0)
+        fr_dir = snap.path.parent.parent / schema.FR_DUMPS_DIR
+        fr_asked = dump_in_background(fr_dir, self.identity.rank, self._env) is not None
+        attrs: dict[str, Any] = {schema.EVENT_ATTR_STACK_PATH: str(snap.path),
+                                 schema.EVENT_ATTR_SINCE_PROGRESS: snap.since_progress_s,
+                                 schema.EVENT_ATTR_DEADLINE: round(
+                                     self._stall.deadline_s if self._stall else 0.0, 3)}
+        if fr_asked:  # written when torch answers (gloo: once the collective completes)
+            attrs[schema.EVENT_ATTR_DUMP_PATH] = str(fr_dir / f"nccl_trace_rank_"
+                                                     f"{self.identity.rank}")
+        with contextlib.suppress(Exception):
+            self._edge(schema.EVENT_STALL, snap.timestamp_ns, attrs)
+        log.warning("stormotel: rank %s made no progress for %.0f s: stack snapshot %s",
+                    self.identity.rank, snap.since_progress_s, snap.path)
 
     # -- OOM flight recorder --------------------------------------------------------------
     def dump(self, path: str | os.PathLike[str] | None = None, reason: str = "requested",

@@ -117,6 +117,13 @@ def _sections(timeline: Timeline, report: Report) -> str:
           f.evidence.get("category", getattr(f, "category", "")) or "", f.source, f.confidence,
           "" if f.consequence_of is None else f.consequence_of)
          for i, f in enumerate(report.stall_findings))))
+    stacks = (report.extra.get("stalls") or {}).get("stacks")
+    if stacks:
+        parts.append("<h2>What each rank was doing (stack snapshots)</h2>")
+        parts.append(_table(
+            ("ranks", "where", "innermost frame", "in collective"),
+            ((",".join(map(str, g["ranks"])), g["where"], g["innermost"],
+              g["collective"] or "no") for g in stacks.get("groups", []))))
     parts.append("<h2>Collective-synchronised gap spikes</h2>")
     parts.append(_table(
         ("rank", "classification", "confidence", "from", "to", "reasons"),
