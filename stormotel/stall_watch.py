@@ -197,6 +197,16 @@ class StallWatch:
         os.write(self._fd, line)
         self._header_len = len(line)
 
+    def pause(self) -> None:
+        """An exception left a step or mark: the rank is failing or handling it, not stuck in
+        its rhythm. Cancel the timer (its teardown must not pass for a hang); the next progress
+        arms it again."""
+        with self._lock:
+            if self._armed_at is None or self._closed:
+                return
+            faulthandler.cancel_dump_traceback_later()
+            self._armed_at = None
+
     # -- the sampling thread ----------------------------------------------------------------
     def poll(self) -> StallSnapshot | None:
         """Called by the sampling thread: finalize a snapshot the C watchdog wrote, if any,

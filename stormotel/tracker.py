@@ -654,6 +654,10 @@ class MemoryTracker:
                                           attributes=attributes) as span:
             try:
                 yield span
+            except BaseException:
+                if self._stall is not None:
+                    self._stall.pause()
+                raise
             finally:
                 end = self._read_now()
                 peak.update(end)

@@ -190,9 +190,16 @@ class StackAnalysis:
                 "summary": "; ".join(g.describe() for g in self.groups)}
 
 
+#: snapshots further than this from the others' moment describe another moment: not compared
+SAME_MOMENT_S = 120.0
+
+
 def read_snapshots(files: list[Path]) -> tuple[dict[int, Snapshot], list[str], Counter[str]]:
-    """Each rank's latest snapshot (bad files: a counted skip with a note)."""
-    latest: dict[int, Snapshot] = {}
+    """Per rank, the snapshot that describes the hang: its latest stall episode (snapshots with
+    the same last progress), and the *first* snapshot of it — later ones of the same episode
+    may show the rank already tearing down after its peers failed. Ranks whose snapshot is far
+    from the others' moment are left out with a note. Bad files: a counted skip with a note."""
+    by_rank: dict[int, list[Snapshot]] = {}
     notes: list[str] = []
     skipped: Counter[str] = Counter()
     for path in files:
@@ -205,10 +212,27 @@ def read_snapshots(files: list[Path]) -> tuple[dict[int, Snapshot], list[str], C
         if snap is None:
             skipped["unfired_stack_snapshot"] += 1
             continue
-        old = latest.get(snap.rank)
-        if old is None or snap.time_ns > old.time_ns:
-            latest[snap.rank] = snap
-    return latest, notes, skipped
+        by_rank.setdefault(snap.rank, []).append(snap)
+    chosen: dict[int, Snapshot] = {}
+    for rank, snaps in by_rank.items():
+        episode = max(_last_progress(s) for s in snaps)
+        chosen[rank] = min((s for s in snaps if _last_progress(s) == episode),
+                           key=lambda s: s.time_ns)
+    if len(chosen) > 2:
+        moment = sorted(s.time_ns for s in chosen.values())[len(chosen) // 2]
+        far = sorted(r for r, s in chosen.items() if abs(s.time_ns - moment) > SAME_MOMENT_S * 1e9)
+        if far:
+            notes.append(f"stack snapshots of rank(s) {far[:16]} are from another moment (more "
+                         f"than {SAME_MOMENT_S:.0f} s from the others'): not compared")
+            skipped["snapshot_other_moment"] += len(far)
+            for r in far:
+                del chosen[r]
+    return chosen, notes, skipped
+
+
+def _last_progress(s: Snapshot) -> int:
+    value = s.header.get("last_progress_unix_ns")
+    return value if isinstance(value, int) else 0
 
 
 def _group(snaps: dict[int, Snapshot]) -> list[StackGroup]:

@@ -169,3 +169,21 @@ def test_summary_reports_each_half_and_pattern(results: list[Any], tmp_path: Pat
         assert sum(p["n"] for p in summary["by_pattern"].values()) == summary["cases"]
     text = EVAL.render("real/dev", groups["real/dev"])
     assert "answer pattern" in text and "confident wrong ranks" in text
+
+
+def test_no_confident_wrong_rank_on_any_real_case(results: list[Any]) -> None:
+    """The rule above all: no root finding at high or medium names a rank the source did not
+    establish, in either half."""
+    wrong = {r.case.id: r.confident_wrong for r in results if r.case.real and r.confident_wrong}
+    assert not wrong, wrong
+
+
+def test_confidence_ceilings_are_what_the_heldout_half_measures(results: list[Any]) -> None:
+    """analyzers/stalls/ceilings.py is generated from this evaluation: a rule change that moves
+    a held-out answer must regenerate it (``eval_stalls.py --write-ceilings``), so `high` is
+    never kept for a pattern whose measured precision no longer allows it."""
+    assert EVAL.CEILINGS_MODULE.read_text() == EVAL.ceilings_source(results), (
+        "stale: run .venv/bin/python benchmarks/eval_stalls.py --write-ceilings")
+    for pattern in EVAL.high_allowed(EVAL.measured_patterns(results)):
+        m = EVAL.measured_patterns(results)[pattern]
+        assert m["n"] >= EVAL.MIN_MEASURED and m["right"] / m["n"] >= EVAL.HIGH_PRECISION

@@ -84,8 +84,9 @@ def test_bad_settings_are_a_clear_error(tmp_path: Path) -> None:
 
 
 def _snapshot(path: Path, rank: int, frames: list[tuple[str, int, str]], *,
-              fired: bool = True) -> Path:
-    head = {"rank": rank, "training_thread": 1, "armed_unix_ns": 10**18, "timeout_s": 4.0}
+              fired: bool = True, armed: int = 10**18, progress: int = 0) -> Path:
+    head = {"rank": rank, "training_thread": 1, "armed_unix_ns": armed, "timeout_s": 4.0,
+            "last_progress_unix_ns": progress}
     text = schema.STACK_HEADER_PREFIX + json.dumps(head) + "\n"
     if fired:
         text += "Timeout (0:00:04)!\nThread 0x0000000000000001 (most recent call first):\n"
@@ -139,3 +140,34 @@ def test_bad_snapshot_files_are_counted_skips(tmp_path: Path, text: str) -> None
     sa = analyze_stacks([bad])
     assert sa.skipped["bad_stack_snapshot"] == 1 and sa.findings == []
     assert "skipped" in sa.notes[0]
+
+
+def test_the_first_snapshot_of_the_last_stall_describes_the_hang(tmp_path: Path) -> None:
+    """A peer's later snapshot of the same stall may show it tearing down after the culprit
+    died; an earlier stall (another last progress) is another moment: neither is compared."""
+    teardown = [("/usr/lib/python3.11/threading.py", 1590, "_shutdown")]
+    for r in (0, 1, 3):
+        _snapshot(tmp_path / f"rank-{r}-1-1{schema.STACK_SUFFIX}", r, WAITING,
+                  armed=10**18, progress=10**18 - 5 * 10**9)
+        _snapshot(tmp_path / f"rank-{r}-1-2{schema.STACK_SUFFIX}", r, teardown,
+                  armed=10**18 + 8 * 10**9, progress=10**18 - 5 * 10**9)
+        # an earlier, shorter stall (a slow checkpoint), long before
+        _snapshot(tmp_path / f"rank-{r}-1-0{schema.STACK_SUFFIX}", r,
+                  [("/home/u/ckpt.py", 9, "save")], armed=10**18 - 600 * 10**9,
+                  progress=10**18 - 610 * 10**9)
+    _snapshot(tmp_path / f"rank-2-1-1{schema.STACK_SUFFIX}", 2,
+              [("/home/u/data/filter.py", 88, "keep")], progress=10**18 - 5 * 10**9)
+    (finding,) = analyze_stacks(find_snapshot_files([tmp_path]), world_size=4).findings
+    assert finding.ranks == [2]
+
+
+def test_an_exception_leaving_a_step_is_not_a_hang(tmp_path: Path) -> None:
+    """A peer whose collective failed (its culprit died) unwinds and tears down: the timer is
+    cancelled, so that teardown leaves no snapshot."""
+    with _tracker(tmp_path) as t:
+        _steps(t, 5)
+        with pytest.raises(RuntimeError), t.step():
+            raise RuntimeError("Connection closed by peer")
+        time.sleep(1.0)  # tearing down, no step
+        assert t.state.stall_snapshots == 0
+    assert _files(tmp_path) == []
