@@ -56,7 +56,9 @@ import argparse
 import dataclasses
 import fnmatch
 import json
+import os
 import pickle
+import re
 import shutil
 import subprocess
 import sys
@@ -67,8 +69,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+#: the checkout whose stormotel and generators run (``--repo`` points it at another one)
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+#: the interpreter that runs that checkout's stormotel and generators
+PYTHON = sys.executable
 
 DEFAULT_PEER_PYTHON = Path("/work/peers-venv/bin/python")
 DRIVER = Path(__file__).with_name("fr_peer_drivers.py")
@@ -79,7 +84,9 @@ TIMEOUT_S = 300
 #: module does not carry its own ``CULPRITS``
 MOE_CULPRITS: dict[str, list[int]] = {"moe_gil_hang": [9, 14],
                                       "moe_gil_hang_partly_wrapped": [9, 14],
-                                      "moe_stale": [9], "moe_short": [9], "moe_not_joined": [6]}
+                                      "moe_gil_hang_only_active": [9, 14], "moe_idle": [9],
+                                      "moe_stale": [9], "moe_short": [9], "moe_not_joined": [6],
+                                      "moe_gpu_error": [12, 15]}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,7 +160,7 @@ def _generate(module: str, out: Path) -> None:
     out.mkdir(parents=True)
     print(f"generating real gloo dumps: python -m {module} {out} ...", file=sys.stderr)
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", module, str(out)], cwd=ROOT,
+    proc = subprocess.run([PYTHON, "-m", module, str(out)], cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         raise SystemExit(f"{module} failed: {proc.stderr.strip()[-500:]}")
@@ -304,6 +311,23 @@ def moe_sets(work: Path) -> Iterator[Maker]:
         yield f"moe/{name}", partial(_moe_set, work, name, make, culprits[name])
 
 
+def nvrx_trace_sets(root: Path | None) -> Iterator[Maker]:
+    """NVIDIA Resiliency Extension's own test traces (real 16-rank NCCL dumps of a Megatron MoE
+    job with injected faults; ``tests/attribution/unit/fr_traces`` of its source, not in its
+    wheel): each folder's ``fault_injection.log`` names the culprits ("Fault ranks: [12, 14]")."""
+    if root is None:
+        return
+    for log in sorted(root.glob("*/fault_injection.log")):
+        m = re.search(r"Fault ranks: \[([\d, ]*)\]", log.read_text(errors="replace"))
+        if not m:
+            continue
+        ranks = tuple(sorted(int(x) for x in m.group(1).split(",") if x.strip()))
+        name = f"nvrx/{log.parent.name}"
+        yield name, partial(DumpSet, name, log.parent, Truth(True, ranks),
+                            "real NCCL dumps with injected faults, NVIDIA resiliency-ext "
+                            "tests/attribution/unit/fr_traces")
+
+
 def corpus_sets(dirs: list[Path]) -> Iterator[Maker]:
     for root in dirs:
         for spec_path in sorted(root.glob("*/expect.json")):
@@ -328,10 +352,13 @@ def corpus_sets(dirs: list[Path]) -> Iterator[Maker]:
 def _dumps(folder: Path) -> dict[Path, Any]:
     """Every non-empty dump decoded with stormotel's restricted unpickler (JSON as JSON);
     a pickle it refuses raises DumpError, and then no peer is given the folder."""
+    from stormotel.analyzers.stalls.fr_loader import rank_from_name
     from stormotel.analyzers.stalls.safe_unpickle import loads_plain
 
     out: dict[Path, Any] = {}
     for path in sorted(p for p in folder.iterdir() if p.is_file()):
+        if rank_from_name(path.name) is None:
+            continue  # not a dump (a log beside them)
         data = path.read_bytes()
         if not data.strip():
             continue
@@ -374,16 +401,17 @@ def adapt_for_peers(src: Path, dst: Path, dumps: dict[Path, Any], *, to_pickle: 
 
     shutil.rmtree(dst, ignore_errors=True)
     dst.mkdir(parents=True)
-    ranks = {p: rank_from_name(p.name) for p in src.iterdir() if p.is_file()}
-    world = max((r for r in ranks.values() if r is not None), default=-1) + 1
+    ranks = {p: r for p in src.iterdir()
+             if p.is_file() and (r := rank_from_name(p.name)) is not None}
+    world = max(ranks.values(), default=-1) + 1
     members: dict[tuple[str, str], set[int]] = {}
     for p, d in dumps.items():
         for e in d.get("entries") or []:
             members.setdefault((str(e["process_group"][0]), str(e["process_group"][1])),
-                               set()).add(ranks[p])  # type: ignore[arg-type]
+                               set()).add(ranks[p])
     for p, rank in ranks.items():
         name = f"nccl_trace_rank_{rank}" if to_pickle else p.name
-        if p not in dumps or rank is None:
+        if p not in dumps:
             shutil.copy(p, dst / name)
             continue
         d = dict(dumps[p])
@@ -400,7 +428,7 @@ def adapt_for_peers(src: Path, dst: Path, dumps: dict[Path, Any], *, to_pickle: 
 # -- the tools -------------------------------------------------------------------------------
 
 def run_stormotel(ds: DumpSet) -> Answer:
-    argv = [sys.executable, "-m", "stormotel", "analyze", "--flight-recorder", str(ds.folder),
+    argv = [PYTHON, "-m", "stormotel", "analyze", "--flight-recorder", str(ds.folder),
             "--format", "json", "--quiet"]
     if ds.world_size:
         argv += ["--world-size", str(ds.world_size)]
@@ -552,8 +580,22 @@ def main(argv: list[str] | None = None) -> int:
                     help="keep generated dumps here and reuse them (default: a temp folder)")
     ap.add_argument("--corpus", type=Path, action="append",
                     help="labelled case folders (default: tests/stalls/data/cases and real)")
+    ap.add_argument("--nvrx-traces", type=Path, metavar="DIR",
+                    help="NVIDIA resiliency-ext's tests/attribution/unit/fr_traces (real NCCL "
+                         "dumps, culprits in each fault_injection.log)")
+    ap.add_argument("--repo", type=Path, metavar="DIR",
+                    help="run another stormotel checkout (its analyzer from its own .venv, its "
+                         "generators and corpus), e.g. a branch before merging")
     ap.add_argument("--list", action="store_true", help="list the dump sets and exit")
     args = ap.parse_args(argv)
+    if args.repo:
+        global ROOT, PYTHON
+        ROOT = args.repo.resolve()
+        venv = ROOT / ".venv" / "bin" / "python"
+        PYTHON = str(venv) if venv.exists() else PYTHON
+        sys.path.insert(0, str(ROOT))
+        os.environ["PYTHONDONTWRITEBYTECODE"] = "1"  # read another checkout, never write to it
+        sys.dont_write_bytecode = True
 
     peer_python: Path | None = args.peer_python
     if not args.peer_python.exists():
@@ -565,7 +607,8 @@ def main(argv: list[str] | None = None) -> int:
         work = (args.work or Path(tmp)).resolve()
         work.mkdir(parents=True, exist_ok=True)
         corpus = args.corpus or [ROOT / "tests/stalls/data/cases", ROOT / "tests/stalls/data/real"]
-        makers = [*gloo_sets(work), *nccl_sets(work), *moe_sets(work), *corpus_sets(corpus)]
+        makers = [*gloo_sets(work), *nccl_sets(work), *moe_sets(work),
+                  *nvrx_trace_sets(args.nvrx_traces), *corpus_sets(corpus)]
         chosen = [(n, m) for n, m in makers
                   if not args.only or any(fnmatch.fnmatch(n, p) for p in args.only)]
         if args.list or not chosen:
