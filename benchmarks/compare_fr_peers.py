@@ -591,11 +591,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.repo:
         global ROOT, PYTHON
         ROOT = args.repo.resolve()
-        venv = ROOT / ".venv" / "bin" / "python"
-        PYTHON = str(venv) if venv.exists() else PYTHON
-        sys.path.insert(0, str(ROOT))
         os.environ["PYTHONDONTWRITEBYTECODE"] = "1"  # read another checkout, never write to it
         sys.dont_write_bytecode = True
+        venv = ROOT / ".venv" / "bin" / "python"
+        PYTHON = str(venv) if venv.exists() else PYTHON
+        # an editable install maps stormotel.analyzers to ITS checkout: make sure the analyzer
+        # that runs is the one asked for (an export needs stormotel/analyzers -> ../analyzers)
+        where = subprocess.run([PYTHON, "-c", "import stormotel.analyzers.stalls as m; "
+                                "print(m.__file__)"], cwd=ROOT, capture_output=True, text=True)
+        if not Path(where.stdout.strip() or "/").resolve().is_relative_to(ROOT):
+            print(f"--repo {ROOT}: {PYTHON} imports the analyzer from "
+                  f"{where.stdout.strip() or where.stderr.strip()[-200:]}, not from that "
+                  "checkout (give it a .venv, or link stormotel/analyzers -> ../analyzers and "
+                  "stormotel/dashboards -> ../dashboards in an export)", file=sys.stderr)
+            return 2
+        sys.path.insert(0, str(ROOT))
 
     peer_python: Path | None = args.peer_python
     if not args.peer_python.exists():

@@ -90,3 +90,17 @@ def test_without_the_peer_venv_stormotel_is_still_scored(tmp_path: Path) -> None
                      "nccl/send-send-deadlock", "nccl/pp-subgroup-not-joined"]
     assert all(set(s["answers"]) == {"stormotel"} for s in report["sets"])
     assert report["tallies"]["stormotel"] == {"right": 6}
+
+
+def test_nvrx_trace_folders_take_their_culprits_from_the_fault_log(tmp_path: Path) -> None:
+    m = _load("compare_fr_peers")
+    for name, log in {"gpu_error_1st": "Fault ranks: [12, 14]\nFault delay: 180.0\n",
+                      "no_log": None, "unlabelled": "nothing here\n"}.items():
+        (tmp_path / name).mkdir()
+        if log is not None:
+            (tmp_path / name / "fault_injection.log").write_text(log)
+    [(name, make)] = list(m.nvrx_trace_sets(tmp_path))
+    ds = make()
+    assert (name, ds.truth.ranks, ds.folder) == ("nvrx/gpu_error_1st", (12, 14),
+                                                 tmp_path / "gpu_error_1st")
+    assert list(m.nvrx_trace_sets(None)) == []
