@@ -152,6 +152,8 @@ def analyze_dumps(ds: DumpSet) -> FrAnalysis:
             f.evidence.pop("silent", None)
         p2p, p2p_notes = p2p_findings(g, set(ds.missing_ranks) | set(ds.empty_ranks))
         notes.extend(p2p_notes)
+        for f in p2p:
+            _weigh_waiting_peers(f, windows)
         for f in p2p:  # the same silent rank already named for this group: not a new culprit
             same = next((i for i, g_f in enumerate(group_findings)
                          if f.ranks and set(f.ranks) <= set(g_f.ranks)), None)
@@ -185,6 +187,25 @@ def analyze_dumps(ds: DumpSet) -> FrAnalysis:
                     and f.process_group == first[1]["process_group"]):
                 f.evidence["first_divergence"] = True
     return result
+
+
+def _weigh_waiting_peers(f: StallFinding, windows: Windows) -> None:
+    """A stage that never posted its send/recv while it waits in another collective may just
+    not have reached it: that blame is weak (``low``) until what it waits for is known."""
+    if f.kind != "straggler" or not f.ranks:
+        return
+    elsewhere = {}
+    for r in f.ranks:
+        w = windows.by_rank.get(r)
+        b = w.blocked_on if w is not None else None
+        if b is None or (b.is_p2p and group_label(b.group) == f.process_group):
+            return
+        elsewhere[str(r)] = f"{group_label(b.group)} seq {b.seq_id} {b.op}"
+    f.confidence = "low"
+    f.evidence["waits_elsewhere"] = elsewhere
+    f.evidence["reason"] += (f"; but rank(s) {f.ranks} wait inside another collective "
+                             f"({', '.join(elsewhere.values())}): they may not have reached "
+                             "this send/recv")
 
 
 _MISMATCH_KINDS = {"size_mismatch", "op_type_mismatch", "dtype_mismatch"}
