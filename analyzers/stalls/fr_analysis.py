@@ -132,7 +132,7 @@ def analyze_dumps(ds: DumpSet) -> FrAnalysis:
     notes = [*ds.notes, *notes]
     result = FrAnalysis([], ds.world_size, ds.ranks, list(ds.missing_ranks), notes=notes)
     windows = build_windows(ds, groups)
-    outside = outside_communication(ds, windows)
+    outside = outside_communication(ds, groups, windows)
     folded: set[int] = set()
     if outside_finding(ds, windows, outside) is not None:
         folded = {o.rank for o in outside}
@@ -332,7 +332,8 @@ def _link_across_groups(findings: list[StallFinding], ds: DumpSet, windows: Wind
 
 def _explains(cause: StallFinding, effect: StallFinding, latest: dict[int, FrEntry],
               windows: Windows) -> bool:
-    if effect.kind not in _WAITING_KINDS or effect.process_group == cause.process_group:
+    if effect.kind not in _WAITING_KINDS or effect.process_group == cause.process_group \
+            or effect.process_group is None:  # the world-level finding is a root by itself
         return False
     blamed = effect.evidence.get("behind_ranks") or effect.ranks
     if effect.kind == "undecided" and not effect.evidence.get("behind_ranks"):

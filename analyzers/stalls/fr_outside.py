@@ -24,7 +24,7 @@ REMEDIATION = [
 
 #: pattern id per category (calibration.py caps confidence per pattern)
 PATTERNS = {"empty_dump": "fr.ring.empty_dump", "short_dump": "fr.ring.short_dump",
-            "stale_dump": "fr.ring.stale_dump",
+            "stale_dump": "fr.ring.stale_dump", "stream_stuck": "fr.stream.peers_completed",
             "outside_communication": "fr.ring.outside_communication"}
 
 

@@ -20,6 +20,7 @@ nothing pending, that others wait for, is stuck outside communication.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +57,8 @@ class RankWindow:
     pending: int = 0
     #: the oldest entry not completed: what this rank's stream waits on
     blocked_on: FrEntry | None = None
+    #: a dump of active entries only (``only_active=True``): completed ones were left out
+    only_active: bool = False
 
     def covers(self, t_ns: int | None) -> bool:
         """The window provably holds whatever this rank recorded from ``t_ns`` on."""
@@ -127,13 +130,28 @@ def rank_windows(ds: DumpSet) -> dict[int, RankWindow]:
             w.oldest_ns, w.newest_ns = (min(times), max(times)) if times else (None, None)
             w.dropped = es[0].record_id > 0
             w.recorded = es[-1].record_id + 1
-            w.state_known = any(e.completed for e in es)
+            w.only_active = _only_active(es)
+            w.state_known = w.only_active or any(e.completed for e in es)
             if w.state_known:
                 open_ = [e for e in es if not e.completed]
                 w.pending = len(open_)
                 w.blocked_on = open_[0] if open_ else None
         out[r] = w
     return out
+
+
+def _only_active(es: list[FrEntry]) -> bool:
+    """A dump taken with ``only_active`` (``_dump_nccl_trace(..., onlyActive=True)``, as
+    NVIDIA's resiliency extension does): not one entry completed, their states are NCCL's
+    ``scheduled``/``started``, and the record ids skip (completed entries between them were
+    left out) or start past 0. Every entry in it is pending by construction."""
+    if not es or any(e.completed for e in es):
+        return False
+    if any(e.state not in ("scheduled", "started") or e.backend not in ("nccl", "")
+           for e in es):
+        return False
+    ids = [e.record_id for e in es]
+    return ids[0] > 0 or ids[-1] - ids[0] + 1 > len(ids)
 
 
 def build_windows(ds: DumpSet, groups: list[GroupView]) -> Windows:
@@ -158,16 +176,21 @@ def build_windows(ds: DumpSet, groups: list[GroupView]) -> Windows:
             waits = {m for m in g.expected - {r}
                      if m in silent or _not_issued(g, m, e, windows)}
             if not waits:  # every member issued it: those whose stream is stuck before it
-                waits = {m for m in g.expected - {r} if _stuck_before(by_rank.get(m), e)}
+                waits = {m for m in g.expected - {r}
+                         if _stuck_before(by_rank.get(m), g.entries.get(m, ()), e)}
         if waits:
             windows.waits_for[r] = waits
     return windows
 
 
-def _stuck_before(w: RankWindow | None, e: FrEntry) -> bool:
-    """``w``'s stream waits on an entry other than ``e``'s collective (so ``e`` cannot run)."""
+def _stuck_before(w: RankWindow | None, held: Iterable[FrEntry], e: FrEntry) -> bool:
+    """The member's own entry for ``e``'s collective is pending behind an older pending
+    entry of its stream (so ``e`` cannot run there yet). A member whose entry for it is
+    absent or completed holds nothing up."""
     b = w.blocked_on if w is not None else None
-    return b is not None and (b.group, b.seq_id, b.is_p2p) != (e.group, e.seq_id, e.is_p2p)
+    mine = next((x for x in held if x.seq_id == e.seq_id and not x.is_p2p), None)
+    return b is not None and mine is not None and not mine.completed \
+        and b.record_id < mine.record_id
 
 
 def _not_issued(g: GroupView, m: int, e: FrEntry, windows: Windows) -> bool:
@@ -199,19 +222,25 @@ class Outside:
     reason: str
 
 
-def outside_communication(ds: DumpSet, windows: Windows) -> list[Outside]:
+def outside_communication(ds: DumpSet, groups: list[GroupView], windows: Windows
+                          ) -> list[Outside]:
     """Ranks stuck outside communication: an empty dump; a dump far shorter than its peers'
-    (recorded at most :data:`SHORT_FRACTION` of the median); or a rank with nothing pending
+    (recorded at most :data:`SHORT_FRACTION` of the median); a rank whose stream is stuck in a
+    collective its peers completed (:func:`stuck_streams`); or a rank with nothing pending
     that another rank waits for (``stale_dump`` when its newest entry is also at least
     :data:`STALE_NS` older than its peers'). Absence alone never proves more than that the
     rank did not speak: callers set the confidence from how much of the world spoke."""
-    out = [Outside(r, "empty_dump", "its dump file is empty (nothing recorded: stuck holding "
-                   "the GIL, or killed while dumping)") for r in ds.empty_ranks]
+    out = [Outside(r, "empty_dump", _empty_reason(ds, r)) for r in ds.empty_ranks]
     live = {r: w for r, w in windows.by_rank.items() if w.entries}
     if len(live) < 2:
         return out
+    out += [Outside(r, "stream_stuck", why) for r, why in sorted(stuck_streams(groups,
+                                                                              windows).items())]
+    stuck = {o.rank for o in out}
     waited_on = {m for ws in windows.waits_for.values() for m in ws}
     for r, w in sorted(live.items()):
+        if r in stuck:
+            continue
         peers = [p for p in live.values() if p.rank != r]
         median_recorded = statistics.median(p.recorded for p in peers)
         waiting = w.state_known and w.pending > 0  # inside communication: a victim
@@ -234,3 +263,38 @@ def outside_communication(ds: DumpSet, windows: Windows) -> list[Outside]:
                                f"rank(s) {waiters} wait for it"))
     return out
 
+
+
+def _empty_reason(ds: DumpSet, r: int) -> str:
+    d = ds.dumps[r]
+    if d.form == "empty":
+        return ("its dump file is empty (stuck holding the GIL, or killed while dumping)")
+    idle = d.pg_status and all(st.last_completed >= st.last_enqueued
+                               for st in d.pg_status.values())
+    return ("its dump holds no entries" + (" and its pg_status shows every collective it "
+                                           "enqueued completed: it stopped issuing any"
+                                           if idle else "")
+            + " (stuck outside communication, e.g. holding the GIL)")
+
+
+def stuck_streams(groups: list[GroupView], windows: Windows) -> dict[int, str]:
+    """Ranks whose oldest pending entry is a collective every other member that recorded the
+    group has completed (``pg_status`` last completed at or past it): the rank's own GPU
+    work stopped (a CUDA error leaves its events unqueryable, a hung kernel never ends) while
+    its peers went on — it is not waiting for anyone."""
+    by_key = {g.key: g for g in groups}
+    out: dict[int, str] = {}
+    for r, w in windows.by_rank.items():
+        e = w.blocked_on
+        g = by_key.get(e.group) if e is not None and not e.is_p2p else None
+        if e is None or g is None:
+            continue
+        mine = g.status.get(r)
+        if mine is not None and mine.last_completed >= e.seq_id:
+            continue
+        others = [m for m in g.expected - {r} if m in g.status]
+        if others and all(g.status[m].last_completed >= e.seq_id for m in others):
+            out[r] = (f"its stream waits in {e.op} seq {e.seq_id} of group "
+                      f"{e.group[0]}:{e.group[1]}, which rank(s) {sorted(others)} completed "
+                      "(their pg_status): its own GPU work stopped (CUDA error, hung kernel)")
+    return out
