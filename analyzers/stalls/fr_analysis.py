@@ -88,7 +88,8 @@ REMEDIATION: dict[str, list[str]] = {
         "These ranks' Flight Recorder rings no longer reach back to the moment the others "
         "entered the collective: collect dumps taken when the job hangs (not later), or raise "
         "TORCH_NCCL_TRACE_BUFFER_SIZE (TORCH_FR_BUFFER_SIZE) so the ring holds more than one "
-        "iteration's collectives.",
+        "iteration's collectives; a dump of active entries only (only_active) shows nothing "
+        "that completed: take a full dump.",
     ],
     "undecided": [
         "The evidence does not single out one rank: collect the missing dumps / logs, or "

@@ -200,8 +200,10 @@ def _not_issued(g: GroupView, m: int, e: FrEntry, windows: Windows) -> bool:
     if ents or st:
         last = max([x.seq_id for x in ents or ()] + ([st.last_enqueued] if st else []))
         return last < e.seq_id
-    return windows.covers(m, e.time_created_ns) or not windows.by_rank.get(m, RankWindow(m, 0)
-                                                                           ).entries
+    w = windows.by_rank.get(m, RankWindow(m, 0))
+    # an only-active dump without the group: completed all of it, or never issued this one —
+    # it may be what holds the collective up, so it counts as waited for
+    return windows.covers(m, e.time_created_ns) or not w.entries or w.only_active
 
 
 def latest_created(g: GroupView, ranks: set[int] | None = None) -> int | None:

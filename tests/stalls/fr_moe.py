@@ -141,6 +141,9 @@ class Sim:
     hung: dict[int, int]  #: rank -> index of the first op it never enqueues
     iterations: int
     skip: dict[int, frozenset[str]] = field(default_factory=dict)
+    #: rank -> index of its first op whose completion it never discovers (a CUDA error makes
+    #: its events unqueryable: its peers complete the collective, it keeps it pending)
+    broken: dict[int, int] = field(default_factory=dict)
     progs: dict[int, list[Op]] = field(default_factory=dict)
     recs: dict[int, list[Rec]] = field(default_factory=dict)
 
@@ -198,7 +201,8 @@ class Sim:
                             break
                         end = max(m.created for m in members.values()) + OP_NS // 4
                         for m, mrec in members.items():
-                            mrec.completed = end
+                            if mrec.record_id < self.broken.get(m, 1 << 30):
+                                mrec.completed = end
                             done_upto[m] += 1
                         pending.pop(rec.key)
                         progress = moved = True
@@ -247,8 +251,13 @@ def entry(rank: int, rec: Rec) -> dict[str, Any]:
 PG_ID = {"default_pg": 0, "tp": 1, "pp": 2, "dp": 3, "ep": 4}
 
 
-def dump(rank: int, recs: list[Rec], buffer: int, form: str = "json") -> bytes:
+def dump(rank: int, recs: list[Rec], buffer: int, form: str = "json",
+         only_active: bool = False) -> bytes:
+    """One rank's dump; ``only_active`` leaves out completed entries, as
+    ``_dump_nccl_trace(onlyActive=True)`` does (NVIDIA's resiliency extension dumps so)."""
     kept = recs[-buffer:]
+    if only_active:
+        kept = [r for r in kept if r.completed is None]
     mine = [g for g in groups() if rank in g.ranks]
     status: dict[str, dict[str, int]] = {}
     for g in mine:
@@ -278,11 +287,11 @@ def dump(rank: int, recs: list[Rec], buffer: int, form: str = "json") -> bytes:
 
 
 def write(folder: Path, sim: Sim, buffer: int, empty: set[int] = frozenset(),  # type: ignore[assignment]
-          form: str = "json") -> Path:
+          form: str = "json", only_active: bool = False) -> Path:
     """``folder/nccl_trace_rank_<r>`` per rank; ``empty`` ranks leave a zero-byte file."""
     folder.mkdir(parents=True, exist_ok=True)
     for r in range(WORLD):
-        data = b"" if r in empty else dump(r, sim.recs[r], buffer, form)
+        data = b"" if r in empty else dump(r, sim.recs[r], buffer, form, only_active)
         (folder / f"nccl_trace_rank_{r}").write_bytes(data)
     return folder
 
@@ -372,9 +381,42 @@ def moe_not_joined(folder: Path, buffer: int = 100_000) -> Path:
     return write(folder, sim, buffer)
 
 
+def moe_gil_hang_only_active(folder: Path) -> Path:
+    """The GIL hang dumped with only active entries: every entry held is pending, record ids
+    skip, and the hung ranks' dumps hold pg_status but no entries (their own nothing pending)."""
+    sim = gil_hang()
+    folder.mkdir(parents=True, exist_ok=True)
+    for r in range(WORLD):
+        recs = [] if r in GIL_HUNG else sim.recs[r]
+        (folder / f"_dump_{r}").write_bytes(dump(r, recs, 2000, "pickle", only_active=True)
+                                            if r not in GIL_HUNG else
+                                            _no_entries(r, sim.recs[r]))
+    return folder
+
+
+def _no_entries(rank: int, recs: list[Rec]) -> bytes:
+    body = pickle.loads(dump(rank, recs, 2000, "pickle"))
+    body["entries"] = []
+    return pickle.dumps(body)
+
+
+GPU_ERROR = (12, 15)
+
+
+def moe_gpu_error(folder: Path) -> Path:
+    """Ranks 12 and 15 hit a CUDA error: their peers complete the collectives they share,
+    while on 12 and 15 nothing is ever seen completing again; dumped with only active
+    entries."""
+    broken = {r: _hang_index(r, ITERATIONS - 1, 1) for r in GPU_ERROR}
+    sim = Sim(hung={}, iterations=ITERATIONS, broken=broken)
+    sim.run()
+    return write(folder, sim, 2000, form="pickle", only_active=True)
+
+
 SCENARIOS = {"moe_gil_hang": moe_gil_hang, "moe_gil_hang_partly_wrapped":
              moe_gil_hang_partly_wrapped, "moe_stale": moe_stale, "moe_short": moe_short,
-             "moe_not_joined": moe_not_joined}
+             "moe_not_joined": moe_not_joined, "moe_gil_hang_only_active":
+             moe_gil_hang_only_active, "moe_gpu_error": moe_gpu_error}
 
 
 if __name__ == "__main__":  # write every scenario under OUT (for torch's fr_trace, by hand)

@@ -134,3 +134,24 @@ def test_every_finding_names_its_pattern(tmp_path: Path) -> None:
     for name, make in fr_moe.SCENARIOS.items():
         for f in analyze_dumps(load_dump_dir(make(tmp_path / name))).findings:
             assert str(f.evidence.get("pattern", "")).startswith("fr."), (name, f.kind)
+
+
+def test_only_active_dumps_of_the_gil_hang(tmp_path: Path) -> None:
+    """Dumped with only active entries (as NVIDIA's resiliency extension does): every entry
+    is pending, record ids skip; the hung ranks hold pg_status but no entries."""
+    folder = fr_moe.moe_gil_hang_only_active(tmp_path / "d")
+    ds = load_dump_dir(folder)
+    groups, _ = rebuild_groups(ds)
+    w = build_windows(ds, groups)
+    assert all(x.only_active for r, x in w.by_rank.items() if x.entries)
+    root = assert_only(folder, [9, 14])
+    assert root.evidence["category"] == "empty_dump"
+    assert "pg_status shows every collective it enqueued completed" in root.evidence["reason"]
+
+
+def test_gpu_error_stream_stuck_in_a_collective_its_peers_completed(tmp_path: Path) -> None:
+    """Ranks 12 and 15 hit a CUDA error: their partners completed the all_to_all both entered
+    (pg_status), while 12 and 15 still hold it pending — their own stream stopped."""
+    root = assert_only(fr_moe.moe_gpu_error(tmp_path / "d"), list(fr_moe.GPU_ERROR))
+    assert root.evidence["category"] == "stream_stuck"
+    assert root.evidence["pattern"] == "fr.stream.peers_completed"
