@@ -358,12 +358,28 @@ def moe_gil_hang_partly_wrapped(folder: Path) -> Path:
     return write(folder, sim, (sizes[0] + sizes[-1]) // 2, empty=set(GIL_HUNG))
 
 
-def moe_stale(folder: Path) -> Path:
+def moe_idle(folder: Path) -> Path:
     """Rank 9 stops (stuck outside communication, nothing pending) early in the last
-    iteration but its dump is written: its newest entry is far older than its peers'."""
+    iteration but its dump is written normally."""
     sim = Sim(hung={9: _hang_index(9, ITERATIONS - 1, 1) - 4}, iterations=ITERATIONS)
     sim.run()
     return write(folder, sim, 400)
+
+
+def moe_stale(folder: Path, stopped_s: int = 120) -> Path:
+    """The idle rank 9 stopped ``stopped_s`` before its peers' last entries (a long CPU-side
+    step while their work did not need it yet; the simulation's peers block within an
+    iteration, so its entries are moved back in time): its newest entry is far older."""
+    moe_idle(folder)
+    f = folder / "nccl_trace_rank_9"
+    body = json.loads(f.read_text())
+    for e in body["entries"]:
+        for k in ("time_created_ns", "time_discovered_started_ns",
+                  "time_discovered_completed_ns"):
+            if e[k]:
+                e[k] -= stopped_s * 1_000_000_000
+    f.write_text(json.dumps(body))
+    return folder
 
 
 def moe_short(folder: Path) -> Path:
@@ -413,10 +429,12 @@ def moe_gpu_error(folder: Path) -> Path:
     return write(folder, sim, 2000, form="pickle", only_active=True)
 
 
-SCENARIOS = {"moe_gil_hang": moe_gil_hang, "moe_gil_hang_partly_wrapped":
-             moe_gil_hang_partly_wrapped, "moe_stale": moe_stale, "moe_short": moe_short,
-             "moe_not_joined": moe_not_joined, "moe_gil_hang_only_active":
-             moe_gil_hang_only_active, "moe_gpu_error": moe_gpu_error}
+SCENARIOS = {"moe_gil_hang": moe_gil_hang,
+             "moe_gil_hang_partly_wrapped": moe_gil_hang_partly_wrapped,
+             "moe_idle": moe_idle, "moe_stale": moe_stale, "moe_short": moe_short,
+             "moe_not_joined": moe_not_joined,
+             "moe_gil_hang_only_active": moe_gil_hang_only_active,
+             "moe_gpu_error": moe_gpu_error}
 
 
 if __name__ == "__main__":  # write every scenario under OUT (for torch's fr_trace, by hand)

@@ -85,8 +85,16 @@ def test_ring_that_wrapped_on_some_ranks_only(tmp_path: Path) -> None:
     assert_only(folder, [9, 14])
 
 
-def test_stale_rank_with_nothing_pending_is_the_answer(tmp_path: Path) -> None:
-    assert_only(fr_moe.moe_stale(tmp_path / "d"), [9])
+def test_idle_rank_with_nothing_pending_is_the_answer(tmp_path: Path) -> None:
+    """Rank 9 stopped with nothing pending; its peers wait for it (send/recv, tp, ep)."""
+    assert_only(fr_moe.moe_idle(tmp_path / "d"), [9])
+
+
+def test_stale_dump_newest_entry_far_older_than_its_peers(tmp_path: Path) -> None:
+    root = assert_only(fr_moe.moe_stale(tmp_path / "d"), [9])
+    assert (root.evidence["category"], root.confidence) == ("stale_dump", "medium")
+    assert root.evidence["pattern"] == "fr.ring.stale_dump"
+    assert "117" in root.evidence["reason"] or "118" in root.evidence["reason"]
 
 
 def test_short_dump_is_the_rank_stuck_outside_communication(tmp_path: Path) -> None:
