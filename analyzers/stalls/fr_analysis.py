@@ -359,12 +359,12 @@ def _waits_for(rank: int, cause: StallFinding, windows: Windows) -> bool:
     """``rank`` waits for ``cause``'s culprits (through the wait-for relation) — and, unless
     the cause stands on positive evidence (a member proven never to have joined, or ranks
     stuck outside communication), not the reverse: in a cycle nobody is explained."""
-    culprits = cause.ranks
-    if not culprits or not windows.reaches(rank) & set(culprits):
+    culprits = frozenset(cause.ranks)
+    if not culprits or rank not in windows.waiting_on(culprits):
         return False
     if cause.kind == "not_joined" or cause.process_group is None:
         return True
-    return not any(rank in windows.reaches(c) for c in culprits)
+    return rank not in windows.waited_for_by(culprits)
 
 
 def _states(g: GroupView) -> list[RankState]:

@@ -38,8 +38,7 @@ def outside_finding(ds: DumpSet, windows: Windows, outside: list[Outside]) -> St
         return None  # a silent majority: nothing says which side is the odd one out
     categories = sorted({o.category for o in outside})
     category = categories[0] if len(categories) == 1 else "outside_communication"
-    waiting = sorted(r for r in windows.by_rank if r not in ranks
-                     and windows.reaches(r) & set(ranks))
+    waiting = sorted(windows.waiting_on(frozenset(ranks)) - set(ranks))
     any_state = any(w.state_known for w in windows.by_rank.values())
     confidence: Confidence = "medium"
     why_low = []

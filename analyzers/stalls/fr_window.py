@@ -20,13 +20,12 @@ nothing pending, that others wait for, is stuck outside communication.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from stormotel.analyzers.stalls.fr_groups import GroupView
 from stormotel.analyzers.stalls.fr_p2p import peer_of
-from stormotel.analyzers.stalls.fr_types import DumpSet, FrEntry
+from stormotel.analyzers.stalls.fr_types import DumpSet, FrEntry, GroupKey
 
 #: how much older a rank's oldest entry must be than a moment for its window to cover it
 CLOCK_SLACK_NS = 5_000_000_000
@@ -96,21 +95,35 @@ class Windows:
     buffer_size: int | None
     #: rank -> ranks it waits for (from its oldest pending entry)
     waits_for: dict[int, set[int]] = field(default_factory=dict)
+    _waited_by: dict[int, set[int]] | None = field(default=None, repr=False)
+    _waiting_on: dict[frozenset[int], set[int]] = field(default_factory=dict, repr=False)
+    _reached: dict[frozenset[int], set[int]] = field(default_factory=dict, repr=False)
 
     def covers(self, rank: int, t_ns: int | None) -> bool:
         w = self.by_rank.get(rank)
         return w is not None and w.covers(t_ns)
 
-    def reaches(self, rank: int) -> set[int]:
-        """Every rank ``rank`` waits for, directly or through ranks that wait in turn."""
-        seen: set[int] = set()
-        todo = list(self.waits_for.get(rank, ()))
-        while todo:
-            r = todo.pop()
-            if r not in seen:
-                seen.add(r)
-                todo.extend(self.waits_for.get(r, ()))
-        return seen
+    def waiting_on(self, targets: frozenset[int]) -> set[int]:
+        """Every rank that waits for one of ``targets``, directly or through ranks that wait
+        in turn (one reverse walk per target set, cached: big jobs ask it per finding)."""
+        hit = self._waiting_on.get(targets)
+        if hit is None:
+            if self._waited_by is None:
+                self._waited_by = {}
+                for r, ws in self.waits_for.items():
+                    for m in ws:
+                        self._waited_by.setdefault(m, set()).add(r)
+            hit = _walk(targets, self._waited_by)
+            self._waiting_on[targets] = hit
+        return hit
+
+    def waited_for_by(self, sources: frozenset[int]) -> set[int]:
+        """Every rank one of ``sources`` waits for, directly or transitively (cached)."""
+        hit = self._reached.get(sources)
+        if hit is None:
+            hit = _walk(sources, self.waits_for)
+            self._reached[sources] = hit
+        return hit
 
     def describe(self, ranks: list[int]) -> dict[str, Any]:
         """The ring size and the windows of ``ranks`` (evidence stays small on big jobs)."""
@@ -119,15 +132,30 @@ class Windows:
                           if r in self.by_rank}}
 
 
+def _walk(start: frozenset[int], edges: dict[int, set[int]]) -> set[int]:
+    """Every node reachable from ``start`` along ``edges`` (``start`` itself only if on a
+    cycle back to it)."""
+    seen: set[int] = set()
+    todo = [m for r in start for m in edges.get(r, ())]
+    while todo:
+        r = todo.pop()
+        if r not in seen:
+            seen.add(r)
+            todo.extend(edges.get(r, ()))
+    return seen
+
+
 def rank_windows(ds: DumpSet) -> dict[int, RankWindow]:
     out: dict[int, RankWindow] = {}
     for r, d in ds.dumps.items():
         es = d.entries  # sorted by record id
         w = RankWindow(r, len(es))
         if es:
-            times = [e.time_created_ns for e in es if e.time_created_ns]
             w.first_record_id, w.last_record_id = es[0].record_id, es[-1].record_id
-            w.oldest_ns, w.newest_ns = (min(times), max(times)) if times else (None, None)
+            # entries are created in record order on one clock: the ends hold the extremes
+            w.oldest_ns = next((e.time_created_ns for e in es if e.time_created_ns), None)
+            w.newest_ns = next((e.time_created_ns for e in reversed(es) if e.time_created_ns),
+                               None)
             w.dropped = es[0].record_id > 0
             w.recorded = es[-1].record_id + 1
             w.only_active = _only_active(es)
@@ -164,6 +192,7 @@ def build_windows(ds: DumpSet, groups: list[GroupView]) -> Windows:
     windows = Windows(by_rank, size)
     by_key = {g.key: g for g in groups}
     silent = set(ds.missing_ranks) | set(ds.empty_ranks)
+    tables: dict[GroupKey, _GroupTable] = {}
     for r, w in by_rank.items():
         e = w.blocked_on
         g = by_key.get(e.group) if e is not None else None
@@ -173,46 +202,53 @@ def build_windows(ds: DumpSet, groups: list[GroupView]) -> Windows:
             peer = peer_of(e, sorted(g.expected))
             waits = {peer} if peer is not None else set()
         else:
+            t = tables.get(g.key) or tables.setdefault(g.key, _GroupTable(g))
             waits = {m for m in g.expected - {r}
-                     if m in silent or _not_issued(g, m, e, windows)}
+                     if m in silent or t.not_issued(m, e, windows)}
             if not waits:  # every member issued it: those whose stream is stuck before it
-                waits = {m for m in g.expected - {r}
-                         if _stuck_before(by_rank.get(m), g.entries.get(m, ()), e)}
+                waits = {m for m in g.expected - {r} if t.stuck_before(by_rank.get(m), m, e)}
         if waits:
             windows.waits_for[r] = waits
     return windows
 
 
-def _stuck_before(w: RankWindow | None, held: Iterable[FrEntry], e: FrEntry) -> bool:
-    """The member's own entry for ``e``'s collective is pending behind an older pending
-    entry of its stream (so ``e`` cannot run there yet). A member whose entry for it is
-    absent or completed holds nothing up."""
-    b = w.blocked_on if w is not None else None
-    mine = next((x for x in held if x.seq_id == e.seq_id and not x.is_p2p), None)
-    return b is not None and mine is not None and not mine.completed \
-        and b.record_id < mine.record_id
+class _GroupTable:
+    """Per member of one group: the last sequence id it issued and its pending entries by
+    sequence id — built once, so asking about every member of a 1000-rank group stays cheap."""
 
+    def __init__(self, g: GroupView) -> None:
+        self.last: dict[int, int] = {}
+        self.pending: dict[int, dict[int, FrEntry]] = {}
+        for m in g.entries.keys() | g.status.keys():
+            ents = g.entries.get(m, ())
+            st = g.status.get(m)
+            self.last[m] = max([x.seq_id for x in ents] + ([st.last_enqueued] if st else []))
+            self.pending[m] = {x.seq_id: x for x in ents if not x.completed}
 
-def _not_issued(g: GroupView, m: int, e: FrEntry, windows: Windows) -> bool:
-    """Member ``m`` has not issued ``e``'s collective (as far as its dump can tell)."""
-    ents = g.entries.get(m)
-    st = g.status.get(m)
-    if ents or st:
-        last = max([x.seq_id for x in ents or ()] + ([st.last_enqueued] if st else []))
-        return last < e.seq_id
-    w = windows.by_rank.get(m, RankWindow(m, 0))
-    # an only-active dump without the group: completed all of it, or never issued this one —
-    # it may be what holds the collective up, so it counts as waited for
-    return windows.covers(m, e.time_created_ns) or not w.entries or w.only_active
+    def not_issued(self, m: int, e: FrEntry, windows: Windows) -> bool:
+        """Member ``m`` has not issued ``e``'s collective (as far as its dump can tell)."""
+        if m in self.last:
+            return self.last[m] < e.seq_id
+        w = windows.by_rank.get(m, RankWindow(m, 0))
+        # an only-active dump without the group: completed all of it, or never issued this
+        # one — it may be what holds the collective up, so it counts as waited for
+        return windows.covers(m, e.time_created_ns) or not w.entries or w.only_active
+
+    def stuck_before(self, w: RankWindow | None, m: int, e: FrEntry) -> bool:
+        """The member's own entry for ``e``'s collective is pending behind an older pending
+        entry of its stream (so ``e`` cannot run there yet). A member whose entry for it is
+        absent or completed holds nothing up."""
+        b = w.blocked_on if w is not None else None
+        mine = self.pending.get(m, {}).get(e.seq_id)
+        return b is not None and mine is not None and b.record_id < mine.record_id
 
 
 def latest_created(g: GroupView, ranks: set[int] | None = None) -> int | None:
     """When the group's newest collective was entered (the latest creation time held)."""
-    times = [e.time_created_ns for r, lst in g.entries.items() if ranks is None or r in ranks
-             for e in lst if e.time_created_ns]
-    times += [e.time_created_ns for r, lst in g.p2p.items() if ranks is None or r in ranks
-              for e in lst if e.time_created_ns]
-    return max(times, default=None)
+    # each rank's lists are in sequence / record order: its newest entry is the last one
+    times = [lst[-1].time_created_ns for table in (g.entries, g.p2p)
+             for r, lst in table.items() if lst and (ranks is None or r in ranks)]
+    return max((t for t in times if t), default=None)
 
 
 @dataclass(frozen=True)
