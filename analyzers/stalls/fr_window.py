@@ -64,7 +64,10 @@ class RankWindow:
         if not self.entries:
             return False
         if not self.dropped:
-            return True
+            # everything since start (or since a reset, torch >= 2.8) — unless that start is
+            # itself later than the moment (a rank that reset its recorder, or started late)
+            return t_ns is None or self.oldest_ns is None \
+                or self.oldest_ns <= t_ns + CLOCK_SLACK_NS
         return t_ns is not None and self.oldest_ns is not None \
             and self.oldest_ns + CLOCK_SLACK_NS <= t_ns
 

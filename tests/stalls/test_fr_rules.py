@@ -130,6 +130,19 @@ def test_first_divergence_is_the_earliest_primary_finding(tmp_path: Path) -> Non
                                          "kind": "op_type_mismatch", "ranks": [2]}
 
 
+def test_a_recorder_reset_after_the_moment_proves_nothing(tmp_path: Path) -> None:
+    """Rank 3's record ids start at 0, but its first entry came a minute after the others'
+    default-group entry (its recorder was reset, torch >= 2.8): it may have joined before."""
+    tp = ("1", "tp")
+    late = {**entry(2, group=tp, pg_id=1, record=0), "time_created_ns": 1000 + 60 * 10**9}
+    folder = write(tmp_path, {0: [entry(1, record=0), entry(2, group=tp, pg_id=1, record=1)],
+                              1: [entry(1, record=0), entry(2, group=tp, pg_id=1, record=1)],
+                              2: [entry(1, record=0)],
+                              3: [late]})
+    assert [f for f in analyze_dumps(load_dump_dir(folder)).findings
+            if f.kind == "not_joined"] == []
+
+
 def test_world_size_hint_names_unseen_ranks(tmp_path: Path) -> None:
     folder = write(tmp_path, {r: [entry(1)] for r in range(3)})
     ds = load_dump_dir(folder, world_size=6)
