@@ -1,7 +1,8 @@
 """One finding for the ranks stuck outside communication, seen across the whole world.
 
 A rank that hangs holding the GIL (or in a CPU loop, or dead) stops recording: its dump is
-empty, far shorter than its peers', or ends long before theirs with nothing pending. Every
+empty, far shorter than its peers', or ends long before theirs with nothing pending. A rank
+whose GPU work stopped (CUDA error) keeps a collective pending that its peers completed. Every
 group it belongs to then waits for it, and a per-group reading blames whichever members each
 group's windows happen to show. This module names those ranks once, for the world, with a
 confidence that says how much of the world spoke; the per-group findings that only say the
@@ -20,6 +21,12 @@ REMEDIATION = [
     "them: they were stuck outside communication (holding the GIL, a CPU-side hang, data "
     "loading, or dead). Get their Python stacks (py-spy dump --native), their logs, and check "
     "their hosts for OOM kills and signals.",
+]
+STREAM_REMEDIATION = [
+    "These ranks' GPU work stopped while their peers completed the same collective: look for "
+    "a CUDA error or an Xid in their logs and the host's kernel log (dmesg), and for a kernel "
+    "that never ends (compute-sanitizer, a hung custom kernel); drain the node if the GPU "
+    "reports errors.",
 ]
 
 #: pattern id per category (calibration.py caps confidence per pattern)
@@ -62,4 +69,5 @@ def outside_finding(ds: DumpSet, windows: Windows, outside: list[Outside]) -> St
                   "spoke": {"ranks": spoke, "of": ds.world_size},
                   "reason": reason + ("; " + "; ".join(why_low) if why_low else ""),
                   "windows": windows.describe(ranks)},
-        remediation=list(REMEDIATION))
+        remediation=[*(STREAM_REMEDIATION if "stream_stuck" in categories else []),
+                     *(REMEDIATION if set(categories) - {"stream_stuck"} else [])])
