@@ -224,10 +224,15 @@ def _add_world(findings: list[StallFinding], world: StallFinding) -> None:
 
 
 def _roots_named_first(findings: list[StallFinding]) -> list[StallFinding]:
-    """Roots that name ranks before roots that name none (``undecided``), each in order;
-    ``consequence_of`` re-based. The first root is the answer a reader takes away."""
-    order = [i for i, f in enumerate(findings) if f.consequence_of is None and f.ranks]
-    order += [i for i, f in enumerate(findings) if f.consequence_of is None and not f.ranks]
+    """Roots that name ranks before roots that name none (``undecided``), and those before
+    blames known to be weak (a stage that never posted a send/recv while it waits elsewhere),
+    each in order; ``consequence_of`` re-based. The first root is the answer a reader takes
+    away: better "undecided" than a rank that is itself only waiting."""
+    def rank(f: StallFinding) -> int:
+        return 2 if f.evidence.get("waits_elsewhere") else 0 if f.ranks else 1
+
+    order = sorted((i for i, f in enumerate(findings) if f.consequence_of is None),
+                   key=lambda i: rank(findings[i]))
     order += [i for i, f in enumerate(findings) if f.consequence_of is not None]
     if order == list(range(len(findings))):
         return findings

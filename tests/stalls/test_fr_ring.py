@@ -122,6 +122,7 @@ def test_not_joined_is_not_claimed_when_the_ring_no_longer_reaches_back(tmp_path
     assert not [f for f in findings if f.kind == "not_joined"]
     assert not [f for f in findings if f.consequence_of is None and f.ranks
                 and f.confidence in ("high", "medium")]
+    assert findings[0].kind == "undecided"  # the answer: not a stage that only waits
     [ep] = [f for f in findings if f.process_group == "22:ep"]
     assert ep.kind == "undecided" and ep.evidence["suspects"] == [6]
     assert ep.evidence["pattern"] == "fr.not_joined.window_misses"
