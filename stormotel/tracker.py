@@ -129,6 +129,32 @@ def load_estimate(estimate: int | str | os.PathLike[str] | None) -> int | None:
     return value
 
 
+def linger_seconds(value: float | None, env: Mapping[str, str]) -> float:
+    """``linger_after_event_s``: the argument, else ``STORMOTEL_LINGER_S``, else the default
+    (20 s); 0 turns the linger off. A bad value is a usage error before training starts."""
+    source = "linger_after_event_s"
+    if value is None:
+        raw = env.get(schema.ENV_LINGER_S, "").strip()
+        if not raw:
+            return schema.LINGER_AFTER_EVENT_S_DEFAULT
+        source = schema.ENV_LINGER_S
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ValueError(f"{source}={raw!r} is not a number of seconds") from None
+    if isinstance(value, bool) or not isinstance(value, int | float) or \
+            not 0 <= value < math.inf:
+        raise ValueError(f"{source}={value!r} must be a number of seconds >= 0")
+    return float(value)
+
+
+def _ending_badly(exc_type: type[BaseException] | None) -> bool:
+    """An exception that ends the work abnormally (not Ctrl-C, not ``sys.exit(0)``)."""
+    if exc_type is None or issubclass(exc_type, KeyboardInterrupt | GeneratorExit):
+        return False
+    return not issubclass(exc_type, SystemExit)
+
+
 #: threshold level → its edge kind on the edge gauges.
 _THRESHOLD_EDGE = {LEVELS[schema.THRESHOLD_WARNING]: schema.EDGE_THRESHOLD_WARNING,
                    LEVELS[schema.THRESHOLD_CRITICAL]: schema.EDGE_THRESHOLD_CRITICAL}
@@ -190,6 +216,7 @@ class MemoryTracker:
                  peak_window: float = schema.PEAK_WINDOW_S, faults: Any = None,
                  env: Mapping[str, str] | None = None, shutdown_timeout: float = 2.0,
                  handle_sigterm: bool = True, max_events: int = 10_000,
+                 linger_after_event_s: float | None = None,
                  enable_alerts: bool = True, enable_oom_flight_recorder: bool = True) -> None:
         if not (isinstance(sampling_interval, int | float) and
                 0 < sampling_interval < math.inf):
@@ -253,6 +280,7 @@ class MemoryTracker:
             raise ValueError(f"shutdown_timeout={shutdown_timeout!r} must be a positive number "
                              "of seconds")
         self.shutdown_timeout = float(shutdown_timeout)
+        self.linger_after_event_s = linger_seconds(linger_after_event_s, env)
         self.handle_sigterm = handle_sigterm
         self.enable_oom_flight_recorder = enable_oom_flight_recorder  # accepted for Stormlog
         self.stormlog = StormlogEvents(
@@ -281,6 +309,11 @@ class MemoryTracker:
         self._previous_sigterm: Any = None
         self._sigterm_installed = False
         self._forked = False
+        self._started_mono = 0.0
+        #: monotonic time of the latest OOM the tracker saw (its own event or the counter)
+        self._oom_mono: float | None = None
+        self._announce_oom = True  # False while capture_oom's own tick runs (it emits the event)
+        self._push_thread: threading.Thread | None = None
         _LIVE.add(self)
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -328,21 +361,29 @@ class MemoryTracker:
                     schema.SPAN_ATTR_SAMPLING_INTERVAL: self.sampling_interval})
             self._stop.clear()
             self._first_sample.clear()
+            self._started_mono = time.monotonic()
             self.stormlog.lifecycle("start", None, "Memory tracking started")
             self._thread = threading.Thread(target=self._run, name="stormotel-sampler",
                                             daemon=True)
             self._thread.start()
             # The thread samples at once; waiting (bounded) gives spans a value from the start.
             self._first_sample.wait(FIRST_SAMPLE_WAIT_S)
-            atexit.register(self.stop_tracking)
+            atexit.register(self._stop_at_exit)
             self._install_sigterm()
             return self
 
-    def stop_tracking(self) -> None:
+    def stop_tracking(self, *, linger: bool | None = None) -> None:
         """Stop sampling, export what is pending (final archive line, spans) and release all.
 
         Bounded by ``shutdown_timeout`` (default 2 s): a hung sampler or collector loses the
         final export instead of holding the process, and Ctrl-C interrupts the wait.
+
+        After an event — an OOM no scrape has read yet, or ``linger=True`` (the process is
+        ending on SIGTERM or an uncaught exception; the tracker passes it itself in those
+        cases) — the final state is first pushed through every push destination and the
+        Prometheus endpoint stays up until one scrape has read it, at most
+        ``linger_after_event_s``. ``linger=False`` never waits; with nothing to report, or no
+        Prometheus endpoint, there is no wait.
         """
         with self._lifecycle:
             if self._thread is None:
@@ -352,7 +393,7 @@ class MemoryTracker:
             self._thread.join(timeout=self.shutdown_timeout / 2)
             sampler_stuck = self._thread.is_alive()
             self._thread = None
-            atexit.unregister(self.stop_tracking)
+            atexit.unregister(self._stop_at_exit)
             self._restore_sigterm()
             if not sampler_stuck:
                 try:
@@ -363,6 +404,8 @@ class MemoryTracker:
                 self._warn_once("stuck", "stormotel: the sampler did not return within %.1f s; "
                                 "stopping without a final sample", self.shutdown_timeout / 2)
             self.stormlog.lifecycle("stop", self.state.latest, "Memory tracking stopped")
+            if linger is not False and (linger or self._oom_unscraped()):
+                self._linger(final_mono=time.monotonic())
             session, self._session = self._session, None
             telemetry = self.telemetry
             sampler = self.sampler
@@ -384,6 +427,69 @@ class MemoryTracker:
                                 "%.1f s (collector unreachable?); continuing without it",
                                 self.shutdown_timeout)
 
+    # -- the end after an event: push, and linger until scraped ---------------------------
+    def _stop_at_exit(self) -> None:
+        """At interpreter exit: an uncaught exception is ending the process (Python leaves it in
+        ``sys.last_value`` before the exit handlers run); an uncaught OOM the sampler did not
+        see (no allocator counter, e.g. nvml) becomes an OOM event here."""
+        exc = getattr(sys, "last_value", None)
+        ending_badly = isinstance(exc, BaseException) and _ending_badly(type(exc))
+        if isinstance(exc, BaseException) and ending_badly and is_oom_error(exc) and \
+                self._thread is not None:
+            with contextlib.suppress(Exception):
+                self._tick()  # the allocator's counter, if it has one, shows it now
+            if self._oom_mono is None:
+                with contextlib.suppress(Exception):
+                    self._on_oom(exc, "uncaught at exit")
+        self.stop_tracking(linger=ending_badly or None)
+
+    def _oom_unscraped(self) -> bool:
+        """An OOM was seen and the Prometheus endpoint has not been scraped since."""
+        watch = None if self.telemetry is None else self.telemetry.scrape_watch
+        return self._oom_mono is not None and watch is not None and \
+            not watch.served_since(self._oom_mono)
+
+    def _push_soon(self) -> None:
+        """Flush every push destination (spans, OTLP, archive) in a helper thread, one at a
+        time: the sampling thread must not wait on a collector."""
+        telemetry = self.telemetry
+        if telemetry is None or (self._push_thread is not None and self._push_thread.is_alive()):
+            return
+        timeout_ms = int(self.shutdown_timeout * 1000)
+        self._push_thread = threading.Thread(target=telemetry.flush, args=(timeout_ms,),
+                                             name="stormotel-push", daemon=True)
+        self._push_thread.start()
+
+    def _linger(self, final_mono: float) -> None:
+        """Push the final state now, then keep the Prometheus endpoint serving until a scrape
+        that began after ``final_mono`` has been served, at most ``linger_after_event_s``.
+
+        No wait without an endpoint, with the linger off (0), or when the endpoint has never
+        been scraped though it has been up longer than the linger (nobody scrapes it)."""
+        telemetry = self.telemetry
+        if telemetry is None:
+            return
+        limit = self.linger_after_event_s
+        deadline = time.monotonic() + limit
+        timeout_ms = int(max(self.shutdown_timeout, 1.0) * 1000)
+        pusher = threading.Thread(target=telemetry.flush, args=(timeout_ms,),
+                                  name="stormotel-push", daemon=True)
+        pusher.start()
+        watch = telemetry.scrape_watch
+        if watch is not None and limit > 0:
+            up_s = final_mono - self._started_mono
+            if watch.count == 0 and up_s > limit:
+                log.info("stormotel: the Prometheus endpoint was never scraped in %.0f s; not "
+                         "waiting for a scrape", up_s)
+            elif watch.wait_served(final_mono, limit):
+                log.info("stormotel: the final state was scraped; stopping")
+            else:
+                self._warn_once("linger", "stormotel: no Prometheus scrape within %.1f s of the "
+                                "end (linger_after_event_s / %s); the last values may be "
+                                "missing from the TSDB", limit, schema.ENV_LINGER_S)
+        pusher.join(max(0.0, deadline - time.monotonic()) if limit > 0 else
+                    self.shutdown_timeout / 2)
+
     # -- process events: fork and SIGTERM -------------------------------------------------
     def _disarm_after_fork(self) -> None:
         """In a forked child: forget the parent's thread, server, exporters and handlers."""
@@ -391,7 +497,7 @@ class MemoryTracker:
         if self._thread is None:
             return
         self._thread = None
-        atexit.unregister(self.stop_tracking)
+        atexit.unregister(self._stop_at_exit)
         self._session = None
         if self.telemetry is not None:
             self.telemetry.disarm_after_fork()
@@ -427,7 +533,7 @@ class MemoryTracker:
     def _on_sigterm(self, signum: int, frame: Any) -> None:
         previous = self._previous_sigterm
         try:
-            self.stop_tracking()  # restores the previous handler too
+            self.stop_tracking(linger=True)  # restores the previous handler too
         except Exception as e:
             log.debug("stormotel: flush on SIGTERM failed: %s", e)
         if callable(previous):
@@ -439,8 +545,8 @@ class MemoryTracker:
     def __enter__(self) -> MemoryTracker:
         return self.start_tracking()
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop_tracking()
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        self.stop_tracking(linger=_ending_badly(exc_type) or None)
 
     @property
     def is_tracking(self) -> bool:
@@ -559,9 +665,21 @@ class MemoryTracker:
         gap_s = None if previous is None or sample.timestamp_ns <= previous.timestamp_ns \
             else round((sample.timestamp_ns - previous.timestamp_ns) / 1e9, 6)
         if (sample.num_ooms or 0) > ((previous.num_ooms or 0) if previous is not None else 0):
-            # The allocator's own OOM counter went up: an OOM edge even without capture_oom.
+            # The allocator's own OOM counter went up: an OOM edge even without capture_oom,
+            # announced as an event (capture_oom announces its own, with the dump) and pushed
+            # at once: the rank usually exits within a second or two.
+            self._oom_mono = time.monotonic()
             self.state.record_edge(schema.EDGE_OOM, sample.timestamp_ns, sample.device_used or 0,
                                    gap_s)
+            if self._announce_oom:
+                oom_attrs: dict[str, Any] = {
+                    schema.EVENT_ATTR_BYTES: sample.device_used or 0,
+                    schema.EVENT_ATTR_CONTEXT: "allocator OOM counter",
+                    schema.SPAN_ATTR_SAMPLING_INTERVAL: self.sampling_interval}
+                if gap_s is not None:
+                    oom_attrs[schema.EVENT_ATTR_SINCE_PREVIOUS] = gap_s
+                self._edge(schema.EVENT_OOM, sample.timestamp_ns, oom_attrs)
+                self._push_soon()
         memory = _memory_of(sample)
         with self._peaks_lock:
             for peak in self._span_peaks:
@@ -684,8 +802,13 @@ class MemoryTracker:
     def _on_oom(self, exc: BaseException, context: str) -> None:
         with self.state.lock:
             self.state.caught_ooms += 1
-        with contextlib.suppress(Exception):
-            self._tick()
+        self._oom_mono = time.monotonic()
+        self._announce_oom = False  # this OOM's event is the one below, with the dump
+        try:
+            with contextlib.suppress(Exception):
+                self._tick()
+        finally:
+            self._announce_oom = True
         dump_path: str = ""
         try:
             dump_path = str(self.dump(reason="oom", extra={"context": context,
