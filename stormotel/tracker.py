@@ -406,6 +406,7 @@ class MemoryTracker:
             self.stormlog.lifecycle("stop", self.state.latest, "Memory tracking stopped")
             if linger is not False and (linger or self._oom_unscraped()):
                 self._linger(final_mono=time.monotonic())
+                deadline = time.monotonic() + self.shutdown_timeout  # the export's own bound
             session, self._session = self._session, None
             telemetry = self.telemetry
             sampler = self.sampler
