@@ -312,7 +312,9 @@ class MemoryTracker:
         self._started_mono = 0.0
         #: monotonic time of the latest OOM the tracker saw (its own event or the counter)
         self._oom_mono: float | None = None
-        self._announce_oom = True  # False while capture_oom's own tick runs (it emits the event)
+        #: capture_oom blocks open now: an OOM inside one is announced by capture_oom (with its
+        #: dump), not by the sampling thread that sees the allocator's counter go up first.
+        self._capturing = 0
         self._push_thread: threading.Thread | None = None
         _LIVE.add(self)
 
@@ -672,7 +674,7 @@ class MemoryTracker:
             self._oom_mono = time.monotonic()
             self.state.record_edge(schema.EDGE_OOM, sample.timestamp_ns, sample.device_used or 0,
                                    gap_s)
-            if self._announce_oom:
+            if not self._capturing:
                 oom_attrs: dict[str, Any] = {
                     schema.EVENT_ATTR_BYTES: sample.device_used or 0,
                     schema.EVENT_ATTR_CONTEXT: "allocator OOM counter",
@@ -793,23 +795,24 @@ class MemoryTracker:
     def capture_oom(self, context: str = "") -> Iterator[None]:
         """On an out-of-memory error: dump the ring buffer, emit an OOM span event pointing at
         the dump, flush, and re-raise. Other exceptions pass through untouched."""
+        with self._peaks_lock:
+            self._capturing += 1
         try:
             yield
         except BaseException as exc:
             if is_oom_error(exc):
                 self._on_oom(exc, context)
             raise
+        finally:
+            with self._peaks_lock:
+                self._capturing -= 1
 
     def _on_oom(self, exc: BaseException, context: str) -> None:
         with self.state.lock:
             self.state.caught_ooms += 1
         self._oom_mono = time.monotonic()
-        self._announce_oom = False  # this OOM's event is the one below, with the dump
-        try:
-            with contextlib.suppress(Exception):
-                self._tick()
-        finally:
-            self._announce_oom = True
+        with contextlib.suppress(Exception):
+            self._tick()
         dump_path: str = ""
         try:
             dump_path = str(self.dump(reason="oom", extra={"context": context,
