@@ -124,7 +124,7 @@ def _from_markers(timeline: Timeline, have: set[int]) -> list[OomDump]:
     counter going up; no dump here): classified from the Timeline.
 
     A marker may be coarse — a counter increase is only known to lie in ``(t − resolution,
-    t]`` — so its resolution (``EDGE_RESOLUTION_ATTR``) widens the rank's, and the sample that
+    t]`` — so its resolution (``EDGE_RESOLUTION_ATTR``) decides ties, and the sample that
     classifies it is the fullest one in that interval (the OOM happened against the wall), not
     one taken after the OOM freed its memory."""
     out = []
@@ -152,7 +152,10 @@ def _from_markers(timeline: Timeline, have: set[int]) -> list[OomDump]:
         last = {k: (float(v) if v == v else None)
                 for k in ("allocated", "reserved", "device_used", "device_total")
                 for v in [s.values[k][i]]}
-        interval_ns = max(s.median_interval_ns() or 0, res_ns)
+        # The marker's own resolution when it states one (an edge: the tracker's sampling
+        # interval, even from a TSDB scraped every 15 s; a counter increase: its interval),
+        # else the rank's sampling interval.
+        interval_ns = res_ns or s.median_interval_ns() or 0
         out.append(OomDump("", rank, t_oom, interval_ns / 1e9 or None, last))
     return out
 
