@@ -37,6 +37,8 @@ from stormotel.analyzers.timeline import (
     KIND_STEP,
     KIND_THRESHOLD,
     META_ESTIMATE_BYTES,
+    OOM_FROM_COUNTER,
+    OOM_SOURCE_ATTR,
     RankIdentity,
     distinct_count,
 )
@@ -48,9 +50,6 @@ from stormotel.errors import SourceInputError
 _EDGE_GAUGES = frozenset({schema.EDGE_TIMESTAMP.name, schema.SAMPLING_INTERVAL.name})
 #: Only the OOM edge: the decoders that skip the other edge gauges (their spans carry them).
 OOM_EDGE_ONLY = frozenset({schema.EDGE_OOM})
-#: Marker attribute saying where an OOM marker came from (``counter``: the OOM counter went up).
-OOM_SOURCE_ATTR = "source"
-OOM_FROM_COUNTER = "counter"
 #: metric name → (Timeline field, is_peak)
 METRIC_FIELDS: dict[str, tuple[str, bool]] = {
     **{m.name: (f, False) for f, m in schema.FIELD_METRICS.items()},
