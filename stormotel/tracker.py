@@ -374,7 +374,8 @@ class MemoryTracker:
             self._install_sigterm()
             return self
 
-    def stop_tracking(self, *, linger: bool | None = None) -> None:
+    def stop_tracking(self, *, linger: bool | None = None,
+                      _uncaught: BaseException | None = None) -> None:
         """Stop sampling, export what is pending (final archive line, spans) and release all.
 
         Bounded by ``shutdown_timeout`` (default 2 s): a hung sampler or collector loses the
@@ -385,7 +386,8 @@ class MemoryTracker:
         cases) — the final state is first pushed through every push destination and the
         Prometheus endpoint stays up until one scrape has read it, at most
         ``linger_after_event_s``. ``linger=False`` never waits; with nothing to report, or no
-        Prometheus endpoint, there is no wait.
+        Prometheus endpoint, there is no wait. (``_uncaught``: the exception ending the
+        interpreter, from the exit handler.)
         """
         with self._lifecycle:
             if self._thread is None:
@@ -405,6 +407,10 @@ class MemoryTracker:
             else:
                 self._warn_once("stuck", "stormotel: the sampler did not return within %.1f s; "
                                 "stopping without a final sample", self.shutdown_timeout / 2)
+            if _uncaught is not None and self._oom_mono is None and is_oom_error(_uncaught):
+                # An uncaught OOM no counter showed (e.g. nvml): the OOM event, with its dump.
+                with contextlib.suppress(Exception):
+                    self._on_oom(_uncaught, "uncaught at exit", tick=False, flush=False)
             self.stormlog.lifecycle("stop", self.state.latest, "Memory tracking stopped")
             if linger is not False and (linger or self._oom_unscraped()):
                 self._linger(final_mono=time.monotonic())
@@ -436,15 +442,12 @@ class MemoryTracker:
         ``sys.last_value`` before the exit handlers run); an uncaught OOM the sampler did not
         see (no allocator counter, e.g. nvml) becomes an OOM event here."""
         exc = getattr(sys, "last_value", None)
-        ending_badly = isinstance(exc, BaseException) and _ending_badly(type(exc))
-        if isinstance(exc, BaseException) and ending_badly and is_oom_error(exc) and \
-                self._thread is not None:
-            with contextlib.suppress(Exception):
-                self._tick()  # the allocator's counter, if it has one, shows it now
-            if self._oom_mono is None:
-                with contextlib.suppress(Exception):
-                    self._on_oom(exc, "uncaught at exit")
-        self.stop_tracking(linger=ending_badly or None)
+        if not (isinstance(exc, BaseException) and _ending_badly(type(exc))):
+            self.stop_tracking()
+            return
+        # The final sample (stop_tracking's, skipped when the sampler hangs) shows the
+        # allocator's counter if it has one; only an OOM it did not show becomes an event.
+        self.stop_tracking(linger=True, _uncaught=exc)
 
     def _oom_unscraped(self) -> bool:
         """An OOM was seen and the Prometheus endpoint has not been scraped since."""
@@ -490,8 +493,10 @@ class MemoryTracker:
                 self._warn_once("linger", "stormotel: no Prometheus scrape within %.1f s of the "
                                 "end (linger_after_event_s / %s); the last values may be "
                                 "missing from the TSDB", limit, schema.ENV_LINGER_S)
-        pusher.join(max(0.0, deadline - time.monotonic()) if limit > 0 else
-                    self.shutdown_timeout / 2)
+        # The push shares the linger's bound when there is a scrape to wait for; else it has
+        # the stop's own (no Prometheus endpoint: nothing to linger for).
+        pusher.join(max(0.0, deadline - time.monotonic()) if watch is not None and limit > 0
+                    else self.shutdown_timeout)
 
     # -- process events: fork and SIGTERM -------------------------------------------------
     def _disarm_after_fork(self) -> None:
@@ -807,12 +812,16 @@ class MemoryTracker:
             with self._peaks_lock:
                 self._capturing -= 1
 
-    def _on_oom(self, exc: BaseException, context: str) -> None:
+    def _on_oom(self, exc: BaseException, context: str, tick: bool = True,
+                flush: bool = True) -> None:
+        """The OOM event with its ring dump; ``tick``/``flush``: sample and push now (at exit the
+        final sample was taken and the linger pushes, bounded, so neither is done twice)."""
         with self.state.lock:
             self.state.caught_ooms += 1
         self._oom_mono = time.monotonic()
-        with contextlib.suppress(Exception):
-            self._tick()
+        if tick:
+            with contextlib.suppress(Exception):
+                self._tick()
         dump_path: str = ""
         try:
             dump_path = str(self.dump(reason="oom", extra={"context": context,
@@ -827,7 +836,7 @@ class MemoryTracker:
                 schema.EVENT_ATTR_CONTEXT: context, schema.EVENT_ATTR_DUMP_PATH: dump_path,
                 schema.EVENT_ATTR_MESSAGE: str(exc)[:500],
                 schema.EVENT_ATTR_BYTES: _memory_of(self.state.latest) or 0})
-            if self.telemetry is not None:
+            if self.telemetry is not None and flush:
                 self.telemetry.flush()
         except Exception as e:
             self._warn_once("oom-event", "stormotel: OOM event export failed (%s)", e)

@@ -23,6 +23,7 @@ import pytest
 from stormotel import exitcodes, schema
 from stormotel.samplers.simulated import SimulatedSampler
 from stormotel.tracker import MemoryTracker, linger_seconds
+from tests.tracker.otlp_util import HttpReceiver, points, spans
 
 ROOT = Path(__file__).resolve().parents[2]
 OOM_LINE = re.compile(rf"^{schema.OOMS.prom_series[-1]}\{{[^}}]*\}} (\S+)$", re.MULTILINE)
@@ -104,6 +105,31 @@ def test_the_wait_is_bounded_and_can_be_turned_off(
     assert 0.9 < _timed_stop(bounded) < 3.5  # nobody scraped: gave up after the bound
     assert _timed_stop(off) < 1.5
     assert _timed_stop(forced_off, linger=False) < 1.5
+
+
+def test_a_counter_oom_is_pushed_at_once(make_tracker: Callable[..., MemoryTracker]) -> None:
+    """The rank may die within a second: the OOM goes out through OTLP (spans and metrics) when
+    the counter shows it, not at the next 60 s export or at a stop that may never come."""
+    rx = HttpReceiver()
+    try:
+        tracker = make_tracker(sampler=SimulatedSampler(rank=1, faults="oom@t=0.3s"),
+                               otlp_endpoint=rx.url, otlp_protocol="http", otlp_interval=60)
+        tracker.start_tracking()
+        deadline = time.monotonic() + 5.0
+        events: list[str] = []
+        ooms: list[int] = []
+        while time.monotonic() < deadline and not (events and ooms):
+            time.sleep(0.1)
+            with rx.got.lock:
+                traces, metrics = list(rx.got.traces), list(rx.got.metrics)
+            events = [e.name for _r, sp in spans(traces) for e in sp.events
+                      if e.name == schema.EVENT_OOM]
+            ooms = [p.as_int for _r, name, p in points(metrics) if name == schema.OOMS.name]
+        tracker.stop_tracking(linger=False)
+    finally:
+        rx.close()
+    assert events == [schema.EVENT_OOM]
+    assert ooms and ooms[-1] == 1
 
 
 def test_an_exception_leaving_the_with_block_lingers(
