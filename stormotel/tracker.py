@@ -10,8 +10,11 @@ errors, exporter outages and full disks are counted (``stormotel.tracker.samples
 The training thread never waits for the device: ``step()``/``mark()`` read the latest sample the
 sampling thread took, so a slow or hung sampler (NVML stuck in the driver) cannot slow or hang
 training. Real launchers stop ranks with SIGTERM: the tracker flushes on it, then lets the signal
-do what it did before. A forked child (multiprocessing with fork) inherits a disarmed copy, so its
-exit never waits on the parent's HTTP server or exporters. Stopping is bounded
+do what it did before. After an event (an OOM not yet scraped, SIGTERM, an uncaught exception) the
+stop pushes first and keeps the Prometheus endpoint up until one scrape read the final state,
+bounded by ``linger_after_event_s`` (:mod:`stormotel.scrape_watch` sees the scrapes). A forked
+child (multiprocessing with fork) inherits a disarmed copy, so its exit never waits on the
+parent's HTTP server or exporters. Stopping is bounded
 (``shutdown_timeout``) even when a collector hangs.
 """
 
