@@ -340,8 +340,10 @@ class OtlpFileReader:
         keeps only those edge kinds (None: all)."""
         is_interval = name == schema.SAMPLING_INTERVAL.name
         for attrs, _t, raw in rows:
-            ident = identity_from(attrs)
-            rank = res_rank if res_rank is not None else (ident.rank if ident else None)
+            rank = res_rank
+            if rank is None:
+                ident = identity_from(attrs)
+                rank = ident.rank if ident else None
             try:
                 value = float(raw)
             except (TypeError, ValueError):

@@ -134,11 +134,21 @@ def point_rows(points: list[_Point]) -> list[Row]:
              dp.as_int if dp.as_double is None else dp.as_double) for dp in points]
 
 
+def _is_oom_edge(dp: _Point) -> bool:
+    return any(kv.key == schema.ATTR_EDGE and kv.value.string_value == schema.EDGE_OOM
+               for kv in dp.attributes)
+
+
 def read_context_metric(reader: OtlpFileReader, res_rank: int | None, name: str,
                         points: list[_Point], temporality: int | str) -> None:
-    """Hand one of :data:`CONTEXT_METRICS` to the reader (OOM counter or OOM edge)."""
+    """Hand one of :data:`CONTEXT_METRICS` to the reader (OOM counter or OOM edge). Only the
+    OOM edge's points are turned into rows: a ``lines`` archive repeats every edge per line."""
     if name == schema.OOMS.name:
         reader.oom_points(res_rank, point_rows(points), temporality in _DELTA)
+    elif name == schema.EDGE_TIMESTAMP.name:
+        oom = [dp for dp in points if _is_oom_edge(dp)]
+        if oom:
+            reader.edge_points(res_rank, name, point_rows(oom), OOM_EDGE_ONLY)
     else:
         reader.edge_points(res_rank, name, point_rows(points), OOM_EDGE_ONLY)
 
