@@ -416,7 +416,10 @@ class MemoryTracker:
                     self._on_oom(_uncaught, "uncaught at exit", tick=False, flush=False)
             self.stormlog.lifecycle("stop", self.state.latest, "Memory tracking stopped")
             if linger is not False and (linger or self._oom_unscraped()):
-                self._linger(final_mono=time.monotonic())
+                # After SIGTERM or a failure the final state is what must be read; else the
+                # OOM (a scrape of it may be finishing right now: it counts once it is sent).
+                self._linger(time.monotonic() if linger or self._oom_mono is None
+                             else self._oom_mono)
                 deadline = time.monotonic() + self.shutdown_timeout  # the export's own bound
             session, self._session = self._session, None
             telemetry = self.telemetry
@@ -469,9 +472,9 @@ class MemoryTracker:
                                              name="stormotel-push", daemon=True)
         self._push_thread.start()
 
-    def _linger(self, final_mono: float) -> None:
+    def _linger(self, after_mono: float) -> None:
         """Push the final state now, then keep the Prometheus endpoint serving until a scrape
-        that began after ``final_mono`` has been served, at most ``linger_after_event_s``.
+        that began after ``after_mono`` has been served, at most ``linger_after_event_s``.
 
         No wait without an endpoint, with the linger off (0), or when the endpoint has never
         been scraped though it has been up longer than the linger (nobody scrapes it)."""
@@ -486,11 +489,11 @@ class MemoryTracker:
         pusher.start()
         watch = telemetry.scrape_watch
         if watch is not None and limit > 0:
-            up_s = final_mono - self._started_mono
+            up_s = time.monotonic() - self._started_mono
             if watch.count == 0 and up_s > limit:
                 log.info("stormotel: the Prometheus endpoint was never scraped in %.0f s; not "
                          "waiting for a scrape", up_s)
-            elif watch.wait_served(final_mono, limit):
+            elif watch.wait_served(after_mono, limit):
                 log.info("stormotel: the final state was scraped; stopping")
             else:
                 self._warn_once("linger", "stormotel: no Prometheus scrape within %.1f s of the "
