@@ -471,7 +471,6 @@ class OtlpFileReader:
         # Samples = distinct (rank, timestamp) pairs, whatever number of fields each carries.
         return samples
 
-
     def _oom_counter_markers(self) -> None:
         """One OOM marker per increase of a rank's OOM counter, unless this file's OOM edge
         gauge already put one inside that increase's interval (the same OOM, timed exactly).
