@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from stormotel.analyzers.algorithms.oom_forensics import OomRank
+from stormotel.analyzers.algorithms.oom_forensics import EV_OOM_NS, OomRank
 from stormotel.analyzers.locations import location_text
 from stormotel.analyzers.report import (
     CollectiveAttribution,
@@ -185,8 +185,9 @@ def _text(f: Finding) -> str:
     if isinstance(rec, Suspect):
         return (f"stormotel: rank {rec.rank} is first-cause suspect #{f.index + 1} "
                 f"({rec.confidence} confidence), rose {rec.delta_bytes / 2**20:.0f} MiB "
-                f"{rec.lead_ns / 1e9:.3g} s before the cluster onset. "
-                f"{evidence_text(rec.evidence)}")
+                f"{rec.lead_ns / 1e9:.3g} s before the cluster onset"
+                + ("; its rise ended in an OOM" if EV_OOM_NS in rec.evidence else "")
+                + f". {evidence_text(rec.evidence)}")
     if isinstance(rec, OomRank):
         return f"stormotel: rank {rec.rank} ran out of memory ({rec.cause.replace('_', ' ')})"
     if isinstance(rec, GapFinding):

@@ -114,7 +114,8 @@ class Report:
 
     def has_findings(self) -> bool:
         return bool(self.cross_rank.first_cause_suspects or self.gap_findings
-                    or self.collective_attributions or self.stall_findings)
+                    or self.collective_attributions or self.stall_findings
+                    or self.extra.get("oom_forensics"))  # an OOM is a finding on its own
 
     def findings(self) -> Iterator[Finding]:
         """Every finding in one common shape and a stable order, for the summary and the sinks

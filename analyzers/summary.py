@@ -9,9 +9,16 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import UTC, datetime
 
+from stormotel.analyzers.algorithms.oom_forensics import EV_OOM_CAUSE, EV_OOM_NS
 from stormotel.analyzers.locations import location_text
 from stormotel.analyzers.rankspec import format_rank_list
-from stormotel.analyzers.report import CollectiveAttribution, GapFinding, Report, StallFinding
+from stormotel.analyzers.report import (
+    CollectiveAttribution,
+    GapFinding,
+    Report,
+    StallFinding,
+    Suspect,
+)
 from stormotel.analyzers.stalls.render import render_stalls, stall_verdict
 from stormotel.analyzers.textlines import capped
 
@@ -100,7 +107,7 @@ def render_summary(report: Report) -> str:
         lines.append(f"Cluster onset: {onset}")
         lines.append(f"Top first-cause suspect: rank {top.rank} ({top.confidence}) — rose "
                      f"{fmt_bytes(top.delta_bytes)} at {fmt_time(top.first_spike_ns, origin)}, "
-                     f"{fmt_duration(top.lead_ns / 1e9)} {before}")
+                     f"{fmt_duration(top.lead_ns / 1e9)} {before}" + _ran_out(top))
         if located := location_text(report, top.rank):
             lines.append(f"  where: {located}")
         for s in cr.first_cause_suspects[1:4]:
@@ -148,6 +155,16 @@ def _has_evidence(report: Report) -> bool:
     return "flight_recorder" in stalls or bool((stalls.get("logs") or {}).get("events"))
 
 
+def _ran_out(suspect: Suspect) -> str:
+    """``; then ran out of memory 3.4 s later (…)`` when the suspect's rise ended in an OOM."""
+    oom_ns = suspect.evidence.get(EV_OOM_NS)
+    if not isinstance(oom_ns, int):
+        return ""
+    cause = str(suspect.evidence.get(EV_OOM_CAUSE, "undecided")).replace("_", " ")
+    return (f"; the rise ended in an OOM {fmt_duration((oom_ns - suspect.first_spike_ns) / 1e9)}"
+            f" later ({cause})")
+
+
 def verdict(report: Report) -> str:
     """One line naming each rank with findings and their kinds, most important first."""
     if not report.has_findings():
@@ -157,20 +174,25 @@ def verdict(report: Report) -> str:
         return "Verdict: healthy"
     per_rank: dict[int, list[str]] = defaultdict(list)
     weight: dict[int, int] = defaultdict(lambda: 9)  # first cause, then critical, warning, info
+    oom_order: dict[int, int] = {}  # rank → its place among the OOMs (first OOM first)
     collective: set[int] = set()
     stalls: list[StallFinding] = []
     for f in report.findings():
-        if f.family in ("first_cause", "gap"):
+        if f.family in ("first_cause", "gap", "oom"):
             rank = f.ranks[0]
             per_rank[rank].append(f.title)
             weight[rank] = min(weight[rank], 0 if f.family == "first_cause"
                                else VERDICT_WEIGHT[f.severity])
+            if f.family == "oom":
+                oom_order.setdefault(rank, f.index)
         elif f.family == "collective":
             collective.update(f.ranks)
         elif isinstance(f.record, StallFinding):
             stalls.append(f.record)
     parts = [f"rank {r}: {', '.join(kinds)}" for r, kinds in
-             sorted(per_rank.items(), key=lambda kv: (weight[kv[0]], kv[0]))[:5]]
+             sorted(per_rank.items(), key=lambda kv: (weight[kv[0]],
+                                                      oom_order.get(kv[0], len(oom_order)),
+                                                      kv[0]))[:5]]
     if len(per_rank) > 5:
         parts.append(f"{len(per_rank) - 5} more rank(s)")
     if collective:

@@ -368,6 +368,12 @@ REASON_OVERRUN = "overrun"  # sampling fell behind its interval; ticks skipped
 # Simulated device: fault spec and the shared clock origin so ranks' faults line up.
 ENV_SIM_FAULTS = "STORMOTEL_SIM_FAULTS"
 ENV_SIM_EPOCH_NS = "STORMOTEL_SIM_EPOCH_NS"
+# Linger after an event (OOM, SIGTERM, uncaught exception): the tracker keeps its Prometheus
+# endpoint up at the end until one scrape read the final state, at most this long (0: never).
+# 20 s covers a 15 s scrape interval and leaves the final export inside the 30 s grace period
+# of torchrun (SIGTERM, then SIGKILL 30 s later), Kubernetes and Slurm (KillWait).
+ENV_LINGER_S = "STORMOTEL_LINGER_S"
+LINGER_AFTER_EVENT_S_DEFAULT = 20.0
 
 # --- dashboards & alert rules: recording-rule series, analyzer outcome values --------
 # Recorded by dashboards/rules/stormotel-rules.yml, aggregated `by` the IDENTITY_LABELS so every

@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from opentelemetry.metrics import CallbackOptions, Observation
@@ -54,6 +54,9 @@ from stormotel import schema
 from stormotel.edges import LEVELS
 from stormotel.exporters import ArchiveStream, GuardedMetricExporter, GuardedSpanExporter
 from stormotel.samplers.base import Sample
+
+if TYPE_CHECKING:
+    from stormotel.scrape_watch import ScrapeWatch
 
 __all__ = ["OTLP_PROTOCOLS", "Destination", "Edge", "ExportConfig", "RollingPeak", "Telemetry",
            "TrackerState", "archive_paths"]
@@ -543,6 +546,8 @@ class Telemetry:
         self.prometheus_address: tuple[str, int] | None = None
         self._streams: list[ArchiveStream] = []
         self._prom_server: Any = None
+        #: Scrapes of the pull endpoint, for the linger at the end (None: no endpoint).
+        self.scrape_watch: ScrapeWatch | None = None
         self._tracer: Any = None
         self._lock = threading.Lock()
         fail = state.count_export_failure
@@ -655,9 +660,12 @@ class Telemetry:
                                   if resource.attributes.get(k) == v)
         point_attrs = {k: v for k, v in attrs.items() if k not in from_resource}
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
-        from prometheus_client import CollectorRegistry, start_http_server
+        from prometheus_client import start_http_server
 
-        registry = CollectorRegistry(auto_describe=False)
+        from stormotel.scrape_watch import ScrapeWatch, WatchedRegistry, watch_server
+
+        watch = ScrapeWatch()
+        registry = WatchedRegistry(watch, auto_describe=False)
         try:
             server, _thread = start_http_server(int(cfg.prometheus_port or 0),
                                                 addr=cfg.prometheus_addr, registry=registry)
@@ -667,6 +675,8 @@ class Telemetry:
                         "without it", cfg.prometheus_addr, cfg.prometheus_port, e)
             return
         self._prom_server = server
+        watch_server(server, watch)
+        self.scrape_watch = watch
         self.prometheus_address = (cfg.prometheus_addr, int(server.server_port))
         # No otel_scope_* labels: one scope only, and they would sit on every series.
         add(schema.DEST_PROMETHEUS, PrometheusMetricReader(
@@ -699,11 +709,16 @@ class Telemetry:
             self.state.count_export_failure(dest.name, type(e).__name__.lower())
 
     def flush(self, timeout_millis: int = 5_000) -> None:
+        """Push what every push destination holds now (spans, OTLP, archive); never raises."""
         try:
             self.tracer_provider.force_flush(timeout_millis)
         except Exception as e:
             log.debug("stormotel: span flush failed: %s", e)
         for dest in self.destinations:
+            if dest.name == schema.DEST_PROMETHEUS:
+                # Pull only: its reader's force_flush queues one more collection that the next
+                # scrape would serve beside its own (every series twice).
+                continue
             try:
                 if dest.archive is not None:
                     dest.archive.flush()
@@ -724,6 +739,7 @@ class Telemetry:
             except OSError as e:
                 log.debug("stormotel: closing the inherited Prometheus socket failed: %s", e)
             self._prom_server = None
+            self.scrape_watch = None
         for dest in self.destinations:
             if isinstance(dest.reader, PeriodicExportingMetricReader):
                 stopped = threading.Event()
@@ -753,5 +769,6 @@ class Telemetry:
                 self._prom_server.shutdown()
                 self._prom_server.server_close()
                 self._prom_server = None
+                self.scrape_watch = None
             for stream in self._streams:
                 stream.close()

@@ -36,6 +36,16 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number of seconds >= 0")
+    return value
+
+
 def _percent(text: str) -> float:
     value = _positive_float(text)
     if value > 100:
@@ -78,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="simulated sampler only: plant a fault, e.g. "
                         "'rank=2:first_spike@t=3s,delta=512MiB,lead=500ms' or "
                         "'rank=0:leak@t=1s,rate=32MiB/s'; kinds: leak, spike, fragmentation, "
-                        f"first_spike, oom; repeatable (also ${schema.ENV_SIM_FAULTS})")
+                        f"first_spike, oom (exit=1.5s: the OOM ends the rank that long after "
+                        f"it, exit status 1); repeatable (also ${schema.ENV_SIM_FAULTS})")
     i = p.add_argument_group("identity (default: torchrun, SLURM or Open MPI variables)")
     i.add_argument("--job-id", default=None,
                    help="job identifier shared by all ranks (default, first found: "
@@ -117,6 +128,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="serve a Prometheus /metrics endpoint on PORT (0 = any free port)")
     d.add_argument("--prometheus-addr", default="0.0.0.0", metavar="ADDR",
                    help="address the Prometheus endpoint binds to (default: 0.0.0.0)")
+    d.add_argument("--linger-s", type=_seconds, default=None, metavar="SECONDS",
+                   help="after an OOM, SIGTERM or a failure, keep the Prometheus endpoint up "
+                        "until one scrape has read the final state, at most SECONDS; 0 = "
+                        f"never wait (default: ${schema.ENV_LINGER_S}, else "
+                        f"{schema.LINGER_AFTER_EVENT_S_DEFAULT:g})")
     t = p.add_argument_group("thresholds and edges")
     t.add_argument("--warning-percent", type=_percent,
                    default=schema.DEFAULT_THRESHOLDS[schema.THRESHOLD_WARNING],
@@ -169,7 +185,7 @@ def main(argv: list[str]) -> int:
             thresholds={schema.THRESHOLD_WARNING: args.warning_percent,
                         schema.THRESHOLD_CRITICAL: args.critical_percent},
             hysteresis_percent=args.hysteresis, peak_window=args.peak_window,
-            faults=args.fault or None)
+            faults=args.fault or None, linger_after_event_s=args.linger_s)
     except (StormotelError, ValueError) as e:  # identity, fault spec, sampler, flag values
         return usage(str(e))
 
@@ -196,7 +212,10 @@ def main(argv: list[str]) -> int:
               f"{tracker.sampler.name} device {ident.gpu} every {args.interval}s -> "
               f"{', '.join(where)}", file=sys.stderr, flush=True)
     deadline = None if args.duration is None else time.monotonic() + args.duration
-    interrupted = False
+    oom_exit = _oom_exit_deadline(tracker)
+    if oom_exit is not None:
+        deadline = oom_exit if deadline is None else min(deadline, oom_exit)
+    interrupted = died = False
     try:
         while not stop.is_set():
             remaining = 1.0 if deadline is None else deadline - time.monotonic()
@@ -204,8 +223,10 @@ def main(argv: list[str]) -> int:
                 break
             stop.wait(min(1.0, remaining))
         interrupted = stop.is_set()
+        died = not interrupted and oom_exit is not None and time.monotonic() >= oom_exit
     finally:
-        tracker.stop_tracking()
+        # A rank that dies of its OOM ends badly: the tracker lingers as at an uncaught OOM.
+        tracker.stop_tracking(linger=True if died else None)
     stats = tracker.stats
     if not args.quiet:
         dropped = sum(stats["dropped"].values())
@@ -213,6 +234,23 @@ def main(argv: list[str]) -> int:
         print(f"stormotel track: {'interrupted, ' if interrupted else ''}flushed "
               f"{stats['samples']} samples ({dropped} dropped, {failed} failed exports)",
               file=sys.stderr)
+    if died:
+        print("stormotel track: the simulated rank ran out of memory and ended (fault oom "
+              "with exit=)", file=sys.stderr)
+        return exitcodes.FINDINGS
     # Ctrl-C is "interrupted" (130, as documented); SIGTERM is the orderly stop a scheduler
     # asks for (a pod shutting down), so it exits OK once the samples are flushed.
     return exitcodes.INTERRUPTED if signal.SIGINT in received else exitcodes.OK
+
+
+def _oom_exit_deadline(tracker: MemoryTracker) -> float | None:
+    """Monotonic time at which a simulated ``oom`` fault with ``exit=`` ends this rank."""
+    from stormotel.samplers.simulated import SimulatedSampler
+
+    sampler = tracker.sampler
+    if not isinstance(sampler, SimulatedSampler):
+        return None
+    at_s = sampler.exit_after_oom_s()
+    if at_s is None:
+        return None
+    return time.monotonic() + max(0.0, at_s - sampler.elapsed_s())

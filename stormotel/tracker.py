@@ -10,8 +10,11 @@ errors, exporter outages and full disks are counted (``stormotel.tracker.samples
 The training thread never waits for the device: ``step()``/``mark()`` read the latest sample the
 sampling thread took, so a slow or hung sampler (NVML stuck in the driver) cannot slow or hang
 training. Real launchers stop ranks with SIGTERM: the tracker flushes on it, then lets the signal
-do what it did before. A forked child (multiprocessing with fork) inherits a disarmed copy, so its
-exit never waits on the parent's HTTP server or exporters. Stopping is bounded
+do what it did before. After an event (an OOM not yet scraped, SIGTERM, an uncaught exception) the
+stop pushes first and keeps the Prometheus endpoint up until one scrape read the final state,
+bounded by ``linger_after_event_s`` (:mod:`stormotel.scrape_watch` sees the scrapes). A forked
+child (multiprocessing with fork) inherits a disarmed copy, so its exit never waits on the
+parent's HTTP server or exporters. Stopping is bounded
 (``shutdown_timeout``) even when a collector hangs.
 """
 
@@ -131,6 +134,32 @@ def load_estimate(estimate: int | str | os.PathLike[str] | None) -> int | None:
     return value
 
 
+def linger_seconds(value: float | None, env: Mapping[str, str]) -> float:
+    """``linger_after_event_s``: the argument, else ``STORMOTEL_LINGER_S``, else the default
+    (20 s); 0 turns the linger off. A bad value is a usage error before training starts."""
+    source = "linger_after_event_s"
+    if value is None:
+        raw = env.get(schema.ENV_LINGER_S, "").strip()
+        if not raw:
+            return schema.LINGER_AFTER_EVENT_S_DEFAULT
+        source = schema.ENV_LINGER_S
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ValueError(f"{source}={raw!r} is not a number of seconds") from None
+    if isinstance(value, bool) or not isinstance(value, int | float) or \
+            not 0 <= value < math.inf:
+        raise ValueError(f"{source}={value!r} must be a number of seconds >= 0")
+    return float(value)
+
+
+def _ending_badly(exc_type: type[BaseException] | None) -> bool:
+    """An exception that ends the work abnormally (not Ctrl-C, not ``sys.exit(0)``)."""
+    if exc_type is None or issubclass(exc_type, KeyboardInterrupt | GeneratorExit):
+        return False
+    return not issubclass(exc_type, SystemExit)
+
+
 #: threshold level → its edge kind on the edge gauges.
 _THRESHOLD_EDGE = {LEVELS[schema.THRESHOLD_WARNING]: schema.EDGE_THRESHOLD_WARNING,
                    LEVELS[schema.THRESHOLD_CRITICAL]: schema.EDGE_THRESHOLD_CRITICAL}
@@ -192,6 +221,7 @@ class MemoryTracker:
                  peak_window: float = schema.PEAK_WINDOW_S, faults: Any = None,
                  env: Mapping[str, str] | None = None, shutdown_timeout: float = 2.0,
                  handle_sigterm: bool = True, max_events: int = 10_000,
+                 linger_after_event_s: float | None = None,
                  enable_alerts: bool = True, enable_oom_flight_recorder: bool = True,
                  stall_snapshots: bool | None = None, stall_multiple: float | None = None,
                  stall_floor_s: float | None = None,
@@ -264,6 +294,7 @@ class MemoryTracker:
             raise ValueError(f"shutdown_timeout={shutdown_timeout!r} must be a positive number "
                              "of seconds")
         self.shutdown_timeout = float(shutdown_timeout)
+        self.linger_after_event_s = linger_seconds(linger_after_event_s, env)
         self.handle_sigterm = handle_sigterm
         self.enable_oom_flight_recorder = enable_oom_flight_recorder  # accepted for Stormlog
         self.stormlog = StormlogEvents(
@@ -292,6 +323,13 @@ class MemoryTracker:
         self._previous_sigterm: Any = None
         self._sigterm_installed = False
         self._forked = False
+        self._started_mono = 0.0
+        #: monotonic time of the latest OOM the tracker saw (its own event or the counter)
+        self._oom_mono: float | None = None
+        #: capture_oom blocks open now: an OOM inside one is announced by capture_oom (with its
+        #: dump), not by the sampling thread that sees the allocator's counter go up first.
+        self._capturing = 0
+        self._push_thread: threading.Thread | None = None
         _LIVE.add(self)
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -340,21 +378,31 @@ class MemoryTracker:
             self._stall = self._make_stall_watch()
             self._stop.clear()
             self._first_sample.clear()
+            self._started_mono = time.monotonic()
             self.stormlog.lifecycle("start", None, "Memory tracking started")
             self._thread = threading.Thread(target=self._run, name="stormotel-sampler",
                                             daemon=True)
             self._thread.start()
             # The thread samples at once; waiting (bounded) gives spans a value from the start.
             self._first_sample.wait(FIRST_SAMPLE_WAIT_S)
-            atexit.register(self.stop_tracking)
+            atexit.register(self._stop_at_exit)
             self._install_sigterm()
             return self
 
-    def stop_tracking(self) -> None:
+    def stop_tracking(self, *, linger: bool | None = None,
+                      _uncaught: BaseException | None = None) -> None:
         """Stop sampling, export what is pending (final archive line, spans) and release all.
 
         Bounded by ``shutdown_timeout`` (default 2 s): a hung sampler or collector loses the
         final export instead of holding the process, and Ctrl-C interrupts the wait.
+
+        After an event — an OOM no scrape has read yet, or ``linger=True`` (the process is
+        ending on SIGTERM or an uncaught exception; the tracker passes it itself in those
+        cases) — the final state is first pushed through every push destination and the
+        Prometheus endpoint stays up until one scrape has read it, at most
+        ``linger_after_event_s``. ``linger=False`` never waits; with nothing to report, or no
+        Prometheus endpoint, there is no wait. (``_uncaught``: the exception ending the
+        interpreter, from the exit handler.)
         """
         with self._lifecycle:
             if self._thread is None:
@@ -364,7 +412,7 @@ class MemoryTracker:
             self._thread.join(timeout=self.shutdown_timeout / 2)
             sampler_stuck = self._thread.is_alive()
             self._thread = None
-            atexit.unregister(self.stop_tracking)
+            atexit.unregister(self._stop_at_exit)
             self._restore_sigterm()
             stall, self._stall = self._stall, None
             if stall is not None:
@@ -377,7 +425,17 @@ class MemoryTracker:
             else:
                 self._warn_once("stuck", "stormotel: the sampler did not return within %.1f s; "
                                 "stopping without a final sample", self.shutdown_timeout / 2)
+            if _uncaught is not None and self._oom_mono is None and is_oom_error(_uncaught):
+                # An uncaught OOM no counter showed (e.g. nvml): the OOM event, with its dump.
+                with contextlib.suppress(Exception):
+                    self._on_oom(_uncaught, "uncaught at exit", tick=False, flush=False)
             self.stormlog.lifecycle("stop", self.state.latest, "Memory tracking stopped")
+            if linger is not False and (linger or self._oom_unscraped()):
+                # After SIGTERM or a failure the final state is what must be read; else the
+                # OOM (a scrape of it may be finishing right now: it counts once it is sent).
+                self._linger(time.monotonic() if linger or self._oom_mono is None
+                             else self._oom_mono)
+                deadline = time.monotonic() + self.shutdown_timeout  # the export's own bound
             session, self._session = self._session, None
             telemetry = self.telemetry
             sampler = self.sampler
@@ -399,6 +457,68 @@ class MemoryTracker:
                                 "%.1f s (collector unreachable?); continuing without it",
                                 self.shutdown_timeout)
 
+    # -- the end after an event: push, and linger until scraped ---------------------------
+    def _stop_at_exit(self) -> None:
+        """At interpreter exit: an uncaught exception is ending the process (Python leaves it in
+        ``sys.last_value`` before the exit handlers run); an uncaught OOM the sampler did not
+        see (no allocator counter, e.g. nvml) becomes an OOM event here."""
+        exc = getattr(sys, "last_value", None)
+        if not (isinstance(exc, BaseException) and _ending_badly(type(exc))):
+            self.stop_tracking()
+            return
+        # The final sample (stop_tracking's, skipped when the sampler hangs) shows the
+        # allocator's counter if it has one; only an OOM it did not show becomes an event.
+        self.stop_tracking(linger=True, _uncaught=exc)
+
+    def _oom_unscraped(self) -> bool:
+        """An OOM was seen and the Prometheus endpoint has not been scraped since."""
+        watch = None if self.telemetry is None else self.telemetry.scrape_watch
+        return self._oom_mono is not None and watch is not None and \
+            not watch.served_since(self._oom_mono)
+
+    def _push_soon(self) -> None:
+        """Flush every push destination (spans, OTLP, archive) in a helper thread, one at a
+        time: the sampling thread must not wait on a collector."""
+        telemetry = self.telemetry
+        if telemetry is None or (self._push_thread is not None and self._push_thread.is_alive()):
+            return
+        timeout_ms = int(self.shutdown_timeout * 1000)
+        self._push_thread = threading.Thread(target=telemetry.flush, args=(timeout_ms,),
+                                             name="stormotel-push", daemon=True)
+        self._push_thread.start()
+
+    def _linger(self, after_mono: float) -> None:
+        """Push the final state now, then keep the Prometheus endpoint serving until a scrape
+        that began after ``after_mono`` has been served, at most ``linger_after_event_s``.
+
+        No wait without an endpoint, with the linger off (0), or when the endpoint has never
+        been scraped though it has been up longer than the linger (nobody scrapes it)."""
+        telemetry = self.telemetry
+        if telemetry is None:
+            return
+        limit = self.linger_after_event_s
+        deadline = time.monotonic() + limit
+        timeout_ms = int(max(self.shutdown_timeout, 1.0) * 1000)
+        pusher = threading.Thread(target=telemetry.flush, args=(timeout_ms,),
+                                  name="stormotel-push", daemon=True)
+        pusher.start()
+        watch = telemetry.scrape_watch
+        if watch is not None and limit > 0:
+            up_s = time.monotonic() - self._started_mono
+            if watch.count == 0 and up_s > limit:
+                log.info("stormotel: the Prometheus endpoint was never scraped in %.0f s; not "
+                         "waiting for a scrape", up_s)
+            elif watch.wait_served(after_mono, limit):
+                log.info("stormotel: the final state was scraped; stopping")
+            else:
+                self._warn_once("linger", "stormotel: no Prometheus scrape within %.1f s of the "
+                                "end (linger_after_event_s / %s); the last values may be "
+                                "missing from the TSDB", limit, schema.ENV_LINGER_S)
+        # The push shares the linger's bound when there is a scrape to wait for; else it has
+        # the stop's own (no Prometheus endpoint: nothing to linger for).
+        pusher.join(max(0.0, deadline - time.monotonic()) if watch is not None and limit > 0
+                    else self.shutdown_timeout)
+
     # -- process events: fork and SIGTERM -------------------------------------------------
     def _disarm_after_fork(self) -> None:
         """In a forked child: forget the parent's thread, server, exporters and handlers."""
@@ -409,7 +529,7 @@ class MemoryTracker:
         if self._thread is None:
             return
         self._thread = None
-        atexit.unregister(self.stop_tracking)
+        atexit.unregister(self._stop_at_exit)
         self._session = None
         if self.telemetry is not None:
             self.telemetry.disarm_after_fork()
@@ -445,7 +565,7 @@ class MemoryTracker:
     def _on_sigterm(self, signum: int, frame: Any) -> None:
         previous = self._previous_sigterm
         try:
-            self.stop_tracking()  # restores the previous handler too
+            self.stop_tracking(linger=True)  # restores the previous handler too
         except Exception as e:
             log.debug("stormotel: flush on SIGTERM failed: %s", e)
         if callable(previous):
@@ -457,8 +577,8 @@ class MemoryTracker:
     def __enter__(self) -> MemoryTracker:
         return self.start_tracking()
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop_tracking()
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        self.stop_tracking(linger=_ending_badly(exc_type) or None)
 
     @property
     def is_tracking(self) -> bool:
@@ -579,9 +699,21 @@ class MemoryTracker:
         gap_s = None if previous is None or sample.timestamp_ns <= previous.timestamp_ns \
             else round((sample.timestamp_ns - previous.timestamp_ns) / 1e9, 6)
         if (sample.num_ooms or 0) > ((previous.num_ooms or 0) if previous is not None else 0):
-            # The allocator's own OOM counter went up: an OOM edge even without capture_oom.
+            # The allocator's own OOM counter went up: an OOM edge even without capture_oom,
+            # announced as an event (capture_oom announces its own, with the dump) and pushed
+            # at once: the rank usually exits within a second or two.
+            self._oom_mono = time.monotonic()
             self.state.record_edge(schema.EDGE_OOM, sample.timestamp_ns, sample.device_used or 0,
                                    gap_s)
+            if not self._capturing:
+                oom_attrs: dict[str, Any] = {
+                    schema.EVENT_ATTR_BYTES: sample.device_used or 0,
+                    schema.EVENT_ATTR_CONTEXT: "allocator OOM counter",
+                    schema.SPAN_ATTR_SAMPLING_INTERVAL: self.sampling_interval}
+                if gap_s is not None:
+                    oom_attrs[schema.EVENT_ATTR_SINCE_PREVIOUS] = gap_s
+                self._edge(schema.EVENT_OOM, sample.timestamp_ns, oom_attrs)
+                self._push_soon()
         memory = _memory_of(sample)
         with self._peaks_lock:
             for peak in self._span_peaks:
@@ -738,18 +870,28 @@ class MemoryTracker:
     def capture_oom(self, context: str = "") -> Iterator[None]:
         """On an out-of-memory error: dump the ring buffer, emit an OOM span event pointing at
         the dump, flush, and re-raise. Other exceptions pass through untouched."""
+        with self._peaks_lock:
+            self._capturing += 1
         try:
             yield
         except BaseException as exc:
             if is_oom_error(exc):
                 self._on_oom(exc, context)
             raise
+        finally:
+            with self._peaks_lock:
+                self._capturing -= 1
 
-    def _on_oom(self, exc: BaseException, context: str) -> None:
+    def _on_oom(self, exc: BaseException, context: str, tick: bool = True,
+                flush: bool = True) -> None:
+        """The OOM event with its ring dump; ``tick``/``flush``: sample and push now (at exit the
+        final sample was taken and the linger pushes, bounded, so neither is done twice)."""
         with self.state.lock:
             self.state.caught_ooms += 1
-        with contextlib.suppress(Exception):
-            self._tick()
+        self._oom_mono = time.monotonic()
+        if tick:
+            with contextlib.suppress(Exception):
+                self._tick()
         dump_path: str = ""
         try:
             dump_path = str(self.dump(reason="oom", extra={"context": context,
@@ -764,7 +906,7 @@ class MemoryTracker:
                 schema.EVENT_ATTR_CONTEXT: context, schema.EVENT_ATTR_DUMP_PATH: dump_path,
                 schema.EVENT_ATTR_MESSAGE: str(exc)[:500],
                 schema.EVENT_ATTR_BYTES: _memory_of(self.state.latest) or 0})
-            if self.telemetry is not None:
+            if self.telemetry is not None and flush:
                 self.telemetry.flush()
         except Exception as e:
             self._warn_once("oom-event", "stormotel: OOM event export failed (%s)", e)

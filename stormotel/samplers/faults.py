@@ -21,7 +21,9 @@ Kinds and what they do to the owning rank's numbers (parameters and defaults):
   and at ``t+lead`` (``lead=500ms``) on every other rank, for ``duration`` (default: for good) —
   the cross-rank incident where one rank rises first.
 - ``oom``: at ``t`` the allocator asks for more than the device has: used pins at the total, the
-  OOM counter increments, and ``SimulatedSampler.raise_if_oom()`` raises.
+  OOM counter increments, and ``SimulatedSampler.raise_if_oom()`` raises. With ``exit=1.5s``
+  the OOM ends the rank that long after it (``stormotel track`` exits as a rank dying of an
+  uncaught OOM does): the OOM that ends the job.
 """
 
 from __future__ import annotations
@@ -41,14 +43,14 @@ FAULT_KINDS: dict[str, dict[str, str]] = {  # kind -> parameter -> value type
     "spike": {"delta": "bytes", "duration": "duration"},
     "fragmentation": {"factor": "float"},
     "first_spike": {"delta": "bytes", "lead": "duration", "duration": "duration"},
-    "oom": {},
+    "oom": {"exit": "duration"},
 }
 _DEFAULTS: dict[str, dict[str, float]] = {
     "leak": {"rate": 16 * 2**20},
     "spike": {"delta": 2**30, "duration": 0.5},
     "fragmentation": {"factor": 3.0},
     "first_spike": {"delta": 512 * 2**20, "lead": 0.5, "duration": math.inf},
-    "oom": {},
+    "oom": {"exit": math.inf},  # inf: the rank lives on
 }
 
 

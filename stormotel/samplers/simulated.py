@@ -158,5 +158,12 @@ class SimulatedSampler:
                     f"{self.rank}): tried to allocate {self.activation_peak_bytes // MiB} MiB; "
                     f"{self.total_bytes / GiB:.0f} GiB total capacity")
 
+    def exit_after_oom_s(self) -> float | None:
+        """Seconds after the epoch at which a planted ``oom`` fault with ``exit=`` ends this
+        rank (the earliest), or None when none does."""
+        ends = [f.start_s + f.param("exit") for f in self.faults
+                if f.kind == "oom" and f.owned_by(self.rank) and f.param("exit") < math.inf]
+        return min(ends) if ends else None
+
     def close(self) -> None:
         """Nothing to release."""
