@@ -215,4 +215,26 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
     # Ctrl-C is "interrupted" (130, as documented); SIGTERM is the orderly stop a scheduler
     # asks for (a pod shutting down), so it exits OK once the samples are flushed.
-    return exitcodes.INTERRUPTED if signal.SIGINT in received else exitcodes.OK
+    if signal.SIGINT in received:
+        return exitcodes.INTERRUPTED
+    return _no_export_succeeded(tracker, stats) or exitcodes.OK
+
+
+def _no_export_succeeded(tracker: MemoryTracker, stats: dict[str, object]) -> int:
+    """SINK_FAILURE (4) when OTLP was asked for and no export to it ever succeeded (failed, or
+    still retrying when the final flush gave up): a collector that received nothing is not a
+    healthy run (a wrong port used to exit 0 behind one warning). The archive and the
+    Prometheus endpoint are judged by their own errors."""
+    if schema.DEST_OTLP not in tracker.destinations:
+        return 0
+    failures = stats.get("export_failures", {})
+    successes = stats.get("export_successes", {})
+    assert isinstance(failures, dict) and isinstance(successes, dict)
+    failed = sum(n for key, n in failures.items() if key.startswith(f"{schema.DEST_OTLP}/"))
+    if successes.get(schema.DEST_OTLP, 0) > 0:
+        return 0
+    hint = tracker.telemetry.otlp_failure_hint() if tracker.telemetry is not None else ""
+    print(f"stormotel track: error: no OTLP export succeeded ({failed} failed)"
+          + (f"; {hint}" if hint else "; is the collector reachable at that endpoint?"),
+          file=sys.stderr)
+    return exitcodes.SINK_FAILURE

@@ -717,6 +717,7 @@ class MemoryTracker:
             return {"samples": self.state.samples, "dropped": dict(self.state.dropped),
                     "export_failures": {f"{dest}/{reason}": n for (dest, reason), n
                                         in self.state.export_failures.items()},
+                    "export_successes": dict(self.state.export_successes),
                     "threshold_crossings": dict(self.state.crossings),
                     "caught_ooms": self.state.caught_ooms,
                     "first_rise_ns": None if self.first_rise.fired is None else
