@@ -94,9 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the OTLP JSON-lines archive to DIR/<job_id>/ (metrics per "
                         "--archive-format, spans in rank-<R>.traces.jsonl)")
     d.add_argument("--archive-interval", type=_positive_float, default=None, metavar="SECONDS",
-                   help="write an archive line every SECONDS instead of every sample (for long "
-                        "jobs); each line carries the latest values and the peak since the "
-                        "previous line, so spikes in between are kept (default: every sample)")
+                   help="compact format (the default): the batch length, one OTLP line per "
+                        "SECONDS with every sample in it (default: 1 s); lines format: one line "
+                        "per SECONDS instead of one per sample, each with the latest values and "
+                        "the peak since the previous line (default: every sample)")
     d.add_argument("--archive-format", choices=schema.ARCHIVE_FORMATS, default=None,
                    help="lines: one SDK request per sample, plain JSON lines; compact: every "
                         "sample, one request per batch (--archive-interval, default 1 s), zstd, "
