@@ -1,4 +1,4 @@
-"""The code blocks of README.md and docs/*.md, and what a reader's copy-paste of each needs.
+"""The code blocks of README.md, docs/*.md and examples/*/README.md, and what a reader's copy-paste of each needs.
 
 A block's fate is set by an HTML comment on the line just before its fence (invisible on
 GitHub):
@@ -57,7 +57,8 @@ class Block:
 
 
 def doc_files() -> list[Path]:
-    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")),
+            *sorted((REPO / "examples").glob("*/README.md"))]
 
 
 def blocks(path: Path) -> list[Block]:
