@@ -1,4 +1,5 @@
-"""The code blocks of README.md, docs/*.md and examples/*/README.md, and what a reader's copy-paste of each needs.
+"""The code blocks of README.md, docs/*.md and examples/*/README.md, and what a reader's
+copy-paste of each needs.
 
 A block's fate is set by an HTML comment on the line just before its fence (invisible on
 GitHub):

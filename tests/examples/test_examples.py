@@ -79,9 +79,9 @@ def _k8s_objects() -> list[dict[str, Any]]:
 
 
 def test_kubernetes_objects_validate() -> None:
-    from tests.dashboards.test_helm import CRD_SCHEMAS  # the operator fields the chart uses
-
     import jsonschema
+
+    from tests.dashboards.test_helm import CRD_SCHEMAS  # the operator fields the chart uses
     kinds = []
     for obj in _k8s_objects():
         kinds.append(obj["kind"])
