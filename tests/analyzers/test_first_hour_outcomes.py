@@ -61,3 +61,57 @@ def test_a_file_that_is_not_a_worker_log_is_no_evidence() -> None:
     assert out.returncode == exitcodes.SOURCE_FAILURE, out.stdout
     assert out.stderr.strip().splitlines()[-1].startswith("stormotel analyze: no evidence:")
     assert "Traceback" not in out.stderr
+
+
+def _state(path: Path, last_end_ns: int) -> None:
+    from stormotel.analyzers.scheduled.state import STATE_SCHEMA
+
+    path.write_text(json.dumps({"schema": STATE_SCHEMA, "jobs": {
+        "run-7": {"last_end_ns": last_end_ns, "runs": {}}}}))
+
+
+def test_a_run_seconds_after_the_previous_is_nothing_new_yet(tmp_path: Path) -> None:
+    """A second cron run 2 s after the first (15 s scrapes): exit 0 with a note, the state
+    untouched so the next run covers those seconds — not a source failure (exit 3). Nothing
+    listens at the URL: the run must not even ask."""
+    import time
+
+    state = tmp_path / "state.json"
+    last = time.time_ns() - 2_000_000_000
+    _state(state, last)
+    before = state.read_text()
+    out = run_stormotel("analyze", "--prometheus", "http://127.0.0.1:1", "--job-id", "run-7",
+                        "--state-file", str(state), "--settle", "0s")
+    assert out.returncode == exitcodes.OK, out.stderr
+    line = out.stderr.strip().splitlines()[-1]
+    assert "outcome=ok" in line and "nothing new yet" in line, line
+    assert state.read_text() == before
+    # The control: a window long enough is read, and an endpoint that is down still fails.
+    _state(state, time.time_ns() - 120_000_000_000)
+    out = run_stormotel("analyze", "--prometheus", "http://127.0.0.1:1", "--job-id", "run-7",
+                        "--state-file", str(state), "--settle", "0s")
+    assert out.returncode == exitcodes.SOURCE_FAILURE, out.stderr
+
+
+@pytest.mark.parametrize("flag, value", [("--prometheus", "prometheus:9090"),
+                                         ("--prometheus", "localhost"),
+                                         ("--remote-write", "prometheus:9090/api/v1/write"),
+                                         ("--grafana-url", "ftp://grafana")])
+def test_a_url_without_scheme_is_a_usage_error(flag: str, value: str) -> None:
+    """Used to be retried four times and reported as a source failure (exit 3), after a
+    misleading "0 raw-sample queries ... over 0 endpoint(s)"."""
+    args = ["--prometheus", "http://127.0.0.1:1", "--job-id", "j"]
+    args = [flag, value, "--job-id", "j"] if flag == "--prometheus" else [*args, flag, value]
+    out = run_stormotel("analyze", *args)
+    assert out.returncode == exitcodes.USAGE, out.stderr
+    assert out.stderr.strip().splitlines() == [
+        f"stormotel analyze: error: {flag} {value!r} is not an http(s) URL"
+        + (f"; did you mean http://{value}?" if "://" not in value else "")]
+
+
+def test_a_failed_prometheus_run_names_no_phantom_queries() -> None:
+    out = run_stormotel("analyze", "--prometheus", "http://127.0.0.1:1", "--job-id", "j",
+                        "--since", "5m")
+    assert out.returncode == exitcodes.SOURCE_FAILURE
+    assert "0 raw-sample queries" not in out.stderr and "0 endpoint(s)" not in out.stderr
+    assert "no Prometheus endpoint answered" in out.stderr
