@@ -43,6 +43,7 @@ from stormotel.exporters import install_log_once
 from stormotel.identity import Identity, resolve_identity
 from stormotel.ring import RingBuffer
 from stormotel.samplers import Sample, Sampler, make_sampler
+from stormotel.stormlog_api import MemoryWatchdog, StormlogTrackerAPI, stormlog_arguments
 from stormotel.stormlog_compat import AlertCallback, StormlogEvents, TrackingEvent
 from stormotel.telemetry import (
     ExportConfig,
@@ -52,7 +53,8 @@ from stormotel.telemetry import (
     exporters_selected,
 )
 
-__all__ = ["DEFAULT_ARCHIVE_DIR", "MemoryTracker", "is_oom_error", "load_estimate"]
+__all__ = ["DEFAULT_ARCHIVE_DIR", "MemoryTracker", "MemoryWatchdog", "TrackingEvent",
+           "is_oom_error", "load_estimate"]
 
 log = logging.getLogger("stormotel.tracker")
 
@@ -157,7 +159,7 @@ class _SpanPeak:
             self.peak = value
 
 
-class MemoryTracker:
+class MemoryTracker(StormlogTrackerAPI):
     """Track one GPU of one rank. See docs/tracker.md for every parameter.
 
     ``sampler`` is ``"cuda"``, ``"nvml"``, ``"simulated"`` or any object implementing
@@ -171,7 +173,7 @@ class MemoryTracker:
     archive to one line per interval, each keeping the peak since the previous one.
     """
 
-    def __init__(self, device: Any = None, sampler: str | Sampler = "cuda",
+    def __init__(self, device: Any = None, sampler: str | Sampler | float | None = None,
                  sampling_interval: float = 0.1, *, job_id: str | None = None,
                  rank: int | None = None, local_rank: int | None = None,
                  world_size: int | None = None, host: str | None = None,
@@ -190,7 +192,17 @@ class MemoryTracker:
                  peak_window: float = schema.PEAK_WINDOW_S, faults: Any = None,
                  env: Mapping[str, str] | None = None, shutdown_timeout: float = 2.0,
                  handle_sigterm: bool = True, max_events: int = 10_000,
-                 enable_alerts: bool = True, enable_oom_flight_recorder: bool = True) -> None:
+                 enable_alerts: bool = True, enable_oom_flight_recorder: bool = True,
+                 **stormlog_options: Any) -> None:
+        if isinstance(sampler, int | float) and not isinstance(sampler, bool):
+            # Stormlog's positional order is (device, sampling_interval, max_events, ...).
+            if sampling_interval != 0.1:
+                max_events = int(sampling_interval)
+            sampling_interval, sampler = float(sampler), None
+        sampler = sampler if sampler is not None else (
+            (os.environ if env is None else env).get(schema.ENV_SAMPLER) or "cuda")
+        ring_size, dump_max_bytes = stormlog_arguments(stormlog_options, ring_size,
+                                                       dump_max_bytes)
         if not (isinstance(sampling_interval, int | float) and
                 0 < sampling_interval < math.inf):
             raise ValueError(f"sampling_interval={sampling_interval!r} must be a positive number "
@@ -203,6 +215,8 @@ class MemoryTracker:
                 device = identity.local_rank
             self.sampler: Sampler = make_sampler(sampler, device, rank=identity.rank,
                                                  faults=faults)
+        elif isinstance(sampler, bool):
+            raise TypeError(f"sampler={sampler!r} is not a sampler")
         else:
             self.sampler = sampler
         self.identity: Identity = dataclasses.replace(
@@ -447,13 +461,14 @@ class MemoryTracker:
         return self._thread is not None
 
     # -- configuration --------------------------------------------------------------------
-    def set_threshold(self, name: str, value: float) -> None:
+    def set_threshold(self, threshold_name: str, value: float) -> None:
         """``set_threshold(schema.THRESHOLD_WARNING, 75.0)``: percent of device memory.
 
         Stormlog's names work too: ``memory_leak_threshold`` (bytes of growth between samples
         that raise a "large allocation" alert) and ``fragmentation_threshold`` (inactive split /
         reserved). The warning line must stay below the critical one.
         """
+        name = threshold_name  # Stormlog's parameter name
         if name in self.stormlog.thresholds:
             self.stormlog.set_threshold(name, value)
             return
@@ -671,14 +686,17 @@ class MemoryTracker:
         return self.ring.dump(path, header, max_bytes=self.dump_max_bytes)
 
     @contextlib.contextmanager
-    def capture_oom(self, context: str = "") -> Iterator[None]:
+    def capture_oom(self, context: str = "",
+                    metadata: Mapping[str, Any] | None = None) -> Iterator[None]:
         """On an out-of-memory error: dump the ring buffer, emit an OOM span event pointing at
-        the dump, flush, and re-raise. Other exceptions pass through untouched."""
+        the dump, flush, and re-raise. Other exceptions pass through untouched. ``metadata``
+        (Stormlog's argument) goes into the Stormlog ``error`` event of the OOM."""
         try:
             yield
         except BaseException as exc:
             if is_oom_error(exc):
                 self._on_oom(exc, context)
+                self._stormlog_oom_event(exc, context, metadata)
             raise
 
     def _on_oom(self, exc: BaseException, context: str) -> None:
