@@ -6,11 +6,14 @@ GitHub):
 
 - ``<!-- doc-test: run -->`` — executed: shell blocks with bash in a scratch folder (the venv's
   ``bin`` first on ``PATH``, ``$REPO`` the checkout, the demo archive at ``demo-out/demo``
-  there), Python blocks with the venv's interpreter. ``run exit=0,1`` allows those exit codes
-  (1 = findings). ``timeout=N`` seconds (default 120).
-- ``<!-- doc-test: cluster -->`` (or no marker) — needs what a test cannot start (a GPU, a
-  cluster, a Grafana): checked for syntax (``bash -n``, ``compile``), every ``stormotel <cmd>``
-  flag against that command's own argparse parser, and OTLP ports against the protocol.
+  there: a small two-rank archive of job ``demo``), Python blocks with the venv's
+  interpreter. ``run exit=0,1`` allows those exit codes (1 = findings); ``timeout=N`` in
+  seconds (default 120).
+- ``<!-- doc-test: cluster -->`` — needs what a test cannot start (a GPU, a cluster, a
+  Grafana); ``<!-- doc-test: check -->`` — needs the reader's own files or code (``loader``,
+  ``mypkg.train``). Both, and blocks with no marker, are checked: syntax (``bash -n``,
+  ``compile``), every ``stormotel <cmd>`` flag against that command's own argparse parser,
+  ``MemoryTracker(...)`` keywords against its signature, and OTLP ports against the protocol.
 - ``<!-- doc-test: skip -->`` — output samples and other text that is not a command.
 
 Blocks in other languages (yaml, json, text, promql...) are not code a reader runs and are left
@@ -30,7 +33,7 @@ REPO = Path(__file__).resolve().parents[2]
 SHELL_LANGS = {"bash", "sh", "shell", "console", "zsh"}
 PYTHON_LANGS = {"python", "py", "python3"}
 _FENCE = re.compile(r"^(?P<indent> *)(?P<fence>```+|~~~+)\s*(?P<lang>[\w+-]*)")
-_MARKER = re.compile(r"<!--\s*doc-test:\s*(?P<mode>run|cluster|skip)(?P<opts>[^>]*)-->")
+_MARKER = re.compile(r"<!--\s*doc-test:\s*(?P<mode>run|cluster|check|skip)(?P<opts>[^>]*)-->")
 
 
 @dataclass

@@ -107,13 +107,18 @@ def demo_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _with_demo(root: Path) -> None:
-    """Run the demo into ``root/demo-out`` once (only for blocks that read it)."""
+    """``root/demo-out/demo``: what ``make demo`` leaves, made in seconds (two simulated ranks
+    of job ``demo``, rank 1 leaking) instead of the demo's torch job; only for blocks that read
+    it."""
     if (root / "demo-out").is_dir():
         return
-    out = subprocess.run([sys.executable, "-m", "stormotel", "demo", "--out",
-                          str(root / "demo-out"), "--duration", "3"], capture_output=True,
-                         text=True, timeout=300, cwd=root)
-    assert out.returncode == 0, out.stderr
+    for rank in (0, 1):
+        out = subprocess.run(
+            [sys.executable, "-m", "stormotel", "track", "--sampler", "simulated", "--duration",
+             "2", "--archive", str(root / "demo-out"), "--job-id", "demo", "--rank", str(rank),
+             "--world-size", "2", "--fault", "rank=1:leak@t=0.5s,rate=256MiB/s", "-q"],
+            capture_output=True, text=True, timeout=120, cwd=root)
+        assert out.returncode == 0, out.stderr
 
 
 @pytest.mark.slow  # runs commands: a short demo job, then each marked block
