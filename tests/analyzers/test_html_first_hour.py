@@ -18,6 +18,9 @@ from stormotel.analyzers.sinks.html.page import render_page
 from stormotel.analyzers.sinks.html_report import write_html_report
 from stormotel.analyzers.timeline import Markers, RankIdentity, RankSeries, Timeline
 
+from tests.analyzers.otlp_fixtures import write_archive
+from tests.analyzers.synth import seed_example
+
 GIB = float(1 << 30)
 T0 = 1_700_000_000_000_000_000
 SCRAPE = 15_000_000_000  # 15 s scrapes
@@ -111,7 +114,9 @@ def test_a_write_error_names_the_users_path(tmp_path: Path) -> None:
         assert str(target) in str(e) and ".tmp" not in str(e), str(e)
     else:
         raise AssertionError("writing under a file must fail")
-    out = subprocess.run([sys.executable, "-m", "stormotel", "analyze", "--html", str(target),
-                          str(tmp_path / "missing")], capture_output=True, text=True,
-                         timeout=60, env={**os.environ})
-    assert ".tmp" not in out.stderr
+    archive = write_archive(tmp_path / "job", seed_example())
+    out = subprocess.run([sys.executable, "-m", "stormotel", "analyze", str(archive), "--html",
+                          str(target)], capture_output=True, text=True, timeout=120,
+                         env={**os.environ})
+    assert out.returncode == 4, out.stderr  # the analysis ran; writing the page failed
+    assert str(target) in out.stderr and ".tmp" not in out.stderr, out.stderr
