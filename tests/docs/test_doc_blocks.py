@@ -128,6 +128,8 @@ def test_marked_block_runs(block: Block, demo_archive: Path, tmp_path: Path) -> 
         _with_demo(demo_archive)
     work = tmp_path / "work"
     shutil.copytree(demo_archive, work)
+    (work / ".venv").mkdir()  # a checkout's .venv/bin, as `make demo` leaves it
+    (work / ".venv" / "bin").symlink_to(Path(sys.executable).parent)
     bindir = str(Path(sys.executable).parent)
     env = {**os.environ, "PATH": f"{bindir}:{os.environ.get('PATH', '')}", "REPO": str(REPO),
            "PYTHONPATH": str(REPO)}
