@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from types import FrameType
+from typing import Any
 
 from stormotel import exitcodes, schema
 from stormotel.errors import StormotelError
@@ -221,16 +222,15 @@ def main(argv: list[str]) -> int:
     return _no_export_succeeded(tracker, stats) or exitcodes.OK
 
 
-def _no_export_succeeded(tracker: MemoryTracker, stats: dict[str, object]) -> int:
+def _no_export_succeeded(tracker: MemoryTracker, stats: dict[str, Any]) -> int:
     """SINK_FAILURE (4) when OTLP was asked for and no export to it ever succeeded (failed, or
     still retrying when the final flush gave up): a collector that received nothing is not a
     healthy run (a wrong port used to exit 0 behind one warning). The archive and the
     Prometheus endpoint are judged by their own errors."""
     if schema.DEST_OTLP not in tracker.destinations:
         return 0
-    failures = stats.get("export_failures", {})
-    successes = stats.get("export_successes", {})
-    assert isinstance(failures, dict) and isinstance(successes, dict)
+    failures: dict[str, int] = stats.get("export_failures") or {}
+    successes: dict[str, int] = stats.get("export_successes") or {}
     failed = sum(n for key, n in failures.items() if key.startswith(f"{schema.DEST_OTLP}/"))
     if successes.get(schema.DEST_OTLP, 0) > 0:
         return 0
