@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -62,7 +63,9 @@ def flag_problems(block: Block) -> list[str]:
                 flag = arg.split("=", 1)[0]
                 if flag not in known:
                     problems.append(f"`stormotel {command} {flag}`: no such flag")
-    text = block.text
+    # Comments say what else one could do ("or :4317 with grpc"): only live text counts.
+    text = re.sub(r"(^|\s)#.*", "", block.text) if block.kind in ("shell", "python") \
+        else block.text
     if ":4317" in text and "grpc" not in text.lower():
         problems.append("port 4317 is OTLP/gRPC, but nothing in the block sets grpc (the "
                         "default protocol is http/protobuf on 4318)")
