@@ -72,7 +72,7 @@ def test_every_stormlog_tracker_method_exists_with_its_parameters(name: str) -> 
             assert ours.index(param) == i, (name, ours)
 
 
-def test_stormlog_constructor_and_watchdog_arguments_are_accepted() -> None:
+def test_stormlog_constructor_and_watchdog_arguments_are_accepted(tmp_path: Path) -> None:
     sig = inspect.signature(MemoryTracker.__init__)
     assert any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
     for name, params in STORMLOG_WATCHDOG.items():
@@ -82,19 +82,20 @@ def test_stormlog_constructor_and_watchdog_arguments_are_accepted() -> None:
                             job_id="ctor", rank=0, world_size=1, oom_buffer_size=123,
                             oom_max_dumps=2, oom_max_total_mb=1,
                             enable_native_cuda_history=False, native_history_max_entries=10,
-                            telemetry_sink_config=None, collector=None, archive_dir="/nonexistent")
+                            telemetry_sink_config=None, collector=None, archive_dir=tmp_path)
     assert tracker.sampling_interval == 0.05 and tracker.stormlog.max_events == 777
     assert tracker.oom_buffer_size == 123 and tracker.dump_max_bytes == 2**20
     with pytest.raises(TypeError, match="unexpected keyword argument 'no_such'"):
-        MemoryTracker(sampler="simulated", job_id="x", rank=0, world_size=1, no_such=1)
+        MemoryTracker(sampler="simulated", job_id="x", rank=0, world_size=1, no_such=1,
+                      archive_dir=tmp_path)
     with pytest.raises(TypeError, match="pass sampler="):
-        MemoryTracker(sampler="simulated", job_id="x", rank=0, world_size=1, collector=object())
+        MemoryTracker(sampler="simulated", job_id="x", rank=0, world_size=1, collector=object(),
+                      archive_dir=tmp_path)
 
 
-def test_phases_refuse_what_stormlog_refuses() -> None:
+def test_phases_refuse_what_stormlog_refuses(tmp_path: Path) -> None:
     tracker = MemoryTracker(sampler="simulated", job_id="ph", rank=0, world_size=1,
-                            sampling_interval=0.05, archive_dir=None, prometheus_port=None,
-                            env={"OTEL_METRICS_EXPORTER": "none"})
+                            sampling_interval=0.05, archive_dir=tmp_path)
     with pytest.raises(RuntimeError, match="Tracking must be active"):
         tracker.enter_phase("early")
 
@@ -131,10 +132,9 @@ def test_a_stormlog_script_runs_with_only_the_import_changed(tmp_path: Path) -> 
     assert report.returncode in (exitcodes.OK, exitcodes.FINDINGS), report.stderr
 
 
-def test_phase_handles_close_in_order() -> None:
+def test_phase_handles_close_in_order(tmp_path: Path) -> None:
     tracker = MemoryTracker(sampler="simulated", job_id="ph2", rank=0, world_size=1,
-                            sampling_interval=0.05, env={"OTEL_METRICS_EXPORTER": "none"},
-                            archive_dir=None)
+                            sampling_interval=0.05, archive_dir=tmp_path)
     with tracker:
         outer = tracker.enter_phase("outer")
         inner = tracker.enter_phase("inner")
