@@ -17,6 +17,7 @@ GitHub):
   ``MemoryTracker(...)`` keywords against its signature, and OTLP ports against the protocol.
 - ``<!-- doc-test: skip -->`` — output samples and other text that is not a command.
 
+Relative links and their ``#anchors`` are checked too (``test_relative_links_resolve``).
 Blocks in other languages (yaml, json, text, promql...) are not code a reader runs and are left
 alone; new blocks written by anyone are checked by default, so a renamed flag or a wrong port
 fails ``make test`` wherever it appears.

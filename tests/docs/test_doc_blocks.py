@@ -22,6 +22,7 @@ from tests.docs.doc_blocks import (
     REPO,
     Block,
     all_blocks,
+    doc_files,
     python_calls,
     shell_source,
     stormotel_invocations,
@@ -144,3 +145,38 @@ def test_marked_block_runs(block: Block, demo_archive: Path, tmp_path: Path) -> 
                          timeout=block.timeout)
     assert out.returncode in block.exit_codes, (
         f"{block.where} exited {out.returncode}:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
+
+
+_LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _slugs(md: Path) -> set[str]:
+    """GitHub's heading anchors of a Markdown file (lowercase, punctuation dropped, spaces to
+    hyphens), outside code blocks."""
+    out, inside = set(), False
+    for line in md.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            inside = not inside
+        elif not inside and (m := re.match(r"#{1,6}\s+(.*)", line)):
+            out.add(re.sub(r"[^\w\- ]", "", m[1].strip().lower()).replace(" ", "-"))
+    return out
+
+
+def relative_links(md: Path) -> list[str]:
+    text = re.sub(r"```.*?```", "", md.read_text(encoding="utf-8"), flags=re.S)
+    return [t for t in _LINK.findall(text) if not re.match(r"[a-z]+:", t)]
+
+
+@pytest.mark.parametrize("md", doc_files(), ids=lambda p: str(p.relative_to(REPO)))
+def test_relative_links_resolve(md: Path) -> None:
+    """A moved file or a renamed heading breaks the reader's next click: every relative link
+    and its #anchor must exist."""
+    bad = []
+    for target in relative_links(md):
+        path, _, anchor = target.partition("#")
+        dest = (md.parent / path).resolve() if path else md
+        if not dest.exists():
+            bad.append(f"{target}: no such file")
+        elif anchor and dest.suffix == ".md" and anchor not in _slugs(dest):
+            bad.append(f"{target}: no heading with that anchor in {dest.name}")
+    assert not bad, f"{md.relative_to(REPO)}: " + "; ".join(bad)
