@@ -6,8 +6,8 @@ GitHub):
 
 - ``<!-- doc-test: run -->`` — executed: shell blocks with bash in a scratch folder (the venv's
   ``bin`` first on ``PATH`` and as ``.venv/bin``, ``$REPO`` the checkout, the demo archive
-  at ``demo-out/demo`` there: a small two-rank archive of job ``demo``), Python blocks with
-  the venv's
+  at ``demo-out/demo`` there: a small two-rank archive of job ``demo``, with ``archive/`` and
+  Stormlog exports ``artifacts/events_rank*.json``), Python blocks with the venv's
   interpreter. ``run exit=0,1`` allows those exit codes (1 = findings); ``timeout=N`` in
   seconds (default 120).
 - ``<!-- doc-test: cluster -->`` — needs what a test cannot start (a GPU, a cluster, a

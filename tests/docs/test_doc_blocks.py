@@ -110,10 +110,15 @@ def demo_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _with_demo(root: Path) -> None:
-    """``root/demo-out/demo``: what ``make demo`` leaves, made in seconds (two simulated ranks
-    of job ``demo``, rank 1 leaking) instead of the demo's torch job; only for blocks that read
-    it."""
+#: Inputs the docs' examples name, made by :func:`_with_inputs` when a block mentions one.
+INPUT_NAMES = ("demo-out", "artifacts/", "archive/")
+
+
+def _with_inputs(root: Path) -> None:
+    """What the docs' examples read, made in seconds: ``demo-out/demo`` (what ``make demo``
+    leaves: two simulated ranks of job ``demo``, rank 1 leaking, instead of the demo's torch
+    job), ``archive/`` (a copy of it) and ``artifacts/events_rank*.json`` (Stormlog v4 exports,
+    written by the tracker's Stormlog-compatible ``export_events``)."""
     if (root / "demo-out").is_dir():
         return
     for rank in (0, 1):
@@ -123,13 +128,24 @@ def _with_demo(root: Path) -> None:
              "--world-size", "2", "--fault", "rank=1:leak@t=0.5s,rate=256MiB/s", "-q"],
             capture_output=True, text=True, timeout=120, cwd=root)
         assert out.returncode == 0, out.stderr
+    shutil.copytree(root / "demo-out" / "demo", root / "archive")
+    (root / "artifacts").mkdir()
+    script = ("import sys, time\nfrom stormotel import MemoryTracker\n"
+              "for r in (0, 1):\n"
+              "    t = MemoryTracker(sampler='simulated', sampling_interval=0.05, job_id='sl',"
+              " rank=r, world_size=2, archive_dir=sys.argv[1])\n"
+              "    t.start_tracking(); time.sleep(0.6); t.stop_tracking()\n"
+              "    t.export_events(f'artifacts/events_rank{r}.json', format='json')\n")
+    out = subprocess.run([sys.executable, "-c", script, str(root / "sl-archive")], cwd=root,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
 
 
 @pytest.mark.slow  # runs commands: a short demo job, then each marked block
 @pytest.mark.parametrize("block", RUN, ids=lambda b: b.where)
 def test_marked_block_runs(block: Block, demo_archive: Path, tmp_path: Path) -> None:
-    if "demo-out" in block.text:
-        _with_demo(demo_archive)
+    if any(name in block.text for name in INPUT_NAMES):
+        _with_inputs(demo_archive)
     work = tmp_path / "work"
     shutil.copytree(demo_archive, work)
     (work / ".venv").mkdir()  # a checkout's .venv/bin, as `make demo` leaves it
