@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import UTC, datetime
 
+from stormotel.analyzers.algorithms.estimate_ratio import EstimateRatio
 from stormotel.analyzers.algorithms.oom_forensics import EV_OOM_CAUSE, EV_OOM_NS
+from stormotel.analyzers.findings import estimate_sentence
 from stormotel.analyzers.locations import location_text
 from stormotel.analyzers.rankspec import format_rank_list
 from stormotel.analyzers.report import (
@@ -132,6 +134,13 @@ def render_summary(report: Report) -> str:
         lines.extend(_collective_lines(report.collective_attributions, origin))
     else:
         lines.append("Collective intervals: none")
+    over = [(f.severity, f.record) for f in report.findings()
+            if isinstance(f.record, EstimateRatio)]
+    if over:
+        lines.append(f"Estimate vs actual ({len(over)} rank(s) over the estimate):")
+        lines.extend(capped(over, MAX_GAP_LINES,
+                            lambda o: f"  {o[0]:<8} {estimate_sentence(o[1])}",
+                            lambda n: f"  ... {n} more in the JSON report"))
     if report.stall_findings:
         lines.extend(render_stalls(report.stall_findings))
     if report.skipped:
@@ -147,8 +156,9 @@ def render_summary(report: Report) -> str:
     return "\n".join(printable(redact(line), MAX_LINE_CHARS) for line in lines)
 
 
-def _has_evidence(report: Report) -> bool:
-    """Did the input hold anything to judge by? "Healthy" from nothing would be a false claim."""
+def has_evidence(report: Report) -> bool:
+    """Did the input hold anything to judge by? "Healthy" from nothing would be a false claim
+    (the verdict says "no evidence" and ``stormotel analyze`` exits 3, docs/exit-codes.md)."""
     if report.extra.get("samples", 1) or report.stall_findings:
         return True
     stalls = report.extra.get("stalls") or {}
@@ -168,7 +178,7 @@ def _ran_out(suspect: Suspect) -> str:
 def verdict(report: Report) -> str:
     """One line naming each rank with findings and their kinds, most important first."""
     if not report.has_findings():
-        if not _has_evidence(report):
+        if not has_evidence(report):
             return ("Verdict: no evidence — no memory samples, watchdog lines or Flight Recorder "
                     "entries in the input (see the notes)")
         return "Verdict: healthy"
@@ -178,7 +188,7 @@ def verdict(report: Report) -> str:
     collective: set[int] = set()
     stalls: list[StallFinding] = []
     for f in report.findings():
-        if f.family in ("first_cause", "gap", "oom"):
+        if f.family in ("first_cause", "gap", "oom", "estimate"):
             rank = f.ranks[0]
             per_rank[rank].append(f.title)
             weight[rank] = min(weight[rank], 0 if f.family == "first_cause"

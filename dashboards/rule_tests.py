@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from stormotel.dashboards.rules import DEFAULT_RUNBOOK_URL, RULES_FILE, dump_yaml, header
+from stormotel.dashboards.settings import Settings
 
 from stormotel import schema
 
@@ -107,18 +108,42 @@ def _pressure_fired(severity: str, count: int, pct: str, ratio: str, ranks: str)
                   f" satisfy an allocation in the last 15m: ranks {ranks}. {tail}")
 
 
-def _memory_pressure() -> dict[str, Any]:
+Reading = tuple[float, float, float]
+
+
+def _pressure_levels(cfg: Settings) -> tuple[Reading, Reading]:
+    """(used, reserved, allocated) fractions of the limit for rank 1 (in-use ratio between the
+    warning and critical levels) and rank 2 (above critical). The defaults' readings (in use
+    85 % and 98 %) are kept whenever they still bracket the configured levels, so the committed
+    file does not move; other levels get readings placed between them (custom thresholds from
+    ``stormotel dashboards --warning-percent/--critical-percent`` must still pass)."""
+    def place(ratio: float, default: Reading) -> Reading:
+        used0, reserved0, allocated0 = default
+        if abs((used0 - reserved0 + allocated0) - ratio) < 1e-9:
+            return default
+        used = min(1.0, ratio + 0.02)  # 2 % reusable cache above what is in use
+        reserved = 0.98 * used
+        return used, reserved, ratio - used + reserved
+
+    w, c = cfg.warning_percent / 100, cfg.critical_percent / 100
+    r1 = 0.85 if w < 0.85 <= c else (w + c) / 2
+    r2 = 0.98 if c < 0.98 else (c + 1) / 2
+    return place(r1, (0.90, 0.88, 0.83)), place(r2, (0.99, 0.97, 0.96))
+
+
+def _memory_pressure(cfg: Settings) -> dict[str, Any]:
     """Rank 0: device 97 % used, allocator at 96 % of its reservation, no retries (full but
     healthy: quiet). Rank 1: 85 % in use and retrying (warning). Rank 2: 98 % in use and
     retrying (warning and critical, one alert name). Rank 3: device limit 0 (unknown) while
     retrying: no +Inf, quiet. Rank 4: NaN readings while retrying: quiet. Rank 5: retries counter
     reset by a restart while full: the reset is not a retry (quiet). Rank 6: a limit of +Inf
-    while retrying: ratio 0, quiet."""
+    while retrying: ratio 0, quiet. (Ranks 1 and 2 move between the configured levels.)"""
     reserved0 = 0.95 * LIMIT
+    (u1, r1, a1), (u2, r2, a2) = _pressure_levels(cfg)
     series = [
         *_rank_allocator(0, 0.97 * LIMIT, reserved0, 0.96 * reserved0, _flat(0)),
-        *_rank_allocator(1, 0.90 * LIMIT, 0.88 * LIMIT, 0.83 * LIMIT, _counter(1)),
-        *_rank_allocator(2, 0.99 * LIMIT, 0.97 * LIMIT, 0.96 * LIMIT, _counter(1)),
+        *_rank_allocator(1, u1 * LIMIT, r1 * LIMIT, a1 * LIMIT, _counter(1)),
+        *_rank_allocator(2, u2 * LIMIT, r2 * LIMIT, a2 * LIMIT, _counter(1)),
         *_rank_allocator(3, 0.99 * LIMIT, 0.97 * LIMIT, 0.96 * LIMIT, _counter(1),
                          limit=_flat(0)),
         *_rank_allocator(5, 0.99 * LIMIT, 0.97 * LIMIT, 0.96 * LIMIT, "7x30 0x150"),
@@ -132,16 +157,20 @@ def _memory_pressure() -> dict[str, Any]:
                _series(schema.ALLOC_ALLOCATED.prom, nan, f"NaN+0x{SPAN}"),
                _series(schema.ALLOC_RETRIES.prom, nan, _counter(1))]
     name = "StormotelGpuMemoryPressure"
+    warn, crit = f"{cfg.warning_percent:g}", f"{cfg.critical_percent:g}"
+
+    def fired() -> list[dict[str, Any]]:  # fresh dicts: the YAML has no anchors
+        out = [_pressure_fired("warning", 2, warn, "", "2, 1")]
+        if cfg.critical_percent < 100:  # nothing is ever more than 100 % in use
+            out.append(_pressure_fired("critical", 1, crit, "", "2"))
+        return out
+
     return {"name": "memory pressure: one name, two severities; full-but-healthy allocator,"
                     " limit 0, NaN and a counter reset stay quiet",
             "interval": "1m", "input_series": series, "alert_rule_test": [
                 *_quiet(name, "1m"),
-                {"eval_time": "30m", "alertname": name, "exp_alerts": [
-                    _pressure_fired("warning", 2, "80", "0.8", "2, 1"),
-                    _pressure_fired("critical", 1, "95", "0.95", "2")]},
-                {"eval_time": "2h", "alertname": name, "exp_alerts": [
-                    _pressure_fired("warning", 2, "80", "0.8", "2, 1"),
-                    _pressure_fired("critical", 1, "95", "0.95", "2")]},
+                {"eval_time": "30m", "alertname": name, "exp_alerts": fired()},
+                {"eval_time": "2h", "alertname": name, "exp_alerts": fired()},
             ]}
 
 
@@ -288,13 +317,17 @@ def _dropping_samples() -> dict[str, Any]:
 
 # --- estimate -----------------------------------------------------------------------------------
 
-def _peak_over_estimate() -> dict[str, Any]:
-    """Rank 1 peaks at 120 % of its estimate (fires); rank 0 at 105 % (within the margin)."""
+def _peak_over_estimate(cfg: Settings) -> dict[str, Any]:
+    """Rank 1 peaks at 120 % of its estimate (fires); rank 0 at 105 % (within the margin).
+    With another ``--estimate-margin``, halfway to the margin and 10 points beyond it."""
     est, peak = schema.ESTIMATE.prom, schema.ALLOC_ALLOCATED_PEAK.prom
+    margin = cfg.estimate_margin
+    within, beyond = (1.05, 1.2) if margin == Settings().estimate_margin else (
+        1 + (margin - 1) / 2, margin + 0.1)
     series = [_series(est, _labels(0), _flat(10 * GiB)),
-              _series(peak, _labels(0), _flat(10.5 * GiB)),
+              _series(peak, _labels(0), _flat(within * 10 * GiB)),
               _series(est, _labels(1), _flat(10 * GiB)),
-              _series(peak, _labels(1), _flat(12 * GiB))]
+              _series(peak, _labels(1), _flat(beyond * 10 * GiB))]
     name = "StormotelPeakOverEstimate"
     return {"name": "actual peak above estimate times margin", "interval": "1m",
             "input_series": series, "alert_rule_test": [
@@ -303,7 +336,8 @@ def _peak_over_estimate() -> dict[str, Any]:
                     name, "warning", _job(),
                     f"Job {JOB}: peak memory above the estimate on 1 rank(s)",
                     "The allocator's peak over 1h exceeds the `stormotel estimate` prediction"
-                    " by more than 10% on ranks 1: the estimate is stale or the job changed.")]},
+                    f" by more than {margin - 1:.0%} on ranks 1: the estimate is stale or the"
+                    " job changed.")]},
             ]}
 
 
@@ -465,12 +499,29 @@ def _healthy_job() -> dict[str, Any]:
             "alert_rule_test": checks}
 
 
-def rule_tests() -> dict[str, Any]:
-    return {"rule_files": [f"../{RULES_FILE}"], "evaluation_interval": "1m",
-            "tests": [_healthy_job(), _memory_pressure(), _gap_drift(), _oom(),
-                      _stopped_reporting(), _dropping_samples(), _peak_over_estimate(),
-                      _analyzer(), _first_cause()]}
+def _with_runbook(node: Any, runbook_url: str) -> Any:
+    """The expected ``runbook_url`` annotations under another ``--runbook-url``."""
+    if isinstance(node, dict):
+        return {k: (v.replace(DEFAULT_RUNBOOK_URL + "#", runbook_url + "#", 1)
+                    if k == "runbook_url" and isinstance(v, str) else _with_runbook(v, runbook_url))
+                for k, v in node.items()}
+    if isinstance(node, list):
+        return [_with_runbook(v, runbook_url) for v in node]
+    return node
 
 
-def rule_tests_yaml() -> str:
-    return header("dashboards/rule_tests.py") + dump_yaml(rule_tests())
+def rule_tests(cfg: Settings | None = None,
+               runbook_url: str = DEFAULT_RUNBOOK_URL) -> dict[str, Any]:
+    """The promtool tests of the rules ``rules_yaml(cfg, runbook_url)`` writes: the levels,
+    margin and runbook the rules were generated with are the ones the tests expect."""
+    cfg = cfg or Settings()
+    tests = {"rule_files": [f"../{RULES_FILE}"], "evaluation_interval": "1m",
+             "tests": [_healthy_job(), _memory_pressure(cfg), _gap_drift(), _oom(),
+                       _stopped_reporting(), _dropping_samples(), _peak_over_estimate(cfg),
+                       _analyzer(), _first_cause()]}
+    return tests if runbook_url == DEFAULT_RUNBOOK_URL else _with_runbook(tests, runbook_url)
+
+
+def rule_tests_yaml(cfg: Settings | None = None,
+                    runbook_url: str = DEFAULT_RUNBOOK_URL) -> str:
+    return header("dashboards/rule_tests.py") + dump_yaml(rule_tests(cfg, runbook_url))

@@ -389,6 +389,9 @@ AN_OUTCOMES_SUCCESS: tuple[str, ...] = ("ok", "findings")
 # --- tracker in real launchers / OTel deployments: identity sources, attribution, semconv ------
 # Job id sources beyond the launchers' own (stormotel/identity.py documents the order).
 ENV_JOB_ID = "STORMOTEL_JOB_ID"
+#: The tracker's sampler when the code names none (``cuda`` otherwise): runs a GPU script on a
+#: machine without one (``STORMOTEL_SAMPLER=simulated``).
+ENV_SAMPLER = "STORMOTEL_SAMPLER"
 ENV_OPENMPI_JOB = ("PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_hnp_uri")
 STORE_JOB_ID_KEY = "stormotel/job_id"  # key agreed through the torch.distributed store
 # Attribution: series labels (when set) and their standard resource attributes.

@@ -52,7 +52,13 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from stormotel import schema
 from stormotel.edges import LEVELS
-from stormotel.exporters import ArchiveStream, GuardedMetricExporter, GuardedSpanExporter
+from stormotel.exporters import (
+    ArchiveStream,
+    GuardedMetricExporter,
+    GuardedSpanExporter,
+    last_exporter_log,
+)
+from stormotel.otlp_hint import likely_cause
 from stormotel.samplers.base import Sample
 
 if TYPE_CHECKING:
@@ -159,6 +165,8 @@ class TrackerState:
     samples: int = 0
     dropped: dict[str, int] = field(default_factory=dict)  # reason -> count
     export_failures: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: destination -> exports that succeeded (``stormotel track`` fails when none ever did).
+    export_successes: dict[str, int] = field(default_factory=dict)
     crossings: dict[str, int] = field(default_factory=dict)  # level -> count
     caught_ooms: int = 0
     stall_snapshots: int = 0
@@ -193,6 +201,10 @@ class TrackerState:
         with self.lock:
             key = (destination, reason)
             self.export_failures[key] = self.export_failures.get(key, 0) + 1
+
+    def count_export_success(self, destination: str) -> None:
+        with self.lock:
+            self.export_successes[destination] = self.export_successes.get(destination, 0) + 1
 
     def count_crossing(self, level: str) -> None:
         with self.lock:
@@ -489,6 +501,14 @@ class Destination:
     archive: Any = None  # CompactArchiveWriter: samples go to its queue, not to reader.collect
 
 
+def otlp_failure_hint(cfg: ExportConfig, env: Mapping[str, str], signal: str = "metrics"
+                      ) -> str:
+    """The likely cause of failing OTLP exports for ``signal`` (a protocol/port mismatch), or
+    "" (see :mod:`stormotel.otlp_hint`)."""
+    return likely_cause(cfg.protocol(env, signal), cfg.endpoint(signal, env),
+                        last_exporter_log())
+
+
 def _otlp_metric_exporter(cfg: ExportConfig, env: Mapping[str, str],
                           temporality: dict[type, AggregationTemporality]) -> Callable[[], Any]:
     endpoint, timeout = cfg.endpoint("metrics", env), _timeout(cfg, env)
@@ -551,6 +571,7 @@ class Telemetry:
         self._tracer: Any = None
         self._lock = threading.Lock()
         fail = state.count_export_failure
+        self.otlp_failure_hint: Callable[[], str] = lambda: otlp_failure_hint(cfg, env)
         info_labels = rank_info_labels(resource.attributes, env)
         warned: set[str] = set()  # one warning per destination, metrics and spans together
 
@@ -598,12 +619,15 @@ class Telemetry:
             add(schema.DEST_OTLP, PeriodicExportingMetricReader(
                 GuardedMetricExporter(schema.DEST_OTLP,
                                       _otlp_metric_exporter(cfg, env, temporality), fail,
-                                      warned=warned, preferred_temporality=temporality),
+                                      warned=warned, preferred_temporality=temporality,
+                                      on_success=state.count_export_success,
+                                      hint=lambda: otlp_failure_hint(cfg, env, "metrics")),
                 export_interval_millis=interval_ms))
         if cfg.signal_enabled("traces", env):
             self.tracer_provider.add_span_processor(BatchSpanProcessor(
                 GuardedSpanExporter(schema.DEST_OTLP, _otlp_span_exporter(cfg, env), fail,
-                                    warned=warned)))
+                                    warned=warned, on_success=state.count_export_success,
+                                    hint=lambda: otlp_failure_hint(cfg, env, "traces"))))
         if cfg.prometheus_port is not None:
             self._start_prometheus(cfg, add, resource, attrs)
         # Counters start at zero for every known label set, so rate()/increase() work from the

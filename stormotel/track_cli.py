@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from types import FrameType
+from typing import Any
 
 from stormotel import exitcodes, schema
 from stormotel.errors import StormotelError
@@ -105,9 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the OTLP JSON-lines archive to DIR/<job_id>/ (metrics per "
                         "--archive-format, spans in rank-<R>.traces.jsonl)")
     d.add_argument("--archive-interval", type=_positive_float, default=None, metavar="SECONDS",
-                   help="write an archive line every SECONDS instead of every sample (for long "
-                        "jobs); each line carries the latest values and the peak since the "
-                        "previous line, so spikes in between are kept (default: every sample)")
+                   help="compact format (the default): the batch length, one OTLP line per "
+                        "SECONDS with every sample in it (default: 1 s); lines format: one line "
+                        "per SECONDS instead of one per sample, each with the latest values and "
+                        "the peak since the previous line (default: every sample)")
     d.add_argument("--archive-format", choices=schema.ARCHIVE_FORMATS, default=None,
                    help="lines: one SDK request per sample, plain JSON lines; compact: every "
                         "sample, one request per batch (--archive-interval, default 1 s), zstd, "
@@ -240,7 +242,9 @@ def main(argv: list[str]) -> int:
         return exitcodes.FINDINGS
     # Ctrl-C is "interrupted" (130, as documented); SIGTERM is the orderly stop a scheduler
     # asks for (a pod shutting down), so it exits OK once the samples are flushed.
-    return exitcodes.INTERRUPTED if signal.SIGINT in received else exitcodes.OK
+    if signal.SIGINT in received:
+        return exitcodes.INTERRUPTED
+    return _no_export_succeeded(tracker, stats) or exitcodes.OK
 
 
 def _oom_exit_deadline(tracker: MemoryTracker) -> float | None:
@@ -254,3 +258,22 @@ def _oom_exit_deadline(tracker: MemoryTracker) -> float | None:
     if at_s is None:
         return None
     return time.monotonic() + max(0.0, at_s - sampler.elapsed_s())
+
+
+def _no_export_succeeded(tracker: MemoryTracker, stats: dict[str, Any]) -> int:
+    """SINK_FAILURE (4) when OTLP was asked for and no export to it ever succeeded (failed, or
+    still retrying when the final flush gave up): a collector that received nothing is not a
+    healthy run (a wrong port used to exit 0 behind one warning). The archive and the
+    Prometheus endpoint are judged by their own errors."""
+    if schema.DEST_OTLP not in tracker.destinations:
+        return 0
+    failures: dict[str, int] = stats.get("export_failures") or {}
+    successes: dict[str, int] = stats.get("export_successes") or {}
+    failed = sum(n for key, n in failures.items() if key.startswith(f"{schema.DEST_OTLP}/"))
+    if successes.get(schema.DEST_OTLP, 0) > 0:
+        return 0
+    hint = tracker.telemetry.otlp_failure_hint() if tracker.telemetry is not None else ""
+    print(f"stormotel track: error: no OTLP export succeeded ({failed} failed)"
+          + (f"; {hint}" if hint else "; is the collector reachable at that endpoint?"),
+          file=sys.stderr)
+    return exitcodes.SINK_FAILURE

@@ -48,6 +48,7 @@ from stormotel.identity import Identity, resolve_identity
 from stormotel.ring import RingBuffer
 from stormotel.samplers import Sample, Sampler, make_sampler
 from stormotel.stall_watch import StallSnapshot, StallWatch, stall_config
+from stormotel.stormlog_api import MemoryWatchdog, StormlogTrackerAPI, stormlog_arguments
 from stormotel.stormlog_compat import AlertCallback, StormlogEvents, TrackingEvent
 from stormotel.telemetry import (
     ExportConfig,
@@ -57,7 +58,8 @@ from stormotel.telemetry import (
     exporters_selected,
 )
 
-__all__ = ["DEFAULT_ARCHIVE_DIR", "MemoryTracker", "is_oom_error", "load_estimate"]
+__all__ = ["DEFAULT_ARCHIVE_DIR", "MemoryTracker", "MemoryWatchdog", "TrackingEvent",
+           "is_oom_error", "load_estimate"]
 
 log = logging.getLogger("stormotel.tracker")
 
@@ -188,7 +190,7 @@ class _SpanPeak:
             self.peak = value
 
 
-class MemoryTracker:
+class MemoryTracker(StormlogTrackerAPI):
     """Track one GPU of one rank. See docs/tracker.md for every parameter.
 
     ``sampler`` is ``"cuda"``, ``"nvml"``, ``"simulated"`` or any object implementing
@@ -202,7 +204,7 @@ class MemoryTracker:
     archive to one line per interval, each keeping the peak since the previous one.
     """
 
-    def __init__(self, device: Any = None, sampler: str | Sampler = "cuda",
+    def __init__(self, device: Any = None, sampler: str | Sampler | float | None = None,
                  sampling_interval: float = 0.1, *, job_id: str | None = None,
                  rank: int | None = None, local_rank: int | None = None,
                  world_size: int | None = None, host: str | None = None,
@@ -225,7 +227,17 @@ class MemoryTracker:
                  enable_alerts: bool = True, enable_oom_flight_recorder: bool = True,
                  stall_snapshots: bool | None = None, stall_multiple: float | None = None,
                  stall_floor_s: float | None = None,
-                 stall_dir: str | os.PathLike[str] | None = None) -> None:
+                 stall_dir: str | os.PathLike[str] | None = None,
+                 **stormlog_options: Any) -> None:
+        if isinstance(sampler, int | float) and not isinstance(sampler, bool):
+            # Stormlog's positional order is (device, sampling_interval, max_events, ...).
+            if sampling_interval != 0.1:
+                max_events = int(sampling_interval)
+            sampling_interval, sampler = float(sampler), None
+        sampler = sampler if sampler is not None else (
+            (os.environ if env is None else env).get(schema.ENV_SAMPLER) or "cuda")
+        ring_size, dump_max_bytes = stormlog_arguments(stormlog_options, ring_size,
+                                                       dump_max_bytes)
         if not (isinstance(sampling_interval, int | float) and
                 0 < sampling_interval < math.inf):
             raise ValueError(f"sampling_interval={sampling_interval!r} must be a positive number "
@@ -238,6 +250,8 @@ class MemoryTracker:
                 device = identity.local_rank
             self.sampler: Sampler = make_sampler(sampler, device, rank=identity.rank,
                                                  faults=faults)
+        elif isinstance(sampler, bool):
+            raise TypeError(f"sampler={sampler!r} is not a sampler")
         else:
             self.sampler = sampler
         self.identity: Identity = dataclasses.replace(
@@ -585,13 +599,14 @@ class MemoryTracker:
         return self._thread is not None
 
     # -- configuration --------------------------------------------------------------------
-    def set_threshold(self, name: str, value: float) -> None:
+    def set_threshold(self, threshold_name: str, value: float) -> None:
         """``set_threshold(schema.THRESHOLD_WARNING, 75.0)``: percent of device memory.
 
         Stormlog's names work too: ``memory_leak_threshold`` (bytes of growth between samples
         that raise a "large allocation" alert) and ``fragmentation_threshold`` (inactive split /
         reserved). The warning line must stay below the critical one.
         """
+        name = threshold_name  # Stormlog's parameter name
         if name in self.stormlog.thresholds:
             self.stormlog.set_threshold(name, value)
             return
@@ -867,9 +882,11 @@ class MemoryTracker:
         return self.ring.dump(path, header, max_bytes=self.dump_max_bytes)
 
     @contextlib.contextmanager
-    def capture_oom(self, context: str = "") -> Iterator[None]:
+    def capture_oom(self, context: str = "",
+                    metadata: Mapping[str, Any] | None = None) -> Iterator[None]:
         """On an out-of-memory error: dump the ring buffer, emit an OOM span event pointing at
-        the dump, flush, and re-raise. Other exceptions pass through untouched."""
+        the dump, flush, and re-raise. Other exceptions pass through untouched. ``metadata``
+        (Stormlog's argument) goes into the Stormlog ``error`` event of the OOM."""
         with self._peaks_lock:
             self._capturing += 1
         try:
@@ -877,6 +894,7 @@ class MemoryTracker:
         except BaseException as exc:
             if is_oom_error(exc):
                 self._on_oom(exc, context)
+                self._stormlog_oom_event(exc, context, metadata)
             raise
         finally:
             with self._peaks_lock:
@@ -923,6 +941,7 @@ class MemoryTracker:
             return {"samples": self.state.samples, "dropped": dict(self.state.dropped),
                     "export_failures": {f"{dest}/{reason}": n for (dest, reason), n
                                         in self.state.export_failures.items()},
+                    "export_successes": dict(self.state.export_successes),
                     "threshold_crossings": dict(self.state.crossings),
                     "caught_ooms": self.state.caught_ooms,
                     "first_rise_ns": None if self.first_rise.fired is None else

@@ -33,6 +33,8 @@ SLOW_MODULES = frozenset({
     "tests/analyzers/test_cli.py", "tests/tracker/test_track_cli.py",
     "tests/tracker/test_resilience.py", "tests/tracker/test_otel_env.py",
     "tests/stalls/test_bad_input.py", "tests/estimate/test_core.py",
+    # a fresh interpreter per test (stormotel track / analyze as a user runs them)
+    "tests/tracker/test_track_export_outcome.py", "tests/analyzers/test_first_hour_outcomes.py",
 })
 
 

@@ -528,7 +528,7 @@ def load_prometheus(urls: Sequence[str], window: QueryWindow, *,
         step = choose_step(window, max(natives) if natives else None)
         outcome.step_s = step
         tasks = _plan_queries(discoveries, window, step, rank_batch)
-        if progress:
+        if progress and discoveries:  # none answered: the error that follows says why
             progress(f"prometheus: {len(tasks)} raw-sample queries (chunks of {max_points} "
                      f"samples at ~{step:g}s) over {len(discoveries)} endpoint(s)")
         intervals = _read_intervals(discoveries, window, builder)

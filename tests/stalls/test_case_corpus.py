@@ -25,7 +25,8 @@ CASES = ROOT / "tests/stalls/data/cases"
 REAL = ROOT / "tests/stalls/data/real"
 #: the corpus must hold at least this many real cases the rules were not written on.
 MIN_REAL_UNTUNED = 40
-ID = re.compile(r"^[a-z0-9][a-z0-9-]*-([0-9]+|fixture)-[a-z0-9][a-z0-9-]*$")  # issue number, or a repository's test fixture
+#: <project>-<issue number>-<slug>, or <project>-fixture-<slug> for a repository's test data
+ID = re.compile(r"^[a-z0-9][a-z0-9-]*-([0-9]+|fixture)-[a-z0-9][a-z0-9-]*$")
 TOP_KEYS = {"id", "project", "source", "real", "half", "evidence", "world_size", "expected",
             "established_by", "tuned_on"}
 EXPECTED_KEYS = {"ranks", "evidence_names_them", "kinds", "category"}
