@@ -81,7 +81,7 @@ def test_without_the_peer_venv_stormotel_is_still_scored(tmp_path: Path) -> None
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "fr_trace and NVRx are skipped" in proc.stderr
-    assert "| nccl/pipeline-stuck-2 | [2] | [2] straggler high **right**" in proc.stdout
+    assert "| nccl/pipeline-stuck-2 | [2] | [2] straggler medium **right**" in proc.stdout
     report = json.loads(out.read_text())
     assert report["peer_python"] is None
     names = [s["name"] for s in report["sets"]]
