@@ -162,7 +162,8 @@ def has_evidence(report: Report) -> bool:
     if report.extra.get("samples", 1) or report.stall_findings:
         return True
     stalls = report.extra.get("stalls") or {}
-    return "flight_recorder" in stalls or bool((stalls.get("logs") or {}).get("events"))
+    logs = stalls.get("logs") or {}
+    return "flight_recorder" in stalls or bool(logs.get("evidence_events", logs.get("events")))
 
 
 def _ran_out(suspect: Suspect) -> str:

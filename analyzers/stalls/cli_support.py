@@ -139,6 +139,7 @@ def _add_flight_recorder(result: StallResult, path: Path, ws: int | None,
 def _add_logs(result: StallResult, specs: list[str], ws: int | None,
               progress: ProgressFn | None) -> None:
     from stormotel.analyzers.stalls.log_analysis import analyze_logs
+    from stormotel.analyzers.stalls.log_failures import WORLD_HINT
     from stormotel.analyzers.stalls.logs_parser import parse_logs
 
     parsed = _plausible_ranks(parse_logs(specs))
@@ -158,7 +159,10 @@ def _add_logs(result: StallResult, specs: list[str], ws: int | None,
         world = min(la.world_size, MAX_WORLD_SIZE)
         result.missing_ranks = [r for r in range(world) if r not in parsed.ranks_seen]
     result.extra["logs"] = {
-        "files": parsed.files, "events": len(parsed.events), "category": la.category,
+        "files": parsed.files, "events": len(parsed.events),
+        # a line that only states the world size says nothing about the job's health
+        "evidence_events": sum(1 for e in parsed.events if e.kind != WORLD_HINT),
+        "category": la.category,
         "world_size": la.world_size,
         "state_tables": {g: [s.as_dict() for s in st] for g, st in la.states.items()},
         "timeline": la.timeline[:100]}
