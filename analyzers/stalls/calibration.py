@@ -1,7 +1,7 @@
 """Confidence is measured, not asserted: the highest confidence each evidence pattern may carry.
 
 Every stuck-job finding names the evidence pattern it stands on in ``evidence["pattern"]``
-(a stable id such as ``torch.monitored_barrier.failed_ranks`` or ``fr.ring.empty_dump``).
+(a stable id such as ``torch.gloo.monitored_barrier_ranks`` or ``fr.ring.empty_dump``).
 ``high`` is allowed only for patterns whose precision on labelled real cases the rules were not
 tuned on (the held-out half, ``benchmarks/eval_stalls.py``) is at least 95 % over at least
 three answers that name ranks; every other pattern is capped at :data:`DEFAULT_CEILING`. The
