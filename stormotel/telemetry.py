@@ -24,6 +24,7 @@ import logging
 import math
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,6 +163,11 @@ class TrackerState:
     #: edge kind (schema.EDGE_*) -> the latest edge of that kind.
     edges: dict[str, Edge] = field(default_factory=dict)
     sampling_interval_s: float | None = None
+    #: Unix ns of the tracker's start and clean stop (the start/stop edges alert rules read).
+    started_ns: int | None = None
+    stopped_ns: int | None = None
+    #: 1 when a clean stop's timestamp is delivered (final OTLP export, or a lingering endpoint).
+    stop_reported: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     #: One sample-duration histogram recorder per destination (synchronous instrument).
     duration_recorders: list[Callable[[float], None]] = field(default_factory=list)
@@ -284,6 +290,11 @@ def _register_instruments(provider: MeterProvider, state: TrackerState,
     gauge(schema.EDGE_SIZE, edge_cb(lambda e: e.size_bytes))
     gauge(schema.EDGE_GAP, edge_cb(lambda e: e.gap_s))
     gauge(schema.SAMPLING_INTERVAL, scalar(lambda: state.sampling_interval_s))
+    gauge(schema.TRACKER_START, scalar(lambda: None if state.started_ns is None
+                                       else state.started_ns / 1e9))
+    gauge(schema.TRACKER_STOP, scalar(lambda: None if state.stopped_ns is None
+                                      else state.stopped_ns / 1e9))
+    gauge(schema.TRACKER_STOP_REPORTED, scalar(lambda: state.stop_reported))
 
     def sampler_counter(name: str, extra: Callable[[], int] = lambda: 0
                         ) -> Callable[[], int | None]:
@@ -337,6 +348,31 @@ def register_rank_info(provider: MeterProvider, labels: Mapping[str, str]) -> No
                                   description=schema.RANK_INFO.description)
 
 
+class ScrapeCounter:
+    """A collector that yields nothing and counts the scrapes of the Prometheus endpoint, so a
+    stopping tracker knows when its stop timestamp has been read."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._cond = threading.Condition()
+
+    def collect(self) -> Iterable[Any]:
+        with self._cond:
+            self.count += 1
+            self._cond.notify_all()
+        return []
+
+    def wait_after(self, seen: int, timeout_s: float, grace_s: float = 0.25) -> bool:
+        """Wait until a scrape starts after ``seen`` scrapes (registered before the OTel
+        collector, this runs first: that scrape reads what was set before ``seen`` was taken),
+        then ``grace_s`` for its response to be written; False on timeout."""
+        with self._cond:
+            scraped = self._cond.wait_for(lambda: self.count > seen, timeout_s)
+        if scraped:
+            time.sleep(grace_s)
+        return scraped
+
+
 @dataclass
 class ExportConfig:
     """Where telemetry goes. ``None`` means off, except OTLP, which also turns on when the
@@ -356,6 +392,9 @@ class ExportConfig:
     #: every sample, one request per batch, zstd, rotated); ``compact_limits`` tunes the latter.
     archive_format: str = schema.ARCHIVE_FORMAT_DEFAULT
     compact_limits: Any = None
+    #: After a clean stop, keep the Prometheus endpoint up until it has been scraped once more
+    #: (at most this many seconds), so the stop timestamp reaches Prometheus; 0: stop at once.
+    prometheus_linger_s: float = 0.0
 
     def signal_enabled(self, signal: str, env: Mapping[str, str]) -> bool:
         """OTLP for ``signal`` ("metrics"/"traces"): an endpoint for it (the argument, the
@@ -541,6 +580,10 @@ class Telemetry:
         self._prom_server: Any = None
         self._tracer: Any = None
         self._lock = threading.Lock()
+        self._linger_s = max(0.0, float(cfg.prometheus_linger_s))
+        self.scrapes = ScrapeCounter()
+        if state.started_ns is None:
+            state.started_ns = time.time_ns()
         fail = state.count_export_failure
         info_labels = rank_info_labels(resource.attributes, env)
         warned: set[str] = set()  # one warning per destination, metrics and spans together
@@ -597,6 +640,11 @@ class Telemetry:
                                     warned=warned)))
         if cfg.prometheus_port is not None:
             self._start_prometheus(cfg, add, resource, attrs)
+        # A clean stop is told from a crash only if its timestamp gets out: pushed by the final
+        # OTLP export, or scraped from an endpoint that waits for one last scrape.
+        pushed = any(d.name == schema.DEST_OTLP for d in self.destinations)
+        lingers = self._prom_server is not None and self._linger_s > 0
+        state.stop_reported = int(pushed or lingers)
         # Counters start at zero for every known label set, so rate()/increase() work from the
         # first scrape and "no failures" is a series with value 0, not a missing series.
         with state.lock:
@@ -654,6 +702,7 @@ class Telemetry:
         from prometheus_client import CollectorRegistry, start_http_server
 
         registry = CollectorRegistry(auto_describe=False)
+        registry.register(self.scrapes)  # type: ignore[arg-type]
         try:
             server, _thread = start_http_server(int(cfg.prometheus_port or 0),
                                                 addr=cfg.prometheus_addr, registry=registry)
@@ -728,8 +777,19 @@ class Telemetry:
         self.destinations = []
         self._streams = []
 
+    def _linger(self) -> None:
+        """Keep serving until one scrape after the stop edge, at most ``prometheus_linger_s``;
+        not at all when nobody ever scraped this endpoint (nothing would come)."""
+        if self._prom_server is None or self._linger_s <= 0 or not self.scrapes.count:
+            return
+        self.scrapes.wait_after(self.scrapes.count, self._linger_s)
+
     def shutdown(self, timeout_millis: int = 5_000) -> None:
-        """Final export of everything, then release files, sockets and threads. Never raises."""
+        """Record the clean-stop edge, give a scraper the chance to see it, then final export
+        of everything, and release files, sockets and threads. Never raises."""
+        if self.state.stopped_ns is None:
+            self.state.stopped_ns = time.time_ns()
+        self._linger()
         with self._lock:
             try:
                 self.tracer_provider.shutdown()

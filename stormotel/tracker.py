@@ -180,7 +180,8 @@ class MemoryTracker:
                  otlp_endpoint: str | None = None, otlp_protocol: str | None = None,
                  otlp_interval: float | None = None, otlp_timeout: float | None = None,
                  prometheus_port: int | None = None,
-                 prometheus_addr: str = "0.0.0.0", ring_size: int = 6000,
+                 prometheus_addr: str = "0.0.0.0", prometheus_linger: float = 0.0,
+                 ring_size: int = 6000,
                  oom_dump_dir: str | os.PathLike[str] | None = None,
                  dump_max_bytes: int = 16 * 2**20,
                  estimate_bytes: int | str | os.PathLike[str] | None = None,
@@ -214,6 +215,10 @@ class MemoryTracker:
         if archive_dir is None and otlp_endpoint is None and prometheus_port is None and \
                 not ExportConfig().otlp_enabled(env):
             archive_dir = DEFAULT_ARCHIVE_DIR
+        if not (isinstance(prometheus_linger, int | float) and 0 <= prometheus_linger < math.inf):
+            raise ValueError(f"prometheus_linger={prometheus_linger!r} must be a number of "
+                             "seconds >= 0")
+        linger = float(prometheus_linger)
         if archive_interval is not None and not (isinstance(archive_interval, int | float)
                                                  and 0 < archive_interval < math.inf):
             raise ValueError(f"archive_interval={archive_interval!r} must be a positive number "
@@ -237,7 +242,8 @@ class MemoryTracker:
                                           otlp_interval_s=otlp_interval,
                                           otlp_timeout_s=otlp_timeout,
                                           prometheus_port=prometheus_port,
-                                          prometheus_addr=prometheus_addr)
+                                          prometheus_addr=prometheus_addr,
+                                          prometheus_linger_s=linger)
         self.export_config.validate(env)  # a bad protocol or endpoint is a usage error
         self._env = env
         self.ring = RingBuffer(ring_size)
@@ -252,7 +258,8 @@ class MemoryTracker:
         if not (isinstance(shutdown_timeout, int | float) and 0 < shutdown_timeout < math.inf):
             raise ValueError(f"shutdown_timeout={shutdown_timeout!r} must be a positive number "
                              "of seconds")
-        self.shutdown_timeout = float(shutdown_timeout)
+        # The linger for a last scrape comes on top of the final export's own bound.
+        self.shutdown_timeout = float(shutdown_timeout) + linger
         self.handle_sigterm = handle_sigterm
         self.enable_oom_flight_recorder = enable_oom_flight_recorder  # accepted for Stormlog
         self.stormlog = StormlogEvents(
