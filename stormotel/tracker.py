@@ -189,6 +189,7 @@ class MemoryTracker:
                  hysteresis_percent: float = 2.0, rise_bytes: int | None = None,
                  warmup_samples: int = 20, rise_rearm_s: float | None = 60.0,
                  peak_window: float = schema.PEAK_WINDOW_S, faults: Any = None,
+                 sampler_options: Mapping[str, Any] | None = None,
                  env: Mapping[str, str] | None = None, shutdown_timeout: float = 2.0,
                  handle_sigterm: bool = True, max_events: int = 10_000,
                  enable_alerts: bool = True, enable_oom_flight_recorder: bool = True) -> None:
@@ -203,7 +204,7 @@ class MemoryTracker:
             if sampler == "simulated" and device is None:
                 device = identity.local_rank
             self.sampler: Sampler = make_sampler(sampler, device, rank=identity.rank,
-                                                 faults=faults)
+                                                 faults=faults, **(sampler_options or {}))
         else:
             self.sampler = sampler
         self.identity: Identity = dataclasses.replace(
