@@ -188,7 +188,7 @@ def _memory_pressure(cfg: Settings) -> dict[str, Any]:
 def _gap_rank(rank: int, used: str, gap: str, job: str = JOB) -> list[dict[str, str]]:
     labels = _labels(rank, job)
     return [_series(schema.DEVICE_USED.prom, labels, used),
-            _series(schema.DEVICE_LIMIT.prom, labels, _flat(LIMIT, 4 * SPAN)),
+            _series(schema.DEVICE_LIMIT.prom, labels, _flat(LIMIT, 310)),
             _series(schema.GAP.prom, labels, gap)]
 
 
@@ -248,10 +248,10 @@ def _fast_leak() -> dict[str, Any]:
 
 
 def _slow_leak() -> dict[str, Any]:
-    """1-minute samples over 6 hours. Rank 1 leaks 3 MiB a minute with 1.5 GiB left (full in
+    """1-minute samples over 5 hours. Rank 1 leaks 3 MiB a minute with 1.5 GiB left (full in
     about 8.5 hours): a warning within the hour, never a page. Rank 0: flat at 96 %.
     Rank 3 drifts, then restarts at minute 20 and its gap is flat (quiet)."""
-    n = 4 * SPAN
+    n = 310
     grow = 3 * MiB
     series = [*_gap_rank(0, _flat(0.96 * LIMIT, n), _flat(GiB, n)),
               *_gap_rank(1, f"{LIMIT - 1.5 * GiB:.0f}+{grow}x{n}", f"{GiB}+{grow}x{n}"),
@@ -299,7 +299,7 @@ def _oom() -> dict[str, Any]:
                     " counts and a reset stay quiet",
             "interval": "15s", "input_series": series, "alert_rule_test": [
                 *_quiet(name, "15m", "20m", "35m"),
-                {"eval_time": "20m15s", "alertname": name, "exp_alerts": [fired(2), fired(3)]},
+                {"eval_time": "20m30s", "alertname": name, "exp_alerts": [fired(2), fired(3)]},
                 {"eval_time": "29m", "alertname": name, "exp_alerts": [fired(2), fired(3)]},
             ]}
 
