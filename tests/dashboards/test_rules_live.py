@@ -4,7 +4,8 @@ refuses the sample counts (it loads at most 10,000 samples per query).
 Two 2048-rank jobs are remote-written into Prometheus 2.42 (55 minutes at one sample a minute,
 about 940,000 samples): ``big-ok`` is healthy (NCCL init adds 1 GiB of gap once at minute 3;
 ranks 1.. exit at minute 35 while rank 0 writes a checkpoint until the end), ``big-bad`` fails
-(rank 1337 dies at minute 10, rank 99's gap drifts towards a full device, rank 7 has its first
+(rank 1337 dies at minute 10, rank 99's gap drifts towards a full device within hours (a
+warning, not a page), rank 7 has its first
 OOM at minute 50). Each alert expression of the shipped rules file, with its recording rules
 expanded in place, is evaluated over its own ``for:`` window with the query API; an alert
 fires when its expression held at every minute of that window. Counted by severity and job:
@@ -153,6 +154,5 @@ def test_2048_ranks_healthy_pages_nobody_failing_pages_once_per_problem(tmp_path
     assert fired == Counter({
         ("big-bad", "StormotelRankStoppedReporting", "critical"): 1,
         ("big-bad", "StormotelRankOutOfMemory", "critical"): 1,
-        ("big-bad", "StormotelGapDrift", "critical"): 1,
         ("big-bad", "StormotelGapDrift", "warning"): 1,
     }), fired
