@@ -307,8 +307,11 @@ def _register_instruments(provider: MeterProvider, state: TrackerState,
         return get
 
     counter(schema.ALLOC_RETRIES, scalar(sampler_counter("alloc_retries")))
-    # An OOM caught by capture_oom is also an allocator OOM on CUDA: take the larger count.
-    counter(schema.OOMS, scalar(sampler_counter("num_ooms", lambda: state.caught_ooms)))
+    # An OOM caught by capture_oom is also an allocator OOM on CUDA: take the larger count. The
+    # series exists from the first sample at 0 even where the sampler counts none (NVML): the
+    # tracker's own capture_oom count is known, and alert rules see 0 -> 1 from one scrape.
+    ooms = sampler_counter("num_ooms", lambda: state.caught_ooms)
+    counter(schema.OOMS, scalar(lambda: None if state.latest is None else (ooms() or 0)))
     counter(schema.THRESHOLD_CROSSINGS, by_attr(lambda: state.crossings, (schema.ATTR_LEVEL,)))
     counter(schema.SAMPLES, scalar(lambda: state.samples))
     counter(schema.SAMPLES_DROPPED, by_attr(lambda: state.dropped, (schema.ATTR_REASON,)))
