@@ -356,6 +356,8 @@ REASON_OVERRUN = "overrun"  # sampling fell behind its interval; ticks skipped
 # Simulated device: fault spec and the shared clock origin so ranks' faults line up.
 ENV_SIM_FAULTS = "STORMOTEL_SIM_FAULTS"
 ENV_SIM_EPOCH_NS = "STORMOTEL_SIM_EPOCH_NS"
+# Seconds a stopping tracker's Prometheus endpoint waits for one last scrape (prometheus_linger).
+ENV_PROMETHEUS_LINGER = "STORMOTEL_PROMETHEUS_LINGER"
 
 # --- dashboards & alert rules: recording-rule series, analyzer outcome values --------
 # Recorded by dashboards/rules/stormotel-rules.yml, aggregated `by` the IDENTITY_LABELS so every

@@ -180,7 +180,7 @@ class MemoryTracker:
                  otlp_endpoint: str | None = None, otlp_protocol: str | None = None,
                  otlp_interval: float | None = None, otlp_timeout: float | None = None,
                  prometheus_port: int | None = None,
-                 prometheus_addr: str = "0.0.0.0", prometheus_linger: float = 0.0,
+                 prometheus_addr: str = "0.0.0.0", prometheus_linger: float | None = None,
                  ring_size: int = 6000,
                  oom_dump_dir: str | os.PathLike[str] | None = None,
                  dump_max_bytes: int = 16 * 2**20,
@@ -216,6 +216,13 @@ class MemoryTracker:
         if archive_dir is None and otlp_endpoint is None and prometheus_port is None and \
                 not ExportConfig().otlp_enabled(env):
             archive_dir = DEFAULT_ARCHIVE_DIR
+        if prometheus_linger is None:  # the deployment's choice (pod spec), else no linger
+            raw = env.get(schema.ENV_PROMETHEUS_LINGER, "").strip()
+            try:
+                prometheus_linger = float(raw) if raw else 0.0
+            except ValueError:
+                raise ValueError(f"{schema.ENV_PROMETHEUS_LINGER}={raw!r} is not a number of "
+                                 "seconds") from None
         if not (isinstance(prometheus_linger, int | float) and 0 <= prometheus_linger < math.inf):
             raise ValueError(f"prometheus_linger={prometheus_linger!r} must be a number of "
                              "seconds >= 0")
