@@ -1,7 +1,9 @@
 """The shipped alerting rules, generated with short windows, in a REAL Prometheus scraping REAL
 ``stormotel track`` processes: a rank killed mid-job (the simulator's ``crash`` fault, SIGKILL)
 must reach *firing* as StormotelRankStoppedReporting with its rank and GPU UUID as labels, while
-its peers page nothing. Scrape and evaluation every second; the whole run stays under a minute.
+its peers page nothing; when the peers then stop cleanly (their endpoints linger for one last
+scrape) the killed rank alone is named by StormotelJobEndedAbruptly. Scrape and evaluation every
+second; the whole run stays under a minute.
 """
 
 from __future__ import annotations
@@ -68,6 +70,22 @@ def test_killed_rank_reaches_firing_with_its_labels(tmp_path: Path) -> None:
             assert labels["gpu_uuid"] == f"GPU-live-{DEAD}" and labels["severity"] == "critical"
             assert labels["gpu"] == str(DEAD) and labels["host"]
             assert all(p.poll() is None for i, p in enumerate(procs) if i != DEAD)
+            # The peers stop cleanly (SIGTERM): each endpoint lingers for one last scrape, so
+            # Prometheus sees their stop timestamps. The job has ended: the killed rank, and
+            # only it, now reads as the abrupt end.
+            for i, proc in enumerate(procs):
+                if i != DEAD:
+                    proc.terminate()
+            assert all(p.wait(timeout=15) == 0 for i, p in enumerate(procs) if i != DEAD)
+            ended: list[dict[str, Any]] = []
+            while time.monotonic() - started < 58 and not ended:
+                time.sleep(1)
+                alerts = _alerts(prom.url)
+                others = [a for a in alerts if a["labels"].get("rank") != str(DEAD)]
+                assert not others, f"ranks that stopped cleanly paged: {others}"
+                ended = [a for a in alerts if a["state"] == "firing"
+                         and a["labels"]["alertname"] == "StormotelJobEndedAbruptly"]
+            assert ended and ended[0]["labels"]["rank"] == str(DEAD), ended
     finally:
         for proc in procs:
             if proc.poll() is None:
