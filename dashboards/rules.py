@@ -6,7 +6,16 @@ prove every signal returns series on healthy data, while ``promtool test rules``
 expressions fire on faults and stay quiet on a healthy control.
 
 Severity: ``critical`` pages (the job is about to die or has lost a rank), ``warning`` tickets.
-Every alert names the job and rank and links its section of ``docs/runbook.md``.
+Alerts about a rank are one alert per rank carrying the rank's identity and placement as labels
+(``job_id``, ``rank``, ``host``, ``gpu``, ``namespace``/``cluster``, and ``gpu_uuid``/``pod`` joined
+from its info series), so Alertmanager can route, group (one page per job: ``group_by:
+[alertname, cluster, namespace, job_id]``) and inhibit on them; the analyzer's run-health alerts
+stay per job. Every alert links its section of ``docs/runbook.md``.
+
+Deadlines come first: a leak is predicted (``predict_linear`` over minutes, like the Kubernetes
+mixin's ``KubePersistentVolumeFillingUp``) rather than waited out, and a rank is silent when its
+samples stop without its tracker's clean-stop edge, judged on presence (a rank counts from its
+first scrape) rather than ``increase()``.
 """
 
 from __future__ import annotations
