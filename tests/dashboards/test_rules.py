@@ -153,3 +153,21 @@ def test_every_alert_has_a_runbook_section() -> None:
     missing = {str(a["alert"]) for a in _shipped_alerts()
                if str(a["alert"]).lower() not in headings}
     assert not missing, f"docs/runbook.md lacks sections for {missing}"
+
+
+def test_the_documented_alertmanager_route_pages_once_per_job() -> None:
+    """The route in docs/runbook.md parses, groups by job (one page per job and alert) and mutes
+    a rank's warning while its critical of the same alert fires; every label it names is one
+    the shipped alerts carry."""
+    block = re.search(r"```yaml\n(route:.*?)```", RUNBOOK.read_text(), re.S)
+    assert block, "docs/runbook.md lost its Alertmanager route"
+    config = yaml.safe_load(block.group(1))
+    route = config["route"]["routes"][0]
+    assert route["group_by"] == ["alertname", "cluster", "namespace", "job_id"]
+    inhibit = config["inhibit_rules"][0]
+    assert inhibit["source_matchers"] == ['severity="critical"']
+    assert inhibit["target_matchers"] == ['severity="warning"']
+    assert schema.ATTR_RANK in inhibit["equal"] and "alertname" in inhibit["equal"]
+    carried = {"alertname", "severity", *schema.IDENTITY_LABELS, *schema.PLACEMENT_LABELS}
+    for rule in config["inhibit_rules"]:
+        assert set(rule["equal"]) <= carried, rule["equal"]
