@@ -218,9 +218,12 @@ PER_MIN = 4
 def _fast_leak() -> dict[str, Any]:
     """15 s samples. Rank 1 starts leaking 6 MiB/s at minute 20 with 30 minutes of headroom left
     (the device is full at minute 50): critical by minute 30, 10 minutes after the leak began,
-    long before the OOM. Rank 0: a one-time 3 GiB step of its gap at minute 20 with 2 GiB
-    left (a caching allocator at 96 % and NCCL init): quiet. Rank 2: the gap climbs 1 GiB over
-    two minutes and stays (lazy communicator init): quiet. Rank 3: NaN gap: quiet."""
+    long before the OOM. Rank 4 leaks the same inside the allocator (device used grows, the gap
+    does not): StormotelGpuMemoryFillingUp, critical, by minute 30. Rank 0: a one-time 3 GiB
+    step of its gap at minute 20 with 2 GiB left (a caching allocator at 96 % and NCCL init):
+    quiet. Rank 2: the gap climbs 1 GiB over two minutes and stays (lazy communicator init):
+    quiet. Rank 3: NaN gap: quiet. Rank 5: the caching allocator warms up by 6 GiB over two
+    minutes to 96 % of the device and holds it: quiet."""
     n = 120 * PER_MIN
     start = 20 * PER_MIN
     leak = 6 * MiB * 15  # per sample
@@ -235,16 +238,45 @@ def _fast_leak() -> dict[str, Any]:
                    f" {LIMIT - 3 * GiB}+0x{n - start - 10}",
                    f"{GiB}+0x{start} {GiB}+{128 * MiB}x8 {2 * GiB}+0x{n - start - 10}"),
         *_gap_rank(3, f"{LIMIT - 4 * GiB}+0x{n}", f"NaN+0x{n}"),
+        # Rank 4: the allocator leaks (tensors kept alive): device used grows, the gap does not.
+        *_gap_rank(4, f"{used0}+0x{start} {used0 + leak}+{leak}x{n - start - 1}",
+                   f"{2 * GiB}+0x{n}"),
+        # Rank 5: the caching allocator warms up, +6 GiB over two minutes, then holds 96 %.
+        *_gap_rank(5, f"{LIMIT - 9 * GiB}+0x{start} {LIMIT - 9 * GiB}+{384 * MiB}x16"
+                   f" {0.96 * LIMIT:.0f}+0x{n - start - 18}", f"{GiB}+0x{n}"),
     ]
     name = "StormotelGapDrift"
+    filling = "StormotelGpuMemoryFillingUp"
     return {"name": "fast leak pages critical within 10 minutes of its start; a one-time step"
                     " and a short climb do not",
             "interval": "15s", "input_series": series, "alert_rule_test": [
                 *_quiet(name, "19m", "21m", "23m", "25m"),
                 {"eval_time": "30m", "alertname": name, "exp_alerts": [_gap_fired("critical", 1)]},
+                *_quiet(filling, "19m", "21m", "23m", "25m"),
+                {"eval_time": "30m", "alertname": filling,
+                 "exp_alerts": [_used_fired("critical", 4)]},
             ],
-            "promql_expr_test": [_no_alerts_for("rank", "0|2|3", "30m"),
-                                 _no_alerts_for("rank", "0|2|3", "60m")]}
+            "promql_expr_test": [_no_alerts_for("rank", "0|2|3|5", "30m"),
+                                 _no_alerts_for("rank", "0|2|3|5", "60m")]}
+
+
+def _used_fired(severity: str, rank: int, job: str = JOB) -> dict[str, Any]:
+    labels = _labels(rank, job)
+    name = "StormotelGpuMemoryFillingUp"
+    if severity == "critical":
+        return _rank_fired(
+            name, "critical", labels,
+            f"Job {job}: rank {rank}'s GPU memory fills the device within 1h",
+            f"Device memory used on rank {rank} of job {job} ({_where(labels)}) grew in each of"
+            " the last three 1m steps and, at its slope over 5m, fills the device within 1h"
+            " (predict_linear): the rank will run out of memory.")
+    return _rank_fired(
+        name, "warning", labels,
+        f"Job {job}: rank {rank}'s GPU memory fills the device within 12h",
+        f"Device memory used on rank {rank} of job {job} ({_where(labels)}) has grown in each"
+        " third of the last 30m and, at that slope, fills the device within 12h"
+        " (predict_linear); the gap does not explain it: the allocator holds ever more (tensors"
+        " kept alive, a growing cache).")
 
 
 def _slow_leak() -> dict[str, Any]:
@@ -256,13 +288,19 @@ def _slow_leak() -> dict[str, Any]:
     series = [*_gap_rank(0, _flat(0.96 * LIMIT, n), _flat(GiB, n)),
               *_gap_rank(1, f"{LIMIT - 1.5 * GiB:.0f}+{grow}x{n}", f"{GiB}+{grow}x{n}"),
               *_gap_rank(3, f"{40 * GiB}+{2 * MiB}x19 {40 * GiB}+0x{n - 20}",
-                         f"{GiB}+{2 * MiB}x19 {GiB}+0x{n - 20}")]
+                         f"{GiB}+{2 * MiB}x19 {GiB}+0x{n - 20}"),
+              # Rank 4: the allocator's share grows 3 MiB a minute, the gap stays flat.
+              *_gap_rank(4, f"{LIMIT - 1.5 * GiB:.0f}+{grow}x{n}", _flat(GiB, n))]
     name = "StormotelGapDrift"
+    filling = "StormotelGpuMemoryFillingUp"
     return {"name": "slow leak warns hours ahead and never pages critical",
             "interval": "1m", "input_series": series, "alert_rule_test": [
                 *_quiet(name, "5m", "20m", "30m"),
                 {"eval_time": "60m", "alertname": name, "exp_alerts": [_gap_fired("warning", 1)]},
                 {"eval_time": "300m", "alertname": name, "exp_alerts": [_gap_fired("warning", 1)]},
+                *_quiet(filling, "5m", "20m", "30m"),
+                {"eval_time": "60m", "alertname": filling,
+                 "exp_alerts": [_used_fired("warning", 4)]},
             ]}
 
 
@@ -573,7 +611,8 @@ def _first_cause() -> dict[str, Any]:
 # --- a healthy job ------------------------------------------------------------------------------
 
 ALERT_NAMES = (
-    "StormotelGpuMemoryPressure", "StormotelGapDrift", "StormotelRankOutOfMemory",
+    "StormotelGpuMemoryPressure", "StormotelGapDrift", "StormotelGpuMemoryFillingUp",
+    "StormotelRankOutOfMemory",
     "StormotelRankStoppedReporting", "StormotelJobEndedAbruptly", "StormotelRankStalled",
     "StormotelTrackerDroppingSamples", "StormotelPeakOverEstimate", "StormotelAnalyzerFailing",
     "StormotelAnalyzerStale", "StormotelFirstCauseFinding")

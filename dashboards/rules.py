@@ -109,15 +109,23 @@ def _seconds(duration: str) -> int:
     return int(duration[:-1]) * units[duration[-1]]
 
 
-def _grew_each_step(step: str, min_bytes_per_second: float) -> str:
-    """The gap grew by more than the minimum rate in each of the last three ``step``s: a leak
-    does, a one-time step (NCCL init, a cuDNN workspace) grows in one of them only."""
+def _grew_each_step(step: str, min_bytes_per_second: float,
+                    metric: schema.Metric = schema.GAP) -> str:
+    """``metric`` grew by more than the minimum rate in each of the last three ``step``s: a
+    leak does, a one-time step (NCCL init, a cuDNN workspace) grows in one of them only."""
     seconds = _seconds(step)
     offsets = ["", f"{seconds}s", f"{2 * seconds}s", f"{3 * seconds}s"]
     bar = f"{min_bytes_per_second * seconds:.6g}"
     return f" and on ({RANK_KEY}) ".join(
-        f"({_max(schema.GAP, newer)} - {_max(schema.GAP, older)} > {bar})"
+        f"({_max(metric, newer)} - {_max(metric, older)} > {bar})"
         for newer, older in pairwise(offsets))
+
+
+def _growth_over(metric: schema.Metric, horizon_s: int, window: str) -> str:
+    """Growth of ``metric`` expected in ``horizon_s`` seconds (``predict_linear`` over
+    ``window``)."""
+    return (promql.by_identity("max", f"predict_linear({metric.prom}[{window}], {horizon_s})")
+            + f" - {_max(metric)}")
 
 
 def _last(metric: schema.Metric, window: str) -> str:
@@ -150,6 +158,8 @@ def recording_rules(cfg: Settings) -> list[Recording]:
     moved = promql.by_identity("max", f"changes({step}[{presence}])")
     info_now = f"max by ({place_keep}) ({info})"
     info_last = f"max by ({place_keep}) (last_over_time({info}[{presence}]))"
+    drift = cfg.drift_window
+    used_slope = promql.by_identity("max", f"deriv({schema.DEVICE_USED.prom}[{cfg.drift_window}])")
     stopped = _last(schema.TRACKER_STOP, presence)
     started = _last(schema.TRACKER_START, presence)
     return [
@@ -185,6 +195,23 @@ def recording_rules(cfg: Settings) -> list[Recording]:
                   f" and on ({RANK_KEY}) "
                   + _grew_each_step(cfg.fill_step, cfg.drift_min_bytes_per_second),
                   always=False),
+        # The same two horizons on device used, for what grows inside the allocator (tensors
+        # kept alive, a cache that never stops growing); left to the gap series when the gap
+        # alone explains the growth.
+        Recording(schema.REC_RANK_USED_FILLS,
+                  f"({_growth_over(schema.DEVICE_USED, cfg.full_horizon_seconds, drift)})"
+                  f" > {schema.REC_DEVICE_HEADROOM}"
+                  f" and on ({RANK_KEY}) ({used_slope} > {cfg.drift_min_bytes_per_second:.6g})"
+                  f" and on ({RANK_KEY}) "
+                  + _grew_each_step(third_1, cfg.drift_min_bytes_per_second, schema.DEVICE_USED)
+                  + f" unless on ({RANK_KEY}) {schema.REC_RANK_GAP_FILLS}", always=False),
+        Recording(schema.REC_RANK_USED_FILLS_SOON,
+                  f"({_growth_over(schema.DEVICE_USED, cfg.fill_horizon_seconds, cfg.fill_window)})"
+                  f" > {schema.REC_DEVICE_HEADROOM}"
+                  f" and on ({RANK_KEY}) "
+                  + _grew_each_step(cfg.fill_step, cfg.drift_min_bytes_per_second,
+                                    schema.DEVICE_USED)
+                  + f" unless on ({RANK_KEY}) {schema.REC_RANK_GAP_FILLS_SOON}", always=False),
         # A rank reports while its samples reach the TSDB: presence, not increase(), so a rank
         # counts from its first scrape (start-up never reads as silence).
         Recording(schema.REC_RANK_ACTIVE,
@@ -290,6 +317,21 @@ def alerts(cfg: Settings) -> list[Alert]:
               f" free device memory within {crit_h} (predict_linear): the rank will run out of"
               " memory."),
     ]
+    filling = [
+        Alert("StormotelGpuMemoryFillingUp", "warning", placed(schema.REC_RANK_USED_FILLS),
+              schema.REC_DEVICE_HEADROOM, cfg.drift_for,
+              f"Job {JOB}: rank {RANK}'s GPU memory fills the device within {warn_h}",
+              f"Device memory used on rank {RANK} of job {JOB} ({WHERE}) has grown in each third"
+              f" of the last {cfg.drift_window} and, at that slope, fills the device within"
+              f" {warn_h} (predict_linear); the gap does not explain it: the allocator holds"
+              " ever more (tensors kept alive, a growing cache)."),
+        Alert("StormotelGpuMemoryFillingUp", "critical", placed(schema.REC_RANK_USED_FILLS_SOON),
+              schema.REC_DEVICE_HEADROOM, cfg.fill_for,
+              f"Job {JOB}: rank {RANK}'s GPU memory fills the device within {crit_h}",
+              f"Device memory used on rank {RANK} of job {JOB} ({WHERE}) grew in each of the"
+              f" last three {cfg.fill_step} steps and, at its slope over {cfg.fill_window}, fills"
+              f" the device within {crit_h} (predict_linear): the rank will run out of memory."),
+    ]
     silent_peers = (f"{schema.REC_RANK_SILENT} and on ({JOB_KEY})"
                     f" ({_count(schema.REC_RANK_SILENT)} < {_count(schema.REC_RANK_ACTIVE)})")
     reports_stop = f"({_last(schema.TRACKER_STOP_REPORTED, cfg.presence_window)} == 1)"
@@ -370,7 +412,7 @@ def alerts(cfg: Settings) -> list[Alert]:
               " high confidence). Open"
               " the incident dashboard and the annotations tagged stormotel for the evidence."),
     ]
-    return [*memory, *gap, *tracker, *analyzer]
+    return [*memory, *gap, *filling, *tracker, *analyzer]
 
 
 def _alert_rule(alert: Alert, runbook_url: str) -> dict[str, Any]:

@@ -444,6 +444,10 @@ REC_RANK_OOMS = "stormotel:rank_ooms:increase"  # OOMs in the window, first appe
 REC_RANK_SEEN = "stormotel:rank_seen:bool"  # the rank reported within the presence window
 REC_RANK_STOPPED = "stormotel:rank_stopped_cleanly:timestamp"  # its latest run stopped cleanly
 REC_RANK_GAP_FILLS_SOON = "stormotel:rank_gap_fills_device_soon:bytes"  # fast predict_linear
+# Device used (allocator and gap together) filling the device: fast (critical) and slow (warning);
+# empty where the gap alone explains it (the gap series name the cause).
+REC_RANK_USED_FILLS_SOON = "stormotel:rank_memory_fills_device_soon:bytes"
+REC_RANK_USED_FILLS = "stormotel:rank_memory_fills_device:bytes"
 REC_RANK_STALLED = "stormotel:rank_stalled:step"  # samples go on, the step does not advance
 #: One series per rank with the GPU UUID and pod it ran on (latest process), for alert labels.
 REC_RANK_PLACEMENT = "stormotel:rank_placement:info"
