@@ -269,6 +269,7 @@ def _simulated_options(args: argparse.Namespace) -> dict[str, object]:
         options["gpu_uuid"] = args.gpu_uuid
     return options
 
+
 def _play_step(tracker: MemoryTracker, sampler: SimulatedSampler, stop: threading.Event,
                seconds: float, *, has_process_faults: bool) -> None:
     """One simulated training step: the step span (unless the rank stalls), a planted OOM
