@@ -492,13 +492,15 @@ def _dropping_samples() -> dict[str, Any]:
 
 # --- estimate -----------------------------------------------------------------------------------
 
-def _peak_over_estimate() -> dict[str, Any]:
-    """Rank 1 peaks at 120 % of its estimate (fires); rank 0 at 105 % (within the margin)."""
+def _peak_over_estimate(cfg: Settings) -> dict[str, Any]:
+    """Rank 1 peaks 10 points above the margin (default: at 120 % of its estimate; fires);
+    rank 0 halfway to the margin (105 %; quiet). ``--estimate-margin`` moves both."""
     est, peak = schema.ESTIMATE.prom, schema.ALLOC_ALLOCATED_PEAK.prom
+    over, within = round(cfg.estimate_margin + 0.1, 6), 1 + (cfg.estimate_margin - 1) / 2
     series = [_series(est, _labels(0), _flat(10 * GiB)),
-              _series(peak, _labels(0), _flat(10.5 * GiB)),
+              _series(peak, _labels(0), _flat(within * 10 * GiB)),
               _series(est, _labels(1), _flat(10 * GiB)),
-              _series(peak, _labels(1), _flat(12 * GiB))]
+              _series(peak, _labels(1), _flat(over * 10 * GiB))]
     name = "StormotelPeakOverEstimate"
     labels = _labels(1)
     return {"name": "actual peak above estimate times margin", "interval": "1m",
@@ -507,9 +509,9 @@ def _peak_over_estimate() -> dict[str, Any]:
                 {"eval_time": "20m", "alertname": name, "exp_alerts": [_rank_fired(
                     name, "warning", labels,
                     f"Job {JOB}: rank 1's peak memory is above its estimate",
-                    f"The allocator's peak over 1h on rank 1 of job {JOB} is 1.2 times the"
-                    " `stormotel estimate` prediction (margin 10%): the estimate is stale or the"
-                    " job changed.")]},
+                    f"The allocator's peak over 1h on rank 1 of job {JOB} is {over:.4g} times the"
+                    f" `stormotel estimate` prediction (margin {cfg.estimate_margin - 1:.0%}):"
+                    " the estimate is stale or the job changed.")]},
             ]}
 
 
@@ -701,7 +703,7 @@ def rule_tests(cfg: Settings | None = None) -> dict[str, Any]:
     cfg = cfg or Settings()
     return {"rule_files": [f"../{RULES_FILE}"], "evaluation_interval": "15s",
             "tests": [_healthy_job(), _memory_pressure(cfg), _fast_leak(), _slow_leak(), _oom(),
-                      _lifecycle(), _stalled(), _dropping_samples(), _peak_over_estimate(),
+                      _lifecycle(), _stalled(), _dropping_samples(), _peak_over_estimate(cfg),
                       _analyzer(), _first_cause()]}
 
 

@@ -110,20 +110,21 @@ def test_alert_labels_alertmanager_can_route_on(alert: dict[str, object]) -> Non
 
 @pytest.mark.slow  # promtool, a Go binary, on the whole rule set
 def test_custom_thresholds_generate_tests_that_pass_against_their_rules(tmp_path: Path) -> None:
-    """`stormotel dashboards --warning-percent 70 --critical-percent 90`: the generated rule
-    tests move with the thresholds and pass against the rules generated beside them."""
+    """`stormotel dashboards --warning-percent 70 --critical-percent 90 --estimate-margin 1.3`:
+    the generated rule tests move with the thresholds and pass against the rules beside them."""
     from stormotel.dashboards import build
 
     out = tmp_path / "dashboards"
     assert build.main(["--out", str(out), "--no-chart", "--warning-percent", "70",
-                       "--critical-percent", "90"]) == 0
+                       "--critical-percent", "90", "--estimate-margin", "1.3"]) == 0
     rules_text = (out / "rules" / rules.RULES_FILE).read_text()
     assert "> 0.7)" in rules_text and "> 0.9)" in rules_text
     tests_dir = out / "rules" / "tests"
     run = subprocess.run([_promtool(), "test", "rules", TESTS_PATH.name], capture_output=True,
                          text=True, timeout=300, cwd=tests_dir)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "more than 70%" in (tests_dir / TESTS_PATH.name).read_text()
+    generated = (tests_dir / TESTS_PATH.name).read_text()
+    assert "more than 70%" in generated and "margin 30%" in generated
 
 
 def test_one_name_two_severities() -> None:
