@@ -8,6 +8,5 @@ FINDINGS = 1  #: ran, findings reported
 USAGE = 2  #: bad arguments or bad input the user can fix (argparse uses 2 as well)
 SOURCE_FAILURE = 3  #: no telemetry could be read (endpoint down, no files, nothing parseable)
 SINK_FAILURE = 4  #: analysis done, but writing results (annotations, push, files) failed
-SIMULATED_OOM = 5  #: `stormotel track --fault oom`: the simulated job ended with its OOM error
 INTERRUPTED = 130  #: Ctrl-C
 INTERNAL = 70  #: a bug in stormotel (sysexits EX_SOFTWARE); never 1, so a crash is not "findings"

@@ -21,7 +21,7 @@ from stormotel import exitcodes, schema
 from stormotel.errors import StormotelError
 from stormotel.samplers import SAMPLERS
 from stormotel.samplers.faults import PROCESS_FAULTS, parse_faults
-from stormotel.samplers.simulated import SimulatedOutOfMemoryError, SimulatedSampler
+from stormotel.samplers.simulated import SimulatedSampler
 from stormotel.tracker import DEFAULT_ARCHIVE_DIR, MemoryTracker
 from stormotel.units import parse_bytes
 
@@ -83,8 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="simulated sampler only: plant a fault, e.g. "
                         "'rank=2:first_spike@t=3s,delta=512MiB,lead=500ms' or "
                         "'rank=0:leak@t=1s,rate=32MiB/s'; kinds: leak, spike, fragmentation, "
-                        "first_spike, oom (the job ends), stall (steps stop, samples go "
-                        "on), crash (the process dies of SIGKILL); repeatable (also "
+                        "first_spike, oom, stall (steps stop, samples go on), crash (the "
+                        "process dies of SIGKILL); repeatable (also "
                         f"${schema.ENV_SIM_FAULTS})")
     g.add_argument("--device-memory", default=None, metavar="SIZE",
                    help="simulated sampler only: the device's size, e.g. 80GiB (default: "
@@ -221,7 +221,6 @@ def main(argv: list[str]) -> int:
               f"{', '.join(where)}", file=sys.stderr, flush=True)
     deadline = None if args.duration is None else time.monotonic() + args.duration
     interrupted = False
-    oom: SimulatedOutOfMemoryError | None = None
     simulated = tracker.sampler if isinstance(tracker.sampler, SimulatedSampler) else None
     try:
         while not stop.is_set():
@@ -231,19 +230,11 @@ def main(argv: list[str]) -> int:
             if simulated is None:
                 stop.wait(min(1.0, remaining))
                 continue
-            try:
-                _play_step(tracker, simulated, stop, min(simulated.step_period_s, remaining),
-                           has_process_faults=any(f.kind in PROCESS_FAULTS for f in faults))
-            except SimulatedOutOfMemoryError as e:  # dumped and counted by capture_oom
-                oom = e
-                break
+            _play_step(tracker, simulated, stop, min(simulated.step_period_s, remaining),
+                       has_process_faults=any(f.kind in PROCESS_FAULTS for f in faults))
         interrupted = stop.is_set()
     finally:
         tracker.stop_tracking()
-    if oom is not None:
-        print(f"stormotel track: the simulated job ended with an out-of-memory error: {oom}",
-              file=sys.stderr)
-        return exitcodes.SIMULATED_OOM
     stats = tracker.stats
     if not args.quiet:
         dropped = sum(stats["dropped"].values())
@@ -272,12 +263,10 @@ def _simulated_options(args: argparse.Namespace) -> dict[str, object]:
 
 def _play_step(tracker: MemoryTracker, sampler: SimulatedSampler, stop: threading.Event,
                seconds: float, *, has_process_faults: bool) -> None:
-    """One simulated training step: the step span (unless the rank stalls), a planted OOM
-    raised inside ``capture_oom`` as a real one would be, a planted crash as SIGKILL."""
+    """One simulated training step: the step span (unless the rank stalls), a planted crash as
+    SIGKILL."""
     if has_process_faults and sampler.started("crash"):
         os.kill(os.getpid(), signal.SIGKILL)  # no atexit, no flush: what a killed rank leaves
-    with tracker.capture_oom("stormotel track (simulated)"):
-        sampler.raise_if_oom()
     if has_process_faults and sampler.started("stall"):
         stop.wait(seconds)  # the tracker samples on; the step no longer advances
         return

@@ -23,8 +23,7 @@ Kinds and what they do to the owning rank's numbers (parameters and defaults):
   and at ``t+lead`` (``lead=500ms``) on every other rank, for ``duration`` (default: for good) —
   the cross-rank incident where one rank rises first.
 - ``oom``: at ``t`` the allocator asks for more than the device has: used pins at the total, the
-  OOM counter increments, and ``SimulatedSampler.raise_if_oom()`` raises (``stormotel track``
-  then ends the way a training process does: the error is caught and dumped, the job stops).
+  OOM counter increments, and ``SimulatedSampler.raise_if_oom()`` raises.
 
 Process faults, played by ``stormotel track`` (the numbers stay healthy):
 
