@@ -47,7 +47,7 @@ def generate(cfg: Settings, runbook_url: str = DEFAULT_RUNBOOK_URL) -> dict[Path
     for board in (overview_dashboard(cfg), rank_dashboard(cfg)):
         files[Path(f"{board.uid}.json")] = to_json(board)
     files[RULES_DIR / RULES_FILE] = rules_yaml(cfg, runbook_url)
-    files[RULES_DIR / "tests" / TESTS_FILE] = rule_tests_yaml(cfg)
+    files[RULES_DIR / "tests" / TESTS_FILE] = rule_tests_yaml(cfg, runbook_url)
     return files
 
 

@@ -697,15 +697,23 @@ def _healthy_job() -> dict[str, Any]:
                                  for t in HEALTHY_TIMES]}
 
 
-def rule_tests(cfg: Settings | None = None) -> dict[str, Any]:
-    """The promtool test file for the rules built from ``cfg`` (the thresholds users set with
-    ``stormotel dashboards`` flags move the memory-pressure series and expectations along)."""
+def rule_tests(cfg: Settings | None = None,
+               runbook_url: str = DEFAULT_RUNBOOK_URL) -> dict[str, Any]:
+    """The promtool test file for the rules built from ``cfg`` and ``runbook_url`` (the flags
+    users give ``stormotel dashboards`` move the series and expectations along)."""
     cfg = cfg or Settings()
-    return {"rule_files": [f"../{RULES_FILE}"], "evaluation_interval": "15s",
-            "tests": [_healthy_job(), _memory_pressure(cfg), _fast_leak(), _slow_leak(), _oom(),
-                      _lifecycle(), _stalled(), _dropping_samples(), _peak_over_estimate(cfg),
-                      _analyzer(), _first_cause()]}
+    tests = [_healthy_job(), _memory_pressure(cfg), _fast_leak(), _slow_leak(), _oom(),
+             _lifecycle(), _stalled(), _dropping_samples(), _peak_over_estimate(cfg),
+             _analyzer(), _first_cause()]
+    for test in tests:
+        for case in test["alert_rule_test"]:
+            for alert in case["exp_alerts"]:
+                link = alert["exp_annotations"]["runbook_url"]  # (a dict may recur)
+                if link.startswith(DEFAULT_RUNBOOK_URL + "#"):
+                    alert["exp_annotations"]["runbook_url"] = runbook_url + link.removeprefix(
+                        DEFAULT_RUNBOOK_URL)
+    return {"rule_files": [f"../{RULES_FILE}"], "evaluation_interval": "15s", "tests": tests}
 
 
-def rule_tests_yaml(cfg: Settings | None = None) -> str:
-    return header("dashboards/rule_tests.py") + dump_yaml(rule_tests(cfg))
+def rule_tests_yaml(cfg: Settings | None = None, runbook_url: str = DEFAULT_RUNBOOK_URL) -> str:
+    return header("dashboards/rule_tests.py") + dump_yaml(rule_tests(cfg, runbook_url))

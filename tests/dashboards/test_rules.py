@@ -110,13 +110,15 @@ def test_alert_labels_alertmanager_can_route_on(alert: dict[str, object]) -> Non
 
 @pytest.mark.slow  # promtool, a Go binary, on the whole rule set
 def test_custom_thresholds_generate_tests_that_pass_against_their_rules(tmp_path: Path) -> None:
-    """`stormotel dashboards --warning-percent 70 --critical-percent 90 --estimate-margin 1.3`:
-    the generated rule tests move with the thresholds and pass against the rules beside them."""
+    """`stormotel dashboards --warning-percent 70 --critical-percent 90 --estimate-margin 1.3
+    --runbook-url ...`: the generated rule tests move with the flags and pass against the rules
+    generated beside them."""
     from stormotel.dashboards import build
 
     out = tmp_path / "dashboards"
     assert build.main(["--out", str(out), "--no-chart", "--warning-percent", "70",
-                       "--critical-percent", "90", "--estimate-margin", "1.3"]) == 0
+                       "--critical-percent", "90", "--estimate-margin", "1.3",
+                       "--runbook-url", "https://wiki.example/stormotel"]) == 0
     rules_text = (out / "rules" / rules.RULES_FILE).read_text()
     assert "> 0.7)" in rules_text and "> 0.9)" in rules_text
     tests_dir = out / "rules" / "tests"
@@ -125,6 +127,7 @@ def test_custom_thresholds_generate_tests_that_pass_against_their_rules(tmp_path
     assert run.returncode == 0, run.stdout + run.stderr
     generated = (tests_dir / TESTS_PATH.name).read_text()
     assert "more than 70%" in generated and "margin 30%" in generated
+    assert "https://wiki.example/stormotel#stormotelrankstoppedreporting" in generated
 
 
 def test_one_name_two_severities() -> None:
