@@ -200,6 +200,20 @@ EDGE_KINDS = (EDGE_FIRST_RISE, EDGE_THRESHOLD_WARNING, EDGE_THRESHOLD_CRITICAL, 
 PEAK_WINDOW_S = 30.0
 ALL_METRICS = (*ALL_METRICS, EDGE_TIMESTAMP, EDGE_SIZE, EDGE_GAP, SAMPLING_INTERVAL,
                STALL_SNAPSHOTS, STALLED)
+# Start and clean-stop edges of the tracker itself: alert rules tell a rank that stopped (stop
+# timestamp seen) from one that died (silent without it), and never take a rank that has just
+# started, or stopped cleanly, for a silent one.
+TRACKER_START = Metric("stormotel.tracker.start.timestamp", "s", Kind.GAUGE,
+                       "Unix time the tracker started sampling (one value per process).")
+TRACKER_STOP = Metric("stormotel.tracker.stop.timestamp", "s", Kind.GAUGE,
+                      "Unix time of the tracker's clean stop (stop_tracking, SIGTERM, atexit);"
+                      " absent while it runs, and absent forever if the process died.")
+TRACKER_STOP_REPORTED = Metric(
+    "stormotel.tracker.stop.reported", "", Kind.GAUGE,
+    "1 when this tracker delivers its stop timestamp on a clean stop (a final OTLP export, or a"
+    " Prometheus endpoint that waits for one last scrape); 0 when a clean stop may look like a"
+    " crash to a scraper.")
+ALL_METRICS = (*ALL_METRICS, TRACKER_START, TRACKER_STOP, TRACKER_STOP_REPORTED)
 
 # Sample field (analyzer Timeline / archive) → metric carrying it.
 FIELD_METRICS: dict[str, Metric] = {
@@ -374,6 +388,8 @@ ENV_SIM_EPOCH_NS = "STORMOTEL_SIM_EPOCH_NS"
 # of torchrun (SIGTERM, then SIGKILL 30 s later), Kubernetes and Slurm (KillWait).
 ENV_LINGER_S = "STORMOTEL_LINGER_S"
 LINGER_AFTER_EVENT_S_DEFAULT = 20.0
+# Seconds a stopping tracker's Prometheus endpoint waits for one last scrape (prometheus_linger).
+ENV_PROMETHEUS_LINGER = "STORMOTEL_PROMETHEUS_LINGER"
 
 # --- dashboards & alert rules: recording-rule series, analyzer outcome values --------
 # Recorded by dashboards/rules/stormotel-rules.yml, aggregated `by` the IDENTITY_LABELS so every
@@ -459,6 +475,17 @@ REC_RANK_SILENT = "stormotel:rank_silent:bool"  # 1: reported in the last hour, 
 REC_RANK_ACTIVE = "stormotel:rank_active:bool"  # the rank sampled (or tried to) recently
 REC_RANK_DROP_RATIO = "stormotel:rank_samples_dropped:ratio"  # dropped / (taken + dropped)
 REC_RANK_OOMS = "stormotel:rank_ooms:increase"  # OOMs in the window, first appearance included
+# Per-rank alerting series (one per rank, identity + placement labels; empty on a healthy job).
+REC_RANK_SEEN = "stormotel:rank_seen:bool"  # the rank reported within the presence window
+REC_RANK_STOPPED = "stormotel:rank_stopped_cleanly:timestamp"  # its latest run stopped cleanly
+REC_RANK_GAP_FILLS_SOON = "stormotel:rank_gap_fills_device_soon:bytes"  # fast predict_linear
+# Device used (allocator and gap together) filling the device: fast (critical) and slow (warning);
+# empty where the gap alone explains it (the gap series name the cause).
+REC_RANK_USED_FILLS_SOON = "stormotel:rank_memory_fills_device_soon:bytes"
+REC_RANK_USED_FILLS = "stormotel:rank_memory_fills_device:bytes"
+REC_RANK_STALLED = "stormotel:rank_stalled:step"  # samples go on, the step does not advance
+#: One series per rank with the GPU UUID and pod it ran on (latest process), for alert labels.
+REC_RANK_PLACEMENT = "stormotel:rank_placement:info"
 # Unix time of the analyzer's last failed run for a job (written by failing runs).
 AN_LAST_FAILURE = "stormotel_analyzer_last_failure_timestamp_seconds"
 #: Labels of RANK_INFO, in order; an unknown value is left out, never exported empty.

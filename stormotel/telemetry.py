@@ -24,6 +24,7 @@ import logging
 import math
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -175,6 +176,11 @@ class TrackerState:
     #: edge kind (schema.EDGE_*) -> the latest edge of that kind.
     edges: dict[str, Edge] = field(default_factory=dict)
     sampling_interval_s: float | None = None
+    #: Unix ns of the tracker's start and clean stop (the start/stop edges alert rules read).
+    started_ns: int | None = None
+    stopped_ns: int | None = None
+    #: 1 when a clean stop's timestamp is delivered (final OTLP export, or a lingering endpoint).
+    stop_reported: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     #: One sample-duration histogram recorder per destination (synchronous instrument).
     duration_recorders: list[Callable[[float], None]] = field(default_factory=list)
@@ -302,6 +308,11 @@ def _register_instruments(provider: MeterProvider, state: TrackerState,
     gauge(schema.EDGE_GAP, edge_cb(lambda e: e.gap_s))
     gauge(schema.SAMPLING_INTERVAL, scalar(lambda: state.sampling_interval_s))
     gauge(schema.STALLED, scalar(lambda: int(state.stalled)))
+    gauge(schema.TRACKER_START, scalar(lambda: None if state.started_ns is None
+                                       else state.started_ns / 1e9))
+    gauge(schema.TRACKER_STOP, scalar(lambda: None if state.stopped_ns is None
+                                      else state.stopped_ns / 1e9))
+    gauge(schema.TRACKER_STOP_REPORTED, scalar(lambda: state.stop_reported))
 
     def sampler_counter(name: str, extra: Callable[[], int] = lambda: 0
                         ) -> Callable[[], int | None]:
@@ -314,8 +325,11 @@ def _register_instruments(provider: MeterProvider, state: TrackerState,
         return get
 
     counter(schema.ALLOC_RETRIES, scalar(sampler_counter("alloc_retries")))
-    # An OOM caught by capture_oom is also an allocator OOM on CUDA: take the larger count.
-    counter(schema.OOMS, scalar(sampler_counter("num_ooms", lambda: state.caught_ooms)))
+    # An OOM caught by capture_oom is also an allocator OOM on CUDA: take the larger count. The
+    # series exists from the first sample at 0 even where the sampler counts none (NVML): the
+    # tracker's own capture_oom count is known, and alert rules see 0 -> 1 from one scrape.
+    ooms = sampler_counter("num_ooms", lambda: state.caught_ooms)
+    counter(schema.OOMS, scalar(lambda: None if state.latest is None else (ooms() or 0)))
     counter(schema.THRESHOLD_CROSSINGS, by_attr(lambda: state.crossings, (schema.ATTR_LEVEL,)))
     counter(schema.SAMPLES, scalar(lambda: state.samples))
     counter(schema.STALL_SNAPSHOTS, scalar(lambda: state.stall_snapshots))
@@ -356,6 +370,31 @@ def register_rank_info(provider: MeterProvider, labels: Mapping[str, str]) -> No
                                   description=schema.RANK_INFO.description)
 
 
+class ScrapeCounter:
+    """A collector that yields nothing and counts the scrapes of the Prometheus endpoint, so a
+    stopping tracker knows when its stop timestamp has been read."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._cond = threading.Condition()
+
+    def collect(self) -> Iterable[Any]:
+        with self._cond:
+            self.count += 1
+            self._cond.notify_all()
+        return []
+
+    def wait_after(self, seen: int, timeout_s: float, grace_s: float = 0.25) -> bool:
+        """Wait until a scrape starts after ``seen`` scrapes (registered before the OTel
+        collector, this runs first: that scrape reads what was set before ``seen`` was taken),
+        then ``grace_s`` for its response to be written; False on timeout."""
+        with self._cond:
+            scraped = self._cond.wait_for(lambda: self.count > seen, timeout_s)
+        if scraped:
+            time.sleep(grace_s)
+        return scraped
+
+
 @dataclass
 class ExportConfig:
     """Where telemetry goes. ``None`` means off, except OTLP, which also turns on when the
@@ -375,6 +414,9 @@ class ExportConfig:
     #: every sample, one request per batch, zstd, rotated); ``compact_limits`` tunes the latter.
     archive_format: str = schema.ARCHIVE_FORMAT_DEFAULT
     compact_limits: Any = None
+    #: After a clean stop, keep the Prometheus endpoint up until it has been scraped once more
+    #: (at most this many seconds), so the stop timestamp reaches Prometheus; 0: stop at once.
+    prometheus_linger_s: float = 0.0
 
     def signal_enabled(self, signal: str, env: Mapping[str, str]) -> bool:
         """OTLP for ``signal`` ("metrics"/"traces"): an endpoint for it (the argument, the
@@ -570,6 +612,11 @@ class Telemetry:
         self.scrape_watch: ScrapeWatch | None = None
         self._tracer: Any = None
         self._lock = threading.Lock()
+        self._linger_s = max(0.0, float(cfg.prometheus_linger_s))
+        self.scrapes = ScrapeCounter()
+        self._scrapes_at_stop = 0
+        if state.started_ns is None:
+            state.started_ns = time.time_ns()
         fail = state.count_export_failure
         self.otlp_failure_hint: Callable[[], str] = lambda: otlp_failure_hint(cfg, env)
         info_labels = rank_info_labels(resource.attributes, env)
@@ -630,6 +677,11 @@ class Telemetry:
                                     hint=lambda: otlp_failure_hint(cfg, env, "traces"))))
         if cfg.prometheus_port is not None:
             self._start_prometheus(cfg, add, resource, attrs)
+        # A clean stop is told from a crash only if its timestamp gets out: pushed by the final
+        # OTLP export, or scraped from an endpoint that waits for one last scrape.
+        pushed = any(d.name == schema.DEST_OTLP for d in self.destinations)
+        lingers = self._prom_server is not None and self._linger_s > 0
+        state.stop_reported = int(pushed or lingers)
         # Counters start at zero for every known label set, so rate()/increase() work from the
         # first scrape and "no failures" is a series with value 0, not a missing series.
         with state.lock:
@@ -690,6 +742,7 @@ class Telemetry:
 
         watch = ScrapeWatch()
         registry = WatchedRegistry(watch, auto_describe=False)
+        registry.register(self.scrapes)  # type: ignore[arg-type]
         try:
             server, _thread = start_http_server(int(cfg.prometheus_port or 0),
                                                 addr=cfg.prometheus_addr, registry=registry)
@@ -772,8 +825,26 @@ class Telemetry:
         self.destinations = []
         self._streams = []
 
+    def mark_stopped(self) -> None:
+        """The clean-stop edge, set once, at the start of the stop: a scrape from then on (the
+        tracker's linger after an event included) reads the stop timestamp."""
+        if self.state.stopped_ns is None:
+            self.state.stopped_ns = time.time_ns()
+            self._scrapes_at_stop = self.scrapes.count
+
+    def _linger(self) -> None:
+        """Keep serving until one scrape after the stop edge, at most ``prometheus_linger_s``;
+        at once when a scrape already read it (during the linger after an event), and not at
+        all when nobody ever scraped this endpoint (nothing would come)."""
+        if self._prom_server is None or self._linger_s <= 0 or not self.scrapes.count:
+            return
+        self.scrapes.wait_after(self._scrapes_at_stop, self._linger_s)
+
     def shutdown(self, timeout_millis: int = 5_000) -> None:
-        """Final export of everything, then release files, sockets and threads. Never raises."""
+        """Record the clean-stop edge, give a scraper the chance to see it, then final export
+        of everything, and release files, sockets and threads. Never raises."""
+        self.mark_stopped()
+        self._linger()
         with self._lock:
             try:
                 self.tracer_provider.shutdown()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import signal
 import sys
 import threading
@@ -20,9 +21,13 @@ from typing import Any
 from stormotel import exitcodes, schema
 from stormotel.errors import StormotelError
 from stormotel.samplers import SAMPLERS
-from stormotel.samplers.faults import parse_faults
+from stormotel.samplers.faults import PROCESS_FAULTS, parse_faults
+from stormotel.samplers.simulated import SimulatedSampler
 from stormotel.tracker import DEFAULT_ARCHIVE_DIR, MemoryTracker
 from stormotel.units import parse_bytes
+
+#: Smallest simulated device: the baseline (weights, activations, gap) needs ~5.5 GiB.
+MIN_SIMULATED_BYTES = 8 * 2**30
 
 __all__ = ["build_parser", "main"]
 
@@ -89,8 +94,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="simulated sampler only: plant a fault, e.g. "
                         "'rank=2:first_spike@t=3s,delta=512MiB,lead=500ms' or "
                         "'rank=0:leak@t=1s,rate=32MiB/s'; kinds: leak, spike, fragmentation, "
-                        f"first_spike, oom (exit=1.5s: the OOM ends the rank that long after "
-                        f"it, exit status 1); repeatable (also ${schema.ENV_SIM_FAULTS})")
+                        "first_spike, oom (exit=1.5s: the OOM ends the rank that long after "
+                        "it, exit status 1), stall (steps stop, samples go on), crash (the "
+                        "process dies of SIGKILL); repeatable (also "
+                        f"${schema.ENV_SIM_FAULTS})")
+    g.add_argument("--device-memory", default=None, metavar="SIZE",
+                   help="simulated sampler only: the device's size, e.g. 80GiB (default: "
+                        "16GiB; at least 8GiB)")
+    g.add_argument("--gpu-uuid", default=None, metavar="UUID",
+                   help="simulated sampler only: the GPU UUID the rank reports (gpu_uuid, "
+                        "hw.id), e.g. one dcgm-exporter shows (default: GPU-simulated-<device>)")
     i = p.add_argument_group("identity (default: torchrun, SLURM or Open MPI variables)")
     i.add_argument("--job-id", default=None,
                    help="job identifier shared by all ranks (default, first found: "
@@ -135,6 +148,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "until one scrape has read the final state, at most SECONDS; 0 = "
                         f"never wait (default: ${schema.ENV_LINGER_S}, else "
                         f"{schema.LINGER_AFTER_EVENT_S_DEFAULT:g})")
+    d.add_argument("--prometheus-linger", type=float, default=60.0, metavar="SECONDS",
+                   help="after a clean stop, keep the endpoint up until Prometheus scraped it "
+                        "once more (at most SECONDS; only if it was ever scraped), so alert "
+                        "rules see the stop and do not take the rank for a crashed one "
+                        "(default: %(default)s; 0 = stop at once)")
     t = p.add_argument_group("thresholds and edges")
     t.add_argument("--warning-percent", type=_percent,
                    default=schema.DEFAULT_THRESHOLDS[schema.THRESHOLD_WARNING],
@@ -167,10 +185,14 @@ def main(argv: list[str]) -> int:
         print(f"stormotel track: error: {msg}", file=sys.stderr)
         return exitcodes.USAGE
 
-    if args.fault and args.sampler != "simulated":
-        return usage("--fault needs --sampler simulated")
+    for flag, value in (("--fault", args.fault), ("--device-memory", args.device_memory),
+                        ("--gpu-uuid", args.gpu_uuid)):
+        if value and args.sampler != "simulated":
+            return usage(f"{flag} needs --sampler simulated")
+    if args.prometheus_linger < 0:
+        return usage(f"--prometheus-linger {args.prometheus_linger:g} must be >= 0")
     try:
-        parse_faults(args.fault)
+        faults = parse_faults(args.fault)
         estimate_flag: str | None = args.estimate
         estimate: int | str | None = estimate_flag
         if estimate_flag is not None:
@@ -178,12 +200,14 @@ def main(argv: list[str]) -> int:
                 estimate = parse_bytes(estimate_flag)
         tracker = MemoryTracker(
             device=args.device, sampler=args.sampler, sampling_interval=args.interval,
+            sampler_options=_simulated_options(args) if args.sampler == "simulated" else None,
             job_id=args.job_id, rank=args.rank, local_rank=args.local_rank,
             world_size=args.world_size, archive_dir=args.archive,
             otlp_endpoint=args.otlp_endpoint, otlp_protocol=args.otlp_protocol,
             otlp_interval=args.otlp_interval, prometheus_port=args.prometheus_port,
             archive_interval=args.archive_interval, archive_format=args.archive_format,
-            prometheus_addr=args.prometheus_addr, estimate_bytes=estimate,
+            prometheus_addr=args.prometheus_addr, prometheus_linger=args.prometheus_linger,
+            estimate_bytes=estimate,
             thresholds={schema.THRESHOLD_WARNING: args.warning_percent,
                         schema.THRESHOLD_CRITICAL: args.critical_percent},
             hysteresis_percent=args.hysteresis, peak_window=args.peak_window,
@@ -218,12 +242,17 @@ def main(argv: list[str]) -> int:
     if oom_exit is not None:
         deadline = oom_exit if deadline is None else min(deadline, oom_exit)
     interrupted = died = False
+    simulated = tracker.sampler if isinstance(tracker.sampler, SimulatedSampler) else None
     try:
         while not stop.is_set():
             remaining = 1.0 if deadline is None else deadline - time.monotonic()
             if remaining <= 0:
                 break
-            stop.wait(min(1.0, remaining))
+            if simulated is None:
+                stop.wait(min(1.0, remaining))
+                continue
+            _play_step(tracker, simulated, stop, min(simulated.step_period_s, remaining),
+                       has_process_faults=any(f.kind in PROCESS_FAULTS for f in faults))
         interrupted = stop.is_set()
         died = not interrupted and oom_exit is not None and time.monotonic() >= oom_exit
     finally:
@@ -277,3 +306,30 @@ def _no_export_succeeded(tracker: MemoryTracker, stats: dict[str, Any]) -> int:
           + (f"; {hint}" if hint else "; is the collector reachable at that endpoint?"),
           file=sys.stderr)
     return exitcodes.SINK_FAILURE
+
+
+def _simulated_options(args: argparse.Namespace) -> dict[str, object]:
+    """The simulated device the flags ask for (size, UUID); ValueError on bad input."""
+    options: dict[str, object] = {}
+    if args.device_memory is not None:
+        size = parse_bytes(args.device_memory)
+        if size < MIN_SIMULATED_BYTES:
+            raise ValueError(f"--device-memory {args.device_memory} must be at least 8GiB (the "
+                             "simulated training baseline holds about 5.5 GiB)")
+        options["total_bytes"] = size
+    if args.gpu_uuid:
+        options["gpu_uuid"] = args.gpu_uuid
+    return options
+
+
+def _play_step(tracker: MemoryTracker, sampler: SimulatedSampler, stop: threading.Event,
+               seconds: float, *, has_process_faults: bool) -> None:
+    """One simulated training step: the step span (unless the rank stalls), a planted crash as
+    SIGKILL."""
+    if has_process_faults and sampler.started("crash"):
+        os.kill(os.getpid(), signal.SIGKILL)  # no atexit, no flush: what a killed rank leaves
+    if has_process_faults and sampler.started("stall"):
+        stop.wait(seconds)  # the tracker samples on; the step no longer advances
+        return
+    with tracker.step():
+        stop.wait(seconds)

@@ -213,7 +213,8 @@ class MemoryTracker(StormlogTrackerAPI):
                  otlp_endpoint: str | None = None, otlp_protocol: str | None = None,
                  otlp_interval: float | None = None, otlp_timeout: float | None = None,
                  prometheus_port: int | None = None,
-                 prometheus_addr: str = "0.0.0.0", ring_size: int = 6000,
+                 prometheus_addr: str = "0.0.0.0", prometheus_linger: float | None = None,
+                 ring_size: int = 6000,
                  oom_dump_dir: str | os.PathLike[str] | None = None,
                  dump_max_bytes: int = 16 * 2**20,
                  estimate_bytes: int | str | os.PathLike[str] | None = None,
@@ -221,6 +222,7 @@ class MemoryTracker(StormlogTrackerAPI):
                  hysteresis_percent: float = 2.0, rise_bytes: int | None = None,
                  warmup_samples: int = 20, rise_rearm_s: float | None = 60.0,
                  peak_window: float = schema.PEAK_WINDOW_S, faults: Any = None,
+                 sampler_options: Mapping[str, Any] | None = None,
                  env: Mapping[str, str] | None = None, shutdown_timeout: float = 2.0,
                  handle_sigterm: bool = True, max_events: int = 10_000,
                  linger_after_event_s: float | None = None,
@@ -249,7 +251,7 @@ class MemoryTracker(StormlogTrackerAPI):
             if sampler == "simulated" and device is None:
                 device = identity.local_rank
             self.sampler: Sampler = make_sampler(sampler, device, rank=identity.rank,
-                                                 faults=faults)
+                                                 faults=faults, **(sampler_options or {}))
         elif isinstance(sampler, bool):
             raise TypeError(f"sampler={sampler!r} is not a sampler")
         else:
@@ -263,6 +265,17 @@ class MemoryTracker(StormlogTrackerAPI):
         if archive_dir is None and otlp_endpoint is None and prometheus_port is None and \
                 not ExportConfig().otlp_enabled(env):
             archive_dir = DEFAULT_ARCHIVE_DIR
+        if prometheus_linger is None:  # the deployment's choice (pod spec), else no linger
+            raw = env.get(schema.ENV_PROMETHEUS_LINGER, "").strip()
+            try:
+                prometheus_linger = float(raw) if raw else 0.0
+            except ValueError:
+                raise ValueError(f"{schema.ENV_PROMETHEUS_LINGER}={raw!r} is not a number of "
+                                 "seconds") from None
+        if not (isinstance(prometheus_linger, int | float) and 0 <= prometheus_linger < math.inf):
+            raise ValueError(f"prometheus_linger={prometheus_linger!r} must be a number of "
+                             "seconds >= 0")
+        linger = float(prometheus_linger)
         if archive_interval is not None and not (isinstance(archive_interval, int | float)
                                                  and 0 < archive_interval < math.inf):
             raise ValueError(f"archive_interval={archive_interval!r} must be a positive number "
@@ -286,7 +299,8 @@ class MemoryTracker(StormlogTrackerAPI):
                                           otlp_interval_s=otlp_interval,
                                           otlp_timeout_s=otlp_timeout,
                                           prometheus_port=prometheus_port,
-                                          prometheus_addr=prometheus_addr)
+                                          prometheus_addr=prometheus_addr,
+                                          prometheus_linger_s=linger)
         self.export_config.validate(env)  # a bad protocol or endpoint is a usage error
         self._env = env
         self.ring = RingBuffer(ring_size)
@@ -307,7 +321,8 @@ class MemoryTracker(StormlogTrackerAPI):
         if not (isinstance(shutdown_timeout, int | float) and 0 < shutdown_timeout < math.inf):
             raise ValueError(f"shutdown_timeout={shutdown_timeout!r} must be a positive number "
                              "of seconds")
-        self.shutdown_timeout = float(shutdown_timeout)
+        # The linger for a last scrape comes on top of the final export's own bound.
+        self.shutdown_timeout = float(shutdown_timeout) + linger
         self.linger_after_event_s = linger_seconds(linger_after_event_s, env)
         self.handle_sigterm = handle_sigterm
         self.enable_oom_flight_recorder = enable_oom_flight_recorder  # accepted for Stormlog
@@ -444,6 +459,8 @@ class MemoryTracker(StormlogTrackerAPI):
                 with contextlib.suppress(Exception):
                     self._on_oom(_uncaught, "uncaught at exit", tick=False, flush=False)
             self.stormlog.lifecycle("stop", self.state.latest, "Memory tracking stopped")
+            if self.telemetry is not None:
+                self.telemetry.mark_stopped()  # the scrape the linger waits for reads it too
             if linger is not False and (linger or self._oom_unscraped()):
                 # After SIGTERM or a failure the final state is what must be read; else the
                 # OOM (a scrape of it may be finishing right now: it counts once it is sent).
