@@ -9,6 +9,7 @@ The exporters' own log lines are de-duplicated by :class:`LogOnce`, which the tr
 
 from __future__ import annotations
 
+import collections
 import errno
 import logging
 import threading
@@ -48,6 +49,10 @@ class FailureSink(Protocol):
     def __call__(self, destination: str, reason: str) -> None: ...
 
 
+#: messages kept per exporter logger for :func:`last_exporter_log`
+LAST_MESSAGES = 4
+
+
 class LogOnce(logging.Filter):
     """Let the first record per (logger, message template) through; drop the repeats."""
 
@@ -56,16 +61,20 @@ class LogOnce(logging.Filter):
         self._seen: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
         self.suppressed = 0
-        #: The latest message of each logger, repeats included (read for a failure's cause).
-        self.last: dict[str, str] = {}
+        #: The latest messages of each logger, repeats included (read for a failure's cause:
+        #: a few, since a final flush's "connection reset" must not hide the reply that
+        #: showed the cause).
+        self.last: dict[str, collections.deque[str]] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
         key = (record.name, str(record.msg))
         with self._lock:
             try:
-                self.last[record.name] = record.getMessage()[:2000]
+                text = record.getMessage()[:2000]
             except Exception:  # a bad format string in someone's log call
-                self.last[record.name] = str(record.msg)[:2000]
+                text = str(record.msg)[:2000]
+            self.last.setdefault(record.name, collections.deque(maxlen=LAST_MESSAGES)
+                                 ).append(text)
             if key in self._seen:
                 self.suppressed += 1
                 return False
@@ -78,7 +87,8 @@ _LOG_ONCE = LogOnce()
 
 def last_exporter_log() -> str:
     """The exporter loggers' latest messages, joined (for :func:`otlp_hint.likely_cause`)."""
-    return "\n".join(_LOG_ONCE.last.values())
+    with _LOG_ONCE._lock:
+        return "\n".join(m for messages in _LOG_ONCE.last.values() for m in messages)
 
 
 def install_log_once() -> LogOnce:

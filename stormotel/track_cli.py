@@ -23,6 +23,7 @@ from stormotel.errors import StormotelError
 from stormotel.samplers import SAMPLERS
 from stormotel.samplers.faults import PROCESS_FAULTS, parse_faults
 from stormotel.samplers.simulated import SimulatedSampler
+from stormotel.telemetry import Telemetry
 from stormotel.tracker import DEFAULT_ARCHIVE_DIR, MemoryTracker
 from stormotel.units import parse_bytes
 
@@ -256,6 +257,9 @@ def main(argv: list[str]) -> int:
         interrupted = stop.is_set()
         died = not interrupted and oom_exit is not None and time.monotonic() >= oom_exit
     finally:
+        # the destinations are released by the stop: which ones ran is read before it
+        had_otlp = schema.DEST_OTLP in tracker.destinations
+        telemetry = tracker.telemetry
         # A rank that dies of its OOM ends badly: the tracker lingers as at an uncaught OOM.
         tracker.stop_tracking(linger=True if died else None)
     stats = tracker.stats
@@ -273,7 +277,7 @@ def main(argv: list[str]) -> int:
     # asks for (a pod shutting down), so it exits OK once the samples are flushed.
     if signal.SIGINT in received:
         return exitcodes.INTERRUPTED
-    return _no_export_succeeded(tracker, stats) or exitcodes.OK
+    return _no_export_succeeded(telemetry, stats, had_otlp) or exitcodes.OK
 
 
 def _oom_exit_deadline(tracker: MemoryTracker) -> float | None:
@@ -289,19 +293,20 @@ def _oom_exit_deadline(tracker: MemoryTracker) -> float | None:
     return time.monotonic() + max(0.0, at_s - sampler.elapsed_s())
 
 
-def _no_export_succeeded(tracker: MemoryTracker, stats: dict[str, Any]) -> int:
+def _no_export_succeeded(telemetry: Telemetry | None, stats: dict[str, Any],
+                         had_otlp: bool) -> int:
     """SINK_FAILURE (4) when OTLP was asked for and no export to it ever succeeded (failed, or
     still retrying when the final flush gave up): a collector that received nothing is not a
     healthy run (a wrong port used to exit 0 behind one warning). The archive and the
     Prometheus endpoint are judged by their own errors."""
-    if schema.DEST_OTLP not in tracker.destinations:
+    if not had_otlp:
         return 0
     failures: dict[str, int] = stats.get("export_failures") or {}
     successes: dict[str, int] = stats.get("export_successes") or {}
     failed = sum(n for key, n in failures.items() if key.startswith(f"{schema.DEST_OTLP}/"))
     if successes.get(schema.DEST_OTLP, 0) > 0:
         return 0
-    hint = tracker.telemetry.otlp_failure_hint() if tracker.telemetry is not None else ""
+    hint = telemetry.otlp_failure_hint() if telemetry is not None else ""
     print(f"stormotel track: error: no OTLP export succeeded ({failed} failed)"
           + (f"; {hint}" if hint else "; is the collector reachable at that endpoint?"),
           file=sys.stderr)

@@ -160,7 +160,9 @@ def test_simulated_failures_play_as_a_training_job_would(tmp_path: Path) -> None
                               "--interval", "0.1", "--prometheus-port", str(port),
                               "--prometheus-addr", "127.0.0.1", "--device-memory", "24GiB",
                               "--gpu-uuid", "GPU-rehearsal", "--fault", "stall@t=3s",
-                              "--prometheus-linger", "0"],
+                              # neither last-scrape wait: after the clean stop, nor after the
+                              # SIGTERM that ends this test (no scraper is left to wait for)
+                              "--prometheus-linger", "0", "--linger-s", "0"],
                              stderr=subprocess.PIPE, cwd=tmp_path)
     try:
         deadline = time.monotonic() + 45  # a loaded machine may take long to import
