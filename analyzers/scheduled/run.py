@@ -47,7 +47,9 @@ def run_scheduled(job: JobOptions, analyze_fn: Callable[[Timeline], Report], *,
             jobs = discover_jobs(client, job.tsdb.prometheus,
                                  selector=schedule.job_selector or "", start_ns=start,
                                  end_ns=end, settings=job.http,
-                                 deadline=http.Deadline(schedule.timeout))
+                                 deadline=http.Deadline(schedule.timeout),
+                                 warn=lambda m: print(f"stormotel analyze: warning: {one_line(m)}",
+                                                      file=err))
     except DiscoveryError as e:
         print(f"stormotel analyze: error: {one_line(e)}", file=err)
         return exitcodes.SOURCE_FAILURE

@@ -8,12 +8,44 @@ job), so the newest such sample's own timestamp is the previous run's window end
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import httpx
+import msgspec
 from stormotel.analyzers import http
 
 from stormotel import schema
+
+
+class _Sample(msgspec.Struct):
+    """One instant-vector sample: ``value`` is ``[time, "seconds since the epoch"]``."""
+
+    value: tuple[float, str]
+
+
+class _Data(msgspec.Struct):
+    result: list[object] = []
+
+
+class _Answer(msgspec.Struct):
+    data: _Data = msgspec.field(default_factory=_Data)
+
+
+#: Window ends the read-back accepts: after 2001, before 2262 (int64 nanoseconds).
+_MIN_END_S, _MAX_END_S = 1e9, 9.2e9
+
+
+def _window_end_ns(entry: object) -> int | None:
+    """The sample's value as nanoseconds, or None for a sample of the wrong shape, not a
+    number, NaN, infinite or outside int64 nanoseconds (a server's answer is input)."""
+    try:
+        value = float(msgspec.convert(entry, _Sample).value[1])
+    except (msgspec.ValidationError, ValueError):
+        return None
+    if not math.isfinite(value) or not _MIN_END_S <= value <= _MAX_END_S:
+        return None
+    return round(value * 1000) * 1_000_000  # the sample's own millisecond timestamp
 
 
 def last_end_query(job_id: str, lookback_s: int) -> str:
@@ -34,11 +66,11 @@ def last_window_end_ns(client: httpx.Client, urls: Sequence[str], job_id: str, *
                                 settings=settings, deadline=deadline,
                                 params={"query": last_end_query(job_id, lookback_s),
                                         "time": f"{now_ns / 1e9:.3f}"})
-            result = resp.json().get("data", {}).get("result", [])
-        except (http.EndpointError, ValueError):
-            continue
+            result = msgspec.convert(resp.json(), _Answer).data.result
+        except (http.EndpointError, ValueError, msgspec.ValidationError):
+            continue  # the caller falls back to the state file or --since
         for r in result:
-            value = float(r["value"][1])
-            ns = round(value * 1000) * 1_000_000  # the sample's own millisecond timestamp
-            best = ns if best is None else max(best, ns)
+            ns = _window_end_ns(r)
+            if ns is not None:
+                best = ns if best is None else max(best, ns)
     return best

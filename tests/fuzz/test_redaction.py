@@ -16,7 +16,7 @@ _USER_CHARS = string.ascii_letters + string.digits + "-._~!$&'()*+,;=%"
 hosts = st.from_regex(r"[a-z][a-z0-9-]{0,12}(\.[a-z]{2,5}){0,2}", fullmatch=True)
 ports = st.one_of(st.just(""), st.integers(1, 65535).map(lambda p: f":{p}"))
 paths = st.from_regex(r"(/[A-Za-z0-9._~-]{0,10}){0,3}", fullmatch=True)
-passwords = st.text(_PASSWORD_CHARS, min_size=6, max_size=30).filter(lambda p: "@" in p or True)
+passwords = st.text(_PASSWORD_CHARS, min_size=6, max_size=30)
 secret_names = st.sampled_from(["token", "access_token", "api_key", "apiKey", "password",
                                 "client_secret", "X-Auth-Token", "sessionid", "auth"])
 
@@ -37,8 +37,10 @@ def test_userinfo_is_removed_up_to_the_last_at_before_the_host(scheme, user, pas
         "&amp;", "&").replace("&#x27;", "'").split(host)[0].replace(REDACTED, "")
 
 
-@given(host=hosts, name=secret_names, value=st.text(string.ascii_letters + string.digits + "-_.~%+/",
-                                                    min_size=8, max_size=40),
+_VALUE_CHARS = string.ascii_letters + string.digits + "-_.~%+/"
+
+
+@given(host=hosts, name=secret_names, value=st.text(_VALUE_CHARS, min_size=8, max_size=40),
        before=st.sampled_from(["", "x=1&"]), after=st.sampled_from(["", "&y=2", "#frag"]))
 def test_query_parameters_named_like_secrets_are_replaced(host, name, value, before, after):
     url = f"https://{host}/api/v1/query?{before}{name}={value}{after}"
@@ -50,7 +52,7 @@ def test_query_parameters_named_like_secrets_are_replaced(host, name, value, bef
 @given(st.dictionaries(st.text(max_size=8), st.text(max_size=20), max_size=4), hosts,
        st.text(_PASSWORD_CHARS, min_size=8, max_size=20))
 def test_script_json_has_no_markup_and_no_credential(extra, host, password):
-    data = {"label": f"<!--<script></script>&\u2028\u2029", **extra,
+    data = {"label": "<!--<script></script>&\u2028\u2029", **extra,
             f"https://u:{password}@{host}/": ["http://u:" + password + "@" + host]}
     out = script_json(data)
     assert not set("<>&\u2028\u2029") & set(out)

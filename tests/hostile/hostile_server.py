@@ -7,7 +7,10 @@ against the analyzer's Prometheus and Grafana clients. The first path segment pi
 - ``/garbage/...``: Prometheus-shaped JSON with list-valued labels and non-numeric values;
 - ``/deep/...``, ``/deep400/...``: a 200 nested 100,000 levels deep, a 400 nested 3,000 deep;
 - ``/future/...``: a consistent Prometheus answer for two ranks whose last samples are stamped
-  75 years ahead.
+  75 years ahead;
+- ``/sched/...``: two healthy ranks of job ``j``, but a discovery answer that also holds a bare
+  string and a numeric ``job_id``, and a window read-back answering ``NaN``, ``+Inf`` and a
+  result without ``value``.
 """
 
 from __future__ import annotations
@@ -120,6 +123,31 @@ class _Handler(BaseHTTPRequestHandler):
             now = time.time()
             values = [[now - 300 + 15 * i, str(4 * 1024**3)] for i in range(18)]
             values += [[now + 75 * 365 * 86400 + 15 * i, str(70 * 1024**3)] for i in range(5)]
+            data = {"resultType": "matrix",
+                    "result": [{"metric": dict(m), "values": values} for m in labels]}
+        else:
+            data = {"resultType": "vector", "result": []}
+        self._send_json({"status": "success", "data": data})
+
+    def _sched(self) -> None:
+        name = schema.FIELD_METRICS["allocated"].prom_aliases[0]
+        labels = [{"__name__": name, "job_id": "j", "rank": str(r), "world_size": "2"}
+                  for r in range(2)]
+        query = unquote_plus(f"{self.path}?{self.body!r}")
+        data: object
+        if "/series" in self.path:
+            data = labels
+        elif "group by" in query:  # discovery
+            data = {"resultType": "vector", "result": [
+                "oops", {"metric": {"job_id": 7}, "value": [1, "1"]},
+                {"metric": {"job_id": "j"}, "value": [1, "1"]}]}
+        elif "timestamp(" in query:  # the previous window end, read back
+            data = {"resultType": "vector", "result": [
+                {"metric": {}, "value": [1, "NaN"]}, {"metric": {}, "value": [1, "+Inf"]},
+                {"metric": {}}, ["x"]]}
+        elif "/query_range" in self.path or "[" in query:
+            now = time.time()
+            values = [[now - 300 + 15 * i, str(4 * 1024**3)] for i in range(18)]
             data = {"resultType": "matrix",
                     "result": [{"metric": dict(m), "values": values} for m in labels]}
         else:
