@@ -387,10 +387,10 @@ def _discover(api: PrometheusAPI, window: QueryWindow, builder: TimelineBuilder,
         n for m in MARKER_METRICS.values() for n in m.prom_aliases}
     for labels in series:
         ident = identity_from_labels(labels)
-        if ident is None:
+        name = labels.get("__name__", "")
+        if ident is None or not isinstance(name, str):  # label values are strings, or input
             bad_rank += 1
             continue
-        name = labels.get("__name__", "")
         present.add(name)
         if name not in estimate_spellings:  # a rank is one that reports memory
             identities.setdefault(ident.rank, ident)
@@ -475,8 +475,12 @@ def _native_interval(api: PrometheusAPI, window: QueryWindow,
     for r in api.query(f"{sel}[{probe}s]", window.end_ns)[:1]:
         values = r.get("values")
         if isinstance(values, list) and len(values) >= 3:
-            t_ns, _ = parse_matrix_values(values)
-            return float(np.median(np.diff(t_ns))) / 1e9
+            try:
+                t_ns, _ = parse_matrix_values(values)
+            except ValueError:  # not [time, "number"] pairs: the server's answer is input
+                break
+            spacing = float(np.median(np.diff(t_ns))) / 1e9
+            return spacing if spacing > 0 else None
     secs = max(1, math.ceil(window.seconds))
     for r in api.query(f"count_over_time({sel}[{secs}s])", window.end_ns)[:1]:
         value = r.get("value")
@@ -484,7 +488,7 @@ def _native_interval(api: PrometheusAPI, window: QueryWindow,
             count = float(value[1])  # type: ignore[index]
         except (TypeError, ValueError, IndexError):
             continue
-        if count > 1:
+        if math.isfinite(count) and count > 1:
             return window.seconds / count
     return None
 

@@ -10,12 +10,16 @@ against the analyzer's Prometheus and Grafana clients. The first path segment pi
   75 years ahead;
 - ``/sched/...``: two healthy ranks of job ``j``, but a discovery answer that also holds a bare
   string and a numeric ``job_id``, and a window read-back answering ``NaN``, ``+Inf`` and a
-  result without ``value``.
+  result without ``value``;
+- ``/names/...``: two healthy ranks, plus a series whose ``__name__`` is a JSON list, and a
+  native-interval probe (raw samples of a range selector) whose values are not numbers;
+  ``/probe/...`` the same without the list-valued name.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -153,6 +157,30 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             data = {"resultType": "vector", "result": []}
         self._send_json({"status": "success", "data": data})
+
+    def _names(self) -> None:
+        name = schema.FIELD_METRICS["allocated"].prom_aliases[0]
+        labels: list[dict[str, object]] = [
+            {"__name__": name, "job_id": "j", "rank": str(r), "world_size": "2"}
+            for r in range(2)]
+        query = unquote_plus(f"{self.path}?{self.body!r}")
+        now = time.time()
+        data: object
+        if "/series" in self.path:
+            bad = [{"__name__": [name], "job_id": "j", "rank": "1"}]
+            data = [*labels, *(bad if self.path.startswith("/names") else [])]
+        elif re.search(r"\[\d+s\]", query) and "over_time" not in query:  # the interval probe
+            values = [[now - 300 + 15 * i, "abc"] for i in range(18)]
+            data = {"resultType": "matrix", "result": [{"metric": labels[0], "values": values}]}
+        elif "/query_range" in self.path or "[" in query:
+            values = [[now - 300 + 15 * i, str(4 * 1024**3)] for i in range(18)]
+            data = {"resultType": "matrix",
+                    "result": [{"metric": dict(m), "values": values} for m in labels]}
+        else:
+            data = {"resultType": "vector", "result": [{"metric": {}, "value": [now, "x"]}]}
+        self._send_json({"status": "success", "data": data})
+
+    _probe = _names  # the same without the list-valued name: only the probe is hostile
 
     def _send_json(self, doc: object) -> None:
         body = json.dumps(doc).encode()
