@@ -52,3 +52,46 @@ def _faulted(tmp_path: Path) -> Path:
     from tests.hostile.test_boundary import faulted
 
     return faulted(tmp_path / "job")
+
+
+def _fr_entry(i: int, **kw) -> dict:
+    return {"record_id": i, "pg_id": 0, "process_group": ("0", "default_pg"),
+            "collective_seq_id": i + 1, "p2p_seq_id": 0, "op_id": i + 1,
+            "profiling_name": "nccl:all_reduce", "time_created_ns": 1 + i,
+            "input_sizes": [[4]], "input_dtypes": ["Float"], "output_sizes": [[4]],
+            "output_dtypes": ["Float"], "state": "completed",
+            "time_discovered_started_ns": None, "time_discovered_completed_ns": 2 + i,
+            "retired": True, "timeout_ms": 600000, "is_p2p": False, **kw}
+
+
+def _fr_dump(entries: list[dict]) -> bytes:
+    import pickle
+
+    return pickle.dumps({"version": "2.10", "pg_config": {}, "pg_status": {},
+                         "entries": entries})
+
+
+def _fr_folder(tmp_path: Path, bad: list[dict]) -> Path:
+    folder = tmp_path / "fr"
+    folder.mkdir()
+    (folder / "nccl_trace_rank_0").write_bytes(_fr_dump([_fr_entry(i) for i in range(20)]))
+    (folder / "nccl_trace_rank_1").write_bytes(
+        _fr_dump([_fr_entry(i) for i in range(19)] + bad))
+    return folder
+
+
+def test_flight_recorder_sizes_memo_amplification_is_bounded(tmp_path):
+    big = list(range(10_000))  # pickled once, referenced 100,000 times: 10**9 ints expanded
+    folder = _fr_folder(tmp_path, [_fr_entry(19, input_sizes=[big] * 100_000)])
+    assert (folder / "nccl_trace_rank_1").stat().st_size < 1_000_000
+    run = run_bounded("analyze", "--flight-recorder", str(folder), "--format", "json", "-q")
+    assert_clean(run, FOUND)
+
+
+def test_flight_recorder_integers_beyond_int64_skip_their_entry(tmp_path):
+    folder = _fr_folder(tmp_path, [_fr_entry(19, collective_seq_id=10**20, op_id=10**20),
+                                   _fr_entry(20, time_created_ns=2**70,
+                                             time_discovered_completed_ns=2**70),
+                                   _fr_entry(21, input_sizes=[[2**70]])])
+    run = run_bounded("analyze", "--flight-recorder", str(folder), "--format", "json", "-q")
+    assert_clean(run, FOUND)
