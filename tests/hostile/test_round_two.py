@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from stormotel import exitcodes
 from tests.hostile.corpus import healthy_folder
 from tests.hostile.harness import assert_clean, run_bounded
@@ -95,3 +97,43 @@ def test_flight_recorder_integers_beyond_int64_skip_their_entry(tmp_path):
                                    _fr_entry(21, input_sizes=[[2**70]])])
     run = run_bounded("analyze", "--flight-recorder", str(folder), "--format", "json", "-q")
     assert_clean(run, FOUND)
+
+
+def _timeout_line(r: int, seq: int) -> str:
+    return (f"[rank{r}]:[E1121 03:12:40.1180000 ProcessGroupNCCL.cpp:1316] [PG 0 Rank {r}] "
+            f"Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, "
+            "OpType=ALLREDUCE, NumelIn=4096, NumelOut=4096, Timeout(ms)=600000) ran for "
+            "600077 milliseconds before timing out.\n")
+
+
+def _seven_digit_logs(tmp_path: Path, kind: str) -> Path:
+    text = "".join(_timeout_line(r, 241) for r in range(4))
+    if kind == "desync":
+        text += ("[rank0]:[E515 18:36:47.343377708 ProcessGroupNCCL.cpp:1937] Rank 0\n"
+                 "         - [0] Timeout at collective: ALLREDUCE, #315\n         - To our "
+                 "best knowledge, the lagging/dead/mismatched ranks that caused the desync are:"
+                 "\n             [9999999] finished collective #182, but didn't join collective"
+                 " #183 (count from 1)\n         - Snapshot of ranks' latest states:\n")
+    else:
+        fp = ("CollectiveFingerPrint(SequenceNumber=21, OpType=BROADCAST, TensorShape=[{n}], "
+              "TensorDtypes=Long, TensorDeviceTypes=TensorOptions(dtype=float (default), "
+              "device=cuda))")
+        text += "".join(
+            f"[rank{r}]: RuntimeError: Detected mismatch between collectives on ranks. Rank "
+            f"{r} is running collective: {fp.format(n=1)}, but Rank 9999999 is running "
+            f"collective: {fp.format(n=41)}.\n" for r in (0, 1, 3))
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    (folder / "job.log").write_text(text)
+    return folder
+
+
+@pytest.mark.parametrize("kind", ["desync", "fingerprint"])
+def test_seven_digit_ranks_in_pytorch_reports_are_no_evidence(tmp_path, kind):
+    run = run_bounded("analyze", "--logs", str(_seven_digit_logs(tmp_path, kind)),
+                      "--format", "json", "-q")
+    assert_clean(run, FOUND)
+    rep = run.json()
+    named = {r for f in rep["stall_findings"] for r in f["ranks"]}
+    assert all(r < 1_000_000 for r in named | set(rep["missing_ranks"])), named
+    assert rep["world_size"] is None or rep["world_size"] < 1_000_000
