@@ -13,7 +13,9 @@ against the analyzer's Prometheus and Grafana clients. The first path segment pi
   result without ``value``;
 - ``/names/...``: two healthy ranks, plus a series whose ``__name__`` is a JSON list, and a
   native-interval probe (raw samples of a range selector) whose values are not numbers;
-  ``/probe/...`` the same without the list-valued name.
+  ``/probe/...`` the same without the list-valued name;
+- ``/multi/...``: three jobs found by discovery (``a``, ``b`` and ``../x``), two healthy ranks
+  each.
 """
 
 from __future__ import annotations
@@ -178,6 +180,28 @@ class _Handler(BaseHTTPRequestHandler):
                     "result": [{"metric": dict(m), "values": values} for m in labels]}
         else:
             data = {"resultType": "vector", "result": [{"metric": {}, "value": [now, "x"]}]}
+        self._send_json({"status": "success", "data": data})
+
+    def _multi(self) -> None:
+        name = schema.FIELD_METRICS["allocated"].prom_aliases[0]
+        query = unquote_plus(f"{self.path}?{self.body.decode(errors='replace')}")
+        job = re.search(r'job_id="((?:[^"\\]|\\.)*)"', query)
+        job_id = job.group(1).replace("\\\\", "\\") if job else "a"
+        labels = [{"__name__": name, "job_id": job_id, "rank": str(r), "world_size": "2"}
+                  for r in range(2)]
+        data: object
+        if "/series" in self.path:
+            data = labels
+        elif "group by" in query:
+            data = {"resultType": "vector", "result": [
+                {"metric": {"job_id": j}, "value": [1, "1"]} for j in ("a", "b", "../x")]}
+        elif "/query_range" in self.path or "[" in query:
+            now = time.time()
+            values = [[now - 300 + 15 * i, str(4 * 1024**3)] for i in range(18)]
+            data = {"resultType": "matrix",
+                    "result": [{"metric": dict(m), "values": values} for m in labels]}
+        else:
+            data = {"resultType": "vector", "result": []}
         self._send_json({"status": "success", "data": data})
 
     _probe = _names  # the same without the list-valued name: only the probe is hostile

@@ -137,3 +137,27 @@ def test_seven_digit_ranks_in_pytorch_reports_are_no_evidence(tmp_path, kind):
     named = {r for f in rep["stall_findings"] for r in f["ranks"]}
     assert all(r < 1_000_000 for r in named | set(rep["missing_ranks"])), named
     assert rep["world_size"] is None or rep["world_size"] < 1_000_000
+
+
+def test_several_scheduled_jobs_write_one_file_each(tmp_path):
+    from stormotel.analyzers.scheduled.outputs import safe_job_id
+
+    from tests.hostile.hostile_server import hostile_server
+
+    out = tmp_path / "out"
+    with hostile_server() as url:
+        run = run_bounded("analyze", "--prometheus", f"{url}/multi", "--scheduled", "--since",
+                          "10m", "--settle", "0s", "--http-retries", "0", "--format", "json",
+                          "-o", str(out / "report.json"), "--html", str(out / "{job}.html"),
+                          "--perfetto", str(out / "trace.json"),
+                          "--incident-dashboard", str(out / "dash-{job}.json"))
+    assert_clean(run, FOUND)
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    x = safe_job_id("../x")  # never a path outside --output's folder
+    assert x.startswith("_") and "/" not in x
+    assert files == sorted([
+        "a/report.json", "b/report.json", f"{x}/report.json",
+        "a.html", "b.html", f"{x}.html", "a/trace.json", "b/trace.json", f"{x}/trace.json",
+        "dash-a.json", "dash-b.json", f"dash-{x}.json"]), files
+    assert json.loads((out / "b" / "report.json").read_text())["job_id"] == "b"
+    assert not (tmp_path / "x").exists()
