@@ -161,3 +161,47 @@ def test_several_scheduled_jobs_write_one_file_each(tmp_path):
         "dash-a.json", "dash-b.json", f"dash-{x}.json"]), files
     assert json.loads((out / "b" / "report.json").read_text())["job_id"] == "b"
     assert not (tmp_path / "x").exists()
+
+
+SECRET = "p@ss@w0rd-secret"
+TOKEN = "TOKSECRET123456"
+
+
+def test_html_report_has_no_secret_no_raw_control_and_no_markup_in_its_data(tmp_path):
+    from tests.hostile.corpus import events, write
+
+    folder = tmp_path / "job"
+    url = f"http://admin:{SECRET}@prom:9090/api?token={TOKEN}"
+    job_id = f"j\u202e\x00 {url}"
+    for r in range(4):
+        evs = events(r, job_id=job_id, grow_at=120 if r == 2 else None)
+        for i, e in enumerate(evs):
+            e["context"] = f"<!--<script> {url} \x00\u202e\u2028 step" if 50 <= i < 60 else None
+        write(folder / f"rank{r}.json", evs)
+    html = tmp_path / "report.html"
+    report = tmp_path / "report.json"
+    run = run_bounded("analyze", str(folder), "--html", str(html), "--format", "json",
+                      "-o", str(report), "-q")
+    assert_clean(run, FOUND)
+    page = html.read_text(encoding="utf-8")
+    everything = page + report.read_text() + run.stderr + run.stdout
+    assert SECRET not in everything and TOKEN not in everything and "p@ss" not in everything
+    assert "\x00" not in page and "\u202e" not in page and "\u2028" not in page
+    data = page.split('id="stormotel-data">', 1)[1].split("</script>", 1)[0]
+    assert "<" not in data and ">" not in data and "&" not in data
+    assert json.loads(data)["charts"]
+
+
+def test_failed_endpoint_url_is_redacted_as_a_json_key(tmp_path):
+    from tests.hostile.hostile_server import hostile_server
+
+    report = tmp_path / "report.json"
+    with hostile_server() as url:
+        run = run_bounded("analyze", "--prometheus", f"{url}/sched", "--prometheus",
+                          f"http://user:{SECRET}@127.0.0.1:9/?token={TOKEN}", "--job-id", "j",
+                          "--since", "10m", "--http-retries", "0", "--format", "json",
+                          "-o", str(report))
+    assert_clean(run, FOUND)
+    written = report.read_text()
+    assert SECRET not in written + run.stderr and TOKEN not in written + run.stderr
+    assert "p@ss" not in written + run.stderr and "<redacted>" in written
