@@ -279,7 +279,14 @@ def _sizes(v: Any) -> tuple[tuple[int, ...], ...]:
         return ()
     if sum(map(len, v)) > MAX_SIZE_CELLS_PER_ENTRY:
         raise ValueError("size lists too long")
-    return tuple([tuple(map(_int, s)) for s in v])
+    return tuple([tuple(map(_size_int, s)) for s in v])
+
+
+def _size_int(v: Any) -> int:
+    i = _int(v)
+    if i is None:
+        raise TypeError("size is not an integer")
+    return i
 
 
 def _text(v: Any) -> str:

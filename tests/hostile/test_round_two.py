@@ -205,3 +205,36 @@ def test_failed_endpoint_url_is_redacted_as_a_json_key(tmp_path):
     written = report.read_text()
     assert SECRET not in written + run.stderr and TOKEN not in written + run.stderr
     assert "p@ss" not in written + run.stderr and "<redacted>" in written
+
+
+_DISK_FULL_SCRIPT = r"""
+import json, resource, signal, sys, time
+from pathlib import Path
+from stormotel.tracker import MemoryTracker
+
+out = Path(sys.argv[1])
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+tracker = MemoryTracker(sampler="simulated", sampling_interval=0.01, job_id="j", rank=0,
+                        local_rank=0, world_size=1, host="h", env={}, archive_dir=out,
+                        archive_format="lines")
+resource.setrlimit(resource.RLIMIT_FSIZE, (30_000, hard))  # the disk fills up
+tracker.start_tracking()
+time.sleep(1.0)
+resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))  # space returns
+time.sleep(0.5)
+tracker.stop_tracking()
+print(json.dumps(tracker.stats["export_failures"]))
+"""
+
+
+def test_lines_archive_on_a_full_disk_keeps_whole_lines_and_counts_drops(tmp_path):
+    run = run_bounded(python=["-c", _DISK_FULL_SCRIPT, str(tmp_path / "a")])
+    assert run.code == 0, run.stderr[-3000:]
+    assert "Traceback" not in run.stderr, run.stderr[-3000:]
+    failures = json.loads(run.stdout.strip().splitlines()[-1])
+    assert sum(n for k, n in failures.items() if k.startswith("archive/")) >= 1, failures
+    lines = (tmp_path / "a" / "j" / "rank-0.metrics.jsonl").read_text().splitlines()
+    assert len(lines) > 5
+    for line in lines:
+        json.loads(line)  # no half line left in the middle of the file
