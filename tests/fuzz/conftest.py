@@ -1,8 +1,10 @@
 """Hypothesis profiles for the fuzz set: small and fast in ``make test``, long in ``make fuzz``.
 
-``STORMOTEL_FUZZ=long`` (what ``make fuzz`` sets) selects many examples per property and no
-deadline; the default keeps the whole folder to well under a minute on two cores. No example
-database is written into the checkout (``database=None``): a failure prints its reproducer.
+``STORMOTEL_FUZZ=long`` (what ``make fuzz`` sets) selects many examples per property, drawn
+at random each run; the default is derandomized (the same 25 examples per property every run,
+so ``make test`` never fails by chance) and keeps the whole folder under a minute on two cores.
+No example database is written into the checkout (``database=None``): a failure prints its
+``@reproduce_failure`` blob.
 """
 
 from __future__ import annotations
@@ -11,10 +13,9 @@ import os
 
 from hypothesis import HealthCheck, settings
 
-_COMMON = {"database": None, "suppress_health_check": (HealthCheck.too_slow,
+_COMMON = {"database": None, "print_blob": True, "suppress_health_check": (HealthCheck.too_slow,
                                                          HealthCheck.data_too_large)}
-settings.register_profile("default", max_examples=25, deadline=None, derandomize=False,
+settings.register_profile("default", max_examples=25, deadline=None, derandomize=True,
                           **_COMMON)
-settings.register_profile("ci", max_examples=25, deadline=None, derandomize=True, **_COMMON)
 settings.register_profile("long", max_examples=2_000, deadline=None, **_COMMON)
 settings.load_profile(os.environ.get("STORMOTEL_FUZZ", "default"))
