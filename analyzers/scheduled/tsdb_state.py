@@ -36,14 +36,24 @@ class _Answer(msgspec.Struct):
 _MIN_END_S, _MAX_END_S = 1e9, 9.2e9
 
 
-def _window_end_ns(entry: object) -> int | None:
-    """The sample's value as nanoseconds, or None for a sample of the wrong shape, not a
-    number, NaN, infinite or outside int64 nanoseconds (a server's answer is input)."""
-    try:
-        value = float(msgspec.convert(entry, _Sample).value[1])
-    except (msgspec.ValidationError, ValueError):
-        return None
-    if not math.isfinite(value) or not _MIN_END_S <= value <= _MAX_END_S:
+def sample_values(doc: object) -> list[float]:
+    """The finite values of an instant-vector answer (``/api/v1/query``), typed-decoded: an
+    answer or entry of the wrong shape, a value that is not a number, NaN or infinite is left
+    out (a server's answer is input). ValidationError when the answer itself is no answer."""
+    out = []
+    for entry in msgspec.convert(doc, _Answer).data.result:
+        try:
+            value = float(msgspec.convert(entry, _Sample).value[1])
+        except (msgspec.ValidationError, ValueError):
+            continue
+        if math.isfinite(value):
+            out.append(value)
+    return out
+
+
+def _window_end_ns(value: float) -> int | None:
+    """A read-back value (seconds) as nanoseconds, or None outside int64 nanoseconds."""
+    if not _MIN_END_S <= value <= _MAX_END_S:
         return None
     return round(value * 1000) * 1_000_000  # the sample's own millisecond timestamp
 
@@ -66,11 +76,11 @@ def last_window_end_ns(client: httpx.Client, urls: Sequence[str], job_id: str, *
                                 settings=settings, deadline=deadline,
                                 params={"query": last_end_query(job_id, lookback_s),
                                         "time": f"{now_ns / 1e9:.3f}"})
-            result = msgspec.convert(resp.json(), _Answer).data.result
+            values = sample_values(resp.json())
         except (http.EndpointError, ValueError, msgspec.ValidationError):
             continue  # the caller falls back to the state file or --since
-        for r in result:
-            ns = _window_end_ns(r)
+        for v in values:
+            ns = _window_end_ns(v)
             if ns is not None:
                 best = ns if best is None else max(best, ns)
     return best

@@ -15,10 +15,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+import msgspec
 from stormotel.analyzers import http
 from stormotel.analyzers.findings import ranks_named
 from stormotel.analyzers.options import JobOptions, SinkOptions
 from stormotel.analyzers.report import Report
+from stormotel.analyzers.scheduled.tsdb_state import sample_values
 from stormotel.analyzers.sinks import findings_series, grafana, perfetto, pushgateway, remote_write
 from stormotel.analyzers.sinks.base import Sink
 from stormotel.analyzers.timeline import Timeline
@@ -306,8 +308,11 @@ def _not_stored(client: Any, query_url: str, points: list[findings_series.Series
         resp = http.request(client, "GET", query_url.rstrip("/") + "/api/v1/query",
                             settings=settings, deadline=deadline,
                             params={"query": expr, "time": f"{p.timestamp_ms / 1000:.3f}"})
-        result = resp.json().get("data", {}).get("result", [])
-        held = any(abs(float(r["value"][1]) * 1000 - p.timestamp_ms) < 1 for r in result)
+        try:  # the TSDB's answer is input: typed-decoded, a wrong shape holds nothing
+            values = sample_values(resp.json())
+        except (ValueError, msgspec.ValidationError):
+            values = []
+        held = any(abs(v * 1000 - p.timestamp_ms) < 1 for v in values)
         missing += not held
     return missing
 

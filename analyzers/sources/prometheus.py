@@ -291,7 +291,7 @@ def _after(results: list[dict[str, object]], t_ms: int) -> list[dict[str, object
 def _stamp(point: object) -> float:
     try:
         return float(point[0])  # type: ignore[index]
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, KeyError):  # {} or {"0": ...} where a pair belongs
         return math.inf  # malformed: left for the parser to count
 
 
@@ -440,7 +440,7 @@ def _whole_window_by_rank(d: _Discovery, window: QueryWindow, name: str, over_ti
         ident = identity_from_labels(labels) if isinstance(labels, dict) else None
         try:
             v = float(value[1])  # type: ignore[index]
-        except (TypeError, ValueError, IndexError):
+        except (TypeError, ValueError, IndexError, KeyError):
             continue
         if ident is not None and math.isfinite(v):
             out.append((ident.rank, v))
@@ -486,7 +486,7 @@ def _native_interval(api: PrometheusAPI, window: QueryWindow,
         value = r.get("value")
         try:
             count = float(value[1])  # type: ignore[index]
-        except (TypeError, ValueError, IndexError):
+        except (TypeError, ValueError, IndexError, KeyError):
             continue
         if math.isfinite(count) and count > 1:
             return window.seconds / count
