@@ -201,7 +201,8 @@ def _normalise(path: Path, rank: int, raw: Mapping[str, Any], form: str) -> Rank
                 entries.append(entry)
     entries.sort(key=_RECORD_ID)
     status: dict[int, PgStatus] = {}
-    for pg_id, st in (raw.get("pg_status") or {}).items():
+    pg_status = raw.get("pg_status")
+    for pg_id, st in (pg_status.items() if isinstance(pg_status, dict) else ()):
         try:
             status[int(pg_id)] = PgStatus(_int(st.get("last_enqueued_collective"), -1),
                                           _int(st.get("last_started_collective"), -1),
