@@ -26,8 +26,9 @@ _SECRET_NAME = (r"[\w.-]*(?:token|secret|passw|pwd|api[_-]?key|apikey|auth|signa
                 r"credential|session|cookie|private[_-]?key)[\w.-]*")
 _SECRET_QUERY = re.compile(rf"(?i)([?&;]{_SECRET_NAME}=)[^&#;\s\"'<>]*")
 _SECRET_HEADER = re.compile(
-    r"(?i)\b(authorization|proxy-authorization|x-api-key|x-auth-token|cookie|set-cookie)"
-    r"(\"?\s*[:=]\s*\"?)(?:(?:bearer|basic|token)\s+)?[^\s\",;}]+")
+    r"(?i)\b(authorization|proxy-authorization|cookie|set-cookie|"
+    r"[\w-]*(?:token|api[-_]?key|secret|passw(?:or)?d))"
+    r"(\"?\s*[:=]\s*\"?)(?!<redacted>)(?:(?:bearer|basic|token)\s+)?[^\s\",;}&]+")
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}")
 REDACTED = "<redacted>"
 

@@ -63,3 +63,13 @@ def test_known_cases():
     assert redact("http://alice:p@ss@w0rd@prom:9090/api") == f"http://{REDACTED}@prom:9090/api"
     assert "\x00" not in html_text("a\x00b\u202ec") and "\\x00" in html_text("a\x00b\u202ec")
     assert "\\u202e" in html_text("\u202e")
+
+
+@given(name=st.sampled_from(["Authorization", "X-Auth-Token", "X-Api-Key", "Cookie", "PASSWORD",
+                             "x-grafana-token", "client_secret", "Proxy-Authorization"]),
+       sep=st.sampled_from([": ", "=", '": "', ":"]),
+       scheme=st.sampled_from(["", "Bearer ", "Basic ", "token "]),
+       value=st.text(string.ascii_letters + string.digits + "-_.~+/=", min_size=8, max_size=40))
+def test_headers_named_like_secrets_are_replaced(name, sep, scheme, value):
+    out = redact(f"request failed; {name}{sep}{scheme}{value}\nnext line")
+    assert value not in out and REDACTED in out and out.endswith("\nnext line")
