@@ -96,7 +96,7 @@ def script_json(data: object) -> str:
     as ``\\u`` escapes (as Django's ``json_script`` does), so no ``</script`` or ``<!--<script``
     in a string can end the element or put the parser into its escaped-script state; strings
     redacted. NaN and infinities are refused (JSON has neither)."""
-    text = json.dumps(_redacted(data), separators=(",", ":"), allow_nan=False)
+    text = json.dumps(redact_tree(data), separators=(",", ":"), allow_nan=False)
     return text.translate(_SCRIPT_ESCAPES)
 
 
@@ -104,11 +104,13 @@ _SCRIPT_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026"
                    0x2028: "\\u2028", 0x2029: "\\u2029"}
 
 
-def _redacted(obj: object) -> object:
+def redact_tree(obj: object) -> object:
+    """A JSON-able tree with every string, keys included, redacted (the file sinks: Perfetto
+    trace, incident dashboard)."""
     if isinstance(obj, str):
         return redact(obj)
     if isinstance(obj, dict):
-        return {redact(str(k)): _redacted(v) for k, v in obj.items()}
+        return {redact(str(k)): redact_tree(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
-        return [_redacted(v) for v in obj]
+        return [redact_tree(v) for v in obj]
     return obj

@@ -26,7 +26,7 @@ from stormotel.analyzers.sinks.base import Sink
 from stormotel.analyzers.timeline import Timeline
 
 from stormotel.atomic import write_atomic
-from stormotel.textsafe import one_line
+from stormotel.textsafe import one_line, redact_tree
 
 
 @dataclass
@@ -144,7 +144,7 @@ class IncidentDashboardFileSink(_FileSink):
 
     def write(self) -> str:
         board = _incident_board(self.ctx.report, self.ctx.job_id)
-        _atomic_write(self.path, json.dumps(board, indent=2, sort_keys=True))
+        _atomic_write(self.path, json.dumps(redact_tree(board), indent=2, sort_keys=True))
         return str(self.path)
 
 
