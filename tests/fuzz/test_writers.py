@@ -1,6 +1,7 @@
 """The writers under generated text (job ids, hosts, marker names, notes, sources, stall
-evidence): the HTML page, the text summary, the JSON report and the logfmt line never carry a
-secret, a raw control or bidi character, or markup inside the page's inline JSON."""
+evidence): the HTML page, the text summary, the JSON report, the Perfetto trace and the logfmt
+line never carry a secret, a raw control or bidi character, or markup inside the page's
+inline JSON."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from stormotel.analyzers import job
 from stormotel.analyzers.analyze import analyze
 from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.sinks.html_report import render_html
+from stormotel.analyzers.sinks.perfetto import write_trace
 from stormotel.analyzers.sources import load_paths
 from stormotel.analyzers.summary import render_summary
 
@@ -51,7 +53,10 @@ def test_every_writer_escapes_and_redacts(job_id, host, context, notes, source, 
     text = render_summary(report)
     doc = report.to_json()
     line = job._logfmt({"job_id": report.job_id, "note": evidence, "exit": 0})
-    for out in (page, text, doc, line):
+    write_trace(folder / "trace.json", timeline, report)
+    trace = (folder / "trace.json").read_text(encoding="utf-8")
+    json.loads(trace)
+    for out in (page, text, doc, line, trace):
         assert SECRET not in out
         assert not raw_controls(out, "\n"), (raw_controls(out, "\n"), out[:200])
     assert "\n" not in line
