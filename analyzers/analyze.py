@@ -19,7 +19,10 @@ from stormotel.analyzers.algorithms.estimate_ratio import (
     report_section,
 )
 from stormotel.analyzers.algorithms.gap import gap_analysis
-from stormotel.analyzers.algorithms.oom_forensics import oom_forensics
+from stormotel.analyzers.algorithms.oom_forensics import (
+    mark_suspects_that_ran_out,
+    oom_forensics,
+)
 from stormotel.analyzers.algorithms.settings import Settings, settings_for
 from stormotel.analyzers.align import align as align_timeline
 from stormotel.analyzers.align import review_skew_hint
@@ -75,6 +78,7 @@ def analyze(timeline: Timeline, *, sensitivity: str = "medium",
     forensics = oom_forensics(tl, cast("list[OomDump] | None", tl.meta.get(META_OOM_DUMPS)))
     if forensics:
         report.extra["oom_forensics"] = forensics
+        mark_suspects_that_ran_out(cross.first_cause_suspects, forensics)
     attribute(report, tl)
     report.extra["analysis_seconds"] = round(time.perf_counter() - started, 4)
     return report

@@ -50,7 +50,9 @@ def _progress(output: OutputOptions) -> ProgressFn | None:
 
 def read_stalls(opts: AnalyzeOptions) -> StallResult | None:
     """Step 1: the stall evidence the flags name, read and judged (None when there is none)."""
-    if not opts.stalls.wanted:
+    from stormotel.analyzers.stalls.stacks import find_snapshot_files
+
+    if not opts.stalls.wanted and not find_snapshot_files(opts.stalls.stacks_in):
         return None
     from stormotel.analyzers.stalls.cli_support import read_stall_evidence
 
@@ -149,7 +151,30 @@ def _run_files(opts: AnalyzeOptions, parser: argparse.ArgumentParser) -> int:
                                                             several=False))
         if write_sinks(report, timeline, job).failed:
             return exitcodes.SINK_FAILURE
-    return exitcodes.FINDINGS if report.has_findings() else exitcodes.OK
+    if report.has_findings():
+        return exitcodes.FINDINGS
+    return _no_evidence(report, timeline, opts) or exitcodes.OK
+
+
+def _no_evidence(report: Report, timeline: Timeline, opts: AnalyzeOptions) -> int:
+    """SOURCE_FAILURE (3) with one line when the input held nothing to judge by — a file of
+    prose given as --logs, --ranks naming no rank the input has — so cron and CI never read
+    "no evidence" as healthy (it used to exit 0). The report is still written."""
+    from stormotel.analyzers.rankspec import format_rank_list
+    from stormotel.analyzers.summary import has_evidence
+
+    if has_evidence(report):
+        return 0
+    have = sorted(timeline.ranks)
+    wanted = opts.analysis.ranks
+    if wanted is not None and have and not set(wanted) & set(have):
+        why = (f"--ranks {format_rank_list(sorted(set(wanted)))} selects none of the ranks in "
+               f"the input ({format_rank_list(have)})")
+    else:
+        why = "no memory samples, watchdog lines or Flight Recorder entries in the input"
+    print(f"{PROG}: no evidence: {why}; nothing was judged, this is not a healthy verdict "
+          "(exit 3)", file=sys.stderr)
+    return exitcodes.SOURCE_FAILURE
 
 
 def _run_tsdb(opts: AnalyzeOptions, parser: argparse.ArgumentParser) -> int:

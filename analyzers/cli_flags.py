@@ -103,6 +103,10 @@ def add_stall_arguments(p: argparse.ArgumentParser) -> None:
                         "interleaved) with ProcessGroupNCCL watchdog lines of any PyTorch "
                         "version; launcher prefixes, wrapped and progress-bar lines tolerated. "
                         "Put telemetry PATHs before --logs (it takes every path after it).")
+    g.add_argument("--stacks", nargs="+", action="extend", metavar="PATH",
+                   help="stack snapshots the tracker took when a rank stopped making progress "
+                        "(rank-R-PID-N.stack.txt / .stack.pending, or folders holding them); "
+                        "those under telemetry PATHs (<archive>/<job>/stacks/) are read anyway")
     g.add_argument("--world-size", type=int, metavar="N",
                    help="the job's world size, when ranks with no dump/log must be counted as "
                         "unseen (default: highest rank seen + 1)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from urllib.parse import urlsplit
 
 from stormotel.analyzers.algorithms.settings import parse_overrides, settings_for
 from stormotel.analyzers.http_flags import settings_from_args
@@ -45,7 +46,8 @@ def options_from_args(args: argparse.Namespace) -> AnalyzeOptions:
     analysis = AnalysisOptions(ranks=parse_rank_spec(args.ranks), align=args.align,
                                settings=settings)
     stalls = StallOptions(flight_recorder=args.flight_recorder, logs=tuple(args.logs or ()),
-                          world_size=args.world_size)
+                          world_size=args.world_size, stacks=tuple(args.stacks or ()),
+                          stacks_in=tuple(str(p) for p in source.paths))
     if stalls.wanted:
         _check_world_size(stalls.world_size)
     elif not source.paths and not job.tsdb.wanted:
@@ -91,8 +93,26 @@ def job_options_from_args(args: argparse.Namespace, *, quiet: bool = False) -> J
                       http=settings_from_args(args), quiet=quiet)
 
 
+def _url_problem(flag: str, value: str | None) -> str | None:
+    """An endpoint flag's value must be an http(s) URL with a host: ``prometheus:9090`` used to
+    be retried four times as a source failure (exit 3) instead of a usage error."""
+    if value is None:
+        return None
+    parsed = urlsplit(value.strip())
+    if parsed.scheme in ("http", "https") and parsed.hostname:
+        return None
+    hint = f"; did you mean http://{value}?" if "://" not in value else ""
+    return f"{flag} {value!r} is not an http(s) URL{hint}"
+
+
 def _job_problem(args: argparse.Namespace) -> str | None:
     """A one-line usage error, or None."""
+    for flag, values in (("--prometheus", args.prometheus), ("--remote-write", args.remote_write),
+                         ("--pushgateway", [args.pushgateway]),
+                         ("--grafana-url", [args.grafana_url])):
+        for value in values:
+            if problem := _url_problem(flag, value):
+                return problem
     if args.prometheus:
         if not args.job_id and not args.dcgm and not args.scheduled:
             return "--prometheus needs --job-id (or --scheduled to analyse every job found)"

@@ -19,7 +19,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from stormotel.analyzers.algorithms.oom_forensics import OomRank
+from stormotel.analyzers.algorithms.estimate_ratio import (
+    EstimateRatio,
+    over_estimate_ranks,
+    ratio_text,
+    severity_of_ratio,
+)
+from stormotel.analyzers.algorithms.oom_forensics import EV_OOM_NS, OomRank
 from stormotel.analyzers.locations import location_text
 from stormotel.analyzers.report import (
     CollectiveAttribution,
@@ -30,12 +36,15 @@ from stormotel.analyzers.report import (
     Suspect,
 )
 
-Family = Literal["first_cause", "oom", "gap", "collective", "stall"]
-FAMILIES: tuple[Family, ...] = ("first_cause", "oom", "gap", "collective", "stall")
+from stormotel.units import format_bytes
+
+Family = Literal["first_cause", "oom", "gap", "collective", "stall", "estimate"]
+FAMILIES: tuple[Family, ...] = ("first_cause", "oom", "gap", "collective", "stall", "estimate")
 #: The order of importance that lists of ranks follow (who to look at first).
 IMPORTANCE: dict[Family, int] = {"first_cause": 0, "oom": 1, "stall": 2, "gap": 3,
-                                 "collective": 4}
-FindingRecord = Suspect | OomRank | GapFinding | CollectiveAttribution | StallFinding
+                                 "estimate": 4, "collective": 5}
+FindingRecord = (Suspect | OomRank | GapFinding | CollectiveAttribution | StallFinding
+                 | EstimateRatio)
 
 
 @dataclass(slots=True)
@@ -78,6 +87,8 @@ class Finding:
             return f"out of memory ({self.kind})"
         if self.family == "stall":
             return f"{self.kind} ({self.confidence})"
+        if isinstance(self.record, EstimateRatio) and self.record.ratio is not None:
+            return f"peak {ratio_text(self.record.ratio)} its estimate ({self.severity})"
         return f"{self.kind} ({self.severity})"
 
     @property
@@ -104,6 +115,8 @@ def report_findings(report: Report) -> Iterator[Finding]:
         yield _collective(report, i, c)
     for i, st in enumerate(report.stall_findings):
         yield _stall(report, i, st)
+    for i, e in enumerate(over_estimate_ranks(report.extra)):
+        yield _estimate(report, i, e)
 
 
 def by_importance(findings: Iterable[Finding]) -> list[Finding]:
@@ -179,14 +192,34 @@ def _stall(report: Report, i: int, st: StallFinding) -> Finding:
                    st.confidence, t, t, i, st.consequence_of is None, st, report)
 
 
+def _estimate(report: Report, i: int, e: EstimateRatio) -> Finding:
+    # A measured peak against a given number is a fact; from reserved/device-used (fallbacks
+    # that include memory the estimate does not cover) it overstates, so medium.
+    confidence = "high" if e.field == "allocated" else "medium"
+    return Finding("estimate", "over_estimate", (e.rank,),
+                   severity_of_ratio(e.ratio or 0.0),  # type: ignore[arg-type]
+                   confidence, e.peak_ns, e.peak_ns, i, True, e, report)
+
+
+def estimate_sentence(e: EstimateRatio) -> str:
+    """The summary's and the annotations' words for one rank over its estimate."""
+    ratio = e.ratio or 0.0
+    why = ("the estimate is for another model or batch size, or in the wrong unit"
+           if ratio >= 10 else "the estimate is stale or the job changed")
+    return (f"rank {e.rank} peaked at {format_bytes(e.actual_peak_bytes, digits=1)} "
+            f"({e.field}), {ratio_text(ratio)} its estimate of "
+            f"{format_bytes(e.estimate_bytes, digits=1)}: {why}")
+
+
 def _text(f: Finding) -> str:
     """The sentence annotations and trace slices show, in each family's own terms."""
     rec = f.record
     if isinstance(rec, Suspect):
         return (f"stormotel: rank {rec.rank} is first-cause suspect #{f.index + 1} "
                 f"({rec.confidence} confidence), rose {rec.delta_bytes / 2**20:.0f} MiB "
-                f"{rec.lead_ns / 1e9:.3g} s before the cluster onset. "
-                f"{evidence_text(rec.evidence)}")
+                f"{rec.lead_ns / 1e9:.3g} s before the cluster onset"
+                + ("; its rise ended in an OOM" if EV_OOM_NS in rec.evidence else "")
+                + f". {evidence_text(rec.evidence)}")
     if isinstance(rec, OomRank):
         return f"stormotel: rank {rec.rank} ran out of memory ({rec.cause.replace('_', ' ')})"
     if isinstance(rec, GapFinding):
@@ -194,6 +227,8 @@ def _text(f: Finding) -> str:
                 f"({rec.severity}, confidence {rec.confidence:.2f}). "
                 f"{evidence_text(rec.evidence)}"
                 + (f" Remediation: {rec.remediation[0]}" if rec.remediation else ""))
+    if isinstance(rec, EstimateRatio):
+        return f"stormotel: {estimate_sentence(rec)}"
     if isinstance(rec, CollectiveAttribution):
         return (f"stormotel: {rec.classification.replace('_', ' ')} gap spike on rank "
                 f"{rec.rank} (confidence {rec.confidence:.2f}; {', '.join(rec.reason_codes)})")

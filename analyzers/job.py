@@ -176,11 +176,14 @@ def run_job(job: JobOptions, analyze_fn: Callable[[Timeline], Report], *,
             written = _written_end(job, state, job_id, now_ns, deadline)
             if dry_run and state_file:  # read the state, never lock or write it
                 window = resolve_window(job.schedule, now_ns, StateFile(state_file).read(),
-                                        job_id, written)
+                                        job_id, written, job.tsdb.step)
             else:
-                window = resolve_window(job.schedule, now_ns, state, job_id, written)
+                window = resolve_window(job.schedule, now_ns, state, job_id, written,
+                                        job.tsdb.step)
             if window is None:
                 return finish(exitcodes.OK, OUTCOME_OK, note="no new time since the last run")
+            if window.deferred:
+                return finish(exitcodes.OK, OUTCOME_OK, window=window.iso(), note=window.note)
             summary["window"] = window.iso()
             try:
                 timeline, src = read_window(job, job_id, window, deadline, progress)

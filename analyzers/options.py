@@ -54,10 +54,13 @@ class StallOptions:
     flight_recorder: Path | None
     logs: tuple[str, ...]
     world_size: int | None
+    #: stack snapshots named with --stacks, and telemetry PATHs to look in (their stacks/)
+    stacks: tuple[str, ...] = ()
+    stacks_in: tuple[str, ...] = ()
 
     @property
     def wanted(self) -> bool:
-        return bool(self.flight_recorder or self.logs)
+        return bool(self.flight_recorder or self.logs or self.stacks)
 
 
 @dataclass(frozen=True)

@@ -83,7 +83,7 @@ class StallFinding:
     process_group: str | None
     seq_id: int | None
     op: str | None
-    source: Literal["flight_recorder", "logs", "telemetry"]
+    source: Literal["flight_recorder", "logs", "telemetry", "stacks"]
     confidence: Confidence
     evidence: dict[str, Any] = field(default_factory=dict)
     remediation: list[str] = field(default_factory=list)
@@ -113,8 +113,12 @@ class Report:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def has_findings(self) -> bool:
+        from stormotel.analyzers.algorithms.estimate_ratio import over_estimate_ranks
+
         return bool(self.cross_rank.first_cause_suspects or self.gap_findings
-                    or self.collective_attributions or self.stall_findings)
+                    or self.collective_attributions or self.stall_findings
+                    or self.extra.get("oom_forensics")  # an OOM is a finding on its own
+                    or over_estimate_ranks(self.extra))
 
     def findings(self) -> Iterator[Finding]:
         """Every finding in one common shape and a stable order, for the summary and the sinks

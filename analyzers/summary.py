@@ -9,9 +9,18 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import UTC, datetime
 
+from stormotel.analyzers.algorithms.estimate_ratio import EstimateRatio
+from stormotel.analyzers.algorithms.oom_forensics import EV_OOM_CAUSE, EV_OOM_NS
+from stormotel.analyzers.findings import estimate_sentence
 from stormotel.analyzers.locations import location_text
 from stormotel.analyzers.rankspec import format_rank_list
-from stormotel.analyzers.report import CollectiveAttribution, GapFinding, Report, StallFinding
+from stormotel.analyzers.report import (
+    CollectiveAttribution,
+    GapFinding,
+    Report,
+    StallFinding,
+    Suspect,
+)
 from stormotel.analyzers.stalls.render import render_stalls, stall_verdict
 from stormotel.analyzers.textlines import capped
 
@@ -100,7 +109,7 @@ def render_summary(report: Report) -> str:
         lines.append(f"Cluster onset: {onset}")
         lines.append(f"Top first-cause suspect: rank {top.rank} ({top.confidence}) — rose "
                      f"{fmt_bytes(top.delta_bytes)} at {fmt_time(top.first_spike_ns, origin)}, "
-                     f"{fmt_duration(top.lead_ns / 1e9)} {before}")
+                     f"{fmt_duration(top.lead_ns / 1e9)} {before}" + _ran_out(top))
         if located := location_text(report, top.rank):
             lines.append(f"  where: {located}")
         for s in cr.first_cause_suspects[1:4]:
@@ -125,6 +134,13 @@ def render_summary(report: Report) -> str:
         lines.extend(_collective_lines(report.collective_attributions, origin))
     else:
         lines.append("Collective intervals: none")
+    over = [(f.severity, f.record) for f in report.findings()
+            if isinstance(f.record, EstimateRatio)]
+    if over:
+        lines.append(f"Estimate vs actual ({len(over)} rank(s) over the estimate):")
+        lines.extend(capped(over, MAX_GAP_LINES,
+                            lambda o: f"  {o[0]:<8} {estimate_sentence(o[1])}",
+                            lambda n: f"  ... {n} more in the JSON report"))
     if report.stall_findings:
         lines.extend(render_stalls(report.stall_findings))
     if report.skipped:
@@ -140,37 +156,54 @@ def render_summary(report: Report) -> str:
     return "\n".join(printable(redact(line), MAX_LINE_CHARS) for line in lines)
 
 
-def _has_evidence(report: Report) -> bool:
-    """Did the input hold anything to judge by? "Healthy" from nothing would be a false claim."""
+def has_evidence(report: Report) -> bool:
+    """Did the input hold anything to judge by? "Healthy" from nothing would be a false claim
+    (the verdict says "no evidence" and ``stormotel analyze`` exits 3, docs/exit-codes.md)."""
     if report.extra.get("samples", 1) or report.stall_findings:
         return True
     stalls = report.extra.get("stalls") or {}
-    return "flight_recorder" in stalls or bool((stalls.get("logs") or {}).get("events"))
+    logs = stalls.get("logs") or {}
+    return "flight_recorder" in stalls or bool(logs.get("evidence_events", logs.get("events")))
+
+
+def _ran_out(suspect: Suspect) -> str:
+    """``; then ran out of memory 3.4 s later (…)`` when the suspect's rise ended in an OOM."""
+    oom_ns = suspect.evidence.get(EV_OOM_NS)
+    if not isinstance(oom_ns, int):
+        return ""
+    cause = str(suspect.evidence.get(EV_OOM_CAUSE, "undecided")).replace("_", " ")
+    return (f"; the rise ended in an OOM {fmt_duration((oom_ns - suspect.first_spike_ns) / 1e9)}"
+            f" later ({cause})")
 
 
 def verdict(report: Report) -> str:
     """One line naming each rank with findings and their kinds, most important first."""
     if not report.has_findings():
-        if not _has_evidence(report):
+        if not has_evidence(report):
             return ("Verdict: no evidence — no memory samples, watchdog lines or Flight Recorder "
                     "entries in the input (see the notes)")
         return "Verdict: healthy"
     per_rank: dict[int, list[str]] = defaultdict(list)
     weight: dict[int, int] = defaultdict(lambda: 9)  # first cause, then critical, warning, info
+    oom_order: dict[int, int] = {}  # rank → its place among the OOMs (first OOM first)
     collective: set[int] = set()
     stalls: list[StallFinding] = []
     for f in report.findings():
-        if f.family in ("first_cause", "gap"):
+        if f.family in ("first_cause", "gap", "oom", "estimate"):
             rank = f.ranks[0]
             per_rank[rank].append(f.title)
             weight[rank] = min(weight[rank], 0 if f.family == "first_cause"
                                else VERDICT_WEIGHT[f.severity])
+            if f.family == "oom":
+                oom_order.setdefault(rank, f.index)
         elif f.family == "collective":
             collective.update(f.ranks)
         elif isinstance(f.record, StallFinding):
             stalls.append(f.record)
     parts = [f"rank {r}: {', '.join(kinds)}" for r, kinds in
-             sorted(per_rank.items(), key=lambda kv: (weight[kv[0]], kv[0]))[:5]]
+             sorted(per_rank.items(), key=lambda kv: (weight[kv[0]],
+                                                      oom_order.get(kv[0], len(oom_order)),
+                                                      kv[0]))[:5]]
     if len(per_rank) > 5:
         parts.append(f"{len(per_rank) - 5} more rank(s)")
     if collective:

@@ -54,6 +54,10 @@ EDGE_MARKER_KINDS: dict[str, str] = {
     schema.EDGE_FIRST_RISE: KIND_FIRST_RISE, schema.EDGE_THRESHOLD_WARNING: KIND_THRESHOLD,
     schema.EDGE_THRESHOLD_CRITICAL: KIND_THRESHOLD, schema.EDGE_OOM: KIND_OOM}
 EDGE_RESOLUTION_ATTR = "resolution_ns"
+#: Marker attribute saying where an OOM marker came from: ``counter`` when the allocator's OOM
+#: counter went up (no event announced it); such a marker carries ``EDGE_RESOLUTION_ATTR`` too.
+OOM_SOURCE_ATTR = "source"
+OOM_FROM_COUNTER = "counter"
 
 # ``Timeline.meta`` keys a source fills and an algorithm reads.
 #: per-rank estimates from ``stormotel estimate`` (rank → bytes)

@@ -47,7 +47,7 @@ def generate(cfg: Settings, runbook_url: str = DEFAULT_RUNBOOK_URL) -> dict[Path
     for board in (overview_dashboard(cfg), rank_dashboard(cfg)):
         files[Path(f"{board.uid}.json")] = to_json(board)
     files[RULES_DIR / RULES_FILE] = rules_yaml(cfg, runbook_url)
-    files[RULES_DIR / "tests" / TESTS_FILE] = rule_tests_yaml()
+    files[RULES_DIR / "tests" / TESTS_FILE] = rule_tests_yaml(cfg, runbook_url)
     return files
 
 
@@ -95,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
                         " required for an installed package)")
     p.add_argument("--chart", type=Path, default=None, metavar="DIR",
                    help="Helm chart directory to copy dashboards and rules into (default:"
-                        " helm/stormotel of this checkout when it exists)")
+                        " helm/stormotel of this checkout when --out is not given)")
     p.add_argument("--no-chart", action="store_true", help="do not touch the Helm chart")
     p.add_argument("--check", action="store_true",
                    help="write nothing; exit 1 and list the files that differ from what would"
@@ -131,7 +131,10 @@ def main(argv: list[str] | None = None) -> int:
         return exitcodes.USAGE
     files = generate(cfg, args.runbook_url)
     targets: list[tuple[Path, dict[Path, str]]] = [(out, files)]
-    chart = None if args.no_chart else (args.chart or (REPO_CHART if _is_checkout() else None))
+    # The checkout's chart is regenerated with its dashboards/ folder (no --out): files written
+    # elsewhere (custom thresholds for one cluster) must not rewrite the committed chart.
+    default_chart = REPO_CHART if (_is_checkout() and args.out is None) else None
+    chart = None if args.no_chart else (args.chart or default_chart)
     if chart is not None:
         if not (chart / "Chart.yaml").is_file():
             print(f"stormotel dashboards: {chart} is not a Helm chart (no Chart.yaml)",

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from stormotel.dashboards.rules import DEFAULT_RUNBOOK_URL, RULES_FILE, dump_yaml, header
+from stormotel.dashboards.settings import Settings
 
 from stormotel import schema
 
@@ -83,6 +84,33 @@ def _quiet(alertname: str, *times: str) -> list[dict[str, Any]]:
     return [{"eval_time": t, "alertname": alertname, "exp_alerts": []} for t in times]
 
 
+# --- per-rank alerts: labels and texts ----------------------------------------------------------
+
+def _where(labels: dict[str, str]) -> str:
+    """What the alerts' WHERE template renders for a rank (spelled out: the specification)."""
+    text = f"{labels[schema.ATTR_HOST]} GPU {labels[schema.ATTR_GPU]}"
+    if schema.ATTR_GPU_UUID in labels:
+        text += f" ({labels[schema.ATTR_GPU_UUID]})"
+    if schema.ATTR_POD in labels:
+        text += f", pod {labels[schema.ATTR_POD]}"
+    return text
+
+
+def _rank_fired(alert: str, severity: str, labels: dict[str, str], summary: str,
+                description: str) -> dict[str, Any]:
+    return _fired(alert, severity, labels, summary, description)
+
+
+def _info(labels: dict[str, str], uuid: str, pod: str, values: str) -> dict[str, str]:
+    """The rank's info series (what the tracker exports), with a GPU UUID and pod."""
+    return _series(schema.RANK_INFO.prom, {**labels, schema.ATTR_GPU_UUID: uuid,
+                                           schema.ATTR_POD: pod}, values)
+
+
+def _placed(labels: dict[str, str], uuid: str, pod: str) -> dict[str, str]:
+    return {**labels, schema.ATTR_GPU_UUID: uuid, schema.ATTR_POD: pod}
+
+
 # --- memory pressure ----------------------------------------------------------------------------
 
 def _rank_allocator(rank: int, used: float, reserved: float, allocated: float, retries: str,
@@ -95,30 +123,30 @@ def _rank_allocator(rank: int, used: float, reserved: float, allocated: float, r
             _series(schema.ALLOC_RETRIES.prom, labels, retries)]
 
 
-def _pressure_fired(severity: str, count: int, pct: str, ratio: str, ranks: str) -> dict[str, Any]:
-    tail = {"warning": "Spikes now have little room.",
-            "critical": "The next allocation spike is likely to fail with an out-of-memory"
-                        " error."}[severity]
-    del ratio
-    return _fired("StormotelGpuMemoryPressure", severity, _job(),
-                  f"Job {JOB}: {count} rank(s) short of GPU memory ({severity})",
-                  f"{count} rank(s) of job {JOB} use more than {pct}% of GPU memory that the"
-                  " allocator cannot give back, and the allocator had to flush its cache to"
-                  f" satisfy an allocation in the last 15m: ranks {ranks}. {tail}")
+def _pct(ratio: float) -> str:
+    """Prometheus' humanizePercentage."""
+    return f"{ratio * 100:.4g}%"
 
 
-def _memory_pressure() -> dict[str, Any]:
-    """Rank 0: device 97 % used, allocator at 96 % of its reservation, no retries (full but
-    healthy: quiet). Rank 1: 85 % in use and retrying (warning). Rank 2: 98 % in use and
-    retrying (warning and critical, one alert name). Rank 3: device limit 0 (unknown) while
-    retrying: no +Inf, quiet. Rank 4: NaN readings while retrying: quiet. Rank 5: retries counter
-    reset by a restart while full: the reset is not a retry (quiet). Rank 6: a limit of +Inf
-    while retrying: ratio 0, quiet."""
+def _memory_pressure(cfg: Settings) -> dict[str, Any]:
+    """Ranks are placed between the configured lines (``--warning-percent``/``--critical-percent``
+    change the series as well as the expectations). Rank 0: device 97 % used, allocator at 96 %
+    of its reservation, no retries (full but healthy: quiet). Rank 1: between warning and
+    critical and retrying (warning). Rank 2: above critical and retrying (warning and critical,
+    one alert name). Rank 3: device limit 0 (unknown) while retrying: no +Inf, quiet. Rank 4:
+    NaN readings while retrying: quiet. Rank 5: retries counter reset by a restart while full:
+    the reset is not a retry (quiet). Rank 6: a limit of +Inf while retrying: ratio 0, quiet."""
+    w, c = cfg.warning_percent / 100, cfg.critical_percent / 100
+    r1, r2 = (w + c) / 2, (c + 1) / 2
+
+    def at(ratio: float) -> float:
+        return round(ratio * LIMIT)
+
     reserved0 = 0.95 * LIMIT
     series = [
         *_rank_allocator(0, 0.97 * LIMIT, reserved0, 0.96 * reserved0, _flat(0)),
-        *_rank_allocator(1, 0.90 * LIMIT, 0.88 * LIMIT, 0.83 * LIMIT, _counter(1)),
-        *_rank_allocator(2, 0.99 * LIMIT, 0.97 * LIMIT, 0.96 * LIMIT, _counter(1)),
+        *_rank_allocator(1, at(r1), at(r1), at(r1), _counter(1)),
+        *_rank_allocator(2, at(r2), at(r2), at(r2), _counter(1)),
         *_rank_allocator(3, 0.99 * LIMIT, 0.97 * LIMIT, 0.96 * LIMIT, _counter(1),
                          limit=_flat(0)),
         *_rank_allocator(5, 0.99 * LIMIT, 0.97 * LIMIT, 0.96 * LIMIT, "7x30 0x150"),
@@ -132,129 +160,304 @@ def _memory_pressure() -> dict[str, Any]:
                _series(schema.ALLOC_ALLOCATED.prom, nan, f"NaN+0x{SPAN}"),
                _series(schema.ALLOC_RETRIES.prom, nan, _counter(1))]
     name = "StormotelGpuMemoryPressure"
-    return {"name": "memory pressure: one name, two severities; full-but-healthy allocator,"
-                    " limit 0, NaN and a counter reset stay quiet",
+    tails = {"warning": "Spikes now have little room.",
+             "critical": "The next allocation spike is likely to fail with an out-of-memory"
+                         " error."}
+
+    def fired(rank: int, severity: str, ratio: float) -> dict[str, Any]:
+        labels = _labels(rank)
+        pct = {"warning": cfg.warning_percent, "critical": cfg.critical_percent}[severity]
+        return _rank_fired(
+            name, severity, labels, f"Job {JOB}: rank {rank} short of GPU memory ({severity})",
+            f"Rank {rank} of job {JOB} ({_where(labels)}) uses {_pct(ratio)} of its GPU memory"
+            f" in memory the allocator cannot give back (more than {pct:g}%), and the allocator"
+            f" had to flush its cache to satisfy an allocation in the last 15m. {tails[severity]}")
+
+    at30 = [fired(1, "warning", at(r1) / LIMIT), fired(2, "warning", at(r2) / LIMIT)]
+    if c < 1:
+        at30.append(fired(2, "critical", at(r2) / LIMIT))
+    return {"name": "memory pressure per rank: one name, two severities; full-but-healthy"
+                    " allocator, limit 0, NaN and a counter reset stay quiet",
             "interval": "1m", "input_series": series, "alert_rule_test": [
                 *_quiet(name, "1m"),
-                {"eval_time": "30m", "alertname": name, "exp_alerts": [
-                    _pressure_fired("warning", 2, "80", "0.8", "2, 1"),
-                    _pressure_fired("critical", 1, "95", "0.95", "2")]},
-                {"eval_time": "2h", "alertname": name, "exp_alerts": [
-                    _pressure_fired("warning", 2, "80", "0.8", "2, 1"),
-                    _pressure_fired("critical", 1, "95", "0.95", "2")]},
-            ]}
+                {"eval_time": "30m", "alertname": name, "exp_alerts": at30}]}
 
 
-# --- gap drift --------------------------------------------------------------------------------
+# --- leaks: fast (critical) and slow (warning) ---------------------------------------------------
 
-def _gap_rank(rank: int, used: str, gap: str) -> list[dict[str, str]]:
-    labels = _labels(rank)
+def _gap_rank(rank: int, used: str, gap: str, job: str = JOB) -> list[dict[str, str]]:
+    labels = _labels(rank, job)
     return [_series(schema.DEVICE_USED.prom, labels, used),
-            _series(schema.DEVICE_LIMIT.prom, labels, _flat(LIMIT)),
+            _series(schema.DEVICE_LIMIT.prom, labels, _flat(LIMIT, 310)),
             _series(schema.GAP.prom, labels, gap)]
 
 
-def _gap_drift() -> dict[str, Any]:
-    """Rank 0: a one-time +1 GiB step at minute 5 (NCCL init), flat after (quiet at every
-    time). Rank 1: grows 2 MiB/min with plenty of room (warning). Rank 2: grows 3 MiB/min
-    with 400 MiB left (critical, same alert name; its series end at minute 100). Rank 3:
-    drifts, then restarts at minute 20 and its gap is flat (quiet). Rank 4: NaN gap readings
-    (quiet)."""
-    grow, fast = 2 * MiB, 3 * MiB
-    step = f"{GiB}+0x4 {2 * GiB}+0x{SPAN - 5}"
-    series = [*_gap_rank(0, f"{40 * GiB}+0x4 {41 * GiB}+0x{SPAN - 5}", step),
-              *_gap_rank(1, f"{40 * GiB}+{grow}x{SPAN}", f"{GiB}+{grow}x{SPAN}"),
-              *_gap_rank(2, f"{LIMIT - 400 * MiB}+{fast}x100", f"{GiB}+{fast}x100"),
-              *_gap_rank(3, f"{40 * GiB}+{grow}x19 {40 * GiB}+0x{SPAN - 20}",
-                         f"{GiB}+{grow}x19 {GiB}+0x{SPAN - 20}"),
-              *_gap_rank(4, _flat(40 * GiB), f"NaN+0x{SPAN}")]
+def _gap_fired(severity: str, rank: int, job: str = JOB) -> dict[str, Any]:
+    labels = _labels(rank, job)
+    if severity == "critical":
+        return _rank_fired(
+            "StormotelGapDrift", "critical", labels,
+            f"Job {job}: rank {rank}'s GPU memory gap fills the device within 1h",
+            f"The gap on rank {rank} of job {job} ({_where(labels)}) grew in each of the last"
+            " three 1m steps and, at its slope over 5m, outgrows the free device memory within"
+            " 1h (predict_linear): the rank will run out of memory.")
+    return _rank_fired(
+        "StormotelGapDrift", "warning", labels,
+        f"Job {job}: rank {rank}'s GPU memory gap fills the device within 12h",
+        "The gap between device memory used and the allocator's reservation on rank"
+        f" {rank} of job {job} ({_where(labels)}) has grown in each third of the last 30m and,"
+        " at that slope, outgrows the free device memory within 12h (predict_linear): memory is"
+        " accumulating outside the framework allocator (NCCL buffers, cuDNN workspaces, other"
+        " libraries).")
+
+
+#: Samples per minute in the fast tests (a 15 s scrape).
+PER_MIN = 4
+
+
+def _fast_leak() -> dict[str, Any]:
+    """15 s samples. Rank 1 starts leaking 6 MiB/s at minute 20 with 30 minutes of headroom left
+    (the device is full at minute 50): critical by minute 30, 10 minutes after the leak began,
+    long before the OOM. Rank 4 leaks the same inside the allocator (device used grows, the gap
+    does not): StormotelGpuMemoryFillingUp, critical, by minute 30. Rank 0: a one-time 3 GiB
+    step of its gap at minute 20 with 2 GiB left (a caching allocator at 96 % and NCCL init):
+    quiet. Rank 2: the gap climbs 1 GiB over two minutes and stays (lazy communicator init):
+    quiet. Rank 3: NaN gap: quiet. Rank 5: the caching allocator warms up by 6 GiB over two
+    minutes to 96 % of the device and holds it: quiet."""
+    n = 120 * PER_MIN
+    start = 20 * PER_MIN
+    leak = 6 * MiB * 15  # per sample
+    headroom = 30 * 60 * 6 * MiB
+    used0 = LIMIT - headroom
+    series = [
+        *_gap_rank(0, f"{LIMIT - 5 * GiB}+0x{start} {LIMIT - 2 * GiB}+0x{n - start - 1}",
+                   f"{GiB}+0x{start} {4 * GiB}+0x{n - start - 1}"),
+        *_gap_rank(1, f"{used0}+0x{start} {used0 + leak}+{leak}x{n - start - 1}",
+                   f"{2 * GiB}+0x{start} {2 * GiB + leak}+{leak}x{n - start - 1}"),
+        *_gap_rank(2, f"{LIMIT - 4 * GiB}+0x{start} {LIMIT - 4 * GiB}+{128 * MiB}x8"
+                   f" {LIMIT - 3 * GiB}+0x{n - start - 10}",
+                   f"{GiB}+0x{start} {GiB}+{128 * MiB}x8 {2 * GiB}+0x{n - start - 10}"),
+        *_gap_rank(3, f"{LIMIT - 4 * GiB}+0x{n}", f"NaN+0x{n}"),
+        # Rank 4: the allocator leaks (tensors kept alive): device used grows, the gap does not.
+        *_gap_rank(4, f"{used0}+0x{start} {used0 + leak}+{leak}x{n - start - 1}",
+                   f"{2 * GiB}+0x{n}"),
+        # Rank 5: the caching allocator warms up, +6 GiB over two minutes, then holds 96 %.
+        *_gap_rank(5, f"{LIMIT - 9 * GiB}+0x{start} {LIMIT - 9 * GiB}+{384 * MiB}x16"
+                   f" {0.96 * LIMIT:.0f}+0x{n - start - 18}", f"{GiB}+0x{n}"),
+    ]
     name = "StormotelGapDrift"
-    drift_desc = ("The gap between device memory used and the allocator's reservation has grown"
-                  " in each third of the last 30m on ranks {ranks} of job " + JOB + ": memory"
-                  " is accumulating outside the framework allocator (NCCL buffers, cuDNN"
-                  " workspaces, other libraries).")
-    full_desc = ("At its current slope the drifting gap on ranks {ranks} of job " + JOB
-                 + " grows by more than the device memory still free within 2h (predict_linear"
-                 " over 30m): the rank will run out of memory.")
-    warning = _fired(name, "warning", _job(), f"Job {JOB}: GPU memory gap growing on 2 rank(s)",
-                     drift_desc.format(ranks="2, 1"))
-    critical = _fired(name, "critical", _job(),
-                      f"Job {JOB}: gap growth fills the GPU within 2h on 1 rank(s)",
-                      full_desc.format(ranks="2"))
-    return {"name": "gap drift: sustained growth pages, a one-time step and a restart do not",
-            "interval": "1m", "input_series": series,
-            "alert_rule_test": [
-                *_quiet(name, "5m", "10m", "20m", "30m"),
-                {"eval_time": "60m", "alertname": name, "exp_alerts": [warning, critical]},
-                {"eval_time": "150m", "alertname": name, "exp_alerts": [
-                    _fired(name, "warning", _job(),
-                           f"Job {JOB}: GPU memory gap growing on 1 rank(s)",
-                           drift_desc.format(ranks="1"))]},
+    filling = "StormotelGpuMemoryFillingUp"
+    return {"name": "fast leak pages critical within 10 minutes of its start; a one-time step"
+                    " and a short climb do not",
+            "interval": "15s", "input_series": series, "alert_rule_test": [
+                *_quiet(name, "19m", "21m", "23m", "25m"),
+                {"eval_time": "30m", "alertname": name, "exp_alerts": [_gap_fired("critical", 1)]},
+                *_quiet(filling, "19m", "21m", "23m", "25m"),
+                {"eval_time": "30m", "alertname": filling,
+                 "exp_alerts": [_used_fired("critical", 4)]},
+            ],
+            "promql_expr_test": [_no_alerts_for("rank", "0|2|3|5", "30m"),
+                                 _no_alerts_for("rank", "0|2|3|5", "60m")]}
+
+
+def _used_fired(severity: str, rank: int, job: str = JOB) -> dict[str, Any]:
+    labels = _labels(rank, job)
+    name = "StormotelGpuMemoryFillingUp"
+    if severity == "critical":
+        return _rank_fired(
+            name, "critical", labels,
+            f"Job {job}: rank {rank}'s GPU memory fills the device within 1h",
+            f"Device memory used on rank {rank} of job {job} ({_where(labels)}) grew in each of"
+            " the last three 1m steps and, at its slope over 5m, fills the device within 1h"
+            " (predict_linear): the rank will run out of memory.")
+    return _rank_fired(
+        name, "warning", labels,
+        f"Job {job}: rank {rank}'s GPU memory fills the device within 12h",
+        f"Device memory used on rank {rank} of job {job} ({_where(labels)}) has grown in each"
+        " third of the last 30m and, at that slope, fills the device within 12h"
+        " (predict_linear); the gap does not explain it: the allocator holds ever more (tensors"
+        " kept alive, a growing cache).")
+
+
+def _slow_leak() -> dict[str, Any]:
+    """1-minute samples over 5 hours. Rank 1 leaks 3 MiB a minute with 1.5 GiB left (full in
+    about 8.5 hours): a warning within the hour, never a page. Rank 0: flat at 96 %.
+    Rank 3 drifts, then restarts at minute 20 and its gap is flat (quiet)."""
+    n = 310
+    grow = 3 * MiB
+    series = [*_gap_rank(0, _flat(0.96 * LIMIT, n), _flat(GiB, n)),
+              *_gap_rank(1, f"{LIMIT - 1.5 * GiB:.0f}+{grow}x{n}", f"{GiB}+{grow}x{n}"),
+              *_gap_rank(3, f"{40 * GiB}+{2 * MiB}x19 {40 * GiB}+0x{n - 20}",
+                         f"{GiB}+{2 * MiB}x19 {GiB}+0x{n - 20}"),
+              # Rank 4: the allocator's share grows 3 MiB a minute, the gap stays flat.
+              *_gap_rank(4, f"{LIMIT - 1.5 * GiB:.0f}+{grow}x{n}", _flat(GiB, n))]
+    name = "StormotelGapDrift"
+    filling = "StormotelGpuMemoryFillingUp"
+    return {"name": "slow leak warns hours ahead and never pages critical",
+            "interval": "1m", "input_series": series, "alert_rule_test": [
+                *_quiet(name, "5m", "20m", "30m"),
+                {"eval_time": "60m", "alertname": name, "exp_alerts": [_gap_fired("warning", 1)]},
+                {"eval_time": "300m", "alertname": name, "exp_alerts": [_gap_fired("warning", 1)]},
+                *_quiet(filling, "5m", "20m", "30m"),
+                {"eval_time": "60m", "alertname": filling,
+                 "exp_alerts": [_used_fired("warning", 4)]},
             ]}
+
+
+def _no_alerts_for(label: str, regex: str, at: str) -> dict[str, Any]:
+    """No alert, pending or firing, for these series: promtool stores ALERTS like Prometheus."""
+    return {"expr": f'ALERTS{{{label}=~"{regex}"}}', "eval_time": at, "exp_samples": []}
 
 
 # --- OOM --------------------------------------------------------------------------------------
 
 def _oom() -> dict[str, Any]:
-    """Rank 2's OOM counter first appears at 1 (OTel counters appear on their first increment):
-    it must fire. Rank 0 counts none; rank 1 carries 3 old OOMs from before the window; rank 3
-    restarts (counter reset 2 → 0) and then OOMs once more."""
+    """15 s samples. Rank 0 counts none. Rank 1 carries 3 old OOMs from before the window.
+    Rank 2's counter exists from its start at 0 and reads 1 in exactly one scrape after its OOM,
+    then the process is gone (stale): it must fire. Rank 3's counter first appears at 1 (a
+    pipeline that drops zero counters), in one scrape, then stale: it must fire too. Rank 4
+    restarts (counter reset 2 → 0) and OOMs nowhere: quiet."""
     o = schema.OOMS.prom
-    series = [_series(o, _labels(0), _flat(0)), _series(o, _labels(1), _flat(3)),
-              _series(o, _labels(2), f"_x20 1+0x{SPAN - 20}"),
-              _series(o, _labels(3), f"2+0x60 0+0x9 1+0x{SPAN - 70}")]
+    m = PER_MIN
+    series = [_series(o, _labels(0), _flat(0, 60 * m)), _series(o, _labels(1), _flat(3, 60 * m)),
+              _series(o, _labels(2), f"0+0x{20 * m} 1 stale"),
+              _series(o, _labels(3), f"_x{20 * m + 1} 1 stale"),
+              _series(o, _labels(4), f"2+0x{20 * m} 0+0x{40 * m}")]
     name = "StormotelRankOutOfMemory"
-    desc = ("The allocator (or capture_oom) reported an out-of-memory error in the last 10m on"
-            " ranks {ranks} of job " + JOB + "; the tracker's OOM span event points at the"
-            " flight-recorder dump.")
 
-    def fired(ranks: str) -> dict[str, Any]:
-        return _fired(name, "critical", _job(), f"Job {JOB}: out-of-memory error on 1 rank(s)",
-                      desc.format(ranks=ranks))
+    def fired(rank: int) -> dict[str, Any]:
+        labels = _labels(rank)
+        return _rank_fired(name, "critical", labels,
+                           f"Job {JOB}: out-of-memory error on rank {rank}",
+                           f"The allocator (or capture_oom) on rank {rank} of job {JOB}"
+                           f" ({_where(labels)}) reported an out-of-memory error in the last 10m;"
+                           " the tracker's OOM span event points at the flight-recorder dump.")
 
-    return {"name": "OOM on one rank: first appearance, old counts, counter reset",
-            "interval": "1m", "input_series": series, "alert_rule_test": [
-                *_quiet(name, "15m", "45m", "65m", "2h"),
-                {"eval_time": "21m", "alertname": name, "exp_alerts": [fired("2")]},
-                {"eval_time": "29m", "alertname": name, "exp_alerts": [fired("2")]},
-                {"eval_time": "72m", "alertname": name, "exp_alerts": [fired("3")]},
+    return {"name": "OOM from a single post-event scrape: counter from 0, first seen at 1; old"
+                    " counts and a reset stay quiet",
+            "interval": "15s", "input_series": series, "alert_rule_test": [
+                *_quiet(name, "15m", "20m", "35m"),
+                {"eval_time": "20m30s", "alertname": name, "exp_alerts": [fired(2), fired(3)]},
+                {"eval_time": "29m", "alertname": name, "exp_alerts": [fired(2), fired(3)]},
             ]}
 
 
-# --- stopped reporting --------------------------------------------------------------------------
+# --- rank lifecycle: start/stop edges, dead ranks, abrupt ends, stalls ---------------------------
 
-def _stopped_reporting() -> dict[str, Any]:
-    """dead: rank 3 of 4 stops at minute 20 while its peers sample (fires, one page naming
-    rank 3). tail: ranks 1-3 exit at 20, rank 0 writes a checkpoint until 50 (quiet). staggered:
-    ranks exit at 20, 22, 24, 26 (quiet). errors: rank 1's sampler fails from minute 10 (samples
-    flat, dropped samples counted): it is alive, not stopped (quiet here). restarted: rank 1
-    stops on node-a at 20 and is back on node-b at 23 (quiet)."""
-    s, d = schema.SAMPLES.prom, schema.SAMPLES_DROPPED.prom
-    series = []
+def _rank_run(rank: int, job: str, start: int, stop: int, *, clean: bool, minutes: int,
+              host: str = HOST, reported: bool = True, step_until: int | None = None,
+              world: int = 4, info: tuple[str, str] | None = None) -> list[dict[str, str]]:
+    """One rank's tracker from minute ``start`` to ``stop`` at 15 s samples: samples, start
+    edge, stop edge in its last scrape when ``clean`` (the lingering endpoint), steps until
+    ``step_until``; nothing after ``stop`` (stale)."""
+    m = PER_MIN
+    labels = _labels(rank, job, world=world, host=host)
+    lead = f"_x{start * m} " if start else ""
+    k = (stop - start) * m  # samples after the first
+    tail = " stale" if stop < minutes else ""
+    t0 = start * 60
+    out = [_series(schema.SAMPLES.prom, labels, f"{lead}0+150x{k}{tail}"),
+           _series(schema.TRACKER_START.prom, labels, f"{lead}{t0}+0x{k}{tail}"),
+           _series(schema.TRACKER_STOP_REPORTED.prom, labels,
+                   f"{lead}{int(reported)}+0x{k}{tail}")]
+    if clean:
+        out.append(_series(schema.TRACKER_STOP.prom, labels, f"_x{stop * m} {stop * 60}{tail}"))
+    if step_until is not None:
+        moving = (step_until - start) * m
+        out.append(_series(schema.STEP.prom, labels, f"{lead}0+1x{moving} {moving}+0x{k - moving}"
+                                                      f"{tail}"))
+    if info is not None:
+        out.append(_info(labels, *info, f"{lead}1+0x{k}{tail}"))
+    return out
+
+
+def _silent_desc(rank: int, job: str, labels: dict[str, str]) -> str:
+    return (f"Rank {rank} of job {job} ({_where(labels)}) has sent no memory sample for more than"
+            " 2m and did not stop cleanly (no stop timestamp), while most ranks of the job still"
+            " report: the process died (killed, segfault, lost node), or its scrape target or"
+            " tracker is broken.")
+
+
+def _lifecycle() -> dict[str, Any]:
+    """15 s samples, 4 ranks per job, 60 minutes.
+
+    dead: rank 3 (GPU UUID and pod known) is killed at minute 20 while its peers go on: pages
+    within 5 minutes, with the rank's labels; keeps its UUID and pod after it is gone.
+    killed: every rank dies at minute 20 without a stop edge: an abrupt end, one alert per rank.
+    legacy: the same, from trackers that cannot report their stop (stop_reported 0): quiet.
+    clean: every rank stops cleanly at 20: quiet. tail: ranks 1-3 stop cleanly at 20, rank 0
+    writes a checkpoint until 50: quiet. staggered: ranks start at minutes 0, 1, 2, 3 and stop
+    cleanly at 20, 24, 28, 32: quiet, never pending. restarted: rank 1 is killed on node-a at 20
+    and back on node-b at 21: quiet."""
+    minutes = 60
+    series: list[dict[str, str]] = []
+    run = _rank_run
     for r in range(4):
-        series.append(_series(s, _labels(r, "dead"), _until(600, 20 if r == 3 else 90)))
-        series.append(_series(s, _labels(r, "tail"), _until(600, 50 if r == 0 else 20)))
-        series.append(_series(s, _labels(r, "staggered"), _until(600, 20 + 2 * r)))
+        info = ("GPU-3a", "train-3") if r == 3 else None
+        series += run(r, "dead", 0, 20 if r == 3 else minutes, clean=False, minutes=minutes,
+                      info=info)
+        series += run(r, "killed", 0, 20, clean=False, minutes=minutes)
+        series += run(r, "legacy", 0, 20, clean=False, minutes=minutes, reported=False)
+        series += run(r, "clean", 0, 20, clean=True, minutes=minutes)
+        series += run(r, "tail", 0, 50 if r == 0 else 20, clean=True, minutes=minutes)
+        series += run(r, "staggered", r, 20 + 4 * r, clean=True, minutes=minutes)
         if r != 1:
-            series.append(_series(s, _labels(r, "errors"), _until(600, 90)))
-            series.append(_series(s, _labels(r, "restarted"), _until(600, 90)))
-    series.append(_series(s, _labels(1, "errors"), "0+600x10 6000+0x80"))
-    series.append(_series(d, {**_labels(1, "errors"), schema.ATTR_REASON:
-                              schema.REASON_SAMPLER_ERROR}, "_x10 1+10x80"))
-    series.append(_series(s, _labels(1, "restarted"), _until(600, 20)))
-    series.append(_series(s, _labels(1, "restarted", host="node-b"), "_x23 0+600x67"))
-    name = "StormotelRankStoppedReporting"
-    fired = _fired(name, "critical", _job(job="dead"),
-                   "Job dead: 1 rank(s) stopped reporting while most peers continue",
-                   "Ranks 3 of job dead took no memory samples for more than 5m while most"
-                   " ranks of the job still do: the processes died, hang, or their tracker or"
-                   " scrape target is broken.")
-    return {"name": "stopped reporting: a dead rank pages once; checkpoint tail, staggered exit,"
-                    " sampler errors and a restarted rank do not",
-            "interval": "1m", "input_series": series, "alert_rule_test": [
-                *_quiet(name, "10m", "24m", "27m", "29m", "32m", "100m"),
-                {"eval_time": "40m", "alertname": name, "exp_alerts": [fired]},
-                {"eval_time": "80m", "alertname": name, "exp_alerts": [fired]},
+            series += run(r, "restarted", 0, minutes, clean=False, minutes=minutes)
+    series += run(1, "restarted", 0, 20, clean=False, minutes=minutes)
+    series += run(1, "restarted", 21, minutes, clean=False, minutes=minutes, host="node-b")
+    dead = _labels(3, "dead")
+    placed = _placed(dead, "GPU-3a", "train-3")
+    stopped = _rank_fired("StormotelRankStoppedReporting", "critical", placed,
+                          "Job dead: rank 3 stopped reporting while its peers continue",
+                          _silent_desc(3, "dead", placed))
+
+    def abrupt(rank: int) -> dict[str, Any]:
+        labels = _labels(rank, "killed")
+        return _rank_fired("StormotelJobEndedAbruptly", "critical", labels,
+                           f"Job killed ended abruptly: rank {rank} stopped without a clean stop",
+                           "No rank of job killed has reported for 2m, and rank"
+                           f" {rank} ({_where(labels)}) ended without its tracker's clean-stop"
+                           " timestamp although it delivers one: the process was killed (SIGKILL,"
+                           " the kernel's OOM killer, a preempted or lost node) rather than"
+                           " finishing or failing with an error.")
+
+    quiet_jobs = "legacy|clean|tail|staggered|restarted"
+    return {"name": "lifecycle: a dead rank pages within 5 minutes, an abrupt end pages; start-up,"
+                    " clean stops, a checkpoint tail, a staggered exit and a restart never do",
+            "interval": "15s", "input_series": series, "alert_rule_test": [
+                *_quiet("StormotelRankStoppedReporting", "1m", "10m", "21m", "22m"),
+                {"eval_time": "25m", "alertname": "StormotelRankStoppedReporting",
+                 "exp_alerts": [stopped]},
+                {"eval_time": "55m", "alertname": "StormotelRankStoppedReporting",
+                 "exp_alerts": [stopped]},
+                *_quiet("StormotelJobEndedAbruptly", "1m", "10m", "21m", "22m"),
+                {"eval_time": "25m", "alertname": "StormotelJobEndedAbruptly",
+                 "exp_alerts": [abrupt(r) for r in range(4)]},
+            ],
+            "promql_expr_test": [_no_alerts_for("job_id", quiet_jobs, t)
+                                 for t in ("1m", "3m", "20m15s", "21m", "22m", "25m", "30m",
+                                           "35m", "52m", "55m")]}
+
+
+def _stalled() -> dict[str, Any]:
+    """15 s samples. Rank 2's step stops at minute 20 while its tracker samples on: a warning
+    once it has stood still for the stall window and the alert's for. Rank 0's steps go on;
+    rank 1 (a tracker beside an uninstrumented job) has no step at all: quiet."""
+    minutes = 60
+    series = (_rank_run(0, JOB, 0, minutes, clean=False, minutes=minutes, step_until=minutes)
+              + _rank_run(1, JOB, 0, minutes, clean=False, minutes=minutes)
+              + _rank_run(2, JOB, 0, minutes, clean=False, minutes=minutes, step_until=20))
+    labels = _labels(2)
+    name = "StormotelRankStalled"
+    fired = _rank_fired(name, "warning", labels, f"Job {JOB}: rank 2 makes no progress",
+                        f"Rank 2 of job {JOB} ({_where(labels)}) has stayed at step 80 for more"
+                        " than 10m while its tracker keeps sampling: it hangs (a collective"
+                        " waiting for a peer, a data loader, a deadlock). Run `stormotel analyze`"
+                        " with the Flight Recorder dumps and worker logs.")
+    return {"name": "a stalled rank: samples go on, the step does not",
+            "interval": "15s", "input_series": series, "alert_rule_test": [
+                *_quiet(name, "10m", "25m", "33m"),
+                {"eval_time": "36m", "alertname": name, "exp_alerts": [fired]},
             ]}
 
 
@@ -273,14 +476,15 @@ def _dropping_samples() -> dict[str, Any]:
     name = "StormotelTrackerDroppingSamples"
     rec = schema.REC_RANK_DROP_RATIO
     rank1 = ", ".join(f'{k}="{v}"' for k, v in _labels(1).items())
+    labels = _labels(1)
     return {"name": "dropped samples over attempted samples", "interval": "1m",
             "input_series": series, "alert_rule_test": [
                 *_quiet(name, "5m"),
-                {"eval_time": "30m", "alertname": name, "exp_alerts": [_fired(
-                    name, "warning", _job(), f"Job {JOB}: trackers on 1 rank(s) drop samples",
-                    "The memory tracker lost more than 1% of its samples (dropped / attempted)"
-                    f" over 10 minutes on ranks 1 of job {JOB} (see the reason label on {d});"
-                    " its telemetry has holes.")]}],
+                {"eval_time": "30m", "alertname": name, "exp_alerts": [_rank_fired(
+                    name, "warning", labels, f"Job {JOB}: the tracker on rank 1 drops samples",
+                    f"The memory tracker on rank 1 of job {JOB} ({_where(labels)}) lost 10% of"
+                    " its samples (dropped / attempted) over 10 minutes, more than 1% (see the"
+                    f" reason label on {d}); its telemetry has holes.")]}],
             "promql_expr_test": [
                 {"expr": f'{rec}{{rank="1"}}', "eval_time": "30m",
                  "exp_samples": [{"labels": f"{rec}{{{rank1}}}", "value": 0.1}]}]}
@@ -288,22 +492,26 @@ def _dropping_samples() -> dict[str, Any]:
 
 # --- estimate -----------------------------------------------------------------------------------
 
-def _peak_over_estimate() -> dict[str, Any]:
-    """Rank 1 peaks at 120 % of its estimate (fires); rank 0 at 105 % (within the margin)."""
+def _peak_over_estimate(cfg: Settings) -> dict[str, Any]:
+    """Rank 1 peaks 10 points above the margin (default: at 120 % of its estimate; fires);
+    rank 0 halfway to the margin (105 %; quiet). ``--estimate-margin`` moves both."""
     est, peak = schema.ESTIMATE.prom, schema.ALLOC_ALLOCATED_PEAK.prom
+    over, within = round(cfg.estimate_margin + 0.1, 6), 1 + (cfg.estimate_margin - 1) / 2
     series = [_series(est, _labels(0), _flat(10 * GiB)),
-              _series(peak, _labels(0), _flat(10.5 * GiB)),
+              _series(peak, _labels(0), _flat(within * 10 * GiB)),
               _series(est, _labels(1), _flat(10 * GiB)),
-              _series(peak, _labels(1), _flat(12 * GiB))]
+              _series(peak, _labels(1), _flat(over * 10 * GiB))]
     name = "StormotelPeakOverEstimate"
+    labels = _labels(1)
     return {"name": "actual peak above estimate times margin", "interval": "1m",
             "input_series": series, "alert_rule_test": [
                 *_quiet(name, "3m"),
-                {"eval_time": "20m", "alertname": name, "exp_alerts": [_fired(
-                    name, "warning", _job(),
-                    f"Job {JOB}: peak memory above the estimate on 1 rank(s)",
-                    "The allocator's peak over 1h exceeds the `stormotel estimate` prediction"
-                    " by more than 10% on ranks 1: the estimate is stale or the job changed.")]},
+                {"eval_time": "20m", "alertname": name, "exp_alerts": [_rank_fired(
+                    name, "warning", labels,
+                    f"Job {JOB}: rank 1's peak memory is above its estimate",
+                    f"The allocator's peak over 1h on rank 1 of job {JOB} is {over:.4g} times the"
+                    f" `stormotel estimate` prediction (margin {cfg.estimate_margin - 1:.0%}):"
+                    " the estimate is stale or the job changed.")]},
             ]}
 
 
@@ -405,44 +613,61 @@ def _first_cause() -> dict[str, Any]:
 # --- a healthy job ------------------------------------------------------------------------------
 
 ALERT_NAMES = (
-    "StormotelGpuMemoryPressure", "StormotelGapDrift", "StormotelRankOutOfMemory",
-    "StormotelRankStoppedReporting", "StormotelTrackerDroppingSamples",
-    "StormotelPeakOverEstimate", "StormotelAnalyzerFailing", "StormotelAnalyzerStale",
-    "StormotelFirstCauseFinding")
+    "StormotelGpuMemoryPressure", "StormotelGapDrift", "StormotelGpuMemoryFillingUp",
+    "StormotelRankOutOfMemory",
+    "StormotelRankStoppedReporting", "StormotelJobEndedAbruptly", "StormotelRankStalled",
+    "StormotelTrackerDroppingSamples", "StormotelPeakOverEstimate", "StormotelAnalyzerFailing",
+    "StormotelAnalyzerStale", "StormotelFirstCauseFinding")
 #: Kept for callers that check every alert appears in the healthy control.
 ALERT_NAMES_IN_HEALTHY = ALERT_NAMES
 
 
-def healthy_series(world: int, minutes: int = SPAN, tail_until: int | None = None
-                   ) -> list[dict[str, str]]:
-    """A healthy ``world``-rank job as it really looks: NCCL init adds 1 GiB of gap at minute
-    5 on every rank, the allocator holds 96 % of a reservation that fills the device, no
-    retries or OOMs, drops well under 1 %, the analyzer succeeds every 15 minutes and finds a
-    low-confidence suspect; with ``tail_until``, ranks 1.. exit at ``minutes - 30`` and rank 0
-    writes a checkpoint until ``tail_until``."""
+def healthy_series(world: int, minutes: int = SPAN, tail_until: int | None = None,
+                   stagger: int = 0) -> list[dict[str, str]]:
+    """A healthy ``world``-rank job as it really looks: ranks start ``stagger`` minutes apart
+    (rank r at minute ``r * stagger // world``) and step every sample; NCCL init adds 1 GiB of
+    gap at minute 5 after each rank's start; the allocator holds 96 % of a reservation that
+    fills the device; no retries or OOMs; drops well under 1 %; the analyzer succeeds every 15
+    minutes and finds a low-confidence suspect. With ``tail_until``, ranks 1.. stop cleanly
+    one after another over the ``stagger`` minutes before ``minutes - 30`` and rank 0 writes a
+    checkpoint until ``tail_until``, each leaving its stop edge in its last scrape."""
     series: list[dict[str, str]] = []
     end = minutes - 30 if tail_until else minutes
-    gap = f"{GiB}+0x4 {2 * GiB}+0x{end - 5}"
+    reserved = 0.95 * LIMIT
     for rank in range(world):
         labels = _labels(rank, world=world, host=f"node-{rank // 8}")
-        stop = tail_until if (tail_until and rank == 0) else end
-        reserved = 0.95 * LIMIT
+        begin = rank * stagger // max(world, 1)
+        stop = tail_until if (tail_until and rank == 0) else \
+            (end - stagger + rank * stagger // max(world, 1) if tail_until else end)
+        k = stop - begin
+        lead = f"_x{begin} " if begin else ""
+        tail = " stale" if stop < minutes else ""
+
+        def flat(value: float) -> str:
+            return f"{lead}{value:.0f}+0x{k}{tail}"  # noqa: B023 - used in this iteration only
+
         series += [
             _series(schema.DEVICE_USED.prom, labels,
-                    f"{0.96 * LIMIT:.0f}+0x4 {0.97 * LIMIT:.0f}+0x{stop - 5}"),
-            _series(schema.DEVICE_LIMIT.prom, labels, _flat(LIMIT, stop)),
-            _series(schema.ALLOC_RESERVED.prom, labels, _flat(reserved, stop)),
-            _series(schema.ALLOC_ALLOCATED.prom, labels, _flat(0.96 * reserved, stop)),
-            _series(schema.GAP.prom, labels, gap if stop == end else
-                    f"{GiB}+0x4 {2 * GiB}+0x{stop - 5}"),
-            _series(schema.ALLOC_RETRIES.prom, labels, _flat(0, stop)),
-            _series(schema.OOMS.prom, labels, _flat(0, stop)),
-            _series(schema.SAMPLES.prom, labels, _counter(600, stop)),
+                    f"{lead}{0.96 * LIMIT:.0f}+0x4 {0.97 * LIMIT:.0f}+0x{k - 5}{tail}"),
+            _series(schema.DEVICE_LIMIT.prom, labels, flat(LIMIT)),
+            _series(schema.ALLOC_RESERVED.prom, labels, flat(reserved)),
+            _series(schema.ALLOC_ALLOCATED.prom, labels, flat(0.96 * reserved)),
+            _series(schema.GAP.prom, labels, f"{lead}{GiB}+0x4 {2 * GiB}+0x{k - 5}{tail}"),
+            _series(schema.ALLOC_RETRIES.prom, labels, flat(0)),
+            _series(schema.OOMS.prom, labels, flat(0)),
+            _series(schema.SAMPLES.prom, labels, f"{lead}0+600x{k}{tail}"),
             _series(schema.SAMPLES_DROPPED.prom, {**labels, schema.ATTR_REASON:
-                                                   schema.REASON_OVERRUN}, _counter(1, stop)),
-            _series(schema.ESTIMATE.prom, labels, _flat(0.95 * LIMIT, stop)),
-            _series(schema.ALLOC_ALLOCATED_PEAK.prom, labels, _flat(0.96 * reserved, stop)),
+                                                   schema.REASON_OVERRUN},
+                    f"{lead}0+1x{k}{tail}"),
+            _series(schema.ESTIMATE.prom, labels, flat(0.95 * LIMIT)),
+            _series(schema.ALLOC_ALLOCATED_PEAK.prom, labels, flat(0.96 * reserved)),
+            _series(schema.STEP.prom, labels, f"{lead}0+60x{k}{tail}"),
+            _series(schema.TRACKER_START.prom, labels, flat(begin * 60)),
+            _series(schema.TRACKER_STOP_REPORTED.prom, labels, flat(1)),
         ]
+        if stop < minutes:
+            series.append(_series(schema.TRACKER_STOP.prom, labels,
+                                  f"_x{stop} {stop * 60} stale"))
     job = _job(False)
     series += [
         _series(schema.AN_LAST_SUCCESS, job, _runs(_every(15, minutes), minutes)),
@@ -455,22 +680,40 @@ def healthy_series(world: int, minutes: int = SPAN, tail_until: int | None = Non
     return series
 
 
+HEALTHY_TIMES = ("1m", "3m", "8m", "20m", "40m", "1h", "2h", "140m", "145m", "150m", "155m",
+                 "165m", "175m")
+
+
 def _healthy_job() -> dict[str, Any]:
-    """A healthy 8-rank job through start-up, steady state and a checkpoint tail (rank 0 runs
-    30 minutes after its peers exit): no alert fires at any checked time."""
-    checks = [c for t in ("3m", "8m", "20m", "40m", "1h", "2h", "155m", "165m", "175m")
-              for name in ALERT_NAMES for c in _quiet(name, t)]
-    return {"name": "healthy control: start-up step, full allocator, checkpoint tail",
-            "interval": "1m", "input_series": healthy_series(8, tail_until=SPAN),
-            "alert_rule_test": checks}
+    """A healthy 8-rank job through a staggered start, steady state, a staggered clean stop
+    and a checkpoint tail (rank 0 runs 30 minutes after its peers stop): no alert fires, and
+    none is even pending, at any checked time."""
+    checks = [c for t in HEALTHY_TIMES for name in ALERT_NAMES for c in _quiet(name, t)]
+    return {"name": "healthy control: staggered start and stop, start-up step, full allocator,"
+                    " checkpoint tail",
+            "interval": "1m", "input_series": healthy_series(8, tail_until=SPAN, stagger=8),
+            "alert_rule_test": checks,
+            "promql_expr_test": [{"expr": "ALERTS", "eval_time": t, "exp_samples": []}
+                                 for t in HEALTHY_TIMES]}
 
 
-def rule_tests() -> dict[str, Any]:
-    return {"rule_files": [f"../{RULES_FILE}"], "evaluation_interval": "1m",
-            "tests": [_healthy_job(), _memory_pressure(), _gap_drift(), _oom(),
-                      _stopped_reporting(), _dropping_samples(), _peak_over_estimate(),
-                      _analyzer(), _first_cause()]}
+def rule_tests(cfg: Settings | None = None,
+               runbook_url: str = DEFAULT_RUNBOOK_URL) -> dict[str, Any]:
+    """The promtool test file for the rules built from ``cfg`` and ``runbook_url`` (the flags
+    users give ``stormotel dashboards`` move the series and expectations along)."""
+    cfg = cfg or Settings()
+    tests = [_healthy_job(), _memory_pressure(cfg), _fast_leak(), _slow_leak(), _oom(),
+             _lifecycle(), _stalled(), _dropping_samples(), _peak_over_estimate(cfg),
+             _analyzer(), _first_cause()]
+    for test in tests:
+        for case in test["alert_rule_test"]:
+            for alert in case["exp_alerts"]:
+                link = alert["exp_annotations"]["runbook_url"]  # (a dict may recur)
+                if link.startswith(DEFAULT_RUNBOOK_URL + "#"):
+                    alert["exp_annotations"]["runbook_url"] = runbook_url + link.removeprefix(
+                        DEFAULT_RUNBOOK_URL)
+    return {"rule_files": [f"../{RULES_FILE}"], "evaluation_interval": "15s", "tests": tests}
 
 
-def rule_tests_yaml() -> str:
-    return header("dashboards/rule_tests.py") + dump_yaml(rule_tests())
+def rule_tests_yaml(cfg: Settings | None = None, runbook_url: str = DEFAULT_RUNBOOK_URL) -> str:
+    return header("dashboards/rule_tests.py") + dump_yaml(rule_tests(cfg, runbook_url))

@@ -6,12 +6,22 @@ prove every signal returns series on healthy data, while ``promtool test rules``
 expressions fire on faults and stay quiet on a healthy control.
 
 Severity: ``critical`` pages (the job is about to die or has lost a rank), ``warning`` tickets.
-Every alert names the job and rank and links its section of ``docs/runbook.md``.
+Alerts about a rank are one alert per rank carrying the rank's identity and placement as labels
+(``job_id``, ``rank``, ``host``, ``gpu``, ``namespace``/``cluster``, and ``gpu_uuid``/``pod`` joined
+from its info series), so Alertmanager can route, group (one page per job: ``group_by:
+[alertname, cluster, namespace, job_id]``) and inhibit on them; the analyzer's run-health alerts
+stay per job. Every alert links its section of ``docs/runbook.md``.
+
+Deadlines come first: a leak is predicted (``predict_linear`` over minutes, like the Kubernetes
+mixin's ``KubePersistentVolumeFillingUp``) rather than waited out, and a rank is silent when its
+samples stop without its tracker's clean-stop edge, judged on presence (a rank counts from its
+first scrape) rather than ``increase()``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import yaml
@@ -99,6 +109,29 @@ def _seconds(duration: str) -> int:
     return int(duration[:-1]) * units[duration[-1]]
 
 
+def _grew_each_step(step: str, min_bytes_per_second: float,
+                    metric: schema.Metric = schema.GAP) -> str:
+    """``metric`` grew by more than the minimum rate in each of the last three ``step``s: a
+    leak does, a one-time step (NCCL init, a cuDNN workspace) grows in one of them only."""
+    seconds = _seconds(step)
+    offsets = ["", f"{seconds}s", f"{2 * seconds}s", f"{3 * seconds}s"]
+    bar = f"{min_bytes_per_second * seconds:.6g}"
+    return f" and on ({RANK_KEY}) ".join(
+        f"({_max(metric, newer)} - {_max(metric, older)} > {bar})"
+        for newer, older in pairwise(offsets))
+
+
+def _growth_over(metric: schema.Metric, horizon_s: int, window: str) -> str:
+    """Growth of ``metric`` expected in ``horizon_s`` seconds (``predict_linear`` over
+    ``window``)."""
+    return (promql.by_identity("max", f"predict_linear({metric.prom}[{window}], {horizon_s})")
+            + f" - {_max(metric)}")
+
+
+def _last(metric: schema.Metric, window: str) -> str:
+    return promql.by_identity("max", f"last_over_time({metric.prom}[{window}])")
+
+
 def recording_rules(cfg: Settings) -> list[Recording]:
     """Per-rank quantities the dashboards and alerts share (order matters: later ones reuse)."""
     used, limit = _max(schema.DEVICE_USED), _max(schema.DEVICE_LIMIT)
@@ -109,11 +142,26 @@ def recording_rules(cfg: Settings) -> list[Recording]:
     grew = [f"({gap} - {_max(schema.GAP, third_1)} > {step_bytes:.6g})",
             f"({_max(schema.GAP, third_1)} - {_max(schema.GAP, third_2)} > {step_bytes:.6g})",
             f"({_max(schema.GAP, third_2)} - {_max(schema.GAP, third_3)} > {step_bytes:.6g})"]
-    samples, dropped = _increase(schema.SAMPLES, cfg.silent_window), \
-        _increase(schema.SAMPLES_DROPPED, cfg.silent_window)
     ooms = schema.OOMS.prom
-    new_ooms = promql.by_identity("max", f"{ooms} > 0 unless {ooms} offset {cfg.oom_window}")
+    # OTel counters may appear on their first increment (a sampler without an allocator OOM
+    # count): a series new within the window and already above 0 counts too, read from the range
+    # so a rank scraped once after its OOM and then gone (stale) still counts.
+    new_ooms = promql.by_identity(
+        "max", f"max_over_time({ooms}[{cfg.oom_window}]) > 0 unless {ooms} offset {cfg.oom_window}")
     taken10, dropped10 = _increase(schema.SAMPLES, "10m"), _increase(schema.SAMPLES_DROPPED, "10m")
+    presence = cfg.presence_window
+    info = schema.RANK_INFO.prom
+    place_keep = ", ".join((*schema.PLACEMENT_LABELS, schema.ATTR_JOB_ID, schema.ATTR_RANK,
+                            schema.ATTR_GPU_UUID, schema.ATTR_POD))
+    step = schema.STEP.prom
+    still = promql.by_identity("max", f"changes({step}[{cfg.stall_window}])")
+    moved = promql.by_identity("max", f"changes({step}[{presence}])")
+    info_now = f"max by ({place_keep}) ({info})"
+    info_last = f"max by ({place_keep}) (last_over_time({info}[{presence}]))"
+    drift = cfg.drift_window
+    used_slope = promql.by_identity("max", f"deriv({schema.DEVICE_USED.prom}[{cfg.drift_window}])")
+    stopped = _last(schema.TRACKER_STOP, presence)
+    started = _last(schema.TRACKER_START, presence)
     return [
         Recording(schema.REC_DEVICE_USED_RATIO, promql.used_ratio()),
         Recording(schema.REC_DEVICE_HEADROOM, promql.headroom()),
@@ -132,35 +180,96 @@ def recording_rules(cfg: Settings) -> list[Recording]:
         Recording(schema.REC_RANK_GAP_DRIFT,
                   f"{schema.REC_GAP_SLOPE} > {cfg.drift_min_bytes_per_second:.6g}"
                   + "".join(f" and on ({RANK_KEY}) {g}" for g in grew), always=False),
+        # Slow (warning): the drifting gap, extrapolated over the long window, outgrows the
+        # headroom within the warning horizon.
         Recording(schema.REC_RANK_GAP_FILLS,
                   f"({promql.gap_growth_over(cfg.full_horizon_seconds, cfg.drift_window)})"
                   f" > {schema.REC_DEVICE_HEADROOM}"
                   f" and on ({RANK_KEY}) {schema.REC_RANK_GAP_DRIFT}",
                   always=False),
-        # A rank is alive while its tracker ticks: samples taken or dropped (a sampler error is
-        # a dropped sample, not a dead rank).
+        # Fast (critical), KubePersistentVolumeFillingUp's shape: predict_linear over minutes,
+        # guarded by growth in each of the last three steps at the minimum rate.
+        Recording(schema.REC_RANK_GAP_FILLS_SOON,
+                  f"({promql.gap_growth_over(cfg.fill_horizon_seconds, cfg.fill_window)})"
+                  f" > {schema.REC_DEVICE_HEADROOM}"
+                  f" and on ({RANK_KEY}) "
+                  + _grew_each_step(cfg.fill_step, cfg.drift_min_bytes_per_second),
+                  always=False),
+        # The same two horizons on device used, for what grows inside the allocator (tensors
+        # kept alive, a cache that never stops growing); left to the gap series when the gap
+        # alone explains the growth.
+        Recording(schema.REC_RANK_USED_FILLS,
+                  f"({_growth_over(schema.DEVICE_USED, cfg.full_horizon_seconds, drift)})"
+                  f" > {schema.REC_DEVICE_HEADROOM}"
+                  f" and on ({RANK_KEY}) ({used_slope} > {cfg.drift_min_bytes_per_second:.6g})"
+                  f" and on ({RANK_KEY}) "
+                  + _grew_each_step(third_1, cfg.drift_min_bytes_per_second, schema.DEVICE_USED)
+                  + f" unless on ({RANK_KEY}) {schema.REC_RANK_GAP_FILLS}", always=False),
+        Recording(schema.REC_RANK_USED_FILLS_SOON,
+                  f"({_growth_over(schema.DEVICE_USED, cfg.fill_horizon_seconds, cfg.fill_window)})"
+                  f" > {schema.REC_DEVICE_HEADROOM}"
+                  f" and on ({RANK_KEY}) "
+                  + _grew_each_step(cfg.fill_step, cfg.drift_min_bytes_per_second,
+                                    schema.DEVICE_USED)
+                  + f" unless on ({RANK_KEY}) {schema.REC_RANK_GAP_FILLS_SOON}", always=False),
+        # A rank reports while its samples reach the TSDB: presence, not increase(), so a rank
+        # counts from its first scrape (start-up never reads as silence).
         Recording(schema.REC_RANK_ACTIVE,
-                  f"group by ({RANK_KEY}) ({samples} > 0 or {dropped} > 0)"),
+                  f"group by ({RANK_KEY}) (count_over_time({schema.SAMPLES.prom}"
+                  f"[{cfg.silent_window}]))"),
+        Recording(schema.REC_RANK_SEEN,
+                  f"group by ({RANK_KEY}) (last_over_time({schema.SAMPLES.prom}[{presence}]))"),
+        # The rank's latest run stopped cleanly: its stop edge is not older than its start.
+        Recording(schema.REC_RANK_STOPPED,
+                  f"{stopped} >= {started}",
+                  always=False),
+        # Silent: seen in the presence window, no sample now, and no clean stop. A rank back on
+        # another host/GPU after a restart is the same rank (matched on the rank only).
         Recording(schema.REC_RANK_SILENT,
-                  f"group by ({RANK_KEY}) (max_over_time({schema.SAMPLES.prom}[1h]))"
-                  f" unless on ({RANK_ONLY}) {schema.REC_RANK_ACTIVE}", always=False),
+                  f"{schema.REC_RANK_SEEN} unless on ({RANK_ONLY}) {schema.REC_RANK_ACTIVE}"
+                  f" unless on ({RANK_KEY}) {schema.REC_RANK_STOPPED}", always=False),
         Recording(schema.REC_RANK_DROP_RATIO,
                   f"{dropped10} / ({dropped10} + {taken10})"),
-        # OTel counters appear on their first increment: a series that is new within the window
-        # and already above 0 counts too (increase() alone misses a first OOM).
         Recording(schema.REC_RANK_OOMS,
                   f"{_increase(schema.OOMS, cfg.oom_window)} > 0 or"
                   f" {new_ooms}",
                   always=False),
+        # The step stands still for the stall window while the tracker samples, after it moved
+        # within the presence window.
+        Recording(schema.REC_RANK_STALLED,
+                  f"{_max(schema.STEP)}"
+                  f" and on ({RANK_KEY}) ({still} == 0) and on ({RANK_KEY}) ({moved} > 0)"
+                  f" and on ({RANK_KEY}) ({_increase(schema.SAMPLES, cfg.stall_window)} > 0)",
+                  always=False),
+        # GPU UUID and pod of each rank (its latest process, else the last one seen), one series
+        # per rank so alert labels can be joined from it without many-to-many errors.
+        Recording(schema.REC_RANK_PLACEMENT,
+                  f"topk by ({RANK_ONLY}) (1, {info_now} or on ({RANK_ONLY}) {info_last})"),
     ]
+
+
+def placed(expr: str) -> str:
+    """``expr`` (one series per rank) with the rank's ``gpu_uuid`` and ``pod`` labels where its
+    info series has them; unchanged where it has none."""
+    labels = f"{schema.ATTR_GPU_UUID}, {schema.ATTR_POD}"
+    return (f"(({expr}) * on ({RANK_ONLY}) group_left ({labels}) {schema.REC_RANK_PLACEMENT})"
+            f" or on ({RANK_KEY}) ({expr})")
 
 
 def _count(record: str, condition: str = "") -> str:
     return f"count by ({JOB_KEY}) ({record}{f' {condition}' if condition else ''})"
 
 
+RANK = "{{ $labels.rank }}"
+#: Where the rank runs, as the alert's description says it: host, GPU, its UUID and pod if known.
+WHERE = ("{{ $labels.host }} GPU {{ $labels.gpu }}"
+         "{{ with $labels.gpu_uuid }} ({{ . }}){{ end }}"
+         "{{ with $labels.pod }}, pod {{ . }}{{ end }}")
+
+
 def alerts(cfg: Settings) -> list[Alert]:
-    horizon_h = f"{cfg.full_horizon_seconds / 3600:g}h"
+    warn_h = f"{cfg.full_horizon_seconds / 3600:g}h"
+    crit_h = f"{cfg.fill_horizon_seconds / 3600:g}h"
     job = schema.ATTR_JOB_ID
     lookback = cfg.analyzer_lookback
     confident = promql.matchers(**{schema.ANALYZER_LABEL_CONFIDENCE: "high|medium"})
@@ -175,74 +284,104 @@ def alerts(cfg: Settings) -> list[Alert]:
     deployed = (f"count(last_over_time({schema.AN_LAST_SUCCESS}"
                 f"[{cfg.analyzer_presence_window}])) > 0")
     fresh_run = f"(time() - {success} < {_seconds(lookback)})"
-    ranks_count = _count(schema.REC_IN_USE_RATIO)
     pressure_desc = (
-        "{{ $value }} rank(s) of job " + JOB + " use more than {pct}% of GPU memory that the"
-        " allocator cannot give back, and the allocator had to flush its cache to satisfy an"
-        f" allocation in the last {cfg.retry_window}: ranks "
-        + ranks_of(schema.REC_RANK_MEMORY_PRESSURE, "> {ratio}") + ". {tail}")
+        f"Rank {RANK} of job {JOB} ({WHERE}) uses {{{{ $value | humanizePercentage }}}} of its"
+        " GPU memory in memory the allocator cannot give back (more than {pct}%), and the"
+        f" allocator had to flush its cache to satisfy an allocation in the last"
+        f" {cfg.retry_window}. {{tail}}")
     memory = [
         Alert("StormotelGpuMemoryPressure", sev,
-              _count(schema.REC_RANK_MEMORY_PRESSURE, f"> {pct / 100:g}"), ranks_count, for_,
-              f"Job {JOB}: {{{{ $value }}}} rank(s) short of GPU memory ({sev})",
-              pressure_desc.replace("{pct}", f"{pct:g}").replace("{ratio}", f"{pct / 100:g}")
-              .replace("{tail}", tail))
+              placed(f"{schema.REC_RANK_MEMORY_PRESSURE} > {pct / 100:g}"),
+              schema.REC_IN_USE_RATIO, for_,
+              f"Job {JOB}: rank {RANK} short of GPU memory ({sev})",
+              pressure_desc.replace("{pct}", f"{pct:g}").replace("{tail}", tail))
         for sev, pct, for_, tail in (
             ("warning", cfg.warning_percent, "5m",
              "Spikes now have little room."),
             ("critical", cfg.critical_percent, "2m",
              "The next allocation spike is likely to fail with an out-of-memory error."))]
     gap = [
-        Alert("StormotelGapDrift", "warning", _count(schema.REC_RANK_GAP_DRIFT),
-              _count(schema.REC_GAP_SLOPE), "15m",
-              f"Job {JOB}: GPU memory gap growing on {{{{ $value }}}} rank(s)",
-              "The gap between device memory used and the allocator's reservation has grown in"
-              f" each third of the last {cfg.drift_window} on ranks "
-              + ranks_of(schema.REC_RANK_GAP_DRIFT) + f" of job {JOB}: memory is accumulating"
-              " outside the framework allocator (NCCL buffers, cuDNN workspaces, other"
-              " libraries)."),
-        Alert("StormotelGapDrift", "critical", _count(schema.REC_RANK_GAP_FILLS),
-              _count(schema.REC_DEVICE_HEADROOM), "10m",
-              f"Job {JOB}: gap growth fills the GPU within {horizon_h} on {{{{ $value }}}}"
-              " rank(s)",
-              "At its current slope the drifting gap on ranks "
-              + ranks_of(schema.REC_RANK_GAP_FILLS) + f" of job {JOB} grows by more than the"
-              f" device memory still free within {horizon_h} (predict_linear over"
-              f" {cfg.drift_window}): the rank will run out of memory."),
+        Alert("StormotelGapDrift", "warning", placed(schema.REC_RANK_GAP_FILLS),
+              schema.REC_DEVICE_HEADROOM, cfg.drift_for,
+              f"Job {JOB}: rank {RANK}'s GPU memory gap fills the device within {warn_h}",
+              f"The gap between device memory used and the allocator's reservation on rank {RANK}"
+              f" of job {JOB} ({WHERE}) has grown in each third of the last {cfg.drift_window}"
+              f" and, at that slope, outgrows the free device memory within {warn_h}"
+              " (predict_linear): memory is accumulating outside the framework allocator (NCCL"
+              " buffers, cuDNN workspaces, other libraries)."),
+        Alert("StormotelGapDrift", "critical", placed(schema.REC_RANK_GAP_FILLS_SOON),
+              schema.REC_DEVICE_HEADROOM, cfg.fill_for,
+              f"Job {JOB}: rank {RANK}'s GPU memory gap fills the device within {crit_h}",
+              f"The gap on rank {RANK} of job {JOB} ({WHERE}) grew in each of the last three"
+              f" {cfg.fill_step} steps and, at its slope over {cfg.fill_window}, outgrows the"
+              f" free device memory within {crit_h} (predict_linear): the rank will run out of"
+              " memory."),
     ]
+    filling = [
+        Alert("StormotelGpuMemoryFillingUp", "warning", placed(schema.REC_RANK_USED_FILLS),
+              schema.REC_DEVICE_HEADROOM, cfg.drift_for,
+              f"Job {JOB}: rank {RANK}'s GPU memory fills the device within {warn_h}",
+              f"Device memory used on rank {RANK} of job {JOB} ({WHERE}) has grown in each third"
+              f" of the last {cfg.drift_window} and, at that slope, fills the device within"
+              f" {warn_h} (predict_linear); the gap does not explain it: the allocator holds"
+              " ever more (tensors kept alive, a growing cache)."),
+        Alert("StormotelGpuMemoryFillingUp", "critical", placed(schema.REC_RANK_USED_FILLS_SOON),
+              schema.REC_DEVICE_HEADROOM, cfg.fill_for,
+              f"Job {JOB}: rank {RANK}'s GPU memory fills the device within {crit_h}",
+              f"Device memory used on rank {RANK} of job {JOB} ({WHERE}) grew in each of the"
+              f" last three {cfg.fill_step} steps and, at its slope over {cfg.fill_window}, fills"
+              f" the device within {crit_h} (predict_linear): the rank will run out of memory."),
+    ]
+    silent_peers = (f"{schema.REC_RANK_SILENT} and on ({JOB_KEY})"
+                    f" ({_count(schema.REC_RANK_SILENT)} < {_count(schema.REC_RANK_ACTIVE)})")
+    reports_stop = f"({_last(schema.TRACKER_STOP_REPORTED, cfg.presence_window)} == 1)"
+    ended = (f"{schema.REC_RANK_SILENT} unless on ({JOB_KEY}) {schema.REC_RANK_ACTIVE}"
+             f" and on ({RANK_KEY}) {reports_stop}")
     tracker = [
-        Alert("StormotelRankOutOfMemory", "critical", _count(schema.REC_RANK_OOMS),
-              _count(schema.REC_RANK_ACTIVE), "0m",
-              f"Job {JOB}: out-of-memory error on {{{{ $value }}}} rank(s)",
-              "The allocator (or capture_oom) reported an out-of-memory error in the last"
-              f" {cfg.oom_window} on ranks " + ranks_of(schema.REC_RANK_OOMS) + f" of job {JOB};"
-              " the tracker's OOM span event points at the flight-recorder dump."),
-        # Fewer silent ranks than active ones: one dead rank of 2048 pages, rank 0 writing a
-        # checkpoint after its peers exited (or a job ending) does not.
-        Alert("StormotelRankStoppedReporting", "critical",
-              f"{_count(schema.REC_RANK_SILENT)} < {_count(schema.REC_RANK_ACTIVE)}",
-              _count(schema.REC_RANK_ACTIVE), cfg.silent_for,
-              f"Job {JOB}: {{{{ $value }}}} rank(s) stopped reporting while most peers continue",
-              "Ranks " + ranks_of(schema.REC_RANK_SILENT) + f" of job {JOB} took no memory"
-              f" samples for more than {cfg.silent_window} while most ranks of the job still"
-              " do: the processes died, hang, or their tracker or scrape target is broken."),
+        Alert("StormotelRankOutOfMemory", "critical", placed(schema.REC_RANK_OOMS),
+              schema.REC_RANK_ACTIVE, "0m",
+              f"Job {JOB}: out-of-memory error on rank {RANK}",
+              f"The allocator (or capture_oom) on rank {RANK} of job {JOB} ({WHERE}) reported"
+              f" an out-of-memory error in the last {cfg.oom_window}; the tracker's OOM span"
+              " event points at the flight-recorder dump."),
+        # Fewer silent ranks than reporting ones: one dead rank of 2048 pages; ranks leaving
+        # one after another without a stop edge (older trackers) stay quiet.
+        Alert("StormotelRankStoppedReporting", "critical", placed(silent_peers),
+              schema.REC_RANK_ACTIVE, cfg.silent_for,
+              f"Job {JOB}: rank {RANK} stopped reporting while its peers continue",
+              f"Rank {RANK} of job {JOB} ({WHERE}) has sent no memory sample for more than"
+              f" {cfg.silent_window} and did not stop cleanly (no stop timestamp), while most"
+              " ranks of the job still report: the process died (killed, segfault, lost node),"
+              " or its scrape target or tracker is broken."),
+        Alert("StormotelJobEndedAbruptly", "critical", placed(ended),
+              schema.REC_RANK_ACTIVE, cfg.silent_for,
+              f"Job {JOB} ended abruptly: rank {RANK} stopped without a clean stop",
+              f"No rank of job {JOB} has reported for {cfg.silent_window}, and rank {RANK}"
+              f" ({WHERE}) ended without its tracker's clean-stop timestamp although it"
+              " delivers one: the process was killed (SIGKILL, the kernel's OOM killer, a"
+              " preempted or lost node) rather than finishing or failing with an error."),
+        Alert("StormotelRankStalled", "warning", placed(schema.REC_RANK_STALLED),
+              schema.REC_RANK_ACTIVE, cfg.stall_for,
+              f"Job {JOB}: rank {RANK} makes no progress",
+              f"Rank {RANK} of job {JOB} ({WHERE}) has stayed at step {{{{ $value }}}} for more"
+              f" than {cfg.stall_window} while its tracker keeps sampling: it hangs (a"
+              " collective waiting for a peer, a data loader, a deadlock). Run `stormotel"
+              " analyze` with the Flight Recorder dumps and worker logs."),
         Alert("StormotelTrackerDroppingSamples", "warning",
-              _count(schema.REC_RANK_DROP_RATIO, f"> {cfg.drop_ratio:g}"),
-              _count(schema.REC_RANK_DROP_RATIO), "10m",
-              f"Job {JOB}: trackers on {{{{ $value }}}} rank(s) drop samples",
-              "The memory tracker lost more than"
-              f" {cfg.drop_ratio:.0%} of its samples (dropped / attempted) over 10 minutes on"
-              " ranks " + ranks_of(schema.REC_RANK_DROP_RATIO, f"> {cfg.drop_ratio:g}")
-              + f" of job {JOB} (see the reason label on {schema.SAMPLES_DROPPED.prom});"
-              " its telemetry has holes."),
+              placed(f"{schema.REC_RANK_DROP_RATIO} > {cfg.drop_ratio:g}"),
+              schema.REC_RANK_DROP_RATIO, "10m",
+              f"Job {JOB}: the tracker on rank {RANK} drops samples",
+              f"The memory tracker on rank {RANK} of job {JOB} ({WHERE}) lost"
+              " {{ $value | humanizePercentage }} of its samples (dropped / attempted) over 10"
+              f" minutes, more than {cfg.drop_ratio:.0%} (see the reason label on"
+              f" {schema.SAMPLES_DROPPED.prom}); its telemetry has holes."),
         Alert("StormotelPeakOverEstimate", "warning",
-              _count(schema.REC_ESTIMATE_RATIO, f"> {cfg.estimate_margin:g}"),
-              _count(schema.REC_ESTIMATE_RATIO), "5m",
-              f"Job {JOB}: peak memory above the estimate on {{{{ $value }}}} rank(s)",
-              f"The allocator's peak over {cfg.estimate_window} exceeds the `stormotel estimate`"
-              f" prediction by more than {cfg.estimate_margin - 1:.0%} on ranks "
-              + ranks_of(schema.REC_ESTIMATE_RATIO, f"> {cfg.estimate_margin:g}")
-              + ": the estimate is stale or the job changed."),
+              placed(f"{schema.REC_ESTIMATE_RATIO} > {cfg.estimate_margin:g}"),
+              schema.REC_ESTIMATE_RATIO, "5m",
+              f"Job {JOB}: rank {RANK}'s peak memory is above its estimate",
+              f"The allocator's peak over {cfg.estimate_window} on rank {RANK} of job {JOB} is"
+              " {{ $value | humanize }} times the `stormotel estimate` prediction (margin"
+              f" {cfg.estimate_margin - 1:.0%}): the estimate is stale or the job changed."),
     ]
     analyzer = [
         # The latest run failed (a failing run writes its failure time; a success after it
@@ -273,7 +412,7 @@ def alerts(cfg: Settings) -> list[Alert]:
               " high confidence). Open"
               " the incident dashboard and the annotations tagged stormotel for the evidence."),
     ]
-    return [*memory, *gap, *tracker, *analyzer]
+    return [*memory, *gap, *filling, *tracker, *analyzer]
 
 
 def _alert_rule(alert: Alert, runbook_url: str) -> dict[str, Any]:

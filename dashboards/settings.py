@@ -18,25 +18,38 @@ class Settings:
 
     warning_percent: float = schema.DEFAULT_THRESHOLDS[schema.THRESHOLD_WARNING]
     critical_percent: float = schema.DEFAULT_THRESHOLDS[schema.THRESHOLD_CRITICAL]
-    #: Window of the gap slope (``deriv``) and of ``predict_linear``.
+    #: Window of the gap slope (``deriv``) and of the slow ``predict_linear`` (warning).
     drift_window: str = "30m"
-    #: Slope above which the gap counts as drifting: 1 MiB per minute.
+    #: Slope above which the gap counts as drifting: 1 MiB per minute (the absolute guard: a
+    #: flat gap, however full the device, never pages).
     drift_min_bytes_per_second: float = 1024 * 1024 / 60
-    #: Alert when the drifting gap would fill the device within this many seconds.
-    full_horizon_seconds: int = 2 * 3600
+    #: Warning: the drifting gap would fill the device within this many seconds.
+    full_horizon_seconds: int = 12 * 3600
+    drift_for: str = "15m"
+    #: Critical, fast: ``predict_linear`` over this short window, and growth in each of the
+    #: last three ``fill_step`` steps (a one-time step grows in one of them only).
+    fill_window: str = "5m"
+    fill_step: str = "1m"
+    #: Critical: the gap would fill the device within this many seconds.
+    fill_horizon_seconds: int = 3600
+    fill_for: str = "3m"
     #: Alert when the actual peak exceeds the estimate by this factor.
     estimate_margin: float = 1.1
     #: Window over which the actual peak is taken for the estimate comparison.
     estimate_window: str = "1h"
     #: No analyzer success for this long: the analyzer is stale.
     analyzer_stale_seconds: int = 2 * 3600
-    #: A rank with no new samples for this long while peers sample has stopped reporting.
-    silent_window: str = "5m"
+    #: A rank with no sample for this long (and no clean-stop edge) is silent; how long it must
+    #: stay silent before paging. Together they are the dead-rank deadline (< 5 minutes).
+    silent_window: str = "2m"
+    silent_for: str = "1m"
+    #: A rank counts as part of its job for this long after its last sample.
+    presence_window: str = "1h"
     #: Dropped / (taken + dropped) samples above this ratio: the tracker is losing data.
     drop_ratio: float = 0.01
-    #: How long a minority of ranks must stay silent while the rest sample before paging: longer
-    #: than a staggered exit (ranks leaving one after another at the end of a job).
-    silent_for: str = "10m"
+    #: A rank whose step has not advanced for this long while its tracker samples is stalled.
+    stall_window: str = "10m"
+    stall_for: str = "5m"
     #: Window of the allocator-retry and OOM counters: a retry within it means the allocator had
     #: to flush its cache to satisfy an allocation (real pressure, not a full but healthy cache).
     retry_window: str = "15m"

@@ -15,12 +15,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["Identity", "IdentityError", "MemoryTracker", "Sample", "Sampler",
+__all__ = ["Identity", "IdentityError", "MemoryTracker", "MemoryWatchdog", "Sample", "Sampler",
            "SamplerUnavailable", "SimulatedSampler", "make_sampler", "parse_faults",
            "resolve_identity"]
 
 _EXPORTS = {
     "MemoryTracker": "stormotel.tracker",
+    "MemoryWatchdog": "stormotel.stormlog_api",
     "Identity": "stormotel.identity",
     "IdentityError": "stormotel.identity",
     "resolve_identity": "stormotel.identity",
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from stormotel.samplers.base import Sample, Sampler, SamplerUnavailable
     from stormotel.samplers.faults import parse_faults
     from stormotel.samplers.simulated import SimulatedSampler
+    from stormotel.stormlog_api import MemoryWatchdog
     from stormotel.tracker import MemoryTracker
 
 

@@ -12,6 +12,8 @@ where the files are. The analysis step is added after ``run_job`` in ``main``.
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -134,6 +136,39 @@ def main(argv: list[str]) -> int:
     # the tracker half never loads the analyzer). Findings are the expected outcome of the demo.
     from stormotel.analyzers.cli import main as analyze_main
 
-    print(f"\n$ stormotel analyze {job_dir}", flush=True)
+    cli = cli_command()
+    print(f"\n$ {cli} analyze {shlex.quote(str(job_dir))}", flush=True)
     code = analyze_main([str(job_dir)])
+    print(next_steps(cli, job_dir), flush=True)
     return exitcodes.OK if code in (exitcodes.OK, exitcodes.FINDINGS) else code
+
+
+def cli_command(environ: dict[str, str] | None = None) -> str:
+    """How the user can run the ``stormotel`` command from their shell right now: ``stormotel``
+    when it is on their PATH (an activated venv, ``pip install``), else the script beside this
+    interpreter (``.venv/bin/stormotel`` after ``make demo``), relative when it is below the
+    working directory. The demo used to print a bare ``stormotel`` that was not on PATH."""
+    env = os.environ if environ is None else environ
+    script = Path(sys.executable).parent / "stormotel"
+    on_path = shutil.which("stormotel", path=env.get("PATH"))
+    if on_path and Path(on_path).resolve() == script.resolve():
+        return "stormotel"
+    try:
+        rel = script.absolute().relative_to(Path.cwd())
+        return shlex.quote(str(rel))
+    except ValueError:
+        return shlex.quote(str(script))
+
+
+def next_steps(cli: str, job_dir: Path) -> str:
+    """The lines printed after the analysis: the exact commands to run next."""
+    folder = shlex.quote(str(job_dir))
+    lines = ["", "Next steps (copy and paste):",
+             f"  {cli} analyze {folder}                 # the analysis above, again",
+             f"  {cli} analyze {folder} --html demo-report.html   # charts in a browser"]
+    if cli != "stormotel":
+        activate = Path(cli).parent / "activate"
+        lines += [f"  source {activate}   # then plain `stormotel ...` works in this shell",
+                  "  (or install it for your user: `pipx install .` / `pip install .` from the"
+                  " checkout)"]
+    return "\n".join(lines)

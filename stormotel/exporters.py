@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 __all__ = ["EXPORTER_LOGGERS", "ArchiveStream", "FailureSink", "GuardedMetricExporter",
-           "GuardedSpanExporter", "LogOnce", "install_log_once"]
+           "GuardedSpanExporter", "LogOnce", "install_log_once", "last_exporter_log"]
 
 log = logging.getLogger("stormotel.exporters")
 
@@ -58,10 +58,16 @@ class LogOnce(logging.Filter):
         self._seen: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
         self.suppressed = 0
+        #: The latest message of each logger, repeats included (read for a failure's cause).
+        self.last: dict[str, str] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
         key = (record.name, str(record.msg))
         with self._lock:
+            try:
+                self.last[record.name] = record.getMessage()[:2000]
+            except Exception:  # a bad format string in someone's log call
+                self.last[record.name] = str(record.msg)[:2000]
             if key in self._seen:
                 self.suppressed += 1
                 return False
@@ -70,6 +76,11 @@ class LogOnce(logging.Filter):
 
 
 _LOG_ONCE = LogOnce()
+
+
+def last_exporter_log() -> str:
+    """The exporter loggers' latest messages, joined (for :func:`otlp_hint.likely_cause`)."""
+    return "\n".join(_LOG_ONCE.last.values())
 
 
 def install_log_once() -> LogOnce:
@@ -91,8 +102,12 @@ class _Guard:
     """Shared lazy-build / count / log-once logic of the two guarded exporters."""
 
     def __init__(self, destination: str, factory: Callable[[], Any], on_failure: FailureSink,
-                 retry_s: float = 5.0, warned: set[str] | None = None) -> None:
+                 retry_s: float = 5.0, warned: set[str] | None = None,
+                 on_success: Callable[[str], None] | None = None,
+                 hint: Callable[[], str] | None = None) -> None:
         self.destination = destination
+        self._on_success = on_success
+        self._hint = hint
         self._warned_destinations = set() if warned is None else warned  # shared per tracker
         self._factory = factory
         self._on_failure = on_failure
@@ -101,6 +116,7 @@ class _Guard:
         self._next_try = 0.0
         self._lock = threading.Lock()
         self.failures = 0
+        self.successes = 0
         self.last_reason = "unavailable"
 
     def fail(self, reason: str, detail: str = "") -> None:
@@ -109,9 +125,21 @@ class _Guard:
         self._on_failure(self.destination, reason)
         if self.destination not in self._warned_destinations:
             self._warned_destinations.add(self.destination)
-            log.warning("stormotel: %s export failing (%s%s); further failures are counted in "
+            hint = ""
+            if self._hint is not None:
+                try:
+                    hint = self._hint()
+                except Exception:  # a hint is advice; never raise into the tracker
+                    hint = ""
+            log.warning("stormotel: %s export failing (%s%s)%s; further failures are counted in "
                         "stormotel.tracker.export.failures and not logged again",
-                        self.destination, reason, f": {detail}" if detail else "")
+                        self.destination, reason, f": {detail}" if detail else "",
+                        f"; {hint}" if hint else "")
+
+    def succeed(self) -> None:
+        self.successes += 1
+        if self._on_success is not None:
+            self._on_success(self.destination)
 
     def inner(self) -> Any:
         """The exporter, built on first use. While it cannot be built (retried every
@@ -137,12 +165,14 @@ class GuardedMetricExporter(MetricExporter):
     def __init__(self, destination: str, factory: Callable[[], MetricExporter],
                  on_failure: FailureSink, retry_s: float = 5.0,
                  warned: set[str] | None = None,
-                 preferred_temporality: dict[type, AggregationTemporality] | None = None
-                 ) -> None:
+                 preferred_temporality: dict[type, AggregationTemporality] | None = None,
+                 on_success: Callable[[str], None] | None = None,
+                 hint: Callable[[], str] | None = None) -> None:
         # The reader asks the exporter it is given (this wrapper) for the temporality, so the
         # inner exporter's preference must be declared here too.
         super().__init__(preferred_temporality=preferred_temporality)
-        self._guard = _Guard(destination, factory, on_failure, retry_s, warned)
+        self._guard = _Guard(destination, factory, on_failure, retry_s, warned, on_success,
+                             hint)
 
     @property
     def failures(self) -> int:
@@ -158,7 +188,9 @@ class GuardedMetricExporter(MetricExporter):
         except Exception as e:
             self._guard.fail(_reason(e), str(e))
             return MetricExportResult.FAILURE
-        if result is not MetricExportResult.SUCCESS:
+        if result is MetricExportResult.SUCCESS:
+            self._guard.succeed()
+        else:
             self._guard.fail("export_failed")
         return result
 
@@ -180,8 +212,11 @@ class GuardedSpanExporter(SpanExporter):
 
     def __init__(self, destination: str, factory: Callable[[], SpanExporter],
                  on_failure: FailureSink, retry_s: float = 5.0,
-                 warned: set[str] | None = None) -> None:
-        self._guard = _Guard(destination, factory, on_failure, retry_s, warned)
+                 warned: set[str] | None = None,
+                 on_success: Callable[[str], None] | None = None,
+                 hint: Callable[[], str] | None = None) -> None:
+        self._guard = _Guard(destination, factory, on_failure, retry_s, warned, on_success,
+                             hint)
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         inner = self._guard.inner()
@@ -192,7 +227,9 @@ class GuardedSpanExporter(SpanExporter):
         except Exception as e:
             self._guard.fail(_reason(e), str(e))
             return SpanExportResult.FAILURE
-        if result is not SpanExportResult.SUCCESS:
+        if result is SpanExportResult.SUCCESS:
+            self._guard.succeed()
+        else:
             self._guard.fail("export_failed")
         return result
 

@@ -141,6 +141,12 @@ ALLOC_RETRIES = Metric("stormotel.allocator.retries", "{retry}", Kind.COUNTER,
                        "cudaMalloc retries after the allocator flushed its cache.")
 OOMS = Metric("stormotel.oom", "{oom}", Kind.COUNTER, "Out-of-memory errors seen by the allocator"
               " or caught by capture_oom.")
+STALL_SNAPSHOTS = Metric("stormotel.stall.snapshots", "{snapshot}", Kind.COUNTER,
+                         "Stack snapshots of every thread taken because the rank made no"
+                         " progress (step/mark) for longer than its own rhythm allows.")
+STALLED = Metric("stormotel.stalled", "1", Kind.GAUGE,
+                 "1 while the rank is in a stall the tracker took a stack snapshot of (no"
+                 " step/mark since), else 0.")
 THRESHOLD_CROSSINGS = Metric("stormotel.threshold.crossings", "{crossing}", Kind.COUNTER,
                              "Upward crossings of the warning/critical device-memory percentage"
                              " (attribute level).")
@@ -187,10 +193,27 @@ EDGE_FIRST_RISE = "first_rise"
 EDGE_THRESHOLD_WARNING = "threshold_warning"
 EDGE_THRESHOLD_CRITICAL = "threshold_critical"
 EDGE_OOM = "oom"
-EDGE_KINDS = (EDGE_FIRST_RISE, EDGE_THRESHOLD_WARNING, EDGE_THRESHOLD_CRITICAL, EDGE_OOM)
+EDGE_STALL = "stall"  # a stack snapshot was taken: the rank made no progress for its deadline
+EDGE_KINDS = (EDGE_FIRST_RISE, EDGE_THRESHOLD_WARNING, EDGE_THRESHOLD_CRITICAL, EDGE_OOM,
+              EDGE_STALL)
 #: Default window of the peak gauges: covers one 30 s scrape, whoever reads.
 PEAK_WINDOW_S = 30.0
-ALL_METRICS = (*ALL_METRICS, EDGE_TIMESTAMP, EDGE_SIZE, EDGE_GAP, SAMPLING_INTERVAL)
+ALL_METRICS = (*ALL_METRICS, EDGE_TIMESTAMP, EDGE_SIZE, EDGE_GAP, SAMPLING_INTERVAL,
+               STALL_SNAPSHOTS, STALLED)
+# Start and clean-stop edges of the tracker itself: alert rules tell a rank that stopped (stop
+# timestamp seen) from one that died (silent without it), and never take a rank that has just
+# started, or stopped cleanly, for a silent one.
+TRACKER_START = Metric("stormotel.tracker.start.timestamp", "s", Kind.GAUGE,
+                       "Unix time the tracker started sampling (one value per process).")
+TRACKER_STOP = Metric("stormotel.tracker.stop.timestamp", "s", Kind.GAUGE,
+                      "Unix time of the tracker's clean stop (stop_tracking, SIGTERM, atexit);"
+                      " absent while it runs, and absent forever if the process died.")
+TRACKER_STOP_REPORTED = Metric(
+    "stormotel.tracker.stop.reported", "", Kind.GAUGE,
+    "1 when this tracker delivers its stop timestamp on a clean stop (a final OTLP export, or a"
+    " Prometheus endpoint that waits for one last scrape); 0 when a clean stop may look like a"
+    " crash to a scraper.")
+ALL_METRICS = (*ALL_METRICS, TRACKER_START, TRACKER_STOP, TRACKER_STOP_REPORTED)
 
 # Sample field (analyzer Timeline / archive) → metric carrying it.
 FIELD_METRICS: dict[str, Metric] = {
@@ -328,6 +351,23 @@ EVENT_ATTR_THRESHOLD = "stormotel.threshold.percent"  # the line that was crosse
 # before its timestamp. It is the sampling interval unless the sampler ran late (a CPU-starved
 # or stopped process), when the nominal interval would claim a precision the tracker lacks.
 EVENT_ATTR_SINCE_PREVIOUS = "stormotel.sample.since_previous_s"
+
+# --- stack snapshots of a stalled rank (stormotel/stall_watch.py; analyzers/stalls/stacks.py) ---
+# <archive_dir>/<job_id>/stacks/rank-R-PID-N.stack.txt (renamed by the tracker once seen) or
+# ….stack.pending (the C watchdog wrote it, the rank never got the GIL back). First line: the
+# header prefix and one JSON object; then faulthandler's traceback of every thread.
+STACKS_DIR = "stacks"
+FR_DUMPS_DIR = "flight-recorder"  # beside stacks/: the Flight Recorder dump asked at a stall
+STACK_SUFFIX = ".stack.txt"
+STACK_PENDING_SUFFIX = ".stack.pending"
+STACK_HEADER_PREFIX = "# stormotel stack snapshot "
+EVENT_STALL = "stormotel.stall"
+EVENT_ATTR_STACK_PATH = "stormotel.stall.snapshot_path"
+EVENT_ATTR_SINCE_PROGRESS = "stormotel.stall.since_progress_s"
+EVENT_ATTR_DEADLINE = "stormotel.stall.deadline_s"
+ENV_STALL_SNAPSHOTS = "STORMOTEL_STALL_SNAPSHOTS"  # 0/false: off
+ENV_STALL_FLOOR_S = "STORMOTEL_STALL_FLOOR_S"
+ENV_STALL_MULTIPLE = "STORMOTEL_STALL_MULTIPLE"
 SPAN_ATTR_EDGE = "stormotel.edge.event"  # on SPAN_EDGE: which event it carries
 SPAN_ATTR_SAMPLING_INTERVAL = "stormotel.sampling_interval_s"  # on SPAN_SESSION
 SPAN_ATTR_SAMPLER = ATTR_SAMPLER  # on SPAN_SESSION
@@ -342,6 +382,14 @@ REASON_OVERRUN = "overrun"  # sampling fell behind its interval; ticks skipped
 # Simulated device: fault spec and the shared clock origin so ranks' faults line up.
 ENV_SIM_FAULTS = "STORMOTEL_SIM_FAULTS"
 ENV_SIM_EPOCH_NS = "STORMOTEL_SIM_EPOCH_NS"
+# Linger after an event (OOM, SIGTERM, uncaught exception): the tracker keeps its Prometheus
+# endpoint up at the end until one scrape read the final state, at most this long (0: never).
+# 20 s covers a 15 s scrape interval and leaves the final export inside the 30 s grace period
+# of torchrun (SIGTERM, then SIGKILL 30 s later), Kubernetes and Slurm (KillWait).
+ENV_LINGER_S = "STORMOTEL_LINGER_S"
+LINGER_AFTER_EVENT_S_DEFAULT = 20.0
+# Seconds a stopping tracker's Prometheus endpoint waits for one last scrape (prometheus_linger).
+ENV_PROMETHEUS_LINGER = "STORMOTEL_PROMETHEUS_LINGER"
 
 # --- dashboards & alert rules: recording-rule series, analyzer outcome values --------
 # Recorded by dashboards/rules/stormotel-rules.yml, aggregated `by` the IDENTITY_LABELS so every
@@ -357,6 +405,9 @@ AN_OUTCOMES_SUCCESS: tuple[str, ...] = ("ok", "findings")
 # --- tracker in real launchers / OTel deployments: identity sources, attribution, semconv ------
 # Job id sources beyond the launchers' own (stormotel/identity.py documents the order).
 ENV_JOB_ID = "STORMOTEL_JOB_ID"
+#: The tracker's sampler when the code names none (``cuda`` otherwise): runs a GPU script on a
+#: machine without one (``STORMOTEL_SAMPLER=simulated``).
+ENV_SAMPLER = "STORMOTEL_SAMPLER"
 ENV_OPENMPI_JOB = ("PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_hnp_uri")
 STORE_JOB_ID_KEY = "stormotel/job_id"  # key agreed through the torch.distributed store
 # Attribution: series labels (when set) and their standard resource attributes.
@@ -424,6 +475,17 @@ REC_RANK_SILENT = "stormotel:rank_silent:bool"  # 1: reported in the last hour, 
 REC_RANK_ACTIVE = "stormotel:rank_active:bool"  # the rank sampled (or tried to) recently
 REC_RANK_DROP_RATIO = "stormotel:rank_samples_dropped:ratio"  # dropped / (taken + dropped)
 REC_RANK_OOMS = "stormotel:rank_ooms:increase"  # OOMs in the window, first appearance included
+# Per-rank alerting series (one per rank, identity + placement labels; empty on a healthy job).
+REC_RANK_SEEN = "stormotel:rank_seen:bool"  # the rank reported within the presence window
+REC_RANK_STOPPED = "stormotel:rank_stopped_cleanly:timestamp"  # its latest run stopped cleanly
+REC_RANK_GAP_FILLS_SOON = "stormotel:rank_gap_fills_device_soon:bytes"  # fast predict_linear
+# Device used (allocator and gap together) filling the device: fast (critical) and slow (warning);
+# empty where the gap alone explains it (the gap series name the cause).
+REC_RANK_USED_FILLS_SOON = "stormotel:rank_memory_fills_device_soon:bytes"
+REC_RANK_USED_FILLS = "stormotel:rank_memory_fills_device:bytes"
+REC_RANK_STALLED = "stormotel:rank_stalled:step"  # samples go on, the step does not advance
+#: One series per rank with the GPU UUID and pod it ran on (latest process), for alert labels.
+REC_RANK_PLACEMENT = "stormotel:rank_placement:info"
 # Unix time of the analyzer's last failed run for a job (written by failing runs).
 AN_LAST_FAILURE = "stormotel_analyzer_last_failure_timestamp_seconds"
 #: Labels of RANK_INFO, in order; an unknown value is left out, never exported empty.

@@ -107,6 +107,23 @@ class StormlogEvents:
         self._last_allocated: int | None = None
         self._peak: int = 0
         self._fragmented = False
+        self.max_events = max_events
+        #: Stormlog's ``stats`` counters (allocations/deallocations from sample-to-sample
+        #: changes of allocated memory, alerts, events pushed out of the bounded log).
+        self.counters: dict[str, int] = dict.fromkeys(
+            ("total_allocations", "total_deallocations", "total_allocation_bytes",
+             "total_deallocation_bytes", "alert_count", "dropped_events", "peak_device_used"), 0)
+        #: The tracking session (Stormlog's SessionSummary fields): set by start/stop.
+        self.session_started_ns: int | None = None
+        self.session_ended_ns: int | None = None
+
+    @property
+    def session_id(self) -> str:
+        return self._session_id
+
+    @property
+    def peak_allocated(self) -> int:
+        return self._peak
 
     # -- configuration --------------------------------------------------------------------
     def set_threshold(self, name: str, value: float) -> None:
@@ -136,7 +153,9 @@ class StormlogEvents:
 
     def add(self, event: TrackingEvent) -> None:
         with self._lock:
-            self._events.append(event)
+            self._append(event)
+            if event.event_type in ALERT_TYPES:
+                self.counters["alert_count"] += 1
         if event.event_type in ALERT_TYPES:
             for callback in list(self.alert_callbacks):
                 try:
@@ -144,8 +163,24 @@ class StormlogEvents:
                 except Exception as e:  # a user callback must not stop sampling
                     log.debug("stormotel: alert callback failed: %s", e)
 
+    def _append(self, item: TrackingEvent | tuple[Sample, int | None]) -> None:
+        """Append under the lock, counting what the bounded log pushes out."""
+        if len(self._events) == self._events.maxlen:
+            self.counters["dropped_events"] += 1
+        self._events.append(item)
+
     def lifecycle(self, event_type: str, sample: Sample | None, context: str) -> None:
-        """``start`` / ``stop`` events."""
+        """``start`` / ``stop`` events; a start after a stop is a new session (as Stormlog's
+        ``start_tracking`` opens one), with a new id and fresh counters."""
+        now = time.time_ns()
+        if event_type == "start":
+            if self.session_ended_ns is not None:
+                self._session_id = str(uuid.uuid4())
+                self.counters = dict.fromkeys(self.counters, 0)
+                self._peak = 0
+            self.session_started_ns, self.session_ended_ns = now, None
+        elif event_type == "stop":
+            self.session_ended_ns = now
         self.add(self._event(event_type, sample, 0, context))
 
     def threshold_crossed(self, level: str, percent: float, sample: Sample) -> None:
@@ -163,7 +198,16 @@ class StormlogEvents:
             allocated - self._last_allocated
         self._last_allocated = allocated if allocated is not None else self._last_allocated
         with self._lock:
-            self._events.append((sample, change))  # no callbacks: "sample" is not an alert
+            self._append((sample, change))  # no callbacks: "sample" is not an alert
+            c = self.counters
+            if change is not None and change > 0:
+                c["total_allocations"] += 1
+                c["total_allocation_bytes"] += change
+            elif change is not None and change < 0:
+                c["total_deallocations"] += 1
+                c["total_deallocation_bytes"] += -change
+            if sample.device_used is not None and sample.device_used > c["peak_device_used"]:
+                c["peak_device_used"] = sample.device_used
         if allocated is not None and allocated > self._peak:
             self._peak = allocated
             self.add(self._event("peak", sample, change, None, {"peak_memory": allocated}))

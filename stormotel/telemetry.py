@@ -24,10 +24,11 @@ import logging
 import math
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from opentelemetry.metrics import CallbackOptions, Observation
@@ -52,8 +53,17 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from stormotel import schema
 from stormotel.edges import LEVELS
-from stormotel.exporters import ArchiveStream, GuardedMetricExporter, GuardedSpanExporter
+from stormotel.exporters import (
+    ArchiveStream,
+    GuardedMetricExporter,
+    GuardedSpanExporter,
+    last_exporter_log,
+)
+from stormotel.otlp_hint import likely_cause
 from stormotel.samplers.base import Sample
+
+if TYPE_CHECKING:
+    from stormotel.scrape_watch import ScrapeWatch
 
 __all__ = ["OTLP_PROTOCOLS", "Destination", "Edge", "ExportConfig", "RollingPeak", "Telemetry",
            "TrackerState", "archive_paths"]
@@ -156,12 +166,21 @@ class TrackerState:
     samples: int = 0
     dropped: dict[str, int] = field(default_factory=dict)  # reason -> count
     export_failures: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: destination -> exports that succeeded (``stormotel track`` fails when none ever did).
+    export_successes: dict[str, int] = field(default_factory=dict)
     crossings: dict[str, int] = field(default_factory=dict)  # level -> count
     caught_ooms: int = 0
+    stall_snapshots: int = 0
+    stalled: bool = False
     peak: RollingPeak = field(default_factory=RollingPeak)
     #: edge kind (schema.EDGE_*) -> the latest edge of that kind.
     edges: dict[str, Edge] = field(default_factory=dict)
     sampling_interval_s: float | None = None
+    #: Unix ns of the tracker's start and clean stop (the start/stop edges alert rules read).
+    started_ns: int | None = None
+    stopped_ns: int | None = None
+    #: 1 when a clean stop's timestamp is delivered (final OTLP export, or a lingering endpoint).
+    stop_reported: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     #: One sample-duration histogram recorder per destination (synchronous instrument).
     duration_recorders: list[Callable[[float], None]] = field(default_factory=list)
@@ -188,6 +207,10 @@ class TrackerState:
         with self.lock:
             key = (destination, reason)
             self.export_failures[key] = self.export_failures.get(key, 0) + 1
+
+    def count_export_success(self, destination: str) -> None:
+        with self.lock:
+            self.export_successes[destination] = self.export_successes.get(destination, 0) + 1
 
     def count_crossing(self, level: str) -> None:
         with self.lock:
@@ -284,6 +307,12 @@ def _register_instruments(provider: MeterProvider, state: TrackerState,
     gauge(schema.EDGE_SIZE, edge_cb(lambda e: e.size_bytes))
     gauge(schema.EDGE_GAP, edge_cb(lambda e: e.gap_s))
     gauge(schema.SAMPLING_INTERVAL, scalar(lambda: state.sampling_interval_s))
+    gauge(schema.STALLED, scalar(lambda: int(state.stalled)))
+    gauge(schema.TRACKER_START, scalar(lambda: None if state.started_ns is None
+                                       else state.started_ns / 1e9))
+    gauge(schema.TRACKER_STOP, scalar(lambda: None if state.stopped_ns is None
+                                      else state.stopped_ns / 1e9))
+    gauge(schema.TRACKER_STOP_REPORTED, scalar(lambda: state.stop_reported))
 
     def sampler_counter(name: str, extra: Callable[[], int] = lambda: 0
                         ) -> Callable[[], int | None]:
@@ -296,10 +325,14 @@ def _register_instruments(provider: MeterProvider, state: TrackerState,
         return get
 
     counter(schema.ALLOC_RETRIES, scalar(sampler_counter("alloc_retries")))
-    # An OOM caught by capture_oom is also an allocator OOM on CUDA: take the larger count.
-    counter(schema.OOMS, scalar(sampler_counter("num_ooms", lambda: state.caught_ooms)))
+    # An OOM caught by capture_oom is also an allocator OOM on CUDA: take the larger count. The
+    # series exists from the first sample at 0 even where the sampler counts none (NVML): the
+    # tracker's own capture_oom count is known, and alert rules see 0 -> 1 from one scrape.
+    ooms = sampler_counter("num_ooms", lambda: state.caught_ooms)
+    counter(schema.OOMS, scalar(lambda: None if state.latest is None else (ooms() or 0)))
     counter(schema.THRESHOLD_CROSSINGS, by_attr(lambda: state.crossings, (schema.ATTR_LEVEL,)))
     counter(schema.SAMPLES, scalar(lambda: state.samples))
+    counter(schema.STALL_SNAPSHOTS, scalar(lambda: state.stall_snapshots))
     counter(schema.SAMPLES_DROPPED, by_attr(lambda: state.dropped, (schema.ATTR_REASON,)))
     counter(schema.EXPORT_FAILURES, by_attr(lambda: state.export_failures,
                                             (schema.ATTR_DESTINATION, schema.ATTR_REASON)))
@@ -337,6 +370,31 @@ def register_rank_info(provider: MeterProvider, labels: Mapping[str, str]) -> No
                                   description=schema.RANK_INFO.description)
 
 
+class ScrapeCounter:
+    """A collector that yields nothing and counts the scrapes of the Prometheus endpoint, so a
+    stopping tracker knows when its stop timestamp has been read."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._cond = threading.Condition()
+
+    def collect(self) -> Iterable[Any]:
+        with self._cond:
+            self.count += 1
+            self._cond.notify_all()
+        return []
+
+    def wait_after(self, seen: int, timeout_s: float, grace_s: float = 0.25) -> bool:
+        """Wait until a scrape starts after ``seen`` scrapes (registered before the OTel
+        collector, this runs first: that scrape reads what was set before ``seen`` was taken),
+        then ``grace_s`` for its response to be written; False on timeout."""
+        with self._cond:
+            scraped = self._cond.wait_for(lambda: self.count > seen, timeout_s)
+        if scraped:
+            time.sleep(grace_s)
+        return scraped
+
+
 @dataclass
 class ExportConfig:
     """Where telemetry goes. ``None`` means off, except OTLP, which also turns on when the
@@ -356,6 +414,9 @@ class ExportConfig:
     #: every sample, one request per batch, zstd, rotated); ``compact_limits`` tunes the latter.
     archive_format: str = schema.ARCHIVE_FORMAT_DEFAULT
     compact_limits: Any = None
+    #: After a clean stop, keep the Prometheus endpoint up until it has been scraped once more
+    #: (at most this many seconds), so the stop timestamp reaches Prometheus; 0: stop at once.
+    prometheus_linger_s: float = 0.0
 
     def signal_enabled(self, signal: str, env: Mapping[str, str]) -> bool:
         """OTLP for ``signal`` ("metrics"/"traces"): an endpoint for it (the argument, the
@@ -482,6 +543,14 @@ class Destination:
     archive: Any = None  # CompactArchiveWriter: samples go to its queue, not to reader.collect
 
 
+def otlp_failure_hint(cfg: ExportConfig, env: Mapping[str, str], signal: str = "metrics"
+                      ) -> str:
+    """The likely cause of failing OTLP exports for ``signal`` (a protocol/port mismatch), or
+    "" (see :mod:`stormotel.otlp_hint`)."""
+    return likely_cause(cfg.protocol(env, signal), cfg.endpoint(signal, env),
+                        last_exporter_log())
+
+
 def _otlp_metric_exporter(cfg: ExportConfig, env: Mapping[str, str],
                           temporality: dict[type, AggregationTemporality]) -> Callable[[], Any]:
     endpoint, timeout = cfg.endpoint("metrics", env), _timeout(cfg, env)
@@ -539,9 +608,17 @@ class Telemetry:
         self.prometheus_address: tuple[str, int] | None = None
         self._streams: list[ArchiveStream] = []
         self._prom_server: Any = None
+        #: Scrapes of the pull endpoint, for the linger at the end (None: no endpoint).
+        self.scrape_watch: ScrapeWatch | None = None
         self._tracer: Any = None
         self._lock = threading.Lock()
+        self._linger_s = max(0.0, float(cfg.prometheus_linger_s))
+        self.scrapes = ScrapeCounter()
+        self._scrapes_at_stop = 0
+        if state.started_ns is None:
+            state.started_ns = time.time_ns()
         fail = state.count_export_failure
+        self.otlp_failure_hint: Callable[[], str] = lambda: otlp_failure_hint(cfg, env)
         info_labels = rank_info_labels(resource.attributes, env)
         warned: set[str] = set()  # one warning per destination, metrics and spans together
 
@@ -593,14 +670,22 @@ class Telemetry:
             add(schema.DEST_OTLP, PeriodicExportingMetricReader(
                 GuardedMetricExporter(schema.DEST_OTLP,
                                       _otlp_metric_exporter(cfg, env, temporality), fail,
-                                      warned=warned, preferred_temporality=temporality),
+                                      warned=warned, preferred_temporality=temporality,
+                                      on_success=state.count_export_success,
+                                      hint=lambda: otlp_failure_hint(cfg, env, "metrics")),
                 export_interval_millis=interval_ms))
         if cfg.signal_enabled("traces", env):
             self.tracer_provider.add_span_processor(BatchSpanProcessor(
                 GuardedSpanExporter(schema.DEST_OTLP, _otlp_span_exporter(cfg, env), fail,
-                                    warned=warned)))
+                                    warned=warned, on_success=state.count_export_success,
+                                    hint=lambda: otlp_failure_hint(cfg, env, "traces"))))
         if cfg.prometheus_port is not None:
             self._start_prometheus(cfg, add, resource, attrs)
+        # A clean stop is told from a crash only if its timestamp gets out: pushed by the final
+        # OTLP export, or scraped from an endpoint that waits for one last scrape.
+        pushed = any(d.name == schema.DEST_OTLP for d in self.destinations)
+        lingers = self._prom_server is not None and self._linger_s > 0
+        state.stop_reported = int(pushed or lingers)
         # Counters start at zero for every known label set, so rate()/increase() work from the
         # first scrape and "no failures" is a series with value 0, not a missing series.
         with state.lock:
@@ -655,9 +740,13 @@ class Telemetry:
                                   if resource.attributes.get(k) == v)
         point_attrs = {k: v for k, v in attrs.items() if k not in from_resource}
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
-        from prometheus_client import CollectorRegistry, start_http_server
+        from prometheus_client import start_http_server
 
-        registry = CollectorRegistry(auto_describe=False)
+        from stormotel.scrape_watch import ScrapeWatch, WatchedRegistry, watch_server
+
+        watch = ScrapeWatch()
+        registry = WatchedRegistry(watch, auto_describe=False)
+        registry.register(self.scrapes)  # type: ignore[arg-type]
         try:
             server, _thread = start_http_server(int(cfg.prometheus_port or 0),
                                                 addr=cfg.prometheus_addr, registry=registry)
@@ -667,6 +756,8 @@ class Telemetry:
                         "without it", cfg.prometheus_addr, cfg.prometheus_port, e)
             return
         self._prom_server = server
+        watch_server(server, watch)
+        self.scrape_watch = watch
         self.prometheus_address = (cfg.prometheus_addr, int(server.server_port))
         # No otel_scope_* labels: one scope only, and they would sit on every series.
         add(schema.DEST_PROMETHEUS, PrometheusMetricReader(
@@ -699,11 +790,16 @@ class Telemetry:
             self.state.count_export_failure(dest.name, type(e).__name__.lower())
 
     def flush(self, timeout_millis: int = 5_000) -> None:
+        """Push what every push destination holds now (spans, OTLP, archive); never raises."""
         try:
             self.tracer_provider.force_flush(timeout_millis)
         except Exception as e:
             log.debug("stormotel: span flush failed: %s", e)
         for dest in self.destinations:
+            if dest.name == schema.DEST_PROMETHEUS:
+                # Pull only: its reader's force_flush queues one more collection that the next
+                # scrape would serve beside its own (every series twice).
+                continue
             try:
                 if dest.archive is not None:
                     dest.archive.flush()
@@ -724,6 +820,7 @@ class Telemetry:
             except OSError as e:
                 log.debug("stormotel: closing the inherited Prometheus socket failed: %s", e)
             self._prom_server = None
+            self.scrape_watch = None
         for dest in self.destinations:
             if isinstance(dest.reader, PeriodicExportingMetricReader):
                 stopped = threading.Event()
@@ -732,8 +829,26 @@ class Telemetry:
         self.destinations = []
         self._streams = []
 
+    def mark_stopped(self) -> None:
+        """The clean-stop edge, set once, at the start of the stop: a scrape from then on (the
+        tracker's linger after an event included) reads the stop timestamp."""
+        if self.state.stopped_ns is None:
+            self.state.stopped_ns = time.time_ns()
+            self._scrapes_at_stop = self.scrapes.count
+
+    def _linger(self) -> None:
+        """Keep serving until one scrape after the stop edge, at most ``prometheus_linger_s``;
+        at once when a scrape already read it (during the linger after an event), and not at
+        all when nobody ever scraped this endpoint (nothing would come)."""
+        if self._prom_server is None or self._linger_s <= 0 or not self.scrapes.count:
+            return
+        self.scrapes.wait_after(self._scrapes_at_stop, self._linger_s)
+
     def shutdown(self, timeout_millis: int = 5_000) -> None:
-        """Final export of everything, then release files, sockets and threads. Never raises."""
+        """Record the clean-stop edge, give a scraper the chance to see it, then final export
+        of everything, and release files, sockets and threads. Never raises."""
+        self.mark_stopped()
+        self._linger()
         with self._lock:
             try:
                 self.tracer_provider.shutdown()
@@ -753,5 +868,6 @@ class Telemetry:
                 self._prom_server.shutdown()
                 self._prom_server.server_close()
                 self._prom_server = None
+                self.scrape_watch = None
             for stream in self._streams:
                 stream.close()

@@ -10,18 +10,24 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import signal
 import sys
 import threading
 import time
 from types import FrameType
+from typing import Any
 
 from stormotel import exitcodes, schema
 from stormotel.errors import StormotelError
 from stormotel.samplers import SAMPLERS
-from stormotel.samplers.faults import parse_faults
+from stormotel.samplers.faults import PROCESS_FAULTS, parse_faults
+from stormotel.samplers.simulated import SimulatedSampler
 from stormotel.tracker import DEFAULT_ARCHIVE_DIR, MemoryTracker
 from stormotel.units import parse_bytes
+
+#: Smallest simulated device: the baseline (weights, activations, gap) needs ~5.5 GiB.
+MIN_SIMULATED_BYTES = 8 * 2**30
 
 __all__ = ["build_parser", "main"]
 
@@ -33,6 +39,16 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number of seconds >= 0")
     return value
 
 
@@ -78,7 +94,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="simulated sampler only: plant a fault, e.g. "
                         "'rank=2:first_spike@t=3s,delta=512MiB,lead=500ms' or "
                         "'rank=0:leak@t=1s,rate=32MiB/s'; kinds: leak, spike, fragmentation, "
-                        f"first_spike, oom; repeatable (also ${schema.ENV_SIM_FAULTS})")
+                        "first_spike, oom (exit=1.5s: the OOM ends the rank that long after "
+                        "it, exit status 1), stall (steps stop, samples go on), crash (the "
+                        "process dies of SIGKILL); repeatable (also "
+                        f"${schema.ENV_SIM_FAULTS})")
+    g.add_argument("--device-memory", default=None, metavar="SIZE",
+                   help="simulated sampler only: the device's size, e.g. 80GiB (default: "
+                        "16GiB; at least 8GiB)")
+    g.add_argument("--gpu-uuid", default=None, metavar="UUID",
+                   help="simulated sampler only: the GPU UUID the rank reports (gpu_uuid, "
+                        "hw.id), e.g. one dcgm-exporter shows (default: GPU-simulated-<device>)")
     i = p.add_argument_group("identity (default: torchrun, SLURM or Open MPI variables)")
     i.add_argument("--job-id", default=None,
                    help="job identifier shared by all ranks (default, first found: "
@@ -94,9 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the OTLP JSON-lines archive to DIR/<job_id>/ (metrics per "
                         "--archive-format, spans in rank-<R>.traces.jsonl)")
     d.add_argument("--archive-interval", type=_positive_float, default=None, metavar="SECONDS",
-                   help="write an archive line every SECONDS instead of every sample (for long "
-                        "jobs); each line carries the latest values and the peak since the "
-                        "previous line, so spikes in between are kept (default: every sample)")
+                   help="compact format (the default): the batch length, one OTLP line per "
+                        "SECONDS with every sample in it (default: 1 s); lines format: one line "
+                        "per SECONDS instead of one per sample, each with the latest values and "
+                        "the peak since the previous line (default: every sample)")
     d.add_argument("--archive-format", choices=schema.ARCHIVE_FORMATS, default=None,
                    help="lines: one SDK request per sample, plain JSON lines; compact: every "
                         "sample, one request per batch (--archive-interval, default 1 s), zstd, "
@@ -117,6 +143,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="serve a Prometheus /metrics endpoint on PORT (0 = any free port)")
     d.add_argument("--prometheus-addr", default="0.0.0.0", metavar="ADDR",
                    help="address the Prometheus endpoint binds to (default: 0.0.0.0)")
+    d.add_argument("--linger-s", type=_seconds, default=None, metavar="SECONDS",
+                   help="after an OOM, SIGTERM or a failure, keep the Prometheus endpoint up "
+                        "until one scrape has read the final state, at most SECONDS; 0 = "
+                        f"never wait (default: ${schema.ENV_LINGER_S}, else "
+                        f"{schema.LINGER_AFTER_EVENT_S_DEFAULT:g})")
+    d.add_argument("--prometheus-linger", type=float, default=60.0, metavar="SECONDS",
+                   help="after a clean stop, keep the endpoint up until Prometheus scraped it "
+                        "once more (at most SECONDS; only if it was ever scraped), so alert "
+                        "rules see the stop and do not take the rank for a crashed one "
+                        "(default: %(default)s; 0 = stop at once)")
     t = p.add_argument_group("thresholds and edges")
     t.add_argument("--warning-percent", type=_percent,
                    default=schema.DEFAULT_THRESHOLDS[schema.THRESHOLD_WARNING],
@@ -149,10 +185,14 @@ def main(argv: list[str]) -> int:
         print(f"stormotel track: error: {msg}", file=sys.stderr)
         return exitcodes.USAGE
 
-    if args.fault and args.sampler != "simulated":
-        return usage("--fault needs --sampler simulated")
+    for flag, value in (("--fault", args.fault), ("--device-memory", args.device_memory),
+                        ("--gpu-uuid", args.gpu_uuid)):
+        if value and args.sampler != "simulated":
+            return usage(f"{flag} needs --sampler simulated")
+    if args.prometheus_linger < 0:
+        return usage(f"--prometheus-linger {args.prometheus_linger:g} must be >= 0")
     try:
-        parse_faults(args.fault)
+        faults = parse_faults(args.fault)
         estimate_flag: str | None = args.estimate
         estimate: int | str | None = estimate_flag
         if estimate_flag is not None:
@@ -160,16 +200,18 @@ def main(argv: list[str]) -> int:
                 estimate = parse_bytes(estimate_flag)
         tracker = MemoryTracker(
             device=args.device, sampler=args.sampler, sampling_interval=args.interval,
+            sampler_options=_simulated_options(args) if args.sampler == "simulated" else None,
             job_id=args.job_id, rank=args.rank, local_rank=args.local_rank,
             world_size=args.world_size, archive_dir=args.archive,
             otlp_endpoint=args.otlp_endpoint, otlp_protocol=args.otlp_protocol,
             otlp_interval=args.otlp_interval, prometheus_port=args.prometheus_port,
             archive_interval=args.archive_interval, archive_format=args.archive_format,
-            prometheus_addr=args.prometheus_addr, estimate_bytes=estimate,
+            prometheus_addr=args.prometheus_addr, prometheus_linger=args.prometheus_linger,
+            estimate_bytes=estimate,
             thresholds={schema.THRESHOLD_WARNING: args.warning_percent,
                         schema.THRESHOLD_CRITICAL: args.critical_percent},
             hysteresis_percent=args.hysteresis, peak_window=args.peak_window,
-            faults=args.fault or None)
+            faults=args.fault or None, linger_after_event_s=args.linger_s)
     except (StormotelError, ValueError) as e:  # identity, fault spec, sampler, flag values
         return usage(str(e))
 
@@ -196,16 +238,26 @@ def main(argv: list[str]) -> int:
               f"{tracker.sampler.name} device {ident.gpu} every {args.interval}s -> "
               f"{', '.join(where)}", file=sys.stderr, flush=True)
     deadline = None if args.duration is None else time.monotonic() + args.duration
-    interrupted = False
+    oom_exit = _oom_exit_deadline(tracker)
+    if oom_exit is not None:
+        deadline = oom_exit if deadline is None else min(deadline, oom_exit)
+    interrupted = died = False
+    simulated = tracker.sampler if isinstance(tracker.sampler, SimulatedSampler) else None
     try:
         while not stop.is_set():
             remaining = 1.0 if deadline is None else deadline - time.monotonic()
             if remaining <= 0:
                 break
-            stop.wait(min(1.0, remaining))
+            if simulated is None:
+                stop.wait(min(1.0, remaining))
+                continue
+            _play_step(tracker, simulated, stop, min(simulated.step_period_s, remaining),
+                       has_process_faults=any(f.kind in PROCESS_FAULTS for f in faults))
         interrupted = stop.is_set()
+        died = not interrupted and oom_exit is not None and time.monotonic() >= oom_exit
     finally:
-        tracker.stop_tracking()
+        # A rank that dies of its OOM ends badly: the tracker lingers as at an uncaught OOM.
+        tracker.stop_tracking(linger=True if died else None)
     stats = tracker.stats
     if not args.quiet:
         dropped = sum(stats["dropped"].values())
@@ -213,6 +265,71 @@ def main(argv: list[str]) -> int:
         print(f"stormotel track: {'interrupted, ' if interrupted else ''}flushed "
               f"{stats['samples']} samples ({dropped} dropped, {failed} failed exports)",
               file=sys.stderr)
+    if died:
+        print("stormotel track: the simulated rank ran out of memory and ended (fault oom "
+              "with exit=)", file=sys.stderr)
+        return exitcodes.FINDINGS
     # Ctrl-C is "interrupted" (130, as documented); SIGTERM is the orderly stop a scheduler
     # asks for (a pod shutting down), so it exits OK once the samples are flushed.
-    return exitcodes.INTERRUPTED if signal.SIGINT in received else exitcodes.OK
+    if signal.SIGINT in received:
+        return exitcodes.INTERRUPTED
+    return _no_export_succeeded(tracker, stats) or exitcodes.OK
+
+
+def _oom_exit_deadline(tracker: MemoryTracker) -> float | None:
+    """Monotonic time at which a simulated ``oom`` fault with ``exit=`` ends this rank."""
+    from stormotel.samplers.simulated import SimulatedSampler
+
+    sampler = tracker.sampler
+    if not isinstance(sampler, SimulatedSampler):
+        return None
+    at_s = sampler.exit_after_oom_s()
+    if at_s is None:
+        return None
+    return time.monotonic() + max(0.0, at_s - sampler.elapsed_s())
+
+
+def _no_export_succeeded(tracker: MemoryTracker, stats: dict[str, Any]) -> int:
+    """SINK_FAILURE (4) when OTLP was asked for and no export to it ever succeeded (failed, or
+    still retrying when the final flush gave up): a collector that received nothing is not a
+    healthy run (a wrong port used to exit 0 behind one warning). The archive and the
+    Prometheus endpoint are judged by their own errors."""
+    if schema.DEST_OTLP not in tracker.destinations:
+        return 0
+    failures: dict[str, int] = stats.get("export_failures") or {}
+    successes: dict[str, int] = stats.get("export_successes") or {}
+    failed = sum(n for key, n in failures.items() if key.startswith(f"{schema.DEST_OTLP}/"))
+    if successes.get(schema.DEST_OTLP, 0) > 0:
+        return 0
+    hint = tracker.telemetry.otlp_failure_hint() if tracker.telemetry is not None else ""
+    print(f"stormotel track: error: no OTLP export succeeded ({failed} failed)"
+          + (f"; {hint}" if hint else "; is the collector reachable at that endpoint?"),
+          file=sys.stderr)
+    return exitcodes.SINK_FAILURE
+
+
+def _simulated_options(args: argparse.Namespace) -> dict[str, object]:
+    """The simulated device the flags ask for (size, UUID); ValueError on bad input."""
+    options: dict[str, object] = {}
+    if args.device_memory is not None:
+        size = parse_bytes(args.device_memory)
+        if size < MIN_SIMULATED_BYTES:
+            raise ValueError(f"--device-memory {args.device_memory} must be at least 8GiB (the "
+                             "simulated training baseline holds about 5.5 GiB)")
+        options["total_bytes"] = size
+    if args.gpu_uuid:
+        options["gpu_uuid"] = args.gpu_uuid
+    return options
+
+
+def _play_step(tracker: MemoryTracker, sampler: SimulatedSampler, stop: threading.Event,
+               seconds: float, *, has_process_faults: bool) -> None:
+    """One simulated training step: the step span (unless the rank stalls), a planted crash as
+    SIGKILL."""
+    if has_process_faults and sampler.started("crash"):
+        os.kill(os.getpid(), signal.SIGKILL)  # no atexit, no flush: what a killed rank leaves
+    if has_process_faults and sampler.started("stall"):
+        stop.wait(seconds)  # the tracker samples on; the step no longer advances
+        return
+    with tracker.step():
+        stop.wait(seconds)

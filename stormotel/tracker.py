@@ -10,8 +10,11 @@ errors, exporter outages and full disks are counted (``stormotel.tracker.samples
 The training thread never waits for the device: ``step()``/``mark()`` read the latest sample the
 sampling thread took, so a slow or hung sampler (NVML stuck in the driver) cannot slow or hang
 training. Real launchers stop ranks with SIGTERM: the tracker flushes on it, then lets the signal
-do what it did before. A forked child (multiprocessing with fork) inherits a disarmed copy, so its
-exit never waits on the parent's HTTP server or exporters. Stopping is bounded
+do what it did before. After an event (an OOM not yet scraped, SIGTERM, an uncaught exception) the
+stop pushes first and keeps the Prometheus endpoint up until one scrape read the final state,
+bounded by ``linger_after_event_s`` (:mod:`stormotel.scrape_watch` sees the scrapes). A forked
+child (multiprocessing with fork) inherits a disarmed copy, so its exit never waits on the
+parent's HTTP server or exporters. Stopping is bounded
 (``shutdown_timeout``) even when a collector hangs.
 """
 
@@ -40,9 +43,12 @@ from opentelemetry.sdk.resources import Resource
 from stormotel import schema
 from stormotel.edges import LEVELS, FirstRiseDetector, ThresholdMonitor
 from stormotel.exporters import install_log_once
+from stormotel.fr_dump import dump_in_background
 from stormotel.identity import Identity, resolve_identity
 from stormotel.ring import RingBuffer
 from stormotel.samplers import Sample, Sampler, make_sampler
+from stormotel.stall_watch import StallSnapshot, StallWatch, stall_config
+from stormotel.stormlog_api import MemoryWatchdog, StormlogTrackerAPI, stormlog_arguments
 from stormotel.stormlog_compat import AlertCallback, StormlogEvents, TrackingEvent
 from stormotel.telemetry import (
     ExportConfig,
@@ -52,7 +58,8 @@ from stormotel.telemetry import (
     exporters_selected,
 )
 
-__all__ = ["DEFAULT_ARCHIVE_DIR", "MemoryTracker", "is_oom_error", "load_estimate"]
+__all__ = ["DEFAULT_ARCHIVE_DIR", "MemoryTracker", "MemoryWatchdog", "TrackingEvent",
+           "is_oom_error", "load_estimate"]
 
 log = logging.getLogger("stormotel.tracker")
 
@@ -129,6 +136,32 @@ def load_estimate(estimate: int | str | os.PathLike[str] | None) -> int | None:
     return value
 
 
+def linger_seconds(value: float | None, env: Mapping[str, str]) -> float:
+    """``linger_after_event_s``: the argument, else ``STORMOTEL_LINGER_S``, else the default
+    (20 s); 0 turns the linger off. A bad value is a usage error before training starts."""
+    source = "linger_after_event_s"
+    if value is None:
+        raw = env.get(schema.ENV_LINGER_S, "").strip()
+        if not raw:
+            return schema.LINGER_AFTER_EVENT_S_DEFAULT
+        source = schema.ENV_LINGER_S
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ValueError(f"{source}={raw!r} is not a number of seconds") from None
+    if isinstance(value, bool) or not isinstance(value, int | float) or \
+            not 0 <= value < math.inf:
+        raise ValueError(f"{source}={value!r} must be a number of seconds >= 0")
+    return float(value)
+
+
+def _ending_badly(exc_type: type[BaseException] | None) -> bool:
+    """An exception that ends the work abnormally (not Ctrl-C, not ``sys.exit(0)``)."""
+    if exc_type is None or issubclass(exc_type, KeyboardInterrupt | GeneratorExit):
+        return False
+    return not issubclass(exc_type, SystemExit)
+
+
 #: threshold level → its edge kind on the edge gauges.
 _THRESHOLD_EDGE = {LEVELS[schema.THRESHOLD_WARNING]: schema.EDGE_THRESHOLD_WARNING,
                    LEVELS[schema.THRESHOLD_CRITICAL]: schema.EDGE_THRESHOLD_CRITICAL}
@@ -157,7 +190,7 @@ class _SpanPeak:
             self.peak = value
 
 
-class MemoryTracker:
+class MemoryTracker(StormlogTrackerAPI):
     """Track one GPU of one rank. See docs/tracker.md for every parameter.
 
     ``sampler`` is ``"cuda"``, ``"nvml"``, ``"simulated"`` or any object implementing
@@ -171,7 +204,7 @@ class MemoryTracker:
     archive to one line per interval, each keeping the peak since the previous one.
     """
 
-    def __init__(self, device: Any = None, sampler: str | Sampler = "cuda",
+    def __init__(self, device: Any = None, sampler: str | Sampler | float | None = None,
                  sampling_interval: float = 0.1, *, job_id: str | None = None,
                  rank: int | None = None, local_rank: int | None = None,
                  world_size: int | None = None, host: str | None = None,
@@ -180,7 +213,8 @@ class MemoryTracker:
                  otlp_endpoint: str | None = None, otlp_protocol: str | None = None,
                  otlp_interval: float | None = None, otlp_timeout: float | None = None,
                  prometheus_port: int | None = None,
-                 prometheus_addr: str = "0.0.0.0", ring_size: int = 6000,
+                 prometheus_addr: str = "0.0.0.0", prometheus_linger: float | None = None,
+                 ring_size: int = 6000,
                  oom_dump_dir: str | os.PathLike[str] | None = None,
                  dump_max_bytes: int = 16 * 2**20,
                  estimate_bytes: int | str | os.PathLike[str] | None = None,
@@ -188,9 +222,24 @@ class MemoryTracker:
                  hysteresis_percent: float = 2.0, rise_bytes: int | None = None,
                  warmup_samples: int = 20, rise_rearm_s: float | None = 60.0,
                  peak_window: float = schema.PEAK_WINDOW_S, faults: Any = None,
+                 sampler_options: Mapping[str, Any] | None = None,
                  env: Mapping[str, str] | None = None, shutdown_timeout: float = 2.0,
                  handle_sigterm: bool = True, max_events: int = 10_000,
-                 enable_alerts: bool = True, enable_oom_flight_recorder: bool = True) -> None:
+                 linger_after_event_s: float | None = None,
+                 enable_alerts: bool = True, enable_oom_flight_recorder: bool = True,
+                 stall_snapshots: bool | None = None, stall_multiple: float | None = None,
+                 stall_floor_s: float | None = None,
+                 stall_dir: str | os.PathLike[str] | None = None,
+                 **stormlog_options: Any) -> None:
+        if isinstance(sampler, int | float) and not isinstance(sampler, bool):
+            # Stormlog's positional order is (device, sampling_interval, max_events, ...).
+            if sampling_interval != 0.1:
+                max_events = int(sampling_interval)
+            sampling_interval, sampler = float(sampler), None
+        sampler = sampler if sampler is not None else (
+            (os.environ if env is None else env).get(schema.ENV_SAMPLER) or "cuda")
+        ring_size, dump_max_bytes = stormlog_arguments(stormlog_options, ring_size,
+                                                       dump_max_bytes)
         if not (isinstance(sampling_interval, int | float) and
                 0 < sampling_interval < math.inf):
             raise ValueError(f"sampling_interval={sampling_interval!r} must be a positive number "
@@ -202,7 +251,9 @@ class MemoryTracker:
             if sampler == "simulated" and device is None:
                 device = identity.local_rank
             self.sampler: Sampler = make_sampler(sampler, device, rank=identity.rank,
-                                                 faults=faults)
+                                                 faults=faults, **(sampler_options or {}))
+        elif isinstance(sampler, bool):
+            raise TypeError(f"sampler={sampler!r} is not a sampler")
         else:
             self.sampler = sampler
         self.identity: Identity = dataclasses.replace(
@@ -214,6 +265,17 @@ class MemoryTracker:
         if archive_dir is None and otlp_endpoint is None and prometheus_port is None and \
                 not ExportConfig().otlp_enabled(env):
             archive_dir = DEFAULT_ARCHIVE_DIR
+        if prometheus_linger is None:  # the deployment's choice (pod spec), else no linger
+            raw = env.get(schema.ENV_PROMETHEUS_LINGER, "").strip()
+            try:
+                prometheus_linger = float(raw) if raw else 0.0
+            except ValueError:
+                raise ValueError(f"{schema.ENV_PROMETHEUS_LINGER}={raw!r} is not a number of "
+                                 "seconds") from None
+        if not (isinstance(prometheus_linger, int | float) and 0 <= prometheus_linger < math.inf):
+            raise ValueError(f"prometheus_linger={prometheus_linger!r} must be a number of "
+                             "seconds >= 0")
+        linger = float(prometheus_linger)
         if archive_interval is not None and not (isinstance(archive_interval, int | float)
                                                  and 0 < archive_interval < math.inf):
             raise ValueError(f"archive_interval={archive_interval!r} must be a positive number "
@@ -237,7 +299,8 @@ class MemoryTracker:
                                           otlp_interval_s=otlp_interval,
                                           otlp_timeout_s=otlp_timeout,
                                           prometheus_port=prometheus_port,
-                                          prometheus_addr=prometheus_addr)
+                                          prometheus_addr=prometheus_addr,
+                                          prometheus_linger_s=linger)
         self.export_config.validate(env)  # a bad protocol or endpoint is a usage error
         self._env = env
         self.ring = RingBuffer(ring_size)
@@ -247,12 +310,20 @@ class MemoryTracker:
                 Path("stormotel-oom")
             oom_dump_dir = base / "oom"
         self.oom_dump_dir = Path(oom_dump_dir)
+        self.stall_config = stall_config(env, stall_snapshots, stall_multiple, stall_floor_s,
+                                         stall_dir,
+                                         Path(archive_dir) / self.identity.job_id
+                                         / schema.STACKS_DIR if archive_dir is not None else
+                                         Path("stormotel-stacks") / self.identity.job_id)
+        self._stall: StallWatch | None = None
         self.thresholds = ThresholdMonitor(dict(thresholds or {}), hysteresis_percent)
         self._check_threshold_order()
         if not (isinstance(shutdown_timeout, int | float) and 0 < shutdown_timeout < math.inf):
             raise ValueError(f"shutdown_timeout={shutdown_timeout!r} must be a positive number "
                              "of seconds")
-        self.shutdown_timeout = float(shutdown_timeout)
+        # The linger for a last scrape comes on top of the final export's own bound.
+        self.shutdown_timeout = float(shutdown_timeout) + linger
+        self.linger_after_event_s = linger_seconds(linger_after_event_s, env)
         self.handle_sigterm = handle_sigterm
         self.enable_oom_flight_recorder = enable_oom_flight_recorder  # accepted for Stormlog
         self.stormlog = StormlogEvents(
@@ -281,6 +352,13 @@ class MemoryTracker:
         self._previous_sigterm: Any = None
         self._sigterm_installed = False
         self._forked = False
+        self._started_mono = 0.0
+        #: monotonic time of the latest OOM the tracker saw (its own event or the counter)
+        self._oom_mono: float | None = None
+        #: capture_oom blocks open now: an OOM inside one is announced by capture_oom (with its
+        #: dump), not by the sampling thread that sees the allocator's counter go up first.
+        self._capturing = 0
+        self._push_thread: threading.Thread | None = None
         _LIVE.add(self)
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -326,23 +404,34 @@ class MemoryTracker:
                 schema.SPAN_SESSION, attributes={
                     schema.SPAN_ATTR_SAMPLER: self.sampler.name,
                     schema.SPAN_ATTR_SAMPLING_INTERVAL: self.sampling_interval})
+            self._stall = self._make_stall_watch()
             self._stop.clear()
             self._first_sample.clear()
+            self._started_mono = time.monotonic()
             self.stormlog.lifecycle("start", None, "Memory tracking started")
             self._thread = threading.Thread(target=self._run, name="stormotel-sampler",
                                             daemon=True)
             self._thread.start()
             # The thread samples at once; waiting (bounded) gives spans a value from the start.
             self._first_sample.wait(FIRST_SAMPLE_WAIT_S)
-            atexit.register(self.stop_tracking)
+            atexit.register(self._stop_at_exit)
             self._install_sigterm()
             return self
 
-    def stop_tracking(self) -> None:
+    def stop_tracking(self, *, linger: bool | None = None,
+                      _uncaught: BaseException | None = None) -> None:
         """Stop sampling, export what is pending (final archive line, spans) and release all.
 
         Bounded by ``shutdown_timeout`` (default 2 s): a hung sampler or collector loses the
         final export instead of holding the process, and Ctrl-C interrupts the wait.
+
+        After an event — an OOM no scrape has read yet, or ``linger=True`` (the process is
+        ending on SIGTERM or an uncaught exception; the tracker passes it itself in those
+        cases) — the final state is first pushed through every push destination and the
+        Prometheus endpoint stays up until one scrape has read it, at most
+        ``linger_after_event_s``. ``linger=False`` never waits; with nothing to report, or no
+        Prometheus endpoint, there is no wait. (``_uncaught``: the exception ending the
+        interpreter, from the exit handler.)
         """
         with self._lifecycle:
             if self._thread is None:
@@ -352,8 +441,11 @@ class MemoryTracker:
             self._thread.join(timeout=self.shutdown_timeout / 2)
             sampler_stuck = self._thread.is_alive()
             self._thread = None
-            atexit.unregister(self.stop_tracking)
+            atexit.unregister(self._stop_at_exit)
             self._restore_sigterm()
+            stall, self._stall = self._stall, None
+            if stall is not None:
+                stall.close()
             if not sampler_stuck:
                 try:
                     self._tick()  # a last sample, so the archive ends at the stop time
@@ -362,7 +454,19 @@ class MemoryTracker:
             else:
                 self._warn_once("stuck", "stormotel: the sampler did not return within %.1f s; "
                                 "stopping without a final sample", self.shutdown_timeout / 2)
+            if _uncaught is not None and self._oom_mono is None and is_oom_error(_uncaught):
+                # An uncaught OOM no counter showed (e.g. nvml): the OOM event, with its dump.
+                with contextlib.suppress(Exception):
+                    self._on_oom(_uncaught, "uncaught at exit", tick=False, flush=False)
             self.stormlog.lifecycle("stop", self.state.latest, "Memory tracking stopped")
+            if self.telemetry is not None:
+                self.telemetry.mark_stopped()  # the scrape the linger waits for reads it too
+            if linger is not False and (linger or self._oom_unscraped()):
+                # After SIGTERM or a failure the final state is what must be read; else the
+                # OOM (a scrape of it may be finishing right now: it counts once it is sent).
+                self._linger(time.monotonic() if linger or self._oom_mono is None
+                             else self._oom_mono)
+                deadline = time.monotonic() + self.shutdown_timeout  # the export's own bound
             session, self._session = self._session, None
             telemetry = self.telemetry
             sampler = self.sampler
@@ -384,14 +488,79 @@ class MemoryTracker:
                                 "%.1f s (collector unreachable?); continuing without it",
                                 self.shutdown_timeout)
 
+    # -- the end after an event: push, and linger until scraped ---------------------------
+    def _stop_at_exit(self) -> None:
+        """At interpreter exit: an uncaught exception is ending the process (Python leaves it in
+        ``sys.last_value`` before the exit handlers run); an uncaught OOM the sampler did not
+        see (no allocator counter, e.g. nvml) becomes an OOM event here."""
+        exc = getattr(sys, "last_value", None)
+        if not (isinstance(exc, BaseException) and _ending_badly(type(exc))):
+            self.stop_tracking()
+            return
+        # The final sample (stop_tracking's, skipped when the sampler hangs) shows the
+        # allocator's counter if it has one; only an OOM it did not show becomes an event.
+        self.stop_tracking(linger=True, _uncaught=exc)
+
+    def _oom_unscraped(self) -> bool:
+        """An OOM was seen and the Prometheus endpoint has not been scraped since."""
+        watch = None if self.telemetry is None else self.telemetry.scrape_watch
+        return self._oom_mono is not None and watch is not None and \
+            not watch.served_since(self._oom_mono)
+
+    def _push_soon(self) -> None:
+        """Flush every push destination (spans, OTLP, archive) in a helper thread, one at a
+        time: the sampling thread must not wait on a collector."""
+        telemetry = self.telemetry
+        if telemetry is None or (self._push_thread is not None and self._push_thread.is_alive()):
+            return
+        timeout_ms = int(self.shutdown_timeout * 1000)
+        self._push_thread = threading.Thread(target=telemetry.flush, args=(timeout_ms,),
+                                             name="stormotel-push", daemon=True)
+        self._push_thread.start()
+
+    def _linger(self, after_mono: float) -> None:
+        """Push the final state now, then keep the Prometheus endpoint serving until a scrape
+        that began after ``after_mono`` has been served, at most ``linger_after_event_s``.
+
+        No wait without an endpoint, with the linger off (0), or when the endpoint has never
+        been scraped though it has been up longer than the linger (nobody scrapes it)."""
+        telemetry = self.telemetry
+        if telemetry is None:
+            return
+        limit = self.linger_after_event_s
+        deadline = time.monotonic() + limit
+        timeout_ms = int(max(self.shutdown_timeout, 1.0) * 1000)
+        pusher = threading.Thread(target=telemetry.flush, args=(timeout_ms,),
+                                  name="stormotel-push", daemon=True)
+        pusher.start()
+        watch = telemetry.scrape_watch
+        if watch is not None and limit > 0:
+            up_s = time.monotonic() - self._started_mono
+            if watch.count == 0 and up_s > limit:
+                log.info("stormotel: the Prometheus endpoint was never scraped in %.0f s; not "
+                         "waiting for a scrape", up_s)
+            elif watch.wait_served(after_mono, limit):
+                log.info("stormotel: the final state was scraped; stopping")
+            else:
+                self._warn_once("linger", "stormotel: no Prometheus scrape within %.1f s of the "
+                                "end (linger_after_event_s / %s); the last values may be "
+                                "missing from the TSDB", limit, schema.ENV_LINGER_S)
+        # The push shares the linger's bound when there is a scrape to wait for; else it has
+        # the stop's own (no Prometheus endpoint: nothing to linger for).
+        pusher.join(max(0.0, deadline - time.monotonic()) if watch is not None and limit > 0
+                    else self.shutdown_timeout)
+
     # -- process events: fork and SIGTERM -------------------------------------------------
     def _disarm_after_fork(self) -> None:
         """In a forked child: forget the parent's thread, server, exporters and handlers."""
         self._forked = True
+        if self._stall is not None:  # the C watchdog thread is the parent's
+            self._stall.forget_after_fork()
+            self._stall = None
         if self._thread is None:
             return
         self._thread = None
-        atexit.unregister(self.stop_tracking)
+        atexit.unregister(self._stop_at_exit)
         self._session = None
         if self.telemetry is not None:
             self.telemetry.disarm_after_fork()
@@ -427,7 +596,7 @@ class MemoryTracker:
     def _on_sigterm(self, signum: int, frame: Any) -> None:
         previous = self._previous_sigterm
         try:
-            self.stop_tracking()  # restores the previous handler too
+            self.stop_tracking(linger=True)  # restores the previous handler too
         except Exception as e:
             log.debug("stormotel: flush on SIGTERM failed: %s", e)
         if callable(previous):
@@ -439,21 +608,22 @@ class MemoryTracker:
     def __enter__(self) -> MemoryTracker:
         return self.start_tracking()
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop_tracking()
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        self.stop_tracking(linger=_ending_badly(exc_type) or None)
 
     @property
     def is_tracking(self) -> bool:
         return self._thread is not None
 
     # -- configuration --------------------------------------------------------------------
-    def set_threshold(self, name: str, value: float) -> None:
+    def set_threshold(self, threshold_name: str, value: float) -> None:
         """``set_threshold(schema.THRESHOLD_WARNING, 75.0)``: percent of device memory.
 
         Stormlog's names work too: ``memory_leak_threshold`` (bytes of growth between samples
         that raise a "large allocation" alert) and ``fragmentation_threshold`` (inactive split /
         reserved). The warning line must stay below the critical one.
         """
+        name = threshold_name  # Stormlog's parameter name
         if name in self.stormlog.thresholds:
             self.stormlog.set_threshold(name, value)
             return
@@ -534,6 +704,8 @@ class MemoryTracker:
 
     def _tick(self) -> None:
         started = time.perf_counter()
+        if self._stall is not None:
+            self._stall.poll()
         try:
             sample = self.sampler.sample()
         except Exception as e:
@@ -559,9 +731,21 @@ class MemoryTracker:
         gap_s = None if previous is None or sample.timestamp_ns <= previous.timestamp_ns \
             else round((sample.timestamp_ns - previous.timestamp_ns) / 1e9, 6)
         if (sample.num_ooms or 0) > ((previous.num_ooms or 0) if previous is not None else 0):
-            # The allocator's own OOM counter went up: an OOM edge even without capture_oom.
+            # The allocator's own OOM counter went up: an OOM edge even without capture_oom,
+            # announced as an event (capture_oom announces its own, with the dump) and pushed
+            # at once: the rank usually exits within a second or two.
+            self._oom_mono = time.monotonic()
             self.state.record_edge(schema.EDGE_OOM, sample.timestamp_ns, sample.device_used or 0,
                                    gap_s)
+            if not self._capturing:
+                oom_attrs: dict[str, Any] = {
+                    schema.EVENT_ATTR_BYTES: sample.device_used or 0,
+                    schema.EVENT_ATTR_CONTEXT: "allocator OOM counter",
+                    schema.SPAN_ATTR_SAMPLING_INTERVAL: self.sampling_interval}
+                if gap_s is not None:
+                    oom_attrs[schema.EVENT_ATTR_SINCE_PREVIOUS] = gap_s
+                self._edge(schema.EVENT_OOM, sample.timestamp_ns, oom_attrs)
+                self._push_soon()
         memory = _memory_of(sample)
         with self._peaks_lock:
             for peak in self._span_peaks:
@@ -634,6 +818,10 @@ class MemoryTracker:
                                           attributes=attributes) as span:
             try:
                 yield span
+            except BaseException:
+                if self._stall is not None:
+                    self._stall.pause()
+                raise
             finally:
                 end = self._read_now()
                 peak.update(end)
@@ -648,6 +836,7 @@ class MemoryTracker:
         """A training-step span with memory at start/end and the peak within the step."""
         self._step = self._step + 1 if n is None else int(n)
         self.state.step = self._step
+        self._progress()
         return self._memory_span(schema.SPAN_STEP, {schema.SPAN_ATTR_STEP: self._step,
                                                     schema.SPAN_ATTR_KIND: schema.SPAN_KIND_STEP})
 
@@ -655,8 +844,47 @@ class MemoryTracker:
         """A named phase, e.g. ``tracker.mark("nccl:all_reduce")`` around a collective; the span
         is named by the mark itself (attribute ``stormotel.span.kind="mark"`` says what it is)."""
         text = str(name) or schema.SPAN_MARK
+        self._progress()
         return self._memory_span(text, {schema.SPAN_ATTR_MARK: text,
                                         schema.SPAN_ATTR_KIND: schema.SPAN_KIND_MARK})
+
+    # -- stalls: a stack snapshot when the rank stops making progress ----------------------
+    def _make_stall_watch(self) -> StallWatch | None:
+        cfg = self.stall_config
+        if not cfg.enabled:
+            return None
+        header = {**self.identity.labels(), "rank": self.identity.rank}
+        return StallWatch(cfg.directory, header, multiple=cfg.multiple, floor_s=cfg.floor_s,
+                          on_snapshot=self._on_stall)
+
+    def _progress(self) -> None:
+        stall = self._stall
+        if stall is not None:
+            stall.progress()
+            if self.state.stalled:
+                self.state.stalled = False
+
+    def _on_stall(self, snap: StallSnapshot) -> None:
+        """A snapshot was taken: count it, an edge (gauge and span event), and the Flight
+        Recorder's view of the same moment where the recorder is on."""
+        with self.state.lock:
+            self.state.stall_snapshots += 1
+            self.state.stalled = True
+        self.state.record_edge(schema.EDGE_STALL, snap.timestamp_ns,
+                               _memory_of(self.state.latest) or 0)
+        fr_dir = snap.path.parent.parent / schema.FR_DUMPS_DIR
+        fr_asked = dump_in_background(fr_dir, self.identity.rank, self._env) is not None
+        attrs: dict[str, Any] = {schema.EVENT_ATTR_STACK_PATH: str(snap.path),
+                                 schema.EVENT_ATTR_SINCE_PROGRESS: snap.since_progress_s,
+                                 schema.EVENT_ATTR_DEADLINE: round(
+                                     self._stall.deadline_s if self._stall else 0.0, 3)}
+        if fr_asked:  # written when torch answers (gloo: once the collective completes)
+            attrs[schema.EVENT_ATTR_DUMP_PATH] = str(fr_dir / f"nccl_trace_rank_"
+                                                     f"{self.identity.rank}")
+        with contextlib.suppress(Exception):
+            self._edge(schema.EVENT_STALL, snap.timestamp_ns, attrs)
+        log.warning("stormotel: rank %s made no progress for %.0f s: stack snapshot %s",
+                    self.identity.rank, snap.since_progress_s, snap.path)
 
     # -- OOM flight recorder --------------------------------------------------------------
     def dump(self, path: str | os.PathLike[str] | None = None, reason: str = "requested",
@@ -671,21 +899,34 @@ class MemoryTracker:
         return self.ring.dump(path, header, max_bytes=self.dump_max_bytes)
 
     @contextlib.contextmanager
-    def capture_oom(self, context: str = "") -> Iterator[None]:
+    def capture_oom(self, context: str = "",
+                    metadata: Mapping[str, Any] | None = None) -> Iterator[None]:
         """On an out-of-memory error: dump the ring buffer, emit an OOM span event pointing at
-        the dump, flush, and re-raise. Other exceptions pass through untouched."""
+        the dump, flush, and re-raise. Other exceptions pass through untouched. ``metadata``
+        (Stormlog's argument) goes into the Stormlog ``error`` event of the OOM."""
+        with self._peaks_lock:
+            self._capturing += 1
         try:
             yield
         except BaseException as exc:
             if is_oom_error(exc):
                 self._on_oom(exc, context)
+                self._stormlog_oom_event(exc, context, metadata)
             raise
+        finally:
+            with self._peaks_lock:
+                self._capturing -= 1
 
-    def _on_oom(self, exc: BaseException, context: str) -> None:
+    def _on_oom(self, exc: BaseException, context: str, tick: bool = True,
+                flush: bool = True) -> None:
+        """The OOM event with its ring dump; ``tick``/``flush``: sample and push now (at exit the
+        final sample was taken and the linger pushes, bounded, so neither is done twice)."""
         with self.state.lock:
             self.state.caught_ooms += 1
-        with contextlib.suppress(Exception):
-            self._tick()
+        self._oom_mono = time.monotonic()
+        if tick:
+            with contextlib.suppress(Exception):
+                self._tick()
         dump_path: str = ""
         try:
             dump_path = str(self.dump(reason="oom", extra={"context": context,
@@ -700,7 +941,7 @@ class MemoryTracker:
                 schema.EVENT_ATTR_CONTEXT: context, schema.EVENT_ATTR_DUMP_PATH: dump_path,
                 schema.EVENT_ATTR_MESSAGE: str(exc)[:500],
                 schema.EVENT_ATTR_BYTES: _memory_of(self.state.latest) or 0})
-            if self.telemetry is not None:
+            if self.telemetry is not None and flush:
                 self.telemetry.flush()
         except Exception as e:
             self._warn_once("oom-event", "stormotel: OOM event export failed (%s)", e)
@@ -717,6 +958,7 @@ class MemoryTracker:
             return {"samples": self.state.samples, "dropped": dict(self.state.dropped),
                     "export_failures": {f"{dest}/{reason}": n for (dest, reason), n
                                         in self.state.export_failures.items()},
+                    "export_successes": dict(self.state.export_successes),
                     "threshold_crossings": dict(self.state.crossings),
                     "caught_ooms": self.state.caught_ooms,
                     "first_rise_ns": None if self.first_rise.fired is None else

@@ -23,7 +23,7 @@ SERVER_FIXTURES = frozenset({"prometheus_server", "victoriametrics_server", "pus
 #: Fixtures that run real multi-process torch jobs or many torch subprocesses (tens of seconds
 #: to minutes on a 2-core machine): Flight Recorder dumps (tests/stalls/conftest.py,
 #: test_fr_real.py, test_fr_scale.py) and the estimator's CLI runs (tests/estimate/test_cli.py).
-SLOW_FIXTURES = frozenset({"fr_dumps", "torch_runs", "scale", "runs"})
+SLOW_FIXTURES = frozenset({"fr_dumps", "torch_runs", "scale", "runs", "stack_runs"})
 #: Folders whose every test runs the CLI as a user would, in a memory-limited subprocess
 #: (about a hundred interpreter start-ups): the hostile-input corpus; and the fuzz set
 #: (hypothesis properties over every reader and writer, about 40 s).
@@ -34,6 +34,8 @@ SLOW_MODULES = frozenset({
     "tests/analyzers/test_cli.py", "tests/tracker/test_track_cli.py",
     "tests/tracker/test_resilience.py", "tests/tracker/test_otel_env.py",
     "tests/stalls/test_bad_input.py", "tests/estimate/test_core.py",
+    # a fresh interpreter per test (stormotel track / analyze as a user runs them)
+    "tests/tracker/test_track_export_outcome.py", "tests/analyzers/test_first_hour_outcomes.py",
 })
 
 

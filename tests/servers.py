@@ -100,15 +100,18 @@ def _start(name: str, argv: list[str], workdir: Path, port: int, ready_path: str
 
 @contextlib.contextmanager
 def prometheus(workdir: Path, scrape_targets: list[str] | None = None,
-               scrape_interval: str = "1s", extra_args: list[str] | None = None
-               ) -> Iterator[Server]:
-    """Prometheus with remote-write receiver on; optional static scrape targets (host:port)."""
+               scrape_interval: str = "1s", extra_args: list[str] | None = None,
+               rule_files: list[Path] | None = None) -> Iterator[Server]:
+    """Prometheus with remote-write receiver on; optional static scrape targets (host:port)
+    and rule files (evaluated every ``scrape_interval``)."""
     binary = require_binary("prometheus")
     port = free_port()
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "prometheus.yml"
     lines = ["global:", f"  scrape_interval: {scrape_interval}",
              f"  evaluation_interval: {scrape_interval}"]
+    if rule_files:
+        lines += ["rule_files:", *(f"  - {str(path)!r}" for path in rule_files)]
     if scrape_targets:
         lines += ["scrape_configs:", "  - job_name: stormotel", "    static_configs:",
                   f"      - targets: [{', '.join(repr(t) for t in scrape_targets)}]"]

@@ -48,6 +48,42 @@ class EstimateRatio:
     #: ratio > 1 + margin: the rank used more than planned, beyond the tolerance.
     over_estimate: bool
 
+    @classmethod
+    def from_mapping(cls, d: Mapping[str, Any]) -> EstimateRatio | None:
+        """Back from the report's ``estimate_vs_actual.ranks`` entry (None when malformed)."""
+        try:
+            return cls(rank=int(d["rank"]), estimate_bytes=_opt_float(d.get("estimate_bytes")),
+                       actual_peak_bytes=_opt_float(d.get("actual_peak_bytes")),
+                       ratio=_opt_float(d.get("ratio")), field=d.get("field"),
+                       peak_ns=None if d.get("peak_ns") is None else int(d["peak_ns"]),
+                       over_estimate=bool(d.get("over_estimate")))
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+def _opt_float(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+def over_estimate_ranks(extra: Mapping[str, Any]) -> list[EstimateRatio]:
+    """The ranks of a report's ``extra`` that peaked above their estimate beyond the margin —
+    a finding (exit 1, a verdict line), not only a number in the JSON: a job 11,483x over its
+    estimate used to read "healthy"."""
+    section = extra.get("estimate_vs_actual")
+    entries = section.get("ranks") if isinstance(section, Mapping) else None
+    ratios = (EstimateRatio.from_mapping(d) for d in entries or [] if isinstance(d, Mapping))
+    return [r for r in ratios if r is not None and r.over_estimate and r.ratio is not None]
+
+
+def severity_of_ratio(ratio: float) -> str:
+    """Over the margin: a warning; twice the estimate or more: critical (the plan is wrong)."""
+    return "critical" if ratio >= 2 else "warning"
+
+
+def ratio_text(ratio: float) -> str:
+    """``1.25x``, ``3.4x``, ``11,483x``: as many digits as a person reads."""
+    return f"{ratio:,.0f}x" if ratio >= 100 else f"{ratio:.3g}x"
+
 
 def estimate_ratios(timeline: Timeline, estimates: Estimates = None, *,
                     margin: float = DEFAULT_MARGIN) -> tuple[list[EstimateRatio], list[str]]:

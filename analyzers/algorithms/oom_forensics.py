@@ -21,8 +21,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
 from stormotel.analyzers.sources.oom_dumps import OomDump
-from stormotel.analyzers.timeline import Timeline
+from stormotel.analyzers.timeline import EDGE_RESOLUTION_ATTR, KIND_OOM, Timeline
 
 GIB = float(1 << 30)
 
@@ -119,21 +120,43 @@ def classify(last: dict[str, float | None], t: OomThresholds = OomThresholds()
 
 
 def _from_markers(timeline: Timeline, have: set[int]) -> list[OomDump]:
-    """OOMs seen only as telemetry events (no dump here): classified from the Timeline."""
+    """OOMs seen only as telemetry (an OOM event, the OOM edge gauge, or the allocator's OOM
+    counter going up; no dump here): classified from the Timeline.
+
+    A marker may be coarse — a counter increase is only known to lie in ``(t − resolution,
+    t]`` — so its resolution (``EDGE_RESOLUTION_ATTR``) decides ties, and the sample that
+    classifies it is the fullest one in that interval (the OOM happened against the wall), not
+    one taken after the OOM freed its memory."""
     out = []
     for rank, s in timeline.ranks.items():
         if rank in have:
             continue
         m = s.markers
-        times = [int(m.start_ns[i]) for i, k in enumerate(m.kind.tolist()) if k == "oom"]
-        if not times or not len(s):
+        ooms = [i for i, k in enumerate(m.kind.tolist()) if k == KIND_OOM]
+        if not ooms or not len(s):
             continue
-        t_oom = min(times)
-        i = max(0, int((s.t_ns <= t_oom).sum()) - 1)
+        first = min(ooms, key=lambda i: int(m.start_ns[i]))
+        t_oom = int(m.start_ns[first])
+        attrs = m.attrs[first] if first < len(m.attrs) else {}
+        res = attrs.get(EDGE_RESOLUTION_ATTR)
+        res_ns = int(res) if isinstance(res, int | float) and res > 0 else 0
+        at_or_before = int((s.t_ns <= t_oom).sum()) - 1
+        i = max(0, at_or_before)
+        if res_ns and at_or_before >= 0:
+            lo = int(np.searchsorted(s.t_ns, t_oom - res_ns, side="right"))
+            if lo <= at_or_before:
+                field = "device_used" if s.has("device_used") else "reserved"
+                window = s.values[field][lo:at_or_before + 1]
+                if np.isfinite(window).any():
+                    i = lo + int(np.nanargmax(window))
         last = {k: (float(v) if v == v else None)
                 for k in ("allocated", "reserved", "device_used", "device_total")
                 for v in [s.values[k][i]]}
-        out.append(OomDump("", rank, t_oom, (s.median_interval_ns() or 0) / 1e9 or None, last))
+        # The marker's own resolution when it states one (an edge: the tracker's sampling
+        # interval, even from a TSDB scraped every 15 s; a counter increase: its interval),
+        # else the rank's sampling interval.
+        interval_ns = res_ns or s.median_interval_ns() or 0
+        out.append(OomDump("", rank, t_oom, interval_ns / 1e9 or None, last))
     return out
 
 
@@ -172,3 +195,22 @@ def oom_forensics(timeline: Timeline, dumps: list[OomDump] | None = None,
                    + (f" (dump {first.dump_path})" if first.dump_path else ""))
     return asdict(OomForensics(None if tie else first.rank, tie, resolution_ns, summary, ranks,
                                thresholds))
+
+
+#: Evidence keys a first-cause suspect gains when its rise ended in an OOM.
+EV_OOM_NS = "ran_out_of_memory_ns"
+EV_OOM_CAUSE = "ran_out_of_memory_cause"
+EV_OOM_FIRST = "ran_out_of_memory_first"
+
+
+def mark_suspects_that_ran_out(suspects: list[Any], forensics: Mapping[str, Any]) -> None:
+    """A suspect whose rank ran out of memory at or after its first rise: its rise ended in an
+    OOM, and the finding says so (when, what kind, whether it was the first OOM)."""
+    ranks = {r["rank"]: r for r in forensics.get("ranks") or [] if isinstance(r, Mapping)}
+    for suspect in suspects:
+        oom = ranks.get(suspect.rank)
+        if oom is None or int(oom["oom_ns"]) < int(suspect.first_spike_ns):
+            continue
+        suspect.evidence[EV_OOM_NS] = int(oom["oom_ns"])
+        suspect.evidence[EV_OOM_CAUSE] = str(oom["cause"])
+        suspect.evidence[EV_OOM_FIRST] = forensics.get("first_rank") == suspect.rank

@@ -9,6 +9,12 @@ from datetime import UTC, datetime
 from stormotel.analyzers.options import ScheduleOptions
 from stormotel.analyzers.scheduled.state import StateError, StateFile
 
+#: A window that continues the previous run's and is shorter than this holds at most one or two
+#: scrapes (15-30 s intervals): too little to judge, and often none at all. The run exits 0
+#: with "nothing new yet" and leaves the window to the next run, instead of failing (exit 3)
+#: on a second run seconds after the first.
+MIN_NEW_WINDOW_S = 30.0
+
 
 @dataclass
 class Window:
@@ -17,6 +23,8 @@ class Window:
     #: True when the state file / --since chose it (then the state advances after success).
     tracked: bool
     note: str = ""
+    #: Too short to analyse yet (see MIN_NEW_WINDOW_S): nothing is read, the state stays.
+    deferred: bool = False
 
     def iso(self) -> str:
         return f"{_iso(self.start_ns)}/{_iso(self.end_ns)}"
@@ -30,11 +38,14 @@ def _iso(ns: int) -> str:
 
 
 def resolve_window(schedule: ScheduleOptions, now_ns: int, state: StateFile | None,
-                   job_id: str, written_end_ns: int | None = None) -> Window | None:
+                   job_id: str, written_end_ns: int | None = None,
+                   schedule_step: float | None = None) -> Window | None:
     """The half-open window ``[start, end)`` of this run; None when there is nothing new.
 
     ``written_end_ns`` is the previous run's end as read back from the TSDB, used when the state
-    file does not know the job (a CronJob's emptyDir starts empty every run)."""
+    file does not know the job (a CronJob's emptyDir starts empty every run). A window that
+    continues the previous run's but is shorter than ``MIN_NEW_WINDOW_S`` (or two ``--step``)
+    comes back ``deferred``."""
     if schedule.start is not None:
         end = schedule.end if schedule.end is not None else now_ns
         if end <= schedule.start:
@@ -55,6 +66,12 @@ def resolve_window(schedule: ScheduleOptions, now_ns: int, state: StateFile | No
     start = last if last is not None else end - int(since * 1e9)
     if end <= start:
         return None
+    shortest = max(MIN_NEW_WINDOW_S, 2 * (schedule_step or 0.0))
+    if last is not None and end - start < shortest * 1e9:
+        return Window(start, end, tracked=True, deferred=True,
+                      note=f"nothing new yet: {(end - start) / 1e9:.3g}s since the previous run "
+                           f"is less than {shortest:g}s (too few scrapes to judge); the next "
+                           "run covers it")
     max_ns = int(schedule.max_window * 1e9)
     if end - start > max_ns:
         end = start + max_ns

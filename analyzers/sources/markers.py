@@ -52,3 +52,22 @@ class MarkerAccumulator:
                 kind=np.array([r[3] for r in rows], dtype=object),
                 attrs=tuple(r[4] for r in rows))
         return out
+
+
+def counter_increases(t_ns: np.ndarray, counts: np.ndarray) -> list[tuple[int, int, float]]:
+    """Where a cumulative counter (the allocator's OOM counter) went up: ``(time of the first
+    point that shows it, time of the point before, how many)`` per increase, in time order.
+
+    The event happened in ``(before, time]``: that interval is the increase's resolution. A drop
+    is a counter reset (a restarted process): what it shows after the reset counts from zero.
+    The first point is never an increase: nothing says when a count it already holds began.
+    """
+    order = np.argsort(t_ns, kind="stable")
+    t, v = t_ns[order], counts[order]
+    ok = np.isfinite(v)
+    t, v = t[ok], v[ok]
+    if t.size < 2:
+        return []
+    diff = np.diff(v)
+    grew = np.where(diff < 0, v[1:], diff)  # after a reset, the new value is all increase
+    return [(int(t[i + 1]), int(t[i]), float(grew[i])) for i in np.flatnonzero(grew > 0).tolist()]

@@ -17,14 +17,18 @@ from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
 from stormotel.analyzers.sources.base import LoadContext
 from stormotel.analyzers.sources.columns import bytes_column, time_column
 from stormotel.analyzers.sources.jsonio import JSONDecodeError, loads
-from stormotel.analyzers.sources.markers import MarkerAccumulator, kind_for_mark
+from stormotel.analyzers.sources.markers import (
+    MarkerAccumulator,
+    counter_increases,
+    kind_for_mark,
+)
 from stormotel.analyzers.timeline import (
     EDGE_MARKER_KINDS,
     EDGE_RESOLUTION_ATTR,
@@ -33,6 +37,8 @@ from stormotel.analyzers.timeline import (
     KIND_STEP,
     KIND_THRESHOLD,
     META_ESTIMATE_BYTES,
+    OOM_FROM_COUNTER,
+    OOM_SOURCE_ATTR,
     RankIdentity,
     distinct_count,
 )
@@ -42,6 +48,8 @@ from stormotel.errors import SourceInputError
 
 #: The tracker's edge gauges, read as markers (the time of each edge, and its resolution).
 _EDGE_GAUGES = frozenset({schema.EDGE_TIMESTAMP.name, schema.SAMPLING_INTERVAL.name})
+#: Only the OOM edge: the decoders that skip the other edge gauges (their spans carry them).
+OOM_EDGE_ONLY = frozenset({schema.EDGE_OOM})
 #: metric name → (Timeline field, is_peak)
 METRIC_FIELDS: dict[str, tuple[str, bool]] = {
     **{m.name: (f, False) for f, m in schema.FIELD_METRICS.items()},
@@ -168,6 +176,10 @@ class OtlpFileReader:
         self.estimates: dict[int, tuple[int, float]] = {}
         self.edges: set[tuple[int, str, int]] = set()  # (rank, edge kind, ms)
         self.intervals: dict[int, int] = {}  # rank -> tracker sampling interval (ns)
+        #: rank → (time, count) points of the OOM counter (``stormotel.oom``), and the ranks
+        #: whose points are deltas (a collector's delta temporality), not running totals.
+        self.oom_counts: dict[int, list[tuple[int, float]]] = {}
+        self.oom_delta: set[int] = set()
 
     # --- framing ----------------------------------------------------------------------------
     def read_json_lines(self, data: bytes, *, arrays: bool = True) -> None:
@@ -269,7 +281,10 @@ class OtlpFileReader:
                     self._estimate(res_rank, metric)
                     continue
                 if metric.get("name") in _EDGE_GAUGES:
-                    self._edge_gauge(res_rank, metric)
+                    self.edge_points(res_rank, metric.get("name"), _rows(metric))
+                    continue
+                if metric.get("name") == schema.OOMS.name:
+                    self.oom_points(res_rank, _rows(metric), _is_delta(metric))
                     continue
                 spec = METRIC_FIELDS.get(metric.get("name"))
                 if spec is None:
@@ -300,23 +315,45 @@ class OtlpFileReader:
                     t >= self.estimates.get(rank, (-1, 0.0))[0]:
                 self.estimates[rank] = (t, value)
 
-    def _edge_gauge(self, res_rank: int | None, metric: Mapping[str, Any]) -> None:
-        """Edge gauges (time of the latest edge per kind) and the sampling interval: each
-        distinct edge time is one edge marker, for OTLP data that carries no spans."""
-        is_interval = metric.get("name") == schema.SAMPLING_INTERVAL.name
-        for dp in _get(metric.get("gauge") or {}, "dataPoints", "data_points") or ():
-            attrs = attributes(dp.get("attributes"))
-            ident = identity_from(attrs)
-            rank = res_rank if res_rank is not None else (ident.rank if ident else None)
+    def oom_points(self, res_rank: int | None, rows: Iterable[Row], delta: bool) -> None:
+        """Points of the allocator's OOM counter: each increase is an OOM (``flush``), the one
+        evidence of an OOM the training code did not wrap in ``capture_oom``."""
+        for attrs, t, raw in rows:
+            rank = res_rank
+            if rank is None:
+                ident = identity_from(attrs)
+                rank = ident.rank if ident else None
             try:
-                value = float(_value(dp))
+                value = float(raw)
+            except (TypeError, ValueError):
+                continue
+            if rank is None or t is None or t <= 0 or not np.isfinite(value) or value < 0:
+                continue
+            self.oom_counts.setdefault(rank, []).append((t, value))
+            if delta:
+                self.oom_delta.add(rank)
+
+    def edge_points(self, res_rank: int | None, name: Any, rows: Iterable[Row],
+                    kinds: frozenset[str] | None = None) -> None:
+        """Edge gauges (time of the latest edge per kind) and the sampling interval: each
+        distinct edge time is one edge marker, for OTLP data that carries no spans. ``kinds``
+        keeps only those edge kinds (None: all)."""
+        is_interval = name == schema.SAMPLING_INTERVAL.name
+        for attrs, _t, raw in rows:
+            rank = res_rank
+            if rank is None:
+                ident = identity_from(attrs)
+                rank = ident.rank if ident else None
+            try:
+                value = float(raw)
             except (TypeError, ValueError):
                 continue
             if rank is None or not np.isfinite(value) or value <= 0:
                 continue
             if is_interval:
                 self.intervals[rank] = max(self.intervals.get(rank, 0), int(value * 1e9))
-            elif (kind := str(attrs.get(schema.ATTR_EDGE, ""))) in EDGE_MARKER_KINDS:
+            elif (kind := str(attrs.get(schema.ATTR_EDGE, ""))) in EDGE_MARKER_KINDS and \
+                    (kinds is None or kind in kinds):
                 self.edges.add((rank, kind, round(value * 1000)))
 
     def _points(self, rank: int, field: str, is_peak: bool, dps: list[Any]) -> None:
@@ -428,10 +465,39 @@ class OtlpFileReader:
                 attrs[EDGE_RESOLUTION_ATTR] = self.intervals[rank]
             self.markers.add(rank, t_ms * 1_000_000, t_ms * 1_000_000, kind,
                              EDGE_MARKER_KINDS[kind], attrs)
+        self._oom_counter_markers()
         for rank, m in self.markers.build().items():
             b.add_markers(rank, m)
         # Samples = distinct (rank, timestamp) pairs, whatever number of fields each carries.
         return samples
+
+    def _oom_counter_markers(self) -> None:
+        """One OOM marker per increase of a rank's OOM counter, unless this file's OOM edge
+        gauge already put one inside that increase's interval (the same OOM, timed exactly).
+        The marker sits at the first point that shows the increase; its resolution is the
+        interval back to the point before."""
+        for rank, points in sorted(self.oom_counts.items()):
+            t = np.fromiter((p[0] for p in points), np.int64, len(points))
+            v = np.fromiter((p[1] for p in points), np.float64, len(points))
+            if rank in self.oom_delta:  # deltas: a positive point is an increase in its own
+                order = np.argsort(t, kind="stable")  # interval, back to the previous point
+                t, v = t[order], v[order]
+                rises = [(int(t[i]), int(t[i - 1]) if i else int(t[i]), float(v[i]))
+                         for i in np.flatnonzero(v > 0).tolist()]
+            else:
+                rises = counter_increases(t, v)
+                if len(v) and float(v[np.argmin(t)]) > 0:
+                    self.ctx.note(f"{self.path}: rank {rank}'s OOM counter already read "
+                                  f"{float(v[np.argmin(t)]):g} at its first point; when those "
+                                  "OOMs happened is not known")
+            exact = [t_ms * 1_000_000 for r, kind, t_ms in self.edges
+                     if r == rank and kind == schema.EDGE_OOM]
+            for at, before, count in rises:
+                if any(before - 1_000_000 <= e <= at + 1_000_000 for e in exact):
+                    continue
+                self.markers.add(rank, at, at, "OOM", KIND_OOM, {
+                    OOM_SOURCE_ATTR: OOM_FROM_COUNTER, "count": count,
+                    EDGE_RESOLUTION_ATTR: max(0, at - before)})
 
 
 def _by_timestamps(fields: list[tuple[str, np.ndarray, np.ndarray]]
@@ -466,6 +532,23 @@ def numbered_lines(data: bytes, path: str) -> Iterator[tuple[memoryview, str, bo
         if cut:
             return
         start = end + 1
+
+
+#: One data point as the edge and counter readers take it: (attributes, time ns, value).
+Row = tuple[dict[str, Any], int | None, Any]
+
+
+def _rows(metric: Mapping[str, Any]) -> Iterator[Row]:
+    body = metric.get("gauge") or metric.get("sum") or {}
+    for dp in _get(body, "dataPoints", "data_points") or ():
+        yield (attributes(dp.get("attributes")),
+               _opt_int(_get(dp, "timeUnixNano", "time_unix_nano")), _value(dp))
+
+
+def _is_delta(metric: Mapping[str, Any]) -> bool:
+    body = metric.get("sum") or {}
+    return _get(body, "aggregationTemporality", "aggregation_temporality") in \
+        (1, "AGGREGATION_TEMPORALITY_DELTA")
 
 
 def _value(dp: Mapping[str, Any]) -> Any:

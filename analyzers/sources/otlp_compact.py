@@ -12,7 +12,8 @@ all plain integer points: what the tracker writes, and what any producer writes 
 per-point attributes. Everything is checked *before* anything is recorded, so a file that does
 not qualify leaves no trace and the general typed decoder reads it, with the result it always
 had. The estimate (one point per context line) is read as a dict by the same code as in the
-other decoders; the edge gauges are left out, as the typed decoder leaves them out.
+other decoders; so are the OOM counter and the OOM edge gauge (the typed decoder's
+:func:`~analyzers.sources.otlp_fast.read_context_metric`; the other edges come from spans).
 """
 
 from __future__ import annotations
@@ -29,7 +30,15 @@ from stormotel.analyzers.sources.otlp_archive import (
     identity_from,
     numbered_lines,
 )
-from stormotel.analyzers.sources.otlp_fast import Metric, ScopeMetrics, _attrs, _Resource
+from stormotel.analyzers.sources.otlp_fast import (
+    CONTEXT_METRICS,
+    Metric,
+    ScopeMetrics,
+    _attrs,
+    _Point,
+    _Resource,
+    read_context_metric,
+)
 from stormotel.analyzers.sources.otlp_points import int_points
 
 from stormotel import schema
@@ -42,6 +51,7 @@ _NO_POINTS = msgspec.Raw(b"[]")
 
 class _Body(msgspec.Struct, rename="camel", gc=False):
     data_points: msgspec.Raw = _ABSENT
+    aggregation_temporality: int | str = 0
 
 
 _Metric = Metric[_Body]
@@ -62,6 +72,7 @@ class _Request(msgspec.Struct, rename="camel", gc=False):
 
 
 _decoder = msgspec.json.Decoder(_Request, strict=False)
+_points_decoder = msgspec.json.Decoder(list[_Point], strict=False)
 
 
 @dataclass
@@ -83,6 +94,7 @@ class _Plan:
     #: first-come per rank, as in the other decoders)
     resources: dict[bytes, tuple[dict[str, Any], int]] = field(default_factory=dict)
     estimates: list[tuple[int, _Metric]] = field(default_factory=list)
+    context: list[tuple[int, _Metric]] = field(default_factory=list)  # CONTEXT_METRICS
     keys: dict[tuple[int, str, bool], int] = field(default_factory=dict)  # column → index
     by_rank: dict[int, dict[str, int]] = field(default_factory=dict)  # metric name → index
     bodies: list[msgspec.Raw] = field(default_factory=list)
@@ -138,6 +150,8 @@ def _plan_request(plan: _Plan, request: _Request, reader: OtlpFileReader) -> boo
                 if column is None:
                     if metric.name == schema.ESTIMATE.name:
                         estimates.append((rank, metric))
+                    elif metric.name in CONTEXT_METRICS:
+                        plan.context.append((rank, metric))
                     continue
                 if metric.gauge is None:
                     if metric.sum is None:
@@ -177,6 +191,16 @@ def _record(reader: OtlpFileReader, plan: _Plan,
         reader._resource_rank(attrs)
     for rank, metric in plan.estimates:
         reader._estimate(rank, _as_dict(metric))
+    for rank, metric in plan.context:
+        body = metric.gauge or metric.sum
+        if body is None or not body.data_points:
+            continue
+        try:
+            decoded = _points_decoder.decode(body.data_points)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            continue  # a malformed context point: the memory columns stand without it
+        read_context_metric(reader, rank, metric.name, decoded,
+                            body.aggregation_temporality if metric.gauge is None else 0)
     times, values, per_body = points
     key_of_point = np.repeat(np.asarray(plan.body_keys), per_body)
     keys = list(plan.keys)

@@ -29,7 +29,12 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import msgspec
 from stormotel.analyzers.gcpause import gc_paused
 from stormotel.analyzers.sources.jsonio import JSONDecodeError, first_byte, loads
-from stormotel.analyzers.sources.otlp_archive import METRIC_FIELDS, numbered_lines
+from stormotel.analyzers.sources.otlp_archive import (
+    METRIC_FIELDS,
+    OOM_EDGE_ONLY,
+    Row,
+    numbered_lines,
+)
 
 from stormotel import schema
 
@@ -116,6 +121,36 @@ def _attrs(items: list[_KeyValue]) -> dict[str, Any]:
                 v.double_value if v.double_value is not None else v.bool_value
         out[kv.key] = value
     return out
+
+
+#: Metrics read for their few points, not as memory columns: the OOM counter, and the edge
+#: gauges (only the OOM edge: spans carry the others) with the sampling interval they need.
+CONTEXT_METRICS = frozenset({schema.OOMS.name, schema.EDGE_TIMESTAMP.name,
+                             schema.SAMPLING_INTERVAL.name})
+
+
+def point_rows(points: list[_Point]) -> list[Row]:
+    return [(_attrs(dp.attributes), dp.time_unix_nano,
+             dp.as_int if dp.as_double is None else dp.as_double) for dp in points]
+
+
+def _is_oom_edge(dp: _Point) -> bool:
+    return any(kv.key == schema.ATTR_EDGE and kv.value.string_value == schema.EDGE_OOM
+               for kv in dp.attributes)
+
+
+def read_context_metric(reader: OtlpFileReader, res_rank: int | None, name: str,
+                        points: list[_Point], temporality: int | str) -> None:
+    """Hand one of :data:`CONTEXT_METRICS` to the reader (OOM counter or OOM edge). Only the
+    OOM edge's points are turned into rows: a ``lines`` archive repeats every edge per line."""
+    if name == schema.OOMS.name:
+        reader.oom_points(res_rank, point_rows(points), temporality in _DELTA)
+    elif name == schema.EDGE_TIMESTAMP.name:
+        oom = [dp for dp in points if _is_oom_edge(dp)]
+        if oom:
+            reader.edge_points(res_rank, name, point_rows(oom), OOM_EDGE_ONLY)
+    else:
+        reader.edge_points(res_rank, name, point_rows(points), OOM_EDGE_ONLY)
 
 
 def read_json(reader: OtlpFileReader, data: bytes, *, arrays: bool = True) -> None:
@@ -226,6 +261,13 @@ class _Walker:
                 self.names.add(name)
                 if name == schema.ESTIMATE.name:
                     r._estimate(res_rank, msgspec.to_builtins(metric))
+                    continue
+                if name in CONTEXT_METRICS:
+                    body = metric.gauge or metric.sum
+                    if body is not None and body.data_points:
+                        read_context_metric(r, res_rank, name, body.data_points,
+                                            body.aggregation_temporality
+                                            if metric.gauge is None else 0)
                     continue
                 spec = fields.get(name)
                 if spec is None:

@@ -35,13 +35,15 @@ import httpx
 import numpy as np
 from stormotel.analyzers.http import Deadline, EndpointError, HttpSettings, make_client, request
 from stormotel.analyzers.rankspec import format_rank_list
-from stormotel.analyzers.sources.markers import MarkerAccumulator
+from stormotel.analyzers.sources.markers import MarkerAccumulator, counter_increases
 from stormotel.analyzers.timeline import (
     EDGE_MARKER_KINDS,
     EDGE_RESOLUTION_ATTR,
     KIND_OOM,
     KIND_STEP,
     META_ESTIMATE_BYTES,
+    OOM_FROM_COUNTER,
+    OOM_SOURCE_ATTR,
     Markers,
     RankIdentity,
     Timeline,
@@ -530,7 +532,7 @@ def load_prometheus(urls: Sequence[str], window: QueryWindow, *,
         step = choose_step(window, max(natives) if natives else None)
         outcome.step_s = step
         tasks = _plan_queries(discoveries, window, step, rank_batch)
-        if progress:
+        if progress and discoveries:  # none answered: the error that follows says why
             progress(f"prometheus: {len(tasks)} raw-sample queries (chunks of {max_points} "
                      f"samples at ~{step:g}s) over {len(discoveries)} endpoint(s)")
         intervals = _read_intervals(discoveries, window, builder)
@@ -859,10 +861,11 @@ def markers_from_series(series: dict[tuple[str, int], list[tuple[np.ndarray, np.
                 n = int(v[i])
                 acc.add(rank, int(t[i]), int(end), f"step {n}", KIND_STEP,
                         {schema.SPAN_ATTR_STEP: n})
-        else:
-            for i in (np.flatnonzero(np.diff(v) > 0) + 1).tolist():
-                acc.add(rank, int(t[i]), int(t[i]), "OOM", KIND_OOM,
-                        {"count": float(v[i])})
+        else:  # an OOM lies between the scrape that shows it and the one before
+            for at, before, count in counter_increases(t, v):
+                acc.add(rank, at, at, "OOM", KIND_OOM,
+                        {"count": count, OOM_SOURCE_ATTR: OOM_FROM_COUNTER,
+                         EDGE_RESOLUTION_ATTR: at - before})
     return acc.build()
 
 

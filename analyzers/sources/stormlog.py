@@ -35,7 +35,7 @@ from stormotel.analyzers.sources.stormlog_fast import (
     UNSET,
     CompleteEvent,
 )
-from stormotel.analyzers.timeline import KIND_CONTEXT, RankIdentity
+from stormotel.analyzers.timeline import KIND_CONTEXT, KIND_OOM, RankIdentity
 
 from stormotel.errors import SourceInputError
 
@@ -268,6 +268,7 @@ def load_records(records: list[Any], path: str, ctx: LoadContext) -> int:
         ctx.skip("bad_rank", where, "rank is negative or not an integer", int(bad_rank.sum()))
         ok &= ~bad_rank
 
+    _oom_markers(col("event_type", "type"), good, t, ok, ranks, ctx)
     # Events without any counter (Stormlog v4 "start"/"stop" carry nulls) are not samples.
     no_counters = np.isnan(alloc) & np.isnan(reserved) & np.isnan(used)
     ok &= ~no_counters
@@ -395,6 +396,30 @@ def _i(v: Any) -> int | None:
 
 
 _TEXT_OR_NONE = {str, type(None)}
+#: How Stormlog's OOM ``error`` event's context begins: ``OOM detected (<reason>)``.
+OOM_CONTEXT = "OOM detected"
+
+
+def _oom_markers(event_types: Sequence[Any] | np.ndarray, records: Sequence[Mapping[str, Any]],
+                 t: np.ndarray, ok: np.ndarray, ranks: np.ndarray, ctx: LoadContext) -> None:
+    """Stormlog's OOM events → OOM markers. Stormlog (0.4.x) records no allocator OOM
+    counter; an OOM is in its export only as the ``error`` event its ``capture_oom`` writes,
+    with ``oom_reason``/``oom_dump_path`` in the metadata (what its own ``is_oom_event`` reads),
+    and ``OOM detected (<reason>)`` as its context (all the CSV export keeps: it writes the
+    metadata as a Python repr). Only ``error`` events are looked at: they are few."""
+    kinds = np.empty(len(event_types), dtype=object)
+    kinds[:] = event_types
+    acc = MarkerAccumulator()
+    for i in np.flatnonzero(ok & (kinds == "error")).tolist():
+        reason = _meta(records[i], "oom_reason")
+        context = records[i].get("context")
+        said = isinstance(context, str) and context.startswith(OOM_CONTEXT)
+        if reason is None and _meta(records[i], "oom_dump_path") is None and not said:
+            continue
+        acc.add(int(ranks[i]), int(t[i]), int(t[i]), "OOM", KIND_OOM,
+                {"reason": str(reason)} if reason is not None else {})
+    for rank, m in acc.build().items():
+        ctx.builder.add_markers(rank, m)
 
 
 def _context_markers(contexts: Sequence[Any] | np.ndarray, t: np.ndarray, ok: np.ndarray,

@@ -52,6 +52,9 @@ class Meta(_Lookup, msgspec.Struct, gc=False):
     host: Any | UnsetType = UNSET
     job_id: Any | UnsetType = UNSET
     session_id: Any | UnsetType = UNSET
+    #: what Stormlog's capture_oom puts on its OOM ``error`` event (its ``is_oom_event``)
+    oom_reason: Any | UnsetType = UNSET
+    oom_dump_path: Any | UnsetType = UNSET
 
 
 class Event(_Lookup, msgspec.Struct, kw_only=True, gc=False):
@@ -65,6 +68,7 @@ class Event(_Lookup, msgspec.Struct, kw_only=True, gc=False):
     schema_version: Any | UnsetType = UNSET
     session_id: Any | UnsetType = UNSET
     timestamp_ns: Any | UnsetType = UNSET
+    event_type: Any | UnsetType = UNSET
     host: Any | UnsetType = UNSET
     job_id: Any | UnsetType = UNSET
     rank: Any | UnsetType = UNSET

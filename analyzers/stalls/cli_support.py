@@ -78,7 +78,9 @@ class StallResult:
     def judged(self, timeline: Timeline) -> list[StallFinding]:
         """The stall findings judged again with what ``timeline`` shows, leaving this evidence
         as read: each window of a scheduled run is judged with its own telemetry."""
-        return calibrate(with_telemetry(timeline, self.findings))
+        from stormotel.analyzers.stalls.stacks import with_sample_gaps
+
+        return calibrate(with_sample_gaps(timeline, with_telemetry(timeline, self.findings)))
 
     def marker_timeline(self, job_id: str | None = None) -> Timeline:
         """A Timeline holding only the collective markers (for trace sinks without telemetry)."""
@@ -103,6 +105,7 @@ def read_stall_evidence(options: StallOptions, progress: ProgressFn | None = Non
             _add_logs(result, list(options.logs), ws, progress)
     except (DumpError, LogError) as exc:
         raise StallInputError(str(exc)) from exc
+    _add_stacks(result, options, ws, progress)
     result.findings = calibrate(join_sources(result.findings))
     return result
 
@@ -136,6 +139,7 @@ def _add_flight_recorder(result: StallResult, path: Path, ws: int | None,
 def _add_logs(result: StallResult, specs: list[str], ws: int | None,
               progress: ProgressFn | None) -> None:
     from stormotel.analyzers.stalls.log_analysis import analyze_logs
+    from stormotel.analyzers.stalls.log_failures import WORLD_HINT
     from stormotel.analyzers.stalls.logs_parser import parse_logs
 
     parsed = _plausible_ranks(parse_logs(specs))
@@ -155,10 +159,53 @@ def _add_logs(result: StallResult, specs: list[str], ws: int | None,
         world = min(la.world_size, MAX_WORLD_SIZE)
         result.missing_ranks = [r for r in range(world) if r not in parsed.ranks_seen]
     result.extra["logs"] = {
-        "files": parsed.files, "events": len(parsed.events), "category": la.category,
+        "files": parsed.files, "events": len(parsed.events),
+        # a line that only states the world size says nothing about the job's health
+        "evidence_events": sum(1 for e in parsed.events if e.kind != WORLD_HINT),
+        "category": la.category,
         "world_size": la.world_size,
         "state_tables": {g: [s.as_dict() for s in st] for g, st in la.states.items()},
         "timeline": la.timeline[:100]}
+
+
+def _add_stacks(result: StallResult, options: StallOptions, ws: int | None,
+                progress: ProgressFn | None) -> None:
+    """The tracker's stack snapshots (``--stacks``, and ``stacks/`` under telemetry PATHs)."""
+    from stormotel.analyzers.stalls.stacks import analyze_stacks, find_snapshot_files
+
+    files = find_snapshot_files([*options.stacks, *options.stacks_in])
+    if options.stacks and not find_snapshot_files(options.stacks):
+        raise StallInputError(f"--stacks {' '.join(options.stacks)}: no stack snapshot "
+                              "(*.stack.txt, *.stack.pending) there")
+    if not files:
+        return
+    sa = analyze_stacks(files, ws or result.world_size)
+    if progress:
+        progress(f"read {len(files)} stack snapshot(s) of {len(sa.snapshots)} rank(s)")
+    result.findings = _insert_first_hand(result.findings, sa.findings)
+    result.notes.extend(sa.notes)
+    if sa.skipped:
+        result.extra.setdefault("skipped", {}).update(sa.skipped)
+    result.sources.extend(s.path for s in sa.snapshots.values())
+    result.seen_ranks = sorted(set(result.seen_ranks) | set(sa.snapshots))
+    result.extra["stacks"] = sa.extra()
+
+
+def _insert_first_hand(findings: list[StallFinding], first_hand: list[StallFinding]
+                       ) -> list[StallFinding]:
+    """Stack findings say where a rank *was*: they lead every finding inferred from what the
+    others saw (waiting, missing, undecided), after a rank's own failure (an OOM, an
+    exception: the rank is not hanging, it failed). ``consequence_of`` indices are re-based."""
+    if not first_hand:
+        return findings
+    at = 0
+    while at < len(findings) and findings[at].kind == "rank_failure" \
+            and findings[at].consequence_of is None:
+        at += 1
+    n = len(first_hand)
+    shifted = [f if f.consequence_of is None or f.consequence_of < at else
+               dataclasses.replace(f, consequence_of=f.consequence_of + n) for f in findings]
+    return [*shifted[:at], *first_hand, *shifted[at:]]
 
 
 def plausible_rank(r: object) -> bool:

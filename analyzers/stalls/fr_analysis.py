@@ -20,9 +20,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stormotel.analyzers.report import Confidence, StallFinding, StallKind
+from stormotel.analyzers.stalls.calibration import PATTERN_KEY
 from stormotel.analyzers.stalls.fr_groups import GroupView, rebuild_groups
+from stormotel.analyzers.stalls.fr_outside import outside_finding
 from stormotel.analyzers.stalls.fr_p2p import p2p_findings
 from stormotel.analyzers.stalls.fr_types import DumpSet, FrEntry, group_label
+from stormotel.analyzers.stalls.fr_window import (
+    CLOCK_SLACK_NS,
+    Windows,
+    build_windows,
+    latest_created,
+    outside_communication,
+)
 from stormotel.analyzers.stalls.vote import minority_vote
 
 #: profiling names that are the same collective under another API name
@@ -75,6 +84,13 @@ REMEDIATION: dict[str, list[str]] = {
         "dumping) or left no dump at all: get their Python stacks (py-spy dump) and their logs "
         "(OOM, signals) — check the host for OOM kills first.",
     ],
+    "window": [
+        "These ranks' Flight Recorder rings no longer reach back to the moment the others "
+        "entered the collective: collect dumps taken when the job hangs (not later), or raise "
+        "TORCH_NCCL_TRACE_BUFFER_SIZE (TORCH_FR_BUFFER_SIZE) so the ring holds more than one "
+        "iteration's collectives; a dump of active entries only (only_active) shows nothing "
+        "that completed: take a full dump.",
+    ],
     "undecided": [
         "The evidence does not single out one rank: collect the missing dumps / logs, or "
         "re-run with TORCH_DISTRIBUTED_DEBUG=DETAIL.",
@@ -116,13 +132,29 @@ def analyze_dumps(ds: DumpSet) -> FrAnalysis:
     groups, notes = rebuild_groups(ds)
     notes = [*ds.notes, *notes]
     result = FrAnalysis([], ds.world_size, ds.ranks, list(ds.missing_ranks), notes=notes)
+    windows = build_windows(ds, groups)
+    outside = outside_communication(ds, groups, windows)
+    folded: set[int] = set()
+    if outside_finding(ds, windows, outside) is not None:
+        folded = {o.rank for o in outside}
+    if windows.buffer_size:
+        notes.append(f"ring buffers dropped older entries (ring size {windows.buffer_size} "
+                     "inferred from the dumps): ranks are compared only where their windows "
+                     "overlap")
     first: tuple[int, dict[str, Any]] | None = None
     for g in groups:
         states = _states(g)
         result.states[g.label] = states
-        group_findings = _analyze_group(g, states, ds.missing_ranks, ds.empty_ranks)
+        group_findings = [f for f in _analyze_group(g, states, ds, windows)
+                          if not (folded and f.evidence.get("folds_into_world")
+                                  and set(f.evidence.get("silent", f.ranks)) <= folded)]
+        for f in group_findings:
+            f.evidence.pop("folds_into_world", None)
+            f.evidence.pop("silent", None)
         p2p, p2p_notes = p2p_findings(g, set(ds.missing_ranks) | set(ds.empty_ranks))
         notes.extend(p2p_notes)
+        for f in p2p:
+            _weigh_waiting_peers(f, windows)
         for f in p2p:  # the same silent rank already named for this group: not a new culprit
             same = next((i for i, g_f in enumerate(group_findings)
                          if f.ranks and set(f.ranks) <= set(g_f.ranks)), None)
@@ -133,8 +165,18 @@ def analyze_dumps(ds: DumpSet) -> FrAnalysis:
             if f.consequence_of is not None:
                 f.consequence_of += base
         result.findings.extend(group_findings)
-    _link_across_groups(result.findings, ds)
+    # a rank idle outside communication that a group already names is better told there
+    # (which collective, or which send/recv, the others wait in)
+    named = {r for f in result.findings if f.consequence_of is None
+             and f.kind in ("straggler", "not_joined") for r in f.ranks}
+    world = outside_finding(ds, windows, [o for o in outside if not (
+        o.category == "outside_communication" and o.rank in named)])
+    if world is not None:
+        _add_world(result.findings, world)
+    _link_across_groups(result.findings, ds, windows)
+    result.findings = _roots_named_first(result.findings)
     for f in result.findings:
+        f.evidence.setdefault(PATTERN_KEY, _pattern(f))
         t = f.evidence.get("time_created_ns")
         if f.consequence_of is None and isinstance(t, int) and (first is None or t < first[0]):
             first = (t, {"process_group": f.process_group, "seq_id": f.seq_id, "kind": f.kind,
@@ -148,11 +190,105 @@ def analyze_dumps(ds: DumpSet) -> FrAnalysis:
     return result
 
 
+def _weigh_waiting_peers(f: StallFinding, windows: Windows) -> None:
+    """A stage that never posted its send/recv while it waits in another collective may just
+    not have reached it: that blame is weak (``low``) until what it waits for is known."""
+    if f.kind != "straggler" or not f.ranks:
+        return
+    elsewhere = {}
+    for r in f.ranks:
+        w = windows.by_rank.get(r)
+        b = w.blocked_on if w is not None else None
+        if b is None or (b.is_p2p and group_label(b.group) == f.process_group):
+            return
+        elsewhere[str(r)] = f"{group_label(b.group)} seq {b.seq_id} {b.op}"
+    f.confidence = "low"
+    f.evidence["waits_elsewhere"] = elsewhere
+    f.evidence["reason"] += (f"; but rank(s) {f.ranks} wait inside another collective "
+                             f"({', '.join(elsewhere.values())}): they may not have reached "
+                             "this send/recv")
+
+
+_MISMATCH_KINDS = {"size_mismatch", "op_type_mismatch", "dtype_mismatch"}
+
+
+def _add_world(findings: list[StallFinding], world: StallFinding) -> None:
+    """Put the world-level finding first — after the roots with positive evidence of a
+    mismatch, which a rank gone silent does not explain."""
+    at = 0 if not any(f.kind in _MISMATCH_KINDS and f.consequence_of is None
+                      for f in findings) else len(findings)
+    for f in findings:
+        if f.consequence_of is not None and f.consequence_of >= at:
+            f.consequence_of += 1
+    findings.insert(at, world)
+
+
+def _roots_named_first(findings: list[StallFinding]) -> list[StallFinding]:
+    """Roots that name ranks before roots that name none (``undecided``), and those before
+    blames known to be weak (a stage that never posted a send/recv while it waits elsewhere),
+    each in order; ``consequence_of`` re-based. The first root is the answer a reader takes
+    away: better "undecided" than a rank that is itself only waiting."""
+    def rank(f: StallFinding) -> int:
+        return 2 if f.evidence.get("waits_elsewhere") else 0 if f.ranks else 1
+
+    order = sorted((i for i, f in enumerate(findings) if f.consequence_of is None),
+                   key=lambda i: rank(findings[i]))
+    order += [i for i, f in enumerate(findings) if f.consequence_of is not None]
+    if order == list(range(len(findings))):
+        return findings
+    new = {old: n for n, old in enumerate(order)}
+    out = []
+    for old in order:
+        f = findings[old]
+        if f.consequence_of is not None:
+            f.consequence_of = new[f.consequence_of]
+        out.append(f)
+    return out
+
+
+def _pattern(f: StallFinding) -> str:
+    """The evidence pattern a finding stands on (``fr.<id>``; calibration caps it)."""
+    ev = f.evidence
+    if f.op == "send/recv":
+        return "fr.p2p.cycle" if f.kind == "undecided" else "fr.p2p.unposted"
+    if f.kind in _MISMATCH_KINDS:
+        rule = "numel_rule" if ev.get("numel_rule") else f.kind.removesuffix("_mismatch")
+        return f"fr.mismatch.{rule}"
+    if f.kind == "not_joined":
+        return "fr.not_joined.window_covers"
+    if f.kind == "count_split":
+        return "fr.progress.count_split"
+    if f.kind == "straggler":
+        if ev.get("category") in ("empty_dump", "no_dump"):
+            return f"fr.group.silent.{ev['category']}"
+        if ev.get("pair"):
+            return "fr.progress.behind_pair"
+        if ev.get("window_misses_moment"):
+            return "fr.progress.behind_unwitnessed"
+        return "fr.progress.behind"
+    if ev.get("window_misses"):
+        return "fr.not_joined.window_misses"
+    if ev.get("mismatch"):
+        return f"fr.undecided.{ev['mismatch']}"
+    return "fr.undecided.unseen" if ev.get("suspects") else "fr.undecided"
+
+
 #: findings that describe ranks waiting for someone (and so can be another finding's echo)
 _WAITING_KINDS = {"straggler", "not_joined", "count_split", "undecided"}
 
 
-def _link_across_groups(findings: list[StallFinding], ds: DumpSet) -> None:
+def _ended_before(ranks: list[int], t_ns: int | None, windows: Windows) -> list[int]:
+    """Those of ``ranks`` whose newest entry is older than ``t_ns`` (beyond clock slack)."""
+    out = []
+    for r in ranks:
+        w = windows.by_rank.get(r)
+        if w and w.newest_ns is not None and t_ns is not None \
+                and w.newest_ns + CLOCK_SLACK_NS < t_ns:
+            out.append(r)
+    return out
+
+
+def _link_across_groups(findings: list[StallFinding], ds: DumpSet, windows: Windows) -> None:
     """Across nested groups, keep the smallest set of root findings that explains every wait.
 
     A rank can be "behind" in group A only because it is stuck in group B: waiting there (its
@@ -161,13 +297,17 @@ def _link_across_groups(findings: list[StallFinding], ds: DumpSet) -> None:
     picked greedily — the finding that explains the most others first (ties: the earlier
     collective, then the smaller culprit set) — and everything a root explains becomes its
     consequence, so one rank stalled in a tensor-parallel group is one root even when the
-    data-parallel, pipeline and default groups all wait for it.
+    data-parallel, pipeline and default groups all wait for it. Where completion is recorded,
+    a rank blamed elsewhere that itself waits (its oldest pending entry) for the cause's
+    culprits, directly or through other waiting ranks, is explained too — unless the culprits
+    wait for it in turn (a cycle decides nothing).
     """
     latest = {r: max(d.entries, key=lambda e: e.record_id)
               for r, d in ds.dumps.items() if d.entries}
     open_ = [i for i, f in enumerate(findings) if f.consequence_of is None]
     explains: dict[int, list[int]] = {
-        i: [j for j in open_ if j != i and _explains(findings[i], findings[j], latest)]
+        i: [j for j in open_ if j != i
+            and _explains(findings[i], findings[j], latest, windows)]
         for i in open_ if findings[i].ranks}
     linked: set[int] = set()
     while True:
@@ -196,8 +336,10 @@ def _link_across_groups(findings: list[StallFinding], ds: DumpSet) -> None:
         linked.add(root)  # a root stays a root; it cannot be re-linked below another
 
 
-def _explains(cause: StallFinding, effect: StallFinding, latest: dict[int, FrEntry]) -> bool:
-    if effect.kind not in _WAITING_KINDS or effect.process_group == cause.process_group:
+def _explains(cause: StallFinding, effect: StallFinding, latest: dict[int, FrEntry],
+              windows: Windows) -> bool:
+    if effect.kind not in _WAITING_KINDS or effect.process_group == cause.process_group \
+            or effect.process_group is None:  # the world-level finding is a root by itself
         return False
     blamed = effect.evidence.get("behind_ranks") or effect.ranks
     if effect.kind == "undecided" and not effect.evidence.get("behind_ranks"):
@@ -212,8 +354,22 @@ def _explains(cause: StallFinding, effect: StallFinding, latest: dict[int, FrEnt
                 and cause.seq_id == e.seq_id
                 and r in cause.evidence.get("waiting_ranks", ())):
             continue
+        if effect.kind != "not_joined" and _waits_for(r, cause, windows):
+            continue
         return False
     return True
+
+
+def _waits_for(rank: int, cause: StallFinding, windows: Windows) -> bool:
+    """``rank`` waits for ``cause``'s culprits (through the wait-for relation) — and, unless
+    the cause stands on positive evidence (a member proven never to have joined, or ranks
+    stuck outside communication), not the reverse: in a cycle nobody is explained."""
+    culprits = frozenset(cause.ranks)
+    if not culprits or rank not in windows.waiting_on(culprits):
+        return False
+    if cause.kind == "not_joined" or cause.process_group is None:
+        return True
+    return rank not in windows.waited_for_by(culprits)
 
 
 def _states(g: GroupView) -> list[RankState]:
@@ -231,18 +387,32 @@ def _states(g: GroupView) -> list[RankState]:
     return out
 
 
-def _analyze_group(g: GroupView, states: list[RankState], missing: list[int],
-                   empty: list[int]) -> list[StallFinding]:
+def _analyze_group(g: GroupView, states: list[RankState], ds: DumpSet,
+                   windows: Windows) -> list[StallFinding]:
     findings: list[StallFinding] = []
-    unseen = sorted(g.expected & set(missing))
-    blank = sorted(g.expected & set(empty))
+    unseen = sorted(g.expected & set(ds.missing_ranks))
+    blank = sorted(g.expected & set(ds.empty_ranks))
     base_ev: dict[str, Any] = {"group_size": g.size, "unseen_ranks": unseen,
                                "rank_states": [s.as_dict() for s in states]}
+    absent = sorted((g.expected - g.holders) - set(ds.missing_ranks) - set(ds.empty_ranks))
+    entered = latest_created(g)
+    proven = [r for r in absent if windows.covers(r, entered)
+              and not windows.by_rank[r].blocked_before(entered)]
+    misses = [r for r in absent if not windows.covers(r, entered)]
+    blocked = [r for r in absent if r not in proven and r not in misses]
+    if misses:
+        base_ev["window_misses"] = misses
+    if blocked:
+        base_ev["blocked_elsewhere"] = blocked
+    if not g.entries:
+        # send/recv only: fr_p2p matches them by peer; a stage that has not reached its
+        # send yet holds no entry either, so absence here is no evidence of not joining
+        return findings
     mismatch = _first_mismatch(g)
     if mismatch is not None:
         mismatch.evidence = {**base_ev, **mismatch.evidence}
         findings.append(mismatch)
-    split = _progress_split(g, states, base_ev, unseen)
+    split = _progress_split(g, states, base_ev, unseen, windows)
     if split is not None:
         if mismatch is not None and split.seq_id is not None and mismatch.seq_id is not None \
                 and split.seq_id > mismatch.seq_id:
@@ -254,14 +424,8 @@ def _analyze_group(g: GroupView, states: list[RankState], missing: list[int],
                 f"ranks drifted apart after the {mismatch.kind} at seq {mismatch.seq_id}: this "
                 "hang is its consequence, not a new culprit")
         findings.append(split)
-    absent = sorted((g.expected - g.holders) - set(missing) - set(empty))
-    if absent:
-        findings.append(StallFinding(
-            kind="not_joined", ranks=absent, process_group=g.label, seq_id=None, op=None,
-            source="flight_recorder", confidence="high",
-            evidence={**base_ev, "reason": "these ranks' dumps hold no entry for this group "
-                      "while the other members issued collectives on it"},
-            remediation=list(REMEDIATION["not_joined"])))
+    if proven:
+        findings.append(_not_joined(g, proven, entered, base_ev, windows))
     silent = sorted(set(unseen) | set(blank))
     if not findings and silent and states:
         top = max(s.last_seq for s in states)
@@ -280,7 +444,7 @@ def _analyze_group(g: GroupView, states: list[RankState], missing: list[int],
                 if waiting else top, op=None, source="flight_recorder", confidence=confidence,
                 evidence={**base_ev, "waiting_ranks": waiting, "behind_ranks": silent,
                           "empty_dump_ranks": blank, "category": "empty_dump" if blank and
-                          not unseen else "no_dump",
+                          not unseen else "no_dump", "folds_into_world": True,
                           "spoke": {"ranks": spoke, "of": len(g.expected)},
                           "reason": f"{what}; the {spoke} rank(s) that recorded all agree up "
                           f"to seq {top}" + (f" and {len(waiting)} wait there" if waiting
@@ -291,10 +455,35 @@ def _analyze_group(g: GroupView, states: list[RankState], missing: list[int],
             kind="undecided", ranks=[], process_group=g.label, seq_id=top, op=None,
             source="flight_recorder", confidence="low",
             evidence={**base_ev, "waiting_ranks": waiting, "suspects": unseen,
+                      **({"folds_into_world": True, "silent": blank} if not unseen else {}),
                       "reason": f"every visible rank agrees up to seq {top}; whether the "
-                      f"unseen rank(s) {unseen} joined it cannot be told from these dumps"},
+                      f"silent rank(s) {silent} joined it cannot be told from these dumps"},
             remediation=list(REMEDIATION["undecided"])))
+    waiting = [s.rank for s in states if s.pending]
+    if not findings and misses and waiting:
+        findings.append(StallFinding(
+            kind="undecided", ranks=[], process_group=g.label, seq_id=None, op=None,
+            source="flight_recorder", confidence="low",
+            evidence={**base_ev, "waiting_ranks": waiting, "suspects": misses,
+                      "entered_at_ns": entered,
+                      "reason": f"rank(s) {misses} hold no entry for this group, but their "
+                      "rings start after the others' newest entry on it: absence there "
+                      "proves nothing"},
+            remediation=list(REMEDIATION["window"])))
     return findings
+
+
+def _not_joined(g: GroupView, ranks: list[int], entered: int | None, base_ev: dict[str, Any],
+                windows: Windows) -> StallFinding:
+    return StallFinding(
+        kind="not_joined", ranks=ranks, process_group=g.label, seq_id=None, op=None,
+        source="flight_recorder", confidence="high",
+        evidence={**base_ev, "entered_at_ns": entered, "windows": windows.describe(ranks),
+                  "reason": "these ranks' dumps hold no entry for this group while the other "
+                  "members issued collectives on it, and their rings reach back to that moment "
+                  "(nothing dropped, or an older entry held) while they were not waiting in "
+                  "another collective"},
+        remediation=list(REMEDIATION["not_joined"]))
 
 
 def _op(e: FrEntry) -> str:
@@ -395,7 +584,7 @@ def _compare(g: GroupView, seq: int, at: dict[int, FrEntry]) -> StallFinding | N
 
 
 def _progress_split(g: GroupView, states: list[RankState], base_ev: dict[str, Any],
-                    unseen: list[int]) -> StallFinding | None:
+                    unseen: list[int], windows: Windows) -> StallFinding | None:
     last = {s.rank: s.last_seq for s in states if s.rank in g.entries or s.last_enqueued}
     if len(set(last.values())) <= 1:
         return None
@@ -424,6 +613,13 @@ def _progress_split(g: GroupView, states: list[RankState], base_ev: dict[str, An
         spread = len(set(last[r] for r in ahead))
         confidence: Confidence = ("high" if len(behind) == 1 and spread == 1 and not unseen
                                   else "medium")
+        early = _ended_before(behind, created, windows)
+        if early:  # the dump may predate the moment: nothing says it would not have entered
+            ev["window_misses_moment"] = early
+            ev["reason"] += (f"; rank(s) {early}' newest entry is older than the moment the "
+                             f"others entered seq {stuck_seq}: a dump taken later would show "
+                             "whether it entered")
+            confidence = "medium"
         if pair:  # behind "everyone else" is one rank: no majority to confirm it
             confidence = "medium"
             ev["pair"] = (f"a two-rank group: rank {ahead[0]} may instead have issued an extra "

@@ -171,6 +171,9 @@ def _decode(path: Path, data: bytes) -> tuple[Mapping[str, Any], str]:
         form = "pickle"
     else:
         raise DumpError(f"{path}: not a Flight Recorder dump (neither a pickle nor JSON)")
+    if isinstance(raw, dict) and form == "json" and "version" in raw and "entries" not in raw \
+            and "pg_config" in raw:
+        raw = {**raw, "entries": []}  # dump_json leaves the key out when nothing was recorded
     if not isinstance(raw, dict) or "entries" not in raw or "version" not in raw:
         raise DumpError(f"{path}: not a Flight Recorder dump (no 'version' and 'entries')")
     return raw, form

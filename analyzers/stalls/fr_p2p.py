@@ -41,6 +41,14 @@ def _pair(e: FrEntry, members: list[int]) -> tuple[int, int] | None:
     return members[src], members[dst]
 
 
+def peer_of(e: FrEntry, members: list[int]) -> int | None:
+    """The global rank at the other end of a send/recv entry, None if unreadable."""
+    pair = _pair(e, members)
+    if pair is None:
+        return None
+    return pair[1] if pair[0] == e.rank else pair[0]
+
+
 def p2p_findings(g: GroupView, silent: set[int]) -> tuple[list[StallFinding], list[str]]:
     """Findings for point-to-point ops of one group, and notes on what was not matched."""
     if not g.p2p:

@@ -36,6 +36,7 @@ from typing import Any
 
 from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls import log_verdicts as lv
+from stormotel.analyzers.stalls import log_witness as lw
 from stormotel.analyzers.stalls import logs_parser as lp
 from stormotel.analyzers.stalls.log_world import (
     DEFAULT_GROUP,
@@ -133,7 +134,7 @@ def analyze_logs(parsed: lp.ParsedLogs, *, world_size: int | None = None) -> Log
     events = normalise_groups(_attribute(parsed.events, notes), notes)
     seen = parsed.ranks_seen | {e.rank for e in events if e.rank is not None}
     for e in events:  # ranks PyTorch itself names in desync reports and fingerprints
-        if e.kind == lp.DESYNC_REPORT and e.detail:
+        if e.kind in (lp.DESYNC_REPORT, lp.WITNESS) and e.detail:
             seen.update(int(r) for r in e.detail["culprits"])
         elif e.kind == lp.FINGERPRINT and e.detail:
             seen.add(int(e.detail["of_rank"]))
@@ -150,6 +151,8 @@ def analyze_logs(parsed: lp.ParsedLogs, *, world_size: int | None = None) -> Log
     timeline = _timeline(events)
     states: dict[str, list[RankLogState]] = {}
     watchdog: list[StallFinding] = []
+    interleaved = any(len(rs) > 1 for rs in parsed.ranks_by_file.values())
+    known = world.size if world.explicit else None
     for group, evs in sorted(by_group.items()):
         table = _state_table(evs, rank_hints)
         states[group] = sorted(table.values(), key=lambda s: s.rank)
@@ -159,10 +162,16 @@ def analyze_logs(parsed: lp.ParsedLogs, *, world_size: int | None = None) -> Log
     waits = [e for e in events if e.kind in (lp.TIMEOUT, lp.COUNTERS)]
     first_timeout = min((e.ts_ns for e in waits if e.ts_ns is not None), default=None)
     timed_out = {e.rank for e in waits if e.rank is not None}
-    failures = lv.rank_failure_findings(events, first_timeout, timed_out)
-    concluded = lv.desync_findings(events) + lv.fingerprint_findings(
-        events, CATEGORY_REMEDIATION["mismatched_collective"])
-    findings = _link(failures, concluded, watchdog)
+    own_errors, same_everywhere = lw.every_rank_failed(events, seen)
+    failures = lv.rank_failure_findings(own_errors, first_timeout, timed_out)
+    concluded = lv.desync_findings(events) + lw.witness_findings(events) + \
+        lv.fingerprint_findings(events, CATEGORY_REMEDIATION["mismatched_collective"]) + \
+        lw.ras_findings(events, known) + lw.coll_findings(events, interleaved, known) + \
+        lw.detail_findings(events)
+    fallback = same_everywhere + lw.fallback_findings(events)
+    if not (failures or concluded or watchdog or fallback):
+        fallback = lw.unexplained_findings(events)
+    findings = _link(failures, concluded, watchdog, fallback)
     for f in findings:
         f.evidence.setdefault("world_size", world.size)
         f.evidence["world_size_source"] = world.source
@@ -179,9 +188,15 @@ def analyze_logs(parsed: lp.ParsedLogs, *, world_size: int | None = None) -> Log
 
 
 def _link(failures: list[StallFinding], concluded: list[StallFinding],
-          watchdog: list[StallFinding]) -> list[StallFinding]:
-    """Order roots first and point every explained finding at the root that explains it."""
+          watchdog: list[StallFinding], fallback: list[StallFinding] | None = None
+          ) -> list[StallFinding]:
+    """Order roots first and point every explained finding at the root that explains it.
+
+    ``fallback`` findings (stall evidence that names nobody) are roots only when nothing else
+    is; otherwise they are listed as consequences of the first root."""
     parent: dict[int, StallFinding] = {}  # id(finding) -> the finding that explains it
+    # an undecided conclusion never leads a decided one: decided ones go first
+    concluded = sorted(concluded, key=lambda f: f.kind == "undecided")
     root_failure = next((f for f in failures if f.evidence["precedes_timeouts"]), None)
     failing = set(root_failure.ranks) if root_failure else set()
     for f in failures:
@@ -208,8 +223,16 @@ def _link(failures: list[StallFinding], concluded: list[StallFinding],
     for f in failures:
         if f.evidence["precedes_timeouts"] is False and id(f) not in parent and watchdog:
             parent[id(f)] = watchdog[0]
-    ordered = [f for f in [*failures, *concluded, *watchdog] if id(f) not in parent]
-    ordered += [f for f in [*failures, *concluded, *watchdog] if id(f) in parent]
+    everything = [*failures, *concluded, *watchdog]
+    first_root = next((f for f in everything if id(f) not in parent), None)
+    for f in fallback or []:
+        if first_root is not None:
+            parent[id(f)] = first_root
+        everything.append(f)
+    roots = [f for f in everything if id(f) not in parent]
+    ordered = [f for f in roots if f.kind != "undecided"] + \
+        [f for f in roots if f.kind == "undecided"]
+    ordered += [f for f in everything if id(f) in parent]
     index = {id(f): i for i, f in enumerate(ordered)}
     out = []
     for f in ordered:
@@ -313,9 +336,10 @@ def _triage(group: str, table: dict[int, RankLogState], world: World, seen: set[
     op = _majority(op_values)
 
     def found(kind: str, ranks: list[int], category: str, confidence: str, reason: str,
+              rule: str = "", pattern: str = "torch.nccl.watchdog_timeout",
               **more: Any) -> StallFinding:
         return _finding(kind, ranks, group, common_seq, op, category, confidence,
-                        {**ev, "reason": reason, **more})
+                        {**ev, "reason": reason, "pattern": pattern, "rule": rule, **more})
 
     # 0. untagged lines from several groups cannot be compared across ranks
     if any(len(s.seqs) > 1 for s in table.values()):
@@ -323,14 +347,15 @@ def _triage(group: str, table: dict[int, RankLogState], world: World, seen: set[
                      "one rank timed out at several SeqNums"
                      + (" in untagged lines" if group == UNTAGGED_GROUP else "")
                      + ": they come from several process groups and cannot be compared "
-                     "across ranks")
+                     "across ranks", rule="several_groups")
     # 1. never entered vs waiting (enqueued == completed below the stuck SeqNum, observers)
     if never_entered:
         return found("straggler", never_entered, _category(never_entered, hints),
                      _confidence(len(never_entered), len(waiting), len(table), world),
                      f"rank(s) {never_entered} never entered the collective (last enqueued == "
                      f"last completed below SeqNum {common_seq}, or only observed the dump "
-                     f"signal) while {len(waiting)} rank(s) wait in it")
+                     f"signal) while {len(waiting)} rank(s) wait in it",
+                     rule="never_entered", pattern="torch.nccl.timeout_counters")
     # 2. the timed-out SeqNums differ: the minority stopped elsewhere
     seqs = {r: s.seq for r, s in waiting.items() if s.seq is not None}
     if len(set(seqs.values())) > 1:
@@ -339,10 +364,11 @@ def _triage(group: str, table: dict[int, RankLogState], world: World, seen: set[
         if not culprits or len(seqs) < 3:
             return found("undecided", [], "collective_count_split", "low",
                          reason + " — no majority; collect every rank's watchdog lines",
-                         suspects=sorted(seqs))
+                         rule="seq_split", suspects=sorted(seqs))
         majority = len(seqs) - len(culprits)
         return found("count_split", culprits, "collective_count_split",
-                     _confidence(len(culprits), majority, len(table), world), reason)
+                     _confidence(len(culprits), majority, len(table), world), reason,
+                     rule="seq_split")
     # 3. same SeqNum, different op or size
     same = {r: s for r, s in waiting.items() if s.seq == common_seq and s.op is not None}
     sized = {r: s for r, s in same.items() if s.op not in _UNEVEN_OPS}
@@ -356,34 +382,40 @@ def _triage(group: str, table: dict[int, RankLogState], world: World, seen: set[
                 return found("undecided", [], "mismatched_collective", "low",
                              f"{words} at SeqNum {common_seq} with no majority "
                              f"({_compact(values)}); collect the other ranks' lines",
-                             suspects=sorted(values),
+                             rule=kind, suspects=sorted(values),
                              per_rank={str(r): values[r] for r in sorted(values)})
             return found(kind, culprits, "mismatched_collective",
                          _confidence(len(culprits), len(values) - len(culprits), len(table),
                                      world),
                          f"{words} at SeqNum {common_seq}: {_compact(values)}",
-                         per_rank={str(r): values[r] for r in sorted(values)})
+                         rule=kind, per_rank={str(r): values[r] for r in sorted(values)})
     # 4. members of the group that logged no watchdog line at all
-    if silent and len(silent) < len(members):
+    # (only when the ranks seen waiting outnumber every rank not accounted for: one timeout
+    # and one quiet rank out of eight says nothing — arctictraining#219, skyrl#757)
+    if silent and len(silent) < len(members) and len(waiting) > len(silent) + len(unseen):
         culprits = silent
         return found("straggler", culprits, _category(culprits, hints),
                      "medium" if len(culprits) * 2 <= len(waiting) else "low",
                      f"rank(s) {culprits} logged other lines but no watchdog line while "
-                     f"{len(waiting)} rank(s) timed out")
+                     f"{len(waiting)} rank(s) timed out", rule="silent_rank")
+    # a rank of a known world that printed nothing at all is named as a suspect, not a
+    # culprit: a pasted excerpt is cut anywhere (vllm#8978: three ranks at SeqNum 1, the
+    # fourth simply not in the paste)
     # 5. everybody waiting in the same collective
     whole = world.explicit and set(range(world.size)) <= set(waiting) if is_default else False
     fabric_logged = any(h[lp.FABRIC] for h in hints.values())
     if whole:
         return found("undecided", [], "fabric", "medium" if fabric_logged else "low",
                      "every rank of the world entered the collective and none completed"
-                     + (" (fabric errors logged)" if fabric_logged else ""))
+                     + (" (fabric errors logged)" if fabric_logged else ""),
+                     rule="all_waiting")
     missing = unseen or None
     return found("undecided", [], "unknown", "low",
                  f"{len(waiting)} rank(s) wait in the same collective; the logs do not show "
                  "the whole group" + (f" (no lines at all from ranks {_compact_list(unseen)})"
                                       if unseen else "")
                  + " — collect every rank's log and Flight Recorder dumps",
-                 collect_next=missing)
+                 rule="all_waiting", collect_next=missing, suspects=unseen[:64])
 
 
 def _category(ranks: list[int], hints: dict[int, Counter[str]]) -> str:

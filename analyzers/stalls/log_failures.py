@@ -27,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from stormotel.analyzers.stalls import grammar as gr
+
 RANK_ERROR = "rank_error"  #: a rank's own failure (category in ``detail``)
 DESYNC_REPORT = "desync_report"  #: PyTorch named the lagging/dead/mismatched ranks
 FINGERPRINT = "fingerprint"  #: DETAIL collective fingerprint of one rank
@@ -35,7 +37,7 @@ WORLD_HINT = "world_hint"  #: a launcher/ProcessGroup line that states the world
 #: how many lines back a traceback looks for the time of its rank's latest timestamped line
 _RECENT = 64
 #: the most digits a rank, SeqNum, byte count or size may have; longer numbers are bad input
-MAX_DIGITS = 18
+MAX_DIGITS = gr.MAX_DIGITS
 
 _PREFIX = re.compile(r"^(?:\s*(?:\[\d+\]|\[rank\d+\]:|\[default\d+\]:|\(\w*Worker\w*\s+pid=\d+\)|"
                      r"\d{4}-\d{2}-\d{2}[T ][\d:.,]+|[EWIF]\d{4} [\d:.]+ \d+ \S+\]|"
@@ -56,7 +58,8 @@ _CONSEQUENCE = re.compile(
     r"Watchdog caught|timed? ?out|Timeout|communicator was aborted|DistBackendError|"
     r"DistNetworkError|DistStoreError|ncclRemoteError|remote process exited|Connection (?:reset|"
     r"refused|closed)|Broken pipe|Detected mismatch between collectives|ChildFailedError|"
-    r"SignalException|Socket|TCPStore|NCCL communicator|ProcessGroupNCCL", re.I)
+    r"SignalException|Socket|TCPStore|NCCL communicator|ProcessGroupNCCL|monitoredBarrier|"
+    r"Connection closed by peer|pair closure|KeyboardInterrupt|SystemExit", re.I)
 _STORAGE = re.compile(r"No space left|Disk quota|Input/output error|Stale file handle|"
                       r"Read-only file system", re.I)
 _DATA = re.compile(r"DataLoader worker|StopIteration|AISBatchLoaderError|corrupt", re.I)
@@ -68,9 +71,14 @@ _FINGER_OTHER = re.compile(r"but Rank (\d{1,7}) is running collective:\s*"
                            r"(?:CollectiveFingerPrint\(([^)]{0,2000}\)?)\)|(\w+))")
 _FP_FIELD = re.compile(r"(SequenceNumber|OpType|TensorShape|TensorDtypes)=(\[[^\]]{0,500}\]|"
                        r"[^,)\s]{1,100})")
-_WORLD = re.compile(r"\bworld[_ ]size\s*[=:]\s*(\d{1,7})\b|\bWORLD_SIZE\s*=\s*(\d{1,7})\b|"
-                    r"\[PG ID 0 PG GUID 0[^\]]*\] ProcessGroupNCCL initialization options: "
-                    r"size: (\d{1,7})", re.I)
+#: the catalogue pattern of each category of a rank's own error
+_ERROR_PATTERN = {"oom": "torch.cuda.oom", "cuda_error": "torch.cuda.error",
+                  "nccl_error": "nccl.error", "exception": "python.exception",
+                  "storage": "python.exception", "data": "python.exception"}
+#: pdsh / srun --label prefixes in front of a launcher's multi-line summary ("node-3: ", "3: ")
+_HOST_PREFIX = re.compile(r"^[\w.-]{1,64}: (?=\s*(?:\[\d+\]:|time|host|rank|exitcode|"
+                          r"error_file|traceback|Root Cause|Failures|=|-|<NO_OTHER))")
+_LAUNCH_PREFIX = re.compile(r"^(?:\[(?:rank|default)\d{1,7}\]:)")
 _SUMMARY_HEAD = re.compile(r"Root Cause \(first observed failure\)|^\s*Failures:\s*$")
 _SUMMARY_FIELD = re.compile(r"^\s*(time|host|rank|exitcode|traceback|error_file)\s*:\s*(.*)$")
 _SUMMARY_ENTRY = re.compile(r"^\s*\[(\d{1,7})\]:\s*$")
@@ -88,11 +96,17 @@ class Found:
     ts_ns: int | None
     text: str
     detail: dict[str, object] = field(default_factory=dict)
+    #: the catalogue pattern (:mod:`.grammar`) this evidence was read through
+    pattern: str | None = None
 
 
 def strip_prefix(line: str) -> str:
     """The message without launcher/glog/rank prefixes (what a traceback line really says)."""
     return _PREFIX.sub("", line, count=1).strip()
+
+
+#: signals a rank dies of when it is a victim: SIGHUP, SIGINT, SIGABRT (watchdog), SIGTERM
+_VICTIM_SIGNALS = frozenset({1, 2, 6, 15})
 
 
 def _signal_name(code: int) -> str | None:
@@ -132,7 +146,8 @@ class FailureScanner:
         """One line (``low``: the same, lower-cased). Times are parsed only for what is kept."""
         recent = self._recent.setdefault(rank, deque(maxlen=_RECENT))
         recent.append(line)
-        if (self._in_summary or "root cause" in low or "failures:" in low) and \
+        if (self._in_summary or "root cause" in low or "failures:" in low
+                or "local_rank:" in low or "]:" in low[-3:]) and \
                 self._summary_line(no, line):
             return
         if self._desync is not None:
@@ -150,13 +165,16 @@ class FailureScanner:
             if m:
                 self._frames[rank] = f"{m.group(3)} ({m.group(1)}:{m.group(2)})"
                 return
-        if "size" in low:
-            w = _WORLD.search(line)
-            if w:
+        if "size" in low or "member:" in low:
+            for pid in ("torch.nccl.init_options", "launcher.world_size"):
+                w = gr.BY_ID[pid].regex.search(line)
+                if not w:
+                    continue
                 n = _num(next(g for g in w.groups() if g is not None))
                 if n:
                     self.found.append(Found(WORLD_HINT, no, rank, self._when(rank),
-                                            line.strip()[:200], {"world_size": n}))
+                                            line.strip()[:200], {"world_size": n}, pid))
+                break
         if any(k in low for k in ("error", "exception", "out of memory", "assert")):
             self._rank_error(no, line, rank, low)
 
@@ -170,11 +188,16 @@ class FailureScanner:
 
     # --- rank errors ---------------------------------------------------------------------
     def _rank_error(self, no: int, line: str, rank: int | None, low: str) -> None:
+        detail: dict[str, object] = {}
         if rank is None:
             m = _TAG_RANK.search(line)
-            rank = int(m.group(1)) if m else None
+            rank = gr.parse_rank(m.group(1)) if m else None
+            if m and "PG" not in m.group(0):
+                # a bare "[Rank r]" (PyTorch <= 2.2) is the rank in SOME process group: the
+                # global rank only if that group is the default one, which the line does not say
+                detail["ambiguous"] = True
+                detail["rank_from"] = "bare [Rank r] tag (group rank, group unknown)"
         msg = strip_prefix(line)
-        detail: dict[str, object] = {}
         oom = _OOM.search(line) if "memory" in low else None
         if oom:
             category = "oom"
@@ -204,7 +227,7 @@ class FailureScanner:
         if rank in self._frames:
             detail["frame"] = self._frames[rank]
         self.found.append(Found(RANK_ERROR, no, rank, self._when(rank), line.strip()[:300],
-                                detail))
+                                detail, _ERROR_PATTERN.get(category, "python.exception")))
 
     # --- PyTorch's desync report ------------------------------------------------------------
     def _desync_line(self, no: int, line: str) -> bool:
@@ -217,7 +240,7 @@ class FailureScanner:
         ranks = [int(r) for r in re.findall(r"\d{1,7}", m.group(1))]
         self.found.append(Found(DESYNC_REPORT, no, rank, when, line.strip()[:300],
                                 {"culprits": ranks, "why": m.group(2).strip(),
-                                 "head": head_no}))
+                                 "head": head_no}, "torch.nccl.desync_report"))
         self._desync = (head_no, rank, when)
         return "finished" in m.group(2) or "didn't join" in m.group(2) or \
             "not join" in m.group(2)
@@ -234,17 +257,27 @@ class FailureScanner:
             pairs.append((int(other.group(1)), fp))
         for r, fp in pairs:
             self.found.append(Found(FINGERPRINT, no, rank, when, line.strip()[:300],
-                                    {"of_rank": r, "fingerprint": fp}))
+                                    {"of_rank": r, "fingerprint": fp},
+                                    "torch.detail.fingerprint_mismatch"))
 
     # --- torchrun's failure summary ------------------------------------------------------------
     def _summary_line(self, no: int, line: str) -> bool:
+        line = _HOST_PREFIX.sub("", _LAUNCH_PREFIX.sub("", line))
         if _SUMMARY_HEAD.search(line):
             self._flush_summary(no)
             self._in_summary = True
             self._summary_root = "Root Cause" in line
             return True
         if not self._in_summary:
-            return False
+            # a paste that starts inside the table: "[2]:" or "  host : …" / "  rank : 1
+            # (local_rank: 1)" with no header above
+            field_m = _SUMMARY_FIELD.match(line)
+            if not (_SUMMARY_ENTRY.match(line) or (field_m and "local_rank" in line)):
+                return False
+            self._in_summary, self._summary_root = True, False
+            if field_m:
+                self._summary = {field_m.group(1): field_m.group(2).strip()}
+                return True
         if _SUMMARY_ENTRY.match(line):
             self._flush_summary(no)
             self._summary = {}
@@ -276,16 +309,38 @@ class FailureScanner:
         if code < 0:
             detail["category"] = "signal"
             detail["signal"] = _signal_name(code)
+            # SIGABRT is how a watchdog timeout ends a rank, SIGTERM/SIGINT/SIGHUP how the
+            # launcher or scheduler stops the others: the first rank seen with one of these
+            # may be a victim as well as a culprit
+            detail["ambiguous"] = -code in _VICTIM_SIGNALS
         else:
             detail["category"] = "exception"
             detail["message"] = entry.get("traceback", "")[:200]
-        self.found.append(Found(RANK_ERROR, no, int(rank_m.group(1)),
-                                _summary_ts(entry.get("time", "")),
-                                f"torchrun: rank {rank_m.group(1)} exitcode {code} "
-                                f"{entry.get('traceback', '')}".strip()[:300], detail))
+            detail["launcher_only"] = True
+        rank = gr.parse_rank(rank_m.group(1))
+        if rank is None:
+            return
+        self.found.append(Found(RANK_ERROR, no, rank, _summary_ts(entry.get("time", "")),
+                                f"torchrun: rank {rank} exitcode {code} "
+                                f"{entry.get('traceback', '')}".strip()[:300], detail,
+                                "torchelastic.root_cause" if self._summary_root
+                                else "torchelastic.failures"))
 
     def close(self, no: int) -> None:
         self._flush_summary(no)
+        # torchelastic's "first observed failure" among ranks that failed in the same second
+        # is first only by the order it polled them: a tie names nobody
+        summary = [f for f in self.found if f.pattern and f.pattern.startswith("torchelastic.")]
+        for f in summary:
+            if f.pattern == "torchelastic.failures":
+                f.detail["ambiguous"] = True  # failed after the root cause: a consequence
+                f.detail["tied_with"] = [f.rank]
+        for f in summary:
+            if f.pattern == "torchelastic.root_cause" and f.ts_ns is not None and any(
+                    g is not f and g.ts_ns == f.ts_ns and g.rank != f.rank for g in summary):
+                f.detail["ambiguous"] = True
+                f.detail["tied_with"] = sorted({g.rank for g in summary if g.ts_ns == f.ts_ns
+                                                and g.rank is not None})
 
 
 def _fp(text: str) -> dict[str, str]:

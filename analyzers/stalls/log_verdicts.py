@@ -50,7 +50,8 @@ def rank_failure_findings(events: list[lp.LogEvent], first_timeout_ns: int | Non
                           timed_out_ranks: set[int]) -> list[StallFinding]:
     """One finding per failure category, earliest first (``consequence_of`` set by the caller)."""
     first: dict[int, lp.LogEvent] = {}
-    for e in sorted((e for e in events if e.kind == lp.RANK_ERROR and e.rank is not None),
+    for e in sorted((e for e in events if e.kind == lp.RANK_ERROR and e.rank is not None
+                     and not (e.detail or {}).get("ambiguous")),
                     key=lambda e: (e.ts_ns is None, e.ts_ns or 0, e.file, e.line)):
         assert e.rank is not None and e.detail is not None
         seen = first.get(e.rank)
@@ -68,10 +69,13 @@ def rank_failure_findings(events: list[lp.LogEvent], first_timeout_ns: int | Non
         earliest = min(ts) if ts else None
         order, precedes, confidence = _order(earliest, first_timeout_ns, ranks,
                                              timed_out_ranks, evs)
+        if confidence == "high" and all((e.detail or {}).get("launcher_only") for e in evs):
+            confidence = "medium"  # an exit code without the rank's own traceback
         per_rank = {str(e.rank): {k: v for k, v in (e.detail or {}).items() if k != "category"}
                     | {"line": f"{e.file}:{e.line}", "text": e.text[:240], "ts_ns": e.ts_ns}
                     for e in evs}
-        ev: dict[str, Any] = {"category": cat, "order": order, "precedes_timeouts": precedes,
+        ev: dict[str, Any] = {"category": cat, "pattern": evs[0].pattern or "python.exception",
+                              "order": order, "precedes_timeouts": precedes,
                               "first_error_ns": earliest,
                               "first_timeout_ns": first_timeout_ns, "per_rank": per_rank,
                               "reason": _reason(cat, evs, order)}
@@ -138,7 +142,8 @@ def desync_findings(events: list[lp.LogEvent]) -> list[StallFinding]:
     votes = Counter(tuple(sorted(c)) for c in per_report.values())
     (culprits, _), *others = votes.most_common()
     confidence = "high" if not others else "medium"
-    ev = {"category": "desync_report", "reason": "PyTorch's desync report: the lagging/dead/"
+    ev = {"category": "desync_report", "pattern": "torch.nccl.desync_report",
+          "reason": "PyTorch's desync report: the lagging/dead/"
           f"mismatched ranks that caused the desync are {list(culprits)} — "
           f"{(reports[0].detail or {}).get('why', '')}",
           "reports": [{"line": f"{e.file}:{e.line}", "text": e.text} for e in reports[:8]],
@@ -173,6 +178,7 @@ def fingerprint_findings(events: list[lp.LogEvent], remediation: list[str]
     vote = minority_vote(values)
     per_rank = {str(r): prints[r] for r in sorted(prints)}
     ev: dict[str, Any] = {"category": "mismatched_collective", "per_rank": per_rank,
+                          "pattern": "torch.detail.fingerprint_mismatch",
                           "lines": lines[:16], "differs_in": differing,
                           "spoke": {"ranks": len(prints)}}
     seq = next((fp.get("SequenceNumber") for fp in prints.values()), None)

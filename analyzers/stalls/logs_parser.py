@@ -34,17 +34,30 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from stormotel.analyzers.stalls import grammar as gr
 from stormotel.analyzers.stalls import log_failures as lf
+from stormotel.analyzers.stalls import log_ras
 
 from stormotel.errors import UsageError
 
 # --- event kinds --------------------------------------------------------------------------
-TIMEOUT = "watchdog_timeout"  #: the watchdog caught a collective timing out (WorkNCCL)
-COUNTERS = "counters"  #: last enqueued / completed work
-FIRST_SIGNAL = "first_signal"  #: this rank's own watchdog fired first
-OBSERVED_SIGNAL = "observed_signal"  #: notified by another rank
-HEARTBEAT = "heartbeat"  #: heartbeat monitor / watchdog stuck
-TEARDOWN = "teardown"  #: taking the process down, watchdog thread terminated
+TIMEOUT = gr.K_TIMEOUT  #: the watchdog caught a collective timing out (WorkNCCL)
+COUNTERS = gr.K_COUNTERS  #: last enqueued / completed work
+FIRST_SIGNAL = gr.K_FIRST_SIGNAL  #: this rank's own watchdog fired first
+OBSERVED_SIGNAL = gr.K_OBSERVED_SIGNAL  #: notified by another rank
+HEARTBEAT = gr.K_HEARTBEAT  #: heartbeat monitor / watchdog stuck
+TEARDOWN = gr.K_TEARDOWN  #: taking the process down, watchdog thread terminated
+WITNESS = gr.K_WITNESS  #: one rank's line names other ranks as culprits
+BARRIER_TIMEOUT = gr.K_BARRIER_TIMEOUT  #: rank 0 ran out of time in monitoredBarrier
+GLOO_WAIT = gr.K_GLOO_WAIT  #: a gloo operation of this rank timed out / lost its peer
+NCCL_COLL = gr.K_NCCL_COLL  #: an NCCL_DEBUG_SUBSYS=COLL line: a collective this rank launched
+NCCL_INIT = gr.K_NCCL_INIT  #: an NCCL init line (comm pointer -> communicator rank)
+ELASTIC_FAILED = gr.K_ELASTIC_FAILED  #: torchelastic saw a local worker fail
+INIT_WAIT = "init_wait"  #: waited in rendezvous / communicator setup for peers that never came
+NCCL_WARN = "nccl_warn"  #: an NCCL WARN line reporting a failure of its own process
+DETAIL_TRACE = "detail_trace"  #: DETAIL's "Running collective: CollectiveFingerPrint(…)" (INFO)
+WATCHDOG_BARE = "watchdog_bare"  #: a watchdog timeout whose WorkNCCL record is cut/paraphrased
+RAS = log_ras.RAS_SPLIT  #: an NCCL RAS report's count split / missing ranks of one communicator
 OOM = "oom"
 DATA_LOADING = "data_loading"
 FABRIC = "fabric"
@@ -70,42 +83,35 @@ _ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:[.,](\d
 _TAG = re.compile(
     r"\[(?:PG ID (?P<id3>\d+) PG GUID (?P<guid>[^\s(\]]+)(?:\((?P<name>[^)]*)\))?"
     r"|PG (?P<id2>\d+)(?: \((?P<name2>[^)]*)\))?)? ?Rank (?P<grank>\d+)\]")
-_WORK = re.compile(
-    r"WorkNCCL\(\s*SeqNum=(?P<seq>\d+),\s*OpType=(?P<op>[A-Za-z_]+)"
-    r"(?:,\s*NumelIn=(?P<nin>-?\d+),\s*NumelOut=(?P<nout>-?\d+))?"
-    r"(?:,\s*Timeout\(ms\)=(?P<tmo>\d+))?")
 _RAN_FOR = re.compile(r"ran for (\d+) milliseconds")
-_COUNTERS = (
-    re.compile(r"last enqueued NCCL work: (-?\d+), last completed NCCL work: (-?\d+)", re.I),
-    re.compile(r"last enqueued work: (-?\d+), last completed work: (-?\d+)", re.I),
-    re.compile(r"last_enqueued_collective\W+(-?\d+).*?last_completed_collective\W+(-?\d+)",
-               re.I),
-)
 _TIMEOUT_AT = re.compile(r"(?:Timeout at NCCL work|detected by watchdog at work"
                          r"(?: sequence id)?): (\d+)", re.I)
-_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    (FIRST_SIGNAL, re.compile(r"First PG on this rank to signal dumping", re.I)),
-    (OBSERVED_SIGNAL, re.compile(r"Observed flight recorder dump signal from another rank",
-                                 re.I)),
-    (HEARTBEAT, re.compile(r"Heartbeat monitor timed out|no heartbeat|watchdog got stuck", re.I)),
-    (TEARDOWN, re.compile(r"taking the entire process down|watchdog thread terminated with "
-                          r"exception|terminate called after throwing", re.I)),
+#: Hints about a rank's trouble (not stall evidence by themselves): category words only.
+_HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (OOM, re.compile(r"CUDA out of memory|OutOfMemoryError", re.I)),
     (DATA_LOADING, re.compile(r"DataLoader worker|AISBatchLoaderError|Connection reset by peer"
                               r"|timed out waiting for (?:data|batch)|retrying \d+/\d+|"
                               r"StopIteration", re.I)),
-    (FABRIC, re.compile(r"NCCL WARN NET/|ncclRemoteError|ncclSystemError|ibv_|"
-                        r"remote process exited|NVLink|Xid \d+", re.I)),
     (EXCEPTION, re.compile(r"Traceback \(most recent call last\)")),
 )
+#: the event kinds read line by line through the catalogue (the others span lines and are read
+#: by the stateful scanners of log_failures / log_ras)
+_LINE_KINDS = frozenset({TIMEOUT, COUNTERS, FIRST_SIGNAL, OBSERVED_SIGNAL, HEARTBEAT, TEARDOWN,
+                         FABRIC, WITNESS, BARRIER_TIMEOUT, GLOO_WAIT, NCCL_COLL, NCCL_INIT,
+                         ELASTIC_FAILED, WATCHDOG_BARE, DETAIL_TRACE, NCCL_WARN, INIT_WAIT})
 #: Cheap substring checks (on the lower-cased segment) decide whether a segment can hold any
 #: event at all — most lines of a training log are not watchdog lines, and one big
 #: case-insensitive regex alternation costs ~10x more per line than these ``in`` tests.
-_TRIGGERS = ("worknccl", "last enqueued", "last_enqueued", "signal dumping", "dump signal",
-             "heartbeat", "watchdog", "entire process", "terminate called", "out of memory",
-             "outofmemory", "dataloader", "aisbatchloader", "connection reset",
-             "timed out waiting", "retrying", "stopiteration", "nccl warn", "ncclremote",
-             "ncclsystem", "ibv_", "remote process", "nvlink", "xid ", "traceback")
+_TRIGGERS = tuple(sorted({t for p in gr.CATALOGUE if p.kind in (
+    gr.K_TIMEOUT, gr.K_COUNTERS, gr.K_FIRST_SIGNAL, gr.K_OBSERVED_SIGNAL, gr.K_HEARTBEAT,
+    gr.K_TEARDOWN, gr.K_WITNESS, gr.K_BARRIER_TIMEOUT, gr.K_GLOO_WAIT, gr.K_NCCL_COLL,
+    gr.K_NCCL_INIT, gr.K_ELASTIC_FAILED, "fabric", "watchdog_bare", "detail_trace",
+    "nccl_warn", "init_wait")
+    for t in p.triggers} | {
+    "out of memory", "outofmemory", "dataloader", "aisbatchloader", "connection reset",
+    "timed out waiting", "retrying", "stopiteration", "nvlink", "traceback"}))
+#: a trigger that contains another one is redundant (fewer ``in`` tests per line)
+_TRIGGERS = tuple(t for t in _TRIGGERS if not any(o != t and o in t for o in _TRIGGERS))
 
 
 def _nccl_record(seg: str) -> bool:
@@ -120,6 +126,7 @@ def _triggered(seg: str) -> bool:
 
 _RECORD_START = re.compile(r"^\s+(?:- |\[[\d, ]+\] |#\d+ )|"
                            r"^\s*(?:\[rank\d+\]:|\[default\d+\]:|\(\w*Worker|\d{4}-\d{2}-\d{2}"
+                           r"|\[[EWIF](?:\d{4} | )|[\w.-]+:\d+:\d+ \[\d+\] "
                            r"|[EWIF]\d{4} |\[\d+\]|\w[\w.-]* \[std(?:err|out)\]|Traceback|"
                            r"\s+File \")")
 _FILE_RANK = re.compile(r"rank[_\-.]?(\d{1,7})|(?:^|[_\-.])(\d{1,7})\.(?:log|err|out|txt)$", re.I)
@@ -149,6 +156,8 @@ class LogEvent:
     text: str = ""
     #: rank errors, desync reports, fingerprints and world hints carry their specifics here
     detail: dict[str, Any] | None = None
+    #: the catalogue pattern (:mod:`.grammar`) the line was read through
+    pattern: str | None = None
 
 
 @dataclass
@@ -162,6 +171,9 @@ class ParsedLogs:
     split_fused: int = 0
     notes: list[str] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)
+    #: the global ranks each file holds lines of (a file with several is one interleaved stream,
+    #: where a rank's silence is evidence; per-rank files can simply be missing)
+    ranks_by_file: dict[str, set[int]] = field(default_factory=dict)
 
 
 def expand_paths(specs: list[str]) -> list[Path]:
@@ -256,7 +268,7 @@ def rank_from_filename(name: str) -> int | None:
     m = _FILE_RANK.search(name)
     if not m:
         return None
-    return int(m.group(1) or m.group(2))
+    return gr.parse_rank(m.group(1) or m.group(2))
 
 
 def _parse_file(path: Path, result: ParsedLogs) -> None:
@@ -271,13 +283,19 @@ def _parse_file(path: Path, result: ParsedLogs) -> None:
     result.joined_wrapped += joined
     result.lines += text.count("\n") + 1
     scanner = lf.FailureScanner(file_rank, lambda s: _timestamp(s, year, result.skipped))
+    ras = log_ras.RasScanner()
+    in_file = result.ranks_by_file.setdefault(str(path), set())
     for no, seg in segs:
         m = _RANK_PREFIX.search(seg) if "[rank" in seg else None
-        if m:
-            result.ranks_seen.add(int(m.group(1)))
-        rank = int(m.group(1)) if m else _global_rank(seg, file_rank)
+        prefixed = gr.parse_rank(m.group(1)) if m else None
+        if prefixed is not None:
+            result.ranks_seen.add(prefixed)
+        rank = prefixed if m else _global_rank(seg, file_rank)
+        if rank is not None:
+            in_file.add(rank)
         low = seg.lower()
         scanner.feed(no, seg, low, rank)
+        ras.feed(no, seg, low)
         if not any(k in low for k in _TRIGGERS):
             continue
         if rank is not None:
@@ -285,9 +303,13 @@ def _parse_file(path: Path, result: ParsedLogs) -> None:
         ts = _timestamp(seg, year, result.skipped)
         result.events.extend(_events(seg, str(path), no, rank, ts, result.skipped))
     scanner.close(len(segs))
+    ras.close()
     for f in scanner.found:
         result.events.append(LogEvent(f.kind, str(path), f.line, f.rank, ts_ns=f.ts_ns,
-                                      text=f.text, detail=dict(f.detail)))
+                                      text=f.text, detail=dict(f.detail), pattern=f.pattern))
+    for block in ras.blocks:
+        result.events.append(LogEvent(RAS, str(path), block.line, None, text=block.text,
+                                      detail=block.as_detail(), pattern=block.pattern))
 
 
 def _year_hint(text: str, path: Path) -> int:
@@ -303,10 +325,10 @@ def _year_hint(text: str, path: Path) -> int:
 def _global_rank(seg: str, file_rank: int | None) -> int | None:
     m = _RANK_PREFIX.search(seg)
     if m:
-        return int(m.group(1))
+        return gr.parse_rank(m.group(1))
     m = _LAUNCHER_RANK.search(seg)
     if m:
-        return int(next(g for g in m.groups() if g is not None))
+        return gr.parse_rank(next(g for g in m.groups() if g is not None))
     return file_rank
 
 
@@ -338,22 +360,19 @@ def _events(seg: str, file: str, line: int, rank: int | None, ts: int | None = N
             skipped: Counter[str] | None = None) -> list[LogEvent]:
     try:
         return _events_unchecked(seg, file, line, rank, ts)
-    except _NumberTooLong:
+    except gr.NumberTooLong:
         if skipped is not None:
             skipped["number longer than 18 digits (line skipped)"] += 1
         return []
 
 
-class _NumberTooLong(ValueError):
-    pass
-
-
 def _events_unchecked(seg: str, file: str, line: int, rank: int | None, ts: int | None
                       ) -> list[LogEvent]:
+    """The events of one line, each read through a catalogue pattern (:mod:`.grammar`)."""
     tag = _TAG.search(seg)
     group = group_rank = None
     if tag:
-        group_rank = _int(tag.group("grank"))
+        group_rank = gr.parse_rank(tag.group("grank"))
         if tag.group("guid"):
             name = tag.group("name")  # the Flight Recorder's label: "<guid>:<desc>"
             group = f"{tag.group('guid')}:{name}" if name else tag.group("guid")
@@ -361,37 +380,85 @@ def _events_unchecked(seg: str, file: str, line: int, rank: int | None, ts: int 
             group = f"id:{tag.group('id2')}" + (f"({tag.group('name2')})"
                                                 if tag.group("name2") else "")
     text = seg.strip()[:400]
+    low = seg.lower()
     # What every event of this line shares; each kind below fills in its own fields.
     common = LogEvent("", file, line, rank, group=group, group_rank=group_rank, ts_ns=ts,
                       text=text)
     events: list[LogEvent] = []
-    work = _WORK.search(seg)
-    ran = _RAN_FOR.search(seg)
-    if work and ("timeout" in seg.lower() or ran):
+    hits = {h.pattern.id: h for h in gr.scan(seg, low, _LINE_KINDS)}
+    work = hits.get("torch.nccl.watchdog_timeout")
+    ran = _RAN_FOR.search(seg) if work else None
+    if work and ("timeout" in low or ran):
+        w = work.match
         events.append(replace(
-            common, kind=TIMEOUT, seq=_int(work.group("seq")), op=work.group("op").upper(),
-            numel_in=_opt_int(work.group("nin")), numel_out=_opt_int(work.group("nout")),
-            timeout_ms=_opt_int(work.group("tmo")),
-            ran_for_ms=_opt_int(ran.group(1) if ran else None)))
-    for pattern in _COUNTERS:
-        m = pattern.search(seg)
-        if m:
-            at = _TIMEOUT_AT.search(seg)
-            events.append(replace(common, kind=COUNTERS, enqueued=_int(m.group(1)),
-                                  completed=_int(m.group(2)),
-                                  seq=_int(at.group(1)) if at else None))
-            break
-    for kind, pattern in _PATTERNS:
-        if pattern.search(seg):
+            common, kind=TIMEOUT, seq=_opt_int(w.group("seq")), op=w.group("op").upper(),
+            numel_in=_opt_int(w.group("nin")), numel_out=_opt_int(w.group("nout")),
+            timeout_ms=_opt_int(w.group("tmo")),
+            ran_for_ms=_opt_int(ran.group(1) if ran else None), pattern=work.pattern.id))
+    counters = hits.get("torch.nccl.timeout_counters") or hits.get("torch.nccl.pg_status")
+    if counters:
+        at = _TIMEOUT_AT.search(seg)
+        events.append(replace(common, kind=COUNTERS, enqueued=_int(counters.match.group("enq")),
+                              completed=_int(counters.match.group("done")),
+                              seq=_int(at.group(1)) if at else None,
+                              pattern=counters.pattern.id))
+    for pid, hit in hits.items():
+        kind = hit.pattern.kind
+        if kind in (TIMEOUT, COUNTERS) or (kind == WATCHDOG_BARE and work):
+            continue
+        detail: dict[str, Any] | None = None
+        if pid == "torch.nccl.dump_signal_received":
+            if hit.match.group("local"):
+                kind = FIRST_SIGNAL
+            else:
+                detail = {"initiator": gr.parse_rank(hit.match.group("initiator"))}
+        elif kind == WITNESS:
+            if pid == "torch.gloo.monitored_barrier_rank" and \
+                    "torch.gloo.monitored_barrier_ranks" in hits:
+                continue  # "Ranks 4, 5 failed…" also reads as "Rank 5 failed…"
+            detail = {"culprits": gr.parse_rank_list(hit.match.group("ranks")),
+                      "witness": rank if rank is not None else group_rank}
+            if "ms" in hit.match.groupdict():
+                detail["timeout_ms"] = _opt_int(hit.match.group("ms"))
+        elif kind == BARRIER_TIMEOUT:
+            groups = hit.match.groupdict()
+            detail = {"witness": gr.parse_rank(groups.get("rank")),
+                      "processed": gr.parse_rank_list(groups.get("done") or "")}
+        elif kind == NCCL_COLL:
+            m = hit.match
+            detail = {"op": m.group("op"), "opcount": int(m.group("opcount"), 16),
+                      "count": _int(m.group("count")), "dtype": _int(m.group("dtype")),
+                      "redop": _int(m.group("redop")), "root": _int(m.group("root")),
+                      "comm": m.group("comm"), "nranks": _int(m.group("nranks")),
+                      "host_pid": NCCL_HOST_PID.search(seg).group(0)  # type: ignore[union-attr]
+                      if NCCL_HOST_PID.search(seg) else None}
+        elif kind == NCCL_INIT:
+            m = hit.match
+            detail = {"comm": m.group("comm"), "comm_rank": gr.parse_rank(m.group("rank")),
+                      "nranks": _int(m.group("nranks")), "comm_id": m.group("commid")}
+        elif kind == DETAIL_TRACE:
+            m = hit.match
+            if m.group("seq") is None:
+                continue
+            detail = {"of_rank": gr.parse_rank(m.group("rank")), "seq": _int(m.group("seq")),
+                      "op": m.group("op"), "shape": m.group("shape"), "dtype": m.group("dtype")}
+        elif kind == ELASTIC_FAILED:
+            detail = {"exit_code": _int(hit.match.group("code")),
+                      "local_rank": gr.parse_rank(hit.match.group("local"))}
+        events.append(replace(common, kind=kind, detail=detail, pattern=pid))
+    for kind, rx in _HINTS:
+        if rx.search(seg):
             events.append(replace(common, kind=kind))
     return events
 
 
+#: NCCL's own line prefix ``host:pid:tid [cudaDev]`` (src/debug.cc)
+NCCL_HOST_PID = re.compile(r"[\w.-]+:\d+:\d+ \[\d+\] NCCL")
+
+
 def _int(v: str) -> int:
     """A number from a log line; more than 18 digits is bad input, not a SeqNum."""
-    if len(v.lstrip("-")) > lf.MAX_DIGITS:
-        raise _NumberTooLong(v[:20])
-    return int(v)
+    return gr.parse_int(v)
 
 
 def _opt_int(v: str | None) -> int | None:

@@ -7,6 +7,8 @@ One fault per clause, clauses separated by ``;`` (or given as repeated ``--fault
     rank=*:spike@t=4s,delta=1GiB,duration=300ms
     rank=1-3:fragmentation@t=2s,factor=3
     rank=0:oom@t=6s
+    rank=3:stall@t=60s
+    rank=1:crash@t=30s
 
 ``rank=`` selects the owning rank(s): one number, a range ``a-b``, or ``*`` (all); omitted means
 all ranks. ``@t=`` is when the fault starts, in seconds since the simulated clock's origin.
@@ -21,7 +23,16 @@ Kinds and what they do to the owning rank's numbers (parameters and defaults):
   and at ``t+lead`` (``lead=500ms``) on every other rank, for ``duration`` (default: for good) —
   the cross-rank incident where one rank rises first.
 - ``oom``: at ``t`` the allocator asks for more than the device has: used pins at the total, the
-  OOM counter increments, and ``SimulatedSampler.raise_if_oom()`` raises.
+  OOM counter increments, and ``SimulatedSampler.raise_if_oom()`` raises. With ``exit=1.5s``
+  the OOM ends the rank that long after it (``stormotel track`` exits as a rank dying of an
+  uncaught OOM does): the OOM that ends the job.
+
+Process faults, played by ``stormotel track`` (the numbers stay healthy):
+
+- ``stall``: from ``t`` the rank stops advancing its training step while its tracker keeps
+  sampling — a rank hung in a collective or a data loader.
+- ``crash``: at ``t`` the process dies at once of SIGKILL (no clean stop, no final export) — the
+  kernel's OOM killer, a segfault, a lost node.
 """
 
 from __future__ import annotations
@@ -33,7 +44,8 @@ from dataclasses import dataclass, field
 from stormotel import units
 from stormotel.errors import UsageError
 
-__all__ = ["FAULT_KINDS", "Fault", "FaultSpecError", "parse_bytes", "parse_duration",
+__all__ = ["FAULT_KINDS", "PROCESS_FAULTS", "Fault", "FaultSpecError", "parse_bytes",
+           "parse_duration",
            "parse_faults"]
 
 FAULT_KINDS: dict[str, dict[str, str]] = {  # kind -> parameter -> value type
@@ -41,14 +53,20 @@ FAULT_KINDS: dict[str, dict[str, str]] = {  # kind -> parameter -> value type
     "spike": {"delta": "bytes", "duration": "duration"},
     "fragmentation": {"factor": "float"},
     "first_spike": {"delta": "bytes", "lead": "duration", "duration": "duration"},
-    "oom": {},
+    "oom": {"exit": "duration"},
+    "stall": {},
+    "crash": {},
 }
+#: Kinds that change what the process does rather than the device's numbers.
+PROCESS_FAULTS = frozenset({"stall", "crash"})
 _DEFAULTS: dict[str, dict[str, float]] = {
     "leak": {"rate": 16 * 2**20},
     "spike": {"delta": 2**30, "duration": 0.5},
     "fragmentation": {"factor": 3.0},
     "first_spike": {"delta": 512 * 2**20, "lead": 0.5, "duration": math.inf},
-    "oom": {},
+    "oom": {"exit": math.inf},  # inf: the rank lives on
+    "stall": {},
+    "crash": {},
 }
 
 

@@ -42,7 +42,7 @@ class SimulatedSampler:
                  *, device_index: int = 0, total_bytes: int = 16 * GiB,
                  epoch_ns: int | None = None, step_period_s: float = 1.0,
                  weights_bytes: int = 2 * GiB, activation_peak_bytes: int = 3 * GiB,
-                 gap_bytes: int = 512 * MiB,
+                 gap_bytes: int = 512 * MiB, gpu_uuid: str | None = None,
                  clock_ns: Callable[[], int] = time.time_ns) -> None:
         if faults is None:
             faults = os.environ.get(schema.ENV_SIM_FAULTS, "")
@@ -58,7 +58,7 @@ class SimulatedSampler:
             shared_epoch = False
         self.rank = rank
         self.device_index = device_index
-        self.gpu_uuid: str | None = f"GPU-simulated-{device_index}"
+        self.gpu_uuid: str | None = gpu_uuid or f"GPU-simulated-{device_index}"
         self.gpu_name: str | None = f"Simulated GPU ({total_bytes / GiB:.0f} GiB)"
         self.total_bytes = total_bytes
         self.epoch_ns = epoch_ns
@@ -144,6 +144,12 @@ class SimulatedSampler:
         now = self._clock_ns()
         return self.reading_at(self.elapsed_s(now), timestamp_ns=now)
 
+    def started(self, kind: str) -> bool:
+        """Whether a fault of ``kind`` owned by this rank has started (process faults)."""
+        t = self.elapsed_s()
+        return any(f.kind == kind and f.owned_by(self.rank) and t >= f.start_s
+                   for f in self.faults)
+
     def raise_if_oom(self) -> None:
         """Raise :class:`SimulatedOutOfMemoryError` once per ``oom`` fault that has started."""
         t = self.elapsed_s()
@@ -157,6 +163,13 @@ class SimulatedSampler:
                     f"CUDA out of memory (simulated device {self.device_index}, rank "
                     f"{self.rank}): tried to allocate {self.activation_peak_bytes // MiB} MiB; "
                     f"{self.total_bytes / GiB:.0f} GiB total capacity")
+
+    def exit_after_oom_s(self) -> float | None:
+        """Seconds after the epoch at which a planted ``oom`` fault with ``exit=`` ends this
+        rank (the earliest), or None when none does."""
+        ends = [f.start_s + f.param("exit") for f in self.faults
+                if f.kind == "oom" and f.owned_by(self.rank) and f.param("exit") < math.inf]
+        return min(ends) if ends else None
 
     def close(self) -> None:
         """Nothing to release."""

@@ -7,10 +7,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 from stormotel.dashboards import build
 from stormotel.dashboards.settings import Settings
 
 from stormotel import exitcodes
+from tests import servers
 from tests.cli import run_stormotel
 from tests.dashboards.exprs import REPO
 
@@ -84,3 +86,35 @@ def test_help_explains_every_flag() -> None:
     for flag in ("--out", "--chart", "--no-chart", "--check", "--warning-percent",
                  "--critical-percent", "--estimate-margin", "--runbook-url"):
         assert flag in out.stdout
+
+
+@pytest.mark.slow  # promtool, a Go binary, three times on the whole rule set
+@pytest.mark.parametrize("flags", [
+    ("--warning-percent", "75", "--critical-percent", "90"),
+    ("--warning-percent", "50", "--critical-percent", "60", "--estimate-margin", "1.3",
+     "--runbook-url", "https://wiki.example/runbook"),
+    ("--warning-percent", "90", "--critical-percent", "100"),
+], ids=["75-90", "50-60-margin-runbook", "90-100"])
+def test_generated_rule_tests_pass_with_custom_settings(tmp_path: Path,
+                                                        flags: tuple[str, ...]) -> None:
+    """What a user deploys with their own thresholds: the generated promtool tests pass
+    against the generated rules (they used to expect the defaults' 80/95 % texts)."""
+    out = _run("--out", str(tmp_path), *flags)
+    assert out.returncode == exitcodes.OK, out.stderr
+    tests_dir = tmp_path / "rules" / "tests"
+    run = subprocess.run([servers.require_binary("promtool"), "test", "rules",
+                          "stormotel-rules.test.yml"], capture_output=True, text=True,
+                         timeout=120, cwd=tests_dir)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    pct = flags[1]
+    assert f"more than {pct}% of GPU memory" in (tests_dir / "stormotel-rules.test.yml").read_text()
+
+
+def test_out_elsewhere_leaves_the_checkouts_chart_alone(tmp_path: Path) -> None:
+    """`--out DIR` with custom thresholds used to rewrite helm/stormotel/files/ of the
+    checkout as well; the chart is regenerated only with the checkout's own dashboards/."""
+    before = {p: p.read_bytes() for p in CHART.rglob("*") if p.is_file()}
+    out = _run("--out", str(tmp_path), "--critical-percent", "90")
+    assert out.returncode == exitcodes.OK, out.stderr
+    assert str(CHART) not in out.stderr
+    assert {p: p.read_bytes() for p in CHART.rglob("*") if p.is_file()} == before

@@ -28,7 +28,7 @@ KNOWN_SERIES = ({name for m in schema.ALL_METRICS for name in m.prom_series}
 PROMQL_WORDS = {"by", "on", "and", "or", "unless", "max", "min", "sum", "count", "topk",
                 "bottomk", "rate", "increase", "deriv", "predict_linear", "max_over_time",
                 "time", "group", "label_values", "ignoring", "offset", "last_over_time",
-                "clamp_min", "label_replace", "group_left"}
+                "clamp_min", "label_replace", "group_left", "changes", "count_over_time"}
 _IDENT = re.compile(r"(?<![\w\"$:.])([a-zA-Z_:][\w:]*)\s*(?=[{\[(]|\s*$|\s*[)/*+\-<>=])")
 
 

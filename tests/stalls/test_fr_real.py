@@ -39,7 +39,10 @@ def test_straggler_that_skips_a_collective_is_named(fr_dumps: Path, form: str) -
     [f] = report["stall_findings"]
     assert (f["kind"], f["ranks"], f["seq_id"], f["op"]) == ("straggler", [2], 5, "all_reduce")
     assert f["process_group"] == "0:default_pg" and f["source"] == "flight_recorder"
-    assert f["confidence"] == "high" and f["consequence_of"] is None
+    # the rule asks for high; its pattern has no measured precision on held-out real dumps
+    # yet, so the calibration caps it (analyzers/stalls/calibration.py)
+    assert f["confidence"] == "medium" and f["consequence_of"] is None
+    assert f["evidence"]["confidence_capped"] == {"asked": "high", "ceiling": "medium"}
     assert f["evidence"]["waiting_ranks"] == [0, 1, 3]
     assert f["evidence"]["first_divergence"] is True
     assert report["extra"]["stalls"]["flight_recorder"]["forms"] == [form]

@@ -98,12 +98,28 @@ def test_ring_buffer_truncation_is_not_a_mismatch(tmp_path: Path) -> None:
 
 
 def test_member_without_entries_never_joined(tmp_path: Path) -> None:
+    """Rank 3's ring dropped nothing (its record ids start at 0): absence proves it."""
     tp = ("1", "tp")
-    folder = write(tmp_path, {0: [entry(1), entry(1, group=tp, pg_id=1, record=9)],
-                              1: [entry(1), entry(1, group=tp, pg_id=1, record=9)],
-                              2: [entry(1)],
-                              3: [entry(1, group=tp, pg_id=1)]})
-    assert ("not_joined", [3], None) in findings(folder)
+    folder = write(tmp_path, {0: [entry(1, record=0), entry(1, group=tp, pg_id=1, record=1)],
+                              1: [entry(1, record=0), entry(1, group=tp, pg_id=1, record=1)],
+                              2: [entry(1, record=0)],
+                              3: [entry(1, group=tp, pg_id=1, record=0)]})
+    [f] = [f for f in analyze_dumps(load_dump_dir(folder)).findings if f.kind == "not_joined"]
+    assert (f.ranks, f.process_group) == ([3], "0:default_pg")
+    assert f.evidence["pattern"] == "fr.not_joined.window_covers"
+
+
+def test_absence_from_a_ring_that_dropped_the_moment_proves_nothing(tmp_path: Path) -> None:
+    """Rank 3's ring starts (record id 40, created later) after the others' default-group
+    entry: it may have issued that collective and dropped it. No rank is named."""
+    tp = ("1", "tp")
+    late = {**entry(2, group=tp, pg_id=1, record=40), "time_created_ns": 1000 + 60 * 10**9}
+    folder = write(tmp_path, {0: [entry(1, record=0), entry(2, group=tp, pg_id=1, record=1)],
+                              1: [entry(1, record=0), entry(2, group=tp, pg_id=1, record=1)],
+                              2: [entry(1, record=0)],
+                              3: [late]})
+    assert [f for f in analyze_dumps(load_dump_dir(folder)).findings
+            if f.kind == "not_joined" or 3 in f.ranks] == []
 
 
 def test_first_divergence_is_the_earliest_primary_finding(tmp_path: Path) -> None:
@@ -112,6 +128,19 @@ def test_first_divergence_is_the_earliest_primary_finding(tmp_path: Path) -> Non
     analysis = analyze_dumps(load_dump_dir(folder))
     assert analysis.first_divergence == {"process_group": "0:default_pg", "seq_id": 2,
                                          "kind": "op_type_mismatch", "ranks": [2]}
+
+
+def test_a_recorder_reset_after_the_moment_proves_nothing(tmp_path: Path) -> None:
+    """Rank 3's record ids start at 0, but its first entry came a minute after the others'
+    default-group entry (its recorder was reset, torch >= 2.8): it may have joined before."""
+    tp = ("1", "tp")
+    late = {**entry(2, group=tp, pg_id=1, record=0), "time_created_ns": 1000 + 60 * 10**9}
+    folder = write(tmp_path, {0: [entry(1, record=0), entry(2, group=tp, pg_id=1, record=1)],
+                              1: [entry(1, record=0), entry(2, group=tp, pg_id=1, record=1)],
+                              2: [entry(1, record=0)],
+                              3: [late]})
+    assert [f for f in analyze_dumps(load_dump_dir(folder)).findings
+            if f.kind == "not_joined"] == []
 
 
 def test_world_size_hint_names_unseen_ranks(tmp_path: Path) -> None:

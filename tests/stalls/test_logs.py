@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -135,14 +136,16 @@ def test_logs_cli_with_glob_and_text_summary() -> None:
 def test_quiet_logs_are_healthy(tmp_path: Path) -> None:
     log = tmp_path / "rank0.log"
     log.write_text("2026-11-21 04:58:10,001 INFO train.py:88 step 1200 loss 2.31\n")
-    code, report = run_json("--logs", str(log))
-    assert code == 0 and report["stall_findings"] == []
+    proc = run_cli("--logs", str(log), "--format", "json", "--quiet")
+    # No watchdog line: nothing about stalls to judge by, so "no evidence" (exit 3), not healthy.
+    assert proc.returncode == 3 and json.loads(proc.stdout)["stall_findings"] == []
 
 
 def test_logs_without_watchdog_lines_say_no_evidence_not_healthy(tmp_path: Path) -> None:
     log = tmp_path / "rank0.log"
     log.write_text("epoch 1 loss 0.52\nepoch 2 loss 0.41\n")
     proc = run_cli("--logs", str(log))
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 3, proc.stderr  # docs/exit-codes.md: no evidence is not healthy
+    assert "no evidence" in proc.stderr.splitlines()[-1]
     assert "Verdict: no evidence" in proc.stdout and "Verdict: healthy" not in proc.stdout
     assert "no ProcessGroupNCCL watchdog lines in 1 file(s)" in proc.stdout

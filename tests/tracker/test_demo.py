@@ -54,3 +54,32 @@ def test_demo_rejects_bad_arguments(tmp_path: Path) -> None:
                           "--fault", "rank=2:nope"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "unknown kind 'nope'" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.slow
+def test_demo_prints_next_commands_that_run_from_a_fresh_shell(tmp_path: Path) -> None:
+    """`make demo` from a shell whose PATH lacks the venv (the user's first hour): every
+    command it prints as the next step runs as printed (it used to print a bare `stormotel`:
+    command not found)."""
+    import os
+
+    from tests.cli import REPO
+
+    env = {**os.environ, "PATH": "/usr/bin:/bin"}
+    env.pop("VIRTUAL_ENV", None)
+    out = subprocess.run([sys.executable, "-m", "stormotel", "demo", "--out",
+                          str(tmp_path), "--duration", "3"], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    printed = [line.strip() for line in out.stdout.splitlines()]
+    assert "Next steps (copy and paste):" in printed
+    commands = [line.split("#")[0].strip() for line in printed
+                if line.endswith("# the analysis above, again") or line.startswith("source ")]
+    analyze, activate = commands
+    assert analyze.startswith(".venv/bin/stormotel analyze ") or \
+        analyze.startswith(f"{Path(sys.executable).parent}/stormotel analyze "), analyze
+    for command in (analyze, f"{activate} && stormotel --help >/dev/null"):
+        run = subprocess.run(["bash", "-c", command], cwd=REPO, env=env, capture_output=True,
+                             text=True, timeout=120)
+        assert run.returncode in (0, 1), (command, run.stderr)  # 1: the planted findings
+        assert "command not found" not in run.stderr

@@ -55,7 +55,10 @@ def table() -> str:
               f"`{schema.EVENT_ATTR_THRESHOLD}`"),
              ("event", schema.EVENT_OOM, f"`{schema.EVENT_ATTR_CONTEXT}`, "
               f"`{schema.EVENT_ATTR_DUMP_PATH}`, `{schema.EVENT_ATTR_MESSAGE}`, "
-              f"`{schema.EVENT_ATTR_BYTES}`")]
+              f"`{schema.EVENT_ATTR_BYTES}`"),
+             ("event", schema.EVENT_STALL, f"`{schema.EVENT_ATTR_STACK_PATH}`, "
+              f"`{schema.EVENT_ATTR_SINCE_PROGRESS}`, `{schema.EVENT_ATTR_DEADLINE}`, and "
+              f"`{schema.EVENT_ATTR_DUMP_PATH}` when a Flight Recorder dump was taken with it")]
     rows += ["", "| kind | name | carries |", "|---|---|---|"]
     rows += [f"| {k} | `{n}` | {c} |" for k, n, c in spans]
     return "\n".join(rows)

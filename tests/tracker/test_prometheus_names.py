@@ -32,7 +32,8 @@ def test_served_names_match_schema(make_tracker: Callable[..., MemoryTracker],
     samples = {s.name: s for fam in text_string_to_metric_families(text) for s in fam.samples}
     # The edge gap is unknown for an edge on a tracker's first sample (the threshold crossing
     # here); test_peaks_and_edge_gauges checks it for a later edge.
-    maybe = {schema.EDGE_GAP.name}
+    # The stop timestamp is served only after a clean stop (test_stop_edges scrapes it there).
+    maybe = {schema.EDGE_GAP.name, schema.TRACKER_STOP.name}
     for metric in schema.ALL_METRICS:
         served = metric.prom_series[-1]  # a histogram's _count, else the name itself
         if metric.name in maybe and served not in samples:

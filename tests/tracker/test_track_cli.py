@@ -103,6 +103,13 @@ def test_ctrl_c_flushes_and_exits_cleanly(tmp_path: Path) -> None:
     (["--sampler", "simulated", "--job-id", ".."], "job_id='..' must be non-empty, not '.'"),
     (["--sampler", "simulated", "--rank", "0", "--local-rank", "2", "--world-size", "2"],
      "local_rank=2 must be < world_size"),
+    (["--sampler", "simulated", "--device-memory", "4GiB"], "must be at least 8GiB"),
+    (["--sampler", "simulated", "--device-memory", "lots"], "is not a byte quantity"),
+    (["--sampler", "nvml", "--gpu-uuid", "GPU-x"], "--gpu-uuid needs --sampler simulated"),
+    (["--sampler", "nvml", "--device-memory", "80GiB"],
+     "--device-memory needs --sampler simulated"),
+    (["--sampler", "simulated", "--prometheus-linger", "-1"], "must be >= 0"),
+    (["--sampler", "simulated", "--fault", "rank=1:crash@t=1s,rate=2"], "crash has no parameter"),
 ])
 def test_bad_input_is_one_clear_line(args: list[str], message: str) -> None:
     out = run(args)
@@ -127,3 +134,67 @@ def test_help_explains_every_flag() -> None:
         assert action.help, f"{action.option_strings} has no help"
     out = run(["--help"])
     assert out.returncode == 0 and "--otlp-endpoint" in out.stdout
+
+
+def _scrape(port: int) -> dict[str, float]:
+    """One scrape of a local endpoint: series name → value (the one rank it serves)."""
+    import httpx
+
+    out: dict[str, float] = {}
+    for line in httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name.split("{", 1)[0]] = float(value)
+    return out
+
+
+def test_simulated_failures_play_as_a_training_job_would(tmp_path: Path) -> None:
+    """The failures alerts must catch, played by ``stormotel track``: a stall (the step stops,
+    samples go on), a crash (SIGKILL: no clean stop), and a chosen GPU UUID and device size."""
+    import httpx
+
+    from tests import servers
+
+    port = servers.free_port()
+    stall = subprocess.Popen([*CMD, "--sampler", "simulated", "--duration", "60", "-q",
+                              "--interval", "0.1", "--prometheus-port", str(port),
+                              "--prometheus-addr", "127.0.0.1", "--device-memory", "24GiB",
+                              "--gpu-uuid", "GPU-rehearsal", "--fault", "stall@t=3s",
+                              "--prometheus-linger", "0"],
+                             stderr=subprocess.PIPE, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 45  # a loaded machine may take long to import
+        first: dict[str, float] = {}
+        while time.monotonic() < deadline and schema.STEP.prom not in first:
+            time.sleep(0.3)
+            try:
+                first = _scrape(port)
+            except httpx.HTTPError:
+                continue
+        assert first[schema.DEVICE_LIMIT.prom] == 24 * 2**30
+        while _scrape(port)[schema.SAMPLES.prom] < 40:  # 4 s of samples: past the stall
+            time.sleep(0.3)
+        stalled = _scrape(port)
+        time.sleep(2.5)
+        later = _scrape(port)
+        assert later[schema.STEP.prom] == stalled[schema.STEP.prom] >= 1, "the step must stop"
+        assert later[schema.SAMPLES.prom] > stalled[schema.SAMPLES.prom], "samples go on"
+        assert later[schema.TRACKER_START.prom] > 0
+        assert schema.TRACKER_STOP.prom not in later
+        assert 'gpu_uuid="GPU-rehearsal"' in httpx_text(port)
+        stall.send_signal(signal.SIGTERM)
+        assert stall.wait(timeout=20) == exitcodes.OK
+    finally:
+        if stall.poll() is None:
+            stall.kill()
+            stall.wait(timeout=20)
+
+    crash = run(["--sampler", "simulated", "--duration", "20", "--archive", str(tmp_path),
+                 "--job-id", "crash", "--fault", "crash@t=1s"])
+    assert crash.returncode == -signal.SIGKILL
+
+
+def httpx_text(port: int) -> str:
+    import httpx
+
+    return httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text

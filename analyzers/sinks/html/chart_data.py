@@ -17,8 +17,10 @@ from stormotel.analyzers.sinks.html.downsample import (
     as_pairs,
     bucket_stats,
     doubled,
+    empty_runs,
     envelope,
     field_values,
+    hold_forward,
 )
 from stormotel.analyzers.timeline import (
     KIND_COLLECTIVE,
@@ -44,6 +46,9 @@ MAX_NAMED_RANKS = 8
 MAX_EDGE_EVENTS = 400
 MAX_SPANS = 4000
 MAX_COLLECTIVE_REGIONS = 200
+MAX_GAP_REGIONS = 60
+#: A value holds until the next sample; silence longer than this many sampling intervals is a gap.
+HOLD_INTERVALS = 3
 MIB = float(1 << 20)
 
 
@@ -62,6 +67,24 @@ class ChartData(TypedDict):
     named_ranks: list[int]
     #: Width of one bucket; absent when no rank has samples.
     bucket_seconds: NotRequired[float]
+    #: The data's own sampling/scrape interval: each value holds (step line) at most
+    #: HOLD_INTERVALS of these; a longer silence is a labelled "no data" region.
+    resolution_seconds: NotRequired[float]
+
+
+def confidence_words(confidence: float) -> str:
+    """A 0..1 confidence as words (high from 0.8, medium from 0.5, else low)."""
+    return "high" if confidence >= 0.8 else "medium" if confidence >= 0.5 else "low"
+
+
+def severity_words(severity: str, confidence: float) -> str:
+    """Severity and confidence in one phrase that does not contradict itself: a ``critical``
+    finding at confidence 0.48 reads "critical if real — low confidence (0.48): check before
+    acting", not a bare "critical" beside a number."""
+    words = confidence_words(confidence)
+    if words == "low" and severity in ("critical", "warning"):
+        return f"{severity} if real — low confidence ({confidence:.2f}): check before acting"
+    return f"{severity}, {words} confidence ({confidence:.2f})"
 
 
 def named_ranks(report: Report, timeline: Timeline, limit: int = MAX_NAMED_RANKS) -> list[int]:
@@ -116,23 +139,60 @@ def chart_data(timeline: Timeline, report: Report, *, bucket_count: int = DEFAUL
     # most buckets empty and its lines drawn as scattered dots.
     densest = max(len(s) for s in series.values())
     buckets = Buckets(window[0], window[1], max(2, min(bucket_count, densest)))
+    resolution_ns = _resolution_ns(report, series)
+    hold = max(1, int(np.ceil(HOLD_INTERVALS * resolution_ns / buckets.width_ns)))
     ordered = [series[r] for r in sorted(series)]
-    charts = []
+    charts: list[dict[str, Any]] = []
+    gaps: list[dict[str, Any]] = []
     for field, title in CHARTS:
         env = envelope(ordered, field, buckets)
         if not env.ranks_reporting:
             continue
+        first = not charts  # silences are labelled once, from the first chart drawn
+        if first:
+            gaps = _gap_regions(env.hi, None, buckets, hold)
         lines = []
         for r in shown:
             stats = bucket_stats(series[r].t_ns, field_values(series[r], field), buckets)
-            lines.append({"rank": r, "y": _mib(as_pairs(stats.lo, stats.hi))})
+            held = hold_forward(stats.last if stats.last is not None else stats.hi, hold)
+            empty = np.isnan(stats.lo)
+            lo, hi = np.where(empty, held, stats.lo), np.where(empty, held, stats.hi)
+            lines.append({"rank": r, "y": _mib(as_pairs(lo, hi))})
+            if first:
+                gaps += _gap_regions(stats.hi, r, buckets, hold)
         charts.append({"field": field, "title": title, "ranks_reporting": env.ranks_reporting,
-                       "lo": _mib(doubled(env.lo)), "median": _mib(doubled(env.median)),
-                       "hi": _mib(doubled(env.hi)), "lines": lines})
+                       "lo": _mib(doubled(hold_forward(env.lo, hold))),
+                       "median": _mib(doubled(hold_forward(env.median, hold))),
+                       "hi": _mib(doubled(hold_forward(env.hi, hold))), "lines": lines})
     return {"x": np.round(buckets.x_seconds(), 3).tolist(), "charts": charts,
-            "events": _events(report, series, shown), "regions": _regions(report),
+            "events": _events(report, series, shown),
+            "regions": _regions(report) + gaps[:MAX_GAP_REGIONS],
             "spans": _spans(series, shown), "named_ranks": shown,
-            "bucket_seconds": buckets.width_ns / 1e9}
+            "bucket_seconds": buckets.width_ns / 1e9,
+            "resolution_seconds": resolution_ns / 1e9}
+
+
+def _resolution_ns(report: Report, series: dict[int, RankSeries]) -> float:
+    """The interval the data was sampled or scraped at: the analysis' own figure, else the
+    median spacing of the densest rank."""
+    if report.cross_rank.resolution_ns:
+        return float(report.cross_rank.resolution_ns)
+    spacings = [float(np.median(np.diff(s.t_ns))) for s in series.values() if len(s) > 1]
+    return max(1.0, min(spacings)) if spacings else 1.0
+
+
+def _gap_regions(values: np.ndarray, rank: int | None, buckets: Buckets, hold: int
+                 ) -> list[dict[str, Any]]:
+    """Silences longer than the hold: drawn grey and labelled, never bridged by a line."""
+    out = []
+    for i0, i1 in empty_runs(values, hold + 1):
+        t0 = (buckets.t0_ns + i0 * buckets.width_ns) / 1e9
+        t1 = (buckets.t0_ns + (i1 + 1) * buckets.width_ns) / 1e9
+        who = "no rank reported" if rank is None else f"rank {rank}: no samples"
+        out.append({"t0": t0, "t1": t1, "kind": "no_data", "rank": rank,
+                    "label": f"{who} for {t1 - t0:.3g} s (tracker stopped, scrape failed or "
+                             "rank restarted)"})
+    return out
 
 
 def _events(report: Report, series: dict[int, RankSeries], shown: list[int]
@@ -168,7 +228,9 @@ def _regions(report: Report) -> list[dict[str, Any]]:
             continue
         if f.family == "gap":
             regions.append({"t0": f.start_ns / 1e9, "t1": f.end_ns / 1e9,
-                            "kind": f"gap_{f.severity}", "label": f"rank {f.ranks[0]}: {f.title}"})
+                            "kind": f"gap_{f.severity}",
+                            "label": f"rank {f.ranks[0]}: {f.kind} "
+                                     f"({severity_words(f.severity, float(f.confidence))})"})
         elif f.family == "collective" and f.index < MAX_COLLECTIVE_REGIONS:
             regions.append({"t0": f.start_ns / 1e9, "t1": f.end_ns / 1e9,
                             "kind": "collective_attribution",

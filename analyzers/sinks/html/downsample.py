@@ -46,6 +46,8 @@ class BucketStats:
     lo: np.ndarray
     hi: np.ndarray
     mean: np.ndarray
+    #: The bucket's last sample (what a sample-and-hold line carries into the next bucket).
+    last: np.ndarray | None = None
 
 
 def bucket_stats(t_ns: np.ndarray, values: np.ndarray, buckets: Buckets) -> BucketStats:
@@ -53,9 +55,10 @@ def bucket_stats(t_ns: np.ndarray, values: np.ndarray, buckets: Buckets) -> Buck
     lo = np.full(buckets.count, np.nan)
     hi = np.full(buckets.count, np.nan)
     mean = np.full(buckets.count, np.nan)
+    last = np.full(buckets.count, np.nan)
     ok = np.isfinite(values)
     if not ok.any():
-        return BucketStats(lo, hi, mean)
+        return BucketStats(lo, hi, mean, last)
     t, v = t_ns[ok], values[ok]
     idx = buckets.index(t)
     starts = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]])
@@ -64,7 +67,39 @@ def bucket_stats(t_ns: np.ndarray, values: np.ndarray, buckets: Buckets) -> Buck
     hi[where] = np.maximum.reduceat(v, starts)
     counts = np.diff(np.r_[starts, v.shape[0]])
     mean[where] = np.add.reduceat(v, starts) / counts
-    return BucketStats(lo, hi, mean)
+    last[where] = v[np.r_[starts[1:], v.shape[0]] - 1]
+    return BucketStats(lo, hi, mean, last)
+
+
+def hold_forward(values: np.ndarray, limit: int) -> np.ndarray:
+    """Each empty (NaN) bucket between two with data takes the earlier value when the empty
+    run is at most ``limit`` buckets long: a sampled value holds until the next sample (what a
+    15 s scrape means). A longer silence stays empty, drawn as a labelled gap, never bridged."""
+    n = values.shape[0]
+    empty = np.isnan(values)
+    ar = np.arange(n)
+    prev = np.where(empty, -1, ar)
+    np.maximum.accumulate(prev, out=prev)
+    nxt = np.where(empty, n, ar)
+    nxt = np.minimum.accumulate(nxt[::-1])[::-1]
+    fill = empty & (prev >= 0) & (nxt < n) & (nxt - prev - 1 <= limit)
+    out = values.astype(float)
+    out[fill] = values[prev[fill]]
+    return out
+
+
+def empty_runs(values: np.ndarray, min_len: int) -> list[tuple[int, int]]:
+    """``[first, last]`` bucket indices of NaN runs at least ``min_len`` long that lie between
+    two buckets with data (before the first and after the last sample is not a gap)."""
+    ok = ~np.isnan(values)
+    if not ok.any():
+        return []
+    first, last = int(np.argmax(ok)), int(ok.shape[0] - 1 - np.argmax(ok[::-1]))
+    inner = ~ok[first:last + 1]
+    edges = np.diff(np.r_[0, inner.astype(np.int8), 0])
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1
+    return [(first + int(a), first + int(b)) for a, b in zip(starts, ends, strict=True)
+            if b - a + 1 >= min_len]
 
 
 def field_values(series: RankSeries, field: str) -> np.ndarray:

@@ -13,7 +13,7 @@ from importlib import resources
 from stormotel.analyzers.algorithms.oom_forensics import OomRank
 from stormotel.analyzers.locations import location_text
 from stormotel.analyzers.report import Report
-from stormotel.analyzers.sinks.html.chart_data import ChartData
+from stormotel.analyzers.sinks.html.chart_data import ChartData, confidence_words, severity_words
 from stormotel.analyzers.summary import fmt_bytes, fmt_duration, fmt_time
 from stormotel.analyzers.timeline import RankIdentity, Timeline
 
@@ -106,9 +106,9 @@ def _sections(timeline: Timeline, report: Report) -> str:
              for i, o in enumerate(ooms))))
     parts.append("<h2>Gap findings</h2>")
     parts.append(_table(
-        ("rank", "classification", "severity", "confidence", "from", "to", "remedy",
+        ("rank", "classification", "severity and confidence", "from", "to", "remedy",
          "identity"),
-        ((f.rank, f.classification, f.severity, f"{f.confidence:.2f}",
+        ((f.rank, f.classification, severity_words(f.severity, f.confidence),
           fmt_time(f.start_ns, origin), fmt_time(f.end_ns, origin),
           f.remediation[0] if f.remediation else "", _located(report, timeline, f.rank))
          for f in report.gap_findings)))
@@ -119,10 +119,19 @@ def _sections(timeline: Timeline, report: Report) -> str:
           f.evidence.get("category", getattr(f, "category", "")) or "", f.source, f.confidence,
           "" if f.consequence_of is None else f.consequence_of)
          for i, f in enumerate(report.stall_findings))))
+    stacks = (report.extra.get("stalls") or {}).get("stacks")
+    if stacks:
+        parts.append("<h2>What each rank was doing (stack snapshots)</h2>")
+        parts.append(_table(
+            ("ranks", "where", "innermost frame", "in collective"),
+            ((",".join(map(str, g["ranks"])), g["where"], g["innermost"],
+              g["collective"] or "no") for g in stacks.get("groups", []))))
     parts.append("<h2>Collective-synchronised gap spikes</h2>")
     parts.append(_table(
         ("rank", "classification", "confidence", "from", "to", "reasons"),
-        ((c.rank, c.classification, f"{c.confidence:.2f}", fmt_time(c.interval_start_ns, origin),
+        ((c.rank, c.classification,
+          f"{confidence_words(c.confidence)} ({c.confidence:.2f})",
+          fmt_time(c.interval_start_ns, origin),
           fmt_time(c.interval_end_ns, origin), ", ".join(c.reason_codes))
          for c in report.collective_attributions)))
     return "\n".join(parts)
@@ -134,11 +143,26 @@ def _legend() -> str:
              ("#ff7f0e", "follower"), ("#7b0000", "OOM"), ("#b8860b", "threshold crossing"),
              ("#1f77b4", "first rise (dashed)"),
              ("rgba(214,39,40,0.3)", "gap finding (shaded; long ones as a strip along the top)"),
+             ("rgba(128,128,128,0.35)", "no data: no sample for longer than 3 sampling "
+              "intervals (tracker stopped, scrape failed, rank restarted); lines are not drawn "
+              "across it"),
              ("rgba(120,120,120,0.6)", "steps (bottom lane)"),
              ("rgba(148,103,189,0.8)", "collectives (lane above steps)")]
     return '<p class="legend">' + "".join(
         f'<span><i class="sw" style="background:{c}"></i>{escape(t)}</span>' for c, t in items
     ) + "</p>"
+
+
+def _resolution_note(charts: ChartData) -> str:
+    """What the lines mean, in words: step lines at the data's own resolution."""
+    res = charts.get("resolution_seconds")
+    if not res:
+        return ""
+    return ('<p class="muted">Lines are steps: each sample holds its value until the next '
+            f"one. The data's resolution is {escape(fmt_duration(res))} (its sampling or "
+            "scrape interval): an event is placed to within that, and no lead shorter than it "
+            "is claimed. Each chart reduces time to at most 1,200 columns, keeping every "
+            "column's minimum and maximum, so a one-sample spike stays visible.</p>")
 
 
 def render_page(timeline: Timeline, report: Report, charts: ChartData) -> str:
@@ -165,6 +189,7 @@ def render_page(timeline: Timeline, report: Report, charts: ChartData) -> str:
 <p class="verdict">{_verdict(report)}</p>
 <h2>Memory per rank</h2>
 {_legend()}
+{_resolution_note(charts)}
 <div id="charts"></div>
 <p class="muted" id="render-time"></p>
 {_sections(timeline, report)}

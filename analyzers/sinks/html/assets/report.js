@@ -9,7 +9,8 @@
                       oom: "#7b0000", threshold: "#b8860b", first_rise: "#1f77b4"};
   var REGION_COLORS = {gap_critical: "rgba(214,39,40,0.13)", gap_warning: "rgba(255,127,14,0.13)",
                        gap_info: "rgba(31,119,180,0.10)",
-                       collective_attribution: "rgba(148,103,189,0.10)"};
+                       collective_attribution: "rgba(148,103,189,0.10)",
+                       no_data: "rgba(128,128,128,0.22)"};
   var SPAN_COLORS = {step: ["rgba(90,90,90,0.45)", "rgba(160,160,160,0.45)"],
                      collective: ["rgba(148,103,189,0.8)", "rgba(148,103,189,0.8)"]};
 
@@ -21,14 +22,33 @@
     return v.toFixed(1) + " MiB";
   }
 
+  function fmtSeconds(s) {
+    if (s >= 1) return (Math.round(s * 10) / 10) + " s";
+    return Math.round(s * 1000) + " ms";
+  }
+
   function overlay(u) {
     var ctx = u.ctx, b = u.bbox, dpr = uPlot.pxRatio;
     ctx.save();
     ctx.beginPath();
     ctx.rect(b.left, b.top, b.width, b.height);
     ctx.clip();
+    var gapLabels = 0;
     D.regions.forEach(function (r) {
       var x0 = u.valToPos(r.t0, "x", true), x1 = u.valToPos(r.t1, "x", true);
+      if (r.kind === "no_data") {
+        // A silence: grey over the whole height, labelled, never bridged by a line.
+        ctx.fillStyle = REGION_COLORS.no_data;
+        ctx.fillRect(x0, b.top, Math.max(x1 - x0, 2 * dpr), b.height);
+        if (gapLabels < 4 && x1 - x0 > 40 * dpr) {
+          ctx.fillStyle = "#555";
+          ctx.font = (10 * dpr) + "px sans-serif";
+          ctx.fillText(r.rank == null ? "no data" : "no data: rank " + r.rank, x0 + 3 * dpr,
+                       b.top + b.height - (14 + 11 * gapLabels) * dpr);
+          gapLabels++;
+        }
+        return;
+      }
       ctx.fillStyle = REGION_COLORS[r.kind] || "rgba(0,0,0,0.06)";
       // Short findings shade the plot; long ones (drift over the whole window) get a top strip
       // so they do not tint everything.
@@ -75,7 +95,9 @@
     var box = document.createElement("section");
     box.className = "chart";
     var h = document.createElement("h3");
-    h.textContent = c.title + " — envelope of " + c.ranks_reporting + " rank(s)";
+    h.textContent = c.title + " — envelope of " + c.ranks_reporting + " rank(s)" +
+      (D.resolution_seconds ? " — step lines at the data's resolution, " +
+       fmtSeconds(D.resolution_seconds) : "");
     box.appendChild(h);
     host.appendChild(box);
     var series = [
@@ -90,7 +112,10 @@
                    width: 1.25, value: function (u, v) { return fmtMiB(v); }});
       data.push(l.y);
     });
-    series.forEach(function (s) { s.points = {show: false}; });
+    // Sample-and-hold: a value holds until the next sample (a scrape is a reading at one
+    // instant, not a ramp), so which rank rose first stays visible at 15 s scrapes.
+    var stepped = uPlot.paths.stepped({align: 1});
+    series.forEach(function (s, i) { s.points = {show: false}; if (i > 0) s.paths = stepped; });
     points += data.length * D.x.length;
     var opts = {
       width: width, height: 240, series: series,

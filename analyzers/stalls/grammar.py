@@ -1,0 +1,446 @@
+"""The grammar of stuck-job evidence: one pattern per message an emitter prints.
+
+Each :class:`Pattern` is read off the emitter's own format string at the released versions
+named in ``versions`` (PyTorch c10d / torchelastic, NCCL, RCCL, gloo), not fitted to a pasted
+log, and says **what a line of that shape proves about which ranks**:
+
+- ``witness``: the rank that printed the line (its prefix, file or tag) — a reporter, never a
+  culprit by the mere fact of reporting;
+- ``culprits``: the ranks the line itself names as the cause (``Ranks 4, 5, 6, 7 failed to pass
+  monitoredBarrier`` printed by rank 0 names 4-7, not 0);
+- ``victims``: ranks the line shows waiting (a watchdog timeout proves its reporter waited);
+- ``split``: a value compared across ranks (op and count at one opCount, operation counts per
+  rank in an NCCL RAS report, enqueued vs completed) — the minority is named by a vote;
+- ``time``: where the line's time comes from.
+
+:func:`scan` returns every catalogue hit in a line; the parser turns hits into events and the
+analysis reasons on what each hit proves. Every finding names the pattern it stands on
+(``evidence["pattern"]``) so its confidence can be capped by the measured precision of that
+pattern (:mod:`.calibration`). ``docs/stalls.md`` lists the catalogue as a table
+(:func:`markdown_table` writes it).
+
+Ranks in parsed text go through :func:`parse_rank` / :func:`parse_rank_list` only, so one bound
+on what a rank may be applies everywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from stormotel.analyzers.timeline import MAX_WORLD_SIZE
+
+#: the most digits a rank, SeqNum, byte count or size may have; longer numbers are bad input
+MAX_DIGITS = 18
+#: the highest rank parsed text may name (``timeline.MAX_WORLD_SIZE`` - 1)
+MAX_RANK = MAX_WORLD_SIZE - 1
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """One message of one emitter and what a line of that shape proves."""
+
+    id: str  #: ``<emitter>.<message-id>``, the name findings carry in ``evidence["pattern"]``
+    emitter: str
+    message: str  #: the format string, as the source writes it (abridged with ``…``)
+    versions: str
+    source: str  #: file in the emitter's repository
+    proves: str  #: what the line proves about which ranks (reporter / culprits / victims / split)
+    regex: re.Pattern[str]
+    #: lower-case substrings of which one must be in a line before the regex runs (cheap filter)
+    triggers: tuple[str, ...]
+    kind: str  #: the event kind the parser makes of a hit
+
+
+def _p(id: str, emitter: str, message: str, versions: str, source: str, proves: str,
+       regex: str, triggers: tuple[str, ...], kind: str, flags: int = 0) -> Pattern:
+    return Pattern(id, emitter, message, versions, source, proves, re.compile(regex, flags),
+                   triggers, kind)
+
+
+# --- event kinds the catalogue feeds (the parser's vocabulary) ---------------------------
+K_TIMEOUT = "watchdog_timeout"
+K_COUNTERS = "counters"
+K_FIRST_SIGNAL = "first_signal"
+K_OBSERVED_SIGNAL = "observed_signal"
+K_HEARTBEAT = "heartbeat"
+K_TEARDOWN = "teardown"
+K_WITNESS = "witness"  #: one rank reports on others: the line names culprits
+K_BARRIER_TIMEOUT = "barrier_timeout"  #: rank 0 ran out of time in monitoredBarrier
+K_GLOO_WAIT = "gloo_wait"  #: a gloo collective of the reporter timed out / lost its peer
+K_NCCL_COLL = "nccl_coll"  #: NCCL_DEBUG_SUBSYS=COLL: one collective launched by the reporter
+K_NCCL_INIT = "nccl_init"  #: NCCL init line: comm pointer -> communicator rank, size, id
+K_ELASTIC_FAILED = "elastic_failed"  #: torchelastic's agent saw a local worker fail
+K_WORLD = "world_hint"
+
+PT_NCCL = "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp"
+PT_GLOO = "torch/csrc/distributed/c10d/ProcessGroupGloo.cpp"
+
+CATALOGUE: tuple[Pattern, ...] = (
+    # ---------------------------------------------------------------- PyTorch ProcessGroupNCCL
+    _p("torch.nccl.watchdog_timeout", "torch c10d ProcessGroupNCCL",
+       '"Watchdog caught collective operation timeout: " WorkNCCL(SeqNum=…, OpType=…[, '
+       'NumelIn=…, NumelOut=…], Timeout(ms)=…) " ran for " … " milliseconds before timing out."',
+       "1.8-1.9 (no SeqNum); 1.10-2.0 (no Numel*); 2.1+ (NumelIn/NumelOut); 2.2+ [Rank r] / "
+       "[PG … Rank r] tag",
+       PT_NCCL + " (WorkNCCL::checkTimeout, operator<<(WorkNCCL))",
+       "reporter: waited in collective SeqNum (victim); SeqNum/op/size split across ranks",
+       r"WorkNCCL\(\s*(?:SeqNum=(?P<seq>\d+),\s*)?OpType=(?P<op>[A-Za-z_]+)"
+       r"(?:,\s*NumelIn=(?P<nin>-?\d+),\s*NumelOut=(?P<nout>-?\d+))?"
+       r"(?:,\s*Timeout\(ms\)=(?P<tmo>\d+))?", ("worknccl",), K_TIMEOUT),
+    _p("torch.nccl.watchdog_caught", "torch c10d ProcessGroupNCCL",
+       '"Watchdog caught collective operation timeout" (the head of the message, or its '
+       'native frame "WorkNCCL::checkTimeout") where the WorkNCCL record is cut or paraphrased',
+       "1.8+", PT_NCCL,
+       "reporter: a collective of its own timed out (victim); names nobody — a stall shown",
+       r"Watchdog caught collective operation timeout|WorkNCCL::checkTimeout|checkTimeout at "
+       r"ProcessGroupNCCL", ("watchdog caught", "checktimeout"), "watchdog_bare", re.I),
+    _p("torch.nccl.timeout_counters", "torch c10d ProcessGroupNCCL",
+       '"Timeout at NCCL work: " … ", last enqueued NCCL work: " … ", last completed NCCL '
+       'work: " …  /  "failure detected by watchdog at work sequence id: " … " PG status: last '
+       'enqueued work: " … ", last completed work: " …',
+       "2.2-2.3 (Timeout at NCCL work); 2.4+ (failure detected by watchdog)", PT_NCCL,
+       "reporter: enqueued vs completed; enqueued == completed below the stuck SeqNum = never "
+       "entered it (straggler), enqueued > completed = waiting (victim)",
+       r"last enqueued (?:NCCL )?work: (?P<enq>-?\d+), last completed (?:NCCL )?work: "
+       r"(?P<done>-?\d+)", ("last enqueued",), K_COUNTERS, re.I),
+    _p("torch.nccl.pg_status", "torch c10d ProcessGroupNCCL / Flight Recorder",
+       "pg_status: {last_enqueued_collective: …, last_started_collective: …, "
+       "last_completed_collective: …}", "2.4+", PT_NCCL + " (dump_nccl_trace pg_status)",
+       "reporter: enqueued vs completed (as torch.nccl.timeout_counters)",
+       r"last_enqueued_collective\W+(?P<enq>-?\d+).*?last_completed_collective\W+(?P<done>-?\d+)",
+       ("last_enqueued",), K_COUNTERS, re.I),
+    _p("torch.nccl.dump_signal_received", "torch c10d ProcessGroupNCCL",
+       '"Received a dump signal due to a collective timeout from " (this local rank | " rank '
+       'N") " and we will try our best to dump the debug info. Last enqueued NCCL work: " …',
+       "2.5+", PT_NCCL + " (HeartbeatMonitor::getNCCLWatchdogTimeoutErrorMsg)",
+       "reporter: observer (or initiator for 'this local rank'); names rank N as the rank "
+       "whose watchdog fired first — a victim that timed out, never a culprit",
+       r"Received a dump signal due to a collective timeout from\s+(?:(?P<local>this local "
+       r"rank)|rank (?P<initiator>\d+))", ("dump signal",), K_OBSERVED_SIGNAL),
+    _p("torch.nccl.first_signal", "torch c10d ProcessGroupNCCL",
+       '"First PG on this rank to signal dumping."', "2.4+", PT_NCCL,
+       "reporter: initiator (its own watchdog fired: it waited longest)",
+       r"First PG on this rank to signal dumping", ("signal dumping",), K_FIRST_SIGNAL, re.I),
+    _p("torch.nccl.observed_signal", "torch c10d ProcessGroupNCCL",
+       '"Observed flight recorder dump signal from another rank via TCPStore."', "2.4+", PT_NCCL,
+       "reporter: observer — it may never have entered the collective",
+       r"Observed flight recorder dump signal from another rank", ("dump signal",),
+       K_OBSERVED_SIGNAL, re.I),
+    _p("torch.nccl.heartbeat", "torch c10d ProcessGroupNCCL",
+       '"Heartbeat monitor timed out! Process will be terminated after dumping debug info." / '
+       '"ProcessGroupNCCL\'s watchdog got stuck for " … " seconds without making progress"',
+       "2.2+", PT_NCCL + " (heartbeatMonitor)",
+       "reporter: its own watchdog thread is stuck (usually in a CUDA/NCCL call); a hint, "
+       "not a verdict",
+       r"Heartbeat monitor timed out|no heartbeat|watchdog got stuck", ("heartbeat", "watchdog"),
+       K_HEARTBEAT, re.I),
+    _p("torch.nccl.teardown", "torch c10d ProcessGroupNCCL",
+       '"To avoid data inconsistency, we are taking the entire process down." / "Process group '
+       'watchdog thread terminated with exception: " …', "1.13+", PT_NCCL,
+       "reporter: its watchdog fired and is taking the process down (it spoke)",
+       r"taking the entire process down|watchdog thread terminated with exception|"
+       r"terminate called after throwing", ("entire process", "watchdog", "terminate called"),
+       K_TEARDOWN, re.I),
+    _p("torch.nccl.desync_never_joined", "torch c10d desync debug",
+       '"To our best knowledge, ranks [" … "] are the lagging ranks that caused this timeout. '
+       'They never joined any collectives"', "2.0+ (TORCH_NCCL_DESYNC_DEBUG=1)",
+       "torch/csrc/distributed/c10d/TraceUtils.h (analyzeMissingRanks)",
+       "reporter: witness; culprits: the listed ranks (never joined)",
+       r"ranks \[(?P<ranks>[\d, ]{1,8000})\] are the lagging ranks that caused this timeout",
+       ("lagging ranks",), K_WITNESS),
+    _p("torch.nccl.desync_report", "torch c10d desync debug",
+       '"the lagging/dead/mismatched ranks that caused the desync are:" "[" … "] joined but '
+       'didn\'t finish collective #" … / "[" … "] finished collective #" … ", but didn\'t join '
+       'collective #" …', "1.13+ (TORCH_NCCL_DESYNC_DEBUG=1)",
+       "torch/csrc/distributed/c10d/TraceUtils.h (analyzeLaggingRanks)",
+       "reporter: witness; culprits: the listed ranks (multi-line, read by log_failures)",
+       r"lagging/dead/mismatched ranks that caused the desync are", ("lagging/dead",),
+       "desync_head", re.I),
+    _p("torch.nccl.init_options", "torch c10d ProcessGroupNCCL",
+       '"ProcessGroupNCCL initialization options: size: " …', "2.2+", PT_NCCL,
+       "the default group's size is the world size",
+       r"\[PG ID 0 PG GUID 0[^\]]*\] ProcessGroupNCCL initialization options: size: (?P<n>\d+)",
+       ("initialization options",), K_WORLD),
+    # ---------------------------------------------------- TORCH_DISTRIBUTED_DEBUG=DETAIL wrapper
+    _p("torch.detail.fingerprint_mismatch", "torch c10d ProcessGroupWrapper",
+       '"Detected mismatch between collectives on ranks. Rank " … " is running collective: " '
+       'CollectiveFingerPrint(SequenceNumber=…, OpType=…, TensorShape=[…], TensorDtypes=…, …) '
+       '", but Rank " … " is running collective: " …', "1.10+ (TORCH_DISTRIBUTED_DEBUG=DETAIL)",
+       "torch/csrc/distributed/c10d/ProcessGroupWrapper.cpp",
+       "reporter: one side of a two-rank comparison; op/shape/dtype split voted across "
+       "every fingerprint (read by log_failures)",
+       r"Rank (?P<a>\d+) is running (?:inconsistent )?collective:\s*CollectiveFingerPrint",
+       ("collectivefingerprint",), "fingerprint"),
+    _p("torch.detail.running_collective", "torch c10d ProcessGroupWrapper",
+       '"[Rank " r "] " "Running collective: " CollectiveFingerPrint(SequenceNumber=…, OpType=…, '
+       'TensorShape=[…], TensorDtypes=…, …)', "1.13+ (TORCH_DISTRIBUTED_DEBUG=DETAIL, "
+       "TORCH_CPP_LOG_LEVEL=INFO)", "torch/csrc/distributed/c10d/ProcessGroupWrapper.cpp "
+       "(runCollectiveChecks)",
+       "reporter: about to run collective SequenceNumber of this op/shape/dtype; split: a rank "
+       "whose last SequenceNumber is lower never reached the collective the others run",
+       r"\[Rank (?P<rank>\d+)\] Running collective: CollectiveFingerPrint\((?:SequenceNumber="
+       r"(?P<seq>\d+), )?OpType=(?P<op>\w+)(?:, TensorShape=(?P<shape>\[[^\]]{0,200}\]))?"
+       r"(?:, TensorDtypes=(?P<dtype>\w+))?", ("running collective",), "detail_trace"),
+    # ------------------------------------------------------- rendezvous / communicator setup
+    _p("torch.nccl.unique_id_wait", "torch c10d ProcessGroupNCCL",
+       '"[" rank_ "] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via '
+       'c10d key-value store by key \'" key "\', but store->get(\'" key "\') got error: " … '
+       '(1.13-2.0 spell it "retreiving")', "1.13+", PT_NCCL + " (broadcastUniqueNCCLID)",
+       "reporter: waited for the group's rank 0 to publish the NCCL id (rank 0 of THAT group "
+       "crashed, is late, or the store/network failed) — a suspect, not a verdict",
+       r"\[(?P<rank>\d+)\] is setting up NCCL communicator and retr(?:ie|ei)ving ncclUniqueId "
+       r"from \[(?P<root>\d+)\]", ("nccluniqueid",), "init_wait", re.I),
+    _p("torch.c10d.store_barrier_timeout", "torch.distributed (distributed_c10d.py)",
+       '"Timed out initializing process group in store based barrier on rank " … ", for key: " '
+       '… " (world_size=" … ", num_workers_joined=" … ", timeout=" … ")" (1.x: worker_count=)',
+       "1.8+", "torch/distributed/distributed_c10d.py (_store_based_barrier)",
+       "reporter: only num_workers_joined of world_size ranks reached process-group setup",
+       r"Timed out initializing process group in store based barrier on rank:? ?(?P<rank>\d+)",
+       ("store based barrier",), "init_wait"),
+    _p("torch.store.clients_joined", "torch c10d TCPStore",
+       '"Timed out after " … " seconds waiting for clients. " n "/" N " clients joined."',
+       "1.10+", "torch/csrc/distributed/c10d/TCPStore.cpp",
+       "reporter: the store's server; N - n processes never connected (which ones is not said)",
+       r"waiting for clients\. (?P<n>\d+)/(?P<of>\d+) clients joined", ("clients joined",),
+       "init_wait"),
+    # ---------------------------------------------------------------------- gloo / monitored
+    _p("torch.gloo.monitored_barrier_ranks", "torch c10d ProcessGroupGloo",
+       '"[Rank 0]: Ranks " c10::Join(", ", failedRanks) " failed to pass monitoredBarrier in " '
+       '… " ms"', "1.10+ (monitored_barrier(wait_all_ranks=True))", PT_GLOO,
+       "reporter: rank 0 (witness); culprits: every listed rank (group ranks) — all of them "
+       "missed the barrier",
+       r"Ranks (?P<ranks>\d{1,19}(?:, ?\d{1,19}){0,4096}) failed to pass monitoredBarrier in "
+       r"(?P<ms>\d+) ms", ("monitoredbarrier",), K_WITNESS),
+    _p("torch.gloo.monitored_barrier_rank", "torch c10d ProcessGroupGloo",
+       '"[Rank 0]: Rank " … " failed to pass monitoredBarrier in " … " ms" "\\n Original '
+       'exception: \\n" …', "1.10+ (monitored_barrier, first failure only)", PT_GLOO,
+       "reporter: rank 0 (witness); culprits: the named rank (later ranks were not probed)",
+       r"(?<!\w)Rank (?P<ranks>\d{1,19}) failed to pass monitoredBarrier in (?P<ms>\d+) ms",
+       ("monitoredbarrier",), K_WITNESS),
+    _p("torch.gloo.monitored_barrier_timeout", "torch c10d ProcessGroupGloo",
+       '"Rank " … " timed out in monitoredBarrier after " … " ms." "\\n" ("Successfully '
+       'processed ranks: " … | "No ranks successfully processed in monitoredBarrier.")',
+       "1.10+", PT_GLOO + " (checkRemainingTime)",
+       "reporter: rank 0 ran out of time; processed ranks are innocent, the next one was "
+       "being waited for (a suspect, not proven)",
+       r"Rank (?P<rank>\d{1,19}) timed out in monitoredBarrier after (?P<ms>\d+) ms\.?"
+       r"(?:\s*Successfully processed ranks: (?P<done>[\d, ]{0,8000}))?",
+       ("monitoredbarrier",), K_BARRIER_TIMEOUT),
+    _p("torch.gloo.monitored_barrier_processed", "torch c10d ProcessGroupGloo",
+       '"Successfully processed ranks: " c10::Join(", ", processedRanks) (the line after '
+       '"timed out in monitoredBarrier")', "1.10+", PT_GLOO + " (checkRemainingTime)",
+       "the ranks that did pass the barrier (innocent)",
+       r"Successfully processed ranks: (?P<done>\d{1,19}(?:, ?\d{1,19}){0,4096})",
+       ("successfully processed",), K_BARRIER_TIMEOUT),
+    _p("torch.gloo.timeout", "gloo (via ProcessGroupGloo)",
+       '"Timed out waiting " … "ms for recv operation to complete" / "[…/pair.cc:…] '
+       'Connection closed by peer [" addr "]:" port / "[…/pair.cc:…] Read error [" addr "]: …" / '
+       '"Application timeout caused pair '
+       'closure"', "1.13+", "third_party/gloo/gloo/transport/tcp/pair.cc, unbound_buffer.cc",
+       "reporter: waited in a gloo operation (victim); the peer is named by address, not rank",
+       r"Timed out waiting (?P<ms>\d+)ms for (?:recv|send) operation|Connection closed by peer"
+       r"|Application timeout caused pair closure|gloo/transport/tcp/pair\.cc:\d+\] (?:Read|Write)"
+       r" error", ("timed out waiting", "closed by peer", "pair closure", "pair.cc"),
+       K_GLOO_WAIT),
+    # ------------------------------------------------------------------------- torchelastic
+    _p("torchelastic.worker_failed", "torch.distributed.elastic",
+       '"failed (exitcode: " … ") local_rank: " … " (pid: " … ") of binary: " …', "1.10+",
+       "torch/distributed/elastic/agent/server/api.py",
+       "reporter: the agent of one node; names a LOCAL rank of that node (global rank unknown "
+       "without the node's rank offset)",
+       r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+) \(pid: \d+\)",
+       ("failed (exitcode",), K_ELASTIC_FAILED),
+    _p("torchelastic.root_cause", "torch.distributed.elastic",
+       '"Root Cause (first observed failure):" "[" i "]:" "time : " … "rank : " r " (local_rank: '
+       '…)" "exitcode : " c " (pid: …)" "traceback : " …', "1.9+",
+       "torch/distributed/elastic/multiprocessing/errors/__init__.py (ChildFailedError.format_msg)",
+       "reporter: the launcher; names the first FAILED rank it observed and its exit code / "
+       "signal — SIGABRT (-6) is what a watchdog timeout ends with, so -6 alone names a "
+       "victim as often as a culprit (multi-line, read by log_failures)",
+       r"Root Cause \(first observed failure\)", ("root cause",), "elastic_summary"),
+    _p("torchelastic.failures", "torch.distributed.elastic",
+       '"Failures:" "[" i "]:" "rank : " r … "exitcode : " c …', "1.9+",
+       "torch/distributed/elastic/multiprocessing/errors/__init__.py",
+       "reporter: the launcher; other ranks that failed after the root cause (consequences "
+       "as often as not)", r"^\s*Failures:\s*$", ("failures:",), "elastic_summary"),
+    # --------------------------------------------------------------- a rank's own errors
+    _p("torch.cuda.oom", "torch CUDA caching allocator",
+       '"CUDA out of memory. Tried to allocate " … / "DefaultCPUAllocator: can\'t allocate '
+       'memory"', "1.13+ (torch.OutOfMemoryError from 2.1)", "c10/cuda/CUDACachingAllocator.cpp",
+       "reporter: culprit — its own failure (ordered against the first timeout)",
+       r"CUDA out of memory|OutOfMemoryError|can't allocate memory", ("memory",), "own_error",
+       re.I),
+    _p("torch.cuda.error", "torch / CUDA runtime",
+       '"CUDA error: " cudaGetErrorString(…) (illegal memory access, device-side assert, ECC)',
+       "1.13+", "c10/cuda/CUDAException.h (C10_CUDA_CHECK)",
+       "reporter: culprit — its own failure, also when printed by its watchdog thread",
+       r"CUDA error: |device-side assert triggered|uncorrectable ECC error", ("cuda error",
+                                                                           "assert", "ecc"),
+       "own_error", re.I),
+    _p("nccl.error", "NCCL via ProcessGroupNCCL",
+       '"NCCL error in: " … ", unhandled cuda error (run with NCCL_DEBUG=INFO for details)" '
+       '(ncclUnhandledCudaError / ncclInternalError / ncclInvalidUsage)', "1.13+",
+       "torch/csrc/distributed/c10d/NCCLUtils.hpp (C10D_NCCL_CHECK)",
+       "reporter: culprit — NCCL failed on this rank itself (ncclRemoteError is a peer's)",
+       r"ncclUnhandledCudaError|ncclInternalError|ncclInvalidUsage|ncclInvalidArgument",
+       ("nccl",), "own_error", re.I),
+    _p("python.exception", "CPython traceback (any rank's training code)",
+       '"Traceback (most recent call last):" … "<Type>Error: <message>"', "any",
+       "Python/traceback.c",
+       "reporter: culprit when the exception is its own (not a timeout/abort/store error "
+       "reporting a peer's trouble) and it precedes the first timeout",
+       r"Traceback \(most recent call last\)", ("traceback",), "own_error"),
+    # ---------------------------------------------------------------------------- NCCL / RCCL
+    _p("nccl.coll", "NCCL / RCCL (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL)",
+       '"%s: opCount %lx sendbuff %p recvbuff %p count %zi datatype %d op %d root %d comm %p '
+       '[nranks=%d] stream %p"', "2.18+ (count %zu from 2.24); RCCL same",
+       "src/enqueue.cc (ncclEnqueueCheck)",
+       "reporter: launched collective opCount (hex) of this op/count/dtype on comm; split: op "
+       "and count at one opCount across ranks; a rank whose last opCount is lower never "
+       "launched the collective the others wait in",
+       r"NCCL INFO (?P<op>[A-Za-z]+): opCount (?P<opcount>[0-9a-fA-F]{1,16}) sendbuff \S+ "
+       r"recvbuff \S+ count (?P<count>\d+) datatype (?P<dtype>\d+) op (?P<redop>\d+) root "
+       r"(?P<root>-?\d+) comm (?P<comm>\S+) \[nranks=(?P<nranks>\d+)\]", ("opcount",),
+       K_NCCL_COLL),
+    _p("nccl.init", "NCCL / RCCL (NCCL_DEBUG=INFO)",
+       '"[ncclCommInitRank|ncclCommSplit ]comm %p rank %d nranks %d cudaDev %d nvmlDev %d '
+       'busId %lx [parent … color … key …] commId 0x%llx - Init COMPLETE"',
+       "2.18 (bare); 2.21+ (function name); 2.27+ ([Rank r] on Init START)", "src/init.cc",
+       "maps a comm pointer to its communicator rank, size and id (attributes nccl.coll lines "
+       "with no launcher prefix)",
+       r"comm (?P<comm>0x[0-9a-fA-F]+|\(nil\)) rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev"
+       r".*?commId (?P<commid>0x[0-9a-fA-F]+) - Init COMPLETE", ("init complete",), K_NCCL_INIT),
+    _p("nccl.warn.net", "NCCL / RCCL",
+       '"NET/IB : Got completion from peer %s with status=%d opcode=%d len=%u vendor err %d" / '
+       '"NET/Socket : …" (NCCL WARN)', "2.18+", "src/transport/net_ib.cc, net_socket.cc",
+       "reporter: its network transport failed; the peer is an address — a fabric hint",
+       r"NCCL WARN NET/|ncclRemoteError|ncclSystemError|\bibv_\w+|remote process exited|Xid \d+",
+       ("nccl warn", "ncclremote", "ncclsystem", "ibv_", "remote process", "xid "), "fabric",
+       re.I),
+    _p("nccl.warn.failure", "NCCL / RCCL",
+       '"%s:%d:%d [%d] %s:%d NCCL WARN " fmt (src/debug.cc) with a failure: "Cuda failure %d '
+       '\'%s\'", "Call to %s failed", "… error …", "… timeout …", "… abort …"', "2.18+",
+       "src/debug.cc, src/include/checks.h (CUDACHECK, SYSCHECK)",
+       "reporter: its NCCL failed (the process is named by host:pid and the CUDA device, not "
+       "by rank) — a stall shown, nobody named without the rank prefix",
+       r"NCCL WARN (?!NET/).{0,300}?(?:[Ff]ail|[Ee]rror|[Aa]bort|[Tt]imeout|[Mm]ismatch|"
+       r"[Uu]nhandled)", ("nccl warn",), "nccl_warn"),
+    _p("nccl.ras.count_group", "NCCL RAS (ncclras client)",
+       '"  %d ranks have launched up to operation %ld" / "  %d ranks have not launched any '
+       'operations"', "2.24+ (per collective type from 2.26)", "src/ras/client_support.cc",
+       "a group of N ranks of one communicator at one operation count (read by log_ras)",
+       r"^\s*(?P<n>\d+) ranks have (?:launched up to operation (?P<count>\d+)|not launched any "
+       r"operations)", ("ranks have",), "ras"),
+    _p("nccl.ras.rank_count", "NCCL RAS (ncclras client)",
+       '"  Rank %d has launched up to operation %ld -- GPU %s managed by process %d on node %s" '
+       '/ "  Rank %d has not launched any operations -- …"', "2.24+",
+       "src/ras/client_support.cc",
+       "one (outlier) communicator rank and its operation count: RAS prints ranks one by one "
+       "only for outlier groups (≤ 25 % of the communicator)",
+       r"^\s*Rank (?P<rank>\d+) has (?:launched up to operation (?P<count>\d+)|not launched any "
+       r"operations) --", ("has launched", "has not launched"), "ras"),
+    _p("nccl.ras.rank_member", "NCCL RAS (ncclras client)",
+       '"  Rank %d -- GPU %s managed by process %d on node %s"', "2.24+",
+       "src/ras/client_support.cc",
+       "a member of the group printed just above (an outlier group's rank list)",
+       r"^\s*Rank (?P<rank>\d+) -- (?:GPU|\[process)", ("rank ",), "ras"),
+    _p("nccl.ras.missing", "NCCL RAS (ncclras client)",
+       '"  The missing rank%s: %s" (after "Missing communicator data from %d rank%s")',
+       "2.24+", "src/ras/client_support.cc",
+       "culprits: communicator ranks whose process did not answer RAS (dead or hung)",
+       r"^\s*The missing ranks?: (?P<ranks>\d{1,19}(?:[, -]+\d{1,19}){0,4096})",
+       ("missing rank",), "ras"),
+    _p("nccl.ras.mismatch_head", "NCCL RAS (ncclras client)",
+       '"#%d-%d (%016lx) MISMATCH" "  Communicator ranks have different (collective|%s) '
+       'operation counts"', "2.24+ (collective); 2.26+ (per op: AllReduce, …)",
+       "src/ras/client_support.cc", "opens one communicator's count split (read by log_ras)",
+       r"^\s*#(?P<group>\d+)-(?P<comm>\d+) \((?P<hash>[0-9a-f]+)\) (?P<what>[A-Z,]+)"
+       r"|Communicator ranks have different (?P<op>\w+) operation counts", ("#", "different"),
+       "ras"),
+    # ----------------------------------------------------------------- wrappers / launchers
+    _p("launcher.world_size", "torchrun / Lightning / DeepSpeed / Megatron",
+       '"world_size=N", "WORLD_SIZE=N", Lightning "Initializing distributed: GLOBAL_RANK: r, '
+       'MEMBER: m/N"', "any", "launcher logs",
+       "the world size (so a rank that never spoke can be counted)",
+       r"\bworld[_ ]size\s*[=:]\s*(?P<n>\d+)\b|\bWORLD_SIZE\s*=\s*(?P<n2>\d+)\b|"
+       r"GLOBAL_RANK: \d+, MEMBER: \d+/(?P<n3>\d+)", ("size", "member:"), K_WORLD, re.I),
+)
+
+BY_ID: dict[str, Pattern] = {p.id: p for p in CATALOGUE}
+if len(BY_ID) != len(CATALOGUE):  # pragma: no cover - a duplicated id is a programming error
+    raise RuntimeError("duplicate pattern id in the catalogue")
+
+
+def pattern(pid: str) -> Pattern:
+    return BY_ID[pid]
+
+
+@dataclass(frozen=True)
+class Hit:
+    pattern: Pattern
+    match: re.Match[str]
+
+
+def scan(line: str, low: str | None = None, kinds: frozenset[str] | None = None) -> list[Hit]:
+    """Every catalogue pattern that matches ``line`` (``low``: the same, lower-cased)."""
+    low = line.lower() if low is None else low
+    hits = []
+    for p in CATALOGUE:
+        if kinds is not None and p.kind not in kinds:
+            continue
+        if not any(t in low for t in p.triggers):
+            continue
+        m = p.regex.search(line)
+        if m:
+            hits.append(Hit(p, m))
+    return hits
+
+
+class NumberTooLong(ValueError):
+    """A number in a log line longer than :data:`MAX_DIGITS` (bad input, not a rank/SeqNum)."""
+
+
+def parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_DIGITS:
+        raise NumberTooLong(text[:20])
+    return int(text)
+
+
+def parse_rank(text: str | None) -> int | None:
+    """A rank from parsed text: the one place a rank number is read (and bounded by
+    :data:`MAX_RANK`; a larger number is not a rank of any job and reads as unknown)."""
+    if text is None:
+        return None
+    text = text.strip()
+    if not text.isdigit() or len(text) > 7:
+        return None
+    rank = int(text)
+    return rank if rank <= MAX_RANK else None
+
+
+def parse_rank_list(text: str) -> list[int]:
+    """``"4, 5, 6, 7"`` / ``"[4, 5]"`` / RAS ranges ``"3-5, 9"`` → sorted distinct ranks."""
+    out: set[int] = set()
+    for part in re.split(r"[,\s\[\]]+", text.strip())[:4096]:
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        a, b = parse_rank(lo), parse_rank(hi) if sep else None
+        if a is None:
+            continue
+        if b is not None and a <= b and b - a <= 4096:
+            out.update(range(a, b + 1))
+        else:
+            out.add(a)
+    return sorted(out)
+
+
+def markdown_table() -> str:
+    """The catalogue as the table docs/stalls.md shows."""
+    rows = ["| pattern | emitter | message | versions | what it proves | source |",
+            "|---|---|---|---|---|---|"]
+    for p in CATALOGUE:
+        cells = [f"`{p.id}`", p.emitter, p.message, p.versions, p.proves, f"`{p.source}`"]
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(rows)

@@ -1,0 +1,99 @@
+"""The stall detector's cost on the training thread: its own work per step/mark, and
+``tracker.step()`` with stack snapshots on and off, against a 10 ms step.
+
+    .venv/bin/python benchmarks/bench_stall_watch.py [--steps 20000] [--repeats 5] [--json OUT]
+
+``StallWatch.progress()`` (all the detector adds to a step or mark; the C timer is re-armed at
+most once per deadline) is timed alone over 200,000 calls. Each repeat then times ``--steps``
+empty ``with tracker.step(): pass`` blocks (the span and memory bookkeeping included) with
+the detector on, then off, in the same process, and reports the median per-step time of each
+and their difference (noisy on a loaded machine: the span dominates). A second measurement
+runs real 10 ms steps (``time.sleep(0.01)`` inside each) on and off and compares the loop's wall
+time. Results are in docs/benchmarks.md ("Stall detector").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from stormotel.stall_watch import StallWatch
+from stormotel.tracker import MemoryTracker
+
+
+def _progress_us(calls: int) -> float:
+    """The detector's own work per step/mark: ``StallWatch.progress()`` alone, armed."""
+    with tempfile.TemporaryDirectory() as d:
+        w = StallWatch(Path(d), {"rank": 0})
+        for _ in range(10):
+            w.progress()
+        t0 = time.perf_counter_ns()
+        for _ in range(calls):
+            w.progress()
+        took = time.perf_counter_ns() - t0
+        w.close()
+    return took / calls / 1e3
+
+
+def _per_step_us(on: bool, steps: int, work_s: float = 0.0) -> float:
+    with tempfile.TemporaryDirectory() as d:
+        t = MemoryTracker(sampler="simulated", archive_dir=d, job_id="bench", rank=0,
+                          world_size=1, stall_snapshots=on)
+        with t:
+            for _ in range(50):
+                with t.step():
+                    pass
+            t0 = time.perf_counter_ns()
+            for _ in range(steps):
+                with t.step():
+                    if work_s:
+                        time.sleep(work_s)
+            took = time.perf_counter_ns() - t0
+            snapshots = t.state.stall_snapshots
+    assert snapshots == 0, "a benchmark of steady steps must take no snapshot"
+    return took / steps / 1e3
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--steps", type=int, default=20000)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    on, off = [], []
+    for _ in range(args.repeats):
+        on.append(_per_step_us(True, args.steps))
+        off.append(_per_step_us(False, args.steps))
+    real_on, real_off = [], []
+    for _ in range(args.repeats):
+        real_on.append(_per_step_us(True, 300, 0.01))
+        real_off.append(_per_step_us(False, 300, 0.01))
+    progress = [_progress_us(200_000) for _ in range(args.repeats)]
+    res = {"progress_us": statistics.median(progress), "progress_all": progress,
+           "empty_step_us": {"on": statistics.median(on), "off": statistics.median(off),
+                             "on_all": on, "off_all": off},
+           "step_10ms_us": {"on": statistics.median(real_on), "off": statistics.median(real_off),
+                            "on_all": real_on, "off_all": real_off}}
+    cost = res["empty_step_us"]["on"] - res["empty_step_us"]["off"]
+    res["detector_us_per_step"] = cost
+    res["share_of_10ms_step"] = cost / 10_000
+    print(f"StallWatch.progress(): {res['progress_us']:.2f} us per step/mark "
+          f"({res['progress_us'] / 10_000:.4%} of a 10 ms step)")
+    print(f"empty step: {res['empty_step_us']['on']:.2f} us with the detector, "
+          f"{res['empty_step_us']['off']:.2f} us without -> {cost:+.2f} us per step "
+          f"({cost / 10_000:+.4%} of a 10 ms step)")
+    print(f"10 ms steps: {res['step_10ms_us']['on']:.1f} us vs {res['step_10ms_us']['off']:.1f} "
+          "us per step (on / off; sleep jitter dominates)")
+    if args.json:
+        args.json.write_text(json.dumps(res, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""Ask torch's Flight Recorder for a dump at the moment the tracker took a stack snapshot, so the
+stacks and the communication state describe the same instant.
+
+Only where the training process already imported torch and enabled the recorder
+(``TORCH_NCCL_TRACE_BUFFER_SIZE`` or ``TORCH_FR_BUFFER_SIZE`` > 0): the tracker never imports
+torch for this. The dump call is the one the installed torch offers — ``_dump_fr_trace``
+(NCCL and gloo, recent releases) or ``_dump_nccl_trace`` (NCCL only, older releases); with
+neither, nothing is written and the docs say which versions work (docs/stalls.md).
+
+The call runs in a thread of its own (:func:`dump_in_background`), never on the tracker's
+sampling thread: on gloo (torch 2.13, measured) ``_dump_fr_trace`` waits until the collective in
+flight completes — in a hang, never — and a sampling thread stuck there would stop the tracker.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+
+log = logging.getLogger("stormotel")
+
+BUFFER_VARIABLES = ("TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_FR_BUFFER_SIZE")
+DUMP_FUNCTIONS = ("_dump_fr_trace", "_dump_nccl_trace")
+
+
+def recorder_enabled(env: Mapping[str, str]) -> bool:
+    for var in BUFFER_VARIABLES:
+        try:
+            if int(env.get(var, "0") or 0) > 0:
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+def dump_flight_recorder(directory: Path, rank: int,
+                         env: Mapping[str, str] = os.environ) -> Path | None:
+    """``directory/nccl_trace_rank_<rank>`` (the name torch's own dump-on-timeout uses), written
+    atomically and overwritten by a later stall; None when the recorder is off or unavailable."""
+    torch = sys.modules.get("torch")
+    if torch is None or not recorder_enabled(env):
+        return None
+    c10d = getattr(getattr(torch, "_C", None), "_distributed_c10d", None)
+    for name in DUMP_FUNCTIONS:
+        fn = getattr(c10d, name, None)
+        if fn is None:
+            continue
+        try:
+            data = fn()
+        except Exception as e:  # no process group yet, or the recorder refused
+            log.debug("stormotel: Flight Recorder dump (%s) failed: %s", name, e)
+            return None
+        if not isinstance(data, bytes | bytearray):
+            return None
+        path = Path(directory) / f"nccl_trace_rank_{rank}"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")  # beside it: the rename is atomic
+        tmp.write_bytes(bytes(data))
+        os.replace(tmp, path)
+        return path
+    return None
+
+
+_in_flight = threading.Lock()
+
+
+def dump_in_background(directory: Path, rank: int, env: Mapping[str, str] = os.environ
+                       ) -> threading.Thread | None:
+    """:func:`dump_flight_recorder` in a daemon thread; at most one at a time (a dump still
+    waiting on a hung collective is not joined by another). None when one is in flight or the
+    recorder is off."""
+    if sys.modules.get("torch") is None or not recorder_enabled(env):
+        return None
+    if not _in_flight.acquire(blocking=False):
+        return None
+
+    def run() -> None:
+        try:
+            dump_flight_recorder(directory, rank, env)
+        except OSError as e:
+            log.warning("stormotel: Flight Recorder dump failed (%s)", e)
+        finally:
+            _in_flight.release()
+
+    thread = threading.Thread(target=run, name="stormotel-fr-dump", daemon=True)
+    thread.start()
+    return thread

@@ -1,0 +1,294 @@
+"""A witness in every rank: stack snapshots of every thread when the rank stops making progress.
+
+Why the interpreter's C-level watchdog and not a Python thread: a rank stuck in a catastrophic
+regex, a C extension or a tight loop holds the GIL, and no Python thread runs until it lets go.
+:func:`faulthandler.dump_traceback_later` runs in a C thread and writes every thread's traceback
+straight to a file descriptor without taking the GIL, so the snapshot exists even when the rank
+never gets the GIL back and is killed by its launcher.
+
+How it stays cheap on the training thread: progress (``tracker.step()``/``mark()``) only
+appends a time; the C timer is re-armed (a new C thread each time) at most once per deadline,
+with a timeout of twice the deadline. The snapshot therefore fires between one and two
+deadlines after the last progress — never earlier than one.
+
+The deadline is the rank's own rhythm: ``multiple`` × the median interval between its recent
+progress events, never below ``floor_s``. The watch arms only after it has seen
+:data:`MIN_INTERVALS` intervals, so a job that never calls ``step()``/``mark()`` (and start-up,
+before the first steps) never takes a snapshot.
+
+Files (one per snapshot, in ``directory``): the C thread writes into a pre-opened
+``rank-R-PID-N.stack.pending`` whose first line is a JSON header (rank, pid, thread ids, the
+rhythm, when it was armed); the tracker's sampling thread renames it to ``….stack.txt``
+(atomic) when it sees the dump, counts it and emits a span event. A rank that never gets the
+GIL back leaves the ``.pending`` file: the analyzer reads both. faulthandler bounds the dump
+(100 threads, 100 frames each), and :data:`MAX_SNAPSHOTS` bounds the files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import json
+import logging
+import os
+import statistics
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from stormotel import schema
+
+log = logging.getLogger("stormotel")
+
+#: progress intervals seen before the watch arms (the rhythm needs a few steps to be known)
+MIN_INTERVALS = 3
+#: intervals kept for the median
+RHYTHM_WINDOW = 64
+#: snapshots one process writes at most (each stall episode takes a few, with a growing delay)
+MAX_SNAPSHOTS = 20
+#: snapshots in one stall episode (no progress in between): at 1, 2 and 4 deadlines
+MAX_PER_EPISODE = 3
+DEFAULT_MULTIPLE = 20.0
+DEFAULT_FLOOR_S = 20.0
+
+
+@dataclass(frozen=True)
+class StallConfig:
+    enabled: bool
+    multiple: float
+    floor_s: float
+    directory: Path
+
+
+def stall_config(env: Mapping[str, str], enabled: bool | None, multiple: float | None,
+                 floor_s: float | None, directory: str | os.PathLike[str] | None,
+                 default_directory: Path) -> StallConfig:
+    """Arguments first, then ``STORMOTEL_STALL_*`` variables, then the defaults (on)."""
+    def number(value: float | None, var: str, default: float) -> float:
+        raw: object = value if value is not None else env.get(var) or default
+        try:
+            out = float(raw)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise ValueError(f"{var}={raw!r} must be a positive number") from None
+        if not 0 < out < float("inf"):
+            raise ValueError(f"{var}={raw!r} must be a positive number")
+        return out
+
+    if enabled is None:
+        enabled = env.get(schema.ENV_STALL_SNAPSHOTS, "1").strip().lower() not in (
+            "0", "false", "no", "off")
+    return StallConfig(bool(enabled),
+                       number(multiple, schema.ENV_STALL_MULTIPLE, DEFAULT_MULTIPLE),
+                       number(floor_s, schema.ENV_STALL_FLOOR_S, DEFAULT_FLOOR_S),
+                       Path(directory) if directory is not None else default_directory)
+
+
+@dataclass(frozen=True)
+class StallSnapshot:
+    """A snapshot the C watchdog wrote and the tracker has seen."""
+
+    path: Path
+    since_progress_s: float
+    timestamp_ns: int
+
+
+class StallWatch:
+    """Arms faulthandler's timer from the rank's progress; see the module docstring."""
+
+    def __init__(self, directory: Path, header: dict[str, object], *,
+                 multiple: float = DEFAULT_MULTIPLE, floor_s: float = DEFAULT_FLOOR_S,
+                 on_snapshot: Callable[[StallSnapshot], None] | None = None) -> None:
+        if not (multiple > 0 and floor_s > 0):
+            raise ValueError(f"stall multiple={multiple!r} and floor={floor_s!r} must be > 0")
+        self.directory = Path(directory)
+        self.header = dict(header)
+        self.multiple = float(multiple)
+        self.floor_s = float(floor_s)
+        self.on_snapshot = on_snapshot
+        self._intervals: deque[float] = deque(maxlen=RHYTHM_WINDOW)
+        self._last: float | None = None
+        self._last_wall_ns = 0
+        self._training_thread: int | None = None  # the thread that calls step()/mark()
+        self._armed_at: float | None = None
+        self._deadline_s = self.floor_s
+        self._fd: int | None = None
+        self._pending: Path | None = None
+        self._header_len = 0
+        self._written = 0
+        self._episode = 0  # snapshots in the current episode
+        self._lock = threading.Lock()
+        self._closed = False
+        self.snapshots: list[StallSnapshot] = []
+
+    @property
+    def deadline_s(self) -> float:
+        return self._deadline_s
+
+    @property
+    def stalled(self) -> bool:
+        return self._episode > 0
+
+    # -- the training thread ----------------------------------------------------------------
+    def progress(self) -> None:
+        """A step or mark began: the rank is making progress. Costs a clock read and an
+        append, plus a re-arm at most once per deadline."""
+        now = time.monotonic()
+        last, self._last = self._last, now
+        if last is not None:
+            self._intervals.append(now - last)
+        self._last_wall_ns = time.time_ns()
+        self._training_thread = threading.get_ident()
+        if self._episode:
+            self._episode = 0
+        if self._closed or len(self._intervals) < MIN_INTERVALS:
+            return
+        armed = self._armed_at
+        if armed is None or now - armed > self._deadline_s:
+            self._arm(now)
+
+    def _arm(self, now: float) -> None:
+        with self._lock:
+            # a dump that fired just before this progress is a real (ended) stall: keep it
+            snap = self._finalize_locked()
+            self._arm_locked(now)
+        if snap is not None and self.on_snapshot is not None:
+            self.on_snapshot(snap)
+
+    def _arm_locked(self, now: float) -> None:
+        if self._closed or self._written >= MAX_SNAPSHOTS:
+            return
+        self._deadline_s = max(self.floor_s, self.multiple * statistics.median(self._intervals))
+        try:
+            faulthandler.cancel_dump_traceback_later()  # before the header is rewritten
+            fd = self._fd if self._fd is not None else self._open_pending()
+            self._write_header(timeout_s=2 * self._deadline_s)
+            faulthandler.dump_traceback_later(2 * self._deadline_s, repeat=False, file=fd,
+                                              exit=False)
+        except (OSError, ValueError, RuntimeError) as e:
+            log.warning("stormotel: stack snapshots disabled (%s: %s)", type(e).__name__, e)
+            self._closed = True
+            self._discard_pending()
+            return
+        self._armed_at = now
+
+    def _open_pending(self) -> int:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        name = (f"{schema.ARCHIVE_RANK_PREFIX}{self.header.get('rank', 'x')}-{os.getpid()}-"
+                f"{self._written + 1}{schema.STACK_PENDING_SUFFIX}")
+        self._pending = self.directory / name
+        self._fd = os.open(self._pending, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        return self._fd
+
+    def _write_header(self, timeout_s: float) -> None:
+        assert self._fd is not None
+        head = {**self.header, "pid": os.getpid(),
+                "main_thread": threading.main_thread().ident,
+                "training_thread": self._training_thread,
+                "deadline_s": round(self._deadline_s, 3), "timeout_s": round(timeout_s, 3),
+                "median_interval_s": round(statistics.median(self._intervals), 6)
+                if self._intervals else None,
+                "armed_unix_ns": time.time_ns(), "last_progress_unix_ns": self._last_wall_ns}
+        line = (schema.STACK_HEADER_PREFIX + json.dumps(head, sort_keys=True) + "\n").encode()
+        os.ftruncate(self._fd, 0)
+        os.lseek(self._fd, 0, os.SEEK_SET)
+        os.write(self._fd, line)
+        self._header_len = len(line)
+
+    def pause(self) -> None:
+        """An exception left a step or mark: the rank is failing or handling it, not stuck in
+        its rhythm. Cancel the timer (its teardown must not pass for a hang); the next progress
+        arms it again."""
+        with self._lock:
+            if self._armed_at is None or self._closed:
+                return
+            faulthandler.cancel_dump_traceback_later()
+            self._armed_at = None
+
+    # -- the sampling thread ----------------------------------------------------------------
+    def poll(self) -> StallSnapshot | None:
+        """Called by the sampling thread: finalize a snapshot the C watchdog wrote, if any,
+        and arm the next one of the episode (later each time)."""
+        if self._fd is None:
+            return None
+        with self._lock:
+            snap = self._finalize_locked()
+            if snap is not None and not self._closed:
+                self._arm_next_locked()
+        if snap is not None and self.on_snapshot is not None:
+            self.on_snapshot(snap)
+        return snap
+
+    def _finalize_locked(self) -> StallSnapshot | None:
+        fd, pending = self._fd, self._pending
+        if fd is None or pending is None:
+            return None
+        try:
+            if os.fstat(fd).st_size <= self._header_len:
+                return None
+        except OSError:
+            return None
+        self._fd = self._pending = None
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        final = pending.with_name(pending.name[:-len(schema.STACK_PENDING_SUFFIX)]
+                                  + schema.STACK_SUFFIX)
+        try:
+            os.replace(pending, final)
+        except OSError:
+            final = pending
+        self._written += 1
+        self._episode += 1
+        self._armed_at = None
+        since = 0.0 if self._last is None else time.monotonic() - self._last
+        snap = StallSnapshot(final, round(since, 3), time.time_ns())
+        self.snapshots.append(snap)
+        return snap
+
+    def _arm_next_locked(self) -> None:
+        """The next snapshot of this episode, if any: at 2x, 4x ... the deadline."""
+        if self._episode >= MAX_PER_EPISODE or self._written >= MAX_SNAPSHOTS:
+            return
+        try:
+            fd = self._open_pending()
+            timeout = self._deadline_s * (2 ** self._episode)
+            self._write_header(timeout_s=timeout)
+            faulthandler.dump_traceback_later(timeout, repeat=False, file=fd, exit=False)
+            self._armed_at = time.monotonic()
+        except (OSError, ValueError, RuntimeError) as e:
+            log.debug("stormotel: next stack snapshot not armed: %s", e)
+            self._discard_pending()
+
+    def close(self) -> None:
+        """Cancel the timer; keep a dump that fired just before the stop, remove an unfired
+        pending file (the tracker is stopping)."""
+        with self._lock:
+            if self._closed and self._fd is None:
+                return
+            self._closed = True
+            faulthandler.cancel_dump_traceback_later()
+            snap = self._finalize_locked()
+            self._discard_pending()
+        if snap is not None and self.on_snapshot is not None:
+            self.on_snapshot(snap)
+
+    def forget_after_fork(self) -> None:
+        """In a forked child (a data-loader worker): the timer belongs to the parent; close the
+        inherited descriptor and never touch the parent's pending file."""
+        fd, self._fd, self._pending = self._fd, None, None
+        self._closed = True
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def _discard_pending(self) -> None:
+        fd, pending = self._fd, self._pending
+        self._fd = self._pending = None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if pending is not None:
+            with contextlib.suppress(OSError):
+                pending.unlink()

@@ -1,0 +1,198 @@
+"""Every shell and Python block of README.md and docs/ is checked, and the marked ones are run
+(see :mod:`tests.docs.doc_blocks` for the markers). A renamed flag, a removed command, a
+Python keyword the tracker no longer takes, or HTTP sent to the gRPC port fails here."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from stormotel import MemoryTracker
+from stormotel.cli import COMMANDS
+from tests.docs.doc_blocks import (
+    REPO,
+    Block,
+    all_blocks,
+    doc_files,
+    python_calls,
+    shell_source,
+    stormotel_invocations,
+)
+
+
+def _parsers() -> dict[str, Callable[[], argparse.ArgumentParser]]:
+    from stormotel.analyzers import cli_flags
+    from stormotel.dashboards import build
+
+    from stormotel import demo, track_cli
+    from stormotel.estimate import cli as estimate_cli
+    return {"track": track_cli.build_parser, "analyze": cli_flags.build_parser,
+            "estimate": estimate_cli.build_parser, "dashboards": build._parser,
+            "demo": demo.build_parser}
+
+
+def _options(command: str) -> set[str]:
+    return set(_parsers()[command]()._option_string_actions)
+
+
+BLOCKS = all_blocks()
+CODE = [b for b in BLOCKS if b.kind in ("shell", "python")
+        or (b.kind == "text" and "stormotel " in b.text)]
+
+
+def flag_problems(block: Block) -> list[str]:
+    """Unknown commands and flags in a block's ``stormotel`` invocations, and OTLP ports that
+    contradict the protocol."""
+    problems = []
+    source = shell_source(block.text) if block.kind != "python" else ""
+    for command, args in stormotel_invocations(source):
+        if command not in COMMANDS:
+            problems.append(f"unknown command `stormotel {command}`")
+            continue
+        known = _options(command)
+        for arg in args:
+            if arg.startswith("-") and arg != "-" and not arg.lstrip("-")[:1].isdigit():
+                flag = arg.split("=", 1)[0]
+                if flag not in known:
+                    problems.append(f"`stormotel {command} {flag}`: no such flag")
+    # Comments say what else one could do ("or :4317 with grpc"): only live text counts.
+    text = re.sub(r"(^|\s)#.*", "", block.text) if block.kind in ("shell", "python") \
+        else block.text
+    if ":4317" in text and "grpc" not in text.lower():
+        problems.append("port 4317 is OTLP/gRPC, but nothing in the block sets grpc (the "
+                        "default protocol is http/protobuf on 4318)")
+    if ":4318" in text and "protocol grpc" in text.lower():
+        problems.append("port 4318 is OTLP/HTTP, but the block sets grpc")
+    return problems
+
+
+def python_problems(block: Block) -> list[str]:
+    try:
+        compile(block.text, block.where, "exec")
+    except SyntaxError as e:
+        return [f"syntax error: {e}"]
+    known = set(inspect.signature(MemoryTracker.__init__).parameters) - {"self"}
+    return [f"MemoryTracker({kw}=...): no such argument"
+            for kws in python_calls(block.text, "MemoryTracker") for kw in sorted(kws - known)]
+
+
+@pytest.mark.parametrize("block", CODE, ids=lambda b: b.where)
+def test_block_is_valid(block: Block) -> None:
+    if block.mode == "skip":
+        pytest.skip("marked doc-test: skip")
+    problems = flag_problems(block)
+    if block.kind == "shell":
+        syntax = subprocess.run(["bash", "-n"], input=shell_source(block.text),
+                                capture_output=True, text=True, timeout=30)
+        if syntax.returncode != 0:
+            problems.append(f"bash -n: {syntax.stderr.strip()}")
+    elif block.kind == "python":
+        problems += python_problems(block)
+    assert not problems, f"{block.where}: " + "; ".join(problems)
+
+
+RUN = [b for b in CODE if b.mode == "run"]
+
+
+@pytest.fixture(scope="module")
+def demo_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A short demo job's archive, the one the docs' examples analyze (``demo-out/demo``)."""
+    root = tmp_path_factory.mktemp("docs-run")
+    return root
+
+
+#: Inputs the docs' examples name, made by :func:`_with_inputs` when a block mentions one.
+INPUT_NAMES = ("demo-out", "artifacts/", "archive/")
+
+
+def _with_inputs(root: Path) -> None:
+    """What the docs' examples read, made in seconds: ``demo-out/demo`` (what ``make demo``
+    leaves: two simulated ranks of job ``demo``, rank 1 leaking, instead of the demo's torch
+    job), ``archive/`` (a copy of it) and ``artifacts/events_rank*.json`` (Stormlog v4 exports,
+    written by the tracker's Stormlog-compatible ``export_events``)."""
+    if (root / "demo-out").is_dir():
+        return
+    for rank in (0, 1):
+        out = subprocess.run(
+            [sys.executable, "-m", "stormotel", "track", "--sampler", "simulated", "--duration",
+             "2", "--archive", str(root / "demo-out"), "--job-id", "demo", "--rank", str(rank),
+             "--world-size", "2", "--fault", "rank=1:leak@t=0.5s,rate=256MiB/s", "-q"],
+            capture_output=True, text=True, timeout=120, cwd=root)
+        assert out.returncode == 0, out.stderr
+    shutil.copytree(root / "demo-out" / "demo", root / "archive")
+    (root / "artifacts").mkdir()
+    script = ("import sys, time\nfrom stormotel import MemoryTracker\n"
+              "for r in (0, 1):\n"
+              "    t = MemoryTracker(sampler='simulated', sampling_interval=0.05, job_id='sl',"
+              " rank=r, world_size=2, archive_dir=sys.argv[1])\n"
+              "    t.start_tracking(); time.sleep(0.6); t.stop_tracking()\n"
+              "    t.export_events(f'artifacts/events_rank{r}.json', format='json')\n")
+    out = subprocess.run([sys.executable, "-c", script, str(root / "sl-archive")], cwd=root,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.slow  # runs commands: a short demo job, then each marked block
+@pytest.mark.parametrize("block", RUN, ids=lambda b: b.where)
+def test_marked_block_runs(block: Block, demo_archive: Path, tmp_path: Path) -> None:
+    if any(name in block.text for name in INPUT_NAMES):
+        _with_inputs(demo_archive)
+    work = tmp_path / "work"
+    shutil.copytree(demo_archive, work)
+    (work / ".venv").mkdir()  # a checkout's .venv/bin, as `make demo` leaves it
+    (work / ".venv" / "bin").symlink_to(Path(sys.executable).parent)
+    bindir = str(Path(sys.executable).parent)
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ.get('PATH', '')}", "REPO": str(REPO),
+           "PYTHONPATH": str(REPO)}
+    if block.kind == "shell":
+        cmd = ["bash", "-euo", "pipefail", "-c", shell_source(block.text)]
+    else:
+        cmd = [sys.executable, "-c", block.text]
+    out = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True,
+                         timeout=block.timeout)
+    assert out.returncode in block.exit_codes, (
+        f"{block.where} exited {out.returncode}:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
+
+
+_LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _slugs(md: Path) -> set[str]:
+    """GitHub's heading anchors of a Markdown file (lowercase, punctuation dropped, spaces to
+    hyphens), outside code blocks."""
+    out, inside = set(), False
+    for line in md.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            inside = not inside
+        elif not inside and (m := re.match(r"#{1,6}\s+(.*)", line)):
+            out.add(re.sub(r"[^\w\- ]", "", m[1].strip().lower()).replace(" ", "-"))
+    return out
+
+
+def relative_links(md: Path) -> list[str]:
+    text = re.sub(r"```.*?```", "", md.read_text(encoding="utf-8"), flags=re.S)
+    return [t for t in _LINK.findall(text) if not re.match(r"[a-z]+:", t)]
+
+
+@pytest.mark.parametrize("md", doc_files(), ids=lambda p: str(p.relative_to(REPO)))
+def test_relative_links_resolve(md: Path) -> None:
+    """A moved file or a renamed heading breaks the reader's next click: every relative link
+    and its #anchor must exist."""
+    bad = []
+    for target in relative_links(md):
+        path, _, anchor = target.partition("#")
+        dest = (md.parent / path).resolve() if path else md
+        if not dest.exists():
+            bad.append(f"{target}: no such file")
+        elif anchor and dest.suffix == ".md" and anchor not in _slugs(dest):
+            bad.append(f"{target}: no heading with that anchor in {dest.name}")
+    assert not bad, f"{md.relative_to(REPO)}: " + "; ".join(bad)

@@ -1,0 +1,111 @@
+"""Where every rank is at a hang: real 4-rank gloo jobs with the tracker, one rank hanging
+outside communication (tests/stalls/stack_jobs.py), analysed from the archive alone."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from stormotel import schema
+from tests.stalls import stack_jobs
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def stack_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("torch")
+    root = tmp_path_factory.mktemp("stack_jobs")
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "tests.stalls.stack_jobs", str(root)],
+                          cwd=REPO, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    print(f"stack jobs ran in {time.monotonic() - started:.1f} s")
+    return root
+
+
+def _analyze(path: Path) -> tuple[int, dict]:
+    proc = subprocess.run([sys.executable, "-m", "stormotel", "analyze", str(path),
+                           "--format", "json"], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def _snapshots(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.name.endswith(
+        (schema.STACK_SUFFIX, schema.STACK_PENDING_SUFFIX)))
+
+
+@pytest.mark.parametrize("scenario", ["regex", "dataloader", "checkpoint", "callback"])
+def test_the_hanging_rank_and_its_frame_come_from_the_archive(stack_runs: Path,
+                                                               scenario: str) -> None:
+    code, report = _analyze(stack_runs / scenario / "archive")
+    assert code == 1
+    stacks = [f for f in report["stall_findings"] if f["source"] == "stacks"]
+    assert stacks, report["stall_findings"]
+    finding = stacks[0]
+    assert finding["kind"] == "straggler"
+    assert finding["ranks"] == [stack_jobs.CULPRIT]
+    assert finding["confidence"] in ("medium", "low")
+    frames = finding["evidence"]["frames"][str(stack_jobs.CULPRIT)]
+    assert any(stack_jobs.USER_FRAMES[scenario] in f for f in frames), frames
+    # the peers are grouped in the collective they wait in
+    groups = finding["evidence"]["stack_groups"]
+    peers = sorted(r for g in groups if g["collective"] for r in g["ranks"])
+    assert peers == [r for r in range(stack_jobs.WORLD) if r != stack_jobs.CULPRIT]
+    assert stack_jobs.USER_FRAMES[scenario] in finding["evidence"]["reason"]
+
+
+def test_a_flight_recorder_dump_that_waits_does_not_stop_the_tracker(stack_runs: Path) -> None:
+    """The recorder is on in these jobs, and on gloo its dump waits for the collective in
+    flight (never, in a hang): a waiting peer asked for one at its snapshot and must go on
+    sampling until the launcher's SIGTERM all the same."""
+    from stormotel.analyzers.sources import load_paths
+
+    root = stack_runs / "callback"
+    killed = int((root / "sigterm_ns").read_text())
+    timeline = load_paths([str(root / "archive")])
+    peer = timeline.ranks[0]
+    first_snapshot = min(int(json.loads(p.read_text().partition("\n")[0][
+        len(schema.STACK_HEADER_PREFIX):])["armed_unix_ns"]) for p in _snapshots(root)
+        if p.name.startswith("rank-0-"))
+    assert int(peer.t_ns[-1]) > first_snapshot + 5e9, "rank 0 stopped sampling at its stall"
+    assert int(peer.t_ns[-1]) > killed - 3e9
+
+
+def test_a_rank_holding_the_gil_still_leaves_a_snapshot(stack_runs: Path) -> None:
+    root = stack_runs / "regex"
+    culprit = stack_jobs.CULPRIT
+    mine = [p for p in _snapshots(root) if p.name.startswith(f"rank-{culprit}-")]
+    assert mine, "no snapshot from the rank that held the GIL"
+    text = mine[0].read_text()
+    assert "filter_records" in text and "Thread 0x" in text
+    header = json.loads(text.partition("\n")[0][len(schema.STACK_HEADER_PREFIX):])
+    fired = header["armed_unix_ns"] + header["timeout_s"] * 1e9
+    # the GIL was held: a Python heartbeat thread stopped beating from the hang until the
+    # launcher's SIGTERM, and the C watchdog wrote the snapshot in between
+    hang = int((root / "hang_started").read_text())
+    killed = int((root / "sigterm_ns").read_text())
+    beats = [int(x) for x in (root / f"heartbeat{culprit}").read_text().split()]
+    assert any(b < hang for b in beats), "the heartbeat thread never ran"
+    during = [b for b in beats if hang + 1e9 < b < killed]
+    assert during == [], "the heartbeat thread ran during the regex: the GIL was free"
+    assert hang < fired < killed
+    _, report = _analyze(root / "archive")
+    finding = next(f for f in report["stall_findings"] if f["source"] == "stacks")
+    assert finding["evidence"]["category"] == "gil_held"
+    assert finding["evidence"]["gil_held"][0]["rank"] == culprit
+
+
+def test_a_healthy_job_leaves_no_snapshot(stack_runs: Path) -> None:
+    root = stack_runs / "healthy"
+    assert all((root / f"done{r}").exists() for r in range(stack_jobs.WORLD))
+    assert _snapshots(root) == []
+    _, report = _analyze(root / "archive")
+    assert not [f for f in report["stall_findings"] if f["source"] == "stacks"]

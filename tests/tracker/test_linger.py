@@ -1,0 +1,231 @@
+"""The end after an event: the tracker keeps its Prometheus endpoint up until one scrape has read
+the final state (bounded), and never waits when nothing happened.
+
+Scrapes here are plain HTTP GETs of ``/metrics`` (what Prometheus sends); the live test with a
+real Prometheus at the Helm chart's 15 s interval is test_linger_live.py.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+
+from stormotel import exitcodes, schema
+from stormotel.samplers.simulated import SimulatedSampler
+from stormotel.tracker import MemoryTracker, linger_seconds
+from tests.tracker.otlp_util import HttpReceiver, points, spans
+
+ROOT = Path(__file__).resolve().parents[2]
+OOM_LINE = re.compile(rf"^{schema.OOMS.prom_series[-1]}\{{[^}}]*\}} (\S+)$", re.MULTILINE)
+
+
+def _tracker(make_tracker: Callable[..., MemoryTracker], faults: str | None = None,
+             linger: float = 10.0) -> MemoryTracker:
+    return make_tracker(sampler=SimulatedSampler(rank=1, faults=faults), prometheus_port=0,
+                        prometheus_addr="127.0.0.1", linger_after_event_s=linger)
+
+
+def _scrape(tracker: MemoryTracker) -> str:
+    host, port = tracker.prometheus_address or ("", 0)
+    return httpx.get(f"http://{host}:{port}/metrics", timeout=5).text
+
+
+def _ooms(body: str) -> float:
+    match = OOM_LINE.search(body)
+    assert match, body[-2000:]
+    return float(match.group(1))
+
+
+def _wait_for_oom_edge(tracker: MemoryTracker, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while schema.EDGE_OOM not in tracker.state.edges:
+        assert time.monotonic() < deadline, "the simulated OOM never showed in the counter"
+        time.sleep(0.02)
+
+
+def _timed_stop(tracker: MemoryTracker, **kwargs: bool) -> float:
+    started = time.monotonic()
+    tracker.stop_tracking(**kwargs)
+    return time.monotonic() - started
+
+
+def test_nothing_happened_no_wait(make_tracker: Callable[..., MemoryTracker]) -> None:
+    scraped = _tracker(make_tracker).start_tracking()
+    assert _ooms(_scrape(scraped)) == 0
+    never_scraped = _tracker(make_tracker).start_tracking()
+    time.sleep(0.2)
+    assert _timed_stop(scraped) < 1.5
+    assert _timed_stop(never_scraped) < 1.5
+
+
+def test_an_unscraped_oom_keeps_the_endpoint_until_one_scrape_read_it(
+        make_tracker: Callable[..., MemoryTracker]) -> None:
+    tracker = _tracker(make_tracker, faults="oom@t=0.1s").start_tracking()
+    _wait_for_oom_edge(tracker)
+    bodies: list[str] = []
+
+    def scrape_later() -> None:
+        time.sleep(1.5)
+        bodies.append(_scrape(tracker))
+
+    scraper = threading.Thread(target=scrape_later)
+    scraper.start()
+    took = _timed_stop(tracker)
+    scraper.join(10)
+    assert 1.4 < took < 6.0, took  # waited for the scrape, not for the 10 s bound
+    assert len(bodies) == 1 and _ooms(bodies[0]) == 1
+    with pytest.raises(httpx.HTTPError):  # and then stopped serving
+        _scrape(tracker)
+
+
+def test_an_oom_already_scraped_needs_no_wait(make_tracker: Callable[..., MemoryTracker]) -> None:
+    tracker = _tracker(make_tracker, faults="oom@t=0.1s").start_tracking()
+    _wait_for_oom_edge(tracker)
+    assert _ooms(_scrape(tracker)) == 1
+    assert _timed_stop(tracker) < 1.5
+
+
+def test_the_wait_is_bounded_and_can_be_turned_off(
+        make_tracker: Callable[..., MemoryTracker]) -> None:
+    bounded = _tracker(make_tracker, faults="oom@t=0.1s", linger=1.0).start_tracking()
+    off = _tracker(make_tracker, faults="oom@t=0.1s", linger=0.0).start_tracking()
+    forced_off = _tracker(make_tracker, faults="oom@t=0.1s").start_tracking()
+    for tracker in (bounded, off, forced_off):
+        _wait_for_oom_edge(tracker)
+    assert 0.9 < _timed_stop(bounded) < 3.5  # nobody scraped: gave up after the bound
+    assert _timed_stop(off) < 1.5
+    assert _timed_stop(forced_off, linger=False) < 1.5
+
+
+def test_a_counter_oom_is_pushed_at_once(make_tracker: Callable[..., MemoryTracker]) -> None:
+    """The rank may die within a second: the OOM goes out through OTLP (spans and metrics) when
+    the counter shows it, not at the next 60 s export or at a stop that may never come."""
+    rx = HttpReceiver()
+    try:
+        tracker = make_tracker(sampler=SimulatedSampler(rank=1, faults="oom@t=0.3s"),
+                               otlp_endpoint=rx.url, otlp_protocol="http", otlp_interval=60)
+        tracker.start_tracking()
+        deadline = time.monotonic() + 5.0
+        events: list[str] = []
+        ooms: list[int] = []
+        while time.monotonic() < deadline and not (events and ooms):
+            time.sleep(0.1)
+            with rx.got.lock:
+                traces, metrics = list(rx.got.traces), list(rx.got.metrics)
+            events = [e.name for _r, sp in spans(traces) for e in sp.events
+                      if e.name == schema.EVENT_OOM]
+            ooms = [p.as_int for _r, name, p in points(metrics) if name == schema.OOMS.name]
+        tracker.stop_tracking(linger=False)
+    finally:
+        rx.close()
+    assert events == [schema.EVENT_OOM]
+    assert ooms and ooms[-1] == 1
+
+
+def test_an_exception_leaving_the_with_block_lingers(
+        make_tracker: Callable[..., MemoryTracker]) -> None:
+    tracker = _tracker(make_tracker, linger=1.0)
+    started = time.monotonic()
+    with pytest.raises(ValueError), tracker:
+        raise ValueError("training failed")
+    assert time.monotonic() - started > 0.9
+
+
+def test_linger_from_the_environment_and_bad_values() -> None:
+    assert linger_seconds(None, {}) == schema.LINGER_AFTER_EVENT_S_DEFAULT
+    assert linger_seconds(None, {schema.ENV_LINGER_S: "45"}) == 45.0
+    assert linger_seconds(3, {schema.ENV_LINGER_S: "45"}) == 3.0
+    for bad in ("soon", "-1", "inf"):
+        with pytest.raises(ValueError, match=schema.ENV_LINGER_S):
+            linger_seconds(None, {schema.ENV_LINGER_S: bad})
+    with pytest.raises(ValueError, match="linger_after_event_s"):
+        linger_seconds(-2.0, {})
+
+
+# -- real processes: an uncaught OOM at exit, SIGTERM, the CLI -------------------------------
+UNCAUGHT_OOM = """
+import sys
+from stormotel.samplers.simulated import SimulatedSampler
+from stormotel.tracker import MemoryTracker
+tracker = MemoryTracker(sampler=SimulatedSampler(rank=0), sampling_interval=0.05, job_id="x",
+                        rank=0, world_size=1, prometheus_port=0, prometheus_addr="127.0.0.1",
+                        linger_after_event_s=20, env={})
+tracker.start_tracking()
+print(tracker.prometheus_address[1], flush=True)
+raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+"""
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def _port_line(proc: subprocess.Popen[str]) -> int:
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.strip().isdigit(), (line, proc.stderr.read() if proc.stderr else "")
+    return int(line)
+
+
+@pytest.mark.slow  # a fresh interpreter
+def test_an_uncaught_oom_at_exit_is_an_oom_and_waits_for_the_scrape(tmp_path: Path) -> None:
+    """No allocator counter (the simulated device never ran out): the uncaught OOM exception
+    itself becomes the OOM, and the process stays until a scrape has it."""
+    proc = subprocess.Popen([sys.executable, "-c", UNCAUGHT_OOM], cwd=tmp_path, env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        port = _port_line(proc)
+        time.sleep(1.0)
+        assert proc.poll() is None, "exited without waiting for a scrape"
+        body = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+        proc.wait(timeout=10)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert _ooms(body) == 1
+    assert proc.returncode == 1  # the exception still ends the process as it would have
+    assert "CUDA out of memory" in (proc.stderr.read() if proc.stderr else "")
+
+
+@pytest.mark.slow  # a fresh interpreter
+def test_sigterm_waits_for_one_scrape_then_exits(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stormotel", "track", "--sampler", "simulated", "--job-id", "st",
+         "--rank", "0", "--world-size", "1", "--interval", "0.05", "--prometheus-port", "0",
+         "--prometheus-addr", "127.0.0.1", "--linger-s", "20"],
+        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        banner = proc.stderr.readline()
+        port = int(re.search(r"127\.0\.0\.1:(\d+)/metrics", banner).group(1))  # type: ignore[union-attr]
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(1.0)
+        assert proc.poll() is None, "exited on SIGTERM without waiting for a scrape"
+        httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5)
+        started = time.monotonic()
+        proc.wait(timeout=10)
+        exited_after_scrape = time.monotonic() - started
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == exitcodes.OK
+    assert exited_after_scrape < 4.0
+
+
+@pytest.mark.slow  # a fresh interpreter
+def test_track_rejects_a_negative_linger(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "stormotel", "track", "--sampler", "simulated",
+                          "--linger-s", "-1"], cwd=tmp_path, env=_env(), capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == exitcodes.USAGE and "--linger-s" in out.stderr
+    assert "Traceback" not in out.stderr

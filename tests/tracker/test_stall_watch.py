@@ -1,0 +1,173 @@
+"""The stall detector in the tracker: it arms from the rank's own rhythm, writes every thread's
+traceback through faulthandler's C watchdog, and stays silent for jobs that make progress or
+never call step()/mark()."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from stormotel.analyzers.stalls.stacks import analyze_stacks, find_snapshot_files, parse_snapshot
+
+from stormotel import MemoryTracker, schema
+
+
+def _tracker(tmp_path: Path, **kw: object) -> MemoryTracker:
+    return MemoryTracker(sampler="simulated", archive_dir=tmp_path, job_id="j", rank=1,
+                         world_size=2, sampling_interval=0.05, stall_floor_s=0.3, **kw)
+
+
+def _files(tmp_path: Path) -> list[Path]:
+    return sorted((tmp_path / "j" / schema.STACKS_DIR).glob("*")) \
+        if (tmp_path / "j" / schema.STACKS_DIR).exists() else []
+
+
+def _steps(t: MemoryTracker, n: int, every: float = 0.01) -> None:
+    for _ in range(n):
+        with t.step():
+            time.sleep(every)
+
+
+def wait_for_a_batch() -> None:
+    time.sleep(1.5)
+
+
+def test_a_stall_leaves_a_snapshot_an_event_and_a_count(tmp_path: Path) -> None:
+    with _tracker(tmp_path) as t:
+        _steps(t, 5)
+        with t.step():
+            wait_for_a_batch()  # no progress for 1.5 s: deadline 0.3 s, timer 0.6 s
+        assert t.state.stall_snapshots >= 1
+        assert t.state.edges[schema.EDGE_STALL].timestamp_ns > 0
+        _steps(t, 2)
+        assert not t.state.stalled  # progress again
+    files = _files(tmp_path)
+    assert files and all(f.name.endswith(schema.STACK_SUFFIX) for f in files), files
+    snap = parse_snapshot(files[0])
+    assert snap is not None and snap.rank == 1 and not snap.pending
+    assert any(f.function == "wait_for_a_batch" for f in snap.main_frames)
+    assert snap.user_frame() is not None
+    header = json.loads(files[0].read_text().partition("\n")[0]
+                        [len(schema.STACK_HEADER_PREFIX):])
+    assert header["deadline_s"] == pytest.approx(0.3) and header["job_id"] == "j"
+
+
+def test_steady_progress_and_a_clean_stop_leave_nothing(tmp_path: Path) -> None:
+    with _tracker(tmp_path) as t:
+        _steps(t, 60)  # 0.6 s of steps, never 0.3 s without one
+    assert t.state.stall_snapshots == 0
+    assert _files(tmp_path) == []  # the armed pending file is removed at stop
+
+
+def test_a_job_without_steps_never_arms(tmp_path: Path) -> None:
+    with _tracker(tmp_path) as t:
+        time.sleep(1.0)  # model loading, NCCL init: no rhythm yet, no snapshot
+    assert t.state.stall_snapshots == 0 and _files(tmp_path) == []
+
+
+def test_switched_off_by_the_environment(tmp_path: Path) -> None:
+    t = MemoryTracker(sampler="simulated", archive_dir=tmp_path, job_id="j", rank=0,
+                      world_size=1, stall_floor_s=0.2,
+                      env={schema.ENV_STALL_SNAPSHOTS: "0"})
+    with t:
+        _steps(t, 5)
+        time.sleep(0.8)
+    assert _files(tmp_path) == []
+
+
+def test_bad_settings_are_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="STORMOTEL_STALL_FLOOR_S"):
+        MemoryTracker(sampler="simulated", archive_dir=tmp_path, rank=0, world_size=1,
+                      env={schema.ENV_STALL_FLOOR_S: "soon"})
+
+
+def _snapshot(path: Path, rank: int, frames: list[tuple[str, int, str]], *,
+              fired: bool = True, armed: int = 10**18, progress: int = 0) -> Path:
+    head = {"rank": rank, "training_thread": 1, "armed_unix_ns": armed, "timeout_s": 4.0,
+            "last_progress_unix_ns": progress}
+    text = schema.STACK_HEADER_PREFIX + json.dumps(head) + "\n"
+    if fired:
+        text += "Timeout (0:00:04)!\nThread 0x0000000000000001 (most recent call first):\n"
+        text += "".join(f'  File "{f}", line {n} in {fn}\n' for f, n, fn in frames)
+    path.write_text(text)
+    return path
+
+
+WAITING = [("/v/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", 3252,
+            "all_reduce"), ("/home/u/train.py", 212, "train")]
+
+
+def test_pending_and_renamed_snapshots_are_grouped(tmp_path: Path) -> None:
+    for r in (0, 1, 3):
+        _snapshot(tmp_path / f"rank-{r}-1-1{schema.STACK_SUFFIX}", r, WAITING)
+    _snapshot(tmp_path / f"rank-2-1-1{schema.STACK_PENDING_SUFFIX}", 2,
+              [("/usr/lib/python3.11/re/__init__.py", 166, "match"),
+               ("/home/u/data/filter.py", 88, "keep")])
+    _snapshot(tmp_path / f"rank-2-1-2{schema.STACK_PENDING_SUFFIX}", 2, [], fired=False)
+    files = find_snapshot_files([tmp_path])
+    assert len(files) == 5
+    sa = analyze_stacks(files, world_size=4)
+    assert sa.skipped["unfired_stack_snapshot"] == 1
+    (finding,) = sa.findings
+    assert finding.ranks == [2] and finding.source == "stacks"
+    assert finding.confidence == "medium"
+    assert "3 ranks in all_reduce at u/train.py:212" in finding.evidence["reason"]
+    assert "rank 2 in keep at data/filter.py:88" in finding.evidence["reason"]
+    assert finding.evidence["pattern"] == "stormotel.stacks.odd_group"
+
+
+def test_no_odd_rank_from_symmetric_or_partial_snapshots(tmp_path: Path) -> None:
+    for r in range(3):
+        _snapshot(tmp_path / f"rank-{r}-1-1{schema.STACK_SUFFIX}", r, WAITING)
+    sa = analyze_stacks(find_snapshot_files([tmp_path]), world_size=3)
+    assert sa.findings == [] and "same place" in sa.notes[0]
+    # one rank outside, but ranks 4..7 never wrote a snapshot: low, and they are named unseen
+    _snapshot(tmp_path / f"rank-3-1-1{schema.STACK_SUFFIX}", 3,
+              [("/home/u/ckpt.py", 9, "save")])
+    (finding,) = analyze_stacks(find_snapshot_files([tmp_path]), world_size=8).findings
+    assert finding.ranks == [3] and finding.confidence == "low"
+    assert finding.evidence["unseen_ranks"] == [4, 5, 6, 7]
+
+
+@pytest.mark.parametrize("text", ["not a snapshot\n", schema.STACK_HEADER_PREFIX + "{bad\n",
+                                  schema.STACK_HEADER_PREFIX + '{"rank": 10000000}\n',
+                                  schema.STACK_HEADER_PREFIX + "[" * 100000 + "\n"])
+def test_bad_snapshot_files_are_counted_skips(tmp_path: Path, text: str) -> None:
+    bad = tmp_path / f"rank-0-1-1{schema.STACK_SUFFIX}"
+    bad.write_text(text)
+    sa = analyze_stacks([bad])
+    assert sa.skipped["bad_stack_snapshot"] == 1 and sa.findings == []
+    assert "skipped" in sa.notes[0]
+
+
+def test_the_first_snapshot_of_the_last_stall_describes_the_hang(tmp_path: Path) -> None:
+    """A peer's later snapshot of the same stall may show it tearing down after the culprit
+    died; an earlier stall (another last progress) is another moment: neither is compared."""
+    teardown = [("/usr/lib/python3.11/threading.py", 1590, "_shutdown")]
+    for r in (0, 1, 3):
+        _snapshot(tmp_path / f"rank-{r}-1-1{schema.STACK_SUFFIX}", r, WAITING,
+                  armed=10**18, progress=10**18 - 5 * 10**9)
+        _snapshot(tmp_path / f"rank-{r}-1-2{schema.STACK_SUFFIX}", r, teardown,
+                  armed=10**18 + 8 * 10**9, progress=10**18 - 5 * 10**9)
+        # an earlier, shorter stall (a slow checkpoint), long before
+        _snapshot(tmp_path / f"rank-{r}-1-0{schema.STACK_SUFFIX}", r,
+                  [("/home/u/ckpt.py", 9, "save")], armed=10**18 - 600 * 10**9,
+                  progress=10**18 - 610 * 10**9)
+    _snapshot(tmp_path / f"rank-2-1-1{schema.STACK_SUFFIX}", 2,
+              [("/home/u/data/filter.py", 88, "keep")], progress=10**18 - 5 * 10**9)
+    (finding,) = analyze_stacks(find_snapshot_files([tmp_path]), world_size=4).findings
+    assert finding.ranks == [2]
+
+
+def test_an_exception_leaving_a_step_is_not_a_hang(tmp_path: Path) -> None:
+    """A peer whose collective failed (its culprit died) unwinds and tears down: the timer is
+    cancelled, so that teardown leaves no snapshot."""
+    with _tracker(tmp_path) as t:
+        _steps(t, 5)
+        with pytest.raises(RuntimeError), t.step():
+            raise RuntimeError("Connection closed by peer")
+        time.sleep(1.0)  # tearing down, no step
+        assert t.state.stall_snapshots == 0
+    assert _files(tmp_path) == []

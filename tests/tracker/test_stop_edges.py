@@ -1,0 +1,114 @@
+"""The tracker's start and clean-stop edges, and the Prometheus endpoint that waits for one last
+scrape after a clean stop so the stop timestamp reaches the alert rules (a rank that stopped is
+then never taken for one that died)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import pytest
+
+from stormotel import schema
+from stormotel.tracker import MemoryTracker
+
+
+def _values(body: str) -> dict[str, float]:
+    out = {}
+    for line in body.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name.split("{", 1)[0]] = float(value)
+    return out
+
+
+def _tracker(linger: float) -> MemoryTracker:
+    return MemoryTracker(sampler="simulated", job_id="edges", rank=0, world_size=1,
+                         prometheus_port=0, prometheus_addr="127.0.0.1",
+                         prometheus_linger=linger, handle_sigterm=False)
+
+
+def _url(tracker: MemoryTracker) -> str:
+    host, port = tracker.prometheus_address or ("", 0)
+    return f"http://{host}:{port}/metrics"
+
+
+def test_a_lingering_endpoint_serves_the_stop_timestamp_once_more() -> None:
+    tracker = _tracker(linger=10).start_tracking()
+    url = _url(tracker)
+    before = _values(httpx.get(url, timeout=5).text)
+    assert before[schema.TRACKER_START.prom] == pytest.approx(time.time(), abs=30)
+    assert before[schema.TRACKER_STOP_REPORTED.prom] == 1
+    assert schema.TRACKER_STOP.prom not in before
+    after: list[str] = []
+
+    def scrape_later() -> None:
+        time.sleep(1.0)
+        after.append(httpx.get(url, timeout=5).text)
+
+    scraper = threading.Thread(target=scrape_later)
+    scraper.start()
+    stopped_at = time.time()
+    began = time.monotonic()
+    tracker.stop_tracking()
+    took = time.monotonic() - began
+    scraper.join(10)
+    values = _values(after[0])
+    assert values[schema.TRACKER_STOP.prom] == pytest.approx(stopped_at, abs=0.5)
+    assert values[schema.TRACKER_STOP.prom] >= values[schema.TRACKER_START.prom]
+    assert 0.9 < took < 5, "waits for that scrape, and no longer"
+
+
+def test_no_linger_when_nobody_scrapes_or_none_asked() -> None:
+    unscraped = _tracker(linger=30).start_tracking()
+    began = time.monotonic()
+    unscraped.stop_tracking()
+    assert time.monotonic() - began < 3, "never scraped: nothing to wait for"
+    plain = _tracker(linger=0).start_tracking()
+    assert _values(httpx.get(_url(plain), timeout=5).text)[
+        schema.TRACKER_STOP_REPORTED.prom] == 0, "a pull endpoint without linger cannot promise"
+    plain.stop_tracking()
+
+
+def test_linger_must_be_a_non_negative_number() -> None:
+    with pytest.raises(ValueError, match="prometheus_linger"):
+        _tracker(linger=-1)
+    with pytest.raises(ValueError, match=schema.ENV_PROMETHEUS_LINGER):
+        MemoryTracker(sampler="simulated", job_id="edges", rank=0, world_size=1,
+                      prometheus_port=0, env={schema.ENV_PROMETHEUS_LINGER: "soon"})
+
+
+def test_the_deployment_sets_the_linger_in_the_environment() -> None:
+    tracker = MemoryTracker(sampler="simulated", job_id="edges", rank=0, world_size=1,
+                            prometheus_port=0, prometheus_addr="127.0.0.1",
+                            handle_sigterm=False, env={schema.ENV_PROMETHEUS_LINGER: "30"})
+    assert tracker.export_config.prometheus_linger_s == 30
+
+
+class _DriverOnly:
+    """A sampler that, like NVML, sees device memory but no allocator OOM count."""
+
+    name = "driver-only"
+    device_index = 0
+    gpu_uuid = None
+    gpu_name = None
+
+    def sample(self) -> object:
+        from stormotel.samplers import Sample
+
+        return Sample(timestamp_ns=time.time_ns(), device_used=2**30, device_total=2**34)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def test_the_oom_counter_exists_from_the_start_at_zero() -> None:
+    """So one scrape after an OOM shows 0 -> 1 to increase(), whatever the sampler counts."""
+    tracker = MemoryTracker(sampler=_DriverOnly(), job_id="edges", rank=0,  # type: ignore[arg-type]
+                            world_size=1, prometheus_port=0, prometheus_addr="127.0.0.1",
+                            handle_sigterm=False).start_tracking()
+    try:
+        assert _values(httpx.get(_url(tracker), timeout=5).text)[schema.OOMS.prom] == 0
+    finally:
+        tracker.stop_tracking()
