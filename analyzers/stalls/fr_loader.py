@@ -17,11 +17,12 @@ import re
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from itertools import chain, repeat
-from operator import attrgetter, methodcaller
+from operator import attrgetter, itemgetter, methodcaller
 from pathlib import Path
 from typing import Any, overload
 
 import msgspec
+import numpy as np
 from stormotel.analyzers.gcpause import gc_paused
 from stormotel.analyzers.stalls.fr_types import DumpSet, FrEntry, PgStatus, RankDump
 from stormotel.analyzers.stalls.safe_unpickle import MAX_DUMP_BYTES, loads_plain
@@ -251,26 +252,31 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 MAX_SIZE_CELLS_PER_ENTRY = 65_536
 SIZE_CELLS_PER_ENTRY_AVERAGE = 256
 _SIZE_KEYS = ("input_sizes", "output_sizes")
-_INT_FIELDS = tuple(map(attrgetter, ("record_id", "pg_id", "seq_id", "time_created_ns",
-                                     "time_started_ns", "time_completed_ns", "timeout_ms")))
+_INT_FIELDS = attrgetter("record_id", "pg_id", "seq_id", "time_created_ns", "time_started_ns",
+                         "time_completed_ns", "timeout_ms")
+_BOTH_SIZES = itemgetter(*_SIZE_KEYS)
 
 
 def _size_cells(raw: list[Any]) -> int:
     """How many ints the entries' size lists hold (memo references counted each time), in C;
     TypeError/AttributeError for entries the column reader would refuse anyway."""
-    lists = chain.from_iterable(chain.from_iterable(
-        map(methodcaller("get", k, ()), raw) for k in _SIZE_KEYS))
-    return sum(map(len, lists))
+    try:
+        both: Iterable[Any] = map(_BOTH_SIZES, raw)
+        return sum(map(len, chain.from_iterable(chain.from_iterable(both))))
+    except KeyError:  # a dump that leaves sizes out (they default to none)
+        lists = chain.from_iterable(chain.from_iterable(
+            map(methodcaller("get", k, ()), raw) for k in _SIZE_KEYS))
+        return sum(map(len, lists))
 
 
 def _within_int64(entries: list[FrEntry]) -> bool:
-    for get in _INT_FIELDS:
-        values = list(filter(None, map(get, entries)))
-        if values and (min(values) < _INT64_MIN or max(values) > _INT64_MAX):
-            return False
-    per_entry = chain.from_iterable(map(attrgetter(k), entries) for k in _SIZE_KEYS)
-    cells = list(chain.from_iterable(chain.from_iterable(per_entry)))  # entry → tensor → int
-    return not cells or (min(cells) >= _INT64_MIN and max(cells) <= _INT64_MAX)
+    """Every integer field of every entry fits in int64 (one C pass: numpy refuses the rest
+    with OverflowError; 0 and None, unset, are left out)."""
+    try:
+        np.fromiter(filter(None, chain.from_iterable(map(_INT_FIELDS, entries))), np.int64)
+    except (OverflowError, TypeError, ValueError):
+        return False
+    return True
 
 
 def _time(v: Any) -> int | None:
@@ -283,14 +289,7 @@ def _sizes(v: Any) -> tuple[tuple[int, ...], ...]:
         return ()
     if sum(map(len, v)) > MAX_SIZE_CELLS_PER_ENTRY:
         raise ValueError("size lists too long")
-    return tuple([tuple(map(_size_int, s)) for s in v])
-
-
-def _size_int(v: Any) -> int:
-    i = _int(v)
-    if i is None:
-        raise TypeError("size is not an integer")
-    return i
+    return tuple([tuple(map(int, s)) for s in v])
 
 
 def _text(v: Any) -> str:
