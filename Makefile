@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DEMO_OUT ?= demo-out
 
-.PHONY: demo test test-fast typecheck setup servers lint dashboards bench clean
+.PHONY: demo test test-fast fuzz typecheck setup servers lint dashboards bench clean
 
 demo: setup
 	$(PY) -m stormotel demo --out $(DEMO_OUT)
@@ -18,6 +18,16 @@ test: setup servers
 # tests/conftest.py marks them.
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow and not servers"
+
+# Longer fuzzing of every reader and writer (tests/fuzz): the "long" hypothesis profile draws
+# FUZZ_EXAMPLES fresh random examples per property (make test runs 25 fixed ones), the whole run
+# bounded by FUZZ_SECONDS; a failure prints its @reproduce_failure blob. Last result:
+# docs/security.md ("Fuzzing").
+FUZZ_EXAMPLES ?= 400
+FUZZ_SECONDS ?= 1800
+fuzz: setup
+	STORMOTEL_FUZZ=long STORMOTEL_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) timeout $(FUZZ_SECONDS) \
+		$(PY) -m pytest -q -p no:cacheprovider -o timeout=0 tests/fuzz
 
 typecheck: setup
 	$(PY) scripts/typecheck.py

@@ -18,6 +18,7 @@ error: ...`` line and exit non-zero; they never print a traceback.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -85,11 +86,14 @@ def render(report: Report, fmt: str) -> str:
     return render_summary(report)
 
 
-def write_outputs(report: Report, output: OutputOptions) -> None:
-    """Step 4: render and write (stdout or --output)."""
+def write_outputs(report: Report, output: OutputOptions, *, several: bool = False) -> None:
+    """Step 4: render and write (stdout or --output: the job's own path, see
+    :mod:`analyzers.scheduled.outputs`)."""
+    from stormotel.analyzers.scheduled.outputs import job_path
+
     text = render(report, output.format) + "\n"
     if output.output and output.output != "-":
-        out = Path(output.output)
+        out = job_path(output.output, report.job_id, several=several)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text, encoding="utf-8")
         if not output.quiet:
@@ -98,11 +102,14 @@ def write_outputs(report: Report, output: OutputOptions) -> None:
         sys.stdout.write(text)
 
 
-def write_html(report: Report, timeline: Timeline, path: Path, *, quiet: bool) -> None:
+def write_html(report: Report, timeline: Timeline, path: Path, *, quiet: bool,
+               several: bool = False) -> None:
     """The self-contained HTML report (charts + findings), written atomically."""
+    from stormotel.analyzers.scheduled.outputs import job_path
     from stormotel.analyzers.sinks.html_report import write_html_report
 
-    written = write_html_report(path, timeline, report)
+    written = write_html_report(job_path(path, report.job_id, several=several), timeline,
+                                report)
     if not quiet:
         print(f"{PROG}: wrote {written.path} ({written.size_bytes / 1e6:.1f} MB)",
               file=sys.stderr)
@@ -137,9 +144,12 @@ def _run_files(opts: AnalyzeOptions, parser: argparse.ArgumentParser) -> int:
         parser.exit(exitcodes.SINK_FAILURE,
                     f"{PROG}: error: cannot write output: {one_line(exc)}\n")
     if opts.job.sinks.wanted:
+        from stormotel.analyzers.scheduled.outputs import job_sinks
         from stormotel.analyzers.sinks.dispatch import write_sinks
 
-        if write_sinks(report, timeline, opts.job).failed:
+        job = dataclasses.replace(opts.job, sinks=job_sinks(opts.job.sinks, report.job_id,
+                                                            several=False))
+        if write_sinks(report, timeline, job).failed:
             return exitcodes.SINK_FAILURE
     if report.has_findings():
         return exitcodes.FINDINGS
@@ -186,10 +196,11 @@ def _run_tsdb(opts: AnalyzeOptions, parser: argparse.ArgumentParser) -> int:
             marked = attach_markers(timeline, stalls.markers_by_rank)
             return stalls.apply(run_analysis(marked, opts.analysis), stalls.judged(marked))
 
-        def emit(report: Report) -> None:
-            write_outputs(report, opts.output)
+        def emit(report: Report, several: bool = False) -> None:
+            write_outputs(report, opts.output, several=several)
             if opts.output.html and seen:
-                write_html(report, seen[0], opts.output.html, quiet=opts.output.quiet)
+                write_html(report, seen[0], opts.output.html, quiet=opts.output.quiet,
+                           several=several)
 
         if opts.job.schedule.scheduled and not opts.job.job_id and not opts.job.tsdb.dcgm:
             from stormotel.analyzers.scheduled.run import run_scheduled

@@ -26,6 +26,7 @@ sinks in :mod:`analyzers.sinks.dispatch`; the run over every discovered job in
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 import sys
 import time
@@ -148,6 +149,10 @@ def run_job(job: JobOptions, analyze_fn: Callable[[Timeline], Report], *,
     now_ns = now_ns if now_ns is not None else time.time_ns()
     deadline = http.Deadline(job.schedule.timeout)
     job_id = job.job_id
+    if "{job}" in f"{job.sinks.perfetto}{job.sinks.incident_dashboard}":
+        from stormotel.analyzers.scheduled.outputs import job_sinks
+
+        job = dataclasses.replace(job, sinks=job_sinks(job.sinks, job_id, several=False))
     if job_id is None:  # the options' check and run_scheduled give every run its job id
         raise ValueError("run_job needs a job id")
     dry_run, state_file = job.sinks.dry_run, job.schedule.state_file

@@ -141,7 +141,7 @@ def _jsonable(obj: Any) -> Any:
     if isinstance(obj, str):  # endpoint URLs and server messages: never a credential
         return redact(obj)
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {redact(str(k)): _jsonable(v) for k, v in obj.items()}  # keys too: endpoint URLs
     if isinstance(obj, list | tuple):
         return [_jsonable(v) for v in obj]
     if hasattr(obj, "item") and callable(obj.item):  # numpy scalar

@@ -10,13 +10,15 @@ The exporters' own log lines are de-duplicated by :class:`LogOnce`, which the tr
 from __future__ import annotations
 
 import collections
+import contextlib
 import errno
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any, Protocol, cast
 
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
@@ -255,26 +257,72 @@ class GuardedSpanExporter(SpanExporter):
 
 
 class ArchiveStream:
-    """Opens one archive file for appending, creating its directory; shared by an exporter.
+    """One archive file the official file exporters append to: whole lines or nothing.
 
-    The official file exporters take a ``stream``; opening it ourselves lets an unwritable
-    directory fail inside the guard (counted, retried) rather than in a constructor.
+    The exporters take a ``stream``; this one buffers what they ``write`` and appends it with
+    one ``os.write`` loop on ``flush`` (they flush after every batch). When the disk is full
+    the file is truncated back to where the batch began, so no half line is left in the middle
+    of the file once space returns, and the batch is counted as lost (``on_drop`` with the
+    errno's name, e.g. ``enospc``) and logged once — not raised, so the SDK does not log a
+    traceback per batch. Opening it ourselves also lets an unwritable directory fail inside
+    the exporter guard (counted, retried) rather than in a constructor.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, on_drop: Callable[[str], None] | None = None) -> None:
         self.path = path
-        self._fh: IO[str] | None = None
+        self._on_drop = on_drop
+        self._fd: int | None = None
+        self._buf: list[str] = []
+        self._warned = False
+        self.closed = False
+        self.dropped = 0
 
     def open(self) -> IO[str]:
-        if self._fh is None or self._fh.closed:
+        """This stream, its file opened (the exporters' ``stream`` argument)."""
+        if self._fd is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - owned here
-        return self._fh
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.closed = False
+        return cast("IO[str]", self)
+
+    def write(self, text: str) -> int:
+        self._buf.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._buf:
+            return
+        data = "".join(self._buf).encode("utf-8")
+        self._buf.clear()
+        start: int | None = None
+        try:
+            self.open()
+            fd = self._fd
+            assert fd is not None
+            start = os.fstat(fd).st_size
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError as e:
+            if start is not None and self._fd is not None:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self._fd, start)  # no partial line left behind
+            self._drop(e)
+
+    def _drop(self, e: OSError) -> None:
+        self.dropped += 1
+        if self._on_drop is not None:
+            self._on_drop(_reason(e))
+        if not self._warned:
+            self._warned = True
+            log.warning("stormotel: cannot append to %s (%s); lost batches are counted in "
+                        "stormotel.tracker.export.failures and not logged again", self.path,
+                        e.strerror or e)
 
     def close(self) -> None:
-        if self._fh is not None and not self._fh.closed:
-            try:
-                self._fh.close()
-            except OSError as e:  # e.g. ENOSPC on the final flush
-                log.debug("stormotel: closing %s failed: %s", self.path, e)
-
+        if self._fd is not None:
+            self.flush()
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+        self.closed = True

@@ -641,7 +641,11 @@ class Telemetry:
 
             metrics_path, traces_path = archive_paths(cfg.archive_dir, job_id, rank)
             self.archive_files = (metrics_path, traces_path)
-            m_stream, t_stream = ArchiveStream(metrics_path), ArchiveStream(traces_path)
+            def dropped(reason: str) -> None:  # a batch the disk refused: counted, no traceback
+                fail(schema.DEST_ARCHIVE, reason)
+
+            m_stream = ArchiveStream(metrics_path, on_drop=dropped)
+            t_stream = ArchiveStream(traces_path, on_drop=dropped)
             self._streams += [m_stream, t_stream]
             add(schema.DEST_ARCHIVE, PeriodicExportingMetricReader(
                 GuardedMetricExporter(schema.DEST_ARCHIVE,

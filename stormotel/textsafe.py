@@ -9,32 +9,49 @@ goes through :func:`one_line` (or :func:`printable` for values inside a line).
 
 from __future__ import annotations
 
+import html
+import json
 import re
 import unicodedata
 
 #: Longest message line printed for one error (the rest is cut with a marker).
 MAX_LINE_CHARS = 500
 
-_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
-_SECRET_QUERY = re.compile(
-    r"(?i)([?&](?:access_token|token|api_key|apikey|password|passwd|secret|auth)=)[^&#\s]*")
+#: RFC 3986 userinfo: everything between ``scheme://`` and the *last* ``@`` of the authority
+#: (which ends at the first ``/``, ``?`` or ``#``), as URL parsers (urllib, httpx) split it —
+#: a password holding a raw ``@`` is removed whole, not printed from its ``@`` on.
+_USERINFO = re.compile(r'(?<=://)[^\s/?#"<>]*@')
+#: Query parameters, logfmt/JSON keys and headers whose *name* says they hold a secret.
+_SECRET_NAME = (r"[\w.-]*(?:token|secret|passw|pwd|api[_-]?key|apikey|auth|signature|"
+                r"credential|session|cookie|private[_-]?key)[\w.-]*")
+_SECRET_QUERY = re.compile(rf"(?i)([?&;]{_SECRET_NAME}=)[^&#;\s\"'<>]*")
 _SECRET_HEADER = re.compile(
-    r"(?i)\b(authorization|proxy-authorization|x-api-key|x-auth-token|cookie|set-cookie)"
-    r"(\"?\s*[:=]\s*\"?)(?:(?:bearer|basic|token)\s+)?[^\s\",;}]+")
+    r"(?i)\b(authorization|proxy-authorization|cookie|set-cookie|"
+    r"[\w-]*(?:token|api[-_]?key|secret|passw(?:or)?d))"
+    r"(\"?\s*[:=]\s*\"?)(?!<redacted>)(?:(?:bearer|basic|token)\s+)?[^\s\",;}&]+")
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}")
+REDACTED = "<redacted>"
 
 
 def redact(text: str) -> str:
-    """``text`` with URL credentials, secret query parameters and auth headers replaced."""
-    text = _USERINFO.sub("<redacted>@", text)
-    text = _SECRET_QUERY.sub(r"\1<redacted>", text)
-    text = _SECRET_HEADER.sub(r"\1\2<redacted>", text)
-    return _BEARER.sub(r"\1 <redacted>", text)
+    """``text`` with URL credentials, secret query parameters and auth headers replaced.
+
+    The one redaction every output applies (error lines, the text summary, logfmt, the JSON
+    report's keys and values, the HTML report)."""
+    if "@" not in text and "=" not in text and ":" not in text and " " not in text:
+        return text
+    text = _USERINFO.sub(f"{REDACTED}@", text)
+    text = _SECRET_QUERY.sub(rf"\1{REDACTED}", text)
+    text = _SECRET_HEADER.sub(rf"\1\2{REDACTED}", text)
+    return _BEARER.sub(rf"\1 {REDACTED}", text)
 
 
 def redact_url(url: str) -> str:
     """A URL safe to log: no ``user:password@``, no ``?token=`` values."""
-    return _SECRET_QUERY.sub(r"\1<redacted>", _USERINFO.sub("", url))
+    return _SECRET_QUERY.sub(rf"\1{REDACTED}", _USERINFO.sub("", url))
+
+
+_UNPRINTABLE = ("Cc", "Cf", "Zl", "Zp", "Cs")
 
 
 def _escape(ch: str) -> str:
@@ -57,10 +74,43 @@ def printable(value: object, limit: int = MAX_LINE_CHARS) -> str:
         s = s[:limit] + f"...[{len(s) - limit} more chars]"
     if s.isprintable():
         return s
-    return "".join(_escape(c) if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Cs")
-                   else c for c in s)
+    return "".join(_escape(c) if unicodedata.category(c) in _UNPRINTABLE else c for c in s)
 
 
 def one_line(value: object, limit: int = MAX_LINE_CHARS) -> str:
     """One printable, redacted line for a message about untrusted input."""
     return printable(redact(str(value)), limit)
+
+
+def html_text(value: object) -> str:
+    """``value`` for an HTML page: redacted, control and format characters (NUL, ESC, bidi
+    overrides) shown escaped, then HTML-escaped. The HTML report's only escape function."""
+    s = redact(str(value))
+    if not s.isprintable():
+        s = "".join(_escape(c) if unicodedata.category(c) in _UNPRINTABLE else c for c in s)
+    return html.escape(s)
+
+
+def script_json(data: object) -> str:
+    """JSON safe inside ``<script type="application/json">``: ``<``, ``>``, ``&`` and U+2028/9
+    as ``\\u`` escapes (as Django's ``json_script`` does), so no ``</script`` or ``<!--<script``
+    in a string can end the element or put the parser into its escaped-script state; strings
+    redacted. NaN and infinities are refused (JSON has neither)."""
+    text = json.dumps(redact_tree(data), separators=(",", ":"), allow_nan=False)
+    return text.translate(_SCRIPT_ESCAPES)
+
+
+_SCRIPT_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026",
+                   0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
+def redact_tree(obj: object) -> object:
+    """A JSON-able tree with every string, keys included, redacted (the file sinks: Perfetto
+    trace, incident dashboard)."""
+    if isinstance(obj, str):
+        return redact(obj)
+    if isinstance(obj, dict):
+        return {redact(str(k)): redact_tree(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [redact_tree(v) for v in obj]
+    return obj

@@ -25,8 +25,9 @@ SERVER_FIXTURES = frozenset({"prometheus_server", "victoriametrics_server", "pus
 #: test_fr_real.py, test_fr_scale.py) and the estimator's CLI runs (tests/estimate/test_cli.py).
 SLOW_FIXTURES = frozenset({"fr_dumps", "torch_runs", "scale", "runs", "stack_runs"})
 #: Folders whose every test runs the CLI as a user would, in a memory-limited subprocess
-#: (about a hundred interpreter start-ups): the hostile-input corpus.
-SLOW_FOLDERS = ("hostile",)
+#: (about a hundred interpreter start-ups): the hostile-input corpus; and the fuzz set
+#: (hypothesis properties over every reader and writer, about 40 s).
+SLOW_FOLDERS = ("hostile", "fuzz")
 #: Modules where most tests start a fresh interpreter (a command at its boundary), wait out a
 #: deliberately hanging endpoint, or import torch: together about 60 s of a 100 s fast run.
 SLOW_MODULES = frozenset({

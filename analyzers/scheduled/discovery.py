@@ -9,9 +9,10 @@ sample in it, so it is not found again: its final analysis was the run whose win
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import httpx
+import msgspec
 from stormotel.analyzers import http
 
 from stormotel import schema
@@ -20,6 +21,32 @@ from stormotel.errors import SourceFailureError
 
 class DiscoveryError(SourceFailureError):
     """No endpoint answered the discovery query."""
+
+
+class _Series(msgspec.Struct):
+    metric: dict[str, str]
+
+
+class _Data(msgspec.Struct):
+    result: list[object] = []
+
+
+class _Answer(msgspec.Struct):
+    data: _Data = msgspec.field(default_factory=_Data)
+
+
+#: Longest job id taken from a discovery answer (a label value is input).
+MAX_JOB_ID_CHARS = 512
+
+
+def _job_id(entry: object) -> str | None:
+    """The entry's ``job_id`` label, or None for an entry of the wrong shape (a bare string, a
+    numeric label, an empty or overlong id): skipped, never a crash of the whole run."""
+    try:
+        job_id = msgspec.convert(entry, _Series).metric.get(schema.ATTR_JOB_ID)
+    except msgspec.ValidationError:
+        return None
+    return job_id if job_id and len(job_id) <= MAX_JOB_ID_CHARS else None
 
 
 def discovery_query(selector: str, window_s: int) -> str:
@@ -35,25 +62,36 @@ def discovery_query(selector: str, window_s: int) -> str:
 
 def discover_jobs(client: httpx.Client, urls: Sequence[str], *, selector: str, start_ns: int,
                   end_ns: int, settings: http.HttpSettings,
-                  deadline: http.Deadline | None = None) -> list[str]:
+                  deadline: http.Deadline | None = None,
+                  warn: Callable[[str], None] | None = None) -> list[str]:
     """Job ids with samples in ``[start, end)`` on any endpoint, sorted; raises
-    :class:`DiscoveryError` only when every endpoint failed."""
+    :class:`DiscoveryError` only when every endpoint failed. Answer entries of the wrong shape
+    are skipped and counted (``warn`` is told how many)."""
     expr = discovery_query(selector, (end_ns - start_ns) // 1_000_000_000)
     found: set[str] = set()
     errors = []
+    skipped = 0
     for url in urls:
         try:
             resp = http.request(client, "GET", url.rstrip("/") + "/api/v1/query",
                                 settings=settings, deadline=deadline,
                                 params={"query": expr, "time": f"{(end_ns - 1) / 1e9:.3f}"})
-            doc = resp.json()
+            result = msgspec.convert(resp.json(), _Answer).data.result
         except (http.EndpointError, ValueError) as e:
             errors.append(str(e))
             continue
-        for r in doc.get("data", {}).get("result", []):
-            job_id = r.get("metric", {}).get(schema.ATTR_JOB_ID)
-            if job_id:
+        except msgspec.ValidationError as e:
+            errors.append(f"{url}: not a Prometheus query answer ({e})")
+            continue
+        for r in result:
+            job_id = _job_id(r)
+            if job_id is not None:
                 found.add(job_id)
+            else:
+                skipped += 1
+    if skipped and warn is not None:
+        warn(f"job discovery skipped {skipped} answer entr{'y' if skipped == 1 else 'ies'} "
+             f"without a string {schema.ATTR_JOB_ID} label (wrong shape)")
     if errors and len(errors) == len(urls):
         raise DiscoveryError("job discovery failed: " + "; ".join(errors))
     return sorted(found)

@@ -10,6 +10,7 @@ sink (4) — the same codes as a single-job run (docs/exit-codes.md).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 import time
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from stormotel.analyzers import http
 from stormotel.analyzers.options import JobOptions
 from stormotel.analyzers.report import Report
 from stormotel.analyzers.scheduled.discovery import DiscoveryError, discover_jobs
+from stormotel.analyzers.scheduled.outputs import job_sinks
 from stormotel.analyzers.timeline import Timeline
 
 from stormotel import exitcodes
@@ -33,9 +35,11 @@ _PRECEDENCE = (exitcodes.USAGE, exitcodes.SOURCE_FAILURE, exitcodes.SINK_FAILURE
 
 def run_scheduled(job: JobOptions, analyze_fn: Callable[[Timeline], Report], *,
                   run_one: Callable[..., int],
-                  emit_report: Callable[[Report], None] | None = None,
+                  emit_report: Callable[..., None] | None = None,
                   err: TextIO | None = None, now_ns: int | None = None) -> int:
-    """Discover the window's jobs and run ``run_one`` (``analyzers.job.run_job``) for each."""
+    """Discover the window's jobs and run ``run_one`` (``analyzers.job.run_job``) for each;
+    ``emit_report(report, several=...)`` writes a job's report (at its own path when
+    ``several`` jobs are analysed)."""
     err = err or sys.stderr
     now_ns = now_ns if now_ns is not None else time.time_ns()
     schedule = job.schedule
@@ -47,7 +51,9 @@ def run_scheduled(job: JobOptions, analyze_fn: Callable[[Timeline], Report], *,
             jobs = discover_jobs(client, job.tsdb.prometheus,
                                  selector=schedule.job_selector or "", start_ns=start,
                                  end_ns=end, settings=job.http,
-                                 deadline=http.Deadline(schedule.timeout))
+                                 deadline=http.Deadline(schedule.timeout),
+                                 warn=lambda m: print(f"stormotel analyze: warning: {one_line(m)}",
+                                                      file=err))
     except DiscoveryError as e:
         print(f"stormotel analyze: error: {one_line(e)}", file=err)
         return exitcodes.SOURCE_FAILURE
@@ -57,8 +63,11 @@ def run_scheduled(job: JobOptions, analyze_fn: Callable[[Timeline], Report], *,
               file=err)
         return exitcodes.OK
     codes = []
+    several = len(jobs) > 1  # then every output path is the job's own (scheduled/outputs.py)
     for job_id in jobs:
-        codes.append(run_one(dataclasses.replace(job, job_id=job_id), analyze_fn,
-                             emit_report=emit_report, err=err, now_ns=now_ns))
+        one = dataclasses.replace(job, job_id=job_id,
+                                  sinks=job_sinks(job.sinks, job_id, several=several))
+        emit = None if emit_report is None else functools.partial(emit_report, several=several)
+        codes.append(run_one(one, analyze_fn, emit_report=emit, err=err, now_ns=now_ns))
     failed = [c for c in codes if c != exitcodes.OK]
     return next((c for c in _PRECEDENCE if c in failed), failed[0] if failed else exitcodes.OK)

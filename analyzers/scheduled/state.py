@@ -8,7 +8,9 @@ import fcntl
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Annotated, Any, TextIO
+
+import msgspec
 
 from stormotel.atomic import write_atomic
 from stormotel.errors import UsageError
@@ -16,8 +18,27 @@ from stormotel.errors import UsageError
 STATE_SCHEMA = "stormotel.analyzer-state/v1"
 
 
+#: Counters and times are int64, non-negative: a state file is input (edited by hand, written
+#: by another version), and a string counter or a list of runs would fail every CronJob run.
+_Int64 = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
+
+
 class StateError(UsageError):
     pass
+
+
+class _JobState(msgspec.Struct):
+    """One job's entry; every field the run reads, typed (other keys are kept, unread)."""
+
+    last_end_ns: _Int64 | None = None
+    runs: dict[str, _Int64] = {}
+    updated: str | None = None
+    finished: str | None = None
+
+
+class _State(msgspec.Struct):
+    schema: str
+    jobs: dict[str, _JobState]
 
 
 class StateFile:
@@ -65,9 +86,12 @@ class StateFile:
             raise StateError(f"cannot read state file {self.path}: {e.strerror}") from None
         except RecursionError:
             raise StateError(f"state file {self.path} is nested too deeply") from None
-        if not isinstance(doc, dict) or doc.get("schema") != STATE_SCHEMA \
-                or not isinstance(doc.get("jobs"), dict) \
-                or not all(isinstance(j, dict) for j in doc["jobs"].values()):
+        try:  # validated by the typed decoder; the dict itself is kept (unknown keys survive)
+            typed = msgspec.convert(doc, _State)
+        except msgspec.ValidationError as e:
+            raise StateError(f"state file {self.path} is not a {STATE_SCHEMA} file ({e}); "
+                             "fix or delete it") from None
+        if typed.schema != STATE_SCHEMA:
             raise StateError(f"state file {self.path} is not a {STATE_SCHEMA} file")
         self.doc = doc
 

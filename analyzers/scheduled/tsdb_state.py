@@ -8,12 +8,54 @@ job), so the newest such sample's own timestamp is the previous run's window end
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import httpx
+import msgspec
 from stormotel.analyzers import http
 
 from stormotel import schema
+
+
+class _Sample(msgspec.Struct):
+    """One instant-vector sample: ``value`` is ``[time, "seconds since the epoch"]``."""
+
+    value: tuple[float, str]
+
+
+class _Data(msgspec.Struct):
+    result: list[object] = []
+
+
+class _Answer(msgspec.Struct):
+    data: _Data = msgspec.field(default_factory=_Data)
+
+
+#: Window ends the read-back accepts: after 2001, before 2262 (int64 nanoseconds).
+_MIN_END_S, _MAX_END_S = 1e9, 9.2e9
+
+
+def sample_values(doc: object) -> list[float]:
+    """The finite values of an instant-vector answer (``/api/v1/query``), typed-decoded: an
+    answer or entry of the wrong shape, a value that is not a number, NaN or infinite is left
+    out (a server's answer is input). ValidationError when the answer itself is no answer."""
+    out = []
+    for entry in msgspec.convert(doc, _Answer).data.result:
+        try:
+            value = float(msgspec.convert(entry, _Sample).value[1])
+        except (msgspec.ValidationError, ValueError):
+            continue
+        if math.isfinite(value):
+            out.append(value)
+    return out
+
+
+def _window_end_ns(value: float) -> int | None:
+    """A read-back value (seconds) as nanoseconds, or None outside int64 nanoseconds."""
+    if not _MIN_END_S <= value <= _MAX_END_S:
+        return None
+    return round(value * 1000) * 1_000_000  # the sample's own millisecond timestamp
 
 
 def last_end_query(job_id: str, lookback_s: int) -> str:
@@ -34,11 +76,11 @@ def last_window_end_ns(client: httpx.Client, urls: Sequence[str], job_id: str, *
                                 settings=settings, deadline=deadline,
                                 params={"query": last_end_query(job_id, lookback_s),
                                         "time": f"{now_ns / 1e9:.3f}"})
-            result = resp.json().get("data", {}).get("result", [])
-        except (http.EndpointError, ValueError):
-            continue
-        for r in result:
-            value = float(r["value"][1])
-            ns = round(value * 1000) * 1_000_000  # the sample's own millisecond timestamp
-            best = ns if best is None else max(best, ns)
+            values = sample_values(resp.json())
+        except (http.EndpointError, ValueError, msgspec.ValidationError):
+            continue  # the caller falls back to the state file or --since
+        for v in values:
+            ns = _window_end_ns(v)
+            if ns is not None:
+                best = ns if best is None else max(best, ns)
     return best

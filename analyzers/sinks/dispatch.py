@@ -15,16 +15,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+import msgspec
 from stormotel.analyzers import http
 from stormotel.analyzers.findings import ranks_named
 from stormotel.analyzers.options import JobOptions, SinkOptions
 from stormotel.analyzers.report import Report
+from stormotel.analyzers.scheduled.tsdb_state import sample_values
 from stormotel.analyzers.sinks import findings_series, grafana, perfetto, pushgateway, remote_write
 from stormotel.analyzers.sinks.base import Sink
 from stormotel.analyzers.timeline import Timeline
 
 from stormotel.atomic import write_atomic
-from stormotel.textsafe import one_line
+from stormotel.textsafe import one_line, redact_tree
 
 
 @dataclass
@@ -142,7 +144,7 @@ class IncidentDashboardFileSink(_FileSink):
 
     def write(self) -> str:
         board = _incident_board(self.ctx.report, self.ctx.job_id)
-        _atomic_write(self.path, json.dumps(board, indent=2, sort_keys=True))
+        _atomic_write(self.path, json.dumps(redact_tree(board), indent=2, sort_keys=True))
         return str(self.path)
 
 
@@ -306,8 +308,11 @@ def _not_stored(client: Any, query_url: str, points: list[findings_series.Series
         resp = http.request(client, "GET", query_url.rstrip("/") + "/api/v1/query",
                             settings=settings, deadline=deadline,
                             params={"query": expr, "time": f"{p.timestamp_ms / 1000:.3f}"})
-        result = resp.json().get("data", {}).get("result", [])
-        held = any(abs(float(r["value"][1]) * 1000 - p.timestamp_ms) < 1 for r in result)
+        try:  # the TSDB's answer is input: typed-decoded, a wrong shape holds nothing
+            values = sample_values(resp.json())
+        except (ValueError, msgspec.ValidationError):
+            values = []
+        held = any(abs(v * 1000 - p.timestamp_ms) < 1 for v in values)
         missing += not held
     return missing
 

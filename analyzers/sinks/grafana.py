@@ -31,6 +31,7 @@ from stormotel.analyzers.report import GapFinding, Report, StallFinding, Suspect
 from stormotel.analyzers.scheduled.options import ENV_GRAFANA_TOKEN as ENV_GRAFANA_TOKEN
 
 from stormotel import schema
+from stormotel.textsafe import redact
 
 KEY_TAG_PREFIX = "stormotel-key="
 RANK_TAG_PREFIX = "rank="
@@ -57,7 +58,7 @@ class Annotation:
 
     def payload(self, dashboard_uid: str | None) -> dict[str, Any]:
         body: dict[str, Any] = {"time": self.start_ms, "timeEnd": self.end_ms,
-                                "tags": list(self.tags), "text": self.text}
+                                "tags": list(self.tags), "text": redact(self.text)}
         if dashboard_uid:
             body["dashboardUID"] = dashboard_uid
         return body

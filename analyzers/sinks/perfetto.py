@@ -19,6 +19,7 @@ from stormotel.analyzers.sinks.grafana import annotations_for
 from stormotel.analyzers.timeline import Timeline
 
 from stormotel.atomic import atomic_open
+from stormotel.textsafe import redact_tree
 
 #: Points per counter track after thinning (peaks are kept by max-pooling).
 MAX_COUNTER_POINTS = 20_000
@@ -120,6 +121,6 @@ def write_trace(path: Path, timeline: Timeline, report: Report | None = None) ->
     events = trace_events(timeline, report)
     doc = {"traceEvents": events, "displayTimeUnit": "ms",
            "metadata": {"job_id": timeline.job_id, "source": "stormotel analyze"}}
-    with atomic_open(path) as fh:
-        json.dump(doc, fh, separators=(",", ":"))
+    with atomic_open(path) as fh:  # job ids, marker names and findings are input: redacted
+        json.dump(redact_tree(doc), fh, separators=(",", ":"))
     return len(events)

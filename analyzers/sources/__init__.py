@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from stormotel.analyzers.sources import stormlog, stormlog_fast
 from stormotel.analyzers.sources.base import LoadContext, ProgressFn
 from stormotel.analyzers.sources.jsonio import (
+    MAX_DEPTH,
     JSONDecodeError,
     first_byte,
     loads,
@@ -268,7 +269,11 @@ def load_file(path: Path, ctx: LoadContext, *, explicit: bool) -> int:
     hide the rest of an archive.
     """
     try:
-        return _load_file(path, ctx, explicit=explicit)
+        try:
+            return _load_file(path, ctx, explicit=explicit)
+        except RecursionError:  # the one guard for every decoder (msgspec, json, the walkers)
+            raise SourceInputError(f"{path}: JSON nested too deeply (more than about "
+                                   f"{MAX_DEPTH} levels)") from None
     except SourceInputError as exc:
         if explicit:
             raise

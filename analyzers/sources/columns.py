@@ -92,6 +92,8 @@ def time_column(values: Column, ctx: LoadContext, where: str, name: str
     """Nanosecond timestamps as int64 plus a mask of the valid ones (positive integers)."""
     try:
         arr = np.asarray(values, dtype=np.int64)
+        if arr.ndim != 1:  # [[t]] for every row converts to 2-D: read one by one instead
+            raise TypeError("nested value")
         ok = arr > 0
     except (TypeError, ValueError, OverflowError):
         arr = np.zeros(len(values), dtype=np.int64)

@@ -283,8 +283,12 @@ def _probe(api: PrometheusAPI, sel: str, window: QueryWindow) -> float | None:
     for r in result[:1]:
         values = r.get("values")
         if isinstance(values, list) and len(values) >= 3:
-            t_ns, _ = parse_matrix_values(values)
-            return float(np.median(np.diff(t_ns))) / 1e9
+            try:
+                t_ns, _ = parse_matrix_values(values)
+            except ValueError:  # not [time, "number"] pairs: the server's answer is input
+                return None
+            spacing = float(np.median(np.diff(t_ns))) / 1e9
+            return spacing if spacing > 0 else None
     return None
 
 

@@ -215,6 +215,10 @@ class _Walker:
                 "resource_spans" not in obj and ("scopeMetrics" in obj or "scopeSpans" in obj):
             obj = {"resourceMetrics": [obj]} if "scopeMetrics" in obj else \
                 {"resourceSpans": [obj]}
+        if isinstance(obj, list):  # a JSON array of export requests on one line
+            for i, item in enumerate(obj):
+                self.r._consume(item, f"{where} [item {i}]")
+            return
         self.r._consume(obj, where)
 
     def _envelope(self, env: _Envelope, line: bytes | memoryview | None, where: str) -> bool:

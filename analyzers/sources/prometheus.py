@@ -293,7 +293,7 @@ def _after(results: list[dict[str, object]], t_ms: int) -> list[dict[str, object
 def _stamp(point: object) -> float:
     try:
         return float(point[0])  # type: ignore[index]
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, KeyError):  # {} or {"0": ...} where a pair belongs
         return math.inf  # malformed: left for the parser to count
 
 
@@ -389,10 +389,10 @@ def _discover(api: PrometheusAPI, window: QueryWindow, builder: TimelineBuilder,
         n for m in MARKER_METRICS.values() for n in m.prom_aliases}
     for labels in series:
         ident = identity_from_labels(labels)
-        if ident is None:
+        name = labels.get("__name__", "")
+        if ident is None or not isinstance(name, str):  # label values are strings, or input
             bad_rank += 1
             continue
-        name = labels.get("__name__", "")
         present.add(name)
         if name not in estimate_spellings:  # a rank is one that reports memory
             identities.setdefault(ident.rank, ident)
@@ -442,7 +442,7 @@ def _whole_window_by_rank(d: _Discovery, window: QueryWindow, name: str, over_ti
         ident = identity_from_labels(labels) if isinstance(labels, dict) else None
         try:
             v = float(value[1])  # type: ignore[index]
-        except (TypeError, ValueError, IndexError):
+        except (TypeError, ValueError, IndexError, KeyError):
             continue
         if ident is not None and math.isfinite(v):
             out.append((ident.rank, v))
@@ -477,16 +477,20 @@ def _native_interval(api: PrometheusAPI, window: QueryWindow,
     for r in api.query(f"{sel}[{probe}s]", window.end_ns)[:1]:
         values = r.get("values")
         if isinstance(values, list) and len(values) >= 3:
-            t_ns, _ = parse_matrix_values(values)
-            return float(np.median(np.diff(t_ns))) / 1e9
+            try:
+                t_ns, _ = parse_matrix_values(values)
+            except ValueError:  # not [time, "number"] pairs: the server's answer is input
+                break
+            spacing = float(np.median(np.diff(t_ns))) / 1e9
+            return spacing if spacing > 0 else None
     secs = max(1, math.ceil(window.seconds))
     for r in api.query(f"count_over_time({sel}[{secs}s])", window.end_ns)[:1]:
         value = r.get("value")
         try:
             count = float(value[1])  # type: ignore[index]
-        except (TypeError, ValueError, IndexError):
+        except (TypeError, ValueError, IndexError, KeyError):
             continue
-        if count > 1:
+        if math.isfinite(count) and count > 1:
             return window.seconds / count
     return None
 

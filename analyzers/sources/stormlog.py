@@ -333,9 +333,11 @@ def _int_column(values: Sequence[Any] | np.ndarray, default: int) -> np.ndarray:
     try:
         arr = np.asarray([default if v is None else v for v in values] if None in values
                          else values, dtype=np.float64)
+        if arr.ndim != 1:  # a [rank] list in every row converts to 2-D
+            raise TypeError("nested value")
     except (TypeError, ValueError, OverflowError):
         arr = np.array([_safe_int(v, default) for v in values], dtype=np.float64)
-    bad = ~np.isfinite(arr) | (arr != np.round(arr))
+    bad = ~np.isfinite(arr) | (arr != np.round(arr)) | (np.abs(arr) >= 2.0**63)
     arr[bad] = -1
     return arr.astype(np.int64)
 

@@ -208,14 +208,66 @@ def _insert_first_hand(findings: list[StallFinding], first_hand: list[StallFindi
     return [*shifted[:at], *first_hand, *shifted[at:]]
 
 
+def plausible_rank(r: object) -> bool:
+    """A rank some job can have: an int in ``[0, MAX_WORLD_SIZE)`` (the one bound for every rank
+    parsed from text: prefixes, file names, desync reports, fingerprints, world hints)."""
+    return type(r) is int and 0 <= r < MAX_WORLD_SIZE
+
+
+def _is_rank_key(key: str) -> bool:
+    return "rank" in key or key in ("culprits", "missing", "peers", "peer")
+
+
+def _plausible_detail(detail: dict[str, Any] | None) -> tuple[dict[str, Any] | None, set[int]]:
+    """``detail`` with every rank it names checked (values under rank-like keys): the ranks
+    outside the bound, and None when the detail named only such ranks (it is no evidence)."""
+    if not detail:
+        return detail, set()
+    absurd: set[int] = set()
+    out = dict(detail)
+    for key, value in detail.items():
+        if key == "world_size":
+            try:
+                if not 0 < int(value) <= MAX_WORLD_SIZE:
+                    return None, {MAX_WORLD_SIZE}
+            except (TypeError, ValueError):
+                return None, set()
+            continue
+        if not _is_rank_key(key):
+            continue
+        if isinstance(value, int) and not isinstance(value, bool) and not plausible_rank(value):
+            absurd.add(value)
+            return None, absurd
+        if isinstance(value, list | tuple | set) and value and \
+                all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            kept = [v for v in value if plausible_rank(v)]
+            absurd.update(v for v in value if not plausible_rank(v))
+            if not kept:
+                return None, absurd
+            out[key] = type(value)(kept) if not isinstance(value, list) else kept
+    return out, absurd
+
+
 def _plausible_ranks(parsed: Any) -> Any:
-    """Drop log events of ranks no job can have (``[rank1000000000000]``): the analysis builds
-    per-rank sets of the world, so one such line must not allocate a trillion entries."""
-    absurd = {r for r in parsed.ranks_seen if not 0 <= r < MAX_WORLD_SIZE}
+    """Drop log evidence of ranks no job can have (``[rank1000000000000]``, a desync report or
+    a DETAIL fingerprint naming rank 9,999,999): the analysis builds per-rank sets of the
+    world, and a 7-digit rank is no job's (docs/security.md: ranks below 1,000,000)."""
+    absurd = {r for r in parsed.ranks_seen if not plausible_rank(r)}
+    events = []
+    for e in parsed.events:
+        if e.rank is not None and not plausible_rank(e.rank):
+            continue
+        if e.group_rank is not None and not plausible_rank(e.group_rank):
+            absurd.add(e.group_rank)
+            continue
+        detail, bad = _plausible_detail(e.detail)
+        absurd |= bad
+        if bad and detail is None:
+            continue
+        events.append(dataclasses.replace(e, detail=detail) if bad else e)
     if absurd:
-        parsed.events = [e for e in parsed.events
-                         if e.rank is None or 0 <= e.rank < MAX_WORLD_SIZE]
-        parsed.ranks_seen -= absurd
+        parsed.events = events
+        parsed.ranks_seen = {r for r in parsed.ranks_seen if plausible_rank(r)}
         parsed.skipped["rank_outside_world"] += len(absurd)
         parsed.notes.append(f"ignored {len(absurd)} rank number(s) of {MAX_WORLD_SIZE} or more "
                             "(not a rank of any job)")

@@ -16,12 +16,13 @@ import pickle
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from itertools import repeat
-from operator import attrgetter
+from itertools import chain, repeat
+from operator import attrgetter, itemgetter, methodcaller
 from pathlib import Path
 from typing import Any, overload
 
 import msgspec
+import numpy as np
 from stormotel.analyzers.gcpause import gc_paused
 from stormotel.analyzers.stalls.fr_types import DumpSet, FrEntry, PgStatus, RankDump
 from stormotel.analyzers.stalls.safe_unpickle import MAX_DUMP_BYTES, loads_plain
@@ -194,15 +195,18 @@ def _normalise(path: Path, rank: int, raw: Mapping[str, Any], form: str) -> Rank
         entries = columns
     else:
         entries = []
+        cells_left = SIZE_CELLS_PER_ENTRY_AVERAGE * len(entries_raw) + MAX_SIZE_CELLS_PER_ENTRY
         for e in entries_raw:
-            entry = _entry(rank, e)
+            entry = _entry(rank, e) if cells_left > 0 else None  # the dump's size budget
             if entry is None:
                 bad += 1
             else:
+                cells_left -= sum(map(len, entry.input_sizes)) + sum(map(len, entry.output_sizes))
                 entries.append(entry)
     entries.sort(key=_RECORD_ID)
     status: dict[int, PgStatus] = {}
-    for pg_id, st in (raw.get("pg_status") or {}).items():
+    pg_status = raw.get("pg_status")
+    for pg_id, st in (pg_status.items() if isinstance(pg_status, dict) else ()):
         try:
             status[int(pg_id)] = PgStatus(_int(st.get("last_enqueued_collective"), -1),
                                           _int(st.get("last_started_collective"), -1),
@@ -231,15 +235,48 @@ def _int(v: Any, default: None = None) -> int | None: ...
 
 
 def _int(v: Any, default: int | None = None) -> int | None:
-    """Numbers may be stringified in the JSON form; 0/None mean unset for times."""
-    if type(v) is int:
-        return v
+    """Numbers may be stringified in the JSON form; 0/None mean unset for times. Every integer
+    read from a dump is int64 (a sequence id of 10**20 or a time of 2**70 skips its entry)."""
     if v is None or v == "":
         return default
-    i = int(v)
-    if not -(2**63) <= i < 2**63:
+    i = v if type(v) is int else int(v)
+    if not _INT64_MIN <= i <= _INT64_MAX:
         raise ValueError(f"{i} does not fit in 64 bits")
     return i
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+#: Size entries (ints in ``input_sizes``/``output_sizes``) one entry may hold, and a dump on
+#: average per entry: a pickle can reference one large list 100,000 times from one entry
+#: (a few bytes each), which normalising would copy into 10**9 ints.
+MAX_SIZE_CELLS_PER_ENTRY = 65_536
+SIZE_CELLS_PER_ENTRY_AVERAGE = 256
+_SIZE_KEYS = ("input_sizes", "output_sizes")
+_INT_FIELDS = attrgetter("record_id", "pg_id", "seq_id", "time_created_ns", "time_started_ns",
+                         "time_completed_ns", "timeout_ms")
+_BOTH_SIZES = itemgetter(*_SIZE_KEYS)
+
+
+def _size_cells(raw: list[Any]) -> int:
+    """How many ints the entries' size lists hold (memo references counted each time), in C;
+    TypeError/AttributeError for entries the column reader would refuse anyway."""
+    try:
+        both: Iterable[Any] = map(_BOTH_SIZES, raw)
+        return sum(map(len, chain.from_iterable(chain.from_iterable(both))))
+    except KeyError:  # a dump that leaves sizes out (they default to none)
+        lists = chain.from_iterable(chain.from_iterable(
+            map(methodcaller("get", k, ()), raw) for k in _SIZE_KEYS))
+        return sum(map(len, lists))
+
+
+def _within_int64(entries: list[FrEntry]) -> bool:
+    """Every integer field of every entry fits in int64 (one C pass: numpy refuses the rest
+    with OverflowError; 0 and None, unset, are left out)."""
+    try:
+        np.fromiter(filter(None, chain.from_iterable(map(_INT_FIELDS, entries))), np.int64)
+    except (OverflowError, TypeError, ValueError):
+        return False
+    return True
 
 
 def _time(v: Any) -> int | None:
@@ -248,7 +285,11 @@ def _time(v: Any) -> int | None:
 
 
 def _sizes(v: Any) -> tuple[tuple[int, ...], ...]:
-    return tuple([tuple(map(int, s)) for s in v]) if v else ()
+    if not v:
+        return ()
+    if sum(map(len, v)) > MAX_SIZE_CELLS_PER_ENTRY:
+        raise ValueError("size lists too long")
+    return tuple([tuple(map(int, s)) for s in v])
 
 
 def _text(v: Any) -> str:
@@ -291,10 +332,18 @@ def entries_by_column(rank: int, raw: list[Any]) -> list[FrEntry] | None:
     reader, which converts or skips bad entries one by one."""
     if not raw:
         return []
+    try:  # sizes bounded before anything is built from them (a memo bomb would expand here)
+        if _size_cells(raw) > SIZE_CELLS_PER_ENTRY_AVERAGE * len(raw):
+            return None
+    except (TypeError, AttributeError):
+        return None
     try:
         entries = msgspec.convert(raw, list[FrEntry])
         seq = _p2p_seq_ids(raw, entries)
     except (msgspec.MsgspecError, KeyError):
+        return None
+    if not _within_int64(entries) or not all(
+            _INT64_MIN <= v <= _INT64_MAX for _, v in seq):
         return None
     names = list(map(_PROFILING_NAME, entries))
     ops = {p: _backend_op(p) for p in set(names)}

@@ -7,12 +7,21 @@ against the analyzer's Prometheus and Grafana clients. The first path segment pi
 - ``/garbage/...``: Prometheus-shaped JSON with list-valued labels and non-numeric values;
 - ``/deep/...``, ``/deep400/...``: a 200 nested 100,000 levels deep, a 400 nested 3,000 deep;
 - ``/future/...``: a consistent Prometheus answer for two ranks whose last samples are stamped
-  75 years ahead.
+  75 years ahead;
+- ``/sched/...``: two healthy ranks of job ``j``, but a discovery answer that also holds a bare
+  string and a numeric ``job_id``, and a window read-back answering ``NaN``, ``+Inf`` and a
+  result without ``value``;
+- ``/names/...``: two healthy ranks, plus a series whose ``__name__`` is a JSON list, and a
+  native-interval probe (raw samples of a range selector) whose values are not numbers;
+  ``/probe/...`` the same without the list-valued name;
+- ``/multi/...``: three jobs found by discovery (``a``, ``b`` and ``../x``), two healthy ranks
+  each.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -125,6 +134,77 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             data = {"resultType": "vector", "result": []}
         self._send_json({"status": "success", "data": data})
+
+    def _sched(self) -> None:
+        name = schema.FIELD_METRICS["allocated"].prom_aliases[0]
+        labels = [{"__name__": name, "job_id": "j", "rank": str(r), "world_size": "2"}
+                  for r in range(2)]
+        query = unquote_plus(f"{self.path}?{self.body!r}")
+        data: object
+        if "/series" in self.path:
+            data = labels
+        elif "group by" in query:  # discovery
+            data = {"resultType": "vector", "result": [
+                "oops", {"metric": {"job_id": 7}, "value": [1, "1"]},
+                {"metric": {"job_id": "j"}, "value": [1, "1"]}]}
+        elif "timestamp(" in query:  # the previous window end, read back
+            data = {"resultType": "vector", "result": [
+                {"metric": {}, "value": [1, "NaN"]}, {"metric": {}, "value": [1, "+Inf"]},
+                {"metric": {}}, ["x"]]}
+        elif "/query_range" in self.path or "[" in query:
+            now = time.time()
+            values = [[now - 300 + 15 * i, str(4 * 1024**3)] for i in range(18)]
+            data = {"resultType": "matrix",
+                    "result": [{"metric": dict(m), "values": values} for m in labels]}
+        else:
+            data = {"resultType": "vector", "result": []}
+        self._send_json({"status": "success", "data": data})
+
+    def _names(self) -> None:
+        name = schema.FIELD_METRICS["allocated"].prom_aliases[0]
+        labels: list[dict[str, object]] = [
+            {"__name__": name, "job_id": "j", "rank": str(r), "world_size": "2"}
+            for r in range(2)]
+        query = unquote_plus(f"{self.path}?{self.body!r}")
+        now = time.time()
+        data: object
+        if "/series" in self.path:
+            bad = [{"__name__": [name], "job_id": "j", "rank": "1"}]
+            data = [*labels, *(bad if self.path.startswith("/names") else [])]
+        elif re.search(r"\[\d+s\]", query) and "over_time" not in query:  # the interval probe
+            values = [[now - 300 + 15 * i, "abc"] for i in range(18)]
+            data = {"resultType": "matrix", "result": [{"metric": labels[0], "values": values}]}
+        elif "/query_range" in self.path or "[" in query:
+            values = [[now - 300 + 15 * i, str(4 * 1024**3)] for i in range(18)]
+            data = {"resultType": "matrix",
+                    "result": [{"metric": dict(m), "values": values} for m in labels]}
+        else:
+            data = {"resultType": "vector", "result": [{"metric": {}, "value": [now, "x"]}]}
+        self._send_json({"status": "success", "data": data})
+
+    def _multi(self) -> None:
+        name = schema.FIELD_METRICS["allocated"].prom_aliases[0]
+        query = unquote_plus(f"{self.path}?{self.body.decode(errors='replace')}")
+        job = re.search(r'job_id="((?:[^"\\]|\\.)*)"', query)
+        job_id = job.group(1).replace("\\\\", "\\") if job else "a"
+        labels = [{"__name__": name, "job_id": job_id, "rank": str(r), "world_size": "2"}
+                  for r in range(2)]
+        data: object
+        if "/series" in self.path:
+            data = labels
+        elif "group by" in query:
+            data = {"resultType": "vector", "result": [
+                {"metric": {"job_id": j}, "value": [1, "1"]} for j in ("a", "b", "../x")]}
+        elif "/query_range" in self.path or "[" in query:
+            now = time.time()
+            values = [[now - 300 + 15 * i, str(4 * 1024**3)] for i in range(18)]
+            data = {"resultType": "matrix",
+                    "result": [{"metric": dict(m), "values": values} for m in labels]}
+        else:
+            data = {"resultType": "vector", "result": []}
+        self._send_json({"status": "success", "data": data})
+
+    _probe = _names  # the same without the list-valued name: only the probe is hostile
 
     def _send_json(self, doc: object) -> None:
         body = json.dumps(doc).encode()

@@ -88,3 +88,13 @@ def test_tsdb_samples_75_years_ahead_are_skipped(server):
 @pytest.mark.parametrize("mode", ["deep", "deep400"])
 def test_deeply_nested_server_json_is_an_endpoint_failure(server, mode):
     assert_clean(tsdb(f"{server}/{mode}"), exitcodes.SOURCE_FAILURE)
+
+
+@pytest.mark.parametrize("mode", ["names", "probe"])
+def test_list_valued_metric_name_and_non_numeric_probe_are_counted(server, mode):
+    run = tsdb(f"{server}/{mode}", "--format", "json", "-q")
+    assert_clean(run, (exitcodes.OK, exitcodes.FINDINGS))
+    rep = run.json()
+    assert rep["participating_ranks"] == [0, 1]
+    if mode == "names":
+        assert rep["skipped"]["series_without_valid_rank_label"] == 1

@@ -7,11 +7,8 @@ the same on a laptop on a plane as on a cluster's login node.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
-from html import escape
 from importlib import resources
-from typing import Any
 
 from stormotel.analyzers.algorithms.oom_forensics import OomRank
 from stormotel.analyzers.locations import location_text
@@ -19,6 +16,11 @@ from stormotel.analyzers.report import Report
 from stormotel.analyzers.sinks.html.chart_data import ChartData, confidence_words, severity_words
 from stormotel.analyzers.summary import fmt_bytes, fmt_duration, fmt_time
 from stormotel.analyzers.timeline import RankIdentity, Timeline
+
+# Every string on the page comes from input (job ids, sources, notes, file names): one escape
+# for all of them that also redacts credentials and shows control/bidi characters escaped.
+from stormotel.textsafe import html_text as escape
+from stormotel.textsafe import script_json
 
 #: No fetch of any kind: scripts and styles are inline, images only data: URLs.
 CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
@@ -163,11 +165,6 @@ def _resolution_note(charts: ChartData) -> str:
             "column's minimum and maximum, so a one-sample spike stays visible.</p>")
 
 
-def _script_json(data: Any) -> str:
-    """JSON safe inside <script>: no ``</`` can close the element early."""
-    return json.dumps(data, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
-
-
 def render_page(timeline: Timeline, report: Report, charts: ChartData) -> str:
     named = charts["named_ranks"]
     rank_rows = ((r, len(timeline.ranks[r]), _ident(timeline, r)) for r in named
@@ -202,7 +199,7 @@ def render_page(timeline: Timeline, report: Report, charts: ChartData) -> str:
 <ul>{notes}</ul>
 <p class="muted">Sources: {escape(", ".join(report.sources[:20]))}. Charts: uPlot (MIT),
 inlined.</p>
-<script type="application/json" id="stormotel-data">{_script_json(charts)}</script>
+<script type="application/json" id="stormotel-data">{script_json(charts)}</script>
 <script>{asset("uPlot.iife.min.js")}</script>
 <script>{asset("report.js")}</script>
 </body></html>
