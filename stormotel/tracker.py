@@ -58,6 +58,9 @@ from stormotel.telemetry import (
     exporters_selected,
 )
 
+#: where snapshots go when asked for (stall_snapshots=True) without an archive or stall_dir
+DEFAULT_STACKS_DIR = "stormotel-stacks"
+
 __all__ = ["DEFAULT_ARCHIVE_DIR", "MemoryTracker", "MemoryWatchdog", "TrackingEvent",
            "is_oom_error", "load_estimate"]
 
@@ -310,11 +313,13 @@ class MemoryTracker(StormlogTrackerAPI):
                 Path("stormotel-oom")
             oom_dump_dir = base / "oom"
         self.oom_dump_dir = Path(oom_dump_dir)
-        self.stall_config = stall_config(env, stall_snapshots, stall_multiple, stall_floor_s,
-                                         stall_dir,
-                                         Path(archive_dir) / self.identity.job_id
-                                         / schema.STACKS_DIR if archive_dir is not None else
-                                         Path("stormotel-stacks") / self.identity.job_id)
+        # Snapshots live in the archive (<archive_dir>/<job_id>/stacks); with no archive and no
+        # stall_dir they are off unless asked for: a job never litters its working directory.
+        self.stall_config = stall_config(
+            env, stall_snapshots if archive_dir is not None or stall_dir is not None
+            else bool(stall_snapshots), stall_multiple, stall_floor_s, stall_dir,
+            Path(archive_dir if archive_dir is not None else DEFAULT_STACKS_DIR)
+            / self.identity.job_id / schema.STACKS_DIR)
         self._stall: StallWatch | None = None
         self.thresholds = ThresholdMonitor(dict(thresholds or {}), hysteresis_percent)
         self._check_threshold_order()

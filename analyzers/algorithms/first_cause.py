@@ -302,6 +302,7 @@ def mark_warmups(timeline: Timeline, rises: dict[int, list[FirstRise]], settings
     starts: dict[int, int] = {}
     delays: dict[int, int] = {}
     tolerance: dict[int, int] = {}
+    cut_warmups: set[int] = set()
     for r, rs in rises.items():
         series = timeline.ranks[r]
         first, last = finite_ends(series.values[FIELD])
@@ -314,6 +315,11 @@ def mark_warmups(timeline: Timeline, rises: dict[int, list[FirstRise]], settings
         # high (a missed scrape at the very start errs the other way: a rise called warm-up).
         cut = window_start_ns is not None and \
             t[0] <= window_start_ns + 1.5 * interval + 10**9
+        if rs and cut and _catches_up(timeline, r, rs[0], int(t[0]), interval):
+            # Cut or started just after the window began, it cannot be told by timing; but a
+            # rise from its very first sample to no more than the others already hold is the
+            # rank catching up (its first scrape came mid warm-up), never a lead.
+            cut_warmups.add(r)
         if not rs or cut:
             continue
         span = int(t[-1] - t[0])
@@ -324,6 +330,8 @@ def mark_warmups(timeline: Timeline, rises: dict[int, list[FirstRise]], settings
         delays[r] = rs[0].t_ns - int(t[0])
         tolerance[r] = max(2 * interval, rs[0].hole_ns, 1_000_000_000)
     out = {r: list(rs) for r, rs in rises.items()}
+    for r in cut_warmups:
+        out[r][0] = replace(out[r][0], warmup=True)
     plateaus = _warmup_plateaus(timeline, starts)
     for r in starts:
         fr = rises[r][0]
@@ -358,6 +366,27 @@ def mark_warmups(timeline: Timeline, rises: dict[int, list[FirstRise]], settings
                     break
                 out[r][k] = replace(nxt, warmup=True)
     return out
+
+
+def _catches_up(timeline: Timeline, rank: int, rise: FirstRise, first_ns: int,
+                interval: int) -> bool:
+    """``rise`` climbs from ``rank``'s first sample (within one interval) to no more than the
+    level the other ranks already held when it rose (their median, half a threshold of slack):
+    the rank catching up with the others, not leading them."""
+    if rise.baseline_ns - first_ns > max(interval, 10**9):
+        return False
+    held = []
+    for o, series in timeline.ranks.items():
+        if o == rank or not len(series) or FIELD not in series.values:
+            continue
+        k = int(np.searchsorted(series.t_ns, rise.t_ns, side="right"))
+        before = series.values[FIELD][:k]
+        before = before[np.isfinite(before)]
+        if before.size:
+            held.append(float(before[-1]))
+    if len(held) < 2:
+        return False
+    return rise.peak_bytes <= median_of(np.array(held)) + 0.5 * rise.threshold_bytes
 
 
 def _warmup_plateaus(timeline: Timeline, starts: dict[int, int]) -> dict[int, float]:

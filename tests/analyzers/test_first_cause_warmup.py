@@ -97,3 +97,42 @@ def test_a_warm_up_scraped_soon_after_the_window_start_is_not_an_incident() -> N
     assert not [s.rank for s in cr.first_cause_suspects
                 if s.rank == 2 and s.confidence in ("high", "medium")]
     assert any("warm-up of ranks" in n and "2" in n for n in cr.notes), cr.notes
+
+
+def _scraped(first_s: dict[int, float], low_gb: dict[int, float], high_gb: float,
+             window_start_s: float) -> list[str | int]:
+    """Four ranks scraped every 15 s; each rank's first scrape at ``first_s``, at
+    ``low_gb`` (mid warm-up) when given, then at ``high_gb``; the query window starts at
+    ``window_start_s``. Returns the ranks named at high or medium."""
+    data = []
+    for r, first in first_s.items():
+        secs = first + 15.0 * np.arange(6)
+        used = np.full(secs.shape, PLATEAU)
+        if r in low_gb:
+            used[0] = low_gb[r] * 1e9
+            used[1:] = high_gb * 1e9
+        t = 1_795_415_500_000_000_000 + (secs * 1e9).astype(np.int64)
+        data.append(RankData(r, t, 0.75 * (used - 0.5 * GIB), used - 0.5 * GIB, used,
+                             np.full(t.shape, 16.0 * GIB)))
+    timeline = to_timeline(data)
+    timeline.meta["prometheus"] = {
+        "window_start_ns": 1_795_415_500_000_000_000 + int(window_start_s * 1e9)}
+    cr = analyze(timeline).cross_rank
+    return [s.rank for s in cr.first_cause_suspects if s.confidence in ("high", "medium")]
+
+
+def test_a_rank_first_scraped_mid_warm_up_at_the_window_start_is_catching_up() -> None:
+    """The production suite's healthy job, Prometheus path (2026-11-25): rank 3 started last,
+    its first scrape (4.77 GB) came within 1.5 intervals of the window start, so it could not
+    be told from a rank cut by the window; the next scrape showed the 5.93 GB every rank already
+    held. It was named the first cause at high. Climbing from its very first sample to no more
+    than the others hold is catching up, not leading."""
+    firsts = {0: 3.0, 1: 4.0, 2: 5.0, 3: 9.0}
+    assert _scraped(firsts, {3: 4.77}, PLATEAU / 1e9, window_start_s=0.0) == []
+
+
+def test_a_rank_that_climbs_above_what_the_others_hold_still_leads() -> None:
+    """The same shape, but the climb from the first sample goes 2 GB above the level every
+    other rank holds: that is not catching up, and the rule above must not hide it."""
+    firsts = {0: 3.0, 1: 4.0, 2: 5.0, 3: 9.0}
+    assert _scraped(firsts, {3: 4.77}, PLATEAU / 1e9 + 2.0, window_start_s=0.0) == [3]
