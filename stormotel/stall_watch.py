@@ -230,6 +230,10 @@ class StallWatch:
                 return None
         except OSError:
             return None
+        # The C watchdog may still be writing (the file grows as it goes): cancelling waits
+        # for its dump to end. Closing first would let its last writes land in whatever file
+        # reuses the descriptor number — the next snapshot's, seen once.
+        faulthandler.cancel_dump_traceback_later()
         self._fd = self._pending = None
         with contextlib.suppress(OSError):
             os.close(fd)

@@ -74,9 +74,11 @@ class Snapshot:
 
     @property
     def main_frames(self) -> list[Frame]:
-        if self.training_thread in self.threads:
-            return self.threads[self.training_thread]
-        return next(iter(self.threads.values()), [])
+        """The training thread's frames; [] when the snapshot does not hold it (never another
+        thread's: a helper thread outside any collective would pass for the odd rank)."""
+        if self.training_thread is not None:
+            return self.threads.get(self.training_thread, [])
+        return next(iter(self.threads.values()), []) if len(self.threads) == 1 else []
 
     def signature(self) -> tuple[tuple[str, int, str], ...]:
         return tuple((f.file, f.line, f.function) for f in self.main_frames)
@@ -195,10 +197,10 @@ SAME_MOMENT_S = 120.0
 
 
 def read_snapshots(files: list[Path]) -> tuple[dict[int, Snapshot], list[str], Counter[str]]:
-    """Per rank, the snapshot that describes the hang: its latest stall episode (snapshots with
-    the same last progress), and the *first* snapshot of it — later ones of the same episode
-    may show the rank already tearing down after its peers failed. Ranks whose snapshot is far
-    from the others' moment are left out with a note. Bad files: a counted skip with a note."""
+    """Per rank, the snapshot that describes the hang: the first one fired after the rank's last
+    known progress (later ones may show it already tearing down after its peers failed), and
+    only snapshots that hold the training thread. Ranks whose snapshot is far from the others'
+    moment are left out with a note. Bad files: a counted skip with a note."""
     by_rank: dict[int, list[Snapshot]] = {}
     notes: list[str] = []
     skipped: Counter[str] = Counter()
@@ -215,9 +217,17 @@ def read_snapshots(files: list[Path]) -> tuple[dict[int, Snapshot], list[str], C
         by_rank.setdefault(snap.rank, []).append(snap)
     chosen: dict[int, Snapshot] = {}
     for rank, snaps in by_rank.items():
-        episode = max(_last_progress(s) for s in snaps)
-        chosen[rank] = min((s for s in snaps if _last_progress(s) == episode),
-                           key=lambda s: s.time_ns)
+        usable = [s for s in snaps if s.main_frames]
+        if len(usable) < len(snaps):
+            skipped["snapshot_without_training_thread"] += len(snaps) - len(usable)
+        if not usable:
+            continue
+        # A header's last progress is as of its arming: a snapshot fired before a progress
+        # some later header records belongs to an earlier stall. Of the rest (fired after
+        # the rank's last known progress: this hang), the first is nearest the hang's start.
+        latest_progress = max(_last_progress(s) for s in snaps)
+        current = [s for s in usable if s.time_ns >= latest_progress] or usable
+        chosen[rank] = min(current, key=lambda s: s.time_ns)
     if len(chosen) > 2:
         moment = sorted(s.time_ns for s in chosen.values())[len(chosen) // 2]
         far = sorted(r for r, s in chosen.items() if abs(s.time_ns - moment) > SAME_MOMENT_S * 1e9)

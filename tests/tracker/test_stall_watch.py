@@ -171,3 +171,28 @@ def test_an_exception_leaving_a_step_is_not_a_hang(tmp_path: Path) -> None:
         time.sleep(1.0)  # tearing down, no step
         assert t.state.stall_snapshots == 0
     assert _files(tmp_path) == []
+
+
+def test_the_snapshot_fired_after_the_last_progress_is_used_and_never_another_thread(
+        tmp_path: Path) -> None:
+    """A CI run named a waiting peer (rank 1) as the odd rank: its second snapshot (armed after
+    the first fired, its header's last progress older than that first firing) held no frame of
+    the training thread, only a helper thread, which was taken for it. The first snapshot fired
+    after the rank's last progress is the hang; a snapshot without the training thread is
+    never read as another thread's."""
+    p0 = 10**18
+    for r in (0, 3):
+        _snapshot(tmp_path / f"rank-{r}-1-1{schema.STACK_SUFFIX}", r, WAITING, armed=p0,
+                  progress=p0)
+    _snapshot(tmp_path / f"rank-2-1-1{schema.STACK_SUFFIX}", 2,
+              [("/home/u/cb.py", 94, "run_callbacks")], armed=p0, progress=p0)
+    _snapshot(tmp_path / f"rank-1-1-1{schema.STACK_SUFFIX}", 1, WAITING, armed=p0,
+              progress=p0)
+    second = tmp_path / f"rank-1-1-2{schema.STACK_SUFFIX}"
+    _snapshot(second, 1, [("/v/lib/python3.11/site-packages/torch/__init__.py", 2954,
+                           "__getattr__"), ("/v/stormotel/fr_dump.py", 53,
+                                            "dump_flight_recorder")],
+              armed=p0 + 5 * 10**9, progress=p0 + 10**9)
+    second.write_text(second.read_text().replace("0x0000000000000001", "0x0000000000000002"))
+    (finding,) = analyze_stacks(find_snapshot_files([tmp_path]), world_size=4).findings
+    assert finding.ranks == [2]
