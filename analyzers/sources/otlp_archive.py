@@ -319,14 +319,7 @@ class OtlpFileReader:
         """Points of the allocator's OOM counter: each increase is an OOM (``flush``), the one
         evidence of an OOM the training code did not wrap in ``capture_oom``."""
         for attrs, t, raw in rows:
-            rank = res_rank
-            if rank is None:
-                ident = identity_from(attrs)
-                rank = ident.rank if ident else None
-            try:
-                value = float(raw)
-            except (TypeError, ValueError):
-                continue
+            rank, value = _rank_value(res_rank, attrs, raw)
             if rank is None or t is None or t <= 0 or not np.isfinite(value) or value < 0:
                 continue
             self.oom_counts.setdefault(rank, []).append((t, value))
@@ -340,14 +333,7 @@ class OtlpFileReader:
         keeps only those edge kinds (None: all)."""
         is_interval = name == schema.SAMPLING_INTERVAL.name
         for attrs, _t, raw in rows:
-            rank = res_rank
-            if rank is None:
-                ident = identity_from(attrs)
-                rank = ident.rank if ident else None
-            try:
-                value = float(raw)
-            except (TypeError, ValueError):
-                continue
+            rank, value = _rank_value(res_rank, attrs, raw)
             if rank is None or not np.isfinite(value) or value <= 0:
                 continue
             if is_interval:
@@ -596,3 +582,16 @@ def _read_varint(data: bytes, pos: int) -> tuple[int | None, int]:
             return result, pos
         shift += 7
     return None, pos
+
+
+def _rank_value(res_rank: int | None, attrs: Any, raw: Any) -> tuple[int | None, float]:
+    """A point's rank (the resource's, else the point's identity) and its value as a float
+    (NaN when it is not a number: the callers skip non-finite values)."""
+    rank = res_rank
+    if rank is None:
+        ident = identity_from(attrs)
+        rank = ident.rank if ident else None
+    try:
+        return rank, float(raw)
+    except (TypeError, ValueError):
+        return rank, float("nan")
