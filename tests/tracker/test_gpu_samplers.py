@@ -152,3 +152,46 @@ def test_tracker_on_a_real_gpu_writes_the_archive(tmp_path: Path) -> None:
     peak = max(p.as_int for _r, n, p in points(reqs) if n == schema.ALLOC_ALLOCATED_PEAK.name)
     assert peak >= 2 * 4096 * 4096 * 4
     assert tracker.identity.gpu_uuid and tracker.identity.gpu_uuid.startswith("GPU-")
+
+
+@pytest.mark.gpu
+def test_a_real_cuda_oom_is_counted_dumped_and_read_back(tmp_path: Path) -> None:
+    """A real allocator OOM on the device: the allocator's own ``num_ooms`` counter moves, the
+    ring dump and the OOM event are written before the error leaves ``capture_oom``, and the
+    analyzer names the rank from the archive alone (the CPU suite plants simulated OOMs)."""
+    if (reason := _cuda_reason()) is not None:
+        pytest.skip(reason)
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import torch
+
+    from stormotel.tracker import MemoryTracker
+
+    sampler_before = make_sampler("cuda", "cuda:0").sample()
+    tracker = MemoryTracker(device="cuda:0", sampler="cuda", sampling_interval=0.05,
+                            job_id="gpu-oom", archive_dir=tmp_path / "archive",
+                            oom_dump_dir=tmp_path / "oom", env={})
+    total = torch.cuda.get_device_properties(0).total_memory
+    with tracker:
+        keep = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda:0")
+        time.sleep(0.3)
+        with pytest.raises(torch.OutOfMemoryError), tracker.capture_oom(context="planted"):
+            torch.empty(2 * total, dtype=torch.uint8, device="cuda:0")
+        del keep
+    after = make_sampler("cuda", "cuda:0").sample()
+    assert after.num_ooms == (sampler_before.num_ooms or 0) + 1
+    dump = Path(tracker.last_oom_dump or "")
+    assert dump.is_file()
+    head, *rows = [json.loads(x) for x in dump.read_text().splitlines()]
+    assert head["reason"] == "oom" and head["context"] == "planted"
+    assert "out of memory" in head["error"].lower()
+    assert rows and rows[-1]["num_ooms"] >= 1
+    proc = subprocess.run([sys.executable, "-m", "stormotel", "analyze",
+                           str(tmp_path / "archive"), "--format", "json"],
+                          capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    forensics = json.loads(proc.stdout)["extra"].get("oom_forensics")
+    assert forensics and [r["rank"] for r in forensics["ranks"]] == [0], proc.stdout[-2000:]
