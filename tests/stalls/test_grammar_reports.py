@@ -1,0 +1,327 @@
+"""The multi-line reports users paste (Horovod's stall inspector, torch's fr_trace output, NCCL
+RAS, torchelastic's failure table), built from each emitter's OWN format strings, and what the
+analysis concludes from them (docs/stalls.md, "Reports that name ranks").
+
+Every builder writes the text exactly as the cited source prints it (file and versions in its
+docstring); the expected verdicts follow from what the source says each line means, not from
+any pasted case.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from stormotel.analyzers.stalls import logs_parser as lp
+from stormotel.analyzers.stalls.log_analysis import analyze_logs
+
+from tests.stalls.helpers import run_json
+
+
+def roots(tmp_path: Path, text: str, **kw: int):  # type: ignore[no-untyped-def]
+    log = tmp_path / "job.log"
+    log.write_text(text)
+    result = analyze_logs(lp.parse_logs([str(log)]), **kw)
+    return [f for f in result.findings if f.consequence_of is None]
+
+
+# --- Horovod --------------------------------------------------------------------------------
+_HVD_PREFIX = ("[2024-03-05 10:11:12.345678: W "
+               "/tmp/pip-req-build/horovod/common/stall_inspector.cc:107] ")
+
+
+def horovod_report(missing: dict[int, list[str]], seconds: int = 60, shutdown: tuple[int, ...] = ()
+                   ) -> str:
+    """horovod/common/stall_inspector.cc (0.19 .. master), CheckForStalledTensors: the head,
+    std::endl, "Missing ranks:", then per rank std::endl << rank [<< "!"] << ": [" tensors
+    joined by ", " (six at most, then " ...") << "]"; LOG(WARNING) adds Horovod's prefix."""
+    out = (_HVD_PREFIX + "One or more tensors were submitted to be reduced, gathered or "
+           "broadcasted by subset of ranks and are waiting for remainder of ranks for more than "
+           f"{seconds} seconds. This may indicate that different ranks are trying to submit "
+           "different tensors or that only subset of ranks is submitting tensors, which will "
+           "cause deadlock. \nMissing ranks:")
+    for rank, tensors in sorted(missing.items()):
+        names = tensors[:6]
+        more = " ..." if len(tensors) > 6 else ""
+        out += f"\n{rank}{'!' if rank in shutdown else ''}: [{', '.join(names)}{more}]"
+    return out + "\n"
+
+
+def test_horovod_ranks_missing_every_tensor_are_stragglers(tmp_path: Path) -> None:
+    text = ("[0]<stderr>:" + "training step 1200\n"
+            + horovod_report({2: ["DistributedAdamOptimizer_Allreduce/HorovodAllreduce_g_0",
+                                  "DistributedAdamOptimizer_Allreduce/HorovodAllreduce_g_1"]})
+            + "[1]<stderr>: step 1201\n")
+    [root] = roots(tmp_path, text, world_size=8)
+    assert (root.kind, root.ranks, root.confidence) == ("straggler", [2], "medium")
+    assert root.evidence["pattern"] == "horovod.stall_report"
+    assert root.evidence["witnesses"] == [0]
+
+
+def test_horovod_different_tensors_name_the_odd_code_path(tmp_path: Path) -> None:
+    # ranks 0-2 submitted grads_a, rank 3 alone submitted eval_b: each side is missing the
+    # other's tensor, and rank 3's path is the odd one
+    text = horovod_report({0: ["eval_b"], 1: ["eval_b"], 2: ["eval_b"], 3: ["grads_a"]},
+                          shutdown=(3,))
+    [root] = roots(tmp_path, text)
+    assert (root.kind, root.ranks) == ("op_type_mismatch", [3])
+    assert root.evidence["shutdown_ranks"] == [3]
+
+
+def test_horovod_a_tensor_most_ranks_lack_names_nobody(tmp_path: Path) -> None:
+    # only rank 0 submitted "loss": a rank-0-only collective, or ranks 1-3 stuck before it —
+    # the report cannot tell which
+    [root] = roots(tmp_path, horovod_report({1: ["loss"], 2: ["loss"], 3: ["loss"]}))
+    assert root.kind == "undecided" and root.ranks == []
+    assert root.evidence["suspects"] == [1, 2, 3]
+
+
+def test_horovod_tie_is_undecided(tmp_path: Path) -> None:
+    [root] = roots(tmp_path, horovod_report({2: ["g"], 3: ["g"]}), world_size=4)
+    assert root.kind == "undecided"
+
+
+def test_horovod_before_the_stall_inspector(tmp_path: Path) -> None:
+    """horovod/common/operations.cc (before 0.19): "Stalled ops:" then tensor_name << "
+    [missing ranks: " ranks joined by ", " << "]"."""
+    text = ("W0305 10:11:12.345 operations.cc:700] One or more tensors were submitted to be "
+            "reduced, gathered or broadcasted by subset of ranks and are waiting for remainder "
+            "of ranks for more than 60 seconds. This may indicate that different ranks are "
+            "trying to submit different tensors or that only subset of ranks is submitting "
+            "tensors, which will cause deadlock. \nStalled ops:"
+            "HorovodAllreduce_grads_0 [missing ranks: 5]\n")
+    [root] = roots(tmp_path, text, world_size=8)
+    assert (root.kind, root.ranks) == ("straggler", [5])
+
+
+def test_horovod_report_is_never_healthy(tmp_path: Path) -> None:
+    log = tmp_path / "h.log"
+    log.write_text(horovod_report({1: ["g"], 2: ["g"]}))
+    code, report = run_json("--logs", str(log))
+    assert code == 1 and report["stall_findings"]
+
+
+# --- torch fr_trace's printed report ----------------------------------------------------------
+def fr_not_joined(seq: int, group: str, op: str, missing: set[int], expected: set[int]) -> str:
+    """torch/distributed/flight_recorder/components/utils.py error_analysis + types.py
+    EntryState.log (2.7 .. main): one logger.info line each, FlightRecorderLogger prints
+    "%(message)s"."""
+    return (f"Not all ranks joining collective, sequence number: {seq}\n"
+            "internal record id: 41\n"
+            f"group info: {group}\n"
+            f"collective: {op}\n"
+            f"missing ranks: {missing}\n"
+            "input sizes: [[1024]]\noutput sizes: [[1024]]\n"
+            f"world size: {len(expected)}\n"
+            f"expected ranks: {expected}\n"
+            "collective state: scheduled\n"
+            "collective stack trace: \n all_reduce at /w/torch/distributed/distributed_c10d.py:2950"
+            "\n step at /w/train.py:88\n")
+
+
+def test_fr_trace_not_joined_names_the_missing_rank(tmp_path: Path) -> None:
+    [root] = roots(tmp_path, fr_not_joined(6, "0:default_pg", "nccl:all_reduce", {2},
+                                           {0, 1, 2, 3, 4, 5, 6, 7}))
+    assert (root.kind, root.ranks, root.confidence) == ("straggler", [2], "medium")
+    assert root.evidence["pattern"] == "torch.fr_trace.not_joined"
+
+
+def test_fr_trace_nested_groups_victim_in_another_block(tmp_path: Path) -> None:
+    # rank 5 stalls before a tp all_reduce; its tp partner 4 waits there, so fr_trace also
+    # reports 4 missing from its dp group — 4 is present (waiting) in the tp block
+    text = (fr_not_joined(3, "3:tp", "nccl:all_reduce", {5}, {4, 5})
+            + fr_not_joined(9, "5:dp", "nccl:all_reduce", {4}, {0, 2, 4, 6})
+            + fr_not_joined(9, "6:dp", "nccl:all_reduce", {5}, {1, 3, 5, 7}))
+    [root] = roots(tmp_path, text)
+    assert (root.kind, root.ranks) == ("straggler", [5])
+    assert root.evidence["waiting_elsewhere"] == [4]
+
+
+def test_fr_trace_2_5_format_with_a_count(tmp_path: Path) -> None:
+    """2.5-2.6: "Not all ranks joining collective %s at entry %s" … "expected ranks: %d"."""
+    text = ("Not all ranks joining collective 5 at entry 4\ngroup info: 0:default_pg\n"
+            "collective: nccl:all_reduce\nmissing ranks: {1}\ninput sizes: [[3, 4]]\n"
+            "output sizes: [[3, 4]]\nexpected ranks: 4\ncollective state: scheduled\n"
+            "collective stack trace:\n  all_reduce at /p/distributed_c10d.py:2696\n")
+    [root] = roots(tmp_path, text)
+    assert (root.kind, root.ranks) == ("straggler", [1])
+
+
+def test_fr_trace_2_4_print_form(tmp_path: Path) -> None:
+    """tools/flight_recorder (2.4): print(f"Not all ranks joining collective for group
+    {pg_name}:{desc} collective {profiling_name}", f"Missing ranks are {…}")."""
+    text = ("Not all ranks joining collective for group 0:default_pg collective "
+            "nccl:all_reduce Missing ranks are {3}\n")
+    [root] = roots(tmp_path, text)
+    assert (root.kind, root.ranks) == ("straggler", [3])
+
+
+def test_fr_trace_missing_majority_is_undecided(tmp_path: Path) -> None:
+    [root] = roots(tmp_path, fr_not_joined(1, "0:default_pg", "nccl:broadcast", {1, 2, 3},
+                                           {0, 1, 2, 3}))
+    assert root.kind == "undecided" and root.evidence["suspects"] == [1, 2, 3]
+
+
+def fr_errors(seq: int, culprits: dict[int, str], expected: set[int]) -> str:
+    """2.7+: "Collective sequence number: %s has errors" … "error msg: " ", ".join(f"Culprit
+    rank {r}; {MatchInfo}") with MatchInfo.__str__ = f"Error type: {state.name}, {culprit}"."""
+    msg = ", ".join(f"Culprit rank {r}; Error type: {t}, Expected input sizes: '[[4]]' does not "
+                    "match found input sizes: '[[41]]'" for r, t in sorted(culprits.items()))
+    return (f"Collective sequence number: {seq} has errors\ninternal record id: 12\n"
+            "group info: 0:default_pg\ncollective: nccl:all_reduce\ninput sizes: [[4]]\n"
+            f"output sizes: [[4]]\nworld size: {len(expected)}\nexpected ranks: {expected}\n"
+            f"collective state: scheduled\nerror msg: {msg}\ncollective stack trace: \n x\n")
+
+
+def test_fr_trace_culprit_rank(tmp_path: Path) -> None:
+    [root] = roots(tmp_path, fr_errors(6, {1: "SIZE_OR_SYNTAX_MISMATCH"}, {0, 1, 2, 3}))
+    assert (root.kind, root.ranks) == ("size_mismatch", [1])
+    assert root.evidence["pattern"] == "torch.fr_trace.culprit"
+
+
+def test_fr_trace_blaming_everyone_but_its_reference_names_the_reference(tmp_path: Path) -> None:
+    # fr_trace assumes its first rank right: when rank 0 is the odd one it lists 1, 2, 3
+    text = fr_errors(6, {r: "COLLECTIVE_TYPE_MISMATCH" for r in (1, 2, 3)}, {0, 1, 2, 3})
+    [root] = roots(tmp_path, text)
+    assert (root.kind, root.ranks) == ("op_type_mismatch", [0])
+
+
+def test_fr_trace_state_mismatch_names_nobody(tmp_path: Path) -> None:
+    text = fr_errors(6, {2: "COLLECTIVE_STATE_MISMATCH"}, {0, 1, 2, 3})
+    [root] = roots(tmp_path, text)
+    assert root.kind == "undecided"
+
+
+def test_fr_trace_missing_dump_files_are_suspects(tmp_path: Path) -> None:
+    text = ("Traceback (most recent call last):\n  File \"fr_trace.py\", line 5, in <module>\n"
+            "AssertionError: Missing dump files from ranks {6}\n")
+    [root] = roots(tmp_path, text)
+    assert root.kind == "undecided" and root.evidence["suspects"] == [6]
+
+
+# --- NCCL RAS ---------------------------------------------------------------------------------
+def ras_head(kind: str = "MISMATCH", comm: str = "#0-0 (27a079b828ff1a75)") -> str:
+    return f"{comm} {kind}\n"
+
+
+def ras_group(n: int, count: int) -> str:
+    """src/ras/client_support.cc (2.24+): "  %d ranks have launched up to operation %ld"."""
+    return f"  {n} ranks have launched up to operation {count}\n"
+
+
+def ras_member(rank: int, gpu: int = 0) -> str:
+    """ "  Rank %d -- GPU %s managed by process %d on node %s" (an outlier group's members)."""
+    return f"  Rank {rank} -- GPU {gpu} managed by process {480000 + rank} on node 172.16.64.210\n"
+
+
+def test_ras_2_26_missing_ranks_are_listed_one_per_line(tmp_path: Path) -> None:
+    """2.26+: INCOMPLETE lists each missing rank as "  Rank %d -- GPU %s managed by process %d
+    on node %s" (2.24-2.25 printed "  The missing rank: 21")."""
+    text = (ras_head("INCOMPLETE", "#0-0 (cf264af53edbe986)")
+            + "  Missing communicator data from 1 rank\n" + ras_member(21, 5) + "\n")
+    [root] = roots(tmp_path, text, world_size=32)
+    assert (root.kind, root.ranks) == ("straggler", [21])
+    assert root.evidence["pattern"] == "nccl.ras.missing"
+
+
+def test_ras_missing_without_the_list_is_undecided(tmp_path: Path) -> None:
+    text = ras_head("INCOMPLETE") + "  Missing communicator data from 12 ranks\n\n"
+    [root] = roots(tmp_path, text, world_size=64)
+    assert root.kind == "undecided" and "ncclras -v" in root.evidence["reason"]
+
+
+def test_ras_missing_majority_is_undecided(tmp_path: Path) -> None:
+    text = (ras_head("INCOMPLETE") + "  Missing communicator data from 3 ranks\n"
+            + "".join(ras_member(r) for r in (1, 2, 3)) + "\n")
+    [root] = roots(tmp_path, text, world_size=4)
+    assert root.kind == "undecided" and root.evidence["suspects"] == [1, 2, 3]
+
+
+def test_ras_behind_minority_is_named(tmp_path: Path) -> None:
+    # NCCL's guide's own example: 26 at 6650, 6 listed at 6649
+    text = (ras_head() + "  Communicator ranks have different collective operation counts\n"
+            + ras_group(26, 6650) + ras_group(6, 6649)
+            + "".join(ras_member(r, r) for r in (0, 2, 3, 4, 5, 7)) + "\n")
+    [root] = roots(tmp_path, text, world_size=32)
+    assert (root.kind, root.ranks, root.confidence) == ("straggler", [0, 2, 3, 4, 5, 7],
+                                                        "medium")
+
+
+def test_ras_large_behind_side_names_nobody(tmp_path: Path) -> None:
+    # 30 of 32 have not launched operation 6650; the 2 ahead are listed (an outlier group).
+    # The 2 may have taken a branch the others did not, or the 30 are blocked before it
+    # together: one snapshot cannot tell — and the 30 are never named as culprits
+    text = (ras_head() + "  Communicator ranks have different AllReduce operation counts\n"
+            + ras_group(30, 6649) + ras_group(2, 6650) + ras_member(8) + ras_member(9) + "\n")
+    [root] = roots(tmp_path, text, world_size=32)
+    assert root.kind == "undecided" and root.ranks == []
+    assert root.evidence["ahead"] == [8, 9] and root.evidence["suspects"] == [8, 9]
+
+
+def test_ras_status_lines_are_not_counts(tmp_path: Path) -> None:
+    """ "  Communicator ranks have different status" "  %d ranks have status %s" then the
+    outlier's rank lines — before the operation counts in the same block."""
+    text = (ras_head() + "  Communicator ranks have different status\n"
+            "  30 ranks have status RUNNING\n  2 ranks have status ABORT\n"
+            + ras_member(3) + ras_member(4)
+            + "  Communicator ranks have different AllReduce operation counts\n"
+            + ras_group(31, 120) + "  Rank 7 has launched up to operation 119 -- GPU 7 managed "
+            "by process 480007 on node 172.16.64.210\n\n")
+    [root] = roots(tmp_path, text, world_size=32)
+    assert (root.kind, root.ranks) == ("straggler", [7])
+
+
+# --- torchelastic: SIGABRT together vs still alive ---------------------------------------------
+def elastic_entry(idx: int, rank: int, code: int, when: str = "2024-06-01_10:00:05") -> str:
+    """errors/__init__.py _FAILURE_FORMAT_TEMPLATE (1.9+; the signal name after the pid from
+    2.x): "[${idx}]:" "time : …" "host : …" "rank : ${rank} (local_rank: ${local_rank})"
+    "exitcode : ${exitcode} (pid: ${pid})" "error_file: …" "traceback : Signal 6 (SIGABRT)
+    received by PID ${pid}" (ProcessFailure: f"Signal {-exitcode} ({signal_name}) received by
+    PID {pid}")."""
+    sig = {-6: "SIGABRT", -15: "SIGTERM"}[code]
+    pid = 9000 + rank
+    return (f"[{idx}]:\n  time      : {when}\n  host      : node-1\n"
+            f"  rank      : {rank} (local_rank: {rank})\n"
+            f"  exitcode  : {code} (pid: {pid}) ({sig})\n  error_file: <N/A>\n"
+            f"  traceback : Signal {-code} ({sig}) received by PID {pid}")
+
+
+def elastic_table(root: str, others: list[str]) -> str:
+    """_MSG_FORMAT_TEMPLATE: border, title, section, "Failures:", the others (or
+    "  <NO_OTHER_FAILURES>"), section, "Root Cause (first observed failure):", root, border."""
+    return ("=" * 60 + "\ntrain.py FAILED\n" + "-" * 60 + "\nFailures:\n"
+            + ("\n".join(others) if others else "  <NO_OTHER_FAILURES>") + "\n" + "-" * 60
+            + "\nRoot Cause (first observed failure):\n" + root + "\n" + "=" * 60 + "\n")
+
+
+def test_elastic_the_rank_left_alive_among_aborts_is_the_straggler(tmp_path: Path) -> None:
+    # torch 2.5+: the agent's SIGTERM'd workers are listed too (-15)
+    others = [elastic_entry(i, r, -15 if r == 5 else -6) for i, r in enumerate(range(1, 8), 1)]
+    text = elastic_table(elastic_entry(0, 0, -6), others)
+    [root] = roots(tmp_path, text)
+    assert (root.kind, root.ranks) == ("straggler", [5])
+    assert root.evidence["pattern"] == "torchelastic.abort_split"
+    assert root.evidence["aborted"] == [0, 1, 2, 3, 4, 6, 7]
+
+
+def test_elastic_old_table_counts_the_closing_lines(tmp_path: Path) -> None:
+    """Before 2.5 the table holds only the failed workers; api.py logs "Sending process %s
+    closing signal %s" for each one still running."""
+    others = [elastic_entry(i, r, -6) for i, r in enumerate((1, 2, 3, 4, 6, 7), 1)]
+    text = ("WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 9005 closing "
+            "signal SIGTERM\n" + elastic_table(elastic_entry(0, 0, -6), others))
+    [root] = roots(tmp_path, text)
+    assert (root.kind, root.ranks, root.confidence) == ("straggler", [5], "low")
+
+
+def test_elastic_a_lone_sigabrt_names_nobody(tmp_path: Path) -> None:
+    closing = "".join(f"[W] Sending process {9000 + r} closing signal SIGTERM\n"
+                      for r in range(1, 8))
+    [root] = roots(tmp_path, closing + elastic_table(elastic_entry(0, 0, -6), []))
+    assert root.kind == "undecided" and root.ranks == []
+
+
+def test_elastic_aborts_far_apart_are_not_one_timeout(tmp_path: Path) -> None:
+    others = [elastic_entry(1, 1, -6, "2024-06-01_10:09:00"), elastic_entry(2, 2, -6),
+              elastic_entry(3, 3, -15)]
+    [root] = roots(tmp_path, elastic_table(elastic_entry(0, 0, -6), others))
+    assert root.kind == "undecided"
