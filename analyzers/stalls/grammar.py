@@ -384,10 +384,10 @@ CATALOGUE: tuple[Pattern, ...] = (
        "0.19+ (stall_inspector.cc); older releases: operations.cc CheckForStalledTensors",
        "horovod/common/stall_inspector.cc (CheckForStalledTensors)",
        "reporter: the coordinator (rank 0), a witness; per tensor, the ranks that have NOT "
-       "submitted it while others have (the others wait for them). One set missing every "
-       "tensor = stragglers; ranks missing different tensors = different code paths: per "
-       "tensor the smaller side (missing or submitting) is the odd one (multi-line, read by "
-       "log_horovod)",
+       "submitted it while others have (the others wait for them). The ranks missing a tensor, "
+       "when a minority, are stragglers; submitters that are a minority AND lack what the "
+       "others sent ran another code path (the odd one); a tensor most ranks lack while its "
+       "submitters lack nothing names nobody (multi-line, read by log_horovod)",
        r"submitted to be reduced, gathered or broadcasted by subset of ranks", ("subset of ranks",),
        "horovod_head"),
     _p("horovod.stall_rank_line", "Horovod (stall inspector)",
