@@ -9,8 +9,10 @@ any pasted case.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
+import pytest
 from stormotel.analyzers.stalls import logs_parser as lp
 from stormotel.analyzers.stalls.log_analysis import analyze_logs
 
@@ -325,3 +327,41 @@ def test_elastic_aborts_far_apart_are_not_one_timeout(tmp_path: Path) -> None:
               elastic_entry(3, 3, -15)]
     [root] = roots(tmp_path, elastic_table(elastic_entry(0, 0, -6), others))
     assert root.kind == "undecided"
+
+
+# --- the report torch's own fr_trace prints, run here on NCCL-shaped dumps ------------------------
+def _coll(rec: int, seq: int, done: bool, op: str = "all_reduce", size: int = 1024
+          ) -> dict[str, object]:
+    return {"record_id": rec, "pg_id": 0, "process_group": ["0", "default_pg"],
+            "collective_seq_id": seq, "p2p_seq_id": 0, "op_id": seq,
+            "profiling_name": f"nccl:{op}", "time_created_ns": 1000 + rec,
+            "input_sizes": [[size]], "input_dtypes": ["Float"], "output_sizes": [[size]],
+            "output_dtypes": ["Float"], "state": "completed" if done else "scheduled",
+            "time_discovered_started_ns": None, "time_discovered_completed_ns": None,
+            "retired": done, "timeout_ms": 600000, "is_p2p": False, "frames": []}
+
+
+@pytest.mark.parametrize(("scenario", "expected"), [
+    ("straggler", ("straggler", [2])), ("size", ("size_mismatch", [1])),
+    ("op", ("op_type_mismatch", [3]))])
+def test_real_fr_trace_output_read_back(tmp_path: Path, scenario: str,
+                                        expected: tuple[str, list[int]]) -> None:
+    pytest.importorskip("torch.distributed.flight_recorder.fr_trace")
+    import sys
+
+    from benchmarks.compare_fr_peers import _nccl_pickle
+
+    per = {r: [_coll(i, i + 1, True) for i in range(5)] for r in range(4)}
+    for r in range(4):
+        if scenario == "straggler" and r == 2:
+            continue
+        per[r].append(_coll(5, 6, False, op="broadcast" if scenario == "op" and r == 3
+                            else "all_reduce", size=41 if scenario == "size" and r == 1 else 4))
+    folder = _nccl_pickle(tmp_path / "dumps", per)  # type: ignore[arg-type]
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace",
+                           str(folder)], capture_output=True, text=True, timeout=120,
+                          check=False)
+    printed = proc.stdout + proc.stderr
+    assert "sequence number: 6" in printed, printed[-2000:]
+    [root] = roots(tmp_path, printed)
+    assert (root.kind, root.ranks) == expected
