@@ -358,6 +358,16 @@ CATALOGUE: tuple[Pattern, ...] = (
        r"^\s*(?:The missing ranks?: (?P<ranks>\d{1,19}(?:[, -]+\d{1,19}){0,4096})|Missing "
        r"communicator data from (?P<n>\d{1,7}) ranks?\b)", ("missing rank", "missing communicator"),
        "ras"),
+    _p("nccl.ras.json", "NCCL RAS (ncclras -f json)",
+       '{"nccl_version": …, "communicators": [{"hash": "0x%lx", "size": %d, "ranks": [{"rank": '
+       '%d, …, "collective_counts": {"Broadcast": %lu, …, "AllReduce": %lu}}], "missing_ranks": '
+       '[{"rank": %d, …, "status": {"unresponsive": true|false, "considered_dead": …}}]}]}',
+       "2.28.7+", "src/ras/client_support.cc (rasDumpCommsToJSON, jsonWriteRankData, "
+       "jsonWriteMissingRank)",
+       "the same evidence as the text form with every rank listed: per operation type the "
+       "count split (findings: nccl.ras.count_group) and the unresponsive ranks (nccl.ras."
+       "missing; NOCOMM ranks answered and are not missing) — read by log_ras",
+       r'"collective_counts"\s*:', ("collective_counts",), "ras"),
     _p("nccl.ras.status_group", "NCCL RAS (ncclras client)",
        '"  Communicator ranks have different status" "  %d ranks have status %s" / "  Rank %d '
        'has status %s -- GPU %s managed by process %d on node %s" (RUNNING, INIT, FINALIZE, '

@@ -40,6 +40,7 @@ be counted, never named.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -143,3 +144,51 @@ class RasScanner:
         block, self._block, self._count, self._section = self._block, None, None, None
         if block is not None and (block.groups or block.missing or block.missing_n):
             self.blocks.append(block)
+
+
+def blocks_from_json(text: str, line: int = 1) -> list[RasBlock]:
+    """The JSON form (``ncclras -f json``, NCCL 2.28.7+, ``rasDumpCommsToJSON``): every rank of
+    every communicator with its ``collective_counts`` per operation type, and the
+    ``missing_ranks`` with ``status.unresponsive`` (no answer at all — the text form's
+    INCOMPLETE; a rank that answered but not for this communicator is NOCOMM, not missing).
+    Every rank is listed, so every side of a split can be named. Anything that does not parse
+    as that shape gives no block."""
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end <= start or '"communicators"' not in text:
+        return []
+    try:
+        doc = json.loads(text[start:end + 1])
+    except (ValueError, RecursionError):
+        return []
+    comms = doc.get("communicators") if isinstance(doc, dict) else None
+    if not isinstance(comms, list):
+        return []
+    out: list[RasBlock] = []
+    for i, c in enumerate(comms[:4096]):
+        if not isinstance(c, dict):
+            continue
+        name = f"#json-{i} ({str(c.get('hash', '?'))[:20]})"
+        per_op: dict[str, dict[int, int]] = {}
+        for r in c.get("ranks") or []:
+            counts = r.get("collective_counts") if isinstance(r, dict) else None
+            rank = gr.parse_rank(str(r.get("rank"))) if isinstance(r, dict) else None
+            if rank is None or not isinstance(counts, dict):
+                continue
+            for op, n in counts.items():
+                if isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 2**63:
+                    per_op.setdefault(str(op)[:40], {})[rank] = n
+        for op, counts in per_op.items():
+            if len(set(counts.values())) > 1:
+                freq: dict[int, int] = {}
+                for n in counts.values():
+                    freq[n] = freq.get(n, 0) + 1
+                out.append(RasBlock(line, name, op=op, counts=dict(counts),
+                                    groups=sorted(((k, v) for v, k in freq.items()),
+                                                  reverse=True), text=f"{name} {op}"))
+        missing = sorted({rank for m in c.get("missing_ranks") or [] if isinstance(m, dict)
+                          and isinstance(m.get("status"), dict) and m["status"].get("unresponsive")
+                          and (rank := gr.parse_rank(str(m.get("rank")))) is not None})
+        if missing:
+            out.append(RasBlock(line, name, missing=missing, missing_n=len(missing),
+                                text=f"{name} missing", pattern="nccl.ras.missing"))
+    return out

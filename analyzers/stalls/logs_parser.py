@@ -321,6 +321,8 @@ def _parse_file(path: Path, result: ParsedLogs) -> None:
     for f in scanner.found:
         result.events.append(LogEvent(f.kind, str(path), f.line, f.rank, ts_ns=f.ts_ns,
                                       text=f.text, detail=dict(f.detail), pattern=f.pattern))
+    if '"collective_counts"' in text:  # NCCL RAS's JSON form (ncclras -f json, 2.28.7+)
+        ras.blocks.extend(log_ras.blocks_from_json(text))
     for block in ras.blocks:
         result.events.append(LogEvent(RAS, str(path), block.line, None, text=block.text,
                                       detail=block.as_detail(), pattern=block.pattern))

@@ -365,3 +365,74 @@ def test_real_fr_trace_output_read_back(tmp_path: Path, scenario: str,
     assert "sequence number: 6" in printed, printed[-2000:]
     [root] = roots(tmp_path, printed)
     assert (root.kind, root.ranks) == expected
+
+
+def test_real_childfailederror_table_read_back(tmp_path: Path) -> None:
+    """The table torch's own ChildFailedError.format_msg prints (the installed torch), with
+    the agent's SIGTERM'd worker listed as torch 2.5+ does, behind a torchrun [rank]-less
+    prefix-free paste."""
+    errors = pytest.importorskip("torch.distributed.elastic.multiprocessing.errors")
+    failures = {r: errors.ProcessFailure(local_rank=r, pid=9000 + r,
+                                         exitcode=-15 if r == 5 else -6,
+                                         error_file=str(tmp_path / "none"))
+                for r in range(8)}
+    text = errors.ChildFailedError("train.py", failures).format_msg()
+    [root] = roots(tmp_path, "torch.distributed.elastic.multiprocessing.errors."
+                   "ChildFailedError: \n" + text + "\n")
+    assert (root.kind, root.ranks) == ("straggler", [5])
+    # every worker aborted, nobody alive: nothing to split, the launcher's table names nobody
+    failures = {r: errors.ProcessFailure(local_rank=r, pid=9000 + r, exitcode=-6,
+                                         error_file=str(tmp_path / "none")) for r in range(4)}
+    [root] = roots(tmp_path, errors.ChildFailedError("train.py", failures).format_msg())
+    assert root.kind == "undecided"
+
+
+def ras_json(counts: dict[int, int], unresponsive: tuple[int, ...] = ()) -> str:
+    """rasDumpCommsToJSON (2.28.7+): jsonWriteHeader, jsonStartCommunicator, one
+    jsonWriteRankData per rank (collective_counts per ncclFuncToString), jsonWriteMissingRank
+    (status.unresponsive / considered_dead), footer."""
+    ops = ("Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce")
+    ranks = ",\n".join(
+        "        {\n"
+        f'          "rank": {r},\n          "host": "172.16.64.245",\n          "pid": {100 + r},\n'
+        f'          "cuda_dev": {r % 8},\n          "nvml_dev": {r % 8},\n'
+        '          "status": {\n            "init_state": 0,\n            "async_error": 0,\n'
+        '            "finalize_called": false,\n            "destroy_flag": false,\n'
+        '            "abort_flag": false\n          },\n          "collective_counts": {\n'
+        + ",\n".join(f'            "{op}": {n if op == "AllReduce" else 0}' for op in ops)
+        + "\n          }\n        }" for r, n in sorted(counts.items()))
+    missing = ",\n".join(
+        f'        {{\n          "rank": {r},\n          "host": "unknown",\n          "pid": -1,\n'
+        f'          "cuda_dev": 0,\n          "nvml_dev": 0,\n          "status": {{\n'
+        '            "unresponsive": true,\n            "considered_dead": false\n          }\n'
+        "        }" for r in unresponsive)
+    size = len(counts) + len(unresponsive)
+    return ('{\n  "nccl_version": "2.29.1",\n  "cuda_runtime_version": 13000,\n'
+            '  "cuda_driver_version": 13000,\n  "timestamp": "2025-12-19 13:06:53",\n'
+            '  "communicators_count": 1,\n  "communicators": [\n    {\n'
+            '      "hash": "0xae94423cfbb2ef4a",\n'
+            '      "secondary_hash": "0xb7e7187447156001:0xb8242ed28a71381e",\n'
+            f'      "size": {size},\n      "ranks_count": {len(counts)},\n'
+            f'      "missing_ranks_count": {len(unresponsive)},\n      "ranks": [\n{ranks}\n'
+            f'      ],\n      "missing_ranks": [\n{missing}\n      ]\n    }}\n  ],\n'
+            '  "collection_time": 0.01,\n  "timeouts_count": 0\n}\n')
+
+
+def test_ras_json_names_the_rank_behind(tmp_path: Path) -> None:
+    counts = {r: 812 for r in range(8)} | {6: 811}
+    [root] = roots(tmp_path, ras_json(counts), world_size=8)
+    assert (root.kind, root.ranks) == ("straggler", [6])
+    assert root.evidence["pattern"] == "nccl.ras.count_group"
+
+
+def test_ras_json_unresponsive_rank(tmp_path: Path) -> None:
+    [root] = roots(tmp_path, ras_json({r: 40 for r in range(7)}, unresponsive=(7,)),
+                   world_size=8)
+    assert (root.kind, root.ranks) == ("straggler", [7])
+    assert root.evidence["pattern"] == "nccl.ras.missing"
+
+
+def test_ras_json_few_ahead_is_undecided(tmp_path: Path) -> None:
+    counts = {r: 99 for r in range(8)} | {0: 100}
+    [root] = roots(tmp_path, ras_json(counts), world_size=8)
+    assert root.kind == "undecided" and root.evidence["ahead"] == [0]
