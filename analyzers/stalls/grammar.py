@@ -413,6 +413,16 @@ CATALOGUE: tuple[Pattern, ...] = (
        "one tensor and the ranks that have not submitted it",
        r"(?P<tensor>\S{1,500}) \[missing ranks: (?P<ranks>\d{1,7}(?:, ?\d{1,7}){0,4096})\]",
        ("missing ranks:",), "horovod_line"),
+    _p("horovod.shut_down", "Horovod (operations.cc / common.h SHUT_DOWN_ERROR)",
+       '"Horovod has been shut down. This was caused by an exception on one of the ranks or an '
+       'attempt to allreduce, allgather or broadcast a tensor after one of the ranks finished '
+       'execution. If the shutdown was caused by an exception, you should see the exception in '
+       'the log before the first shutdown message."', "0.13+ (UnknownError; Aborted in later "
+       "releases; HorovodInternalError in elastic mode)",
+       "horovod/common/common.h, operations.cc (SHUT_DOWN_ERROR)",
+       "reporter: a victim — ANOTHER rank raised or finished early (or the stall inspector "
+       "shut the job down); never the reporter's own failure",
+       r"Horovod has been shut down", ("horovod has been shut down",), "horovod_shutdown"),
     # ------------------------------------------------- torch's Flight Recorder analyzer (text)
     _p("torch.fr_trace.not_joined", "torch fr_trace / torchfrtrace (Flight Recorder analyzer)",
        '"Not all ranks joining collective, sequence number: %s" (2.7+) / "Not all ranks '

@@ -39,7 +39,8 @@ _RECENT = 64
 #: the most digits a rank, SeqNum, byte count or size may have; longer numbers are bad input
 MAX_DIGITS = gr.MAX_DIGITS
 
-_PREFIX = re.compile(r"^(?:\s*(?:\[\d+\]|\[rank\d+\]:|\[default\d+\]:|\(\w*Worker\w*\s+pid=\d+\)|"
+_PREFIX = re.compile(r"^(?:\s*(?:\[\d{1,7}(?:,\d{1,7})?\]<std(?:err|out)>:|"
+                     r"\[\d+\]|\[rank\d+\]:|\[default\d+\]:|\(\w*Worker\w*\s+pid=\d+\)|"
                      r"\d{4}-\d{2}-\d{2}[T ][\d:.,]+|[EWIF]\d{4} [\d:.]+ \d+ \S+\]|"
                      r"\[[EWIF]\S* [^\]]*\]|\x1b\[[0-9;]*m|\|)\s*)+")
 _TAG_RANK = re.compile(r"\[(?:PG ID 0 PG GUID 0(?:\([^)]*\))?|PG 0(?: \([^)]*\))?)? ?"
@@ -59,7 +60,8 @@ _CONSEQUENCE = re.compile(
     r"DistNetworkError|DistStoreError|ncclRemoteError|remote process exited|Connection (?:reset|"
     r"refused|closed)|Broken pipe|Detected mismatch between collectives|ChildFailedError|"
     r"SignalException|Socket|TCPStore|NCCL communicator|ProcessGroupNCCL|monitoredBarrier|"
-    r"Connection closed by peer|pair closure|KeyboardInterrupt|SystemExit", re.I)
+    r"Connection closed by peer|pair closure|KeyboardInterrupt|SystemExit|"
+    r"Horovod has been shut down|HorovodInternalError", re.I)
 _STORAGE = re.compile(r"No space left|Disk quota|Input/output error|Stale file handle|"
                       r"Read-only file system", re.I)
 _DATA = re.compile(r"DataLoader worker|StopIteration|AISBatchLoaderError|corrupt", re.I)

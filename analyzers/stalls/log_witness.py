@@ -367,7 +367,7 @@ STALL_KINDS = frozenset({lp.TIMEOUT, lp.COUNTERS, lp.FIRST_SIGNAL, lp.OBSERVED_S
                          lp.WITNESS, lp.BARRIER_TIMEOUT, lp.GLOO_WAIT, lp.NCCL_COLL, lp.RAS,
                          lp.ELASTIC_FAILED, lp.FABRIC, lp.WATCHDOG_BARE,
                          lp.DETAIL_TRACE, lp.NCCL_WARN, lp.INIT_WAIT, lp.HOROVOD,
-                         lp.FR_TRACE})
+                         lp.FR_TRACE, lp.HOROVOD_SHUTDOWN})
 
 
 def unexplained_findings(events: list[lp.LogEvent]) -> list[StallFinding]:

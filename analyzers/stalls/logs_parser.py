@@ -61,6 +61,7 @@ RAS = log_ras.RAS_SPLIT  #: an NCCL RAS report's count split / missing ranks of 
 HOROVOD = log_horovod.HOROVOD  #: Horovod's stall inspector: ranks that did not submit tensors
 FR_TRACE = log_frtrace.FR_TRACE  #: a block of torch's fr_trace report pasted in the logs
 ELASTIC_CLOSING = log_elastic.ELASTIC_CLOSING  #: the agent stopped a worker still running
+HOROVOD_SHUTDOWN = "horovod_shutdown"  #: Horovod shut down: another rank failed (a victim)
 OOM = "oom"
 DATA_LOADING = "data_loading"
 FABRIC = "fabric"
@@ -80,7 +81,10 @@ _ANSI = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]{0,512}(?:\x07|\x
 _SEG_START = re.compile(r"\[rank\d+\]:")
 _RANK_PREFIX = re.compile(r"\[rank(\d{1,7})\]:")
 _LAUNCHER_RANK = re.compile(r"Worker\[rank=(\d{1,7})\]|\[default(\d{1,7})\]:|\brank[=\s](\d{1,7})\b"
-                            r"[^\]]{0,200}pid=")
+                            r"[^\]]{0,200}pid=|"
+                            # OpenMPI --tag-output (mpirun, horovodrun): [jobid,rank]<stderr>:
+                            # and horovodrun's gloo launcher: [rank]<stderr>:
+                            r"^\s*\[(?:\d{1,7},)?(\d{1,7})\]<std(?:err|out)>:")
 _GLOG = re.compile(r"\b[EWIF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?\b")
 _ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?")
 _TAG = re.compile(
@@ -102,7 +106,7 @@ _HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
 _LINE_KINDS = frozenset({TIMEOUT, COUNTERS, FIRST_SIGNAL, OBSERVED_SIGNAL, HEARTBEAT, TEARDOWN,
                          FABRIC, WITNESS, BARRIER_TIMEOUT, GLOO_WAIT, NCCL_COLL, NCCL_INIT,
                          ELASTIC_FAILED, WATCHDOG_BARE, DETAIL_TRACE, NCCL_WARN, INIT_WAIT,
-                         ELASTIC_CLOSING})
+                         ELASTIC_CLOSING, HOROVOD_SHUTDOWN})
 #: Cheap substring checks (on the lower-cased segment) decide whether a segment can hold any
 #: event at all — most lines of a training log are not watchdog lines, and one big
 #: case-insensitive regex alternation costs ~10x more per line than these ``in`` tests.
@@ -110,7 +114,7 @@ _TRIGGERS = tuple(sorted({t for p in gr.CATALOGUE if p.kind in (
     gr.K_TIMEOUT, gr.K_COUNTERS, gr.K_FIRST_SIGNAL, gr.K_OBSERVED_SIGNAL, gr.K_HEARTBEAT,
     gr.K_TEARDOWN, gr.K_WITNESS, gr.K_BARRIER_TIMEOUT, gr.K_GLOO_WAIT, gr.K_NCCL_COLL,
     gr.K_NCCL_INIT, gr.K_ELASTIC_FAILED, "fabric", "watchdog_bare", "detail_trace",
-    "nccl_warn", "init_wait", "elastic_closing")
+    "nccl_warn", "init_wait", "elastic_closing", "horovod_shutdown")
     for t in p.triggers} | {
     "out of memory", "outofmemory", "dataloader", "aisbatchloader", "connection reset",
     "timed out waiting", "retrying", "stopiteration", "nvlink", "traceback"}))

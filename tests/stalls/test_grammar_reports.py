@@ -436,3 +436,18 @@ def test_ras_json_few_ahead_is_undecided(tmp_path: Path) -> None:
     counts = {r: 99 for r in range(8)} | {0: 100}
     [root] = roots(tmp_path, ras_json(counts), world_size=8)
     assert root.kind == "undecided" and root.evidence["ahead"] == [0]
+
+
+def test_horovod_shut_down_is_a_victims_line(tmp_path: Path) -> None:
+    """SHUT_DOWN_ERROR (horovod/common/common.h): raised on the ranks that did NOT fail."""
+    shut = ("Horovod has been shut down. This was caused by an exception on one of the ranks or "
+            "an attempt to allreduce, allgather or broadcast a tensor after one of the ranks "
+            "finished execution. If the shutdown was caused by an exception, you should see the "
+            "exception in the log before the first shutdown message.")
+    text = "".join(f"[1,{r}]<stderr>:tensorflow.python.framework.errors_impl.UnknownError:  "
+                   f"{shut}\n" for r in (0, 2, 3))
+    log = tmp_path / "h.log"
+    log.write_text(text)
+    code, report = run_json("--logs", str(log))
+    assert code == 1
+    assert all(f["kind"] != "rank_failure" for f in report["stall_findings"])
