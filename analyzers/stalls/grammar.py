@@ -326,6 +326,24 @@ CATALOGUE: tuple[Pattern, ...] = (
        "by rank) — a stall shown, nobody named without the rank prefix",
        r"NCCL WARN (?!NET/).{0,300}?(?:[Ff]ail|[Ee]rror|[Aa]bort|[Tt]imeout|[Mm]ismatch|"
        r"[Uu]nhandled)", ("nccl warn",), "nccl_warn"),
+    _p("nccl.warn.cuda_failure", "NCCL / RCCL",
+       '"%s:%d:%d [%d] %s:%d NCCL WARN Cuda failure %d \'%s\'" (cudawrap.h CUCHECK, 2.19+) / '
+       '"… NCCL WARN Cuda failure \'%s\'" (checks.h CUDACHECK) / "Failed to CUDA calloc …"',
+       "2.18+", "src/include/checks.h, cudawrap.h, alloc.h; prefix src/debug.cc",
+       "reporter: culprit — a CUDA call of NCCL failed in ITS OWN process (host:pid, CUDA "
+       "device); its rank from the line's launcher prefix, the process's init line on the "
+       "world's communicator, or (weak: low) NCCL's intra-node channel lines naming the rank "
+       "on that device (read by log_ncclwarn)",
+       r"NCCL WARN (?:\S+:\d+ )?(?:Cuda failure|Failed to CUDA calloc|CUDA error)",
+       ("nccl warn",), "nccl_warn_own"),
+    _p("nccl.channel", "NCCL / RCCL (NCCL_DEBUG=INFO)",
+       '"Channel %02d/%01d : %d[%d] -> %d[%d] via P2P/…" (p2p.cc) / "Channel %02d : %d[%d] -> '
+       '%d[%d] via SHM/direct" (shm.cc)', "2.18+ (NVML device in the brackets; older releases "
+       "print a bus id there)", "src/transport/p2p.cc, shm.cc",
+       "the printing rank and its peer with their NVML devices, both on the printer's host "
+       "(communicator ranks): which rank drives which device of a host",
+       r"Channel \d+(?:/\d+)? : (?P<a>\d{1,7})\[(?P<da>\d{1,4})\] -> (?P<b>\d{1,7})\[(?P<db>"
+       r"\d{1,4})\] via (?:SHM|P2P)", ("via shm", "via p2p"), "nccl_channel"),
     _p("nccl.ras.count_group", "NCCL RAS (ncclras client)",
        '"  %d ranks have launched up to operation %ld" / "  %d ranks have not launched any '
        'operations"', "2.24+ (per collective type from 2.26)", "src/ras/client_support.cc",

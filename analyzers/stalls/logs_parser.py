@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from stormotel.analyzers.stalls import grammar as gr
-from stormotel.analyzers.stalls import log_elastic, log_frtrace, log_horovod, log_ras
+from stormotel.analyzers.stalls import log_elastic, log_frtrace, log_horovod, log_ncclwarn, log_ras
 from stormotel.analyzers.stalls import log_failures as lf
 
 from stormotel.errors import UsageError
@@ -62,6 +62,7 @@ HOROVOD = log_horovod.HOROVOD  #: Horovod's stall inspector: ranks that did not 
 FR_TRACE = log_frtrace.FR_TRACE  #: a block of torch's fr_trace report pasted in the logs
 ELASTIC_CLOSING = log_elastic.ELASTIC_CLOSING  #: the agent stopped a worker still running
 HOROVOD_SHUTDOWN = "horovod_shutdown"  #: Horovod shut down: another rank failed (a victim)
+NCCL_CHANNEL = log_ncclwarn.CHANNEL  #: NCCL's intra-node channel line: rank -> device of a host
 OOM = "oom"
 DATA_LOADING = "data_loading"
 FABRIC = "fabric"
@@ -106,7 +107,7 @@ _HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
 _LINE_KINDS = frozenset({TIMEOUT, COUNTERS, FIRST_SIGNAL, OBSERVED_SIGNAL, HEARTBEAT, TEARDOWN,
                          FABRIC, WITNESS, BARRIER_TIMEOUT, GLOO_WAIT, NCCL_COLL, NCCL_INIT,
                          ELASTIC_FAILED, WATCHDOG_BARE, DETAIL_TRACE, NCCL_WARN, INIT_WAIT,
-                         ELASTIC_CLOSING, HOROVOD_SHUTDOWN})
+                         ELASTIC_CLOSING, HOROVOD_SHUTDOWN, NCCL_CHANNEL})
 #: Cheap substring checks (on the lower-cased segment) decide whether a segment can hold any
 #: event at all — most lines of a training log are not watchdog lines, and one big
 #: case-insensitive regex alternation costs ~10x more per line than these ``in`` tests.
@@ -114,7 +115,7 @@ _TRIGGERS = tuple(sorted({t for p in gr.CATALOGUE if p.kind in (
     gr.K_TIMEOUT, gr.K_COUNTERS, gr.K_FIRST_SIGNAL, gr.K_OBSERVED_SIGNAL, gr.K_HEARTBEAT,
     gr.K_TEARDOWN, gr.K_WITNESS, gr.K_BARRIER_TIMEOUT, gr.K_GLOO_WAIT, gr.K_NCCL_COLL,
     gr.K_NCCL_INIT, gr.K_ELASTIC_FAILED, "fabric", "watchdog_bare", "detail_trace",
-    "nccl_warn", "init_wait", "elastic_closing", "horovod_shutdown")
+    "nccl_warn", "init_wait", "elastic_closing", "horovod_shutdown", "nccl_channel")
     for t in p.triggers} | {
     "out of memory", "outofmemory", "dataloader", "aisbatchloader", "connection reset",
     "timed out waiting", "retrying", "stopiteration", "nvlink", "traceback"}))
@@ -470,6 +471,10 @@ def _events_unchecked(seg: str, file: str, line: int, rank: int | None, ts: int 
                 continue
             detail = {"of_rank": gr.parse_rank(m.group("rank")), "seq": _int(m.group("seq")),
                       "op": m.group("op"), "shape": m.group("shape"), "dtype": m.group("dtype")}
+        elif kind == NCCL_CHANNEL:
+            detail = log_ncclwarn.channel_detail(seg, hit.match)
+            if detail is None:
+                continue
         elif kind == ELASTIC_CLOSING:
             detail = {"pid": _int(hit.match.group("pid")), "signal": hit.match.group("sig")}
         elif kind == ELASTIC_FAILED:

@@ -451,3 +451,40 @@ def test_horovod_shut_down_is_a_victims_line(tmp_path: Path) -> None:
     code, report = run_json("--logs", str(log))
     assert code == 1
     assert all(f["kind"] != "rank_failure" for f in report["stall_findings"])
+
+
+# --- NCCL WARN: a process's own CUDA failure, and which rank that process is ----------------------
+def nccl_line(host: str, pid: int, dev: int, body: str, level: str = "INFO") -> str:
+    """src/debug.cc: "%s:%d:%d [%d] " host, pid, tid, cudaDev; WARN adds "%s:%d " file, line."""
+    where = "include/alloc.h:65 " if level == "WARN" else ""
+    return f"{host}:{pid}:{pid + 300} [{dev}] {where}NCCL {level} {body}\n"
+
+
+def test_nccl_cuda_failure_rank_from_the_channel_lines(tmp_path: Path) -> None:
+    """shm.cc: "Channel %02d : %d[%d] -> %d[%d] via SHM/direct" (rank[nvmlDev] -> peer);
+    cudawrap.h CUCHECK: WARN("Cuda failure %d '%s'")."""
+    text = (nccl_line("node7", 2374, 0, "Channel 00 : 0[0] -> 1[1] via SHM/direct/direct")
+            + nccl_line("node7", 2375, 1, "Cuda failure 2 'out of memory'", "WARN")
+            + "[rank1]: Traceback (most recent call last):\n")
+    [root] = roots(tmp_path, text, world_size=2)
+    assert (root.kind, root.ranks, root.confidence) == ("rank_failure", [1], "low")
+    assert root.evidence["pattern"] == "nccl.warn.cuda_failure"
+
+
+def test_nccl_cuda_failure_rank_from_the_init_line(tmp_path: Path) -> None:
+    """init.cc: "comm %p rank %d nranks %d cudaDev %d nvmlDev %d busId %lx commId 0x%llx -
+    Init COMPLETE" of the same host:pid names its rank."""
+    text = (nccl_line("n1", 501, 3, "ncclCommInitRank comm 0x5581 rank 11 nranks 16 cudaDev 3 "
+                      "nvmlDev 3 busId 1b000 commId 0xabc - Init COMPLETE")
+            + nccl_line("n1", 501, 3, "Cuda failure 'an illegal memory access was encountered'",
+                        "WARN"))
+    [root] = roots(tmp_path, text, world_size=16)
+    assert (root.kind, root.ranks) == ("rank_failure", [11])
+
+
+def test_nccl_cuda_failure_with_remapped_devices_names_nobody(tmp_path: Path) -> None:
+    # CUDA_VISIBLE_DEVICES per process: the printer's CUDA device 0 is NVML device 4
+    text = (nccl_line("n1", 600, 0, "Channel 00/0 : 0[4] -> 1[5] via P2P/IPC")
+            + nccl_line("n1", 601, 0, "Cuda failure 2 'out of memory'", "WARN"))
+    [root] = roots(tmp_path, text)
+    assert root.kind == "undecided"
