@@ -326,6 +326,24 @@ CATALOGUE: tuple[Pattern, ...] = (
        "by rank) — a stall shown, nobody named without the rank prefix",
        r"NCCL WARN (?!NET/).{0,300}?(?:[Ff]ail|[Ee]rror|[Aa]bort|[Tt]imeout|[Mm]ismatch|"
        r"[Uu]nhandled)", ("nccl warn",), "nccl_warn"),
+    _p("nccl.warn.cuda_failure", "NCCL / RCCL",
+       '"%s:%d:%d [%d] %s:%d NCCL WARN Cuda failure %d \'%s\'" (cudawrap.h CUCHECK, 2.19+) / '
+       '"… NCCL WARN Cuda failure \'%s\'" (checks.h CUDACHECK) / "Failed to CUDA calloc …"',
+       "2.18+", "src/include/checks.h, cudawrap.h, alloc.h; prefix src/debug.cc",
+       "reporter: culprit — a CUDA call of NCCL failed in ITS OWN process (host:pid, CUDA "
+       "device); its rank from the line's launcher prefix, the process's init line on the "
+       "world's communicator, or (weak: low) NCCL's intra-node channel lines naming the rank "
+       "on that device (read by log_ncclwarn)",
+       r"NCCL WARN (?:\S+:\d+ )?(?:Cuda failure|Failed to CUDA calloc|CUDA error)",
+       ("nccl warn",), "nccl_warn_own"),
+    _p("nccl.channel", "NCCL / RCCL (NCCL_DEBUG=INFO)",
+       '"Channel %02d/%01d : %d[%d] -> %d[%d] via P2P/…" (p2p.cc) / "Channel %02d : %d[%d] -> '
+       '%d[%d] via SHM/direct" (shm.cc)', "2.18+ (NVML device in the brackets; older releases "
+       "print a bus id there)", "src/transport/p2p.cc, shm.cc",
+       "the printing rank and its peer with their NVML devices, both on the printer's host "
+       "(communicator ranks): which rank drives which device of a host",
+       r"Channel \d+(?:/\d+)? : (?P<a>\d{1,7})\[(?P<da>\d{1,4})\] -> (?P<b>\d{1,7})\[(?P<db>"
+       r"\d{1,4})\] via (?:SHM|P2P)", ("via shm", "via p2p"), "nccl_channel"),
     _p("nccl.ras.count_group", "NCCL RAS (ncclras client)",
        '"  %d ranks have launched up to operation %ld" / "  %d ranks have not launched any '
        'operations"', "2.24+ (per collective type from 2.26)", "src/ras/client_support.cc",
@@ -346,11 +364,36 @@ CATALOGUE: tuple[Pattern, ...] = (
        "a member of the group printed just above (an outlier group's rank list)",
        r"^\s*Rank (?P<rank>\d+) -- (?:GPU|\[process)", ("rank ",), "ras"),
     _p("nccl.ras.missing", "NCCL RAS (ncclras client)",
-       '"  The missing rank%s: %s" (after "Missing communicator data from %d rank%s")',
-       "2.24+", "src/ras/client_support.cc",
-       "culprits: communicator ranks whose process did not answer RAS (dead or hung)",
-       r"^\s*The missing ranks?: (?P<ranks>\d{1,19}(?:[, -]+\d{1,19}){0,4096})",
-       ("missing rank",), "ras"),
+       '"#%d-%d (%016lx) INCOMPLETE" "  Missing communicator data from %d rank%s" then "  The '
+       'missing rank%s: %s" (2.24-2.25) or one "  Rank %d -- GPU %s managed by process %d on '
+       'node %s" line per rank (2.26+); the ranks are listed only for an outlier count '
+       '(1, or at most 10 and 25 % of the job; verbose: under 50 %)', "2.24+",
+       "src/ras/client_support.cc (rasClientRunComms, rasCountIsOutlier)",
+       "culprits: communicator ranks whose process did not answer RAS at all (its RAS thread "
+       "runs beside the training thread, so a process stuck in Python still answers: dead, "
+       "stopped or unreachable) — named while they are a minority of the communicator; a "
+       "missing majority more likely means the querying node was cut off",
+       r"^\s*(?:The missing ranks?: (?P<ranks>\d{1,19}(?:[, -]+\d{1,19}){0,4096})|Missing "
+       r"communicator data from (?P<n>\d{1,7}) ranks?\b)", ("missing rank", "missing communicator"),
+       "ras"),
+    _p("nccl.ras.json", "NCCL RAS (ncclras -f json)",
+       '{"nccl_version": …, "communicators": [{"hash": "0x%lx", "size": %d, "ranks": [{"rank": '
+       '%d, …, "collective_counts": {"Broadcast": %lu, …, "AllReduce": %lu}}], "missing_ranks": '
+       '[{"rank": %d, …, "status": {"unresponsive": true|false, "considered_dead": …}}]}]}',
+       "2.28.7+", "src/ras/client_support.cc (rasDumpCommsToJSON, jsonWriteRankData, "
+       "jsonWriteMissingRank)",
+       "the same evidence as the text form with every rank listed: per operation type the "
+       "count split (findings: nccl.ras.count_group) and the unresponsive ranks (nccl.ras."
+       "missing; NOCOMM ranks answered and are not missing) — read by log_ras",
+       r'"collective_counts"\s*:', ("collective_counts",), "ras"),
+    _p("nccl.ras.status_group", "NCCL RAS (ncclras client)",
+       '"  Communicator ranks have different status" "  %d ranks have status %s" / "  Rank %d '
+       'has status %s -- GPU %s managed by process %d on node %s" (RUNNING, INIT, FINALIZE, '
+       'ABORT, NOCOMM/UNKNOWN)', "2.24+ (NOCOMM from 2.26)", "src/ras/client_support.cc",
+       "a communicator's ranks in different life-cycle states (init, tear-down, abort after a "
+       "timeout): names nobody — the rank lines under it are not operation counts",
+       r"^\s*(?:\d+ ranks have status (?P<status>[A-Z]+)|Rank (?P<rank>\d+) has status "
+       r"(?P<rstatus>[A-Z]+))|Communicator ranks have different status", ("status",), "ras"),
     _p("nccl.ras.mismatch_head", "NCCL RAS (ncclras client)",
        '"#%d-%d (%016lx) MISMATCH" "  Communicator ranks have different (collective|%s) '
        'operation counts"', "2.24+ (collective); 2.26+ (per op: AllReduce, …)",
@@ -358,6 +401,100 @@ CATALOGUE: tuple[Pattern, ...] = (
        r"^\s*#(?P<group>\d+)-(?P<comm>\d+) \((?P<hash>[0-9a-f]+)\) (?P<what>[A-Z,]+)"
        r"|Communicator ranks have different (?P<op>\w+) operation counts", ("#", "different"),
        "ras"),
+    # --------------------------------------------------------- Horovod's stall inspector
+    _p("horovod.stall_report", "Horovod (stall inspector, coordinator rank 0)",
+       '"One or more tensors were submitted to be reduced, gathered or broadcasted by subset of '
+       'ranks and are waiting for remainder of ranks for more than " N " seconds. This may '
+       'indicate that different ranks are trying to submit different tensors or that only '
+       'subset of ranks is submitting tensors, which will cause deadlock. " then "Missing '
+       'ranks:" and one line per rank "<rank>[!]: [<tensor>, … ...]" (0.19+) / "Stalled ops:" '
+       'and "<tensor> [missing ranks: 1, 2]" (older operations.cc)',
+       "0.19+ (stall_inspector.cc); older releases: operations.cc CheckForStalledTensors",
+       "horovod/common/stall_inspector.cc (CheckForStalledTensors)",
+       "reporter: the coordinator (rank 0), a witness; per tensor, the ranks that have NOT "
+       "submitted it while others have (the others wait for them). The ranks missing a tensor, "
+       "when a minority, are stragglers; submitters that are a minority AND lack what the "
+       "others sent ran another code path (the odd one); a tensor most ranks lack while its "
+       "submitters lack nothing names nobody (multi-line, read by log_horovod)",
+       r"submitted to be reduced, gathered or broadcasted by subset of ranks", ("subset of ranks",),
+       "horovod_head"),
+    _p("horovod.stall_rank_line", "Horovod (stall inspector)",
+       '"\\n" rank ["!"] ": [" tensor {", " tensor} [" ..."] "]" ("!": stalled past '
+       'HOROVOD_STALL_SHUTDOWN_TIME_SECONDS, Horovod shuts down)', "0.19+",
+       "horovod/common/stall_inspector.cc",
+       "one rank that has not submitted the listed tensors (at most six names are printed)",
+       r"^\s*(?P<rank>\d{1,7})(?P<bang>!)?: \[(?P<tensors>[^\]]{0,4000})\]?\s*$", (": [",),
+       "horovod_line"),
+    _p("horovod.stall_op_line", "Horovod (operations.cc, before the stall inspector)",
+       'tensor_name " [missing ranks: " r {", " r} "]"', "before 0.19",
+       "horovod/common/operations.cc (CheckForStalledTensors)",
+       "one tensor and the ranks that have not submitted it",
+       r"(?P<tensor>\S{1,500}) \[missing ranks: (?P<ranks>\d{1,7}(?:, ?\d{1,7}){0,4096})\]",
+       ("missing ranks:",), "horovod_line"),
+    _p("horovod.shut_down", "Horovod (operations.cc / common.h SHUT_DOWN_ERROR)",
+       '"Horovod has been shut down. This was caused by an exception on one of the ranks or an '
+       'attempt to allreduce, allgather or broadcast a tensor after one of the ranks finished '
+       'execution. If the shutdown was caused by an exception, you should see the exception in '
+       'the log before the first shutdown message."', "0.13+ (UnknownError; Aborted in later "
+       "releases; HorovodInternalError in elastic mode)",
+       "horovod/common/common.h, operations.cc (SHUT_DOWN_ERROR)",
+       "reporter: a victim — ANOTHER rank raised or finished early (or the stall inspector "
+       "shut the job down); never the reporter's own failure",
+       r"Horovod has been shut down", ("horovod has been shut down",), "horovod_shutdown"),
+    # ------------------------------------------------- torch's Flight Recorder analyzer (text)
+    _p("torch.fr_trace.not_joined", "torch fr_trace / torchfrtrace (Flight Recorder analyzer)",
+       '"Not all ranks joining collective, sequence number: %s" (2.7+) / "Not all ranks '
+       'joining collective %s at entry %s" (2.5-2.6) then "group info: %s", "collective: %s", '
+       '"missing ranks: %s", … "expected ranks: %s" / "Not all ranks joining collective for '
+       'group {pg}:{desc} collective {op}" "Missing ranks are {…}" (2.4, tools/flight_recorder)',
+       "2.4 (tools/flight_recorder, print); 2.5-2.6 (logger); 2.7+ "
+       "(torch/distributed/flight_recorder)",
+       "torch/distributed/flight_recorder/components/utils.py (error_analysis), types.py "
+       "(EntryState.log)",
+       "reporter: the analyzer over every rank's dump; culprits: the ranks whose dump holds no "
+       "entry for a collective the others recorded — its oldest such block may be a ring that "
+       "dropped the entry, and a rank missing from one group while it is present (waiting) in "
+       "another block's collective is a victim (multi-line, read by log_frtrace)",
+       r"Not all ranks joining collective", ("not all ranks joining",), "fr_trace"),
+    _p("torch.fr_trace.culprit", "torch fr_trace / torchfrtrace (Flight Recorder analyzer)",
+       '"Collective sequence number: %s has errors" (2.7+) / "Collective %s at entry %s '
+       'errors" (2.5-2.6) then "error msg|error message: Culprit rank %s; Error type: '
+       '%s[, detail]" joined by ", "',
+       "2.5+", "torch/distributed/flight_recorder/components/utils.py (error_analysis), "
+       "types.py (MatchInfo)",
+       "every rank whose entry differs from the FIRST rank's (fr_trace assumes that rank "
+       "right): culprits are the smaller side of the vote — when most of the group is listed, "
+       "the reference rank is the odd one (multi-line, read by log_frtrace)",
+       r"Culprit rank (?P<rank>\d{1,7}); Error type: (?P<type>[A-Z_]+)", ("culprit rank",),
+       "fr_trace"),
+    _p("torch.fr_trace.missing_dumps", "torch fr_trace / torchfrtrace (Flight Recorder analyzer)",
+       '"Missing dump files from ranks {…}" (AssertionError) / "We cannot decide what\'s wrong '
+       'with this collective entry because we missed FR dumps from ranks (%s) …"', "2.5+",
+       "torch/distributed/flight_recorder/components/utils.py",
+       "the ranks that left no dump: suspects, never culprits (a dump may just not have been "
+       "collected)",
+       r"Missing dump files from ranks (?P<ranks>\{[\d, ]{1,8000}\})|missed FR dumps from ranks "
+       r"\((?P<ranks2>\{?[\d, ]{1,8000}\}?)\)", ("missing dump files", "missed fr dumps"),
+       "fr_trace"),
+    # ------------------------------------------------------- torchelastic: who was still alive
+    _p("torchelastic.closing_signal", "torch.distributed.elastic",
+       '"Sending process %s closing signal %s"', "1.9+",
+       "torch/distributed/elastic/multiprocessing/api.py (SubprocessContext._close)",
+       "reporter: the agent of one node; the process (by pid) was still RUNNING when another "
+       "local worker failed — it did not die of its own watchdog",
+       r"Sending process (?P<pid>\d{1,10}) closing signal (?P<sig>SIG[A-Z]+)",
+       ("closing signal",), "elastic_closing"),
+    _p("torchelastic.abort_split", "torch.distributed.elastic",
+       'one node\'s ChildFailedError table: ranks with "exitcode  : -6 (pid: …)" / "traceback : '
+       'Signal 6 (SIGABRT) received by PID …" vs its other local ranks, still running (listed '
+       'with -15 SIGTERM from 2.5, or absent and named by "Sending process … closing signal")',
+       "1.9+ (terminated ranks listed in Failures from torch 2.5)",
+       "torch/distributed/elastic/multiprocessing/api.py (_poll, _close), errors/__init__.py",
+       "split: a watchdog timeout ends every rank that waits in the stuck collective with "
+       "SIGABRT; a rank that never entered it has nothing pending, its watchdog never fires "
+       "and it is still alive when the agent stops the node — the minority left alive are "
+       "the stragglers of that node (read by log_elastic)",
+       r"Signal 6 \(SIGABRT\) received by PID", ("sigabrt",), "elastic_summary"),
     # ----------------------------------------------------------------- wrappers / launchers
     _p("launcher.world_size", "torchrun / Lightning / DeepSpeed / Megatron",
        '"world_size=N", "WORLD_SIZE=N", Lightning "Initializing distributed: GLOBAL_RANK: r, '

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stormotel.analyzers.report import StallFinding
+from stormotel.analyzers.stalls import log_elastic, log_frtrace, log_horovod, log_ncclwarn
 from stormotel.analyzers.stalls import log_verdicts as lv
 from stormotel.analyzers.stalls import log_witness as lw
 from stormotel.analyzers.stalls import logs_parser as lp
@@ -162,12 +163,14 @@ def analyze_logs(parsed: lp.ParsedLogs, *, world_size: int | None = None) -> Log
     waits = [e for e in events if e.kind in (lp.TIMEOUT, lp.COUNTERS)]
     first_timeout = min((e.ts_ns for e in waits if e.ts_ns is not None), default=None)
     timed_out = {e.rank for e in waits if e.rank is not None}
+    events = events + log_ncclwarn.own_failures(events, known, lp.RANK_ERROR)
     own_errors, same_everywhere = lw.every_rank_failed(events, seen)
     failures = lv.rank_failure_findings(own_errors, first_timeout, timed_out)
     concluded = lv.desync_findings(events) + lw.witness_findings(events) + \
         lv.fingerprint_findings(events, CATEGORY_REMEDIATION["mismatched_collective"]) + \
         lw.ras_findings(events, known) + lw.coll_findings(events, interleaved, known) + \
-        lw.detail_findings(events)
+        lw.detail_findings(events) + log_horovod.horovod_findings(events, known) + \
+        log_frtrace.frtrace_findings(events) + log_elastic.abort_split_findings(events)
     fallback = same_everywhere + lw.fallback_findings(events)
     if not (failures or concluded or watchdog or fallback):
         fallback = lw.unexplained_findings(events)

@@ -39,7 +39,8 @@ _RECENT = 64
 #: the most digits a rank, SeqNum, byte count or size may have; longer numbers are bad input
 MAX_DIGITS = gr.MAX_DIGITS
 
-_PREFIX = re.compile(r"^(?:\s*(?:\[\d+\]|\[rank\d+\]:|\[default\d+\]:|\(\w*Worker\w*\s+pid=\d+\)|"
+_PREFIX = re.compile(r"^(?:\s*(?:\[\d{1,7}(?:,\d{1,7})?\]<std(?:err|out)>:|"
+                     r"\[\d+\]|\[rank\d+\]:|\[default\d+\]:|\(\w*Worker\w*\s+pid=\d+\)|"
                      r"\d{4}-\d{2}-\d{2}[T ][\d:.,]+|[EWIF]\d{4} [\d:.]+ \d+ \S+\]|"
                      r"\[[EWIF]\S* [^\]]*\]|\x1b\[[0-9;]*m|\|)\s*)+")
 _TAG_RANK = re.compile(r"\[(?:PG ID 0 PG GUID 0(?:\([^)]*\))?|PG 0(?: \([^)]*\))?)? ?"
@@ -59,7 +60,8 @@ _CONSEQUENCE = re.compile(
     r"DistNetworkError|DistStoreError|ncclRemoteError|remote process exited|Connection (?:reset|"
     r"refused|closed)|Broken pipe|Detected mismatch between collectives|ChildFailedError|"
     r"SignalException|Socket|TCPStore|NCCL communicator|ProcessGroupNCCL|monitoredBarrier|"
-    r"Connection closed by peer|pair closure|KeyboardInterrupt|SystemExit", re.I)
+    r"Connection closed by peer|pair closure|KeyboardInterrupt|SystemExit|"
+    r"Horovod has been shut down|HorovodInternalError", re.I)
 _STORAGE = re.compile(r"No space left|Disk quota|Input/output error|Stale file handle|"
                       r"Read-only file system", re.I)
 _DATA = re.compile(r"DataLoader worker|StopIteration|AISBatchLoaderError|corrupt", re.I)
@@ -141,6 +143,7 @@ class FailureScanner:
         self._summary: dict[str, str] | None = None
         self._summary_root = False
         self._in_summary = False
+        self._table = 0  #: the line a launcher table starts at (its entries share it)
 
     def feed(self, no: int, line: str, low: str, rank: int | None) -> None:
         """One line (``low``: the same, lower-cased). Times are parsed only for what is kept."""
@@ -265,6 +268,8 @@ class FailureScanner:
         line = _HOST_PREFIX.sub("", _LAUNCH_PREFIX.sub("", line))
         if _SUMMARY_HEAD.search(line):
             self._flush_summary(no)
+            if not self._in_summary:
+                self._table = no  # one launcher table: its Failures and its Root Cause
             self._in_summary = True
             self._summary_root = "Root Cause" in line
             return True
@@ -275,6 +280,7 @@ class FailureScanner:
             if not (_SUMMARY_ENTRY.match(line) or (field_m and "local_rank" in line)):
                 return False
             self._in_summary, self._summary_root = True, False
+            self._table = no
             if field_m:
                 self._summary = {field_m.group(1): field_m.group(2).strip()}
                 return True
@@ -305,7 +311,14 @@ class FailureScanner:
             return
         code = int(code_m.group(1))
         detail: dict[str, object] = {"exit_code": code, "launcher_root_cause": self._summary_root,
-                                     "host": entry.get("host", "")[:100]}
+                                     "host": entry.get("host", "")[:100],
+                                     "table": self._table, "time": entry.get("time", "")[:40]}
+        local_m = re.search(r"local_rank:\s*(\d{1,7})", entry["rank"])
+        pid_m = re.search(r"pid:\s*(\d{1,10})", entry["exitcode"])
+        if local_m:
+            detail["local_rank"] = int(local_m.group(1))
+        if pid_m:
+            detail["pid"] = int(pid_m.group(1))
         if code < 0:
             detail["category"] = "signal"
             detail["signal"] = _signal_name(code)

@@ -71,6 +71,8 @@ def rank_failure_findings(events: list[lp.LogEvent], first_timeout_ns: int | Non
                                              timed_out_ranks, evs)
         if confidence == "high" and all((e.detail or {}).get("launcher_only") for e in evs):
             confidence = "medium"  # an exit code without the rank's own traceback
+        if all((e.detail or {}).get("weak_rank") for e in evs):
+            confidence = "low"  # the rank inferred from NCCL's device map, not stated
         per_rank = {str(e.rank): {k: v for k, v in (e.detail or {}).items() if k != "category"}
                     | {"line": f"{e.file}:{e.line}", "text": e.text[:240], "ts_ns": e.ts_ns}
                     for e in evs}
@@ -80,7 +82,8 @@ def rank_failure_findings(events: list[lp.LogEvent], first_timeout_ns: int | Non
                               "first_timeout_ns": first_timeout_ns, "per_rank": per_rank,
                               "reason": _reason(cat, evs, order)}
         lead = evs[0].detail or {}
-        for key in ("requested_bytes", "frame", "exception", "signal", "exit_code", "error"):
+        for key in ("requested_bytes", "frame", "exception", "signal", "exit_code", "error",
+                    "rank_from", "process"):
             if key in lead:
                 ev[key] = lead[key]
         out.append(StallFinding(kind="rank_failure", ranks=ranks, process_group=None,  # type: ignore[arg-type]

@@ -264,8 +264,15 @@ def _brief(row: dict[str, Any]) -> dict[str, Any]:
 # --- NCCL RAS status -------------------------------------------------------------------------
 def ras_findings(events: list[lp.LogEvent], world_size: int | None = None
                  ) -> list[StallFinding]:
-    """RAS splits; ``medium`` only where the communicator is the whole known world (its ranks
-    are then the global ranks), else ``low``."""
+    """RAS splits, read side by side (what each side proves: :mod:`.log_ras`); ``medium`` only
+    where the communicator is the whole known world (its ranks are then the global ranks) and
+    the named side is a clear minority, else ``low``; ``undecided`` where the counts alone
+    cannot say which side is wrong."""
+    sizes: dict[str, int] = {}
+    for e in events:  # a communicator's size, from its count groups (those that answered)
+        if e.kind == lp.RAS and e.detail and e.detail["groups"]:
+            d = e.detail
+            sizes[d["comm"]] = max(sizes.get(d["comm"], 0), sum(n for n, _ in d["groups"]))
     out = []
     for e in events:
         if e.kind != lp.RAS or not e.detail:
@@ -273,45 +280,84 @@ def ras_findings(events: list[lp.LogEvent], world_size: int | None = None
         d = e.detail
         where = {"line": f"{e.file}:{e.line}", "communicator": d["comm"], "op": d["op"],
                  "groups": [list(g) for g in d["groups"]]}
-        if d["missing"]:
-            out.append(_finding(
-                "straggler", sorted(d["missing"]), "ras_missing",
-                "medium" if _whole_world(d, world_size) else "low", "nccl.ras.missing",
-                f"NCCL RAS got no data from rank(s) {sorted(d['missing'])} of communicator "
-                f"{d['comm']}: their processes did not answer (dead or hung)", "ras",
-                ranks_are="communicator ranks", **where))
+        if d["missing"] or d.get("missing_n"):
+            out.append(_ras_missing(d, where, sizes.get(d["comm"]), world_size))
             continue
-        groups = d["groups"]
-        if not groups:
-            continue
-        total = sum(n for n, _ in groups)
-        n_major, major = max(groups, key=lambda g: g[0])
-        minority = sorted(r for r, c in d["counts"].items() if c != major)
-        listed = sum(n for n, c in groups if c != major)
-        if not minority or listed != len(minority) or n_major * 2 <= total:
-            out.append(_finding(
-                "undecided", [], "collective_count_split", "low", "nccl.ras.count_group",
-                f"NCCL RAS: ranks of communicator {d['comm']} launched different numbers of "
-                f"{d['op']} operations ({groups}) and the report does not list the minority "
-                "rank by rank; query again with `ncclras -v` (verbose lists every outlier)",
-                "ras", **where))
-            continue
-        behind = all(d["counts"][r] < major for r in minority)
-        out.append(_finding(
-            "straggler" if behind else "count_split", minority,
-            "straggler_outside_nccl" if behind else "collective_count_split",
-            "medium" if len(minority) * 4 <= total and total == world_size else "low",
-            "nccl.ras.count_group",
-            f"NCCL RAS: {n_major} of {total} ranks of communicator {d['comm']} launched up to "
-            f"{d['op']} operation {major}; rank(s) {minority} "
-            + ("fewer" if behind else "more") + " — a split that stays across queries is a "
-            "stall", "ras", ranks_are="communicator ranks", **where))
+        if d["groups"]:
+            out.append(_ras_counts(d, where, world_size))
     return out
 
 
-def _whole_world(d: dict[str, Any], world_size: int | None) -> bool:
-    total = sum(n for n, _ in d["groups"]) + len(d["missing"])
-    return world_size is not None and total == world_size
+def _ras_missing(d: dict[str, Any], where: dict[str, Any], answered: int | None,
+                 world_size: int | None) -> StallFinding:
+    missing = sorted(set(d["missing"]))
+    n = max(int(d.get("missing_n") or 0), len(missing))
+    total = answered + n if answered else world_size
+    if len(missing) < n or (total and n * 2 >= total):
+        return _finding(
+            "undecided", [], "unknown", "low", "nccl.ras.missing",
+            f"NCCL RAS got no data from {n} rank(s) of communicator {d['comm']}"
+            + (f" (of {total})" if total else "") + (
+                " and lists none of them (RAS lists only an outlier count): query again with "
+                "`ncclras -v`" if len(missing) < n else
+                " — most of the communicator: the querying node may be cut off from the "
+                "others; query from another node") + ", and collect the silent processes' "
+            "state (are they alive? dmesg, py-spy dump)", "ras", suspects=missing[:64],
+            collect_next=missing[:64] or None, ranks_are="communicator ranks", **where)
+    whole = bool(total) and total == world_size
+    return _finding(
+        "straggler", missing, "ras_missing",
+        "medium" if whole and n * 4 <= (total or 0) else "low", "nccl.ras.missing",
+        f"NCCL RAS got no data from rank(s) {missing} of communicator {d['comm']}: their "
+        "processes did not answer (RAS's thread runs beside the training thread, so a process "
+        "stuck in Python still answers: dead, stopped or unreachable)", "ras",
+        ranks_are="communicator ranks", spoke={"ranks": (total or 0) - n, "of": total},
+        **where)
+
+
+def _ras_counts(d: dict[str, Any], where: dict[str, Any], world_size: int | None
+                ) -> StallFinding:
+    groups = d["groups"]
+    total = sum(n for n, _ in groups)
+    top = max(c for _, c in groups)
+    n_behind = sum(n for n, c in groups if c < top)
+    n_ahead = total - n_behind
+    counts = d["counts"]
+    behind = sorted(r for r, c in counts.items() if c < top)
+    ahead = sorted(r for r, c in counts.items() if c == top)
+    spoke = {"ranks": total, "of": world_size}
+    what = f"{d['op']} operations"
+    if n_behind < n_ahead and len(behind) == n_behind:
+        lopsided = n_behind * 4 <= total and total == world_size
+        return _finding(
+            "straggler", behind, "straggler_outside_nccl", "medium" if lopsided else "low",
+            "nccl.ras.count_group",
+            f"NCCL RAS: {n_ahead} of {total} ranks of communicator {d['comm']} launched up to "
+            f"{what[:-1]} {top}; rank(s) {behind} launched fewer "
+            f"({sorted({counts[r] for r in behind})}) — they have not called the operation the "
+            "others wait in (a split that stays across queries is a stall)", "ras",
+            ranks_are="communicator ranks", behind=behind, spoke=spoke, **where)
+    if n_behind < n_ahead:
+        reason = (f"NCCL RAS: {n_behind} of {total} ranks of communicator {d['comm']} launched "
+                  f"fewer {what} than the others, and the report does not list them rank by "
+                  "rank (RAS lists only outlier groups): query again with `ncclras -v`")
+    elif n_ahead < n_behind:
+        reason = (f"NCCL RAS: only {n_ahead} of {total} ranks of communicator {d['comm']} "
+                  f"launched {what[:-1]} {top}" + (f" (ranks {ahead})" if ahead else "")
+                  + f"; the other {n_behind} have not. Two readings fit the same counts: the "
+                  "few ahead took a code path the others do not (a conditional collective), or "
+                  "the many behind are blocked before it together (a host-side wait on the "
+                  "previous operation, another communicator) — one snapshot cannot tell them "
+                  "apart. Repeat the query (a split that moves is no stall) and get the Python "
+                  "stacks of the ranks ahead and of a few ranks behind")
+    else:
+        reason = (f"NCCL RAS: communicator {d['comm']} is split evenly ({groups}) between ranks "
+                  f"that launched {what[:-1]} {top} and ranks that did not: no side is a "
+                  "minority — collect both sides' stacks and Flight Recorder dumps")
+    return _finding("undecided", [], "collective_count_split", "low", "nccl.ras.count_group",
+                    reason, "ras", suspects=(ahead if n_ahead < n_behind else behind)[:64],
+                    ahead=ahead, behind=behind, ranks_are="communicator ranks", spoke=spoke,
+                    **where)
 
 
 # --- evidence of a stall that names nobody ----------------------------------------------
@@ -320,7 +366,8 @@ STALL_KINDS = frozenset({lp.TIMEOUT, lp.COUNTERS, lp.FIRST_SIGNAL, lp.OBSERVED_S
                          lp.HEARTBEAT, lp.TEARDOWN, lp.FINGERPRINT, lp.DESYNC_REPORT,
                          lp.WITNESS, lp.BARRIER_TIMEOUT, lp.GLOO_WAIT, lp.NCCL_COLL, lp.RAS,
                          lp.ELASTIC_FAILED, lp.FABRIC, lp.WATCHDOG_BARE,
-                         lp.DETAIL_TRACE, lp.NCCL_WARN, lp.INIT_WAIT})
+                         lp.DETAIL_TRACE, lp.NCCL_WARN, lp.INIT_WAIT, lp.HOROVOD,
+                         lp.FR_TRACE, lp.HOROVOD_SHUTDOWN})
 
 
 def unexplained_findings(events: list[lp.LogEvent]) -> list[StallFinding]:

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from stormotel.analyzers.stalls import grammar as gr
+from stormotel.analyzers.stalls import log_elastic, log_frtrace, log_horovod, log_ncclwarn, log_ras
 from stormotel.analyzers.stalls import log_failures as lf
-from stormotel.analyzers.stalls import log_ras
 
 from stormotel.errors import UsageError
 
@@ -58,6 +58,11 @@ NCCL_WARN = "nccl_warn"  #: an NCCL WARN line reporting a failure of its own pro
 DETAIL_TRACE = "detail_trace"  #: DETAIL's "Running collective: CollectiveFingerPrint(…)" (INFO)
 WATCHDOG_BARE = "watchdog_bare"  #: a watchdog timeout whose WorkNCCL record is cut/paraphrased
 RAS = log_ras.RAS_SPLIT  #: an NCCL RAS report's count split / missing ranks of one communicator
+HOROVOD = log_horovod.HOROVOD  #: Horovod's stall inspector: ranks that did not submit tensors
+FR_TRACE = log_frtrace.FR_TRACE  #: a block of torch's fr_trace report pasted in the logs
+ELASTIC_CLOSING = log_elastic.ELASTIC_CLOSING  #: the agent stopped a worker still running
+HOROVOD_SHUTDOWN = "horovod_shutdown"  #: Horovod shut down: another rank failed (a victim)
+NCCL_CHANNEL = log_ncclwarn.CHANNEL  #: NCCL's intra-node channel line: rank -> device of a host
 OOM = "oom"
 DATA_LOADING = "data_loading"
 FABRIC = "fabric"
@@ -77,7 +82,10 @@ _ANSI = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]{0,512}(?:\x07|\x
 _SEG_START = re.compile(r"\[rank\d+\]:")
 _RANK_PREFIX = re.compile(r"\[rank(\d{1,7})\]:")
 _LAUNCHER_RANK = re.compile(r"Worker\[rank=(\d{1,7})\]|\[default(\d{1,7})\]:|\brank[=\s](\d{1,7})\b"
-                            r"[^\]]{0,200}pid=")
+                            r"[^\]]{0,200}pid=|"
+                            # OpenMPI --tag-output (mpirun, horovodrun): [jobid,rank]<stderr>:
+                            # and horovodrun's gloo launcher: [rank]<stderr>:
+                            r"^\s*\[(?:\d{1,7},)?(\d{1,7})\]<std(?:err|out)>:")
 _GLOG = re.compile(r"\b[EWIF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?\b")
 _ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?")
 _TAG = re.compile(
@@ -98,7 +106,8 @@ _HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
 #: by the stateful scanners of log_failures / log_ras)
 _LINE_KINDS = frozenset({TIMEOUT, COUNTERS, FIRST_SIGNAL, OBSERVED_SIGNAL, HEARTBEAT, TEARDOWN,
                          FABRIC, WITNESS, BARRIER_TIMEOUT, GLOO_WAIT, NCCL_COLL, NCCL_INIT,
-                         ELASTIC_FAILED, WATCHDOG_BARE, DETAIL_TRACE, NCCL_WARN, INIT_WAIT})
+                         ELASTIC_FAILED, WATCHDOG_BARE, DETAIL_TRACE, NCCL_WARN, INIT_WAIT,
+                         ELASTIC_CLOSING, HOROVOD_SHUTDOWN, NCCL_CHANNEL})
 #: Cheap substring checks (on the lower-cased segment) decide whether a segment can hold any
 #: event at all — most lines of a training log are not watchdog lines, and one big
 #: case-insensitive regex alternation costs ~10x more per line than these ``in`` tests.
@@ -106,7 +115,7 @@ _TRIGGERS = tuple(sorted({t for p in gr.CATALOGUE if p.kind in (
     gr.K_TIMEOUT, gr.K_COUNTERS, gr.K_FIRST_SIGNAL, gr.K_OBSERVED_SIGNAL, gr.K_HEARTBEAT,
     gr.K_TEARDOWN, gr.K_WITNESS, gr.K_BARRIER_TIMEOUT, gr.K_GLOO_WAIT, gr.K_NCCL_COLL,
     gr.K_NCCL_INIT, gr.K_ELASTIC_FAILED, "fabric", "watchdog_bare", "detail_trace",
-    "nccl_warn", "init_wait")
+    "nccl_warn", "init_wait", "elastic_closing", "horovod_shutdown", "nccl_channel")
     for t in p.triggers} | {
     "out of memory", "outofmemory", "dataloader", "aisbatchloader", "connection reset",
     "timed out waiting", "retrying", "stopiteration", "nvlink", "traceback"}))
@@ -125,6 +134,10 @@ def _triggered(seg: str) -> bool:
 
 
 _RECORD_START = re.compile(r"^\s+(?:- |\[[\d, ]+\] |#\d+ )|"
+                           # the line-per-rank reports: NCCL RAS ("  Rank 9 -- GPU …", "  30
+                           # ranks have …", "  Missing communicator …") and Horovod ("3!: [")
+                           r"^\s*(?:Rank \d+ (?:--|has)|\d+ ranks |Missing communicator|"
+                           r"The missing rank|Communicator ranks|\d+!?: \[)|"
                            r"^\s*(?:\[rank\d+\]:|\[default\d+\]:|\(\w*Worker|\d{4}-\d{2}-\d{2}"
                            r"|\[[EWIF](?:\d{4} | )|[\w.-]+:\d+:\d+ \[\d+\] "
                            r"|[EWIF]\d{4} |\[\d+\]|\w[\w.-]* \[std(?:err|out)\]|Traceback|"
@@ -284,6 +297,8 @@ def _parse_file(path: Path, result: ParsedLogs) -> None:
     result.lines += text.count("\n") + 1
     scanner = lf.FailureScanner(file_rank, lambda s: _timestamp(s, year, result.skipped))
     ras = log_ras.RasScanner()
+    horovod = log_horovod.HorovodScanner()
+    frtrace = log_frtrace.FrTraceScanner()
     in_file = result.ranks_by_file.setdefault(str(path), set())
     for no, seg in segs:
         m = _RANK_PREFIX.search(seg) if "[rank" in seg else None
@@ -296,6 +311,8 @@ def _parse_file(path: Path, result: ParsedLogs) -> None:
         low = seg.lower()
         scanner.feed(no, seg, low, rank)
         ras.feed(no, seg, low)
+        horovod.feed(no, seg, low)
+        frtrace.feed(no, seg, low)
         if not any(k in low for k in _TRIGGERS):
             continue
         if rank is not None:
@@ -304,12 +321,24 @@ def _parse_file(path: Path, result: ParsedLogs) -> None:
         result.events.extend(_events(seg, str(path), no, rank, ts, result.skipped))
     scanner.close(len(segs))
     ras.close()
+    horovod.close()
+    frtrace.close()
     for f in scanner.found:
         result.events.append(LogEvent(f.kind, str(path), f.line, f.rank, ts_ns=f.ts_ns,
                                       text=f.text, detail=dict(f.detail), pattern=f.pattern))
+    if '"collective_counts"' in text:  # NCCL RAS's JSON form (ncclras -f json, 2.28.7+)
+        ras.blocks.extend(log_ras.blocks_from_json(text))
     for block in ras.blocks:
         result.events.append(LogEvent(RAS, str(path), block.line, None, text=block.text,
                                       detail=block.as_detail(), pattern=block.pattern))
+    for rep in horovod.reports:
+        result.events.append(LogEvent(HOROVOD, str(path), rep.line, None, text=rep.text,
+                                      detail=rep.as_detail(), pattern="horovod.stall_report"))
+    for fb in frtrace.blocks:
+        result.events.append(LogEvent(
+            FR_TRACE, str(path), fb.line, None, text=fb.text, detail=fb.as_detail(),
+            pattern={"not_joined": "torch.fr_trace.not_joined", "errors": "torch.fr_trace.culprit"}
+            .get(fb.kind, "torch.fr_trace.missing_dumps")))
 
 
 def _year_hint(text: str, path: Path) -> int:
@@ -442,6 +471,12 @@ def _events_unchecked(seg: str, file: str, line: int, rank: int | None, ts: int 
                 continue
             detail = {"of_rank": gr.parse_rank(m.group("rank")), "seq": _int(m.group("seq")),
                       "op": m.group("op"), "shape": m.group("shape"), "dtype": m.group("dtype")}
+        elif kind == NCCL_CHANNEL:
+            detail = log_ncclwarn.channel_detail(seg, hit.match)
+            if detail is None:
+                continue
+        elif kind == ELASTIC_CLOSING:
+            detail = {"pid": _int(hit.match.group("pid")), "signal": hit.match.group("sig")}
         elif kind == ELASTIC_FAILED:
             detail = {"exit_code": _int(hit.match.group("code")),
                       "local_rank": gr.parse_rank(hit.match.group("local"))}
