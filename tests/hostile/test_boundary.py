@@ -115,10 +115,12 @@ def test_track_exits_130_on_ctrl_c(tmp_path):
         [sys.executable, "-m", "stormotel", "track", "--sampler", "simulated", "--interval",
          "0.05", "--archive", str(tmp_path), "--job-id", "sig", "--quiet"],
         cwd=ROOT, stderr=subprocess.PIPE, text=True)
-    metrics = tmp_path / "sig" / "rank-0.metrics.jsonl"
+    # the first archive file (compact by default: rank-0.00000.metrics.jsonl.zst) says the
+    # tracker runs; waiting for the lines format's name waited out the whole deadline
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not metrics.exists():
+    while time.monotonic() < deadline and not list((tmp_path / "sig").glob("rank-0.*metrics*")):
         time.sleep(0.1)
+    assert list((tmp_path / "sig").glob("rank-0.*metrics*")), "the tracker never started"
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == exitcodes.INTERRUPTED, err
