@@ -406,11 +406,15 @@ CATALOGUE: tuple[Pattern, ...] = (
        '"One or more tensors were submitted to be reduced, gathered or broadcasted by subset of '
        'ranks and are waiting for remainder of ranks for more than " N " seconds. This may '
        'indicate that different ranks are trying to submit different tensors or that only '
-       'subset of ranks is submitting tensors, which will cause deadlock. " then "Missing '
-       'ranks:" and one line per rank "<rank>[!]: [<tensor>, … ...]" (0.19+) / "Stalled ops:" '
-       'and "<tensor> [missing ranks: 1, 2]" (older operations.cc)',
-       "0.19+ (stall_inspector.cc); older releases: operations.cc CheckForStalledTensors",
-       "horovod/common/stall_inspector.cc (CheckForStalledTensors)",
+       'subset of ranks is submitting tensors, which will cause deadlock. " then, by release: '
+       '"Stalled ops: " and "<tensor> [ready ranks: 4, 6, 1]" joined by ", " on ONE line '
+       '(0.9.0-0.13.6) / "Stalled ops:" and one "<tensor> [missing ranks: 1, 2]" per line '
+       '(0.13.7-0.16.1; 0.16.0-0.16.1 glue the first to "Stalled ops:") / "Stalled ranks:" '
+       '(0.16.2-0.20.0) or "Missing ranks:" (0.20.1+) and one line per rank '
+       '"<rank>[!]: [<tensor>, … ...]"',
+       "0.9.0+ (tensorflow/mpi_ops.cc 0.9-0.11, common/operations.cc 0.12-0.16, "
+       "common/stall_inspector.cc 0.17+)",
+       "horovod/common/stall_inspector.cc, operations.cc (CheckForStalledTensors)",
        "reporter: the coordinator (rank 0), a witness; per tensor, the ranks that have NOT "
        "submitted it while others have (the others wait for them). The ranks missing a tensor, "
        "when a minority, are stragglers; submitters that are a minority AND lack what the "
@@ -420,17 +424,28 @@ CATALOGUE: tuple[Pattern, ...] = (
        "horovod_head"),
     _p("horovod.stall_rank_line", "Horovod (stall inspector)",
        '"\\n" rank ["!"] ": [" tensor {", " tensor} [" ..."] "]" ("!": stalled past '
-       'HOROVOD_STALL_SHUTDOWN_TIME_SECONDS, Horovod shuts down)', "0.19+",
+       'HOROVOD_STALL_SHUTDOWN_TIME_SECONDS, Horovod shuts down)', "0.16.2+",
        "horovod/common/stall_inspector.cc",
        "one rank that has not submitted the listed tensors (at most six names are printed)",
        r"^\s*(?P<rank>\d{1,7})(?P<bang>!)?: \[(?P<tensors>[^\]]{0,4000})\]?\s*$", (": [",),
        "horovod_line"),
     _p("horovod.stall_op_line", "Horovod (operations.cc, before the stall inspector)",
-       'tensor_name " [missing ranks: " r {", " r} "]"', "before 0.19",
+       'tensor_name " [missing ranks: " r {", " r} "]"', "0.13.7-0.16.1",
        "horovod/common/operations.cc (CheckForStalledTensors)",
-       "one tensor and the ranks that have not submitted it",
-       r"(?P<tensor>\S{1,500}) \[missing ranks: (?P<ranks>\d{1,7}(?:, ?\d{1,7}){0,4096})\]",
-       ("missing ranks:",), "horovod_line"),
+       "one tensor and the ranks that have not submitted it (every rank of [0, size) not "
+       "ready is listed, so an unlisted rank submitted it)",
+       r"(?P<tensor>[^\s,\[\]]{1,500}) \[missing ranks: (?P<ranks>\d{1,7}(?:, ?\d{1,7}){0,4096})"
+       r"\]", ("missing ranks:",), "horovod_line"),
+    _p("horovod.stall_ready_line", "Horovod (mpi_ops.cc / operations.cc, the first releases)",
+       'tensor_name " [ready ranks:" (" " r {", " r}) "]", the tensors joined by ", " on the '
+       'report\'s one line', "0.9.0-0.13.6",
+       "horovod/tensorflow/mpi_ops.cc (0.9-0.11), horovod/common/operations.cc (0.12-0.13.6) "
+       "(CheckForStalledTensors)",
+       "one tensor and the ranks that HAVE submitted it (in arrival order); the ranks missing it "
+       "are the others of the job — by omission, so the world size decides who they are: "
+       "without it only the gaps below the highest ready rank are known",
+       r"(?P<tensor>[^\s,\[\]]{1,500}) \[ready ranks: ?(?P<ranks>\d{1,7}(?:, ?\d{1,7}){0,4096})"
+       r"\]", ("ready ranks:",), "horovod_line"),
     _p("horovod.shut_down", "Horovod (operations.cc / common.h SHUT_DOWN_ERROR)",
        '"Horovod has been shut down. This was caused by an exception on one of the ranks or an '
        'attempt to allreduce, allgather or broadcast a tensor after one of the ranks finished '
