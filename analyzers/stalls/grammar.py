@@ -249,7 +249,7 @@ CATALOGUE: tuple[Pattern, ...] = (
        "torch/distributed/elastic/agent/server/api.py",
        "reporter: the agent of one node; names a LOCAL rank of that node (global rank unknown "
        "without the node's rank offset)",
-       r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+) \(pid: \d+\)",
+       r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+) \(pid: (?P<pid>\d{1,10})\)",
        ("failed (exitcode",), K_ELASTIC_FAILED),
     _p("torchelastic.root_cause", "torch.distributed.elastic",
        '"Root Cause (first observed failure):" "[" i "]:" "time : " … "rank : " r " (local_rank: '
@@ -499,6 +499,21 @@ CATALOGUE: tuple[Pattern, ...] = (
        "local worker failed — it did not die of its own watchdog",
        r"Sending process (?P<pid>\d{1,10}) closing signal (?P<sig>SIG[A-Z]+)",
        ("closing signal",), "elastic_closing"),
+    _p("torchelastic.node_layout", "torch.distributed.elastic",
+       '"[%(role)s] Rendezvous complete for workers. Result:" … "  group_world_size=%s" '
+       '"  local_ranks=%s" "  global_ranks=%s" (agent/server/api.py _rendezvous) / "Starting '
+       'elastic_operator with launch configs:" … "  max_nodes        : %s" "  nproc_per_node   '
+       ': %s" (launcher/api.py launch_agent)', "1.9+",
+       "torch/distributed/elastic/agent/server/api.py (_rendezvous, _assign_worker_ranks), "
+       "torch/distributed/launcher/api.py (launch_agent)",
+       "how one node's local ranks map to global ranks: global_ranks beside local_ranks map them "
+       "directly; group_world_size=1 or max_nodes 1 (one agent), or nproc_per_node equal to the "
+       "known world size, mean a single node where local rank == global rank; anything else "
+       "leaves a local rank's global rank undecided (global = the node's offset + local rank)",
+       r"\bgroup_world_size=(?P<nodes>\d{1,7})\b|\bmax_nodes\s*:\s*(?P<maxn>\d{1,7})\b"
+       r"|\bnproc_per_node\s*:\s*(?P<nproc>\d{1,7})\b"
+       r"|\b(?P<which>local|global)_ranks=\[(?P<ranks>[\d, ]{0,40000})\]",
+       ("group_world_size=", "max_nodes", "nproc_per_node", "_ranks=["), "elastic_layout"),
     _p("torchelastic.abort_split", "torch.distributed.elastic",
        'one node\'s ChildFailedError table: ranks with "exitcode  : -6 (pid: …)" / "traceback : '
        'Signal 6 (SIGABRT) received by PID …" vs its other local ranks, still running (listed '

@@ -436,9 +436,12 @@ def every_rank_failed(events: list[lp.LogEvent], seen: set[int]
     return [e for e in events if e not in errors], [finding]
 
 
-def fallback_findings(events: list[lp.LogEvent]) -> list[StallFinding]:
+def fallback_findings(events: list[lp.LogEvent], known: int | None = None
+                      ) -> list[StallFinding]:
     """``undecided`` (never healthy) for stall evidence that names no culprit by itself:
-    torchelastic failures of local ranks, gloo timeouts, launcher signals a victim dies of."""
+    torchelastic failures of local ranks, gloo timeouts, launcher signals a victim dies of.
+    ``known``: the world size when evidence states it (decides whether a local rank is a
+    global one)."""
     out = []
     failed = [e for e in events if e.kind == lp.ELASTIC_FAILED and e.detail]
     gloo = [e for e in events if e.kind == lp.GLOO_WAIT]
@@ -457,21 +460,37 @@ def fallback_findings(events: list[lp.LogEvent]) -> list[StallFinding]:
                      and e.detail.get("exit_code") in _OWN_DEATH})
     if failed and len(killed) == 1 and len(failed) == 1:
         (local, code), = killed
-        out.append(StallFinding(
-            kind="rank_failure", ranks=[local], process_group=None, seq_id=None, op=None,
-            source="logs", confidence="low",
-            evidence={"category": "signal", "pattern": "torchelastic.worker_failed",
-                      "exit_code": code, "signal": _SIGNALS.get(code), "local_rank": local,
-                      "precedes_timeouts": True, "first_error_ns": failed[0].ts_ns,
-                      "reason": f"torchelastic: local rank {local} was killed by "
-                      f"{_SIGNALS.get(code)} (exit code {code}), the only worker that failed; "
-                      "read as global rank {local} — true on a single node (low: on a node "
-                      "other than the first the global rank is higher)".replace(
-                          "{local}", str(local)),
-                      "lines": [{"line": f"{e.file}:{e.line}", "text": e.text[:240]}
-                                for e in failed[:4]]},
-            remediation=["SIGKILL is usually the host's OOM killer (check dmesg / cgroup "
-                         "memory of that node); SIGSEGV/SIGBUS a native crash."]))
+        rank, how = node_rank_of(local, events, known)
+        lines = [{"line": f"{e.file}:{e.line}", "text": e.text[:240]} for e in failed[:4]]
+        why = (f"torchelastic: local rank {local} was killed by {_SIGNALS.get(code)} (exit code "
+               f"{code}), the only worker that failed")
+        remedy = ["SIGKILL is usually the host's OOM killer (check dmesg / cgroup memory of that "
+                  "node); SIGSEGV/SIGBUS a native crash."]
+        if rank is not None:
+            out.append(StallFinding(
+                kind="rank_failure", ranks=[rank], process_group=None, seq_id=None, op=None,
+                source="logs", confidence="low",
+                evidence={"category": "signal", "pattern": "torchelastic.worker_failed",
+                          "exit_code": code, "signal": _SIGNALS.get(code), "local_rank": local,
+                          "rank_from": how, "precedes_timeouts": True,
+                          "first_error_ns": failed[0].ts_ns,
+                          "reason": f"{why}; global rank {rank}: {how}", "lines": lines},
+                remediation=remedy))
+        else:
+            workers = _local_workers(events)
+            cands = (list(range(local, known, workers)) if known and workers and
+                     known % workers == 0 and known > workers else None)
+            out.append(_finding(
+                "undecided", [], "signal", "low", "torchelastic.worker_failed",
+                f"{why} — but a local rank is not a global rank: " + (
+                    f"this node's agent shows {workers} workers of {known} (the paste may show "
+                    f"fewer): with {workers} per node it is one of global ranks {cands}"
+                    if cands else "nothing shows the job ran on one node")
+                + "; collect that node's rank (torchrun --node_rank / the agent's 'Rendezvous "
+                "complete' lines: group_rank, global_ranks) or the launcher's 'Root Cause' "
+                "summary, which names the global rank", "collect",
+                local_rank=local, exit_code=code, signal=_SIGNALS.get(code),
+                candidates=cands or [], lines=lines))
         failed = []
     if failed:
         locals_ = sorted({int(e.detail["local_rank"]) for e in failed if e.detail
@@ -494,3 +513,41 @@ def fallback_findings(events: list[lp.LogEvent]) -> list[StallFinding]:
             "collect", suspects=waiting,
             lines=[{"line": f"{e.file}:{e.line}", "text": e.text[:240]} for e in gloo[:8]]))
     return out
+
+
+def _local_workers(events: list[lp.LogEvent]) -> int:
+    """How many workers one agent ran, at least: the pids it stopped ("Sending process P
+    closing signal") and the pids it saw fail."""
+    pids = {e.detail.get("pid") for e in events if e.detail and e.kind in (
+        lp.ELASTIC_CLOSING, lp.ELASTIC_FAILED)}
+    return len(pids - {None})
+
+
+def node_rank_of(local: int, events: list[lp.LogEvent], known: int | None
+                 ) -> tuple[int | None, str]:
+    """The global rank of a torchelastic LOCAL rank, only where the logs prove it.
+
+    torchelastic gives each worker ``global_rank = the node's offset + local_rank``
+    (agent/server/api.py ``_assign_worker_ranks``): the offset is 0 only on the first node, so
+    the local rank is the global one only when the job is known to be one node — the agent's
+    rendezvous result says ``group_world_size=1`` or maps ``local_ranks`` to ``global_ranks``;
+    the launch config says ``max_nodes : 1``, or ``nproc_per_node`` equals the known world
+    size; or this agent ran at least as many workers as the known world size. Otherwise
+    ``(None, why)``: a wrong global rank is worse than none."""
+    layout = [e.detail for e in events if e.kind == lp.ELASTIC_LAYOUT and e.detail]
+    nodes = {d["nodes"] for d in layout if "nodes" in d}
+    locals_ = [d["local_ranks"] for d in layout if "local_ranks" in d]
+    globals_ = [d["global_ranks"] for d in layout if "global_ranks" in d]
+    if len(locals_) == 1 and len(globals_) == 1 and len(locals_[0]) == len(globals_[0]) \
+            and local in locals_[0]:
+        return globals_[0][locals_[0].index(local)], "the agent's rendezvous result maps " \
+            "local_ranks to global_ranks"
+    if nodes == {1}:
+        return local, "one node (the agent's group_world_size=1 / max_nodes 1)"
+    nproc = {d["nproc"] for d in layout if "nproc" in d}
+    if known and nproc == {known}:
+        return local, f"one node (nproc_per_node {known} == the world size)"
+    workers = _local_workers(events)
+    if known and workers >= known:
+        return local, f"one node (this agent ran {workers} workers, the whole world of {known})"
+    return None, "the node is not known"
