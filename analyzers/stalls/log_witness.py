@@ -233,15 +233,25 @@ def _coll_group(key: str, per_rank: dict[int, list[dict[str, Any]]], nranks: int
                             f"({ {r: num(v) for r, v in sorted(last.items())} })",
                             "nccl_coll_behind", suspects=sorted(last), **ev)
         culprits, value = behind_vote
-        behind = all(last[r] < value for r in culprits)
+        ahead = [r for r in culprits if last[r] > value]
+        if ahead:
+            # a minority that launched MORE: an extra collective of theirs, or the majority
+            # blocked on the host before the next launch (COLL lines are printed at enqueue,
+            # asynchronously) — the same counts fit both, as in a RAS count split
+            return _finding("undecided", [], "collective_count_split", "low", pattern,
+                            f"rank(s) {ahead} launched up to "
+                            f"{sorted({num(last[r]) for r in ahead})} while "
+                            f"{spoke - len(culprits)} rank(s) stopped at {num(value)}: an extra "
+                            "collective on the few, or the many blocked before their next launch "
+                            "— collect the stacks of the ranks ahead and of a few behind",
+                            "nccl_coll_behind", seq=value, op=op, suspects=sorted(culprits),
+                            ahead_ranks=ahead, **ev)
         conf = "medium" if whole and len(culprits) * 2 <= spoke - len(culprits) else "low"
         return _finding(
-            "straggler" if behind else "count_split", culprits,
-            "straggler_outside_nccl" if behind else "collective_count_split", conf, pattern,
+            "straggler", culprits, "straggler_outside_nccl", conf, pattern,
             f"rank(s) {culprits} last launched "
             f"{sorted({num(last[r]) for r in culprits})} while {spoke - len(culprits)} rank(s) "
-            f"reached {num(value)}" + (" — they never launched the collective the others wait in"
-                                     if behind else ""),
+            f"reached {num(value)} — they never launched the collective the others wait in",
             "nccl_coll_behind", seq=value, op=op, **ev)
     if missing and nranks and interleaved and len(missing) * 2 < nranks:
         return _finding("straggler", missing, "straggler_outside_nccl", "low", pattern,

@@ -344,6 +344,16 @@ def test_nccl_coll_rank_behind(tmp_path: Path) -> None:
     assert (root.kind, root.ranks) == ("straggler", [2])
 
 
+def test_nccl_coll_rank_ahead_names_nobody(tmp_path: Path) -> None:
+    """COLL lines are printed when a rank enqueues (src/enqueue.cc, host side, asynchronous):
+    one rank that launched opCount 29 while three stopped at 28 ran an extra collective, or the
+    three are blocked before their next launch — the counts cannot tell (as in RAS)."""
+    text = "".join(coll(r, "AllReduce", 0x28) for r in range(4)) + coll(2, "Broadcast", 0x29)
+    _, [root] = analyze(tmp_path, text)
+    assert (root.kind, root.ranks) == ("undecided", [])
+    assert root.evidence["ahead_ranks"] == [2]
+
+
 def init_line(r: int, comm: str, nranks: int, v221: bool) -> str:
     """src/init.cc: 2.18 "comm %p rank %d nranks %d cudaDev %d nvmlDev %d busId %lx commId
     0x%llx - Init COMPLETE"; 2.21+ prefixes the function: "ncclCommInitRank comm %p …"."""
