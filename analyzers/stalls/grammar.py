@@ -246,10 +246,12 @@ CATALOGUE: tuple[Pattern, ...] = (
     # ------------------------------------------------------------------------- torchelastic
     _p("torchelastic.worker_failed", "torch.distributed.elastic",
        '"failed (exitcode: " … ") local_rank: " … " (pid: " … ") of binary: " …', "1.10+",
-       "torch/distributed/elastic/agent/server/api.py",
+       "torch/distributed/elastic/multiprocessing/api.py (SubprocessContext._poll: printed "
+       "after close() stopped the node's other workers; the first failure by timestamp)",
        "reporter: the agent of one node; names a LOCAL rank of that node (global rank unknown "
        "without the node's rank offset)",
-       r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+) \(pid: (?P<pid>\d{1,10})\)",
+       r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+) "
+       r"\(pid: (?P<pid>\d{1,10})\)",
        ("failed (exitcode",), K_ELASTIC_FAILED),
     _p("torchelastic.root_cause", "torch.distributed.elastic",
        '"Root Cause (first observed failure):" "[" i "]:" "time : " … "rank : " r " (local_rank: '

@@ -391,8 +391,7 @@ def _triage(group: str, table: dict[int, RankLogState], world: World, seen: set[
         return found("count_split", behind, "collective_count_split",
                      _confidence(len(behind), majority, len(table), world),
                      reason + f" — rank(s) {_compact_list(behind)} are stuck in a collective "
-                     "the others completed", rule="seq_split",
-                     **({"ahead_ranks": ahead} if ahead else {}))
+                     "the others completed", rule="seq_split", ahead_ranks=ahead)
     # 3. same SeqNum, different op or size
     same = {r: s for r, s in waiting.items() if s.seq == common_seq and s.op is not None}
     sized = {r: s for r, s in same.items() if s.op not in _UNEVEN_OPS}
