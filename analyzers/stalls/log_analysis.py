@@ -360,8 +360,10 @@ def _triage(group: str, table: dict[int, RankLogState], world: World, seen: set[
                      f"signal) while {len(waiting)} rank(s) wait in it",
                      rule="never_entered", pattern="torch.nccl.timeout_counters")
     # 2. the timed-out SeqNums differ. The watchdog walks a group's work list in enqueue order
-    # and every work's clock starts at enqueue, so the SeqNum it reports is the rank's OLDEST
-    # work not completed: every lower SeqNum completed on that rank. Ranks behind (lower
+    # (erasing completed works) and every work's clock starts at enqueue, so the SeqNum it
+    # reports is the rank's OLDEST work not completed: every lower SeqNum completed on that rank
+    # (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp: workCleanupLoop / watchdogHandler over
+    # workMetaList_, WorkNCCL::checkTimeout from workStartTime_; 1.13 → main). Ranks behind (lower
     # SeqNum) are stuck in a collective the others completed — named while a minority. Ranks
     # ahead completed what the others wait in (a broadcast root, a reduce's sender, or a
     # different op at that SeqNum can finish alone); they wait in a later collective for the
