@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import re
 from collections import Counter, defaultdict
 from typing import Any
 
@@ -488,6 +489,8 @@ def fallback_findings(events: list[lp.LogEvent], known: int | None = None
                 remediation=remedy))
         else:
             workers = _local_workers(events)
+            host = _host_of(failed[0].text)
+            why += f" on host {host}" if host else ""
             cands = (list(range(local, known, workers)) if known and workers and
                      known % workers == 0 and known > workers else None)
             out.append(_finding(
@@ -499,7 +502,7 @@ def fallback_findings(events: list[lp.LogEvent], known: int | None = None
                 + "; collect that node's rank (torchrun --node_rank / the agent's 'Rendezvous "
                 "complete' lines: group_rank, global_ranks) or the launcher's 'Root Cause' "
                 "summary, which names the global rank", "collect",
-                local_rank=local, exit_code=code, signal=_SIGNALS.get(code),
+                local_rank=local, exit_code=code, signal=_SIGNALS.get(code), host=host,
                 candidates=cands or [], lines=lines))
         failed = []
     if failed:
@@ -561,3 +564,16 @@ def node_rank_of(local: int, events: list[lp.LogEvent], known: int | None
     if known and workers >= known:
         return local, f"one node (this agent ran {workers} workers, the whole world of {known})"
     return None, "the node is not known"
+
+
+#: a pdsh / ``srun --label`` / mpirun host label in front of the agent's line: ``node-3: …``,
+#: ``node-3 [stderr]: …`` (log levels and logger names are not hosts)
+_HOST_LABEL = re.compile(r"^\s*(?P<host>[A-Za-z][\w.-]{0,62})(?::\s| \[std(?:err|out)\]:)")
+_NOT_HOSTS = frozenset({"error", "warning", "info", "debug", "critical", "traceback"})
+
+
+def _host_of(text: str) -> str | None:
+    m = _HOST_LABEL.match(text)
+    if not m or m.group("host").lower() in _NOT_HOSTS or "torch" in m.group("host"):
+        return None
+    return m.group("host")

@@ -287,6 +287,10 @@ def test_torchelastic_local_rank_of_one_node_of_several(tmp_path: Path) -> None:
     _, [root] = analyze(tmp_path, text, world_size=40)
     assert (root.kind, root.ranks) == ("undecided", [])
     assert root.evidence["candidates"] == [5, 13, 21, 29, 37]
+    # a pdsh / srun --label host prefix names the node; its global rank still needs its offset
+    _, [root] = analyze(tmp_path, "gpu-node-3: " + agent_failed(-9, 5, 25), world_size=40)
+    assert (root.kind, root.evidence["host"]) == ("undecided", "gpu-node-3")
+    assert "gpu-node-3" in root.evidence["reason"]
 
 
 @pytest.mark.parametrize(("layout", "world", "rank"), [
