@@ -246,10 +246,12 @@ CATALOGUE: tuple[Pattern, ...] = (
     # ------------------------------------------------------------------------- torchelastic
     _p("torchelastic.worker_failed", "torch.distributed.elastic",
        '"failed (exitcode: " … ") local_rank: " … " (pid: " … ") of binary: " …', "1.10+",
-       "torch/distributed/elastic/agent/server/api.py",
+       "torch/distributed/elastic/multiprocessing/api.py (SubprocessContext._poll: printed "
+       "after close() stopped the node's other workers; the first failure by timestamp)",
        "reporter: the agent of one node; names a LOCAL rank of that node (global rank unknown "
        "without the node's rank offset)",
-       r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+) \(pid: \d+\)",
+       r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+) "
+       r"\(pid: (?P<pid>\d{1,10})\)",
        ("failed (exitcode",), K_ELASTIC_FAILED),
     _p("torchelastic.root_cause", "torch.distributed.elastic",
        '"Root Cause (first observed failure):" "[" i "]:" "time : " … "rank : " r " (local_rank: '
@@ -406,11 +408,15 @@ CATALOGUE: tuple[Pattern, ...] = (
        '"One or more tensors were submitted to be reduced, gathered or broadcasted by subset of '
        'ranks and are waiting for remainder of ranks for more than " N " seconds. This may '
        'indicate that different ranks are trying to submit different tensors or that only '
-       'subset of ranks is submitting tensors, which will cause deadlock. " then "Missing '
-       'ranks:" and one line per rank "<rank>[!]: [<tensor>, … ...]" (0.19+) / "Stalled ops:" '
-       'and "<tensor> [missing ranks: 1, 2]" (older operations.cc)',
-       "0.19+ (stall_inspector.cc); older releases: operations.cc CheckForStalledTensors",
-       "horovod/common/stall_inspector.cc (CheckForStalledTensors)",
+       'subset of ranks is submitting tensors, which will cause deadlock. " then, by release: '
+       '"Stalled ops: " and "<tensor> [ready ranks: 4, 6, 1]" joined by ", " on ONE line '
+       '(0.9.0-0.13.6) / "Stalled ops:" and one "<tensor> [missing ranks: 1, 2]" per line '
+       '(0.13.7-0.16.1; 0.16.0-0.16.1 glue the first to "Stalled ops:") / "Stalled ranks:" '
+       '(0.16.2-0.20.0) or "Missing ranks:" (0.20.1+) and one line per rank '
+       '"<rank>[!]: [<tensor>, … ...]"',
+       "0.9.0+ (tensorflow/mpi_ops.cc 0.9-0.11, common/operations.cc 0.12-0.16, "
+       "common/stall_inspector.cc 0.17+)",
+       "horovod/common/stall_inspector.cc, operations.cc (CheckForStalledTensors)",
        "reporter: the coordinator (rank 0), a witness; per tensor, the ranks that have NOT "
        "submitted it while others have (the others wait for them). The ranks missing a tensor, "
        "when a minority, are stragglers; submitters that are a minority AND lack what the "
@@ -420,17 +426,28 @@ CATALOGUE: tuple[Pattern, ...] = (
        "horovod_head"),
     _p("horovod.stall_rank_line", "Horovod (stall inspector)",
        '"\\n" rank ["!"] ": [" tensor {", " tensor} [" ..."] "]" ("!": stalled past '
-       'HOROVOD_STALL_SHUTDOWN_TIME_SECONDS, Horovod shuts down)', "0.19+",
+       'HOROVOD_STALL_SHUTDOWN_TIME_SECONDS, Horovod shuts down)', "0.16.2+",
        "horovod/common/stall_inspector.cc",
        "one rank that has not submitted the listed tensors (at most six names are printed)",
        r"^\s*(?P<rank>\d{1,7})(?P<bang>!)?: \[(?P<tensors>[^\]]{0,4000})\]?\s*$", (": [",),
        "horovod_line"),
     _p("horovod.stall_op_line", "Horovod (operations.cc, before the stall inspector)",
-       'tensor_name " [missing ranks: " r {", " r} "]"', "before 0.19",
+       'tensor_name " [missing ranks: " r {", " r} "]"', "0.13.7-0.16.1",
        "horovod/common/operations.cc (CheckForStalledTensors)",
-       "one tensor and the ranks that have not submitted it",
-       r"(?P<tensor>\S{1,500}) \[missing ranks: (?P<ranks>\d{1,7}(?:, ?\d{1,7}){0,4096})\]",
-       ("missing ranks:",), "horovod_line"),
+       "one tensor and the ranks that have not submitted it (every rank of [0, size) not "
+       "ready is listed, so an unlisted rank submitted it)",
+       r"(?P<tensor>[^\s,\[\]]{1,500}) \[missing ranks: (?P<ranks>\d{1,7}(?:, ?\d{1,7}){0,4096})"
+       r"\]", ("missing ranks:",), "horovod_line"),
+    _p("horovod.stall_ready_line", "Horovod (mpi_ops.cc / operations.cc, the first releases)",
+       'tensor_name " [ready ranks:" (" " r {", " r}) "]", the tensors joined by ", " on the '
+       'report\'s one line', "0.9.0-0.13.6",
+       "horovod/tensorflow/mpi_ops.cc (0.9-0.11), horovod/common/operations.cc (0.12-0.13.6) "
+       "(CheckForStalledTensors)",
+       "one tensor and the ranks that HAVE submitted it (in arrival order); the ranks missing it "
+       "are the others of the job — by omission, so the world size decides who they are: "
+       "without it only the gaps below the highest ready rank are known",
+       r"(?P<tensor>[^\s,\[\]]{1,500}) \[ready ranks: ?(?P<ranks>\d{1,7}(?:, ?\d{1,7}){0,4096})"
+       r"\]", ("ready ranks:",), "horovod_line"),
     _p("horovod.shut_down", "Horovod (operations.cc / common.h SHUT_DOWN_ERROR)",
        '"Horovod has been shut down. This was caused by an exception on one of the ranks or an '
        'attempt to allreduce, allgather or broadcast a tensor after one of the ranks finished '
@@ -484,6 +501,21 @@ CATALOGUE: tuple[Pattern, ...] = (
        "local worker failed — it did not die of its own watchdog",
        r"Sending process (?P<pid>\d{1,10}) closing signal (?P<sig>SIG[A-Z]+)",
        ("closing signal",), "elastic_closing"),
+    _p("torchelastic.node_layout", "torch.distributed.elastic",
+       '"[%(role)s] Rendezvous complete for workers. Result:" … "  group_world_size=%s" '
+       '"  local_ranks=%s" "  global_ranks=%s" (agent/server/api.py _rendezvous) / "Starting '
+       'elastic_operator with launch configs:" … "  max_nodes        : %s" "  nproc_per_node   '
+       ': %s" (launcher/api.py launch_agent)', "1.9+",
+       "torch/distributed/elastic/agent/server/api.py (_rendezvous, _assign_worker_ranks), "
+       "torch/distributed/launcher/api.py (launch_agent)",
+       "how one node's local ranks map to global ranks: global_ranks beside local_ranks map them "
+       "directly; group_world_size=1 or max_nodes 1 (one agent), or nproc_per_node equal to the "
+       "known world size, mean a single node where local rank == global rank; anything else "
+       "leaves a local rank's global rank undecided (global = the node's offset + local rank)",
+       r"\bgroup_world_size=(?P<nodes>\d{1,7})\b|\bmax_nodes\s*:\s*(?P<maxn>\d{1,7})\b"
+       r"|\bnproc_per_node\s*:\s*(?P<nproc>\d{1,7})\b"
+       r"|\b(?P<which>local|global)_ranks=\[(?P<ranks>[\d, ]{0,40000})\]",
+       ("group_world_size=", "max_nodes", "nproc_per_node", "_ranks=["), "elastic_layout"),
     _p("torchelastic.abort_split", "torch.distributed.elastic",
        'one node\'s ChildFailedError table: ranks with "exitcode  : -6 (pid: …)" / "traceback : '
        'Signal 6 (SIGABRT) received by PID …" vs its other local ranks, still running (listed '

@@ -171,7 +171,7 @@ def analyze_logs(parsed: lp.ParsedLogs, *, world_size: int | None = None) -> Log
         lw.ras_findings(events, known) + lw.coll_findings(events, interleaved, known) + \
         lw.detail_findings(events) + log_horovod.horovod_findings(events, known) + \
         log_frtrace.frtrace_findings(events) + log_elastic.abort_split_findings(events)
-    fallback = same_everywhere + lw.fallback_findings(events)
+    fallback = same_everywhere + lw.fallback_findings(events, known)
     if not (failures or concluded or watchdog or fallback):
         fallback = lw.unexplained_findings(events)
     findings = _link(failures, concluded, watchdog, fallback)
@@ -359,7 +359,15 @@ def _triage(group: str, table: dict[int, RankLogState], world: World, seen: set[
                      f"last completed below SeqNum {common_seq}, or only observed the dump "
                      f"signal) while {len(waiting)} rank(s) wait in it",
                      rule="never_entered", pattern="torch.nccl.timeout_counters")
-    # 2. the timed-out SeqNums differ: the minority stopped elsewhere
+    # 2. the timed-out SeqNums differ. The watchdog walks a group's work list in enqueue order
+    # (erasing completed works) and every work's clock starts at enqueue, so the SeqNum it
+    # reports is the rank's OLDEST work not completed: every lower SeqNum completed on that rank
+    # (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp: workCleanupLoop / watchdogHandler over
+    # workMetaList_, WorkNCCL::checkTimeout from workStartTime_; 1.13 → main). Ranks behind (lower
+    # SeqNum) are stuck in a collective the others completed — named while a minority. Ranks
+    # ahead completed what the others wait in (a broadcast root, a reduce's sender, or a
+    # different op at that SeqNum can finish alone); they wait in a later collective for the
+    # ranks behind, and the split cannot say why those are stuck: never named.
     seqs = {r: s.seq for r, s in waiting.items() if s.seq is not None}
     if len(set(seqs.values())) > 1:
         culprits = _vote(seqs)
@@ -368,10 +376,24 @@ def _triage(group: str, table: dict[int, RankLogState], world: World, seen: set[
             return found("undecided", [], "collective_count_split", "low",
                          reason + " — no majority; collect every rank's watchdog lines",
                          rule="seq_split", suspects=sorted(seqs))
+        top = Counter(seqs.values()).most_common(1)[0][0]
+        behind = [r for r in culprits if seqs[r] < top]
+        ahead = [r for r in culprits if seqs[r] > top]
+        if not behind:
+            return found("undecided", [], "collective_count_split", "low",
+                         reason + f" — rank(s) {_compact_list(ahead)} are AHEAD: every work "
+                         f"below their SeqNum completed on them, including SeqNum {top} the "
+                         "others wait in; they wait for the others, and the others' wait is not "
+                         "explained by them (a broadcast root or a different op at that SeqNum "
+                         "completes alone) — collect Flight Recorder dumps of every rank (the op "
+                         f"each ran at SeqNum {top}) and the logs of ranks not shown",
+                         rule="seq_split_ahead", suspects=sorted(seqs),
+                         ahead_ranks=ahead, collect_next=sorted(seqs))
         majority = len(seqs) - len(culprits)
-        return found("count_split", culprits, "collective_count_split",
-                     _confidence(len(culprits), majority, len(table), world), reason,
-                     rule="seq_split")
+        return found("count_split", behind, "collective_count_split",
+                     _confidence(len(behind), majority, len(table), world),
+                     reason + f" — rank(s) {_compact_list(behind)} are stuck in a collective "
+                     "the others completed", rule="seq_split", ahead_ranks=ahead)
     # 3. same SeqNum, different op or size
     same = {r: s for r, s in waiting.items() if s.seq == common_seq and s.op is not None}
     sized = {r: s for r, s in same.items() if s.op not in _UNEVEN_OPS}

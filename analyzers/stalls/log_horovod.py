@@ -10,12 +10,28 @@ submitted it (``horovod/common/stall_inspector.cc``, 0.19+)::
     1: [DistributedAdamOptimizer_Allreduce/cond_1/HorovodAllreduce_grads_0, …]
     3!: [grads_7]
 
-(older releases, ``operations.cc``: ``Stalled ops:`` then ``<tensor> [missing ranks: 1, 3]``).
-The coordinator loops over every rank of the job, so an unlisted rank submitted everything.
-What it proves: the others wait for the missing ranks. One set of ranks missing every tensor
-are stragglers; ranks missing *different* tensors took different code paths (a tensor submitted
-by one rank only lists every other rank as missing), so per tensor the smaller side — the
-ranks missing it, or the ranks that submitted it — is the odd one, and a tie names nobody.
+The wording changed across releases (read at every tag of horovod/horovod):
+
+- 0.9.0-0.13.6 (``tensorflow/mpi_ops.cc``, then ``common/operations.cc``): one line,
+  ``Stalled ops: <tensor> [ready ranks: 4, 6, 1], <tensor> [ready ranks: …]`` — the ranks
+  that HAVE submitted each tensor, in arrival order;
+- 0.13.7-0.16.1 (``operations.cc``): ``Stalled ops:`` then one ``<tensor> [missing ranks: 1, 3]``
+  per tensor (0.16.0-0.16.1 glue the first one to ``Stalled ops:``);
+- 0.16.2-0.20.0 ``Stalled ranks:``, 0.20.1+ ``Missing ranks:`` (``stall_inspector.cc`` from
+  0.17), then one ``<rank>[!]: [<tensor>, …]`` line per rank.
+
+Every form lists, per tensor, either the ranks of ``[0, size)`` that submitted it or all the
+others, so an unlisted rank of the job submitted everything it was not listed for, and every
+tensor in the report was submitted by at least one rank. What it proves: the others wait for the
+missing ranks. One set of ranks missing every tensor are stragglers; ranks missing *different*
+tensors took different code paths (a tensor submitted by one rank only lists every other rank
+as missing), so per tensor the smaller side — the ranks missing it, or the ranks that submitted
+it — is the odd one, and a tie names nobody. The size is printed by no release: without it,
+the missing ranks of the "missing" forms are exact and the job is at least one rank larger
+than the highest rank listed (and than any tensor's missing set) — every larger world only adds
+submitters, so a tie at that lower bound is the one world in which the missing side is not a
+minority (named, ``low``); the "ready" form gives only the gaps below its highest ready rank
+(ranks above it may be missing too: ``low``, world size to collect).
 """
 
 from __future__ import annotations
@@ -31,7 +47,10 @@ from stormotel.analyzers.stalls.log_failures import strip_prefix
 HOROVOD = "horovod_stall"
 #: mpirun --tag-output / horovodrun prefixes: ``[1,0]<stderr>:``, ``[0]<stdout>:``
 _MPI_PREFIX = re.compile(r"^\s*\[\d{1,7}(?:,\d{1,7})?\]<std(?:err|out)>:")
-_SHUTDOWN = re.compile(r"is stalled for longer than \d+ seconds|^\s*(?:Missing ranks|Stalled ops):")
+_SHUTDOWN = re.compile(r"is stalled for longer than \d+ seconds"
+                       r"|^\s*(?:Missing ranks|Stalled ranks|Stalled ops):")
+#: "Stalled ops:" glued to the first tensor (0.16.0-0.16.1) or heading the one-line form
+_OPS_HEAD = re.compile(r"^.*?Stalled ops:\s*")
 #: how many lines a report may span before it is closed without a rank line
 _SPAN = 4096
 
@@ -48,9 +67,11 @@ class HorovodReport:
     text: str
     missing: dict[str, set[int]] = field(default_factory=dict)  #: tensor -> ranks missing it
     shutdown: set[int] = field(default_factory=set)  #: ranks marked "!"
+    ready: dict[str, set[int]] = field(default_factory=dict)  #: tensor -> ranks that sent it
 
     def as_detail(self) -> dict[str, Any]:
         return {"missing": {t: sorted(r) for t, r in self.missing.items()},
+                "ready": {t: sorted(r) for t, r in self.ready.items()},
                 "shutdown": sorted(self.shutdown)}
 
 
@@ -62,18 +83,23 @@ class HorovodScanner:
         self._open: HorovodReport | None = None
 
     def feed(self, no: int, line: str, low: str) -> None:
-        if self._open is None and "subset of ranks" not in low and "missing ranks:" not in low:
+        if self._open is None and "subset of ranks" not in low and "missing ranks:" not in low \
+                and "ready ranks:" not in low:
             return
         text = strip_prefix(_MPI_PREFIX.sub("", line))
         if gr.BY_ID["horovod.stall_report"].regex.search(text):
             self.close()
             self._open = HorovodReport(no, text[:300])
         rep = self._open
-        old = list(gr.BY_ID["horovod.stall_op_line"].regex.finditer(text))
-        if old:  # older releases: the tensors and their missing ranks on the report's lines
+        ops = _OPS_HEAD.sub("", text) if "Stalled ops:" in text else text
+        old = list(gr.BY_ID["horovod.stall_op_line"].regex.finditer(ops))
+        ready = list(gr.BY_ID["horovod.stall_ready_line"].regex.finditer(ops))
+        if old or ready:  # older releases: per tensor, its missing (or its ready) ranks
             rep = rep or self._start(no, text)
             for m in old:
                 rep.missing[m.group("tensor")] = set(gr.parse_rank_list(m.group("ranks")))
+            for m in ready:
+                rep.ready[m.group("tensor")] = set(gr.parse_rank_list(m.group("ranks")))
             return
         if rep is None:
             return
@@ -96,7 +122,7 @@ class HorovodScanner:
 
     def close(self) -> None:
         rep, self._open = self._open, None
-        if rep is not None and rep.missing:
+        if rep is not None and (rep.missing or rep.ready):
             self.reports.append(rep)
 
 
@@ -106,18 +132,23 @@ def horovod_findings(events: list[Any], world_size: int | None) -> list[StallFin
     if not reports:
         return []
     e = reports[-1]
-    missing = {t: set(r) for t, r in e.detail["missing"].items()}
+    missing, world, bound = _resolve(e.detail, world_size)
     listed = set().union(*missing.values())
-    world = world_size if world_size else max(listed) + 1
     explicit = bool(world_size)
     everyone = set(range(world))
     odd: set[int] = set()
     submitters_odd = False
     ties: list[str] = []
+    tie_at_bound = False
     for tensor, miss in missing.items():
         subs = everyone - miss
         if len(miss) < len(subs):
             odd |= miss
+        elif bound == "missing" and len(miss) == len(subs) and miss:
+            # a tie only in the smallest world the report allows: any larger one adds
+            # submitters (the "missing" forms list every rank that did not submit)
+            odd |= miss
+            tie_at_bound = True
         elif len(subs) < len(miss) and subs and subs <= listed:
             # the few that submitted it are themselves missing what the others submitted:
             # two code paths, and theirs is the odd one
@@ -132,10 +163,12 @@ def horovod_findings(events: list[Any], world_size: int | None) -> list[StallFin
         "pattern": "horovod.stall_report", "missing": e.detail["missing"],
         "shutdown_ranks": e.detail["shutdown"], "witnesses": [e.rank] if e.rank is not None
         else [0], "spoke": {"ranks": world, "of": world if explicit else None},
-        "world_size_from": "--world-size / log" if explicit else "highest rank listed + 1 "
-        "(a lower bound)", "lines": [{"line": f"{e.file}:{e.line}", "text": e.text[:240]}],
+        "world_size_from": "--world-size / log" if explicit else _BOUND_WORDS[bound],
+        "lines": [{"line": f"{e.file}:{e.line}", "text": e.text[:240]}],
         "reports": len(reports)}
-    if ties or not odd or len(odd) * 2 >= world:
+    if e.detail.get("ready"):
+        ev["ready"] = e.detail["ready"]
+    if ties or not odd or (len(odd) * 2 >= world and not tie_at_bound):
         ev["suspects"] = sorted(listed)[:64]
         ev["reason"] = ("Horovod's stall inspector: " + (
             f"tensor(s) {ties[:3]} are missing on as many ranks as submitted them, or on most "
@@ -149,6 +182,10 @@ def horovod_findings(events: list[Any], world_size: int | None) -> list[StallFin
                              remediation=list(REMEDIATION))]
     culprits = sorted(odd)
     clear = len(culprits) * 4 <= world or (explicit and len(culprits) * 2 < world - len(culprits))
+    if not explicit and (tie_at_bound or bound == "ready"):
+        clear = False  # the world size decides it: named at low, the size to collect
+        ev["collect_next"] = ("the job's size (horovodrun -np / hvd.size()): the report "
+                              "does not print it")
     ev["reason"] = (
         f"Horovod's coordinator reports rank(s) {culprits} " + (
             "submitted tensors the other ranks never did (different code paths)"
@@ -159,3 +196,35 @@ def horovod_findings(events: list[Any], world_size: int | None) -> list[StallFin
                          ranks=culprits, process_group=None, seq_id=None, op=None,
                          source="logs", confidence="medium" if clear else "low", evidence=ev,
                          remediation=list(REMEDIATION))]
+
+
+_BOUND_WORDS = {
+    "missing": "a lower bound: the highest rank listed + 1, and at least one submitter per "
+               "tensor (a larger world only adds submitters)",
+    "ready": "a lower bound: the highest ready rank + 1 (ranks above it may be missing too)",
+    "explicit": "--world-size / log"}
+
+
+def _resolve(detail: dict[str, Any], world_size: int | None
+             ) -> tuple[dict[str, set[int]], int, str]:
+    """Per tensor, the ranks missing it, and the world they are counted in.
+
+    The "missing" forms list every rank of ``[0, size)`` that has not submitted a tensor, and
+    each tensor was submitted by someone, so without ``world_size`` the job has at least
+    ``max(listed) + 1`` ranks and more than any tensor's missing set. The "ready" form (0.9.0 -
+    0.13.6) lists the submitters instead: the missing ranks are the rest of the world, and
+    without its size only the ranks below the highest ready rank are known."""
+    missing = {t: set(r) for t, r in detail.get("missing", {}).items()}
+    ready = {t: set(r) for t, r in detail.get("ready", {}).items()}
+    if world_size:
+        everyone = set(range(world_size))
+        for t, subs in ready.items():
+            missing.setdefault(t, set()).update(everyone - subs)
+        return missing, world_size, "explicit"
+    top = max((r for rs in (*missing.values(), *ready.values()) for r in rs), default=0)
+    world = top + 1
+    if any(set(range(world)) <= m for m in missing.values()):
+        world += 1  # nobody would have submitted it: one more rank did
+    for t, subs in ready.items():
+        missing.setdefault(t, set()).update(set(range(world)) - subs)
+    return missing, world, "ready" if ready else "missing"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import re
 from collections import Counter, defaultdict
 from typing import Any
 
@@ -233,15 +234,25 @@ def _coll_group(key: str, per_rank: dict[int, list[dict[str, Any]]], nranks: int
                             f"({ {r: num(v) for r, v in sorted(last.items())} })",
                             "nccl_coll_behind", suspects=sorted(last), **ev)
         culprits, value = behind_vote
-        behind = all(last[r] < value for r in culprits)
+        ahead = [r for r in culprits if last[r] > value]
+        if ahead:
+            # a minority that launched MORE: an extra collective of theirs, or the majority
+            # blocked on the host before the next launch (COLL lines are printed at enqueue,
+            # asynchronously) — the same counts fit both, as in a RAS count split
+            return _finding("undecided", [], "collective_count_split", "low", pattern,
+                            f"rank(s) {ahead} launched up to "
+                            f"{sorted({num(last[r]) for r in ahead})} while "
+                            f"{spoke - len(culprits)} rank(s) stopped at {num(value)}: an extra "
+                            "collective on the few, or the many blocked before their next launch "
+                            "— collect the stacks of the ranks ahead and of a few behind",
+                            "nccl_coll_behind", seq=value, op=op, suspects=sorted(culprits),
+                            ahead_ranks=ahead, **ev)
         conf = "medium" if whole and len(culprits) * 2 <= spoke - len(culprits) else "low"
         return _finding(
-            "straggler" if behind else "count_split", culprits,
-            "straggler_outside_nccl" if behind else "collective_count_split", conf, pattern,
+            "straggler", culprits, "straggler_outside_nccl", conf, pattern,
             f"rank(s) {culprits} last launched "
             f"{sorted({num(last[r]) for r in culprits})} while {spoke - len(culprits)} rank(s) "
-            f"reached {num(value)}" + (" — they never launched the collective the others wait in"
-                                     if behind else ""),
+            f"reached {num(value)} — they never launched the collective the others wait in",
             "nccl_coll_behind", seq=value, op=op, **ev)
     if missing and nranks and interleaved and len(missing) * 2 < nranks:
         return _finding("straggler", missing, "straggler_outside_nccl", "low", pattern,
@@ -436,9 +447,12 @@ def every_rank_failed(events: list[lp.LogEvent], seen: set[int]
     return [e for e in events if e not in errors], [finding]
 
 
-def fallback_findings(events: list[lp.LogEvent]) -> list[StallFinding]:
+def fallback_findings(events: list[lp.LogEvent], known: int | None = None
+                      ) -> list[StallFinding]:
     """``undecided`` (never healthy) for stall evidence that names no culprit by itself:
-    torchelastic failures of local ranks, gloo timeouts, launcher signals a victim dies of."""
+    torchelastic failures of local ranks, gloo timeouts, launcher signals a victim dies of.
+    ``known``: the world size when evidence states it (decides whether a local rank is a
+    global one)."""
     out = []
     failed = [e for e in events if e.kind == lp.ELASTIC_FAILED and e.detail]
     gloo = [e for e in events if e.kind == lp.GLOO_WAIT]
@@ -457,21 +471,39 @@ def fallback_findings(events: list[lp.LogEvent]) -> list[StallFinding]:
                      and e.detail.get("exit_code") in _OWN_DEATH})
     if failed and len(killed) == 1 and len(failed) == 1:
         (local, code), = killed
-        out.append(StallFinding(
-            kind="rank_failure", ranks=[local], process_group=None, seq_id=None, op=None,
-            source="logs", confidence="low",
-            evidence={"category": "signal", "pattern": "torchelastic.worker_failed",
-                      "exit_code": code, "signal": _SIGNALS.get(code), "local_rank": local,
-                      "precedes_timeouts": True, "first_error_ns": failed[0].ts_ns,
-                      "reason": f"torchelastic: local rank {local} was killed by "
-                      f"{_SIGNALS.get(code)} (exit code {code}), the only worker that failed; "
-                      "read as global rank {local} — true on a single node (low: on a node "
-                      "other than the first the global rank is higher)".replace(
-                          "{local}", str(local)),
-                      "lines": [{"line": f"{e.file}:{e.line}", "text": e.text[:240]}
-                                for e in failed[:4]]},
-            remediation=["SIGKILL is usually the host's OOM killer (check dmesg / cgroup "
-                         "memory of that node); SIGSEGV/SIGBUS a native crash."]))
+        rank, how = node_rank_of(local, events, known)
+        lines = [{"line": f"{e.file}:{e.line}", "text": e.text[:240]} for e in failed[:4]]
+        why = (f"torchelastic: local rank {local} was killed by {_SIGNALS.get(code)} (exit code "
+               f"{code}), the only worker that failed")
+        remedy = ["SIGKILL is usually the host's OOM killer (check dmesg / cgroup memory of that "
+                  "node); SIGSEGV/SIGBUS a native crash."]
+        if rank is not None:
+            out.append(StallFinding(
+                kind="rank_failure", ranks=[rank], process_group=None, seq_id=None, op=None,
+                source="logs", confidence="low",
+                evidence={"category": "signal", "pattern": "torchelastic.worker_failed",
+                          "exit_code": code, "signal": _SIGNALS.get(code), "local_rank": local,
+                          "rank_from": how, "precedes_timeouts": True,
+                          "first_error_ns": failed[0].ts_ns,
+                          "reason": f"{why}; global rank {rank}: {how}", "lines": lines},
+                remediation=remedy))
+        else:
+            workers = _local_workers(events)
+            host = _host_of(failed[0].text)
+            why += f" on host {host}" if host else ""
+            cands = (list(range(local, known, workers)) if known and workers and
+                     known % workers == 0 and known > workers else None)
+            out.append(_finding(
+                "undecided", [], "signal", "low", "torchelastic.worker_failed",
+                f"{why} — but a local rank is not a global rank: " + (
+                    f"this node's agent shows {workers} workers of {known} (the paste may show "
+                    f"fewer): with {workers} per node it is one of global ranks {cands}"
+                    if cands else "nothing shows the job ran on one node")
+                + "; collect that node's rank (torchrun --node_rank / the agent's 'Rendezvous "
+                "complete' lines: group_rank, global_ranks) or the launcher's 'Root Cause' "
+                "summary, which names the global rank", "collect",
+                local_rank=local, exit_code=code, signal=_SIGNALS.get(code), host=host,
+                candidates=cands or [], lines=lines))
         failed = []
     if failed:
         locals_ = sorted({int(e.detail["local_rank"]) for e in failed if e.detail
@@ -494,3 +526,54 @@ def fallback_findings(events: list[lp.LogEvent]) -> list[StallFinding]:
             "collect", suspects=waiting,
             lines=[{"line": f"{e.file}:{e.line}", "text": e.text[:240]} for e in gloo[:8]]))
     return out
+
+
+def _local_workers(events: list[lp.LogEvent]) -> int:
+    """How many workers one agent ran, at least: the pids it stopped ("Sending process P
+    closing signal") and the pids it saw fail."""
+    pids = {e.detail.get("pid") for e in events if e.detail and e.kind in (
+        lp.ELASTIC_CLOSING, lp.ELASTIC_FAILED)}
+    return len(pids - {None})
+
+
+def node_rank_of(local: int, events: list[lp.LogEvent], known: int | None
+                 ) -> tuple[int | None, str]:
+    """The global rank of a torchelastic LOCAL rank, only where the logs prove it.
+
+    torchelastic gives each worker ``global_rank = the node's offset + local_rank``
+    (agent/server/api.py ``_assign_worker_ranks``): the offset is 0 only on the first node, so
+    the local rank is the global one only when the job is known to be one node — the agent's
+    rendezvous result says ``group_world_size=1`` or maps ``local_ranks`` to ``global_ranks``;
+    the launch config says ``max_nodes : 1``, or ``nproc_per_node`` equals the known world
+    size; or this agent ran at least as many workers as the known world size. Otherwise
+    ``(None, why)``: a wrong global rank is worse than none."""
+    layout = [e.detail for e in events if e.kind == lp.ELASTIC_LAYOUT and e.detail]
+    nodes = {d["nodes"] for d in layout if "nodes" in d}
+    locals_ = [d["local_ranks"] for d in layout if "local_ranks" in d]
+    globals_ = [d["global_ranks"] for d in layout if "global_ranks" in d]
+    if len(locals_) == 1 and len(globals_) == 1 and len(locals_[0]) == len(globals_[0]) \
+            and local in locals_[0]:
+        return globals_[0][locals_[0].index(local)], "the agent's rendezvous result maps " \
+            "local_ranks to global_ranks"
+    if nodes == {1}:
+        return local, "one node (the agent's group_world_size=1 / max_nodes 1)"
+    nproc = {d["nproc"] for d in layout if "nproc" in d}
+    if known and nproc == {known}:
+        return local, f"one node (nproc_per_node {known} == the world size)"
+    workers = _local_workers(events)
+    if known and workers >= known:
+        return local, f"one node (this agent ran {workers} workers, the whole world of {known})"
+    return None, "the node is not known"
+
+
+#: a pdsh / ``srun --label`` / mpirun host label in front of the agent's line: ``node-3: …``,
+#: ``node-3 [stderr]: …`` (log levels and logger names are not hosts)
+_HOST_LABEL = re.compile(r"^\s*(?P<host>[A-Za-z][\w.-]{0,62})(?::\s| \[std(?:err|out)\]:)")
+_NOT_HOSTS = frozenset({"error", "warning", "info", "debug", "critical", "traceback"})
+
+
+def _host_of(text: str) -> str | None:
+    m = _HOST_LABEL.match(text)
+    if not m or m.group("host").lower() in _NOT_HOSTS or "torch" in m.group("host"):
+        return None
+    return m.group("host")

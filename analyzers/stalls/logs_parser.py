@@ -61,6 +61,7 @@ RAS = log_ras.RAS_SPLIT  #: an NCCL RAS report's count split / missing ranks of 
 HOROVOD = log_horovod.HOROVOD  #: Horovod's stall inspector: ranks that did not submit tensors
 FR_TRACE = log_frtrace.FR_TRACE  #: a block of torch's fr_trace report pasted in the logs
 ELASTIC_CLOSING = log_elastic.ELASTIC_CLOSING  #: the agent stopped a worker still running
+ELASTIC_LAYOUT = "elastic_layout"  #: the agent's node layout: local -> global ranks, node count
 HOROVOD_SHUTDOWN = "horovod_shutdown"  #: Horovod shut down: another rank failed (a victim)
 NCCL_CHANNEL = log_ncclwarn.CHANNEL  #: NCCL's intra-node channel line: rank -> device of a host
 OOM = "oom"
@@ -107,7 +108,7 @@ _HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
 _LINE_KINDS = frozenset({TIMEOUT, COUNTERS, FIRST_SIGNAL, OBSERVED_SIGNAL, HEARTBEAT, TEARDOWN,
                          FABRIC, WITNESS, BARRIER_TIMEOUT, GLOO_WAIT, NCCL_COLL, NCCL_INIT,
                          ELASTIC_FAILED, WATCHDOG_BARE, DETAIL_TRACE, NCCL_WARN, INIT_WAIT,
-                         ELASTIC_CLOSING, HOROVOD_SHUTDOWN, NCCL_CHANNEL})
+                         ELASTIC_CLOSING, HOROVOD_SHUTDOWN, NCCL_CHANNEL, ELASTIC_LAYOUT})
 #: Cheap substring checks (on the lower-cased segment) decide whether a segment can hold any
 #: event at all — most lines of a training log are not watchdog lines, and one big
 #: case-insensitive regex alternation costs ~10x more per line than these ``in`` tests.
@@ -115,7 +116,8 @@ _TRIGGERS = tuple(sorted({t for p in gr.CATALOGUE if p.kind in (
     gr.K_TIMEOUT, gr.K_COUNTERS, gr.K_FIRST_SIGNAL, gr.K_OBSERVED_SIGNAL, gr.K_HEARTBEAT,
     gr.K_TEARDOWN, gr.K_WITNESS, gr.K_BARRIER_TIMEOUT, gr.K_GLOO_WAIT, gr.K_NCCL_COLL,
     gr.K_NCCL_INIT, gr.K_ELASTIC_FAILED, "fabric", "watchdog_bare", "detail_trace",
-    "nccl_warn", "init_wait", "elastic_closing", "horovod_shutdown", "nccl_channel")
+    "nccl_warn", "init_wait", "elastic_closing", "horovod_shutdown", "nccl_channel",
+    "elastic_layout")
     for t in p.triggers} | {
     "out of memory", "outofmemory", "dataloader", "aisbatchloader", "connection reset",
     "timed out waiting", "retrying", "stopiteration", "nvlink", "traceback"}))
@@ -479,7 +481,15 @@ def _events_unchecked(seg: str, file: str, line: int, rank: int | None, ts: int 
             detail = {"pid": _int(hit.match.group("pid")), "signal": hit.match.group("sig")}
         elif kind == ELASTIC_FAILED:
             detail = {"exit_code": _int(hit.match.group("code")),
-                      "local_rank": gr.parse_rank(hit.match.group("local"))}
+                      "local_rank": gr.parse_rank(hit.match.group("local")),
+                      "pid": _int(hit.match.group("pid"))}
+        elif kind == ELASTIC_LAYOUT:
+            m = hit.match
+            if m.group("which"):
+                detail = {f"{m.group('which')}_ranks": gr.parse_rank_list(m.group("ranks"))}
+            else:
+                nodes = m.group("nodes") or m.group("maxn")
+                detail = {"nodes": _int(nodes)} if nodes else {"nproc": _int(m.group("nproc"))}
         events.append(replace(common, kind=kind, detail=detail, pattern=pid))
     for kind, rx in _HINTS:
         if rx.search(seg):

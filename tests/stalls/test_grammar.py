@@ -228,16 +228,89 @@ def test_torchelastic_first_failure_tied_in_one_second_names_nobody(tmp_path: Pa
     assert [(f.kind, f.ranks) for f in roots] == [("undecided", [])]
 
 
-def test_torchelastic_agent_line_local_rank(tmp_path: Path) -> None:
-    """torch/distributed/elastic/agent/server/api.py (1.10+): "failed (exitcode: %s) local_rank:
-    %s (pid: %s) of binary: %s" — a local rank; SIGKILL named at low, exit 1 undecided."""
-    pre = "[2024-05-01 10:11:12,123] torch.distributed.elastic.multiprocessing.api: [ERROR] "
-    _, [root] = analyze(tmp_path, pre + "failed (exitcode: -9) local_rank: 0 (pid: 1322) of "
-                        "binary: /usr/bin/python\n")
-    assert (root.kind, root.ranks, root.confidence) == ("rank_failure", [0], "low")
-    _, [root] = analyze(tmp_path, pre + "failed (exitcode: 1) local_rank: 3 (pid: 1322) of "
-                        "binary: /usr/bin/python\n")
+_AGENT = "[2024-05-01 10:11:12,123] torch.distributed.elastic.multiprocessing.api: [{lvl}] "
+
+
+def agent_failed(code: int, local: int, pid: int = 1322) -> str:
+    """torch/distributed/elastic/multiprocessing/api.py (1.10+, PContext._poll): "failed
+    (exitcode: %s) local_rank: %s (pid: %s) of binary: %s" — a LOCAL rank of one node."""
+    return (_AGENT.format(lvl="ERROR") + f"failed (exitcode: {code}) local_rank: {local} "
+            f"(pid: {pid}) of binary: /usr/bin/python\n")
+
+
+def agent_closing(pid: int) -> str:
+    """multiprocessing/api.py (SubprocessContext._close): "Sending process %s closing signal
+    %s" — one line per worker of the node still running."""
+    return _AGENT.format(lvl="WARNING") + f"Sending process {pid} closing signal SIGTERM\n"
+
+
+def rendezvous_result(group_rank: int, nodes: int, per_node: int) -> str:
+    """agent/server/api.py (_rendezvous, 1.9+): "[%(role)s] Rendezvous complete for workers.
+    Result:\\n  restart_count=…\\n  master_addr=…\\n  master_port=…\\n  group_rank=%s\\n
+    group_world_size=%s\\n  local_ranks=%s\\n  role_ranks=%s\\n  global_ranks=%s\\n
+    role_world_sizes=%s\\n  global_world_sizes=%s\\n"; global = group_rank * per_node + local
+    (_assign_worker_ranks, homogeneous nodes)."""
+    local = list(range(per_node))
+    glob = [group_rank * per_node + r for r in local]
+    world = [nodes * per_node] * per_node
+    return ("INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous complete for "
+            "workers. Result:\n  restart_count=0\n  master_addr=node0\n  master_port=29500\n"
+            f"  group_rank={group_rank}\n  group_world_size={nodes}\n  local_ranks={local}\n"
+            f"  role_ranks={glob}\n  global_ranks={glob}\n  role_world_sizes={world}\n"
+            f"  global_world_sizes={world}\n\n")
+
+
+def launch_configs(max_nodes: int, nproc: int) -> str:
+    """launcher/api.py (launch_agent, 1.9+): "Starting elastic_operator with launch configs:
+    \\n  entrypoint       : %(entrypoint)s\\n  min_nodes        : %(min_nodes)s\\n  max_nodes
+          : %(max_nodes)s\\n  nproc_per_node   : %(nproc_per_node)s\\n …"."""
+    return ("INFO:torch.distributed.launcher.api:Starting elastic_operator with launch configs:\n"
+            "  entrypoint       : train.py\n  min_nodes        : 1\n"
+            f"  max_nodes        : {max_nodes}\n  nproc_per_node   : {nproc}\n"
+            "  run_id           : none\n  rdzv_backend     : static\n")
+
+
+def test_torchelastic_local_rank_alone_is_not_a_global_rank(tmp_path: Path) -> None:
+    """global_rank = the node's offset + local_rank (_assign_worker_ranks): a lone agent line
+    proves a local rank only; exit 1 (a Python exception, a victim's timeout as often as a
+    culprit's error) names nobody either."""
+    _, [root] = analyze(tmp_path, agent_failed(-9, 0))
     assert (root.kind, root.ranks) == ("undecided", [])
+    assert root.evidence["local_rank"] == 0 and "node" in root.evidence["reason"]
+    _, [root] = analyze(tmp_path, agent_failed(1, 3))
+    assert (root.kind, root.ranks) == ("undecided", [])
+
+
+def test_torchelastic_local_rank_of_one_node_of_several(tmp_path: Path) -> None:
+    # 8 workers on this node, 40 in the job: local rank 5 is one of 5, 13, 21, 29, 37
+    text = "".join(agent_closing(20 + p) for p in range(8) if p != 5) + agent_failed(-9, 5, 25)
+    _, [root] = analyze(tmp_path, text, world_size=40)
+    assert (root.kind, root.ranks) == ("undecided", [])
+    assert root.evidence["candidates"] == [5, 13, 21, 29, 37]
+    # a pdsh / srun --label host prefix names the node; its global rank still needs its offset
+    _, [root] = analyze(tmp_path, "gpu-node-3: " + agent_failed(-9, 5, 25), world_size=40)
+    assert (root.kind, root.evidence["host"]) == ("undecided", "gpu-node-3")
+    assert "gpu-node-3" in root.evidence["reason"]
+
+
+@pytest.mark.parametrize(("layout", "world", "rank"), [
+    (rendezvous_result(0, 1, 4), None, 2),           # group_world_size=1: one node
+    (rendezvous_result(1, 2, 4), None, 6),           # node 1 of 2: global_ranks [4..7]
+    (launch_configs(1, 4), None, 2),                 # max_nodes 1
+    (launch_configs(2, 4), 4, 2),                    # nproc_per_node == the world size
+    ("".join(agent_closing(20 + p) for p in (0, 1, 3)), 4, 2),  # this agent ran the world
+])
+def test_torchelastic_local_rank_read_as_global_only_when_proven(
+        tmp_path: Path, layout: str, world: int | None, rank: int) -> None:
+    kw = {"world_size": world} if world else {}
+    _, [root] = analyze(tmp_path, layout + agent_failed(-9, 2, 22), **kw)
+    assert (root.kind, root.ranks, root.confidence) == ("rank_failure", [rank], "low")
+    assert root.evidence["local_rank"] == 2 and root.evidence["rank_from"]
+
+
+def test_torchelastic_max_nodes_above_one_proves_nothing(tmp_path: Path) -> None:
+    _, [root] = analyze(tmp_path, launch_configs(2, 4) + agent_failed(-9, 2))
+    assert root.kind == "undecided"
 
 
 # --- NCCL NCCL_DEBUG_SUBSYS=COLL (src/enqueue.cc) -------------------------------------------------
@@ -273,6 +346,16 @@ def test_nccl_coll_rank_behind(tmp_path: Path) -> None:
         coll(r, "AllReduce", 0x29) for r in (0, 1, 3))
     _, [root] = analyze(tmp_path, text)
     assert (root.kind, root.ranks) == ("straggler", [2])
+
+
+def test_nccl_coll_rank_ahead_names_nobody(tmp_path: Path) -> None:
+    """COLL lines are printed when a rank enqueues (src/enqueue.cc, host side, asynchronous):
+    one rank that launched opCount 29 while three stopped at 28 ran an extra collective, or the
+    three are blocked before their next launch — the counts cannot tell (as in RAS)."""
+    text = "".join(coll(r, "AllReduce", 0x28) for r in range(4)) + coll(2, "Broadcast", 0x29)
+    _, [root] = analyze(tmp_path, text)
+    assert (root.kind, root.ranks) == ("undecided", [])
+    assert root.evidence["ahead_ranks"] == [2]
 
 
 def init_line(r: int, comm: str, nranks: int, v221: bool) -> str:

@@ -95,6 +95,88 @@ def test_horovod_before_the_stall_inspector(tmp_path: Path) -> None:
     assert (root.kind, root.ranks) == ("straggler", [5])
 
 
+_HVD_HEAD = ("One or more tensors were submitted to be reduced, gathered or broadcasted by "
+             "subset of ranks and are waiting for remainder of ranks for more than 60 seconds. "
+             "This may indicate that different ranks are trying to submit different tensors or "
+             "that only subset of ranks is submitting tensors, which will cause deadlock. ")
+
+
+def horovod_ready_report(ready: dict[str, list[int]]) -> str:
+    """horovod/tensorflow/mpi_ops.cc (0.9.0-0.11) and common/operations.cc (0.12-0.13.6),
+    CheckForStalledTensors: std::cerr << "WARNING: " head << "Stalled ops: ", then per tensor
+    tensor_name << " [ready ranks:" << " " r << ", " r … << "]", tensors joined by ", ", one
+    std::endl at the end — the ranks that HAVE submitted, in arrival order."""
+    ops = ", ".join(f"{t} [ready ranks: {', '.join(map(str, rs))}]" for t, rs in ready.items())
+    return "WARNING: " + _HVD_HEAD + "Stalled ops: " + ops + "\n"
+
+
+def horovod_missing_ops_report(missing: dict[str, list[int]], glued: bool = False) -> str:
+    """horovod/common/operations.cc 0.13.7-0.15.x: std::cerr << "WARNING: " head << std::endl
+    << "Stalled ops:" << std::endl, then per tensor tensor_name << " [missing ranks:" << " " r
+    << ", " r … << "]" << std::endl (every rank of [0, size) not ready). 0.16.0-0.16.1
+    (``glued``): one LOG(WARNING) per tensor, the first one's message ending
+    std::endl << "Stalled ops:" << tensor_name with no separator."""
+    lines = [f"{t} [missing ranks: {', '.join(map(str, rs))}]" for t, rs in missing.items()]
+    if glued:
+        pre = "[2019-03-01 10:11:12.345678: W horovod/common/operations.cc:1661] "
+        return (pre + _HVD_HEAD + "\nStalled ops:" + lines[0] + "\n"
+                + "".join(pre + line + "\n" for line in lines[1:]))
+    return "WARNING: " + _HVD_HEAD + "\nStalled ops:\n" + "".join(x + "\n" for x in lines)
+
+
+def test_horovod_ready_ranks_name_the_rank_missing_by_omission(tmp_path: Path) -> None:
+    text = horovod_ready_report({"HorovodAllreduce_grad_0": [4, 6, 7, 1, 5, 3, 2],
+                                 "HorovodAllreduce_grad_1": [5, 4, 6, 7, 1, 3, 2]})
+    [root] = roots(tmp_path, text, world_size=8)
+    assert (root.kind, root.ranks, root.confidence) == ("straggler", [0], "medium")
+    assert root.evidence["ready"]["HorovodAllreduce_grad_0"] == [1, 2, 3, 4, 5, 6, 7]
+    # without the size only the gap below the highest ready rank is known: low, size to collect
+    [root] = roots(tmp_path, text)
+    assert (root.kind, root.ranks, root.confidence) == ("straggler", [0], "low")
+    assert "size" in root.evidence["collect_next"]
+
+
+def test_horovod_ready_ranks_of_most_of_a_larger_world_name_nobody(tmp_path: Path) -> None:
+    # the same lines in a job of 16: ranks 0 and 8-15 (9 of 16) did not submit — not a minority
+    text = horovod_ready_report({"g0": [1, 2, 3, 4, 5, 6, 7]})
+    [root] = roots(tmp_path, text, world_size=16)
+    assert root.kind == "undecided" and root.ranks == []
+
+
+def test_horovod_missing_ranks_per_tensor_lines(tmp_path: Path) -> None:
+    text = horovod_missing_ops_report({f"HorovodBroadcast_w{i}_0": [0] for i in range(4)})
+    [root] = roots(tmp_path, text, world_size=4)
+    assert (root.kind, root.ranks, root.confidence) == ("straggler", [0], "medium")
+    # size unknown: rank 0 missing, at least one other rank submitted each broadcast; a larger
+    # world only adds submitters, so 1 vs 1 is the one world where rank 0 is not a minority
+    [root] = roots(tmp_path, text)
+    assert (root.kind, root.ranks, root.confidence) == ("straggler", [0], "low")
+    assert root.evidence["spoke"]["of"] is None
+
+
+def test_horovod_missing_ranks_glued_to_stalled_ops(tmp_path: Path) -> None:
+    text = horovod_missing_ops_report({"HorovodAllreduce_a_0": [3], "HorovodAllreduce_b_0": [3]},
+                                      glued=True)
+    [root] = roots(tmp_path, text, world_size=8)
+    assert (root.kind, root.ranks) == ("straggler", [3])
+    assert set(root.evidence["missing"]) == {"HorovodAllreduce_a_0", "HorovodAllreduce_b_0"}
+
+
+def test_horovod_stalled_ranks_header(tmp_path: Path) -> None:
+    """stall_inspector.cc 0.16.2-0.20.0 print "Stalled ranks:" where 0.20.1+ print "Missing
+    ranks:"; the per-rank lines are the same."""
+    text = horovod_report({5: ["HorovodAllreduce_g_0"]}).replace("Missing ranks:",
+                                                                  "Stalled ranks:")
+    [root] = roots(tmp_path, text, world_size=8)
+    assert (root.kind, root.ranks) == ("straggler", [5])
+
+
+def test_horovod_missing_majority_with_unknown_size_names_nobody(tmp_path: Path) -> None:
+    # ranks 0-2 lack g; at least rank 3 sent it: 3 vs 1 at the lower bound — not a minority
+    [root] = roots(tmp_path, horovod_missing_ops_report({"g": [0, 1, 2]}))
+    assert root.kind == "undecided"
+
+
 def test_horovod_report_is_never_healthy(tmp_path: Path) -> None:
     log = tmp_path / "h.log"
     log.write_text(horovod_report({1: ["g"], 2: ["g"]}))

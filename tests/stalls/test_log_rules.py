@@ -112,6 +112,23 @@ def test_3_two_ranks_left_behind_at_an_older_seqnum(tmp_path: Path) -> None:
     assert (root.kind, root.ranks) == ("count_split", [6, 7])
 
 
+def test_3_a_rank_ahead_of_the_others_is_not_named(tmp_path: Path) -> None:
+    """ProcessGroupNCCL's watchdog walks the work list in enqueue order and each work's clock
+    starts at enqueue, so a rank's timed-out SeqNum is its oldest work not completed. One rank
+    at 532341 while two wait at 532339: it completed 532339 (a broadcast root can finish
+    alone) and waits for them — it does not explain their wait."""
+    text = timeout(1, 532339, op="BROADCAST") + timeout(2, 532339, op="BROADCAST")
+    text += timeout(0, 532341, op="_ALLGATHER_BASE")
+    _, [root] = triage(tmp_path, text)
+    assert (root.kind, root.ranks) == ("undecided", [])
+    assert root.evidence["ahead_ranks"] == [0] and root.evidence["rule"] == "seq_split_ahead"
+    # with the world known and ranks behind the minority, the ranks behind are still named
+    text = "".join(timeout(r, 900) for r in range(6)) + timeout(6, 897) + timeout(7, 901)
+    _, [root] = triage(tmp_path, text)
+    assert (root.kind, root.ranks) == ("count_split", [6])
+    assert root.evidence["ahead_ranks"] == [7]
+
+
 def test_3_op_type_split_by_node_names_the_smaller_node(tmp_path: Path) -> None:
     text = "".join(timeout(r, 77, op="ALLGATHER" if r >= 8 else "ALLREDUCE")
                    for r in range(12))

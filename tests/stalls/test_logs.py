@@ -27,7 +27,9 @@ def triage(*specs: Path | str):  # type: ignore[no-untyped-def]
     ("op_mismatch_v23", "op_type_mismatch", [1], "mismatched_collective", "0:default_pg", 42),
     # a sub-group: the tag carries the GROUP rank (1) of global rank 3; PG ids differ per rank
     ("subgroup.log", "straggler", [3], "straggler_outside_nccl", "5:tp", 17),
-    ("count_split.log", "count_split", [3], "collective_count_split", "0:default_pg", 11),
+    # rank 3 is AHEAD (completed SeqNum 11, waits in 12): the others' wait at 11 is not
+    # explained by it — the watchdog's SeqNum is each rank's oldest work not completed
+    ("count_split.log", "undecided", [], "collective_count_split", "0:default_pg", 11),
     # everybody waiting in the same collective, but the logs do not prove the world is 4
     ("fabric.log", "undecided", [], "unknown", "0:default_pg", 100),
     # hard-wrapped lines, progress bars fused with log lines; rank 3 died of an OOM: the root
