@@ -60,6 +60,7 @@ from stormotel.exporters import (
     last_exporter_log,
 )
 from stormotel.otlp_hint import likely_cause
+from stormotel.sample_duration import DurationHistogram, prometheus_reader, temporality_of
 from stormotel.samplers.base import Sample
 
 if TYPE_CHECKING:
@@ -182,8 +183,9 @@ class TrackerState:
     #: 1 when a clean stop's timestamp is delivered (final OTLP export, or a lingering endpoint).
     stop_reported: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
-    #: One sample-duration histogram recorder per destination (synchronous instrument).
-    duration_recorders: list[Callable[[float], None]] = field(default_factory=list)
+    #: Every sample's duration, aggregated here once for all destinations (each export adds
+    #: its histogram point: stormotel.sample_duration).
+    durations: DurationHistogram = field(default_factory=DurationHistogram)
 
     def record(self, sample: Sample, duration_s: float) -> None:
         self.peak.update(sample.timestamp_ns, _peak_values(sample))
@@ -191,8 +193,7 @@ class TrackerState:
             self.latest = sample
             self.samples += 1
             self.sample_duration_s = duration_s
-        for record_duration in list(self.duration_recorders):
-            record_duration(duration_s)
+        self.durations.record(duration_s)
 
     def record_edge(self, kind: str, timestamp_ns: int, size_bytes: int,
                     gap_s: float | None = None) -> None:
@@ -222,10 +223,11 @@ def _register_instruments(provider: MeterProvider, state: TrackerState,
                           written_elsewhere: frozenset[str] = frozenset()) -> None:
     """Create every schema instrument on ``provider`` with callbacks reading ``state``.
 
-    Instruments named in ``written_elsewhere`` are left out: the compact archive writes every
-    sample's gauges and duration itself, and the SDK would otherwise record the duration
-    histogram on every sample (cleaning and hashing its attributes, ~29 us: half the tracker's
-    cost per sample) and collect those gauges, only for the writer to drop them."""
+    Every instrument is observable; the sample-duration histogram is not an SDK instrument at
+    all (the SDK would clean and hash its attributes on every sample, once per destination:
+    :mod:`stormotel.sample_duration` keeps it and each export adds its point). Instruments
+    named in ``written_elsewhere`` are left out: the compact archive writes every sample's
+    gauges itself, and collecting them here would only give the writer points to drop."""
     meter = provider.get_meter(schema.INSTRUMENTATION_SCOPE, schema.SCHEMA_VERSION)
     base = dict(attrs)
 
@@ -297,12 +299,6 @@ def _register_instruments(provider: MeterProvider, state: TrackerState,
         gauge(metric, peak_cb(i))
     gauge(schema.ESTIMATE, scalar(lambda: state.estimate_bytes))
     gauge(schema.STEP, scalar(lambda: state.step))
-    if schema.SAMPLE_DURATION.name not in written_elsewhere:
-        histogram = meter.create_histogram(
-            schema.SAMPLE_DURATION.name, unit=schema.SAMPLE_DURATION.unit,
-            description=schema.SAMPLE_DURATION.description,
-            explicit_bucket_boundaries_advisory=schema.SAMPLE_DURATION_BUCKETS)
-        state.duration_recorders.append(lambda seconds: histogram.record(seconds, base))
     gauge(schema.EDGE_TIMESTAMP, edge_cb(lambda e: e.timestamp_ns / 1e9))
     gauge(schema.EDGE_SIZE, edge_cb(lambda e: e.size_bytes))
     gauge(schema.EDGE_GAP, edge_cb(lambda e: e.gap_s))
@@ -650,7 +646,7 @@ class Telemetry:
             add(schema.DEST_ARCHIVE, PeriodicExportingMetricReader(
                 GuardedMetricExporter(schema.DEST_ARCHIVE,
                                       lambda: FileMetricExporter(stream=m_stream.open()), fail,
-                                      warned=warned),
+                                      warned=warned, add=state.durations.view(attrs).add_to),
                 export_interval_millis=math.inf), on_sample=True, every=max(1, cfg.archive_every))
             self.tracer_provider.add_span_processor(BatchSpanProcessor(
                 GuardedSpanExporter(schema.DEST_ARCHIVE,
@@ -672,6 +668,8 @@ class Telemetry:
                                       _otlp_metric_exporter(cfg, env, temporality), fail,
                                       warned=warned, preferred_temporality=temporality,
                                       on_success=state.count_export_success,
+                                      add=state.durations.view(
+                                          attrs, temporality_of(temporality)).add_to,
                                       hint=lambda: otlp_failure_hint(cfg, env, "metrics")),
                 export_interval_millis=interval_ms))
         if cfg.signal_enabled("traces", env):
@@ -739,7 +737,6 @@ class Telemetry:
         from_resource = frozenset(k for k, v in attrs.items()
                                   if resource.attributes.get(k) == v)
         point_attrs = {k: v for k, v in attrs.items() if k not in from_resource}
-        from opentelemetry.exporter.prometheus import PrometheusMetricReader
         from prometheus_client import start_http_server
 
         from stormotel.scrape_watch import ScrapeWatch, WatchedRegistry, watch_server
@@ -760,7 +757,8 @@ class Telemetry:
         self.scrape_watch = watch
         self.prometheus_address = (cfg.prometheus_addr, int(server.server_port))
         # No otel_scope_* labels: one scope only, and they would sit on every series.
-        add(schema.DEST_PROMETHEUS, PrometheusMetricReader(
+        add(schema.DEST_PROMETHEUS, prometheus_reader(
+            self.state.durations.view(point_attrs),
             registry=registry, scope_info_enabled=False,
             resource_attribute_filter=from_resource.__contains__), point_attrs=point_attrs)
 
