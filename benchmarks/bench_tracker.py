@@ -22,6 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from stormotel.config import ExportConfig, IdentityConfig
 from stormotel.samplers import SamplerUnavailable, make_sampler
 from stormotel.tracker import MemoryTracker
 
@@ -62,8 +63,9 @@ def tick_costs(n: int, workdir: Path) -> dict[str, Any]:
                                                           "archive_format": "lines"},
     }
     for label, kwargs in setups.items():
-        tracker = MemoryTracker(sampler="simulated", sampling_interval=3600, job_id="bench",
-                                env={}, **kwargs)
+        tracker = MemoryTracker(sampler="simulated", sampling_interval=3600, env={},
+                                identity=IdentityConfig(job_id="bench"),
+                                export=ExportConfig(**kwargs))
         tracker.start_tracking()  # the thread sleeps an hour; we drive ticks ourselves
         out[label] = _per_call_us(tracker._tick, n)
         if "archive" in label:
@@ -90,8 +92,9 @@ def _slow_sampler_steps(n: int, workdir: Path) -> dict[str, float]:
             time.sleep(0.05)
             return super().sample()
 
-    tracker = MemoryTracker(sampler=Slow(rank=0), sampling_interval=0.1, job_id="bench-slow",
-                            env={}, archive_dir=workdir / "slow")
+    tracker = MemoryTracker(sampler=Slow(rank=0), sampling_interval=0.1, env={},
+                            identity=IdentityConfig(job_id="bench-slow"),
+                            export=ExportConfig(archive_dir=workdir / "slow"))
     tracker.start_tracking()
 
     def step_and_mark() -> None:
@@ -117,8 +120,10 @@ def archive_cpu_per_sample(n: int, workdir: Path, windows_per_format: int = 5
 
     out: dict[str, Any] = {}
     for fmt in ("lines", "compact"):
-        tracker = MemoryTracker(sampler="simulated", sampling_interval=3600, job_id=f"cpu-{fmt}",
-                                env={}, archive_dir=workdir / "cpu", archive_format=fmt)
+        tracker = MemoryTracker(sampler="simulated", sampling_interval=3600, env={},
+                                identity=IdentityConfig(job_id=f"cpu-{fmt}"),
+                                export=ExportConfig(archive_dir=workdir / "cpu",
+                                                    archive_format=fmt))
         tracker.start_tracking()
         dest = tracker.telemetry.destinations[0] if tracker.telemetry else None
         writer = getattr(dest, "archive", None)
@@ -163,10 +168,12 @@ def all_destinations(n: int, workdir: Path, windows: int = 5) -> dict[str, Any]:
     try:
         assert receiver.stdout is not None
         receiver_url = receiver.stdout.readline().strip()
-        tracker = MemoryTracker(sampler="simulated", sampling_interval=3600, job_id="all",
-                                env={}, archive_dir=workdir / "all", otlp_endpoint=receiver_url,
-                                otlp_interval=3600, prometheus_port=0,
-                                prometheus_addr="127.0.0.1")
+        tracker = MemoryTracker(sampler="simulated", sampling_interval=3600, env={},
+                                identity=IdentityConfig(job_id="all"),
+                                export=ExportConfig(archive_dir=workdir / "all",
+                                                    otlp_endpoint=receiver_url,
+                                                    otlp_interval_s=3600, prometheus_port=0,
+                                                    prometheus_addr="127.0.0.1"))
         tracker.start_tracking()
         assert sorted(tracker.destinations) == ["archive", "otlp", "prometheus"], \
             tracker.destinations
@@ -281,8 +288,9 @@ def training_overhead(steps: int, repeats: int, workdir: Path, width: int) -> di
         runs["untracked"].append(_train(steps, None, width))
         for i, (name, kwargs) in enumerate(DESTINATIONS.items()):
             kw = {k: workdir / v if k == "archive_dir" else v for k, v in kwargs.items()}
-            tracker = MemoryTracker(sampler="simulated", sampling_interval=0.1,
-                                    job_id=f"ovh{r}-{i}", env={}, **kw)
+            tracker = MemoryTracker(sampler="simulated", sampling_interval=0.1, env={},
+                                    identity=IdentityConfig(job_id=f"ovh{r}-{i}"),
+                                    export=ExportConfig(**kw))
             with tracker:
                 runs.setdefault(name, []).append(_train(steps, tracker, width))
     med = {name: (statistics.median(x[0] for x in rs), statistics.median(x[1] for x in rs))
