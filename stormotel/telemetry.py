@@ -594,7 +594,7 @@ class Telemetry:
         """The scrape endpoint. The labels the resource holds with the same value come from
         the resource (the exporter's ``resource_attribute_filter`` puts them on every series)
         rather than from each point: the same exposition, without the SDK cleaning and hashing
-        them on every sample's duration and every observation of every scrape."""
+        them on every observation of every scrape."""
         addr = cfg.prometheus_addr or "0.0.0.0"
         from_resource = frozenset(k for k, v in attrs.items()
                                   if resource.attributes.get(k) == v)
