@@ -26,9 +26,9 @@ from typing import Any
 
 from stormotel import environment, schema
 
-__all__ = ["DEFAULT_ARCHIVE_DIR", "LEGACY_KEYWORDS", "ExportConfig", "IdentityConfig",
-           "SamplingConfig", "StallConfig", "ThresholdConfig", "TrackerConfig", "from_keywords",
-           "gather", "linger_seconds", "merge_argument"]
+__all__ = ["DEFAULT_ARCHIVE_DIR", "LEGACY_KEYWORDS", "PLAIN_ARGUMENTS", "ExportConfig",
+           "IdentityConfig", "SamplingConfig", "StallConfig", "ThresholdConfig", "TrackerConfig",
+           "from_keywords", "gather", "linger_seconds", "merge_argument"]
 
 #: Where the archive goes when no destination at all is configured (the embedded default).
 DEFAULT_ARCHIVE_DIR = "stormotel-archive"
@@ -250,15 +250,25 @@ class TrackerConfig:
     stall: StallConfig = field(default_factory=StallConfig)
 
 
+#: Stormlog's plain constructor arguments that are fields of an object → (object, field).
+PLAIN_ARGUMENTS: dict[str, tuple[type, str]] = {
+    "sampling_interval": (SamplingConfig, "interval_s"),
+    "oom_dump_dir": (ExportConfig, "oom_dump_dir"),
+    **{name: (IdentityConfig, name) for name in ("job_id", "rank", "local_rank", "world_size")},
+}
+
+
 def gather(identity: IdentityConfig | None, sampling: SamplingConfig | None,
            export: ExportConfig | None, thresholds: ThresholdConfig | Mapping[str, float] | None,
-           stall: StallConfig | None, options: Mapping[str, Any]
+           stall: StallConfig | None, options: Mapping[str, Any],
+           plain: Mapping[str, Any] | None = None
            ) -> tuple[TrackerConfig, str, dict[str, Any]]:
     """The tracker's arguments → (its config, the deprecation message or "", the keywords that
     are neither config objects nor legacy keywords: Stormlog's, checked by the caller).
 
     ``thresholds`` given as a mapping of levels is the legacy form of
-    ``ThresholdConfig(levels=…)``."""
+    ``ThresholdConfig(levels=…)``; ``plain``: Stormlog's arguments of :data:`PLAIN_ARGUMENTS`
+    (``None``: not given), each set in its object's field."""
     legacy = {k: v for k, v in options.items() if k in LEGACY_KEYWORDS}
     rest = {k: v for k, v in options.items() if k not in LEGACY_KEYWORDS}
     if thresholds is not None and not isinstance(thresholds, ThresholdConfig):
@@ -276,7 +286,13 @@ def gather(identity: IdentityConfig | None, sampling: SamplingConfig | None,
                             f"{type(value).__name__}")
     objects, message = from_keywords(given, legacy)
     made = {PARAMETER_OF[kind]: value for kind, value in objects.items() if value is not None}
-    return TrackerConfig(**made), message, rest
+    cfg = TrackerConfig(**made)
+    for name, value in (plain or {}).items():
+        kind, attr = PLAIN_ARGUMENTS[name]
+        parameter = PARAMETER_OF[kind]
+        cfg = dataclasses.replace(cfg, **{parameter: merge_argument(
+            getattr(cfg, parameter), attr, value, name)})
+    return cfg, message, rest
 
 
 def merge_argument(config: Any, attr: str, value: Any, argument: str) -> Any:

@@ -52,7 +52,6 @@ from stormotel.config import (
     TrackerConfig,
     gather,
     linger_seconds,
-    merge_argument,
 )
 from stormotel.edges import LEVELS, FirstRiseDetector, ThresholdMonitor
 from stormotel.exporters import install_log_once
@@ -203,24 +202,18 @@ class MemoryTracker(StormlogTrackerAPI):
             if sampling_interval is not None:
                 max_events = int(sampling_interval)
             sampling_interval, sampler = float(sampler), None
-        cfg, deprecated, stormlog_options = gather(identity, sampling, export, thresholds, stall,
-                                                   options)
+        cfg, deprecated, stormlog_options = gather(
+            identity, sampling, export, thresholds, stall, options,
+            plain={"sampling_interval": sampling_interval, "oom_dump_dir": oom_dump_dir,
+                   "job_id": job_id, "rank": rank, "local_rank": local_rank,
+                   "world_size": world_size})
         if deprecated:
             warnings.warn(deprecated, DeprecationWarning, stacklevel=2)
         ring_size, dump_max_bytes = stormlog_arguments(
             stormlog_options, cfg.sampling.ring_size, cfg.export.dump_max_bytes)
-        sampling_cfg = dataclasses.replace(merge_argument(
-            cfg.sampling, "interval_s", sampling_interval, "sampling_interval"),
-            ring_size=ring_size)
-        export_cfg = dataclasses.replace(merge_argument(
-            cfg.export, "oom_dump_dir", oom_dump_dir, "oom_dump_dir"),
-            dump_max_bytes=dump_max_bytes)
-        identity_cfg = cfg.identity
-        for attr, value in (("job_id", job_id), ("rank", rank), ("local_rank", local_rank),
-                            ("world_size", world_size)):
-            identity_cfg = merge_argument(identity_cfg, attr, value, attr)
-        self.config = dataclasses.replace(cfg, identity=identity_cfg, sampling=sampling_cfg,
-                                          export=export_cfg)
+        self.config = dataclasses.replace(
+            cfg, sampling=dataclasses.replace(cfg.sampling, ring_size=ring_size),
+            export=dataclasses.replace(cfg.export, dump_max_bytes=dump_max_bytes))
         self._env = env = os.environ if env is None else env
         self._build_sampler(device, sampler, self.config)
         self._configure_export(self.config)
