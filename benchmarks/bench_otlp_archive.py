@@ -39,6 +39,7 @@ from stormotel.analyzers.sources.base import LoadContext
 from stormotel.analyzers.sources.otlp_archive import OtlpFileReader
 
 from stormotel.archive_writer import _ZstdFile
+from stormotel.config import ExportConfig, IdentityConfig
 from stormotel.tracker import MemoryTracker
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,8 +47,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 def tracker_archive(fmt: str, samples: int, workdir: Path) -> bytes:
     """The metrics archive bytes (decompressed) of a tracker that took ``samples`` samples."""
-    tracker = MemoryTracker(sampler="simulated", sampling_interval=3600, job_id=f"b-{fmt}",
-                            rank=0, env={}, archive_dir=workdir, archive_format=fmt)
+    tracker = MemoryTracker(sampler="simulated", sampling_interval=3600, env={},
+                            identity=IdentityConfig(job_id=f"b-{fmt}", rank=0),
+                            export=ExportConfig(archive_dir=workdir, archive_format=fmt))
     tracker.start_tracking()
     dest = tracker.telemetry.destinations[0] if tracker.telemetry else None
     writer = getattr(dest, "archive", None)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from stormotel.config import ExportConfig, IdentityConfig, StallConfig
 from stormotel.stall_watch import StallWatch
 from stormotel.tracker import MemoryTracker
 
@@ -44,8 +45,9 @@ def _progress_us(calls: int) -> float:
 
 def _per_step_us(on: bool, steps: int, work_s: float = 0.0) -> float:
     with tempfile.TemporaryDirectory() as d:
-        t = MemoryTracker(sampler="simulated", archive_dir=d, job_id="bench", rank=0,
-                          world_size=1, stall_snapshots=on)
+        t = MemoryTracker(sampler="simulated", export=ExportConfig(archive_dir=d),
+                          identity=IdentityConfig(job_id="bench", rank=0, world_size=1),
+                          stall=StallConfig(enabled=on))
         with t:
             for _ in range(50):
                 with t.step():

@@ -22,6 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from stormotel.config import ExportConfig, IdentityConfig
 from stormotel.samplers import SamplerUnavailable, make_sampler
 from stormotel.tracker import MemoryTracker
 
@@ -62,8 +63,9 @@ def tick_costs(n: int, workdir: Path) -> dict[str, Any]:
                                                           "archive_format": "lines"},
     }
     for label, kwargs in setups.items():
-        tracker = MemoryTracker(sampler="simulated", sampling_interval=3600, job_id="bench",
-                                env={}, **kwargs)
+        tracker = MemoryTracker(sampler="simulated", sampling_interval=3600, env={},
+                                identity=IdentityConfig(job_id="bench"),
+                                export=ExportConfig(**kwargs))
         tracker.start_tracking()  # the thread sleeps an hour; we drive ticks ourselves
         out[label] = _per_call_us(tracker._tick, n)
         if "archive" in label:
@@ -90,8 +92,9 @@ def _slow_sampler_steps(n: int, workdir: Path) -> dict[str, float]:
             time.sleep(0.05)
             return super().sample()
 
-    tracker = MemoryTracker(sampler=Slow(rank=0), sampling_interval=0.1, job_id="bench-slow",
-                            env={}, archive_dir=workdir / "slow")
+    tracker = MemoryTracker(sampler=Slow(rank=0), sampling_interval=0.1, env={},
+                            identity=IdentityConfig(job_id="bench-slow"),
+                            export=ExportConfig(archive_dir=workdir / "slow"))
     tracker.start_tracking()
 
     def step_and_mark() -> None:
@@ -117,8 +120,10 @@ def archive_cpu_per_sample(n: int, workdir: Path, windows_per_format: int = 5
 
     out: dict[str, Any] = {}
     for fmt in ("lines", "compact"):
-        tracker = MemoryTracker(sampler="simulated", sampling_interval=3600, job_id=f"cpu-{fmt}",
-                                env={}, archive_dir=workdir / "cpu", archive_format=fmt)
+        tracker = MemoryTracker(sampler="simulated", sampling_interval=3600, env={},
+                                identity=IdentityConfig(job_id=f"cpu-{fmt}"),
+                                export=ExportConfig(archive_dir=workdir / "cpu",
+                                                    archive_format=fmt))
         tracker.start_tracking()
         dest = tracker.telemetry.destinations[0] if tracker.telemetry else None
         writer = getattr(dest, "archive", None)
@@ -145,6 +150,110 @@ def archive_cpu_per_sample(n: int, workdir: Path, windows_per_format: int = 5
                     "raw_bytes_per_sample": raw / samples,
                     "mb_per_rank_hour_10hz": size / samples * 36_000 / 1e6}
     return out
+
+
+def all_destinations(n: int, workdir: Path, windows: int = 5,
+                     sampler: str = "simulated") -> dict[str, Any]:
+    """Every destination on at once: Prometheus endpoint (scraped), OTLP/HTTP to a receiver on
+    loopback, and the compact archive. The sampling thread's own CPU per sample
+    (``time.thread_time`` around each tick, median), the whole process's CPU per sample (every
+    thread: OTLP pushes, scrapes, archive batches) and the training thread's ``step()`` /
+    ``mark()`` cost. Ticks are driven by hand, so each one's thread CPU is this thread's alone."""
+    import subprocess
+
+    # The receiver and the scraper are other processes, as a collector and Prometheus are: the
+    # process CPU figure is then the tracker's alone.
+    receiver = subprocess.Popen(
+        [sys.executable, "-c", _RECEIVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True, cwd=Path(__file__).resolve().parents[1])
+    try:
+        assert receiver.stdout is not None
+        receiver_url = receiver.stdout.readline().strip()
+        tracker = MemoryTracker(device=None if sampler == "simulated" else 0, sampler=sampler,
+                                sampling_interval=3600, env={},
+                                identity=IdentityConfig(job_id="all"),
+                                export=ExportConfig(archive_dir=workdir / "all",
+                                                    otlp_endpoint=receiver_url,
+                                                    otlp_interval_s=3600, prometheus_port=0,
+                                                    prometheus_addr="127.0.0.1"))
+        tracker.start_tracking()
+        assert sorted(tracker.destinations) == ["archive", "otlp", "prometheus"], \
+            tracker.destinations
+        address = tracker.prometheus_address
+        assert address is not None
+        url = f"http://127.0.0.1:{address[1]}/metrics"
+        assert tracker.telemetry is not None
+        by_name = {d.name: d for d in tracker.telemetry.destinations}
+        writer = by_name["archive"].archive
+        otlp_reader = by_name["otlp"].reader
+
+        def window(count: int) -> tuple[list[int], float]:
+            """Per-tick thread CPU (ns) and process CPU per sample (us) over ``count`` ticks with
+            the side work of a 10 Hz tracker at its cadence: an archive batch every 10 samples
+            (1 s), its context and an OTLP push every 100 (10 s), a scrape every 150 (15 s)."""
+            per_tick = []
+            c0 = time.process_time()
+            for i in range(1, count + 1):
+                t0 = time.thread_time_ns()
+                tracker._tick()
+                per_tick.append(time.thread_time_ns() - t0)
+                if i % 10 == 0:
+                    writer.flush(context=i % 100 == 0)
+                if i % 100 == 0:
+                    otlp_reader.collect()
+                if i % 150 == 0:
+                    _scrape(url)
+            return per_tick, (time.process_time() - c0) / count * 1e6
+
+        window(min(n, 200))  # warm-up: first collection, first file, first push
+        runs = [window(n) for _ in range(windows)]
+        medians = sorted(statistics.median(t) / 1e3 for t, _ in runs)
+        process = sorted(p for _, p in runs)
+
+        def step_and_mark() -> None:
+            with tracker.step(), tracker.mark("nccl:all_reduce"):
+                pass
+
+        # At most 1,000 steps (2,000 spans) in one burst: the span queue holds 2,048.
+        spans = _per_call_us(step_and_mark, min(n, 1000))
+        tracker.stop_tracking()
+        out, _ = receiver.communicate("", timeout=30)  # stdin closed: it prints its count
+        pushed = int(out.split()[-1])
+        assert pushed > 0, "the OTLP receiver got nothing"
+        return {"sampling_thread_us_median": statistics.median(medians),
+                "sampling_thread_us_windows": medians,
+                "process_cpu_us_per_sample_median": statistics.median(process),
+                "process_cpu_us_per_sample_windows": process,
+                "step_mark_us": spans, "otlp_requests": pushed, "sampler": sampler,
+                "load_average": os.getloadavg()[0]}
+    finally:
+        if receiver.poll() is None:
+            receiver.kill()
+
+
+def _scrape(url: str) -> None:
+    """One scrape, by curl in its own process as Prometheus would be (in-process without it)."""
+    import shutil
+    import subprocess
+    import urllib.request
+
+    if shutil.which("curl"):
+        subprocess.run(["curl", "-sf", "-o", "/dev/null", url], check=True)
+    else:
+        urllib.request.urlopen(url, timeout=5).read()
+
+
+#: An OTLP/HTTP receiver on loopback (the tests' own): prints its URL, then, once stdin is
+#: closed, how many metric requests it decoded.
+_RECEIVER = """
+import sys
+from tests.tracker.otlp_util import HttpReceiver
+rx = HttpReceiver()
+print(rx.url, flush=True)
+sys.stdin.read()
+rx.close()
+print(len(rx.got.metrics), flush=True)
+"""
 
 
 def _train(steps: int, tracker: MemoryTracker | None, width: int) -> tuple[float, float]:
@@ -194,8 +303,9 @@ def training_overhead(steps: int, repeats: int, workdir: Path, width: int) -> di
         runs["untracked"].append(_train(steps, None, width))
         for i, (name, kwargs) in enumerate(DESTINATIONS.items()):
             kw = {k: workdir / v if k == "archive_dir" else v for k, v in kwargs.items()}
-            tracker = MemoryTracker(sampler="simulated", sampling_interval=0.1,
-                                    job_id=f"ovh{r}-{i}", env={}, **kw)
+            tracker = MemoryTracker(sampler="simulated", sampling_interval=0.1, env={},
+                                    identity=IdentityConfig(job_id=f"ovh{r}-{i}"),
+                                    export=ExportConfig(**kw))
             with tracker:
                 runs.setdefault(name, []).append(_train(steps, tracker, width))
     med = {name: (statistics.median(x[0] for x in rs), statistics.median(x[1] for x in rs))
@@ -223,9 +333,16 @@ def main() -> None:
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--archive-only", action="store_true",
                    help="only the archive CPU-per-sample rows (the issue's figure), no training")
+    p.add_argument("--all-destinations", action="store_true",
+                   help="only the every-destination-on rows (Prometheus + OTLP + archive)")
+    p.add_argument("--sampler", default="simulated",
+                   help="the sampler of the --all-destinations rows (cuda, nvml on a GPU)")
     args = p.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     with tempfile.TemporaryDirectory() as tmp:
+        if args.all_destinations:
+            _print_all(all_destinations(args.samples, Path(tmp), sampler=args.sampler))
+            return
         if args.archive_only:
             for fmt, row in archive_cpu_per_sample(args.samples, Path(tmp)).items():
                 print(f"archive format {fmt:<8} CPU {row['cpu_us_per_sample']:8.1f} us/sample "
@@ -235,6 +352,7 @@ def main() -> None:
         result = {"archive_cpu": archive_cpu_per_sample(args.samples, Path(tmp)),
                   "samplers": sampler_costs(args.samples),
                   "ticks": tick_costs(args.samples, Path(tmp)),
+                  "all_destinations": all_destinations(args.samples, Path(tmp)),
                   "training": training_overhead(args.steps, args.repeats, Path(tmp),
                                                 args.width),
                   "python": sys.version.split()[0], "cpus": os.cpu_count()}
@@ -263,8 +381,21 @@ def main() -> None:
               f"({row['wall_overhead_percent']:+.1f} %), CPU {row['cpu_ms_per_step']:.2f} ms "
               f"({row['cpu_overhead_us_per_step']:+.0f} us/step, "
               f"{row['cpu_overhead_percent']:+.1f} %)")
+    _print_all(result["all_destinations"])
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
+
+
+def _print_all(row: dict[str, Any]) -> None:
+    threads = ", ".join(f"{w:.1f}" for w in row["sampling_thread_us_windows"])
+    process = ", ".join(f"{w:.1f}" for w in row["process_cpu_us_per_sample_windows"])
+    sm = row["step_mark_us"]
+    print(f"all destinations (prometheus + otlp + compact archive), {row['sampler']} sampler: "
+          f"sampling thread CPU "
+          f"{row['sampling_thread_us_median']:.1f} us/sample median (windows {threads}); "
+          f"process CPU {row['process_cpu_us_per_sample_median']:.1f} us/sample (windows "
+          f"{process}); step()+mark() median {sm['median_us']:.1f} us, p99 {sm['p99_us']:.1f} us"
+          f"; load average {row['load_average']:.1f}")
 
 
 if __name__ == "__main__":

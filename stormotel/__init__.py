@@ -15,12 +15,18 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["Identity", "IdentityError", "MemoryTracker", "MemoryWatchdog", "Sample", "Sampler",
-           "SamplerUnavailable", "SimulatedSampler", "make_sampler", "parse_faults",
+__all__ = ["ExportConfig", "Identity", "IdentityConfig", "IdentityError", "MemoryTracker",
+           "MemoryWatchdog", "Sample", "Sampler", "SamplerUnavailable", "SamplingConfig",
+           "SimulatedSampler", "StallConfig", "ThresholdConfig", "make_sampler", "parse_faults",
            "resolve_identity"]
 
 _EXPORTS = {
     "MemoryTracker": "stormotel.tracker",
+    "IdentityConfig": "stormotel.config",
+    "SamplingConfig": "stormotel.config",
+    "ExportConfig": "stormotel.config",
+    "ThresholdConfig": "stormotel.config",
+    "StallConfig": "stormotel.config",
     "MemoryWatchdog": "stormotel.stormlog_api",
     "Identity": "stormotel.identity",
     "IdentityError": "stormotel.identity",
@@ -34,6 +40,13 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:
+    from stormotel.config import (
+        ExportConfig,
+        IdentityConfig,
+        SamplingConfig,
+        StallConfig,
+        ThresholdConfig,
+    )
     from stormotel.identity import Identity, IdentityError, resolve_identity
     from stormotel.samplers import make_sampler
     from stormotel.samplers.base import Sample, Sampler, SamplerUnavailable

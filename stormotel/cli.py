@@ -13,12 +13,12 @@ import os
 import sys
 
 from stormotel import exitcodes
+from stormotel.environment import DEBUG as ENV_DEBUG
 from stormotel.errors import MissingExtraError, StormotelError, exit_code_of
 from stormotel.textsafe import one_line
 
 #: Global flag (anywhere before ``--``) or environment variable that prints tracebacks.
 DEBUG_FLAG = "--debug"
-ENV_DEBUG = "STORMOTEL_DEBUG"
 
 #: command → (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {

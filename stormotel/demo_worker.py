@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 
+from stormotel.config import ExportConfig, IdentityConfig, ThresholdConfig
 from stormotel.samplers.simulated import SimulatedSampler
 from stormotel.tracker import MemoryTracker
 
@@ -52,11 +53,13 @@ def worker(rank: int, cfg: WorkerConfig) -> None:
         sampler = SimulatedSampler(rank=rank, faults=cfg.faults, device_index=rank,
                                    epoch_ns=time.time_ns() + 3_600_000_000_000)  # set below
         port = cfg.prometheus_ports[rank] if cfg.prometheus_ports else None
-        tracker = MemoryTracker(sampler=sampler, sampling_interval=cfg.sampling_interval,
-                                job_id=cfg.job_id, rank=rank, local_rank=rank,
-                                world_size=cfg.world_size, archive_dir=cfg.archive_dir,
-                                prometheus_port=port, prometheus_addr="127.0.0.1",
-                                estimate_bytes=cfg.estimate_bytes)
+        tracker = MemoryTracker(
+            sampler=sampler, sampling_interval=cfg.sampling_interval,
+            identity=IdentityConfig(job_id=cfg.job_id, rank=rank, local_rank=rank,
+                                    world_size=cfg.world_size),
+            export=ExportConfig(archive_dir=cfg.archive_dir, prometheus_port=port,
+                                prometheus_addr="127.0.0.1"),
+            thresholds=ThresholdConfig(estimate_bytes=cfg.estimate_bytes))
         tracker.start_tracking()
         epoch = torch.tensor([time.time_ns() + int(cfg.start_delay_s * 1e9)], dtype=torch.int64)
         dist.broadcast(epoch, src=0)

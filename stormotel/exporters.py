@@ -177,12 +177,15 @@ class GuardedMetricExporter(MetricExporter):
                  warned: set[str] | None = None,
                  preferred_temporality: dict[type, AggregationTemporality] | None = None,
                  on_success: Callable[[str], None] | None = None,
-                 hint: Callable[[], str] | None = None) -> None:
+                 hint: Callable[[], str] | None = None,
+                 add: Callable[[MetricsData], MetricsData | None] | None = None) -> None:
         # The reader asks the exporter it is given (this wrapper) for the temporality, so the
         # inner exporter's preference must be declared here too.
         super().__init__(preferred_temporality=preferred_temporality)
         self._guard = _Guard(destination, factory, on_failure, retry_s, warned, on_success,
                              hint)
+        #: what each export gains on its way out (the sample-duration histogram's point)
+        self._add = add
 
     @property
     def failures(self) -> int:
@@ -194,6 +197,8 @@ class GuardedMetricExporter(MetricExporter):
         if inner is None:
             return MetricExportResult.FAILURE
         try:
+            if self._add is not None:
+                metrics_data = self._add(metrics_data) or metrics_data
             result = inner.export(metrics_data, timeout_millis=timeout_millis)
         except Exception as e:
             self._guard.fail(_reason(e), str(e))

@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from stormotel import schema
+from stormotel import environment, schema
 from stormotel.errors import UsageError
 
 __all__ = ["LAUNCHERS", "Identity", "IdentityError", "parse_resource_attributes",
@@ -247,8 +247,8 @@ def agree_through_store(env: Mapping[str, str], candidate: str) -> str | None:
 def _job_id_from_env(env: Mapping[str, str], world_size: int,
                      agree: StoreAgreement) -> tuple[str, str]:
     """(job id, the variable or mechanism it came from) in the documented order."""
-    if value := safe_job_id(_env(env, schema.ENV_JOB_ID)):
-        return value, schema.ENV_JOB_ID
+    if value := safe_job_id(_env(env, environment.JOB_ID)):
+        return value, environment.JOB_ID
     run_id = _env(env, "TORCHELASTIC_RUN_ID")
     if run_id and run_id.lower() != "none" and (value := safe_job_id(run_id)):
         return value, "TORCHELASTIC_RUN_ID"
@@ -263,7 +263,7 @@ def _job_id_from_env(env: Mapping[str, str], world_size: int,
             return value, "store"
         log.warning("stormotel: no job id for this %d-rank job (set job_id=, --job-id or %s; "
                     "TORCHELASTIC_RUN_ID is %r and no torch.distributed store was reachable); "
-                    "each rank gets its own id", world_size, schema.ENV_JOB_ID,
+                    "each rank gets its own id", world_size, environment.JOB_ID,
                     _env(env, "TORCHELASTIC_RUN_ID") or None)
     return _default_job_id(), "default"
 

@@ -365,9 +365,6 @@ EVENT_STALL = "stormotel.stall"
 EVENT_ATTR_STACK_PATH = "stormotel.stall.snapshot_path"
 EVENT_ATTR_SINCE_PROGRESS = "stormotel.stall.since_progress_s"
 EVENT_ATTR_DEADLINE = "stormotel.stall.deadline_s"
-ENV_STALL_SNAPSHOTS = "STORMOTEL_STALL_SNAPSHOTS"  # 0/false: off
-ENV_STALL_FLOOR_S = "STORMOTEL_STALL_FLOOR_S"
-ENV_STALL_MULTIPLE = "STORMOTEL_STALL_MULTIPLE"
 SPAN_ATTR_EDGE = "stormotel.edge.event"  # on SPAN_EDGE: which event it carries
 SPAN_ATTR_SAMPLING_INTERVAL = "stormotel.sampling_interval_s"  # on SPAN_SESSION
 SPAN_ATTR_SAMPLER = ATTR_SAMPLER  # on SPAN_SESSION
@@ -379,17 +376,13 @@ DEST_OTLP = "otlp"
 DEST_PROMETHEUS = "prometheus"
 REASON_SAMPLER_ERROR = "sampler_error"
 REASON_OVERRUN = "overrun"  # sampling fell behind its interval; ticks skipped
-# Simulated device: fault spec and the shared clock origin so ranks' faults line up.
-ENV_SIM_FAULTS = "STORMOTEL_SIM_FAULTS"
-ENV_SIM_EPOCH_NS = "STORMOTEL_SIM_EPOCH_NS"
+# Environment variables (STORMOTEL_* and the OTEL_* the tracker reads) are named in
+# stormotel/environment.py, each once; launcher variables describing the identity stay here.
 # Linger after an event (OOM, SIGTERM, uncaught exception): the tracker keeps its Prometheus
 # endpoint up at the end until one scrape read the final state, at most this long (0: never).
 # 20 s covers a 15 s scrape interval and leaves the final export inside the 30 s grace period
 # of torchrun (SIGTERM, then SIGKILL 30 s later), Kubernetes and Slurm (KillWait).
-ENV_LINGER_S = "STORMOTEL_LINGER_S"
 LINGER_AFTER_EVENT_S_DEFAULT = 20.0
-# Seconds a stopping tracker's Prometheus endpoint waits for one last scrape (prometheus_linger).
-ENV_PROMETHEUS_LINGER = "STORMOTEL_PROMETHEUS_LINGER"
 
 # --- dashboards & alert rules: recording-rule series, analyzer outcome values --------
 # Recorded by dashboards/rules/stormotel-rules.yml, aggregated `by` the IDENTITY_LABELS so every
@@ -403,11 +396,7 @@ REC_ESTIMATE_RATIO = "stormotel:memory_estimate:actual_ratio"  # peak allocated 
 AN_OUTCOMES_SUCCESS: tuple[str, ...] = ("ok", "findings")
 
 # --- tracker in real launchers / OTel deployments: identity sources, attribution, semconv ------
-# Job id sources beyond the launchers' own (stormotel/identity.py documents the order).
-ENV_JOB_ID = "STORMOTEL_JOB_ID"
-#: The tracker's sampler when the code names none (``cuda`` otherwise): runs a GPU script on a
-#: machine without one (``STORMOTEL_SAMPLER=simulated``).
-ENV_SAMPLER = "STORMOTEL_SAMPLER"
+# Launcher job-id sources (stormotel/identity.py documents the order).
 ENV_OPENMPI_JOB = ("PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_hnp_uri")
 STORE_JOB_ID_KEY = "stormotel/job_id"  # key agreed through the torch.distributed store
 # Attribution: series labels (when set) and their standard resource attributes.
@@ -456,7 +445,6 @@ ARCHIVE_FORMAT_LINES = "lines"  # one SDK-encoded request per sample, plain JSON
 ARCHIVE_FORMAT_COMPACT = "compact"  # one request per batch, every sample, zstd, rotated
 ARCHIVE_FORMATS: tuple[str, ...] = (ARCHIVE_FORMAT_LINES, ARCHIVE_FORMAT_COMPACT)
 ARCHIVE_FORMAT_DEFAULT = ARCHIVE_FORMAT_COMPACT  # what a tracker writes unless told otherwise
-ENV_ARCHIVE_FORMAT = "STORMOTEL_ARCHIVE_FORMAT"
 REASON_ARCHIVE_QUEUE_FULL = "archive_queue_full"  # the archive writer fell behind
 # --- per-job alerting: placement labels, per-rank problem series, analyzer run times ----------
 # Labels Prometheus (target labels) or a global ruler (Thanos/Mimir) put on every series; rules

@@ -39,7 +39,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from stormotel import schema
+from stormotel import environment, schema
 
 log = logging.getLogger("stormotel")
 
@@ -56,16 +56,18 @@ DEFAULT_FLOOR_S = 20.0
 
 
 @dataclass(frozen=True)
-class StallConfig:
+class StallSettings:
+    """The stall watch as resolved: arguments, then the environment, then the defaults."""
+
     enabled: bool
     multiple: float
     floor_s: float
     directory: Path
 
 
-def stall_config(env: Mapping[str, str], enabled: bool | None, multiple: float | None,
+def stall_settings(env: Mapping[str, str], enabled: bool | None, multiple: float | None,
                  floor_s: float | None, directory: str | os.PathLike[str] | None,
-                 default_directory: Path) -> StallConfig:
+                 default_directory: Path) -> StallSettings:
     """Arguments first, then ``STORMOTEL_STALL_*`` variables, then the defaults (on)."""
     def number(value: float | None, var: str, default: float) -> float:
         raw: object = value if value is not None else env.get(var) or default
@@ -78,11 +80,11 @@ def stall_config(env: Mapping[str, str], enabled: bool | None, multiple: float |
         return out
 
     if enabled is None:
-        enabled = env.get(schema.ENV_STALL_SNAPSHOTS, "1").strip().lower() not in (
+        enabled = env.get(environment.STALL_SNAPSHOTS, "1").strip().lower() not in (
             "0", "false", "no", "off")
-    return StallConfig(bool(enabled),
-                       number(multiple, schema.ENV_STALL_MULTIPLE, DEFAULT_MULTIPLE),
-                       number(floor_s, schema.ENV_STALL_FLOOR_S, DEFAULT_FLOOR_S),
+    return StallSettings(bool(enabled),
+                       number(multiple, environment.STALL_MULTIPLE, DEFAULT_MULTIPLE),
+                       number(floor_s, environment.STALL_FLOOR_S, DEFAULT_FLOOR_S),
                        Path(directory) if directory is not None else default_directory)
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import math
+import operator
 import os
 import threading
 import time
@@ -34,13 +35,7 @@ from urllib.parse import urlparse
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.metrics import (
     AlwaysOffExemplarFilter,
-    Counter,
-    Histogram,
     MeterProvider,
-    ObservableCounter,
-    ObservableGauge,
-    ObservableUpDownCounter,
-    UpDownCounter,
 )
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
@@ -52,7 +47,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from stormotel import schema
+from stormotel.config import ExportConfig
 from stormotel.edges import LEVELS
+from stormotel.environment import (
+    export_interval_ms,
+    otlp_timeout_s,
+    temporality_preference,
+)
 from stormotel.exporters import (
     ArchiveStream,
     GuardedMetricExporter,
@@ -60,20 +61,16 @@ from stormotel.exporters import (
     last_exporter_log,
 )
 from stormotel.otlp_hint import likely_cause
+from stormotel.sample_duration import DurationHistogram, prometheus_reader, temporality_of
 from stormotel.samplers.base import Sample
 
 if TYPE_CHECKING:
     from stormotel.scrape_watch import ScrapeWatch
 
-__all__ = ["OTLP_PROTOCOLS", "Destination", "Edge", "ExportConfig", "RollingPeak", "Telemetry",
-           "TrackerState", "archive_paths"]
+__all__ = ["Destination", "Edge", "RollingPeak", "Telemetry", "TrackerState", "archive_paths"]
 
 log = logging.getLogger("stormotel.telemetry")
 
-OTLP_PROTOCOLS = ("grpc", "http/protobuf")
-DEFAULT_PROTOCOL = "http/protobuf"  # the OTel specification's default
-DEFAULT_EXPORT_INTERVAL_MS = 10_000.0
-_SIGNAL_PATH = {"metrics": "/v1/metrics", "traces": "/v1/traces"}
 _PEAK_FIELDS = ("device_used", "allocated", "reserved", "gap")  # order of RollingPeak columns
 _PEAK_METRICS = (schema.DEVICE_USED_PEAK, schema.ALLOC_ALLOCATED_PEAK,
                  schema.ALLOC_RESERVED_PEAK, schema.GAP_PEAK)
@@ -94,8 +91,9 @@ def archive_paths(archive_dir: str | os.PathLike[str], job_id: str,
             base.with_name(base.name + schema.ARCHIVE_TRACES_SUFFIX))
 
 
-def _peak_values(sample: Sample) -> tuple[float | int | None, ...]:
-    return tuple(getattr(sample, f) for f in _PEAK_FIELDS)
+#: A sample's peak-tracked fields as one tuple (one C call: this runs for every sample).
+_peak_values: Callable[[Sample], tuple[float | int | None, ...]] = \
+    operator.attrgetter(*_PEAK_FIELDS)
 
 
 class RollingPeak:
@@ -182,8 +180,9 @@ class TrackerState:
     #: 1 when a clean stop's timestamp is delivered (final OTLP export, or a lingering endpoint).
     stop_reported: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
-    #: One sample-duration histogram recorder per destination (synchronous instrument).
-    duration_recorders: list[Callable[[float], None]] = field(default_factory=list)
+    #: Every sample's duration, aggregated here once for all destinations (each export adds
+    #: its histogram point: stormotel.sample_duration).
+    durations: DurationHistogram = field(default_factory=DurationHistogram)
 
     def record(self, sample: Sample, duration_s: float) -> None:
         self.peak.update(sample.timestamp_ns, _peak_values(sample))
@@ -191,8 +190,7 @@ class TrackerState:
             self.latest = sample
             self.samples += 1
             self.sample_duration_s = duration_s
-        for record_duration in list(self.duration_recorders):
-            record_duration(duration_s)
+        self.durations.record(duration_s)
 
     def record_edge(self, kind: str, timestamp_ns: int, size_bytes: int,
                     gap_s: float | None = None) -> None:
@@ -222,10 +220,11 @@ def _register_instruments(provider: MeterProvider, state: TrackerState,
                           written_elsewhere: frozenset[str] = frozenset()) -> None:
     """Create every schema instrument on ``provider`` with callbacks reading ``state``.
 
-    Instruments named in ``written_elsewhere`` are left out: the compact archive writes every
-    sample's gauges and duration itself, and the SDK would otherwise record the duration
-    histogram on every sample (cleaning and hashing its attributes, ~29 us: half the tracker's
-    cost per sample) and collect those gauges, only for the writer to drop them."""
+    Every instrument is observable; the sample-duration histogram is not an SDK instrument at
+    all (the SDK would clean and hash its attributes on every sample, once per destination:
+    :mod:`stormotel.sample_duration` keeps it and each export adds its point). Instruments
+    named in ``written_elsewhere`` are left out: the compact archive writes every sample's
+    gauges itself, and collecting them here would only give the writer points to drop."""
     meter = provider.get_meter(schema.INSTRUMENTATION_SCOPE, schema.SCHEMA_VERSION)
     base = dict(attrs)
 
@@ -297,12 +296,6 @@ def _register_instruments(provider: MeterProvider, state: TrackerState,
         gauge(metric, peak_cb(i))
     gauge(schema.ESTIMATE, scalar(lambda: state.estimate_bytes))
     gauge(schema.STEP, scalar(lambda: state.step))
-    if schema.SAMPLE_DURATION.name not in written_elsewhere:
-        histogram = meter.create_histogram(
-            schema.SAMPLE_DURATION.name, unit=schema.SAMPLE_DURATION.unit,
-            description=schema.SAMPLE_DURATION.description,
-            explicit_bucket_boundaries_advisory=schema.SAMPLE_DURATION_BUCKETS)
-        state.duration_recorders.append(lambda seconds: histogram.record(seconds, base))
     gauge(schema.EDGE_TIMESTAMP, edge_cb(lambda e: e.timestamp_ns / 1e9))
     gauge(schema.EDGE_SIZE, edge_cb(lambda e: e.size_bytes))
     gauge(schema.EDGE_GAP, edge_cb(lambda e: e.gap_s))
@@ -396,143 +389,6 @@ class ScrapeCounter:
 
 
 @dataclass
-class ExportConfig:
-    """Where telemetry goes. ``None`` means off, except OTLP, which also turns on when the
-    standard ``OTEL_EXPORTER_OTLP_[METRICS_|TRACES_]ENDPOINT`` variables are set."""
-
-    archive_dir: str | os.PathLike[str] | None = None
-    otlp_endpoint: str | None = None
-    otlp_protocol: str | None = None  # grpc | http/protobuf (http accepted); env, then http
-    otlp_interval_s: float | None = None  # OTEL_METRIC_EXPORT_INTERVAL, then 10 s
-    otlp_timeout_s: float | None = None  # OTEL_EXPORTER_OTLP_TIMEOUT, then 5 s
-    prometheus_port: int | None = None
-    prometheus_addr: str = "0.0.0.0"
-    #: Archive one line every this many samples (1 = full resolution). Lines in between are not
-    #: lost information for spikes: the rolling peak gauges cover them.
-    archive_every: int = 1
-    #: ``lines`` (one SDK-encoded request per sample) or ``compact`` (stormotel.archive_writer:
-    #: every sample, one request per batch, zstd, rotated); ``compact_limits`` tunes the latter.
-    archive_format: str = schema.ARCHIVE_FORMAT_DEFAULT
-    compact_limits: Any = None
-    #: After a clean stop, keep the Prometheus endpoint up until it has been scraped once more
-    #: (at most this many seconds), so the stop timestamp reaches Prometheus; 0: stop at once.
-    prometheus_linger_s: float = 0.0
-
-    def signal_enabled(self, signal: str, env: Mapping[str, str]) -> bool:
-        """OTLP for ``signal`` ("metrics"/"traces"): an endpoint for it (the argument, the
-        generic or the per-signal variable) and ``OTEL_<SIGNAL>_EXPORTER`` not ``none``."""
-        if not (self.otlp_endpoint or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-                or env.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT")):
-            return False
-        return "otlp" in exporters_selected(signal, env)
-
-    def otlp_enabled(self, env: Mapping[str, str]) -> bool:
-        return self.signal_enabled("metrics", env) or self.signal_enabled("traces", env)
-
-    def protocol(self, env: Mapping[str, str], signal: str = "") -> str:
-        raw = (self.otlp_protocol
-               or (env.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL") if signal else None)
-               or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or DEFAULT_PROTOCOL).strip()
-        proto = "http/protobuf" if raw == "http" else raw
-        if proto not in OTLP_PROTOCOLS:
-            raise ValueError(f"OTLP protocol {raw!r} is not supported (grpc, http/protobuf)")
-        return proto
-
-    def validate(self, env: Mapping[str, str]) -> None:
-        """Usage errors before training starts: protocol and every endpoint must be usable."""
-        for signal in ("", "metrics", "traces"):
-            self.protocol(env, signal)
-        if self.otlp_endpoint is not None:
-            check_endpoint(self.otlp_endpoint, "otlp_endpoint")
-        for var in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
-                    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
-            if env.get(var):
-                check_endpoint(env[var], var)
-
-    def endpoint(self, signal: str, env: Mapping[str, str]) -> str | None:
-        """The URL for one signal, as the spec builds it: a per-signal variable is used as is;
-        a base (argument or ``OTEL_EXPORTER_OTLP_ENDPOINT``) gets ``/v1/<signal>`` over HTTP."""
-        proto = self.protocol(env, signal)
-        per_signal = env.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT")
-        if self.otlp_endpoint is None and per_signal:
-            return per_signal.strip()
-        base = (self.otlp_endpoint or env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or "").strip()
-        if not base:
-            return None
-        if proto == "grpc":
-            return base
-        base = base if "://" in base else f"http://{base}"
-        path = urlparse(base).path.rstrip("/")
-        for known in _SIGNAL_PATH.values():  # a full per-signal URL given as the base
-            if path.endswith(known):
-                base = base.rstrip("/")[: -len(known)]
-        return base.rstrip("/") + _SIGNAL_PATH[signal]
-
-
-def check_endpoint(value: str, name: str) -> str:
-    """``value`` must be an http(s) URL (or ``host:port``); else a one-line ``ValueError``."""
-    text = value.strip()
-    parsed = urlparse(text if "://" in text else f"http://{text}")
-    try:
-        port_ok = parsed.port is None or 0 < parsed.port < 65536
-    except ValueError:
-        port_ok = False
-    if parsed.scheme not in ("http", "https") or not parsed.hostname or not port_ok or \
-            any(c.isspace() for c in text):
-        raise ValueError(f"{name}={value!r} is not an OTLP endpoint URL (expected e.g. "
-                         "http://collector:4318 for http/protobuf or http://collector:4317 "
-                         "for grpc)")
-    return text
-
-
-def exporters_selected(signal: str, env: Mapping[str, str]) -> set[str]:
-    """``OTEL_METRICS_EXPORTER`` / ``OTEL_TRACES_EXPORTER`` as a set (default ``{"otlp"}``)."""
-    raw = env.get(f"OTEL_{signal.upper()}_EXPORTER", "").strip().lower()
-    return {part.strip() for part in raw.split(",") if part.strip()} if raw else {"otlp"}
-
-
-_DELTA_KINDS = {
-    "delta": (Counter, ObservableCounter, Histogram),
-    "lowmemory": (Counter, Histogram),
-}
-
-
-def temporality_preference(env: Mapping[str, str]
-                           ) -> tuple[dict[type, AggregationTemporality], str | None]:
-    """``OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE`` as the exporters' argument, and
-    the bad value when it is not one of cumulative/delta/lowmemory (then: cumulative)."""
-    raw = env.get("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "").strip().lower()
-    out: dict[type, AggregationTemporality] = {kind: AggregationTemporality.CUMULATIVE for kind in
-           (Counter, UpDownCounter, Histogram, ObservableCounter, ObservableUpDownCounter,
-            ObservableGauge)}
-    if raw in ("", "cumulative"):
-        return out, None
-    if raw not in _DELTA_KINDS:
-        return out, raw
-    for kind in _DELTA_KINDS[raw]:
-        out[kind] = AggregationTemporality.DELTA
-    return out, None
-
-
-def export_interval_ms(cfg_seconds: float | None, env: Mapping[str, str]
-                       ) -> tuple[float, str | None]:
-    """The OTLP metric interval: the argument, else ``OTEL_METRIC_EXPORT_INTERVAL`` (ms), else
-    10 s; plus the bad variable value when it had to fall back."""
-    if cfg_seconds:
-        return cfg_seconds * 1000, None
-    raw = env.get("OTEL_METRIC_EXPORT_INTERVAL", "").strip()
-    if not raw:
-        return DEFAULT_EXPORT_INTERVAL_MS, None
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not 0 < value < math.inf:
-        return DEFAULT_EXPORT_INTERVAL_MS, raw
-    return value, None
-
-
-@dataclass
 class Destination:
     name: str
     provider: MeterProvider
@@ -553,7 +409,7 @@ def otlp_failure_hint(cfg: ExportConfig, env: Mapping[str, str], signal: str = "
 
 def _otlp_metric_exporter(cfg: ExportConfig, env: Mapping[str, str],
                           temporality: dict[type, AggregationTemporality]) -> Callable[[], Any]:
-    endpoint, timeout = cfg.endpoint("metrics", env), _timeout(cfg, env)
+    endpoint, timeout = cfg.endpoint("metrics", env), otlp_timeout_s(cfg.otlp_timeout_s, env)
     if cfg.protocol(env, "metrics") == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
 
@@ -569,7 +425,7 @@ def _otlp_metric_exporter(cfg: ExportConfig, env: Mapping[str, str],
 
 
 def _otlp_span_exporter(cfg: ExportConfig, env: Mapping[str, str]) -> Callable[[], Any]:
-    endpoint, timeout = cfg.endpoint("traces", env), _timeout(cfg, env)
+    endpoint, timeout = cfg.endpoint("traces", env), otlp_timeout_s(cfg.otlp_timeout_s, env)
     if cfg.protocol(env, "traces") == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
@@ -580,12 +436,6 @@ def _otlp_span_exporter(cfg: ExportConfig, env: Mapping[str, str]) -> Callable[[
     )
 
     return lambda: HttpSpanExporter(endpoint=endpoint, timeout=timeout)
-
-
-def _timeout(cfg: ExportConfig, env: Mapping[str, str]) -> float | None:
-    if cfg.otlp_timeout_s is None and not env.get("OTEL_EXPORTER_OTLP_TIMEOUT"):
-        return 5.0  # the SDK's 10 s with retries would hold shutdown long after training
-    return cfg.otlp_timeout_s
 
 
 def _insecure(endpoint: str | None) -> bool | None:
@@ -612,7 +462,7 @@ class Telemetry:
         self.scrape_watch: ScrapeWatch | None = None
         self._tracer: Any = None
         self._lock = threading.Lock()
-        self._linger_s = max(0.0, float(cfg.prometheus_linger_s))
+        self._linger_s = max(0.0, float(cfg.prometheus_linger_s or 0.0))
         self.scrapes = ScrapeCounter()
         self._scrapes_at_stop = 0
         if state.started_ns is None:
@@ -634,7 +484,8 @@ class Telemetry:
             self.destinations.append(Destination(name, provider, reader, on_sample, every))
             return self.destinations[-1]
 
-        if cfg.archive_dir is not None and cfg.archive_format == schema.ARCHIVE_FORMAT_COMPACT:
+        fmt = cfg.archive_format or schema.ARCHIVE_FORMAT_DEFAULT
+        if cfg.archive_dir is not None and fmt == schema.ARCHIVE_FORMAT_COMPACT:
             self._add_compact_archive(resource, attrs, cfg, job_id, rank, add, warned)
         elif cfg.archive_dir is not None:
             from opentelemetry.exporter.otlp.json.file import FileMetricExporter, FileSpanExporter
@@ -650,8 +501,8 @@ class Telemetry:
             add(schema.DEST_ARCHIVE, PeriodicExportingMetricReader(
                 GuardedMetricExporter(schema.DEST_ARCHIVE,
                                       lambda: FileMetricExporter(stream=m_stream.open()), fail,
-                                      warned=warned),
-                export_interval_millis=math.inf), on_sample=True, every=max(1, cfg.archive_every))
+                                      warned=warned, add=state.durations.view(attrs).add_to),
+                export_interval_millis=math.inf), on_sample=True, every=self._archive_every(cfg))
             self.tracer_provider.add_span_processor(BatchSpanProcessor(
                 GuardedSpanExporter(schema.DEST_ARCHIVE,
                                     lambda: FileSpanExporter(stream=t_stream.open()), fail,
@@ -672,6 +523,8 @@ class Telemetry:
                                       _otlp_metric_exporter(cfg, env, temporality), fail,
                                       warned=warned, preferred_temporality=temporality,
                                       on_success=state.count_export_success,
+                                      add=state.durations.view(
+                                          attrs, temporality_of(temporality)).add_to,
                                       hint=lambda: otlp_failure_hint(cfg, env, "metrics")),
                 export_interval_millis=interval_ms))
         if cfg.signal_enabled("traces", env):
@@ -705,7 +558,7 @@ class Telemetry:
         from opentelemetry.exporter.otlp.json.file import FileSpanExporter
         from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-        from stormotel.archive_writer import PER_SAMPLE_NAMES, CompactArchiveWriter
+        from stormotel.archive_writer import PER_SAMPLE_NAMES, ArchiveLimits, CompactArchiveWriter
 
         metrics_path, traces_path = archive_paths(cfg.archive_dir or ".", job_id, rank)
         t_stream = ArchiveStream(traces_path)
@@ -721,7 +574,7 @@ class Telemetry:
             metrics_path.parent, rank, dict(resource.attributes), attrs,
             collect=reader.get_metrics_data,
             on_failure=lambda reason: state.count_export_failure(schema.DEST_ARCHIVE, reason),
-            on_drop=state.count_drop, limits=cfg.compact_limits)
+            on_drop=state.count_drop, limits=ArchiveLimits(batch_s=cfg.archive_interval_s or 1.0))
         self.archive_files = (dest.archive.current_file, traces_path)
         fail = state.count_export_failure
         self.tracer_provider.add_span_processor(BatchSpanProcessor(
@@ -730,16 +583,24 @@ class Telemetry:
                                 warned=warned),
             schedule_delay_millis=1000))
 
+    def _archive_every(self, cfg: ExportConfig) -> int:
+        """``lines`` format: one line every this many samples (``archive_interval_s`` thins the
+        archive; each line keeps the peak since the previous one); 1 = every sample."""
+        interval = self.state.sampling_interval_s
+        if cfg.archive_interval_s is None or not interval:
+            return 1
+        return max(1, round(cfg.archive_interval_s / interval))
+
     def _start_prometheus(self, cfg: ExportConfig, add: Callable[..., Destination],
                           resource: Resource, attrs: Mapping[str, str]) -> None:
         """The scrape endpoint. The labels the resource holds with the same value come from
         the resource (the exporter's ``resource_attribute_filter`` puts them on every series)
         rather than from each point: the same exposition, without the SDK cleaning and hashing
-        them on every sample's duration and every observation of every scrape."""
+        them on every observation of every scrape."""
+        addr = cfg.prometheus_addr or "0.0.0.0"
         from_resource = frozenset(k for k, v in attrs.items()
                                   if resource.attributes.get(k) == v)
         point_attrs = {k: v for k, v in attrs.items() if k not in from_resource}
-        from opentelemetry.exporter.prometheus import PrometheusMetricReader
         from prometheus_client import start_http_server
 
         from stormotel.scrape_watch import ScrapeWatch, WatchedRegistry, watch_server
@@ -749,18 +610,19 @@ class Telemetry:
         registry.register(self.scrapes)  # type: ignore[arg-type]
         try:
             server, _thread = start_http_server(int(cfg.prometheus_port or 0),
-                                                addr=cfg.prometheus_addr, registry=registry)
+                                                addr=addr, registry=registry)
         except OSError as e:
             self.state.count_export_failure(schema.DEST_PROMETHEUS, "bind_failed")
             log.warning("stormotel: Prometheus endpoint %s:%s could not start (%s); continuing "
-                        "without it", cfg.prometheus_addr, cfg.prometheus_port, e)
+                        "without it", addr, cfg.prometheus_port, e)
             return
         self._prom_server = server
         watch_server(server, watch)
         self.scrape_watch = watch
-        self.prometheus_address = (cfg.prometheus_addr, int(server.server_port))
+        self.prometheus_address = (addr, int(server.server_port))
         # No otel_scope_* labels: one scope only, and they would sit on every series.
-        add(schema.DEST_PROMETHEUS, PrometheusMetricReader(
+        add(schema.DEST_PROMETHEUS, prometheus_reader(
+            self.state.durations.view(point_attrs),
             registry=registry, scope_info_enabled=False,
             resource_attribute_filter=from_resource.__contains__), point_attrs=point_attrs)
 

@@ -18,7 +18,8 @@ import time
 from types import FrameType
 from typing import Any
 
-from stormotel import exitcodes, schema
+from stormotel import environment, exitcodes, schema
+from stormotel.config import ExportConfig, IdentityConfig, SamplingConfig, ThresholdConfig
 from stormotel.errors import StormotelError
 from stormotel.samplers import SAMPLERS
 from stormotel.samplers.faults import PROCESS_FAULTS, parse_faults
@@ -98,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "first_spike, oom (exit=1.5s: the OOM ends the rank that long after "
                         "it, exit status 1), stall (steps stop, samples go on), crash (the "
                         "process dies of SIGKILL); repeatable (also "
-                        f"${schema.ENV_SIM_FAULTS})")
+                        f"${environment.SIM_FAULTS})")
     g.add_argument("--device-memory", default=None, metavar="SIZE",
                    help="simulated sampler only: the device's size, e.g. 80GiB (default: "
                         "16GiB; at least 8GiB)")
@@ -108,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     i = p.add_argument_group("identity (default: torchrun, SLURM or Open MPI variables)")
     i.add_argument("--job-id", default=None,
                    help="job identifier shared by all ranks (default, first found: "
-                        f"${schema.ENV_JOB_ID}, TORCHELASTIC_RUN_ID unless 'none', "
+                        f"${environment.JOB_ID}, TORCHELASTIC_RUN_ID unless 'none', "
                         "SLURM_JOB_ID[.SLURM_STEP_ID], Open MPI's PMIX_NAMESPACE / "
                         "OMPI_MCA_ess_base_jobid / OMPI_MCA_orte_hnp_uri, an id agreed through "
                         "the torch.distributed store, else local-<time>-<pid>)")
@@ -128,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="lines: one SDK request per sample, plain JSON lines; compact: every "
                         "sample, one request per batch (--archive-interval, default 1 s), zstd, "
                         "rotated: DIR/<job_id>/rank-<R>.NNNNN.metrics.jsonl.zst (default: "
-                        f"${schema.ENV_ARCHIVE_FORMAT}, else {schema.ARCHIVE_FORMAT_DEFAULT})")
+                        f"${environment.ARCHIVE_FORMAT}, else {schema.ARCHIVE_FORMAT_DEFAULT})")
     d.add_argument("--otlp-endpoint", default=None, metavar="URL",
                    help="send OTLP to a collector, e.g. http://localhost:4318 (http; a base "
                         "URL, /v1/metrics and /v1/traces are appended) or http://localhost:4317 "
@@ -147,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--linger-s", type=_seconds, default=None, metavar="SECONDS",
                    help="after an OOM, SIGTERM or a failure, keep the Prometheus endpoint up "
                         "until one scrape has read the final state, at most SECONDS; 0 = "
-                        f"never wait (default: ${schema.ENV_LINGER_S}, else "
+                        f"never wait (default: ${environment.LINGER_S}, else "
                         f"{schema.LINGER_AFTER_EVENT_S_DEFAULT:g})")
     d.add_argument("--prometheus-linger", type=float, default=60.0, metavar="SECONDS",
                    help="after a clean stop, keep the endpoint up until Prometheus scraped it "
@@ -201,18 +202,23 @@ def main(argv: list[str]) -> int:
                 estimate = parse_bytes(estimate_flag)
         tracker = MemoryTracker(
             device=args.device, sampler=args.sampler, sampling_interval=args.interval,
-            sampler_options=_simulated_options(args) if args.sampler == "simulated" else None,
-            job_id=args.job_id, rank=args.rank, local_rank=args.local_rank,
-            world_size=args.world_size, archive_dir=args.archive,
-            otlp_endpoint=args.otlp_endpoint, otlp_protocol=args.otlp_protocol,
-            otlp_interval=args.otlp_interval, prometheus_port=args.prometheus_port,
-            archive_interval=args.archive_interval, archive_format=args.archive_format,
-            prometheus_addr=args.prometheus_addr, prometheus_linger=args.prometheus_linger,
-            estimate_bytes=estimate,
-            thresholds={schema.THRESHOLD_WARNING: args.warning_percent,
+            identity=IdentityConfig(job_id=args.job_id, rank=args.rank,
+                                    local_rank=args.local_rank, world_size=args.world_size),
+            sampling=SamplingConfig(
+                peak_window_s=args.peak_window, faults=args.fault or None,
+                sampler_options=_simulated_options(args) if args.sampler == "simulated"
+                else {}),
+            export=ExportConfig(
+                archive_dir=args.archive, archive_interval_s=args.archive_interval,
+                archive_format=args.archive_format, otlp_endpoint=args.otlp_endpoint,
+                otlp_protocol=args.otlp_protocol, otlp_interval_s=args.otlp_interval,
+                prometheus_port=args.prometheus_port, prometheus_addr=args.prometheus_addr,
+                prometheus_linger_s=args.prometheus_linger,
+                linger_after_event_s=args.linger_s),
+            thresholds=ThresholdConfig(
+                levels={schema.THRESHOLD_WARNING: args.warning_percent,
                         schema.THRESHOLD_CRITICAL: args.critical_percent},
-            hysteresis_percent=args.hysteresis, peak_window=args.peak_window,
-            faults=args.fault or None, linger_after_event_s=args.linger_s)
+                hysteresis_percent=args.hysteresis, estimate_bytes=estimate))
     except (StormotelError, ValueError) as e:  # identity, fault spec, sampler, flag values
         return usage(str(e))
 

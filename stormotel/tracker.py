@@ -31,6 +31,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -40,34 +41,38 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 
-from stormotel import schema
+from stormotel import environment, schema
+from stormotel.config import (
+    DEFAULT_ARCHIVE_DIR,
+    ExportConfig,
+    IdentityConfig,
+    SamplingConfig,
+    StallConfig,
+    ThresholdConfig,
+    TrackerConfig,
+    gather,
+    linger_seconds,
+)
 from stormotel.edges import LEVELS, FirstRiseDetector, ThresholdMonitor
 from stormotel.exporters import install_log_once
 from stormotel.fr_dump import dump_in_background
 from stormotel.identity import Identity, resolve_identity
 from stormotel.ring import RingBuffer
 from stormotel.samplers import Sample, Sampler, make_sampler
-from stormotel.stall_watch import StallSnapshot, StallWatch, stall_config
+from stormotel.stall_watch import StallSnapshot, StallWatch, stall_settings
 from stormotel.stormlog_api import MemoryWatchdog, StormlogTrackerAPI, stormlog_arguments
 from stormotel.stormlog_compat import AlertCallback, StormlogEvents, TrackingEvent
-from stormotel.telemetry import (
-    ExportConfig,
-    RollingPeak,
-    Telemetry,
-    TrackerState,
-    exporters_selected,
-)
+from stormotel.telemetry import RollingPeak, Telemetry, TrackerState
 
 #: where snapshots go when asked for (stall_snapshots=True) without an archive or stall_dir
 DEFAULT_STACKS_DIR = "stormotel-stacks"
 
-__all__ = ["DEFAULT_ARCHIVE_DIR", "MemoryTracker", "MemoryWatchdog", "TrackingEvent",
-           "is_oom_error", "load_estimate"]
+__all__ = ["DEFAULT_ARCHIVE_DIR", "ExportConfig", "IdentityConfig", "MemoryTracker",
+           "MemoryWatchdog", "SamplingConfig", "StallConfig", "ThresholdConfig", "TrackingEvent",
+           "is_oom_error", "linger_seconds", "load_estimate"]
 
 log = logging.getLogger("stormotel.tracker")
 
-#: Where the archive goes when no destination at all is configured (the embedded default).
-DEFAULT_ARCHIVE_DIR = "stormotel-archive"
 #: Longest ``start_tracking()`` waits for the first sample (a hung sampler must not hang it).
 FIRST_SAMPLE_WAIT_S = 1.0
 
@@ -83,17 +88,6 @@ def _disarm_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_disarm_in_child)
-
-
-def _env_port(env: Mapping[str, str]) -> int:
-    raw = env.get("OTEL_EXPORTER_PROMETHEUS_PORT", "9464").strip()
-    try:
-        port = int(raw)
-    except ValueError:
-        port = -1
-    if not 0 <= port <= 65535:
-        raise ValueError(f"OTEL_EXPORTER_PROMETHEUS_PORT={raw!r} is not a port number")
-    return port
 
 
 def _vendor_of(sampler: Sampler) -> str | None:
@@ -139,25 +133,6 @@ def load_estimate(estimate: int | str | os.PathLike[str] | None) -> int | None:
     return value
 
 
-def linger_seconds(value: float | None, env: Mapping[str, str]) -> float:
-    """``linger_after_event_s``: the argument, else ``STORMOTEL_LINGER_S``, else the default
-    (20 s); 0 turns the linger off. A bad value is a usage error before training starts."""
-    source = "linger_after_event_s"
-    if value is None:
-        raw = env.get(schema.ENV_LINGER_S, "").strip()
-        if not raw:
-            return schema.LINGER_AFTER_EVENT_S_DEFAULT
-        source = schema.ENV_LINGER_S
-        try:
-            value = float(raw)
-        except ValueError:
-            raise ValueError(f"{source}={raw!r} is not a number of seconds") from None
-    if isinstance(value, bool) or not isinstance(value, int | float) or \
-            not 0 <= value < math.inf:
-        raise ValueError(f"{source}={value!r} must be a number of seconds >= 0")
-    return float(value)
-
-
 def _ending_badly(exc_type: type[BaseException] | None) -> bool:
     """An exception that ends the work abnormally (not Ctrl-C, not ``sys.exit(0)``)."""
     if exc_type is None or issubclass(exc_type, KeyboardInterrupt | GeneratorExit):
@@ -197,154 +172,131 @@ class MemoryTracker(StormlogTrackerAPI):
     """Track one GPU of one rank. See docs/tracker.md for every parameter.
 
     ``sampler`` is ``"cuda"``, ``"nvml"``, ``"simulated"`` or any object implementing
-    :class:`stormotel.samplers.Sampler`. Destinations: ``archive_dir`` (OTLP JSON lines),
-    ``otlp_endpoint``/``otlp_protocol`` (or the standard ``OTEL_*`` variables) and
-    ``prometheus_port``; with none of them the archive goes to ``./stormotel-archive``.
-    The default archive (``archive_format="compact"``) keeps every sample, many per OTLP line,
-    zstd and rotated (:mod:`stormotel.archive_writer`); ``archive_interval`` is the batch length.
-    ``archive_format="lines"`` (or ``STORMOTEL_ARCHIVE_FORMAT=lines``) writes the previous format,
-    one SDK-encoded request per sample in plain JSON lines; there ``archive_interval`` thins the
-    archive to one line per interval, each keeping the peak since the previous one.
+    :class:`stormotel.samplers.Sampler`. The rest is configured as an OTel component is, by a
+    few frozen objects (:mod:`stormotel.config`): ``identity=IdentityConfig(…)``,
+    ``sampling=SamplingConfig(…)``, ``export=ExportConfig(…)`` (archive, OTLP — or the standard
+    ``OTEL_*`` variables — and the Prometheus endpoint; with none of them the archive goes to
+    ``./stormotel-archive``), ``thresholds=ThresholdConfig(…)`` and ``stall=StallConfig(…)``.
+    Every ``STORMOTEL_*`` variable is in :mod:`stormotel.environment`.
     """
 
     def __init__(self, device: Any = None, sampler: str | Sampler | float | None = None,
-                 sampling_interval: float = 0.1, *, job_id: str | None = None,
+                 sampling_interval: float | None = None, *,
+                 identity: IdentityConfig | None = None, sampling: SamplingConfig | None = None,
+                 export: ExportConfig | None = None,
+                 thresholds: ThresholdConfig | Mapping[str, float] | None = None,
+                 stall: StallConfig | None = None, env: Mapping[str, str] | None = None,
+                 max_events: int = 10_000, enable_alerts: bool = True,
+                 enable_oom_flight_recorder: bool = True,
+                 oom_dump_dir: str | os.PathLike[str] | None = None, job_id: str | None = None,
                  rank: int | None = None, local_rank: int | None = None,
-                 world_size: int | None = None, host: str | None = None,
-                 archive_dir: str | os.PathLike[str] | None = None,
-                 archive_interval: float | None = None, archive_format: str | None = None,
-                 otlp_endpoint: str | None = None, otlp_protocol: str | None = None,
-                 otlp_interval: float | None = None, otlp_timeout: float | None = None,
-                 prometheus_port: int | None = None,
-                 prometheus_addr: str = "0.0.0.0", prometheus_linger: float | None = None,
-                 ring_size: int = 6000,
-                 oom_dump_dir: str | os.PathLike[str] | None = None,
-                 dump_max_bytes: int = 16 * 2**20,
-                 estimate_bytes: int | str | os.PathLike[str] | None = None,
-                 thresholds: Mapping[str, float] | None = None,
-                 hysteresis_percent: float = 2.0, rise_bytes: int | None = None,
-                 warmup_samples: int = 20, rise_rearm_s: float | None = 60.0,
-                 peak_window: float = schema.PEAK_WINDOW_S, faults: Any = None,
-                 sampler_options: Mapping[str, Any] | None = None,
-                 env: Mapping[str, str] | None = None, shutdown_timeout: float = 2.0,
-                 handle_sigterm: bool = True, max_events: int = 10_000,
-                 linger_after_event_s: float | None = None,
-                 enable_alerts: bool = True, enable_oom_flight_recorder: bool = True,
-                 stall_snapshots: bool | None = None, stall_multiple: float | None = None,
-                 stall_floor_s: float | None = None,
-                 stall_dir: str | os.PathLike[str] | None = None,
-                 **stormlog_options: Any) -> None:
+                 world_size: int | None = None, **options: Any) -> None:
+        """Configure; nothing runs until ``start_tracking``. ``device``, ``sampler`` and the
+        config objects are the tracker's own; ``sampling_interval``, ``max_events``,
+        ``enable_alerts``, ``enable_oom_flight_recorder``, ``oom_dump_dir``, the identity
+        keywords and ``**options`` such as ``oom_buffer_size`` are Stormlog's constructor
+        arguments (each lands in its object's field), and the flat keywords of earlier releases
+        (``archive_dir=``, ``prometheus_port=``…) still work, with a warning."""
         if isinstance(sampler, int | float) and not isinstance(sampler, bool):
             # Stormlog's positional order is (device, sampling_interval, max_events, ...).
-            if sampling_interval != 0.1:
+            if sampling_interval is not None:
                 max_events = int(sampling_interval)
             sampling_interval, sampler = float(sampler), None
-        sampler = sampler if sampler is not None else (
-            (os.environ if env is None else env).get(schema.ENV_SAMPLER) or "cuda")
-        ring_size, dump_max_bytes = stormlog_arguments(stormlog_options, ring_size,
-                                                       dump_max_bytes)
-        if not (isinstance(sampling_interval, int | float) and
-                0 < sampling_interval < math.inf):
-            raise ValueError(f"sampling_interval={sampling_interval!r} must be a positive number "
+        cfg, deprecated, stormlog_options = gather(
+            identity, sampling, export, thresholds, stall, options,
+            plain={"sampling_interval": sampling_interval, "oom_dump_dir": oom_dump_dir,
+                   "job_id": job_id, "rank": rank, "local_rank": local_rank,
+                   "world_size": world_size})
+        if deprecated:
+            warnings.warn(deprecated, DeprecationWarning, stacklevel=2)
+        ring_size, dump_max_bytes = stormlog_arguments(
+            stormlog_options, cfg.sampling.ring_size, cfg.export.dump_max_bytes)
+        self.config = dataclasses.replace(
+            cfg, sampling=dataclasses.replace(cfg.sampling, ring_size=ring_size),
+            export=dataclasses.replace(cfg.export, dump_max_bytes=dump_max_bytes))
+        self._env = env = os.environ if env is None else env
+        self._build_sampler(device, sampler, self.config)
+        self._configure_export(self.config)
+        self._configure_detectors(self.config, max_events, enable_alerts)
+        self.enable_oom_flight_recorder = enable_oom_flight_recorder  # accepted for Stormlog
+        self._init_runtime()
+
+    def _build_sampler(self, device: Any, sampler: Any,
+                       cfg: TrackerConfig) -> None:
+        """The identity (validated) and the sampler of this rank."""
+        interval = 0.1 if cfg.sampling.interval_s is None else cfg.sampling.interval_s
+        if not (isinstance(interval, int | float) and not isinstance(interval, bool)
+                and 0 < interval < math.inf):
+            raise ValueError(f"sampling_interval={interval!r} must be a positive number "
                              "of seconds")
-        env = os.environ if env is None else env
-        identity = resolve_identity(job_id, rank, local_rank, world_size, host, env=env)
-        self.estimate_bytes = load_estimate(estimate_bytes)
+        self.sampling_interval = float(interval)
+        ident = cfg.identity
+        identity = resolve_identity(ident.job_id, ident.rank, ident.local_rank,
+                                    ident.world_size, ident.host, env=self._env)
+        sampler = sampler if sampler is not None else self._env.get(environment.SAMPLER) or "cuda"
+        if isinstance(sampler, bool):
+            raise TypeError(f"sampler={sampler!r} is not a sampler")
         if isinstance(sampler, str):
             if sampler == "simulated" and device is None:
                 device = identity.local_rank
             self.sampler: Sampler = make_sampler(sampler, device, rank=identity.rank,
-                                                 faults=faults, **(sampler_options or {}))
-        elif isinstance(sampler, bool):
-            raise TypeError(f"sampler={sampler!r} is not a sampler")
+                                                 faults=cfg.sampling.faults,
+                                                 **dict(cfg.sampling.sampler_options or {}))
         else:
             self.sampler = sampler
         self.identity: Identity = dataclasses.replace(
             identity, gpu=str(self.sampler.device_index), gpu_uuid=self.sampler.gpu_uuid)
-        self.sampling_interval = float(sampling_interval)
-        if prometheus_port is None and "prometheus" in exporters_selected("metrics", env):
-            prometheus_port = _env_port(env)  # OTEL_METRICS_EXPORTER=prometheus (spec variables)
-            prometheus_addr = env.get("OTEL_EXPORTER_PROMETHEUS_HOST", prometheus_addr)
-        if archive_dir is None and otlp_endpoint is None and prometheus_port is None and \
-                not ExportConfig().otlp_enabled(env):
-            archive_dir = DEFAULT_ARCHIVE_DIR
-        if prometheus_linger is None:  # the deployment's choice (pod spec), else no linger
-            raw = env.get(schema.ENV_PROMETHEUS_LINGER, "").strip()
-            try:
-                prometheus_linger = float(raw) if raw else 0.0
-            except ValueError:
-                raise ValueError(f"{schema.ENV_PROMETHEUS_LINGER}={raw!r} is not a number of "
-                                 "seconds") from None
-        if not (isinstance(prometheus_linger, int | float) and 0 <= prometheus_linger < math.inf):
-            raise ValueError(f"prometheus_linger={prometheus_linger!r} must be a number of "
-                             "seconds >= 0")
-        linger = float(prometheus_linger)
-        if archive_interval is not None and not (isinstance(archive_interval, int | float)
-                                                 and 0 < archive_interval < math.inf):
-            raise ValueError(f"archive_interval={archive_interval!r} must be a positive number "
-                             "of seconds")
-        archive_every = 1 if archive_interval is None else \
-            max(1, round(archive_interval / self.sampling_interval))
-        fmt = archive_format or env.get(schema.ENV_ARCHIVE_FORMAT) or schema.ARCHIVE_FORMAT_DEFAULT
-        if fmt not in schema.ARCHIVE_FORMATS:
-            raise ValueError(f"archive_format={fmt!r} must be one of "
-                             f"{', '.join(schema.ARCHIVE_FORMATS)}")
-        compact_limits = None
-        if fmt == schema.ARCHIVE_FORMAT_COMPACT:  # every sample is kept; the interval batches
-            from stormotel.archive_writer import ArchiveLimits
 
-            archive_every = 1
-            compact_limits = ArchiveLimits(batch_s=archive_interval or 1.0)
-        self.export_config = ExportConfig(archive_dir=archive_dir, otlp_endpoint=otlp_endpoint,
-                                          archive_every=archive_every, archive_format=fmt,
-                                          compact_limits=compact_limits,
-                                          otlp_protocol=otlp_protocol,
-                                          otlp_interval_s=otlp_interval,
-                                          otlp_timeout_s=otlp_timeout,
-                                          prometheus_port=prometheus_port,
-                                          prometheus_addr=prometheus_addr,
-                                          prometheus_linger_s=linger)
-        self.export_config.validate(env)  # a bad protocol or endpoint is a usage error
-        self._env = env
-        self.ring = RingBuffer(ring_size)
-        self.dump_max_bytes = dump_max_bytes
+    def _configure_export(self, cfg: TrackerConfig) -> None:
+        """Destinations (resolved against the environment), the ring and its dumps, stacks."""
+        export = self.export_config = cfg.export.resolve(self._env)
+        archive_dir = export.archive_dir
+        self.ring = RingBuffer(cfg.sampling.ring_size)
+        self.dump_max_bytes = export.dump_max_bytes
+        oom_dump_dir = export.oom_dump_dir
         if oom_dump_dir is None:
             base = Path(archive_dir) / self.identity.job_id if archive_dir is not None else \
                 Path("stormotel-oom")
             oom_dump_dir = base / "oom"
         self.oom_dump_dir = Path(oom_dump_dir)
         # Snapshots live in the archive (<archive_dir>/<job_id>/stacks); with no archive and no
-        # stall_dir they are off unless asked for: a job never litters its working directory.
-        self.stall_config = stall_config(
-            env, stall_snapshots if archive_dir is not None or stall_dir is not None
-            else bool(stall_snapshots), stall_multiple, stall_floor_s, stall_dir,
+        # directory they are off unless asked for: a job never litters its working directory.
+        st = cfg.stall
+        self.stall_config = stall_settings(
+            self._env, st.enabled if archive_dir is not None or st.directory is not None
+            else bool(st.enabled), st.multiple, st.floor_s, st.directory,
             Path(archive_dir if archive_dir is not None else DEFAULT_STACKS_DIR)
             / self.identity.job_id / schema.STACKS_DIR)
-        self._stall: StallWatch | None = None
-        self.thresholds = ThresholdMonitor(dict(thresholds or {}), hysteresis_percent)
-        self._check_threshold_order()
-        if not (isinstance(shutdown_timeout, int | float) and 0 < shutdown_timeout < math.inf):
-            raise ValueError(f"shutdown_timeout={shutdown_timeout!r} must be a positive number "
-                             "of seconds")
         # The linger for a last scrape comes on top of the final export's own bound.
-        self.shutdown_timeout = float(shutdown_timeout) + linger
-        self.linger_after_event_s = linger_seconds(linger_after_event_s, env)
-        self.handle_sigterm = handle_sigterm
-        self.enable_oom_flight_recorder = enable_oom_flight_recorder  # accepted for Stormlog
+        self.shutdown_timeout = export.shutdown_timeout_s + (export.prometheus_linger_s or 0.0)
+        self.linger_after_event_s = export.linger_after_event_s or 0.0
+        self.handle_sigterm = export.handle_sigterm
+
+    def _configure_detectors(self, cfg: TrackerConfig, max_events: int,
+                             enable_alerts: bool) -> None:
+        """Thresholds, the first-rise detector, the estimate, Stormlog's event log, the state."""
+        th = cfg.thresholds
+        self.estimate_bytes = load_estimate(th.estimate_bytes)
+        self.thresholds = ThresholdMonitor(dict(th.levels or {}), th.hysteresis_percent)
+        self._check_threshold_order()
         self.stormlog = StormlogEvents(
             job_id=self.identity.job_id, rank=self.identity.rank,
             local_rank=self.identity.local_rank, world_size=self.identity.world_size,
             device_id=self.sampler.device_index, collector=f"stormotel.{self.sampler.name}",
             sampling_interval=self.sampling_interval, max_events=max_events,
             enable_alerts=enable_alerts)
-        rearm = None if rise_rearm_s is None else max(
-            1, math.ceil(float(rise_rearm_s) / self.sampling_interval))
-        self.first_rise = FirstRiseDetector(warmup_samples, rise_bytes, rearm)
+        rearm = None if th.rise_rearm_s is None else max(
+            1, math.ceil(float(th.rise_rearm_s) / self.sampling_interval))
+        self.first_rise = FirstRiseDetector(th.warmup_samples, th.rise_bytes, rearm)
         self.state = TrackerState(estimate_bytes=self.estimate_bytes,
-                                  peak=RollingPeak(peak_window),
+                                  peak=RollingPeak(cfg.sampling.peak_window_s),
                                   sampling_interval_s=self.sampling_interval)
+
+    def _init_runtime(self) -> None:
+        """What start/stop, the sampling thread and the process events share."""
         self.telemetry: Telemetry | None = None
         self._session: trace.Span | None = None
+        self._stall: StallWatch | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._span_peaks: list[_SpanPeak] = []
@@ -549,7 +501,7 @@ class MemoryTracker(StormlogTrackerAPI):
             else:
                 self._warn_once("linger", "stormotel: no Prometheus scrape within %.1f s of the "
                                 "end (linger_after_event_s / %s); the last values may be "
-                                "missing from the TSDB", limit, schema.ENV_LINGER_S)
+                                "missing from the TSDB", limit, environment.LINGER_S)
         # The push shares the linger's bound when there is a scrape to wait for; else it has
         # the stop's own (no Prometheus endpoint: nothing to linger for).
         pusher.join(max(0.0, deadline - time.monotonic()) if watch is not None and limit > 0

@@ -21,7 +21,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from stormotel import MemoryTracker
+from stormotel import ExportConfig, MemoryTracker
 
 
 def parse_args() -> argparse.Namespace:
@@ -48,8 +48,8 @@ def main() -> None:
     torch.manual_seed(rank)
     port = None if args.prometheus_port_base is None else args.prometheus_port_base + local_rank
     tracker = MemoryTracker(device=local_rank, sampler="cuda" if cuda else "simulated",
-                            sampling_interval=0.05, archive_dir=args.archive,
-                            prometheus_port=port)
+                            sampling_interval=0.05,
+                            export=ExportConfig(archive_dir=args.archive, prometheus_port=port))
     model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(),
                                 torch.nn.Linear(256, 8)).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)

@@ -1,7 +1,7 @@
 """The estimate as data: the JSON contract and the human table.
 
 This module does not import torch. The tracker reads an estimate file back with
-``stormotel.tracker.load_estimate`` (``MemoryTracker(estimate_bytes=path)``), which takes
+``stormotel.tracker.load_estimate`` (``ThresholdConfig(estimate_bytes=path)``), which takes
 ``peak_bytes`` — the one key it relies on.
 
 JSON contract (``stormotel.estimate/v1``; keys may be added, never renamed)::

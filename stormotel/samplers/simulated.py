@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from stormotel import schema
+from stormotel import environment
 from stormotel.samplers.base import Sample
 from stormotel.samplers.faults import Fault, parse_faults
 
@@ -45,13 +45,13 @@ class SimulatedSampler:
                  gap_bytes: int = 512 * MiB, gpu_uuid: str | None = None,
                  clock_ns: Callable[[], int] = time.time_ns) -> None:
         if faults is None:
-            faults = os.environ.get(schema.ENV_SIM_FAULTS, "")
+            faults = os.environ.get(environment.SIM_FAULTS, "")
         if isinstance(faults, str) or (faults and isinstance(faults[0], str)):
             self.faults: tuple[Fault, ...] = parse_faults(faults)  # type: ignore[arg-type]
         else:
             self.faults = tuple(faults)  # type: ignore[arg-type]
         if epoch_ns is None:
-            env_epoch = os.environ.get(schema.ENV_SIM_EPOCH_NS, "").strip()
+            env_epoch = os.environ.get(environment.SIM_EPOCH_NS, "").strip()
             epoch_ns = int(env_epoch) if env_epoch else clock_ns()
             shared_epoch = bool(env_epoch)
         else:

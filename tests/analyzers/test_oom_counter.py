@@ -22,7 +22,7 @@ import pytest
 from stormotel.analyzers.algorithms.oom_forensics import EV_OOM_NS
 from stormotel.analyzers.sources.markers import counter_increases
 
-from stormotel import exitcodes, schema
+from stormotel import environment, exitcodes, schema
 
 pytestmark = pytest.mark.slow  # real `stormotel track` ranks and `stormotel analyze` runs
 
@@ -38,7 +38,7 @@ FAULTS = ("rank=1:leak@t=0.5s,rate=2GiB/s;rank=1:oom@t=2s;"
 
 def _track_job(out: Path, fmt: str) -> Path:
     env = {**os.environ, "PYTHONPATH": str(ROOT),
-           schema.ENV_SIM_EPOCH_NS: str(time.time_ns() + int(EPOCH_IN_S * 1e9))}
+           environment.SIM_EPOCH_NS: str(time.time_ns() + int(EPOCH_IN_S * 1e9))}
     procs = [subprocess.Popen(
         [sys.executable, "-m", "stormotel", "track", "--sampler", "simulated", "--job-id", JOB,
          "--rank", str(r), "--world-size", "4", "--interval", "0.1",

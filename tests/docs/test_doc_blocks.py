@@ -5,6 +5,7 @@ Python keyword the tracker no longer takes, or HTTP sent to the gRPC port fails 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import inspect
 import os
 import re
@@ -18,6 +19,8 @@ import pytest
 
 from stormotel import MemoryTracker
 from stormotel.cli import COMMANDS
+from stormotel.config import LEGACY_KEYWORDS, PARAMETER_OF
+from stormotel.stormlog_api import IGNORED_ARGUMENTS
 from tests.docs.doc_blocks import (
     REPO,
     Block,
@@ -44,6 +47,7 @@ def _options(command: str) -> set[str]:
     return set(_parsers()[command]()._option_string_actions)
 
 
+STORMLOG_OPTIONS = IGNORED_ARGUMENTS | {"oom_buffer_size", "oom_max_total_mb", "collector"}
 BLOCKS = all_blocks()
 CODE = [b for b in BLOCKS if b.kind in ("shell", "python")
         or (b.kind == "text" and "stormotel " in b.text)]
@@ -80,9 +84,23 @@ def python_problems(block: Block) -> list[str]:
         compile(block.text, block.where, "exec")
     except SyntaxError as e:
         return [f"syntax error: {e}"]
-    known = set(inspect.signature(MemoryTracker.__init__).parameters) - {"self"}
-    return [f"MemoryTracker({kw}=...): no such argument"
-            for kws in python_calls(block.text, "MemoryTracker") for kw in sorted(kws - known)]
+    known = set(inspect.signature(MemoryTracker.__init__).parameters) - {"self", "options"}
+    known |= STORMLOG_OPTIONS  # Stormlog's extra constructor arguments, accepted as they are
+    problems = []
+    for kws in python_calls(block.text, "MemoryTracker"):
+        for kw in sorted(kws - known):
+            if kw in LEGACY_KEYWORDS:  # works for one release; the docs show the new form
+                kind, attr = LEGACY_KEYWORDS[kw]
+                problems.append(f"MemoryTracker({kw}=...) is deprecated: "
+                                f"{PARAMETER_OF[kind]}={kind.__name__}({attr}=...)")
+            else:
+                problems.append(f"MemoryTracker({kw}=...): no such argument")
+    for kind in PARAMETER_OF:
+        fields = {f.name for f in dataclasses.fields(kind)}
+        problems += [f"{kind.__name__}({kw}=...): no such field"
+                     for kws in python_calls(block.text, kind.__name__)
+                     for kw in sorted(kws - fields)]
+    return problems
 
 
 @pytest.mark.parametrize("block", CODE, ids=lambda b: b.where)

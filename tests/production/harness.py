@@ -23,7 +23,7 @@ from typing import Any
 
 import zstandard
 
-from stormotel import schema
+from stormotel import environment
 from tests import servers
 from tests.tracker.otlp_util import archive_lines, metrics_files
 
@@ -122,7 +122,7 @@ def start_jobs(scenarios: list[Scenario], workdir: Path, tag: str = "",
                       for r, off in enumerate(jobs[j].scenario.offsets_s))
     for job in jobs:
         job.epoch_ns = epoch
-    env = {**os.environ, schema.ENV_SIM_EPOCH_NS: str(epoch),
+    env = {**os.environ, environment.SIM_EPOCH_NS: str(epoch),
            "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT))}
     for off, j, r in launches:
         job = jobs[j]

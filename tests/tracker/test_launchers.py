@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from stormotel import schema
+from stormotel import environment, schema
 from stormotel.identity import resolve_identity
 from tests.servers import free_port
 
@@ -115,7 +115,7 @@ def test_slurm_ranks_agree_and_steps_differ() -> None:
 def test_job_id_source_order() -> None:
     env = {"RANK": "0", "WORLD_SIZE": "2", "TORCHELASTIC_RUN_ID": "tr-1", "SLURM_JOB_ID": "9",
            "PMIX_NAMESPACE": "ns"}
-    assert resolve_identity(env={**env, schema.ENV_JOB_ID: "mine"}).job_id == "mine"
+    assert resolve_identity(env={**env, environment.JOB_ID: "mine"}).job_id == "mine"
     assert resolve_identity(env=env).job_id == "tr-1"
     assert resolve_identity(env={**env, "TORCHELASTIC_RUN_ID": "none"}).job_id == "9"
     no_slurm = {k: v for k, v in env.items() if k != "SLURM_JOB_ID"}
@@ -155,7 +155,7 @@ def test_env_job_ids_are_made_safe(value: str, tmp_path: Path) -> None:
     from stormotel.tracker import MemoryTracker
 
     tracker = MemoryTracker(sampler="simulated", archive_dir=tmp_path / "archive",
-                            env={schema.ENV_JOB_ID: value, "RANK": "0", "WORLD_SIZE": "1"})
+                            env={environment.JOB_ID: value, "RANK": "0", "WORLD_SIZE": "1"})
     with tracker:
         pass
     metrics, _ = tracker.archive_files or (None, None)

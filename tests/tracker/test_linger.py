@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from stormotel import exitcodes, schema
+from stormotel import environment, exitcodes, schema
 from stormotel.samplers.simulated import SimulatedSampler
 from stormotel.tracker import MemoryTracker, linger_seconds
 from tests.tracker.otlp_util import HttpReceiver, points, spans
@@ -143,11 +143,11 @@ def test_an_exception_leaving_the_with_block_lingers(
 
 def test_linger_from_the_environment_and_bad_values() -> None:
     assert linger_seconds(None, {}) == schema.LINGER_AFTER_EVENT_S_DEFAULT
-    assert linger_seconds(None, {schema.ENV_LINGER_S: "45"}) == 45.0
-    assert linger_seconds(3, {schema.ENV_LINGER_S: "45"}) == 3.0
+    assert linger_seconds(None, {environment.LINGER_S: "45"}) == 45.0
+    assert linger_seconds(3, {environment.LINGER_S: "45"}) == 3.0
     for bad in ("soon", "-1", "inf"):
-        with pytest.raises(ValueError, match=schema.ENV_LINGER_S):
-            linger_seconds(None, {schema.ENV_LINGER_S: bad})
+        with pytest.raises(ValueError, match=environment.LINGER_S):
+            linger_seconds(None, {environment.LINGER_S: bad})
     with pytest.raises(ValueError, match="linger_after_event_s"):
         linger_seconds(-2.0, {})
 

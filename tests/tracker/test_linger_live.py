@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from stormotel import exitcodes, schema
+from stormotel import environment, exitcodes, schema
 from tests import servers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,8 +38,8 @@ BOUND_S = schema.LINGER_AFTER_EVENT_S_DEFAULT + 5.0
 
 
 def _rank(rank: int, port: int, epoch_ns: int) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), schema.ENV_SIM_EPOCH_NS: str(epoch_ns)}
-    env.pop(schema.ENV_LINGER_S, None)  # the default is what is under test
+    env = {**os.environ, "PYTHONPATH": str(ROOT), environment.SIM_EPOCH_NS: str(epoch_ns)}
+    env.pop(environment.LINGER_S, None)  # the default is what is under test
     return subprocess.Popen(
         [sys.executable, "-m", "stormotel", "track", "--sampler", "simulated", "--job-id", JOB,
          "--rank", str(rank), "--world-size", str(WORLD), "--interval", "0.1",

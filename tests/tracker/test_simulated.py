@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stormotel import schema
+from stormotel import environment
 from stormotel.samplers import SamplerUnavailable, make_sampler
 from stormotel.samplers.faults import FaultSpecError, parse_faults
 from stormotel.samplers.simulated import SimulatedOutOfMemoryError, SimulatedSampler
@@ -117,8 +117,8 @@ def test_oom_pins_usage_counts_and_raises_once() -> None:
 
 
 def test_faults_and_epoch_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(schema.ENV_SIM_FAULTS, "rank=1:spike@t=1s")
-    monkeypatch.setenv(schema.ENV_SIM_EPOCH_NS, "12345")
+    monkeypatch.setenv(environment.SIM_FAULTS, "rank=1:spike@t=1s")
+    monkeypatch.setenv(environment.SIM_EPOCH_NS, "12345")
     s = make_sampler("simulated", None, rank=1)
     assert isinstance(s, SimulatedSampler)
     assert s.epoch_ns == 12345 and [f.kind for f in s.faults] == ["spike"]

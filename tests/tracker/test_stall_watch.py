@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from stormotel.analyzers.stalls.stacks import analyze_stacks, find_snapshot_files, parse_snapshot
 
-from stormotel import MemoryTracker, schema
+from stormotel import MemoryTracker, environment, schema
 
 
 def _tracker(tmp_path: Path, **kw: object) -> MemoryTracker:
@@ -70,7 +70,7 @@ def test_a_job_without_steps_never_arms(tmp_path: Path) -> None:
 def test_switched_off_by_the_environment(tmp_path: Path) -> None:
     t = MemoryTracker(sampler="simulated", archive_dir=tmp_path, job_id="j", rank=0,
                       world_size=1, stall_floor_s=0.2,
-                      env={schema.ENV_STALL_SNAPSHOTS: "0"})
+                      env={environment.STALL_SNAPSHOTS: "0"})
     with t:
         _steps(t, 5)
         time.sleep(0.8)
@@ -80,7 +80,7 @@ def test_switched_off_by_the_environment(tmp_path: Path) -> None:
 def test_bad_settings_are_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="STORMOTEL_STALL_FLOOR_S"):
         MemoryTracker(sampler="simulated", archive_dir=tmp_path, rank=0, world_size=1,
-                      env={schema.ENV_STALL_FLOOR_S: "soon"})
+                      env={environment.STALL_FLOOR_S: "soon"})
 
 
 def _snapshot(path: Path, rank: int, frames: list[tuple[str, int, str]], *,

@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from stormotel import schema
+from stormotel import environment, schema
 from stormotel.tracker import MemoryTracker
 
 
@@ -74,15 +74,15 @@ def test_no_linger_when_nobody_scrapes_or_none_asked() -> None:
 def test_linger_must_be_a_non_negative_number() -> None:
     with pytest.raises(ValueError, match="prometheus_linger"):
         _tracker(linger=-1)
-    with pytest.raises(ValueError, match=schema.ENV_PROMETHEUS_LINGER):
+    with pytest.raises(ValueError, match=environment.PROMETHEUS_LINGER):
         MemoryTracker(sampler="simulated", job_id="edges", rank=0, world_size=1,
-                      prometheus_port=0, env={schema.ENV_PROMETHEUS_LINGER: "soon"})
+                      prometheus_port=0, env={environment.PROMETHEUS_LINGER: "soon"})
 
 
 def test_the_deployment_sets_the_linger_in_the_environment() -> None:
     tracker = MemoryTracker(sampler="simulated", job_id="edges", rank=0, world_size=1,
                             prometheus_port=0, prometheus_addr="127.0.0.1",
-                            handle_sigterm=False, env={schema.ENV_PROMETHEUS_LINGER: "30"})
+                            handle_sigterm=False, env={environment.PROMETHEUS_LINGER: "30"})
     assert tracker.export_config.prometheus_linger_s == 30
 
 
