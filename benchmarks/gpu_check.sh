@@ -14,5 +14,9 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir .whl/
 python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . || exit 1
 timeout 300 python3 -m pytest -q -p no:cacheprovider -o addopts="" -rs \
   tests/tracker/test_gpu_samplers.py 2>&1 | tee "$OUT/gpu-tests.txt"
-timeout 240 python3 benchmarks/bench_tracker.py --samples 2000 --steps 300 \
+[ "${FULL_BENCH:-1}" = 1 ] && timeout 240 python3 benchmarks/bench_tracker.py --samples 2000 --steps 300 \
   --json "$OUT/bench_tracker.json" 2>&1 | tee "$OUT/bench_tracker.txt"
+for s in cuda nvml simulated; do
+  timeout 120 python3 benchmarks/bench_tracker.py --all-destinations --samples 2000 --sampler "$s" \
+    2>&1 | tee -a "$OUT/bench_all_destinations.txt"
+done
