@@ -25,11 +25,12 @@ from stormotel.analyzers.algorithms.estimate_ratio import (
     ratio_text,
     severity_of_ratio,
 )
-from stormotel.analyzers.algorithms.oom_forensics import EV_OOM_NS, OomRank
+from stormotel.analyzers.algorithms.oom_forensics import EV_OOM_NS
 from stormotel.analyzers.locations import location_text
 from stormotel.analyzers.report import (
     CollectiveAttribution,
     GapFinding,
+    OomRank,
     Report,
     Severity,
     StallFinding,
@@ -159,10 +160,7 @@ def stall_time_ns(evidence: dict[str, Any]) -> int | None:
 
 
 def _oom_ranks(report: Report) -> list[OomRank]:
-    forensics = report.extra.get("oom_forensics")
-    entries = forensics.get("ranks") if isinstance(forensics, dict) else None
-    ranks = (OomRank.from_mapping(d) for d in entries or [] if isinstance(d, dict))
-    return [r for r in ranks if r is not None]
+    return list(report.oom_forensics.ranks) if report.oom_forensics is not None else []
 
 
 def _first_cause(report: Report, i: int, s: Suspect) -> Finding:

@@ -67,6 +67,20 @@ META_OOM_DUMPS = "oom_dumps"
 
 
 @dataclass(frozen=True)
+class OomDump:
+    """One rank's OOM (a ``capture_oom`` ring dump, or an OOM marker the analysis reads like one;
+    ``path`` empty): when it ran out and what its memory looked like at the last sample."""
+
+    path: str
+    rank: int
+    oom_ns: int
+    sampling_interval_s: float | None
+    last: dict[str, float | None]
+    error: str = ""
+    context: str = ""
+
+
+@dataclass(frozen=True)
 class RankIdentity:
     """Who produced a rank's data. Only ``rank`` is mandatory."""
 
