@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from stormotel.analyzers.options import StallOptions
 from stormotel.analyzers.report import Report, StallFinding
@@ -28,6 +28,11 @@ from stormotel.analyzers.timeline import (
 )
 
 from stormotel.errors import UsageError
+
+if TYPE_CHECKING:
+    from stormotel.analyzers.http import Deadline
+    from stormotel.analyzers.scheduled.window import Window
+    from stormotel.analyzers.sources.protocol import Progress
 
 ProgressFn = Callable[[str], None]
 
@@ -88,6 +93,24 @@ class StallResult:
         for rank, m in self.markers_by_rank.items():
             b.add_markers(rank, m)
         return b.build(job_id=job_id, world_size=self.world_size)
+
+
+@dataclass(frozen=True)
+class StallMarkerSource:
+    """Stall evidence alone as a run's source (no memory telemetry given): a Timeline of its
+    collective markers, for the trace sinks; the report is the evidence's own."""
+
+    stalls: StallResult
+    job_id: str | None = None
+    telemetry: ClassVar[bool] = False
+
+    @property
+    def outcome(self) -> None:
+        return None
+
+    def read(self, window: Window | None, deadline: Deadline | None,
+             progress: Progress) -> Timeline:
+        return self.stalls.marker_timeline(self.job_id)
 
 
 def read_stall_evidence(options: StallOptions, progress: ProgressFn | None = None
