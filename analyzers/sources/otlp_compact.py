@@ -33,10 +33,10 @@ from stormotel.analyzers.sources.otlp_archive import (
 from stormotel.analyzers.sources.otlp_fast import (
     CONTEXT_METRICS,
     Metric,
+    OtlpPoint,
+    OtlpResource,
     ScopeMetrics,
-    _attrs,
-    _Point,
-    _Resource,
+    attrs_of,
     read_context_metric,
 )
 from stormotel.analyzers.sources.otlp_points import int_points
@@ -72,7 +72,7 @@ class _Request(msgspec.Struct, rename="camel", gc=False):
 
 
 _decoder = msgspec.json.Decoder(_Request, strict=False)
-_points_decoder = msgspec.json.Decoder(list[_Point], strict=False)
+_points_decoder = msgspec.json.Decoder(list[OtlpPoint], strict=False)
 
 
 @dataclass
@@ -172,7 +172,7 @@ def _rank(plan: _Plan, resource: bytes, reader: OtlpFileReader) -> int | None:
     if not resource:
         return None
     try:
-        attrs = _attrs(msgspec.json.decode(resource, type=_Resource, strict=False).attributes)
+        attrs = attrs_of(msgspec.json.decode(resource, type=OtlpResource, strict=False).attributes)
     except msgspec.ValidationError:
         return None
     ident = identity_from(attrs)

@@ -56,11 +56,11 @@ class _KeyValue(msgspec.Struct, gc=False):
     value: _AnyValue = _AnyValue()
 
 
-class _Resource(msgspec.Struct, gc=False):
+class OtlpResource(msgspec.Struct, gc=False):
     attributes: list[_KeyValue] = []
 
 
-class _Point(msgspec.Struct, rename="camel", gc=False):
+class OtlpPoint(msgspec.Struct, rename="camel", gc=False):
     time_unix_nano: int = 0
     as_int: int | None = None
     as_double: float | None = None
@@ -68,7 +68,7 @@ class _Point(msgspec.Struct, rename="camel", gc=False):
 
 
 class _Body(msgspec.Struct, rename="camel", gc=False):
-    data_points: list[_Point] = []
+    data_points: list[OtlpPoint] = []
     aggregation_temporality: int | str = 0
 
 
@@ -92,7 +92,7 @@ _ScopeMetrics = ScopeMetrics[_Body]
 
 
 class _ResourceMetrics(msgspec.Struct, rename="camel", gc=False):
-    resource: _Resource | None = None
+    resource: OtlpResource | None = None
     scope_metrics: list[_ScopeMetrics] = []
 
 
@@ -101,7 +101,7 @@ class _Envelope(msgspec.Struct, rename="camel", gc=False):
 
     resource_metrics: list[_ResourceMetrics] = []
     resource_spans: list[msgspec.Raw] = []
-    resource: _Resource | None = None
+    resource: OtlpResource | None = None
     scope_metrics: list[_ScopeMetrics] = []
     scope_spans: list[msgspec.Raw] = []
 
@@ -111,7 +111,7 @@ _doc_decoder = msgspec.json.Decoder(_Envelope | list[_Envelope], strict=False)
 _DELTA = (1, "AGGREGATION_TEMPORALITY_DELTA")
 
 
-def _attrs(items: list[_KeyValue]) -> dict[str, Any]:
+def attrs_of(items: list[_KeyValue]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for kv in items:
         v = kv.value
@@ -129,18 +129,18 @@ CONTEXT_METRICS = frozenset({schema.OOMS.name, schema.EDGE_TIMESTAMP.name,
                              schema.SAMPLING_INTERVAL.name})
 
 
-def point_rows(points: list[_Point]) -> list[Row]:
-    return [(_attrs(dp.attributes), dp.time_unix_nano,
+def point_rows(points: list[OtlpPoint]) -> list[Row]:
+    return [(attrs_of(dp.attributes), dp.time_unix_nano,
              dp.as_int if dp.as_double is None else dp.as_double) for dp in points]
 
 
-def _is_oom_edge(dp: _Point) -> bool:
+def _is_oom_edge(dp: OtlpPoint) -> bool:
     return any(kv.key == schema.ATTR_EDGE and kv.value.string_value == schema.EDGE_OOM
                for kv in dp.attributes)
 
 
 def read_context_metric(reader: OtlpFileReader, res_rank: int | None, name: str,
-                        points: list[_Point], temporality: int | str) -> None:
+                        points: list[OtlpPoint], temporality: int | str) -> None:
     """Hand one of :data:`CONTEXT_METRICS` to the reader (OOM counter or OOM edge). Only the
     OOM edge's points are turned into rows: a ``lines`` archive repeats every edge per line."""
     if name == schema.OOMS.name:
@@ -248,7 +248,7 @@ class _Walker:
         if key is not None and key == r._last_resource:
             res_rank = r._last_rank
         else:
-            res_attrs = _attrs(resource.attributes) if resource is not None else {}
+            res_attrs = attrs_of(resource.attributes) if resource is not None else {}
             if r.ctx.other_job(res_attrs.get(schema.ATTR_JOB_ID)):
                 r.ctx.skip("other_job", where, f"job {res_attrs.get(schema.ATTR_JOB_ID)!r}")
                 return
