@@ -1,8 +1,8 @@
 """The analyzer facade: a Timeline in, a versioned Report out.
 
 Thin on purpose (like HolisticTraceAnalysis' ``trace_analysis.py``): select ranks, align clocks
-as asked, run each algorithm module, assemble the :class:`~analyzers.report.Report`. Sources and
-sinks live elsewhere, so the same call serves files, Prometheus and tests.
+as asked, run each algorithm module, assemble the :class:`~stormotel.analyzers.report.Report`.
+Sources and sinks live elsewhere, so the same call serves files, Prometheus and tests.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ The report keeps each finding type in its own typed list, because that is the JS
 (DESIGN.md "Report contract"). The readers — the text summary, Grafana annotations, the findings
 series, the Perfetto trace, the HTML page, the incident dashboard, rank attribution — want the
 same few things of every finding (which ranks, how urgent, when, one sentence), so they iterate
-:meth:`Report.findings() <analyzers.report.Report.findings>` once instead of looping over each
-list; a new finding type is one builder here, not a loop in every sink. What only one family
+:meth:`Report.findings() <stormotel.analyzers.report.Report.findings>` once instead of looping over
+each list; a new finding type is one builder here, not a loop in every sink. What only one family
 has (a suspect's lead, a stall's process group) stays on :attr:`Finding.record`.
 
 Canonical order: first cause (suspect #1 first), OOM forensics (first OOM first), gap findings,

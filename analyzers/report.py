@@ -146,8 +146,8 @@ class OomRank:
 
 @dataclass(frozen=True)
 class OomForensics:
-    """OOM forensics (:mod:`analyzers.algorithms.oom_forensics`): the first OOM, or a tie, and
-    each rank's cause. Serialised where the JSON contract has always had it: ``extra``'s
+    """OOM forensics (:mod:`stormotel.analyzers.algorithms.oom_forensics`): the first OOM, or a
+    tie, and each rank's cause. Serialised where the JSON contract has always had it: ``extra``'s
     ``oom_forensics`` key (:meth:`Report.to_dict`)."""
 
     first_rank: int | None
@@ -192,7 +192,8 @@ class Report:
 
     def findings(self) -> Iterator[Finding]:
         """Every finding in one common shape and a stable order, for the summary and the sinks
-        (:mod:`analyzers.findings`; imported here on use, as it builds on these classes)."""
+        (:mod:`stormotel.analyzers.findings`; imported here on use, as it builds on these
+        classes)."""
         from stormotel.analyzers.findings import report_findings
 
         return report_findings(self)

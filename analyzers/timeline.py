@@ -186,7 +186,8 @@ class Timeline:
     skipped: Counter[str] = field(default_factory=Counter)
     #: Which sources contributed (paths, URLs), for the report.
     sources: list[str] = field(default_factory=list)
-    #: How clocks were aligned; set by :func:`analyzers.align.align` (algorithms never guess).
+    #: How clocks were aligned; set by :func:`stormotel.analyzers.align.align` (algorithms
+    #: never guess).
     alignment: str = ALIGN_WALL
     #: Per-rank offsets (ns) applied by alignment.
     offsets_ns: dict[int, int] = field(default_factory=dict)

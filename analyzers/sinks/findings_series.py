@@ -1,6 +1,6 @@
 """A Report as Prometheus samples, so alert rules and dashboards can act on findings.
 
-One function turns a :class:`~analyzers.report.Report` into a flat list of
+One function turns a :class:`~stormotel.analyzers.report.Report` into a flat list of
 :class:`SeriesPoint` named from ``stormotel.schema.AN_*``; the remote-write and Pushgateway sinks
 only differ in how they ship that list. Finding series are stamped with the analysed window's
 end, so re-analysing the same window writes the very same samples again (a TSDB keeps one sample

@@ -13,7 +13,8 @@ per-point attributes. Everything is checked *before* anything is recorded, so a 
 not qualify leaves no trace and the general typed decoder reads it, with the result it always
 had. The estimate (one point per context line) is read as a dict by the same code as in the
 other decoders; so are the OOM counter and the OOM edge gauge (the typed decoder's
-:func:`~analyzers.sources.otlp_fast.read_context_metric`; the other edges come from spans).
+:func:`~stormotel.analyzers.sources.otlp_fast.read_context_metric`; the other edges come from
+spans).
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ Every shape real producers write is accepted, at the same speed:
   into levels (a note says so), cumulative sums and gauges are read as levels.
 
 Spans and anything the typed decoder rejects (snake_case keys, wrong types) go through the
-generic dict walker of :mod:`analyzers.sources.otlp_archive`, so skips and notes are unchanged.
+generic dict walker of :mod:`stormotel.analyzers.sources.otlp_archive`, so skips and notes are
+unchanged.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ class _Body(msgspec.Struct, rename="camel", gc=False):
 
 
 #: A metric's body: its data points decoded as structs (here), or left as raw bytes
-#: (:mod:`analyzers.sources.otlp_compact`, which parses a whole file's points at once).
+#: (:mod:`stormotel.analyzers.sources.otlp_compact`, which parses a whole file's points at once).
 BodyT = TypeVar("BodyT")
 
 
@@ -156,8 +157,8 @@ def read_context_metric(reader: OtlpFileReader, res_rank: int | None, name: str,
 def read_json(reader: OtlpFileReader, data: bytes, *, arrays: bool = True) -> None:
     """Decode an OTLP JSON file (lines, or one document) into ``reader``'s columns.
 
-    A compact archive (:mod:`analyzers.sources.otlp_compact`) goes straight into arrays unless
-    ``arrays`` is False; any other file, or one that path declines, is walked here."""
+    A compact archive (:mod:`stormotel.analyzers.sources.otlp_compact`) goes straight into arrays
+    unless ``arrays`` is False; any other file, or one that path declines, is walked here."""
     walker = _Walker(reader)
     with gc_paused():
         first = first_byte(data)
