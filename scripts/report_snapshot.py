@@ -86,7 +86,7 @@ def _file_cases(inputs: dict[str, Path]) -> Iterator[tuple[str, list[str]]]:
         yield f"{name}.dry", [*paths, "--quiet", "--dry-run", "--remote-write",
                               "http://127.0.0.1:9/api/v1/write", "--pushgateway",
                               "http://127.0.0.1:9", "--grafana-url", "http://127.0.0.1:9",
-                              "--grafana-dashboard", "--job-id", "snap"]
+                              "--grafana-dashboard"]
         yield f"{name}.high_markers", [*paths, "--format", "json", "--sensitivity", "high",
                                        "--align", "markers"]
         yield f"{name}.ranks02", [*paths, "--ranks", "0,2"]
