@@ -127,7 +127,7 @@ def read_stalls(opts: AnalyzeOptions, progress: Progress) -> StallResult | None:
         return None
     from stormotel.analyzers.stalls.cli_support import read_stall_evidence
 
-    return read_stall_evidence(opts.stalls, progress.fn)
+    return read_stall_evidence(opts.stalls, progress)
 
 
 def run_files(opts: AnalyzeOptions) -> int:

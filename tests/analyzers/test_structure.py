@@ -15,7 +15,7 @@ MAX_LINES = 80
 RUN_PATH = ("cli.py", "run.py", "dispatch.py", "sink_base.py", "report_sink.py",
             "scheduled/job.py", "scheduled/run.py", "scheduled/describe.py",
             "sources/protocol.py", "sources/files.py", "sources/tsdb.py",
-            "sources/prometheus_tsdb.py", "sources/dcgm_tsdb.py",
+            "sources/prometheus_tsdb.py", "sources/dcgm_tsdb.py", "stalls/cli_support.py",
             "sinks/html_sink.py", "sinks/grafana_sink.py", "sinks/incident_dashboard.py",
             "sinks/perfetto_sink.py", "sinks/remote_write_sink.py", "sinks/pushgateway_sink.py")
 
