@@ -1,15 +1,15 @@
 """The analyzer facade: a Timeline in, a versioned Report out.
 
 Thin on purpose (like HolisticTraceAnalysis' ``trace_analysis.py``): select ranks, align clocks
-as asked, run each algorithm module, assemble the :class:`~analyzers.report.Report`. Sources and
-sinks live elsewhere, so the same call serves files, Prometheus and tests.
+as asked, run each algorithm module, assemble the :class:`~stormotel.analyzers.report.Report`.
+Sources and sinks live elsewhere, so the same call serves files, Prometheus and tests.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from stormotel.analyzers.algorithms import analyze_collectives, analyze_first_cause
 from stormotel.analyzers.algorithms.estimate_ratio import (
@@ -28,10 +28,7 @@ from stormotel.analyzers.align import align as align_timeline
 from stormotel.analyzers.align import review_skew_hint
 from stormotel.analyzers.attribution import attribute
 from stormotel.analyzers.report import Report
-from stormotel.analyzers.timeline import ALIGN_WALL, META_OOM_DUMPS, Timeline
-
-if TYPE_CHECKING:
-    from stormotel.analyzers.sources.oom_dumps import OomDump
+from stormotel.analyzers.timeline import ALIGN_WALL, META_OOM_DUMPS, OomDump, Timeline
 
 
 def analyze(timeline: Timeline, *, sensitivity: str = "medium",
@@ -76,8 +73,8 @@ def analyze(timeline: Timeline, *, sensitivity: str = "medium",
         report.extra.update(report_section(*estimate_ratios(tl, estimates)))
     # attach_oom_dumps stores the dumps it read as a list of OomDump
     forensics = oom_forensics(tl, cast("list[OomDump] | None", tl.meta.get(META_OOM_DUMPS)))
-    if forensics:
-        report.extra["oom_forensics"] = forensics
+    if forensics is not None:
+        report.oom_forensics = forensics
         mark_suspects_that_ran_out(cross.first_cause_suspects, forensics)
     attribute(report, tl)
     report.extra["analysis_seconds"] = round(time.perf_counter() - started, 4)

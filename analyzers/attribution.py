@@ -2,10 +2,10 @@
 
 "Rank 2 went first" sends someone looking for rank 2; "rank 2 (host gpu-node-1, pod trainer-2,
 namespace ml)" sends them to the right machine. Sources put what they know in each rank's
-:class:`~analyzers.timeline.RankIdentity`; :func:`attribute` copies it into the report
+:class:`~stormotel.analyzers.timeline.RankIdentity`; :func:`attribute` copies it into the report
 (``extra["rank_attribution"]``) for the ranks the findings name, and every sink (summary,
-annotations, findings series, HTML) reads it from there through :mod:`analyzers.locations`, so
-they all say the same thing.
+annotations, findings series, HTML) reads it from there through
+:mod:`stormotel.analyzers.locations`, so they all say the same thing.
 """
 
 from __future__ import annotations

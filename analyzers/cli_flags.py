@@ -1,9 +1,9 @@
 """Flag declarations of ``stormotel analyze`` that need no heavy import.
 
 ``stormotel analyze --help`` and a run over files must not import numpy, httpx or the scheduled
-job just to declare flags: the parser is built here; :mod:`analyzers.cli_options` turns what it
-parsed into typed options, and the modules that act on them are imported when a command needs
-them.
+job just to declare flags: the parser is built here; :mod:`stormotel.analyzers.cli_options` turns
+what it parsed into typed options, and the modules that act on them are imported when a command
+needs them.
 """
 
 from __future__ import annotations

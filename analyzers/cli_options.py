@@ -1,10 +1,11 @@
 """The one place ``stormotel analyze``'s argparse namespace becomes options.
 
-:func:`options_from_args` turns the namespace into :class:`analyzers.options.AnalyzeOptions`
-and makes every check that needs a parsed value or several flags at once, before anything slow
-runs, so a mistake is one ``UsageError`` line and exit 2. Nothing below the command line sees
-the namespace. :func:`job_options_from_args` does the same for the flags of
-:func:`analyzers.scheduled.options.add_job_arguments` alone (a parser with only those flags).
+:func:`options_from_args` turns the namespace into
+:class:`stormotel.analyzers.options.AnalyzeOptions` and makes every check that needs a parsed value
+or several flags at once, before anything slow runs, so a mistake is one ``UsageError`` line and
+exit 2. Nothing below the command line sees the namespace. :func:`job_options_from_args` does the
+same for the flags of :func:`stormotel.analyzers.scheduled.options.add_job_arguments` alone (a
+parser with only those flags).
 """
 
 from __future__ import annotations

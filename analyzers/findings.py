@@ -4,8 +4,8 @@ The report keeps each finding type in its own typed list, because that is the JS
 (DESIGN.md "Report contract"). The readers — the text summary, Grafana annotations, the findings
 series, the Perfetto trace, the HTML page, the incident dashboard, rank attribution — want the
 same few things of every finding (which ranks, how urgent, when, one sentence), so they iterate
-:meth:`Report.findings() <analyzers.report.Report.findings>` once instead of looping over each
-list; a new finding type is one builder here, not a loop in every sink. What only one family
+:meth:`Report.findings() <stormotel.analyzers.report.Report.findings>` once instead of looping over
+each list; a new finding type is one builder here, not a loop in every sink. What only one family
 has (a suspect's lead, a stall's process group) stays on :attr:`Finding.record`.
 
 Canonical order: first cause (suspect #1 first), OOM forensics (first OOM first), gap findings,
@@ -25,11 +25,12 @@ from stormotel.analyzers.algorithms.estimate_ratio import (
     ratio_text,
     severity_of_ratio,
 )
-from stormotel.analyzers.algorithms.oom_forensics import EV_OOM_NS, OomRank
+from stormotel.analyzers.algorithms.oom_forensics import EV_OOM_NS
 from stormotel.analyzers.locations import location_text
 from stormotel.analyzers.report import (
     CollectiveAttribution,
     GapFinding,
+    OomRank,
     Report,
     Severity,
     StallFinding,
@@ -159,10 +160,7 @@ def stall_time_ns(evidence: dict[str, Any]) -> int | None:
 
 
 def _oom_ranks(report: Report) -> list[OomRank]:
-    forensics = report.extra.get("oom_forensics")
-    entries = forensics.get("ranks") if isinstance(forensics, dict) else None
-    ranks = (OomRank.from_mapping(d) for d in entries or [] if isinstance(d, dict))
-    return [r for r in ranks if r is not None]
+    return list(report.oom_forensics.ranks) if report.oom_forensics is not None else []
 
 
 def _first_cause(report: Report, i: int, s: Suspect) -> Finding:

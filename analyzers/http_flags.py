@@ -1,6 +1,6 @@
 """TLS/auth/timeout flags of every endpoint the analyzer job talks to, and the settings they
 become, without httpx (so ``stormotel analyze --help`` and the option parsing stay light);
-:mod:`analyzers.http` acts on the settings."""
+:mod:`stormotel.analyzers.http` acts on the settings."""
 
 from __future__ import annotations
 

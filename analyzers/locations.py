@@ -1,6 +1,6 @@
 """Reading where a report's ranks ran: the ``rank_attribution`` table as labels and as text.
 
-The table is written once by :func:`analyzers.attribution.attribute`; every reader (the
+The table is written once by :func:`stormotel.analyzers.attribution.attribute`; every reader (the
 findings, the summary, the findings series, the HTML page) goes through these two functions, so
 they all say the same thing. Kept apart from the writer because the writer picks its ranks from
 the findings, which themselves read locations here.

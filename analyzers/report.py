@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -91,6 +92,72 @@ class StallFinding:
     consequence_of: int | None = None
 
 
+GIB = float(1 << 30)
+
+
+@dataclass(frozen=True)
+class OomThresholds:
+    #: reserved − allocated, as a share of reserved, that makes it fragmentation …
+    fragmentation_share: float = 0.3
+    #: … and at least this many bytes.
+    fragmentation_bytes: float = 0.5 * GIB
+    #: gap (device used − reserved), as a share of the device, that makes it outside memory …
+    gap_share: float = 0.15
+    gap_bytes: float = 1.0 * GIB
+
+
+@dataclass(frozen=True)
+class OomRank:
+    """One rank's first OOM, as the report's ``oom_forensics.ranks`` entries spell it."""
+
+    rank: int
+    oom_ns: int
+    cause: str
+    allocated_bytes: float | None
+    reserved_bytes: float | None
+    device_used_bytes: float | None
+    device_total_bytes: float | None
+    gap_bytes: float | None
+    evidence: dict[str, Any] = field(default_factory=dict)
+    dump_path: str | None = None
+    error: str | None = None
+    source: str = "telemetry"
+
+    @classmethod
+    def from_mapping(cls, d: Mapping[str, Any]) -> OomRank | None:
+        """Back from the report's JSON-shaped entry; None when it names no rank."""
+        if not isinstance(d.get("rank"), int):
+            return None
+
+        def number(key: str) -> float | None:
+            v = d.get(key)
+            return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+        oom_ns = d.get("oom_ns")
+        evidence = d.get("evidence")
+        return cls(int(d["rank"]), oom_ns if isinstance(oom_ns, int) else 0,
+                   str(d.get("cause") or "undecided"), number("allocated_bytes"),
+                   number("reserved_bytes"), number("device_used_bytes"),
+                   number("device_total_bytes"), number("gap_bytes"),
+                   dict(evidence) if isinstance(evidence, dict) else {},
+                   d.get("dump_path") or None, d.get("error") or None,
+                   str(d.get("source") or "telemetry"))
+
+
+@dataclass(frozen=True)
+class OomForensics:
+    """OOM forensics (:mod:`stormotel.analyzers.algorithms.oom_forensics`): the first OOM, or a
+    tie, and each rank's cause. Serialised where the JSON contract has always had it: ``extra``'s
+    ``oom_forensics`` key (:meth:`Report.to_dict`)."""
+
+    first_rank: int | None
+    tie: bool
+    resolution_ns: int
+    summary: str
+    ranks: list[OomRank]
+    thresholds: OomThresholds
+
+
 @dataclass
 class Report:
     job_id: str | None
@@ -111,29 +178,48 @@ class Report:
     settings: dict[str, Any] = field(default_factory=dict)
     #: Free-form extra sections (e.g. estimate vs. actual, skipped analyses).
     extra: dict[str, Any] = field(default_factory=dict)
+    #: Which ranks ran out of memory, first, and why (None: no OOM). In the JSON contract it is
+    #: ``extra["oom_forensics"]``, where it has always been.
+    oom_forensics: OomForensics | None = None
 
     def has_findings(self) -> bool:
         from stormotel.analyzers.algorithms.estimate_ratio import over_estimate_ranks
 
         return bool(self.cross_rank.first_cause_suspects or self.gap_findings
                     or self.collective_attributions or self.stall_findings
-                    or self.extra.get("oom_forensics")  # an OOM is a finding on its own
+                    or self.oom_forensics is not None  # an OOM is a finding on its own
                     or over_estimate_ranks(self.extra))
 
     def findings(self) -> Iterator[Finding]:
         """Every finding in one common shape and a stable order, for the summary and the sinks
-        (:mod:`analyzers.findings`; imported here on use, as it builds on these classes)."""
+        (:mod:`stormotel.analyzers.findings`; imported here on use, as it builds on these
+        classes)."""
         from stormotel.analyzers.findings import report_findings
 
         return report_findings(self)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
+        oom = d.pop("oom_forensics")
+        if oom is not None:
+            d["extra"] = _with_oom_section(d["extra"], oom)
         d = {"schema": REPORT_SCHEMA, **d}
         return _jsonable(d)
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
+
+
+#: ``extra`` keys the analysis writes after the OOM section (the contract's key order).
+_AFTER_OOM = ("rank_attribution", "analysis_seconds")
+
+
+def _with_oom_section(extra: dict[str, Any], oom: dict[str, Any]) -> dict[str, Any]:
+    """``extra`` with ``oom_forensics`` where the analysis has always put it: after the
+    estimate section, before the rank attribution (or, without one, at the end)."""
+    at = next((i for i, k in enumerate(extra) if k in _AFTER_OOM), len(extra))
+    items = list(extra.items())
+    return dict([*items[:at], ("oom_forensics", oom), *items[at:]])
 
 
 def _jsonable(obj: Any) -> Any:

@@ -118,9 +118,9 @@ def render_summary(report: Report) -> str:
     else:
         lines.append("First cause: no rank led the others")
     lines.extend(f"  note: {n}" for n in cr.notes)
-    forensics = report.extra.get("oom_forensics")
-    if isinstance(forensics, dict) and forensics.get("summary"):
-        lines.append(f"Out of memory: {forensics['summary']}")
+    forensics = report.oom_forensics
+    if forensics is not None and forensics.summary:
+        lines.append(f"Out of memory: {forensics.summary}")
     if report.gap_findings:
         order = {"critical": 0, "warning": 1, "info": 2}
         gf = sorted(report.gap_findings, key=lambda f: (order[f.severity], f.rank))

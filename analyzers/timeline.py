@@ -67,6 +67,20 @@ META_OOM_DUMPS = "oom_dumps"
 
 
 @dataclass(frozen=True)
+class OomDump:
+    """One rank's OOM (a ``capture_oom`` ring dump, or an OOM marker the analysis reads like one;
+    ``path`` empty): when it ran out and what its memory looked like at the last sample."""
+
+    path: str
+    rank: int
+    oom_ns: int
+    sampling_interval_s: float | None
+    last: dict[str, float | None]
+    error: str = ""
+    context: str = ""
+
+
+@dataclass(frozen=True)
 class RankIdentity:
     """Who produced a rank's data. Only ``rank`` is mandatory."""
 
@@ -172,7 +186,8 @@ class Timeline:
     skipped: Counter[str] = field(default_factory=Counter)
     #: Which sources contributed (paths, URLs), for the report.
     sources: list[str] = field(default_factory=list)
-    #: How clocks were aligned; set by :func:`analyzers.align.align` (algorithms never guess).
+    #: How clocks were aligned; set by :func:`stormotel.analyzers.align.align` (algorithms
+    #: never guess).
     alignment: str = ALIGN_WALL
     #: Per-rank offsets (ns) applied by alignment.
     offsets_ns: dict[int, int] = field(default_factory=dict)

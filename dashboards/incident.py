@@ -53,7 +53,7 @@ def incident_dashboard(job_id: str, suspect_ranks: Sequence[int | str], *,
     """The incident dashboard of ``job_id`` with ``suspect_ranks`` pinned (first cause first).
 
     ``start``/``end`` set the dashboard's time range (naive datetimes are UTC); default: the last
-    6 hours. Serialise with :func:`dashboards.common.to_json`.
+    6 hours. Serialise with :func:`stormotel.dashboards.common.to_json`.
     """
     if not job_id:
         raise ValueError("incident_dashboard needs a job_id")

@@ -1,7 +1,8 @@
 """The analyzer's algorithms: pure, vectorised functions ``Timeline -> findings``.
 
 One module per algorithm (first cause, gap, collective), sharing thresholds (:mod:`.settings`)
-and small statistics (:mod:`.robust`). :func:`analyzers.analyze.analyze` runs them together.
+and small statistics (:mod:`.robust`). :func:`stormotel.analyzers.analyze.analyze` runs them
+together.
 
 The algorithm modules (numpy) load on first use, so importing :mod:`.settings` to declare the
 CLI's ``--sensitivity`` flag stays light.

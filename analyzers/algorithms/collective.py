@@ -1,6 +1,7 @@
 """Collective attribution: gap spikes that line up across ranks, strengthened by markers.
 
-1. Per rank, gap spike episodes (:func:`analyzers.algorithms.gap.gap_spikes`, the rank's own
+1. Per rank, gap spike episodes (:func:`stormotel.analyzers.algorithms.gap.gap_spikes`, the rank's
+own
    robust z-score — never pooled), as gap analysis found them.
 2. All episodes are sorted by peak time once and cut into groups wherever consecutive peaks are
    more than the synchrony window apart (max of ``sync_window_s`` and 1.5 sampling intervals):

@@ -16,7 +16,7 @@ the crossing sample, or within one tracker sampling interval of the tracker's ow
 (a span event, or the ``…_edge_timestamp_seconds`` gauge a TSDB keeps). A leader is named at
 high/medium confidence only when its interval ends before every follower's begins (plus a clock
 tolerance); otherwise the incident is a tie and the report says why. Everything happens on the
-timeline as aligned by :mod:`analyzers.align`; the alignment is stated in the result.
+timeline as aligned by :mod:`stormotel.analyzers.align`; the alignment is stated in the result.
 """
 
 from __future__ import annotations

@@ -17,80 +17,31 @@ never claimed finer than the data.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-from stormotel.analyzers.sources.oom_dumps import OomDump
-from stormotel.analyzers.timeline import EDGE_RESOLUTION_ATTR, KIND_OOM, Timeline
+from stormotel.analyzers.report import OomForensics, OomRank, OomThresholds
+from stormotel.analyzers.timeline import EDGE_RESOLUTION_ATTR, KIND_OOM, OomDump, Timeline
 
-GIB = float(1 << 30)
-
-
-@dataclass(frozen=True)
-class OomThresholds:
-    #: reserved − allocated, as a share of reserved, that makes it fragmentation …
-    fragmentation_share: float = 0.3
-    #: … and at least this many bytes.
-    fragmentation_bytes: float = 0.5 * GIB
-    #: gap (device used − reserved), as a share of the device, that makes it outside memory …
-    gap_share: float = 0.15
-    gap_bytes: float = 1.0 * GIB
-
-
-@dataclass(frozen=True)
-class OomRank:
-    """One rank's first OOM, as the report's ``oom_forensics.ranks`` entries spell it."""
-
-    rank: int
-    oom_ns: int
-    cause: str
-    allocated_bytes: float | None
-    reserved_bytes: float | None
-    device_used_bytes: float | None
-    device_total_bytes: float | None
-    gap_bytes: float | None
-    evidence: dict[str, Any] = field(default_factory=dict)
-    dump_path: str | None = None
-    error: str | None = None
-    source: str = "telemetry"
-
-    @classmethod
-    def from_mapping(cls, d: Mapping[str, Any]) -> OomRank | None:
-        """Back from the report's JSON-shaped entry; None when it names no rank."""
-        if not isinstance(d.get("rank"), int):
-            return None
-
-        def number(key: str) -> float | None:
-            v = d.get(key)
-            return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
-
-        oom_ns = d.get("oom_ns")
-        evidence = d.get("evidence")
-        return cls(int(d["rank"]), oom_ns if isinstance(oom_ns, int) else 0,
-                   str(d.get("cause") or "undecided"), number("allocated_bytes"),
-                   number("reserved_bytes"), number("device_used_bytes"),
-                   number("device_total_bytes"), number("gap_bytes"),
-                   dict(evidence) if isinstance(evidence, dict) else {},
-                   d.get("dump_path") or None, d.get("error") or None,
-                   str(d.get("source") or "telemetry"))
+__all__ = [
+    "DEFAULT_THRESHOLDS",
+    "EV_OOM_CAUSE",
+    "EV_OOM_FIRST",
+    "EV_OOM_NS",
+    "OomForensics",
+    "OomRank",
+    "OomThresholds",
+    "classify",
+    "mark_suspects_that_ran_out",
+    "oom_forensics",
+]
 
 
-@dataclass(frozen=True)
-class OomForensics:
-    """The report's ``oom_forensics`` section (``extra``): the first OOM, or a tie, and each
-    rank's cause."""
-
-    first_rank: int | None
-    tie: bool
-    resolution_ns: int
-    summary: str
-    ranks: list[OomRank]
-    thresholds: OomThresholds
+#: The thresholds the report is judged by (frozen: one shared default).
+DEFAULT_THRESHOLDS = OomThresholds()
 
 
-def classify(last: dict[str, float | None], t: OomThresholds = OomThresholds()
+def classify(last: dict[str, float | None], t: OomThresholds = DEFAULT_THRESHOLDS
              ) -> tuple[str, dict[str, Any]]:
     """The cause of one OOM from its last sample, and the numbers that decided it."""
     alloc, res = last.get("allocated"), last.get("reserved")
@@ -161,9 +112,9 @@ def _from_markers(timeline: Timeline, have: set[int]) -> list[OomDump]:
 
 
 def oom_forensics(timeline: Timeline, dumps: list[OomDump] | None = None,
-                  thresholds: OomThresholds = OomThresholds()) -> dict[str, Any] | None:
-    """The report's ``oom_forensics`` section (an :class:`OomForensics` as plain JSON types), or
-    None when no rank ran out of memory."""
+                  thresholds: OomThresholds = DEFAULT_THRESHOLDS) -> OomForensics | None:
+    """The report's OOM section (``Report.oom_forensics``), or None when no rank ran out of
+    memory."""
     dumps = list(dumps or [])
     first_per_rank: dict[int, OomDump] = {}
     for d in sorted(dumps, key=lambda d: d.oom_ns):
@@ -193,8 +144,8 @@ def oom_forensics(timeline: Timeline, dumps: list[OomDump] | None = None,
                    + (f", {lead:.3g} s before rank {events[1].rank}" if lead is not None else "")
                    + f": {first.cause.replace('_', ' ')}"
                    + (f" (dump {first.dump_path})" if first.dump_path else ""))
-    return asdict(OomForensics(None if tie else first.rank, tie, resolution_ns, summary, ranks,
-                               thresholds))
+    return OomForensics(None if tie else first.rank, tie, resolution_ns, summary, ranks,
+                        thresholds)
 
 
 #: Evidence keys a first-cause suspect gains when its rise ended in an OOM.
@@ -203,14 +154,14 @@ EV_OOM_CAUSE = "ran_out_of_memory_cause"
 EV_OOM_FIRST = "ran_out_of_memory_first"
 
 
-def mark_suspects_that_ran_out(suspects: list[Any], forensics: Mapping[str, Any]) -> None:
+def mark_suspects_that_ran_out(suspects: list[Any], forensics: OomForensics) -> None:
     """A suspect whose rank ran out of memory at or after its first rise: its rise ended in an
     OOM, and the finding says so (when, what kind, whether it was the first OOM)."""
-    ranks = {r["rank"]: r for r in forensics.get("ranks") or [] if isinstance(r, Mapping)}
+    ranks = {r.rank: r for r in forensics.ranks}
     for suspect in suspects:
         oom = ranks.get(suspect.rank)
-        if oom is None or int(oom["oom_ns"]) < int(suspect.first_spike_ns):
+        if oom is None or int(oom.oom_ns) < int(suspect.first_spike_ns):
             continue
-        suspect.evidence[EV_OOM_NS] = int(oom["oom_ns"])
-        suspect.evidence[EV_OOM_CAUSE] = str(oom["cause"])
-        suspect.evidence[EV_OOM_FIRST] = forensics.get("first_rank") == suspect.rank
+        suspect.evidence[EV_OOM_NS] = int(oom.oom_ns)
+        suspect.evidence[EV_OOM_CAUSE] = str(oom.cause)
+        suspect.evidence[EV_OOM_FIRST] = forensics.first_rank == suspect.rank

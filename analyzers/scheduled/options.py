@@ -1,6 +1,6 @@
 """The scheduled analyzer's command line: durations, times and every flag of the TSDB run.
-Declared here without heavy imports; :mod:`analyzers.cli_options` turns what they fill into
-typed options (and checks the flags that need each other), once."""
+Declared here without heavy imports; :mod:`stormotel.analyzers.cli_options` turns what they fill
+into typed options (and checks the flags that need each other), once."""
 
 from __future__ import annotations
 
@@ -66,6 +66,13 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, include_job_id: bool =
                           "a series stays under 200,000 points)")
     src.add_argument("--concurrency", type=int, default=4, metavar="N",
                      help="queries in flight at once (default 4)")
+    _add_dcgm_arguments(parser)
+    _add_window_arguments(parser)
+    _add_sink_arguments(parser)
+    add_http_arguments(parser)
+
+
+def _add_dcgm_arguments(parser: argparse.ArgumentParser) -> None:
     dcgm = parser.add_argument_group("dcgm-exporter mode (device memory only)")
     dcgm.add_argument("--dcgm", action="store_true",
                       help="read DCGM_FI_DEV_FB_USED/FREE/RESERVED instead of stormotel series;"
@@ -84,6 +91,9 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, include_job_id: bool =
                       help="dcgm-exporter's own collection interval (its --collect-interval; "
                            "default %(default)s): a scraped value may be that old, so a lead "
                            "shorter than it is not claimed")
+
+
+def _add_window_arguments(parser: argparse.ArgumentParser) -> None:
     win = parser.add_argument_group("window and cron safety")
     win.add_argument("--since", type=positive_duration, metavar="DURATION",
                      help="analyse the last DURATION (default 1h; with --state-file only the "
@@ -115,6 +125,9 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, include_job_id: bool =
     win.add_argument("--dry-run", action="store_true",
                      help="print what would be written (annotations, series, dashboard, trace) "
                           "and change nothing, state file included")
+
+
+def _add_sink_arguments(parser: argparse.ArgumentParser) -> None:
     out = parser.add_argument_group("sinks: where findings are written")
     out.add_argument("--grafana-url", metavar="URL",
                      help="Grafana base URL: one region annotation per finding (idempotent)")
@@ -140,4 +153,3 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, include_job_id: bool =
     out.add_argument("--perfetto", type=Path, metavar="FILE",
                      help="write the merged multi-rank timeline as Chrome trace JSON "
                           "(opens in ui.perfetto.dev)")
-    add_http_arguments(parser)

@@ -1,27 +1,29 @@
-"""One scheduled run over every training job with telemetry in its window.
+"""The TSDB run: one job (``--job-id``), or the CronJob run over every training job with
+telemetry in its window.
 
 ``stormotel analyze --prometheus URL --scheduled [--job-selector 'namespace="ml"']`` (no
-``--job-id``) discovers the jobs, then runs the single-job run (:func:`analyzers.job.run_job`)
-for each, one summary line per job. The run's exit code is 0 when every job's run succeeded
-(findings written included), else the first failure's code in the order usage (2), source (3),
-sink (4) — the same codes as a single-job run (docs/exit-codes.md).
+``--job-id``) discovers the jobs, then runs the single-job run
+(:func:`stormotel.analyzers.scheduled.job.run_job`) for each, one summary line per job, each
+job's files at its own path (:mod:`stormotel.analyzers.scheduled.outputs`). The run's exit code
+is 0 when every job's run succeeded (findings written included), else the first failure's code
+in the order usage (2), source (3), sink (4) — the same codes as a single-job run
+(docs/exit-codes.md).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import sys
 import time
-from collections.abc import Callable
 from typing import TextIO
 
 from stormotel.analyzers import http
-from stormotel.analyzers.options import JobOptions
-from stormotel.analyzers.report import Report
+from stormotel.analyzers.options import AnalyzeOptions
+from stormotel.analyzers.run import read_stalls
 from stormotel.analyzers.scheduled.discovery import DiscoveryError, discover_jobs
-from stormotel.analyzers.scheduled.outputs import job_sinks
-from stormotel.analyzers.timeline import Timeline
+from stormotel.analyzers.scheduled.job import run_job
+from stormotel.analyzers.sources.protocol import Progress
+from stormotel.analyzers.stalls.cli_support import StallResult
 
 from stormotel import exitcodes
 from stormotel.textsafe import one_line
@@ -30,44 +32,54 @@ from stormotel.textsafe import one_line
 #: falls between runs is still found by the next run (which gives it its final analysis).
 DISCOVERY_WINDOW_S = 3600.0
 #: Which failure a run over many jobs reports when several jobs failed differently.
-_PRECEDENCE = (exitcodes.USAGE, exitcodes.SOURCE_FAILURE, exitcodes.SINK_FAILURE)
+FAILURE_PRECEDENCE = (exitcodes.USAGE, exitcodes.SOURCE_FAILURE, exitcodes.SINK_FAILURE)
 
 
-def run_scheduled(job: JobOptions, analyze_fn: Callable[[Timeline], Report], *,
-                  run_one: Callable[..., int],
-                  emit_report: Callable[..., None] | None = None,
+def run_tsdb(opts: AnalyzeOptions) -> int:
+    """The TSDB run the flags ask for. Stall evidence is read once, up front, so a bad dump is
+    a usage error before any query; each window judges it with its own telemetry."""
+    stalls = read_stalls(opts, Progress(opts.output.quiet))
+    job = opts.job
+    if job.schedule.scheduled and not job.job_id and not job.tsdb.dcgm:
+        return run_scheduled(opts, stalls=stalls)
+    return run_job(opts, stalls=stalls).code
+
+
+def run_scheduled(opts: AnalyzeOptions, *, stalls: StallResult | None = None,
                   err: TextIO | None = None, now_ns: int | None = None) -> int:
-    """Discover the window's jobs and run ``run_one`` (``analyzers.job.run_job``) for each;
-    ``emit_report(report, several=...)`` writes a job's report (at its own path when
-    ``several`` jobs are analysed)."""
+    """Discover the window's jobs and run each (at its own output paths when several)."""
     err = err or sys.stderr
     now_ns = now_ns if now_ns is not None else time.time_ns()
-    schedule = job.schedule
+    jobs = discover(opts, err, now_ns)
+    if jobs is None:
+        return exitcodes.SOURCE_FAILURE
+    if not jobs:
+        selector = opts.job.schedule.job_selector
+        print("stormotel analyze: no training job has telemetry in the window"
+              f"{' matching ' + selector if selector else ''}", file=err)
+        return exitcodes.OK
+    several = len(jobs) > 1  # then every output path is the job's own (scheduled/outputs.py)
+    codes = [run_job(dataclasses.replace(opts, job=dataclasses.replace(opts.job, job_id=job_id)),
+                     stalls=stalls, several=several, err=err, now_ns=now_ns).code
+             for job_id in jobs]
+    failed = [c for c in codes if c != exitcodes.OK]
+    return next((c for c in FAILURE_PRECEDENCE if c in failed),
+                failed[0] if failed else exitcodes.OK)
+
+
+def discover(opts: AnalyzeOptions, err: TextIO, now_ns: int) -> list[str] | None:
+    """The job ids with telemetry in the discovery window (None: discovery failed, said)."""
+    job, schedule = opts.job, opts.job.schedule
     end = now_ns - int(schedule.settle * 1e9)
     span = schedule.since if schedule.since is not None else DISCOVERY_WINDOW_S
     start = end - int(span * 1e9)
     try:
         with http.make_client(job.http) as client:
-            jobs = discover_jobs(client, job.tsdb.prometheus,
-                                 selector=schedule.job_selector or "", start_ns=start,
-                                 end_ns=end, settings=job.http,
-                                 deadline=http.Deadline(schedule.timeout),
-                                 warn=lambda m: print(f"stormotel analyze: warning: {one_line(m)}",
-                                                      file=err))
+            return list(discover_jobs(
+                client, job.tsdb.prometheus, selector=schedule.job_selector or "",
+                start_ns=start, end_ns=end, settings=job.http,
+                deadline=http.Deadline(schedule.timeout),
+                warn=lambda m: print(f"stormotel analyze: warning: {one_line(m)}", file=err)))
     except DiscoveryError as e:
         print(f"stormotel analyze: error: {one_line(e)}", file=err)
-        return exitcodes.SOURCE_FAILURE
-    if not jobs:
-        print("stormotel analyze: no training job has telemetry in the window"
-              f"{' matching ' + schedule.job_selector if schedule.job_selector else ''}",
-              file=err)
-        return exitcodes.OK
-    codes = []
-    several = len(jobs) > 1  # then every output path is the job's own (scheduled/outputs.py)
-    for job_id in jobs:
-        one = dataclasses.replace(job, job_id=job_id,
-                                  sinks=job_sinks(job.sinks, job_id, several=several))
-        emit = None if emit_report is None else functools.partial(emit_report, several=several)
-        codes.append(run_one(one, analyze_fn, emit_report=emit, err=err, now_ns=now_ns))
-    failed = [c for c in codes if c != exitcodes.OK]
-    return next((c for c in _PRECEDENCE if c in failed), failed[0] if failed else exitcodes.OK)
+        return None

@@ -107,21 +107,25 @@ class StateFile:
         write_atomic(self.path, json.dumps(self.doc, indent=2, sort_keys=True) + "\n",
                      make_parents=False)
 
+    def runs(self, job_id: str) -> dict[str, int]:
+        """The job's per-outcome run counters as they stand (a copy)."""
+        return dict(self.job(job_id).setdefault("runs", {}))
 
-def _count_run(state: StateFile | None, job_id: str, outcome: str,
-               replace: str | None = None) -> dict[str, int]:
-    """Bump the per-outcome run counter (AN_RUNS, kept in the state file); returns the
-    counters, or an empty dict without a state file (a counter that restarts every run would
-    mislead ``increase()``)."""
-    if state is None:
-        return {}
-    runs: dict[str, int] = state.job(job_id).setdefault("runs", {})
-    if replace and runs.get(replace):
-        runs[replace] -= 1
-    runs[outcome] = runs.get(outcome, 0) + 1
-    return dict(runs)
+    def count_run(self, job_id: str, outcome: str, replace: str | None = None
+                  ) -> dict[str, int]:
+        """Bump the per-outcome run counter (AN_RUNS, kept in the state file), taking one from
+        ``replace`` (a run first counted as that); returns the counters."""
+        runs: dict[str, int] = self.job(job_id).setdefault("runs", {})
+        if replace and runs.get(replace):
+            runs[replace] -= 1
+        runs[outcome] = runs.get(outcome, 0) + 1
+        return dict(runs)
 
+    def mark_finished(self, job_id: str, when: str) -> None:
+        """The job ended: its final window was analysed by an earlier run."""
+        self.job(job_id)["finished"] = when
 
-def _save(state: StateFile | None) -> None:
-    if state is not None:
-        state.save()
+    def advance(self, job_id: str, end_ns: int, when: str) -> None:
+        """The job's windows up to ``end_ns`` are analysed (the next run starts there)."""
+        self.job(job_id)["last_end_ns"] = end_ns
+        self.job(job_id)["updated"] = when

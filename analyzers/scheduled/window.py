@@ -27,10 +27,11 @@ class Window:
     deferred: bool = False
 
     def iso(self) -> str:
-        return f"{_iso(self.start_ns)}/{_iso(self.end_ns)}"
+        return f"{iso_time(self.start_ns)}/{iso_time(self.end_ns)}"
 
 
-def _iso(ns: int) -> str:
+def iso_time(ns: int) -> str:
+    """``ns`` since the epoch as an ISO-8601 UTC second (or a note that it is no date)."""
     try:
         return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     except (OverflowError, ValueError, OSError):
@@ -60,7 +61,7 @@ def resolve_window(schedule: ScheduleOptions, now_ns: int, state: StateFile | No
     if last is not None and last > now_ns:
         # We only ever store ends at or before "now": a future one is a clock jump or a
         # hand-edited file (or series), and trusting it would make every run "no new time".
-        note = (f"the previous run's end {_iso(last)} lies in the future; analysed the last "
+        note = (f"the previous run's end {iso_time(last)} lies in the future; analysed the last "
                 f"{since:g}s instead")
         last = None
     start = last if last is not None else end - int(since * 1e9)

@@ -1,2 +1,4 @@
-"""Where the analyzer job writes its findings: Grafana, Prometheus (remote write, Pushgateway),
-Perfetto traces. Each sink is one module; :mod:`analyzers.job` picks them from flags."""
+"""Where a run writes besides its report: Grafana, the incident dashboard, Perfetto traces,
+Prometheus (remote write, Pushgateway), and the HTML page. Each sink class is one module
+(``*_sink.py``, ``incident_dashboard``, ``html_sink``) beside the writer it drives;
+:mod:`stormotel.analyzers.dispatch` lists them in write order."""

@@ -1,6 +1,6 @@
 """A Report as Prometheus samples, so alert rules and dashboards can act on findings.
 
-One function turns a :class:`~analyzers.report.Report` into a flat list of
+One function turns a :class:`~stormotel.analyzers.report.Report` into a flat list of
 :class:`SeriesPoint` named from ``stormotel.schema.AN_*``; the remote-write and Pushgateway sinks
 only differ in how they ship that list. Finding series are stamped with the analysed window's
 end, so re-analysing the same window writes the very same samples again (a TSDB keeps one sample
@@ -11,6 +11,7 @@ run counter) are stamped with the run's own time.
 from __future__ import annotations
 
 import math
+import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -136,7 +137,13 @@ def findings_samples(report: Report, *, job_id: str | None = None,
 
 #: Every outcome a run can have; the run counter carries all of them from the first run (at 0),
 #: so a first failure is an increase from 0, not a series that appears at 1.
-RUN_OUTCOMES: tuple[str, ...] = (*schema.AN_OUTCOMES_SUCCESS, "source_failure", "sink_failure")
+#: Outcome label values (AN_RUNS); schema.AN_OUTCOMES_SUCCESS lists the successful ones.
+OUTCOME_OK = "ok"
+OUTCOME_FINDINGS = "findings"
+OUTCOME_SOURCE_FAILURE = "source_failure"
+OUTCOME_SINK_FAILURE = "sink_failure"
+RUN_OUTCOMES: tuple[str, ...] = (*schema.AN_OUTCOMES_SUCCESS, OUTCOME_SOURCE_FAILURE,
+                                 OUTCOME_SINK_FAILURE)
 
 
 def run_samples(*, job_id: str, duration_s: float, now_ms: int,
@@ -162,3 +169,35 @@ def render_text(points: list[SeriesPoint]) -> str:
         labels = ",".join(f'{k}="{v}"' for k, v in p.label_items())
         lines.append(f"{p.name}{{{labels}}} {p.value:g} {p.timestamp_ms}")
     return "\n".join(lines)
+
+
+def outcome_of(report: Report) -> str:
+    """A completed run's outcome label: findings, or ok."""
+    return OUTCOME_FINDINGS if report.has_findings() else OUTCOME_OK
+
+
+@dataclass(frozen=True)
+class RunSeries:
+    """What the run-level series of one scheduled run are computed from: the job, when the
+    run started (``time.monotonic()``) and its clock, and the state file's run counters before
+    this run (None without a state file: a counter that restarts every run would mislead
+    ``increase()``, so none is written)."""
+
+    job_id: str
+    started: float
+    now_ns: int
+    runs_before: Mapping[str, int] | None
+
+    def points(self, outcome: str, success: bool) -> list[SeriesPoint]:
+        """The run series for a run that ended as ``outcome``; a run whose sinks failed
+        (``success`` False) counts as a sink failure, never as a success."""
+        counts: dict[str, int] = {}
+        if self.runs_before is not None:
+            counts = dict(self.runs_before)
+            counts[outcome] = counts.get(outcome, 0) + 1
+        if not success and counts:
+            counts[outcome] -= 1
+            counts[OUTCOME_SINK_FAILURE] = counts.get(OUTCOME_SINK_FAILURE, 0) + 1
+        return run_samples(job_id=self.job_id, duration_s=time.monotonic() - self.started,
+                           now_ms=self.now_ns // 1_000_000, runs_by_outcome=counts,
+                           success=success)

@@ -3,7 +3,7 @@
 For the researcher without Grafana: the file opens offline in any browser (no CDN, no fetch —
 the page's Content-Security-Policy forbids it), and stays fast at 1,024 ranks × 36,000 samples
 because the charts hold an envelope of all ranks plus the ranks the findings name, reduced to
-min/max per pixel column (see :mod:`analyzers.sinks.html.downsample`).
+min/max per pixel column (see :mod:`stormotel.analyzers.sinks.html.downsample`).
 
 Plot library: uPlot 1.6.32 (MIT, 51 KB minified, vendored in ``html/assets`` with its licence).
 It draws to canvas, renders ~100k points in tens of milliseconds, has bands (the envelope),

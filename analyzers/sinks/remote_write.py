@@ -2,8 +2,8 @@
 
 Prometheus (``--web.enable-remote-write-receiver``), VictoriaMetrics (``/api/v1/write``), Mimir,
 Cortex and Thanos Receive all take the same request: a snappy-compressed (block format)
-``prometheus.WriteRequest`` protobuf. Messages come from :mod:`analyzers.sinks.prompb` (the
-official protobuf runtime), compression from ``cramjam``.
+``prometheus.WriteRequest`` protobuf. Messages come from :mod:`stormotel.analyzers.sinks.prompb`
+(the official protobuf runtime), compression from ``cramjam``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Marker vocabulary: which names are collectives, and building per-rank Markers arrays.
 
 Step spans, ``tracker.mark(...)`` spans, span events (threshold crossings, first rises, OOMs) and
-Stormlog ``context`` strings all end up as :class:`~analyzers.timeline.Markers`. A name that
-mentions a collective (``nccl:all_reduce``, ``barrier``, ...) is kind ``collective``, which is what
-collective attribution looks for.
+Stormlog ``context`` strings all end up as :class:`~stormotel.analyzers.timeline.Markers`. A name
+that mentions a collective (``nccl:all_reduce``, ``barrier``, ...) is kind ``collective``, which is
+what collective attribution looks for.
 """
 
 from __future__ import annotations

@@ -9,28 +9,16 @@ and reads each one's header and last sample; malformed files are counted skips w
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 from stormotel.analyzers.sources import OOM_DUMP_SUFFIX
-from stormotel.analyzers.timeline import META_OOM_DUMPS, Timeline
+from stormotel.analyzers.timeline import META_OOM_DUMPS, OomDump, Timeline
 
 from stormotel import schema
 
 _LAST_FIELDS = ("allocated", "reserved", "inactive_split", "device_used", "device_total")
 
-
-@dataclass(frozen=True)
-class OomDump:
-    """One rank's dump: when it ran out and what its memory looked like at the last sample."""
-
-    path: str
-    rank: int
-    oom_ns: int
-    sampling_interval_s: float | None
-    last: dict[str, float | None]
-    error: str = ""
-    context: str = ""
+__all__ = ["OomDump", "attach_oom_dumps", "dump_paths", "read_dump"]
 
 
 def read_dump(path: Path) -> OomDump:

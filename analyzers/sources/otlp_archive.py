@@ -137,7 +137,7 @@ def _str_or_none(v: Any) -> str | None:
 
 class _Columns:
     """Per (rank, field, is_peak) timestamps and values: Python lists filled point by point, or
-    whole arrays from :mod:`analyzers.sources.otlp_compact` (never both in one file)."""
+    whole arrays from :mod:`stormotel.analyzers.sources.otlp_compact` (never both in one file)."""
 
     def __init__(self) -> None:
         self.t: dict[tuple[int, str, bool], list[Any] | np.ndarray] = {}
@@ -183,9 +183,10 @@ class OtlpFileReader:
 
     # --- framing ----------------------------------------------------------------------------
     def read_json_lines(self, data: bytes, *, arrays: bool = True) -> None:
-        """Typed decoding (:mod:`analyzers.sources.otlp_fast`); odd lines fall back to
+        """Typed decoding (:mod:`stormotel.analyzers.sources.otlp_fast`); odd lines fall back to
         :meth:`read_json_lines_generic`'s walker there. ``arrays=False`` skips the compact
-        archive's array path (:mod:`analyzers.sources.otlp_compact`), for comparing the two."""
+        archive's array path (:mod:`stormotel.analyzers.sources.otlp_compact`), for comparing the
+        two."""
         from stormotel.analyzers.sources.otlp_fast import read_json
 
         read_json(self, data, arrays=arrays)

@@ -13,7 +13,8 @@ per-point attributes. Everything is checked *before* anything is recorded, so a 
 not qualify leaves no trace and the general typed decoder reads it, with the result it always
 had. The estimate (one point per context line) is read as a dict by the same code as in the
 other decoders; so are the OOM counter and the OOM edge gauge (the typed decoder's
-:func:`~analyzers.sources.otlp_fast.read_context_metric`; the other edges come from spans).
+:func:`~stormotel.analyzers.sources.otlp_fast.read_context_metric`; the other edges come from
+spans).
 """
 
 from __future__ import annotations
@@ -33,10 +34,10 @@ from stormotel.analyzers.sources.otlp_archive import (
 from stormotel.analyzers.sources.otlp_fast import (
     CONTEXT_METRICS,
     Metric,
+    OtlpPoint,
+    OtlpResource,
     ScopeMetrics,
-    _attrs,
-    _Point,
-    _Resource,
+    attrs_of,
     read_context_metric,
 )
 from stormotel.analyzers.sources.otlp_points import int_points
@@ -72,7 +73,7 @@ class _Request(msgspec.Struct, rename="camel", gc=False):
 
 
 _decoder = msgspec.json.Decoder(_Request, strict=False)
-_points_decoder = msgspec.json.Decoder(list[_Point], strict=False)
+_points_decoder = msgspec.json.Decoder(list[OtlpPoint], strict=False)
 
 
 @dataclass
@@ -172,7 +173,7 @@ def _rank(plan: _Plan, resource: bytes, reader: OtlpFileReader) -> int | None:
     if not resource:
         return None
     try:
-        attrs = _attrs(msgspec.json.decode(resource, type=_Resource, strict=False).attributes)
+        attrs = attrs_of(msgspec.json.decode(resource, type=OtlpResource, strict=False).attributes)
     except msgspec.ValidationError:
         return None
     ident = identity_from(attrs)

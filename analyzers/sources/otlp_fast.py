@@ -19,7 +19,8 @@ Every shape real producers write is accepted, at the same speed:
   into levels (a note says so), cumulative sums and gauges are read as levels.
 
 Spans and anything the typed decoder rejects (snake_case keys, wrong types) go through the
-generic dict walker of :mod:`analyzers.sources.otlp_archive`, so skips and notes are unchanged.
+generic dict walker of :mod:`stormotel.analyzers.sources.otlp_archive`, so skips and notes are
+unchanged.
 """
 
 from __future__ import annotations
@@ -56,11 +57,11 @@ class _KeyValue(msgspec.Struct, gc=False):
     value: _AnyValue = _AnyValue()
 
 
-class _Resource(msgspec.Struct, gc=False):
+class OtlpResource(msgspec.Struct, gc=False):
     attributes: list[_KeyValue] = []
 
 
-class _Point(msgspec.Struct, rename="camel", gc=False):
+class OtlpPoint(msgspec.Struct, rename="camel", gc=False):
     time_unix_nano: int = 0
     as_int: int | None = None
     as_double: float | None = None
@@ -68,12 +69,12 @@ class _Point(msgspec.Struct, rename="camel", gc=False):
 
 
 class _Body(msgspec.Struct, rename="camel", gc=False):
-    data_points: list[_Point] = []
+    data_points: list[OtlpPoint] = []
     aggregation_temporality: int | str = 0
 
 
 #: A metric's body: its data points decoded as structs (here), or left as raw bytes
-#: (:mod:`analyzers.sources.otlp_compact`, which parses a whole file's points at once).
+#: (:mod:`stormotel.analyzers.sources.otlp_compact`, which parses a whole file's points at once).
 BodyT = TypeVar("BodyT")
 
 
@@ -92,7 +93,7 @@ _ScopeMetrics = ScopeMetrics[_Body]
 
 
 class _ResourceMetrics(msgspec.Struct, rename="camel", gc=False):
-    resource: _Resource | None = None
+    resource: OtlpResource | None = None
     scope_metrics: list[_ScopeMetrics] = []
 
 
@@ -101,7 +102,7 @@ class _Envelope(msgspec.Struct, rename="camel", gc=False):
 
     resource_metrics: list[_ResourceMetrics] = []
     resource_spans: list[msgspec.Raw] = []
-    resource: _Resource | None = None
+    resource: OtlpResource | None = None
     scope_metrics: list[_ScopeMetrics] = []
     scope_spans: list[msgspec.Raw] = []
 
@@ -111,7 +112,7 @@ _doc_decoder = msgspec.json.Decoder(_Envelope | list[_Envelope], strict=False)
 _DELTA = (1, "AGGREGATION_TEMPORALITY_DELTA")
 
 
-def _attrs(items: list[_KeyValue]) -> dict[str, Any]:
+def attrs_of(items: list[_KeyValue]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for kv in items:
         v = kv.value
@@ -129,18 +130,18 @@ CONTEXT_METRICS = frozenset({schema.OOMS.name, schema.EDGE_TIMESTAMP.name,
                              schema.SAMPLING_INTERVAL.name})
 
 
-def point_rows(points: list[_Point]) -> list[Row]:
-    return [(_attrs(dp.attributes), dp.time_unix_nano,
+def point_rows(points: list[OtlpPoint]) -> list[Row]:
+    return [(attrs_of(dp.attributes), dp.time_unix_nano,
              dp.as_int if dp.as_double is None else dp.as_double) for dp in points]
 
 
-def _is_oom_edge(dp: _Point) -> bool:
+def _is_oom_edge(dp: OtlpPoint) -> bool:
     return any(kv.key == schema.ATTR_EDGE and kv.value.string_value == schema.EDGE_OOM
                for kv in dp.attributes)
 
 
 def read_context_metric(reader: OtlpFileReader, res_rank: int | None, name: str,
-                        points: list[_Point], temporality: int | str) -> None:
+                        points: list[OtlpPoint], temporality: int | str) -> None:
     """Hand one of :data:`CONTEXT_METRICS` to the reader (OOM counter or OOM edge). Only the
     OOM edge's points are turned into rows: a ``lines`` archive repeats every edge per line."""
     if name == schema.OOMS.name:
@@ -156,8 +157,8 @@ def read_context_metric(reader: OtlpFileReader, res_rank: int | None, name: str,
 def read_json(reader: OtlpFileReader, data: bytes, *, arrays: bool = True) -> None:
     """Decode an OTLP JSON file (lines, or one document) into ``reader``'s columns.
 
-    A compact archive (:mod:`analyzers.sources.otlp_compact`) goes straight into arrays unless
-    ``arrays`` is False; any other file, or one that path declines, is walked here."""
+    A compact archive (:mod:`stormotel.analyzers.sources.otlp_compact`) goes straight into arrays
+    unless ``arrays`` is False; any other file, or one that path declines, is walked here."""
     walker = _Walker(reader)
     with gc_paused():
         first = first_byte(data)
@@ -248,7 +249,7 @@ class _Walker:
         if key is not None and key == r._last_resource:
             res_rank = r._last_rank
         else:
-            res_attrs = _attrs(resource.attributes) if resource is not None else {}
+            res_attrs = attrs_of(resource.attributes) if resource is not None else {}
             if r.ctx.other_job(res_attrs.get(schema.ATTR_JOB_ID)):
                 r.ctx.skip("other_job", where, f"job {res_attrs.get(schema.ATTR_JOB_ID)!r}")
                 return

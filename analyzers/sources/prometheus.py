@@ -3,7 +3,8 @@
 Works against anything that speaks the Prometheus query API (Prometheus, VictoriaMetrics,
 Thanos, Mimir, Cortex): ranks are discovered with ``/api/v1/series``, each field is fetched with
 ``/api/v1/query_range`` in chunks that stay under the 11,000-points-per-series limit, queries
-run concurrently with a bound, and transient failures are retried by :mod:`analyzers.http`.
+run concurrently with a bound, and transient failures are retried by
+:mod:`stormotel.analyzers.http`.
 
 A failure never loses what did arrive: the Timeline holds every rank that could be read, and
 its ``notes``/``skipped`` say which endpoint and ranks failed and why, so the job can report a

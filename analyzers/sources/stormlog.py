@@ -184,8 +184,10 @@ def _meta(r: Mapping[str, Any], key: str) -> Any:
     return m.get(key) if isinstance(m, Mapping) else None
 
 
-def load_records(records: list[Any], path: str, ctx: LoadContext) -> int:
-    """Validate Stormlog records column-wise and add them to the builder; returns samples."""
+def _supported_records(records: list[Any], path: str, ctx: LoadContext
+                       ) -> tuple[list[Mapping[str, Any]], _ColumnReader | None]:
+    """The records of a supported schema version (the others counted skips), and a column
+    reader over them when every record was."""
     supported = {*SUPPORTED_SCHEMAS, *(str(v) for v in SUPPORTED_SCHEMAS)}
     good: list[Mapping[str, Any]] = records
     kinds = set(map(type, records))
@@ -207,6 +209,12 @@ def load_records(records: list[Any], path: str, ctx: LoadContext) -> int:
                          f"schema_version {sv!r} (supported: {SUPPORTED_SCHEMAS} and legacy)")
                 continue
             good.append(r)
+    return good, col
+
+
+def load_records(records: list[Any], path: str, ctx: LoadContext) -> int:
+    """Validate Stormlog records column-wise and add them to the builder; returns samples."""
+    good, col = _supported_records(records, path, ctx)
     if not good:
         return 0
     n = len(good)
@@ -250,13 +258,7 @@ def load_records(records: list[Any], path: str, ctx: LoadContext) -> int:
     inactive = bytes_column(col("allocator_inactive_bytes"), ctx, where,
                             "allocator_inactive_bytes")
 
-    rank_raw = col("rank")
-    ranks = _int_column(rank_raw, default=0)
-    if all(v is None for v in rank_raw):
-        rank_raw = [_meta(r, "rank") for r in good]
-        ranks = _int_column(rank_raw, default=0)
-        if all(v is None for v in rank_raw):
-            ctx.note(f"{path}: no rank field; treated as rank 0 (as Stormlog does)")
+    ranks = _ranks(col, good, path, ctx)
     if ctx.job_id is not None:
         jobs = col("job_id")
         other = np.fromiter((ctx.other_job(j) for j in jobs), bool, n)
@@ -282,6 +284,25 @@ def load_records(records: list[Any], path: str, ctx: LoadContext) -> int:
                       device_free=free[sel], inactive_split=inactive[sel])
         added += int(sel.sum())
     _context_markers(col("context", "message"), t, ok, ranks, ctx)
+    _sessions(col, good, ctx)
+    return added
+
+
+def _ranks(col: _ColumnReader, good: list[Mapping[str, Any]], path: str,
+           ctx: LoadContext) -> np.ndarray:
+    """Each record's rank (its field, else its metadata's, else 0 as Stormlog does)."""
+    rank_raw = col("rank")
+    ranks = _int_column(rank_raw, default=0)
+    if all(v is None for v in rank_raw):
+        rank_raw = [_meta(r, "rank") for r in good]
+        ranks = _int_column(rank_raw, default=0)
+        if all(v is None for v in rank_raw):
+            ctx.note(f"{path}: no rank field; treated as rank 0 (as Stormlog does)")
+    return ranks
+
+
+def _sessions(col: _ColumnReader, good: list[Mapping[str, Any]], ctx: LoadContext) -> None:
+    """The Stormlog session ids seen, in the Timeline's meta."""
     sessions = _hashables(col("session_id")) - {None}
     if not sessions:  # legacy exports keep it in metadata
         sessions = _hashables(_meta(r, "session_id") for r in good) - {None}
@@ -289,7 +310,6 @@ def load_records(records: list[Any], path: str, ctx: LoadContext) -> int:
         known = ctx.builder.meta.setdefault("stormlog_sessions", [])
         assert isinstance(known, list)
         known.extend(sorted(str(s) for s in sessions if str(s) not in known))
-    return added
 
 
 def _hashable(v: Any) -> bool:

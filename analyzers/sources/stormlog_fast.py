@@ -8,9 +8,9 @@ legacy names) and skips the rest in C, with the garbage collector paused. ``meta
 its raw JSON text (what scanning past it costs anyway) and decoded only when a fallback asks.
 
 The structs answer ``get``/``in``/``[]`` like the dicts they replace, so
-:func:`analyzers.sources.stormlog.load_records` validates them unchanged; its column reader pulls
-whole columns with ``attrgetter``. A key the export lacks is :data:`msgspec.UNSET` (missing, as
-opposed to ``null``), which keeps the legacy fallbacks exact.
+:func:`stormotel.analyzers.sources.stormlog.load_records` validates them unchanged; its column
+reader pulls whole columns with ``attrgetter``. A key the export lacks is :data:`msgspec.UNSET`
+(missing, as opposed to ``null``), which keeps the legacy fallbacks exact.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ Two evidence sources feed ``Report.stall_findings``:
 which calls it and joins the result with telemetry itself.
 
 The Flight Recorder modules load on first use of these names, so a run that only renders a
-report (:mod:`analyzers.summary` imports :mod:`.render`) does not import them.
+report (:mod:`stormotel.analyzers.summary` imports :mod:`.render`) does not import them.
 """
 
 from __future__ import annotations

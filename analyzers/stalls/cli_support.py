@@ -1,22 +1,23 @@
 """``stormotel analyze --flight-recorder DIR --logs PATH...``: the stuck-job evidence.
 
-Functions the command calls, in its own order (it never hands its steps over):
-:func:`read_stall_evidence` before (or instead of) loading telemetry, :meth:`StallResult.join`
-to join loaded telemetry with it, and :meth:`StallResult.apply` on the report. Telemetry is
-optional: with only stall evidence :meth:`StallResult.empty_report` holds the stall findings and
-the exit code says whether there were any.
+What one run (:func:`stormotel.analyzers.run.run_once`) uses, in its order:
+:func:`read_stall_evidence` before (or instead of) reading telemetry; :func:`attach_markers` and
+:meth:`StallResult.judged` to join a Timeline with it; :meth:`StallResult.apply` on the report.
+Telemetry is optional: with only stall evidence (:class:`StallMarkerSource`)
+:meth:`StallResult.empty_report` holds the stall findings and the exit code says whether there
+were any.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from stormotel.analyzers.options import StallOptions
 from stormotel.analyzers.report import Report, StallFinding
+from stormotel.analyzers.sources.protocol import Progress
 from stormotel.analyzers.stalls.calibration import calibrate
 from stormotel.analyzers.stalls.verdict import join_sources, with_telemetry
 from stormotel.analyzers.timeline import (
@@ -29,7 +30,9 @@ from stormotel.analyzers.timeline import (
 
 from stormotel.errors import UsageError
 
-ProgressFn = Callable[[str], None]
+if TYPE_CHECKING:
+    from stormotel.analyzers.http import Deadline
+    from stormotel.analyzers.scheduled.window import Window
 
 
 class StallInputError(UsageError, ValueError):
@@ -68,13 +71,6 @@ class StallResult:
         report.extra["samples"] = 0
         return self.apply(report)
 
-    def join(self, timeline: Timeline) -> Timeline:
-        """The telemetry with this evidence's collective markers attached, and the stall
-        findings judged again with what the telemetry shows (failures seen in memory)."""
-        timeline = attach_markers(timeline, self.markers_by_rank)
-        self.findings = self.judged(timeline)
-        return timeline
-
     def judged(self, timeline: Timeline) -> list[StallFinding]:
         """The stall findings judged again with what ``timeline`` shows, leaving this evidence
         as read: each window of a scheduled run is judged with its own telemetry."""
@@ -90,7 +86,25 @@ class StallResult:
         return b.build(job_id=job_id, world_size=self.world_size)
 
 
-def read_stall_evidence(options: StallOptions, progress: ProgressFn | None = None
+@dataclass(frozen=True)
+class StallMarkerSource:
+    """Stall evidence alone as a run's source (no memory telemetry given): a Timeline of its
+    collective markers, for the trace sinks; the report is the evidence's own."""
+
+    stalls: StallResult
+    job_id: str | None = None
+    telemetry: ClassVar[bool] = False
+
+    @property
+    def outcome(self) -> None:
+        return None
+
+    def read(self, window: Window | None, deadline: Deadline | None,
+             progress: Progress) -> Timeline:
+        return self.stalls.marker_timeline(self.job_id)
+
+
+def read_stall_evidence(options: StallOptions, progress: Progress | None = None
                         ) -> StallResult:
     """Read and analyse the dumps and logs ``options`` name (its world size already checked)."""
     from stormotel.analyzers.stalls.fr_loader import DumpError
@@ -98,6 +112,7 @@ def read_stall_evidence(options: StallOptions, progress: ProgressFn | None = Non
 
     ws = options.world_size
     result = StallResult()
+    progress = progress or Progress(quiet=True)
     try:
         if options.flight_recorder:
             _add_flight_recorder(result, options.flight_recorder, ws, progress)
@@ -111,14 +126,13 @@ def read_stall_evidence(options: StallOptions, progress: ProgressFn | None = Non
 
 
 def _add_flight_recorder(result: StallResult, path: Path, ws: int | None,
-                         progress: ProgressFn | None) -> None:
+                         progress: Progress) -> None:
     from stormotel.analyzers.stalls.fr_analysis import analyze_dumps
     from stormotel.analyzers.stalls.fr_loader import load_dump_dir
     from stormotel.analyzers.stalls.fr_markers import markers_from_dumps
 
     ds = load_dump_dir(path, world_size=ws)
-    if progress:
-        progress(f"read {len(ds.dumps)} Flight Recorder dump(s) from {path} "
+    progress.say(f"read {len(ds.dumps)} Flight Recorder dump(s) from {path} "
                  f"({sum(len(d.entries) for d in ds.dumps.values())} entries)")
     fr = analyze_dumps(ds)
     _extend(result, fr.findings)
@@ -137,14 +151,13 @@ def _add_flight_recorder(result: StallResult, path: Path, ws: int | None,
 
 
 def _add_logs(result: StallResult, specs: list[str], ws: int | None,
-              progress: ProgressFn | None) -> None:
+              progress: Progress) -> None:
     from stormotel.analyzers.stalls.log_analysis import analyze_logs
     from stormotel.analyzers.stalls.log_failures import WORLD_HINT
     from stormotel.analyzers.stalls.logs_parser import parse_logs
 
     parsed = _plausible_ranks(parse_logs(specs))
-    if progress:
-        progress(f"read {len(parsed.files)} log file(s), {parsed.lines} lines, "
+    progress.say(f"read {len(parsed.files)} log file(s), {parsed.lines} lines, "
                  f"{len(parsed.events)} watchdog events")
     la = analyze_logs(parsed, world_size=ws)
     if not parsed.events:
@@ -169,7 +182,7 @@ def _add_logs(result: StallResult, specs: list[str], ws: int | None,
 
 
 def _add_stacks(result: StallResult, options: StallOptions, ws: int | None,
-                progress: ProgressFn | None) -> None:
+                progress: Progress) -> None:
     """The tracker's stack snapshots (``--stacks``, and ``stacks/`` under telemetry PATHs)."""
     from stormotel.analyzers.stalls.stacks import analyze_stacks, find_snapshot_files
 
@@ -180,8 +193,7 @@ def _add_stacks(result: StallResult, options: StallOptions, ws: int | None,
     if not files:
         return
     sa = analyze_stacks(files, ws or result.world_size)
-    if progress:
-        progress(f"read {len(files)} stack snapshot(s) of {len(sa.snapshots)} rank(s)")
+    progress.say(f"read {len(files)} stack snapshot(s) of {len(sa.snapshots)} rank(s)")
     result.findings = _insert_first_hand(result.findings, sa.findings)
     result.notes.extend(sa.notes)
     if sa.skipped:

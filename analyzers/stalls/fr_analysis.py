@@ -428,37 +428,8 @@ def _analyze_group(g: GroupView, states: list[RankState], ds: DumpSet,
         findings.append(_not_joined(g, proven, entered, base_ev, windows))
     silent = sorted(set(unseen) | set(blank))
     if not findings and silent and states:
-        top = max(s.last_seq for s in states)
-        waiting = [s.rank for s in states if s.pending]
-        spoke = len(g.expected) - len(silent)
-        if len(silent) < spoke:
-            # silent (empty or missing dump) vs recorded: every rank that recorded agrees,
-            # so the silent minority is what the group waits for
-            confidence: Confidence = ("medium" if not unseen and spoke >= 2 * len(silent)
-                                      else "low")
-            what = " and ".join(x for x in (
-                f"empty dump(s) from {blank}" if blank else "",
-                f"no dump from {unseen}" if unseen else "") if x)
-            findings.append(StallFinding(
-                kind="straggler", ranks=silent, process_group=g.label, seq_id=top + 1
-                if waiting else top, op=None, source="flight_recorder", confidence=confidence,
-                evidence={**base_ev, "waiting_ranks": waiting, "behind_ranks": silent,
-                          "empty_dump_ranks": blank, "category": "empty_dump" if blank and
-                          not unseen else "no_dump", "folds_into_world": True,
-                          "spoke": {"ranks": spoke, "of": len(g.expected)},
-                          "reason": f"{what}; the {spoke} rank(s) that recorded all agree up "
-                          f"to seq {top}" + (f" and {len(waiting)} wait there" if waiting
-                                             else "")},
-                remediation=list(REMEDIATION["silent"])))
-            return findings
-        findings.append(StallFinding(
-            kind="undecided", ranks=[], process_group=g.label, seq_id=top, op=None,
-            source="flight_recorder", confidence="low",
-            evidence={**base_ev, "waiting_ranks": waiting, "suspects": unseen,
-                      **({"folds_into_world": True, "silent": blank} if not unseen else {}),
-                      "reason": f"every visible rank agrees up to seq {top}; whether the "
-                      f"silent rank(s) {silent} joined it cannot be told from these dumps"},
-            remediation=list(REMEDIATION["undecided"])))
+        findings.append(_silent_finding(g, states, base_ev, unseen, blank))
+        return findings
     waiting = [s.rank for s in states if s.pending]
     if not findings and misses and waiting:
         findings.append(StallFinding(
@@ -471,6 +442,43 @@ def _analyze_group(g: GroupView, states: list[RankState], ds: DumpSet,
                       "proves nothing"},
             remediation=list(REMEDIATION["window"])))
     return findings
+
+
+def _silent_finding(g: GroupView, states: list[RankState], base_ev: dict[str, Any],
+                    unseen: list[int], blank: list[int]) -> StallFinding:
+    """Ranks without a dump (or with an empty one) in a group whose recorded ranks agree: the
+    silent minority is what the group waits for; else undecided."""
+    silent = sorted(set(unseen) | set(blank))
+    top = max(s.last_seq for s in states)
+    waiting = [s.rank for s in states if s.pending]
+    spoke = len(g.expected) - len(silent)
+    if len(silent) < spoke:
+        # silent (empty or missing dump) vs recorded: every rank that recorded agrees,
+        # so the silent minority is what the group waits for
+        confidence: Confidence = ("medium" if not unseen and spoke >= 2 * len(silent)
+                                  else "low")
+        what = " and ".join(x for x in (
+            f"empty dump(s) from {blank}" if blank else "",
+            f"no dump from {unseen}" if unseen else "") if x)
+        return StallFinding(
+            kind="straggler", ranks=silent, process_group=g.label, seq_id=top + 1
+            if waiting else top, op=None, source="flight_recorder", confidence=confidence,
+            evidence={**base_ev, "waiting_ranks": waiting, "behind_ranks": silent,
+                      "empty_dump_ranks": blank, "category": "empty_dump" if blank and
+                      not unseen else "no_dump", "folds_into_world": True,
+                      "spoke": {"ranks": spoke, "of": len(g.expected)},
+                      "reason": f"{what}; the {spoke} rank(s) that recorded all agree up "
+                      f"to seq {top}" + (f" and {len(waiting)} wait there" if waiting
+                                         else "")},
+            remediation=list(REMEDIATION["silent"]))
+    return StallFinding(
+        kind="undecided", ranks=[], process_group=g.label, seq_id=top, op=None,
+        source="flight_recorder", confidence="low",
+        evidence={**base_ev, "waiting_ranks": waiting, "suspects": unseen,
+                  **({"folds_into_world": True, "silent": blank} if not unseen else {}),
+                  "reason": f"every visible rank agrees up to seq {top}; whether the "
+                  f"silent rank(s) {silent} joined it cannot be told from these dumps"},
+        remediation=list(REMEDIATION["undecided"]))
 
 
 def _not_joined(g: GroupView, ranks: list[int], entered: int | None, base_ev: dict[str, Any],

@@ -5,7 +5,7 @@ default ``TORCH_NCCL_DEBUG_INFO_TEMP_FILE``), or a launcher's name with host and
 (``fr_node-7_rank3.json``). The form is sniffed from the content, not the name:
 ``_dump_fr_trace`` writes a pickle, ``_dump_fr_trace_json`` writes JSON without stack frames,
 with some numbers stringified and 0 for unset times. Pickles go through
-:mod:`analyzers.stalls.safe_unpickle` only — dumps are untrusted input.
+:mod:`stormotel.analyzers.stalls.safe_unpickle` only — dumps are untrusted input.
 """
 
 from __future__ import annotations

@@ -309,6 +309,22 @@ def _confidence(minority: int, majority: int, spoke: int, world: World) -> str:
     return "medium" if minority < majority else "low"
 
 
+@dataclass
+class _Verdict:
+    """What every finding of one group's triage shares (its context and evidence)."""
+
+    group: str
+    common_seq: int | None
+    op: str | None
+    ev: dict[str, Any]
+
+    def found(self, kind: str, ranks: list[int], category: str, confidence: str, reason: str,
+              rule: str = "", pattern: str = "torch.nccl.watchdog_timeout",
+              **more: Any) -> StallFinding:
+        return _finding(kind, ranks, self.group, self.common_seq, self.op, category, confidence,
+                        {**self.ev, "reason": reason, "pattern": pattern, "rule": rule, **more})
+
+
 def _triage(group: str, table: dict[int, RankLogState], world: World, seen: set[int],
             hints: dict[int, Counter[str]], timeline: list[dict[str, Any]]
             ) -> StallFinding | None:
@@ -336,29 +352,30 @@ def _triage(group: str, table: dict[int, RankLogState], world: World, seen: set[
         "unseen_ranks": unseen, "world_size": world.size,
         "spoke": {"ranks": len(table), "of": world.size if world.explicit else None},
         "timeline": timeline[:40]}
-    op = _majority(op_values)
-
-    def found(kind: str, ranks: list[int], category: str, confidence: str, reason: str,
-              rule: str = "", pattern: str = "torch.nccl.watchdog_timeout",
-              **more: Any) -> StallFinding:
-        return _finding(kind, ranks, group, common_seq, op, category, confidence,
-                        {**ev, "reason": reason, "pattern": pattern, "rule": rule, **more})
-
+    v = _Verdict(group, common_seq, _majority(op_values), ev)
     # 0. untagged lines from several groups cannot be compared across ranks
     if any(len(s.seqs) > 1 for s in table.values()):
-        return found("undecided", [], "several_groups", "low",
-                     "one rank timed out at several SeqNums"
-                     + (" in untagged lines" if group == UNTAGGED_GROUP else "")
-                     + ": they come from several process groups and cannot be compared "
-                     "across ranks", rule="several_groups")
+        return v.found("undecided", [], "several_groups", "low",
+                       "one rank timed out at several SeqNums"
+                       + (" in untagged lines" if group == UNTAGGED_GROUP else "")
+                       + ": they come from several process groups and cannot be compared "
+                       "across ranks", rule="several_groups")
     # 1. never entered vs waiting (enqueued == completed below the stuck SeqNum, observers)
     if never_entered:
-        return found("straggler", never_entered, _category(never_entered, hints),
-                     _confidence(len(never_entered), len(waiting), len(table), world),
-                     f"rank(s) {never_entered} never entered the collective (last enqueued == "
-                     f"last completed below SeqNum {common_seq}, or only observed the dump "
-                     f"signal) while {len(waiting)} rank(s) wait in it",
-                     rule="never_entered", pattern="torch.nccl.timeout_counters")
+        return v.found("straggler", never_entered, _category(never_entered, hints),
+                       _confidence(len(never_entered), len(waiting), len(table), world),
+                       f"rank(s) {never_entered} never entered the collective (last enqueued "
+                       f"== last completed below SeqNum {common_seq}, or only observed the dump "
+                       f"signal) while {len(waiting)} rank(s) wait in it",
+                       rule="never_entered", pattern="torch.nccl.timeout_counters")
+    return _mismatch(v, waiting, table, world) or _unaccounted(
+        v, waiting, silent, members, unseen, hints, world, is_default)
+
+
+def _mismatch(v: _Verdict, waiting: dict[int, RankLogState], table: dict[int, RankLogState],
+              world: World) -> StallFinding | None:
+    """Rules 2 and 3: the waiting ranks disagree on the SeqNum, or on the op or size at it."""
+    common_seq = v.common_seq
     # 2. the timed-out SeqNums differ. The watchdog walks a group's work list in enqueue order
     # (erasing completed works) and every work's clock starts at enqueue, so the SeqNum it
     # reports is the rank's OLDEST work not completed: every lower SeqNum completed on that rank
@@ -373,27 +390,27 @@ def _triage(group: str, table: dict[int, RankLogState], world: World, seen: set[
         culprits = _vote(seqs)
         reason = f"timed-out SeqNum differs across ranks: {_compact(seqs)}"
         if not culprits or len(seqs) < 3:
-            return found("undecided", [], "collective_count_split", "low",
-                         reason + " — no majority; collect every rank's watchdog lines",
-                         rule="seq_split", suspects=sorted(seqs))
+            return v.found("undecided", [], "collective_count_split", "low",
+                           reason + " — no majority; collect every rank's watchdog lines",
+                           rule="seq_split", suspects=sorted(seqs))
         top = Counter(seqs.values()).most_common(1)[0][0]
         behind = [r for r in culprits if seqs[r] < top]
         ahead = [r for r in culprits if seqs[r] > top]
         if not behind:
-            return found("undecided", [], "collective_count_split", "low",
-                         reason + f" — rank(s) {_compact_list(ahead)} are AHEAD: every work "
-                         f"below their SeqNum completed on them, including SeqNum {top} the "
-                         "others wait in; they wait for the others, and the others' wait is not "
-                         "explained by them (a broadcast root or a different op at that SeqNum "
-                         "completes alone) — collect Flight Recorder dumps of every rank (the op "
-                         f"each ran at SeqNum {top}) and the logs of ranks not shown",
-                         rule="seq_split_ahead", suspects=sorted(seqs),
-                         ahead_ranks=ahead, collect_next=sorted(seqs))
+            return v.found("undecided", [], "collective_count_split", "low",
+                           reason + f" — rank(s) {_compact_list(ahead)} are AHEAD: every work "
+                           f"below their SeqNum completed on them, including SeqNum {top} the "
+                           "others wait in; they wait for the others, and the others' wait is not "
+                           "explained by them (a broadcast root or a different op at that SeqNum "
+                           "completes alone) — collect Flight Recorder dumps of every rank (the op "
+                           f"each ran at SeqNum {top}) and the logs of ranks not shown",
+                           rule="seq_split_ahead", suspects=sorted(seqs),
+                           ahead_ranks=ahead, collect_next=sorted(seqs))
         majority = len(seqs) - len(culprits)
-        return found("count_split", behind, "collective_count_split",
-                     _confidence(len(behind), majority, len(table), world),
-                     reason + f" — rank(s) {_compact_list(behind)} are stuck in a collective "
-                     "the others completed", rule="seq_split", ahead_ranks=ahead)
+        return v.found("count_split", behind, "collective_count_split",
+                       _confidence(len(behind), majority, len(table), world),
+                       reason + f" — rank(s) {_compact_list(behind)} are stuck in a collective "
+                       "the others completed", rule="seq_split", ahead_ranks=ahead)
     # 3. same SeqNum, different op or size
     same = {r: s for r, s in waiting.items() if s.seq == common_seq and s.op is not None}
     sized = {r: s for r, s in same.items() if s.op not in _UNEVEN_OPS}
@@ -404,25 +421,32 @@ def _triage(group: str, table: dict[int, RankLogState], world: World, seen: set[
             culprits = _vote(values) if len(values) > 2 else None
             words = kind.replace("_", " ")
             if not culprits:
-                return found("undecided", [], "mismatched_collective", "low",
-                             f"{words} at SeqNum {common_seq} with no majority "
-                             f"({_compact(values)}); collect the other ranks' lines",
-                             rule=kind, suspects=sorted(values),
-                             per_rank={str(r): values[r] for r in sorted(values)})
-            return found(kind, culprits, "mismatched_collective",
-                         _confidence(len(culprits), len(values) - len(culprits), len(table),
-                                     world),
-                         f"{words} at SeqNum {common_seq}: {_compact(values)}",
-                         rule=kind, per_rank={str(r): values[r] for r in sorted(values)})
+                return v.found("undecided", [], "mismatched_collective", "low",
+                               f"{words} at SeqNum {common_seq} with no majority "
+                               f"({_compact(values)}); collect the other ranks' lines",
+                               rule=kind, suspects=sorted(values),
+                               per_rank={str(r): values[r] for r in sorted(values)})
+            return v.found(kind, culprits, "mismatched_collective",
+                           _confidence(len(culprits), len(values) - len(culprits), len(table),
+                                       world),
+                           f"{words} at SeqNum {common_seq}: {_compact(values)}",
+                           rule=kind, per_rank={str(r): values[r] for r in sorted(values)})
+    return None
+
+
+def _unaccounted(v: _Verdict, waiting: dict[int, RankLogState], silent: list[int],
+                 members: set[int], unseen: list[int], hints: dict[int, Counter[str]],
+                 world: World, is_default: bool) -> StallFinding:
+    """Rules 4 and 5: ranks that logged no watchdog line, or everybody waiting together."""
     # 4. members of the group that logged no watchdog line at all
     # (only when the ranks seen waiting outnumber every rank not accounted for: one timeout
     # and one quiet rank out of eight says nothing — arctictraining#219, skyrl#757)
     if silent and len(silent) < len(members) and len(waiting) > len(silent) + len(unseen):
         culprits = silent
-        return found("straggler", culprits, _category(culprits, hints),
-                     "medium" if len(culprits) * 2 <= len(waiting) else "low",
-                     f"rank(s) {culprits} logged other lines but no watchdog line while "
-                     f"{len(waiting)} rank(s) timed out", rule="silent_rank")
+        return v.found("straggler", culprits, _category(culprits, hints),
+                       "medium" if len(culprits) * 2 <= len(waiting) else "low",
+                       f"rank(s) {culprits} logged other lines but no watchdog line while "
+                       f"{len(waiting)} rank(s) timed out", rule="silent_rank")
     # a rank of a known world that printed nothing at all is named as a suspect, not a
     # culprit: a pasted excerpt is cut anywhere (vllm#8978: three ranks at SeqNum 1, the
     # fourth simply not in the paste)
@@ -430,17 +454,17 @@ def _triage(group: str, table: dict[int, RankLogState], world: World, seen: set[
     whole = world.explicit and set(range(world.size)) <= set(waiting) if is_default else False
     fabric_logged = any(h[lp.FABRIC] for h in hints.values())
     if whole:
-        return found("undecided", [], "fabric", "medium" if fabric_logged else "low",
-                     "every rank of the world entered the collective and none completed"
-                     + (" (fabric errors logged)" if fabric_logged else ""),
-                     rule="all_waiting")
+        return v.found("undecided", [], "fabric", "medium" if fabric_logged else "low",
+                       "every rank of the world entered the collective and none completed"
+                       + (" (fabric errors logged)" if fabric_logged else ""),
+                       rule="all_waiting")
     missing = unseen or None
-    return found("undecided", [], "unknown", "low",
-                 f"{len(waiting)} rank(s) wait in the same collective; the logs do not show "
-                 "the whole group" + (f" (no lines at all from ranks {_compact_list(unseen)})"
-                                      if unseen else "")
-                 + " — collect every rank's log and Flight Recorder dumps",
-                 rule="all_waiting", collect_next=missing, suspects=unseen[:64])
+    return v.found("undecided", [], "unknown", "low",
+                   f"{len(waiting)} rank(s) wait in the same collective; the logs do not show "
+                   "the whole group" + (f" (no lines at all from ranks {_compact_list(unseen)})"
+                                        if unseen else "")
+                   + " — collect every rank's log and Flight Recorder dumps",
+                   rule="all_waiting", collect_next=missing, suspects=unseen[:64])
 
 
 def _category(ranks: list[int], hints: dict[int, Counter[str]]) -> str:

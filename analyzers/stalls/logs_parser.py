@@ -434,67 +434,76 @@ def _events_unchecked(seg: str, file: str, line: int, rank: int | None, ts: int 
                               seq=_int(at.group(1)) if at else None,
                               pattern=counters.pattern.id))
     for pid, hit in hits.items():
-        kind = hit.pattern.kind
-        if kind in (TIMEOUT, COUNTERS) or (kind == WATCHDOG_BARE and work):
-            continue
-        detail: dict[str, Any] | None = None
-        if pid == "torch.nccl.dump_signal_received":
-            if hit.match.group("local"):
-                kind = FIRST_SIGNAL
-            else:
-                detail = {"initiator": gr.parse_rank(hit.match.group("initiator"))}
-        elif kind == WITNESS:
-            if pid == "torch.gloo.monitored_barrier_rank" and \
-                    "torch.gloo.monitored_barrier_ranks" in hits:
-                continue  # "Ranks 4, 5 failed…" also reads as "Rank 5 failed…"
-            detail = {"culprits": gr.parse_rank_list(hit.match.group("ranks")),
-                      "witness": rank if rank is not None else group_rank}
-            if "ms" in hit.match.groupdict():
-                detail["timeout_ms"] = _opt_int(hit.match.group("ms"))
-        elif kind == BARRIER_TIMEOUT:
-            groups = hit.match.groupdict()
-            detail = {"witness": gr.parse_rank(groups.get("rank")),
-                      "processed": gr.parse_rank_list(groups.get("done") or "")}
-        elif kind == NCCL_COLL:
-            m = hit.match
-            detail = {"op": m.group("op"), "opcount": int(m.group("opcount"), 16),
-                      "count": _int(m.group("count")), "dtype": _int(m.group("dtype")),
-                      "redop": _int(m.group("redop")), "root": _int(m.group("root")),
-                      "comm": m.group("comm"), "nranks": _int(m.group("nranks")),
-                      "host_pid": NCCL_HOST_PID.search(seg).group(0)  # type: ignore[union-attr]
-                      if NCCL_HOST_PID.search(seg) else None}
-        elif kind == NCCL_INIT:
-            m = hit.match
-            detail = {"comm": m.group("comm"), "comm_rank": gr.parse_rank(m.group("rank")),
-                      "nranks": _int(m.group("nranks")), "comm_id": m.group("commid")}
-        elif kind == DETAIL_TRACE:
-            m = hit.match
-            if m.group("seq") is None:
-                continue
-            detail = {"of_rank": gr.parse_rank(m.group("rank")), "seq": _int(m.group("seq")),
-                      "op": m.group("op"), "shape": m.group("shape"), "dtype": m.group("dtype")}
-        elif kind == NCCL_CHANNEL:
-            detail = log_ncclwarn.channel_detail(seg, hit.match)
-            if detail is None:
-                continue
-        elif kind == ELASTIC_CLOSING:
-            detail = {"pid": _int(hit.match.group("pid")), "signal": hit.match.group("sig")}
-        elif kind == ELASTIC_FAILED:
-            detail = {"exit_code": _int(hit.match.group("code")),
-                      "local_rank": gr.parse_rank(hit.match.group("local")),
-                      "pid": _int(hit.match.group("pid"))}
-        elif kind == ELASTIC_LAYOUT:
-            m = hit.match
-            if m.group("which"):
-                detail = {f"{m.group('which')}_ranks": gr.parse_rank_list(m.group("ranks"))}
-            else:
-                nodes = m.group("nodes") or m.group("maxn")
-                detail = {"nodes": _int(nodes)} if nodes else {"nproc": _int(m.group("nproc"))}
-        events.append(replace(common, kind=kind, detail=detail, pattern=pid))
+        event = _hit_event(pid, hit, hits, work is not None, rank, group_rank, seg, common)
+        if event is not None:
+            events.append(event)
     for kind, rx in _HINTS:
         if rx.search(seg):
             events.append(replace(common, kind=kind))
     return events
+
+
+def _hit_event(pid: str, hit: gr.Hit, hits: dict[str, gr.Hit], has_timeout: bool,
+               rank: int | None, group_rank: int | None, seg: str,
+               common: LogEvent) -> LogEvent | None:
+    """The event one catalogue hit stands for (None: another hit of the line says it)."""
+    kind = hit.pattern.kind
+    if kind in (TIMEOUT, COUNTERS) or (kind == WATCHDOG_BARE and has_timeout):
+        return None
+    detail: dict[str, Any] | None = None
+    if pid == "torch.nccl.dump_signal_received":
+        if hit.match.group("local"):
+            kind = FIRST_SIGNAL
+        else:
+            detail = {"initiator": gr.parse_rank(hit.match.group("initiator"))}
+    elif kind == WITNESS:
+        if pid == "torch.gloo.monitored_barrier_rank" and \
+                "torch.gloo.monitored_barrier_ranks" in hits:
+            return None  # "Ranks 4, 5 failed…" also reads as "Rank 5 failed…"
+        detail = {"culprits": gr.parse_rank_list(hit.match.group("ranks")),
+                  "witness": rank if rank is not None else group_rank}
+        if "ms" in hit.match.groupdict():
+            detail["timeout_ms"] = _opt_int(hit.match.group("ms"))
+    elif kind == BARRIER_TIMEOUT:
+        groups = hit.match.groupdict()
+        detail = {"witness": gr.parse_rank(groups.get("rank")),
+                  "processed": gr.parse_rank_list(groups.get("done") or "")}
+    elif kind == NCCL_COLL:
+        m = hit.match
+        detail = {"op": m.group("op"), "opcount": int(m.group("opcount"), 16),
+                  "count": _int(m.group("count")), "dtype": _int(m.group("dtype")),
+                  "redop": _int(m.group("redop")), "root": _int(m.group("root")),
+                  "comm": m.group("comm"), "nranks": _int(m.group("nranks")),
+                  "host_pid": NCCL_HOST_PID.search(seg).group(0)  # type: ignore[union-attr]
+                  if NCCL_HOST_PID.search(seg) else None}
+    elif kind == NCCL_INIT:
+        m = hit.match
+        detail = {"comm": m.group("comm"), "comm_rank": gr.parse_rank(m.group("rank")),
+                  "nranks": _int(m.group("nranks")), "comm_id": m.group("commid")}
+    elif kind == DETAIL_TRACE:
+        m = hit.match
+        if m.group("seq") is None:
+            return None
+        detail = {"of_rank": gr.parse_rank(m.group("rank")), "seq": _int(m.group("seq")),
+                  "op": m.group("op"), "shape": m.group("shape"), "dtype": m.group("dtype")}
+    elif kind == NCCL_CHANNEL:
+        detail = log_ncclwarn.channel_detail(seg, hit.match)
+        if detail is None:
+            return None
+    elif kind == ELASTIC_CLOSING:
+        detail = {"pid": _int(hit.match.group("pid")), "signal": hit.match.group("sig")}
+    elif kind == ELASTIC_FAILED:
+        detail = {"exit_code": _int(hit.match.group("code")),
+                  "local_rank": gr.parse_rank(hit.match.group("local")),
+                  "pid": _int(hit.match.group("pid"))}
+    elif kind == ELASTIC_LAYOUT:
+        m = hit.match
+        if m.group("which"):
+            detail = {f"{m.group('which')}_ranks": gr.parse_rank_list(m.group("ranks"))}
+        else:
+            nodes = m.group("nodes") or m.group("maxn")
+            detail = {"nodes": _int(nodes)} if nodes else {"nproc": _int(m.group("nproc"))}
+    return replace(common, kind=kind, detail=detail, pattern=pid)
 
 
 #: NCCL's own line prefix ``host:pid:tid [cudaDev]`` (src/debug.cc)

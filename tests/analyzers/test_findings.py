@@ -8,6 +8,9 @@ from stormotel.analyzers.report import (
     CollectiveAttribution,
     CrossRank,
     GapFinding,
+    OomForensics,
+    OomRank,
+    OomThresholds,
     Report,
     StallFinding,
     Suspect,
@@ -46,9 +49,10 @@ def _report() -> Report:
                          evidence={"time_ns": T0 + 9 * S}),
             StallFinding("straggler", [7], "0", 42, "allreduce", "logs", "low",
                          consequence_of=0)],
-        extra={"oom_forensics": {"ranks": [{"rank": 0, "oom_ns": T0 + 3 * S,
-                                            "cause": "fragmentation"}]},
-               "rank_attribution": {"3": {schema.ATTR_HOST: "node-a"}}},
+        oom_forensics=OomForensics(0, False, 0, "", [OomRank(0, T0 + 3 * S, "fragmentation",
+                                                             None, None, None, None, None)],
+                                   OomThresholds()),
+        extra={"rank_attribution": {"3": {schema.ATTR_HOST: "node-a"}}},
         window_start_ns=T0 - 60 * S, window_end_ns=T0 + 60 * S)
 
 

@@ -132,8 +132,8 @@ def test_ooms_within_one_sampling_interval_are_a_tie() -> None:
     dumps = [OomDump("/a", 0, 1_000_000_000, 0.1, last),
              OomDump("/b", 1, 1_050_000_000, 0.1, last)]
     f = oom_forensics(Timeline(ranks={}), dumps)
-    assert f is not None and f["tie"] and f["first_rank"] is None
-    assert "undecided" in f["summary"]
+    assert f is not None and f.tie and f.first_rank is None
+    assert "undecided" in f.summary
 
 
 def test_classify_needs_the_fields_to_decide() -> None:

@@ -22,7 +22,7 @@ DATA = Path(__file__).parent / "data"
 def test_stormlog_oom_events_are_ooms_first_one_first(rank3: str) -> None:
     files = [str(DATA / f"stormlog_oom_rank{r}.json") for r in (0, 1, 2)] + [str(DATA / rank3)]
     report = analyze(load_paths(files))
-    forensics = report.extra["oom_forensics"]
+    forensics = report.to_dict()["extra"]["oom_forensics"]
     assert [r["rank"] for r in forensics["ranks"]] == [1, 3]
     assert forensics["first_rank"] == 1 and not forensics["tie"]
     one, three = forensics["ranks"]
@@ -42,4 +42,4 @@ def test_a_stormlog_error_that_is_not_an_oom_is_not_one(tmp_path: Path) -> None:
             e["metadata"] = {k: v for k, v in e["metadata"].items() if "oom" not in k}
     path = tmp_path / "rank1.json"
     path.write_text(json.dumps(events))
-    assert "oom_forensics" not in analyze(load_paths([str(path)])).extra
+    assert "oom_forensics" not in analyze(load_paths([str(path)])).to_dict()["extra"]

@@ -198,7 +198,7 @@ def test_worker_logs(lines):
     "schema": st.just("stormotel.analyzer-state/v1"),
     "jobs": st.one_of(json_values, st.dictionaries(st.text(max_size=5), json_values))})))
 def test_state_file(doc):
-    from stormotel.analyzers.scheduled.state import StateError, StateFile, _count_run
+    from stormotel.analyzers.scheduled.state import StateError, StateFile
 
     folder = _folder()
     path = folder / "state.json"
@@ -210,6 +210,6 @@ def test_state_file(doc):
         return
     for job in [*list(state.doc["jobs"])[:3], "new"]:
         state.last_end_ns(job)
-        _count_run(state, job, "ok")
+        state.count_run(job, "ok")
     state.save()
     StateFile(path).read()

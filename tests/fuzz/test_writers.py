@@ -12,9 +12,9 @@ from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
-from stormotel.analyzers import job
 from stormotel.analyzers.analyze import analyze
 from stormotel.analyzers.report import StallFinding
+from stormotel.analyzers.scheduled import job
 from stormotel.analyzers.sinks.html_report import render_html
 from stormotel.analyzers.sinks.perfetto import write_trace
 from stormotel.analyzers.sources import load_paths
@@ -52,7 +52,7 @@ def test_every_writer_escapes_and_redacts(job_id, host, context, notes, source, 
     page, _ = render_html(timeline, report)
     text = render_summary(report)
     doc = report.to_json()
-    line = job._logfmt({"job_id": report.job_id, "note": evidence, "exit": 0})
+    line = job.logfmt({"job_id": report.job_id, "note": evidence, "exit": 0})
     write_trace(folder / "trace.json", timeline, report)
     trace = (folder / "trace.json").read_text(encoding="utf-8")
     json.loads(trace)

@@ -12,8 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
-from stormotel.analyzers import job
 from stormotel.analyzers.options import ScheduleOptions
+from stormotel.analyzers.scheduled import job
+from stormotel.analyzers.scheduled.state import STATE_SCHEMA, StateFile
+from stormotel.analyzers.scheduled.window import resolve_window
 
 from stormotel import exitcodes
 from tests.hostile.corpus import events, healthy_folder, write
@@ -96,12 +98,12 @@ def test_logfmt_summary_line_cannot_be_forged():
 def test_state_file_end_in_the_future_does_not_freeze_the_job(tmp_path):
     now = time.time_ns()
     state = tmp_path / "state.json"
-    state.write_text(json.dumps({"schema": job.STATE_SCHEMA, "jobs": {"j": {
+    state.write_text(json.dumps({"schema": STATE_SCHEMA, "jobs": {"j": {
         "last_end_ns": now + 10 * 365 * 86400 * 10**9, "runs": {}}}}))
     schedule = ScheduleOptions(since=600.0, start=None, end=None, state_file=None, settle=0.0,
                                max_window=3600.0, timeout=300.0, scheduled=False,
                                job_selector=None)
-    window = job.resolve_window(schedule, now, job.StateFile(state).read(), "j")
+    window = resolve_window(schedule, now, StateFile(state).read(), "j")
     assert window is not None and window.end_ns - window.start_ns == 600 * 10**9
     assert "lies in the future" in window.note
     with hostile_server() as url:

@@ -6,10 +6,12 @@ from __future__ import annotations
 import shlex
 
 import pytest
-from stormotel.analyzers import http, job
+from stormotel.analyzers import http
 from stormotel.analyzers.algorithms.settings import SettingsError
 from stormotel.analyzers.align import AlignmentError
 from stormotel.analyzers.rankspec import RankSpecError
+from stormotel.analyzers.scheduled import job
+from stormotel.analyzers.scheduled.state import StateError
 from stormotel.analyzers.stalls.cli_support import StallInputError
 from stormotel.analyzers.timeline import MixedJobsError
 
@@ -21,7 +23,7 @@ from stormotel.textsafe import one_line, printable, redact, redact_url
 @pytest.mark.parametrize(("exc", "code"), [
     (SettingsError("x"), exitcodes.USAGE), (RankSpecError("x"), exitcodes.USAGE),
     (AlignmentError("x"), exitcodes.USAGE), (StallInputError("x"), exitcodes.USAGE),
-    (http.ConfigError("x"), exitcodes.USAGE), (job.StateError("x"), exitcodes.USAGE),
+    (http.ConfigError("x"), exitcodes.USAGE), (StateError("x"), exitcodes.USAGE),
     (MixedJobsError("x"), exitcodes.USAGE), (SourceInputError("x"), exitcodes.USAGE),
     (NoTelemetryError("x"), exitcodes.SOURCE_FAILURE),
     (SourceFailureError("x"), exitcodes.SOURCE_FAILURE), (RuntimeError("x"), exitcodes.INTERNAL),
@@ -65,6 +67,6 @@ def test_server_body_echo_of_request_secrets_is_stripped():
 
 
 def test_logfmt_values_cannot_add_lines_or_fields():
-    line = job._logfmt({"job_id": 'a\nb" exit=0 \\', "exit": 1})
+    line = job.logfmt({"job_id": 'a\nb" exit=0 \\', "exit": 1})
     assert "\n" not in line
     assert shlex.split(line) == ['job_id=a\\nb" exit=0 \\', "exit=1"]

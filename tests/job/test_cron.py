@@ -14,10 +14,12 @@ import shlex
 from pathlib import Path
 
 import pytest
-from stormotel.analyzers import job
-from stormotel.analyzers.analyze import analyze
-from stormotel.analyzers.cli_options import job_options_from_args
-from stormotel.analyzers.options import JobOptions
+from stormotel.analyzers.cli_flags import build_parser
+from stormotel.analyzers.cli_options import options_from_args
+from stormotel.analyzers.options import AnalyzeOptions
+from stormotel.analyzers.scheduled import job
+from stormotel.analyzers.scheduled.options import parse_duration, parse_time
+from stormotel.analyzers.scheduled.state import STATE_SCHEMA, StateFile
 
 from stormotel import exitcodes
 from tests.job import planted
@@ -27,16 +29,15 @@ JOB = "cron-1"
 S = 1_000_000_000
 
 
-def _args(*argv: str) -> JobOptions:
-    parser = argparse.ArgumentParser()
-    job.add_job_arguments(parser)
-    return job_options_from_args(parser.parse_args(list(argv)))
+def _args(*argv: str) -> AnalyzeOptions:
+    """The options ``stormotel analyze ARGV`` runs with."""
+    return options_from_args(build_parser().parse_args(list(argv)))
 
 
-def _run(args: JobOptions, now_ns: int) -> tuple[int, dict[str, str], list]:
+def _run(args: AnalyzeOptions, now_ns: int) -> tuple[int, dict[str, str], list]:
     err = io.StringIO()
-    reports: list = []
-    code = job.run_job(args, analyze, emit_report=reports.append, err=err, now_ns=now_ns)
+    run = job.run_job(args, err=err, now_ns=now_ns)
+    code, reports = run.code, [run.report] if run.report is not None else []
     line = [ln for ln in err.getvalue().splitlines() if ln.startswith(job.SUMMARY_PREFIX)]
     assert len(line) == 1, err.getvalue()
     fields = dict(part.split("=", 1) for part in shlex.split(line[0])[1:])
@@ -78,7 +79,7 @@ def test_consecutive_runs_tile_time(prometheus_server, tmp_path: Path) -> None:
 def test_nothing_new_is_a_quiet_success(tmp_path: Path) -> None:
     state = tmp_path / "state.json"
     now = 1_800_000_000 * S
-    state.write_text(json.dumps({"schema": job.STATE_SCHEMA,
+    state.write_text(json.dumps({"schema": STATE_SCHEMA,
                                  "jobs": {JOB: {"last_end_ns": now - 10 * S, "runs": {}}}}))
     args = _args("--prometheus", "http://127.0.0.1:1", "--job-id", JOB, "--state-file",
                  str(state), "--settle", "1m")
@@ -88,7 +89,7 @@ def test_nothing_new_is_a_quiet_success(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("content, message", [
     ("{not json", "line 1: not valid JSON"),
-    ('{"schema": "other"}', f"is not a {job.STATE_SCHEMA} file"),
+    ('{"schema": "other"}', f"is not a {STATE_SCHEMA} file"),
 ])
 def test_bad_state_file_is_explained(tmp_path: Path, content: str, message: str) -> None:
     state = tmp_path / "state.json"
@@ -96,34 +97,34 @@ def test_bad_state_file_is_explained(tmp_path: Path, content: str, message: str)
     args = _args("--prometheus", "http://127.0.0.1:1", "--job-id", JOB, "--state-file",
                  str(state))
     err = io.StringIO()
-    assert job.run_job(args, analyze, err=err) == exitcodes.USAGE
+    assert job.run_job(args, err=err).code == exitcodes.USAGE
     assert f"state file {state}" in err.getvalue() and message in err.getvalue()
 
 
 def test_overlapping_runs_are_refused(tmp_path: Path) -> None:
     state = tmp_path / "state.json"
-    holder = job.StateFile(state)
+    holder = StateFile(state)
     with holder.locked():
         args = _args("--prometheus", "http://127.0.0.1:1", "--job-id", JOB, "--state-file",
                      str(state))
         err = io.StringIO()
-        assert job.run_job(args, analyze, err=err) == exitcodes.USAGE
+        assert job.run_job(args, err=err).code == exitcodes.USAGE
     assert "is locked by another run" in err.getvalue()
 
 
 @pytest.mark.parametrize("text, seconds", [("90s", 90), ("15m", 900), ("1h30m", 5400),
                                            ("2d", 172800), ("250ms", 0.25), ("0", 0)])
 def test_durations(text: str, seconds: float) -> None:
-    assert job.parse_duration(text) == seconds
+    assert parse_duration(text) == seconds
 
 
 @pytest.mark.parametrize("bad", ["", "1x", "m5", "5 m", "-1h"])
 def test_bad_durations(bad: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError):
-        job.parse_duration(bad)
+        parse_duration(bad)
 
 
 def test_times() -> None:
-    assert job.parse_time("2026-11-21T05:00:00Z") == job.parse_time("1795237200")
+    assert parse_time("2026-11-21T05:00:00Z") == parse_time("1795237200")
     with pytest.raises(argparse.ArgumentTypeError, match="not a time"):
-        job.parse_time("yesterday")
+        parse_time("yesterday")

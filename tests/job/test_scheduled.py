@@ -8,7 +8,6 @@ ticks take seconds.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import io
 import shlex
@@ -17,11 +16,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from stormotel.analyzers import job
-from stormotel.analyzers.analyze import analyze
-from stormotel.analyzers.cli_options import job_options_from_args
-from stormotel.analyzers.options import JobOptions
+from stormotel.analyzers.cli_flags import build_parser
+from stormotel.analyzers.cli_options import options_from_args
+from stormotel.analyzers.options import AnalyzeOptions
 from stormotel.analyzers.report import CrossRank, Report, Suspect
+from stormotel.analyzers.scheduled import job
 from stormotel.analyzers.scheduled.discovery import discovery_query
 from stormotel.analyzers.scheduled.run import run_scheduled
 from stormotel.analyzers.sinks import grafana, remote_write
@@ -39,10 +38,13 @@ S = 1_000_000_000
 MIN = 60 * S
 
 
-def _args(*argv: str) -> JobOptions:
-    parser = argparse.ArgumentParser()
-    job.add_job_arguments(parser)
-    return job_options_from_args(parser.parse_args(list(argv)))
+def _args(*argv: str) -> AnalyzeOptions:
+    """The options ``stormotel analyze ARGV`` runs with."""
+    return options_from_args(build_parser().parse_args(list(argv)))
+
+
+def _code(opts: AnalyzeOptions, *, err: io.StringIO, now_ns: int) -> int:
+    return job.run_job(opts, err=err, now_ns=now_ns).code
 
 
 def _summaries(err: str) -> list[dict[str, str]]:
@@ -88,7 +90,7 @@ def test_three_cron_ticks_over_a_job_that_ends(tmp_path: Path) -> None:
         codes, runs, posts = [], [], []
         for now in ticks:
             err = io.StringIO()
-            codes.append(run_scheduled(_args(*argv), analyze, run_one=job.run_job, err=err,
+            codes.append(run_scheduled(_args(*argv), err=err,
                                        now_ns=now))
             runs.append(_summaries(err.getvalue()))
             posts.append(sum(1 for m, path, _ in stub.log
@@ -107,7 +109,7 @@ def test_three_cron_ticks_over_a_job_that_ends(tmp_path: Path) -> None:
         # A listed job id still works: after the end it is a quiet success, not exit 3.
         err = io.StringIO()
         listed_argv = ["--job-id", JOB, *(a for a in argv if a not in selector)]
-        code = job.run_job(_args(*listed_argv), analyze, err=err, now_ns=ticks[-1])
+        code = _code(_args(*listed_argv), err=err, now_ns=ticks[-1])
         assert code == exitcodes.OK, err.getvalue()
         listed = _summaries(err.getvalue())[0]
         assert listed["note"] == "job ended; its final window was analysed before"
@@ -164,8 +166,8 @@ def test_failed_runs_are_recorded_and_never_as_success(tmp_path: Path,
     now = time.time_ns()
     write = prom + "/api/v1/write"
     err = io.StringIO()
-    code = job.run_job(_args("--prometheus", prom, "--job-id", "ghost", "--since", "5m",
-                             "--remote-write", write), analyze, err=err, now_ns=now)
+    code = _code(_args("--prometheus", prom, "--job-id", "ghost", "--since", "5m",
+                             "--remote-write", write), err=err, now_ns=now)
     assert code == exitcodes.SOURCE_FAILURE
     p, data = planted.make(job_id=JOB)
     planted.write(write, JOB, data)
@@ -174,11 +176,11 @@ def test_failed_runs_are_recorded_and_never_as_success(tmp_path: Path,
     token.write_text("wrong-token")
     with GrafanaStub(TOKEN) as stub:
         err = io.StringIO()
-        code = job.run_job(_args("--prometheus", prom, "--job-id", JOB, "--start",
+        code = _code(_args("--prometheus", prom, "--job-id", JOB, "--start",
                                  str(p.start_ns / 1e9 - 2), "--end", str(p.end_ns / 1e9 + 2),
                                  "--grafana-url", stub.url, "--grafana-token-file", str(token),
                                  "--remote-write", write, "--scheduled"),
-                           analyze, err=err, now_ns=now)
+                           err=err, now_ns=now)
     assert code == exitcodes.SINK_FAILURE, err.getvalue()
     assert _summaries(err.getvalue())[0]["outcome"] == "sink_failure"
     later = time.time_ns() + S
@@ -189,7 +191,7 @@ def test_failed_runs_are_recorded_and_never_as_success(tmp_path: Path,
                         later) == []
 
 
-def test_a_rejected_remote_write_is_a_sink_failure(prometheus_server, capsys) -> None:
+def test_a_rejected_remote_write_is_a_sink_failure(prometheus_server) -> None:
     """The TSDB already holds a newer sample of a findings series, so Prometheus rejects the
     run's sample as out of order: the samples were not stored, so the sink failed (it used to
     be reported as written)."""
@@ -204,12 +206,12 @@ def test_a_rejected_remote_write_is_a_sink_failure(prometheus_server, capsys) ->
                    headers=remote_write.HEADERS, timeout=10)
     assert r.status_code in (200, 204)
     err = io.StringIO()
-    code = job.run_job(_args("--prometheus", prom, "--job-id", JOB, "--start",
+    code = _code(_args("--prometheus", prom, "--job-id", JOB, "--start",
                              str(p.start_ns / 1e9 - 2), "--end", str(end_ns / 1e9),
                              "--remote-write", prom + "/api/v1/write", "--scheduled"),
-                       analyze, err=err, now_ns=time.time_ns())
+                       err=err, now_ns=time.time_ns())
     assert code == exitcodes.SINK_FAILURE, err.getvalue()
-    said = capsys.readouterr().err
+    said = err.getvalue()
     assert "remote_write sink failed" in said and "does not hold" in said
 
 
@@ -221,11 +223,11 @@ def test_incident_dashboard_goes_into_the_folder(prometheus_server, tmp_path: Pa
     token = tmp_path / "token"
     token.write_text(TOKEN)
     with GrafanaStub(TOKEN) as stub:
-        code = job.run_job(_args("--prometheus", prom, "--job-id", JOB, "--start",
+        code = _code(_args("--prometheus", prom, "--job-id", JOB, "--start",
                                  str(p.start_ns / 1e9 - 2), "--end", str(p.end_ns / 1e9 + 2),
                                  "--grafana-url", stub.url, "--grafana-token-file", str(token),
                                  "--grafana-dashboard", "--grafana-folder", "stormotel-f1"),
-                           analyze, err=io.StringIO(), now_ns=time.time_ns())
+                           err=io.StringIO(), now_ns=time.time_ns())
         assert code == exitcodes.FINDINGS
         assert list(stub.folders.values()) == ["stormotel-f1"]
 
@@ -241,7 +243,8 @@ def test_discovery_query_narrows_by_selector() -> None:
 def test_every_sink_has_the_one_interface(tmp_path: Path) -> None:
     """A name, a dry-run plan that changes nothing, a write: all sinks of a run, one shape."""
     from stormotel.analyzers import http
-    from stormotel.analyzers.sinks import dispatch
+    from stormotel.analyzers.dispatch import sink_classes
+    from stormotel.analyzers.sink_base import RunContext
 
     args = _args("--prometheus", "http://127.0.0.1:1", "--job-id", JOB, "--grafana-url",
                  "http://127.0.0.1:1", "--grafana-dashboard", "--incident-dashboard",
@@ -251,9 +254,9 @@ def test_every_sink_has_the_one_interface(tmp_path: Path) -> None:
     report = _report(2, 1_800_000_000 * S)
     from stormotel.analyzers.timeline import Timeline
 
-    ctx = dispatch.RunContext(report, Timeline(ranks={}), args.sinks, JOB, http.HttpSettings(),
-                              None)
-    sinks = dispatch.file_and_api_sinks(ctx) + dispatch.series_sinks(ctx, [])
+    ctx = RunContext(report, Timeline(ranks={}), args.job.sinks, args.output, JOB,
+                     http.HttpSettings(), None, points=[])
+    sinks = [s for cls in sink_classes(ctx) if cls.kind != "output" for s in cls.for_run(ctx)]
     assert [s.name for s in sinks] == ["grafana", "incident_dashboard", "perfetto",
                                        "remote_write1", "remote_write2", "pushgateway"]
     out = io.StringIO()

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from importlib import resources
 
-from stormotel.analyzers.algorithms.oom_forensics import OomRank
 from stormotel.analyzers.locations import location_text
-from stormotel.analyzers.report import Report
+from stormotel.analyzers.report import OomRank, Report
 from stormotel.analyzers.sinks.html.chart_data import ChartData, confidence_words, severity_words
 from stormotel.analyzers.summary import fmt_bytes, fmt_duration, fmt_time
 from stormotel.analyzers.timeline import RankIdentity, Timeline
@@ -92,11 +91,11 @@ def _sections(timeline: Timeline, report: Report) -> str:
     if report.cross_rank.notes:
         parts.append("<ul>" + "".join(f"<li>{escape(n)}</li>" for n in report.cross_rank.notes)
                      + "</ul>")
-    forensics = report.extra.get("oom_forensics")
-    if forensics:
+    forensics = report.oom_forensics
+    if forensics is not None:
         ooms = [f.record for f in report.findings() if isinstance(f.record, OomRank)]
         parts.append("<h2>Out-of-memory forensics</h2>")
-        parts.append(f'<p class="verdict">{escape(str(forensics.get("summary", "")))}</p>')
+        parts.append(f'<p class="verdict">{escape(str(forensics.summary))}</p>')
         parts.append(_table(
             ("order", "rank", "OOM at", "cause", "allocated", "reserved", "device used",
              "gap", "dump", "identity"),

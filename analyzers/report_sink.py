@@ -1,0 +1,53 @@
+"""The report itself, as text (the summary) or JSON (``--format``), on stdout or at
+``--output`` (the job's own path in a run over several jobs): the first sink of every run (beside
+the run rather than in ``sinks/``, so a run over files loads no server sink)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, TextIO
+
+from stormotel.analyzers.report import Report
+from stormotel.analyzers.scheduled.outputs import job_path
+from stormotel.analyzers.sink_base import RunContext, Sink, SinkKind
+
+PROG = "stormotel analyze"
+
+
+def render(report: Report, fmt: str) -> str:
+    """The report as ``fmt`` (``json``, else the human summary)."""
+    if fmt == "json":
+        return report.to_json()
+    from stormotel.analyzers.summary import render_summary
+
+    return render_summary(report)
+
+
+@dataclass
+class ReportSink:
+    """``--format``/``--output``: written in a dry run too (it is the run's output, not a
+    change anywhere else)."""
+
+    ctx: RunContext
+    name: str = "report"
+    kind: ClassVar[SinkKind] = "output"
+
+    @classmethod
+    def for_run(cls, ctx: RunContext) -> list[Sink]:
+        return [cls(ctx)]
+
+    def plan(self, out: TextIO) -> str:
+        return self.write()
+
+    def write(self) -> str:
+        output, report = self.ctx.output, self.ctx.report
+        text = render(report, output.format) + "\n"
+        if not output.output or output.output == "-":
+            self.ctx.stdout.write(text)
+            return ""
+        path = job_path(output.output, report.job_id, several=self.ctx.several)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        if not output.quiet:
+            print(f"{PROG}: wrote {path}", file=self.ctx.stderr)
+        return str(path)

@@ -1,0 +1,171 @@
+"""One analyzer run: a source read into a Timeline → stall evidence joined → analysis → the
+run described → every sink written. :func:`run_once` is the whole of it, for the file run
+(:func:`run_files`) and for each TSDB window of the scheduled job
+(:mod:`stormotel.analyzers.scheduled.job`); nothing is handed down as a function.
+
+What differs between the two is data, in :class:`RunOptions`: the source, the window (None for
+files), the deadline, the run's own series (scheduled runs), and where outputs go when one run
+covers several jobs. The stall evidence is read once by the caller (a bad dump is a usage error
+before any telemetry is read) and joined here, in one spelling for both.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TextIO
+
+from stormotel.analyzers.options import AnalyzeOptions
+from stormotel.analyzers.sources.protocol import Progress, Source
+
+from stormotel import exitcodes
+
+if TYPE_CHECKING:  # numpy and httpx load with the steps that need them
+    from stormotel.analyzers.dispatch import SinkOutcome
+    from stormotel.analyzers.http import Deadline
+    from stormotel.analyzers.report import Report
+    from stormotel.analyzers.scheduled.window import Window
+    from stormotel.analyzers.sinks.findings_series import RunSeries
+    from stormotel.analyzers.sources.prometheus import LoadOutcome
+    from stormotel.analyzers.stalls.cli_support import StallResult
+    from stormotel.analyzers.timeline import Timeline
+
+PROG = "stormotel analyze"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What one run is asked to do beyond the command's options."""
+
+    opts: AnalyzeOptions
+    #: The stall evidence, read once (None when there is none).
+    stalls: StallResult | None = None
+    #: The TSDB window (None: files, which hold what they hold).
+    window: Window | None = None
+    deadline: Deadline | None = None
+    #: The job id this run is for (a scheduled run's discovered job; else ``--job-id``).
+    job_id: str | None = None
+    #: One of several jobs in this run: every output at the job's own path.
+    several: bool = False
+    #: The run's own series (scheduled runs), written with the findings' series.
+    series: RunSeries | None = None
+    out: TextIO | None = None
+    err: TextIO | None = None
+
+    @property
+    def progress(self) -> Progress:
+        return Progress(self.opts.output.quiet, self.err)
+
+
+@dataclass
+class RunResult:
+    """What a run produced: the report, the Timeline it judged, what each sink did, and what
+    a TSDB read reached (None for files)."""
+
+    report: Report
+    timeline: Timeline
+    sinks: SinkOutcome
+    source: LoadOutcome | None
+
+
+def run_once(source: Source, run: RunOptions) -> RunResult:
+    """Read → join → analyze → describe → write every sink.
+
+    Raises what the source raises (SourceFailureError, usage errors) before anything is
+    written, and SinkFailureError when a file run cannot write its report."""
+    timeline = source.read(run.window, run.deadline, run.progress)
+    timeline, report = analyze_with_stalls(source, timeline, run)
+    if run.window is not None and source.outcome is not None:
+        from stormotel.analyzers.scheduled.describe import describe_run, warn_partial
+
+        describe_run(report, timeline, source.outcome, run.window, run.job_id or "")
+        warn_partial(source.outcome, run.err or sys.stderr)
+    return RunResult(report, timeline, write_all(report, timeline, run), source.outcome)
+
+
+def analyze_with_stalls(source: Source, timeline: Timeline, run: RunOptions
+                        ) -> tuple[Timeline, Report]:
+    """The analysis of ``timeline`` joined with the stall evidence: the evidence's collective
+    markers attached, its findings judged again with what this telemetry shows (a rank whose
+    memory ran out), and added to the report. Stall evidence alone is its own report."""
+    from stormotel.analyzers.analyze import analyze
+    from stormotel.analyzers.stalls.cli_support import attach_markers
+
+    stalls, analysis = run.stalls, run.opts.analysis
+    if stalls is not None and not source.telemetry:
+        return timeline, stalls.empty_report(run.opts.job.job_id)
+    if stalls is not None:
+        timeline = attach_markers(timeline, stalls.markers_by_rank)
+        judged = stalls.judged(timeline)
+    report = analyze(timeline, ranks=analysis.ranks, align=analysis.align,
+                     settings=analysis.settings)
+    if stalls is not None:
+        stalls.apply(report, judged)
+    return timeline, report
+
+
+def write_all(report: Report, timeline: Timeline, run: RunOptions) -> SinkOutcome:
+    """Every sink the options ask for (:mod:`stormotel.analyzers.dispatch`)."""
+    from stormotel.analyzers.dispatch import write_sinks
+    from stormotel.analyzers.sink_base import RunContext
+
+    job = run.opts.job
+    ctx = RunContext(report, timeline, job.sinks, run.opts.output,
+                     run.job_id or job.job_id or report.job_id or "unknown", job.http,
+                     run.deadline, job.tsdb.prometheus, several=run.several,
+                     scheduled=run.window is not None, series=run.series, out=run.out,
+                     err=run.err)
+    return write_sinks(ctx)
+
+
+def read_stalls(opts: AnalyzeOptions, progress: Progress) -> StallResult | None:
+    """The stall evidence the flags name (and stack snapshots found beside the telemetry), read
+    and judged; None when there is none."""
+    from stormotel.analyzers.stalls.stacks import find_snapshot_files
+
+    if not opts.stalls.wanted and not find_snapshot_files(opts.stalls.stacks_in):
+        return None
+    from stormotel.analyzers.stalls.cli_support import read_stall_evidence
+
+    return read_stall_evidence(opts.stalls, progress)
+
+
+def run_files(opts: AnalyzeOptions) -> int:
+    """The file run: stall evidence and/or telemetry files → one report → every sink; the exit
+    code (sink failure, findings, no evidence, OK). Raises StormotelError for the CLI to
+    print."""
+    from stormotel.analyzers.sources.files import FileSource
+    from stormotel.analyzers.stalls.cli_support import StallMarkerSource
+
+    run = RunOptions(opts)
+    stalls = read_stalls(opts, run.progress)
+    source: Source = FileSource(opts.source, opts.job.job_id)
+    if stalls is not None and not opts.source.paths:  # stall evidence alone
+        source = StallMarkerSource(stalls, opts.job.job_id)
+    result = run_once(source, RunOptions(opts, stalls=stalls))
+    if result.sinks.failed:
+        return exitcodes.SINK_FAILURE
+    if result.report.has_findings():
+        return exitcodes.FINDINGS
+    return no_evidence(result, opts) or exitcodes.OK
+
+
+def no_evidence(result: RunResult, opts: AnalyzeOptions) -> int:
+    """SOURCE_FAILURE (3) with one line when the input held nothing to judge by — a file of
+    prose given as --logs, --ranks naming no rank the input has — so cron and CI never read
+    "no evidence" as healthy (it used to exit 0). The report is still written."""
+    from stormotel.analyzers.rankspec import format_rank_list
+    from stormotel.analyzers.summary import has_evidence
+
+    if has_evidence(result.report):
+        return 0
+    have = sorted(result.timeline.ranks)
+    wanted = opts.analysis.ranks
+    if wanted is not None and have and not set(wanted) & set(have):
+        why = (f"--ranks {format_rank_list(sorted(set(wanted)))} selects none of the ranks in "
+               f"the input ({format_rank_list(have)})")
+    else:
+        why = "no memory samples, watchdog lines or Flight Recorder entries in the input"
+    print(f"{PROG}: no evidence: {why}; nothing was judged, this is not a healthy verdict "
+          "(exit 3)", file=sys.stderr)
+    return exitcodes.SOURCE_FAILURE

@@ -1,0 +1,91 @@
+"""The one small interface every sink of a run has, and what they all write from.
+
+A sink has a name, what it would do for a dry run (``plan``), and writing (``write``); its class
+says which kind it is and builds its instances for a run (``for_run``: none when the flags do
+not ask for it). Adding a sink is one module with such a class and one line in
+:data:`stormotel.analyzers.dispatch.SINKS`.
+
+This module and the dispatch table live beside the run, not in ``sinks/``: a run over files
+with no sink flag writes its report through them without loading any server sink (or httpx).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Literal, Protocol, TextIO
+
+from stormotel.analyzers.options import OutputOptions, SinkOptions
+
+if TYPE_CHECKING:
+    from stormotel.analyzers import http
+    from stormotel.analyzers.report import Report
+    from stormotel.analyzers.sinks.findings_series import RunSeries, SeriesPoint
+    from stormotel.analyzers.timeline import Timeline
+
+#: ``output``: the run's own report (text/JSON, HTML): written even in a dry run, first, and a
+#: failure is the report's; ``destination``: files and APIs written from the findings;
+#: ``series``: Prometheus samples (findings and the run's own), written last so they record
+#: whether the others failed.
+SinkKind = Literal["output", "destination", "series"]
+
+
+@dataclass
+class RunContext:
+    """What every sink of one run writes from."""
+
+    report: Report
+    timeline: Timeline
+    sinks: SinkOptions
+    output: OutputOptions
+    #: The job id the sinks label their writes with (the run's, else the report's).
+    job_id: str
+    settings: http.HttpSettings
+    deadline: http.Deadline | None
+    #: The TSDB query endpoints, where a rejected remote write is checked against.
+    query_urls: tuple[str, ...] = ()
+    #: Several jobs in this run: every file goes to the job's own path (scheduled/outputs.py).
+    several: bool = False
+    #: A scheduled (TSDB) run: a report that cannot be written does not stop the other sinks,
+    #: whose series record the failure; a file run stops there (exit SINK_FAILURE).
+    scheduled: bool = False
+    #: The run-level series (TSDB runs), beside the findings' series.
+    series: RunSeries | None = None
+    out: TextIO | None = None
+    err: TextIO | None = None
+    #: The samples the series sinks write, set once before the first of them.
+    points: list[SeriesPoint] | None = None
+
+    @property
+    def stdout(self) -> TextIO:
+        return self.out or sys.stdout
+
+    @property
+    def stderr(self) -> TextIO:
+        return self.err or sys.stderr
+
+
+class Sink(Protocol):
+    """One destination for a run's findings.
+
+    ``plan`` prints what ``write`` would do (``--dry-run``) and changes nothing; ``write`` does
+    it. Both return a short detail for the progress line ("" for none) and raise
+    ``http.EndpointError``, ``http.ConfigError``, ``OSError`` or ``ValueError`` on failure.
+    """
+
+    name: str
+
+    def plan(self, out: TextIO) -> str: ...
+
+    def write(self) -> str: ...
+
+
+class SinkClass(Protocol):
+    """A sink's class as the dispatch table holds it."""
+
+    kind: ClassVar[SinkKind]
+
+    @classmethod
+    def for_run(cls, ctx: RunContext) -> list[Sink]:
+        """The instances this run's flags ask for (often none, sometimes one per URL)."""
+        ...

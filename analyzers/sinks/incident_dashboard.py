@@ -1,0 +1,64 @@
+"""``--incident-dashboard FILE``: the incident dashboard (the ranks the findings name, the
+window) as Grafana JSON in a file; :func:`incident_board` is also what ``--grafana-dashboard``
+saves through Grafana's API."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, ClassVar, TextIO
+
+from stormotel.analyzers.findings import ranks_named
+from stormotel.analyzers.report import Report
+from stormotel.analyzers.scheduled.outputs import job_path
+from stormotel.analyzers.sink_base import RunContext, Sink, SinkKind
+
+from stormotel.atomic import write_atomic
+from stormotel.textsafe import redact_tree
+
+#: The findings whose ranks the incident dashboard shows, first-cause suspects first.
+BOARD_FAMILIES = ("first_cause", "gap", "stall")
+
+
+def incident_board(report: Report, job_id: str) -> dict[str, Any]:
+    """The dashboard's JSON model for ``report``'s suspects and window."""
+    from stormotel.dashboards.common import to_json
+    from stormotel.dashboards.incident import incident_dashboard
+
+    suspects = ranks_named(f for f in report.findings() if f.family in BOARD_FAMILIES)
+    start = end = None
+    if report.window_start_ns is not None and report.window_end_ns is not None:
+        start = datetime.fromtimestamp(report.window_start_ns / 1e9, UTC)
+        end = datetime.fromtimestamp(report.window_end_ns / 1e9, UTC)
+    doc: dict[str, Any] = json.loads(to_json(incident_dashboard(job_id, suspects, start=start,
+                                                                end=end)))
+    return doc
+
+
+@dataclass
+class IncidentDashboardFileSink:
+    """The incident dashboard JSON written to ``--incident-dashboard FILE``."""
+
+    ctx: RunContext
+    path: Path
+    name: str = "incident_dashboard"
+    kind: ClassVar[SinkKind] = "destination"
+
+    @classmethod
+    def for_run(cls, ctx: RunContext) -> list[Sink]:
+        path = ctx.sinks.incident_dashboard
+        if path is None:
+            return []
+        return [cls(ctx, job_path(path, ctx.report.job_id, several=ctx.several))]
+
+    def plan(self, out: TextIO) -> str:
+        board = incident_board(self.ctx.report, self.ctx.job_id)
+        print(f"# would write incident dashboard {board['uid']} to {self.path}", file=out)
+        return ""
+
+    def write(self) -> str:
+        board = incident_board(self.ctx.report, self.ctx.job_id)
+        write_atomic(self.path, json.dumps(redact_tree(board), indent=2, sort_keys=True) + "\n")
+        return str(self.path)

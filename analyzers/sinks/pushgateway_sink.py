@@ -1,0 +1,39 @@
+"""``--pushgateway URL``: the findings' and the run's series as the job's Pushgateway group,
+replaced each run (:mod:`stormotel.analyzers.sinks.pushgateway`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, TextIO
+
+from stormotel.analyzers import http
+from stormotel.analyzers.sink_base import RunContext, Sink, SinkKind
+from stormotel.analyzers.sinks import pushgateway
+
+from stormotel.textsafe import one_line
+
+
+@dataclass
+class PushgatewaySink:
+    """Findings and run series as the job's Pushgateway group (replaced each run)."""
+
+    ctx: RunContext
+    url: str
+    name: str = "pushgateway"
+    kind: ClassVar[SinkKind] = "series"
+
+    @classmethod
+    def for_run(cls, ctx: RunContext) -> list[Sink]:
+        return [cls(ctx, ctx.sinks.pushgateway)] if ctx.sinks.pushgateway else []
+
+    def plan(self, out: TextIO) -> str:
+        print(f"# would push {len(self.ctx.points or [])} series to {one_line(self.url)} "
+              f"(job={pushgateway.PUSH_JOB}, job_id={self.ctx.job_id})", file=out)
+        return ""
+
+    def write(self) -> str:
+        with http.make_client(self.ctx.settings) as client:
+            n = pushgateway.push(client, self.url, self.ctx.job_id,
+                                 self.ctx.points or [], settings=self.ctx.settings,
+                                 deadline=self.ctx.deadline)
+        return f"series={n}"
