@@ -189,38 +189,14 @@ def _coll_group(key: str, per_rank: dict[int, list[dict[str, Any]]], nranks: int
     hexa = pattern == "nccl.coll"
 
     def num(v: int) -> str:
-        return f"NCCL opCount {v:#x}" if hexa else f"SequenceNumber {v}"
+        return _coll_number(hexa, v)
 
     ev: dict[str, Any] = {"communicator": key, "spoke": {"ranks": spoke, "of": nranks},
                           "last": {str(r): _brief(v[-1]) for r, v in sorted(per_rank.items())}}
     # 1. the same opCount, a different collective
-    at: dict[int, dict[int, tuple[str, int, int]]] = defaultdict(dict)
-    for r, rows in per_rank.items():
-        for row in rows:
-            at[row["opcount"]].setdefault(r, (row["op"], row["count"], row["dtype"]))
-    for opcount in sorted(at):
-        vals = at[opcount]
-        if len(vals) < 2 or len(set(vals.values())) == 1:
-            continue
-        kind = ("op_type_mismatch" if len({v[0] for v in vals.values()}) > 1 else
-                "size_mismatch" if len({v[1] for v in vals.values()}) > 1 else "dtype_mismatch")
-        vote = minority_vote(vals) if len(vals) > 2 else None
-        per = {str(r): {"op": v[0], "count": v[1], "datatype": v[2]} for r, v in
-               sorted(vals.items())}
-        if vote is None:
-            return _finding("undecided", [], "mismatched_collective", "low", pattern,
-                            f"ranks launched different collectives at {num(opcount)} with no "
-                            "majority; collect the other ranks' lines",
-                            "nccl_coll_split", seq=opcount, suspects=sorted(vals),
-                            per_rank=per, **ev)
-        culprits = vote[0]
-        majority = len(vals) - len(culprits)
-        conf = ("medium" if whole and len(culprits) * 2 <= majority else "low")
-        return _finding(kind, culprits, "mismatched_collective", conf, pattern,
-                        f"at {num(opcount)}, {len(culprits)} of {len(vals)} ranks "
-                        f"launched {sorted({v for r, v in vals.items() if r in culprits})} while "
-                        f"the others launched {vote[1]}", "nccl_coll_split", seq=opcount,
-                        op=vote[1][0], per_rank=per, **ev)
+    mismatch = _coll_mismatch(per_rank, whole, pattern, ev)
+    if mismatch is not None:
+        return mismatch
     # 2. the last opCount each rank launched
     last = {r: rows[-1]["opcount"] for r, rows in per_rank.items()}
     top = max(last.values())
@@ -265,6 +241,49 @@ def _coll_group(key: str, per_rank: dict[int, list[dict[str, Any]]], nranks: int
                     + ("" if whole else f" — collect the lines of ranks {missing[:16]}"),
                     "nccl_all_launched", seq=top, op=op, collect_next=missing[:64] or None,
                     **ev)
+
+
+def _coll_number(hexa: bool, v: int) -> str:
+    return f"NCCL opCount {v:#x}" if hexa else f"SequenceNumber {v}"
+
+
+def _coll_mismatch(per_rank: dict[int, list[dict[str, Any]]], whole: bool, pattern: str,
+                   ev: dict[str, Any]) -> StallFinding | None:
+    """Rule 1 of a group's collective records: ranks launched different collectives (op, size
+    or dtype) at the same opCount / SequenceNumber; the minority is named."""
+    hexa = pattern == "nccl.coll"
+
+    def num(v: int) -> str:
+        return _coll_number(hexa, v)
+
+    at: dict[int, dict[int, tuple[str, int, int]]] = defaultdict(dict)
+    for r, rows in per_rank.items():
+        for row in rows:
+            at[row["opcount"]].setdefault(r, (row["op"], row["count"], row["dtype"]))
+    for opcount in sorted(at):
+        vals = at[opcount]
+        if len(vals) < 2 or len(set(vals.values())) == 1:
+            continue
+        kind = ("op_type_mismatch" if len({v[0] for v in vals.values()}) > 1 else
+                "size_mismatch" if len({v[1] for v in vals.values()}) > 1 else "dtype_mismatch")
+        vote = minority_vote(vals) if len(vals) > 2 else None
+        per = {str(r): {"op": v[0], "count": v[1], "datatype": v[2]} for r, v in
+               sorted(vals.items())}
+        if vote is None:
+            return _finding("undecided", [], "mismatched_collective", "low", pattern,
+                            f"ranks launched different collectives at {num(opcount)} with no "
+                            "majority; collect the other ranks' lines",
+                            "nccl_coll_split", seq=opcount, suspects=sorted(vals),
+                            per_rank=per, **ev)
+        culprits = vote[0]
+        majority = len(vals) - len(culprits)
+        conf = ("medium" if whole and len(culprits) * 2 <= majority else "low")
+        return _finding(kind, culprits, "mismatched_collective", conf, pattern,
+                        f"at {num(opcount)}, {len(culprits)} of {len(vals)} ranks "
+                        f"launched {sorted({v for r, v in vals.items() if r in culprits})} while "
+                        f"the others launched {vote[1]}", "nccl_coll_split", seq=opcount,
+                        op=vote[1][0], per_rank=per, **ev)
+    return None
 
 
 def _brief(row: dict[str, Any]) -> dict[str, Any]:
