@@ -24,18 +24,24 @@ resolved to the larger one and noted.
 
 from __future__ import annotations
 
-import json
 import math
-import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import httpx
 import numpy as np
-from stormotel.analyzers.http import Deadline, EndpointError, HttpSettings, make_client, request
+from stormotel.analyzers.http import Deadline, EndpointError, HttpSettings, make_client
 from stormotel.analyzers.rankspec import format_rank_list
 from stormotel.analyzers.sources.markers import MarkerAccumulator, counter_increases
+from stormotel.analyzers.sources.prometheus_api import (
+    MAX_POINTS_PER_QUERY,
+    PrometheusAPI,
+    Series,
+    label_selector,
+    name_regex,
+    parse_matrix_values,
+)
 from stormotel.analyzers.timeline import (
     EDGE_MARKER_KINDS,
     EDGE_RESOLUTION_ATTR,
@@ -53,8 +59,6 @@ from stormotel.analyzers.timeline import (
 from stormotel import schema
 from stormotel.errors import SourceFailureError
 
-#: Prometheus refuses query_range answers over 11,000 points per series; stay below it.
-MAX_POINTS_PER_QUERY = 10_000
 #: Upper bound on points fetched per series over the whole window (sets the coarsest step).
 MAX_POINTS_PER_SERIES = 200_000
 #: Ranks per query: failures are reported per batch, long selectors stay reasonable.
@@ -65,9 +69,6 @@ DEFAULT_CONCURRENCY = 4
 MARKER_METRICS: dict[str, schema.Metric] = {KIND_STEP: schema.STEP, KIND_OOM: schema.OOMS}
 #: Never query finer than this (ms resolution is what Prometheus stores).
 MIN_STEP_S = 1.0
-
-_POINTS_ERROR = re.compile(r"points|resolution|samples", re.IGNORECASE)
-
 
 @dataclass
 class QueryWindow:
@@ -103,54 +104,10 @@ class LoadOutcome:
         return bool(self.endpoints_failed or self.ranks_failed)
 
 
-def label_selector(matchers: dict[str, str], regex: dict[str, str] | None = None,
-                   extra: str = "") -> str:
-    """``{a="x",b=~"y|z",<extra>}`` with values escaped for PromQL string literals."""
-    parts = [f'{k}="{_escape(v)}"' for k, v in matchers.items()]
-    parts += [f'{k}=~"{_escape(v)}"' for k, v in (regex or {}).items()]
-    if extra.strip():
-        parts.append(extra.strip().strip("{}"))
-    return "{" + ",".join(parts) + "}"
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"')
-
-
-def _name_regex(names: Iterable[str]) -> str:
-    return "|".join(re.escape(n) for n in names)
-
-
 def step_range(step_s: float) -> str:
     """Range literal for "the step before this point": one ms short of the step, because
     Prometheus 2 ranges are closed at both ends and would otherwise see a sample twice."""
     return f"{max(1, round(step_s * 1000) - 1)}ms"
-
-
-#: Timestamps at or past this (year ~2262) do not fit int64 nanoseconds.
-MAX_UNIX_S = 9.2e9
-
-
-def parse_matrix_values(values: Sequence[Sequence[object]]) -> tuple[np.ndarray, np.ndarray]:
-    """``[[unix_s, "v"], ...]`` → (int64 ns at ms precision, float64 values).
-
-    Two C-level passes (``fromiter`` for times, numpy's string→float conversion for values);
-    raises ValueError on anything that is not a list of [number, "number"] pairs.
-    """
-    n = len(values)
-    if not n:
-        return np.empty(0, np.int64), np.empty(0)
-    try:
-        t = np.fromiter((p[0] for p in values), dtype=np.float64, count=n)  # type: ignore[index]
-        v = np.array([p[1] for p in values], dtype=np.float64)  # type: ignore[index]
-    except (TypeError, IndexError, KeyError) as e:
-        raise ValueError(f"matrix values are not [timestamp, value] pairs ({e})") from None
-    if v.shape != (n,):
-        raise ValueError("matrix values are not [timestamp, value] pairs")
-    if not (np.isfinite(t).all() and (t > 0).all() and (t < MAX_UNIX_S).all()):
-        raise ValueError("matrix timestamps are not positive Unix times in seconds")
-    t_ns = np.rint(t * 1000.0).astype(np.int64) * 1_000_000
-    return t_ns, v
 
 
 def clean_byte_series(values: object, builder: TimelineBuilder
@@ -170,151 +127,6 @@ def clean_byte_series(values: object, builder: TimelineBuilder
         builder.skipped["non_finite_or_negative_bytes"] += int(bad.sum())
         t_ns, v = t_ns[~bad], v[~bad]
     return t_ns, v
-
-
-class PrometheusAPI:
-    """One endpoint's query API. Every failure becomes :class:`EndpointError` naming it."""
-
-    def __init__(self, url: str, client: httpx.Client, settings: HttpSettings,
-                 deadline: Deadline | None = None) -> None:
-        self.url = url.rstrip("/")
-        self.client = client
-        self.settings = settings
-        self.deadline = deadline or Deadline(None)
-
-    def _call(self, path: str, params: dict[str, object]) -> object:
-        url = self.url + path
-        try:
-            resp = request(self.client, "POST", url, settings=self.settings,
-                           deadline=self.deadline, data=params, ok_statuses=(200,))
-        except EndpointError as e:
-            raise EndpointError(url, _api_error_text(e.body) or str(e).split(": ", 1)[-1],
-                                status=e.status, body=e.body) from None
-        try:
-            doc = resp.json()
-        except ValueError as e:  # JSONDecodeError and UnicodeDecodeError both are
-            raise EndpointError(url, f"malformed JSON response ({e}; first bytes "
-                                     f"{resp.content[:40]!r})") from None
-        if not isinstance(doc, dict) or doc.get("status") != "success" or "data" not in doc:
-            raise EndpointError(url, f"unexpected response shape: {str(doc)[:120]}")
-        return doc["data"]
-
-    def series(self, selector: str, start_ns: int, end_ns: int) -> list[dict[str, str]]:
-        data = self._call("/api/v1/series", {"match[]": selector, "start": _sec(start_ns),
-                                             "end": _sec(end_ns)})
-        if not isinstance(data, list):
-            raise EndpointError(self.url + "/api/v1/series", "series data is not a list")
-        return [d for d in data if isinstance(d, dict)]
-
-    def query(self, expr: str, time_ns: int) -> list[dict[str, object]]:
-        data = self._call("/api/v1/query", {"query": expr, "time": _sec(time_ns)})
-        return _result_list(data, self.url + "/api/v1/query")
-
-    def query_range(self, expr: str, start_s: float, end_s: float, step_s: float,
-                    *, max_points: int = MAX_POINTS_PER_QUERY,
-                    on_chunk: Callable[[], None] | None = None) -> list[dict[str, object]]:
-        """Fetch ``[start_s, end_s]`` in chunks of at most ``max_points`` per series.
-
-        If the server still refuses a chunk as too large (a lower limit than ours, e.g.
-        VictoriaMetrics' ``-search.maxPointsPerTimeseries``), the chunk is halved and retried.
-        """
-        out: list[dict[str, object]] = []
-        span = step_s * (max_points - 1)
-        chunk_start = start_s
-        while chunk_start <= end_s:
-            chunk_end = min(end_s, chunk_start + span)
-            out.extend(self._range_chunk(expr, chunk_start, chunk_end, step_s, depth=0))
-            if on_chunk:
-                on_chunk()
-            chunk_start = chunk_end + step_s
-        return out
-
-    def query_raw(self, selector: str, start_s: float, end_s: float, chunk_s: float,
-                  depth: int = 0) -> list[dict[str, object]]:
-        """Every stored sample of ``selector`` in ``[start_s, end_s]`` at its own timestamp:
-        range-vector instant queries over consecutive chunks ``(a, b]`` of ``chunk_s``. Ranges
-        are closed in Prometheus 2 and left-open in VictoriaMetrics and Prometheus 3, so each
-        chunk asks for all of ``[a, b]`` and drops a sample at ``a`` (the previous chunk's).
-        A chunk refused as too large is halved.
-        """
-        out: list[dict[str, object]] = []
-        chunk_ms = max(2, int(chunk_s * 1000))
-        end_ms = math.ceil(end_s * 1000)
-        t_ms = int(start_s * 1000) - 1  # each chunk is (t_ms, upto]: the start is included
-        while t_ms < end_ms:
-            upto = min(end_ms, t_ms + chunk_ms)
-            try:
-                data = self._call("/api/v1/query", {"query": f"{selector}[{upto - t_ms}ms]",
-                                                    "time": f"{upto / 1000:.3f}"})
-            except EndpointError as e:
-                too_many = e.status in (400, 422) and _POINTS_ERROR.search(e.body or "")
-                if too_many and depth < 8 and upto - t_ms >= 4:
-                    out.extend(self.query_raw(selector, t_ms / 1000, upto / 1000,
-                                              (upto - t_ms) / 2000, depth + 1))
-                    t_ms = upto
-                    continue
-                raise
-            out.extend(_after(_result_list(data, self.url + "/api/v1/query"), t_ms))
-            t_ms = upto
-        return out
-
-    def _range_chunk(self, expr: str, start_s: float, end_s: float, step_s: float,
-                     depth: int) -> list[dict[str, object]]:
-        try:
-            data = self._call("/api/v1/query_range", {"query": expr, "start": f"{start_s:.3f}",
-                                                      "end": f"{end_s:.3f}",
-                                                      "step": f"{step_s:.3f}"})
-        except EndpointError as e:
-            too_many = e.status in (400, 422) and _POINTS_ERROR.search(e.body or "")
-            if too_many and depth < 8 and end_s - start_s >= 2 * step_s:
-                n = int((end_s - start_s) / step_s)
-                mid = start_s + (n // 2) * step_s
-                return (self._range_chunk(expr, start_s, mid, step_s, depth + 1)
-                        + self._range_chunk(expr, mid + step_s, end_s, step_s, depth + 1))
-            raise
-        return _result_list(data, self.url + "/api/v1/query_range")
-
-
-def _after(results: list[dict[str, object]], t_ms: int) -> list[dict[str, object]]:
-    """Drop samples at or before ``t_ms`` (sorted ``values``: only the first few can be)."""
-    edge = t_ms / 1000.0
-    for r in results:
-        values = r.get("values")
-        if not isinstance(values, list) or not values:
-            continue
-        i = 0
-        while i < len(values) and _stamp(values[i]) <= edge:
-            i += 1
-        if i:
-            r["values"] = values[i:]
-    return results
-
-
-def _stamp(point: object) -> float:
-    try:
-        return float(point[0])  # type: ignore[index]
-    except (TypeError, ValueError, IndexError, KeyError):  # {} or {"0": ...} where a pair belongs
-        return math.inf  # malformed: left for the parser to count
-
-
-def _api_error_text(body: str) -> str:
-    try:
-        doc = json.loads(body)
-    except (ValueError, TypeError, RecursionError):
-        return ""
-    if isinstance(doc, dict) and doc.get("status") == "error":
-        return f"{doc.get('errorType', 'error')}: {doc.get('error', '')}"[:300]
-    return ""
-
-
-def _result_list(data: object, where: str) -> list[dict[str, object]]:
-    if not isinstance(data, dict) or not isinstance(data.get("result"), list):
-        raise EndpointError(where, "response has no data.result list")
-    return [r for r in data["result"] if isinstance(r, dict)]
-
-
-def _sec(ns: int) -> str:
-    return f"{ns / 1e9:.3f}"
 
 
 # --- loading a job ---------------------------------------------------------------------------
@@ -371,6 +183,11 @@ def identity_from_labels(labels: dict[str, str]) -> RankIdentity | None:
                         gpu_uuid=_str_label(labels, schema.ATTR_GPU_UUID))
 
 
+def _rank_order(value: str) -> tuple[int, str]:
+    """Numeric ranks in numeric order (so a split asks for contiguous ranges), others after."""
+    return (int(value), "") if value.isdigit() and len(value) <= 18 else (2**63, value)
+
+
 def _discover(api: PrometheusAPI, window: QueryWindow, builder: TimelineBuilder,
               want_native: bool) -> _Discovery:
     fields = _field_names()
@@ -380,8 +197,11 @@ def _discover(api: PrometheusAPI, window: QueryWindow, builder: TimelineBuilder,
                        | set(schema.ESTIMATE.prom_aliases) | side_names
                        | {n for m in MARKER_METRICS.values() for n in m.prom_aliases})
     sel = label_selector({schema.ATTR_JOB_ID: window.job_id},
-                         {"__name__": _name_regex(all_names)}, window.extra_matchers)
-    series = api.series(sel, window.start_ns, window.end_ns)
+                         {"__name__": name_regex(all_names)}, window.extra_matchers)
+    # One answer when the server allows it, else split by rank (VictoriaMetrics refuses more
+    # than 30,000 series per answer by default: ~2,100 ranks of a tracker's 14 series).
+    series = api.series_split(sel, window.start_ns, window.end_ns, schema.ATTR_RANK,
+                              sort_key=_rank_order)
     present: set[str] = set()
     identities: dict[int, RankIdentity] = {}
     bad_rank = 0
@@ -668,9 +488,9 @@ def _run_queries(tasks: list[_Task], builder: TimelineBuilder, outcome: LoadOutc
         return with_data
     chunk_s = max(60.0, step * max(2, max_points - 1))
 
-    def one(task: _Task) -> list[dict[str, object]] | EndpointError:
+    def one(task: _Task) -> list[Series] | EndpointError:
         try:
-            return task.api.query_raw(task.selector, task.start_s, task.end_s, chunk_s)
+            return task.api.query_raw_series(task.selector, task.start_s, task.end_s, chunk_s)
         except EndpointError as e:
             return e
 
@@ -722,15 +542,32 @@ def matrix_series(results: list[dict[str, object]], builder: TimelineBuilder
         yield {str(k): str(v) for k, v in labels.items()}, values
 
 
-def _collect_samples(results: list[dict[str, object]], task: _Task, builder: TimelineBuilder,
+def clean_series(s: Series, builder: TimelineBuilder) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`clean_byte_series` for a decoded :class:`Series` (values already parsed)."""
+    if s.t_ns is None or s.v is None:
+        builder.skipped["malformed_series"] += 1
+        return None
+    t_ns, v = s.t_ns, s.v
+    bad = ~np.isfinite(v) | (v < 0)
+    if bad.any():
+        builder.skipped["non_finite_or_negative_bytes"] += int(bad.sum())
+        t_ns, v = t_ns[~bad], v[~bad]
+    return t_ns, v
+
+
+def _collect_samples(results: list[Series], task: _Task, builder: TimelineBuilder,
                      out: _Parts) -> set[int]:
     got: set[int] = set()
-    for labels, values in matrix_series(results, builder):
-        ident = identity_from_labels(labels)
-        if ident is None or ident.rank not in task.ranks:
+    ranks = set(task.ranks)
+    for s in results:
+        if s.labels is None:
+            builder.skipped["malformed_series"] += 1
+            continue
+        ident = identity_from_labels(s.labels)
+        if ident is None or ident.rank not in ranks:
             builder.skipped["series_without_valid_rank_label"] += 1
             continue
-        cleaned = clean_byte_series(values, builder)
+        cleaned = clean_series(s, builder)
         if cleaned is None:
             continue
         t_ns, v = cleaned
@@ -772,20 +609,16 @@ def _merge_samples(samples: _Parts, builder: TimelineBuilder) -> None:
                              "whatever the endpoint order")
 
 
-def _collect_edges(results: list[dict[str, object]], task: _Task, out: _Parts) -> None:
-    for r in results:
-        labels, values = r.get("metric"), r.get("values")
-        if not isinstance(labels, dict) or not isinstance(values, list):
+def _collect_edges(results: list[Series], task: _Task, out: _Parts) -> None:
+    ranks = set(task.ranks)
+    for s in results:
+        if s.labels is None or s.t_ns is None or s.v is None:
             continue
-        ident = identity_from_labels({str(k): str(v) for k, v in labels.items()})
-        kind = str(labels.get(schema.ATTR_EDGE, ""))
-        if ident is None or ident.rank not in task.ranks or kind not in EDGE_MARKER_KINDS:
+        ident = identity_from_labels(s.labels)
+        kind = s.labels.get(schema.ATTR_EDGE, "")
+        if ident is None or ident.rank not in ranks or kind not in EDGE_MARKER_KINDS:
             continue
-        try:
-            t_ns, v = parse_matrix_values(values)
-        except ValueError:
-            continue
-        out.setdefault((ident.rank, kind), []).append((t_ns, v))
+        out.setdefault((ident.rank, kind), []).append((s.t_ns, s.v))
 
 
 def markers_from_edges(edges: _Parts, intervals: dict[int, int],
@@ -822,21 +655,17 @@ def _gap_by_scrape(parts: list[tuple[np.ndarray, np.ndarray]]) -> dict[int, int]
     return out
 
 
-def _collect_marker_series(results: list[dict[str, object]], task: _Task,
+def _collect_marker_series(results: list[Series], task: _Task,
                            out: dict[tuple[str, int], list[tuple[np.ndarray, np.ndarray]]]
                            ) -> None:
-    for r in results:
-        labels, values = r.get("metric"), r.get("values")
-        if not isinstance(labels, dict) or not isinstance(values, list):
+    ranks = set(task.ranks)
+    for s in results:
+        if s.labels is None or s.t_ns is None or s.v is None:
             continue
-        ident = identity_from_labels({str(k): str(v) for k, v in labels.items()})
-        if ident is None or ident.rank not in task.ranks:
+        ident = identity_from_labels(s.labels)
+        if ident is None or ident.rank not in ranks:
             continue
-        try:
-            t_ns, v = parse_matrix_values(values)
-        except ValueError:
-            continue
-        out.setdefault((task.fname, ident.rank), []).append((t_ns, v))
+        out.setdefault((task.fname, ident.rank), []).append((s.t_ns, s.v))
 
 
 def markers_from_series(series: dict[tuple[str, int], list[tuple[np.ndarray, np.ndarray]]]
