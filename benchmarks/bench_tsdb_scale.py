@@ -150,7 +150,8 @@ def main() -> int:
     if args.reingest and work.exists():
         shutil.rmtree(work)
     fresh = not (work / "ingested").exists()
-    with servers.victoriametrics(work) as vm:
+    # The rollup cache off: the replay must not be answered from what the analyzer's run cached.
+    with servers.victoriametrics(work, ["-search.disableCache"]) as vm:
         if fresh:
             t0 = time.perf_counter()
             ingest(vm.url, args.ranks, args.hours)
@@ -162,8 +163,11 @@ def main() -> int:
         calls: list[tuple[str, str, bytes]] = []
         settings = HttpSettings(timeout_s=600)
         client = make_client(settings)
+        timings: list[tuple[float, str]] = []
         client.event_hooks["request"] = [lambda r: calls.append(
-            (r.method, str(r.url), r.read()))]
+            (r.method, str(r.url), r.read())) or r.extensions.setdefault("t0", time.monotonic())]
+        client.event_hooks["response"] = [lambda r: timings.append(
+            (time.monotonic() - r.request.extensions["t0"], r.request.read().decode()[:200]))]
         ru0 = resource.getrusage(resource.RUSAGE_SELF)
         t0 = time.perf_counter()
         timeline, outcome = load_prometheus([vm.url], window, settings=settings, client=client,
@@ -175,6 +179,8 @@ def main() -> int:
         client.close()
         cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
         tsdb = _replay(vm.url, calls, args.concurrency)
+        slow = sorted(timings, reverse=True)[:5]
+        print("slowest requests in the run:", [(round(d, 2), u[:90]) for d, u in slow])
         size = sum(f.stat().st_size for f in (work / "data").rglob("*") if f.is_file())
     rss = ru1.ru_maxrss / 1024
     suspects = [s.rank for s in report.cross_rank.first_cause_suspects]

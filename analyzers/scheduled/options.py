@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from stormotel.analyzers.http_flags import add_http_arguments
+from stormotel.analyzers.scheduled.shard import ShardSpec, parse_shard
 
 from stormotel import units
 
@@ -112,6 +113,11 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, include_job_id: bool =
     win.add_argument("--job-selector", metavar="MATCHERS",
                      help='with --scheduled and no --job-id: analyse only the jobs whose '
                           'series match these PromQL matchers, e.g. namespace="ml"')
+    win.add_argument("--shard", type=_shard_arg, metavar="I/N",
+                     help="with --scheduled and no --job-id: analyse only the discovered jobs "
+                          "whose stable hash falls in shard I of N (0-based); 'N' alone takes I "
+                          "from $JOB_COMPLETION_INDEX (a Kubernetes Indexed Job). State is "
+                          "then kept per job, so N may change between runs")
     win.add_argument("--dry-run", action="store_true",
                      help="print what would be written (annotations, series, dashboard, trace) "
                           "and change nothing, state file included")
@@ -141,3 +147,10 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, include_job_id: bool =
                      help="write the merged multi-rank timeline as Chrome trace JSON "
                           "(opens in ui.perfetto.dev)")
     add_http_arguments(parser)
+
+
+def _shard_arg(text: str) -> ShardSpec:
+    try:
+        return parse_shard(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix(f"--shard {text!r}: ")) from None

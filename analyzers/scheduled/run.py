@@ -19,6 +19,7 @@ from typing import TextIO
 from stormotel.analyzers import http
 from stormotel.analyzers.options import JobOptions
 from stormotel.analyzers.report import Report
+from stormotel.analyzers.scheduled import shard
 from stormotel.analyzers.scheduled.discovery import DiscoveryError, discover_jobs
 from stormotel.analyzers.scheduled.outputs import job_sinks
 from stormotel.analyzers.timeline import Timeline
@@ -57,16 +58,21 @@ def run_scheduled(job: JobOptions, analyze_fn: Callable[[Timeline], Report], *,
     except DiscoveryError as e:
         print(f"stormotel analyze: error: {one_line(e)}", file=err)
         return exitcodes.SOURCE_FAILURE
+    found = len(jobs)
+    jobs = shard.select(jobs, schedule.shard)  # --shard: this pod's share (scheduled/shard.py)
     if not jobs:
+        where = f" in shard {schedule.shard} ({found} in all)" if schedule.shard else ""
         print("stormotel analyze: no training job has telemetry in the window"
-              f"{' matching ' + schedule.job_selector if schedule.job_selector else ''}",
+              f"{' matching ' + schedule.job_selector if schedule.job_selector else ''}{where}",
               file=err)
         return exitcodes.OK
     codes = []
-    several = len(jobs) > 1  # then every output path is the job's own (scheduled/outputs.py)
+    # Several jobs (or any sharded run): every output path is the job's own (scheduled/outputs.py)
+    several = len(jobs) > 1 or schedule.shard is not None
     for job_id in jobs:
         one = dataclasses.replace(job, job_id=job_id,
-                                  sinks=job_sinks(job.sinks, job_id, several=several))
+                                  sinks=job_sinks(job.sinks, job_id, several=several),
+                                  schedule=shard.job_schedule(schedule, job_id))
         emit = None if emit_report is None else functools.partial(emit_report, several=several)
         codes.append(run_one(one, analyze_fn, emit_report=emit, err=err, now_ns=now_ns))
     failed = [c for c in codes if c != exitcodes.OK]
