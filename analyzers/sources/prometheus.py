@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import httpx
 import numpy as np
@@ -38,9 +38,11 @@ from stormotel.analyzers.sources.prometheus_api import (
     MAX_POINTS_PER_QUERY,
     PrometheusAPI,
     Series,
+    is_too_large,
     label_selector,
     name_regex,
     parse_matrix_values,
+    with_matcher,
 )
 from stormotel.analyzers.timeline import (
     EDGE_MARKER_KINDS,
@@ -441,6 +443,19 @@ class _Task:
     end_s: float
     #: "field" (a sample field), "marker" (step gauge, OOM counter) or "edge" (edge gauge).
     what: str = "field"
+    #: The selector without its rank matcher (a refused read is asked again per rank set).
+    base: str = ""
+
+    def split(self) -> list[_Task]:
+        """Two tasks over half the ranks each (a read the server refused as too large)."""
+        half = len(self.ranks) // 2
+        return [replace(self, ranks=part, selector=rank_selector(self.base, part))
+                for part in (self.ranks[:half], self.ranks[half:])]
+
+
+def rank_selector(base: str, ranks: list[int]) -> str:
+    """``base`` narrowed to ``ranks``."""
+    return with_matcher(base, f'{schema.ATTR_RANK}=~"{"|".join(map(str, ranks))}"')
 
 
 def _plan_queries(discoveries: list[_Discovery], window: QueryWindow, step: float,
@@ -459,11 +474,10 @@ def _plan_queries(discoveries: list[_Discovery], window: QueryWindow, step: floa
             wanted += [(schema.ATTR_EDGE, name, "edge") for name in d.edge_names]
             wanted += [(schema.ATTR_EDGE, name, "edge_gap") for name in d.gap_names]
             for fname, name, what in wanted:
-                sel = label_selector({"__name__": name, schema.ATTR_JOB_ID: window.job_id},
-                                     {schema.ATTR_RANK: "|".join(map(str, batch))},
-                                     window.extra_matchers)
-                tasks.append(_Task(d.api, fname, sel, batch, fname in d.peak_fields,
-                                   start_s, end_s, what))
+                base = label_selector({"__name__": name, schema.ATTR_JOB_ID: window.job_id},
+                                      None, window.extra_matchers)
+                tasks.append(_Task(d.api, fname, rank_selector(base, batch), batch,
+                                   fname in d.peak_fields, start_s, end_s, what, base))
     return tasks
 
 
@@ -489,10 +503,21 @@ def _run_queries(tasks: list[_Task], builder: TimelineBuilder, outcome: LoadOutc
     chunk_s = max(60.0, step * max(2, max_points - 1))
 
     def one(task: _Task) -> list[Series] | EndpointError:
+        """A refused read is split by rank set first (a server's series and samples limits
+        count whole series), then, down to one rank, in time."""
         try:
-            return task.api.query_raw_series(task.selector, task.start_s, task.end_s, chunk_s)
+            return task.api.query_raw_series(task.selector, task.start_s, task.end_s, chunk_s,
+                                             split_time=len(task.ranks) == 1)
         except EndpointError as e:
-            return e
+            if not (is_too_large(e) and len(task.ranks) > 1):
+                return e
+        out: list[Series] = []
+        for part in task.split():
+            got = one(part)
+            if isinstance(got, EndpointError):
+                return got
+            out += got
+        return out
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         for task, res in zip(tasks, pool.map(one, tasks), strict=True):

@@ -329,13 +329,15 @@ class PrometheusAPI:
                                                    t_ms))
 
     def query_raw_series(self, selector: str, start_s: float, end_s: float,
-                         chunk_s: float) -> list[Series]:
+                         chunk_s: float, *, split_time: bool = True) -> list[Series]:
         """Every stored sample of ``selector`` in ``[start_s, end_s]`` at its own timestamp:
         range-vector instant queries over consecutive chunks ``(a, b]`` of ``chunk_s``. Ranges
         are closed in Prometheus 2 and left-open in VictoriaMetrics and Prometheus 3, so each
         chunk asks for all of ``[a, b]`` and drops a sample at ``a`` (the previous chunk's).
-        A chunk refused as too large is halved."""
-        return self._raw(selector, start_s, end_s, chunk_s, 0, self._decode_raw)
+        A chunk refused as too large is halved (unless ``split_time`` is False: the caller
+        splits by series first)."""
+        return self._raw(selector, start_s, end_s, chunk_s, 0 if split_time else MAX_SPLITS,
+                         self._decode_raw)
 
     def _decode_raw(self, resp: httpx.Response, t_ms: int) -> list[Series]:
         fast = _fast_matrix(resp.content)
