@@ -607,8 +607,10 @@ def merge_parts(parts: list[tuple[np.ndarray, np.ndarray]]
     """One series from several reads (endpoints, chunks, spellings): sorted by time, exact
     duplicates dropped, and where values conflict at one timestamp the larger kept — a rule
     that gives the same answer in any read order. Returns (t, v, duplicates, conflicts)."""
-    t = np.concatenate([p[0] for p in parts])
-    v = np.concatenate([p[1] for p in parts])
+    t = np.concatenate([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
+    v = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
+    if t.size < 2 or bool((t[1:] > t[:-1]).all()):  # the usual read: already in order, unique
+        return t, v, 0, 0
     order = np.lexsort((v, t))  # by time, then value
     t, v = t[order], v[order]
     same_t = t[1:] == t[:-1]
@@ -696,8 +698,12 @@ def _collect_marker_series(results: list[Series], task: _Task,
 def markers_from_series(series: dict[tuple[str, int], list[tuple[np.ndarray, np.ndarray]]]
                         ) -> dict[int, Markers]:
     """Step gauge → one ``step N`` slice per run of equal values; OOM counter → an instant at
-    each increase. Chunks of one series are joined first so no step is cut at a chunk edge."""
-    acc = MarkerAccumulator()
+    each increase. Chunks of one series are joined first so no step is cut at a chunk edge.
+
+    Steps are built as arrays (a training job scraped every 15 s shows a new step at nearly
+    every scrape: millions of markers at cluster scale), in the order and shape the marker
+    accumulator gives them."""
+    per_rank: dict[int, list[Markers]] = {}
     for (kind, rank), parts in sorted(series.items()):
         t = np.concatenate([p[0] for p in parts])
         v = np.concatenate([p[1] for p in parts])
@@ -708,19 +714,39 @@ def markers_from_series(series: dict[tuple[str, int], list[tuple[np.ndarray, np.
         if not t.size:
             continue
         if kind == KIND_STEP:
-            # A step lasts until the next one is first seen (the last until its last sample).
-            starts = np.flatnonzero(np.r_[True, v[1:] != v[:-1]])
-            ends_ns = np.r_[t[starts[1:]], t[-1]]
-            for i, end in zip(starts.tolist(), ends_ns.tolist(), strict=True):
-                n = int(v[i])
-                acc.add(rank, int(t[i]), int(end), f"step {n}", KIND_STEP,
-                        {schema.SPAN_ATTR_STEP: n})
-        else:  # an OOM lies between the scrape that shows it and the one before
-            for at, before, count in counter_increases(t, v):
-                acc.add(rank, at, at, "OOM", KIND_OOM,
-                        {"count": count, OOM_SOURCE_ATTR: OOM_FROM_COUNTER,
-                         EDGE_RESOLUTION_ATTR: at - before})
-    return acc.build()
+            per_rank.setdefault(rank, []).append(_step_markers(t, v))
+            continue
+        acc = MarkerAccumulator()  # an OOM lies between the scrape that shows it and the one before
+        for at, before, count in counter_increases(t, v):
+            acc.add(rank, at, at, "OOM", KIND_OOM,
+                    {"count": count, OOM_SOURCE_ATTR: OOM_FROM_COUNTER,
+                     EDGE_RESOLUTION_ATTR: at - before})
+        if len(acc):
+            per_rank.setdefault(rank, []).append(acc.build()[rank])
+    return {rank: _concat_markers(ms) for rank, ms in per_rank.items()}
+
+
+def _step_markers(t: np.ndarray, v: np.ndarray) -> Markers:
+    """A step lasts until the next one is first seen (the last until its last sample)."""
+    starts = np.flatnonzero(np.r_[True, v[1:] != v[:-1]])
+    ends = np.r_[t[starts[1:]], t[-1]]
+    first = v[starts]
+    steps = (first.astype(np.int64).tolist() if (np.abs(first) < 2**62).all()
+             else [int(x) for x in first.tolist()])  # int() of each: truncation toward zero
+    return Markers(start_ns=t[starts].astype(np.int64), end_ns=ends.astype(np.int64),
+                   name=np.array([f"step {n}" for n in steps], dtype=object),
+                   kind=np.full(len(steps), KIND_STEP, dtype=object),
+                   attrs=tuple({schema.SPAN_ATTR_STEP: n} for n in steps))
+
+
+def _concat_markers(ms: list[Markers]) -> Markers:
+    if len(ms) == 1:
+        return ms[0]
+    return Markers(start_ns=np.concatenate([m.start_ns for m in ms]),
+                   end_ns=np.concatenate([m.end_ns for m in ms]),
+                   name=np.concatenate([m.name for m in ms]),
+                   kind=np.concatenate([m.kind for m in ms]),
+                   attrs=tuple(a for m in ms for a in m.attrs))
 
 
 def _resolution_notes(builder: TimelineBuilder, discoveries: list[_Discovery],
