@@ -25,7 +25,7 @@ resolved to the larger one and noted.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
@@ -704,6 +704,7 @@ def markers_from_series(series: dict[tuple[str, int], list[tuple[np.ndarray, np.
     every scrape: millions of markers at cluster scale), in the order and shape the marker
     accumulator gives them."""
     per_rank: dict[int, list[Markers]] = {}
+    shared: dict[int, tuple[str, Mapping[str, object]]] = {}
     for (kind, rank), parts in sorted(series.items()):
         t = np.concatenate([p[0] for p in parts])
         v = np.concatenate([p[1] for p in parts])
@@ -714,7 +715,7 @@ def markers_from_series(series: dict[tuple[str, int], list[tuple[np.ndarray, np.
         if not t.size:
             continue
         if kind == KIND_STEP:
-            per_rank.setdefault(rank, []).append(_step_markers(t, v))
+            per_rank.setdefault(rank, []).append(_step_markers(t, v, shared))
             continue
         acc = MarkerAccumulator()  # an OOM lies between the scrape that shows it and the one before
         for at, before, count in counter_increases(t, v):
@@ -726,17 +727,27 @@ def markers_from_series(series: dict[tuple[str, int], list[tuple[np.ndarray, np.
     return {rank: _concat_markers(ms) for rank, ms in per_rank.items()}
 
 
-def _step_markers(t: np.ndarray, v: np.ndarray) -> Markers:
-    """A step lasts until the next one is first seen (the last until its last sample)."""
+def _step_markers(t: np.ndarray, v: np.ndarray,
+                  shared: dict[int, tuple[str, Mapping[str, object]]]) -> Markers:
+    """A step lasts until the next one is first seen (the last until its last sample). Every
+    rank passes through the same steps: one name and one attribute map (never written after)
+    per step number, shared by all ranks, keeps a thousand ranks' markers from holding a
+    thousand copies of each."""
     starts = np.flatnonzero(np.r_[True, v[1:] != v[:-1]])
     ends = np.r_[t[starts[1:]], t[-1]]
     first = v[starts]
     steps = (first.astype(np.int64).tolist() if (np.abs(first) < 2**62).all()
              else [int(x) for x in first.tolist()])  # int() of each: truncation toward zero
+    names, attrs = [], []
+    for n in steps:
+        got = shared.get(n)
+        if got is None:
+            got = shared[n] = (f"step {n}", {schema.SPAN_ATTR_STEP: n})
+        names.append(got[0])
+        attrs.append(got[1])
     return Markers(start_ns=t[starts].astype(np.int64), end_ns=ends.astype(np.int64),
-                   name=np.array([f"step {n}" for n in steps], dtype=object),
-                   kind=np.full(len(steps), KIND_STEP, dtype=object),
-                   attrs=tuple({schema.SPAN_ATTR_STEP: n} for n in steps))
+                   name=np.array(names, dtype=object),
+                   kind=np.full(len(steps), KIND_STEP, dtype=object), attrs=tuple(attrs))
 
 
 def _concat_markers(ms: list[Markers]) -> Markers:

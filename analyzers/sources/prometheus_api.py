@@ -221,17 +221,31 @@ class PrometheusAPI:
         #: POST keeps long selectors out of URLs; GET where a caller always used it.
         self.method = method
 
-    def _send(self, path: str, params: dict[str, object]) -> httpx.Response:
+    def _send(self, path: str, params: dict[str, object], *,
+              api_errors: bool = True) -> httpx.Response:
+        """The answer; a failure names the endpoint (and, with ``api_errors``, the API's own
+        error text instead of the raw body)."""
         url = self.url + path
+        if not api_errors:
+            return self._request(url, params)
         try:
-            if self.method == "GET":
-                return request(self.client, "GET", url, settings=self.settings,
-                               deadline=self.deadline, params=params, ok_statuses=(200,))
-            return request(self.client, "POST", url, settings=self.settings,
-                           deadline=self.deadline, data=params, ok_statuses=(200,))
+            return self._request(url, params)
         except EndpointError as e:
             raise EndpointError(url, _api_error_text(e.body) or str(e).split(": ", 1)[-1],
                                 status=e.status, body=e.body) from None
+
+    def _request(self, url: str, params: dict[str, object]) -> httpx.Response:
+        if self.method == "GET":
+            return request(self.client, "GET", url, settings=self.settings,
+                           deadline=self.deadline, params=params, ok_statuses=(200,))
+        return request(self.client, "POST", url, settings=self.settings,
+                       deadline=self.deadline, data=params, ok_statuses=(200,))
+
+    def instant_response(self, expr: str, time_ns: int) -> httpx.Response:
+        """An instant query's answer as it came (the caller decodes it typed); a failure is
+        the HTTP client's :class:`EndpointError` (status and body as the server gave them)."""
+        return self._send("/api/v1/query", {"query": expr, "time": _sec(time_ns)},
+                          api_errors=False)
 
     def _call(self, path: str, params: dict[str, object]) -> object:
         return _data_of(self._send(path, params), self.url + path)
@@ -248,8 +262,10 @@ class PrometheusAPI:
     def label_values(self, label: str, selector: str, start_ns: int, end_ns: int) -> list[str]:
         """Values of ``label`` among the series ``selector`` matches in the window."""
         path = f"/api/v1/label/{label}/values"
-        resp = self._send(path, {"match[]": selector, "start": _sec(start_ns),
-                                 "end": _sec(end_ns)})
+        params: dict[str, object] = {"start": _sec(start_ns), "end": _sec(end_ns)}
+        if selector:  # none: every value in the window (the index alone answers)
+            params["match[]"] = selector
+        resp = self._send(path, params)
         try:
             doc = _LIST.decode(resp.content)
         except msgspec.DecodeError as e:

@@ -65,3 +65,26 @@ def test_refused_series_and_samples_are_split_until_they_fit(tmp_path: Path) -> 
     # series questions after the refused one.
     assert any(r.startswith("/api/v1/label/rank/values") for r in counting.requests)
     assert sum(r.startswith("/api/v1/series") for r in counting.requests) >= 5
+
+
+def test_discovery_refused_as_too_large_asks_per_job_set(tmp_path: Path) -> None:
+    """The scheduled run's discovery touches every rank's device series in the cluster; over
+    ``-search.maxUniqueTimeseries`` it is refused, and the same question per set of candidate
+    job ids (from label values) finds exactly the jobs an unlimited server finds."""
+    from stormotel.analyzers.http import HttpSettings, make_client
+    from stormotel.analyzers.scheduled.discovery import discover_jobs
+
+    jobs = [f"big-{i}" for i in range(3)]
+    found = {}
+    for name, limits in (("free", []), ("vm", ["-search.maxUniqueTimeseries=5"])):
+        with victoriametrics_dedup(tmp_path / name, *limits) as vm:
+            for job_id in jobs:
+                p, data = planted.make(job_id=job_id, minutes=5)
+                planted.write(vm.url + "/api/v1/write", job_id,
+                              {k: v for k, v in data.items() if k[1] == "device_used"})
+            _wait_ranks(vm.url, jobs[-1], 4)
+            with make_client(HttpSettings()) as client:
+                found[name] = discover_jobs(client, [vm.url], selector="",
+                                            start_ns=p.start_ns - 60 * 10**9,
+                                            end_ns=p.end_ns + 10**9, settings=HttpSettings())
+    assert found["vm"] == found["free"] == jobs
