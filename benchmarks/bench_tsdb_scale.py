@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shutil
 import sys
@@ -139,6 +140,12 @@ def _replay(url: str, calls: list[tuple[str, str, bytes]], concurrency: int) -> 
     return took
 
 
+def cpu_of(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, default=1024)
@@ -169,6 +176,7 @@ def main() -> int:
             (r.method, str(r.url), r.read())) or r.extensions.setdefault("t0", time.monotonic())]
         client.event_hooks["response"] = [lambda r: timings.append(
             (time.monotonic() - r.request.extensions["t0"], r.request.read().decode()[:200]))]
+        vm_cpu0 = cpu_of(vm.proc.pid)
         ru0 = resource.getrusage(resource.RUSAGE_SELF)
         t0 = time.perf_counter()
         timeline, outcome = load_prometheus([vm.url], window, settings=settings, client=client,
@@ -180,7 +188,10 @@ def main() -> int:
         ru1 = resource.getrusage(resource.RUSAGE_SELF)
         client.close()
         cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
+        vm_cpu_run = cpu_of(vm.proc.pid) - vm_cpu0
+        vm_cpu0 = cpu_of(vm.proc.pid)
         tsdb = _replay(vm.url, calls, args.concurrency)
+        tsdb_cpu = cpu_of(vm.proc.pid) - vm_cpu0
         slow = sorted(timings, reverse=True)[:5]
         print("slowest requests in the run:", [(round(d, 2), u[:90]) for d, u in slow])
         size = sum(f.stat().st_size for f in (work / "data").rglob("*") if f.is_file())
@@ -191,7 +202,9 @@ def main() -> int:
            "queries": outcome.queries, "partial": outcome.partial,
            "load_s": round(t_load, 2), "analyzer_wall_s": round(wall, 2),
            "analyzer_cpu_s": round(cpu, 2), "tsdb_s": round(tsdb, 2),
-           "ratio": round(wall / tsdb, 2), "peak_rss_mib": round(rss), "peak_rss_after_load_mib": round(rss_load),
+           "tsdb_cpu_s": round(tsdb_cpu, 2), "tsdb_cpu_during_run_s": round(vm_cpu_run, 2),
+           "ratio_wall": round(wall / tsdb, 2), "ratio_cpu": round(cpu / tsdb_cpu, 2),
+           "peak_rss_mib": round(rss), "peak_rss_after_load_mib": round(rss_load),
            "vm_data_mib": round(size / 2**20, 1), "first_cause": suspects[:5],
            "leak_rank": LEAK_RANK, "first_rank": FIRST_RANK}
     print(json.dumps(row))

@@ -736,18 +736,22 @@ def _step_markers(t: np.ndarray, v: np.ndarray,
     starts = np.flatnonzero(np.r_[True, v[1:] != v[:-1]])
     ends = np.r_[t[starts[1:]], t[-1]]
     first = v[starts]
-    steps = (first.astype(np.int64).tolist() if (np.abs(first) < 2**62).all()
-             else [int(x) for x in first.tolist()])  # int() of each: truncation toward zero
-    names, attrs = [], []
-    for n in steps:
+    if (np.abs(first) < 2**62).all():  # int() of each: truncation toward zero
+        steps, where = np.unique(first.astype(np.int64), return_inverse=True)
+        numbers = steps.tolist()
+    else:
+        numbers = [int(x) for x in first.tolist()]
+        where = np.arange(len(numbers))
+    names = np.empty(len(numbers), dtype=object)
+    attrs = np.empty(len(numbers), dtype=object)
+    for i, n in enumerate(numbers):
         got = shared.get(n)
         if got is None:
             got = shared[n] = (f"step {n}", {schema.SPAN_ATTR_STEP: n})
-        names.append(got[0])
-        attrs.append(got[1])
+        names[i], attrs[i] = got
     return Markers(start_ns=t[starts].astype(np.int64), end_ns=ends.astype(np.int64),
-                   name=np.array(names, dtype=object),
-                   kind=np.full(len(steps), KIND_STEP, dtype=object), attrs=tuple(attrs))
+                   name=names[where], kind=np.full(len(starts), KIND_STEP, dtype=object),
+                   attrs=tuple(attrs[where].tolist()))
 
 
 def _concat_markers(ms: list[Markers]) -> Markers:
