@@ -66,6 +66,12 @@ MAX_POINTS_PER_SERIES = 200_000
 #: Ranks per query: failures are reported per batch, long selectors stay reasonable.
 RANK_BATCH = 64
 DEFAULT_CONCURRENCY = 4
+#: Samples one raw read may bring back (a short window reads more ranks per query: 10,000 ranks
+#: x 1 h in 64-rank reads was 1,256 requests, most of their cost per request, not per sample).
+TARGET_SAMPLES_PER_READ = 200_000
+#: Ranks per read at most: the rank alternation stays ~6 KB, under VictoriaMetrics'
+#: ``-search.maxQueryLen`` (16 KiB).
+MAX_RANK_BATCH = 1000
 #: Series turned into Timeline markers: the step gauge (one "step N" slice per value) and
 #: the OOM counter (an instant wherever it increases). Spans are not in a TSDB; these are.
 MARKER_METRICS: dict[str, schema.Metric] = {KIND_STEP: schema.STEP, KIND_OOM: schema.OOMS}
@@ -327,6 +333,13 @@ def choose_step(window: QueryWindow, native_interval_s: float | None,
     return round(step, 3)
 
 
+def adaptive_rank_batch(window: QueryWindow, step: float) -> int:
+    """Ranks per raw read: ``RANK_BATCH`` for long windows, more for short ones, so each read
+    returns about ``TARGET_SAMPLES_PER_READ`` samples (one series per rank)."""
+    per_series = max(1.0, window.seconds / max(step, MIN_STEP_S))
+    return int(min(MAX_RANK_BATCH, max(RANK_BATCH, TARGET_SAMPLES_PER_READ // per_series)))
+
+
 def load_prometheus(urls: Sequence[str], window: QueryWindow, *,
                     settings: HttpSettings | None = None, client: httpx.Client | None = None,
                     deadline: Deadline | None = None, concurrency: int = DEFAULT_CONCURRENCY,
@@ -353,6 +366,8 @@ def load_prometheus(urls: Sequence[str], window: QueryWindow, *,
         natives = [d.native_interval_s for d in discoveries if d.native_interval_s]
         step = choose_step(window, max(natives) if natives else None)
         outcome.step_s = step
+        if rank_batch == RANK_BATCH:  # the default: as many ranks as keep a read's size bounded
+            rank_batch = adaptive_rank_batch(window, step)
         tasks = _plan_queries(discoveries, window, step, rank_batch)
         if progress and discoveries:  # none answered: the error that follows says why
             progress(f"prometheus: {len(tasks)} raw-sample queries (chunks of {max_points} "
@@ -588,8 +603,8 @@ def _collect_samples(results: list[Series], task: _Task, builder: TimelineBuilde
         if s.labels is None:
             builder.skipped["malformed_series"] += 1
             continue
-        ident = identity_from_labels(s.labels)
-        if ident is None or ident.rank not in ranks:
+        rank = _int_label(s.labels, schema.ATTR_RANK)  # what identity_from_labels accepts
+        if rank is None or rank not in ranks:
             builder.skipped["series_without_valid_rank_label"] += 1
             continue
         cleaned = clean_series(s, builder)
@@ -597,8 +612,8 @@ def _collect_samples(results: list[Series], task: _Task, builder: TimelineBuilde
             continue
         t_ns, v = cleaned
         if t_ns.size:
-            out.setdefault((ident.rank, task.fname), []).append((t_ns, v))
-            got.add(ident.rank)
+            out.setdefault((rank, task.fname), []).append((t_ns, v))
+            got.add(rank)
     return got
 
 
