@@ -637,18 +637,42 @@ def merge_parts(parts: list[tuple[np.ndarray, np.ndarray]]
 
 
 def _merge_samples(samples: _Parts, builder: TimelineBuilder) -> None:
+    """Each rank's fields into the builder as one chunk on the union of their timestamps (NaN
+    where a field has no sample): what the builder's own merge of one chunk per field gives,
+    without holding every field's chunk padded to all fields first (7x the memory)."""
     conflicts = 0
+    by_rank: dict[int, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
     for (rank, fname), parts in sorted(samples.items()):
         t, v, dups, bad = merge_parts(parts)
-        builder.add_samples(rank, t, **{fname: v})
+        by_rank.setdefault(rank, {})[fname] = (t, v)
         if dups:
             builder.skipped["duplicate_sample"] += dups
         conflicts += bad
+    samples.clear()  # the parts are merged: let them go before the rank chunks are built
+    for rank, fields in by_rank.items():
+        t_union, cols = _rank_chunk(fields)
+        builder.add_samples(rank, t_union, **cols)
     if conflicts:
         builder.skipped["conflicting_sample"] += conflicts
         builder.notes.append(f"prometheus: {conflicts} timestamp(s) held different values on "
                              "different endpoints (or spellings); the larger value was kept, "
                              "whatever the endpoint order")
+
+
+def _rank_chunk(fields: dict[str, tuple[np.ndarray, np.ndarray]]
+                ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Sorted unique per-field series → (union of timestamps, one column per field)."""
+    series = list(fields.values())
+    first = series[0][0]
+    if all(t.shape == first.shape and np.array_equal(t, first) for t, _ in series[1:]):
+        return first, {f: v for f, (_, v) in fields.items()}  # one scrape: the usual case
+    t_union = np.unique(np.concatenate([t for t, _ in series]))
+    cols = {}
+    for f, (t, v) in fields.items():
+        col = np.full(t_union.shape, np.nan)
+        col[np.searchsorted(t_union, t)] = v
+        cols[f] = col
+    return t_union, cols
 
 
 def _collect_edges(results: list[Series], task: _Task, out: _Parts) -> None:
