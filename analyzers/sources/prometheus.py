@@ -587,6 +587,8 @@ def clean_series(s: Series, builder: TimelineBuilder) -> tuple[np.ndarray, np.nd
     if s.t_ns is None or s.v is None:
         builder.skipped["malformed_series"] += 1
         return None
+    if s.clean:
+        return s.t_ns, s.v
     t_ns, v = s.t_ns, s.v
     bad = ~np.isfinite(v) | (v < 0)
     if bad.any():

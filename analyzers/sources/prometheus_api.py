@@ -121,6 +121,8 @@ class Series:
     labels: dict[str, str] | None
     t_ns: np.ndarray | None
     v: np.ndarray | None
+    #: Every value is a finite non-negative number (nothing for a byte reader to drop).
+    clean: bool = False
 
 
 class _Pairs(msgspec.Struct):
@@ -177,17 +179,26 @@ def _fast_matrix(body: bytes) -> list[Series] | None:
         itertools.chain.from_iterable(s.values for s in result)), dtype=np.float64,
         count=2 * sum(counts))
     pairs = flat.reshape(-1, 2)
+    values = pairs[:, 1].copy()
+    # Checked once for the whole answer (the usual case: every timestamp valid, every value a
+    # finite non-negative number); series by series only when something is off.
+    try:
+        stamps: np.ndarray | None = _checked_ns(pairs[:, 0])
+    except ValueError:
+        stamps = None
+    clean = stamps is not None and bool(np.isfinite(values).all() and (values >= 0).all())
     out = []
     at = 0
     for s, n in zip(result, counts, strict=True):
-        t, v = pairs[at:at + n, 0], pairs[at:at + n, 1].copy()
+        if stamps is not None:
+            out.append(Series(s.metric, stamps[at:at + n], values[at:at + n], clean))
+        else:
+            try:
+                out.append(Series(s.metric, _checked_ns(pairs[at:at + n, 0]),
+                                  values[at:at + n]))
+            except ValueError:
+                out.append(Series(s.metric, None, None))
         at += n
-        try:
-            t_ns = _checked_ns(t)
-        except ValueError:
-            out.append(Series(s.metric, None, None))
-            continue
-        out.append(Series(s.metric, t_ns, v))
     return out
 
 
@@ -422,11 +433,11 @@ class PrometheusAPI:
 def _trim(s: Series, t_ms: int) -> Series:
     """Drop the leading samples at or before ``t_ms`` (the previous chunk's), as :func:`_after`
     does for JSON entries."""
-    if s.t_ns is None or s.v is None or not s.t_ns.size:
+    if s.t_ns is None or s.v is None or not s.t_ns.size or s.t_ns[0] > t_ms * 1_000_000:
         return s
     later = s.t_ns > t_ms * 1_000_000
     i = int(np.argmax(later)) if later.any() else s.t_ns.size
-    return Series(s.labels, s.t_ns[i:], s.v[i:]) if i else s
+    return Series(s.labels, s.t_ns[i:], s.v[i:], s.clean) if i else s
 
 
 def _after(results: list[dict[str, object]], t_ms: int) -> list[dict[str, object]]:
