@@ -153,6 +153,11 @@ class _VectorAnswer(msgspec.Struct):
     data: _VectorData
 
 
+class _SeriesAnswer(msgspec.Struct):
+    status: str
+    data: list[dict[str, str]]
+
+
 class _ListAnswer(msgspec.Struct):
     status: str
     data: list[object]
@@ -162,6 +167,7 @@ class _ListAnswer(msgspec.Struct):
 _MATRIX = msgspec.json.Decoder(_MatrixAnswer, strict=False)
 _VECTOR = msgspec.json.Decoder(_VectorAnswer, strict=False)
 _LIST = msgspec.json.Decoder(_ListAnswer)
+_SERIES = msgspec.json.Decoder(_SeriesAnswer)
 
 
 def _fast_matrix(body: bytes) -> list[Series] | None:
@@ -264,8 +270,15 @@ class PrometheusAPI:
     # --- metadata --------------------------------------------------------------------------
 
     def series(self, selector: str, start_ns: int, end_ns: int) -> list[dict[str, str]]:
-        data = self._call("/api/v1/series", {"match[]": selector, "start": _sec(start_ns),
+        resp = self._send("/api/v1/series", {"match[]": selector, "start": _sec(start_ns),
                                              "end": _sec(end_ns)})
+        try:  # typed first: 140,000 label maps for a 10,000-rank job
+            typed = _SERIES.decode(resp.content)
+            if typed.status == "success":
+                return typed.data
+        except msgspec.DecodeError:
+            pass
+        data = _data_of(resp, self.url + "/api/v1/series")
         if not isinstance(data, list):
             raise EndpointError(self.url + "/api/v1/series", "series data is not a list")
         return [d for d in data if isinstance(d, dict)]
