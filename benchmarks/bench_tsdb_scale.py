@@ -196,7 +196,8 @@ def main() -> int:
         print("slowest requests in the run:", [(round(d, 2), u[:90]) for d, u in slow])
         size = sum(f.stat().st_size for f in (work / "data").rglob("*") if f.is_file())
     rss = ru1.ru_maxrss / 1024
-    suspects = [s.rank for s in report.cross_rank.first_cause_suspects]
+    leaders = sorted({(i["leader"], i["confidence"]) for i in report.cross_rank.incidents
+                      if i.get("leader") is not None})
     row = {"ranks": args.ranks, "hours": args.hours, "series": args.ranks * 14,
            "samples_read": timeline.total_samples(), "requests": len(calls),
            "queries": outcome.queries, "partial": outcome.partial,
@@ -205,7 +206,7 @@ def main() -> int:
            "tsdb_cpu_s": round(tsdb_cpu, 2), "tsdb_cpu_during_run_s": round(vm_cpu_run, 2),
            "ratio_wall": round(wall / tsdb, 2), "ratio_cpu": round(cpu / tsdb_cpu, 2),
            "peak_rss_mib": round(rss), "peak_rss_after_load_mib": round(rss_load),
-           "vm_data_mib": round(size / 2**20, 1), "first_cause": suspects[:5],
+           "vm_data_mib": round(size / 2**20, 1), "incident_leaders": leaders,
            "leak_rank": LEAK_RANK, "first_rank": FIRST_RANK}
     print(json.dumps(row))
     if args.json:
