@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 
 import httpx
 import numpy as np
+from stormotel.analyzers.gcpause import gc_paused
 from stormotel.analyzers.http import Deadline, EndpointError, HttpSettings, make_client
 from stormotel.analyzers.rankspec import format_rank_list
 from stormotel.analyzers.sources.markers import MarkerAccumulator, counter_increases
@@ -373,8 +374,9 @@ def load_prometheus(urls: Sequence[str], window: QueryWindow, *,
             progress(f"prometheus: {len(tasks)} raw-sample queries (chunks of {max_points} "
                      f"samples at ~{step:g}s) over {len(discoveries)} endpoint(s)")
         intervals = _read_intervals(discoveries, window, builder)
-        with_data = _run_queries(tasks, builder, outcome, step, max_points, concurrency,
-                                 intervals)
+        with gc_paused():  # millions of decoded pairs, all dropped by reference counting
+            with_data = _run_queries(tasks, builder, outcome, step, max_points, concurrency,
+                                     intervals)
         for d in discoveries:
             _read_estimates(d, window, builder)
         if not builder.meta.get(META_ESTIMATE_BYTES):
