@@ -28,6 +28,8 @@ from stormotel.analyzers.options import (
     TsdbOptions,
 )
 from stormotel.analyzers.rankspec import parse_rank_spec
+from stormotel.analyzers.scheduled.shard import Shard
+from stormotel.analyzers.scheduled.shard import resolve as resolve_shard
 
 from stormotel.errors import UsageError
 
@@ -82,7 +84,8 @@ def job_options_from_args(args: argparse.Namespace, *, quiet: bool = False) -> J
     schedule = ScheduleOptions(since=args.since, start=args.start, end=args.end,
                                state_file=args.state_file, settle=args.settle,
                                max_window=args.max_window, timeout=args.timeout,
-                               scheduled=args.scheduled, job_selector=args.job_selector)
+                               scheduled=args.scheduled, job_selector=args.job_selector,
+                               shard=_shard(args))
     sinks = SinkOptions(grafana_url=args.grafana_url, grafana_token_file=args.grafana_token_file,
                         grafana_dashboard_uid=args.grafana_dashboard_uid,
                         grafana_dashboard=args.grafana_dashboard,
@@ -92,6 +95,17 @@ def job_options_from_args(args: argparse.Namespace, *, quiet: bool = False) -> J
                         perfetto=args.perfetto, dry_run=args.dry_run)
     return JobOptions(job_id=args.job_id, tsdb=tsdb, schedule=schedule, sinks=sinks,
                       http=settings_from_args(args), quiet=quiet)
+
+
+def _shard(args: argparse.Namespace) -> Shard | None:
+    """``--shard`` with its index resolved (``JOB_COMPLETION_INDEX`` for ``--shard N``)."""
+    spec = getattr(args, "shard", None)
+    if spec is None:
+        return None
+    try:
+        return resolve_shard(spec)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def _url_problem(flag: str, value: str | None) -> str | None:
@@ -119,6 +133,8 @@ def _job_problem(args: argparse.Namespace) -> str | None:
             return "--prometheus needs --job-id (or --scheduled to analyse every job found)"
         if args.job_selector and not args.scheduled:
             return "--job-selector needs --scheduled (and no --job-id)"
+        if getattr(args, "shard", None) and (not args.scheduled or args.job_id):
+            return "--shard needs --scheduled and no --job-id (it splits the discovered jobs)"
         if args.dcgm and args.gpu_rank_map is not None and args.rank_label is not None:
             return "--dcgm takes --gpu-rank-map FILE or --rank-label LABEL, not both"
         if args.dcgm and not args.job_id:

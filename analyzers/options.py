@@ -16,6 +16,7 @@ from pathlib import Path
 
 from stormotel.analyzers.algorithms.settings import Settings
 from stormotel.analyzers.http_flags import HttpSettings
+from stormotel.analyzers.scheduled.shard import Shard
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,8 @@ class ScheduleOptions:
     timeout: float
     scheduled: bool
     job_selector: str | None
+    #: ``--shard``: this pod's share of the discovered jobs (None: all of them).
+    shard: Shard | None = None
 
 
 @dataclass(frozen=True)

@@ -128,11 +128,12 @@ def prometheus(workdir: Path, scrape_targets: list[str] | None = None,
 
 
 @contextlib.contextmanager
-def victoriametrics(workdir: Path) -> Iterator[Server]:
+def victoriametrics(workdir: Path, extra_args: list[str] | None = None) -> Iterator[Server]:
     binary = require_binary("victoria-metrics")
     port = free_port()
     argv = [binary, f"-storageDataPath={workdir / 'data'}", f"-httpListenAddr=127.0.0.1:{port}",
-            "-search.latencyOffset=0s", "-retentionPeriod=100y", "-loggerLevel=ERROR"]
+            "-search.latencyOffset=0s", "-retentionPeriod=100y", "-loggerLevel=ERROR",
+            *(extra_args or [])]
     server = _start("victoria-metrics", argv, workdir, port, "/health")
     try:
         yield server

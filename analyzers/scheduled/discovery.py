@@ -14,6 +14,14 @@ from collections.abc import Callable, Sequence
 import httpx
 import msgspec
 from stormotel.analyzers import http
+from stormotel.analyzers.sources.prometheus_api import (
+    PrometheusAPI,
+    escape,
+    is_too_large,
+    name_regex,
+    values_regex,
+    with_matcher,
+)
 
 from stormotel import schema
 from stormotel.errors import SourceFailureError
@@ -35,6 +43,8 @@ class _Answer(msgspec.Struct):
     data: _Data = msgspec.field(default_factory=_Data)
 
 
+#: Candidate job ids per discovery query when the whole query was refused as too large.
+JOBS_PER_QUERY = 100
 #: Longest job id taken from a discovery answer (a label value is input).
 MAX_JOB_ID_CHARS = 512
 
@@ -60,6 +70,51 @@ def discovery_query(selector: str, window_s: int) -> str:
     return f"group by ({schema.ATTR_JOB_ID}) (last_over_time({sel}[{max(1, window_s)}s]))"
 
 
+def _answer(api: PrometheusAPI, expr: str, at_ns: int, selector: str, start_ns: int,
+            end_ns: int) -> list[object]:
+    """The discovery query's result entries; when the server refuses it as too large (more
+    series than it may touch in one query), the same query per set of candidate job ids."""
+    try:
+        return _result(api.instant_response(expr, at_ns))
+    except http.EndpointError as e:
+        if not is_too_large(e):
+            raise
+    inner = selector.strip().strip("{}").strip()
+    base = with_matcher("{" + inner + "}",
+                        f'__name__=~"{escape(name_regex(schema.DEVICE_USED.prom_aliases))}"')
+    try:
+        candidates = api.label_values(schema.ATTR_JOB_ID, base, start_ns, end_ns)
+    except http.EndpointError as e:  # the matcher itself touches too many series: every id
+        if not is_too_large(e):
+            raise
+        candidates = api.label_values(schema.ATTR_JOB_ID, "", start_ns, end_ns)
+    candidates = sorted(set(candidates))
+    window_s = (end_ns - start_ns) // 1_000_000_000
+    out: list[object] = []
+    for i in range(0, len(candidates), JOBS_PER_QUERY):
+        out += _for_jobs(api, inner, candidates[i:i + JOBS_PER_QUERY], window_s, at_ns)
+    return out
+
+
+def _for_jobs(api: PrometheusAPI, inner: str, ids: list[str], window_s: int,
+              at_ns: int) -> list[object]:
+    """The discovery query narrowed to ``ids``, halved while the server refuses it."""
+    narrowed = ", ".join(p for p in (inner,
+                                     f'{schema.ATTR_JOB_ID}=~"{escape(values_regex(ids))}"') if p)
+    try:
+        return _result(api.instant_response(discovery_query(narrowed, window_s), at_ns))
+    except http.EndpointError as e:
+        if not (is_too_large(e) and len(ids) > 1):
+            raise
+    half = len(ids) // 2
+    return (_for_jobs(api, inner, ids[:half], window_s, at_ns)
+            + _for_jobs(api, inner, ids[half:], window_s, at_ns))
+
+
+def _result(resp: httpx.Response) -> list[object]:
+    return msgspec.convert(resp.json(), _Answer).data.result
+
+
 def discover_jobs(client: httpx.Client, urls: Sequence[str], *, selector: str, start_ns: int,
                   end_ns: int, settings: http.HttpSettings,
                   deadline: http.Deadline | None = None,
@@ -72,11 +127,9 @@ def discover_jobs(client: httpx.Client, urls: Sequence[str], *, selector: str, s
     errors = []
     skipped = 0
     for url in urls:
+        api = PrometheusAPI(url, client, settings, deadline, method="GET")
         try:
-            resp = http.request(client, "GET", url.rstrip("/") + "/api/v1/query",
-                                settings=settings, deadline=deadline,
-                                params={"query": expr, "time": f"{(end_ns - 1) / 1e9:.3f}"})
-            result = msgspec.convert(resp.json(), _Answer).data.result
+            result = _answer(api, expr, end_ns - 1, selector, start_ns, end_ns)
         except (http.EndpointError, ValueError) as e:
             errors.append(str(e))
             continue

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from stormotel.analyzers.http_flags import add_http_arguments
+from stormotel.analyzers.scheduled.shard import ShardSpec, parse_shard
 
 from stormotel import units
 
@@ -122,6 +123,11 @@ def _add_window_arguments(parser: argparse.ArgumentParser) -> None:
     win.add_argument("--job-selector", metavar="MATCHERS",
                      help='with --scheduled and no --job-id: analyse only the jobs whose '
                           'series match these PromQL matchers, e.g. namespace="ml"')
+    win.add_argument("--shard", type=_shard_arg, metavar="I/N",
+                     help="with --scheduled and no --job-id: analyse only the discovered jobs "
+                          "whose stable hash falls in shard I of N (0-based); 'N' alone takes I "
+                          "from $JOB_COMPLETION_INDEX (a Kubernetes Indexed Job). State is "
+                          "then kept per job, so N may change between runs")
     win.add_argument("--dry-run", action="store_true",
                      help="print what would be written (annotations, series, dashboard, trace) "
                           "and change nothing, state file included")
@@ -153,3 +159,10 @@ def _add_sink_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--perfetto", type=Path, metavar="FILE",
                      help="write the merged multi-rank timeline as Chrome trace JSON "
                           "(opens in ui.perfetto.dev)")
+
+
+def _shard_arg(text: str) -> ShardSpec:
+    try:
+        return parse_shard(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix(f"--shard {text!r}: ")) from None

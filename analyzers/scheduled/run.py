@@ -20,6 +20,7 @@ from typing import TextIO
 from stormotel.analyzers import http
 from stormotel.analyzers.options import AnalyzeOptions
 from stormotel.analyzers.run import read_stalls
+from stormotel.analyzers.scheduled import shard
 from stormotel.analyzers.scheduled.discovery import DiscoveryError, discover_jobs
 from stormotel.analyzers.scheduled.job import run_job
 from stormotel.analyzers.sources.protocol import Progress
@@ -53,13 +54,19 @@ def run_scheduled(opts: AnalyzeOptions, *, stalls: StallResult | None = None,
     jobs = discover(opts, err, now_ns)
     if jobs is None:
         return exitcodes.SOURCE_FAILURE
+    schedule = opts.job.schedule
+    found = len(jobs)
+    jobs = shard.select(jobs, schedule.shard)  # --shard: this pod's share (scheduled/shard.py)
     if not jobs:
-        selector = opts.job.schedule.job_selector
+        selector = schedule.job_selector
+        where = f" in shard {schedule.shard} ({found} in all)" if schedule.shard else ""
         print("stormotel analyze: no training job has telemetry in the window"
-              f"{' matching ' + selector if selector else ''}", file=err)
+              f"{' matching ' + selector if selector else ''}{where}", file=err)
         return exitcodes.OK
-    several = len(jobs) > 1  # then every output path is the job's own (scheduled/outputs.py)
-    codes = [run_job(dataclasses.replace(opts, job=dataclasses.replace(opts.job, job_id=job_id)),
+    # Several jobs (or any sharded run): every output path is the job's own (scheduled/outputs.py)
+    several = len(jobs) > 1 or schedule.shard is not None
+    codes = [run_job(dataclasses.replace(opts, job=dataclasses.replace(
+                         opts.job, job_id=job_id, schedule=shard.job_schedule(schedule, job_id))),
                      stalls=stalls, several=several, err=err, now_ns=now_ns).code
              for job_id in jobs]
     failed = [c for c in codes if c != exitcodes.OK]

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import httpx
 import msgspec
 from stormotel.analyzers import http
+from stormotel.analyzers.sources.prometheus_api import PrometheusAPI
 
 from stormotel import schema
 
@@ -71,12 +72,10 @@ def last_window_end_ns(client: httpx.Client, urls: Sequence[str], job_id: str, *
     it wrote none, or no endpoint answered: the caller falls back to ``--since``)."""
     best: int | None = None
     for url in urls:
+        api = PrometheusAPI(url, client, settings, deadline, method="GET")
         try:
-            resp = http.request(client, "GET", url.rstrip("/") + "/api/v1/query",
-                                settings=settings, deadline=deadline,
-                                params={"query": last_end_query(job_id, lookback_s),
-                                        "time": f"{now_ns / 1e9:.3f}"})
-            values = sample_values(resp.json())
+            values = sample_values(api.instant_response(last_end_query(job_id, lookback_s),
+                                                        now_ns).json())
         except (http.EndpointError, ValueError, msgspec.ValidationError):
             continue  # the caller falls back to the state file or --since
         for v in values:

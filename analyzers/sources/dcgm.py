@@ -30,14 +30,16 @@ from stormotel.analyzers.http import Deadline, EndpointError, HttpSettings, make
 from stormotel.analyzers.sources.prometheus import (
     DEFAULT_CONCURRENCY,
     LoadOutcome,
-    PrometheusAPI,
     QueryWindow,
     choose_step,
     clean_byte_series,
-    label_selector,
     matrix_series,
-    parse_matrix_values,
     step_range,
+)
+from stormotel.analyzers.sources.prometheus_api import (
+    PrometheusAPI,
+    label_selector,
+    parse_matrix_values,
 )
 from stormotel.analyzers.sources.rank_info import merge_identity, read_rank_info, uuid_to_rank
 from stormotel.analyzers.timeline import RankIdentity, RankSeries, Timeline, TimelineBuilder

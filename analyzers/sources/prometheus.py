@@ -25,18 +25,27 @@ resolved to the larger one and noted.
 
 from __future__ import annotations
 
-import json
 import math
-import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import httpx
 import numpy as np
-from stormotel.analyzers.http import Deadline, EndpointError, HttpSettings, make_client, request
+from stormotel.analyzers.gcpause import gc_paused
+from stormotel.analyzers.http import Deadline, EndpointError, HttpSettings, make_client
 from stormotel.analyzers.rankspec import format_rank_list
 from stormotel.analyzers.sources.markers import MarkerAccumulator, counter_increases
+from stormotel.analyzers.sources.prometheus_api import (
+    MAX_POINTS_PER_QUERY,
+    PrometheusAPI,
+    Series,
+    is_too_large,
+    label_selector,
+    name_regex,
+    parse_matrix_values,
+    with_matcher,
+)
 from stormotel.analyzers.timeline import (
     EDGE_MARKER_KINDS,
     EDGE_RESOLUTION_ATTR,
@@ -54,21 +63,22 @@ from stormotel.analyzers.timeline import (
 from stormotel import schema
 from stormotel.errors import SourceFailureError
 
-#: Prometheus refuses query_range answers over 11,000 points per series; stay below it.
-MAX_POINTS_PER_QUERY = 10_000
 #: Upper bound on points fetched per series over the whole window (sets the coarsest step).
 MAX_POINTS_PER_SERIES = 200_000
 #: Ranks per query: failures are reported per batch, long selectors stay reasonable.
 RANK_BATCH = 64
 DEFAULT_CONCURRENCY = 4
+#: Samples one raw read may bring back (a short window reads more ranks per query: 10,000 ranks
+#: x 1 h in 64-rank reads was 1,256 requests, most of their cost per request, not per sample).
+TARGET_SAMPLES_PER_READ = 200_000
+#: Ranks per read at most: the rank alternation stays ~6 KB, under VictoriaMetrics'
+#: ``-search.maxQueryLen`` (16 KiB).
+MAX_RANK_BATCH = 1000
 #: Series turned into Timeline markers: the step gauge (one "step N" slice per value) and
 #: the OOM counter (an instant wherever it increases). Spans are not in a TSDB; these are.
 MARKER_METRICS: dict[str, schema.Metric] = {KIND_STEP: schema.STEP, KIND_OOM: schema.OOMS}
 #: Never query finer than this (ms resolution is what Prometheus stores).
 MIN_STEP_S = 1.0
-
-_POINTS_ERROR = re.compile(r"points|resolution|samples", re.IGNORECASE)
-
 
 @dataclass
 class QueryWindow:
@@ -104,54 +114,10 @@ class LoadOutcome:
         return bool(self.endpoints_failed or self.ranks_failed)
 
 
-def label_selector(matchers: dict[str, str], regex: dict[str, str] | None = None,
-                   extra: str = "") -> str:
-    """``{a="x",b=~"y|z",<extra>}`` with values escaped for PromQL string literals."""
-    parts = [f'{k}="{_escape(v)}"' for k, v in matchers.items()]
-    parts += [f'{k}=~"{_escape(v)}"' for k, v in (regex or {}).items()]
-    if extra.strip():
-        parts.append(extra.strip().strip("{}"))
-    return "{" + ",".join(parts) + "}"
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"')
-
-
-def _name_regex(names: Iterable[str]) -> str:
-    return "|".join(re.escape(n) for n in names)
-
-
 def step_range(step_s: float) -> str:
     """Range literal for "the step before this point": one ms short of the step, because
     Prometheus 2 ranges are closed at both ends and would otherwise see a sample twice."""
     return f"{max(1, round(step_s * 1000) - 1)}ms"
-
-
-#: Timestamps at or past this (year ~2262) do not fit int64 nanoseconds.
-MAX_UNIX_S = 9.2e9
-
-
-def parse_matrix_values(values: Sequence[Sequence[object]]) -> tuple[np.ndarray, np.ndarray]:
-    """``[[unix_s, "v"], ...]`` → (int64 ns at ms precision, float64 values).
-
-    Two C-level passes (``fromiter`` for times, numpy's string→float conversion for values);
-    raises ValueError on anything that is not a list of [number, "number"] pairs.
-    """
-    n = len(values)
-    if not n:
-        return np.empty(0, np.int64), np.empty(0)
-    try:
-        t = np.fromiter((p[0] for p in values), dtype=np.float64, count=n)  # type: ignore[index]
-        v = np.array([p[1] for p in values], dtype=np.float64)  # type: ignore[index]
-    except (TypeError, IndexError, KeyError) as e:
-        raise ValueError(f"matrix values are not [timestamp, value] pairs ({e})") from None
-    if v.shape != (n,):
-        raise ValueError("matrix values are not [timestamp, value] pairs")
-    if not (np.isfinite(t).all() and (t > 0).all() and (t < MAX_UNIX_S).all()):
-        raise ValueError("matrix timestamps are not positive Unix times in seconds")
-    t_ns = np.rint(t * 1000.0).astype(np.int64) * 1_000_000
-    return t_ns, v
 
 
 def clean_byte_series(values: object, builder: TimelineBuilder
@@ -171,151 +137,6 @@ def clean_byte_series(values: object, builder: TimelineBuilder
         builder.skipped["non_finite_or_negative_bytes"] += int(bad.sum())
         t_ns, v = t_ns[~bad], v[~bad]
     return t_ns, v
-
-
-class PrometheusAPI:
-    """One endpoint's query API. Every failure becomes :class:`EndpointError` naming it."""
-
-    def __init__(self, url: str, client: httpx.Client, settings: HttpSettings,
-                 deadline: Deadline | None = None) -> None:
-        self.url = url.rstrip("/")
-        self.client = client
-        self.settings = settings
-        self.deadline = deadline or Deadline(None)
-
-    def _call(self, path: str, params: dict[str, object]) -> object:
-        url = self.url + path
-        try:
-            resp = request(self.client, "POST", url, settings=self.settings,
-                           deadline=self.deadline, data=params, ok_statuses=(200,))
-        except EndpointError as e:
-            raise EndpointError(url, _api_error_text(e.body) or str(e).split(": ", 1)[-1],
-                                status=e.status, body=e.body) from None
-        try:
-            doc = resp.json()
-        except ValueError as e:  # JSONDecodeError and UnicodeDecodeError both are
-            raise EndpointError(url, f"malformed JSON response ({e}; first bytes "
-                                     f"{resp.content[:40]!r})") from None
-        if not isinstance(doc, dict) or doc.get("status") != "success" or "data" not in doc:
-            raise EndpointError(url, f"unexpected response shape: {str(doc)[:120]}")
-        return doc["data"]
-
-    def series(self, selector: str, start_ns: int, end_ns: int) -> list[dict[str, str]]:
-        data = self._call("/api/v1/series", {"match[]": selector, "start": _sec(start_ns),
-                                             "end": _sec(end_ns)})
-        if not isinstance(data, list):
-            raise EndpointError(self.url + "/api/v1/series", "series data is not a list")
-        return [d for d in data if isinstance(d, dict)]
-
-    def query(self, expr: str, time_ns: int) -> list[dict[str, object]]:
-        data = self._call("/api/v1/query", {"query": expr, "time": _sec(time_ns)})
-        return _result_list(data, self.url + "/api/v1/query")
-
-    def query_range(self, expr: str, start_s: float, end_s: float, step_s: float,
-                    *, max_points: int = MAX_POINTS_PER_QUERY,
-                    on_chunk: Callable[[], None] | None = None) -> list[dict[str, object]]:
-        """Fetch ``[start_s, end_s]`` in chunks of at most ``max_points`` per series.
-
-        If the server still refuses a chunk as too large (a lower limit than ours, e.g.
-        VictoriaMetrics' ``-search.maxPointsPerTimeseries``), the chunk is halved and retried.
-        """
-        out: list[dict[str, object]] = []
-        span = step_s * (max_points - 1)
-        chunk_start = start_s
-        while chunk_start <= end_s:
-            chunk_end = min(end_s, chunk_start + span)
-            out.extend(self._range_chunk(expr, chunk_start, chunk_end, step_s, depth=0))
-            if on_chunk:
-                on_chunk()
-            chunk_start = chunk_end + step_s
-        return out
-
-    def query_raw(self, selector: str, start_s: float, end_s: float, chunk_s: float,
-                  depth: int = 0) -> list[dict[str, object]]:
-        """Every stored sample of ``selector`` in ``[start_s, end_s]`` at its own timestamp:
-        range-vector instant queries over consecutive chunks ``(a, b]`` of ``chunk_s``. Ranges
-        are closed in Prometheus 2 and left-open in VictoriaMetrics and Prometheus 3, so each
-        chunk asks for all of ``[a, b]`` and drops a sample at ``a`` (the previous chunk's).
-        A chunk refused as too large is halved.
-        """
-        out: list[dict[str, object]] = []
-        chunk_ms = max(2, int(chunk_s * 1000))
-        end_ms = math.ceil(end_s * 1000)
-        t_ms = int(start_s * 1000) - 1  # each chunk is (t_ms, upto]: the start is included
-        while t_ms < end_ms:
-            upto = min(end_ms, t_ms + chunk_ms)
-            try:
-                data = self._call("/api/v1/query", {"query": f"{selector}[{upto - t_ms}ms]",
-                                                    "time": f"{upto / 1000:.3f}"})
-            except EndpointError as e:
-                too_many = e.status in (400, 422) and _POINTS_ERROR.search(e.body or "")
-                if too_many and depth < 8 and upto - t_ms >= 4:
-                    out.extend(self.query_raw(selector, t_ms / 1000, upto / 1000,
-                                              (upto - t_ms) / 2000, depth + 1))
-                    t_ms = upto
-                    continue
-                raise
-            out.extend(_after(_result_list(data, self.url + "/api/v1/query"), t_ms))
-            t_ms = upto
-        return out
-
-    def _range_chunk(self, expr: str, start_s: float, end_s: float, step_s: float,
-                     depth: int) -> list[dict[str, object]]:
-        try:
-            data = self._call("/api/v1/query_range", {"query": expr, "start": f"{start_s:.3f}",
-                                                      "end": f"{end_s:.3f}",
-                                                      "step": f"{step_s:.3f}"})
-        except EndpointError as e:
-            too_many = e.status in (400, 422) and _POINTS_ERROR.search(e.body or "")
-            if too_many and depth < 8 and end_s - start_s >= 2 * step_s:
-                n = int((end_s - start_s) / step_s)
-                mid = start_s + (n // 2) * step_s
-                return (self._range_chunk(expr, start_s, mid, step_s, depth + 1)
-                        + self._range_chunk(expr, mid + step_s, end_s, step_s, depth + 1))
-            raise
-        return _result_list(data, self.url + "/api/v1/query_range")
-
-
-def _after(results: list[dict[str, object]], t_ms: int) -> list[dict[str, object]]:
-    """Drop samples at or before ``t_ms`` (sorted ``values``: only the first few can be)."""
-    edge = t_ms / 1000.0
-    for r in results:
-        values = r.get("values")
-        if not isinstance(values, list) or not values:
-            continue
-        i = 0
-        while i < len(values) and _stamp(values[i]) <= edge:
-            i += 1
-        if i:
-            r["values"] = values[i:]
-    return results
-
-
-def _stamp(point: object) -> float:
-    try:
-        return float(point[0])  # type: ignore[index]
-    except (TypeError, ValueError, IndexError, KeyError):  # {} or {"0": ...} where a pair belongs
-        return math.inf  # malformed: left for the parser to count
-
-
-def _api_error_text(body: str) -> str:
-    try:
-        doc = json.loads(body)
-    except (ValueError, TypeError, RecursionError):
-        return ""
-    if isinstance(doc, dict) and doc.get("status") == "error":
-        return f"{doc.get('errorType', 'error')}: {doc.get('error', '')}"[:300]
-    return ""
-
-
-def _result_list(data: object, where: str) -> list[dict[str, object]]:
-    if not isinstance(data, dict) or not isinstance(data.get("result"), list):
-        raise EndpointError(where, "response has no data.result list")
-    return [r for r in data["result"] if isinstance(r, dict)]
-
-
-def _sec(ns: int) -> str:
-    return f"{ns / 1e9:.3f}"
 
 
 # --- loading a job ---------------------------------------------------------------------------
@@ -372,6 +193,11 @@ def identity_from_labels(labels: dict[str, str]) -> RankIdentity | None:
                         gpu_uuid=_str_label(labels, schema.ATTR_GPU_UUID))
 
 
+def _rank_order(value: str) -> tuple[int, str]:
+    """Numeric ranks in numeric order (so a split asks for contiguous ranges), others after."""
+    return (int(value), "") if value.isdigit() and len(value) <= 18 else (2**63, value)
+
+
 def _discover(api: PrometheusAPI, window: QueryWindow, builder: TimelineBuilder,
               want_native: bool) -> _Discovery:
     fields = _field_names()
@@ -381,8 +207,11 @@ def _discover(api: PrometheusAPI, window: QueryWindow, builder: TimelineBuilder,
                        | set(schema.ESTIMATE.prom_aliases) | side_names
                        | {n for m in MARKER_METRICS.values() for n in m.prom_aliases})
     sel = label_selector({schema.ATTR_JOB_ID: window.job_id},
-                         {"__name__": _name_regex(all_names)}, window.extra_matchers)
-    series = api.series(sel, window.start_ns, window.end_ns)
+                         {"__name__": name_regex(all_names)}, window.extra_matchers)
+    # One answer when the server allows it, else split by rank (VictoriaMetrics refuses more
+    # than 30,000 series per answer by default: ~2,100 ranks of a tracker's 14 series).
+    series = api.series_split(sel, window.start_ns, window.end_ns, schema.ATTR_RANK,
+                              sort_key=_rank_order)
     present: set[str] = set()
     identities: dict[int, RankIdentity] = {}
     bad_rank = 0
@@ -506,6 +335,13 @@ def choose_step(window: QueryWindow, native_interval_s: float | None,
     return round(step, 3)
 
 
+def adaptive_rank_batch(window: QueryWindow, step: float) -> int:
+    """Ranks per raw read: ``RANK_BATCH`` for long windows, more for short ones, so each read
+    returns about ``TARGET_SAMPLES_PER_READ`` samples (one series per rank)."""
+    per_series = max(1.0, window.seconds / max(step, MIN_STEP_S))
+    return int(min(MAX_RANK_BATCH, max(RANK_BATCH, TARGET_SAMPLES_PER_READ // per_series)))
+
+
 def load_prometheus(urls: Sequence[str], window: QueryWindow, *,
                     settings: HttpSettings | None = None, client: httpx.Client | None = None,
                     deadline: Deadline | None = None, concurrency: int = DEFAULT_CONCURRENCY,
@@ -532,13 +368,16 @@ def load_prometheus(urls: Sequence[str], window: QueryWindow, *,
         natives = [d.native_interval_s for d in discoveries if d.native_interval_s]
         step = choose_step(window, max(natives) if natives else None)
         outcome.step_s = step
+        if rank_batch == RANK_BATCH:  # the default: as many ranks as keep a read's size bounded
+            rank_batch = adaptive_rank_batch(window, step)
         tasks = _plan_queries(discoveries, window, step, rank_batch)
         if progress and discoveries:  # none answered: the error that follows says why
             progress(f"prometheus: {len(tasks)} raw-sample queries (chunks of {max_points} "
                      f"samples at ~{step:g}s) over {len(discoveries)} endpoint(s)")
         intervals = _read_intervals(discoveries, window, builder)
-        with_data = _run_queries(tasks, builder, outcome, step, max_points, concurrency,
-                                 intervals)
+        with gc_paused():  # millions of decoded pairs, all dropped by reference counting
+            with_data = _run_queries(tasks, builder, outcome, step, max_points, concurrency,
+                                     intervals)
         for d in discoveries:
             _read_estimates(d, window, builder)
         if not builder.meta.get(META_ESTIMATE_BYTES):
@@ -622,6 +461,19 @@ class _Task:
     end_s: float
     #: "field" (a sample field), "marker" (step gauge, OOM counter) or "edge" (edge gauge).
     what: str = "field"
+    #: The selector without its rank matcher (a refused read is asked again per rank set).
+    base: str = ""
+
+    def split(self) -> list[_Task]:
+        """Two tasks over half the ranks each (a read the server refused as too large)."""
+        half = len(self.ranks) // 2
+        return [replace(self, ranks=part, selector=rank_selector(self.base, part))
+                for part in (self.ranks[:half], self.ranks[half:])]
+
+
+def rank_selector(base: str, ranks: list[int]) -> str:
+    """``base`` narrowed to ``ranks``."""
+    return with_matcher(base, f'{schema.ATTR_RANK}=~"{"|".join(map(str, ranks))}"')
 
 
 def _plan_queries(discoveries: list[_Discovery], window: QueryWindow, step: float,
@@ -640,11 +492,10 @@ def _plan_queries(discoveries: list[_Discovery], window: QueryWindow, step: floa
             wanted += [(schema.ATTR_EDGE, name, "edge") for name in d.edge_names]
             wanted += [(schema.ATTR_EDGE, name, "edge_gap") for name in d.gap_names]
             for fname, name, what in wanted:
-                sel = label_selector({"__name__": name, schema.ATTR_JOB_ID: window.job_id},
-                                     {schema.ATTR_RANK: "|".join(map(str, batch))},
-                                     window.extra_matchers)
-                tasks.append(_Task(d.api, fname, sel, batch, fname in d.peak_fields,
-                                   start_s, end_s, what))
+                base = label_selector({"__name__": name, schema.ATTR_JOB_ID: window.job_id},
+                                      None, window.extra_matchers)
+                tasks.append(_Task(d.api, fname, rank_selector(base, batch), batch,
+                                   fname in d.peak_fields, start_s, end_s, what, base))
     return tasks
 
 
@@ -669,11 +520,22 @@ def _run_queries(tasks: list[_Task], builder: TimelineBuilder, outcome: LoadOutc
         return with_data
     chunk_s = max(60.0, step * max(2, max_points - 1))
 
-    def one(task: _Task) -> list[dict[str, object]] | EndpointError:
+    def one(task: _Task) -> list[Series] | EndpointError:
+        """A refused read is split by rank set first (a server's series and samples limits
+        count whole series), then, down to one rank, in time."""
         try:
-            return task.api.query_raw(task.selector, task.start_s, task.end_s, chunk_s)
+            return task.api.query_raw_series(task.selector, task.start_s, task.end_s, chunk_s,
+                                             split_time=len(task.ranks) == 1)
         except EndpointError as e:
-            return e
+            if not (is_too_large(e) and len(task.ranks) > 1):
+                return e
+        out: list[Series] = []
+        for part in task.split():
+            got = one(part)
+            if isinstance(got, EndpointError):
+                return got
+            out += got
+        return out
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         for task, res in zip(tasks, pool.map(one, tasks), strict=True):
@@ -723,21 +585,40 @@ def matrix_series(results: list[dict[str, object]], builder: TimelineBuilder
         yield {str(k): str(v) for k, v in labels.items()}, values
 
 
-def _collect_samples(results: list[dict[str, object]], task: _Task, builder: TimelineBuilder,
+def clean_series(s: Series, builder: TimelineBuilder) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`clean_byte_series` for a decoded :class:`Series` (values already parsed)."""
+    if s.t_ns is None or s.v is None:
+        builder.skipped["malformed_series"] += 1
+        return None
+    if s.clean:
+        return s.t_ns, s.v
+    t_ns, v = s.t_ns, s.v
+    bad = ~np.isfinite(v) | (v < 0)
+    if bad.any():
+        builder.skipped["non_finite_or_negative_bytes"] += int(bad.sum())
+        t_ns, v = t_ns[~bad], v[~bad]
+    return t_ns, v
+
+
+def _collect_samples(results: list[Series], task: _Task, builder: TimelineBuilder,
                      out: _Parts) -> set[int]:
     got: set[int] = set()
-    for labels, values in matrix_series(results, builder):
-        ident = identity_from_labels(labels)
-        if ident is None or ident.rank not in task.ranks:
+    ranks = set(task.ranks)
+    for s in results:
+        if s.labels is None:
+            builder.skipped["malformed_series"] += 1
+            continue
+        rank = _int_label(s.labels, schema.ATTR_RANK)  # what identity_from_labels accepts
+        if rank is None or rank not in ranks:
             builder.skipped["series_without_valid_rank_label"] += 1
             continue
-        cleaned = clean_byte_series(values, builder)
+        cleaned = clean_series(s, builder)
         if cleaned is None:
             continue
         t_ns, v = cleaned
         if t_ns.size:
-            out.setdefault((ident.rank, task.fname), []).append((t_ns, v))
-            got.add(ident.rank)
+            out.setdefault((rank, task.fname), []).append((t_ns, v))
+            got.add(rank)
     return got
 
 
@@ -746,8 +627,10 @@ def merge_parts(parts: list[tuple[np.ndarray, np.ndarray]]
     """One series from several reads (endpoints, chunks, spellings): sorted by time, exact
     duplicates dropped, and where values conflict at one timestamp the larger kept — a rule
     that gives the same answer in any read order. Returns (t, v, duplicates, conflicts)."""
-    t = np.concatenate([p[0] for p in parts])
-    v = np.concatenate([p[1] for p in parts])
+    t = np.concatenate([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
+    v = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
+    if t.size < 2 or bool((t[1:] > t[:-1]).all()):  # the usual read: already in order, unique
+        return t, v, 0, 0
     order = np.lexsort((v, t))  # by time, then value
     t, v = t[order], v[order]
     same_t = t[1:] == t[:-1]
@@ -759,13 +642,21 @@ def merge_parts(parts: list[tuple[np.ndarray, np.ndarray]]
 
 
 def _merge_samples(samples: _Parts, builder: TimelineBuilder) -> None:
+    """Each rank's fields into the builder as one chunk on the union of their timestamps (NaN
+    where a field has no sample): what the builder's own merge of one chunk per field gives,
+    without holding every field's chunk padded to all fields first (7x the memory)."""
     conflicts = 0
+    by_rank: dict[int, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
     for (rank, fname), parts in sorted(samples.items()):
         t, v, dups, bad = merge_parts(parts)
-        builder.add_samples(rank, t, **{fname: v})
+        by_rank.setdefault(rank, {})[fname] = (t, v)
         if dups:
             builder.skipped["duplicate_sample"] += dups
         conflicts += bad
+    samples.clear()  # the parts are merged: let them go before the rank chunks are built
+    for rank, fields in by_rank.items():
+        t_union, cols = _rank_chunk(fields)
+        builder.add_samples(rank, t_union, **cols)
     if conflicts:
         builder.skipped["conflicting_sample"] += conflicts
         builder.notes.append(f"prometheus: {conflicts} timestamp(s) held different values on "
@@ -773,20 +664,32 @@ def _merge_samples(samples: _Parts, builder: TimelineBuilder) -> None:
                              "whatever the endpoint order")
 
 
-def _collect_edges(results: list[dict[str, object]], task: _Task, out: _Parts) -> None:
-    for r in results:
-        labels, values = r.get("metric"), r.get("values")
-        if not isinstance(labels, dict) or not isinstance(values, list):
+def _rank_chunk(fields: dict[str, tuple[np.ndarray, np.ndarray]]
+                ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Sorted unique per-field series → (union of timestamps, one column per field)."""
+    series = list(fields.values())
+    first = series[0][0]
+    if all(t.shape == first.shape and np.array_equal(t, first) for t, _ in series[1:]):
+        return first, {f: v for f, (_, v) in fields.items()}  # one scrape: the usual case
+    t_union = np.unique(np.concatenate([t for t, _ in series]))
+    cols = {}
+    for f, (t, v) in fields.items():
+        col = np.full(t_union.shape, np.nan)
+        col[np.searchsorted(t_union, t)] = v
+        cols[f] = col
+    return t_union, cols
+
+
+def _collect_edges(results: list[Series], task: _Task, out: _Parts) -> None:
+    ranks = set(task.ranks)
+    for s in results:
+        if s.labels is None or s.t_ns is None or s.v is None:
             continue
-        ident = identity_from_labels({str(k): str(v) for k, v in labels.items()})
-        kind = str(labels.get(schema.ATTR_EDGE, ""))
-        if ident is None or ident.rank not in task.ranks or kind not in EDGE_MARKER_KINDS:
+        ident = identity_from_labels(s.labels)
+        kind = s.labels.get(schema.ATTR_EDGE, "")
+        if ident is None or ident.rank not in ranks or kind not in EDGE_MARKER_KINDS:
             continue
-        try:
-            t_ns, v = parse_matrix_values(values)
-        except ValueError:
-            continue
-        out.setdefault((ident.rank, kind), []).append((t_ns, v))
+        out.setdefault((ident.rank, kind), []).append((s.t_ns, s.v))
 
 
 def markers_from_edges(edges: _Parts, intervals: dict[int, int],
@@ -823,28 +726,29 @@ def _gap_by_scrape(parts: list[tuple[np.ndarray, np.ndarray]]) -> dict[int, int]
     return out
 
 
-def _collect_marker_series(results: list[dict[str, object]], task: _Task,
+def _collect_marker_series(results: list[Series], task: _Task,
                            out: dict[tuple[str, int], list[tuple[np.ndarray, np.ndarray]]]
                            ) -> None:
-    for r in results:
-        labels, values = r.get("metric"), r.get("values")
-        if not isinstance(labels, dict) or not isinstance(values, list):
+    ranks = set(task.ranks)
+    for s in results:
+        if s.labels is None or s.t_ns is None or s.v is None:
             continue
-        ident = identity_from_labels({str(k): str(v) for k, v in labels.items()})
-        if ident is None or ident.rank not in task.ranks:
+        ident = identity_from_labels(s.labels)
+        if ident is None or ident.rank not in ranks:
             continue
-        try:
-            t_ns, v = parse_matrix_values(values)
-        except ValueError:
-            continue
-        out.setdefault((task.fname, ident.rank), []).append((t_ns, v))
+        out.setdefault((task.fname, ident.rank), []).append((s.t_ns, s.v))
 
 
 def markers_from_series(series: dict[tuple[str, int], list[tuple[np.ndarray, np.ndarray]]]
                         ) -> dict[int, Markers]:
     """Step gauge → one ``step N`` slice per run of equal values; OOM counter → an instant at
-    each increase. Chunks of one series are joined first so no step is cut at a chunk edge."""
-    acc = MarkerAccumulator()
+    each increase. Chunks of one series are joined first so no step is cut at a chunk edge.
+
+    Steps are built as arrays (a training job scraped every 15 s shows a new step at nearly
+    every scrape: millions of markers at cluster scale), in the order and shape the marker
+    accumulator gives them."""
+    per_rank: dict[int, list[Markers]] = {}
+    shared: dict[int, tuple[str, Mapping[str, object]]] = {}
     for (kind, rank), parts in sorted(series.items()):
         t = np.concatenate([p[0] for p in parts])
         v = np.concatenate([p[1] for p in parts])
@@ -855,19 +759,53 @@ def markers_from_series(series: dict[tuple[str, int], list[tuple[np.ndarray, np.
         if not t.size:
             continue
         if kind == KIND_STEP:
-            # A step lasts until the next one is first seen (the last until its last sample).
-            starts = np.flatnonzero(np.r_[True, v[1:] != v[:-1]])
-            ends_ns = np.r_[t[starts[1:]], t[-1]]
-            for i, end in zip(starts.tolist(), ends_ns.tolist(), strict=True):
-                n = int(v[i])
-                acc.add(rank, int(t[i]), int(end), f"step {n}", KIND_STEP,
-                        {schema.SPAN_ATTR_STEP: n})
-        else:  # an OOM lies between the scrape that shows it and the one before
-            for at, before, count in counter_increases(t, v):
-                acc.add(rank, at, at, "OOM", KIND_OOM,
-                        {"count": count, OOM_SOURCE_ATTR: OOM_FROM_COUNTER,
-                         EDGE_RESOLUTION_ATTR: at - before})
-    return acc.build()
+            per_rank.setdefault(rank, []).append(_step_markers(t, v, shared))
+            continue
+        acc = MarkerAccumulator()  # an OOM lies between the scrape that shows it and the one before
+        for at, before, count in counter_increases(t, v):
+            acc.add(rank, at, at, "OOM", KIND_OOM,
+                    {"count": count, OOM_SOURCE_ATTR: OOM_FROM_COUNTER,
+                     EDGE_RESOLUTION_ATTR: at - before})
+        if len(acc):
+            per_rank.setdefault(rank, []).append(acc.build()[rank])
+    return {rank: _concat_markers(ms) for rank, ms in per_rank.items()}
+
+
+def _step_markers(t: np.ndarray, v: np.ndarray,
+                  shared: dict[int, tuple[str, Mapping[str, object]]]) -> Markers:
+    """A step lasts until the next one is first seen (the last until its last sample). Every
+    rank passes through the same steps: one name and one attribute map (never written after)
+    per step number, shared by all ranks, keeps a thousand ranks' markers from holding a
+    thousand copies of each."""
+    starts = np.flatnonzero(np.r_[True, v[1:] != v[:-1]])
+    ends = np.r_[t[starts[1:]], t[-1]]
+    first = v[starts]
+    if (np.abs(first) < 2**62).all():  # int() of each: truncation toward zero
+        steps, where = np.unique(first.astype(np.int64), return_inverse=True)
+        numbers = steps.tolist()
+    else:
+        numbers = [int(x) for x in first.tolist()]
+        where = np.arange(len(numbers))
+    names = np.empty(len(numbers), dtype=object)
+    attrs = np.empty(len(numbers), dtype=object)
+    for i, n in enumerate(numbers):
+        got = shared.get(n)
+        if got is None:
+            got = shared[n] = (f"step {n}", {schema.SPAN_ATTR_STEP: n})
+        names[i], attrs[i] = got
+    return Markers(start_ns=t[starts].astype(np.int64), end_ns=ends.astype(np.int64),
+                   name=names[where], kind=np.full(len(starts), KIND_STEP, dtype=object),
+                   attrs=tuple(attrs[where].tolist()))
+
+
+def _concat_markers(ms: list[Markers]) -> Markers:
+    if len(ms) == 1:
+        return ms[0]
+    return Markers(start_ns=np.concatenate([m.start_ns for m in ms]),
+                   end_ns=np.concatenate([m.end_ns for m in ms]),
+                   name=np.concatenate([m.name for m in ms]),
+                   kind=np.concatenate([m.kind for m in ms]),
+                   attrs=tuple(a for m in ms for a in m.attrs))
 
 
 def _resolution_notes(builder: TimelineBuilder, discoveries: list[_Discovery],

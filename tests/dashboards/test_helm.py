@@ -309,3 +309,33 @@ def test_values_schema_rejects_mistakes_with_the_key_named() -> None:
         with pytest.raises(helm.HelmValuesError, match="enabeld"):
             chart.validate_schema({"prometheusRule": {"alerts": {
                 "StormotelGapDrift": {"enabeld": False}}}})
+
+
+def test_shards_make_an_indexed_job_whose_pods_take_their_share() -> None:
+    """``shards: 4``: the discovering CronJob's Job is Indexed (4 completions, 4 at once) and
+    each pod runs ``--shard 4`` (its index from JOB_COMPLETION_INDEX, parsed by the real
+    parser); a listed job id stays one plain Job; one shard is the plain Job of before."""
+    from stormotel.analyzers.cli import build_parser
+    from stormotel.analyzers.scheduled.shard import Shard, resolve
+
+    manifests = _render({"analyzer": {"shards": 4, "jobSelector": 'namespace="ml"'}})
+    for obj in _objects(manifests):
+        if obj["kind"] not in CRD_KINDS:
+            kubernetes_validate.validate(obj, KUBE_VERSION, strict=True)
+    cron = next(o for o in _objects(manifests) if o["kind"] == "CronJob")
+    spec = cron["spec"]["jobTemplate"]["spec"]
+    assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 4, 4)
+    args = spec["template"]["spec"]["containers"][0]["args"]
+    parsed = build_parser().parse_args(args[1:])
+    assert resolve(parsed.shard, {"JOB_COMPLETION_INDEX": "2"}) == Shard(2, 4)
+    assert parsed.job_selector == 'namespace="ml"'
+    listed = _render({"analyzer": {"shards": 4, "jobIds": ["run-7"]}})
+    cron = next(o for o in _objects(listed) if o["kind"] == "CronJob")
+    spec = cron["spec"]["jobTemplate"]["spec"]
+    assert "completionMode" not in spec
+    assert "--shard" not in spec["template"]["spec"]["containers"][0]["args"]
+    plain = next(o for o in _objects(_render()) if o["kind"] == "CronJob")["spec"]["jobTemplate"]
+    assert "completionMode" not in plain["spec"]
+    with helm.Chart.load(str(CHART)) as chart, pytest.raises(helm.HelmValuesError,
+                                                             match="/analyzer/shards"):
+        chart.validate_schema({"analyzer": {"shards": 0}})

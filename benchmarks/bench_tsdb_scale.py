@@ -1,0 +1,218 @@
+"""The analyzer against a real VictoriaMetrics at cluster scale, beside the TSDB's own time.
+
+    .venv/bin/python benchmarks/bench_tsdb_scale.py --ranks 1024 --hours 6
+    .venv/bin/python benchmarks/bench_tsdb_scale.py --ranks 10000 --hours 1
+
+A VictoriaMetrics (as the test fixture starts it: ``GOMAXPROCS=1``, ``-search.latencyOffset=0s``,
+default limits otherwise) gets ``ranks`` x ``hours`` of the 14 series a tracker exports per rank
+at a 15 s scrape interval (9 memory gauges incl. the rolling peaks, step, OOM counter, sampling
+interval, estimate, rank info), with realistic differences: staggered starts, per-rank scrape
+offsets, noise, one rank that leaks, one rank that rises first. Ingest is the JSON-lines import
+(``/api/v1/import``) in parallel; the data dir is cached under ``benchmarks/out/`` (fixed
+timestamps, so the cache stays valid).
+
+Then ``load_prometheus`` + ``analyze`` run in this process (wall, CPU, peak RSS), every HTTP
+request they make is recorded, and the recorded requests are replayed with the same concurrency
+by a plain client that only reads the bodies: the TSDB's own time to answer the same queries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from stormotel.analyzers.analyze import analyze
+from stormotel.analyzers.http import HttpSettings, make_client
+from stormotel.analyzers.sources.prometheus import (
+    DEFAULT_CONCURRENCY,
+    QueryWindow,
+    load_prometheus,
+)
+
+from stormotel import schema
+from tests import servers
+
+OUT = Path(__file__).resolve().parent / "out"
+#: Fixed data start (2026-11-01T00:00:00Z) so a cached data dir answers the same window.
+START_MS = 1_793_491_200_000
+SCRAPE_MS = 15_000
+JOB = "bench-scale"
+GiB = 2**30
+LEAK_RANK, FIRST_RANK = 7, 3
+
+
+def _series_of_rank(rank: int, ranks: int, n: int) -> list[bytes]:
+    """The 14 JSON lines of one rank (``/api/v1/import`` format)."""
+    rng = np.random.default_rng(rank)
+    stagger = (rank % 16) * SCRAPE_MS  # ranks start up to 4 min apart
+    offset = (rank * 977) % SCRAPE_MS  # each target scraped at its own phase
+    k = n - rank % 16
+    t = START_MS + stagger + offset + SCRAPE_MS * np.arange(k, dtype=np.int64)
+    ts = ",".join(map(str, t.tolist()))
+    rel = (t - START_MS) / 1000.0  # the job's clock: every rank started together
+    # Steady training (the job began before the data), then every rank's memory rises by
+    # 4 GiB 21 minutes in, one rank a minute before the others (the planted first cause).
+    alloc = 30 * GiB + rng.normal(0, 64 * 2**20, k)
+    rise_at = 1200.0 if rank == FIRST_RANK else 1260.0
+    alloc += np.where(rel >= rise_at, 4 * GiB, 0.0)
+    if rank == LEAK_RANK:
+        alloc += rel * (20 * GiB / max(rel[-1], 1.0))
+    alloc = np.maximum(alloc, 0).astype(np.int64)
+    reserved = alloc + 2 * GiB
+    used = reserved + GiB
+    total = np.full(k, 80 * GiB, np.int64)
+    step = (rel // 2.0).astype(np.int64)
+    labels = {schema.ATTR_JOB_ID: JOB, schema.ATTR_RANK: str(rank),
+              schema.ATTR_LOCAL_RANK: str(rank % 8), schema.ATTR_WORLD_SIZE: str(ranks),
+              schema.ATTR_HOST: f"node-{rank // 8}", schema.ATTR_GPU: str(rank % 8),
+              "job": "stormotel", "instance": f"node-{rank // 8}:{9400 + rank % 8}"}
+    cols: dict[str, np.ndarray] = {
+        schema.FIELD_METRICS["allocated"].prom: alloc,
+        schema.FIELD_PEAK_METRICS["allocated"].prom: alloc + 2**20,
+        schema.FIELD_METRICS["reserved"].prom: reserved,
+        schema.FIELD_PEAK_METRICS["reserved"].prom: reserved + 2**20,
+        schema.FIELD_METRICS["active"].prom: alloc - 2**20,
+        schema.FIELD_METRICS["device_used"].prom: used,
+        schema.FIELD_PEAK_METRICS["device_used"].prom: used + 2**20,
+        schema.FIELD_METRICS["device_total"].prom: total,
+        schema.FIELD_METRICS["device_free"].prom: total - used,
+        schema.STEP.prom: step,
+        schema.OOMS.prom: np.zeros(k, np.int64),
+        schema.SAMPLING_INTERVAL.prom: np.full(k, 1, np.int64),
+        schema.ESTIMATE.prom: np.full(k, 40 * GiB, np.int64),
+        schema.RANK_INFO.prom: np.ones(k, np.int64),
+    }
+    out = []
+    for name, v in cols.items():
+        metric = json.dumps({"__name__": name, **labels}, separators=(",", ":"))
+        out.append(f'{{"metric":{metric},"values":[{",".join(map(str, v.tolist()))}],'
+                   f'"timestamps":[{ts}]}}'.encode())
+    return out
+
+
+def ingest(url: str, ranks: int, hours: float, workers: int = 2) -> int:
+    n = int(hours * 3600_000 / SCRAPE_MS)
+    batch = 64
+
+    def post(first: int) -> int:
+        lines = [ln for r in range(first, min(ranks, first + batch))
+                 for ln in _series_of_rank(r, ranks, n)]
+        body = b"\n".join(lines) + b"\n"
+        httpx.post(url + "/api/v1/import", content=body, timeout=600).raise_for_status()
+        return sum(ln.count(b",") for ln in lines)
+
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(post, range(0, ranks, batch)))
+    httpx.get(url + "/internal/force_flush", timeout=60)
+    return n
+
+
+def data_dir(ranks: int, hours: float) -> Path:
+    return OUT / f"vm-{ranks}x{hours:g}h"
+
+
+def _replay(url: str, calls: list[tuple[str, str, bytes]], concurrency: int) -> float:
+    """The recorded requests again, bodies read but never decoded: the TSDB's own time."""
+    with httpx.Client(timeout=600, limits=httpx.Limits(max_connections=concurrency)) as c:
+        def one(call: tuple[str, str, bytes]) -> int:
+            method, target, body = call
+            r = c.request(method, target, content=body, headers={
+                "content-type": "application/x-www-form-urlencoded"} if body else None)
+            return len(r.content)
+
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(concurrency) as pool:
+            size = sum(pool.map(one, calls))
+        took = time.perf_counter() - t0
+    print(f"replayed {len(calls)} requests, {size / 2**20:.0f} MiB of answers", flush=True)
+    return took
+
+
+def cpu_of(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ranks", type=int, default=1024)
+    ap.add_argument("--hours", type=float, default=6.0)
+    ap.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY)
+    ap.add_argument("--reingest", action="store_true", help="drop the cached data dir first")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    work = data_dir(args.ranks, args.hours)
+    if args.reingest and work.exists():
+        shutil.rmtree(work)
+    fresh = not (work / "ingested").exists()
+    # The rollup cache off: the replay must not be answered from what the analyzer's run cached.
+    with servers.victoriametrics(work, ["-search.disableCache"]) as vm:
+        if fresh:
+            t0 = time.perf_counter()
+            ingest(vm.url, args.ranks, args.hours)
+            (work / "ingested").write_text("ok\n")
+            print(f"ingested in {time.perf_counter() - t0:.1f} s", flush=True)
+        n = int(args.hours * 3600_000 / SCRAPE_MS)
+        window = QueryWindow(JOB, (START_MS - 60_000) * 10**6,
+                             (START_MS + (n + 40) * SCRAPE_MS) * 10**6)
+        calls: list[tuple[str, str, bytes]] = []
+        settings = HttpSettings(timeout_s=600)
+        client = make_client(settings)
+        timings: list[tuple[float, str]] = []
+        client.event_hooks["request"] = [lambda r: calls.append(
+            (r.method, str(r.url), r.read())) or r.extensions.setdefault("t0", time.monotonic())]
+        client.event_hooks["response"] = [lambda r: timings.append(
+            (time.monotonic() - r.request.extensions["t0"], r.request.read().decode()[:200]))]
+        vm_cpu0 = cpu_of(vm.proc.pid)
+        ru0 = resource.getrusage(resource.RUSAGE_SELF)
+        t0 = time.perf_counter()
+        timeline, outcome = load_prometheus([vm.url], window, settings=settings, client=client,
+                                            concurrency=args.concurrency)
+        t_load = time.perf_counter() - t0
+        rss_load = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        report = analyze(timeline)
+        wall = time.perf_counter() - t0
+        ru1 = resource.getrusage(resource.RUSAGE_SELF)
+        client.close()
+        cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
+        vm_cpu_run = cpu_of(vm.proc.pid) - vm_cpu0
+        vm_cpu0 = cpu_of(vm.proc.pid)
+        tsdb = _replay(vm.url, calls, args.concurrency)
+        tsdb_cpu = cpu_of(vm.proc.pid) - vm_cpu0
+        slow = sorted(timings, reverse=True)[:5]
+        print("slowest requests in the run:", [(round(d, 2), u[:90]) for d, u in slow])
+        size = sum(f.stat().st_size for f in (work / "data").rglob("*") if f.is_file())
+    rss = ru1.ru_maxrss / 1024
+    leaders = sorted({(i["leader"], i["confidence"]) for i in report.cross_rank.incidents
+                      if i.get("leader") is not None})
+    row = {"ranks": args.ranks, "hours": args.hours, "series": args.ranks * 14,
+           "samples_read": timeline.total_samples(), "requests": len(calls),
+           "queries": outcome.queries, "partial": outcome.partial,
+           "load_s": round(t_load, 2), "analyzer_wall_s": round(wall, 2),
+           "analyzer_cpu_s": round(cpu, 2), "tsdb_s": round(tsdb, 2),
+           "tsdb_cpu_s": round(tsdb_cpu, 2), "tsdb_cpu_during_run_s": round(vm_cpu_run, 2),
+           "ratio_wall": round(wall / tsdb, 2), "ratio_cpu": round(cpu / tsdb_cpu, 2),
+           "peak_rss_mib": round(rss), "peak_rss_after_load_mib": round(rss_load),
+           "vm_data_mib": round(size / 2**20, 1), "incident_leaders": leaders,
+           "leak_rank": LEAK_RANK, "first_rank": FIRST_RANK}
+    print(json.dumps(row))
+    if args.json:
+        args.json.write_text(json.dumps(row, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
