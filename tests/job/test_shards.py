@@ -9,7 +9,6 @@ one ended, whichever shard held it before.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import io
 import shlex
@@ -19,11 +18,10 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from stormotel.analyzers import job
-from stormotel.analyzers.analyze import analyze
-from stormotel.analyzers.cli_options import job_options_from_args
-from stormotel.analyzers.options import JobOptions
-from stormotel.analyzers.scheduled import shard
+from stormotel.analyzers.cli_flags import build_parser
+from stormotel.analyzers.cli_options import options_from_args
+from stormotel.analyzers.options import AnalyzeOptions
+from stormotel.analyzers.scheduled import job, shard
 from stormotel.analyzers.scheduled.run import run_scheduled
 from stormotel.analyzers.scheduled.state import StateFile
 from stormotel.analyzers.sinks import remote_write
@@ -36,10 +34,9 @@ S = 1_000_000_000
 MIN = 60 * S
 
 
-def _args(*argv: str) -> JobOptions:
-    parser = argparse.ArgumentParser()
-    job.add_job_arguments(parser)
-    return job_options_from_args(parser.parse_args(list(argv)))
+def _args(*argv: str) -> AnalyzeOptions:
+    """The options ``stormotel analyze ARGV`` runs with."""
+    return options_from_args(build_parser().parse_args(list(argv)))
 
 
 def _summaries(err: str) -> list[dict[str, str]]:
@@ -113,8 +110,7 @@ def test_200_jobs_over_4_then_3_shards(tmp_path: Path, monkeypatch: pytest.Monke
         first: dict[str, dict[str, str]] = {}
         for i in range(4):
             err = io.StringIO()
-            code = run_scheduled(_args(*base, "--shard", f"{i}/4"), analyze, run_one=job.run_job,
-                                 err=err, now_ns=tick1)
+            code = run_scheduled(_args(*base, "--shard", f"{i}/4"), err=err, now_ns=tick1)
             assert code == exitcodes.OK, err.getvalue()[-2000:]
             lines = _summaries(err.getvalue())
             assert lines, err.getvalue()[-2000:]
@@ -136,8 +132,7 @@ def test_200_jobs_over_4_then_3_shards(tmp_path: Path, monkeypatch: pytest.Monke
         for i in range(3):
             monkeypatch.setenv("JOB_COMPLETION_INDEX", str(i))
             err = io.StringIO()
-            code = run_scheduled(_args(*base, "--shard", "3"), analyze, run_one=job.run_job,
-                                 err=err, now_ns=tick2)
+            code = run_scheduled(_args(*base, "--shard", "3"), err=err, now_ns=tick2)
             assert code == exitcodes.OK, err.getvalue()[-2000:]
             for ln in _summaries(err.getvalue()):
                 assert ln["job_id"] not in second, f"{ln['job_id']} analysed twice"
