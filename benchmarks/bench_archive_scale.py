@@ -218,12 +218,20 @@ class TreeSampler(threading.Thread):
             self.stop.wait(self.every_s)
 
 
-def run_analyze(folder: Path, report: Path, extra: list[str]) -> dict[str, float]:
-    """``stormotel analyze`` as a subprocess: wall, tree CPU, tree peak RSS, exit code."""
-    exe = Path(sys.executable).parent / "stormotel"
-    cmd = [str(exe), "analyze", str(folder), "--format", "json", "-o", str(report), *extra]
+def run_analyze(folder: Path, report: Path, extra: list[str],
+                pythonpath: str | None = None) -> dict[str, float]:
+    """``stormotel analyze`` as a subprocess (``python -m stormotel``, what the console script
+    runs; ``pythonpath``: another revision's package tree): wall, tree CPU, tree peak RSS, rc."""
+    cmd = [sys.executable, "-m", "stormotel", "analyze", str(folder), "--format", "json", "-o",
+           str(report), *extra]
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # cwd outside the checkout: with it first on sys.path, its own package would shadow the
+    # other revision's tree on PYTHONPATH.
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                            cwd=folder.parent)
     sampler = TreeSampler(proc.pid)
     sampler.start()
     # wait4 gives the child's rusage including the children it reaped (the loader's workers).
@@ -263,6 +271,8 @@ def main() -> None:
     p.add_argument("--write-workers", type=int, default=os.cpu_count() or 1)
     p.add_argument("--rewrite", action="store_true", help="write the archive again")
     p.add_argument("--write-only", action="store_true")
+    p.add_argument("--before", metavar="REV", help="first run the same analysis with git "
+                   "revision REV's code (a package tree laid out as installed), same archive")
     p.add_argument("--report", type=Path, help="where the JSON report goes (default: beside "
                    "the archive)")
     p.add_argument("analyze_args", nargs="*", help="more `stormotel analyze` flags (after --)")
@@ -276,17 +286,50 @@ def main() -> None:
     if a.write_only:
         return
     report = a.report or folder / "report.json"
-    load = os.getloadavg()
-    m = run_analyze(folder / JOB_ID, report, a.analyze_args)
-    found = check_report(report, a.ranks) if report.exists() else {}
-    print(json.dumps({"shape": shape, "run": m, "found": found, "loadavg_before": load}))
-    ok = m["rc"] in (0, 1, 2) and found.get("leak_found") and found.get("spike_found")
-    print(f"SUMMARY ranks={a.ranks} hours={a.hours:g} hz={a.hz:g} "
-          f"samples={int(shape['samples']):,} disk={int(shape['bytes_on_disk']) / 1e9:.2f}GB "
-          f"wall={m['wall_s']:.1f}s cpu={m['cpu_s']:.1f}s peak_tree_rss="
-          f"{m['peak_bytes'] / 1e9:.2f}GB procs={m['peak_procs']} rc={m['rc']} "
-          f"planted_found={'yes' if ok else 'NO'} load1={load[0]:.1f}")
+    runs: dict[str, str | None] = {"now": None}
+    tmp = None
+    if a.before:
+        import tempfile
+
+        from bench_otlp_archive import installed_layout
+
+        tmp = tempfile.TemporaryDirectory()
+        runs = {f"before({a.before})": installed_layout(a.before, Path(tmp.name)), "now": None}
+    ok = True
+    reports: dict[str, bytes] = {}
+    for label, pythonpath in runs.items():
+        out = report if label == "now" else report.with_suffix(".before.json")
+        out.unlink(missing_ok=True)
+        load = os.getloadavg()
+        m = run_analyze(folder / JOB_ID, out, a.analyze_args, pythonpath)
+        found = check_report(out, a.ranks) if out.exists() else {}
+        reports[label] = out.read_bytes() if out.exists() else b""
+        print(json.dumps({"label": label, "shape": shape, "run": m, "found": found,
+                          "loadavg_before": load}))
+        good = bool(m["rc"] in (0, 1, 2) and found.get("leak_found") and found.get("spike_found"))
+        ok = ok and good
+        print(f"SUMMARY {label} ranks={a.ranks} hours={a.hours:g} hz={a.hz:g} "
+              f"samples={int(shape['samples']):,} disk={int(shape['bytes_on_disk']) / 1e9:.2f}GB "
+              f"wall={m['wall_s']:.1f}s cpu={m['cpu_s']:.1f}s peak_tree_rss="
+              f"{m['peak_bytes'] / 1e9:.2f}GB procs={m['peak_procs']} rc={m['rc']} "
+              f"planted_found={'yes' if good else 'NO'} load1={load[0]:.1f}", flush=True)
+    if len(reports) == 2:
+        same = _same_report(*reports.values())
+        print(f"reports before/now: {'identical' if same else 'DIFFERENT'} (ignoring run "
+              "times and paths)")
+        ok = ok and same
+    if tmp is not None:
+        tmp.cleanup()
     sys.exit(0 if ok else 1)
+
+
+def _same_report(a: bytes, b: bytes) -> bool:
+    """The two JSON reports say the same (the fields that name the run itself left out)."""
+    def norm(raw: bytes) -> object:
+        rep = json.loads(raw) if raw else {}
+        rep.get("extra", {}).pop("analysis_seconds", None)
+        return rep
+    return norm(a) == norm(b)
 
 
 if __name__ == "__main__":
