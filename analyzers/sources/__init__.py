@@ -301,9 +301,9 @@ def scratch_buffer() -> bytearray:
     return buf
 
 
-def _first_line(data: bytes) -> bytes:
+def _first_line(data: bytes | bytearray) -> bytes:
     end = data.find(b"\n", 0, 1 << 20)
-    return data[: end if end >= 0 else 1 << 20].strip()
+    return bytes(data[: end if end >= 0 else 1 << 20].strip())
 
 
 def load_file(path: Path, ctx: LoadContext, *, explicit: bool) -> int:
@@ -333,7 +333,7 @@ def _load_file(path: Path, ctx: LoadContext, *, explicit: bool) -> int:
     if not first_byte(data):
         ctx.skip("empty_file", where, "file is empty")
         return 0
-    head = bytes(_first_line(data))
+    head = _first_line(data)
     if head[:1] in (b"{", b"[") and not inner.endswith(PROTOBUF_SUFFIXES) and \
             looks_like_otlp_json(head if len(head) > 1 else bytes(data[:4096])):
         # OTLP JSON: the one reader given the scratch buffer itself (it copies what it keeps)

@@ -146,12 +146,14 @@ def _plan_request(plan: _Plan, request: _Request, reader: OtlpFileReader) -> boo
     plan.requests += 1
     bodies, body_keys, estimates = plan.bodies, plan.body_keys, plan.estimates
     for rm in request.resource_metrics:
-        if plan.last_resource is not None and rm.resource == plan.last_resource[0]:
-            rank = plan.last_resource[1]  # the usual line: the same resource as the last one
+        last = plan.last_resource
+        if last is not None and rm.resource == last[0]:
+            rank = last[1]  # the usual line: the same resource as the last one
         else:
-            rank = _rank(plan, bytes(rm.resource), reader)
-            if rank is None:
+            found = _rank(plan, bytes(rm.resource), reader)
+            if found is None:
                 return False
+            rank = found
             plan.last_resource = (rm.resource, rank)
         for sm in rm.scope_metrics:
             metrics = sm.metrics
