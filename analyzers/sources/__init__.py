@@ -265,7 +265,7 @@ def _unzstd(raw: bytes, path: Path, limit: int, ctx: LoadContext | None = None) 
                 out += chunk
             n += k
             if n > limit:
-                del out[n:]
+                out.clear()  # a bomb's gigabyte is not kept for the next file
                 raise _too_large(path, limit, " decompressed")
         if not d.eof:
             if ctx is not None:
@@ -281,6 +281,8 @@ def _unzstd(raw: bytes, path: Path, limit: int, ctx: LoadContext | None = None) 
 
 
 _scratch: bytearray | None = None
+#: A text longer than this (a rare huge file) is not kept as the next file's buffer.
+SCRATCH_KEEP_MAX = 256 * 1024 * 1024
 
 
 def scratch_buffer() -> bytearray:
@@ -290,7 +292,7 @@ def scratch_buffer() -> bytearray:
     text any more, so it is never overwritten under a reader."""
     global _scratch
     buf = _scratch
-    if buf is not None:
+    if buf is not None and len(buf) <= SCRATCH_KEEP_MAX:
         try:
             buf.append(0)  # a size change: refused while any view is alive
             buf.pop()

@@ -130,6 +130,8 @@ def test_scratch_buffer_is_never_reused_under_a_live_view():
     fresh = sources.scratch_buffer()
     assert fresh is not buf and bytes(view) == b"previous"  # the old text stays intact
     view.release()
+    fresh[:] = b"x" * (sources.SCRATCH_KEEP_MAX + 1)  # one huge file: not kept for the next
+    assert sources.scratch_buffer() is not fresh
 
 
 @pytest.mark.parametrize("varint", [False, True])
