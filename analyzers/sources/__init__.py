@@ -16,6 +16,7 @@ from __future__ import annotations
 import glob
 import os
 import stat
+import threading
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
@@ -280,18 +281,18 @@ def _unzstd(raw: bytes, path: Path, limit: int, ctx: LoadContext | None = None) 
     return out
 
 
-_scratch: bytearray | None = None
+#: One buffer per thread: two threads loading files at once never share one.
+_scratch = threading.local()
 #: A text longer than this (a rare huge file) is not kept as the next file's buffer.
 SCRATCH_KEEP_MAX = 256 * 1024 * 1024
 
 
 def scratch_buffer() -> bytearray:
-    """The process's reusable decompression buffer, or a fresh one while the previous text is
+    """This thread's reusable decompression buffer, or a fresh one while the previous text is
     still referenced. A bytearray with a live view (a memoryview, a msgspec ``Raw`` of a line)
     refuses to change size (``BufferError``): that refusal is the proof nothing reads the old
     text any more, so it is never overwritten under a reader."""
-    global _scratch
-    buf = _scratch
+    buf: bytearray | None = getattr(_scratch, "buf", None)
     if buf is not None and len(buf) <= SCRATCH_KEEP_MAX:
         try:
             buf.append(0)  # a size change: refused while any view is alive
@@ -299,7 +300,7 @@ def scratch_buffer() -> bytearray:
             return buf
         except BufferError:
             pass
-    _scratch = buf = bytearray()
+    _scratch.buf = buf = bytearray()
     return buf
 
 
