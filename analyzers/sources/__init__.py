@@ -240,7 +240,7 @@ def _unzstd(raw: bytes, path: Path, limit: int, ctx: LoadContext | None = None) 
     stopped within a slice's worth of output. A last frame cut mid-way (a writer killed before
     it ended the frame) keeps every complete block, with a note of what may be missing.
 
-    The output is this process's reused scratch buffer (:func:`scratch_buffer`): a rank-hour
+    The output is this thread's reused scratch buffer (:func:`scratch_buffer`): a rank-hour
     inflates to ~34 MB, above glibc's largest mmap threshold, so a fresh buffer per file was
     mapped, faulted in page by page, copied once more into ``bytes`` and unmapped — 2-3 times
     the cost of decompressing (1,024 rank-hours: ~40 s of CPU). Callers copy it to ``bytes``
