@@ -16,6 +16,7 @@ from __future__ import annotations
 import glob
 import os
 import stat
+import threading
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
@@ -59,6 +60,12 @@ MAX_WORKERS = 8
 #: batch instead of per file (256 Stormlog exports on 2 workers: the parent's CPU 0.36 -> 0.22 s)
 #: while a slow batch still leaves the others to balance the load.
 CHUNKS_PER_WORKER = 4
+#: ... but no batch above this much work (bytes of plain JSON, as :data:`PARALLEL_MIN_BYTES`):
+#: a batch's parsed columns travel back as one pickle, held whole by the worker (columns and
+#: pickle) and by the parent (pickle and columns) at once. 1,024 compact rank-hours made
+#: batches of 128 files, ~300 MB of columns each, several of them in flight: most of a 3.7 GB
+#: peak above the Timeline's own 2.4 GB. ~10 rank-hours per batch keeps that to tens of MB.
+CHUNK_MAX_WORK = 256 * 1024 * 1024
 #: Report progress for files at least this large, and every this many files.
 PROGRESS_BYTES = 32 * 1024 * 1024
 PROGRESS_FILES = 50
@@ -180,7 +187,8 @@ def _read_raw(path: Path, limit: int) -> bytes:
     return data
 
 
-def _read_bytes(path: Path, ctx: LoadContext | None = None) -> bytes:
+def _read_bytes(path: Path, ctx: LoadContext | None = None) -> bytes | bytearray:
+    """The file's bytes, decompressed; a ``.zst`` file's are the reused scratch buffer."""
     name = path.name.lower()
     limit = max_file_bytes()
     try:
@@ -225,40 +233,80 @@ def _gunzip(raw: bytes, path: Path, limit: int) -> bytes:
     return bytes(out)
 
 
-def _unzstd(raw: bytes, path: Path, limit: int, ctx: LoadContext | None = None) -> bytes:
+def _unzstd(raw: bytes, path: Path, limit: int, ctx: LoadContext | None = None) -> bytearray:
     """Decompress every zstd frame without ever holding much more than ``limit`` bytes.
 
     Input goes in small slices (a compressed block expands at most ~32,768-fold), so a bomb is
     stopped within a slice's worth of output. A last frame cut mid-way (a writer killed before
     it ended the frame) keeps every complete block, with a note of what may be missing.
+
+    The output is this thread's reused scratch buffer (:func:`scratch_buffer`): a rank-hour
+    inflates to ~34 MB, above glibc's largest mmap threshold, so a fresh buffer per file was
+    mapped, faulted in page by page, copied once more into ``bytes`` and unmapped — 2-3 times
+    the cost of decompressing (1,024 rank-hours: ~40 s of CPU). Callers copy it to ``bytes``
+    wherever the text may outlive the file (:func:`_load_file` does, except for the OTLP reader,
+    whose compact path keeps nothing).
     """
     import zstandard
 
-    out = bytearray()
+    out = scratch_buffer()
+    n = 0
     data = memoryview(raw)
     while len(data):
         d = zstandard.ZstdDecompressor().decompressobj()
         pos = 0
         while pos < len(data) and not d.eof:
-            out += d.decompress(data[pos:pos + _ZSTD_SLICE])
+            chunk = d.decompress(data[pos:pos + _ZSTD_SLICE])
             pos += _ZSTD_SLICE
-            if len(out) > limit:
+            k = len(chunk)
+            if n + k <= len(out):
+                out[n:n + k] = chunk  # a copy into memory already mapped: no resize
+            else:
+                del out[n:]
+                out += chunk
+            n += k
+            if n > limit:
+                out.clear()  # a bomb's gigabyte is not kept for the next file
                 raise _too_large(path, limit, " decompressed")
         if not d.eof:
             if ctx is not None:
                 ctx.note(f"{path}: the zstd stream stops mid-frame (its writer did not close it, "
                          f"e.g. killed); read up to its last complete block, "
-                         f"{len(out):,} bytes — at most the batch being written is missing")
+                         f"{n:,} bytes — at most the batch being written is missing")
             break
         data = memoryview(d.unused_data)
         if not bytes(data[:4096]).strip(b"\0"):
             break
-    return bytes(out)
+    del out[n:]  # its length is the text's; the allocation stays for the next file
+    return out
 
 
-def _first_line(data: bytes) -> bytes:
+#: One buffer per thread: two threads loading files at once never share one.
+_scratch = threading.local()
+#: A text longer than this (a rare huge file) is not kept as the next file's buffer.
+SCRATCH_KEEP_MAX = 256 * 1024 * 1024
+
+
+def scratch_buffer() -> bytearray:
+    """This thread's reusable decompression buffer, or a fresh one while the previous text is
+    still referenced. A bytearray with a live view (a memoryview, a msgspec ``Raw`` of a line)
+    refuses to change size (``BufferError``): that refusal is the proof nothing reads the old
+    text any more, so it is never overwritten under a reader."""
+    buf: bytearray | None = getattr(_scratch, "buf", None)
+    if buf is not None and len(buf) <= SCRATCH_KEEP_MAX:
+        try:
+            buf.append(0)  # a size change: refused while any view is alive
+            buf.pop()
+            return buf
+        except BufferError:
+            pass
+    _scratch.buf = buf = bytearray()
+    return buf
+
+
+def _first_line(data: bytes | bytearray) -> bytes:
     end = data.find(b"\n", 0, 1 << 20)
-    return data[: end if end >= 0 else 1 << 20].strip()
+    return bytes(data[: end if end >= 0 else 1 << 20].strip())
 
 
 def load_file(path: Path, ctx: LoadContext, *, explicit: bool) -> int:
@@ -288,16 +336,20 @@ def _load_file(path: Path, ctx: LoadContext, *, explicit: bool) -> int:
     if not first_byte(data):
         ctx.skip("empty_file", where, "file is empty")
         return 0
+    head = _first_line(data)
+    if head[:1] in (b"{", b"[") and not inner.endswith(PROTOBUF_SUFFIXES) and \
+            looks_like_otlp_json(head if len(head) > 1 else bytes(data[:4096])):
+        # OTLP JSON: the one reader given the scratch buffer itself (it copies what it keeps)
+        reader = _otlp_reader(ctx, where)
+        reader.read_json_lines(data)
+        return reader.flush()
+    if isinstance(data, bytearray):  # every other reader may keep views of its text
+        data = bytes(data)
     if inner.endswith(PROTOBUF_SUFFIXES):
         reader = _otlp_reader(ctx, where)
         reader.read_protobuf(data)
         return reader.flush()
-    head = _first_line(data)
     if head[:1] in (b"{", b"["):
-        if looks_like_otlp_json(head if len(head) > 1 else data[:4096]):  # or pretty-printed
-            reader = _otlp_reader(ctx, where)
-            reader.read_json_lines(data)
-            return reader.flush()
         records = _stormlog_json_records(data, where, ctx)
         if records is None:
             return _not_telemetry(where, ctx, explicit, "JSON that is neither OTLP nor Stormlog")
@@ -434,6 +486,8 @@ def load_paths(paths: Iterable[str], *, progress: ProgressFn | None = None,
         with pool:
             items = [(p, explicit, ctx.job_id) for p, explicit in files]
             chunk = -(-len(items) // (workers * CHUNKS_PER_WORKER))
+            per_file = _work_bytes(files, sizes) / len(files)
+            chunk = max(1, min(chunk, int(CHUNK_MAX_WORK // max(1.0, per_file))))
             for i, (sub, n) in enumerate(pool.map(_load_one, items, chunksize=chunk), start=1):
                 ctx.builder.absorb(sub)
                 tick(i, n)

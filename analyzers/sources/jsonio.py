@@ -39,11 +39,11 @@ def loads(data: bytes | memoryview | str) -> Any:
 _NOT_BLANK = re.compile(rb"[^ \t\n\r\x0b\x0c]")  # what bytes.strip() keeps
 
 
-def first_byte(data: bytes) -> bytes:
+def first_byte(data: bytes | bytearray) -> bytes:
     """The first byte that is not whitespace (``b""`` for a blank file), without copying the
     file the way ``data.strip()`` does."""
     m = _NOT_BLANK.search(data)
-    return m.group() if m else b""
+    return bytes(m.group()) if m else b""
 
 
 def looks_like_otlp_json(first_line: bytes) -> bool:

@@ -182,7 +182,7 @@ class OtlpFileReader:
         self.oom_delta: set[int] = set()
 
     # --- framing ----------------------------------------------------------------------------
-    def read_json_lines(self, data: bytes, *, arrays: bool = True) -> None:
+    def read_json_lines(self, data: bytes | bytearray, *, arrays: bool = True) -> None:
         """Typed decoding (:mod:`stormotel.analyzers.sources.otlp_fast`); odd lines fall back to
         :meth:`read_json_lines_generic`'s walker there. ``arrays=False`` skips the compact
         archive's array path (:mod:`stormotel.analyzers.sources.otlp_compact`), for comparing the
@@ -503,7 +503,7 @@ def _by_timestamps(fields: list[tuple[str, np.ndarray, np.ndarray]]
     return groups
 
 
-def numbered_lines(data: bytes, path: str) -> Iterator[tuple[memoryview, str, bool]]:
+def numbered_lines(data: bytes | bytearray, path: str) -> Iterator[tuple[memoryview, str, bool]]:
     """Each non-blank line (a view into ``data``: the file is not copied line by line), where
     it is (``path:line``), and whether it is an unterminated last line (a writer cut off
     mid-line)."""

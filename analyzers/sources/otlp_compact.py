@@ -99,6 +99,12 @@ class _Plan:
     keys: dict[tuple[int, str, bool], int] = field(default_factory=dict)  # column → index
     by_rank: dict[int, dict[str, int]] = field(default_factory=dict)  # metric name → index
     bodies: list[msgspec.Raw] = field(default_factory=list)
+    #: (rank, metric names of a scope) → :func:`_layout`
+    layouts: dict[tuple[int, tuple[str, ...]], tuple[list[tuple[int, int]],
+                                                      list[tuple[int, bool]]]] = field(
+        default_factory=dict)
+    #: the previous line's resource and its rank (compared as bytes, without a copy)
+    last_resource: tuple[msgspec.Raw, int] | None = None
     body_keys: list[int] = field(default_factory=list)
 
     def columns(self, rank: int) -> dict[str, int]:
@@ -111,7 +117,7 @@ class _Plan:
         return known
 
 
-def read_compact(reader: OtlpFileReader, data: bytes) -> bool:
+def read_compact(reader: OtlpFileReader, data: bytes | bytearray) -> bool:
     """Read ``data`` (JSON lines) into ``reader`` and return True; or return False having
     recorded nothing, when the file is not a compact archive."""
     plan = _Plan()
@@ -141,28 +147,54 @@ def _plan_request(plan: _Plan, request: _Request, reader: OtlpFileReader) -> boo
     plan.requests += 1
     bodies, body_keys, estimates = plan.bodies, plan.body_keys, plan.estimates
     for rm in request.resource_metrics:
-        rank = _rank(plan, bytes(rm.resource), reader)
-        if rank is None:
-            return False
-        columns = plan.columns(rank)
+        last = plan.last_resource
+        if last is not None and rm.resource == last[0]:
+            rank = last[1]  # the usual line: the same resource as the last one
+        else:
+            found = _rank(plan, bytes(rm.resource), reader)
+            if found is None:
+                return False
+            rank = found
+            plan.last_resource = (rm.resource, rank)
         for sm in rm.scope_metrics:
-            for metric in sm.metrics:
-                column = columns.get(metric.name)
-                if column is None:
-                    if metric.name == schema.ESTIMATE.name:
-                        estimates.append((rank, metric))
-                    elif metric.name in CONTEXT_METRICS:
-                        plan.context.append((rank, metric))
-                    continue
-                if metric.gauge is None:
-                    if metric.sum is None:
+            metrics = sm.metrics
+            # Lines of one file list the same metrics in the same order: what each position
+            # is (a memory column, an estimate, a context metric, nothing) is worked out once.
+            key = (rank, tuple([m.name for m in metrics]))
+            layout = plan.layouts.get(key)
+            if layout is None:
+                layout = plan.layouts[key] = _layout(plan, rank, key[1])
+            picks, extras = layout
+            for i, column in picks:
+                gauge = metrics[i].gauge
+                if gauge is None:
+                    if metrics[i].sum is None:
                         continue
                     return False  # a memory sum (delta or cumulative): the general decoder
-                points = metric.gauge.data_points
+                points = gauge.data_points
                 if points and points != _NO_POINTS:
                     body_keys.append(column)
                     bodies.append(points)
+            for i, is_estimate in extras:
+                (estimates if is_estimate else plan.context).append((rank, metrics[i]))
     return True
+
+
+def _layout(plan: _Plan, rank: int, names: tuple[str, ...]
+            ) -> tuple[list[tuple[int, int]], list[tuple[int, bool]]]:
+    """Where one metrics list's memory columns are (position, column) and its estimate and
+    context metrics (position, is the estimate); other metrics are not read."""
+    columns = plan.columns(rank)
+    picks, extras = [], []
+    for i, name in enumerate(names):
+        column = columns.get(name)
+        if column is not None:
+            picks.append((i, column))
+        elif name == schema.ESTIMATE.name:
+            extras.append((i, True))
+        elif name in CONTEXT_METRICS:
+            extras.append((i, False))
+    return picks, extras
 
 
 def _rank(plan: _Plan, resource: bytes, reader: OtlpFileReader) -> int | None:

@@ -154,7 +154,7 @@ def read_context_metric(reader: OtlpFileReader, res_rank: int | None, name: str,
         reader.edge_points(res_rank, name, point_rows(points), OOM_EDGE_ONLY)
 
 
-def read_json(reader: OtlpFileReader, data: bytes, *, arrays: bool = True) -> None:
+def read_json(reader: OtlpFileReader, data: bytes | bytearray, *, arrays: bool = True) -> None:
     """Decode an OTLP JSON file (lines, or one document) into ``reader``'s columns.
 
     A compact archive (:mod:`stormotel.analyzers.sources.otlp_compact`) goes straight into arrays
@@ -165,14 +165,15 @@ def read_json(reader: OtlpFileReader, data: bytes, *, arrays: bool = True) -> No
         head_end = data.find(b"\n")
         head = data[:head_end if head_end >= 0 else len(data)].strip()
         if first in (b"{", b"[") and head in (b"{", b"["):  # one pretty-printed document
-            walker.document(data)
+            walker.document(bytes(data))
         else:
             if arrays:
                 from stormotel.analyzers.sources.otlp_compact import read_compact
 
                 if read_compact(reader, data):
                     return
-            walker.lines(data)
+            # The walker may keep views of lines; a reused scratch buffer is copied first.
+            walker.lines(bytes(data) if isinstance(data, bytearray) else data)
     walker.finish()
 
 

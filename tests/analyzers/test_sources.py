@@ -98,6 +98,42 @@ def test_compressed_archives(tmp_path, codec):
     assert tl.total_samples() == 240
 
 
+def test_zstd_files_read_in_a_row_match_their_plain_text(tmp_path, monkeypatch):
+    """zstd files inflate into one reused buffer: a shorter file after a longer one, in one
+    process, must read exactly as the same files uncompressed (nothing of the previous text
+    left over, nothing mixed)."""
+    monkeypatch.setenv("STORMOTEL_LOAD_WORKERS", "1")
+    plain, packed = tmp_path / "plain", tmp_path / "zst"
+    plain.mkdir()
+    packed.mkdir()
+    for d in seed_example():
+        raw = json_lines(metrics_requests(d)) * (3 if d.rank == 0 else 1)  # rank 0 longest
+        (plain / f"rank-{d.rank}.metrics.jsonl").write_bytes(raw)
+        (packed / f"rank-{d.rank}.metrics.jsonl.zst").write_bytes(
+            zstandard.ZstdCompressor().compress(raw))
+    a, b = load_paths([str(plain)]), load_paths([str(packed)])
+    assert a.rank_ids == b.rank_ids and len(a.rank_ids) > 1
+    for r in a.rank_ids:
+        np.testing.assert_array_equal(a.ranks[r].t_ns, b.ranks[r].t_ns)
+        for name, values in a.ranks[r].values.items():
+            np.testing.assert_array_equal(values, b.ranks[r].values[name])
+    assert a.skipped == b.skipped and a.skipped["duplicate_sample"] > 0
+
+
+def test_scratch_buffer_is_never_reused_under_a_live_view():
+    from stormotel.analyzers import sources
+
+    buf = sources.scratch_buffer()
+    buf[:] = b"previous file"
+    assert sources.scratch_buffer() is buf  # nothing refers to it: reused
+    view = memoryview(buf)[:8]
+    fresh = sources.scratch_buffer()
+    assert fresh is not buf and bytes(view) == b"previous"  # the old text stays intact
+    view.release()
+    fresh[:] = b"x" * (sources.SCRATCH_KEEP_MAX + 1)  # one huge file: not kept for the next
+    assert sources.scratch_buffer() is not fresh
+
+
 @pytest.mark.parametrize("varint", [False, True])
 def test_length_prefixed_protobuf(tmp_path, varint):
     data = _seed_with_markers()
