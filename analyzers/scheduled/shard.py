@@ -10,8 +10,8 @@ which order.
 shard) would make a job that moves to another shard either start over or be skipped. So a
 sharded run keeps state per *job*: the state file becomes one file per job beside the given
 path (:func:`job_state_file`), and the TSDB read-back was per job already
-(:mod:`analyzers.scheduled.tsdb_state`). Whichever pod holds a job after N changed continues
-from that job's own last window end: nothing is analysed twice, nothing is missed.
+(:mod:`stormotel.analyzers.scheduled.tsdb_state`). Whichever pod holds a job after N changed
+continues from that job's own last window end: nothing is analysed twice, nothing is missed.
 """
 
 from __future__ import annotations
