@@ -46,6 +46,7 @@ from stormotel.analyzers.stalls.log_world import (
     World,
     normalise_groups,
     world_from_evidence,
+    world_note,
 )
 from stormotel.analyzers.stalls.vote import minority_vote
 
@@ -140,7 +141,7 @@ def analyze_logs(parsed: lp.ParsedLogs, *, world_size: int | None = None) -> Log
         elif e.kind == lp.FINGERPRINT and e.detail:
             seen.add(int(e.detail["of_rank"]))
     world = world_from_evidence(events, seen, world_size)
-    notes.append(f"world size {world.size}: from {world.source}")
+    notes.append(world_note(world.size, world.source))
     by_group: dict[str, list[lp.LogEvent]] = defaultdict(list)
     rank_hints: dict[int, Counter[str]] = defaultdict(Counter)
     for e in events:

@@ -87,6 +87,14 @@ class World:
     explicit: bool  #: stated by evidence (not only inferred from the highest rank seen)
 
 
+def world_note(size: object, source: str) -> str:
+    """How the report states the world size: a size of 0 means no rank number was seen at all,
+    which is "unknown", never a job of zero ranks."""
+    if not size:
+        return "world size unknown: no rank number in the evidence (--world-size N states it)"
+    return f"world size {size}: from {source}"
+
+
 def world_from_evidence(events: list[lp.LogEvent], ranks_seen: set[int],
                         flag: int | None) -> World:
     highest = max(ranks_seen, default=-1) + 1

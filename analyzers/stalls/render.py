@@ -10,6 +10,7 @@ from collections import Counter
 from typing import Any
 
 from stormotel.analyzers.report import StallFinding
+from stormotel.analyzers.stalls.log_world import world_note
 from stormotel.analyzers.textlines import capped
 
 
@@ -36,7 +37,7 @@ def render_stalls(findings: list[StallFinding]) -> list[str]:
     ws_source = next((f.evidence.get("world_size_source") for f in findings
                       if f.evidence.get("world_size_source")), None)
     if ws_source:
-        lines.append(f"  world size {findings[0].evidence.get('world_size')}: from {ws_source}")
+        lines.append("  " + world_note(findings[0].evidence.get("world_size"), ws_source))
     for i, f in enumerate(findings):
         who = ("ranks " + format_ranks(f.ranks)) if f.ranks else "no single rank"
         where = f" — group {f.process_group}" if f.process_group else ""
