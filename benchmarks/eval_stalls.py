@@ -363,9 +363,12 @@ def measured_patterns(results: list[Result]) -> dict[str, dict[str, int]]:
 
 def high_allowed(measured: dict[str, dict[str, int]]) -> list[str]:
     """Patterns whose held-out precision allows `high` (:data:`MIN_MEASURED`,
-    :data:`HIGH_PRECISION`)."""
-    return sorted(p for p, m in measured.items() if p != NO_PATTERN and m["n"] >= MIN_MEASURED
-                  and m["right"] / m["n"] >= HIGH_PRECISION)
+    :data:`HIGH_PRECISION`); a reading under a presumption never is (calibration.PRESUMED)."""
+    from stormotel.analyzers.stalls.grammar import CATALOGUE, K_READING
+
+    presumed = {p.id for p in CATALOGUE if p.kind == K_READING}
+    return sorted(p for p, m in measured.items() if p != NO_PATTERN and p not in presumed
+                  and m["n"] >= MIN_MEASURED and m["right"] / m["n"] >= HIGH_PRECISION)
 
 
 def ceilings_source(results: list[Result]) -> str:

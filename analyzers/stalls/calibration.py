@@ -15,6 +15,7 @@ import dataclasses
 
 from stormotel.analyzers.report import Confidence, StallFinding
 from stormotel.analyzers.stalls.ceilings import HIGH_ALLOWED
+from stormotel.analyzers.stalls.grammar import CATALOGUE, K_READING
 
 PATTERN_KEY = "pattern"
 
@@ -22,6 +23,10 @@ _ORDER: dict[str, int] = {"low": 0, "medium": 1, "high": 2}
 
 #: pattern id -> the highest confidence its measured precision allows (generated table).
 CEILINGS: dict[str, Confidence] = {p: "high" for p in HIGH_ALLOWED}
+
+#: readings that rest on a presumption (a local rank read as global because nothing shows a
+#: second node): ``low`` whatever their measured precision — a presumption is not evidence
+PRESUMED: frozenset[str] = frozenset(p.id for p in CATALOGUE if p.kind == K_READING)
 
 #: the ceiling of a pattern that has not been measured (or not enough) on held-out real cases:
 #: what a rule asks for above it is said in ``evidence["confidence_capped"]``.
@@ -32,6 +37,8 @@ def ceiling(pattern: str | None) -> Confidence:
     """The highest confidence ``pattern`` may carry."""
     if pattern is None:
         return DEFAULT_CEILING
+    if pattern in PRESUMED:
+        return "low"
     return CEILINGS.get(pattern, DEFAULT_CEILING)
 
 

@@ -72,6 +72,8 @@ K_NCCL_COLL = "nccl_coll"  #: NCCL_DEBUG_SUBSYS=COLL: one collective launched by
 K_NCCL_INIT = "nccl_init"  #: NCCL init line: comm pointer -> communicator rank, size, id
 K_ELASTIC_FAILED = "elastic_failed"  #: torchelastic's agent saw a local worker fail
 K_WORLD = "world_hint"
+#: not a message but a reading of one under a presumption (never above ``low``)
+K_READING = "reading"
 
 PT_NCCL = "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp"
 PT_GLOO = "torch/csrc/distributed/c10d/ProcessGroupGloo.cpp"
@@ -253,6 +255,19 @@ CATALOGUE: tuple[Pattern, ...] = (
        r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+) "
        r"\(pid: (?P<pid>\d{1,10})\)",
        ("failed (exitcode",), K_ELASTIC_FAILED),
+    _p("torchelastic.worker_failed_one_node", "torch.distributed.elastic (a reading, not a "
+       "message)",
+       '"failed (exitcode: " c ") local_rank: " … — the same line, read when nothing in the '
+       "logs shows a second node (c a death signal, or c > 0 with no rank seen waiting)", "1.10+",
+       "torch/distributed/elastic/agent/server/api.py (_assign_worker_ranks: global rank = the "
+       "node's offset + local rank; the offset is 0 on the first node only)",
+       "the node's only failed worker — dead of its own signal, or exited non-zero while no "
+       "rank is seen waiting (a timeout's exception would be a victim's) — PRESUMED global "
+       "because nothing shows a second node (no node count above 1, no larger world, no rank "
+       "above 7, no second host): right on one node, wrong on every node but the first; "
+       "never more than low",
+       r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+)",
+       ("failed (exitcode",), K_READING),
     _p("torchelastic.root_cause", "torch.distributed.elastic",
        '"Root Cause (first observed failure):" "[" i "]:" "time : " … "rank : " r " (local_rank: '
        '…)" "exitcode : " c " (pid: …)" "traceback : " …', "1.9+",
@@ -403,6 +418,44 @@ CATALOGUE: tuple[Pattern, ...] = (
        r"^\s*#(?P<group>\d+)-(?P<comm>\d+) \((?P<hash>[0-9a-f]+)\) (?P<what>[A-Z,]+)"
        r"|Communicator ranks have different (?P<op>\w+) operation counts", ("#", "different"),
        "ras"),
+    # ------------------------------------------- MPI launchers (Open MPI / PRRTE) and Paddle's
+    _p("openmpi.proc_aborted", "Open MPI mpirun/orterun (1.x-4.x), PRRTE prterun (Open MPI 5)",
+       '"%s noticed that process rank %lu with PID %lu on node %s exited on signal %d (%s)."',
+       "Open MPI 1.6+ ([orterun:proc-aborted(-strsignal)]), PRRTE 2+ ([prun:proc-aborted…])",
+       "orte/tools/orterun/help-orterun.txt; prrte src/tools/prun/help-prun.txt",
+       "reporter: the launcher; names the FIRST process of its world it saw die of a signal "
+       "(the MPI rank: a worker's global rank unless the launcher starts per-node launchers). "
+       "An own-death signal (SIGKILL, SIGSEGV, SIGBUS, SIGILL, SIGFPE) names a culprit; SIGABRT "
+       "(a watchdog timeout's end) or SIGTERM/SIGINT a suspect only (read by log_mpirun)",
+       r"noticed that process rank (?P<rank>\d+) with PID \w+ on node \S+ exited on signal "
+       r"(?P<sig>\d+)", ("noticed that process rank",), "mpi_launcher"),
+    _p("openmpi.first_nonzero_exit", "Open MPI mpirun/orterun, PRRTE prterun",
+       '"%s detected that one or more processes exited with non-zero status, thus causing\\nthe '
+       'job to be terminated. The first process to do so was:\\n\\n  Process name: %s\\n  '
+       'Exit code:    %d"', "Open MPI 1.6+ ([orterun:non-zero-exit]), PRRTE 2+ "
+       "([prun:non-zero-exit])", "orte/tools/orterun/help-orterun.txt; prrte help-prun.txt",
+       "reporter: the launcher; names the first process to exit non-zero (ORTE "
+       "[[family,job],vpid] / PRRTE [nspace,vpid]: the vpid is the MPI rank) — a failure of "
+       "its own, as torchelastic's root cause (multi-line, read by log_mpirun)",
+       r"The first process to do so was:", ("first process to do so",), "mpi_launcher"),
+    _p("openmpi.proc_exit", "Open MPI mpirun/orterun, PRRTE prterun",
+       '"%s has exited due to process rank %lu with PID %lu on\\nnode %s exiting improperly." / '
+       '"… calling \\"abort\\"."', "Open MPI 1.6+ ([orterun:proc-exit-no-sync], "
+       "[orterun:proc-ordered-abort]), PRRTE 2+", "orte/tools/orterun/help-orterun.txt; prrte "
+       "help-prun.txt", "reporter: the launcher; the rank that ended first without finalising "
+       "or by MPI_Abort — how a framework ends the rank that NOTICED a peer's failure as often "
+       "as its own: a suspect only (wrapped over two lines, read by log_mpirun)",
+       r"has exited due to process rank (?P<rank>\d+)", ("has exited due to process rank",),
+       "mpi_launcher"),
+    _p("paddle.launch_abort", "PaddlePaddle launcher (launch_utils.watch_local_trainers)",
+       '"ABORT!!! Out of all {} trainers, the trainer process with rank={} was aborted. Please '
+       'check its log."', "1.5+ (fluid/incubate launch_utils.py, distributed/utils)",
+       "python/paddle/distributed/utils/launch_utils.py (watch_local_trainers)",
+       "reporter: one node's launcher; the world size and the global ranks of its trainers "
+       "found with a non-zero return code at one poll (1 s apart): one rank names a failure of "
+       "its own; several are first only together (a tie names nobody)",
+       r"ABORT!!! Out of all (?P<n>\d+) trainers, the trainer process with rank=\[(?P<ranks>"
+       r"[\d,\s]*)\] was aborted", ("abort!!!",), "mpi_launcher"),
     # --------------------------------------------------------- Horovod's stall inspector
     _p("horovod.stall_report", "Horovod (stall inspector, coordinator rank 0)",
        '"One or more tensors were submitted to be reduced, gathered or broadcasted by subset of '

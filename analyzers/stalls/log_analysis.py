@@ -172,7 +172,7 @@ def analyze_logs(parsed: lp.ParsedLogs, *, world_size: int | None = None) -> Log
         lw.ras_findings(events, known) + lw.coll_findings(events, interleaved, known) + \
         lw.detail_findings(events) + log_horovod.horovod_findings(events, known) + \
         log_frtrace.frtrace_findings(events) + log_elastic.abort_split_findings(events)
-    fallback = same_everywhere + lw.fallback_findings(events, known)
+    fallback = same_everywhere + lw.fallback_findings(events, known, world.size)
     if not (failures or concluded or watchdog or fallback):
         fallback = lw.unexplained_findings(events)
     findings = _link(failures, concluded, watchdog, fallback)

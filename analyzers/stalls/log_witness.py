@@ -427,6 +427,8 @@ _OWN_DEATH = frozenset(_SIGNALS)
 
 def _why_ambiguous(e: lp.LogEvent) -> str:
     d = e.detail or {}
+    if d.get("why"):
+        return str(d["why"])
     if e.pattern == "torchelastic.failures":
         return ("torchelastic's table lists further failed ranks (after the first observed one: "
                 "consequences as often as culprits)")
@@ -466,12 +468,12 @@ def every_rank_failed(events: list[lp.LogEvent], seen: set[int]
     return [e for e in events if e not in errors], [finding]
 
 
-def fallback_findings(events: list[lp.LogEvent], known: int | None = None
-                      ) -> list[StallFinding]:
+def fallback_findings(events: list[lp.LogEvent], known: int | None = None,
+                      lower: int = 0) -> list[StallFinding]:
     """``undecided`` (never healthy) for stall evidence that names no culprit by itself:
     torchelastic failures of local ranks, gloo timeouts, launcher signals a victim dies of.
     ``known``: the world size when evidence states it (decides whether a local rank is a
-    global one)."""
+    global one); ``lower``: the world's lower bound from every rank the logs mention."""
     out = []
     failed = [e for e in events if e.kind == lp.ELASTIC_FAILED and e.detail]
     gloo = [e for e in events if e.kind == lp.GLOO_WAIT]
@@ -506,6 +508,20 @@ def fallback_findings(events: list[lp.LogEvent], known: int | None = None
                           "first_error_ns": failed[0].ts_ns,
                           "reason": f"{why}; global rank {rank}: {how}", "lines": lines},
                 remediation=remedy))
+        elif (second := _second_node(events, known, lower)) is None:  # presumed one node, low
+            out.append(StallFinding(
+                kind="rank_failure", ranks=[local], process_group=None, seq_id=None, op=None,
+                source="logs", confidence="low",
+                evidence={"category": "signal", "pattern": "torchelastic.worker_failed_one_node",
+                          "exit_code": code, "signal": _SIGNALS.get(code), "local_rank": local,
+                          "rank_from": "presumed one node: nothing in the logs shows another",
+                          "precedes_timeouts": True, "first_error_ns": failed[0].ts_ns,
+                          "collect_next": "the node's rank (torchrun --node_rank, or the "
+                          "launcher's 'Root Cause' summary) if the job ran on several nodes",
+                          "reason": f"{why}; read as global rank {local} because nothing in the "
+                          "logs shows a second node (on node k of a multi-node job it is k x "
+                          f"nproc_per_node + {local})", "lines": lines},
+                remediation=remedy))
         else:
             workers = _local_workers(events)
             host = _host_of(failed[0].text)
@@ -517,12 +533,41 @@ def fallback_findings(events: list[lp.LogEvent], known: int | None = None
                 f"{why} — but a local rank is not a global rank: " + (
                     f"this node's agent shows {workers} workers of {known} (the paste may show "
                     f"fewer): with {workers} per node it is one of global ranks {cands}"
-                    if cands else "nothing shows the job ran on one node")
+                    if cands else f"the logs show a second node ({second})")
                 + "; collect that node's rank (torchrun --node_rank / the agent's 'Rendezvous "
                 "complete' lines: group_rank, global_ranks) or the launcher's 'Root Cause' "
                 "summary, which names the global rank", "collect",
                 local_rank=local, exit_code=code, signal=_SIGNALS.get(code), host=host,
                 candidates=cands or [], lines=lines))
+        failed = []
+    exited = [e for e in failed if e.detail and e.detail.get("local_rank") is not None
+              and int(e.detail.get("exit_code") or 0) > 0]
+    if len(failed) == 1 and len(exited) == 1 and not any(e.kind in _WAITED for e in events) \
+            and _second_node(events, known, lower) is None:
+        # the node's first failure exited non-zero on its own (a Python exception: an OOM, a
+        # bug) and nothing shows anyone waiting (a timeout's exception would be a victim's)
+        # nor a second node: presumed one node, as for a death by signal
+        own = exited[0].detail or {}
+        local, code = int(own["local_rank"]), int(own["exit_code"])
+        rank, how = node_rank_of(local, events, known)
+        out.append(StallFinding(
+            kind="rank_failure", ranks=[local if rank is None else rank], process_group=None,
+            seq_id=None, op=None, source="logs", confidence="low",
+            evidence={"category": "exception", "pattern": "torchelastic.worker_failed_one_node"
+                      if rank is None else "torchelastic.worker_failed", "exit_code": code,
+                      "local_rank": local, "precedes_timeouts": True,
+                      "rank_from": how if rank is not None else
+                      "presumed one node: nothing in the logs shows another",
+                      "first_error_ns": exited[0].ts_ns,
+                      "reason": f"torchelastic: local rank {local} was the node's first failure "
+                      f"(exit code {code}: an exception of its own; no rank in the logs timed "
+                      "out waiting)" + (f"; global rank {rank}: {how}" if rank is not None else
+                                        f"; read as global rank {local} because nothing in the "
+                                        "logs shows a second node"),
+                      "lines": [{"line": f"{e.file}:{e.line}", "text": e.text[:240]}
+                                for e in failed[:4]]},
+            remediation=["Read that rank's own traceback (its worker log or the launcher's "
+                         "'Root Cause' summary): the exception there is the cause."]))
         failed = []
     if failed:
         locals_ = sorted({int(e.detail["local_rank"]) for e in failed if e.detail
@@ -553,6 +598,34 @@ def _local_workers(events: list[lp.LogEvent]) -> int:
     pids = {e.detail.get("pid") for e in events if e.detail and e.kind in (
         lp.ELASTIC_CLOSING, lp.ELASTIC_FAILED)}
     return len(pids - {None})
+
+
+#: evidence that some rank was waiting: a non-signal failure may then be a victim's exception
+_WAITED = frozenset({lp.TIMEOUT, lp.COUNTERS, lp.GLOO_WAIT, lp.HEARTBEAT, lp.TEARDOWN,
+                     lp.WATCHDOG_BARE, lp.HOROVOD_SHUTDOWN, lp.BARRIER_TIMEOUT})
+#: the most GPUs one node commonly holds: a rank above it in the logs means a second node
+_NODE_GPUS = 8
+
+
+def _second_node(events: list[lp.LogEvent], known: int | None, lower: int) -> str | None:
+    """What in the logs shows the job ran on more than one node (None: nothing does).
+
+    The agent's node count or group rank, a stated world larger than the workers this agent
+    ran (or than one node commonly holds), a global rank above the node's share, or lines of
+    two hosts — any of these and a local rank is not presumed global."""
+    layout = [e.detail for e in events if e.kind == lp.ELASTIC_LAYOUT and e.detail]
+    if any(int(d.get("nodes") or 1) > 1 for d in layout):
+        return "the agent's node count is above 1"
+    workers = _local_workers(events)
+    if known is not None and known > max(workers, 1) and (workers >= 2 or known > _NODE_GPUS):
+        return f"the world ({known}) is larger than this node's workers ({workers})"
+    highest = max([e.rank for e in events if e.rank is not None] + [lower - 1])
+    if highest >= max(workers, _NODE_GPUS):
+        return f"rank {highest} appears in the logs"
+    hosts = {h for e in events if (h := _host_of(e.text))}
+    if len(hosts) > 1:
+        return f"lines of {len(hosts)} hosts"
+    return None
 
 
 def node_rank_of(local: int, events: list[lp.LogEvent], known: int | None

@@ -35,7 +35,14 @@ from pathlib import Path
 from typing import Any
 
 from stormotel.analyzers.stalls import grammar as gr
-from stormotel.analyzers.stalls import log_elastic, log_frtrace, log_horovod, log_ncclwarn, log_ras
+from stormotel.analyzers.stalls import (
+    log_elastic,
+    log_frtrace,
+    log_horovod,
+    log_mpirun,
+    log_ncclwarn,
+    log_ras,
+)
 from stormotel.analyzers.stalls import log_failures as lf
 
 from stormotel.errors import UsageError
@@ -301,6 +308,7 @@ def _parse_file(path: Path, result: ParsedLogs) -> None:
     ras = log_ras.RasScanner()
     horovod = log_horovod.HorovodScanner()
     frtrace = log_frtrace.FrTraceScanner()
+    mpi = log_mpirun.MpiLauncherScanner()
     in_file = result.ranks_by_file.setdefault(str(path), set())
     for no, seg in segs:
         m = _RANK_PREFIX.search(seg) if "[rank" in seg else None
@@ -315,6 +323,7 @@ def _parse_file(path: Path, result: ParsedLogs) -> None:
         ras.feed(no, seg, low)
         horovod.feed(no, seg, low)
         frtrace.feed(no, seg, low)
+        mpi.feed(no, seg, low)
         if not any(k in low for k in _TRIGGERS):
             continue
         if rank is not None:
@@ -325,7 +334,8 @@ def _parse_file(path: Path, result: ParsedLogs) -> None:
     ras.close()
     horovod.close()
     frtrace.close()
-    for f in scanner.found:
+    mpi.close()
+    for f in scanner.found + mpi.found:
         result.events.append(LogEvent(f.kind, str(path), f.line, f.rank, ts_ns=f.ts_ns,
                                       text=f.text, detail=dict(f.detail), pattern=f.pattern))
     if '"collective_counts"' in text:  # NCCL RAS's JSON form (ncclras -f json, 2.28.7+)

@@ -270,15 +270,51 @@ def launch_configs(max_nodes: int, nproc: int) -> str:
             "  run_id           : none\n  rdzv_backend     : static\n")
 
 
-def test_torchelastic_local_rank_alone_is_not_a_global_rank(tmp_path: Path) -> None:
+def test_torchelastic_local_rank_alone_is_presumed_global_at_low_only(tmp_path: Path) -> None:
     """global_rank = the node's offset + local_rank (_assign_worker_ranks): a lone agent line
-    proves a local rank only; exit 1 (a Python exception, a victim's timeout as often as a
-    culprit's error) names nobody either."""
+    proves a local rank only. With nothing showing a second node, the node's only failure is
+    read as that global rank under the pattern of a presumption, never above low."""
     _, [root] = analyze(tmp_path, agent_failed(-9, 0))
-    assert (root.kind, root.ranks) == ("undecided", [])
-    assert root.evidence["local_rank"] == 0 and "node" in root.evidence["reason"]
+    assert (root.kind, root.ranks, root.confidence) == ("rank_failure", [0], "low")
+    assert root.evidence["pattern"] == "torchelastic.worker_failed_one_node"
+    assert "presumed one node" in root.evidence["rank_from"]
+    # exit 1 (a Python exception of its own) with nobody seen waiting: the same presumption
     _, [root] = analyze(tmp_path, agent_failed(1, 3))
-    assert (root.kind, root.ranks) == ("undecided", [])
+    assert (root.kind, root.ranks, root.confidence) == ("rank_failure", [3], "low")
+    assert root.evidence["category"] == "exception"
+
+
+def test_a_presumption_is_never_called_high() -> None:
+    from stormotel.analyzers.stalls import calibration
+
+    assert "torchelastic.worker_failed_one_node" in calibration.PRESUMED
+    assert calibration.ceiling("torchelastic.worker_failed_one_node") == "low"
+
+
+@pytest.mark.parametrize(("before", "world"), [
+    (launch_configs(2, 4), None),                                   # max_nodes 2
+    ("[rank12]:[W Utils.hpp] some warning\n", None),                # a rank above one node
+    ("node-a: " + agent_closing(30), None),                         # agents of two hosts
+    ("".join(agent_closing(20 + p) for p in range(1, 4)), 16),       # 4 workers of 16
+    ("", 32),                                                       # a world above one node
+])
+def test_torchelastic_local_rank_is_not_presumed_when_a_second_node_shows(
+        tmp_path: Path, before: str, world: int | None) -> None:
+    kw = {"world_size": world} if world else {}
+    failed = agent_failed(-9, 0, 20)
+    _, [root] = analyze(tmp_path, before + ("node-b: " + failed if "node-a" in before
+                                            else failed), **kw)
+    assert (root.kind, root.ranks) == ("undecided", []), root.evidence
+
+
+def test_torchelastic_exit_1_is_not_presumed_when_a_rank_waited(tmp_path: Path) -> None:
+    """exit 1 is a timeout's exception as often as a bug: with a rank seen timing out, the
+    node's first failure names nobody."""
+    text = ("[rank1]:[E ProcessGroupNCCL.cpp:1182] [Rank 1] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+            "Timeout(ms)=600000) ran for 600013 milliseconds before timing out.\n")
+    _, roots = analyze(tmp_path, text + agent_failed(1, 1))
+    assert not any(f.kind == "rank_failure" for f in roots), roots
 
 
 def test_torchelastic_local_rank_of_one_node_of_several(tmp_path: Path) -> None:

@@ -1,0 +1,183 @@
+"""The MPI launchers' and Paddle's launcher's last words: which process of the world ended first.
+
+Jobs started by ``mpirun`` (Horovod, DeepSpeed's MPI runner, Paddle, Megatron on clusters
+without torchrun) end with the launcher's own report, not a worker's. The messages are Open
+MPI's help texts — ``orte/tools/orterun/help-orterun.txt`` (1.x-4.x, ``[orterun:…]``) and
+PRRTE's ``help-prun.txt`` / ``help-prterun.txt`` (Open MPI 5, ``prterun``), read at each
+release; the tool name is a ``%s`` (``mpirun``, ``mpiexec``, ``orterun``, ``prterun``):
+
+- ``proc-aborted(-strsignal)``: "%s noticed that process rank %lu with PID %lu on node %s
+  exited on signal %d (%s)." — the **first** abnormal termination the launcher saw; it then
+  kills the rest;
+- ``non-zero-exit``: "%s detected that one or more processes exited with non-zero status, thus
+  causing\\nthe job to be terminated. The first process to do so was:\\n\\n  Process name: %s\\n
+  Exit code:    %d" — the name is ``[[family,job],vpid]`` (ORTE) or ``[nspace,vpid]`` (PRRTE);
+  the vpid is the MPI rank;
+- ``proc-exit-no-sync`` / ``proc-ordered-abort``: "%s has exited due to process rank %lu with
+  PID %lu on\\nnode %s exiting improperly" / "… calling \\"abort\\"" (wrapped over two lines);
+- Paddle's ``launch_utils.watch_local_trainers``: "ABORT!!! Out of all {nranks} trainers, the
+  trainer process with rank={error_rank} was aborted. Please check its log." — ``error_rank``
+  lists every local trainer found with a non-zero return code at one poll (1 s apart), by its
+  global rank; ``nranks`` is the world size.
+
+What each proves. The MPI rank is the process's rank in the launcher's world: the job's global
+rank when the launcher starts the workers (Horovod, DeepSpeed/Paddle MPI runners), but a
+*node's* rank when it starts one launcher per node (``mpirun … torchrun``) — so when the same
+output shows torchelastic's or DeepSpeed's per-node launcher, the rank is not read as a worker's.
+A process that ended on its own death signal (SIGKILL, SIGSEGV, SIGBUS, SIGILL, SIGFPE) or
+first with a non-zero exit code is a failure of its own, as torchelastic's root cause is; one
+that ended on SIGABRT (how a ProcessGroupNCCL watchdog timeout ends a rank that was only
+waiting), SIGTERM/SIGINT/SIGHUP (a stop from outside), exited without finalising or called
+MPI_Abort (how a framework ends the rank that *noticed* a peer's failure) is a suspect, never a
+culprit by itself. Several ranks at one Paddle poll are first only together: a tie names nobody.
+Each becomes a ``rank_error`` event with ``launcher_only`` (an exit status without the rank's
+own traceback), so a rank's own error lines still decide first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import signal
+
+from stormotel.analyzers.stalls import grammar as gr
+from stormotel.analyzers.stalls.log_failures import RANK_ERROR, WORLD_HINT, Found
+
+#: SIGHUP, SIGINT, SIGABRT, SIGTERM: how a rank that was only waiting (or stopped) ends
+_VICTIM_SIGNALS = frozenset({1, 2, 6, 15})
+_ABORTED = re.compile(r"(?P<tool>[\w./-]{1,64}) noticed that process rank (?P<rank>\d{1,7}) with "
+                      r"PID (?P<pid>\w{1,12}) on node (?P<node>\S{1,200}) exited on signal "
+                      r"(?P<sig>\d{1,3})(?: \((?P<name>[^)]{1,60})\))?")
+_FIRST_HEAD = re.compile(r"exited with non-zero status, thus causing|The first process to do so "
+                         r"was:")
+#: ORTE ``[[29973,1],0]``; PRRTE ``[prterun-host-1234@1,7]``: the vpid is the last number
+_PROC_NAME = re.compile(r"Process name:\s*\[(?:\[\d{1,10},\d{1,10}\]|[^\],\s]{1,200}),"
+                        r"(?P<rank>\d{1,7})\]")
+_EXIT_CODE = re.compile(r"Exit code:\s*(?P<code>-?\d{1,4})")
+_EXITED_DUE = re.compile(r"(?P<tool>[\w./-]{1,64}) has exited due to process rank "
+                         r"(?P<rank>\d{1,7}) with PID (?P<pid>\w{1,12}) on\s*node "
+                         r"(?P<node>\S{1,200}) (?P<how>exiting improperly|calling \"?abort\"?)")
+_PADDLE = re.compile(r"ABORT!!! Out of all (?P<n>\d{1,7}) trainers, the trainer process with "
+                     r"rank=\[(?P<ranks>[\d,\s]{0,4000})\] was aborted")
+#: a per-node launcher in the same output: then mpirun's ranks are nodes, not workers
+_NODE_LAUNCHERS = ("torch.distributed.elastic", "torchrun", "torch.distributed.launch",
+                   "elastic/multiprocessing", "deepspeed.launcher.launch", "[launch.py:")
+_TRIGGERS = ("noticed that process rank", "non-zero status", "first process to do so",
+             "process name:", "exit code:", "has exited due to process rank", "abort!!!")
+#: lines a non-zero-exit block may take from its head to its exit code
+_BLOCK_SPAN = 8
+
+
+def _signal_name(sig: int) -> str | None:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return None
+
+
+class MpiLauncherScanner:
+    """Stateful scan over one file's lines: :attr:`found` (``rank_error`` / ``world_hint``)."""
+
+    def __init__(self) -> None:
+        self.found: list[Found] = []
+        self._node_launcher = False
+        self._block: int | None = None  # line of an open non-zero-exit head
+        self._block_rank: int | None = None
+        self._prev = ""  # the previous line: "has exited due to … on" wraps before "node"
+
+    def feed(self, no: int, seg: str, low: str) -> None:
+        if not self._node_launcher and any(k in low for k in _NODE_LAUNCHERS):
+            self._node_launcher = True
+        prev, self._prev = self._prev, ""
+        with contextlib.suppress(gr.NumberTooLong):
+            if prev and self._exited(no, prev + " " + seg):
+                return
+            if "has exited due to" in low and not self._exited(no, seg):
+                self._prev = seg  # "… on\nnode %s exiting improperly": wrapped by the help text
+                return
+            if any(k in low for k in _TRIGGERS):
+                self._read(no, seg)
+            elif self._block is not None and no - self._block > _BLOCK_SPAN:
+                self._block = None
+
+    def _exited(self, no: int, text: str) -> bool:
+        m = _EXITED_DUE.search(text)
+        if not m:
+            return False
+        how = "called MPI_Abort" if "abort" in m.group("how") else "exited without MPI_Finalize"
+        self._add(no, m.group("rank"), text, {
+            "category": "exception", "host": m.group("node")[:100],
+            "launcher": m.group("tool")[:40], "ambiguous": True,
+            "why": f"{m.group('tool')} saw MPI rank {m.group('rank')} end first: it {how} — how "
+                   "a framework ends the rank that noticed a peer's failure as often as its "
+                   "own"}, "openmpi.proc_exit")
+        return True
+
+    def _read(self, no: int, seg: str) -> None:
+        if m := _ABORTED.search(seg):
+            sig = int(m.group("sig"))
+            detail: dict[str, object] = {
+                "category": "signal", "exit_code": -sig, "signal": _signal_name(sig),
+                "host": m.group("node")[:100], "launcher": m.group("tool")[:40],
+                "ambiguous": sig in _VICTIM_SIGNALS}
+            if sig in _VICTIM_SIGNALS:
+                detail["why"] = (
+                    f"{m.group('tool')} saw MPI rank {m.group('rank')} end first, on "
+                    f"{_signal_name(sig) or f'signal {sig}'}: how a watchdog timeout (SIGABRT) "
+                    "ends a rank that was only waiting, or a stop from outside (SIGTERM/SIGINT) "
+                    "ends any — its own lines before the abort tell which (a CUDA error: its "
+                    "own; a watchdog timeout: a victim)")
+            self._add(no, m.group("rank"), seg, detail, "openmpi.proc_aborted")
+            return
+        if m := _PADDLE.search(seg):
+            ranks = gr.parse_rank_list(m.group("ranks"))
+            n = gr.parse_rank(m.group("n"))
+            if n:
+                self.found.append(Found(WORLD_HINT, no, None, None, seg.strip()[:300],
+                                        {"world_size": n}, "paddle.launch_abort"))
+            for r in ranks:
+                self.found.append(Found(RANK_ERROR, no, r, None, seg.strip()[:300], {
+                    "category": "exception", "launcher_only": True, "ambiguous": len(ranks) > 1,
+                    "why": f"Paddle's launcher found trainers {ranks} ended non-zero at one poll: "
+                           "first only together"}, "paddle.launch_abort"))
+            return
+        if _FIRST_HEAD.search(seg):
+            self._block, self._block_rank = no, None
+            return
+        if self._block is None or no - self._block > _BLOCK_SPAN:
+            self._block = None
+            return
+        if m := _PROC_NAME.search(seg):
+            self._block_rank = gr.parse_rank(m.group("rank"))
+        elif (m := _EXIT_CODE.search(seg)) and self._block_rank is not None:
+            code = int(m.group("code"))
+            exit_detail: dict[str, object] = {"exit_code": code, "launcher_only": True}
+            if code > 128 and _signal_name(code - 128):  # a shell's 128+N for a signal
+                exit_detail |= {"category": "signal", "signal": _signal_name(code - 128),
+                                "ambiguous": code - 128 in _VICTIM_SIGNALS}
+            else:
+                exit_detail["category"] = "exception"
+            self._add(no, str(self._block_rank), f"MPI launcher: the first process to exit "
+                      f"non-zero was rank {self._block_rank} (exit code {code})", exit_detail,
+                      "openmpi.first_nonzero_exit")
+            self._block = None
+
+    def _add(self, no: int, rank_text: str, seg: str, detail: dict[str, object],
+             pattern: str) -> None:
+        rank = gr.parse_rank(rank_text)
+        if rank is None:
+            return
+        detail.setdefault("launcher_only", True)
+        detail["rank_from"] = "the MPI launcher's rank (its world's vpid)"
+        self.found.append(Found(RANK_ERROR, no, rank, None, seg.strip()[:300], detail, pattern))
+
+    def close(self) -> None:
+        if not self._node_launcher:
+            return
+        for f in self.found:
+            if f.pattern and f.pattern.startswith("openmpi."):
+                f.detail["ambiguous"] = True
+                f.detail["why"] = (
+                    f"the MPI launcher names its process rank {f.rank}, but the same output "
+                    "shows a per-node launcher (torchrun / DeepSpeed's): mpirun's ranks are "
+                    "then nodes, not workers — collect that node's worker logs")
