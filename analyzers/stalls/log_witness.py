@@ -487,6 +487,26 @@ def fallback_findings(events: list[lp.LogEvent], known: int | None = None,
             + f" — collect rank(s) {ranks}' own log and every rank's watchdog lines",
             "collect", suspects=ranks, collect_next=ranks,
             lines=[{"line": f"{e.file}:{e.line}", "text": e.text[:240]} for e in ambiguous[:8]]))
+    out += _killed_findings(events, failed, known, lower) or \
+        _exited_findings(events, failed, known, lower)
+    if gloo:
+        waiting = sorted({e.rank for e in gloo if e.rank is not None})
+        out.append(_finding(
+            "undecided", [], "unknown", "low", "torch.gloo.timeout",
+            f"rank(s) {waiting or '?'} timed out waiting in a gloo operation (the peer is named "
+            "by address only) — collect every rank's log, or use monitored_barrier("
+            "wait_all_ranks=True) to have rank 0 name the ranks that did not arrive",
+            "collect", suspects=waiting,
+            lines=[{"line": f"{e.file}:{e.line}", "text": e.text[:240]} for e in gloo[:8]]))
+    return out
+
+
+
+def _killed_findings(events: list[lp.LogEvent], failed: list[lp.LogEvent], known: int | None,
+                     lower: int) -> list[StallFinding]:
+    """The node's only failed worker, dead of its own signal: its global rank where the logs
+    prove the node, presumed where nothing shows a second one, else undecided."""
+    out: list[StallFinding] = []
     killed = sorted({(int(e.detail["local_rank"]), int(e.detail["exit_code"])) for e in failed
                      if e.detail and e.detail.get("local_rank") is not None
                      and e.detail.get("exit_code") in _OWN_DEATH})
@@ -539,7 +559,14 @@ def fallback_findings(events: list[lp.LogEvent], known: int | None = None,
                 "summary, which names the global rank", "collect",
                 local_rank=local, exit_code=code, signal=_SIGNALS.get(code), host=host,
                 candidates=cands or [], lines=lines))
-        failed = []
+    return out
+
+
+def _exited_findings(events: list[lp.LogEvent], failed: list[lp.LogEvent], known: int | None,
+                     lower: int) -> list[StallFinding]:
+    """The node's failures that are not one death by signal: one exit > 0 with nobody seen
+    waiting is presumed as a death is; anything else names local ranks only (undecided)."""
+    out: list[StallFinding] = []
     exited = [e for e in failed if e.detail and e.detail.get("local_rank") is not None
               and int(e.detail.get("exit_code") or 0) > 0]
     if len(failed) == 1 and len(exited) == 1 and not any(e.kind in _WAITED for e in events) \
@@ -568,8 +595,7 @@ def fallback_findings(events: list[lp.LogEvent], known: int | None = None,
                                 for e in failed[:4]]},
             remediation=["Read that rank's own traceback (its worker log or the launcher's "
                          "'Root Cause' summary): the exception there is the cause."]))
-        failed = []
-    if failed:
+    elif failed:
         locals_ = sorted({int(e.detail["local_rank"]) for e in failed if e.detail
                           and e.detail.get("local_rank") is not None})
         out.append(_finding(
@@ -580,15 +606,6 @@ def fallback_findings(events: list[lp.LogEvent], known: int | None = None,
             "is not a global rank — collect that node's worker logs and the launcher's "
             "'Root Cause' summary", "collect",
             lines=[{"line": f"{e.file}:{e.line}", "text": e.text[:240]} for e in failed[:8]]))
-    if gloo:
-        waiting = sorted({e.rank for e in gloo if e.rank is not None})
-        out.append(_finding(
-            "undecided", [], "unknown", "low", "torch.gloo.timeout",
-            f"rank(s) {waiting or '?'} timed out waiting in a gloo operation (the peer is named "
-            "by address only) — collect every rank's log, or use monitored_barrier("
-            "wait_all_ranks=True) to have rank 0 name the ranks that did not arrive",
-            "collect", suspects=waiting,
-            lines=[{"line": f"{e.file}:{e.line}", "text": e.text[:240]} for e in gloo[:8]]))
     return out
 
 
