@@ -8,10 +8,16 @@ DEMO_OUT ?= demo-out
 demo: setup
 	$(PY) -m stormotel demo --out $(DEMO_OUT)
 
+# Two pytest workers (pytest-xdist) by default: much of the suite waits on real servers,
+# scrape intervals and hung jobs, so a second worker fills that time even on 2 cores; each
+# module stays on one worker (--dist loadscope), so its fixtures (a fleet of jobs, a Prometheus)
+# run once. TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 2
+
 test: setup servers
 	$(PY) -m ruff check .
 	$(PY) scripts/typecheck.py
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope
 
 # The edit loop (under a minute): everything except tests marked slow (multi-process torch jobs,
 # a subprocess per test, headless Chromium) or servers (real Prometheus-family servers);
