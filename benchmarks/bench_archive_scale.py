@@ -46,7 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 #: Bumped when the generated data changes, so a cached archive of the old shape is not reused.
-GEN_VERSION = 1
+GEN_VERSION = 2  # 2: written with the columnar companion (.metrics.cols.zst)
 JOB_ID = "scale-bench"
 MIB = 2**20
 GIB = 2**30
@@ -115,13 +115,16 @@ def write_rank(args: tuple[int, int, float, float, str]) -> tuple[int, int]:
     tracker = MemoryTracker(sampler="simulated", sampling_interval=1 / hz, job_id=JOB_ID,
                             rank=rank, world_size=ranks, local_rank=rank % 8,
                             host=f"node-{rank // 8:04d}", env={}, archive_dir=folder,
-                            archive_format="compact", stall_snapshots=False)
-    # The writer thread's own clock would cut batches at wall-clock seconds; here every batch is
-    # one second of *data*, flushed explicitly (the same lines a 10 Hz tracker writes).
-    tracker.export_config.compact_limits = ArchiveLimits(batch_s=1e9, context_s=1e9)
+                            archive_format="compact", archive_interval=1e9,
+                            stall_snapshots=False)
     telemetry = Telemetry(tracker.resource(), tracker.attributes, tracker.state,
                           tracker.export_config, JOB_ID, rank, env={})
     writer = next(d.archive for d in telemetry.destinations if d.archive is not None)
+    # The writer thread's own clock would cut batches at wall-clock seconds (its batch length
+    # is 1e9 s above, so it never wakes); here every batch is one second of *data*, flushed
+    # explicitly (the same lines a 10 Hz tracker writes), the context every 10 s of data.
+    # Companion frames end every 600 samples (60 s at 10 Hz), as a tracker's do.
+    writer.limits = ArchiveLimits(batch_s=1e9, context_s=1e9)
     cols = rank_samples(rank, ranks, hours, hz)
     per_batch = max(1, round(hz))
     lists = {k: v.tolist() for k, v in cols.items()}

@@ -142,8 +142,12 @@ def archive_cpu_per_sample(n: int, workdir: Path, windows_per_format: int = 5
         tracker.stop_tracking()
         files = sorted((workdir / "cpu" / f"cpu-{fmt}").glob("rank-0*metrics*"))
         size = sum(f.stat().st_size for f in files)
-        raw = sum(len(zstandard.ZstdDecompressor().decompressobj().decompress(f.read_bytes()))
-                  if f.name.endswith(".zst") else f.stat().st_size for f in files)
+        # size: what is on disk (the compact format's columnar companion included); raw: the
+        # JSON lines inflated (the companion is not JSON)
+        raw = sum(len(zstandard.ZstdDecompressor().decompressobj(read_across_frames=True)
+                      .decompress(f.read_bytes()))
+                  if f.name.endswith(".zst") else f.stat().st_size for f in files
+                  if ".cols." not in f.name)
         samples = tracker.stats["samples"]
         out[fmt] = {"cpu_us_per_sample": cpu_us, "cpu_us_per_sample_min": windows[0],
                     "cpu_us_per_sample_max": windows[-1], "bytes_per_sample": size / samples,

@@ -119,8 +119,9 @@ def _compact_lines() -> tuple[str, ...]:
         w.put(Sample(t0 + i * 100_000_000, allocated=4 * GIB, reserved=5 * GIB,
                      device_used=6 * GIB, device_total=80 * GIB), i, 0.1)
     w.close()
-    [zst] = sorted(folder.rglob("*.zst"))
-    text = zstandard.ZstdDecompressor().decompressobj().decompress(zst.read_bytes()).decode()
+    [zst] = sorted(folder.rglob("*.metrics.jsonl.zst"))
+    z = zstandard.ZstdDecompressor().decompressobj(read_across_frames=True)  # every frame
+    text = z.decompress(zst.read_bytes()).decode()
     return tuple(text.splitlines())
 
 
