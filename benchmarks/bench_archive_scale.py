@@ -123,7 +123,7 @@ def write_rank(args: tuple[int, int, float, float, str]) -> tuple[int, int]:
     # The writer thread's own clock would cut batches at wall-clock seconds (its batch length
     # is 1e9 s above, so it never wakes); here every batch is one second of *data*, flushed
     # explicitly (the same lines a 10 Hz tracker writes), the context every 10 s of data.
-    # Companion frames end every 600 samples (60 s at 10 Hz), as a tracker's do.
+    # Companion frames end every 3,000 samples (300 s at 10 Hz), as a tracker's do.
     writer.limits = ArchiveLimits(batch_s=1e9, context_s=1e9)
     cols = rank_samples(rank, ranks, hours, hz)
     per_batch = max(1, round(hz))

@@ -90,10 +90,10 @@ class ArchiveLimits:
     #: Write the columnar companion (``.metrics.cols.zst``) beside each file.
     columns: bool = True
     #: A companion frame (and the JSON file's zstd frame) ends after this many samples ...
-    cols_frame_samples: int = 600
+    cols_frame_samples: int = 3000
     #: ... or this many seconds, whichever comes first: what a killed writer leaves for readers
     #: to take from the JSON (inflated and scanned) instead of the companion.
-    cols_frame_s: float = 60.0
+    cols_frame_s: float = 300.0
 
 
 def _any_value(v: Any) -> dict[str, Any]:

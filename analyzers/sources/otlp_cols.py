@@ -99,8 +99,11 @@ def read_with_companion(reader: OtlpFileReader, path: Path, cols_path: Path, lim
     context = b"".join(f.context for f in frames)
     reader._resource_rank(attrs)
     reader.columns_elsewhere = any(f.columns for f in frames)
-    # The context lines and the uncovered tail: the JSON reader, as for any file.
-    reader.read_json_lines(context + bytes(tail) if context else tail)
+    # The context lines and the uncovered tail: the JSON reader, as for any file. Context
+    # lines alone rarely hold a memory column (peaks only), so the array path would decline
+    # them after decoding every line: without a tail they go to the typed decoder directly
+    # (the two give the same columns: tests/tracker/test_compact_read.py).
+    reader.read_json_lines(context + bytes(tail) if context else tail, arrays=bool(tail))
     _merge(reader, frames)
     return True
 
