@@ -227,7 +227,8 @@ def _hostile_cases(cols: Path, other: Path) -> Iterator[tuple[str, bytes, bool]]
     yield "bit flip", raw[:100] + bytes([raw[100] ^ 0xFF]) + raw[101:], True
     yield "bad header json", _compress([good[0][:14] + b"{{{" + good[0][17:]]), True
     yield "huge declared samples", _compress([_header_edit(good[0], samples=2**40)]), True
-    yield "declared length past the bytes", _compress([_header_edit(good[0], context_bytes=9)]), True
+    yield "declared length past the bytes", \
+        _compress([_header_edit(good[0], context_bytes=9)]), True
     yield "header length past the frame", _compress([MAGIC + struct.pack("<I", 2**31)]), True
     yield "wrong rank", _compress([_header_edit(x, rank=5) for x in good]), True
     yield "wrong file number", _compress([_header_edit(x, seq=7) for x in good]), True
