@@ -47,8 +47,21 @@ import numpy as np
 
 from stormotel import schema
 
-__all__ = ["COLS_SUFFIX", "COLUMN_METRICS", "MAGIC", "VERSION", "Column", "ColumnsFile",
-           "Frame", "FrameError", "Header", "OtherVersion", "cols_path_for", "parse_frame"]
+__all__ = [
+    "COLS_SUFFIX",
+    "COLUMN_METRICS",
+    "MAGIC",
+    "MAX_FRAME_BYTES",
+    "VERSION",
+    "Column",
+    "ColumnsFile",
+    "Frame",
+    "FrameError",
+    "Header",
+    "OtherVersion",
+    "cols_path_for",
+    "parse_frame",
+]
 
 MAGIC = b"STORMCOL"
 VERSION = 1
@@ -59,9 +72,12 @@ COLUMN_METRICS: tuple[schema.Metric, ...] = (
     schema.DEVICE_USED, schema.DEVICE_LIMIT, schema.DEVICE_FREE, schema.ALLOC_ALLOCATED,
     schema.ALLOC_RESERVED, schema.ALLOC_ACTIVE, schema.ALLOC_INACTIVE_SPLIT)
 #: Bounds a reader enforces before trusting a declared length.
-MAX_FRAME_SAMPLES = 1 << 22
+MAX_FRAME_SAMPLES = 1 << 20
+#: A frame's inflated size: a reader refuses a larger one (a zstd bomb stops here) and the writer
+#: never writes one (samples and context text are bounded above; at most ~90 MB).
+MAX_FRAME_BYTES = 256 << 20
 MAX_HEADER_BYTES = 1 << 16
-MAX_TEXT_BYTES = 64 << 20
+MAX_TEXT_BYTES = 8 << 20
 MAX_COLUMNS = 64
 TAIL_BYTES = 16
 _U32 = struct.Struct("<I")
@@ -270,6 +286,7 @@ class ColumnsFile:
         self._t: list[int] = []
         self._values: dict[str, list[Any]] = {m.name: [] for m in COLUMN_METRICS}
         self._context: list[bytes] = []
+        self.context_size = 0
 
     @property
     def pending(self) -> int:
@@ -289,6 +306,12 @@ class ColumnsFile:
     def add_context(self, line: bytes) -> None:
         if not self.broken:
             self._context.append(line)
+            self.context_size += len(line)
+
+    def full(self, frame_samples: int) -> bool:
+        """Whether a frame must end now to stay within what readers accept."""
+        return self.pending >= min(frame_samples, MAX_FRAME_SAMPLES) or \
+            self.context_size >= MAX_TEXT_BYTES // 2
 
     def frame(self, json_end: int, json_tail: bytes, resource: bytes) -> None:
         """Write what gathered since the last frame, covering the JSON file's compressed bytes
@@ -298,6 +321,7 @@ class ColumnsFile:
         self._values = {name: [] for name in values}
         context = b"".join(self._context)
         self._context = []
+        self.context_size = 0
         self.started = time.monotonic()
         if self.broken:
             return

@@ -300,8 +300,7 @@ class CompactArchiveWriter:
             if context:
                 cols.add_context(self._line(context))
             lim = self.limits
-            if cols.pending >= lim.cols_frame_samples or \
-                    now - cols.started >= lim.cols_frame_s:
+            if cols.full(lim.cols_frame_samples) or now - cols.started >= lim.cols_frame_s:
                 self._end_frame()
 
     def _line(self, metrics: list[dict[str, Any]]) -> bytes:

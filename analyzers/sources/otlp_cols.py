@@ -29,7 +29,14 @@ from stormotel.analyzers.sources.otlp_archive import METRIC_FIELDS, OtlpFileRead
 from stormotel.analyzers.sources.otlp_fast import OtlpResource, attrs_of
 
 from stormotel import schema
-from stormotel.archive_cols import Frame, FrameError, OtherVersion, cols_path_for, parse_frame
+from stormotel.archive_cols import (
+    MAX_FRAME_BYTES,
+    Frame,
+    FrameError,
+    OtherVersion,
+    cols_path_for,
+    parse_frame,
+)
 
 __all__ = ["companion_of", "read_with_companion"]
 
@@ -62,13 +69,14 @@ def _frames(raw: bytes, limit: int) -> list[bytes]:
     while len(data):
         d = zstandard.ZstdDecompressor().decompressobj()
         parts = []
-        pos = 0
+        pos = size = 0
         while pos < len(data) and not d.eof:
             chunk = d.decompress(data[pos:pos + _SLICE])
             pos += _SLICE
             total += len(chunk)
-            if total > limit:
-                raise _Unusable(f"inflates past {limit} bytes")
+            size += len(chunk)
+            if total > limit or size > MAX_FRAME_BYTES:
+                raise _Unusable(f"inflates past {min(limit, MAX_FRAME_BYTES)} bytes")
             parts.append(chunk)
         if not d.eof:
             break  # cut mid-frame: the complete frames before it stand
