@@ -173,7 +173,21 @@ def archive_shape(folder: Path) -> dict[str, object]:
     files = [p for p in (folder / JOB_ID).iterdir() if p.is_file()]
     shape["files"] = len(files)
     shape["bytes_on_disk"] = sum(p.stat().st_size for p in files)
+    shape["json_bytes"] = sum(p.stat().st_size for p in files if ".metrics.jsonl" in p.name)
+    shape["companion_bytes"] = shape["bytes_on_disk"] - shape["json_bytes"]
     return shape
+
+
+def json_only_folder(folder: Path) -> Path:
+    """The archive's JSON files alone, as links in a folder of their own (the companions
+    left out, so the reader takes the JSON path for every file)."""
+    out = folder / "json-only" / JOB_ID
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    for p in (folder / JOB_ID).glob("*.metrics.jsonl.zst"):
+        (out / p.name).symlink_to(p)
+    return out
 
 
 def _tree(root: int) -> list[int]:
@@ -276,6 +290,9 @@ def main() -> None:
     p.add_argument("--write-only", action="store_true")
     p.add_argument("--before", metavar="REV", help="first run the same analysis with git "
                    "revision REV's code (a package tree laid out as installed), same archive")
+    p.add_argument("--json-only", action="store_true", help="first run the same analysis on "
+                   "the JSON files alone (a folder of links without the columnar companions: "
+                   "what the reader does for an archive written before them)")
     p.add_argument("--report", type=Path, help="where the JSON report goes (default: beside "
                    "the archive)")
     p.add_argument("analyze_args", nargs="*", help="more `stormotel analyze` flags (after --)")
@@ -283,13 +300,15 @@ def main() -> None:
     folder = archive(a.ranks, a.hours, a.hz, a.write_workers, a.rewrite)
     shape = archive_shape(folder)
     print(f"archive: {folder} — {shape['ranks']} ranks x {shape['hours']} h at {shape['hz']} Hz, "
-          f"{shape['files']} files, {int(shape['bytes_on_disk']) / 1e9:.2f} GB on disk, "
+          f"{shape['files']} files, {int(shape['bytes_on_disk']) / 1e9:.2f} GB on disk "
+          f"(JSON {int(shape['json_bytes']) / 1e9:.2f} GB, companions "
+          f"{int(shape['companion_bytes']) / 1e9:.2f} GB), "
           f"{int(shape['samples']):,} samples (written in {shape['write_wall_s']} s wall, "
           f"{shape['write_cpu_s']} s CPU)", flush=True)
     if a.write_only:
         return
     report = a.report or folder / "report.json"
-    runs: dict[str, str | None] = {"now": None}
+    runs: dict[str, tuple[str | None, Path]] = {"now": (None, folder / JOB_ID)}
     tmp = None
     if a.before:
         import tempfile
@@ -297,16 +316,21 @@ def main() -> None:
         from bench_otlp_archive import installed_layout
 
         tmp = tempfile.TemporaryDirectory()
-        runs = {f"before({a.before})": installed_layout(a.before, Path(tmp.name)), "now": None}
+        runs = {f"before({a.before})": (installed_layout(a.before, Path(tmp.name)),
+                                        folder / JOB_ID), **runs}
+    if a.json_only:
+        runs = {"json-only": (None, json_only_folder(folder)), **runs}
     ok = True
     reports: dict[str, bytes] = {}
-    for label, pythonpath in runs.items():
-        out = report if label == "now" else report.with_suffix(".before.json")
+    for label, (pythonpath, data) in runs.items():
+        out = report if label == "now" else report.with_suffix(f".{label.split('(')[0]}.json")
         out.unlink(missing_ok=True)
         load = os.getloadavg()
-        m = run_analyze(folder / JOB_ID, out, a.analyze_args, pythonpath)
+        m = run_analyze(data, out, a.analyze_args, pythonpath)
         found = check_report(out, a.ranks) if out.exists() else {}
-        reports[label] = out.read_bytes() if out.exists() else b""
+        # the report names its input files: one folder's name for both
+        reports[label] = out.read_bytes().replace(str(data).encode(), str(folder / JOB_ID)
+                                                  .encode()) if out.exists() else b""
         print(json.dumps({"label": label, "shape": shape, "run": m, "found": found,
                           "loadavg_before": load}))
         good = bool(m["rc"] in (0, 1, 2) and found.get("leak_found") and found.get("spike_found"))
@@ -316,10 +340,11 @@ def main() -> None:
               f"wall={m['wall_s']:.1f}s cpu={m['cpu_s']:.1f}s peak_tree_rss="
               f"{m['peak_bytes'] / 1e9:.2f}GB procs={m['peak_procs']} rc={m['rc']} "
               f"planted_found={'yes' if good else 'NO'} load1={load[0]:.1f}", flush=True)
-    if len(reports) == 2:
-        same = _same_report(*reports.values())
-        print(f"reports before/now: {'identical' if same else 'DIFFERENT'} (ignoring run "
-              "times and paths)")
+    now = reports.pop("now")
+    for label, other in reports.items():
+        same = _same_report(other, now)
+        print(f"reports {label}/now: {'identical' if same else 'DIFFERENT'} (ignoring run "
+              "times and the input folder's name)")
         ok = ok and same
     if tmp is not None:
         tmp.cleanup()
