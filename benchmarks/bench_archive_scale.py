@@ -8,7 +8,8 @@
 its SDK reader for the context instruments) and creates the real
 :class:`~stormotel.archive_writer.CompactArchiveWriter`; numpy-generated samples go through the
 writer's ``put`` and one ``flush`` per second of data (one line per 10 samples at 10 Hz, the
-context instruments every 10th line), exactly what its writer thread does at the tracker's tick.
+context instruments every 10th line), exactly what its writer thread does at the tracker's tick,
+with the columnar companion beside each file (a frame every 3,000 samples, as a tracker's).
 Only the sampler and the sampling thread are left out (a rank-hour of real ticks is an hour).
 Ranks differ: each starts within the first minute (staggered), has its own noise, its own step
 rhythm; rank ``ranks * 3 // 8`` leaks memory outside the allocator from a quarter of the run on
@@ -22,6 +23,9 @@ process tree is sampled from /proc every 50 ms: the peak of the tree's summed RS
 with the tree's CPU (user + sys of the process and its reaped children, from ``wait4``) and the
 wall time. The report is then checked: the leaking rank must have a ``persistent_drift`` gap
 finding and the spiking rank a ``transient_spike``. The last line is one summary line.
+``--json-only`` first runs the same analysis over links to the JSON files alone (the reader's
+path for archives written before the companion) and ``--before REV`` with revision REV's code;
+each report must equal this one's (the input folder's name and the run time aside).
 
 Results and the command are in docs/benchmarks.md ("1,024 ranks x 1 h from the archive on
 disk").
@@ -108,15 +112,17 @@ def write_rank(args: tuple[int, int, float, float, str]) -> tuple[int, int]:
     """Write one rank's archive through the tracker's Telemetry and writer; (samples, bytes)."""
     rank, ranks, hours, hz, folder = args
     from stormotel.archive_writer import ArchiveLimits
+    from stormotel.config import ExportConfig, IdentityConfig, StallConfig
     from stormotel.samplers.base import Sample
     from stormotel.telemetry import Telemetry
     from stormotel.tracker import MemoryTracker
 
-    tracker = MemoryTracker(sampler="simulated", sampling_interval=1 / hz, job_id=JOB_ID,
-                            rank=rank, world_size=ranks, local_rank=rank % 8,
-                            host=f"node-{rank // 8:04d}", env={}, archive_dir=folder,
-                            archive_format="compact", archive_interval=1e9,
-                            stall_snapshots=False)
+    tracker = MemoryTracker(
+        sampler="simulated", sampling_interval=1 / hz, env={},
+        identity=IdentityConfig(job_id=JOB_ID, rank=rank, world_size=ranks, local_rank=rank % 8,
+                                host=f"node-{rank // 8:04d}"),
+        export=ExportConfig(archive_dir=folder, archive_format="compact", archive_interval_s=1e9),
+        stall=StallConfig(enabled=False))
     telemetry = Telemetry(tracker.resource(), tracker.attributes, tracker.state,
                           tracker.export_config, JOB_ID, rank, env={})
     writer = next(d.archive for d in telemetry.destinations if d.archive is not None)

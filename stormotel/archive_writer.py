@@ -23,7 +23,7 @@ way a batch is meant to look in OTLP:
   ``cols_frame_s``); a file of concatenated frames is still one zstd stream to every reader;
 * beside each file, ``rank-R.NNNNN.metrics.cols.zst``: the same samples as columns
   (:mod:`stormotel.archive_cols`), which the analyzer reads instead of inflating and scanning the
-  JSON (~25x less to inflate); built by the same writer thread from the lists it already makes;
+  JSON (~15x less to inflate); built by the same writer thread from the lists it already makes;
 * files rotate by size and age (``rank-R.NNNNN.metrics.jsonl.zst``) and the oldest beyond
   ``max_files`` are deleted, so the archive is bounded on disk.
 """

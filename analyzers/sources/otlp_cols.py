@@ -159,6 +159,8 @@ def _plan(path: Path, cols_path: Path, limit: int, job_id: str | None
         raise _Unusable(f"its resource names rank {ident.rank}, the file rank {rank}")
     with open(path, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
+        if size > limit:
+            return None  # the JSON path refuses (or skips) it as too large, as for any file
         expect = 0
         for i, f in enumerate(frames, start=1):
             h = f.header

@@ -31,6 +31,7 @@ from stormotel.analyzers.timeline import Timeline
 from stormotel import archive_writer, schema
 from stormotel.archive_cols import COLS_SUFFIX, MAGIC, cols_path_for
 from stormotel.archive_writer import ArchiveLimits, CompactArchiveWriter
+from stormotel.errors import NoTelemetryError
 from stormotel.samplers.base import Sample
 from stormotel.samplers.simulated import SimulatedSampler
 from stormotel.tracker import MemoryTracker
@@ -276,6 +277,17 @@ def test_hostile_companions_fall_back_to_the_json_with_a_note(written: Path,
         got.sources = []
         _assert_same(got, expect)
     cols.write_bytes(good)
+
+
+def test_job_filter_reads_the_same_through_the_companion(written: Path, tmp_path: Path) -> None:
+    json_only = _json_only(written, tmp_path / "json-only")
+    _same(load_paths([str(written)], job_id="j"), load_paths([str(json_only)], job_id="j"),
+          written, json_only)
+    with pytest.raises(NoTelemetryError) as a:  # another job's files: the JSON path decides
+        load_paths([str(written)], job_id="another-job")
+    with pytest.raises(NoTelemetryError) as b:
+        load_paths([str(json_only)], job_id="another-job")
+    assert str(a.value).replace(str(written), "") == str(b.value).replace(str(json_only), "")
 
 
 def test_hostile_companion_exit_code_and_report_stay_the_jsons(written: Path) -> None:
