@@ -67,6 +67,8 @@ def _frames(raw: bytes, limit: int) -> list[bytes]:
     total = 0
     data = memoryview(raw)
     while len(data):
+        if not bytes(data[:4096]).strip(b"\0"):
+            break  # zeros where a crash left the file's end unwritten: as cut, like the JSON's
         d = zstandard.ZstdDecompressor().decompressobj()
         parts = []
         pos = size = 0

@@ -234,6 +234,7 @@ def _hostile_cases(cols: Path, other: Path) -> Iterator[tuple[str, bytes, bool]]
     raw = cols.read_bytes()
     yield "cut mid-frame", raw[: len(raw) - 40], False
     yield "empty", b"", False
+    yield "zeros after the last frame (a crash's unwritten end)", raw + b"\0" * 5000, False
     yield "another version", _compress([_header_edit(good[0], version=99), *good[1:]]), False
     yield "not zstd", b"\x00garbage" * 50, True
     yield "bit flip", raw[:100] + bytes([raw[100] ^ 0xFF]) + raw[101:], True
