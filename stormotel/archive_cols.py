@@ -4,7 +4,8 @@ The archive of record stays ``rank-R.NNNNN.metrics.jsonl.zst`` (OTLP JSON lines 
 collector's ``otlpjsonfile`` receiver replays). Reading it back costs a zstd inflate and a scan
 of ~34 MB of JSON per rank-hour, ~45 ms of CPU at best: a 1,024-rank hour cannot be analysed in
 30 s on 2 cores that way. Beside each file the writer thread keeps ``rank-R.NNNNN.metrics.cols.zst``
-holding what the analyzer takes from the JSON, so that a reader inflates ~1 MB instead:
+holding what the analyzer takes from the JSON, so that a reader inflates ~2.3 MB (0.6 MB on
+disk) per rank-hour instead:
 
 * a sequence of **frames**, each one zstd frame (with zstd's content checksum) covering a span of
   samples (``ArchiveLimits.cols_frame_samples`` or ``cols_frame_s``, and at rotation/close);
@@ -16,15 +17,15 @@ holding what the analyzer takes from the JSON, so that a reader inflates ~1 MB i
   integers ``<i8`` delta-encoded, other numbers ``<f8``), each preceded by a presence bitmap
   (``numpy.packbits``, big bit order) when some samples have no value. Every 8-byte array is
   stored *byte-planed* (all first bytes, then all second bytes, ...): zstd then finds the
-  mostly-zero high bytes of the differences as runs (measured on the benchmark's noisy ranks:
-  -14 % on disk, 0.70 -> 0.60 MB per rank-hour);
+  mostly-zero high bytes of the differences as runs (-14 % on disk on the benchmark's noisy
+  ranks, measured with 600-sample frames);
 * the JSON file's zstd frame ends where each companion frame ends, and the header records
   which compressed bytes of the JSON file it covers (``json_start``, ``json_end``) and the last
   16 of them (``json_tail``, hex): a reader inflates only the JSON after the last complete
   frame, and a companion that does not belong to its JSON file is caught.
 
 No pickle and nothing executable: every length is declared, bounded (:data:`MAX_FRAME_SAMPLES`,
-:data:`MAX_HEADER_BYTES`, :data:`MAX_TEXT_BYTES`) and checked against the bytes present by
+:data:`MAX_HEADER_BYTES`, :data:`MAX_TEXT_BYTES`, :data:`MAX_FRAME_BYTES` inflated) and checked against the bytes present by
 :func:`parse_frame`. A frame is written only after the JSON frame it covers is complete on disk,
 so a writer killed at any instant leaves a companion whose complete frames all describe JSON
 that is there; the samples after them are read from the JSON. Format changes bump
