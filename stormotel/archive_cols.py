@@ -26,9 +26,10 @@ disk) per rank-hour instead:
 
 No pickle and nothing executable: every length is declared, bounded (:data:`MAX_FRAME_SAMPLES`,
 :data:`MAX_HEADER_BYTES`, :data:`MAX_TEXT_BYTES`, :data:`MAX_FRAME_BYTES` inflated) and checked
-against the bytes present by :func:`parse_frame`. A frame is written only after the JSON frame it covers is complete on disk,
-so a writer killed at any instant leaves a companion whose complete frames all describe JSON
-that is there; the samples after them are read from the JSON. Format changes bump
+against the bytes present by :func:`parse_frame`. A frame is written only after the JSON frame
+it covers is complete on disk, so a writer killed at any instant leaves a companion whose
+complete frames all describe JSON that is there; the samples after them are read from the JSON.
+Format changes bump
 :data:`VERSION`; a reader meeting another version reads the JSON.
 """
 
