@@ -29,8 +29,7 @@ No pickle and nothing executable: every length is declared, bounded (:data:`MAX_
 against the bytes present by :func:`parse_frame`. A frame is written only after the JSON frame
 it covers is complete on disk, so a writer killed at any instant leaves a companion whose
 complete frames all describe JSON that is there; the samples after them are read from the JSON.
-Format changes bump
-:data:`VERSION`; a reader meeting another version reads the JSON.
+Format changes bump :data:`VERSION`; a reader meeting another version reads the JSON.
 """
 
 from __future__ import annotations
