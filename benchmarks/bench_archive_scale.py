@@ -8,7 +8,8 @@
 its SDK reader for the context instruments) and creates the real
 :class:`~stormotel.archive_writer.CompactArchiveWriter`; numpy-generated samples go through the
 writer's ``put`` and one ``flush`` per second of data (one line per 10 samples at 10 Hz, the
-context instruments every 10th line), exactly what its writer thread does at the tracker's tick.
+context instruments every 10th line), exactly what its writer thread does at the tracker's tick,
+with the columnar companion beside each file (a frame every 3,000 samples, as a tracker's).
 Only the sampler and the sampling thread are left out (a rank-hour of real ticks is an hour).
 Ranks differ: each starts within the first minute (staggered), has its own noise, its own step
 rhythm; rank ``ranks * 3 // 8`` leaks memory outside the allocator from a quarter of the run on
@@ -22,6 +23,9 @@ process tree is sampled from /proc every 50 ms: the peak of the tree's summed RS
 with the tree's CPU (user + sys of the process and its reaped children, from ``wait4``) and the
 wall time. The report is then checked: the leaking rank must have a ``persistent_drift`` gap
 finding and the spiking rank a ``transient_spike``. The last line is one summary line.
+``--json-only`` first runs the same analysis over links to the JSON files alone (the reader's
+path for archives written before the companion) and ``--before REV`` with revision REV's code;
+each report must equal this one's (the input folder's name and the run time aside).
 
 Results and the command are in docs/benchmarks.md ("1,024 ranks x 1 h from the archive on
 disk").
@@ -46,7 +50,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 #: Bumped when the generated data changes, so a cached archive of the old shape is not reused.
-GEN_VERSION = 1
+GEN_VERSION = 2  # 2: written with the columnar companion (.metrics.cols.zst)
 JOB_ID = "scale-bench"
 MIB = 2**20
 GIB = 2**30
@@ -108,20 +112,25 @@ def write_rank(args: tuple[int, int, float, float, str]) -> tuple[int, int]:
     """Write one rank's archive through the tracker's Telemetry and writer; (samples, bytes)."""
     rank, ranks, hours, hz, folder = args
     from stormotel.archive_writer import ArchiveLimits
+    from stormotel.config import ExportConfig, IdentityConfig, StallConfig
     from stormotel.samplers.base import Sample
     from stormotel.telemetry import Telemetry
     from stormotel.tracker import MemoryTracker
 
-    tracker = MemoryTracker(sampler="simulated", sampling_interval=1 / hz, job_id=JOB_ID,
-                            rank=rank, world_size=ranks, local_rank=rank % 8,
-                            host=f"node-{rank // 8:04d}", env={}, archive_dir=folder,
-                            archive_format="compact", stall_snapshots=False)
-    # The writer thread's own clock would cut batches at wall-clock seconds; here every batch is
-    # one second of *data*, flushed explicitly (the same lines a 10 Hz tracker writes).
-    tracker.export_config.compact_limits = ArchiveLimits(batch_s=1e9, context_s=1e9)
+    tracker = MemoryTracker(
+        sampler="simulated", sampling_interval=1 / hz, env={},
+        identity=IdentityConfig(job_id=JOB_ID, rank=rank, world_size=ranks, local_rank=rank % 8,
+                                host=f"node-{rank // 8:04d}"),
+        export=ExportConfig(archive_dir=folder, archive_format="compact", archive_interval_s=1e9),
+        stall=StallConfig(enabled=False))
     telemetry = Telemetry(tracker.resource(), tracker.attributes, tracker.state,
                           tracker.export_config, JOB_ID, rank, env={})
     writer = next(d.archive for d in telemetry.destinations if d.archive is not None)
+    # The writer thread's own clock would cut batches at wall-clock seconds (its batch length
+    # is 1e9 s above, so it never wakes); here every batch is one second of *data*, flushed
+    # explicitly (the same lines a 10 Hz tracker writes), the context every 10 s of data.
+    # Companion frames end every 3,000 samples (300 s at 10 Hz), as a tracker's do.
+    writer.limits = ArchiveLimits(batch_s=1e9, context_s=1e9)
     cols = rank_samples(rank, ranks, hours, hz)
     per_batch = max(1, round(hz))
     lists = {k: v.tolist() for k, v in cols.items()}
@@ -170,7 +179,21 @@ def archive_shape(folder: Path) -> dict[str, object]:
     files = [p for p in (folder / JOB_ID).iterdir() if p.is_file()]
     shape["files"] = len(files)
     shape["bytes_on_disk"] = sum(p.stat().st_size for p in files)
+    shape["json_bytes"] = sum(p.stat().st_size for p in files if ".metrics.jsonl" in p.name)
+    shape["companion_bytes"] = shape["bytes_on_disk"] - shape["json_bytes"]
     return shape
+
+
+def json_only_folder(folder: Path) -> Path:
+    """The archive's JSON files alone, as links in a folder of their own (the companions
+    left out, so the reader takes the JSON path for every file)."""
+    out = folder / "json-only" / JOB_ID
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    for p in (folder / JOB_ID).glob("*.metrics.jsonl.zst"):
+        (out / p.name).symlink_to(p)
+    return out
 
 
 def _tree(root: int) -> list[int]:
@@ -273,6 +296,9 @@ def main() -> None:
     p.add_argument("--write-only", action="store_true")
     p.add_argument("--before", metavar="REV", help="first run the same analysis with git "
                    "revision REV's code (a package tree laid out as installed), same archive")
+    p.add_argument("--json-only", action="store_true", help="first run the same analysis on "
+                   "the JSON files alone (a folder of links without the columnar companions: "
+                   "what the reader does for an archive written before them)")
     p.add_argument("--report", type=Path, help="where the JSON report goes (default: beside "
                    "the archive)")
     p.add_argument("analyze_args", nargs="*", help="more `stormotel analyze` flags (after --)")
@@ -280,13 +306,15 @@ def main() -> None:
     folder = archive(a.ranks, a.hours, a.hz, a.write_workers, a.rewrite)
     shape = archive_shape(folder)
     print(f"archive: {folder} — {shape['ranks']} ranks x {shape['hours']} h at {shape['hz']} Hz, "
-          f"{shape['files']} files, {int(shape['bytes_on_disk']) / 1e9:.2f} GB on disk, "
+          f"{shape['files']} files, {int(shape['bytes_on_disk']) / 1e9:.2f} GB on disk "
+          f"(JSON {int(shape['json_bytes']) / 1e9:.2f} GB, companions "
+          f"{int(shape['companion_bytes']) / 1e9:.2f} GB), "
           f"{int(shape['samples']):,} samples (written in {shape['write_wall_s']} s wall, "
           f"{shape['write_cpu_s']} s CPU)", flush=True)
     if a.write_only:
         return
     report = a.report or folder / "report.json"
-    runs: dict[str, str | None] = {"now": None}
+    runs: dict[str, tuple[str | None, Path]] = {"now": (None, folder / JOB_ID)}
     tmp = None
     if a.before:
         import tempfile
@@ -294,16 +322,21 @@ def main() -> None:
         from bench_otlp_archive import installed_layout
 
         tmp = tempfile.TemporaryDirectory()
-        runs = {f"before({a.before})": installed_layout(a.before, Path(tmp.name)), "now": None}
+        runs = {f"before({a.before})": (installed_layout(a.before, Path(tmp.name)),
+                                        folder / JOB_ID), **runs}
+    if a.json_only:
+        runs = {"json-only": (None, json_only_folder(folder)), **runs}
     ok = True
     reports: dict[str, bytes] = {}
-    for label, pythonpath in runs.items():
-        out = report if label == "now" else report.with_suffix(".before.json")
+    for label, (pythonpath, data) in runs.items():
+        out = report if label == "now" else report.with_suffix(f".{label.split('(')[0]}.json")
         out.unlink(missing_ok=True)
         load = os.getloadavg()
-        m = run_analyze(folder / JOB_ID, out, a.analyze_args, pythonpath)
+        m = run_analyze(data, out, a.analyze_args, pythonpath)
         found = check_report(out, a.ranks) if out.exists() else {}
-        reports[label] = out.read_bytes() if out.exists() else b""
+        # the report names its input files: one folder's name for both
+        reports[label] = out.read_bytes().replace(str(data).encode(), str(folder / JOB_ID)
+                                                  .encode()) if out.exists() else b""
         print(json.dumps({"label": label, "shape": shape, "run": m, "found": found,
                           "loadavg_before": load}))
         good = bool(m["rc"] in (0, 1, 2) and found.get("leak_found") and found.get("spike_found"))
@@ -313,10 +346,11 @@ def main() -> None:
               f"wall={m['wall_s']:.1f}s cpu={m['cpu_s']:.1f}s peak_tree_rss="
               f"{m['peak_bytes'] / 1e9:.2f}GB procs={m['peak_procs']} rc={m['rc']} "
               f"planted_found={'yes' if good else 'NO'} load1={load[0]:.1f}", flush=True)
-    if len(reports) == 2:
-        same = _same_report(*reports.values())
-        print(f"reports before/now: {'identical' if same else 'DIFFERENT'} (ignoring run "
-              "times and paths)")
+    now = reports.pop("now")
+    for label, other in reports.items():
+        same = _same_report(other, now)
+        print(f"reports {label}/now: {'identical' if same else 'DIFFERENT'} (ignoring run "
+              "times and the input folder's name)")
         ok = ok and same
     if tmp is not None:
         tmp.cleanup()

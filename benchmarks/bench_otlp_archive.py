@@ -59,9 +59,10 @@ def tracker_archive(fmt: str, samples: int, workdir: Path) -> bytes:
             writer.flush(context=i % 100 == 0)
     tracker.stop_tracking()
     out = b""
-    for f in sorted((workdir / f"b-{fmt}").glob("rank-0*metrics*")):
+    for f in sorted((workdir / f"b-{fmt}").glob("rank-0*metrics.jsonl*")):
         raw = f.read_bytes()
-        out += zstandard.ZstdDecompressor().decompressobj().decompress(raw) \
+        out += zstandard.ZstdDecompressor().decompressobj(read_across_frames=True) \
+            .decompress(raw) \
             if f.name.endswith(".zst") else raw
     return out
 

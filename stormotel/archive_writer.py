@@ -16,9 +16,14 @@ way a batch is meant to look in OTLP:
   instrument the tracker registers (peaks, counters, estimate, and any gauge added to
   ``stormotel/schema.py`` later) is collected through the official SDK reader once every
   ``context_s`` (default 10 s) and at the end, so the peak-since-last-collect gauges stay exact;
-* one zstd frame per file, flushed to a block boundary after every batch: a SIGKILL loses at most
-  the batch being built; ``zstd -dc``/``zstdcat``, python-zstandard and the analyzer read the file
-  up to its last complete block;
+* zstd, flushed to a block boundary after every batch: a SIGKILL loses at most the batch being
+  built; ``zstd -dc``/``zstdcat``, python-zstandard and the analyzer read the file up to its last
+  complete block. With the columnar companion on (the default) the file is a sequence of zstd
+  frames, one ended wherever a companion frame ends (every ``cols_frame_samples`` samples or
+  ``cols_frame_s``); a file of concatenated frames is still one zstd stream to every reader;
+* beside each file, ``rank-R.NNNNN.metrics.cols.zst``: the same samples as columns
+  (:mod:`stormotel.archive_cols`), which the analyzer reads instead of inflating and scanning the
+  JSON (~15x less to inflate); built by the same writer thread from the lists it already makes;
 * files rotate by size and age (``rank-R.NNNNN.metrics.jsonl.zst``) and the oldest beyond
   ``max_files`` are deleted, so the archive is bounded on disk.
 """
@@ -40,6 +45,7 @@ from typing import Any
 import msgspec
 
 from stormotel import schema
+from stormotel.archive_cols import COLUMN_METRICS, ColumnsFile, cols_path_for
 from stormotel.samplers.base import Sample
 
 __all__ = ["PER_SAMPLE_GAUGES", "PER_SAMPLE_NAMES", "ArchiveLimits", "CompactArchiveWriter",
@@ -77,10 +83,17 @@ class ArchiveLimits:
     batch_max: int = 600  # ... or per this many samples, whichever comes first
     context_s: float = 10.0  # SDK collection of the non-per-sample instruments
     queue_max: int = 100_000  # samples waiting for the writer before new ones are dropped
-    file_max_bytes: int = 64 * 2**20  # rotate at this compressed size ...
+    file_max_bytes: int = 64 * 2**20  # rotate at this compressed size (JSON + companion) ...
     file_max_age_s: float = 6 * 3600.0  # ... or this age
     max_files: int = 32  # oldest files beyond this are deleted (bound on disk)
     zstd_level: int = 1  # measured: faster than 3 and no larger on tracker batches
+    #: Write the columnar companion (``.metrics.cols.zst``) beside each file.
+    columns: bool = True
+    #: A companion frame (and the JSON file's zstd frame) ends after this many samples ...
+    cols_frame_samples: int = 3000
+    #: ... or this many seconds, whichever comes first: what a killed writer leaves for readers
+    #: to take from the JSON (inflated and scanned) instead of the companion.
+    cols_frame_s: float = 300.0
 
 
 def _any_value(v: Any) -> dict[str, Any]:
@@ -106,7 +119,8 @@ def _number(dp: dict[str, Any], value: float | int) -> dict[str, Any]:
 
 
 class _ZstdFile:
-    """One rotated archive file: a single zstd frame, flushed to a block per batch."""
+    """One rotated archive file: zstd frames, flushed to a block per batch, each frame ended
+    when the companion's frame is (:meth:`end_frame`)."""
 
     def __init__(self, path: Path, level: int) -> None:
         import zstandard
@@ -114,18 +128,34 @@ class _ZstdFile:
         self.path = path
         self.opened = time.monotonic()
         self.size = 0
+        self.tail = b""  # the last bytes written (a companion frame names them)
+        self.lines = 0  # lines since the frame began
         self._flush_block = zstandard.COMPRESSOBJ_FLUSH_BLOCK
-        self._z = zstandard.ZstdCompressor(level=level).compressobj()
+        self._cctx = zstandard.ZstdCompressor(level=level)
+        self._z: Any = None
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
 
-    def write(self, data: bytes) -> None:
-        out = self._z.compress(data) + self._z.flush(self._flush_block)
+    def _out(self, out: bytes) -> None:
         os.write(self._fd, out)
         self.size += len(out)
+        self.tail = (self.tail + out)[-64:]
+
+    def write(self, data: bytes) -> None:
+        if self._z is None:
+            self._z = self._cctx.compressobj()
+        self._out(self._z.compress(data) + self._z.flush(self._flush_block))
+        self.lines += 1
+
+    def end_frame(self) -> None:
+        """End the zstd frame (the next line starts a new one)."""
+        if self._z is not None:
+            z, self._z = self._z, None
+            self._out(z.flush())
+            self.lines = 0
 
     def close(self) -> None:
         try:
-            os.write(self._fd, self._z.flush())  # end of frame: the file is complete
+            self.end_frame()  # end of frame: the file is complete
         finally:
             os.close(self._fd)
 
@@ -149,6 +179,7 @@ class CompactArchiveWriter:
             resource.setdefault(key, value)
         self._identity = {k: str(v) for k, v in point_attrs.items()}
         self._resource = {"attributes": _attributes(resource)}
+        self._resource_json = _encoder.encode(self._resource)
         self._scope = {"name": schema.INSTRUMENTATION_SCOPE, "version": schema.SCHEMA_VERSION}
         self._collect = collect
         self._on_failure = on_failure
@@ -159,6 +190,7 @@ class CompactArchiveWriter:
         self._wake = threading.Event()
         self._closing = False
         self._file: _ZstdFile | None = None
+        self._cols: ColumnsFile | None = None
         self._described = False
         self._last_context = 0.0
         self._seq = self._next_seq()
@@ -222,12 +254,10 @@ class CompactArchiveWriter:
                 self._write_batch(force_context=True)
             except Exception as e:
                 self._fail(e)
-            if self._file is not None:
-                try:
-                    self._file.close()
-                except OSError as e:
-                    self._fail(e)
-                self._file = None
+            try:
+                self._close_file()
+            except OSError as e:
+                self._fail(e)
 
     def _fail(self, e: BaseException) -> None:
         errno_name = errno.errorcode.get(e.errno) if isinstance(e, OSError) and e.errno else None
@@ -247,32 +277,75 @@ class CompactArchiveWriter:
         with_context = force_context or now - self._last_context >= self.limits.context_s
         if not items and not force_context:
             return
-        metrics = self._per_sample_metrics(items)
+        metrics, stamps, columns = self._per_sample_metrics(items)
+        context: list[dict[str, Any]] = []
         if with_context and self._collect is not None:
             self._last_context = now
-            metrics += self._context_metrics()
-        if not metrics:
+            context = self._context_metrics()
+        if not metrics and not context:
             return
         out = self._open()
         if not self._described:
             self._described = True
         else:
-            for m in metrics:
+            for m in metrics + context:
                 m.pop("description", None)
-        line = _encoder.encode({"resourceMetrics": [{
-            "resource": self._resource,
-            "scopeMetrics": [{"scope": self._scope, "metrics": metrics}]}]}) + b"\n"
+        line = self._line(metrics + context)
         out.write(line)
         self.batches += 1
+        cols = self._cols
+        if cols is not None:
+            if stamps:
+                cols.add(stamps, columns)
+            if context:
+                cols.add_context(self._line(context))
+            lim = self.limits
+            if cols.full(lim.cols_frame_samples) or now - cols.started >= lim.cols_frame_s:
+                self._end_frame()
+
+    def _line(self, metrics: list[dict[str, Any]]) -> bytes:
+        return _encoder.encode({"resourceMetrics": [{
+            "resource": self._resource,
+            "scopeMetrics": [{"scope": self._scope, "metrics": metrics}]}]}) + b"\n"
+
+    def _end_frame(self) -> None:
+        """End the JSON file's zstd frame, then write the companion frame that covers it (in
+        that order: a companion frame never names JSON that is not complete on disk)."""
+        out, cols = self._file, self._cols
+        if out is None or out.lines == 0:
+            return
+        out.end_frame()
+        if cols is None or cols.broken:
+            return
+        try:
+            cols.frame(out.size, out.tail[-16:], self._resource_json)
+        except Exception as e:  # the JSON stays whole; readers take the rest from it
+            self._fail(e)
+
+    def _close_file(self) -> None:
+        if self._file is None:
+            return
+        try:
+            self._end_frame()
+        finally:
+            file, cols = self._file, self._cols
+            self._file = self._cols = None
+            try:
+                if cols is not None:
+                    cols.close()
+            finally:
+                file.close()
 
     def _per_sample_metrics(self, items: list[tuple[Sample, int | None, float | None]]
-                            ) -> list[dict[str, Any]]:
+                            ) -> tuple[list[dict[str, Any]], list[int], dict[str, list[Any]]]:
         """One gauge per per-sample field, one data point per sample that has a value: the
-        writer thread's whole per-sample cost, so built column by column in comprehensions."""
+        writer thread's whole per-sample cost, so built column by column in comprehensions.
+        Also the raw timestamps and the companion's columns (the same lists, not copies)."""
         if not items:
-            return []
+            return [], [], {}
         samples = [s for s, _, _ in items]
-        stamps = [str(s.timestamp_ns) for s in samples]
+        raw_stamps = [s.timestamp_ns for s in samples]
+        stamps = [str(t) for t in raw_stamps]
         columns = [(metric, [getattr(s, field) for s in samples])
                    for metric, field in PER_SAMPLE_GAUGES]
         columns.append((schema.STEP, [step for _, step, _ in items]))
@@ -284,7 +357,8 @@ class CompactArchiveWriter:
                    for t, v in zip(stamps, values, strict=True) if v is not None]
             if dps:
                 out.append(self._metric(metric, {"gauge": {"dataPoints": dps}}))
-        return out
+        by_name = {metric.name: values for metric, values in columns}
+        return out, raw_stamps, {m.name: by_name[m.name] for m in COLUMN_METRICS}
 
     def _metric(self, metric: schema.Metric, body: dict[str, Any]) -> dict[str, Any]:
         return {"name": metric.name, "description": metric.description, "unit": metric.unit,
@@ -329,24 +403,31 @@ class CompactArchiveWriter:
         """The file to write the next line to, rotated first when it is over its size or age
         (before writing, so the last line of a run never starts an empty file)."""
         out, lim = self._file, self.limits
-        if out is not None and (out.size >= lim.file_max_bytes or
+        size = 0 if out is None else out.size + (self._cols.size if self._cols else 0)
+        if out is not None and (size >= lim.file_max_bytes or
                                 time.monotonic() - out.opened >= lim.file_max_age_s):
             self._rotate()
         if self._file is None:  # a directory that cannot be made fails this batch, counted
             self.directory.mkdir(parents=True, exist_ok=True)
-            self._file = _ZstdFile(self._path(self._seq), self.limits.zstd_level)
+            path = self._path(self._seq)
+            self._file = _ZstdFile(path, self.limits.zstd_level)
             self._described = False
+            if self.limits.columns:
+                try:
+                    self._cols = ColumnsFile(cols_path_for(path), self.rank, self._seq,
+                                             self.limits.zstd_level)
+                except OSError as e:  # the JSON file alone is a complete archive
+                    self._fail(e)
         return self._file
 
     def _rotate(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        self._close_file()
         self._seq += 1
         files = self.files
         for old in files[:max(0, len(files) - self.limits.max_files + 1)]:
             try:
-                old.unlink()
+                cols_path_for(old).unlink(missing_ok=True)  # the companion first: never
+                old.unlink()  # a companion without its JSON file
                 log.info("stormotel: archive bound reached, deleted %s", old)
             except OSError as e:
                 self._fail(e)

@@ -274,7 +274,9 @@ def _unzstd(raw: bytes, path: Path, limit: int, ctx: LoadContext | None = None) 
                          f"e.g. killed); read up to its last complete block, "
                          f"{n:,} bytes — at most the batch being written is missing")
             break
-        data = memoryview(d.unused_data)
+        # The next frame starts where this one's input ended: the unused part of the last
+        # slice fed, then everything after that slice.
+        data = data[min(pos, len(data)) - len(d.unused_data):]
         if not bytes(data[:4096]).strip(b"\0"):
             break
     del out[n:]  # its length is the text's; the allocation stays for the next file
@@ -330,6 +332,9 @@ def load_file(path: Path, ctx: LoadContext, *, explicit: bool) -> int:
 
 
 def _load_file(path: Path, ctx: LoadContext, *, explicit: bool) -> int:
+    read = _read_with_companion(path, ctx)
+    if read is not None:
+        return read
     data = _read_bytes(path, ctx)
     where = str(path)
     inner = _inner_name(path)
@@ -359,6 +364,34 @@ def _load_file(path: Path, ctx: LoadContext, *, explicit: bool) -> int:
             return _not_telemetry(where, ctx, explicit, "CSV without Stormlog telemetry columns")
         return stormlog.load_records(stormlog.read_csv(data, where), where, ctx)
     return _not_telemetry(where, ctx, explicit, "not JSON, CSV or protobuf telemetry")
+
+
+def _read_with_companion(path: Path, ctx: LoadContext) -> int | None:
+    """Samples read from a compact archive file through its columnar companion, or None when
+    it has none or it cannot be used (then the JSON file is read whole, as always)."""
+    if not path.name.endswith(".metrics.jsonl.zst"):
+        return None  # not the tracker's compact archive: nothing to import or look for
+    from stormotel.analyzers.sources.otlp_cols import companion_of, read_with_companion
+
+    cols = companion_of(path)
+    if cols is None:
+        return None
+    limit = max_file_bytes()
+    reader = _otlp_reader(ctx, str(path))
+
+    def inflate(raw: bytes) -> bytearray:
+        try:
+            return _unzstd(raw, path, limit, ctx)
+        except SourceInputError:
+            raise
+        except Exception as exc:  # zstandard.ZstdError, as in _read_bytes
+            if type(exc).__name__ == "ZstdError":
+                raise SourceInputError(f"{path}: not valid zstd ({exc})") from exc
+            raise
+
+    if not read_with_companion(reader, path, cols, limit, inflate):
+        return None
+    return reader.flush()
 
 
 def _otlp_reader(ctx: LoadContext, where: str) -> OtlpFileReader:

@@ -180,6 +180,9 @@ class OtlpFileReader:
         #: whose points are deltas (a collector's delta temporality), not running totals.
         self.oom_counts: dict[int, list[tuple[int, float]]] = {}
         self.oom_delta: set[int] = set()
+        #: The memory columns come from elsewhere (a compact file's columnar companion,
+        #: :mod:`stormotel.analyzers.sources.otlp_cols`): JSON without them is not "no memory".
+        self.columns_elsewhere = False
 
     # --- framing ----------------------------------------------------------------------------
     def read_json_lines(self, data: bytes | bytearray, *, arrays: bool = True) -> None:

@@ -306,7 +306,7 @@ class _Walker:
             r.cols.v[key] = out
             r.ctx.note(f"{r.path}: rank {key[0]} {key[1]} is a delta sum; read as its running "
                        "total")
-        if self.names and not r.cols.t and not r.estimates:
+        if self.names and not r.cols.t and not r.estimates and not r.columns_elsewhere:
             shown = ", ".join(sorted(self.names)[:6]) + (" …" if len(self.names) > 6 else "")
             wanted = ", ".join(sorted(METRIC_FIELDS)[:3])
             r.ctx.note(f"{r.path}: OTLP metrics but no GPU memory series: found "

@@ -123,7 +123,8 @@ def _without_edge_gauges(archive: Path, out: Path) -> Path:
     for f in sorted(archive.glob("*.metrics.jsonl*")):
         raw = f.read_bytes()
         zst = f.name.endswith(".zst")
-        text = zstandard.ZstdDecompressor().decompressobj().decompress(raw) if zst else raw
+        text = zstandard.ZstdDecompressor().decompressobj(read_across_frames=True) \
+            .decompress(raw) if zst else raw
         lines = []
         for line in text.decode().splitlines():
             request = json.loads(line)

@@ -119,8 +119,9 @@ def _compact_lines() -> tuple[str, ...]:
         w.put(Sample(t0 + i * 100_000_000, allocated=4 * GIB, reserved=5 * GIB,
                      device_used=6 * GIB, device_total=80 * GIB), i, 0.1)
     w.close()
-    [zst] = sorted(folder.rglob("*.zst"))
-    text = zstandard.ZstdDecompressor().decompressobj().decompress(zst.read_bytes()).decode()
+    [zst] = sorted(folder.rglob("*.metrics.jsonl.zst"))
+    z = zstandard.ZstdDecompressor().decompressobj(read_across_frames=True)  # every frame
+    text = z.decompress(zst.read_bytes()).decode()
     return tuple(text.splitlines())
 
 
@@ -134,6 +135,77 @@ def test_compact_archive(data):
         text = text[:data.draw(st.integers(0, len(text)), label="at")]
     (folder / "in" / "rank-0.metrics.jsonl.zst").write_bytes(
         zstandard.ZstdCompressor().compress(text.encode()))
+    _analyze_folder(folder)
+
+
+@functools.cache
+def _compact_with_companion() -> tuple[bytes, tuple[bytes, ...]]:
+    """A compact file of several frames and its companion's frame contents (inflated)."""
+    from stormotel.analyzers.sources.otlp_cols import _frames
+
+    from stormotel.archive_cols import cols_path_for
+    from stormotel.archive_writer import ArchiveLimits, CompactArchiveWriter
+    from stormotel.samplers.base import Sample
+
+    folder = _folder()
+    ident = {schema.ATTR_JOB_ID: "j", schema.ATTR_RANK: "0", schema.ATTR_WORLD_SIZE: "1"}
+    w = CompactArchiveWriter(folder, 0, {}, ident, collect=None, on_failure=lambda r: None,
+                             on_drop=lambda r, n: None,
+                             limits=ArchiveLimits(batch_s=3600, cols_frame_samples=20))
+    t0 = 1_700_000_000_000_000_000
+    for i in range(60):
+        w.put(Sample(t0 + i * 100_000_000, allocated=4 * GIB + i, reserved=5 * GIB,
+                     device_used=6 * GIB + 3 * i, device_total=80 * GIB), i, 0.1)
+        if i % 10 == 9:
+            w.flush()
+    w.close()
+    [zst] = sorted(folder.rglob("*.metrics.jsonl.zst"))
+    return zst.read_bytes(), tuple(_frames(cols_path_for(zst).read_bytes(), 2**30))
+
+
+@given(st.data())
+def test_compact_companion(data):
+    """The columnar companion mutated (header fields replaced by any JSON, bytes flipped or
+    cut, frames dropped or repeated) beside an intact JSON file."""
+    import struct
+
+    from stormotel.archive_cols import MAGIC
+
+    json_zst, contents = _compact_with_companion()
+    frames = list(contents)
+    for _ in range(data.draw(st.integers(1, 3), label="edits")):
+        i = data.draw(st.integers(0, len(frames) - 1), label="frame")
+        kind = data.draw(st.sampled_from(["header", "flip", "cut", "drop", "repeat"]),
+                         label="kind")
+        content = frames[i]
+        if kind == "header":
+            try:  # an earlier edit may have broken the header itself: nothing to edit then
+                (hlen,) = struct.unpack_from("<I", content, len(MAGIC))
+                start = len(MAGIC) + 4
+                header = json.loads(content[start:start + hlen])
+            except (struct.error, ValueError):
+                continue
+            if not isinstance(header, dict) or not header:
+                continue
+            key = data.draw(st.sampled_from(sorted(header)), label="key")
+            header[key] = data.draw(json_values, label="value")
+            head = json.dumps(header).encode()
+            frames[i] = MAGIC + struct.pack("<I", len(head)) + head + content[start + hlen:]
+        elif kind == "flip":
+            at = data.draw(st.integers(0, len(content) - 1), label="at")
+            frames[i] = content[:at] + bytes([content[at] ^ 0x5A]) + content[at + 1:]
+        elif kind == "cut":
+            frames[i] = content[:data.draw(st.integers(0, len(content)), label="at")]
+        elif kind == "drop" and len(frames) > 1:
+            del frames[i]
+        else:
+            frames.insert(i, content)
+    folder = _folder()
+    (folder / "in").mkdir()
+    (folder / "in" / "rank-0.00000.metrics.jsonl.zst").write_bytes(json_zst)
+    c = zstandard.ZstdCompressor()
+    (folder / "in" / "rank-0.00000.metrics.cols.zst").write_bytes(
+        b"".join(c.compress(x) for x in frames))
     _analyze_folder(folder)
 
 

@@ -113,6 +113,29 @@ def test_zstd_decompression_bomb_is_refused_within_memory(tmp_path):
     assert_clean(run, exitcodes.USAGE, message="decompressed")
 
 
+@pytest.mark.slow  # decompresses a gigabyte under RLIMIT_AS
+def test_zstd_bomb_as_a_columnar_companion_falls_back_to_the_json(tmp_path):
+    """A compact archive file whose companion (``.metrics.cols.zst``) is a bomb: the companion
+    is refused within a frame's bound and the JSON file beside it is read."""
+    from stormotel.archive_writer import ArchiveLimits, CompactArchiveWriter
+    from stormotel.samplers.base import Sample
+
+    folder = tmp_path / "job"
+    ident = {"job_id": "j", "rank": "0", "world_size": "1"}
+    w = CompactArchiveWriter(folder, 0, {}, ident, collect=None, on_failure=lambda r: None,
+                             on_drop=lambda r, n: None,
+                             limits=ArchiveLimits(batch_s=3600, columns=False))
+    for i in range(50):
+        w.put(Sample(1_700_000_000_000_000_000 + i * 10**8, allocated=GIB, reserved=2 * GIB,
+                     device_used=3 * GIB, device_total=80 * GIB), i, None)
+    w.close()
+    _zst_bomb(folder / "rank-0.00000.metrics.cols.zst", gib=2)
+    run, rep = analyze_json(str(folder), memory=3 * GIB)
+    assert rep["skipped"] == {"unusable_columns": 1}, rep["skipped"]
+    assert rep["participating_ranks"] == [0]
+    assert_clean(run, FOUND)
+
+
 @pytest.mark.slow  # decompresses gigabytes under RLIMIT_AS
 def test_gzip_bomb_in_a_folder_is_a_counted_skip(tmp_path):
     folder = healthy_folder(tmp_path / "job")

@@ -42,7 +42,8 @@ def archive_lines(path: Path) -> list[bytes]:
     ``.zst`` file, decompressed up to its last complete block as every zstd reader does."""
     data = path.read_bytes()
     if path.name.endswith(".zst"):
-        data = zstandard.ZstdDecompressor().decompressobj().decompress(data)
+        data = zstandard.ZstdDecompressor().decompressobj(read_across_frames=True) \
+            .decompress(data)  # every frame: one ends at each companion frame
     return data.splitlines()
 
 

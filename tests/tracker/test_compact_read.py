@@ -49,7 +49,8 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _metrics_bytes(folder: Path) -> list[tuple[Path, bytes]]:
     files = sorted(folder.rglob(f"*{schema.ARCHIVE_METRICS_SUFFIX}.zst"))
     assert files
-    return [(f, zstandard.ZstdDecompressor().decompressobj().decompress(f.read_bytes()))
+    return [(f, zstandard.ZstdDecompressor().decompressobj(read_across_frames=True)
+             .decompress(f.read_bytes()))
             for f in files]
 
 
