@@ -29,6 +29,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 import httpx
 import numpy as np
@@ -508,17 +509,22 @@ _Parts = dict[tuple[int, str], list[tuple[np.ndarray, np.ndarray]]]
 def _run_queries(tasks: list[_Task], builder: TimelineBuilder, outcome: LoadOutcome,
                  step: float, max_points: int, concurrency: int,
                  intervals: dict[int, int] | None = None) -> dict[str, set[int]]:
-    """Run every raw-sample query, then merge what all endpoints returned per rank and series;
-    returns endpoint → ranks that received samples."""
+    """Run every raw-sample query and hand each rank to the builder as soon as every query
+    that names it (on every endpoint) has answered; returns endpoint → ranks that received
+    samples.
+
+    Streaming by rank keeps memory to the ranks still being read (their decoded parts), and
+    the merge and markers of finished ranks run while the TSDB answers the next reads."""
     with_data: dict[str, set[int]] = {}
     failures: dict[str, int] = {}
-    samples: _Parts = {}
-    marker_series: dict[tuple[str, int], list[tuple[np.ndarray, np.ndarray]]] = {}
-    edges: _Parts = {}
-    gaps: _Parts = {}
     if not tasks:
         return with_data
     chunk_s = max(60.0, step * max(2, max_points - 1))
+    finish = _RankFinisher(builder, intervals or {})
+    waiting: dict[int, int] = {}  # rank → its queries not answered yet
+    for task in tasks:
+        for rank in task.ranks:
+            waiting[rank] = waiting.get(rank, 0) + 1
 
     def one(task: _Task) -> list[Series] | EndpointError:
         """A refused read is split by rank set first (a server's series and samples limits
@@ -547,29 +553,81 @@ def _run_queries(tasks: list[_Task], builder: TimelineBuilder, outcome: LoadOutc
                 if failures[task.api.url] <= MAX_FAILURE_NOTES:
                     builder.notes.append(f"{task.api.url}: {task.fname} for ranks "
                                          f"{format_rank_list(task.ranks)} failed: {res}")
-                continue
-            if task.what == "marker":
-                _collect_marker_series(res, task, marker_series)
+            elif task.what == "marker":
+                _collect_marker_series(res, task, finish.marker_series)
             elif task.what == "edge":
-                _collect_edges(res, task, edges)
+                _collect_edges(res, task, finish.edges)
             elif task.what == "edge_gap":
-                _collect_edges(res, task, gaps)
+                _collect_edges(res, task, finish.gaps)
             else:
-                got = _collect_samples(res, task, builder, samples)
+                got = _collect_samples(res, task, builder, finish.samples)
                 with_data.setdefault(task.api.url, set()).update(got)
-    _merge_samples(samples, builder)
-    have_data = set().union(*with_data.values()) if with_data else set()
-    for rank, markers in markers_from_series(marker_series).items():
-        if rank in have_data:
-            builder.add_markers(rank, markers)
-    for rank, markers in markers_from_edges(edges, intervals or {}, gaps).items():
-        if rank in have_data:
-            builder.add_markers(rank, markers)
+                finish.have_data.update(got)
+            del res  # this answer's arrays live on in the parts only
+            done = []
+            for rank in task.ranks:
+                waiting[rank] -= 1
+                if not waiting[rank]:
+                    done.append(rank)
+            if done:
+                finish(done)
+    finish.close()
     for url, n in failures.items():
         if n > MAX_FAILURE_NOTES:
             builder.notes.append(f"{url}: {n - MAX_FAILURE_NOTES} more range queries failed "
                                  f"(ranks {format_rank_list(outcome.ranks_failed[url])})")
     return with_data
+
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+def _pop_keys(d: dict[_K, _V], keys: list[_K]) -> dict[_K, _V]:
+    """The entries of ``keys`` that ``d`` holds, moved out of it."""
+    return {k: d.pop(k) for k in keys if k in d}
+
+
+class _RankFinisher:
+    """What the reads brought so far, per rank, and the step that turns a rank whose reads
+    are all answered into builder samples and markers (its parts then let go)."""
+
+    def __init__(self, builder: TimelineBuilder, intervals: dict[int, int]) -> None:
+        self.builder = builder
+        self.intervals = intervals
+        self.samples: _Parts = {}
+        self.marker_series: dict[tuple[str, int], list[tuple[np.ndarray, np.ndarray]]] = {}
+        self.edges: _Parts = {}
+        self.gaps: _Parts = {}
+        #: Ranks that received samples from any endpoint (only those get markers).
+        self.have_data: set[int] = set()
+        self.conflicts = 0
+        #: One step name and attribute map per step number, shared by every rank.
+        self.shared_steps: dict[int, tuple[str, Mapping[str, object]]] = {}
+
+    def __call__(self, ranks: list[int]) -> None:
+        ranks = sorted(ranks)
+        samples = _pop_keys(self.samples, [(r, f) for r in ranks for f in schema.FIELD_METRICS])
+        markers = _pop_keys(self.marker_series, [(k, r) for r in ranks for k in MARKER_METRICS])
+        edges = _pop_keys(self.edges, [(r, k) for r in ranks for k in EDGE_MARKER_KINDS])
+        gaps = _pop_keys(self.gaps, [(r, k) for r in ranks for k in EDGE_MARKER_KINDS])
+        self.conflicts += _merge_samples(samples, self.builder)
+        for rank, m in markers_from_series(markers, self.shared_steps).items():
+            if rank in self.have_data:
+                self.builder.add_markers(rank, m)
+        for rank, m in markers_from_edges(edges, self.intervals, gaps).items():
+            if rank in self.have_data:
+                self.builder.add_markers(rank, m)
+
+    def close(self) -> None:
+        """Every rank is finished by now; anything left (a series naming a rank no query
+        asked for) is dropped as before, and the conflicts are noted once."""
+        if self.conflicts:
+            self.builder.skipped["conflicting_sample"] += self.conflicts
+            self.builder.notes.append(
+                f"prometheus: {self.conflicts} timestamp(s) held different values on "
+                "different endpoints (or spellings); the larger value was kept, whatever the "
+                "endpoint order")
 
 
 def matrix_series(results: list[dict[str, object]], builder: TimelineBuilder
@@ -641,10 +699,11 @@ def merge_parts(parts: list[tuple[np.ndarray, np.ndarray]]
     return t[keep], v[keep], dups, int(conflict_ts.size)
 
 
-def _merge_samples(samples: _Parts, builder: TimelineBuilder) -> None:
+def _merge_samples(samples: _Parts, builder: TimelineBuilder) -> int:
     """Each rank's fields into the builder as one chunk on the union of their timestamps (NaN
     where a field has no sample): what the builder's own merge of one chunk per field gives,
-    without holding every field's chunk padded to all fields first (7x the memory)."""
+    without holding every field's chunk padded to all fields first (7x the memory). Returns
+    how many timestamps held conflicting values (the caller notes them once)."""
     conflicts = 0
     by_rank: dict[int, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
     for (rank, fname), parts in sorted(samples.items()):
@@ -657,11 +716,7 @@ def _merge_samples(samples: _Parts, builder: TimelineBuilder) -> None:
     for rank, fields in by_rank.items():
         t_union, cols = _rank_chunk(fields)
         builder.add_samples(rank, t_union, **cols)
-    if conflicts:
-        builder.skipped["conflicting_sample"] += conflicts
-        builder.notes.append(f"prometheus: {conflicts} timestamp(s) held different values on "
-                             "different endpoints (or spellings); the larger value was kept, "
-                             "whatever the endpoint order")
+    return conflicts
 
 
 def _rank_chunk(fields: dict[str, tuple[np.ndarray, np.ndarray]]
@@ -739,7 +794,8 @@ def _collect_marker_series(results: list[Series], task: _Task,
         out.setdefault((task.fname, ident.rank), []).append((s.t_ns, s.v))
 
 
-def markers_from_series(series: dict[tuple[str, int], list[tuple[np.ndarray, np.ndarray]]]
+def markers_from_series(series: dict[tuple[str, int], list[tuple[np.ndarray, np.ndarray]]],
+                        shared: dict[int, tuple[str, Mapping[str, object]]] | None = None
                         ) -> dict[int, Markers]:
     """Step gauge → one ``step N`` slice per run of equal values; OOM counter → an instant at
     each increase. Chunks of one series are joined first so no step is cut at a chunk edge.
@@ -748,7 +804,7 @@ def markers_from_series(series: dict[tuple[str, int], list[tuple[np.ndarray, np.
     every scrape: millions of markers at cluster scale), in the order and shape the marker
     accumulator gives them."""
     per_rank: dict[int, list[Markers]] = {}
-    shared: dict[int, tuple[str, Mapping[str, object]]] = {}
+    shared = {} if shared is None else shared
     for (kind, rank), parts in sorted(series.items()):
         t = np.concatenate([p[0] for p in parts])
         v = np.concatenate([p[1] for p in parts])
