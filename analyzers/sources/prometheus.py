@@ -603,7 +603,7 @@ class _RankFinisher:
         self.have_data: set[int] = set()
         self.conflicts = 0
         #: One step name and attribute map per step number, shared by every rank.
-        self.shared_steps: dict[int, tuple[str, Mapping[str, object]]] = {}
+        self.shared_steps = StepNames()
 
     def __call__(self, ranks: list[int]) -> None:
         ranks = sorted(ranks)
@@ -794,29 +794,74 @@ def _collect_marker_series(results: list[Series], task: _Task,
         out.setdefault((task.fname, ident.rank), []).append((s.t_ns, s.v))
 
 
+class StepNames:
+    """One name and one attribute map (never written after) per step number, shared by every
+    rank: a thousand ranks' markers hold one copy of each, and a rank's names are looked up
+    with one ``searchsorted`` (every rank passes through the same steps) instead of a dict
+    lookup per step."""
+
+    def __init__(self) -> None:
+        self.keys = np.empty(0, np.int64)  # sorted step numbers
+        self.names = np.empty(0, dtype=object)
+        self.attrs = np.empty(0, dtype=object)
+        self._other: dict[int, tuple[str, Mapping[str, object]]] = {}
+
+    def index(self, steps: np.ndarray) -> np.ndarray:
+        """Positions in ``names``/``attrs`` of the sorted unique int64 ``steps``."""
+        pos = np.searchsorted(self.keys, steps)
+        if self.keys.size and pos.size and bool(
+                (self.keys[np.minimum(pos, self.keys.size - 1)] == steps).all()):
+            return pos
+        new = np.setdiff1d(steps, self.keys, assume_unique=True)
+        keys = np.concatenate([self.keys, new])
+        order = np.argsort(keys, kind="stable")
+        made = [(f"step {n}", {schema.SPAN_ATTR_STEP: n}) for n in new.tolist()]
+        names = np.empty(len(made), dtype=object)
+        attrs = np.empty(len(made), dtype=object)
+        for i, (name, attr) in enumerate(made):
+            names[i], attrs[i] = name, attr
+        self.keys = keys[order]
+        self.names = np.concatenate([self.names, names])[order]
+        self.attrs = np.concatenate([self.attrs, attrs])[order]
+        return np.searchsorted(self.keys, steps)
+
+    def get(self, n: int) -> tuple[str, Mapping[str, object]]:
+        """The pair for one step number beyond int64 (no array lookup)."""
+        got = self._other.get(n)
+        if got is None:
+            got = self._other[n] = (f"step {n}", {schema.SPAN_ATTR_STEP: n})
+        return got
+
+
 def markers_from_series(series: dict[tuple[str, int], list[tuple[np.ndarray, np.ndarray]]],
-                        shared: dict[int, tuple[str, Mapping[str, object]]] | None = None
-                        ) -> dict[int, Markers]:
+                        shared: StepNames | None = None) -> dict[int, Markers]:
     """Step gauge → one ``step N`` slice per run of equal values; OOM counter → an instant at
     each increase. Chunks of one series are joined first so no step is cut at a chunk edge.
 
     Steps are built as arrays (a training job scraped every 15 s shows a new step at nearly
     every scrape: millions of markers at cluster scale), in the order and shape the marker
-    accumulator gives them."""
+    accumulator gives them; ``shared`` keeps their names across calls."""
     per_rank: dict[int, list[Markers]] = {}
-    shared = {} if shared is None else shared
+    shared = StepNames() if shared is None else shared
     for (kind, rank), parts in sorted(series.items()):
-        t = np.concatenate([p[0] for p in parts])
-        v = np.concatenate([p[1] for p in parts])
-        order = np.argsort(t, kind="stable")
-        t, v = t[order], v[order]
+        if len(parts) == 1:
+            t, v = parts[0]
+        else:
+            t = np.concatenate([p[0] for p in parts])
+            v = np.concatenate([p[1] for p in parts])
+        if t.size > 1 and not bool((t[1:] >= t[:-1]).all()):
+            order = np.argsort(t, kind="stable")
+            t, v = t[order], v[order]
         ok = np.isfinite(v)
-        t, v = t[ok], v[ok]
+        if not ok.all():
+            t, v = t[ok], v[ok]
         if not t.size:
             continue
         if kind == KIND_STEP:
             per_rank.setdefault(rank, []).append(_step_markers(t, v, shared))
             continue
+        if bool((v[1:] == v[:-1]).all()):
+            continue  # a counter that never moved: no increase (the usual OOM counter)
         acc = MarkerAccumulator()  # an OOM lies between the scrape that shows it and the one before
         for at, before, count in counter_increases(t, v):
             acc.add(rank, at, at, "OOM", KIND_OOM,
@@ -827,31 +872,29 @@ def markers_from_series(series: dict[tuple[str, int], list[tuple[np.ndarray, np.
     return {rank: _concat_markers(ms) for rank, ms in per_rank.items()}
 
 
-def _step_markers(t: np.ndarray, v: np.ndarray,
-                  shared: dict[int, tuple[str, Mapping[str, object]]]) -> Markers:
-    """A step lasts until the next one is first seen (the last until its last sample). Every
-    rank passes through the same steps: one name and one attribute map (never written after)
-    per step number, shared by all ranks, keeps a thousand ranks' markers from holding a
-    thousand copies of each."""
-    starts = np.flatnonzero(np.r_[True, v[1:] != v[:-1]])
-    ends = np.r_[t[starts[1:]], t[-1]]
+def _step_markers(t: np.ndarray, v: np.ndarray, shared: StepNames) -> Markers:
+    """A step lasts until the next one is first seen (the last until its last sample)."""
+    change = np.empty(v.shape, dtype=bool)
+    change[0] = True
+    np.not_equal(v[1:], v[:-1], out=change[1:])
+    starts = np.flatnonzero(change)
+    ends = np.empty(starts.shape, dtype=np.int64)
+    ends[:-1] = t[starts[1:]]
+    ends[-1] = t[-1]
     first = v[starts]
     if (np.abs(first) < 2**62).all():  # int() of each: truncation toward zero
         steps, where = np.unique(first.astype(np.int64), return_inverse=True)
-        numbers = steps.tolist()
+        at = shared.index(steps)[where]
+        names, attrs = shared.names[at], shared.attrs[at]
     else:
-        numbers = [int(x) for x in first.tolist()]
-        where = np.arange(len(numbers))
-    names = np.empty(len(numbers), dtype=object)
-    attrs = np.empty(len(numbers), dtype=object)
-    for i, n in enumerate(numbers):
-        got = shared.get(n)
-        if got is None:
-            got = shared[n] = (f"step {n}", {schema.SPAN_ATTR_STEP: n})
-        names[i], attrs[i] = got
-    return Markers(start_ns=t[starts].astype(np.int64), end_ns=ends.astype(np.int64),
-                   name=names[where], kind=np.full(len(starts), KIND_STEP, dtype=object),
-                   attrs=tuple(attrs[where].tolist()))
+        pairs = [shared.get(int(x)) for x in first.tolist()]
+        names = np.empty(len(pairs), dtype=object)
+        attrs = np.empty(len(pairs), dtype=object)
+        for i, (name, attr) in enumerate(pairs):
+            names[i], attrs[i] = name, attr
+    return Markers(start_ns=t[starts].astype(np.int64), end_ns=ends,
+                   name=names, kind=np.full(len(starts), KIND_STEP, dtype=object),
+                   attrs=tuple(attrs.tolist()))
 
 
 def _concat_markers(ms: list[Markers]) -> Markers:
