@@ -127,13 +127,20 @@ def data_dir(ranks: int, hours: float) -> Path:
     return OUT / f"vm-{ranks}x{hours:g}h"
 
 
-def _replay(url: str, calls: list[tuple[str, str, bytes]], concurrency: int) -> float:
-    """The recorded requests again, bodies read but never decoded: the TSDB's own time."""
+Call = tuple[str, str, bytes, str]
+
+
+def _replay(url: str, calls: list[Call], concurrency: int) -> float:
+    """The recorded requests again (with the ``Accept-Encoding`` the analyzer sent: a gzip
+    answer costs the TSDB more than half of its time), bodies read but never decoded: the
+    TSDB's own time."""
     with httpx.Client(timeout=600, limits=httpx.Limits(max_connections=concurrency)) as c:
-        def one(call: tuple[str, str, bytes]) -> int:
-            method, target, body = call
-            r = c.request(method, target, content=body, headers={
-                "content-type": "application/x-www-form-urlencoded"} if body else None)
+        def one(call: Call) -> int:
+            method, target, body, encoding = call
+            headers = {"accept-encoding": encoding}
+            if body:
+                headers["content-type"] = "application/x-www-form-urlencoded"
+            r = c.request(method, target, content=body, headers=headers)
             return len(r.content)
 
         t0 = time.perf_counter()
@@ -176,6 +183,9 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY)
     ap.add_argument("--reingest", action="store_true", help="drop the cached data dir first")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--encoding", choices=("gzip", "identity"), default="gzip",
+                    help="gzip: answers compressed, as the analyzer asks a remote TSDB (the "
+                    "deployed case); identity: uncompressed, as it asks one on loopback")
     ap.add_argument("--report", type=Path, help="write the analysis report (JSON) here, to "
                     "compare two versions' answers")
     args = ap.parse_args()
@@ -193,12 +203,14 @@ def main() -> int:
         n = int(args.hours * 3600_000 / SCRAPE_MS)
         window = QueryWindow(JOB, (START_MS - 60_000) * 10**6,
                              (START_MS + (n + 40) * SCRAPE_MS) * 10**6)
-        calls: list[tuple[str, str, bytes]] = []
-        settings = HttpSettings(timeout_s=600)
+        calls: list[Call] = []
+        # VictoriaMetrics runs on loopback here; a deployed analyzer reads a remote TSDB.
+        settings = HttpSettings(timeout_s=600, identity_on_loopback=args.encoding == "identity")
         client = make_client(settings)
         timings: list[tuple[float, str]] = []
         client.event_hooks["request"] = [lambda r: calls.append(
-            (r.method, str(r.url), r.read())) or r.extensions.setdefault("t0", time.monotonic())]
+            (r.method, str(r.url), r.read(), r.headers.get("accept-encoding", ""))
+        ) or r.extensions.setdefault("t0", time.monotonic())]
         client.event_hooks["response"] = [lambda r: timings.append(
             (time.monotonic() - r.request.extensions["t0"], r.request.read().decode()[:200]))]
         vm_cpu0 = cpu_of(vm.proc.pid)
@@ -229,13 +241,16 @@ def main() -> int:
     # against a fresh start give the like-for-like figure (both are reported).
     with servers.victoriametrics(work, ["-search.disableCache"]) as vm:
         vm_cpu0 = cpu_of(vm.proc.pid)
-        fresh_calls = [(m, vm.url + url.removeprefix(run_url), body) for m, url, body in calls]
+        fresh_calls = [(m, vm.url + url.removeprefix(run_url), body, enc)
+                       for m, url, body, enc in calls]
         tsdb_fresh = _replay(vm.url, fresh_calls, args.concurrency)
         tsdb_fresh_cpu = cpu_of(vm.proc.pid) - vm_cpu0
     rss = ru1.ru_maxrss / 1024
     leaders = sorted({(i["leader"], i["confidence"]) for i in report.cross_rank.incidents
                       if i.get("leader") is not None})
+    encodings = sorted({c[3] for c in calls})
     row = {"ranks": args.ranks, "hours": args.hours, "series": args.ranks * 14,
+           "encoding": args.encoding, "accept_encoding_sent": encodings,
            "samples_read": timeline.total_samples(), "requests": len(calls),
            "queries": outcome.queries, "partial": outcome.partial,
            "load_s": round(t_load, 2), "analyzer_wall_s": round(wall, 2),
