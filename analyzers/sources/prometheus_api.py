@@ -255,10 +255,13 @@ def _flat_pairs(body: bytes) -> _Flat | None:
     if doc.status != "success":
         return None
     raws = [bytes(s.values) for s in doc.data.result]
-    counts = [r.count(b"[") - 1 for r in raws]
-    for r, n in zip(raws, counts, strict=True):
-        if r.translate(None, _NOT_DELIMITER) != _pairs_shape(n):
+    counts = []
+    for r in raws:
+        shape = r.translate(None, _NOT_DELIMITER)
+        n = (len(shape) - 1) // 4  # "[[,]]" is 5 long, each further pair adds "[,],"
+        if shape != _pairs_shape(n):
             return None
+        counts.append(n)
     text = b",".join(r for r, n in zip(raws, counts, strict=True) if n).translate(None, b'[]"')
     try:
         numbers = _NUMBERS.decode(b"[" + text + b"]")
