@@ -883,8 +883,12 @@ def _step_markers(t: np.ndarray, v: np.ndarray, shared: StepNames) -> Markers:
     ends[-1] = t[-1]
     first = v[starts]
     if (np.abs(first) < 2**62).all():  # int() of each: truncation toward zero
-        steps, where = np.unique(first.astype(np.int64), return_inverse=True)
-        at = shared.index(steps)[where]
+        ints = first.astype(np.int64)
+        if ints.size < 2 or bool((ints[1:] > ints[:-1]).all()):  # training: steps only grow
+            at = shared.index(ints)
+        else:
+            steps, where = np.unique(ints, return_inverse=True)
+            at = shared.index(steps)[where]
         names, attrs = shared.names[at], shared.attrs[at]
     else:
         pairs = [shared.get(int(x)) for x in first.tolist()]
