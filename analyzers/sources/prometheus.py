@@ -375,12 +375,22 @@ def load_prometheus(urls: Sequence[str], window: QueryWindow, *,
         if progress and discoveries:  # none answered: the error that follows says why
             progress(f"prometheus: {len(tasks)} raw-sample queries (chunks of {max_points} "
                      f"samples at ~{step:g}s) over {len(discoveries)} endpoint(s)")
-        intervals = _read_intervals(discoveries, window, builder)
-        with gc_paused():  # millions of decoded pairs, all dropped by reference counting
-            with_data = _run_queries(tasks, builder, outcome, step, max_points, concurrency,
-                                     intervals)
-        for d in discoveries:
-            _read_estimates(d, window, builder)
+        # The two whole-window instant queries run beside the reads (the TSDB answers them
+        # while this process decodes); their notes and values join in the order they had.
+        notes_at = len(builder.notes)
+        side_i, side_e = TimelineBuilder(), TimelineBuilder()
+        with ThreadPoolExecutor(max_workers=1) as side:
+            intervals = side.submit(_read_intervals, discoveries, window, side_i)
+            estimates = side.submit(_read_all_estimates, discoveries, window, side_e)
+            with gc_paused():  # millions of decoded pairs, all dropped by reference counting
+                with_data = _run_queries(tasks, builder, outcome, step, max_points,
+                                         concurrency, intervals.result)
+            intervals.result()
+            estimates.result()
+        builder.notes[notes_at:notes_at] = side_i.notes
+        builder.notes.extend(side_e.notes)
+        if META_ESTIMATE_BYTES in side_e.meta:
+            builder.meta[META_ESTIMATE_BYTES] = side_e.meta[META_ESTIMATE_BYTES]
         if not builder.meta.get(META_ESTIMATE_BYTES):
             builder.meta.pop(META_ESTIMATE_BYTES, None)
         for d in discoveries:
@@ -410,6 +420,12 @@ def load_prometheus(urls: Sequence[str], window: QueryWindow, *,
                                    "window_start_ns": window.start_ns,
                                    "raw_samples": True}
     return timeline, outcome
+
+
+def _read_all_estimates(discoveries: list[_Discovery], window: QueryWindow,
+                        builder: TimelineBuilder) -> None:
+    for d in discoveries:
+        _read_estimates(d, window, builder)
 
 
 def _read_intervals(discoveries: list[_Discovery], window: QueryWindow,
@@ -508,7 +524,8 @@ _Parts = dict[tuple[int, str], list[tuple[np.ndarray, np.ndarray]]]
 
 def _run_queries(tasks: list[_Task], builder: TimelineBuilder, outcome: LoadOutcome,
                  step: float, max_points: int, concurrency: int,
-                 intervals: dict[int, int] | None = None) -> dict[str, set[int]]:
+                 intervals: Callable[[], dict[int, int]] | None = None
+                 ) -> dict[str, set[int]]:
     """Run every raw-sample query and hand each rank to the builder as soon as every query
     that names it (on every endpoint) has answered; returns endpoint → ranks that received
     samples.
@@ -520,7 +537,7 @@ def _run_queries(tasks: list[_Task], builder: TimelineBuilder, outcome: LoadOutc
     if not tasks:
         return with_data
     chunk_s = max(60.0, step * max(2, max_points - 1))
-    finish = _RankFinisher(builder, intervals or {})
+    finish = _RankFinisher(builder, intervals or dict)
     waiting: dict[int, int] = {}  # rank → its queries not answered yet
     for task in tasks:
         for rank in task.ranks:
@@ -592,8 +609,11 @@ class _RankFinisher:
     """What the reads brought so far, per rank, and the step that turns a rank whose reads
     are all answered into builder samples and markers (its parts then let go)."""
 
-    def __init__(self, builder: TimelineBuilder, intervals: dict[int, int]) -> None:
+    def __init__(self, builder: TimelineBuilder,
+                 intervals: Callable[[], dict[int, int]]) -> None:
         self.builder = builder
+        #: rank → sampling interval, asked for only when a rank has edges (it may still be
+        #: in flight beside the reads).
         self.intervals = intervals
         self.samples: _Parts = {}
         self.marker_series: dict[tuple[str, int], list[tuple[np.ndarray, np.ndarray]]] = {}
@@ -615,7 +635,8 @@ class _RankFinisher:
         for rank, m in markers_from_series(markers, self.shared_steps).items():
             if rank in self.have_data:
                 self.builder.add_markers(rank, m)
-        for rank, m in markers_from_edges(edges, self.intervals, gaps).items():
+        for rank, m in markers_from_edges(edges, self.intervals() if edges else {},
+                                          gaps).items():
             if rank in self.have_data:
                 self.builder.add_markers(rank, m)
 
