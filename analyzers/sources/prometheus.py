@@ -26,8 +26,9 @@ resolved to the larger one and noted.
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
@@ -560,34 +561,33 @@ def _run_queries(tasks: list[_Task], builder: TimelineBuilder, outcome: LoadOutc
             out += got
         return out
 
-    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        for task, res in zip(tasks, pool.map(one, tasks), strict=True):
-            outcome.queries += 1
-            if isinstance(res, EndpointError):
-                outcome.ranks_failed.setdefault(task.api.url, set()).update(task.ranks)
-                builder.skipped["query_failed"] += 1
-                failures[task.api.url] = failures.get(task.api.url, 0) + 1
-                if failures[task.api.url] <= MAX_FAILURE_NOTES:
-                    builder.notes.append(f"{task.api.url}: {task.fname} for ranks "
-                                         f"{format_rank_list(task.ranks)} failed: {res}")
-            elif task.what == "marker":
-                _collect_marker_series(res, task, finish.marker_series)
-            elif task.what == "edge":
-                _collect_edges(res, task, finish.edges)
-            elif task.what == "edge_gap":
-                _collect_edges(res, task, finish.gaps)
-            else:
-                got = _collect_samples(res, task, builder, finish.samples)
-                with_data.setdefault(task.api.url, set()).update(got)
-                finish.have_data.update(got)
-            del res  # this answer's arrays live on in the parts only
-            done = []
-            for rank in task.ranks:
-                waiting[rank] -= 1
-                if not waiting[rank]:
-                    done.append(rank)
-            if done:
-                finish(done)
+    for task, res in _in_order_bounded(one, tasks, max(1, concurrency)):
+        outcome.queries += 1
+        if isinstance(res, EndpointError):
+            outcome.ranks_failed.setdefault(task.api.url, set()).update(task.ranks)
+            builder.skipped["query_failed"] += 1
+            failures[task.api.url] = failures.get(task.api.url, 0) + 1
+            if failures[task.api.url] <= MAX_FAILURE_NOTES:
+                builder.notes.append(f"{task.api.url}: {task.fname} for ranks "
+                                     f"{format_rank_list(task.ranks)} failed: {res}")
+        elif task.what == "marker":
+            _collect_marker_series(res, task, finish.marker_series)
+        elif task.what == "edge":
+            _collect_edges(res, task, finish.edges)
+        elif task.what == "edge_gap":
+            _collect_edges(res, task, finish.gaps)
+        else:
+            got = _collect_samples(res, task, builder, finish.samples)
+            with_data.setdefault(task.api.url, set()).update(got)
+            finish.have_data.update(got)
+        del res  # this answer's arrays live on in the parts only
+        done = []
+        for rank in task.ranks:
+            waiting[rank] -= 1
+            if not waiting[rank]:
+                done.append(rank)
+        if done:
+            finish(done)
     finish.close()
     for url, n in failures.items():
         if n > MAX_FAILURE_NOTES:
@@ -598,6 +598,33 @@ def _run_queries(tasks: list[_Task], builder: TimelineBuilder, outcome: LoadOutc
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
+_I = TypeVar("_I")
+_R = TypeVar("_R")
+#: Answers decoded but not yet taken in, per worker: the read-ahead that keeps the TSDB busy
+#: while a slow answer (a retry) holds up the ones behind it, without holding them all.
+READ_AHEAD_PER_WORKER = 2
+
+
+def _in_order_bounded(fn: Callable[[_I], _R], items: Sequence[_I], workers: int
+                      ) -> Iterator[tuple[_I, _R]]:
+    """``(item, fn(item))`` in the order of ``items``, ``workers`` at a time, with at most
+    ``READ_AHEAD_PER_WORKER * workers`` submitted and not yet yielded (``pool.map`` submits
+    everything at once: a slow first answer would let every other one pile up decoded)."""
+    ahead = READ_AHEAD_PER_WORKER * workers
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        pending: deque[tuple[_I, Future[_R]]] = deque()
+        todo = iter(items)
+        for item in todo:
+            pending.append((item, pool.submit(fn, item)))
+            if len(pending) >= ahead:
+                break
+        while pending:
+            item, fut = pending.popleft()
+            got = fut.result()
+            for nxt in todo:
+                pending.append((nxt, pool.submit(fn, nxt)))
+                break
+            yield item, got
 
 
 def _pop_keys(d: dict[_K, _V], keys: list[_K]) -> dict[_K, _V]:

@@ -139,3 +139,42 @@ def test_a_rank_is_finished_only_when_every_endpoint_has_answered(tmp_path: Path
     np.testing.assert_array_equal(swapped.ranks[1].values["reserved"], reserved)
     assert got.skipped["conflicting_sample"] == 1
     assert any("the larger value was kept" in n for n in got.notes), got.notes
+
+
+def test_a_slow_answer_holds_up_at_most_the_read_ahead() -> None:
+    """The first read hangs (a retry, a slow shard): the reads behind it may run ahead, but
+    never more than the bounded read-ahead, so their decoded answers cannot pile up without
+    limit (``pool.map`` would have run all of them); the answers still come in task order."""
+    import threading
+
+    from stormotel.analyzers.sources import prometheus as prom
+
+    release = threading.Event()
+    started: list[int] = []
+    lock = threading.Lock()
+
+    def read(i: int) -> int:
+        with lock:
+            started.append(i)
+        if i == 0:
+            assert release.wait(10)
+        return i * 10
+
+    workers = 3
+    ahead = prom.READ_AHEAD_PER_WORKER * workers
+    seen_while_blocked: list[int] = []
+
+    def look_then_release() -> None:
+        with lock:
+            seen_while_blocked.append(len(started))
+        release.set()
+
+    got = prom._in_order_bounded(read, list(range(40)), workers)
+    timer = threading.Timer(0.5, look_then_release)  # the others have long finished by then
+    timer.start()
+    first = next(got)  # returns once read 0 is released
+    assert seen_while_blocked == [ahead]  # read 0 and the read-ahead behind it, no more
+    assert first == (0, 0)
+    assert list(got) == [(i, i * 10) for i in range(1, 40)]
+    assert sorted(started) == list(range(40))
+    timer.join()
