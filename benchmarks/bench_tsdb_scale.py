@@ -13,12 +13,15 @@ timestamps, so the cache stays valid).
 
 Then ``load_prometheus`` + ``analyze`` run in this process (wall, CPU, peak RSS), every HTTP
 request they make is recorded, and the recorded requests are replayed with the same concurrency
-by a plain client that only reads the bodies: the TSDB's own time to answer the same queries.
+by a plain client that only reads the bodies: the TSDB's own time to answer the same queries,
+once on the VictoriaMetrics the analyzer warmed (``tsdb_s``) and once on a freshly started one
+(``tsdb_fresh_s``: the state the analyzer's run met).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import resource
@@ -40,6 +43,7 @@ from stormotel.analyzers.sources.prometheus import (
     QueryWindow,
     load_prometheus,
 )
+from stormotel.analyzers.timeline import Timeline
 
 from stormotel import schema
 from tests import servers
@@ -123,13 +127,20 @@ def data_dir(ranks: int, hours: float) -> Path:
     return OUT / f"vm-{ranks}x{hours:g}h"
 
 
-def _replay(url: str, calls: list[tuple[str, str, bytes]], concurrency: int) -> float:
-    """The recorded requests again, bodies read but never decoded: the TSDB's own time."""
+Call = tuple[str, str, bytes, str]
+
+
+def _replay(url: str, calls: list[Call], concurrency: int) -> float:
+    """The recorded requests again (with the ``Accept-Encoding`` the analyzer sent: a gzip
+    answer costs the TSDB more than half of its time), bodies read but never decoded: the
+    TSDB's own time."""
     with httpx.Client(timeout=600, limits=httpx.Limits(max_connections=concurrency)) as c:
-        def one(call: tuple[str, str, bytes]) -> int:
-            method, target, body = call
-            r = c.request(method, target, content=body, headers={
-                "content-type": "application/x-www-form-urlencoded"} if body else None)
+        def one(call: Call) -> int:
+            method, target, body, encoding = call
+            headers = {"accept-encoding": encoding}
+            if body:
+                headers["content-type"] = "application/x-www-form-urlencoded"
+            r = c.request(method, target, content=body, headers=headers)
             return len(r.content)
 
         t0 = time.perf_counter()
@@ -146,6 +157,25 @@ def cpu_of(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def timeline_digest(timeline: Timeline) -> str:
+    """A hash of every rank's samples, fields and markers: two versions of the reader that give
+    the same digest built the same Timeline (taken after the timed run)."""
+    h = hashlib.sha256()
+    for rank in timeline.rank_ids:
+        s = timeline.ranks[rank]
+        h.update(repr((rank, s.identity)).encode())
+        h.update(s.t_ns.tobytes())
+        for name in sorted(s.values):
+            h.update(name.encode())
+            h.update(np.ascontiguousarray(s.values[name]).tobytes())
+        m = s.markers
+        h.update(m.start_ns.tobytes())
+        h.update(m.end_ns.tobytes())
+        h.update(repr((m.name.tolist(), m.kind.tolist(), m.attrs)).encode())
+    h.update(repr((sorted(timeline.skipped.items()), timeline.notes)).encode())
+    return h.hexdigest()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, default=1024)
@@ -153,6 +183,11 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY)
     ap.add_argument("--reingest", action="store_true", help="drop the cached data dir first")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--encoding", choices=("gzip", "identity"), default="gzip",
+                    help="gzip: answers compressed, as the analyzer asks a remote TSDB (the "
+                    "deployed case); identity: uncompressed, as it asks one on loopback")
+    ap.add_argument("--report", type=Path, help="write the analysis report (JSON) here, to "
+                    "compare two versions' answers")
     args = ap.parse_args()
     work = data_dir(args.ranks, args.hours)
     if args.reingest and work.exists():
@@ -168,12 +203,14 @@ def main() -> int:
         n = int(args.hours * 3600_000 / SCRAPE_MS)
         window = QueryWindow(JOB, (START_MS - 60_000) * 10**6,
                              (START_MS + (n + 40) * SCRAPE_MS) * 10**6)
-        calls: list[tuple[str, str, bytes]] = []
-        settings = HttpSettings(timeout_s=600)
+        calls: list[Call] = []
+        # VictoriaMetrics runs on loopback here; a deployed analyzer reads a remote TSDB.
+        settings = HttpSettings(timeout_s=600, identity_on_loopback=args.encoding == "identity")
         client = make_client(settings)
         timings: list[tuple[float, str]] = []
         client.event_hooks["request"] = [lambda r: calls.append(
-            (r.method, str(r.url), r.read())) or r.extensions.setdefault("t0", time.monotonic())]
+            (r.method, str(r.url), r.read(), r.headers.get("accept-encoding", ""))
+        ) or r.extensions.setdefault("t0", time.monotonic())]
         client.event_hooks["response"] = [lambda r: timings.append(
             (time.monotonic() - r.request.extensions["t0"], r.request.read().decode()[:200]))]
         vm_cpu0 = cpu_of(vm.proc.pid)
@@ -186,6 +223,9 @@ def main() -> int:
         report = analyze(timeline)
         wall = time.perf_counter() - t0
         ru1 = resource.getrusage(resource.RUSAGE_SELF)
+        digest = timeline_digest(timeline)
+        if args.report:
+            args.report.write_text(report.to_json())
         client.close()
         cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
         vm_cpu_run = cpu_of(vm.proc.pid) - vm_cpu0
@@ -195,19 +235,34 @@ def main() -> int:
         slow = sorted(timings, reverse=True)[:5]
         print("slowest requests in the run:", [(round(d, 2), u[:90]) for d, u in slow])
         size = sum(f.stat().st_size for f in (work / "data").rglob("*") if f.is_file())
+        run_url = vm.url
+    # The analyzer met a freshly started VictoriaMetrics (its index and block caches empty);
+    # the replay above met one warmed by the analyzer's own run. The same queries once more
+    # against a fresh start give the like-for-like figure (both are reported).
+    with servers.victoriametrics(work, ["-search.disableCache"]) as vm:
+        vm_cpu0 = cpu_of(vm.proc.pid)
+        fresh_calls = [(m, vm.url + url.removeprefix(run_url), body, enc)
+                       for m, url, body, enc in calls]
+        tsdb_fresh = _replay(vm.url, fresh_calls, args.concurrency)
+        tsdb_fresh_cpu = cpu_of(vm.proc.pid) - vm_cpu0
     rss = ru1.ru_maxrss / 1024
     leaders = sorted({(i["leader"], i["confidence"]) for i in report.cross_rank.incidents
                       if i.get("leader") is not None})
+    encodings = sorted({c[3] for c in calls})
     row = {"ranks": args.ranks, "hours": args.hours, "series": args.ranks * 14,
+           "encoding": args.encoding, "accept_encoding_sent": encodings,
            "samples_read": timeline.total_samples(), "requests": len(calls),
            "queries": outcome.queries, "partial": outcome.partial,
            "load_s": round(t_load, 2), "analyzer_wall_s": round(wall, 2),
            "analyzer_cpu_s": round(cpu, 2), "tsdb_s": round(tsdb, 2),
            "tsdb_cpu_s": round(tsdb_cpu, 2), "tsdb_cpu_during_run_s": round(vm_cpu_run, 2),
            "ratio_wall": round(wall / tsdb, 2), "ratio_cpu": round(cpu / tsdb_cpu, 2),
+           "tsdb_fresh_s": round(tsdb_fresh, 2), "tsdb_fresh_cpu_s": round(tsdb_fresh_cpu, 2),
+           "ratio_wall_fresh": round(wall / tsdb_fresh, 2),
+           "ratio_cpu_fresh": round(cpu / tsdb_fresh_cpu, 2),
            "peak_rss_mib": round(rss), "peak_rss_after_load_mib": round(rss_load),
            "vm_data_mib": round(size / 2**20, 1), "incident_leaders": leaders,
-           "leak_rank": LEAK_RANK, "first_rank": FIRST_RANK}
+           "leak_rank": LEAK_RANK, "first_rank": FIRST_RANK, "timeline_sha256": digest}
     print(json.dumps(row))
     if args.json:
         args.json.write_text(json.dumps(row, indent=2))

@@ -26,9 +26,11 @@ resolved to the larger one and noted.
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 import httpx
 import numpy as np
@@ -374,12 +376,22 @@ def load_prometheus(urls: Sequence[str], window: QueryWindow, *,
         if progress and discoveries:  # none answered: the error that follows says why
             progress(f"prometheus: {len(tasks)} raw-sample queries (chunks of {max_points} "
                      f"samples at ~{step:g}s) over {len(discoveries)} endpoint(s)")
-        intervals = _read_intervals(discoveries, window, builder)
-        with gc_paused():  # millions of decoded pairs, all dropped by reference counting
-            with_data = _run_queries(tasks, builder, outcome, step, max_points, concurrency,
-                                     intervals)
-        for d in discoveries:
-            _read_estimates(d, window, builder)
+        # The two whole-window instant queries run beside the reads (the TSDB answers them
+        # while this process decodes); their notes and values join in the order they had.
+        notes_at = len(builder.notes)
+        side_i, side_e = TimelineBuilder(), TimelineBuilder()
+        with ThreadPoolExecutor(max_workers=1) as side:
+            intervals = side.submit(_read_intervals, discoveries, window, side_i)
+            estimates = side.submit(_read_all_estimates, discoveries, window, side_e)
+            with gc_paused():  # millions of decoded pairs, all dropped by reference counting
+                with_data = _run_queries(tasks, builder, outcome, step, max_points,
+                                         concurrency, intervals.result)
+            intervals.result()
+            estimates.result()
+        builder.notes[notes_at:notes_at] = side_i.notes
+        builder.notes.extend(side_e.notes)
+        if META_ESTIMATE_BYTES in side_e.meta:
+            builder.meta[META_ESTIMATE_BYTES] = side_e.meta[META_ESTIMATE_BYTES]
         if not builder.meta.get(META_ESTIMATE_BYTES):
             builder.meta.pop(META_ESTIMATE_BYTES, None)
         for d in discoveries:
@@ -409,6 +421,12 @@ def load_prometheus(urls: Sequence[str], window: QueryWindow, *,
                                    "window_start_ns": window.start_ns,
                                    "raw_samples": True}
     return timeline, outcome
+
+
+def _read_all_estimates(discoveries: list[_Discovery], window: QueryWindow,
+                        builder: TimelineBuilder) -> None:
+    for d in discoveries:
+        _read_estimates(d, window, builder)
 
 
 def _read_intervals(discoveries: list[_Discovery], window: QueryWindow,
@@ -507,18 +525,24 @@ _Parts = dict[tuple[int, str], list[tuple[np.ndarray, np.ndarray]]]
 
 def _run_queries(tasks: list[_Task], builder: TimelineBuilder, outcome: LoadOutcome,
                  step: float, max_points: int, concurrency: int,
-                 intervals: dict[int, int] | None = None) -> dict[str, set[int]]:
-    """Run every raw-sample query, then merge what all endpoints returned per rank and series;
-    returns endpoint → ranks that received samples."""
+                 intervals: Callable[[], dict[int, int]] | None = None
+                 ) -> dict[str, set[int]]:
+    """Run every raw-sample query and hand each rank to the builder as soon as every query
+    that names it (on every endpoint) has answered; returns endpoint → ranks that received
+    samples.
+
+    Streaming by rank keeps memory to the ranks still being read (their decoded parts), and
+    the merge and markers of finished ranks run while the TSDB answers the next reads."""
     with_data: dict[str, set[int]] = {}
     failures: dict[str, int] = {}
-    samples: _Parts = {}
-    marker_series: dict[tuple[str, int], list[tuple[np.ndarray, np.ndarray]]] = {}
-    edges: _Parts = {}
-    gaps: _Parts = {}
     if not tasks:
         return with_data
     chunk_s = max(60.0, step * max(2, max_points - 1))
+    finish = _RankFinisher(builder, intervals or dict)
+    waiting: dict[int, int] = {}  # rank → its queries not answered yet
+    for task in tasks:
+        for rank in task.ranks:
+            waiting[rank] = waiting.get(rank, 0) + 1
 
     def one(task: _Task) -> list[Series] | EndpointError:
         """A refused read is split by rank set first (a server's series and samples limits
@@ -537,39 +561,121 @@ def _run_queries(tasks: list[_Task], builder: TimelineBuilder, outcome: LoadOutc
             out += got
         return out
 
-    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        for task, res in zip(tasks, pool.map(one, tasks), strict=True):
-            outcome.queries += 1
-            if isinstance(res, EndpointError):
-                outcome.ranks_failed.setdefault(task.api.url, set()).update(task.ranks)
-                builder.skipped["query_failed"] += 1
-                failures[task.api.url] = failures.get(task.api.url, 0) + 1
-                if failures[task.api.url] <= MAX_FAILURE_NOTES:
-                    builder.notes.append(f"{task.api.url}: {task.fname} for ranks "
-                                         f"{format_rank_list(task.ranks)} failed: {res}")
-                continue
-            if task.what == "marker":
-                _collect_marker_series(res, task, marker_series)
-            elif task.what == "edge":
-                _collect_edges(res, task, edges)
-            elif task.what == "edge_gap":
-                _collect_edges(res, task, gaps)
-            else:
-                got = _collect_samples(res, task, builder, samples)
-                with_data.setdefault(task.api.url, set()).update(got)
-    _merge_samples(samples, builder)
-    have_data = set().union(*with_data.values()) if with_data else set()
-    for rank, markers in markers_from_series(marker_series).items():
-        if rank in have_data:
-            builder.add_markers(rank, markers)
-    for rank, markers in markers_from_edges(edges, intervals or {}, gaps).items():
-        if rank in have_data:
-            builder.add_markers(rank, markers)
+    for task, res in _in_order_bounded(one, tasks, max(1, concurrency)):
+        outcome.queries += 1
+        if isinstance(res, EndpointError):
+            outcome.ranks_failed.setdefault(task.api.url, set()).update(task.ranks)
+            builder.skipped["query_failed"] += 1
+            failures[task.api.url] = failures.get(task.api.url, 0) + 1
+            if failures[task.api.url] <= MAX_FAILURE_NOTES:
+                builder.notes.append(f"{task.api.url}: {task.fname} for ranks "
+                                     f"{format_rank_list(task.ranks)} failed: {res}")
+        elif task.what == "marker":
+            _collect_marker_series(res, task, finish.marker_series)
+        elif task.what == "edge":
+            _collect_edges(res, task, finish.edges)
+        elif task.what == "edge_gap":
+            _collect_edges(res, task, finish.gaps)
+        else:
+            got = _collect_samples(res, task, builder, finish.samples)
+            with_data.setdefault(task.api.url, set()).update(got)
+            finish.have_data.update(got)
+        del res  # this answer's arrays live on in the parts only
+        done = []
+        for rank in task.ranks:
+            waiting[rank] -= 1
+            if not waiting[rank]:
+                done.append(rank)
+        if done:
+            finish(done)
+    finish.close()
     for url, n in failures.items():
         if n > MAX_FAILURE_NOTES:
             builder.notes.append(f"{url}: {n - MAX_FAILURE_NOTES} more range queries failed "
                                  f"(ranks {format_rank_list(outcome.ranks_failed[url])})")
     return with_data
+
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+_I = TypeVar("_I")
+_R = TypeVar("_R")
+#: Answers decoded but not yet taken in, per worker: the read-ahead that keeps the TSDB busy
+#: while a slow answer (a retry) holds up the ones behind it, without holding them all.
+READ_AHEAD_PER_WORKER = 2
+
+
+def _in_order_bounded(fn: Callable[[_I], _R], items: Sequence[_I], workers: int
+                      ) -> Iterator[tuple[_I, _R]]:
+    """``(item, fn(item))`` in the order of ``items``, ``workers`` at a time, with at most
+    ``READ_AHEAD_PER_WORKER * workers`` submitted and not yet yielded (``pool.map`` submits
+    everything at once: a slow first answer would let every other one pile up decoded)."""
+    ahead = READ_AHEAD_PER_WORKER * workers
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        pending: deque[tuple[_I, Future[_R]]] = deque()
+        todo = iter(items)
+        for item in todo:
+            pending.append((item, pool.submit(fn, item)))
+            if len(pending) >= ahead:
+                break
+        while pending:
+            item, fut = pending.popleft()
+            got = fut.result()
+            for nxt in todo:
+                pending.append((nxt, pool.submit(fn, nxt)))
+                break
+            yield item, got
+
+
+def _pop_keys(d: dict[_K, _V], keys: list[_K]) -> dict[_K, _V]:
+    """The entries of ``keys`` that ``d`` holds, moved out of it."""
+    return {k: d.pop(k) for k in keys if k in d}
+
+
+class _RankFinisher:
+    """What the reads brought so far, per rank, and the step that turns a rank whose reads
+    are all answered into builder samples and markers (its parts then let go)."""
+
+    def __init__(self, builder: TimelineBuilder,
+                 intervals: Callable[[], dict[int, int]]) -> None:
+        self.builder = builder
+        #: rank → sampling interval, asked for only when a rank has edges (it may still be
+        #: in flight beside the reads).
+        self.intervals = intervals
+        self.samples: _Parts = {}
+        self.marker_series: dict[tuple[str, int], list[tuple[np.ndarray, np.ndarray]]] = {}
+        self.edges: _Parts = {}
+        self.gaps: _Parts = {}
+        #: Ranks that received samples from any endpoint (only those get markers).
+        self.have_data: set[int] = set()
+        self.conflicts = 0
+        #: One step name and attribute map per step number, shared by every rank.
+        self.shared_steps = StepNames()
+
+    def __call__(self, ranks: list[int]) -> None:
+        ranks = sorted(ranks)
+        samples = _pop_keys(self.samples, [(r, f) for r in ranks for f in schema.FIELD_METRICS])
+        markers = _pop_keys(self.marker_series, [(k, r) for r in ranks for k in MARKER_METRICS])
+        edges = _pop_keys(self.edges, [(r, k) for r in ranks for k in EDGE_MARKER_KINDS])
+        gaps = _pop_keys(self.gaps, [(r, k) for r in ranks for k in EDGE_MARKER_KINDS])
+        self.conflicts += _merge_samples(samples, self.builder)
+        for rank, m in markers_from_series(markers, self.shared_steps).items():
+            if rank in self.have_data:
+                self.builder.add_markers(rank, m)
+        for rank, m in markers_from_edges(edges, self.intervals() if edges else {},
+                                          gaps).items():
+            if rank in self.have_data:
+                self.builder.add_markers(rank, m)
+
+    def close(self) -> None:
+        """Every rank is finished by now; anything left (a series naming a rank no query
+        asked for) is dropped as before, and the conflicts are noted once."""
+        if self.conflicts:
+            self.builder.skipped["conflicting_sample"] += self.conflicts
+            self.builder.notes.append(
+                f"prometheus: {self.conflicts} timestamp(s) held different values on "
+                "different endpoints (or spellings); the larger value was kept, whatever the "
+                "endpoint order")
 
 
 def matrix_series(results: list[dict[str, object]], builder: TimelineBuilder
@@ -641,10 +747,11 @@ def merge_parts(parts: list[tuple[np.ndarray, np.ndarray]]
     return t[keep], v[keep], dups, int(conflict_ts.size)
 
 
-def _merge_samples(samples: _Parts, builder: TimelineBuilder) -> None:
+def _merge_samples(samples: _Parts, builder: TimelineBuilder) -> int:
     """Each rank's fields into the builder as one chunk on the union of their timestamps (NaN
     where a field has no sample): what the builder's own merge of one chunk per field gives,
-    without holding every field's chunk padded to all fields first (7x the memory)."""
+    without holding every field's chunk padded to all fields first (7x the memory). Returns
+    how many timestamps held conflicting values (the caller notes them once)."""
     conflicts = 0
     by_rank: dict[int, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
     for (rank, fname), parts in sorted(samples.items()):
@@ -657,11 +764,7 @@ def _merge_samples(samples: _Parts, builder: TimelineBuilder) -> None:
     for rank, fields in by_rank.items():
         t_union, cols = _rank_chunk(fields)
         builder.add_samples(rank, t_union, **cols)
-    if conflicts:
-        builder.skipped["conflicting_sample"] += conflicts
-        builder.notes.append(f"prometheus: {conflicts} timestamp(s) held different values on "
-                             "different endpoints (or spellings); the larger value was kept, "
-                             "whatever the endpoint order")
+    return conflicts
 
 
 def _rank_chunk(fields: dict[str, tuple[np.ndarray, np.ndarray]]
@@ -739,28 +842,74 @@ def _collect_marker_series(results: list[Series], task: _Task,
         out.setdefault((task.fname, ident.rank), []).append((s.t_ns, s.v))
 
 
-def markers_from_series(series: dict[tuple[str, int], list[tuple[np.ndarray, np.ndarray]]]
-                        ) -> dict[int, Markers]:
+class StepNames:
+    """One name and one attribute map (never written after) per step number, shared by every
+    rank: a thousand ranks' markers hold one copy of each, and a rank's names are looked up
+    with one ``searchsorted`` (every rank passes through the same steps) instead of a dict
+    lookup per step."""
+
+    def __init__(self) -> None:
+        self.keys = np.empty(0, np.int64)  # sorted step numbers
+        self.names = np.empty(0, dtype=object)
+        self.attrs = np.empty(0, dtype=object)
+        self._other: dict[int, tuple[str, Mapping[str, object]]] = {}
+
+    def index(self, steps: np.ndarray) -> np.ndarray:
+        """Positions in ``names``/``attrs`` of the sorted unique int64 ``steps``."""
+        pos = np.searchsorted(self.keys, steps)
+        if self.keys.size and pos.size and bool(
+                (self.keys[np.minimum(pos, self.keys.size - 1)] == steps).all()):
+            return pos
+        new = np.setdiff1d(steps, self.keys, assume_unique=True)
+        keys = np.concatenate([self.keys, new])
+        order = np.argsort(keys, kind="stable")
+        made = [(f"step {n}", {schema.SPAN_ATTR_STEP: n}) for n in new.tolist()]
+        names = np.empty(len(made), dtype=object)
+        attrs = np.empty(len(made), dtype=object)
+        for i, (name, attr) in enumerate(made):
+            names[i], attrs[i] = name, attr
+        self.keys = keys[order]
+        self.names = np.concatenate([self.names, names])[order]
+        self.attrs = np.concatenate([self.attrs, attrs])[order]
+        return np.searchsorted(self.keys, steps)
+
+    def get(self, n: int) -> tuple[str, Mapping[str, object]]:
+        """The pair for one step number beyond int64 (no array lookup)."""
+        got = self._other.get(n)
+        if got is None:
+            got = self._other[n] = (f"step {n}", {schema.SPAN_ATTR_STEP: n})
+        return got
+
+
+def markers_from_series(series: dict[tuple[str, int], list[tuple[np.ndarray, np.ndarray]]],
+                        shared: StepNames | None = None) -> dict[int, Markers]:
     """Step gauge → one ``step N`` slice per run of equal values; OOM counter → an instant at
     each increase. Chunks of one series are joined first so no step is cut at a chunk edge.
 
     Steps are built as arrays (a training job scraped every 15 s shows a new step at nearly
     every scrape: millions of markers at cluster scale), in the order and shape the marker
-    accumulator gives them."""
+    accumulator gives them; ``shared`` keeps their names across calls."""
     per_rank: dict[int, list[Markers]] = {}
-    shared: dict[int, tuple[str, Mapping[str, object]]] = {}
+    shared = StepNames() if shared is None else shared
     for (kind, rank), parts in sorted(series.items()):
-        t = np.concatenate([p[0] for p in parts])
-        v = np.concatenate([p[1] for p in parts])
-        order = np.argsort(t, kind="stable")
-        t, v = t[order], v[order]
+        if len(parts) == 1:
+            t, v = parts[0]
+        else:
+            t = np.concatenate([p[0] for p in parts])
+            v = np.concatenate([p[1] for p in parts])
+        if t.size > 1 and not bool((t[1:] >= t[:-1]).all()):
+            order = np.argsort(t, kind="stable")
+            t, v = t[order], v[order]
         ok = np.isfinite(v)
-        t, v = t[ok], v[ok]
+        if not ok.all():
+            t, v = t[ok], v[ok]
         if not t.size:
             continue
         if kind == KIND_STEP:
             per_rank.setdefault(rank, []).append(_step_markers(t, v, shared))
             continue
+        if bool((v[1:] == v[:-1]).all()):
+            continue  # a counter that never moved: no increase (the usual OOM counter)
         acc = MarkerAccumulator()  # an OOM lies between the scrape that shows it and the one before
         for at, before, count in counter_increases(t, v):
             acc.add(rank, at, at, "OOM", KIND_OOM,
@@ -771,31 +920,33 @@ def markers_from_series(series: dict[tuple[str, int], list[tuple[np.ndarray, np.
     return {rank: _concat_markers(ms) for rank, ms in per_rank.items()}
 
 
-def _step_markers(t: np.ndarray, v: np.ndarray,
-                  shared: dict[int, tuple[str, Mapping[str, object]]]) -> Markers:
-    """A step lasts until the next one is first seen (the last until its last sample). Every
-    rank passes through the same steps: one name and one attribute map (never written after)
-    per step number, shared by all ranks, keeps a thousand ranks' markers from holding a
-    thousand copies of each."""
-    starts = np.flatnonzero(np.r_[True, v[1:] != v[:-1]])
-    ends = np.r_[t[starts[1:]], t[-1]]
+def _step_markers(t: np.ndarray, v: np.ndarray, shared: StepNames) -> Markers:
+    """A step lasts until the next one is first seen (the last until its last sample)."""
+    change = np.empty(v.shape, dtype=bool)
+    change[0] = True
+    np.not_equal(v[1:], v[:-1], out=change[1:])
+    starts = np.flatnonzero(change)
+    ends = np.empty(starts.shape, dtype=np.int64)
+    ends[:-1] = t[starts[1:]]
+    ends[-1] = t[-1]
     first = v[starts]
     if (np.abs(first) < 2**62).all():  # int() of each: truncation toward zero
-        steps, where = np.unique(first.astype(np.int64), return_inverse=True)
-        numbers = steps.tolist()
+        ints = first.astype(np.int64)
+        if ints.size < 2 or bool((ints[1:] > ints[:-1]).all()):  # training: steps only grow
+            at = shared.index(ints)
+        else:
+            steps, where = np.unique(ints, return_inverse=True)
+            at = shared.index(steps)[where]
+        names, attrs = shared.names[at], shared.attrs[at]
     else:
-        numbers = [int(x) for x in first.tolist()]
-        where = np.arange(len(numbers))
-    names = np.empty(len(numbers), dtype=object)
-    attrs = np.empty(len(numbers), dtype=object)
-    for i, n in enumerate(numbers):
-        got = shared.get(n)
-        if got is None:
-            got = shared[n] = (f"step {n}", {schema.SPAN_ATTR_STEP: n})
-        names[i], attrs[i] = got
-    return Markers(start_ns=t[starts].astype(np.int64), end_ns=ends.astype(np.int64),
-                   name=names[where], kind=np.full(len(starts), KIND_STEP, dtype=object),
-                   attrs=tuple(attrs[where].tolist()))
+        pairs = [shared.get(int(x)) for x in first.tolist()]
+        names = np.empty(len(pairs), dtype=object)
+        attrs = np.empty(len(pairs), dtype=object)
+        for i, (name, attr) in enumerate(pairs):
+            names[i], attrs[i] = name, attr
+    return Markers(start_ns=t[starts].astype(np.int64), end_ns=ends,
+                   name=names, kind=np.full(len(starts), KIND_STEP, dtype=object),
+                   attrs=tuple(attrs.tolist()))
 
 
 def _concat_markers(ms: list[Markers]) -> Markers:

@@ -130,6 +130,21 @@ class _Pairs(msgspec.Struct):
     values: list[tuple[float, float]]
 
 
+class _RawPairs(msgspec.Struct):
+    metric: dict[str, str]
+    #: The ``[[t, "v"], …]`` text as it came, read by :func:`_flat_pairs`.
+    values: msgspec.Raw
+
+
+class _RawMatrixData(msgspec.Struct):
+    result: list[_RawPairs]
+
+
+class _RawMatrixAnswer(msgspec.Struct):
+    status: str
+    data: _RawMatrixData
+
+
 class _MatrixData(msgspec.Struct):
     result: list[_Pairs]
 
@@ -168,22 +183,21 @@ _MATRIX = msgspec.json.Decoder(_MatrixAnswer, strict=False)
 _VECTOR = msgspec.json.Decoder(_VectorAnswer, strict=False)
 _LIST = msgspec.json.Decoder(_ListAnswer)
 _SERIES = msgspec.json.Decoder(_SeriesAnswer)
+_RAW_MATRIX = msgspec.json.Decoder(_RawMatrixAnswer)
+#: Strict: a JSON number or the answer is not flat (a bare NaN is not JSON).
+_NUMBERS = msgspec.json.Decoder(list[float])
 
 
 def _fast_matrix(body: bytes) -> list[Series] | None:
-    """Every series of a well-formed matrix answer as arrays (one ``fromiter`` over all sample
-    pairs of the answer), or None when the answer needs the general path."""
-    try:
-        doc = _MATRIX.decode(body)
-    except msgspec.DecodeError:
+    """Every series of a well-formed matrix answer as arrays, or None when the answer needs
+    the general path. The flat reading first (the usual answer: every value a plain number),
+    else the typed one (values such as ``"NaN"``), else None."""
+    got = _flat_pairs(body)
+    if got is None:
+        got = _typed_pairs(body)
+    if got is None:
         return None
-    if doc.status != "success":
-        return None
-    result = doc.data.result
-    counts = [len(s.values) for s in result]
-    flat = np.fromiter(itertools.chain.from_iterable(
-        itertools.chain.from_iterable(s.values for s in result)), dtype=np.float64,
-        count=2 * sum(counts))
+    metrics, counts, flat = got
     pairs = flat.reshape(-1, 2)
     values = pairs[:, 1].copy()
     # Checked once for the whole answer (the usual case: every timestamp valid, every value a
@@ -195,17 +209,82 @@ def _fast_matrix(body: bytes) -> list[Series] | None:
     clean = stamps is not None and bool(np.isfinite(values).all() and (values >= 0).all())
     out = []
     at = 0
-    for s, n in zip(result, counts, strict=True):
+    for metric, n in zip(metrics, counts, strict=True):
         if stamps is not None:
-            out.append(Series(s.metric, stamps[at:at + n], values[at:at + n], clean))
+            out.append(Series(metric, stamps[at:at + n], values[at:at + n], clean))
         else:
             try:
-                out.append(Series(s.metric, _checked_ns(pairs[at:at + n, 0]),
+                out.append(Series(metric, _checked_ns(pairs[at:at + n, 0]),
                                   values[at:at + n]))
             except ValueError:
-                out.append(Series(s.metric, None, None))
+                out.append(Series(metric, None, None))
         at += n
     return out
+
+
+_Flat = tuple[list[dict[str, str]], list[int], np.ndarray]
+
+
+def _typed_pairs(body: bytes) -> _Flat | None:
+    """Labels, pairs per series and every pair flattened, through a tuple per pair (reads
+    string values such as ``"NaN"``; ~3x the cost of :func:`_flat_pairs`)."""
+    try:
+        doc = _MATRIX.decode(body)
+    except msgspec.DecodeError:
+        return None
+    if doc.status != "success":
+        return None
+    result = doc.data.result
+    counts = [len(s.values) for s in result]
+    flat = np.fromiter(itertools.chain.from_iterable(
+        itertools.chain.from_iterable(s.values for s in result)), dtype=np.float64,
+        count=2 * sum(counts))
+    return [s.metric for s in result], counts, flat
+
+
+def _flat_pairs(body: bytes) -> _Flat | None:
+    """:func:`_typed_pairs` without a Python tuple per pair: msgspec keeps each series' values
+    as raw JSON text; once every series is checked to be exactly ``[[a,b],[c,d],…]`` (by its
+    brackets and commas alone), the quotes and brackets of the whole answer are dropped and
+    its numbers read as one flat list. None when the answer is anything else (a value that is
+    not a plain number, such as ``"NaN"``, a stray bracket or comma inside a string)."""
+    try:
+        doc = _RAW_MATRIX.decode(body)
+    except msgspec.DecodeError:
+        return None
+    if doc.status != "success":
+        return None
+    raws = [bytes(s.values) for s in doc.data.result]
+    counts = []
+    for r in raws:
+        shape = r.translate(None, _NOT_DELIMITER)
+        n = (len(shape) - 1) // 4  # "[[,]]" is 5 long, each further pair adds "[,],"
+        if shape != _pairs_shape(n):
+            return None
+        counts.append(n)
+    text = b",".join(r for r, n in zip(raws, counts, strict=True) if n).translate(None, b'[]"')
+    try:
+        numbers = _NUMBERS.decode(b"[" + text + b"]")
+    except msgspec.DecodeError:
+        return None
+    if len(numbers) != 2 * sum(counts):  # cannot differ after the shape check; never guess
+        return None
+    flat = np.fromiter(numbers, dtype=np.float64, count=len(numbers))
+    return [s.metric for s in doc.data.result], counts, flat
+
+
+_NOT_DELIMITER = bytes(c for c in range(256) if c not in b"[],")
+_SHAPES: dict[int, bytes] = {}
+
+
+def _pairs_shape(n: int) -> bytes:
+    """The brackets and commas of a list of ``n`` pairs: ``[[,],[,]]`` for two."""
+    shape = _SHAPES.get(n)
+    if shape is None:
+        shape = b"[]" if n <= 0 else b"[" + b"[,]," * (n - 1) + b"[,]]"
+        if len(_SHAPES) < 4096:
+            _SHAPES[n] = shape
+    return shape
 
 
 def series_from_dicts(results: list[dict[str, object]]) -> list[Series]:

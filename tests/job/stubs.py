@@ -41,13 +41,16 @@ class _Server:
 
 
 class FaultProxy(_Server):
-    """Forward to ``upstream``; ``fail_first`` 503s, then optional ``delay_s`` / ``malformed``."""
+    """Forward to ``upstream``; ``fail_first`` 503s, then optional ``delay_s`` / ``malformed``;
+    every request whose body holds ``fail_body`` is answered 503 (a read that keeps failing
+    while the others pass)."""
 
     def __init__(self, upstream: str, *, fail_first: int = 0, delay_s: float = 0.0,
-                 malformed: bool = False, path_filter: str = "") -> None:
+                 malformed: bool = False, path_filter: str = "", fail_body: bytes = b"") -> None:
         super().__init__(_ProxyHandler)
         self.upstream = upstream
         self.fail_first = fail_first
+        self.fail_body = fail_body
         self.delay_s = delay_s
         self.malformed = malformed
         self.path_filter = path_filter
@@ -66,6 +69,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             proxy.requests.append(self.path)
             n = len(proxy.requests)
         applies = proxy.path_filter in self.path
+        if proxy.fail_body and proxy.fail_body in body:
+            return self._send(503, b"upstream overloaded", "text/plain")
         if applies and n <= proxy.fail_first:
             return self._send(503, b"upstream overloaded", "text/plain")
         if applies and proxy.delay_s:
