@@ -23,7 +23,7 @@ test: setup servers
 # a subprocess per test, headless Chromium) or servers (real Prometheus-family servers);
 # tests/conftest.py marks them.
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow and not servers"
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope -m "not slow and not servers"
 
 # Longer fuzzing of every reader and writer (tests/fuzz): the "long" hypothesis profile draws
 # FUZZ_EXAMPLES fresh random examples per property (make test runs 25 fixed ones), the whole run
