@@ -18,7 +18,9 @@ def stall_verdict(findings: list[StallFinding]) -> str:
     """The verdict's stall part: the root causes first, then how many findings in all."""
     roots = [f for f in findings if f.consequence_of is None]
     named = [f"{f.kind} on rank(s) {format_ranks(f.ranks)} "
-             f"({f.evidence.get('category') or f.confidence})" for f in roots
+             f"({f.evidence.get('category') or f.confidence}"
+             + ("; local rank, one node presumed" if str(f.evidence.get("rank_from", ""))
+                .startswith("presumed") else "") + ")" for f in roots
              if f.ranks and not f.evidence.get("waits_elsewhere")][:2]
     lead = "stall root cause: " + "; ".join(named) if named else "stall: no single rank"
     return f"{lead} — {len(findings)} stall finding(s), {len(roots)} root(s)"
