@@ -108,10 +108,10 @@ def strip_prefix(line: str) -> str:
 
 
 #: signals a rank dies of when it is a victim: SIGHUP, SIGINT, SIGABRT (watchdog), SIGTERM
-_VICTIM_SIGNALS = frozenset({1, 2, 6, 15})
+VICTIM_SIGNALS = frozenset({1, 2, 6, 15})
 
 
-def _signal_name(code: int) -> str | None:
+def signal_name(code: int) -> str | None:
     try:
         return signal.Signals(-code).name
     except ValueError:
@@ -321,11 +321,11 @@ class FailureScanner:
             detail["pid"] = int(pid_m.group(1))
         if code < 0:
             detail["category"] = "signal"
-            detail["signal"] = _signal_name(code)
+            detail["signal"] = signal_name(code)
             # SIGABRT is how a watchdog timeout ends a rank, SIGTERM/SIGINT/SIGHUP how the
             # launcher or scheduler stops the others: the first rank seen with one of these
             # may be a victim as well as a culprit
-            detail["ambiguous"] = -code in _VICTIM_SIGNALS
+            detail["ambiguous"] = -code in VICTIM_SIGNALS
         else:
             detail["category"] = "exception"
             detail["message"] = entry.get("traceback", "")[:200]

@@ -38,13 +38,16 @@ from __future__ import annotations
 
 import contextlib
 import re
-import signal
 
 from stormotel.analyzers.stalls import grammar as gr
-from stormotel.analyzers.stalls.log_failures import RANK_ERROR, WORLD_HINT, Found
+from stormotel.analyzers.stalls.log_failures import (
+    RANK_ERROR,
+    VICTIM_SIGNALS,
+    WORLD_HINT,
+    Found,
+    signal_name,
+)
 
-#: SIGHUP, SIGINT, SIGABRT, SIGTERM: how a rank that was only waiting (or stopped) ends
-_VICTIM_SIGNALS = frozenset({1, 2, 6, 15})
 _ABORTED = re.compile(r"(?P<tool>[\w./-]{1,64}) noticed that process rank (?P<rank>\d{1,7}) with "
                       r"PID (?P<pid>\w{1,12}) on node (?P<node>\S{1,200}) exited on signal "
                       r"(?P<sig>\d{1,3})(?: \((?P<name>[^)]{1,60})\))?")
@@ -66,13 +69,6 @@ _TRIGGERS = ("noticed that process rank", "non-zero status", "first process to d
              "process name:", "exit code:", "has exited due to process rank", "abort!!!")
 #: lines a non-zero-exit block may take from its head to its exit code
 _BLOCK_SPAN = 8
-
-
-def _signal_name(sig: int) -> str | None:
-    try:
-        return signal.Signals(sig).name
-    except ValueError:
-        return None
 
 
 class MpiLauncherScanner:
@@ -117,13 +113,13 @@ class MpiLauncherScanner:
         if m := _ABORTED.search(seg):
             sig = int(m.group("sig"))
             detail: dict[str, object] = {
-                "category": "signal", "exit_code": -sig, "signal": _signal_name(sig),
+                "category": "signal", "exit_code": -sig, "signal": signal_name(-sig),
                 "host": m.group("node")[:100], "launcher": m.group("tool")[:40],
-                "ambiguous": sig in _VICTIM_SIGNALS}
-            if sig in _VICTIM_SIGNALS:
+                "ambiguous": sig in VICTIM_SIGNALS}
+            if sig in VICTIM_SIGNALS:
                 detail["why"] = (
                     f"{m.group('tool')} saw MPI rank {m.group('rank')} end first, on "
-                    f"{_signal_name(sig) or f'signal {sig}'}: how a watchdog timeout (SIGABRT) "
+                    f"{signal_name(-sig) or f'signal {sig}'}: how a watchdog timeout (SIGABRT) "
                     "ends a rank that was only waiting, or a stop from outside (SIGTERM/SIGINT) "
                     "ends any — its own lines before the abort tell which (a CUDA error: its "
                     "own; a watchdog timeout: a victim)")
@@ -152,9 +148,9 @@ class MpiLauncherScanner:
         elif (m := _EXIT_CODE.search(seg)) and self._block_rank is not None:
             code = int(m.group("code"))
             exit_detail: dict[str, object] = {"exit_code": code, "launcher_only": True}
-            if code > 128 and _signal_name(code - 128):  # a shell's 128+N for a signal
-                exit_detail |= {"category": "signal", "signal": _signal_name(code - 128),
-                                "ambiguous": code - 128 in _VICTIM_SIGNALS}
+            if code > 128 and signal_name(-(code - 128)):  # a shell's 128+N for a signal
+                exit_detail |= {"category": "signal", "signal": signal_name(-(code - 128)),
+                                "ambiguous": code - 128 in VICTIM_SIGNALS}
             else:
                 exit_detail["category"] = "exception"
             self._add(no, str(self._block_rank), f"MPI launcher: the first process to exit "
