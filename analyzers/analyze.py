@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 from stormotel.analyzers.algorithms import analyze_collectives, analyze_first_cause
+from stormotel.analyzers.algorithms.drift_lead import cap_drift_leads
 from stormotel.analyzers.algorithms.estimate_ratio import (
     Estimates,
     estimate_ratios,
@@ -51,6 +52,7 @@ def analyze(timeline: Timeline, *, sensitivity: str = "medium",
     cross, table = analyze_first_cause(tl, settings)
     tl = review_skew_hint(tl, cross, lambda t: analyze_first_cause(t, settings)[0])
     gaps = gap_analysis(tl, settings)  # its spike episodes feed collective attribution
+    cap_drift_leads(cross, gaps.findings)  # a leak crossing a threshold is not a confident lead
     collectives, coll_notes = analyze_collectives(tl, settings, gaps.episodes)
     expected = tl.expected_ranks() if wanted is None else wanted
     have = set(tl.ranks)

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests import servers
+from tests.cpu_lock import cpu_heavy
 from tests.production import harness
 
 pytestmark = [pytest.mark.slow, pytest.mark.servers]
@@ -32,8 +33,9 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             servers.prometheus(work / "prom-b", scrape_targets=[f"127.0.0.1:{p}" for p in
                                                                 ports[PAIRED]],
                                scrape_interval="10s") as prom_b:
-        running = harness.start_jobs(list(harness.SCENARIOS), work, ports=ports)
-        harness.wait_jobs(running)
+        with cpu_heavy(tmp_path_factory, exclusive=True):
+            running = harness.start_jobs(list(harness.SCENARIOS), work, ports=ports)
+            harness.wait_jobs(running)
         late = harness.late_ranks(running)
         assert not late, f"trackers started too late for their planted faults: {late}"
         yield {"jobs": {j.scenario.name: j for j in running}, "prom": prom_a.url,

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cpu_lock import cpu_heavy
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -22,8 +24,9 @@ def fr_dumps(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("torch")
     root = tmp_path_factory.mktemp("fr_dumps")
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "tests.stalls.fr_jobs", str(root)], cwd=REPO,
-                          capture_output=True, text=True, timeout=150)
+    with cpu_heavy(tmp_path_factory):
+        proc = subprocess.run([sys.executable, "-m", "tests.stalls.fr_jobs", str(root)],
+                              cwd=REPO, capture_output=True, text=True, timeout=150)
     assert proc.returncode == 0, proc.stderr[-2000:]
     print(f"generated Flight Recorder dumps in {time.monotonic() - started:.1f} s")
     return root

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from stormotel.analyzers.stalls import analyze_dumps, load_dump_dir
 
+from tests.cpu_lock import cpu_heavy
 from tests.stalls.helpers import REPO, repair_pg_config, run_json, torch_fr_trace
 
 
@@ -23,8 +24,9 @@ def scale(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("torch")
     root = tmp_path_factory.mktemp("fr_scale")
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "tests.stalls.fr_scale_jobs", str(root)],
-                          cwd=REPO, capture_output=True, text=True, timeout=400)
+    with cpu_heavy(tmp_path_factory):
+        proc = subprocess.run([sys.executable, "-m", "tests.stalls.fr_scale_jobs", str(root)],
+                              cwd=REPO, capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stderr[-2000:]
     print(f"generated scale dumps in {time.monotonic() - started:.1f} s")
     return root

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from stormotel import schema
+from tests.cpu_lock import cpu_heavy
 from tests.stalls import stack_jobs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,8 +23,9 @@ def stack_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("torch")
     root = tmp_path_factory.mktemp("stack_jobs")
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "tests.stalls.stack_jobs", str(root)],
-                          cwd=REPO, capture_output=True, text=True, timeout=240)
+    with cpu_heavy(tmp_path_factory, exclusive=True):
+        proc = subprocess.run([sys.executable, "-m", "tests.stalls.stack_jobs", str(root)],
+                              cwd=REPO, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     print(f"stack jobs ran in {time.monotonic() - started:.1f} s")
     return root
