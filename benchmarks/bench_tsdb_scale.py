@@ -15,7 +15,9 @@ Then ``load_prometheus`` + ``analyze`` run in this process (wall, CPU, peak RSS)
 request they make is recorded, and the recorded requests are replayed with the same concurrency
 by a plain client that only reads the bodies: the TSDB's own time to answer the same queries,
 once on the VictoriaMetrics the analyzer warmed (``tsdb_s``) and once on a freshly started one
-(``tsdb_fresh_s``: the state the analyzer's run met).
+(``tsdb_fresh_s``: the state the analyzer's first run met). The analyzer runs twice: first
+against the fresh TSDB (``analyzer_wall_s``, like for like with ``tsdb_fresh_s``), then again
+on the warmed one (``analyzer_warm_wall_s``, like for like with ``tsdb_s``).
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ import shutil
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -40,6 +44,7 @@ from stormotel.analyzers.analyze import analyze
 from stormotel.analyzers.http import HttpSettings, make_client
 from stormotel.analyzers.sources.prometheus import (
     DEFAULT_CONCURRENCY,
+    LoadOutcome,
     QueryWindow,
     load_prometheus,
 )
@@ -176,6 +181,48 @@ def timeline_digest(timeline: Timeline) -> str:
     return h.hexdigest()
 
 
+@dataclass
+class _Run:
+    timeline: Timeline
+    outcome: LoadOutcome
+    report: Any
+    digest: str
+    load_s: float
+    wall: float
+    cpu: float
+    rss_load: float
+    ru: resource.struct_rusage
+
+
+def _analyzer_run(url: str, window: QueryWindow, settings: HttpSettings, concurrency: int,
+                  calls: list[Call]) -> _Run:
+    """``load_prometheus`` + ``analyze`` timed in this process, each request appended to
+    ``calls`` (to be replayed)."""
+    client = make_client(settings)
+    timings: list[tuple[float, str]] = []
+    client.event_hooks["request"] = [lambda r: calls.append(
+        (r.method, str(r.url), r.read(), r.headers.get("accept-encoding", ""))
+    ) or r.extensions.setdefault("t0", time.monotonic())]
+    client.event_hooks["response"] = [lambda r: timings.append(
+        (time.monotonic() - r.request.extensions["t0"], r.request.read().decode()[:200]))]
+    ru0 = resource.getrusage(resource.RUSAGE_SELF)
+    t0 = time.perf_counter()
+    timeline, outcome = load_prometheus([url], window, settings=settings, client=client,
+                                        concurrency=concurrency)
+    t_load = time.perf_counter() - t0
+    rss_load = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    report = analyze(timeline)
+    wall = time.perf_counter() - t0
+    ru1 = resource.getrusage(resource.RUSAGE_SELF)
+    client.close()
+    cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
+    slow = sorted(timings, reverse=True)[:5]
+    print(f"analyzer run: {wall:.2f} s wall, {cpu:.2f} s CPU; slowest requests:",
+          [(round(d, 2), u[:90]) for d, u in slow], flush=True)
+    return _Run(timeline, outcome, report, timeline_digest(timeline), t_load, wall, cpu,
+                rss_load, ru1)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, default=1024)
@@ -206,39 +253,27 @@ def main() -> int:
         calls: list[Call] = []
         # VictoriaMetrics runs on loopback here; a deployed analyzer reads a remote TSDB.
         settings = HttpSettings(timeout_s=600, identity_on_loopback=args.encoding == "identity")
-        client = make_client(settings)
-        timings: list[tuple[float, str]] = []
-        client.event_hooks["request"] = [lambda r: calls.append(
-            (r.method, str(r.url), r.read(), r.headers.get("accept-encoding", ""))
-        ) or r.extensions.setdefault("t0", time.monotonic())]
-        client.event_hooks["response"] = [lambda r: timings.append(
-            (time.monotonic() - r.request.extensions["t0"], r.request.read().decode()[:200]))]
         vm_cpu0 = cpu_of(vm.proc.pid)
-        ru0 = resource.getrusage(resource.RUSAGE_SELF)
-        t0 = time.perf_counter()
-        timeline, outcome = load_prometheus([vm.url], window, settings=settings, client=client,
-                                            concurrency=args.concurrency)
-        t_load = time.perf_counter() - t0
-        rss_load = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        report = analyze(timeline)
-        wall = time.perf_counter() - t0
-        ru1 = resource.getrusage(resource.RUSAGE_SELF)
-        digest = timeline_digest(timeline)
-        if args.report:
-            args.report.write_text(report.to_json())
-        client.close()
-        cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
+        run = _analyzer_run(vm.url, window, settings, args.concurrency, calls)
         vm_cpu_run = cpu_of(vm.proc.pid) - vm_cpu0
         vm_cpu0 = cpu_of(vm.proc.pid)
         tsdb = _replay(vm.url, calls, args.concurrency)
         tsdb_cpu = cpu_of(vm.proc.pid) - vm_cpu0
-        slow = sorted(timings, reverse=True)[:5]
-        print("slowest requests in the run:", [(round(d, 2), u[:90]) for d, u in slow])
+        # Like for like with the warm replay: the analyzer once more, on the TSDB it warmed.
+        warm = _analyzer_run(vm.url, window, settings, args.concurrency, [])
+        if warm.digest != run.digest:
+            print("the warm run read a different Timeline than the fresh one", file=sys.stderr)
+            return 1
+        timeline, outcome, report = run.timeline, run.outcome, run.report
+        digest, wall, cpu, ru1 = run.digest, run.wall, run.cpu, run.ru
+        t_load, rss_load = run.load_s, run.rss_load
+        if args.report:
+            args.report.write_text(report.to_json())
         size = sum(f.stat().st_size for f in (work / "data").rglob("*") if f.is_file())
         run_url = vm.url
-    # The analyzer met a freshly started VictoriaMetrics (its index and block caches empty);
-    # the replay above met one warmed by the analyzer's own run. The same queries once more
-    # against a fresh start give the like-for-like figure (both are reported).
+    # The analyzer's first run met a freshly started VictoriaMetrics (its index and block
+    # caches empty); the replay above met one warmed by that run. The same queries once more
+    # against a fresh start give the like-for-like figure for the first run.
     with servers.victoriametrics(work, ["-search.disableCache"]) as vm:
         vm_cpu0 = cpu_of(vm.proc.pid)
         fresh_calls = [(m, vm.url + url.removeprefix(run_url), body, enc)
@@ -254,6 +289,10 @@ def main() -> int:
            "samples_read": timeline.total_samples(), "requests": len(calls),
            "queries": outcome.queries, "partial": outcome.partial,
            "load_s": round(t_load, 2), "analyzer_wall_s": round(wall, 2),
+           "analyzer_warm_wall_s": round(warm.wall, 2),
+           "analyzer_warm_cpu_s": round(warm.cpu, 2),
+           "ratio_wall_warm": round(warm.wall / tsdb, 2),
+           "ratio_cpu_warm": round(warm.cpu / tsdb_cpu, 2),
            "analyzer_cpu_s": round(cpu, 2), "tsdb_s": round(tsdb, 2),
            "tsdb_cpu_s": round(tsdb_cpu, 2), "tsdb_cpu_during_run_s": round(vm_cpu_run, 2),
            "ratio_wall": round(wall / tsdb, 2), "ratio_cpu": round(cpu / tsdb_cpu, 2),

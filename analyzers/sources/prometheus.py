@@ -220,14 +220,18 @@ def _discover(api: PrometheusAPI, window: QueryWindow, builder: TimelineBuilder,
     estimate_spellings = set(schema.ESTIMATE.prom_aliases) | side_names | {
         n for m in MARKER_METRICS.values() for n in m.prom_aliases}
     for labels in series:
-        ident = identity_from_labels(labels)
+        rank = _int_label(labels, schema.ATTR_RANK)  # what identity_from_labels accepts
         name = labels.get("__name__", "")
-        if ident is None or not isinstance(name, str):  # label values are strings, or input
+        if rank is None or not isinstance(name, str):  # label values are strings, or input
             bad_rank += 1
             continue
         present.add(name)
-        if name not in estimate_spellings:  # a rank is one that reports memory
-            identities.setdefault(ident.rank, ident)
+        # A rank is one that reports memory; its first such series gives its identity (built
+        # once per rank, not for each of its ~14 series).
+        if name not in estimate_spellings and rank not in identities:
+            ident = identity_from_labels(labels)
+            if ident is not None:
+                identities[rank] = ident
     if bad_rank:
         builder.skipped["series_without_valid_rank_label"] += bad_rank
         builder.notes.append(f"{api.url}: {bad_rank} series had no valid integer "
@@ -754,7 +758,11 @@ def _merge_samples(samples: _Parts, builder: TimelineBuilder) -> int:
     how many timestamps held conflicting values (the caller notes them once)."""
     conflicts = 0
     by_rank: dict[int, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
+    usual = _one_scrape_ranks(samples)
     for (rank, fname), parts in sorted(samples.items()):
+        if rank in usual:
+            by_rank.setdefault(rank, {})[fname] = parts[0]
+            continue
         t, v, dups, bad = merge_parts(parts)
         by_rank.setdefault(rank, {})[fname] = (t, v)
         if dups:
@@ -762,9 +770,56 @@ def _merge_samples(samples: _Parts, builder: TimelineBuilder) -> int:
         conflicts += bad
     samples.clear()  # the parts are merged: let them go before the rank chunks are built
     for rank, fields in by_rank.items():
+        if rank in usual:
+            t_union = next(iter(fields.values()))[0]
+            builder.add_samples(rank, t_union, **{f: v for f, (_, v) in fields.items()})
+            continue
         t_union, cols = _rank_chunk(fields)
         builder.add_samples(rank, t_union, **cols)
     return conflicts
+
+
+def _one_scrape_ranks(samples: _Parts) -> set[int]:
+    """The ranks whose every field came in one read, on the same strictly increasing
+    timestamps (the usual: one scrape target, one endpoint): nothing to merge. Checked for
+    all ranks at once over joined arrays; :func:`merge_parts` and :func:`_rank_chunk` give
+    the others (and would give these the same result, one small array at a time)."""
+    ref: dict[int, np.ndarray] = {}
+    entries: list[tuple[int, np.ndarray]] = []
+    odd: set[int] = set()
+    for (rank, _), parts in samples.items():
+        if len(parts) != 1:
+            odd.add(rank)
+            continue
+        t = parts[0][0]
+        first = ref.setdefault(rank, t)
+        if t.shape != first.shape or not t.size:
+            odd.add(rank)
+        entries.append((rank, t))
+    ranks = [r for r in ref if r not in odd]
+    if not ranks:
+        return set()
+    # Each rank's timestamps strictly increasing: one diff over them all, rank edges excused.
+    refs = [ref[r] for r in ranks]
+    joined = np.concatenate(refs)
+    sizes = np.fromiter((a.size for a in refs), dtype=np.int64, count=len(refs))
+    edges = np.cumsum(sizes)
+    rising = np.ones(joined.size, dtype=bool)
+    rising[1:] = joined[1:] > joined[:-1]
+    rising[edges[:-1]] = True
+    ok_rank = np.logical_and.reduceat(rising, edges - sizes)  # every size is above 0
+    good = {r for r, ok in zip(ranks, ok_rank.tolist(), strict=True) if ok}
+    # Every field on its rank's timestamps: one comparison of every entry with its reference.
+    kept = [(r, t) for r, t in entries if r in good]
+    if kept:
+        mine = np.concatenate([t for _, t in kept])
+        theirs = np.concatenate([ref[r] for r, _ in kept])
+        same = mine == theirs
+        lens = np.fromiter((t.size for _, t in kept), dtype=np.int64, count=len(kept))
+        ends = np.cumsum(lens)
+        each = np.logical_and.reduceat(same, ends - lens)
+        good -= {r for (r, _), ok in zip(kept, each.tolist(), strict=True) if not ok}
+    return good
 
 
 def _rank_chunk(fields: dict[str, tuple[np.ndarray, np.ndarray]]
@@ -887,10 +942,12 @@ def markers_from_series(series: dict[tuple[str, int], list[tuple[np.ndarray, np.
     each increase. Chunks of one series are joined first so no step is cut at a chunk edge.
 
     Steps are built as arrays (a training job scraped every 15 s shows a new step at nearly
-    every scrape: millions of markers at cluster scale), in the order and shape the marker
-    accumulator gives them; ``shared`` keeps their names across calls."""
-    per_rank: dict[int, list[Markers]] = {}
+    every scrape: millions of markers at cluster scale), every rank of a call in one pass, in
+    the order and shape the marker accumulator gives them; ``shared`` keeps their names across
+    calls."""
+    per_rank: dict[int, list[Markers | None]] = {}
     shared = StepNames() if shared is None else shared
+    steps: list[tuple[int, int, np.ndarray, np.ndarray]] = []  # rank, its slot, t, v
     for (kind, rank), parts in sorted(series.items()):
         if len(parts) == 1:
             t, v = parts[0]
@@ -906,7 +963,9 @@ def markers_from_series(series: dict[tuple[str, int], list[tuple[np.ndarray, np.
         if not t.size:
             continue
         if kind == KIND_STEP:
-            per_rank.setdefault(rank, []).append(_step_markers(t, v, shared))
+            slots = per_rank.setdefault(rank, [])
+            steps.append((rank, len(slots), t, v))
+            slots.append(None)  # filled below, with every rank's steps at once
             continue
         if bool((v[1:] == v[:-1]).all()):
             continue  # a counter that never moved: no increase (the usual OOM counter)
@@ -917,7 +976,49 @@ def markers_from_series(series: dict[tuple[str, int], list[tuple[np.ndarray, np.
                      EDGE_RESOLUTION_ATTR: at - before})
         if len(acc):
             per_rank.setdefault(rank, []).append(acc.build()[rank])
-    return {rank: _concat_markers(ms) for rank, ms in per_rank.items()}
+    built = _steps_of_ranks([(t, v) for _, _, t, v in steps], shared)
+    for (rank, slot, _, _), m in zip(steps, built, strict=True):
+        per_rank[rank][slot] = m
+    return {rank: _concat_markers([m for m in ms if m is not None])
+            for rank, ms in per_rank.items()}
+
+
+def _steps_of_ranks(series: list[tuple[np.ndarray, np.ndarray]], shared: StepNames
+                    ) -> list[Markers]:
+    """:func:`_step_markers` of each (t, v), sorted and finite, computed over all of them at
+    once (one pass over the joined arrays instead of a dozen small ones per rank); the same
+    markers, rank by rank."""
+    if len(series) < 2:
+        return [_step_markers(t, v, shared) for t, v in series]
+    t = np.concatenate([s[0] for s in series])
+    v = np.concatenate([s[1] for s in series])
+    sizes = np.fromiter((s[0].size for s in series), dtype=np.int64, count=len(series))
+    offsets = np.zeros(len(series) + 1, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    change = np.empty(v.shape, dtype=bool)
+    change[0] = True
+    np.not_equal(v[1:], v[:-1], out=change[1:])
+    change[offsets[:-1]] = True  # each rank's first sample starts its first step
+    starts = np.flatnonzero(change)
+    first = v[starts]
+    if not bool((np.abs(first) < 2**62).all()):  # a step number beyond int64: rank by rank
+        return [_step_markers(tt, vv, shared) for tt, vv in series]
+    ends = np.empty(starts.shape, dtype=np.int64)
+    ends[:-1] = t[starts[1:]]
+    own = np.searchsorted(starts, offsets)  # each rank's steps: starts[own[i]:own[i + 1]]
+    ends[own[1:] - 1] = t[offsets[1:] - 1]  # a rank's last step ends at its last sample
+    ints = first.astype(np.int64)  # int() of each: truncation toward zero
+    keys, where = np.unique(ints, return_inverse=True)
+    at = shared.index(keys)[where]
+    names, attrs = shared.names[at], shared.attrs[at]
+    begin = t[starts].astype(np.int64)
+    out = []
+    for i in range(len(series)):
+        a, b = int(own[i]), int(own[i + 1])
+        out.append(Markers(start_ns=begin[a:b].copy(), end_ns=ends[a:b].copy(),
+                           name=names[a:b], kind=np.full(b - a, KIND_STEP, dtype=object),
+                           attrs=tuple(attrs[a:b].tolist())))
+    return out
 
 
 def _step_markers(t: np.ndarray, v: np.ndarray, shared: StepNames) -> Markers:

@@ -18,3 +18,95 @@ def test_merge_is_order_independent_drops_duplicates_and_counts_conflicts() -> N
         results.append((t.tolist(), v.tolist(), dups, conflicts))
     assert all(r == results[0] for r in results)
     assert results[0] == ([1, 2, 3, 4], [10.0, 20.0, 35.0, 40.0], 2, 1)
+
+
+def _random_rank_parts(rng: np.random.Generator, rank: int) -> dict[str, list]:
+    """One rank's field reads, shaped like the odd cases a TSDB gives: usually one read per
+    field on one scrape's timestamps; sometimes a field on other timestamps, two reads (two
+    endpoints or chunks), a read out of order, a repeated timestamp."""
+    n = int(rng.integers(1, 12))
+    base = np.cumsum(rng.integers(1, 4, n)).astype(np.int64) * 1000 + rank
+    out: dict[str, list] = {}
+    for f in ("allocated", "device_total", "device_used", "reserved"):
+        t = base.copy()
+        kind = rng.integers(0, 8)
+        if kind == 1:
+            t = t[: max(1, n - 1)]  # a missing sample
+        elif kind == 2:
+            t = t + 1  # scraped at another moment
+        elif kind == 3 and n > 1:
+            t = t[::-1].copy()  # out of order
+        elif kind == 4 and n > 1:
+            t = np.r_[t[:1], t[:-1]]  # a repeated timestamp
+        v = rng.integers(0, 5, t.size).astype(np.float64)
+        parts = [(t, v)]
+        if kind == 5:
+            parts.append((t.copy(), v + rng.integers(0, 2, t.size)))  # a second endpoint
+        out[f] = parts
+    return out
+
+
+def test_merged_ranks_are_the_same_as_one_rank_at_a_time() -> None:
+    """The all-ranks-at-once path for the usual read gives what merging each rank alone
+    gives (timestamps, values, NaN padding, counted duplicates and conflicts)."""
+    from stormotel.analyzers.sources.prometheus import _merge_samples
+    from stormotel.analyzers.timeline import TimelineBuilder
+
+    rng = np.random.default_rng(7)
+    samples = {}
+    for rank in range(300):
+        for f, parts in _random_rank_parts(rng, rank).items():
+            samples[(rank, f)] = parts
+    batch, alone = TimelineBuilder(), TimelineBuilder()
+    conflicts_batch = _merge_samples(dict(samples), batch)
+    conflicts_alone = sum(_merge_samples({k: v for k, v in samples.items() if k[0] == r}, alone)
+                          for r in range(300))
+    assert conflicts_batch == conflicts_alone > 0
+    a, b = batch.build(now_ns=10**18), alone.build(now_ns=10**18)
+    assert a.skipped == b.skipped and a.skipped["duplicate_sample"] > 0
+    for r in range(300):
+        sa, sb = a.ranks[r], b.ranks[r]
+        assert np.array_equal(sa.t_ns, sb.t_ns)
+        for f in sa.values:
+            assert np.array_equal(sa.values[f], sb.values[f], equal_nan=True), (r, f)
+
+
+def test_step_markers_of_many_ranks_are_each_ranks_own() -> None:
+    """Steps built for every rank of a read at once equal the rank-by-rank markers: steps
+    that repeat, go back (a restart), stay, and step numbers beyond int64."""
+    from stormotel.analyzers.sources.prometheus import (
+        StepNames,
+        _step_markers,
+        markers_from_series,
+    )
+
+    rng = np.random.default_rng(3)
+    series = {}
+    for rank in range(200):
+        n = int(rng.integers(1, 30))
+        t = np.cumsum(rng.integers(1, 5, n)).astype(np.int64) * 10**9
+        v = np.cumsum(rng.integers(0, 3, n)).astype(np.float64)
+        if rank % 7 == 0:
+            v[n // 2:] -= 5  # a restart: the step goes back
+        if rank % 11 == 0:
+            v[-1] = np.nan  # not a number: dropped
+        series[("step", rank)] = [(t, v)]
+    many = markers_from_series(series, StepNames())
+    one_names = StepNames()
+    for (_, rank), [(t, v)] in series.items():
+        ok = np.isfinite(v)
+        if not ok.any():
+            assert rank not in many
+            continue
+        want = _step_markers(t[ok], v[ok], one_names)
+        got = many[rank]
+        assert got.start_ns.tolist() == want.start_ns.tolist()
+        assert got.end_ns.tolist() == want.end_ns.tolist()
+        assert got.name.tolist() == want.name.tolist()
+        assert got.kind.tolist() == want.kind.tolist()
+        assert got.attrs == want.attrs
+    huge = {("step", 0): [(np.array([1, 2], np.int64), np.array([1.0, 2.0]))],
+            ("step", 1): [(np.array([1, 2], np.int64), np.array([2.0**70, 2.0**70]))]}
+    got = markers_from_series(huge, StepNames())
+    assert got[1].name.tolist() == [f"step {int(2.0**70)}"] and got[0].name.tolist() == [
+        "step 1", "step 2"]
