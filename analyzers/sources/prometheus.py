@@ -894,10 +894,10 @@ def _collect_marker_series(results: list[Series], task: _Task,
     for s in results:
         if s.labels is None or s.t_ns is None or s.v is None:
             continue
-        ident = identity_from_labels(s.labels)
-        if ident is None or ident.rank not in ranks:
+        rank = _int_label(s.labels, schema.ATTR_RANK)  # what identity_from_labels accepts
+        if rank is None or rank not in ranks:
             continue
-        out.setdefault((task.fname, ident.rank), []).append((s.t_ns, s.v))
+        out.setdefault((task.fname, rank), []).append((s.t_ns, s.v))
 
 
 class StepNames:
@@ -929,6 +929,21 @@ class StepNames:
         self.keys = keys[order]
         self.names = np.concatenate([self.names, names])[order]
         self.attrs = np.concatenate([self.attrs, attrs])[order]
+        return np.searchsorted(self.keys, steps)
+
+    def lookup(self, steps: np.ndarray) -> np.ndarray:
+        """Positions in ``names``/``attrs`` of any int64 ``steps`` (unsorted, repeated): one
+        ``searchsorted`` when every step is known already (every batch of ranks after the
+        first passes through the same steps), else the new ones added first."""
+        pos = np.searchsorted(self.keys, steps)
+        if self.keys.size and pos.size:
+            known = self.keys[np.minimum(pos, self.keys.size - 1)] == steps
+            if bool(known.all()):
+                return pos
+            new = np.unique(steps[~known])
+        else:
+            new = np.unique(steps)
+        self.index(new)
         return np.searchsorted(self.keys, steps)
 
     def get(self, n: int) -> tuple[str, Mapping[str, object]]:
@@ -1010,9 +1025,7 @@ def _steps_of_ranks(series: list[tuple[np.ndarray, np.ndarray]], shared: StepNam
     ends[:-1] = t[starts[1:]]
     own = np.searchsorted(starts, offsets)  # each rank's steps: starts[own[i]:own[i + 1]]
     ends[own[1:] - 1] = t[offsets[1:] - 1]  # a rank's last step ends at its last sample
-    ints = first.astype(np.int64)  # int() of each: truncation toward zero
-    keys, where = np.unique(ints, return_inverse=True)
-    at = shared.index(keys)[where]
+    at = shared.lookup(first.astype(np.int64))  # int() of each: truncation toward zero
     names, attrs = shared.names[at], shared.attrs[at]
     begin = t[starts].astype(np.int64)
     out = []
