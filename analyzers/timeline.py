@@ -375,7 +375,7 @@ class TimelineBuilder:
             cols = {f: a[keep] for f, a in cols.items()}
         total = cols.get("device_total")
         finite = None if total is None else np.isfinite(total)
-        if finite is not None and finite.any():
+        if total is not None and finite is not None and finite.any():
             cap = np.where(finite, total * TOTAL_SLACK, np.inf)
             over_any = 0
             with np.errstate(invalid="ignore"):  # once per rank: entering it costs ~3 µs

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
@@ -160,6 +160,15 @@ class _Discovery:
     interval_names: list[str] = field(default_factory=list)
     #: Spellings of the edge-gap gauge (the tracker's real gap before each edge) present.
     gap_names: list[str] = field(default_factory=list)
+    #: The ranks that report memory, in read order (the identities' keys, or, on the quick
+    #: path, the rank label's values before the identities are listed beside the reads).
+    ranks: list[int] = field(default_factory=list)
+    #: True when ``identities`` is still to be listed (the quick path).
+    listing_pending: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.ranks:
+            self.ranks = sorted(self.identities)
 
 
 def _field_names() -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
@@ -200,25 +209,71 @@ def _rank_order(value: str) -> tuple[int, str]:
     return (int(value), "") if value.isdigit() and len(value) <= 18 else (2**63, value)
 
 
-def _discover(api: PrometheusAPI, window: QueryWindow, builder: TimelineBuilder,
-              want_native: bool) -> _Discovery:
+def _spellings() -> tuple[set[str], list[str]]:
+    """(the spellings that do not make a rank one that reports memory, every spelling
+    discovery asks for)."""
     fields = _field_names()
     side_names = (set(schema.EDGE_TIMESTAMP.prom_aliases) | set(schema.EDGE_GAP.prom_aliases)
                   | set(schema.SAMPLING_INTERVAL.prom_aliases))
+    not_memory = set(schema.ESTIMATE.prom_aliases) | side_names | {
+        n for m in MARKER_METRICS.values() for n in m.prom_aliases}
     all_names = sorted({n for plain, peak in fields.values() for n in (*plain, *peak)}
-                       | set(schema.ESTIMATE.prom_aliases) | side_names
-                       | {n for m in MARKER_METRICS.values() for n in m.prom_aliases})
-    sel = label_selector({schema.ATTR_JOB_ID: window.job_id},
-                         {"__name__": name_regex(all_names)}, window.extra_matchers)
+                       | not_memory)
+    return not_memory, all_names
+
+
+def _discovery_selector(window: QueryWindow, names: Iterable[str]) -> str:
+    return label_selector({schema.ATTR_JOB_ID: window.job_id},
+                          {"__name__": name_regex(names)}, window.extra_matchers)
+
+
+def _discover(api: PrometheusAPI, window: QueryWindow, builder: TimelineBuilder,
+              want_native: bool) -> _Discovery:
+    """Every series of the job listed (labels only): which spellings are present, which ranks
+    report memory and each one's identity."""
+    identities, present, bad_rank = _list_series(api, window)
+    _note_bad_ranks(api, builder, bad_rank)
+    return _discovery_of(api, window, present, identities, sorted(identities), want_native)
+
+
+def _discover_quick(api: PrometheusAPI, window: QueryWindow, want_native: bool
+                    ) -> _Discovery | None:
+    """The spellings present and the ranks that report memory from two label-values answers
+    (the index alone: a few KB where the listing of 10,000 ranks is 140,000 label maps), so the
+    reads can start while the identities are listed beside them (:func:`_list_series`). None
+    when the server does not answer them (the listing then comes first, as it always could)."""
+    not_memory, all_names = _spellings()
+    memory_names = sorted(set(all_names) - not_memory)
+    try:
+        # A name counts where a series carries it with a valid rank (as in the listing).
+        present = set(api.label_values(
+            "__name__", with_matcher(_discovery_selector(window, all_names),
+                                     f'{schema.ATTR_RANK}=~"[0-9]{{1,18}}"'),
+            window.start_ns, window.end_ns))
+        values = api.label_values(schema.ATTR_RANK, _discovery_selector(window, memory_names),
+                                  window.start_ns, window.end_ns)
+    except EndpointError:
+        return None
+    ranks = sorted({r for v in values if (r := _int_label({"r": v}, "r")) is not None})
+    if not ranks:  # nothing to read ahead of the listing (which says why: no series, bad ranks)
+        return None
+    d = _discovery_of(api, window, present, {}, ranks, want_native)
+    d.listing_pending = True
+    return d
+
+
+def _list_series(api: PrometheusAPI, window: QueryWindow
+                 ) -> tuple[dict[int, RankIdentity], set[str], int]:
+    """(identity of each rank that reports memory, the spellings present, series without a
+    valid rank label) from the listing of every series of the job."""
+    not_memory, all_names = _spellings()
     # One answer when the server allows it, else split by rank (VictoriaMetrics refuses more
     # than 30,000 series per answer by default: ~2,100 ranks of a tracker's 14 series).
-    series = api.series_split(sel, window.start_ns, window.end_ns, schema.ATTR_RANK,
-                              sort_key=_rank_order)
+    series = api.series_split(_discovery_selector(window, all_names), window.start_ns,
+                              window.end_ns, schema.ATTR_RANK, sort_key=_rank_order)
     present: set[str] = set()
     identities: dict[int, RankIdentity] = {}
     bad_rank = 0
-    estimate_spellings = set(schema.ESTIMATE.prom_aliases) | side_names | {
-        n for m in MARKER_METRICS.values() for n in m.prom_aliases}
     for labels in series:
         rank = _int_label(labels, schema.ATTR_RANK)  # what identity_from_labels accepts
         name = labels.get("__name__", "")
@@ -228,14 +283,25 @@ def _discover(api: PrometheusAPI, window: QueryWindow, builder: TimelineBuilder,
         present.add(name)
         # A rank is one that reports memory; its first such series gives its identity (built
         # once per rank, not for each of its ~14 series).
-        if name not in estimate_spellings and rank not in identities:
+        if name not in not_memory and rank not in identities:
             ident = identity_from_labels(labels)
             if ident is not None:
                 identities[rank] = ident
+    return identities, present, bad_rank
+
+
+def _note_bad_ranks(api: PrometheusAPI, builder: TimelineBuilder, bad_rank: int) -> None:
     if bad_rank:
         builder.skipped["series_without_valid_rank_label"] += bad_rank
         builder.notes.append(f"{api.url}: {bad_rank} series had no valid integer "
                              f"'{schema.ATTR_RANK}' label and were skipped")
+
+
+def _discovery_of(api: PrometheusAPI, window: QueryWindow, present: set[str],
+                  identities: dict[int, RankIdentity], ranks: list[int],
+                  want_native: bool) -> _Discovery:
+    """What to read, from the spellings present and the ranks that report memory."""
+    fields = _field_names()
     names: dict[str, list[str]] = {}
     peak_fields: set[str] = set()
     for fname, (plain, peak) in fields.items():
@@ -248,8 +314,8 @@ def _discover(api: PrometheusAPI, window: QueryWindow, builder: TimelineBuilder,
             if plains:
                 names[fname] = plains
     native = None
-    if want_native and names and identities:
-        native = _native_interval(api, window, names, min(identities))
+    if want_native and names and ranks:
+        native = _native_interval(api, window, names, min(ranks))
     estimates = [n for n in schema.ESTIMATE.prom_aliases if n in present]
     markers = {kind: [n for n in m.prom_aliases if n in present]
                for kind, m in MARKER_METRICS.items()}
@@ -257,7 +323,8 @@ def _discover(api: PrometheusAPI, window: QueryWindow, builder: TimelineBuilder,
                       {k: v for k, v in markers.items() if v},
                       [n for n in schema.EDGE_TIMESTAMP.prom_aliases if n in present],
                       [n for n in schema.SAMPLING_INTERVAL.prom_aliases if n in present],
-                      [n for n in schema.EDGE_GAP.prom_aliases if n in present])
+                      [n for n in schema.EDGE_GAP.prom_aliases if n in present],
+                      ranks=ranks)
 
 
 def _whole_window_by_rank(d: _Discovery, window: QueryWindow, name: str, over_time: str,
@@ -360,61 +427,92 @@ def load_prometheus(urls: Sequence[str], window: QueryWindow, *,
     series is read at its own sample timestamps, the same rank's samples from all endpoints are
     united, exact duplicates dropped and conflicts resolved the same way whatever the order of
     ``urls``. ``window.step_s`` (or the stored samples' spacing) only sizes the raw chunks.
+
+    The reads start from what two label-values answers say (spellings, ranks) while the series
+    listing that gives each rank's identity runs beside them; should the listing disagree with
+    them (a server that ignores ``match[]`` on label values) or fail, the job is read again
+    the plain way, listing first.
     """
     settings = settings or HttpSettings()
     deadline = deadline or Deadline(None)
     own_client = client is None
     http = client or make_client(settings)
+    urls = sorted(dict.fromkeys(u.rstrip("/") for u in urls))  # order never changes the answer
+    try:
+        apis = [PrometheusAPI(u, http, settings, deadline) for u in urls]
+        try:
+            return _load(apis, window, concurrency, rank_batch, max_points, progress,
+                         quick=True)
+        except _ListingDisagrees as e:
+            if progress:
+                progress(f"prometheus: reading again with the series listed first ({e})")
+            return _load(apis, window, concurrency, rank_batch, max_points, progress,
+                         quick=False)
+    finally:
+        if own_client:
+            http.close()
+
+
+class _ListingDisagrees(Exception):
+    """The series listing did not confirm what the label-values answers said (or failed)."""
+
+
+def _load(apis: list[PrometheusAPI], window: QueryWindow, concurrency: int, rank_batch: int,
+          max_points: int, progress: Callable[[str], None] | None, *, quick: bool
+          ) -> tuple[Timeline, LoadOutcome]:
     builder = TimelineBuilder()
     outcome = LoadOutcome()
-    urls = sorted(dict.fromkeys(u.rstrip("/") for u in urls))  # order never changes the answer
+    urls = [api.url for api in apis]
     # No cyclic GC while reading: 140,000 label maps in discovery and millions of decoded
     # numbers, all kept or dropped by reference counting (a collection finds nothing).
     with gc_paused():
-        try:
-            apis = [PrometheusAPI(u, http, settings, deadline) for u in urls]
-            discoveries = _discover_all(apis, window, builder, outcome, concurrency)
-            natives = [d.native_interval_s for d in discoveries if d.native_interval_s]
-            step = choose_step(window, max(natives) if natives else None)
-            outcome.step_s = step
-            if rank_batch == RANK_BATCH:  # the default: as many ranks as keep a read's size bounded
-                rank_batch = adaptive_rank_batch(window, step)
-            tasks = _plan_queries(discoveries, window, step, rank_batch)
-            if progress and discoveries:  # none answered: the error that follows says why
-                progress(f"prometheus: {len(tasks)} raw-sample queries (chunks of {max_points} "
-                         f"samples at ~{step:g}s) over {len(discoveries)} endpoint(s)")
-            # The two whole-window instant queries run beside the reads (the TSDB answers them
-            # while this process decodes); their notes and values join in the order they had.
-            notes_at = len(builder.notes)
-            side_i, side_e = TimelineBuilder(), TimelineBuilder()
-            with ThreadPoolExecutor(max_workers=1) as side:
-                intervals = side.submit(_read_intervals, discoveries, window, side_i)
-                estimates = side.submit(_read_all_estimates, discoveries, window, side_e)
-                with_data = _run_queries(tasks, builder, outcome, step, max_points, concurrency,
-                                         intervals.result)
-                intervals.result()
-                estimates.result()
-            builder.notes[notes_at:notes_at] = side_i.notes
-            builder.notes.extend(side_e.notes)
-            if META_ESTIMATE_BYTES in side_e.meta:
-                builder.meta[META_ESTIMATE_BYTES] = side_e.meta[META_ESTIMATE_BYTES]
-            if not builder.meta.get(META_ESTIMATE_BYTES):
-                builder.meta.pop(META_ESTIMATE_BYTES, None)
-            for d in discoveries:
-                got = with_data.get(d.api.url, set())
-                for ident in d.identities.values():
-                    if ident.rank in got:
-                        builder.set_identity(ident)
-                if d.identities and not got and d.api.url in outcome.ranks_failed:
-                    outcome.endpoints_failed[d.api.url] = "every range query failed"
-            for d in discoveries:
-                if d.api.url not in outcome.endpoints_failed:
-                    outcome.endpoints_ok.append(d.api.url)
-            builder.sources.extend(f"prometheus:{u}" for u in urls)
-            _resolution_notes(builder, discoveries, step)
-        finally:
-            if own_client:
-                http.close()
+        discovery_notes_at = len(builder.notes)
+        discoveries = _discover_all(apis, window, builder, outcome, concurrency, quick=quick)
+        natives = [d.native_interval_s for d in discoveries if d.native_interval_s]
+        step = choose_step(window, max(natives) if natives else None)
+        outcome.step_s = step
+        if rank_batch == RANK_BATCH:  # the default: as many ranks as keep a read's size bounded
+            rank_batch = adaptive_rank_batch(window, step)
+        tasks = _plan_queries(discoveries, window, step, rank_batch)
+        if progress and discoveries:  # none answered: the error that follows says why
+            progress(f"prometheus: {len(tasks)} raw-sample queries (chunks of {max_points} "
+                     f"samples at ~{step:g}s) over {len(discoveries)} endpoint(s)")
+        # The two whole-window instant queries run beside the reads (the TSDB answers them
+        # while this process decodes); their notes and values join in the order they had.
+        notes_at = len(builder.notes)
+        side_i, side_e, listed = TimelineBuilder(), TimelineBuilder(), TimelineBuilder()
+        pending = [d for d in discoveries if d.listing_pending]
+        with ThreadPoolExecutor(max_workers=1) as side, \
+                ThreadPoolExecutor(max_workers=1) as lister:
+            listings = [lister.submit(_list_series, d.api, window) for d in pending]
+            intervals = side.submit(_read_intervals, discoveries, window, side_i)
+            estimates = side.submit(_read_all_estimates, discoveries, window, side_e)
+            with_data = _run_queries(tasks, builder, outcome, step, max_points, concurrency,
+                                     intervals.result)
+            intervals.result()
+            estimates.result()
+            for d, listing in zip(pending, listings, strict=True):
+                _take_listing(d, listing, listed)
+        builder.notes[notes_at:notes_at] = side_i.notes
+        builder.notes[discovery_notes_at:discovery_notes_at] = listed.notes
+        builder.skipped.update(listed.skipped)
+        builder.notes.extend(side_e.notes)
+        if META_ESTIMATE_BYTES in side_e.meta:
+            builder.meta[META_ESTIMATE_BYTES] = side_e.meta[META_ESTIMATE_BYTES]
+        if not builder.meta.get(META_ESTIMATE_BYTES):
+            builder.meta.pop(META_ESTIMATE_BYTES, None)
+        for d in discoveries:
+            got = with_data.get(d.api.url, set())
+            for ident in d.identities.values():
+                if ident.rank in got:
+                    builder.set_identity(ident)
+            if d.ranks and not got and d.api.url in outcome.ranks_failed:
+                outcome.endpoints_failed[d.api.url] = "every range query failed"
+        for d in discoveries:
+            if d.api.url not in outcome.endpoints_failed:
+                outcome.endpoints_ok.append(d.api.url)
+        builder.sources.extend(f"prometheus:{u}" for u in urls)
+        _resolution_notes(builder, discoveries, step)
     if not outcome.endpoints_ok:
         reasons = "; ".join(f"{u}: {r}" for u, r in outcome.endpoints_failed.items())
         raise SourceFailureError(f"no Prometheus endpoint answered for job {window.job_id!r}: "
@@ -428,6 +526,30 @@ def load_prometheus(urls: Sequence[str], window: QueryWindow, *,
                                    "window_start_ns": window.start_ns,
                                    "raw_samples": True}
     return timeline, outcome
+
+
+def _take_listing(d: _Discovery,
+                  listing: Future[tuple[dict[int, RankIdentity], set[str], int]],
+                  listed: TimelineBuilder) -> None:
+    """The identities a listing gave, once it confirms what the quick discovery read by."""
+    try:
+        identities, present, bad_rank = listing.result()
+    except EndpointError as e:
+        raise _ListingDisagrees(f"{d.api.url}: the series listing failed: {e}") from None
+    quick = _discovery_of(d.api, QueryWindow("", 0, 0), present, identities,
+                          sorted(identities), want_native=False)
+    if quick.ranks != d.ranks or _read_names(quick) != _read_names(d):
+        raise _ListingDisagrees(f"{d.api.url}: the series listing found other ranks or "
+                                "spellings than the label values did")
+    d.identities = identities
+    d.listing_pending = False
+    _note_bad_ranks(d.api, listed, bad_rank)
+
+
+def _read_names(d: _Discovery) -> tuple[object, ...]:
+    """Everything a discovery decides to read by, besides its ranks."""
+    return (d.names, d.peak_fields, d.estimate_names, d.marker_names, d.edge_names,
+            d.interval_names, d.gap_names)
 
 
 def _read_all_estimates(discoveries: list[_Discovery], window: QueryWindow,
@@ -452,10 +574,13 @@ def _read_intervals(discoveries: list[_Discovery], window: QueryWindow,
 
 
 def _discover_all(apis: list[PrometheusAPI], window: QueryWindow, builder: TimelineBuilder,
-                  outcome: LoadOutcome, concurrency: int) -> list[_Discovery]:
+                  outcome: LoadOutcome, concurrency: int, *, quick: bool = False
+                  ) -> list[_Discovery]:
     def one(api: PrometheusAPI) -> _Discovery | EndpointError:
+        want_native = window.step_s is None
         try:
-            return _discover(api, window, builder, want_native=window.step_s is None)
+            fast = _discover_quick(api, window, want_native) if quick else None
+            return fast if fast is not None else _discover(api, window, builder, want_native)
         except EndpointError as e:
             return e
 
@@ -466,7 +591,7 @@ def _discover_all(apis: list[PrometheusAPI], window: QueryWindow, builder: Timel
                 outcome.endpoints_failed[api.url] = str(res)
                 builder.notes.append(f"endpoint {api.url} failed, its ranks are missing: {res}")
                 builder.skipped["endpoint_failed"] += 1
-            elif not res.identities:
+            elif not res.ranks:
                 builder.notes.append(f"endpoint {api.url} has no stormotel series for job_id="
                                      f"{window.job_id!r} in the window")
                 found.append(res)
@@ -507,7 +632,7 @@ def _plan_queries(discoveries: list[_Discovery], window: QueryWindow, step: floa
     end_s = window.end_ns / 1e9
     tasks = []
     for d in discoveries:
-        ranks = sorted(d.identities)
+        ranks = d.ranks
         for start in range(0, len(ranks), rank_batch):
             batch = ranks[start:start + rank_batch]
             wanted = [(fname, name, "field") for fname, names in d.names.items()

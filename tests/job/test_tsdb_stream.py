@@ -178,3 +178,72 @@ def test_a_slow_answer_holds_up_at_most_the_read_ahead() -> None:
     assert list(got) == [(i, i * 10) for i in range(1, 40)]
     assert sorted(started) == list(range(40))
     timer.join()
+
+
+def _plain(vm_url: str, window: QueryWindow, monkeypatch: pytest.MonkeyPatch) -> Timeline:
+    """The job read the plain way: every series listed before the first read."""
+    from stormotel.analyzers.sources import prometheus
+
+    with monkeypatch.context() as m:
+        m.setattr(prometheus, "_discover_quick", lambda *a, **k: None)
+        return load_prometheus([vm_url], window)[0]
+
+
+def _same_timeline(got: Timeline, want: Timeline) -> None:
+    assert sorted(got.ranks) == sorted(want.ranks)
+    for rank in want.ranks:
+        _assert_same_rank(got, want, rank)
+    assert got.skipped == want.skipped and got.notes == want.notes
+
+
+def test_reads_start_from_label_values_and_give_the_listed_timeline(planted_vm, monkeypatch
+                                                                    ) -> None:
+    """The quick discovery (two label-values answers; the listing beside the reads) reads the
+    Timeline the listing-first discovery reads, identities included, and reads it once."""
+    import httpx
+
+    vm, p = planted_vm
+    paths: list[str] = []
+    client = httpx.Client(event_hooks={"request": [lambda r: paths.append(r.url.path)]})
+    got, outcome = load_prometheus([vm.url], _window(p), client=client)
+    client.close()
+    assert not outcome.partial
+    assert "/api/v1/label/__name__/values" in paths and "/api/v1/series" in paths
+    reads = paths.count("/api/v1/query")
+    _same_timeline(got, _plain(vm.url, _window(p), monkeypatch))
+    assert got.ranks[2].identity.host is not None  # the listing's identity, not a bare rank
+    # Read once: the same number of raw reads as the plain path makes.
+    plain_paths: list[str] = []
+    client = httpx.Client(event_hooks={"request": [lambda r: plain_paths.append(r.url.path)]})
+    from stormotel.analyzers.sources import prometheus
+
+    with monkeypatch.context() as m:
+        m.setattr(prometheus, "_discover_quick", lambda *a, **k: None)
+        load_prometheus([vm.url], _window(p), client=client)
+    client.close()
+    assert reads == plain_paths.count("/api/v1/query")
+
+
+def test_a_server_that_ignores_match_on_label_values_is_read_again_listing_first(
+        planted_vm, monkeypatch) -> None:
+    """Label values answered without ``match[]`` (names of other jobs: here a rolling-peak
+    spelling this job never wrote) would read the wrong series; the listing catches it and the
+    job is read again the plain way, with the same Timeline and a progress line saying so."""
+    from stormotel.analyzers.sources.prometheus_api import PrometheusAPI
+
+    vm, p = planted_vm
+    want = _plain(vm.url, _window(p), monkeypatch)
+    real = PrometheusAPI.label_values
+
+    def unfiltered(self, label, selector, start_ns, end_ns):  # type: ignore[no-untyped-def]
+        got = real(self, label, selector, start_ns, end_ns)
+        if label == "__name__":
+            got = [*got, schema.FIELD_PEAK_METRICS["allocated"].prom]
+        return got
+
+    said: list[str] = []
+    monkeypatch.setattr(PrometheusAPI, "label_values", unfiltered)
+    got, outcome = load_prometheus([vm.url], _window(p), progress=said.append)
+    assert not outcome.partial
+    assert any("reading again" in s and "listing" in s for s in said), said
+    _same_timeline(got, want)
