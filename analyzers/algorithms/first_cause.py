@@ -216,6 +216,8 @@ def _timed_by_edge(m: Markers, t_i: int, hole: int, next_t: int, usual_ns: int
       starved while the scrape waited), so the scrape time says nothing; the rise lies between
       the previous sample and the edge.
     """
+    if KIND_FIRST_RISE not in m.kinds:
+        return t_i, hole, False  # no edge to time it by (what the searches below would find)
     late = min(hole // 2, DEFAULT_EDGE_RESOLUTION_NS)
     first_rise = m.kind == KIND_FIRST_RISE
     sel = np.flatnonzero(first_rise & (m.start_ns > t_i - hole) & (m.start_ns <= t_i + late))
@@ -261,9 +263,12 @@ def _edge_resolution(attrs: object) -> int | None:
 def _step_at(series: RankSeries, t_ns: int) -> int | None:
     """The training step the rank was in at ``t_ns``, when it reports steps."""
     m = series.markers
-    if not len(m):
+    if not len(m) or KIND_STEP not in m.kinds:
         return None
-    idx = np.flatnonzero((m.kind == KIND_STEP) & (m.start_ns <= t_ns) & (m.end_ns >= t_ns))
+    cover = (m.start_ns <= t_ns) & (m.end_ns >= t_ns)
+    if len(m.kinds) > 1:  # steps only (a TSDB read's markers): no kind to compare
+        cover &= m.kind == KIND_STEP
+    idx = np.flatnonzero(cover)
     if not idx.size:
         return None
     attrs = m.attrs[int(idx[-1])] if int(idx[-1]) < len(m.attrs) else {}
