@@ -19,6 +19,7 @@ over the merged stream would, does exactly that).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -135,6 +136,10 @@ def _spikes(t: np.ndarray, g: np.ndarray, ts: np.ndarray, fit: LinearFit, settin
         line = np.add(np.multiply(ts, fit.slope, out=work.floats("spike_line", n)),
                       fit.intercept, out=work.floats("spike_line", n))
         resid = np.subtract(g, line, out=work.floats("spike_line", n))
+    if float(resid.max()) - float(resid.min()) < settings.spike_min_bytes:
+        # No sample can stand spike_min_bytes above the median, which lies within the range
+        # (rounding is monotonic: each excess is at most this difference): nothing is hot.
+        return _empty_episodes()
     med, scale = robust_center(resid, work)
     excess = np.subtract(resid, med, out=work.floats("spike_excess", n))
     # z only where the excess is large enough (z = excess / scale, element by element).
@@ -189,11 +194,16 @@ def drift_finding(series: RankSeries, settings: Settings, rg: RankGap | None = N
     if found is not None:
         return found
     span = float(rg.t_s[-1])
+    spread: float | None = None
     for share in TAIL_SHARES:
         start = int(np.searchsorted(rg.t_s, span * (1.0 - share)))
         n = rg.gap.shape[0] - start
         if n < max(settings.min_samples, 20):
             break
+        if spread is None:
+            spread = _spread(rg.gap)
+        if spread * math.sqrt(2 * n) * 1.01 < settings.drift_floor_bytes:
+            continue  # too flat to grow by the floor: see _spread
         ts = np.subtract(rg.t_s[start:], rg.t_s[start], out=work.floats("drift_tail_t_s", n))
         g = rg.gap[start:]
         slope = linear_slope(ts, g, work)
@@ -206,6 +216,20 @@ def drift_finding(series: RankSeries, settings: Settings, rg: RankGap | None = N
                                       "still growing at its end")
             return found
     return None
+
+
+def _spread(g: np.ndarray) -> float:
+    """A bound on |slope| × duration of any least-squares line through a stretch of ``g``
+    over ``n`` samples, once multiplied by sqrt(2n): a tail that cannot grow by the drift floor
+    needs no fit, and a flat gap (the usual case: NCCL buffers and the CUDA context do not
+    move) is most ranks.
+
+    Why: the slope is Σ dt·dy / Σ dt² with |dy| at most the range of ``g`` (plus the rounding
+    of its mean, far below the relative 1e-6 added here) and Σ dt² at least T²/2 (the first
+    and last sample alone, t running from 0 to T), so by Cauchy–Schwarz |slope|·T ≤
+    range·sqrt(2n); the caller keeps a 1 % margin for the rounding of the sums."""
+    hi, lo = float(g.max()), float(g.min())
+    return (hi - lo) + 1e-6 * max(abs(hi), abs(lo))
 
 
 def _drift(series: RankSeries, settings: Settings, t: np.ndarray, g: np.ndarray,
