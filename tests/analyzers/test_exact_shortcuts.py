@@ -1,0 +1,121 @@
+"""The analysis' shortcuts give exactly what the long way gives.
+
+Each shortcut (a bound that skips a fit, np.median's arithmetic without np.median, a record
+without dataclasses.asdict, a kind looked up once per marker set) is checked against the
+computation it replaces, on random and adversarial inputs: a shortcut that changed one float
+of a report would be a silent change of the answer.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict
+
+import numpy as np
+import pytest
+from stormotel.analyzers.algorithms.estimate_ratio import EstimateRatio
+from stormotel.analyzers.algorithms.first_cause import _step_at
+from stormotel.analyzers.algorithms.gap import _spread
+from stormotel.analyzers.algorithms.robust import linear_slope, median_in_place, robust_center
+from stormotel.analyzers.algorithms.scratch import Scratch
+from stormotel.analyzers.timeline import KIND_STEP, Markers, RankIdentity, RankSeries
+
+from stormotel import schema
+
+MIB = 2.0**20
+
+
+def _tails(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Times from 0 to T (regular, jittered, or bunched in the middle: the case where the
+    slope bound is tightest) and gap values around a large level."""
+    shape = rng.integers(3)
+    if shape == 0:
+        ts = np.arange(n, dtype=float) * 15.0
+    elif shape == 1:
+        ts = np.sort(rng.uniform(0, 3600, n))
+    else:
+        ts = np.concatenate(([0.0], np.full(n - 2, 1800.0) + rng.normal(0, 1e-3, n - 2),
+                             [3600.0]))
+        ts.sort()
+    ts -= ts[0]
+    level = float(rng.choice([0.0, 1e9, 3.4e10, -5e8]))
+    spread = float(rng.choice([0.0, 1.0, MIB, 8 * MIB]))
+    g = level + rng.uniform(-spread, spread, n)
+    if rng.integers(2):  # the extremes at the ends, aligned with time: the steepest line
+        g[0], g[-1] = level - spread, level + spread
+    return ts, g
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_spread_bounds_every_fitted_growth(seed):
+    """drift_finding skips a tail when spread·sqrt(2n)·1.01 is below the floor: the fitted
+    growth it would have computed must be below that bound too, whatever the times."""
+    rng = np.random.default_rng(seed)
+    work = Scratch()
+    for _ in range(2000):
+        n = int(rng.integers(20, 400))
+        ts, g = _tails(rng, n)
+        growth = abs(linear_slope(ts, g, work) * float(ts[-1]))
+        assert growth <= _spread(g) * math.sqrt(2 * n) * 1.01, (n, growth, _spread(g))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_no_spike_when_the_range_is_below_the_floor(seed):
+    """_spikes returns no episode when max − min of the residual is below spike_min_bytes:
+    the excess over the robust median it would have computed never reaches it."""
+    rng = np.random.default_rng(seed)
+    work = Scratch()
+    for _ in range(2000):
+        n = int(rng.integers(10, 20000))
+        resid = float(rng.choice([0.0, 1e9, -3e9])) + rng.normal(0, rng.choice([1.0, MIB]), n)
+        floor = float(resid.max()) - float(resid.min())
+        floor = np.nextafter(floor, np.inf)  # the gate's tightest case: range just below
+        med, _ = robust_center(resid, work)
+        assert not (resid - med >= floor).any()
+
+
+def test_median_in_place_is_np_median():
+    rng = np.random.default_rng(0)
+    cases = [np.array([-0.0, -0.0]), np.array([0.0, -0.0]), np.array([-0.0, 0.0, 1.0, -0.0]),
+             np.array([1e308, 1e308])]
+    cases += [rng.normal(0, 10.0 ** rng.integers(0, 12), int(rng.integers(1, 60)))
+              for _ in range(3000)]
+    for a in cases:
+        with np.errstate(over="ignore"):
+            want = float(np.median(a))
+            got = median_in_place(a.copy())
+        assert got == want and math.copysign(1, got) == math.copysign(1, want), a
+
+
+def test_median_interval_is_np_median():
+    rng = np.random.default_rng(1)
+    for trial in range(3000):
+        n = int(rng.integers(2, 50))
+        t = np.cumsum(rng.integers(1, [1, 10**3, 15 * 10**9][trial % 3] + 2, n, dtype=np.int64))
+        s = RankSeries(RankIdentity(0), t, {})
+        assert s.median_interval_ns() == int(np.median(np.diff(t))), t
+
+
+def test_markers_kinds_and_step_lookup_match_a_comparison():
+    kinds = np.array([KIND_STEP, "collective", KIND_STEP, "first_rise"], object)
+    start = np.array([0, 5, 10, 12], np.int64)
+    end = np.array([9, 20, 19, 12], np.int64)
+    attrs = tuple({schema.SPAN_ATTR_STEP: i} for i in range(4))
+    mixed = Markers(start, end, kinds, np.array(kinds), attrs)
+    steps = Markers(start, end, np.array([f"step {i}" for i in range(4)], object),
+                    np.array([KIND_STEP] * 4, object), attrs)
+    assert mixed.kinds == {KIND_STEP, "collective", "first_rise"}
+    assert steps.kinds == {KIND_STEP} and Markers.empty().kinds == frozenset()
+    t = np.arange(0, 30, dtype=np.int64)
+    for m in (mixed, steps):
+        series = RankSeries(RankIdentity(0), t, {}, m)
+        for at in range(-1, 25):
+            idx = np.flatnonzero((m.kind == KIND_STEP) & (m.start_ns <= at) & (m.end_ns >= at))
+            want = int(m.attrs[int(idx[-1])][schema.SPAN_ATTR_STEP]) if idx.size else None
+            assert _step_at(series, at) == want
+
+
+def test_estimate_ratio_to_dict_is_asdict():
+    for r in (EstimateRatio(3, 1e9, 1.2e9, 1.2, "allocated", 17, True),
+              EstimateRatio(0, None, None, None, None, None, False)):
+        assert r.to_dict() == asdict(r) and list(r.to_dict()) == list(asdict(r))
