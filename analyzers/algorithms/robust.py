@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,7 +65,7 @@ def all_finite(x: np.ndarray) -> bool:
     """True when every value is finite, in one reduction and no temporary: a NaN or an
     infinity makes the sum non-finite, and a finite sum cannot contain one. A sum that
     overflows answers False, which callers treat as "check each value": never a wrong True."""
-    return bool(np.isfinite(np.add.reduce(x))) if x.shape[0] else True
+    return math.isfinite(np.add.reduce(x)) if x.shape[0] else True
 
 
 def finite_samples(t_ns: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
