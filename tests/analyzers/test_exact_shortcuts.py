@@ -119,3 +119,89 @@ def test_estimate_ratio_to_dict_is_asdict():
     for r in (EstimateRatio(3, 1e9, 1.2e9, 1.2, "allocated", 17, True),
               EstimateRatio(0, None, None, None, None, None, False)):
         assert r.to_dict() == asdict(r) and list(r.to_dict()) == list(asdict(r))
+
+
+def _asdict_report(report):
+    """Report.to_dict as it was written first: dataclasses.asdict, then the JSON cleanup."""
+    from stormotel.analyzers.report import REPORT_SCHEMA, _with_oom_section
+
+    from stormotel.textsafe import redact
+
+    def jsonable(obj):
+        if isinstance(obj, str):
+            return redact(obj)
+        if isinstance(obj, dict):
+            return {redact(str(k)): jsonable(v) for k, v in obj.items()}
+        if isinstance(obj, list | tuple):
+            return [jsonable(v) for v in obj]
+        if hasattr(obj, "item") and callable(obj.item):
+            obj = obj.item()
+        if isinstance(obj, float) and (obj != obj or obj in (float("inf"), float("-inf"))):
+            return None
+        return obj
+
+    d = asdict(report)
+    oom = d.pop("oom_forensics")
+    if oom is not None:
+        d["extra"] = _with_oom_section(d["extra"], oom)
+    return jsonable({"schema": REPORT_SCHEMA, **d})
+
+
+def test_report_to_dict_is_asdict_then_jsonable():
+    """Every kind of value a report holds (nested findings, numpy scalars, NaN and infinities,
+    tuples, credentials in strings and keys, an OOM section placed before the attribution)."""
+    import json
+
+    from stormotel.analyzers.algorithms.oom_forensics import oom_forensics
+    from stormotel.analyzers.report import (
+        CollectiveAttribution,
+        CrossRank,
+        GapFinding,
+        Report,
+        StallFinding,
+        Suspect,
+    )
+    from stormotel.analyzers.timeline import OomDump, Timeline
+
+    forensics = oom_forensics(Timeline(ranks={}), [
+        OomDump("/d/rank1.json", 1, 10**18, 0.1, {"allocated": 1e9, "reserved": 4e9,
+                                                   "device_used": 8e9, "device_total": 8e9}),
+        OomDump("", 0, 10**18 + 10**10, None, {"allocated": None, "reserved": None,
+                                               "device_used": np.float64(7e9),
+                                               "device_total": 8e9})])
+    assert forensics is not None
+    evidence = {"z": np.float64(5.5), "n": np.int64(3), "nan": float("nan"),
+                "inf": np.float64("inf"), "pair": (1, np.float32(2.5)), "none": None,
+                "flag": np.bool_(True), "url": "http://user:secret@tsdb:9090/?token=abc",
+                "http://u:p@h/": "key with a credential", 7: "an int key",
+                "nested": [{"a": (float("-inf"), -0.0)}], "finding": Suspect(9, "low", 1, 2, 3.0)}
+    report = Report(
+        job_id="job", world_size=4, participating_ranks=[0, 1, 2], missing_ranks=[3],
+        cross_rank=CrossRank(cluster_onset_ns=5, first_cause_suspects=[
+            Suspect(1, "high", 10, 20, np.float64(1.5), dict(evidence))],
+            incidents=[{"kind": "tie", "ranks": [1, 2]}], notes=["n"]),
+        gap_findings=[GapFinding(rank=2, classification="fragmentation", severity="warning",
+                                 confidence=0.5, evidence=dict(evidence), remediation=["r"],
+                                 start_ns=1, end_ns=np.int64(2))],
+        collective_attributions=[CollectiveAttribution(
+            rank=0, classification="collective_likely", confidence=0.7, interval_start_ns=1,
+            interval_end_ns=2, reason_codes=["gap_spike"], evidence={"peak_ns": np.int64(1)})],
+        stall_findings=[StallFinding("straggler", [1], "pg", 3, "allreduce", "logs", "medium",
+                                     dict(evidence))],
+        notes=["token=abc"], skipped={"nan_bytes": 2}, sources=["http://a:b@c/"],
+        window_start_ns=1, window_end_ns=2, settings={"spike_z": 4.0, "ranks": "all"},
+        extra={"estimate_ratio": {0: 1.2}, "rank_attribution": {"1": {"host": "h"}},
+               "analysis_seconds": 0.1},
+        oom_forensics=forensics)
+    for r in (report, Report(job_id=None, world_size=None, participating_ranks=[],
+                             missing_ranks=[])):
+        want = _asdict_report(r)
+        got = r.to_dict()
+        assert json.dumps(got, indent=2) == json.dumps(want, indent=2)
+        assert list(got["extra"]) == list(want["extra"])
+    # Nothing returned is the report's own container: a sink may change what it was given.
+    got = report.to_dict()
+    got["cross_rank"]["first_cause_suspects"][0]["evidence"]["z"] = 0
+    got["extra"]["estimate_ratio"][0] = 0
+    assert report.cross_rank.first_cause_suspects[0].evidence["z"] == 5.5
+    assert report.extra["estimate_ratio"] == {0: 1.2}
