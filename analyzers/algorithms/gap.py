@@ -339,7 +339,16 @@ def fragmentation_finding(series: RankSeries, settings: Settings,
         res, series.values["allocated"], out=work.floats("frag_idle", len(series)))
     ok: np.ndarray | None = None  # every sample usable
     r, t, idle = res, series.t_ns, idle_all
-    if not (all_finite(res) and all_finite(idle_all) and float(res.min()) > 0):
+    least = float(res.min()) if res.shape[0] else 0.0
+    if all_finite(res) and all_finite(idle_all) and least > 0:
+        most = float(idle_all.max())
+        # No sample is fragmented when the largest idle is below the byte floor, or below the
+        # ratio against the smallest reservation (idle/reserved ≤ most/least; the margin
+        # covers the division's rounding): nothing to divide or count.
+        if most < settings.frag_min_bytes or (
+                settings.frag_ratio > 0 and most < settings.frag_ratio * least * (1 - 1e-9)):
+            return None
+    else:
         ok = np.isfinite(res) & np.isfinite(idle_all) & (res > 0)
         r, t, idle = res[ok], series.t_ns[ok], idle_all[ok]
     n = r.shape[0]
