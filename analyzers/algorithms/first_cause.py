@@ -476,7 +476,8 @@ def analyze_first_cause(timeline: Timeline, settings: Settings) -> tuple[CrossRa
                              f"{settings.rise_floor_bytes / 2**20:.0f} MiB)")
         return out, {"incidents_examined": 0, "ranks": {}}
     window_ns = int(max(settings.cascade_window_s * 1e9, 2 * (res or 0)))
-    incidents = [_judge(group, timeline, with_field, missing, settings, warmups, res)
+    warm_spans = [(r, w.earliest_ns, w.settled_ns) for r, w in warmups.items()]
+    incidents = [_judge(group, timeline, with_field, missing, settings, warm_spans, res)
                  for group in _group(candidates, window_ns)]
     out.incidents = [inc.to_dict() for inc in incidents]
     cross = [inc for inc in incidents if len(inc.rises) > 1]
@@ -533,17 +534,19 @@ def _group(rises: list[FirstRise], window_ns: int) -> list[dict[int, FirstRise]]
 
 
 def _judge(rises: dict[int, FirstRise], timeline: Timeline, with_field: list[int],
-           missing: list[int], settings: Settings, warmups: dict[int, FirstRise],
+           missing: list[int], settings: Settings, warm_spans: list[tuple[int, int, int]],
            res: int | None) -> Incident:
     """One incident: leader only when its rise interval ends before every follower's begins
-    (``res``: the timeline's resolution, asked once for all incidents)."""
+    (``res``: the timeline's resolution, asked once for all incidents; ``warm_spans``: each
+    warm-up's rank, earliest and settled time, taken once from the rises)."""
     inc = Incident(rises)
     order = sorted(rises.values(), key=lambda fr: (fr.t_ns, fr.rank))
     first = order[0]
     tol = int(settings.clock_tolerance_s * 1e9)
     # A rank still warming up when this incident began could have been part of it, unseen.
-    overlapping = sorted(r for r, w in warmups.items() if r not in rises
-                         and w.earliest_ns <= first.t_ns <= w.settled_ns + (res or 0))
+    t0, pad = first.t_ns, res or 0
+    overlapping = sorted(r for r, earliest, settled in warm_spans if r not in rises
+                         and earliest <= t0 <= settled + pad)
     if len(order) == 1:
         others_end = min(int(timeline.ranks[r].t_ns[-1]) for r in with_field if r != first.rank)
         lead = max(others_end - first.t_ns, 0)
