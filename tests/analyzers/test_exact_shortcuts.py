@@ -205,3 +205,49 @@ def test_report_to_dict_is_asdict_then_jsonable():
     got["extra"]["estimate_ratio"][0] = 0
     assert report.cross_rank.first_cause_suspects[0].evidence["z"] == 5.5
     assert report.extra["estimate_ratio"] == {0: 1.2}
+
+
+def test_median_of_small_slices_is_the_partition_median():
+    """The sorted small-slice path gives what median_of always gave (the partition of a copy,
+    whose sign of a zero median is its own)."""
+    from stormotel.analyzers.algorithms.robust import median_of
+
+    rng = np.random.default_rng(3)
+    cases = [np.array([0.0, -0.0, 1.0]), np.array([-0.0, 2.0]), np.array([5, 3, 9], np.int64),
+             np.array([np.nan, 1.0]), np.array([np.inf, 1.0, 2.0]), np.array([2.0**53 + 1] * 3)]
+    cases += [rng.choice([-1, 1]) * rng.normal(3e10, 10.0 ** rng.integers(0, 10),
+                                               int(rng.integers(1, 20))).round(rng.integers(2))
+              for _ in range(5000)]
+    for a in cases:
+        want = median_in_place(np.array(a, dtype=np.float64))
+        got = median_of(a)
+        assert (got == want and math.copysign(1, got) == math.copysign(1, want)) \
+            or (got != got and want != want), a
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_fragmentation_gate_skips_only_ranks_with_nothing_fragmented(seed):
+    """fragmentation_finding returns at once when the largest idle is below frag_min_bytes
+    or below frag_ratio × the smallest reservation: the per-sample test it skips must find
+    no fragmented sample then."""
+    from stormotel.analyzers.algorithms.settings import settings_for
+
+    rng = np.random.default_rng(seed)
+    settings = settings_for("medium")
+    fired = 0
+    for _ in range(3000):
+        n = int(rng.integers(10, 300))
+        level = float(rng.choice([0.5, 4.0, 32.0])) * 2.0**30
+        res = level * rng.uniform(1, 1 + rng.choice([0.0, 1e-6, 0.01, 0.5]), n)
+        top = rng.choice([0.3, 0.6, np.nextafter(settings.frag_ratio, 0)])
+        alloc = res * (1 - rng.uniform(0, top, n))
+        if rng.integers(2):  # ratios just below the threshold: the gate's margin matters
+            alloc = res * (1 - top)
+        idle = res - alloc
+        most, least = float(idle.max()), float(res.min())
+        gate = most < settings.frag_min_bytes or most < settings.frag_ratio * least * (1 - 1e-9)
+        if gate:
+            fired += 1
+            frag = (idle / res >= settings.frag_ratio) & (idle >= settings.frag_min_bytes)
+            assert not frag.any()
+    assert fired > 100  # the property was exercised
