@@ -196,7 +196,7 @@ def drift_finding(series: RankSeries, settings: Settings, rg: RankGap | None = N
     span = float(rg.t_s[-1])
     spread: float | None = None
     for share in TAIL_SHARES:
-        start = int(np.searchsorted(rg.t_s, span * (1.0 - share)))
+        start = int(rg.t_s.searchsorted(span * (1.0 - share)))
         n = rg.gap.shape[0] - start
         if n < max(settings.min_samples, 20):
             break
