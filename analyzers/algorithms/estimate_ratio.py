@@ -80,7 +80,10 @@ def over_estimate_ranks(extra: Mapping[str, Any]) -> list[EstimateRatio]:
     estimate used to read "healthy"."""
     section = extra.get("estimate_vs_actual")
     entries = section.get("ranks") if isinstance(section, Mapping) else None
-    ratios = (EstimateRatio.from_mapping(d) for d in entries or [] if isinstance(d, Mapping))
+    # Only an entry marked over its estimate can be one (from_mapping keeps the mark as given):
+    # the others, most ranks of a job on plan, need not be read back.
+    ratios = (EstimateRatio.from_mapping(d) for d in entries or []
+              if isinstance(d, Mapping) and d.get("over_estimate"))
     return [r for r in ratios if r is not None and r.over_estimate and r.ratio is not None]
 
 
