@@ -320,6 +320,16 @@ def spike_finding(series: RankSeries, settings: Settings, rg: RankGap | None = N
         end_ns=int(eps.end_ns.max()))
 
 
+def _none_fragmented(res: np.ndarray, idle: np.ndarray, settings: Settings) -> bool:
+    """No sample can be fragmented (finite samples, every reservation positive): the largest
+    idle is below the byte floor, or below the ratio against the smallest reservation
+    (idle/reserved ≤ most/least; the margin covers the division's rounding). Most ranks: then
+    nothing is divided or counted."""
+    most = float(idle.max())
+    return most < settings.frag_min_bytes or (
+        settings.frag_ratio > 0 and most < settings.frag_ratio * float(res.min()) * (1 - 1e-9))
+
+
 def fragmentation_finding(series: RankSeries, settings: Settings,
                           scratch: Scratch | None = None) -> GapFinding | None:
     """Idle bytes in the allocator's pool, sustained.
@@ -339,14 +349,8 @@ def fragmentation_finding(series: RankSeries, settings: Settings,
         res, series.values["allocated"], out=work.floats("frag_idle", len(series)))
     ok: np.ndarray | None = None  # every sample usable
     r, t, idle = res, series.t_ns, idle_all
-    least = float(res.min()) if res.shape[0] else 0.0
-    if all_finite(res) and all_finite(idle_all) and least > 0:
-        most = float(idle_all.max())
-        # No sample is fragmented when the largest idle is below the byte floor, or below the
-        # ratio against the smallest reservation (idle/reserved ≤ most/least; the margin
-        # covers the division's rounding): nothing to divide or count.
-        if most < settings.frag_min_bytes or (
-                settings.frag_ratio > 0 and most < settings.frag_ratio * least * (1 - 1e-9)):
+    if all_finite(res) and all_finite(idle_all) and float(res.min()) > 0:
+        if _none_fragmented(res, idle_all, settings):
             return None
     else:
         ok = np.isfinite(res) & np.isfinite(idle_all) & (res > 0)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from stormotel.analyzers.algorithms.estimate_ratio import EstimateRatio
 from stormotel.analyzers.algorithms.first_cause import _step_at
-from stormotel.analyzers.algorithms.gap import _spread
+from stormotel.analyzers.algorithms.gap import _none_fragmented, _spread
 from stormotel.analyzers.algorithms.robust import linear_slope, median_in_place, robust_center
 from stormotel.analyzers.algorithms.scratch import Scratch
 from stormotel.analyzers.timeline import KIND_STEP, Markers, RankIdentity, RankSeries
@@ -244,9 +244,7 @@ def test_fragmentation_gate_skips_only_ranks_with_nothing_fragmented(seed):
         if rng.integers(2):  # ratios just below the threshold: the gate's margin matters
             alloc = res * (1 - top)
         idle = res - alloc
-        most, least = float(idle.max()), float(res.min())
-        gate = most < settings.frag_min_bytes or most < settings.frag_ratio * least * (1 - 1e-9)
-        if gate:
+        if _none_fragmented(res, idle, settings):
             fired += 1
             frag = (idle / res >= settings.frag_ratio) & (idle >= settings.frag_min_bytes)
             assert not frag.any()
