@@ -164,10 +164,21 @@ def _spikes(t: np.ndarray, g: np.ndarray, ts: np.ndarray, fit: LinearFit, settin
                          peak_z=z_hot[first], recovered=ends < (n - 1))
 
 
-def _empty_episodes() -> SpikeEpisodes:
+def _no_episodes() -> SpikeEpisodes:
     e = np.empty(0, np.int64)
     f = np.empty(0, np.float64)
-    return SpikeEpisodes(e, e, e, f, f, f, np.empty(0, bool))
+    b = np.empty(0, bool)
+    for a in (e, f, b):
+        a.flags.writeable = False
+    return SpikeEpisodes(e, e, e, f, f, f, b)
+
+
+#: What most ranks have: one shared, read-only instance instead of three arrays per rank.
+_NO_EPISODES = _no_episodes()
+
+
+def _empty_episodes() -> SpikeEpisodes:
+    return _NO_EPISODES
 
 
 def _last_finite(a: np.ndarray | None) -> float | None:
