@@ -7,7 +7,8 @@
 The reading side (sources, the Timeline builder) is measured by ``bench_tsdb_scale.py``; this
 script times what runs after the Timeline is built, so a change to the analysis can be judged
 on its own: the input is a pickled Timeline (e.g. one read from a real VictoriaMetrics by
-``bench_tsdb_scale.py``) or the planted-fault Timeline of ``bench_analyzer.py``. It prints the
+``bench_tsdb_scale.py``; a pickle you made yourself: loading one runs code) or the
+planted-fault Timeline of ``bench_analyzer.py``. It prints the
 CPU time (``time.process_time``, the fair number on a shared machine) and wall time of each
 repeat, the best, the CPU per phase of the best repeat (first cause, gap analysis, the rest),
 ``report.to_json()``'s own CPU, and the sha256 of ``report.to_json()`` with the timing field
