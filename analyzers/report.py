@@ -203,7 +203,7 @@ class Report:
         pass that builds every container anew (nothing returned is shared with the report)
         without asdict's deep copy of each leaf value, which are immutable or converted here:
         at 10,000 ranks (a suspect and a table row per rank) that copy was most of the time."""
-        d = {name: getattr(self, name) for name in _field_names(Report)}
+        d = {name: getattr(self, name) for name in _field_names(type(self))}
         oom = d.pop("oom_forensics")
         if oom is not None:
             d["extra"] = _with_oom_section(d["extra"], oom)
