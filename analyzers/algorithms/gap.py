@@ -111,12 +111,30 @@ def prepare_gap(series: RankSeries, settings: Settings, scratch: Scratch | None 
     tg = _gap(series, work)
     if tg is None or tg[0].shape[0] < settings.min_samples:
         return None
-    t, g = tg
+    return _prepared(*tg, settings, work)
+
+
+def _prepared(t: np.ndarray, g: np.ndarray, settings: Settings, work: Scratch) -> RankGap:
     n = t.shape[0]
     ts = np.divide(np.subtract(t, t[0], out=work.array("gap_t_ns", n, np.int64)), 1e9,
                    out=work.floats("gap_t_s", n))
     fit = linear_fit(ts, g, work)
     return RankGap(t, g, ts, fit, _spikes(t, g, ts, fit, settings, work))
+
+
+def _flat(g: np.ndarray, settings: Settings) -> bool:
+    """The gap never moves (NCCL buffers and the CUDA context usually do not: most ranks of a
+    window cut into a running job), and its mean is exactly that value: then the fit is
+    slope 0, R² 0 and the level (every deviation is exactly 0), so the residual is constant
+    whichever way _spikes takes it and no sample stands ``spike_min_bytes`` > 0 above it, and
+    no drift is possible (no fitted slope is positive, and a trailing window's rise between
+    its first and last tenth is 0). Such a rank has no gap finding and no spike episode; the
+    fit and the spike pass are skipped. Three reductions."""
+    c = float(g[0])
+    if not (settings.spike_min_bytes > 0 and abs(c) < 1e300):
+        return False
+    return float(g.max()) == c and float(g.min()) == c and \
+        float(np.add.reduce(g) / g.shape[0]) == c  # the fit's own mean, as _slope takes it
 
 
 def gap_spikes(series: RankSeries, settings: Settings) -> SpikeEpisodes | None:
@@ -439,10 +457,13 @@ def gap_analysis(timeline: Timeline, settings: Settings) -> GapAnalysis:
     no_gap: list[int] = []
     for rank in timeline.rank_ids:
         s = timeline.ranks[rank]
-        rg = prepare_gap(s, settings, work)
-        if rg is None:
+        tg = _gap(s, work)
+        if tg is None or tg[0].shape[0] < settings.min_samples:
             no_gap.append(rank)
+        elif _flat(tg[1], settings):
+            episodes[rank] = _NO_EPISODES  # no drift, no spike: see _flat
         else:
+            rg = _prepared(*tg, settings, work)
             episodes[rank] = rg.episodes
             drift = drift_finding(s, settings, rg, work)
             spike = spike_finding(s, settings, rg)
