@@ -249,3 +249,66 @@ def test_fragmentation_gate_skips_only_ranks_with_nothing_fragmented(seed):
             frag = (idle / res >= settings.frag_ratio) & (idle >= settings.frag_min_bytes)
             assert not frag.any()
     assert fired > 100  # the property was exercised
+
+
+def _long_way(timeline, settings):
+    """gap_analysis as it was: every rank fitted and judged through the public functions."""
+    from stormotel.analyzers.algorithms.gap import (
+        drift_finding,
+        fragmentation_finding,
+        prepare_gap,
+        spike_finding,
+    )
+
+    findings, episodes = [], {}
+    for rank in timeline.rank_ids:
+        s = timeline.ranks[rank]
+        rg = prepare_gap(s, settings)
+        if rg is not None:
+            episodes[rank] = rg.episodes
+            drift, spike = drift_finding(s, settings, rg), spike_finding(s, settings, rg)
+            if drift is not None and spike is not None and spike.start_ns >= drift.start_ns:
+                spike = None
+            findings.extend(f for f in (drift, spike) if f is not None)
+        frag = fragmentation_finding(s, settings)
+        if frag is not None:
+            findings.append(frag)
+    return findings, episodes
+
+
+@pytest.mark.parametrize("overrides", [{}, {"drift_min_r2": 0.0}, {"spike_min_bytes": 1.0},
+                                       {"spike_min_bytes": 0.0, "spike_z": 1e-9},
+                                       {"drift_floor_bytes": 0.0, "drift_min_growth_bytes": 1.0}])
+def test_flat_gaps_shortcut_gives_the_long_ways_answer(overrides):
+    """Ranks whose gap never moves skip the fit and the spike pass (gap._flat): findings and
+    spike episodes must be those of the long way, for flat gaps at awkward levels (zero, a
+    negative gap, sums that round), beside moving ones, whatever the thresholds."""
+    from stormotel.analyzers.algorithms.gap import gap_analysis
+    from stormotel.analyzers.algorithms.settings import settings_for
+    from stormotel.analyzers.timeline import Timeline
+
+    rng = np.random.default_rng(7)
+    ranks = {}
+    levels = [0.0, 2.0**30, 1024.0 * MIB + 0.1, -3 * MIB, 0.1, 123456789.123]
+    for r in range(36):
+        n = int(rng.integers(12, 400))
+        t = 10**18 + np.cumsum(rng.integers(1, 3, n)) * 15 * 10**9
+        reserved = np.full(n, 30.0 * 2**30) + rng.normal(0, 64 * MIB, n).round()
+        gap = np.full(n, levels[r % len(levels)])
+        if r % 6 == 5:  # moving gaps: a drift and a spike, for the long way to find
+            gap = gap + np.linspace(0, 2 * 2**30, n)
+            gap[n // 2] += 2 * 2**30
+        alloc = reserved * rng.choice([0.4, 0.9])
+        ranks[r] = RankSeries(RankIdentity(r), t, {
+            "device_used": reserved + gap, "reserved": reserved, "allocated": alloc,
+            "device_total": np.full(n, 80.0 * 2**30)})
+    timeline = Timeline(ranks=ranks)
+    settings = settings_for("medium", **overrides)
+    done = gap_analysis(timeline, settings)
+    findings, episodes = _long_way(timeline, settings)
+    assert [asdict(f) for f in done.findings] == [asdict(f) for f in findings]
+    assert done.episodes.keys() == episodes.keys()
+    for r, eps in episodes.items():
+        for name in ("start_ns", "end_ns", "peak_ns", "peak_excess_bytes", "peak_z"):
+            np.testing.assert_array_equal(getattr(done.episodes[r], name), getattr(eps, name))
+    assert any(f.classification == "persistent_drift" for f in findings)
