@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from stormotel.analyzers.jsontext import dumps_indented
+
 from stormotel.textsafe import redact
 
 if TYPE_CHECKING:
@@ -211,7 +213,11 @@ class Report:
         return _jsonable(d)
 
     def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
+        """``json.dumps(self.to_dict(), indent=indent)``; with an indent, written by
+        :mod:`~stormotel.analyzers.jsontext` (the same text, without json's generator per
+        container)."""
+        d = self.to_dict()
+        return json.dumps(d) if indent is None else dumps_indented(d, indent)
 
 
 #: ``extra`` keys the analysis writes after the OOM section (the contract's key order).
