@@ -28,6 +28,7 @@ from stormotel.analyzers.algorithms.settings import Settings, settings_for
 from stormotel.analyzers.align import align as align_timeline
 from stormotel.analyzers.align import review_skew_hint
 from stormotel.analyzers.attribution import attribute
+from stormotel.analyzers.gcpause import gc_paused
 from stormotel.analyzers.report import Report
 from stormotel.analyzers.timeline import ALIGN_WALL, META_OOM_DUMPS, OomDump, Timeline
 
@@ -45,6 +46,18 @@ def analyze(timeline: Timeline, *, sensitivity: str = "medium",
     read into ``timeline.meta``; with either, ``extra`` gains ``estimate_vs_actual``.
     """
     started = time.perf_counter()
+    # The analysis allocates tens of thousands of small objects that all end in the report
+    # (one rise, suspect and table row per rank): every generation-0 threshold crossing would
+    # scan the Timeline's millions of marker dicts and find nothing to free.
+    with gc_paused():
+        report = _analyze(timeline, sensitivity, ranks, align, overrides, settings, estimates)
+    report.extra["analysis_seconds"] = round(time.perf_counter() - started, 4)
+    return report
+
+
+def _analyze(timeline: Timeline, sensitivity: str, ranks: Iterable[int] | None, align: str,
+             overrides: Mapping[str, Any] | None, settings: Settings | None,
+             estimates: Estimates) -> Report:
     settings = settings or settings_for(sensitivity, **dict(overrides or {}))
     wanted = None if ranks is None else sorted(set(ranks))
     tl = timeline.select(wanted)
@@ -79,5 +92,4 @@ def analyze(timeline: Timeline, *, sensitivity: str = "medium",
         report.oom_forensics = forensics
         mark_suspects_that_ran_out(cross.first_cause_suspects, forensics)
     attribute(report, tl)
-    report.extra["analysis_seconds"] = round(time.perf_counter() - started, 4)
     return report

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from stormotel.analyzers.jsontext import dumps_indented
+
 from stormotel.textsafe import redact
 
 if TYPE_CHECKING:
@@ -199,7 +201,11 @@ class Report:
         return report_findings(self)
 
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
+        """The JSON contract: what ``dataclasses.asdict`` then :func:`_jsonable` gave, in one
+        pass that builds every container anew (nothing returned is shared with the report)
+        without asdict's deep copy of each leaf value, which are immutable or converted here:
+        at 10,000 ranks (a suspect and a table row per rank) that copy was most of the time."""
+        d = {name: getattr(self, name) for name in _field_names(type(self))}
         oom = d.pop("oom_forensics")
         if oom is not None:
             d["extra"] = _with_oom_section(d["extra"], oom)
@@ -207,14 +213,18 @@ class Report:
         return _jsonable(d)
 
     def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
+        """``json.dumps(self.to_dict(), indent=indent)``; with an indent, written by
+        :mod:`~stormotel.analyzers.jsontext` (the same text, without json's generator per
+        container)."""
+        d = self.to_dict()
+        return json.dumps(d) if indent is None else dumps_indented(d, indent)
 
 
 #: ``extra`` keys the analysis writes after the OOM section (the contract's key order).
 _AFTER_OOM = ("rank_attribution", "analysis_seconds")
 
 
-def _with_oom_section(extra: dict[str, Any], oom: dict[str, Any]) -> dict[str, Any]:
+def _with_oom_section(extra: dict[str, Any], oom: Any) -> dict[str, Any]:
     """``extra`` with ``oom_forensics`` where the analysis has always put it: after the
     estimate section, before the rank attribution (or, without one, at the end)."""
     at = next((i for i, k in enumerate(extra) if k in _AFTER_OOM), len(extra))
@@ -222,14 +232,35 @@ def _with_oom_section(extra: dict[str, Any], oom: dict[str, Any]) -> dict[str, A
     return dict([*items[:at], ("oom_forensics", oom), *items[at:]])
 
 
+_INF = float("inf")
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    """A dataclass's field names in declaration order (what ``dataclasses.asdict`` walks),
+    looked up once per class."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
 def _jsonable(obj: Any) -> Any:
-    """numpy scalars and tuples → plain JSON types; NaN/inf → None (JSON has neither)."""
+    """numpy scalars and tuples → plain JSON types; NaN/inf → None (JSON has neither);
+    dataclasses (findings, anywhere in the tree) → dicts of their fields, as asdict makes them."""
+    kind = type(obj)
+    if kind is int or kind is bool or obj is None:  # most leaves: nothing to convert
+        return obj
+    if kind is float:
+        return None if obj != obj or obj in (_INF, -_INF) else obj
     if isinstance(obj, str):  # endpoint URLs and server messages: never a credential
         return redact(obj)
     if isinstance(obj, dict):
         return {redact(str(k)): _jsonable(v) for k, v in obj.items()}  # keys too: endpoint URLs
     if isinstance(obj, list | tuple):
         return [_jsonable(v) for v in obj]
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {redact(name): _jsonable(getattr(obj, name)) for name in _field_names(type(obj))}
     if hasattr(obj, "item") and callable(obj.item):  # numpy scalar
         obj = obj.item()
     if isinstance(obj, float) and (obj != obj or obj in (float("inf"), float("-inf"))):

@@ -116,7 +116,7 @@ def _rise(series: RankSeries, samples: _Finite, settings: Settings, after_ns: in
     t, v, peak = samples.t, samples.v, samples.peak
     if after_ns is not None:
         # t is sorted: the samples after ``after_ns`` are a suffix (a view, not a copy).
-        keep = int(np.searchsorted(t, after_ns, side="right"))
+        keep = int(t.searchsorted(after_ns, side="right"))
         t, v = t[keep:], v[keep:]
         if t.shape[0] < 2:
             return None
@@ -139,7 +139,7 @@ def _rise(series: RankSeries, samples: _Finite, settings: Settings, after_ns: in
         return None
     i = found
     # The baseline sample: the last time the series was at its baseline value before the hit.
-    at_base = np.flatnonzero(np.equal(v[: i + 1], base[i], out=work.flags("rise_at_base", i + 1)))
+    at_base = np.equal(v[: i + 1], base[i], out=work.flags("rise_at_base", i + 1)).nonzero()[0]
     j = int(at_base[-1]) if at_base.size else 0
     # Report the rise against the level around the baseline, not its single lowest (noisy) sample.
     level = median_of(v[max(0, j - 4): j + 1])
@@ -216,6 +216,8 @@ def _timed_by_edge(m: Markers, t_i: int, hole: int, next_t: int, usual_ns: int
       starved while the scrape waited), so the scrape time says nothing; the rise lies between
       the previous sample and the edge.
     """
+    if KIND_FIRST_RISE not in m.kinds:
+        return t_i, hole, False  # no edge to time it by (what the searches below would find)
     late = min(hole // 2, DEFAULT_EDGE_RESOLUTION_NS)
     first_rise = m.kind == KIND_FIRST_RISE
     sel = np.flatnonzero(first_rise & (m.start_ns > t_i - hole) & (m.start_ns <= t_i + late))
@@ -261,9 +263,12 @@ def _edge_resolution(attrs: object) -> int | None:
 def _step_at(series: RankSeries, t_ns: int) -> int | None:
     """The training step the rank was in at ``t_ns``, when it reports steps."""
     m = series.markers
-    if not len(m):
+    if not len(m) or KIND_STEP not in m.kinds:
         return None
-    idx = np.flatnonzero((m.kind == KIND_STEP) & (m.start_ns <= t_ns) & (m.end_ns >= t_ns))
+    cover = (m.start_ns <= t_ns) & (m.end_ns >= t_ns)
+    if len(m.kinds) > 1:  # steps only (a TSDB read's markers): no kind to compare
+        cover &= m.kind == KIND_STEP
+    idx = cover.nonzero()[0]
     if not idx.size:
         return None
     attrs = m.attrs[int(idx[-1])] if int(idx[-1]) < len(m.attrs) else {}
@@ -398,8 +403,8 @@ def _warmup_plateaus(timeline: Timeline, starts: dict[int, int]) -> dict[int, fl
         interval = series.median_interval_ns() or 0
         # t_ns is sorted: the first seconds are a slice, not a mask over the whole series.
         end = start + max(2 * interval, WARMUP_FROM_START_NS)
-        lo = int(np.searchsorted(series.t_ns, start, side="left"))
-        hi = int(np.searchsorted(series.t_ns, end, side="right"))
+        lo = int(series.t_ns.searchsorted(start, side="left"))
+        hi = int(series.t_ns.searchsorted(end, side="right"))
         early = series.values[FIELD][lo:hi]
         early = early[np.isfinite(early)]
         if early.size:
@@ -471,7 +476,9 @@ def analyze_first_cause(timeline: Timeline, settings: Settings) -> tuple[CrossRa
                              f"{settings.rise_floor_bytes / 2**20:.0f} MiB)")
         return out, {"incidents_examined": 0, "ranks": {}}
     window_ns = int(max(settings.cascade_window_s * 1e9, 2 * (res or 0)))
-    incidents = [_judge(group, timeline, with_field, missing, settings, warmups)
+    warm_spans = [(r, w.earliest_ns, w.settled_ns) for r, w in warmups.items()]
+    last_ns = [(r, int(timeline.ranks[r].t_ns[-1])) for r in with_field]
+    incidents = [_judge(group, timeline, last_ns, missing, settings, warm_spans, res)
                  for group in _group(candidates, window_ns)]
     out.incidents = [inc.to_dict() for inc in incidents]
     cross = [inc for inc in incidents if len(inc.rises) > 1]
@@ -527,19 +534,23 @@ def _group(rises: list[FirstRise], window_ns: int) -> list[dict[int, FirstRise]]
     return groups
 
 
-def _judge(rises: dict[int, FirstRise], timeline: Timeline, with_field: list[int],
-           missing: list[int], settings: Settings, warmups: dict[int, FirstRise]) -> Incident:
-    """One incident: leader only when its rise interval ends before every follower's begins."""
+def _judge(rises: dict[int, FirstRise], timeline: Timeline, last_ns: list[tuple[int, int]],
+           missing: list[int], settings: Settings, warm_spans: list[tuple[int, int, int]],
+           res: int | None) -> Incident:
+    """One incident: leader only when its rise interval ends before every follower's begins.
+    Taken once for all incidents: ``last_ns``, each compared rank's last sample time;
+    ``res``, the timeline's resolution; ``warm_spans``, each warm-up's rank, earliest and
+    settled time."""
     inc = Incident(rises)
     order = sorted(rises.values(), key=lambda fr: (fr.t_ns, fr.rank))
     first = order[0]
     tol = int(settings.clock_tolerance_s * 1e9)
-    res = timeline.resolution_ns()
     # A rank still warming up when this incident began could have been part of it, unseen.
-    overlapping = sorted(r for r, w in warmups.items() if r not in rises
-                         and w.earliest_ns <= first.t_ns <= w.settled_ns + (res or 0))
+    t0, pad = first.t_ns, res or 0
+    overlapping = sorted(r for r, earliest, settled in warm_spans if r not in rises
+                         and earliest <= t0 <= settled + pad)
     if len(order) == 1:
-        others_end = min(int(timeline.ranks[r].t_ns[-1]) for r in with_field if r != first.rank)
+        others_end = min(end for r, end in last_ns if r != first.rank)
         lead = max(others_end - first.t_ns, 0)
         bound = others_end - first.t_ns - tol
         conf: Confidence = "low"

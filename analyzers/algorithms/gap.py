@@ -19,6 +19,7 @@ over the merged stream would, does exactly that).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -110,12 +111,30 @@ def prepare_gap(series: RankSeries, settings: Settings, scratch: Scratch | None 
     tg = _gap(series, work)
     if tg is None or tg[0].shape[0] < settings.min_samples:
         return None
-    t, g = tg
+    return _prepared(*tg, settings, work)
+
+
+def _prepared(t: np.ndarray, g: np.ndarray, settings: Settings, work: Scratch) -> RankGap:
     n = t.shape[0]
     ts = np.divide(np.subtract(t, t[0], out=work.array("gap_t_ns", n, np.int64)), 1e9,
                    out=work.floats("gap_t_s", n))
     fit = linear_fit(ts, g, work)
     return RankGap(t, g, ts, fit, _spikes(t, g, ts, fit, settings, work))
+
+
+def _flat(g: np.ndarray, settings: Settings) -> bool:
+    """The gap never moves (NCCL buffers and the CUDA context usually do not: most ranks of a
+    window cut into a running job), and its mean is exactly that value: then the fit is
+    slope 0, R² 0 and the level (every deviation is exactly 0), so the residual is constant
+    whichever way _spikes takes it and no sample stands ``spike_min_bytes`` > 0 above it, and
+    no drift is possible (no fitted slope is positive, and a trailing window's rise between
+    its first and last tenth is 0). Such a rank has no gap finding and no spike episode; the
+    fit and the spike pass are skipped. Three reductions."""
+    c = float(g[0])
+    if not (settings.spike_min_bytes > 0 and abs(c) < 1e300):
+        return False
+    return float(g.max()) == c and float(g.min()) == c and \
+        float(np.add.reduce(g) / g.shape[0]) == c  # the fit's own mean, as _slope takes it
 
 
 def gap_spikes(series: RankSeries, settings: Settings) -> SpikeEpisodes | None:
@@ -135,6 +154,10 @@ def _spikes(t: np.ndarray, g: np.ndarray, ts: np.ndarray, fit: LinearFit, settin
         line = np.add(np.multiply(ts, fit.slope, out=work.floats("spike_line", n)),
                       fit.intercept, out=work.floats("spike_line", n))
         resid = np.subtract(g, line, out=work.floats("spike_line", n))
+    if float(resid.max()) - float(resid.min()) < settings.spike_min_bytes:
+        # No sample can stand spike_min_bytes above the median, which lies within the range
+        # (rounding is monotonic: each excess is at most this difference): nothing is hot.
+        return _empty_episodes()
     med, scale = robust_center(resid, work)
     excess = np.subtract(resid, med, out=work.floats("spike_excess", n))
     # z only where the excess is large enough (z = excess / scale, element by element).
@@ -159,10 +182,21 @@ def _spikes(t: np.ndarray, g: np.ndarray, ts: np.ndarray, fit: LinearFit, settin
                          peak_z=z_hot[first], recovered=ends < (n - 1))
 
 
-def _empty_episodes() -> SpikeEpisodes:
+def _no_episodes() -> SpikeEpisodes:
     e = np.empty(0, np.int64)
     f = np.empty(0, np.float64)
-    return SpikeEpisodes(e, e, e, f, f, f, np.empty(0, bool))
+    b = np.empty(0, bool)
+    for a in (e, f, b):
+        a.flags.writeable = False
+    return SpikeEpisodes(e, e, e, f, f, f, b)
+
+
+#: What most ranks have: one shared, read-only instance instead of three arrays per rank.
+_NO_EPISODES = _no_episodes()
+
+
+def _empty_episodes() -> SpikeEpisodes:
+    return _NO_EPISODES
 
 
 def _last_finite(a: np.ndarray | None) -> float | None:
@@ -189,11 +223,16 @@ def drift_finding(series: RankSeries, settings: Settings, rg: RankGap | None = N
     if found is not None:
         return found
     span = float(rg.t_s[-1])
+    spread: float | None = None
     for share in TAIL_SHARES:
-        start = int(np.searchsorted(rg.t_s, span * (1.0 - share)))
+        start = int(rg.t_s.searchsorted(span * (1.0 - share)))
         n = rg.gap.shape[0] - start
         if n < max(settings.min_samples, 20):
             break
+        if spread is None:
+            spread = _spread(rg.gap)
+        if spread * math.sqrt(2 * n) * 1.01 < settings.drift_floor_bytes:
+            continue  # too flat to grow by the floor: see _spread
         ts = np.subtract(rg.t_s[start:], rg.t_s[start], out=work.floats("drift_tail_t_s", n))
         g = rg.gap[start:]
         slope = linear_slope(ts, g, work)
@@ -206,6 +245,20 @@ def drift_finding(series: RankSeries, settings: Settings, rg: RankGap | None = N
                                       "still growing at its end")
             return found
     return None
+
+
+def _spread(g: np.ndarray) -> float:
+    """A bound on |slope| × duration of any least-squares line through a stretch of ``g``
+    over ``n`` samples, once multiplied by sqrt(2n): a tail that cannot grow by the drift floor
+    needs no fit, and a flat gap (the usual case: NCCL buffers and the CUDA context do not
+    move) is most ranks.
+
+    Why: the slope is Σ dt·dy / Σ dt² with |dy| at most the range of ``g`` (plus the rounding
+    of its mean, far below the relative 1e-6 added here) and Σ dt² at least T²/2 (the first
+    and last sample alone, t running from 0 to T), so by Cauchy–Schwarz |slope|·T ≤
+    range·sqrt(2n); the caller keeps a 1 % margin for the rounding of the sums."""
+    hi, lo = float(g.max()), float(g.min())
+    return (hi - lo) + 1e-6 * max(abs(hi), abs(lo))
 
 
 def _drift(series: RankSeries, settings: Settings, t: np.ndarray, g: np.ndarray,
@@ -296,6 +349,16 @@ def spike_finding(series: RankSeries, settings: Settings, rg: RankGap | None = N
         end_ns=int(eps.end_ns.max()))
 
 
+def _none_fragmented(res: np.ndarray, idle: np.ndarray, settings: Settings) -> bool:
+    """No sample can be fragmented (finite samples, every reservation positive): the largest
+    idle is below the byte floor, or below the ratio against the smallest reservation
+    (idle/reserved ≤ most/least; the margin covers the division's rounding). Most ranks: then
+    nothing is divided or counted."""
+    most = float(idle.max())
+    return most < settings.frag_min_bytes or (
+        settings.frag_ratio > 0 and most < settings.frag_ratio * float(res.min()) * (1 - 1e-9))
+
+
 def fragmentation_finding(series: RankSeries, settings: Settings,
                           scratch: Scratch | None = None) -> GapFinding | None:
     """Idle bytes in the allocator's pool, sustained.
@@ -315,7 +378,10 @@ def fragmentation_finding(series: RankSeries, settings: Settings,
         res, series.values["allocated"], out=work.floats("frag_idle", len(series)))
     ok: np.ndarray | None = None  # every sample usable
     r, t, idle = res, series.t_ns, idle_all
-    if not (all_finite(res) and all_finite(idle_all) and float(res.min()) > 0):
+    if all_finite(res) and all_finite(idle_all) and float(res.min()) > 0:
+        if _none_fragmented(res, idle_all, settings):
+            return None
+    else:
         ok = np.isfinite(res) & np.isfinite(idle_all) & (res > 0)
         r, t, idle = res[ok], series.t_ns[ok], idle_all[ok]
     n = r.shape[0]
@@ -391,10 +457,13 @@ def gap_analysis(timeline: Timeline, settings: Settings) -> GapAnalysis:
     no_gap: list[int] = []
     for rank in timeline.rank_ids:
         s = timeline.ranks[rank]
-        rg = prepare_gap(s, settings, work)
-        if rg is None:
+        tg = _gap(s, work)
+        if tg is None or tg[0].shape[0] < settings.min_samples:
             no_gap.append(rank)
+        elif _flat(tg[1], settings):
+            episodes[rank] = _NO_EPISODES  # no drift, no spike: see _flat
         else:
+            rg = _prepared(*tg, settings, work)
             episodes[rank] = rg.episodes
             drift = drift_finding(s, settings, rg, work)
             spike = spike_finding(s, settings, rg)

@@ -83,9 +83,9 @@ def _from_markers(timeline: Timeline, have: set[int]) -> list[OomDump]:
         if rank in have:
             continue
         m = s.markers
-        ooms = [i for i, k in enumerate(m.kind.tolist()) if k == KIND_OOM]
-        if not ooms or not len(s):
+        if KIND_OOM not in m.kinds or not len(s):
             continue
+        ooms = [i for i, k in enumerate(m.kind.tolist()) if k == KIND_OOM]
         first = min(ooms, key=lambda i: int(m.start_ns[i]))
         t_oom = int(m.start_ns[first])
         attrs = m.attrs[first] if first < len(m.attrs) else {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,7 +43,8 @@ def robust_center(x: np.ndarray, scratch: Scratch | None = None) -> tuple[float,
 def median_in_place(a: np.ndarray) -> float:
     """``np.median(a)``, reordering ``a``: for finite values one selection of the upper middle
     element and the maximum below it (the lower middle one, for an even size) — the same two
-    values np.median averages, without its second selection and its sort of NaNs to the end."""
+    values np.median averages, without its second selection and its sort of NaNs to the end;
+    their mean as np.mean takes it (its reduction starts from ``0.0 +`` the second value)."""
     n = a.shape[0]
     if n == 0 or not all_finite(a):
         return float(np.median(a, overwrite_input=True))
@@ -50,12 +52,25 @@ def median_in_place(a: np.ndarray) -> float:
     a.partition(mid)
     if n % 2:
         return float(a[mid])
-    return float(np.mean(np.array([a[:mid].max(), a[mid]])))
+    return (float(a[:mid].max()) + (0.0 + float(a[mid]))) / 2
+
+
+#: Up to this many values, :func:`median_of` sorts a Python list instead of calling numpy.
+SMALL_MEDIAN = 16
 
 
 def median_of(a: np.ndarray) -> float:
     """``np.median(a)`` of a small slice, leaving it untouched (float np.median also imports
-    numpy.ma on first use, a tenth of a short run's start-up)."""
+    numpy.ma on first use, a tenth of a short run's start-up). A few finite non-zero values
+    (a rise's baseline level: five samples per rank) are sorted as Python floats: the same
+    middle values np.median selects (zeros go to numpy, whose order of 0.0 and -0.0 a sort
+    need not keep)."""
+    n = a.shape[0]
+    if 0 < n <= SMALL_MEDIAN:
+        vals = sorted(float(x) for x in a.tolist())
+        if all(x != 0.0 and math.isfinite(x) for x in vals):
+            mid = n // 2
+            return vals[mid] if n % 2 else (vals[mid - 1] + (0.0 + vals[mid])) / 2
     return median_in_place(np.array(a, dtype=np.float64))
 
 
@@ -63,7 +78,7 @@ def all_finite(x: np.ndarray) -> bool:
     """True when every value is finite, in one reduction and no temporary: a NaN or an
     infinity makes the sum non-finite, and a finite sum cannot contain one. A sum that
     overflows answers False, which callers treat as "check each value": never a wrong True."""
-    return bool(np.isfinite(np.add.reduce(x))) if x.shape[0] else True
+    return math.isfinite(np.add.reduce(x)) if x.shape[0] else True
 
 
 def finite_samples(t_ns: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -20,6 +20,10 @@ class Scratch:
 
     def __init__(self) -> None:
         self._arrays: dict[tuple[str, type], np.ndarray] = {}
+        # The two kinds asked for most (tens of times per rank) keyed by name alone: at
+        # 10,000 short ranks the lookup itself showed in the profile.
+        self._floats: dict[str, np.ndarray] = {}
+        self._flags: dict[str, np.ndarray] = {}
 
     def array(self, name: str, n: int, dtype: type = np.float64) -> np.ndarray:
         """The first ``n`` elements of the work array ``name`` (contents undefined)."""
@@ -30,7 +34,13 @@ class Scratch:
         return have[:n]
 
     def floats(self, name: str, n: int) -> np.ndarray:
-        return self.array(name, n, np.float64)
+        have = self._floats.get(name)
+        if have is None or have.shape[0] < n:
+            have = self._floats[name] = np.empty(n, np.float64)
+        return have[:n]
 
     def flags(self, name: str, n: int) -> np.ndarray:
-        return self.array(name, n, np.bool_)
+        have = self._flags.get(name)
+        if have is None or have.shape[0] < n:
+            have = self._flags[name] = np.empty(n, np.bool_)
+        return have[:n]
