@@ -101,6 +101,10 @@ _UNIT_INTERVAL = ("rise_fraction", "drift_min_r2", "frag_ratio", "frag_sustain",
                   "min_sync_fraction", "confident_score", "likely_score", "suspect_score")
 #: Larger than any real threshold (bytes, seconds, samples, z-scores): a typo, not a setting.
 _MAX_VALUE = 1e18
+#: Durations become int64 nanoseconds beside Unix times (~1.8e18 ns): ~3 years at most.
+_MAX_SECONDS = 1e8
+#: Thresholds the algorithms divide by (a score relative to them): 0 would be a crash.
+_ABOVE_ZERO = ("spike_z", "drift_min_growth_bytes")
 
 
 def _check_range(name: str, raw: str, value: float) -> None:
@@ -114,6 +118,11 @@ def _check_range(name: str, raw: str, value: float) -> None:
         raise SettingsError(f"threshold {name}={raw!r} must be between 0 and 1")
     if value > _MAX_VALUE:
         raise SettingsError(f"threshold {name}={raw!r} is out of range (at most {_MAX_VALUE:g})")
+    if name.endswith("_s") and value > _MAX_SECONDS:
+        raise SettingsError(f"threshold {name}={raw!r} is out of range (at most "
+                            f"{_MAX_SECONDS:g} seconds)")
+    if name in _ABOVE_ZERO and value == 0:
+        raise SettingsError(f"threshold {name}={raw!r} must be above 0")
     if name == "min_samples" and value < 2:
         raise SettingsError(f"threshold {name}={raw!r} must be at least 2")
 

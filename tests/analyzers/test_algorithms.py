@@ -397,3 +397,34 @@ def test_edges_are_never_clock_anchors_and_the_hint_never_erases_the_finding():
     notes = analyze(to_timeline(skewed)).notes
     hint = next(n for n in notes if "skewed" in n)
     assert "NOT suggesting --align markers" in hint and "rank 0 (high) to rank 2 (high)" in hint
+
+
+def test_every_threshold_at_its_edges_is_refused_or_analysed() -> None:
+    """``--set NAME=0`` or the largest value each threshold accepts either is refused with a
+    SettingsError (the CLI's usage error) or analyses a job with a rise, a drift, spikes and
+    fragmentation without an exception (``spike_z=0`` and ``drift_min_growth_bytes=0`` once
+    divided by zero; ``sync_window_s=1e18`` overflowed int64 nanoseconds)."""
+    from dataclasses import fields
+
+    from stormotel.analyzers.algorithms.settings import Settings
+
+    data = healthy(8, 600, seed=3)
+    plant_gap_drift(data[1], 4 * GIB)
+    for d in data:
+        plant_gap_spike(d, 300, 3, 2 * GIB)
+        plant_rise(d, 400 if d.rank != 5 else 390, 2 * GIB)
+    plant_fragmentation(data[4])
+    refused = []
+    for f in fields(Settings):
+        if f.name == "sensitivity":
+            continue
+        for value in ("0", "1e-300", "1", "99999999", "1e8", "1e18"):
+            try:
+                settings = settings_for("medium", **{f.name: value})
+            except SettingsError:
+                refused.append((f.name, value))
+                continue
+            report = analyze(to_timeline(data), settings=settings)
+            assert report.to_json()
+    assert ("spike_z", "0") in refused and ("drift_min_growth_bytes", "0") in refused
+    assert ("sync_window_s", "1e18") in refused and ("rise_fraction", "99999999") in refused

@@ -63,7 +63,8 @@ def test_faulted_archive_is_found_with_default_thresholds(tmp_path):
 
 @pytest.mark.parametrize("override", ["rise_fraction=nan", "rise_fraction=inf",
                                       "spike_z=-inf", "rise_fraction=2", "min_samples=1e400",
-                                      "spike_z=1e300"])
+                                      "spike_z=1e300", "spike_z=0", "drift_min_growth_bytes=0",
+                                      "sync_window_s=1e18"])
 def test_thresholds_that_would_silence_a_rule_are_usage_errors(tmp_path, override):
     run = run_bounded("analyze", str(faulted(tmp_path / "job")), "--set", override)
     assert_clean(run, exitcodes.USAGE, message=override.split("=")[0])
