@@ -1,13 +1,15 @@
 """CPU of ``analyze(timeline)`` alone at cluster scale, and a digest of its answer.
 
-    .venv/bin/python benchmarks/bench_analyze_scale.py /work/wt/tl-10000x1h.pkl [--repeats 3]
+    .venv/bin/python benchmarks/bench_tsdb_scale.py --ranks 10000 --hours 1 \
+        --save-timeline benchmarks/out/tl-10000x1h.pkl      # the input, read from a real VM
+    .venv/bin/python benchmarks/bench_analyze_scale.py benchmarks/out/tl-10000x1h.pkl [--repeats 3]
     .venv/bin/python benchmarks/bench_analyze_scale.py --ranks 1024 --samples 3600
     .venv/bin/python benchmarks/bench_analyze_scale.py PICKLE --profile 25   # cProfile, top 25
 
 The reading side (sources, the Timeline builder) is measured by ``bench_tsdb_scale.py``; this
 script times what runs after the Timeline is built, so a change to the analysis can be judged
-on its own: the input is a pickled Timeline (e.g. one read from a real VictoriaMetrics by
-``bench_tsdb_scale.py``; a pickle you made yourself: loading one runs code) or the
+on its own: the input is a pickled Timeline (one read from a real VictoriaMetrics by
+``bench_tsdb_scale.py --save-timeline``; a pickle you made yourself: loading one runs code) or the
 planted-fault Timeline of ``bench_analyzer.py``. It prints the
 CPU time (``time.process_time``, the fair number on a shared machine) and wall time of each
 repeat, the best, the CPU per phase of the best repeat (first cause, gap analysis, the rest),

@@ -28,6 +28,7 @@ import argparse
 import hashlib
 import json
 import os
+import pickle
 import resource
 import shutil
 import sys
@@ -239,6 +240,8 @@ def main() -> int:
                     "deployed case); identity: uncompressed, as it asks one on loopback")
     ap.add_argument("--report", type=Path, help="write the analysis report (JSON) here, to "
                     "compare two versions' answers")
+    ap.add_argument("--save-timeline", type=Path, help="pickle the Timeline read here (the "
+                    "input of benchmarks/bench_analyze_scale.py)")
     args = ap.parse_args()
     work = data_dir(args.ranks, args.hours)
     if args.reingest and work.exists():
@@ -276,6 +279,9 @@ def main() -> int:
         t_json = time.process_time() - t_json
         if args.report:
             args.report.write_text(report_json)
+        if args.save_timeline:
+            with args.save_timeline.open("wb") as f:
+                pickle.dump(timeline, f, protocol=5)
         size = sum(f.stat().st_size for f in (work / "data").rglob("*") if f.is_file())
         run_url = vm.url
     # The analyzer's first run met a freshly started VictoriaMetrics (its index and block
