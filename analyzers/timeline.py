@@ -390,27 +390,27 @@ class TimelineBuilder:
             t = t[keep]
             cols = {f: a[keep] for f, a in cols.items()}
         total = cols.get("device_total")
-        finite = None if total is None else np.isfinite(total)
-        if total is not None and finite is not None and finite.any():
-            cap = np.where(finite, total * TOTAL_SLACK, np.inf)
-            over_any = 0
-            with np.errstate(invalid="ignore"):  # once per rank: entering it costs ~3 µs
-                # The largest bounded value at each stamp first (NaN only where all are):
-                # nearly always none is above the cap, and one comparison says so.
-                if not bool((np.fmax.reduce([cols[f] for f in BOUNDED_BY_TOTAL]) > cap).any()):
-                    return t, cols
-                overs = [(f, cols[f] > cap) for f in BOUNDED_BY_TOTAL]
-            for f, over in overs:
-                a = cols[f]
-                if over.any():
-                    over_any += int(over.sum())
-                    a = a.copy()
-                    a[over] = np.nan
-                    cols[f] = a
-            if over_any:
-                self.skipped["above_device_total"] += over_any
-                self.notes.append(f"rank {rank}: {over_any} byte value(s) above the device's "
-                                  "total memory were ignored (impossible)")
+        finite = np.isfinite(total) if total is not None else None
+        if total is None or finite is None or not finite.any():
+            return t, cols
+        cap = np.where(finite, total * TOTAL_SLACK, np.inf)
+        with np.errstate(invalid="ignore"):  # once per rank: entering it costs ~3 µs
+            # The largest bounded value at each stamp first (NaN only where all are): nearly
+            # always none is above the cap, and one comparison says so.
+            if not bool((np.fmax.reduce([cols[f] for f in BOUNDED_BY_TOTAL]) > cap).any()):
+                return t, cols
+            overs = [(f, cols[f] > cap) for f in BOUNDED_BY_TOTAL]
+        over_any = 0
+        for f, over in overs:
+            if over.any():
+                over_any += int(over.sum())
+                a = cols[f].copy()
+                a[over] = np.nan
+                cols[f] = a
+        if over_any:
+            self.skipped["above_device_total"] += over_any
+            self.notes.append(f"rank {rank}: {over_any} byte value(s) above the device's "
+                              "total memory were ignored (impossible)")
         return t, cols
 
     def _merge_chunks(self, chunks: list[tuple[np.ndarray, dict[str, np.ndarray]]]

@@ -536,9 +536,9 @@ def _take_listing(d: _Discovery,
         identities, present, bad_rank = listing.result()
     except EndpointError as e:
         raise _ListingDisagrees(f"{d.api.url}: the series listing failed: {e}") from None
-    quick = _discovery_of(d.api, QueryWindow("", 0, 0), present, identities,
-                          sorted(identities), want_native=False)
-    if quick.ranks != d.ranks or _read_names(quick) != _read_names(d):
+    listed_d = _discovery_of(d.api, QueryWindow("", 0, 0), present, identities,
+                             sorted(identities), want_native=False)
+    if listed_d.ranks != d.ranks or _read_names(listed_d) != _read_names(d):
         raise _ListingDisagrees(f"{d.api.url}: the series listing found other ranks or "
                                 "spellings than the label values did")
     d.identities = identities
@@ -1037,25 +1037,6 @@ class StepNames:
         self.attrs = np.empty(0, dtype=object)
         self._other: dict[int, tuple[str, Mapping[str, object]]] = {}
 
-    def index(self, steps: np.ndarray) -> np.ndarray:
-        """Positions in ``names``/``attrs`` of the sorted unique int64 ``steps``."""
-        pos = np.searchsorted(self.keys, steps)
-        if self.keys.size and pos.size and bool(
-                (self.keys[np.minimum(pos, self.keys.size - 1)] == steps).all()):
-            return pos
-        new = np.setdiff1d(steps, self.keys, assume_unique=True)
-        keys = np.concatenate([self.keys, new])
-        order = np.argsort(keys, kind="stable")
-        made = [(f"step {n}", {schema.SPAN_ATTR_STEP: n}) for n in new.tolist()]
-        names = np.empty(len(made), dtype=object)
-        attrs = np.empty(len(made), dtype=object)
-        for i, (name, attr) in enumerate(made):
-            names[i], attrs[i] = name, attr
-        self.keys = keys[order]
-        self.names = np.concatenate([self.names, names])[order]
-        self.attrs = np.concatenate([self.attrs, attrs])[order]
-        return np.searchsorted(self.keys, steps)
-
     def lookup(self, steps: np.ndarray) -> np.ndarray:
         """Positions in ``names``/``attrs`` of any int64 ``steps`` (unsorted, repeated): one
         ``searchsorted`` when every step is known already (every batch of ranks after the
@@ -1065,11 +1046,23 @@ class StepNames:
             known = self.keys[np.minimum(pos, self.keys.size - 1)] == steps
             if bool(known.all()):
                 return pos
-            new = np.unique(steps[~known])
+            steps_new = np.unique(steps[~known])
         else:
-            new = np.unique(steps)
-        self.index(new)
+            steps_new = np.unique(steps)
+        self._add(steps_new)
         return np.searchsorted(self.keys, steps)
+
+    def _add(self, new: np.ndarray) -> None:
+        """Names and attribute maps for ``new`` step numbers (sorted, unique, none known)."""
+        keys = np.concatenate([self.keys, new])
+        order = np.argsort(keys, kind="stable")
+        names = np.empty(new.size, dtype=object)
+        attrs = np.empty(new.size, dtype=object)
+        for i, n in enumerate(new.tolist()):
+            names[i], attrs[i] = f"step {n}", {schema.SPAN_ATTR_STEP: n}
+        self.keys = keys[order]
+        self.names = np.concatenate([self.names, names])[order]
+        self.attrs = np.concatenate([self.attrs, attrs])[order]
 
     def get(self, n: int) -> tuple[str, Mapping[str, object]]:
         """The pair for one step number beyond int64 (no array lookup)."""
@@ -1172,13 +1165,8 @@ def _step_markers(t: np.ndarray, v: np.ndarray, shared: StepNames) -> Markers:
     ends[:-1] = t[starts[1:]]
     ends[-1] = t[-1]
     first = v[starts]
-    if (np.abs(first) < 2**62).all():  # int() of each: truncation toward zero
-        ints = first.astype(np.int64)
-        if ints.size < 2 or bool((ints[1:] > ints[:-1]).all()):  # training: steps only grow
-            at = shared.index(ints)
-        else:
-            steps, where = np.unique(ints, return_inverse=True)
-            at = shared.index(steps)[where]
+    if (np.abs(first) < 2**62).all():
+        at = shared.lookup(first.astype(np.int64))  # int() of each: truncation toward zero
         names, attrs = shared.names[at], shared.attrs[at]
     else:
         pairs = [shared.get(int(x)) for x in first.tolist()]
