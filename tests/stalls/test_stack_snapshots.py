@@ -32,7 +32,11 @@ def stack_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _analyze(path: Path) -> tuple[int, dict]:
-    proc = subprocess.run([sys.executable, "-m", "stormotel", "analyze", str(path),
+    return _analyze_args(str(path))
+
+
+def _analyze_args(*args: str) -> tuple[int, dict]:
+    proc = subprocess.run([sys.executable, "-m", "stormotel", "analyze", *args,
                            "--format", "json"], cwd=REPO, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
@@ -64,14 +68,26 @@ def test_the_hanging_rank_and_its_frame_come_from_the_archive(stack_runs: Path,
     assert stack_jobs.USER_FRAMES[scenario] in finding["evidence"]["reason"]
 
 
-def test_a_flight_recorder_dump_that_waits_does_not_stop_the_tracker(stack_runs: Path) -> None:
-    """The recorder is on in these jobs, and on gloo its dump waits for the collective in
-    flight (never, in a hang): a waiting peer asked for one at its snapshot and must go on
-    sampling until the launcher's SIGTERM all the same."""
+def test_the_flight_recorder_dump_at_a_stall_is_written_mid_hang(stack_runs: Path) -> None:
+    """The recorder is on in these jobs: every rank asks for a dump at its snapshot. Without
+    the recorder's stack traces (stormotel/fr_dump.py says why) the gloo dump is written while
+    the job still hangs, the dumps alone name the straggler, and the waiting peers go on
+    sampling until the launcher's SIGTERM."""
     from stormotel.analyzers.sources import load_paths
 
     root = stack_runs / "callback"
     killed = int((root / "sigterm_ns").read_text())
+    dumps = root / "archive" / "callback" / schema.FR_DUMPS_DIR
+    written = {p.name: p.stat().st_mtime_ns for p in dumps.glob("nccl_trace_rank_*")}
+    peers = [r for r in range(stack_jobs.WORLD) if r != stack_jobs.CULPRIT]
+    assert {f"nccl_trace_rank_{r}" for r in peers} <= set(written), sorted(written)
+    assert all(t < killed for t in written.values()), "a dump came only after SIGTERM"
+    code, report = _analyze_args("--flight-recorder", str(dumps))
+    assert code == 1
+    fr = [f for f in report["stall_findings"] if f["source"] == "flight_recorder"]
+    assert fr and fr[0]["ranks"] == [stack_jobs.CULPRIT], report["stall_findings"]
+    assert fr[0]["confidence"] != "high"  # the dumps cannot see why rank 2 never came
+
     timeline = load_paths([str(root / "archive")])
     peer = timeline.ranks[0]
     first_snapshot = min(int(json.loads(p.read_text().partition("\n")[0][
