@@ -11,6 +11,7 @@ were any.
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -201,6 +202,21 @@ def _add_stacks(result: StallResult, options: StallOptions, ws: int | None,
     result.sources.extend(s.path for s in sa.snapshots.values())
     result.seen_ranks = sorted(set(result.seen_ranks) | set(sa.snapshots))
     result.extra["stacks"] = sa.extra()
+    if options.flight_recorder is None:
+        result.notes.extend(_dumps_beside(files))
+
+
+def _dumps_beside(snapshots: list[Path]) -> list[str]:
+    """A note per folder of Flight Recorder dumps the tracker wrote beside its snapshots and
+    the run was not told to read. They are not read unasked: a dump is overwritten at each
+    stall and carries no progress time, so one from a stall the job got over would accuse
+    a rank of the hang it never had; the user knows which stall the run is about."""
+    from stormotel import schema
+
+    folders = sorted({p.parent.parent / schema.FR_DUMPS_DIR for p in snapshots})
+    return [f"the tracker wrote Flight Recorder dumps at its snapshots in {d}: add "
+            f"--flight-recorder {shlex.quote(str(d))} to read them" for d in folders
+            if d.is_dir() and any(d.glob("nccl_trace_rank_*"))]
 
 
 def _insert_first_hand(findings: list[StallFinding], first_hand: list[StallFinding]

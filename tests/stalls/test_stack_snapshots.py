@@ -82,6 +82,9 @@ def test_the_flight_recorder_dump_at_a_stall_is_written_mid_hang(stack_runs: Pat
     peers = [r for r in range(stack_jobs.WORLD) if r != stack_jobs.CULPRIT]
     assert {f"nccl_trace_rank_{r}" for r in peers} <= set(written), sorted(written)
     assert all(t < killed for t in written.values()), "a dump came only after SIGTERM"
+    _, alone = _analyze(root / "archive")  # not read unasked: the report says where they are
+    assert not [f for f in alone["stall_findings"] if f["source"] == "flight_recorder"]
+    assert any(f"--flight-recorder {dumps}" in n for n in alone["notes"]), alone["notes"]
     code, report = _analyze_args("--flight-recorder", str(dumps))
     assert code == 1
     fr = [f for f in report["stall_findings"] if f["source"] == "flight_recorder"]
