@@ -391,7 +391,21 @@ def _catches_up(timeline: Timeline, rank: int, rise: FirstRise, first_ns: int,
             held.append(float(before[-1]))
     if len(held) < 2:
         return False
-    return rise.peak_bytes <= median_of(np.array(held)) + 0.5 * rise.threshold_bytes
+    return _climbed_to(timeline.ranks[rank], rise) <= \
+        median_of(np.array(held)) + 0.5 * rise.threshold_bytes
+
+
+def _climbed_to(series: RankSeries, rise: FirstRise) -> float:
+    """The highest level ``rise`` reached before it levelled off: from its baseline to its
+    crossing or settling sample. Not the rank's own peak, which a later incident sets (a
+    catching-up rank was once named at high because the job's planted spike, a minute later,
+    stood above what the others held at its first scrape)."""
+    t, x = series.t_ns, series.values[FIELD]
+    lo = int(t.searchsorted(rise.baseline_ns, side="right"))
+    hi = int(t.searchsorted(max(rise.settled_ns, rise.t_ns), side="right"))
+    climbed = x[lo:hi]
+    climbed = climbed[np.isfinite(climbed)]
+    return float(climbed.max()) if climbed.size else rise.peak_bytes
 
 
 def _warmup_plateaus(timeline: Timeline, starts: dict[int, int]) -> dict[int, float]:

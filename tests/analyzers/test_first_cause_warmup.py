@@ -136,3 +136,32 @@ def test_a_rank_that_climbs_above_what_the_others_hold_still_leads() -> None:
     other rank holds: that is not catching up, and the rule above must not hide it."""
     firsts = {0: 3.0, 1: 4.0, 2: 5.0, 3: 9.0}
     assert _scraped(firsts, {3: 4.77}, PLATEAU / 1e9 + 2.0, window_start_s=0.0) == [3]
+
+
+def test_catching_up_is_judged_on_the_climb_not_on_the_rank_s_later_peak() -> None:
+    """The production suite's lead-1s job, Prometheus path (CI, 2026-11-27): the same catching
+    up as above — rank 3's first scrape at 4.40 GiB, 11.3 s into the window, then the 5.52 GiB
+    every rank held — but a minute later the planted spike took every rank to 6.52 GiB, and the
+    catching-up test compared the rank's overall peak (6.52) with what the others held (5.52).
+    Rank 3's warm-up became a single-rank incident at high. The scrape times and levels are
+    that run's."""
+    gib = float(GIB)
+    firsts = {0: 23.082, 1: 13.092, 2: 24.395, 3: 11.315}
+    spike_at = {0: 4, 1: 5, 2: 4, 3: 5}  # the scrape that first shows the planted spike
+    data = []
+    for r, first in firsts.items():
+        secs = first + 15.0 * np.arange(6)
+        used = np.full(secs.shape, 5.520 * gib)
+        used[spike_at[r]:] = 6.520 * gib
+        if r == 3:
+            used[0] = 4.399 * gib
+        t = 1_795_786_464_434_000_128 + (secs * 1e9).astype(np.int64)
+        data.append(RankData(r, t, 0.75 * (used - 0.5 * gib), used - 0.5 * gib, used,
+                             np.full(t.shape, 16.0 * gib)))
+    timeline = to_timeline(data)
+    timeline.meta["prometheus"] = {"window_start_ns": 1_795_786_464_434_000_128}
+    cr = analyze(timeline).cross_rank
+    sure = [(i["kind"], i["leader"]) for i in cr.incidents
+            if i.get("confidence") in ("high", "medium")]
+    assert not [k for k in sure if k[1] == 3], cr.incidents
+    assert any("warm-up of ranks [3]" in n for n in cr.notes), cr.notes
