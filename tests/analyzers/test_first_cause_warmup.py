@@ -139,12 +139,12 @@ def test_a_rank_that_climbs_above_what_the_others_hold_still_leads() -> None:
 
 
 def test_catching_up_is_judged_on_the_climb_not_on_the_rank_s_later_peak() -> None:
-    """The production suite's lead-1s job, Prometheus path (CI, 2026-11-27): the same catching
-    up as above — rank 3's first scrape at 4.40 GiB, 11.3 s into the window, then the 5.52 GiB
-    every rank held — but a minute later the planted spike took every rank to 6.52 GiB, and the
-    catching-up test compared the rank's overall peak (6.52) with what the others held (5.52).
-    Rank 3's warm-up became a single-rank incident at high. The scrape times and levels are
-    that run's."""
+    """The production suite's lead-1s job, Prometheus path (a clean-clone `make test`,
+    2026-11-27): the same catching up as above — rank 3's first scrape at 4.40 GiB, 11.3 s into
+    the window, then the 5.52 GiB every rank held — but a minute later the planted spike took
+    every rank to 6.52 GiB, and the catching-up test compared the rank's overall peak (6.52)
+    with what the others held (5.52). Rank 3's warm-up became a single-rank incident at high.
+    The scrape times and levels are that run's."""
     gib = float(GIB)
     firsts = {0: 23.082, 1: 13.092, 2: 24.395, 3: 11.315}
     spike_at = {0: 4, 1: 5, 2: 4, 3: 5}  # the scrape that first shows the planted spike
