@@ -12,9 +12,9 @@ torch symbolises each entry's frames, and the first time that imports ``torch._d
 ``torch._inductor`` inside the rank (measured, torch 2.13 on gloo: about 1 s alone; with 20
 hung ranks on 2 cores no dump was written in the 14 s before the launcher's SIGTERM: their
 stack snapshots show the dump thread still inside that import, and in one CI run a rank's
-tracker stopped sampling for 12 s meanwhile). Without them the dump takes
-under a millisecond and is written in the middle of a gloo hang. The tracker's stack snapshot
-of the same moment already says where every thread is.
+tracker stopped sampling for 12 s meanwhile). Without them the dump takes under a
+millisecond and is written in the middle of a gloo hang. The tracker's stack snapshot of the
+same moment already says where every thread is.
 
 The call still runs in a thread of its own (:func:`dump_in_background`), never on the tracker's
 sampling thread: a recorder that blocks (a device call in NCCL's, a release that differs) then

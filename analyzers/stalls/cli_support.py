@@ -29,6 +29,7 @@ from stormotel.analyzers.timeline import (
     concat_markers,
 )
 
+from stormotel import schema
 from stormotel.errors import UsageError
 
 if TYPE_CHECKING:
@@ -211,8 +212,6 @@ def _dumps_beside(snapshots: list[Path]) -> list[str]:
     the run was not told to read. They are not read unasked: a dump is overwritten at each
     stall and carries no progress time, so one from a stall the job got over would accuse
     a rank of the hang it never had; the user knows which stall the run is about."""
-    from stormotel import schema
-
     folders = sorted({p.parent.parent / schema.FR_DUMPS_DIR for p in snapshots})
     return [f"the tracker wrote Flight Recorder dumps at its snapshots in {d}: add "
             f"--flight-recorder {shlex.quote(str(d))} to read them" for d in folders
