@@ -48,7 +48,7 @@ lint: setup
 	$(PY) -m ruff check .
 
 dashboards: setup
-	$(PY) -m stormotel dashboards --out dashboards/
+	$(PY) -m stormotel dashboards   # dashboards/ and the chart's helm/stormotel/files/
 
 clean:
 	rm -rf $(DEMO_OUT) .pytest_cache

@@ -118,3 +118,32 @@ def test_out_elsewhere_leaves_the_checkouts_chart_alone(tmp_path: Path) -> None:
     assert out.returncode == exitcodes.OK, out.stderr
     assert str(CHART) not in out.stderr
     assert {p: p.read_bytes() for p in CHART.rglob("*") if p.is_file()} == before
+
+
+def test_make_dashboards_refreshes_the_charts_files_too() -> None:
+    """README: `make dashboards` regenerates dashboards/ *and* copies them into
+    helm/stormotel/files/. The recipe once passed `--out dashboards/`, which (rightly, for
+    custom outputs) leaves the chart alone: the chart went stale while the README said it was
+    refreshed. Run the recipe make would run, with --check, and count the files it covers."""
+    import shlex
+    import subprocess
+    import sys
+
+    from stormotel.dashboards.build import REPO_CHART
+
+    recipe = subprocess.run(["make", "-n", "-s", "dashboards", f"PY={sys.executable}"],
+                            cwd=REPO_CHART.parents[1], capture_output=True, text=True,
+                            timeout=60)
+    assert recipe.returncode == 0, recipe.stderr
+    line = next(ln for ln in recipe.stdout.splitlines() if "stormotel dashboards" in ln)
+    argv = shlex.split(line, comments=True)
+    covered = subprocess.run([*argv, "--check"], cwd=REPO_CHART.parents[1],
+                             capture_output=True, text=True, timeout=120)
+    no_chart = subprocess.run([*argv, "--check", "--no-chart"], cwd=REPO_CHART.parents[1],
+                              capture_output=True, text=True, timeout=120)
+    count = [int(next(w for w in r.stderr.split("up to date: ")[1].split() if w.isdigit()))
+             for r in (covered, no_chart)]
+    assert covered.returncode == 0, covered.stderr
+    assert count[0] > count[1], (
+        f"`make dashboards` covers {count[0]} files, the same as --no-chart ({count[1]}): "
+        "the chart's files/ are not refreshed")

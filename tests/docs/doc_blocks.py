@@ -47,6 +47,7 @@ class Block:
     mode: str = "check"  # run | cluster | skip | check (no marker: checked like cluster)
     exit_codes: tuple[int, ...] = (0,)
     timeout: float = 120.0
+    reason: str = ""  # the marker's words after its options: why a block is not run
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -93,6 +94,7 @@ def blocks(path: Path) -> list[Block]:
                 block.exit_codes = tuple(int(c) for c in opts["exit"].split(","))
             if "timeout" in opts:
                 block.timeout = float(opts["timeout"])
+            block.reason = " ".join(o for o in marker["opts"].split() if "=" not in o).strip("()")
         out.append(block)
         i = j + 1
     return out

@@ -46,7 +46,7 @@ def test_slurm_script_runs_and_the_job_id_is_slurms(tmp_path: Path) -> None:
     venv_bin = Path(sys.executable).parent
     env = {**os.environ, "PATH": f"{bin_dir}:{venv_bin}:{os.environ['PATH']}",
            "SLURM_JOB_ID": "4242", "SLURM_NNODES": "1", "SLURM_JOB_NODELIST": "node-a",
-           "GPUS_PER_NODE": "2", "MASTER_PORT": str(_free_port()), "STEPS": "10",
+           "SLURM_GPUS_ON_NODE": "2", "SLURM_NTASKS_PER_NODE": "1", "MASTER_PORT": str(_free_port()), "STEPS": "10",
            "STORMOTEL_ARCHIVE_DIR": str(tmp_path / "telemetry"), "OMP_NUM_THREADS": "1",
            "STORMOTEL_SIM_FAULTS": "rank=1:leak@t=0.3s,rate=256MiB/s"}
     run = subprocess.run(["bash", str(EXAMPLES / "slurm" / "train.sbatch")], cwd=REPO, env=env,
@@ -115,6 +115,18 @@ def test_kubernetes_ports_ranks_and_identity_agree() -> None:
     train_flags = set(re.findall(r"\"(--[\w-]+)\"", (EXAMPLES / "torchrun" / "train.py")
                                  .read_text()))
     assert set(re.findall(r"train\.py((?: --[\w-]+ \S+)*)", args)[0].split()[::2]) <= train_flags
+
+
+def test_kubernetes_podmonitor_is_selected_by_a_default_kube_prometheus_stack() -> None:
+    """kube-prometheus-stack's Prometheus selects PodMonitors with ``release: <its release>``
+    (``podMonitorSelectorNilUsesHelmValues: true``, the chart default); one without the label
+    is ignored with no error anywhere. The release name is the one docs/deployment.md installs
+    the stack under."""
+    monitor = _k8s_objects()[2]
+    deployment = (REPO / "docs" / "deployment.md").read_text()
+    release = re.search(r"prometheusSelectorLabels\.release=(\S+)", deployment)
+    assert release is not None
+    assert monitor["metadata"].get("labels", {}).get("release") == release[1]
 
 
 #: Settings each component documents (opentelemetry-collector and -contrib READMEs:
