@@ -42,9 +42,10 @@ python_env() {
 
 servers() {
   apt_install prometheus victoria-metrics prometheus-pushgateway ca-certificates openssl chromium
+  apt_install prometheus-alertmanager   # amtool: the runbook's Alertmanager route is checked
   # The Debian packages start system services on install; tests run their own instances on
   # free loopback ports, so the system ones are stopped to keep ports and CPU free.
-  for svc in prometheus victoria-metrics prometheus-pushgateway prometheus-node-exporter; do
+  for svc in prometheus victoria-metrics prometheus-pushgateway prometheus-node-exporter prometheus-alertmanager; do
     if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
       systemctl stop "$svc" || true
     fi

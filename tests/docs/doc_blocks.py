@@ -16,6 +16,9 @@ GitHub):
   ``compile``), every ``stormotel <cmd>`` flag against that command's own argparse parser,
   ``MemoryTracker(...)`` keywords against its signature, and OTLP ports against the protocol.
 - ``<!-- doc-test: skip -->`` — output samples and other text that is not a command.
+- ``<!-- doc-test: promtool-config -->`` / ``<!-- doc-test: amtool-config -->`` — a YAML
+  Prometheus / Alertmanager configuration, checked by ``promtool check config`` / ``amtool
+  check-config`` (``tests/docs/test_doc_configs.py``).
 
 Relative links and their ``#anchors`` are checked too (``test_relative_links_resolve``).
 Blocks in other languages (yaml, json, text, promql...) are not code a reader runs and are left
@@ -35,7 +38,9 @@ REPO = Path(__file__).resolve().parents[2]
 SHELL_LANGS = {"bash", "sh", "shell", "console", "zsh"}
 PYTHON_LANGS = {"python", "py", "python3"}
 _FENCE = re.compile(r"^(?P<indent> *)(?P<fence>```+|~~~+)\s*(?P<lang>[\w+-]*)")
-_MARKER = re.compile(r"<!--\s*doc-test:\s*(?P<mode>run|cluster|check|skip)(?P<opts>[^>]*)-->")
+_MARKER = re.compile(r"<!--\s*doc-test:\s*"
+                     r"(?P<mode>run|cluster|check|skip|promtool-config|amtool-config)"
+                     r"(?P<opts>[^>]*)-->")
 
 
 @dataclass

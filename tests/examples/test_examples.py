@@ -46,7 +46,8 @@ def test_slurm_script_runs_and_the_job_id_is_slurms(tmp_path: Path) -> None:
     venv_bin = Path(sys.executable).parent
     env = {**os.environ, "PATH": f"{bin_dir}:{venv_bin}:{os.environ['PATH']}",
            "SLURM_JOB_ID": "4242", "SLURM_NNODES": "1", "SLURM_JOB_NODELIST": "node-a",
-           "SLURM_GPUS_ON_NODE": "2", "SLURM_NTASKS_PER_NODE": "1", "MASTER_PORT": str(_free_port()), "STEPS": "10",
+           "SLURM_GPUS_ON_NODE": "2", "SLURM_NTASKS_PER_NODE": "1",
+           "MASTER_PORT": str(_free_port()), "STEPS": "10",
            "STORMOTEL_ARCHIVE_DIR": str(tmp_path / "telemetry"), "OMP_NUM_THREADS": "1",
            "STORMOTEL_SIM_FAULTS": "rank=1:leak@t=0.3s,rate=256MiB/s"}
     run = subprocess.run(["bash", str(EXAMPLES / "slurm" / "train.sbatch")], cwd=REPO, env=env,
