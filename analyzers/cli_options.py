@@ -28,6 +28,7 @@ from stormotel.analyzers.options import (
     TsdbOptions,
 )
 from stormotel.analyzers.rankspec import parse_rank_spec
+from stormotel.analyzers.scheduled.options import SCHEDULED_SETTLE_S
 from stormotel.analyzers.scheduled.shard import Shard
 from stormotel.analyzers.scheduled.shard import resolve as resolve_shard
 
@@ -70,6 +71,16 @@ def _check_world_size(world_size: int | None) -> None:
                               f"got {world_size}")
 
 
+def settle_of(args: argparse.Namespace) -> float:
+    """``--settle`` as given; unset, 60 s where a next run covers the most recent time (a state
+    file, ``--scheduled``) and 0 for a one-off run: it has no next run, and a window ending a
+    minute ago found nothing 54 s into a job."""
+    if args.settle is not None:
+        return float(args.settle)
+    scheduled = bool(args.state_file) or bool(args.scheduled)
+    return SCHEDULED_SETTLE_S if scheduled else 0.0
+
+
 def job_options_from_args(args: argparse.Namespace, *, quiet: bool = False) -> JobOptions:
     """The TSDB source, window, sinks and HTTP flags; raises a ``UsageError`` for flags that
     contradict each other or need another one."""
@@ -82,7 +93,7 @@ def job_options_from_args(args: argparse.Namespace, *, quiet: bool = False) -> J
                        dcgm_selector=args.dcgm_selector,
                        dcgm_collect_interval_s=args.dcgm_collect_interval)
     schedule = ScheduleOptions(since=args.since, start=args.start, end=args.end,
-                               state_file=args.state_file, settle=args.settle,
+                               state_file=args.state_file, settle=settle_of(args),
                                max_window=args.max_window, timeout=args.timeout,
                                scheduled=args.scheduled, job_selector=args.job_selector,
                                shard=_shard(args))

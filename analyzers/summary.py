@@ -89,7 +89,8 @@ def _collective_lines(items: list[CollectiveAttribution], origin: int | None) ->
 
 
 def render_summary(report: Report) -> str:
-    origin = report.window_start_ns
+    first = report.extra.get("first_sample_ns")
+    origin = first if isinstance(first, int) else report.window_start_ns
     cr = report.cross_rank
     res = f"{cr.resolution_ns / 1e6:.1f} ms" if cr.resolution_ns else "unknown"
     head = f"stormotel analysis — job {report.job_id or '(unknown)'}"
@@ -100,6 +101,11 @@ def render_summary(report: Report) -> str:
              f"  ({report.extra.get('samples', '?')} samples, clock alignment "
              f"{cr.alignment}, resolution {res})",
              f"Missing ranks: {format_rank_list(report.missing_ranks)}"]
+    if isinstance(first, int) and report.window_start_ns is not None:
+        wall = datetime.fromtimestamp(first / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+        since = ("the job's first sample" if first - report.window_start_ns > 60 * 10**9
+                 else "the first sample in the window (the job started earlier)")
+        lines.append(f"Times: UTC; (+s) counts from {since}, {wall}")
     if cr.first_cause_suspects:
         top = cr.first_cause_suspects[0]
         onset = fmt_time(cr.cluster_onset_ns, origin) if cr.cluster_onset_ns is not None \

@@ -32,6 +32,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
                    "write the Grafana dashboards and Prometheus rules as files"),
     "demo": ("stormotel.demo",
              "run a 4-rank CPU training job with a planted fault, then analyze it"),
+    "rehearse": ("stormotel.rehearse",
+                 "set-up 2 on one machine: simulated ranks, their /metrics, a scrape config, a "
+                 "local Prometheus, then the analysis"),
 }
 
 #: Optional dependencies a command may import → the extra that installs them. A tracker-only

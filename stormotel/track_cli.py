@@ -79,7 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="With no destination flag (and no OTEL_EXPORTER_OTLP_*ENDPOINT set) the OTLP "
                f"JSON-lines archive is written to ./{DEFAULT_ARCHIVE_DIR}. Identity falls back "
                "to torchrun/SLURM/Open MPI variables. Example: stormotel track --sampler "
-               "simulated --duration 10 --archive out --fault 'rank=0:leak@t=2s,rate=64MiB/s'")
+               "simulated --duration 10 --archive out --fault 'rank=0:leak@t=2s,rate=64MiB/s'. "
+               f"Simulated ranks started as separate processes line their faults up when each "
+               f"gets the same ${environment.SIM_EPOCH_NS} (the shared t=0, ns since the epoch, "
+               "e.g. $(date +%s%N) a few seconds ahead); without it each rank's t=0 is its own "
+               "start. `stormotel rehearse` does this for N ranks and a local Prometheus.")
     g = p.add_argument_group("what to sample")
     g.add_argument("--sampler", choices=SAMPLERS, default="cuda",
                    help="cuda: PyTorch allocator + cudaMemGetInfo (this process); nvml: the "

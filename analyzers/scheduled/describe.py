@@ -18,6 +18,10 @@ def describe_run(report: Report, timeline: Timeline, src: LoadOutcome, window: W
                  job_id: str) -> None:
     """What the report needs to say about the job run: window, endpoints, skipped analyses."""
     report.job_id = report.job_id or job_id
+    # The summary counts offsets from the job's first sample (what the analysis saw start),
+    # never from the query window's start: "+3577.9 s" into `--since 1h` says nothing.
+    if report.window_start_ns is not None:
+        report.extra["first_sample_ns"] = report.window_start_ns
     report.window_start_ns, report.window_end_ns = window.start_ns, window.end_ns
     report.extra["window"] = {"start_ns": window.start_ns, "end_ns": window.end_ns,
                               "tracked": window.tracked}

@@ -15,6 +15,9 @@ from stormotel import units
 
 ENV_GRAFANA_TOKEN = "GRAFANA_TOKEN"  # the Grafana sink's token, when no file is given
 PUSH_JOB = "stormotel_analyzer"  # the Pushgateway grouping key's job
+#: --settle when a next run will cover the most recent time (a state file or --scheduled): late
+#: scrapes and remote writes land within it. A one-off run has no next run and reads up to now.
+SCHEDULED_SETTLE_S = 60.0
 
 
 def parse_duration(text: str) -> float:
@@ -107,9 +110,11 @@ def _add_window_arguments(parser: argparse.ArgumentParser) -> None:
                      help="records the last analysed window end per job, so consecutive runs "
                           "cover time without gaps or overlaps (locked while a run is active)")
     # A duration's default is written once, as text: argparse parses it like a given value.
-    win.add_argument("--settle", type=parse_duration, default="60s", metavar="DURATION",
-                     help="leave this much of the most recent time for the next run, so late "
-                          "scrapes/remote writes are not missed (default %(default)s)")
+    win.add_argument("--settle", type=parse_duration, default=None, metavar="DURATION",
+                     help="end the window this long before now and leave that time for the "
+                          "next run, so late scrapes/remote writes are not missed (default "
+                          f"{SCHEDULED_SETTLE_S:g}s with --state-file or --scheduled, where a "
+                          "next run exists; 0 for a one-off run, which reads up to now)")
     win.add_argument("--max-window", type=positive_duration, default="1d", metavar="DURATION",
                      help="analyse at most this much per run when catching up "
                           "(default %(default)s)")

@@ -107,8 +107,22 @@ class TsdbSource:
         with http.make_client(self.job.http) as client:
             timeline, self._outcome = self.load(client, qw, deadline, progress)
         if not timeline.ranks:
-            raise NoTelemetryError(f"no telemetry for job_id={self.job_id!r} in {window.iso()} "
+            raise NoTelemetryError(f"no telemetry for job_id={self.job_id!r} in "
+                                   f"{describe_window(window)} "
                                    f"at {', '.join(self._outcome.endpoints_ok)}")
         if window.note:
             timeline.notes.append(window.note)
         return timeline
+
+
+def describe_window(window: Window) -> str:
+    """The window a run read, as a person checks it against their job: its ISO bounds, how
+    long it is and how long before now it ended (a window ending before the job's first scrape
+    finds nothing, and the user should see that, not guess)."""
+    import time
+
+    length = (window.end_ns - window.start_ns) / 1e9
+    ago = (time.time_ns() - window.end_ns) / 1e9
+    ended = "ending now" if abs(ago) < 2 else (
+        f"ending {ago:.0f}s before now" if ago > 0 else f"ending {-ago:.0f}s from now")
+    return f"{window.iso()} ({length:.0f}s, {ended})"

@@ -1,0 +1,327 @@
+"""``stormotel rehearse``: set-up 2 (Prometheus scrapes every rank) on one machine, in one command.
+
+Rehearsing the scrape set-up used to take a shell loop of ``stormotel track`` processes, the
+undocumented ``STORMOTEL_SIM_EPOCH_NS`` to line their planted faults up, a hand-written scrape
+configuration, and guessing when Prometheus had data. This command does each of those steps the
+way a user would by hand (the same ``stormotel track`` processes, the same scrape
+configuration), so what it shows is what the real set-up does:
+
+1. N ``stormotel track --sampler simulated`` ranks share one simulated-clock origin (the
+   variable above), each serving ``/metrics`` on ``port-base + rank``, with a planted fault;
+2. ``DIR/prometheus.yml``, a ready scrape configuration for those endpoints;
+3. with a ``prometheus`` binary on PATH, a local Prometheus on that configuration (storage in
+   ``DIR/data``); it prints when the first scrape of every rank landed;
+4. when the ranks finish, ``stormotel analyze --prometheus …`` over the job, as a user runs it.
+
+Every process it starts is stopped by its PID at the end (``--keep`` leaves Prometheus up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from stormotel import environment, exitcodes, schema
+from stormotel.samplers.faults import FaultSpecError, parse_faults
+from stormotel.units import UnitError, parse_duration
+
+#: Rank 1 rises 3 s before the others at t=40s, and leaks outside the allocator from t=15s:
+#: both land well after the first scrape, and 3 s is more than the default 2 s scrape interval.
+DEFAULT_FAULTS = "rank=1:first_spike@t=40s,delta=2GiB,lead=3s;rank=1:leak@t=15s,rate=16MiB/s"
+DEFAULT_PORT_BASE = 9464
+DEFAULT_PROMETHEUS_PORT = 9090
+#: Before t=0 of the simulated clock: every tracker has started (imports paid) by then.
+START_MARGIN_S = 5.0
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text, bare_seconds=True)
+    except UnitError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+class RehearseError(Exception):
+    """A problem the user can fix (a port in use, a bad flag); exit 2 with the message."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="stormotel rehearse",
+        description="Rehearse set-up 2 on one machine, no GPU: N simulated ranks with a planted "
+                    "fault serve /metrics, a scrape configuration is written for them, a local "
+                    "Prometheus scrapes them when one is installed (it says when the first "
+                    "scrape landed), and the job is analyzed from Prometheus at the end.",
+        epilog="Example: stormotel rehearse --ranks 4 --duration 90 (then open the printed "
+               "Prometheus URL, or point your own Prometheus at DIR/prometheus.yml with "
+               "--no-prometheus)")
+    p.add_argument("--ranks", type=int, default=4, help="simulated ranks (2..64, default 4)")
+    p.add_argument("--job-id", default="rehearsal", help="job id (default: %(default)s)")
+    p.add_argument("--duration", type=_duration, default=75.0, metavar="DURATION",
+                   help="how long the ranks run, e.g. 90 or 2m (default: 75s)")
+    p.add_argument("--scrape-interval", type=_duration, default=2.0,
+                   metavar="DURATION",
+                   help="scrape interval written into the configuration (default: 2s; the "
+                        "real set-up's 15s works too with a longer --duration)")
+    p.add_argument("--fault", default=DEFAULT_FAULTS, metavar="SPEC",
+                   help="faults planted on the simulated devices, times on the shared clock "
+                        "(default: %(default)s)")
+    p.add_argument("--port-base", type=int, default=None, metavar="PORT",
+                   help=f"rank R serves /metrics on PORT + R (default: {DEFAULT_PORT_BASE}, or "
+                        "free ports when those are taken)")
+    p.add_argument("--prometheus-port", type=int, default=None, metavar="PORT",
+                   help=f"the local Prometheus' port (default: {DEFAULT_PROMETHEUS_PORT}, or a "
+                        "free port when it is taken)")
+    p.add_argument("--out", type=Path, default=Path("rehearsal"), metavar="DIR",
+                   help="scrape configuration and Prometheus storage (default: %(default)s)")
+    p.add_argument("--no-prometheus", action="store_true",
+                   help="only the ranks and DIR/prometheus.yml: scrape them with your own "
+                        "Prometheus")
+    p.add_argument("--no-analyze", action="store_true", help="skip the analysis at the end")
+    p.add_argument("--keep", action="store_true",
+                   help="leave the local Prometheus running at the end (until Ctrl-C)")
+    return p
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_ports(n: int) -> list[int]:
+    """``n`` distinct free loopback ports (the kernel's choice)."""
+    socks, ports = [], []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+            ports.append(int(s.getsockname()[1]))
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+def choose_ports(ranks: int, port_base: int | None, prometheus_port: int | None,
+                 say: bool = True) -> tuple[list[int], int]:
+    """The ranks' ports and Prometheus' port: the defaults when free, else free ones (said);
+    a port the user named must be free (``RehearseError`` otherwise)."""
+    if port_base is not None:
+        rank_ports = [port_base + r for r in range(ranks)]
+        busy = [p for p in rank_ports if not _port_free(p)]
+        if busy:
+            raise RehearseError(f"port(s) {busy} are in use: pick another --port-base")
+    else:
+        rank_ports = [DEFAULT_PORT_BASE + r for r in range(ranks)]
+        if not all(_port_free(p) for p in rank_ports):
+            rank_ports = _free_ports(ranks)
+            if say:
+                print(f"stormotel rehearse: ports {DEFAULT_PORT_BASE}.. are in use; the ranks "
+                      f"serve on {rank_ports} instead", file=sys.stderr)
+    if prometheus_port is not None:
+        if not _port_free(prometheus_port):
+            raise RehearseError(f"port {prometheus_port} is in use: pick another "
+                                "--prometheus-port")
+        return rank_ports, prometheus_port
+    if _port_free(DEFAULT_PROMETHEUS_PORT) and DEFAULT_PROMETHEUS_PORT not in rank_ports:
+        return rank_ports, DEFAULT_PROMETHEUS_PORT
+    port = next(p for p in _free_ports(ranks + 1) if p not in rank_ports)
+    return rank_ports, port
+
+
+def scrape_config(job_name: str, rank_ports: list[int], interval_s: float) -> str:
+    """The Prometheus configuration for the ranks: what a static set-up 2 writes by hand.
+    ``honor_labels`` keeps the trackers' own ``job_id``/``rank`` labels (docs/tracker.md)."""
+    targets = ", ".join(f'"127.0.0.1:{p}"' for p in rank_ports)
+    interval = f"{interval_s:g}s"
+    return (f"# Written by stormotel rehearse: scrape {len(rank_ports)} simulated ranks.\n"
+            "global:\n"
+            f"  scrape_interval: {interval}\n"
+            f"  evaluation_interval: {interval}\n"
+            "scrape_configs:\n"
+            f"  - job_name: {job_name}\n"
+            "    honor_labels: true\n"
+            f"    static_configs: [{{targets: [{targets}]}}]\n")
+
+
+@dataclass
+class Started:
+    name: str
+    proc: subprocess.Popen[bytes]
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def _track_argv(rank: int, world: int, port: int, job_id: str, duration: float, fault: str,
+                linger_s: float) -> list[str]:
+    return [sys.executable, "-m", "stormotel", "track", "--sampler", "simulated",
+            "--job-id", job_id, "--rank", str(rank), "--local-rank", str(rank),
+            "--world-size", str(world), "--prometheus-port", str(port),
+            "--prometheus-addr", "127.0.0.1", "--duration", f"{duration:g}",
+            "--prometheus-linger", f"{linger_s:g}", "--fault", fault, "-q"]
+
+
+def _query(url: str, promql: str) -> list[dict[str, object]]:
+    import httpx
+
+    try:
+        r = httpx.get(f"{url}/api/v1/query", params={"query": promql}, timeout=3.0)
+        body = r.json()
+    except (httpx.HTTPError, ValueError):
+        return []
+    result = body.get("data", {}).get("result", []) if isinstance(body, dict) else []
+    return result if isinstance(result, list) else []
+
+
+def _ready(url: str, deadline_s: float) -> bool:
+    import httpx
+
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{url}/-/ready", timeout=2.0).status_code == 200:
+                return True
+        time.sleep(0.3)
+    return False
+
+
+def first_scrape(url: str, job_name: str, job_id: str, ranks: int,
+                 deadline_s: float) -> tuple[float | None, int]:
+    """Seconds until every rank had a sample in Prometheus (None: not within the deadline) and
+    how many had one by then."""
+    started = time.monotonic()
+    seen = 0
+    promql = f'count(up{{job="{job_name}"}} == 1) and on() ' \
+             f'count({schema.RANK_INFO.prom}{{job_id="{job_id}"}})'
+    while time.monotonic() - started < deadline_s:
+        result = _query(url, promql)
+        if result:
+            value = result[0].get("value")
+            if isinstance(value, list) and len(value) == 2:
+                seen = int(float(str(value[1])))
+                if seen >= ranks:
+                    return time.monotonic() - started, seen
+        time.sleep(0.25)
+    return None, seen
+
+
+@contextlib.contextmanager
+def _all_stopped(started: list[Started]) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        for s in reversed(started):
+            s.stop()
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+
+    def error(msg: str, code: int = exitcodes.USAGE) -> int:
+        print(f"stormotel rehearse: error: {msg}", file=sys.stderr)
+        return code
+
+    if not 2 <= args.ranks <= 64:
+        return error("--ranks must be between 2 and 64")
+    if args.duration <= 0 or args.scrape_interval <= 0:
+        return error("--duration and --scrape-interval must be > 0")
+    try:
+        parse_faults(args.fault)
+        rank_ports, prom_port = choose_ports(args.ranks, args.port_base, args.prometheus_port)
+    except (FaultSpecError, RehearseError) as e:
+        return error(str(e))
+    out: Path = args.out
+    prometheus = None if args.no_prometheus else shutil.which("prometheus")
+    job_name = "stormotel"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        config = out / "prometheus.yml"
+        config.write_text(scrape_config(job_name, rank_ports, args.scrape_interval))
+    except OSError as e:
+        return error(f"cannot write {out}: {e.strerror or e}", exitcodes.SINK_FAILURE)
+    epoch_ns = time.time_ns() + int(START_MARGIN_S * 1e9)
+    env = {**os.environ, environment.SIM_EPOCH_NS: str(epoch_ns)}
+    linger = 2 * args.scrape_interval + 1
+    started: list[Started] = []
+    with _all_stopped(started):
+        print(f"stormotel rehearse: {args.ranks} simulated ranks of job {args.job_id!r} for "
+              f"{args.duration:g}s, /metrics on 127.0.0.1:{rank_ports[0]}.."
+              f"{rank_ports[-1]}; faults (t=0 in {START_MARGIN_S:g}s, "
+              f"{environment.SIM_EPOCH_NS}={epoch_ns}): {args.fault}", flush=True)
+        for rank, port in enumerate(rank_ports):
+            argv_ = _track_argv(rank, args.ranks, port, args.job_id,
+                                args.duration + START_MARGIN_S, args.fault, linger)
+            started.append(Started(f"rank {rank}", subprocess.Popen(
+                argv_, env=env, stdin=subprocess.DEVNULL)))
+        print(f"stormotel rehearse: scrape configuration: {config}", flush=True)
+        url = f"http://127.0.0.1:{prom_port}"
+        if prometheus is None:
+            why = "--no-prometheus" if args.no_prometheus else "no `prometheus` on PATH"
+            print(f"stormotel rehearse: {why}: start yours with --config.file={config}, then "
+                  f"`stormotel analyze --prometheus URL --job-id {args.job_id} --since 10m`",
+                  flush=True)
+        else:
+            log = (out / "prometheus.log").open("wb")
+            started.append(Started("prometheus", subprocess.Popen(
+                [prometheus, f"--config.file={config}",
+                 f"--storage.tsdb.path={out / 'data'}",
+                 f"--web.listen-address=127.0.0.1:{prom_port}"],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)))
+            if not _ready(url, 60.0):
+                return error(f"Prometheus did not become ready at {url} (log: "
+                             f"{out / 'prometheus.log'})", exitcodes.SOURCE_FAILURE)
+            print(f"stormotel rehearse: Prometheus at {url} scrapes every "
+                  f"{args.scrape_interval:g}s", flush=True)
+            wait_s = START_MARGIN_S + 4 * args.scrape_interval + 30
+            took, seen = first_scrape(url, job_name, args.job_id, args.ranks, wait_s)
+            if took is None:
+                print(f"stormotel rehearse: warning: after {wait_s:.0f}s only {seen} of "
+                      f"{args.ranks} ranks have been scraped (see {url}/targets)",
+                      file=sys.stderr, flush=True)
+            else:
+                print(f"stormotel rehearse: first scrape landed: all {seen} ranks in Prometheus "
+                      f"{took:.1f}s after it started ({time.strftime('%H:%M:%S')})", flush=True)
+        for s in started:
+            if s.name.startswith("rank"):
+                s.proc.wait()
+        failed = [s.name for s in started
+                  if s.name.startswith("rank") and s.proc.returncode not in (0,)]
+        if failed:
+            print(f"stormotel rehearse: warning: {', '.join(failed)} exited non-zero",
+                  file=sys.stderr)
+        code = exitcodes.OK
+        if prometheus is not None and not args.no_analyze:
+            since = f"{int(args.duration + START_MARGIN_S + 60)}s"
+            cmd = ["analyze", "--prometheus", url, "--job-id", args.job_id, "--since", since]
+            print(f"\n$ stormotel {shlex.join(cmd)}", flush=True)
+            from stormotel.analyzers.cli import main as analyze_main
+
+            code = analyze_main(cmd[1:])
+        if args.keep and prometheus is not None:
+            print(f"stormotel rehearse: Prometheus stays at {url} until Ctrl-C", flush=True)
+            with contextlib.suppress(KeyboardInterrupt):
+                started[-1].proc.wait()
+        return exitcodes.OK if code in (exitcodes.OK, exitcodes.FINDINGS) else code

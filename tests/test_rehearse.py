@@ -1,0 +1,65 @@
+"""``stormotel rehearse``: set-up 2 on one machine, checked at the boundaries a user touches —
+the command's output, the scrape configuration it writes (promtool), the ports it picks, and the
+analysis it runs against the real Prometheus it started."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from stormotel import exitcodes
+from stormotel.rehearse import choose_ports, scrape_config
+from tests import servers
+from tests.cli import run_stormotel
+
+
+def test_scrape_config_passes_promtool(tmp_path: Path) -> None:
+    promtool = servers.require_binary("promtool")
+    config = tmp_path / "prometheus.yml"
+    config.write_text(scrape_config("stormotel", [9464, 9465], 15.0))
+    out = subprocess.run([promtool, "check", "config", str(config)], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "127.0.0.1:9465" in config.read_text() and "honor_labels: true" in config.read_text()
+
+
+def test_a_named_port_in_use_is_refused_and_defaults_move_aside() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        busy = int(s.getsockname()[1])
+        with pytest.raises(Exception, match="in use"):
+            choose_ports(2, busy, None, say=False)
+        with pytest.raises(Exception, match="in use"):
+            choose_ports(2, None, busy, say=False)
+        ranks, prom = choose_ports(3, None, None, say=False)
+        assert len(set(ranks)) == 3 and prom not in ranks and busy not in (*ranks, prom)
+
+
+def test_bad_flags_exit_2_with_a_message(tmp_path: Path) -> None:
+    out = run_stormotel("rehearse", "--ranks", "1", cwd=tmp_path)
+    assert out.returncode == exitcodes.USAGE and "--ranks" in out.stderr
+    out = run_stormotel("rehearse", "--fault", "rank=1:nonsense@t=1s", cwd=tmp_path)
+    assert out.returncode == exitcodes.USAGE and "Traceback" not in out.stderr
+
+
+@pytest.mark.slow  # about a minute: ranks, a Prometheus, the analysis
+def test_rehearsal_scrapes_every_rank_and_names_the_planted_one(tmp_path: Path) -> None:
+    servers.require_binary("prometheus")
+    out = run_stormotel("rehearse", "--ranks", "3", "--duration", "50", "--out",
+                        str(tmp_path / "r"), cwd=tmp_path, timeout=240)
+    assert out.returncode == exitcodes.OK, out.stdout[-3000:] + out.stderr[-3000:]
+    text = out.stdout
+    assert "first scrape landed: all 3 ranks" in text, text
+    assert "Top first-cause suspect: rank 1 (high)" in text, text
+    assert "rank 1    persistent_drift" in text, text
+    assert "(+3577" not in text
+    # Every process it started is gone: nothing listens on the ports it printed.
+    for line in text.splitlines():
+        if "Prometheus at http://127.0.0.1:" in line:
+            port = int(line.split("127.0.0.1:")[1].split()[0])
+            with socket.socket() as s:
+                assert s.connect_ex(("127.0.0.1", port)) != 0
