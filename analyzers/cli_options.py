@@ -91,7 +91,10 @@ def job_options_from_args(args: argparse.Namespace, *, quiet: bool = False) -> J
                        concurrency=args.concurrency, dcgm=args.dcgm,
                        gpu_rank_map=args.gpu_rank_map, rank_label=args.rank_label,
                        dcgm_selector=args.dcgm_selector,
-                       dcgm_collect_interval_s=args.dcgm_collect_interval)
+                       dcgm_collect_interval_s=args.dcgm_collect_interval,
+                       dcgm_fields=tuple((role, metric, unit)
+                                         for given in getattr(args, "dcgm_field", None) or ()
+                                         for role, (metric, unit) in given.items()))
     schedule = ScheduleOptions(since=args.since, start=args.start, end=args.end,
                                state_file=args.state_file, settle=settle_of(args),
                                max_window=args.max_window, timeout=args.timeout,

@@ -78,6 +78,9 @@ class TsdbOptions:
     dcgm_selector: str
     #: dcgm-exporter's collection interval: how old a scraped DCGM value may be.
     dcgm_collect_interval_s: float = 30.0
+    #: --dcgm-field: framebuffer role → (metric, bytes per unit or None), merged over
+    #: $STORMOTEL_DCGM_FIELDS by the source.
+    dcgm_fields: tuple[tuple[str, str, int | None], ...] = ()
 
     @property
     def wanted(self) -> bool:

@@ -23,7 +23,7 @@ def dcgm(sel: Selection) -> list[Cell]:
         timeseries("Driver used vs allocator reserved vs DCGM", [
             (promql.gauge(schema.DEVICE_USED, m), f"{RANK_LEGEND} driver used"),
             (promql.gauge(schema.ALLOC_RESERVED, m), f"{RANK_LEGEND} allocator reserved"),
-            (promql.dcgm_by_rank(schema.DCGM_FB_USED, m), f"{RANK_LEGEND} DCGM FB used"),
+            (promql.dcgm_by_rank(m), f"{RANK_LEGEND} DCGM FB used"),
         ], "bytes", width=16,
             description="Per rank: device memory as the driver reports it inside the rank, what"
                         " PyTorch's allocator reserved, and dcgm-exporter's DCGM_FI_DEV_FB_USED"

@@ -172,12 +172,38 @@ def dcgm_per_gpu(metric: str, dcgm_match: str = "") -> str:
             f"({series(metric, dcgm_match)})")
 
 
-def dcgm_by_rank(metric: str = schema.DCGM_FB_USED, match: str = "",
-                 dcgm_match: str = "") -> str:
-    """DCGM's framebuffer gauge per training rank, in bytes (DCGM reports MiB).
+def _dcgm_fb(role_re: str, dcgm_match: str) -> str:
+    """DCGM framebuffer series of any generation (``schema.DCGM_FB_NAME_RE`` with its role
+    narrowed), with DCGM's "no value" codes filtered out in either unit."""
+    names = schema.DCGM_FB_NAME_RE.replace("(USED|FREE|RESERVED|TOTAL)", role_re)
+    sel = series("", f'__name__=~"(?i){names}"', dcgm_match)
+    low, high = schema.DCGM_INT32_BLANK, schema.DCGM_INT32_BLANK + 15
+    return f"(({sel} < {low} or {sel} > {high}) < {float(schema.DCGM_INT64_BLANK):.6g})"
+
+
+def dcgm_unit_per_gpu(dcgm_match: str = "") -> str:
+    """Bytes per reported unit for each GPU (UUID, MIG instance), told by the values: 1 when any
+    of its framebuffer series reaches 2**24 (16 TiB as MiB: no GPU; 16 MiB as bytes: every
+    GPU's total or free), else 1048576 (MiB, dcgm-exporter up to 4.8)."""
+    gpu = f"{schema.DCGM_LABEL_UUID}, {schema.DCGM_LABEL_GPU_INSTANCE}"
+    peak = f"max by ({gpu}) ({_dcgm_fb('(USED|FREE|RESERVED|TOTAL)', dcgm_match)})"
+    mib = schema.DCGM_UNIT_BYTES
+    return f"({mib} - {mib - 1} * ({peak} >= bool {schema.DCGM_BYTES_FLOOR:.0f}))"
+
+
+def dcgm_used_per_gpu(dcgm_match: str = "") -> str:
+    """DCGM's framebuffer used, in bytes, once per GPU (or MIG instance), whichever generation
+    of dcgm-exporter is scraped (MiB up to 4.8, bytes from 4.9, renamed or not)."""
+    gpu = f"{schema.DCGM_LABEL_UUID}, {schema.DCGM_LABEL_GPU_INSTANCE}"
+    used = f"max by ({gpu}) ({_dcgm_fb('(USED)', dcgm_match)})"
+    return f"{used} * on ({gpu}) group_left () {dcgm_unit_per_gpu(dcgm_match)}"
+
+
+def dcgm_by_rank(match: str = "", dcgm_match: str = "") -> str:
+    """DCGM's framebuffer used per training rank, in bytes, for either generation.
 
     ``* on(UUID) group_left(identity)`` copies job_id/rank/host/gpu from the rank's info series
     onto the GPU's series; GPUs no tracked rank owns drop out of the result.
     """
-    return (f"{dcgm_per_gpu(metric, dcgm_match)} * on({schema.DCGM_LABEL_UUID}) "
-            f"group_left({IDENTITY}) {rank_info(match)} * {MIB_BYTES}")
+    return (f"{dcgm_used_per_gpu(dcgm_match)} * on({schema.DCGM_LABEL_UUID}) "
+            f"group_left({IDENTITY}) {rank_info(match)}")

@@ -697,6 +697,52 @@ def _healthy_job() -> dict[str, Any]:
                                  for t in HEALTHY_TIMES]}
 
 
+def _dcgm_generations() -> dict[str, Any]:
+    """One per-job/rank GPU memory series, in bytes, whichever dcgm-exporter generation is
+    scraped: rank 0's GPU behind a legacy exporter (MiB, ``Hostname``), rank 1's behind 4.9 /
+    DCGM 4.7 (bytes, ``hostname``, same names), rank 2's behind an exporter whose fields were
+    renamed (``…_BYTES``, the shape the 4.9 rename may take); rank 1's GPU is shared by two pods
+    (the exporter repeats it: one series, never a sum); a "not supported" code is no value."""
+    used_mib, free_mib, reserved_mib = 30_000, 50_000, 512
+    uuids = {0: "GPU-legacy", 1: "GPU-new", 2: "GPU-renamed"}
+    series = []
+    for rank, uuid in uuids.items():
+        info = {**_labels(rank, world=3), schema.ATTR_GPU_UUID: uuid}
+        series.append(_series(schema.RANK_INFO.prom, info, "1x10"))
+    legacy = {"UUID": uuids[0], "gpu": "0", "Hostname": "node-a"}
+    series += [_series(schema.DCGM_FB_USED, legacy, f"{used_mib}x10"),
+               _series(schema.DCGM_FB_FREE, legacy, f"{free_mib}x10"),
+               _series(schema.DCGM_FB_RESERVED, legacy, f"{reserved_mib}x10")]
+    for pod in ("trainer-1", "sidecar"):
+        new = {"UUID": uuids[1], "gpu": "1", "hostname": "node-a", "pod": pod}
+        series += [_series(schema.DCGM_FB_USED, new, f"{used_mib * MiB}x10"),
+                   _series(schema.DCGM_FB_FREE, new, f"{free_mib * MiB}x10")]
+    renamed = {"UUID": uuids[2], "gpu": "2", "hostname": "node-a"}
+    series += [_series("DCGM_FI_DEV_FB_USED_BYTES", renamed,
+                       f"{used_mib * MiB}x3 {schema.DCGM_INT64_NOT_SUPPORTED} "
+                       f"{used_mib * MiB}x5"),
+               _series("DCGM_FI_DEV_FB_FREE_BYTES", renamed, f"{free_mib * MiB}x10")]
+    per_rank = []
+    for rank, uuid in uuids.items():
+        labels = {k: v for k, v in _labels(rank, world=3).items()
+                  if k != schema.LABEL_NAMESPACE}
+        per_rank.append({"labels": _series(schema.REC_DCGM_FB_USED_RANK,
+                                           {**labels, "UUID": uuid}, "")["series"],
+                         "value": used_mib * MiB})
+    per_gpu = [{"labels": f'{schema.REC_DCGM_FB_USED_GPU}{{UUID="{u}"}}', "value": used_mib * MiB}
+               for u in uuids.values()]
+    return {"name": "DCGM framebuffer per job/rank in bytes for legacy (MiB, Hostname), 4.9 "
+                    "(bytes, hostname) and renamed exporters; shared GPU once; sentinel dropped",
+            "interval": "1m", "input_series": series, "alert_rule_test": [],
+            "promql_expr_test": [
+                {"expr": schema.REC_DCGM_FB_USED_RANK, "eval_time": "3m",
+                 "exp_samples": per_rank},
+                {"expr": schema.REC_DCGM_FB_USED_GPU, "eval_time": "3m", "exp_samples": per_gpu},
+                # At 4m rank 2's exporter said "not supported": no value, not 8 EiB.
+                {"expr": f'{schema.REC_DCGM_FB_USED_GPU}{{UUID="{uuids[2]}"}}',
+                 "eval_time": "4m", "exp_samples": []}]}
+
+
 def rule_tests(cfg: Settings | None = None,
                runbook_url: str = DEFAULT_RUNBOOK_URL) -> dict[str, Any]:
     """The promtool test file for the rules built from ``cfg`` and ``runbook_url`` (the flags
@@ -704,7 +750,7 @@ def rule_tests(cfg: Settings | None = None,
     cfg = cfg or Settings()
     tests = [_healthy_job(), _memory_pressure(cfg), _fast_leak(), _slow_leak(), _oom(),
              _lifecycle(), _stalled(), _dropping_samples(), _peak_over_estimate(cfg),
-             _analyzer(), _first_cause()]
+             _analyzer(), _first_cause(), _dcgm_generations()]
     for test in tests:
         for case in test["alert_rule_test"]:
             for alert in case["exp_alerts"]:

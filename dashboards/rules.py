@@ -34,6 +34,7 @@ DEFAULT_RUNBOOK_URL = "https://github.com/stormotel/stormotel/blob/main/docs/run
 RULES_FILE = "stormotel-rules.yml"
 GROUP_RECORDING = "stormotel.recording"
 GROUP_ALERTS = "stormotel.alerts"
+GROUP_DCGM = "stormotel.dcgm"
 
 
 JOB = "{{ $labels.job_id }}"
@@ -435,7 +436,19 @@ def rule_groups(cfg: Settings | None = None,
          "rules": [{"record": r.record, "expr": r.expr} for r in recording_rules(cfg)]},
         {"name": GROUP_ALERTS,
          "rules": [_alert_rule(a, runbook_url) for a in alerts(cfg)]},
+        {"name": GROUP_DCGM,
+         "rules": [{"record": r.record, "expr": r.expr} for r in dcgm_recording_rules()]},
     ]}
+
+
+def dcgm_recording_rules() -> list[Recording]:
+    """dcgm-exporter's framebuffer used in bytes per GPU and per job/rank, for every exporter
+    generation at once (MiB up to 4.8, bytes from 4.9; names found by role, units by the values:
+    docs/dcgm.md): dashboards and alerts read one series whichever is scraped."""
+    by_rank = (f"{schema.REC_DCGM_FB_USED_GPU} * on({schema.DCGM_LABEL_UUID}) "
+               f"group_left({promql.IDENTITY}) {promql.rank_info()}")
+    return [Recording(schema.REC_DCGM_FB_USED_GPU, promql.dcgm_used_per_gpu()),
+            Recording(schema.REC_DCGM_FB_USED_RANK, by_rank)]
 
 
 def header(source: str) -> str:

@@ -34,6 +34,9 @@ __all__ = ["EXPORTER_LOGGERS", "ArchiveStream", "FailureSink", "GuardedMetricExp
 
 log = logging.getLogger("stormotel.exporters")
 
+#: How the OTLP exporters begin the lines they log on each retry and on giving up; the
+#: tracker's own warning (with the likely cause, stormotel/otlp_hint.py) replaces them.
+RETRY_LINES = ("Transient error", "Failed to export")
 #: Loggers of the OTel SDK and exporters that log on every failed export.
 EXPORTER_LOGGERS = (
     "opentelemetry.exporter.otlp.proto.grpc.exporter",
@@ -77,6 +80,11 @@ class LogOnce(logging.Filter):
                 text = str(record.msg)[:2000]
             self.last.setdefault(record.name, collections.deque(maxlen=LAST_MESSAGES)
                                  ).append(text)
+            if str(record.msg).startswith(RETRY_LINES):
+                # The exporter's own retry chatter ("Transient error … retrying in 1.07s"):
+                # the tracker's one warning names the cause from it, so it is kept, not shown.
+                self.suppressed += 1
+                return False
             if key in self._seen:
                 self.suppressed += 1
                 return False

@@ -280,6 +280,67 @@ DCGM_UNIT_BYTES = 1024 * 1024
 DCGM_GPU_LABELS = ("gpu", "UUID", "Hostname", "hostname", "pod", "namespace",
                    "exported_pod", "exported_namespace")
 
+# dcgm-exporter across generations. Up to 4.8.x (DCGM <= 4.6) the framebuffer fields are
+# DCGM_FI_DEV_FB_{USED,FREE,RESERVED} in MiB, labelled `Hostname` (4.8.3, upstream commit
+# d5e5f51 "Rename Hostname label to hostname", made it `hostname`) - read from dcgm-exporter's
+# own etc/default-counters.csv and internal/pkg/rendermetrics/render_metrics.go at tag
+# 4.5.3-4.8.2 and that commit. Exporter 4.9 (DCGM 4.7) renames default fields to DCGM 4.7's
+# names and reports framebuffer memory in bytes; neither its counters CSV nor DCGM 4.7's
+# dcgm_fields.h was available to confirm the new names (the upstream snapshots end at 4.8.2 /
+# DCGM 4.6.0). So nothing below trusts a name for the unit: the reader and the recording rules
+# tell MiB from bytes by what the series say (a name that spells its unit, else the size: no GPU
+# has 16 TiB = 2**24 MiB, and none has less than 16 MiB = 2**24 bytes, so a GPU whose FB series
+# reach 2**24 reports bytes), and every framebuffer name matching DCGM_FB_NAME_RE is read, so a
+# renamed field is found without a release. DCGM_FIELDS_ENV overrides the mapping (docs/dcgm.md).
+DCGM_FB_ROLES = ("used", "free", "reserved", "total")
+#: Framebuffer gauges of any generation: DCGM_FI_DEV_FB_USED, a renamed …FB_USED_BYTES, or the
+#: longer FRAMEBUFFER/MEMORY spellings; the role is the word after FB/FRAMEBUFFER/MEMORY.
+DCGM_FB_NAME_RE = r"DCGM_FI_DEV_(?:FB|FRAMEBUFFER|FRAME_BUFFER)_(?:MEMORY_)?" \
+                  r"(USED|FREE|RESERVED|TOTAL)(?:_BYTES|_B|_MIB|_MB)?"  # never _RATIO/_PERCENT
+#: A name that spells its unit: the unit is that, whatever the values look like.
+DCGM_NAME_UNITS = {"_BYTES": 1, "_B": 1, "_MIB": DCGM_UNIT_BYTES, "_MB": DCGM_UNIT_BYTES}
+#: The size that tells the units apart (see above): 2**24 MiB = 16 TiB, 2**24 bytes = 16 MiB.
+DCGM_BYTES_FLOOR = float(2 ** 24)
+#: ``role=METRIC[:unit]`` pairs, comma separated (unit ``bytes`` or ``mib``): names a rename
+#: this table does not know, for `stormotel analyze --dcgm` (also its --dcgm-field flag).
+DCGM_FIELDS_ENV = "STORMOTEL_DCGM_FIELDS"
+#: Recorded per GPU (UUID, GPU_I_ID) in bytes whichever generation is scraped, and per job/rank.
+REC_DCGM_FB_USED_GPU = "stormotel:dcgm_fb_used_per_gpu:bytes"
+REC_DCGM_FB_USED_RANK = "stormotel:dcgm_fb_used:bytes"
+
+
+def dcgm_role_of(name: str) -> str | None:
+    """``used``/``free``/``reserved``/``total`` for a framebuffer gauge of any generation."""
+    m = re.fullmatch(DCGM_FB_NAME_RE, name.upper())
+    return m.group(1).lower() if m else None
+
+
+def dcgm_unit_of_name(name: str) -> int | None:
+    """Bytes per unit when the name spells it (``…_BYTES``: 1, ``…_MIB``: MiB), else None."""
+    upper = name.upper()
+    for suffix, unit in sorted(DCGM_NAME_UNITS.items(), key=lambda kv: -len(kv[0])):
+        if upper.endswith(suffix) and dcgm_role_of(upper[: -len(suffix)]) is not None:
+            return unit
+    return None
+
+
+def parse_dcgm_fields(text: str) -> dict[str, tuple[str, int | None]]:
+    """``used=DCGM_FI_X:bytes,free=DCGM_FI_Y`` → {role: (metric, bytes per unit or None)};
+    ValueError with the offending part."""
+    out: dict[str, tuple[str, int | None]] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        role, sep, rest = part.partition("=")
+        metric, _, unit_text = rest.partition(":")
+        role, metric = role.strip().lower(), metric.strip()
+        if not sep or role not in DCGM_FB_ROLES or not re.fullmatch(r"[a-zA-Z_:][\w:]*", metric):
+            raise ValueError(f"{part!r}: expected ROLE=METRIC[:bytes|mib] with ROLE one of "
+                             f"{', '.join(DCGM_FB_ROLES)}")
+        units = {"": None, "bytes": 1, "b": 1, "mib": DCGM_UNIT_BYTES}
+        if unit_text.strip().lower() not in units:
+            raise ValueError(f"{part!r}: unit must be bytes or mib")
+        out[role] = (metric, units[unit_text.strip().lower()])
+    return out
+
 # --- Grafana annotation tags ------------------------------------------------------------------
 ANNOTATION_TAG = "stormotel"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from stormotel.analyzers.http_flags import add_http_arguments
 from stormotel.analyzers.scheduled.shard import ShardSpec, parse_shard
 
-from stormotel import units
+from stormotel import schema, units
 
 ENV_GRAFANA_TOKEN = "GRAFANA_TOKEN"  # the Grafana sink's token, when no file is given
 PUSH_JOB = "stormotel_analyzer"  # the Pushgateway grouping key's job
@@ -76,6 +76,13 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, include_job_id: bool =
     add_http_arguments(parser)
 
 
+def _dcgm_field(text: str) -> dict[str, tuple[str, int | None]]:
+    try:
+        return schema.parse_dcgm_fields(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _add_dcgm_arguments(parser: argparse.ArgumentParser) -> None:
     dcgm = parser.add_argument_group("dcgm-exporter mode (device memory only)")
     dcgm.add_argument("--dcgm", action="store_true",
@@ -95,6 +102,13 @@ def _add_dcgm_arguments(parser: argparse.ArgumentParser) -> None:
                       help="dcgm-exporter's own collection interval (its --collect-interval; "
                            "default %(default)s): a scraped value may be that old, so a lead "
                            "shorter than it is not claimed")
+    dcgm.add_argument("--dcgm-field", action="append", default=[], type=_dcgm_field,
+                      metavar="ROLE=METRIC[:UNIT]",
+                      help="read this metric as the framebuffer's ROLE (used, free, reserved, "
+                           "total), UNIT bytes or mib (default: told apart by the values), for "
+                           "a dcgm-exporter that renamed its fields; repeatable (also "
+                           f"${schema.DCGM_FIELDS_ENV}). Framebuffer names of the known "
+                           "generations are found without it")
 
 
 def _add_window_arguments(parser: argparse.ArgumentParser) -> None:

@@ -47,9 +47,13 @@ from stormotel.analyzers.timeline import RankIdentity, RankSeries, Timeline, Tim
 from stormotel import schema
 from stormotel.errors import SourceFailureError, UsageError
 
-#: dcgm metric → Timeline field it feeds (device_total is derived: used + free + reserved).
+#: dcgm metric → Timeline field it feeds (device_total is derived: used + free + reserved),
+#: for the legacy names; other generations' names are found by role (schema.dcgm_role_of).
 DCGM_FIELDS = {schema.DCGM_FB_USED: "device_used", schema.DCGM_FB_FREE: "device_free",
                schema.DCGM_FB_RESERVED: "_reserved_by_driver"}
+#: Framebuffer role → Timeline field (``total`` replaces the derived sum when exported).
+ROLE_FIELDS = {"used": "device_used", "free": "device_free", "reserved": "_reserved_by_driver",
+               "total": "_total_by_driver"}
 #: Map-file column → dcgm labels that may carry it (first present wins).
 MAP_COLUMNS: dict[str, tuple[str, ...]] = {
     "uuid": ("UUID",),
@@ -170,6 +174,8 @@ class DcgmOptions:
     #: Filled by :func:`load_dcgm` in info-series mode: GPU UUID → rank, rank → identity.
     uuid_ranks: dict[str, int] | None = None
     identities: dict[int, RankIdentity] | None = None
+    #: ``--dcgm-field`` / $STORMOTEL_DCGM_FIELDS: role → (metric, bytes per unit or None).
+    fields: dict[str, tuple[str, int | None]] | None = None
 
     @property
     def uses_rank_info(self) -> bool:
@@ -219,7 +225,8 @@ def load_dcgm(urls: Sequence[str], window: QueryWindow, options: DcgmOptions, *,
             natives = [n for n in (_probe(api, probe_sel, window) for api in apis) if n]
             step = choose_step(window, max(natives) if natives else None)
         outcome.step_s = step
-        tasks = [(api, name) for api in apis for name in DCGM_FIELDS]
+        names = _field_names(apis, window, options, builder)
+        tasks = [(api, name) for api in apis for name in names]
         if progress:
             progress(f"dcgm: {len(tasks)} range queries at step {step:g}s")
 
@@ -236,6 +243,7 @@ def load_dcgm(urls: Sequence[str], window: QueryWindow, options: DcgmOptions, *,
         ranks_by_gpu: dict[tuple[tuple[str, str], ...], int] = {}
         unmapped: set[tuple[tuple[str, str], ...]] = set()
         driver_reserved: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+        answered: list[tuple[str, list[dict[str, object]]]] = []
         with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
             for (api, name), res in zip(tasks, pool.map(one, tasks), strict=True):
                 outcome.queries += 1
@@ -244,8 +252,11 @@ def load_dcgm(urls: Sequence[str], window: QueryWindow, options: DcgmOptions, *,
                     builder.notes.append(f"dcgm: {name} from {api.url} failed: {res}")
                     builder.skipped["query_failed"] += 1
                     continue
-                _add(res, name, options, builder, ranks_by_gpu, unmapped, window.job_id,
-                     driver_reserved)
+                answered.append((name, res))
+        units = _units_by_gpu(answered, names, builder)
+        for name, res in answered:
+            _add(res, name, names[name], options, builder, ranks_by_gpu, unmapped,
+                 window.job_id, driver_reserved, units)
         for api in apis:
             if api.url not in outcome.endpoints_failed:
                 outcome.endpoints_ok.append(api.url)
@@ -294,11 +305,81 @@ def _probe(api: PrometheusAPI, sel: str, window: QueryWindow) -> float | None:
     return None
 
 
-def _add(results: list[dict[str, object]], name: str, options: DcgmOptions,
-         builder: TimelineBuilder, ranks_by_gpu: dict[tuple[tuple[str, str], ...], int],
+def _field_names(apis: list[PrometheusAPI], window: QueryWindow, options: DcgmOptions,
+                 builder: TimelineBuilder) -> dict[str, tuple[str, int | None]]:
+    """The framebuffer metrics to read: name → (role, bytes per unit when the name or the
+    configuration says it). Every generation's names present in the window are found by their
+    role (``schema.DCGM_FB_NAME_RE``); configured names are read whether found or not; with
+    nothing found, the legacy names (their absence is then reported as no data)."""
+    names: dict[str, tuple[str, int | None]] = {}
+    for role, (metric, unit) in (options.fields or {}).items():
+        names[metric] = (role, unit)
+    sel = f'{{__name__=~"(?i){schema.DCGM_FB_NAME_RE}"}}'
+    for api in apis:
+        try:  # /api/v1/series: label values answers GET only on some servers
+            found = {s.get("__name__", "") for s in api.series(sel, window.start_ns,
+                                                                 window.end_ns)}
+        except EndpointError:
+            continue  # the range queries report the endpoint
+        for name in sorted(found):
+            role = schema.dcgm_role_of(name)
+            if role is not None and name not in names:
+                names[name] = (role, schema.dcgm_unit_of_name(name))
+    if not names:
+        names = {n: (schema.dcgm_role_of(n) or "used", None) for n in DCGM_FIELDS}
+    generations = sorted(n for n in names if n not in DCGM_FIELDS)
+    if generations:
+        builder.notes.append("dcgm: framebuffer series read under "
+                             + ", ".join(sorted(names)) + " (units told apart by the series)")
+    return names
+
+
+def _is_sentinel(v: np.ndarray) -> np.ndarray:
+    """DCGM's exact "no value" codes, in any unit: 0x7ffffff0.. (32-bit) and 0x7ff…f0.. (64)."""
+    return ((v >= schema.DCGM_INT32_BLANK) & (v < schema.DCGM_INT32_BLANK + 16)) | \
+        (v >= float(schema.DCGM_INT64_BLANK))
+
+
+def _units_by_gpu(answered: list[tuple[str, list[dict[str, object]]]],
+                  names: dict[str, tuple[str, int | None]],
+                  builder: TimelineBuilder) -> dict[tuple[tuple[str, str], ...], int]:
+    """Bytes per unit for each GPU (UUID, MIG instance) whose series do not spell their unit:
+    bytes when any of its framebuffer values (sentinels aside) reaches 2**24 — 16 TiB read as
+    MiB, which no GPU has; 16 MiB read as bytes, which every GPU's total or free exceeds."""
+    peak: dict[tuple[tuple[str, str], ...], float] = {}
+    for name, results in answered:
+        if names[name][1] is not None:
+            continue
+        for r in results:
+            labels, values = r.get("metric"), r.get("values")
+            if not isinstance(labels, dict) or not isinstance(values, list) or not values:
+                continue
+            try:
+                v = np.array([float(x[1]) for x in values if isinstance(x, list) and len(x) == 2])
+            except (TypeError, ValueError):
+                continue
+            v = v[np.isfinite(v) & ~_is_sentinel(v)]
+            if len(v):
+                key = _gpu_key({str(k): str(x) for k, x in labels.items()}, physical=True)
+                peak[key] = max(peak.get(key, 0.0), float(v.max()))
+    units = {k: 1 if m >= schema.DCGM_BYTES_FLOOR else schema.DCGM_UNIT_BYTES
+             for k, m in peak.items()}
+    if any(u == 1 for u in units.values()):
+        builder.notes.append("dcgm: framebuffer values in bytes (dcgm-exporter 4.9 / DCGM 4.7 "
+                             "and later) on some GPUs, MiB on the others" if len(set(
+                                 units.values())) > 1 else "dcgm: framebuffer values in bytes "
+                             "(dcgm-exporter 4.9 / DCGM 4.7 and later)")
+    return units
+
+
+def _add(results: list[dict[str, object]], name: str, spec: tuple[str, int | None],
+         options: DcgmOptions, builder: TimelineBuilder,
+         ranks_by_gpu: dict[tuple[tuple[str, str], ...], int],
          unmapped: set[tuple[tuple[str, str], ...]], job_id: str,
-         driver_reserved: dict[int, list[tuple[np.ndarray, np.ndarray]]]) -> None:
-    field_name = DCGM_FIELDS[name]
+         driver_reserved: dict[int, list[tuple[np.ndarray, np.ndarray]]],
+         units: dict[tuple[tuple[str, str], ...], int]) -> None:
+    role, named_unit = spec
+    field_name = ROLE_FIELDS[role]
     for labels, values in matrix_series(results, builder):
         key = _gpu_key(labels, physical=options.uses_rank_info)
         rank = ranks_by_gpu.get(key)
@@ -325,11 +406,15 @@ def _add(results: list[dict[str, object]], name: str, options: DcgmOptions,
         cleaned = clean_byte_series(values, builder)
         if cleaned is None:
             continue
-        t_ns, v = _drop_sentinels(*cleaned, builder)
-        v = v * schema.DCGM_UNIT_BYTES
+        unit = named_unit or units.get(_gpu_key(labels, physical=True), schema.DCGM_UNIT_BYTES)
+        t_ns, v = _drop_sentinels(*cleaned, builder, in_mib=unit != 1)
+        v = v * unit
         if field_name == "_reserved_by_driver":
             # Not a Timeline field; it is device_total's third term (see _with_total).
             driver_reserved.setdefault(rank, []).append((t_ns, v))
+        elif field_name == "_total_by_driver":
+            # DCGM's own total (a generation that exports it): device_total as it says.
+            builder.add_samples(rank, t_ns, device_total=v)
         else:
             builder.add_samples(rank, t_ns, **{field_name: v})
 
@@ -358,18 +443,20 @@ def _ranks_from_info(apis: list[PrometheusAPI], window: QueryWindow, options: Dc
     return sorted(mapping)
 
 
-def _drop_sentinels(t_ns: np.ndarray, mib: np.ndarray, builder: TimelineBuilder
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    """DCGM's BLANK/NOT_FOUND/NOT_SUPPORTED/NOT_PERMISSIONED values are no data, not MiB."""
-    bad = mib >= schema.DCGM_FB_SENTINEL_FLOOR_MIB
+def _drop_sentinels(t_ns: np.ndarray, values: np.ndarray, builder: TimelineBuilder, *,
+                    in_mib: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """DCGM's BLANK/NOT_FOUND/NOT_SUPPORTED/NOT_PERMISSIONED values are no data, not memory. In
+    MiB anything from the 32-bit blank up is one (no GPU holds 2**31 MiB); in bytes only the
+    exact codes are (an 80 GB GPU's bytes pass 0x7ffffff0)."""
+    bad = values >= schema.DCGM_FB_SENTINEL_FLOOR_MIB if in_mib else _is_sentinel(values)
     if not bad.any():
-        return t_ns, mib
+        return t_ns, values
     builder.skipped["dcgm_not_supported_sentinel"] += int(bad.sum())
     note = ("dcgm: some FB values were DCGM 'no value' sentinels (e.g. DCGM_INT64_NOT_SUPPORTED)"
             " and were dropped as no data")
     if note not in builder.notes:
         builder.notes.append(note)
-    return t_ns[~bad], mib[~bad]
+    return t_ns[~bad], values[~bad]
 
 
 def _describe(key: tuple[tuple[str, str], ...]) -> str:
@@ -389,4 +476,7 @@ def _with_total(series: RankSeries, reserved: list[tuple[np.ndarray, np.ndarray]
         hit = (idx < len(series)) & (series.t_ns[np.minimum(idx, len(series) - 1)] == t)
         extra[idx[hit]] = v[hit]
         total = total + extra
+    given = series.values.get("device_total")
+    if given is not None:  # DCGM's own total where a generation exports one
+        total = np.where(np.isfinite(given), given, total)
     return replace(series, values={**series.values, "device_total": total})

@@ -29,7 +29,8 @@ class DcgmSource(TsdbSource):
         tsdb = self.job.tsdb
         options = DcgmOptions(
             rank_map=GpuRankMap.load(tsdb.gpu_rank_map) if tsdb.gpu_rank_map else None,
-            rank_label=tsdb.rank_label, selector=tsdb.dcgm_selector)
+            rank_label=tsdb.rank_label, selector=tsdb.dcgm_selector,
+            fields=configured_fields(tsdb.dcgm_fields))
         timeline, outcome = load_dcgm(tsdb.prometheus, qw, options, settings=self.job.http,
                                       client=client, deadline=deadline,
                                       concurrency=tsdb.concurrency, progress=progress.fn)
@@ -38,3 +39,25 @@ class DcgmSource(TsdbSource):
             "(--dcgm-collect-interval): a scraped value may be that old, so no lead "
             "shorter than that is claimed")
         return timeline, outcome
+
+
+def configured_fields(flags: tuple[tuple[str, str, int | None], ...],
+                      environ: dict[str, str] | None = None
+                      ) -> dict[str, tuple[str, int | None]] | None:
+    """$STORMOTEL_DCGM_FIELDS, then each --dcgm-field over it; a bad variable is a usage error
+    naming it."""
+    import os
+
+    from stormotel import schema
+    from stormotel.errors import UsageError
+
+    env = os.environ if environ is None else environ
+    fields: dict[str, tuple[str, int | None]] = {}
+    raw = env.get(schema.DCGM_FIELDS_ENV, "").strip()
+    if raw:
+        try:
+            fields.update(schema.parse_dcgm_fields(raw))
+        except ValueError as e:
+            raise UsageError(f"{schema.DCGM_FIELDS_ENV}: {e}") from None
+    fields.update({role: (metric, unit) for role, metric, unit in flags})
+    return fields or None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -28,19 +29,48 @@ TOTAL_MIB = 81920.0
 DRIVER_RESERVED_MIB = 512.0
 
 
-def _gpu_labels(i: int) -> dict[str, str]:
+def _gpu_labels(i: int, hostname: str = "Hostname") -> dict[str, str]:
     if i == 4:  # another team's GPU on node-1
-        return {"gpu": "2", "UUID": "GPU-other", "Hostname": "node-1",
+        return {"gpu": "2", "UUID": "GPU-other", hostname: "node-1",
                 "exported_pod": "inference-7", "exported_namespace": "serving",
                 "modelName": "NVIDIA H100 80GB HBM3"}
-    return {"gpu": str(i % 2), "UUID": f"GPU-{i:04d}", "Hostname": f"node-{i // 2}",
+    return {"gpu": str(i % 2), "UUID": f"GPU-{i:04d}", hostname: f"node-{i // 2}",
             "exported_pod": f"trainer-{i}", "exported_namespace": "train",
             "modelName": "NVIDIA H100 80GB HBM3", "job": "dcgm-exporter"}
 
 
-@pytest.fixture(scope="module")
-def dcgm_tsdb(tmp_path_factory: pytest.TempPathFactory
+@dataclass(frozen=True)
+class Generation:
+    """How one dcgm-exporter generation spells the framebuffer: names, unit, hostname label."""
+
+    used: str
+    free: str
+    reserved: str
+    unit: int  # bytes per reported unit
+    hostname: str
+
+
+#: Up to 4.8.2: MiB, ``Hostname``; 4.8.3: ``hostname`` (upstream d5e5f51); 4.9 / DCGM 4.7:
+#: bytes, under the same names (told apart by size only) or renamed (names that spell the unit:
+#: the 4.9 names could not be confirmed upstream, docs/dcgm.md, so both shapes are covered).
+GENERATIONS = {
+    "legacy-mib-Hostname": Generation(schema.DCGM_FB_USED, schema.DCGM_FB_FREE,
+                                      schema.DCGM_FB_RESERVED, schema.DCGM_UNIT_BYTES,
+                                      "Hostname"),
+    "4.8.3-mib-hostname": Generation(schema.DCGM_FB_USED, schema.DCGM_FB_FREE,
+                                     schema.DCGM_FB_RESERVED, schema.DCGM_UNIT_BYTES,
+                                     "hostname"),
+    "4.9-bytes-same-names": Generation(schema.DCGM_FB_USED, schema.DCGM_FB_FREE,
+                                       schema.DCGM_FB_RESERVED, 1, "hostname"),
+    "4.9-bytes-renamed": Generation("DCGM_FI_DEV_FB_USED_BYTES", "DCGM_FI_DEV_FB_FREE_BYTES",
+                                    "DCGM_FI_DEV_FB_RESERVED_BYTES", 1, "hostname"),
+}
+
+
+@pytest.fixture(scope="module", params=list(GENERATIONS))
+def dcgm_tsdb(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[tuple[servers.Server, planted.Planted]]:
+    gen = GENERATIONS[request.param]
     p, data = planted.make(job_id=JOB)
     with servers.prometheus(tmp_path_factory.mktemp("dcgm")) as prom, \
             httpx.Client(timeout=30) as client:
@@ -48,9 +78,11 @@ def dcgm_tsdb(tmp_path_factory: pytest.TempPathFactory
             t, used_bytes = data[(i % 4, "device_used")]
             used = np.round(used_bytes / schema.DCGM_UNIT_BYTES)
             free = TOTAL_MIB - used - DRIVER_RESERVED_MIB
-            for name, v in ((schema.DCGM_FB_USED, used), (schema.DCGM_FB_FREE, free),
-                            (schema.DCGM_FB_RESERVED, np.full(used.shape, DRIVER_RESERVED_MIB))):
-                body = remote_write.encode_arrays(name, _gpu_labels(i), t, v)
+            scale = schema.DCGM_UNIT_BYTES / gen.unit
+            for name, v in ((gen.used, used), (gen.free, free),
+                            (gen.reserved, np.full(used.shape, DRIVER_RESERVED_MIB))):
+                body = remote_write.encode_arrays(name, _gpu_labels(i, gen.hostname), t,
+                                                  v * scale)
                 r = client.post(prom.url + "/api/v1/write", content=body,
                                 headers=remote_write.HEADERS)
                 assert r.status_code == 204, r.text
@@ -141,3 +173,40 @@ def test_dcgm_without_map_label_or_info_series_says_what_to_give(
     assert r.returncode == exitcodes.SOURCE_FAILURE, r.stderr
     assert "no stormotel_rank_info series" in r.stderr and "--gpu-rank-map" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_units_are_told_per_gpu_by_the_values_not_the_name() -> None:
+    """An idle 4.9 GPU whose used is 4 MiB in bytes (below 2**24) is still bytes: its free says
+    so. A legacy GPU is MiB. The "not supported" codes do not count as a size."""
+    from stormotel.analyzers.sources.dcgm import _units_by_gpu
+    from stormotel.analyzers.timeline import TimelineBuilder
+
+    def res(uuid: str, *values: float) -> dict[str, object]:
+        return {"metric": {"UUID": uuid}, "values": [[i, str(v)] for i, v in enumerate(values)]}
+
+    names = {schema.DCGM_FB_USED: ("used", None), schema.DCGM_FB_FREE: ("free", None)}
+    sentinel = float(schema.DCGM_INT32_BLANK)
+    answered = [(schema.DCGM_FB_USED, [res("GPU-new", 4 * 2**20, 4 * 2**20),
+                                       res("GPU-old", 4, sentinel)]),
+                (schema.DCGM_FB_FREE, [res("GPU-new", 80e9), res("GPU-old", 81000)])]
+    units = _units_by_gpu(answered, names, TimelineBuilder())
+    assert units[(("UUID", "GPU-new"), ("GPU_I_ID", ""))] == 1
+    assert units[(("UUID", "GPU-old"), ("GPU_I_ID", ""))] == schema.DCGM_UNIT_BYTES
+
+
+def test_configured_fields_from_flag_and_environment() -> None:
+    from stormotel.analyzers.sources.dcgm_tsdb import configured_fields
+
+    from stormotel.errors import UsageError
+    env = {schema.DCGM_FIELDS_ENV: "used=DCGM_FI_X:bytes,free=DCGM_FI_Y"}
+    got = configured_fields((("free", "DCGM_FI_Z", schema.DCGM_UNIT_BYTES),), env)
+    assert got == {"used": ("DCGM_FI_X", 1), "free": ("DCGM_FI_Z", schema.DCGM_UNIT_BYTES)}
+    assert configured_fields((), {}) is None
+    with pytest.raises(UsageError, match=schema.DCGM_FIELDS_ENV):
+        configured_fields((), {schema.DCGM_FIELDS_ENV: "colour=DCGM_FI_X"})
+
+
+def test_a_bad_dcgm_field_flag_is_a_usage_error(tmp_path: Path) -> None:
+    r = run_cli("--prometheus", "http://127.0.0.1:1", "--dcgm", "--job-id", JOB,
+                "--rank-label", "pod", "--dcgm-field", "used=DCGM_FI_X:furlongs")
+    assert r.returncode == exitcodes.USAGE and "unit must be bytes or mib" in r.stderr

@@ -181,7 +181,7 @@ def test_rank_info_carries_gpu_pod_and_slurm_labels(scraped) -> None:
 
 def test_shipped_join_gives_one_series_per_rank(scraped) -> None:
     prom, _, _ = scraped
-    expr = promql.dcgm_by_rank(schema.DCGM_FB_USED, f'job_id="{JOB}"')
+    expr = promql.dcgm_by_rank(f'job_id="{JOB}"')
     result = servers.query(prom, expr)
     ranks = sorted(int(r["metric"][schema.ATTR_RANK]) for r in result)
     assert ranks == list(range(WORLD)), result  # the shared GPU's two pod copies count once
@@ -195,7 +195,7 @@ def test_shipped_join_gives_one_series_per_rank(scraped) -> None:
     assert not {r["metric"][schema.DCGM_LABEL_UUID] for r in result} - set(UUIDS)
     # The dashboard ships the same expression (with its variables).
     board = (Path(__file__).resolve().parents[2] / "dashboards" / "stormotel-rank.json")
-    shipped = promql.dcgm_by_rank(schema.DCGM_FB_USED, Selection.dashboard().tracker)
+    shipped = promql.dcgm_by_rank(Selection.dashboard().tracker)
     assert json.dumps(shipped)[1:-1] in board.read_text()
 
 

@@ -74,7 +74,27 @@ def test_nothing_listening_exits_4() -> None:
     out = _track(f"http://127.0.0.1:{port}")
     assert out.returncode == exitcodes.SINK_FAILURE, out.stderr
     assert "no OTLP export succeeded" in out.stderr
-    assert "is the collector reachable" in out.stderr
+    assert "connection refused" in out.stderr and "gRPC port" not in out.stderr
+    # The SDK's own retry chatter stays out of the user's terminal (its text feeds the cause).
+    assert "Transient error" not in out.stderr and "retrying in" not in out.stderr
+    assert "Failed to export" not in out.stderr
+
+
+def test_nothing_listening_on_the_grpc_port_is_not_blamed_on_the_protocol() -> None:
+    """The issue's case: http/protobuf (the default) to :4317 with no collector at all. The
+    port says "gRPC", but the exporter never reached anything: the hint says connection refused
+    first. Text as urllib3 2.x logs it through the OTLP/HTTP exporter."""
+    refused = ("Transient error HTTPConnectionPool(host='127.0.0.1', port=4317): Max retries "
+               "exceeded with url: /v1/metrics (Caused by NewConnectionError(\"HTTPConnection("
+               "host='127.0.0.1', port=4317): Failed to establish a new connection: [Errno 111] "
+               "Connection refused\")) encountered while exporting metrics batch, retrying in "
+               "1.07s.")
+    hint = likely_cause("http/protobuf", "http://127.0.0.1:4317/v1/metrics", refused)
+    assert "nothing is listening at http://127.0.0.1:4317" in hint and "gRPC" not in hint
+    grpc = "StatusCode.UNAVAILABLE: failed to connect to all addresses; last error: ..."
+    assert "connection refused" in likely_cause("grpc", "http://127.0.0.1:4317", grpc)
+    dns = "Failed to resolve 'collector' ([Errno -2] Name or service not known)"
+    assert "does not resolve" in likely_cause("http/protobuf", "http://collector:4318", dns)
 
 
 def test_likely_cause_from_ports_alone() -> None:
