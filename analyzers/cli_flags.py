@@ -26,6 +26,11 @@ examples:
   stormotel analyze archive/run-7/                      # every rank's OTLP files
   stormotel analyze 'exports/events_rank*.json' --format json --output report.json
   stormotel analyze archive/ --ranks 0,4-7 --align markers --sensitivity high
+  stormotel analyze archive/run-7/ --html report.html   # charts, opens offline
+  stormotel analyze --prometheus http://prometheus:9090 --job-id run-7 --since 1h
+  stormotel analyze --prometheus http://prometheus:9090 --dcgm --job-id run-7 --since 1h
+  stormotel analyze --flight-recorder /shared/fr-dumps/ # a hung job's per-rank dumps
+  stormotel analyze --logs 'slurm-1234-*.out'           # a hung job's worker logs
 """
 
 

@@ -447,8 +447,9 @@ def dcgm_recording_rules() -> list[Recording]:
     docs/dcgm.md): dashboards and alerts read one series whichever is scraped."""
     by_rank = (f"{schema.REC_DCGM_FB_USED_GPU} * on({schema.DCGM_LABEL_UUID}) "
                f"group_left({promql.IDENTITY}) {promql.rank_info()}")
-    return [Recording(schema.REC_DCGM_FB_USED_GPU, promql.dcgm_used_per_gpu()),
-            Recording(schema.REC_DCGM_FB_USED_RANK, by_rank)]
+    # Empty where no dcgm-exporter is scraped: never required to return series.
+    return [Recording(schema.REC_DCGM_FB_USED_GPU, promql.dcgm_used_per_gpu(), always=False),
+            Recording(schema.REC_DCGM_FB_USED_RANK, by_rank, always=False)]
 
 
 def header(source: str) -> str:

@@ -127,8 +127,9 @@ def main(argv: list[str]) -> int:
     except RuntimeError as e:
         print(f"stormotel demo: error: {e}", file=sys.stderr)
         return exitcodes.SOURCE_FAILURE
-    files = sorted(p for p in job_dir.glob(f"{schema.ARCHIVE_RANK_PREFIX}*")
-                   if p.name.endswith((".jsonl", ".jsonl.zst")))
+    # Every file the job left (metrics, their columnar companions, traces, stacks, dumps):
+    # listing only the metrics lines once showed 8 of 12 files.
+    files = sorted(p for p in job_dir.rglob("*") if p.is_file())
     print(f"Archive written to {job_dir}/ ({len(files)} files):")
     for path in files:
         print(f"  {path}  ({path.stat().st_size / 1024:.0f} KiB)")

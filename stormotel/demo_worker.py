@@ -3,8 +3,10 @@
 Started by :func:`stormotel.demo.run_job` through ``torch.multiprocessing`` (spawn). All ranks
 share one simulated-clock origin (rank 0 broadcasts it), so a fault planted at ``t=4s`` happens at
 the same wall-clock instant on every rank and a one-rank lead is real, not an artefact of start-up
-order. Steps are paced to that clock and their number fixed up front, so every rank runs the same
-number of collectives and none waits for a peer that already left.
+order. The origin is agreed after the first training step (a loaded machine can make that step
+take seconds: an incident planted at t=4s must not fall before it). Steps are paced to that clock
+and their number fixed up front, so every rank runs the same number of collectives and none
+waits for a peer that already left.
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ def worker(rank: int, cfg: WorkerConfig) -> None:
         # simulated clock's origin, so faults are simultaneous across ranks to the nanosecond.
         sampler = SimulatedSampler(rank=rank, faults=cfg.faults, device_index=rank,
                                    epoch_ns=time.time_ns() + 3_600_000_000_000)  # set below
+        # Warm-up (the first forward pass filling the cache) happens from this process's own
+        # start, as in a real rank, not at the shared origin agreed later.
+        sampler.warmup_origin_s = sampler.elapsed_s()
         port = cfg.prometheus_ports[rank] if cfg.prometheus_ports else None
         tracker = MemoryTracker(
             sampler=sampler, sampling_interval=cfg.sampling_interval,
@@ -61,14 +66,22 @@ def worker(rank: int, cfg: WorkerConfig) -> None:
                                 prometheus_addr="127.0.0.1"),
             thresholds=ThresholdConfig(estimate_bytes=cfg.estimate_bytes))
         tracker.start_tracking()
-        epoch = torch.tensor([time.time_ns() + int(cfg.start_delay_s * 1e9)], dtype=torch.int64)
-        dist.broadcast(epoch, src=0)
-        epoch_ns = sampler.epoch_ns = int(epoch.item())
         model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(),
                                     torch.nn.Linear(128, 8))
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        epoch_ns = 0
         with tracker, tracker.capture_oom(context=f"rank-{rank}-training"):
             for step in range(cfg.steps):
+                if step == 1:
+                    # The shared clock starts after the first training step, so the planted
+                    # incident falls inside training even when a loaded machine makes that
+                    # step (first collective, lazy init) take seconds.
+                    epoch = torch.tensor([time.time_ns() + int(cfg.start_delay_s * 1e9)],
+                                         dtype=torch.int64)
+                    dist.broadcast(epoch, src=0)
+                    epoch_ns = int(epoch.item())
+                    sampler.warmup_origin_s -= (epoch_ns - sampler.epoch_ns) / 1e9
+                    sampler.epoch_ns = epoch_ns
                 with tracker.step(step):
                     x = torch.randn(32, 64)
                     loss = model(x).pow(2).mean()
@@ -81,8 +94,9 @@ def worker(rank: int, cfg: WorkerConfig) -> None:
                     opt.step()
                     opt.zero_grad()
                 sampler.raise_if_oom()  # a planted OOM surfaces in the loop like a real one
-                wake = epoch_ns + int((step + 1) * cfg.step_period_s * 1e9)
-                time.sleep(max(0.0, (wake - time.time_ns()) / 1e9))
+                if epoch_ns:
+                    wake = epoch_ns + int(step * cfg.step_period_s * 1e9)
+                    time.sleep(max(0.0, (wake - time.time_ns()) / 1e9))
         dist.barrier()
     finally:
         dist.destroy_process_group()

@@ -270,9 +270,8 @@ def _unzstd(raw: bytes, path: Path, limit: int, ctx: LoadContext | None = None) 
                 raise _too_large(path, limit, " decompressed")
         if not d.eof:
             if ctx is not None:
-                ctx.note(f"{path}: the zstd stream stops mid-frame (its writer did not close it, "
-                         f"e.g. killed); read up to its last complete block, "
-                         f"{n:,} bytes — at most the batch being written is missing")
+                ctx.note(f"{path}: {open_frame_cause(path)}; read up to its last complete "
+                         f"block, {n:,} bytes — at most the batch being written is missing")
             break
         # The next frame starts where this one's input ended: the unused part of the last
         # slice fed, then everything after that slice.
@@ -281,6 +280,29 @@ def _unzstd(raw: bytes, path: Path, limit: int, ctx: LoadContext | None = None) 
             break
     del out[n:]  # its length is the text's; the allocation stays for the next file
     return out
+
+
+#: A compressed archive file written to within this long is a live job's (its writer flushes
+#: a block every --archive-interval, 1 s by default, and ends the frame only at rotation or
+#: stop), not one whose writer died: the open frame is then expected, not a fault.
+LIVE_WRITER_S = 30.0
+
+
+def open_frame_cause(path: Path | str, now: float | None = None) -> str:
+    """Why a zstd file ends inside a frame, as its modification time says: still being written
+    (a live job, the normal case while it runs) or left open by a writer that stopped without
+    closing it (killed, node lost)."""
+    import time
+
+    try:
+        age = (time.time() if now is None else now) - os.stat(path).st_mtime
+    except OSError:
+        return "the zstd stream stops mid-frame"
+    if age < LIVE_WRITER_S:
+        return (f"the zstd stream's last frame is open and was written {max(age, 0):.0f}s "
+                "ago: a running job's current batch (or a writer stopped moments ago)")
+    return (f"the zstd stream stops mid-frame and was last written {age:.0f}s ago (its writer "
+            "did not close it, e.g. killed)")
 
 
 #: One buffer per thread: two threads loading files at once never share one.

@@ -60,7 +60,8 @@ def rule_exprs(path: Path = RULES_PATH) -> Iterator[Expr]:
     severities)."""
     data = yaml.safe_load(path.read_text())
     cfg = rules.Settings()
-    always = {r.record: r.always for r in rules.recording_rules(cfg)}
+    always = {r.record: r.always
+              for r in (*rules.recording_rules(cfg), *rules.dcgm_recording_rules())}
     signals = iter(rules.alerts(cfg))
     for group in data["groups"]:
         for rule in group["rules"]:

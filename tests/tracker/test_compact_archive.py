@@ -130,8 +130,15 @@ def test_sigkilled_tracker_leaves_an_archive_read_to_its_last_batch(tmp_path: Pa
     series = timeline.ranks[0]
     assert len(series) >= 30  # ~1.5 s at 50 Hz, minus at most the batch being built
     assert killed_at - int(series.t_ns[-1]) < 1.0e9  # lost no more than about one batch
-    assert any("stops mid-frame" in n for n in timeline.notes), timeline.notes
+    # Read at once, the open frame looks like a live job's; a minute later, like a dead one's.
+    assert any("a running job's current batch" in n for n in timeline.notes), timeline.notes
     assert not timeline.skipped  # block flushes end on line boundaries: nothing half-decoded
+    old = time.time() - 120
+    for f in tmp_path.rglob("*.zst"):
+        os.utime(f, (old, old))
+    later = load_paths([str(tmp_path)])
+    assert any("stops mid-frame" in n and "did not close it" in n
+               for n in later.notes), later.notes
 
 
 def _sample(i: int) -> Sample:

@@ -110,3 +110,29 @@ def test_demo_prints_next_commands_that_run_from_a_fresh_shell(demo) -> None:
                              text=True, timeout=120)
         assert run.returncode in (0, 1), (command, run.stderr)  # 1: the planted findings
         assert "command not found" not in run.stderr
+
+
+@pytest.mark.slow
+def test_demo_lists_every_file_and_plants_after_the_first_step(demo) -> None:
+    """The demo once listed 8 of its 12 files (metrics only), and its shared clock started
+    before the first training step, which a loaded machine can stretch past the planted
+    incident (t=4s). Now the clock starts after step 0: every rank's step 0 ends before rank
+    2's planted first rise."""
+    out, run = demo
+    job_dir = out / "demo"
+    files = sorted(p for p in job_dir.rglob("*") if p.is_file())
+    header = next(ln for ln in run.stdout.splitlines() if ln.startswith("Archive written to"))
+    assert f"({len(files)} files)" in header, (header, files)
+    assert all(str(p) in run.stdout for p in files)
+    first_rise_2 = None
+    step0_end = []
+    for rank in range(4):
+        traces = parse_lines(job_dir / f"rank-{rank}.traces.jsonl", TraceRequest)
+        steps = [s for _r, s in spans(traces) if s.name == schema.SPAN_STEP]
+        step0_end.append(min(s.end_time_unix_nano for s in steps))
+        for _res, span in spans(traces):
+            for event in span.events:
+                if rank == 2 and event.name == schema.EVENT_FIRST_RISE:
+                    first_rise_2 = event.time_unix_nano
+    assert first_rise_2 is not None
+    assert max(step0_end) < first_rise_2
