@@ -385,10 +385,86 @@ def prom_names(name: str, unit: str, kind: Kind) -> tuple[str, ...]:
     if unit in _ALIAS_UNIT_SUFFIX and kind is Kind.GAUGE:
         collector = f"{_sanitize(name)}_{_ALIAS_UNIT_SUFFIX[unit]}"
     out = [canonical]
-    for alt in (collector, plain, name):
+    prom3 = [otlp_prom_name(name, unit, kind, s) for s in OTLP_STRATEGIES]
+    for alt in (collector, plain, name, *prom3):
         if alt not in out:
             out.append(alt)
     return tuple(out)
+
+
+# --- Prometheus 3's native OTLP ingestion (otlp.translation_strategy) ----------------------------
+# Ported from prometheus/otlptranslator (metric_namer.go, unit_namer.go, strategy.go; the code
+# Prometheus 3 runs on its /api/v1/otlp/v1/metrics receiver). Which name a series gets depends on
+# the server's `otlp: translation_strategy:`. The analyzer accepts all four (prom_names); the
+# rules and dashboards are spelled for the default UnderscoreEscapingWithSuffixes (docs/metrics.md).
+OTLP_UNDERSCORE_WITH_SUFFIXES = "UnderscoreEscapingWithSuffixes"  # Prometheus 3's default
+OTLP_UNDERSCORE_NO_SUFFIXES = "UnderscoreEscapingWithoutSuffixes"
+OTLP_UTF8_WITH_SUFFIXES = "NoUTF8EscapingWithSuffixes"
+OTLP_NO_TRANSLATION = "NoTranslation"
+OTLP_STRATEGIES = (OTLP_UNDERSCORE_WITH_SUFFIXES, OTLP_UNDERSCORE_NO_SUFFIXES,
+                   OTLP_UTF8_WITH_SUFFIXES, OTLP_NO_TRANSLATION)
+#: otlptranslator's unitMap (units the tracker uses and their neighbours) and perUnitMap.
+_OTLP_UNITS = {"d": "days", "h": "hours", "min": "minutes", "s": "seconds",
+               "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds", "By": "bytes",
+               "KiBy": "kibibytes", "MiBy": "mebibytes", "GiBy": "gibibytes", "1": "",
+               "%": "percent"}
+_OTLP_PER_UNITS = {"s": "second", "m": "minute", "h": "hour", "d": "day"}
+_NOT_COMPLIANT = re.compile(r"[^a-zA-Z0-9:]+")
+
+
+def _otlp_unit_suffixes(unit: str) -> tuple[str, str]:
+    """otlptranslator.buildUnitSuffixes: (main, per) suffixes; ``{…}`` annotations give none."""
+    main_otel, _, per_otel = (part.strip() for part in unit.partition("/"))
+    main = _OTLP_UNITS.get(main_otel, main_otel) if main_otel and not \
+        set("{}") & set(main_otel) else ""
+    per = ""
+    if per_otel and not set("{}") & set(per_otel):
+        per = "per_" + _OTLP_PER_UNITS.get(per_otel, per_otel)
+    return main, per
+
+
+def otlp_prom_name(name: str, unit: str, kind: Kind, strategy: str) -> str:
+    """The series name Prometheus 3 stores for an OTLP metric under ``strategy``."""
+    counter = kind is Kind.COUNTER  # monotonic sums; up-down counters are not
+    ratio = unit == "1" and kind is Kind.GAUGE
+    main, per = _otlp_unit_suffixes(unit)
+    if strategy == OTLP_NO_TRANSLATION:
+        return name
+    if strategy == OTLP_UNDERSCORE_NO_SUFFIXES:
+        out = "_".join(p for p in re.split(r"[^a-zA-Z0-9:_]+", name) if p)
+        return "_" + out if out[:1].isdigit() else out
+    if strategy == OTLP_UTF8_WITH_SUFFIXES:  # buildMetricName with suffixes
+        out = name
+
+        def trim(s: str, suffix: str) -> str:
+            return s[: -(len(suffix) + 1)] if s.endswith(suffix) and \
+                len(s) > len(suffix) + 1 else s
+        if ratio:
+            out = trim(out, "ratio")
+        if counter:
+            out = trim(out, "total")
+        if per:
+            out = trim(out, per)
+        if main and not out.endswith(main):
+            out = f"{out}_{main}"
+        return out + (f"_{per}" if per else "") + ("_total" if counter else "") + \
+            ("_ratio" if ratio else "")
+    if strategy != OTLP_UNDERSCORE_WITH_SUFFIXES:
+        raise ValueError(f"unknown OTLP translation strategy {strategy!r}")
+    tokens = [p for p in _NOT_COMPLIANT.split(name) if p]  # normalizeName
+    main_t = "_".join(p for p in _NOT_COMPLIANT.split(main) if p)
+    per_t = "_".join(p for p in _NOT_COMPLIANT.split(per) if p).rstrip("_")
+    if main_t in tokens:
+        main_t = ""
+    if per_t == "per" or per_t in tokens:
+        per_t = ""
+    tokens += [t for t in (main_t, per_t) if t]
+    if counter:
+        tokens = [t for t in tokens if t != "total"] + ["total"]
+    if ratio:
+        tokens = [t for t in tokens if t != "ratio"] + ["ratio"]
+    out = "_".join(tokens)
+    return "_" + out if out[:1].isdigit() else out
 
 
 def prom_label(attribute_key: str) -> str:
