@@ -322,9 +322,9 @@ def _field_names(apis: list[PrometheusAPI], window: QueryWindow, options: DcgmOp
         except EndpointError:
             continue  # the range queries report the endpoint
         for name in sorted(found):
-            role = schema.dcgm_role_of(name)
-            if role is not None and name not in names:
-                names[name] = (role, schema.dcgm_unit_of_name(name))
+            found_role = schema.dcgm_role_of(name)
+            if found_role is not None and name not in names:
+                names[name] = (found_role, schema.dcgm_unit_of_name(name))
     if not names:
         names = {n: (schema.dcgm_role_of(n) or "used", None) for n in DCGM_FIELDS}
     generations = sorted(n for n in names if n not in DCGM_FIELDS)

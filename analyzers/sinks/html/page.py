@@ -12,6 +12,7 @@ from importlib import resources
 
 from stormotel.analyzers.locations import location_text
 from stormotel.analyzers.report import OomRank, Report
+from stormotel.analyzers.sinks.html import lead_strip
 from stormotel.analyzers.sinks.html.chart_data import ChartData, confidence_words, severity_words
 from stormotel.analyzers.summary import fmt_bytes, fmt_duration, fmt_time
 from stormotel.analyzers.timeline import RankIdentity, Timeline
@@ -82,12 +83,7 @@ def _verdict(report: Report) -> str:
 
 def _sections(timeline: Timeline, report: Report) -> str:
     origin = report.window_start_ns
-    parts = ["<h2>First cause: leader and followers</h2>", _table(
-        ("role", "rank", "confidence", "first rise", "lead", "rise", "identity"),
-        (("leader" if i == 0 else "follower", s.rank, s.confidence,
-          fmt_time(s.first_spike_ns, origin), fmt_duration(s.lead_ns / 1e9),
-          fmt_bytes(s.delta_bytes), _located(report, timeline, s.rank))
-         for i, s in enumerate(report.cross_rank.first_cause_suspects)))]
+    parts = [lead_strip.section(report, lambda rank: _located(report, timeline, rank))]
     if report.cross_rank.notes:
         parts.append("<ul>" + "".join(f"<li>{escape(n)}</li>" for n in report.cross_rank.notes)
                      + "</ul>")
