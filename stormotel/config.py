@@ -149,7 +149,8 @@ class ExportConfig:
         if archive_dir is None and self.otlp_endpoint is None and port is None and \
                 not self.otlp_enabled(env):
             archive_dir = DEFAULT_ARCHIVE_DIR
-        fmt = self.archive_format or env.get(environment.ARCHIVE_FORMAT) or \
+        fmt = self.archive_format or environment.env_choice(
+            env, environment.ARCHIVE_FORMAT, schema.ARCHIVE_FORMATS) or \
             schema.ARCHIVE_FORMAT_DEFAULT
         if fmt not in schema.ARCHIVE_FORMATS:
             raise ValueError(f"archive_format={fmt!r} must be one of "

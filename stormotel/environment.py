@@ -5,9 +5,12 @@ A deployment configures a rank through its environment (a pod spec, an sbatch sc
 as through code, so a reader looking for "what does this variable do" or "which variables are
 there" has one module to open; docs/tracker.md lists the same set ("Environment variables", a
 test keeps the two in step). The rules are those of an OTel component: an argument given in code
-wins, then the variable, then the default; a bad value of our own variables is a one-line
-``ValueError`` before training starts, while a bad ``OTEL_*`` value the SDK would tolerate is a
-logged, counted fallback (the caller counts it). Launcher variables (torchrun, Slurm, Open MPI,
+wins, then the variable, then the default. Every ``STORMOTEL_*`` value is validated once, when
+the tracker is built (type, finiteness and a plausible range): a bad one is a clear warning and
+the default, because a deployment's environment must neither stop the training nor raise later
+inside ``step()``; a bad argument given in code is a one-line ``ValueError`` before training
+starts. A bad ``OTEL_*`` value the SDK would tolerate is a logged, counted fallback (the caller
+counts it). Launcher variables (torchrun, Slurm, Open MPI,
 Kubernetes downward API) describe the identity and stay with it (``stormotel.identity``,
 names in ``stormotel.schema``).
 
@@ -17,6 +20,7 @@ needs its instrument classes.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -25,11 +29,12 @@ from urllib.parse import urlparse
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.export import AggregationTemporality
 
-__all__ = ["ARCHIVE_FORMAT", "DEBUG", "JOB_ID", "LINGER_S", "PROMETHEUS_LINGER", "SAMPLER",
-           "SIM_EPOCH_NS", "SIM_FAULTS", "STALL_FLOOR_S", "STALL_MULTIPLE", "STALL_SNAPSHOTS",
-           "VARIABLES", "check_endpoint", "export_interval_ms", "exporters_selected",
+__all__ = ["ARCHIVE_FORMAT", "DEBUG", "JOB_ID", "LINGER_S", "MAX_SECONDS", "PROMETHEUS_LINGER",
+           "SAMPLER", "SIM_EPOCH_NS", "SIM_FAULTS", "STALL_FLOOR_S", "STALL_MULTIPLE",
+           "STALL_SNAPSHOTS", "VARIABLES", "check_endpoint", "env_choice", "env_epoch_ns",
+           "env_flag", "env_number", "export_interval_ms", "exporters_selected",
            "otlp_endpoint", "otlp_protocol", "otlp_signal_enabled", "otlp_timeout_s",
-           "prometheus_from_env", "seconds", "temporality_preference"]
+           "prometheus_from_env", "seconds", "temporality_preference", "warn_default"]
 
 # --- stormotel's own variables ---------------------------------------------------------------
 JOB_ID = "STORMOTEL_JOB_ID"
@@ -63,24 +68,100 @@ VARIABLES: dict[str, str] = {
 }
 
 
+#: The longest wait any setting may ask for (a day): far beyond any launcher's grace period
+#: or stall deadline, far below what the platform's timers overflow on (faulthandler and
+#: ``threading`` refuse timeouts near 2**63 ns; ``1e10`` s raised ``OverflowError`` inside
+#: ``tracker.step()``).
+MAX_SECONDS = 86_400.0
+
+log = logging.getLogger("stormotel")
+
+
+def warn_default(var: str, raw: str, expected: str, default: object) -> None:
+    """A deployment's bad ``STORMOTEL_*`` value: one clear warning, then the default. The
+    variable comes from a pod spec or an sbatch script the training code does not control,
+    so it must neither stop the training nor fail later inside ``step()``."""
+    shown = raw if len(raw) <= 60 else raw[:57] + "..."
+    log.warning("stormotel: %s=%r is not %s; using the default (%s)", var, shown, expected,
+                default)
+
+
+def env_number(env: Mapping[str, str], var: str, default: float, low: float, high: float,
+               *, low_open: bool = False) -> float:
+    """``var`` as a finite number in ``[low, high]`` (``(low, high]`` with ``low_open``),
+    else ``default`` with :func:`warn_default`. Unset or blank: the default, silently."""
+    raw = env.get(var, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    above_low = value > low if low_open else value >= low
+    if not (above_low and value <= high):  # NaN fails both
+        bracket = "(" if low_open else "["
+        warn_default(var, raw, f"a number in {bracket}{low:g}, {high:g}]", f"{default:g}")
+        return default
+    return value
+
+
 def seconds(value: float | None, name: str, env: Mapping[str, str], var: str,
             default: float) -> float:
-    """A number of seconds >= 0: the argument (``name``), else ``var``, else ``default``; a bad
-    value raises a one-line ``ValueError`` naming where it came from."""
-    source = name
+    """A number of seconds in [0, :data:`MAX_SECONDS`]: the argument (``name``; a bad one is
+    a one-line ``ValueError``: the code is wrong), else ``var`` (a bad one is a warning and
+    the default), else ``default``."""
     if value is None:
-        raw = env.get(var, "").strip()
-        if not raw:
-            return default
-        source = var
-        try:
-            value = float(raw)
-        except ValueError:
-            raise ValueError(f"{var}={raw!r} is not a number of seconds") from None
+        return env_number(env, var, default, 0.0, MAX_SECONDS)
     if isinstance(value, bool) or not isinstance(value, int | float) or \
-            not 0 <= value < math.inf:
-        raise ValueError(f"{source}={value!r} must be a number of seconds >= 0")
+            not 0 <= value <= MAX_SECONDS:
+        raise ValueError(f"{name}={value!r} must be a number of seconds in [0, {MAX_SECONDS:g}]")
     return float(value)
+
+
+def env_choice(env: Mapping[str, str], var: str, choices: tuple[str, ...]) -> str | None:
+    """``var`` when it is one of ``choices``; unset: None; anything else: a warning and None
+    (the caller's default)."""
+    raw = env.get(var, "").strip()
+    if not raw:
+        return None
+    if raw not in choices:
+        warn_default(var, raw, "one of " + ", ".join(choices), "unset")
+        return None
+    return raw
+
+
+def env_flag(env: Mapping[str, str], var: str, default: bool) -> bool:
+    """A yes/no variable (1/true/yes/on, 0/false/no/off); anything else: a warning and the
+    default."""
+    raw = env.get(var, "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    warn_default(var, raw, "one of 1/true/yes/on, 0/false/no/off", "on" if default else "off")
+    return default
+
+
+#: The epoch a simulated device may be given: from 1970 to 2262 (an int64 of nanoseconds).
+MAX_EPOCH_NS = 2**63 - 1
+
+
+def env_epoch_ns(env: Mapping[str, str]) -> int | None:
+    """``STORMOTEL_SIM_EPOCH_NS`` as an integer number of nanoseconds since 1970 that fits in
+    int64; unset: None; anything else: a warning and None (the device's own clock)."""
+    raw = env.get(SIM_EPOCH_NS, "").strip()
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= MAX_EPOCH_NS:
+        warn_default(SIM_EPOCH_NS, raw, "an integer number of ns in [0, 2**63)", "own clock")
+        return None
+    return value
 
 
 # --- the OTel specification's variables --------------------------------------------------------

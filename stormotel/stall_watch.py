@@ -30,6 +30,7 @@ import contextlib
 import faulthandler
 import json
 import logging
+import math
 import os
 import statistics
 import threading
@@ -53,6 +54,10 @@ MAX_SNAPSHOTS = 20
 MAX_PER_EPISODE = 3
 DEFAULT_MULTIPLE = 20.0
 DEFAULT_FLOOR_S = 20.0
+#: the largest multiple of the median step interval a deadline may be
+MAX_MULTIPLE = 10_000.0
+#: the longest deadline (a day): the C timer is armed with twice it, times 4 in an episode
+MAX_DEADLINE_S = environment.MAX_SECONDS
 
 
 @dataclass(frozen=True)
@@ -68,23 +73,27 @@ class StallSettings:
 def stall_settings(env: Mapping[str, str], enabled: bool | None, multiple: float | None,
                  floor_s: float | None, directory: str | os.PathLike[str] | None,
                  default_directory: Path) -> StallSettings:
-    """Arguments first, then ``STORMOTEL_STALL_*`` variables, then the defaults (on)."""
-    def number(value: float | None, var: str, default: float) -> float:
-        raw: object = value if value is not None else env.get(var) or default
+    """Arguments first (out of range: a one-line ``ValueError``), then ``STORMOTEL_STALL_*``
+    variables (out of range: a warning and the default), then the defaults (on). Both numbers
+    are bounded so the deadline they make can never overflow the C timer inside ``step()``."""
+    def number(value: float | None, var: str, default: float, low: float, high: float) -> float:
+        if value is None:
+            return environment.env_number(env, var, default, low, high, low_open=True)
         try:
-            out = float(raw)  # type: ignore[arg-type]
+            out = float(value)
         except (TypeError, ValueError):
-            raise ValueError(f"{var}={raw!r} must be a positive number") from None
-        if not 0 < out < float("inf"):
-            raise ValueError(f"{var}={raw!r} must be a positive number")
+            out = math.nan
+        if isinstance(value, bool) or not low < out <= high:
+            raise ValueError(f"{var}: {value!r} must be a number in ({low:g}, {high:g}]")
         return out
 
     if enabled is None:
-        enabled = env.get(environment.STALL_SNAPSHOTS, "1").strip().lower() not in (
-            "0", "false", "no", "off")
+        enabled = environment.env_flag(env, environment.STALL_SNAPSHOTS, True)
     return StallSettings(bool(enabled),
-                       number(multiple, environment.STALL_MULTIPLE, DEFAULT_MULTIPLE),
-                       number(floor_s, environment.STALL_FLOOR_S, DEFAULT_FLOOR_S),
+                       number(multiple, environment.STALL_MULTIPLE, DEFAULT_MULTIPLE, 0.0,
+                              MAX_MULTIPLE),
+                       number(floor_s, environment.STALL_FLOOR_S, DEFAULT_FLOOR_S, 0.0,
+                              MAX_DEADLINE_S),
                        Path(directory) if directory is not None else default_directory)
 
 
@@ -103,7 +112,7 @@ class StallWatch:
     def __init__(self, directory: Path, header: dict[str, object], *,
                  multiple: float = DEFAULT_MULTIPLE, floor_s: float = DEFAULT_FLOOR_S,
                  on_snapshot: Callable[[StallSnapshot], None] | None = None) -> None:
-        if not (multiple > 0 and floor_s > 0):
+        if not (0 < multiple <= MAX_MULTIPLE and 0 < floor_s <= MAX_DEADLINE_S):
             raise ValueError(f"stall multiple={multiple!r} and floor={floor_s!r} must be > 0")
         self.directory = Path(directory)
         self.header = dict(header)
@@ -162,14 +171,15 @@ class StallWatch:
     def _arm_locked(self, now: float) -> None:
         if self._closed or self._written >= MAX_SNAPSHOTS:
             return
-        self._deadline_s = max(self.floor_s, self.multiple * statistics.median(self._intervals))
+        self._deadline_s = min(MAX_DEADLINE_S, max(
+            self.floor_s, self.multiple * statistics.median(self._intervals)))
         try:
             faulthandler.cancel_dump_traceback_later()  # before the header is rewritten
             fd = self._fd if self._fd is not None else self._open_pending()
             self._write_header(timeout_s=2 * self._deadline_s)
             faulthandler.dump_traceback_later(2 * self._deadline_s, repeat=False, file=fd,
                                               exit=False)
-        except (OSError, ValueError, RuntimeError) as e:
+        except (OSError, ValueError, RuntimeError, OverflowError) as e:
             log.warning("stormotel: stack snapshots disabled (%s: %s)", type(e).__name__, e)
             self._closed = True
             self._discard_pending()
@@ -263,7 +273,7 @@ class StallWatch:
             self._write_header(timeout_s=timeout)
             faulthandler.dump_traceback_later(timeout, repeat=False, file=fd, exit=False)
             self._armed_at = time.monotonic()
-        except (OSError, ValueError, RuntimeError) as e:
+        except (OSError, ValueError, RuntimeError, OverflowError) as e:
             log.debug("stormotel: next stack snapshot not armed: %s", e)
             self._discard_pending()
 

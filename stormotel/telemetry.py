@@ -457,6 +457,8 @@ class Telemetry:
         self.archive_files: tuple[Path, Path] | None = None
         self.prometheus_address: tuple[str, int] | None = None
         self._streams: list[ArchiveStream] = []
+        #: the archive's span processors: closed before any network destination at the stop
+        self._archive_span_processors: list[BatchSpanProcessor] = []
         self._prom_server: Any = None
         #: Scrapes of the pull endpoint, for the linger at the end (None: no endpoint).
         self.scrape_watch: ScrapeWatch | None = None
@@ -503,7 +505,7 @@ class Telemetry:
                                       lambda: FileMetricExporter(stream=m_stream.open()), fail,
                                       warned=warned, add=state.durations.view(attrs).add_to),
                 export_interval_millis=math.inf), on_sample=True, every=self._archive_every(cfg))
-            self.tracer_provider.add_span_processor(BatchSpanProcessor(
+            self._add_archive_spans(BatchSpanProcessor(
                 GuardedSpanExporter(schema.DEST_ARCHIVE,
                                     lambda: FileSpanExporter(stream=t_stream.open()), fail,
                                     warned=warned),
@@ -577,11 +579,15 @@ class Telemetry:
             on_drop=state.count_drop, limits=ArchiveLimits(batch_s=cfg.archive_interval_s or 1.0))
         self.archive_files = (dest.archive.current_file, traces_path)
         fail = state.count_export_failure
-        self.tracer_provider.add_span_processor(BatchSpanProcessor(
+        self._add_archive_spans(BatchSpanProcessor(
             GuardedSpanExporter(schema.DEST_ARCHIVE,
                                 lambda: FileSpanExporter(stream=t_stream.open()), fail,
                                 warned=warned),
             schedule_delay_millis=1000))
+
+    def _add_archive_spans(self, processor: BatchSpanProcessor) -> None:
+        self._archive_span_processors.append(processor)
+        self.tracer_provider.add_span_processor(processor)
 
     def _archive_every(self, cfg: ExportConfig) -> int:
         """``lines`` format: one line every this many samples (``archive_interval_s`` thins the
@@ -706,11 +712,39 @@ class Telemetry:
             return
         self.scrapes.wait_after(self._scrapes_at_stop, self._linger_s)
 
-    def shutdown(self, timeout_millis: int = 5_000) -> None:
-        """Record the clean-stop edge, give a scraper the chance to see it, then final export
-        of everything, and release files, sockets and threads. Never raises."""
+    def close_archive(self, timeout_millis: int = 5_000) -> None:
+        """Write everything the archive holds to disk and close it: its spans, its last
+        metrics line. Goes before any network destination, so a collector that black-holes
+        or refuses cannot keep a sample taken before the stop off the disk. Never raises."""
         self.mark_stopped()
-        self._linger()
+        with self._lock:
+            for processor in self._archive_span_processors:
+                try:
+                    processor.shutdown()  # exports its queue to the file, then closes
+                except Exception as e:
+                    log.debug("stormotel: archive span shutdown failed: %s", e)
+            for dest in self.destinations:
+                if dest.name != schema.DEST_ARCHIVE:
+                    continue
+                if dest.archive is not None:
+                    dest.archive.close()
+                if dest.on_sample and dest.pending:  # samples since the last line: write it
+                    self._collect(dest, timeout_millis)
+                try:
+                    dest.provider.shutdown(timeout_millis=timeout_millis)
+                except Exception as e:
+                    log.debug("stormotel: %s shutdown failed: %s", dest.name, e)
+            self.destinations = [d for d in self.destinations if d.name != schema.DEST_ARCHIVE]
+            for stream in self._streams:
+                stream.close()
+
+    def shutdown(self, timeout_millis: int = 5_000, linger: bool = True) -> None:
+        """Record the clean-stop edge, close the archive (:meth:`close_archive`), give a
+        scraper the chance to see the edge (``linger``), then final export of everything else,
+        and release files, sockets and threads. Never raises."""
+        self.close_archive(timeout_millis)
+        if linger:
+            self._linger()
         with self._lock:
             try:
                 self.tracer_provider.shutdown()

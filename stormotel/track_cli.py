@@ -317,7 +317,8 @@ def _no_export_succeeded(telemetry: Telemetry | None, stats: dict[str, Any],
     if successes.get(schema.DEST_OTLP, 0) > 0:
         return 0
     hint = telemetry.otlp_failure_hint() if telemetry is not None else ""
-    print(f"stormotel track: error: no OTLP export succeeded ({failed} failed)"
+    what = f"{failed} failed" if failed else "none answered within the stop's bound"
+    print(f"stormotel track: error: no OTLP export succeeded ({what})"
           + (f"; {hint}" if hint else "; is the collector reachable at that endpoint?"),
           file=sys.stderr)
     return exitcodes.SINK_FAILURE

@@ -58,6 +58,7 @@ from stormotel.exporters import install_log_once
 from stormotel.fr_dump import dump_in_background
 from stormotel.identity import Identity, resolve_identity
 from stormotel.ring import RingBuffer
+from stormotel.samplers import SAMPLERS as SAMPLER_NAMES
 from stormotel.samplers import Sample, Sampler, make_sampler
 from stormotel.stall_watch import StallSnapshot, StallWatch, stall_settings
 from stormotel.stormlog_api import MemoryWatchdog, StormlogTrackerAPI, stormlog_arguments
@@ -233,7 +234,8 @@ class MemoryTracker(StormlogTrackerAPI):
         ident = cfg.identity
         identity = resolve_identity(ident.job_id, ident.rank, ident.local_rank,
                                     ident.world_size, ident.host, env=self._env)
-        sampler = sampler if sampler is not None else self._env.get(environment.SAMPLER) or "cuda"
+        sampler = sampler if sampler is not None else environment.env_choice(
+            self._env, environment.SAMPLER, SAMPLER_NAMES) or "cuda"
         if isinstance(sampler, bool):
             raise TypeError(f"sampler={sampler!r} is not a sampler")
         if isinstance(sampler, str):
@@ -267,8 +269,10 @@ class MemoryTracker(StormlogTrackerAPI):
             else bool(st.enabled), st.multiple, st.floor_s, st.directory,
             Path(archive_dir if archive_dir is not None else DEFAULT_STACKS_DIR)
             / self.identity.job_id / schema.STACKS_DIR)
-        # The linger for a last scrape comes on top of the final export's own bound.
+        # The linger for a last scrape comes on top of the final export's own bound (only
+        # while a Prometheus endpoint is serving: see ``_stop_bound_s``).
         self.shutdown_timeout = export.shutdown_timeout_s + (export.prometheus_linger_s or 0.0)
+        self._final_export_s = export.shutdown_timeout_s
         self.linger_after_event_s = export.linger_after_event_s or 0.0
         self.handle_sigterm = export.handle_sigterm
 
@@ -393,9 +397,8 @@ class MemoryTracker(StormlogTrackerAPI):
         with self._lifecycle:
             if self._thread is None:
                 return
-            deadline = time.monotonic() + self.shutdown_timeout
             self._stop.set()
-            self._thread.join(timeout=self.shutdown_timeout / 2)
+            self._thread.join(timeout=self._final_export_s / 2)
             sampler_stuck = self._thread.is_alive()
             self._thread = None
             atexit.unregister(self._stop_at_exit)
@@ -410,7 +413,7 @@ class MemoryTracker(StormlogTrackerAPI):
                     log.debug("stormotel: final sample failed: %s", e)
             else:
                 self._warn_once("stuck", "stormotel: the sampler did not return within %.1f s; "
-                                "stopping without a final sample", self.shutdown_timeout / 2)
+                                "stopping without a final sample", self._final_export_s / 2)
             if _uncaught is not None and self._oom_mono is None and is_oom_error(_uncaught):
                 # An uncaught OOM no counter showed (e.g. nvml): the OOM event, with its dump.
                 with contextlib.suppress(Exception):
@@ -418,21 +421,32 @@ class MemoryTracker(StormlogTrackerAPI):
             self.stormlog.lifecycle("stop", self.state.latest, "Memory tracking stopped")
             if self.telemetry is not None:
                 self.telemetry.mark_stopped()  # the scrape the linger waits for reads it too
+            lingered = False
             if linger is not False and (linger or self._oom_unscraped()):
                 # After SIGTERM or a failure the final state is what must be read; else the
                 # OOM (a scrape of it may be finishing right now: it counts once it is sent).
-                self._linger(time.monotonic() if linger or self._oom_mono is None
-                             else self._oom_mono)
-                deadline = time.monotonic() + self.shutdown_timeout  # the export's own bound
+                lingered = self._linger(time.monotonic() if linger or self._oom_mono is None
+                                        else self._oom_mono)
             session, self._session = self._session, None
             telemetry = self.telemetry
             sampler = self.sampler
+            bound = self._stop_bound_s(lingered)
+            deadline = time.monotonic() + bound
+            archived = threading.Event()
 
             def finish() -> None:
-                if session is not None:
-                    session.end()
-                if telemetry is not None:
-                    telemetry.shutdown(timeout_millis=int(self.shutdown_timeout * 1000))
+                timeout_ms = int(self._final_export_s * 1000)
+                try:
+                    if session is not None:
+                        session.end()
+                    if telemetry is not None:
+                        # The archive first: whatever the network destinations do, every
+                        # sample taken before the stop is on disk.
+                        telemetry.close_archive(timeout_millis=timeout_ms)
+                        archived.set()
+                        telemetry.shutdown(timeout_millis=timeout_ms, linger=not lingered)
+                finally:
+                    archived.set()
                 if not sampler_stuck:
                     with contextlib.suppress(Exception):
                         sampler.close()
@@ -441,9 +455,20 @@ class MemoryTracker(StormlogTrackerAPI):
             worker.start()
             worker.join(max(0.0, deadline - time.monotonic()))
             if worker.is_alive():
-                self._warn_once("shutdown", "stormotel: final export did not finish within "
+                self._warn_once("shutdown", "stormotel: the final %s did not finish within "
                                 "%.1f s (collector unreachable?); continuing without it",
-                                self.shutdown_timeout)
+                                "export" if archived.is_set() else "archive write", bound)
+
+    def _stop_bound_s(self, lingered: bool) -> float:
+        """How long the stop waits for the final write and export (after the sampler's own
+        half of ``shutdown_timeout_s``): ``shutdown_timeout_s``, plus the last-scrape linger
+        only while a Prometheus endpoint serves and no event linger has already waited for a
+        scrape. A collector that black-holes or refuses never adds to it (docs/tracker.md
+        "Stopping")."""
+        telemetry = self.telemetry
+        serving = telemetry is not None and telemetry.scrape_watch is not None
+        extra = self.shutdown_timeout - self._final_export_s
+        return self._final_export_s + (extra if serving and not lingered else 0.0)
 
     # -- the end after an event: push, and linger until scraped ---------------------------
     def _stop_at_exit(self) -> None:
@@ -475,37 +500,41 @@ class MemoryTracker(StormlogTrackerAPI):
                                              name="stormotel-push", daemon=True)
         self._push_thread.start()
 
-    def _linger(self, after_mono: float) -> None:
+    def _linger(self, after_mono: float) -> bool:
         """Push the final state now, then keep the Prometheus endpoint serving until a scrape
-        that began after ``after_mono`` has been served, at most ``linger_after_event_s``.
+        that began after ``after_mono`` has been served, at most ``linger_after_event_s``;
+        True when it waited for a scrape.
 
-        No wait without an endpoint, with the linger off (0), or when the endpoint has never
-        been scraped though it has been up longer than the linger (nobody scrapes it)."""
+        No wait (and no early push: the stop's own final export pushes, within its bound)
+        without an endpoint, with the linger off (0), or when the endpoint has never been
+        scraped though it has been up longer than the linger (nobody scrapes it)."""
         telemetry = self.telemetry
-        if telemetry is None:
-            return
+        if telemetry is None or telemetry.scrape_watch is None:
+            return False
         limit = self.linger_after_event_s
+        if limit <= 0:
+            return False
         deadline = time.monotonic() + limit
         timeout_ms = int(max(self.shutdown_timeout, 1.0) * 1000)
         pusher = threading.Thread(target=telemetry.flush, args=(timeout_ms,),
                                   name="stormotel-push", daemon=True)
         pusher.start()
         watch = telemetry.scrape_watch
-        if watch is not None and limit > 0:
-            up_s = time.monotonic() - self._started_mono
-            if watch.count == 0 and up_s > limit:
-                log.info("stormotel: the Prometheus endpoint was never scraped in %.0f s; not "
-                         "waiting for a scrape", up_s)
-            elif watch.wait_served(after_mono, limit):
-                log.info("stormotel: the final state was scraped; stopping")
-            else:
-                self._warn_once("linger", "stormotel: no Prometheus scrape within %.1f s of the "
-                                "end (linger_after_event_s / %s); the last values may be "
-                                "missing from the TSDB", limit, environment.LINGER_S)
-        # The push shares the linger's bound when there is a scrape to wait for; else it has
-        # the stop's own (no Prometheus endpoint: nothing to linger for).
-        pusher.join(max(0.0, deadline - time.monotonic()) if watch is not None and limit > 0
-                    else self.shutdown_timeout)
+        waited = True
+        up_s = time.monotonic() - self._started_mono
+        if watch.count == 0 and up_s > limit:
+            log.info("stormotel: the Prometheus endpoint was never scraped in %.0f s; not "
+                     "waiting for a scrape", up_s)
+            waited = False
+        elif watch.wait_served(after_mono, limit):
+            log.info("stormotel: the final state was scraped; stopping")
+        else:
+            self._warn_once("linger", "stormotel: no Prometheus scrape within %.1f s of the "
+                            "end (linger_after_event_s / %s); the last values may be "
+                            "missing from the TSDB", limit, environment.LINGER_S)
+        # The push shares the linger's bound.
+        pusher.join(max(0.0, deadline - time.monotonic()))
+        return waited
 
     # -- process events: fork and SIGTERM -------------------------------------------------
     def _disarm_after_fork(self) -> None:
@@ -817,7 +846,15 @@ class MemoryTracker(StormlogTrackerAPI):
     def _progress(self) -> None:
         stall = self._stall
         if stall is not None:
-            stall.progress()
+            try:
+                stall.progress()
+            except Exception as e:  # the training loop must never see the watch fail
+                self._stall = None
+                with contextlib.suppress(Exception):
+                    stall.close()
+                self._warn_once("stall", "stormotel: stack snapshots disabled (%s: %s)",
+                                type(e).__name__, e)
+                return
             if self.state.stalled:
                 self.state.stalled = False
 

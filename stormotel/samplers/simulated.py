@@ -45,15 +45,15 @@ class SimulatedSampler:
                  gap_bytes: int = 512 * MiB, gpu_uuid: str | None = None,
                  clock_ns: Callable[[], int] = time.time_ns) -> None:
         if faults is None:
-            faults = os.environ.get(environment.SIM_FAULTS, "")
+            faults = _env_faults()
         if isinstance(faults, str) or (faults and isinstance(faults[0], str)):
             self.faults: tuple[Fault, ...] = parse_faults(faults)  # type: ignore[arg-type]
         else:
             self.faults = tuple(faults)  # type: ignore[arg-type]
         if epoch_ns is None:
-            env_epoch = os.environ.get(environment.SIM_EPOCH_NS, "").strip()
-            epoch_ns = int(env_epoch) if env_epoch else clock_ns()
-            shared_epoch = bool(env_epoch)
+            env_epoch = environment.env_epoch_ns(os.environ)
+            epoch_ns = env_epoch if env_epoch is not None else clock_ns()
+            shared_epoch = env_epoch is not None
         else:
             shared_epoch = False
         self.rank = rank
@@ -173,3 +173,17 @@ class SimulatedSampler:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+def _env_faults() -> str:
+    """``STORMOTEL_SIM_FAULTS``, checked once: a spec that does not parse is a warning and no
+    faults (a deployment's variable never stops the run; ``--fault`` given on the command line
+    is checked as a usage error instead)."""
+    raw = os.environ.get(environment.SIM_FAULTS, "")
+    if raw.strip():
+        try:
+            parse_faults(raw)
+        except ValueError as e:
+            environment.warn_default(environment.SIM_FAULTS, raw, f"a fault spec ({e})", "none")
+            return ""
+    return raw

@@ -5,7 +5,9 @@ every ``STORMOTEL_*`` variable named once (stormotel/environment.py) and documen
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
+import logging
 import re
 import warnings
 from pathlib import Path
@@ -167,13 +169,38 @@ def test_the_environment_decides_what_the_code_leaves_open(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("var", [environment.LINGER_S, environment.PROMETHEUS_LINGER,
-                                 environment.ARCHIVE_FORMAT, environment.STALL_FLOOR_S])
-def test_a_bad_variable_is_a_one_line_error_naming_it(var: str, tmp_path: Path) -> None:
-    with pytest.raises(ValueError) as info:
-        MemoryTracker(sampler="simulated", env={var: "soon"},
-                      export=ExportConfig(archive_dir=tmp_path))
-    text = str(info.value)
-    assert "\n" not in text and (var in text or "archive_format='soon'" in text)
+                                 environment.ARCHIVE_FORMAT, environment.STALL_FLOOR_S,
+                                 environment.STALL_MULTIPLE, environment.STALL_SNAPSHOTS])
+def test_a_bad_variable_is_a_one_line_warning_naming_it_and_the_default(
+        var: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A deployment's environment never stops the training: the default, and one line."""
+    with caplog.at_level(logging.WARNING, logger="stormotel"):
+        t = MemoryTracker(sampler="simulated", env={var: "soon"},
+                          export=ExportConfig(archive_dir=tmp_path))
+    lines = [r.getMessage() for r in caplog.records if var in r.getMessage()]
+    assert len(lines) == 1 and "\n" not in lines[0] and "'soon'" in lines[0] \
+        and "using the default" in lines[0]
+    cfg = t.export_config
+    assert (cfg.linger_after_event_s, cfg.prometheus_linger_s, cfg.archive_format) == (
+        schema.LINGER_AFTER_EVENT_S_DEFAULT, 0.0, schema.ARCHIVE_FORMAT_DEFAULT)
+    assert (t.stall_config.enabled, t.stall_config.floor_s, t.stall_config.multiple) == (
+        True, 20.0, 20.0)
+
+
+def test_an_unknown_sampler_variable_is_a_warning_then_cuda(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from stormotel.samplers import SamplerUnavailable
+
+    with caplog.at_level(logging.WARNING, logger="stormotel"), \
+            contextlib.suppress(SamplerUnavailable):  # no GPU here: cuda's own one-line error
+        MemoryTracker(env={environment.SAMPLER: "soon"}, export=ExportConfig(archive_dir="x"))
+    assert f"{environment.SAMPLER}='soon' is not one of cuda, nvml, simulated" in caplog.text
+
+
+def test_a_bad_argument_in_code_is_still_a_one_line_error() -> None:
+    with pytest.raises(ValueError, match="linger_after_event_s"):
+        MemoryTracker(sampler="simulated", env={},
+                      export=ExportConfig(linger_after_event_s=1e12))
 
 
 def _string_constants(path: Path) -> list[tuple[int, str]]:

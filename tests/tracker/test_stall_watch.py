@@ -5,13 +5,14 @@ never call step()/mark()."""
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 
 import pytest
 from stormotel.analyzers.stalls.stacks import analyze_stacks, find_snapshot_files, parse_snapshot
 
-from stormotel import MemoryTracker, environment, schema
+from stormotel import ExportConfig, MemoryTracker, StallConfig, environment, schema, stall_watch
 
 
 def _tracker(tmp_path: Path, **kw: object) -> MemoryTracker:
@@ -77,10 +78,41 @@ def test_switched_off_by_the_environment(tmp_path: Path) -> None:
     assert _files(tmp_path) == []
 
 
-def test_bad_settings_are_a_clear_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("var", "raw"), [
+    (environment.STALL_FLOOR_S, "soon"), (environment.STALL_FLOOR_S, "1e10"),
+    (environment.STALL_FLOOR_S, "nan"), (environment.STALL_FLOOR_S, "-3"),
+    (environment.STALL_MULTIPLE, "1e12"), (environment.STALL_MULTIPLE, "inf"),
+    (environment.STALL_MULTIPLE, "0")])
+def test_a_bad_variable_is_a_warning_and_the_default(
+        tmp_path: Path, var: str, raw: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A deployment's bad value never stops the training and never raises inside step()
+    (1e10 s used to overflow faulthandler's timer there)."""
+    with caplog.at_level(logging.WARNING, logger="stormotel"):
+        t = MemoryTracker(sampler="simulated", archive_dir=tmp_path, rank=0, world_size=1,
+                          env={var: raw})
+    assert f"{var}={raw!r} is not a number" in caplog.text
+    assert (t.stall_config.floor_s, t.stall_config.multiple) == (
+        stall_watch.DEFAULT_FLOOR_S, stall_watch.DEFAULT_MULTIPLE)
+    with t:
+        _steps(t, 6)  # arms the C timer with the default deadline
+
+
+def test_a_bad_argument_in_code_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="STORMOTEL_STALL_FLOOR_S"):
-        MemoryTracker(sampler="simulated", archive_dir=tmp_path, rank=0, world_size=1,
-                      env={environment.STALL_FLOOR_S: "soon"})
+        MemoryTracker(sampler="simulated", rank=0, world_size=1,
+                      export=ExportConfig(archive_dir=tmp_path), stall=StallConfig(floor_s=1e10))
+
+
+def test_a_long_rhythm_times_a_large_multiple_never_overflows_the_timer(tmp_path: Path) -> None:
+    watch = stall_watch.StallWatch(tmp_path, {"rank": 0}, multiple=stall_watch.MAX_MULTIPLE,
+                                   floor_s=stall_watch.MAX_DEADLINE_S)
+    watch._intervals.extend([1e9] * 4)  # hours-long steps: 1e13 s before the clamp
+    watch._last = time.monotonic()
+    try:
+        watch.progress()
+        assert watch.deadline_s == stall_watch.MAX_DEADLINE_S
+    finally:
+        watch.close()
 
 
 def _snapshot(path: Path, rank: int, frames: list[tuple[str, int, str]], *,
