@@ -1,0 +1,133 @@
+"""Round three of the red-team corpus, the tracker's side: an OTLP collector that black-holes or
+refuses must not hold the stop (the pod's 30 s grace, docs/tracker.md "Stopping"), every sample
+taken before the signal is on disk, and a deployment's bad ``STORMOTEL_*`` value never crashes
+``stormotel track``. Each case runs the real command in a subprocess and is judged by what it
+leaves: the exit code, stderr, the archive."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from stormotel import exitcodes
+from tests.hostile.harness import ROOT, assert_clean, run_bounded
+from tests.tracker.otlp_util import metrics_requests, samples_archived
+
+#: What the stop may take after SIGTERM (3 s by the docs' bound) on a busy two-core machine;
+#: it took 24 s before the archive went first and the Prometheus linger left the bound.
+SIGTERM_EXIT_S = 8.0
+
+
+@contextlib.contextmanager
+def black_hole() -> Iterator[int]:
+    """A TCP listener that accepts every connection and never answers (a collector whose
+    process hangs, a proxy that swallows requests)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                held.append(server.accept()[0])
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join(5)
+        for conn in held:
+            conn.close()
+        server.close()
+
+
+def refused_port() -> int:
+    """A port nobody listens on: bound, then closed (connection refused)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _flushed(stderr: str) -> int:
+    found = re.findall(r"flushed (\d+) samples", stderr)
+    assert found, stderr[-2000:]
+    return int(found[-1])
+
+
+@pytest.mark.parametrize(("where", "protocol"), [("black_hole", "http/protobuf"),
+                                                 ("black_hole", "grpc"),
+                                                 ("refused", "http/protobuf")])
+def test_duration_ends_within_the_bound_whatever_the_collector_does(
+        tmp_path: Path, where: str, protocol: str) -> None:
+    with contextlib.ExitStack() as stack:
+        port = stack.enter_context(black_hole()) if where == "black_hole" else refused_port()
+        run = run_bounded("track", "--sampler", "simulated", "--duration", "3",
+                          "--interval", "0.05", "--job-id", "bh", "--archive", str(tmp_path),
+                          "--otlp-endpoint", f"http://127.0.0.1:{port}",
+                          "--otlp-protocol", protocol, timeout=60)
+    # 3 s of tracking + start-up + the 3 s bound; it took 16-24 s before
+    assert_clean(run, exitcodes.SINK_FAILURE, message="no OTLP export succeeded",
+                 within_s=3 + 9)
+    assert samples_archived(metrics_requests(tmp_path / "bh", 0)) == _flushed(run.stderr)
+
+
+def _track(archive: Path, port: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "stormotel", "track", "--sampler", "simulated",
+         "--interval", "0.05", "--job-id", "sig", "--archive", str(archive),
+         "--otlp-endpoint", f"http://127.0.0.1:{port}"],
+        cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+
+
+def test_repeated_sigterms_each_exit_in_seconds_and_lose_no_sample(tmp_path: Path) -> None:
+    """Three runs of one job into one archive, each stopped by SIGTERM while its collector
+    black-holes: each exits within the bound, and the archive holds exactly the samples the
+    three runs said they took (no sample lost, none counted twice, across stops)."""
+    total = 0
+    with black_hole() as port:
+        for _ in range(3):
+            proc = _track(tmp_path, port)
+            time.sleep(2.5)
+            proc.send_signal(signal.SIGTERM)
+            sent = time.monotonic()
+            _, err = proc.communicate(timeout=60)
+            took = time.monotonic() - sent
+            assert took < SIGTERM_EXIT_S, f"took {took:.1f}s after SIGTERM\n{err[-2000:]}"
+            assert "Traceback" not in err and "internal error" not in err, err[-2000:]
+            # SIGTERM is the orderly stop; the collector that received nothing still fails it
+            assert proc.returncode == exitcodes.SINK_FAILURE, err[-2000:]
+            total += _flushed(err)
+    assert samples_archived(metrics_requests(tmp_path / "sig", 0)) == total
+
+
+@pytest.mark.parametrize(("var", "raw"), [
+    ("STORMOTEL_STALL_FLOOR_S", "1e10"), ("STORMOTEL_STALL_MULTIPLE", "1e12"),
+    ("STORMOTEL_STALL_FLOOR_S", "nan"), ("STORMOTEL_STALL_MULTIPLE", "inf"),
+    ("STORMOTEL_STALL_FLOOR_S", "-5"), ("STORMOTEL_LINGER_S", "garbage"),
+    ("STORMOTEL_LINGER_S", "1e400"), ("STORMOTEL_ARCHIVE_FORMAT", "xml"),
+    ("STORMOTEL_STALL_SNAPSHOTS", "maybe"), ("STORMOTEL_SIM_EPOCH_NS", "99999999999999999999"),
+    ("STORMOTEL_SIM_FAULTS", "rank=0:melt@t=1s")])
+def test_a_bad_setting_is_a_warning_and_track_runs(tmp_path: Path, var: str, raw: str) -> None:
+    """The simulated rank steps once a second for 5 s: the stall watch arms from its rhythm."""
+    run = run_bounded("track", "--sampler", "simulated", "--duration", "5", "--interval",
+                      "0.1", "--archive", str(tmp_path), "--job-id", "env",
+                      env={var: raw}, timeout=60)
+    assert_clean(run, exitcodes.OK, within_s=40)
+    warned = [ln for ln in run.stderr.splitlines() if var in ln]
+    assert len(warned) == 1 and "using the default" in warned[0], run.stderr[-2000:]
+    assert samples_archived(metrics_requests(tmp_path / "env", 0)) == _flushed(run.stderr) > 0
