@@ -35,22 +35,31 @@ def positive_duration(text: str) -> float:
     return seconds
 
 
+#: The last instant an int64 of nanoseconds holds (2262-04-11): every timestamp the analyzer
+#: keeps is int64 ns, so a time past it is a usage error, not an overflow deep inside.
+MAX_TIME_NS = 2**63 - 1
+
+
 def parse_time(text: str) -> int:
-    """RFC 3339 (``2026-11-21T05:00:00Z``) or unix seconds → ns since the epoch."""
+    """RFC 3339 (``2026-11-21T05:00:00Z``) or unix seconds → ns since the epoch, between 1970
+    and 2262 (int64 ns); anything else is a usage error naming the value."""
     s = text.strip()
+    bad = argparse.ArgumentTypeError(
+        f"{text!r} is not a time (use RFC 3339 like 2026-11-21T05:00:00Z, or unix seconds "
+        "between 0 and 9223372036)")
     try:
-        return round(float(s) * 1e9)
+        seconds = float(s)
     except ValueError:
-        pass
-    try:
-        dt = datetime.fromisoformat(s.replace("Z", "+00:00"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a time (use RFC 3339 like 2026-11-21T05:00:00Z, or unix "
-            "seconds)") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return round(dt.timestamp() * 1e9)
+        try:
+            dt = datetime.fromisoformat(s.replace("Z", "+00:00"))
+        except ValueError:
+            raise bad from None
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=UTC)
+        seconds = dt.timestamp()
+    if not 0 <= seconds * 1e9 < MAX_TIME_NS:  # NaN and inf fail too
+        raise bad
+    return round(seconds * 1e9)
 
 
 def add_job_arguments(parser: argparse.ArgumentParser, *, include_job_id: bool = True) -> None:

@@ -42,14 +42,23 @@ def read_dump(path: Path) -> OomDump:
         raise ValueError(f"{path}: header has no rank") from None
     last = rows[-1] if rows and isinstance(rows[-1], dict) else {}
     t = last.get("timestamp_ns") or head.get("written_ns")
-    if not isinstance(t, int):
+    if not isinstance(t, int) or isinstance(t, bool):
         raise ValueError(f"{path}: no sample time and no written_ns")
+    if not 0 < t < 2**63:  # every timestamp the analyzer keeps is int64 ns
+        raise ValueError(f"{path}: sample time {t} is not a time in int64 ns")
     interval = head.get("sampling_interval_s")
     return OomDump(str(path), rank, t,
-                   float(interval) if isinstance(interval, int | float) else None,
-                   {k: (float(v) if isinstance(v, int | float) else None)
+                   float(interval) if _plausible(interval, 86_400.0) else None,
+                   {k: (float(v) if _plausible(v, 2.0**63) else None)
                     for k in _LAST_FIELDS for v in [last.get(k)]},
                    str(head.get("error", ""))[:300], str(head.get("context", "")))
+
+
+def _plausible(value: object, high: float) -> bool:
+    """A number read from a dump is used only when finite and in ``[0, high]`` (bytes below
+    2**63, an interval up to a day); anything else is read as absent."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and \
+        0 <= float(value) <= high
 
 
 def dump_paths(timeline: Timeline, extra: list[str] | None = None) -> list[Path]:
