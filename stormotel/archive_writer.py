@@ -45,7 +45,7 @@ from typing import Any
 import msgspec
 
 from stormotel import schema
-from stormotel.archive_cols import COLUMN_METRICS, ColumnsFile, cols_path_for
+from stormotel.archive_cols import COLUMN_METRICS, ColumnsFile, cols_path_for, new_json_digest
 from stormotel.samplers.base import Sample
 
 __all__ = ["PER_SAMPLE_GAUGES", "PER_SAMPLE_NAMES", "ArchiveLimits", "CompactArchiveWriter",
@@ -129,6 +129,8 @@ class _ZstdFile:
         self.opened = time.monotonic()
         self.size = 0
         self.tail = b""  # the last bytes written (a companion frame names them)
+        #: (algorithm, hasher) of the bytes written since the companion's last frame
+        self.digest = new_json_digest()
         self.lines = 0  # lines since the frame began
         self._flush_block = zstandard.COMPRESSOBJ_FLUSH_BLOCK
         self._cctx = zstandard.ZstdCompressor(level=level)
@@ -139,6 +141,12 @@ class _ZstdFile:
         os.write(self._fd, out)
         self.size += len(out)
         self.tail = (self.tail + out)[-64:]
+        self.digest[1].update(out)
+
+    def take_digest(self) -> tuple[str, Any]:
+        """The digest of the bytes since the last call (a companion frame covers them)."""
+        out, self.digest = self.digest, new_json_digest()
+        return out
 
     def write(self, data: bytes) -> None:
         if self._z is None:
@@ -315,10 +323,11 @@ class CompactArchiveWriter:
         if out is None or out.lines == 0:
             return
         out.end_frame()
+        digest = out.take_digest()
         if cols is None or cols.broken:
             return
         try:
-            cols.frame(out.size, out.tail[-16:], self._resource_json)
+            cols.frame(out.size, out.tail[-16:], self._resource_json, digest)
         except Exception as e:  # the JSON stays whole; readers take the rest from it
             self._fail(e)
 

@@ -10,10 +10,16 @@ order, so the Timeline is the same.
 
 Nothing here trusts the companion: it must parse (:func:`~stormotel.archive_cols.parse_frame`),
 name this file's rank and number, and its frames must tile the JSON file from byte 0 with the
-JSON's own bytes at each end (``json_tail``) and a zstd frame starting at each. Anything else
-returns ``False`` having recorded nothing, with a counted note (``unusable_columns``), and the
-caller reads the whole JSON file as before. A companion from another format version is read
-the same way, without a note.
+JSON's own bytes at each end (``json_tail``) and a zstd frame starting at each; and each frame's
+digest must match the one computed here from the JSON file's compressed bytes it covers and the
+frame itself (:func:`~stormotel.archive_cols.frame_digest`: a hash of compressed bytes, no
+inflate). The JSON is the archive of record in fact: a companion whose values, timestamps,
+sample count or encoding were changed after it was written does not match and is not read.
+Anything else returns ``False`` having recorded nothing, with a counted note
+(``unusable_columns``), and the caller reads the whole JSON file as before. A format-1
+companion (written before the digest) cannot be checked without inflating the JSON: the JSON
+is read, with a counted note (``unbound_columns``). A companion from another (newer) format
+version is read the same way, without a note.
 """
 
 from __future__ import annotations
@@ -34,7 +40,9 @@ from stormotel.archive_cols import (
     Frame,
     FrameError,
     OtherVersion,
+    Unbound,
     cols_path_for,
+    frame_digest,
     parse_frame,
 )
 
@@ -56,6 +64,14 @@ def companion_of(path: Path) -> Path | None:
 
 class _Unusable(Exception):
     """The companion cannot be used for this file; the message says why (for the note)."""
+
+    reason = "unusable_columns"
+
+
+class _Unbound(_Unusable):
+    """A format-1 companion: no digest binds it to its JSON, so it is not used."""
+
+    reason = "unbound_columns"
 
 
 def _frames(raw: bytes, limit: int) -> list[bytes]:
@@ -96,7 +112,7 @@ def read_with_companion(reader: OtlpFileReader, path: Path, cols_path: Path, lim
     try:
         plan = _plan(path, cols_path, limit, ctx.job_id)
     except _Unusable as exc:
-        ctx.skip("unusable_columns", str(cols_path), f"{exc}; the JSON file was read instead")
+        ctx.skip(exc.reason, str(cols_path), f"{exc}; the JSON file was read instead")
         return False
     except OSError as exc:
         ctx.skip("unusable_columns", str(cols_path),
@@ -139,6 +155,8 @@ def _plan(path: Path, cols_path: Path, limit: int, job_id: str | None
     for i, content in enumerate(contents, start=1):
         try:
             frame = parse_frame(content)
+        except Unbound as exc:
+            raise _Unbound(f"frame {i}: {exc}") from None
         except OtherVersion:
             if i == 1:
                 return None  # another writer's format: the JSON, without a note
@@ -175,12 +193,20 @@ def _plan(path: Path, cols_path: Path, limit: int, job_id: str | None
                 raise _Unusable(f"frame {i} covers JSON bytes {h.json_start}-{h.json_end}, "
                                 f"expected from {expect} within {size}")
             fh.seek(h.json_start)
-            if fh.read(4) != _ZSTD_MAGIC:
+            covered = fh.read(h.json_end - h.json_start)
+            if covered[:4] != _ZSTD_MAGIC:
                 raise _Unusable(f"frame {i}: no zstd frame at JSON byte {h.json_start}")
-            fh.seek(h.json_end - 16)
-            if fh.read(16).hex() != h.json_tail:
+            if covered[-16:].hex() != h.json_tail:
                 raise _Unusable(f"frame {i}: the JSON file's bytes before {h.json_end} differ "
                                 "(not this file's companion)")
+            digest = frame_digest(covered, f)
+            if digest is None:
+                raise _Unusable(f"frame {i}: its digest {h.digest_alg} cannot be computed here "
+                                "(pip install xxhash)")
+            if digest != h.digest:
+                raise _Unusable(f"frame {i} disagrees with the JSON bytes {h.json_start}-"
+                                f"{h.json_end} it covers (digest mismatch: its samples are not "
+                                "the JSON's)")
             expect = h.json_end
         fh.seek(expect)
         tail = fh.read(limit + 1)
