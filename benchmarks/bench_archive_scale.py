@@ -50,7 +50,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 #: Bumped when the generated data changes, so a cached archive of the old shape is not reused.
-GEN_VERSION = 2  # 2: written with the columnar companion (.metrics.cols.zst)
+GEN_VERSION = 3  # 2: with the columnar companion; 3: its frames carry the digest (format 2)
 JOB_ID = "scale-bench"
 MIB = 2**20
 GIB = 2**30
