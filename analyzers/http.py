@@ -10,6 +10,7 @@ with exponential backoff for failures that are worth retrying (connection errors
 
 from __future__ import annotations
 
+import base64
 import functools
 import ipaddress
 import os
@@ -130,10 +131,32 @@ def _read_bounded(resp: httpx.Response, limit: int, end: float) -> bytes:
     return b"".join(chunks)
 
 
-def _secrets_of(client: httpx.Client, headers: Mapping[str, str] | None) -> tuple[str, ...]:
-    """Values a hostile server could echo back: auth and custom header values, basic-auth."""
+def url_secrets(url: object) -> list[str]:
+    """What a URL's ``user:password@`` becomes on the wire and a server could echo back: the
+    password (as typed and percent-decoded), ``user:password`` and its base64 (the Basic
+    ``Authorization`` value httpx sends for it)."""
+    try:
+        parsed = httpx.URL(str(url))
+        user, password = parsed.username, parsed.password
+        raw = parsed.userinfo.decode("ascii", "replace")
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return []
+    if not (user or password):
+        return []
+    pair = f"{user}:{password}"
+    out = [raw, pair, base64.b64encode(pair.encode()).decode()]
+    if password:
+        out += [password, raw.split(":", 1)[-1]]
+    return [v for v in dict.fromkeys(out) if v]
+
+
+def _secrets_of(client: httpx.Client, headers: Mapping[str, str] | None,
+                url: object = None) -> tuple[str, ...]:
+    """Values a hostile server could echo back: auth and custom header values, basic-auth,
+    the credentials of the URL asked (and of the client's base URL)."""
     values = [v for k, v in client.headers.items() if k.lower() not in _PLAIN_HEADERS]
     values += list((headers or {}).values())
+    values += url_secrets(url) + url_secrets(client.base_url)
     auth = getattr(client, "_auth", None)
     header = getattr(auth, "_header", None) or getattr(auth, "_auth_header", None)
     if isinstance(header, str):
@@ -278,7 +301,7 @@ def request(client: httpx.Client, method: str, url: str, *, settings: HttpSettin
     headers = _with_encoding(url, settings, headers)
     attempts = max(1, settings.retries + 1)
     limit = max_body_bytes()
-    secrets = _secrets_of(client, headers)
+    secrets = _secrets_of(client, headers, url)
     last = "no attempt made"
     for attempt in range(attempts):
         if deadline.expired():

@@ -30,7 +30,18 @@ _SECRET_HEADER = re.compile(
     r"[\w-]*(?:token|api[-_]?key|secret|passw(?:or)?d))"
     r"(\"?\s*[:=]\s*\"?)(?!<redacted>)(?:(?:bearer|basic|token)\s+)?[^\s\",;}&]+")
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}")
+#: Userinfo without a well-formed ``scheme://`` before it: a URL typed without a scheme
+#: (``admin:pw@tsdb:9090``), with a mistyped one (``http:/``, ``http//``, ``http:``), or a bare
+#: ``//``. A token (from a space, quote, bracket or ``/``) up to its last ``@`` before a host
+#: character; it is userinfo to remove when it holds a ``:`` or another ``@`` (a bare
+#: ``user@host`` names no secret). One pass, no nested quantifiers: linear in the text.
+_LOOSE_USERINFO = re.compile(r"(?:^|(?<=[\s'\"<>/(\[,=`]))[^\s'\"<>/`]+@(?=[\w\[])")
 REDACTED = "<redacted>"
+
+
+def _loose(match: re.Match[str]) -> str:
+    info = match.group(0)[:-1]
+    return f"{REDACTED}@" if (":" in info or "@" in info) and info != REDACTED else match.group(0)
 
 
 def redact(text: str) -> str:
@@ -41,6 +52,8 @@ def redact(text: str) -> str:
     if "@" not in text and "=" not in text and ":" not in text and " " not in text:
         return text
     text = _USERINFO.sub(f"{REDACTED}@", text)
+    if "@" in text:
+        text = _LOOSE_USERINFO.sub(_loose, text)
     text = _SECRET_QUERY.sub(rf"\1{REDACTED}", text)
     text = _SECRET_HEADER.sub(rf"\1\2{REDACTED}", text)
     return _BEARER.sub(rf"\1 {REDACTED}", text)
@@ -48,7 +61,10 @@ def redact(text: str) -> str:
 
 def redact_url(url: str) -> str:
     """A URL safe to log: no ``user:password@``, no ``?token=`` values."""
-    return _SECRET_QUERY.sub(rf"\1{REDACTED}", _USERINFO.sub("", url))
+    url = _USERINFO.sub("", url)
+    if "@" in url:
+        url = _LOOSE_USERINFO.sub(_loose, url)
+    return _SECRET_QUERY.sub(rf"\1{REDACTED}", url)
 
 
 _UNPRINTABLE = ("Cc", "Cf", "Zl", "Zp", "Cs")

@@ -487,12 +487,22 @@ def _load(apis: list[PrometheusAPI], window: QueryWindow, concurrency: int, rank
             listings = [lister.submit(_list_series, d.api, window) for d in pending]
             intervals = side.submit(_read_intervals, discoveries, window, side_i)
             estimates = side.submit(_read_all_estimates, discoveries, window, side_e)
+            checked: list[bool] = []
+
+            def confirm() -> None:
+                """The listing must confirm the label values before more than the first
+                reads go out: label values naming 10^6 ranks for a 4-rank job cost a few
+                requests, then the listing decides (they cost thousands)."""
+                if not checked:
+                    checked.append(True)
+                    for d, listing in zip(pending, listings, strict=True):
+                        _take_listing(d, listing, listed)
+
             with_data = _run_queries(tasks, builder, outcome, step, max_points, concurrency,
-                                     intervals.result)
+                                     intervals.result, confirm if pending else None)
             intervals.result()
             estimates.result()
-            for d, listing in zip(pending, listings, strict=True):
-                _take_listing(d, listing, listed)
+            confirm()
         builder.notes[notes_at:notes_at] = side_i.notes
         builder.notes[discovery_notes_at:discovery_notes_at] = listed.notes
         builder.skipped.update(listed.skipped)
@@ -655,13 +665,18 @@ MAX_FAILURE_NOTES = 5
 _Parts = dict[tuple[int, str], list[tuple[np.ndarray, np.ndarray]]]
 
 
+#: Reads answered before a quick discovery's ranks must be confirmed by the series listing.
+CONFIRM_AFTER_QUERIES = 8
+
+
 def _run_queries(tasks: list[_Task], builder: TimelineBuilder, outcome: LoadOutcome,
                  step: float, max_points: int, concurrency: int,
-                 intervals: Callable[[], dict[int, int]] | None = None
-                 ) -> dict[str, set[int]]:
+                 intervals: Callable[[], dict[int, int]] | None = None,
+                 confirm: Callable[[], None] | None = None) -> dict[str, set[int]]:
     """Run every raw-sample query and hand each rank to the builder as soon as every query
     that names it (on every endpoint) has answered; returns endpoint → ranks that received
-    samples.
+    samples. ``confirm`` runs once :data:`CONFIRM_AFTER_QUERIES` reads have answered (it
+    raises when the series listing disagrees with what the reads were planned from).
 
     Streaming by rank keeps memory to the ranks still being read (their decoded parts), and
     the merge and markers of finished ranks run while the TSDB answers the next reads."""
@@ -695,6 +710,8 @@ def _run_queries(tasks: list[_Task], builder: TimelineBuilder, outcome: LoadOutc
 
     for task, res in _in_order_bounded(one, tasks, max(1, concurrency)):
         outcome.queries += 1
+        if confirm is not None and outcome.queries >= CONFIRM_AFTER_QUERIES:
+            confirm()
         if isinstance(res, EndpointError):
             outcome.ranks_failed.setdefault(task.api.url, set()).update(task.ranks)
             builder.skipped["query_failed"] += 1

@@ -595,8 +595,15 @@ def _data_of(resp: httpx.Response, url: str) -> object:
 
 
 def _result_list(data: object, where: str) -> list[dict[str, object]]:
+    """The series of an answer. A ``scalar`` or ``string`` answer (``result`` is then one
+    ``[time, value]`` pair, a list too) is not series: an error naming it, so the read is
+    counted as failed, never read as "no samples"."""
     if not isinstance(data, dict) or not isinstance(data.get("result"), list):
         raise EndpointError(where, "response has no data.result list")
+    kind = data.get("resultType")
+    if kind is not None and kind not in ("matrix", "vector"):
+        raise EndpointError(where, f"answered a {str(kind)[:20]!r} result where series "
+                                   "(matrix or vector) were asked for")
     return [r for r in data["result"] if isinstance(r, dict)]
 
 

@@ -16,6 +16,12 @@ against the analyzer's Prometheus and Grafana clients. The first path segment pi
   ``/probe/...`` the same without the list-valued name;
 - ``/multi/...``: three jobs found by discovery (``a``, ``b`` and ``../x``), two healthy ranks
   each.
+- ``/echoauth/...``: a Prometheus error (422) whose message repeats the Basic credentials it
+  was sent, decoded: the password, ``user:password`` and their base64, with no header name;
+- ``/scalar/...``, ``/string/...``: two healthy ranks listed, but every read answered with a
+  ``scalar`` (or ``string``) result;
+- ``/manyranks/...``: a 4-rank job whose series listing holds ranks 0-3, while the label-values
+  answer for ``rank`` names 10^6 ranks (``requests`` counts what the server was asked).
 """
 
 from __future__ import annotations
@@ -206,6 +212,66 @@ class _Handler(BaseHTTPRequestHandler):
 
     _probe = _names  # the same without the list-valued name: only the probe is hostile
 
+    def _echoauth(self) -> None:
+        import base64
+
+        auth = self.headers.get("Authorization", "")
+        token = auth.split(" ", 1)[-1]
+        try:
+            pair = base64.b64decode(token).decode()
+        except ValueError:
+            pair = ""
+        password = pair.split(":", 1)[-1]
+        doc = {"status": "error", "errorType": "bad_data",
+               "error": f"credentials {token} rejected: {pair} (password {password})"}
+        body = json.dumps(doc).encode()
+        self.send_response(422)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _scalar(self) -> None:
+        name = schema.FIELD_METRICS["allocated"].prom_aliases[0]
+        labels = [{"__name__": name, "job_id": "j", "rank": str(r), "world_size": "2"}
+                  for r in range(2)]
+        now = time.time()
+        kind = self.path.strip("/").split("/", 1)[0]
+        data: object
+        if "/series" in self.path:
+            data = labels
+        elif "/label/" in self.path:
+            data = sorted({m["__name__"] for m in labels}) if "__name__" in self.path \
+                else ["0", "1"]
+        else:
+            data = {"resultType": kind, "result": [now, "1" if kind == "scalar" else "x"]}
+        self._send_json({"status": "success", "data": data})
+
+    _string = _scalar
+
+    requests = 0
+
+    def _manyranks(self) -> None:
+        type(self).requests += 1
+        name = schema.FIELD_METRICS["allocated"].prom_aliases[0]
+        labels = [{"__name__": name, "job_id": "j", "rank": str(r), "world_size": "4"}
+                  for r in range(4)]
+        data: object
+        if "/series" in self.path:
+            data = labels
+        elif "/label/__name__/" in self.path:
+            data = [name]
+        elif "/label/rank/" in self.path:
+            data = [str(r) for r in range(10**6)]
+        elif "/query_range" in self.path or "[" in unquote_plus(f"{self.path}?{self.body!r}"):
+            now = time.time()
+            values = [[now - 300 + 15 * i, str(4 * 1024**3)] for i in range(18)]
+            data = {"resultType": "matrix",
+                    "result": [{"metric": dict(m), "values": values} for m in labels]}
+        else:
+            data = {"resultType": "vector", "result": []}
+        self._send_json({"status": "success", "data": data})
+
     def _send_json(self, doc: object) -> None:
         body = json.dumps(doc).encode()
         self.send_response(200)
@@ -213,6 +279,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+
+def requests_served() -> int:
+    """How many requests the ``/manyranks`` mode has answered in this process."""
+    return _Handler.requests
 
 
 @contextmanager

@@ -131,3 +131,66 @@ def test_a_bad_setting_is_a_warning_and_track_runs(tmp_path: Path, var: str, raw
     warned = [ln for ln in run.stderr.splitlines() if var in ln]
     assert len(warned) == 1 and "using the default" in warned[0], run.stderr[-2000:]
     assert samples_archived(metrics_requests(tmp_path / "env", 0)) == _flushed(run.stderr) > 0
+
+
+# --- the analyzer: credentials never echoed, answers of the wrong type, label values -----------
+PASSWORD = "hunter2-r3-secret"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    from tests.hostile.hostile_server import hostile_server
+
+    with hostile_server() as url:
+        yield url
+
+
+def _tsdb(url: str, *extra: str, **kw: object):  # type: ignore[no-untyped-def]
+    return run_bounded("analyze", "--prometheus", url, "--job-id", "j", "--since", "10m",
+                       "--http-retries", "0", *extra, **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("url", [
+    f"admin:{PASSWORD}@tsdb.example:9090", f"htp://admin:{PASSWORD}@tsdb.example:9090",
+    f"http:/admin:{PASSWORD}@tsdb.example:9090", f"http//admin:{PASSWORD}@tsdb.example",
+    f"//admin:{PASSWORD}@tsdb.example:9090", f"http:admin:{PASSWORD}@tsdb.example",
+    f"ftp://admin:{PASSWORD}@tsdb.example", f"admin@{PASSWORD}@tsdb.example"])
+def test_a_url_without_or_with_a_mistyped_scheme_never_echoes_its_password(url: str) -> None:
+    run = _tsdb(url)
+    assert_clean(run, (exitcodes.USAGE, exitcodes.SOURCE_FAILURE))
+    assert PASSWORD not in run.stderr + run.stdout, run.stderr
+
+
+def test_a_server_echoing_the_decoded_credentials_leaks_nothing(server: str,
+                                                               tmp_path: Path) -> None:
+    import base64
+
+    report = tmp_path / "report.json"
+    run = _tsdb(f"http://user:{PASSWORD}@{server.removeprefix('http://')}/echoauth",
+                "--format", "json", "--output", str(report))
+    assert_clean(run, exitcodes.SOURCE_FAILURE)
+    everything = run.stderr + run.stdout + (report.read_text() if report.exists() else "")
+    for secret in (PASSWORD, f"user:{PASSWORD}",
+                   base64.b64encode(f"user:{PASSWORD}".encode()).decode()):
+        assert secret not in everything, everything
+    assert "credentials <redacted> rejected: <redacted>" in run.stderr
+
+
+@pytest.mark.parametrize("kind", ["scalar", "string"])
+def test_a_scalar_or_string_answer_to_a_read_fails_the_run(server: str, kind: str) -> None:
+    run = _tsdb(f"{server}/{kind}", "--format", "json")
+    assert_clean(run, exitcodes.SOURCE_FAILURE)
+    assert f"answered a '{kind}' result" in run.stderr
+
+
+def test_label_values_naming_a_million_ranks_cost_a_few_requests(server: str) -> None:
+    from tests.hostile import hostile_server
+
+    # the server runs in this process: its request counter is this test's to read
+    before = hostile_server.requests_served()
+    run = _tsdb(f"{server}/manyranks", "--format", "json", timeout=120)
+    asked = hostile_server.requests_served() - before
+    assert_clean(run, (exitcodes.OK, exitcodes.FINDINGS), within_s=60)
+    report = run.json()
+    assert report["participating_ranks"] == [0, 1, 2, 3]
+    assert asked < 100, asked  # it took 2,400-3,300 requests before
