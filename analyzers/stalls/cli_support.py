@@ -51,6 +51,8 @@ class StallResult:
     seen_ranks: list[int] = field(default_factory=list)
     missing_ranks: list[int] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    #: counted skips of the evidence (merged into the report's ``skipped``)
+    skipped: dict[str, int] = field(default_factory=dict)
 
     def apply(self, report: Report, findings: list[StallFinding] | None = None) -> Report:
         """Append the stall findings (``findings``, else this evidence's own; re-basing
@@ -62,6 +64,8 @@ class StallResult:
         report.notes.extend(self.notes)
         report.sources.extend(s for s in self.sources if s not in report.sources)
         report.extra["stalls"] = self.extra
+        for reason, n in self.skipped.items():
+            report.skipped[reason] = report.skipped.get(reason, 0) + n
         return report
 
     def empty_report(self, job_id: str | None) -> Report:
@@ -119,7 +123,7 @@ def read_stall_evidence(options: StallOptions, progress: Progress | None = None
         if options.flight_recorder:
             _add_flight_recorder(result, options.flight_recorder, ws, progress)
         if options.logs:
-            _add_logs(result, list(options.logs), ws, progress)
+            _add_log_runs(result, list(options.logs), ws, progress, options.job_id)
     except (DumpError, LogError) as exc:
         raise StallInputError(str(exc)) from exc
     _add_stacks(result, options, ws, progress)
@@ -152,8 +156,40 @@ def _add_flight_recorder(result: StallResult, path: Path, ws: int | None,
         "rank_states": {g: [s.as_dict() for s in st] for g, st in fr.states.items()}}
 
 
+def _add_log_runs(result: StallResult, specs: list[str], ws: int | None, progress: Progress,
+                  job_id: str | None) -> None:
+    """The logs, one analysis per run id they state (analyzers/stalls/log_jobs.py): logs of
+    different runs are different jobs and are never judged as one world or one causal chain."""
+    from stormotel.analyzers.stalls.log_jobs import group_by_run
+    from stormotel.analyzers.stalls.logs_parser import expand_paths
+
+    groups = group_by_run(expand_paths(specs))
+    filtered = len(groups) > 1 and job_id is not None and any(g.run_id == job_id
+                                                              for g in groups)
+    if filtered:
+        others = [g for g in groups if g.run_id != job_id]
+        n = sum(len(g.files) for g in others)
+        result.skipped["other_job_log"] = result.skipped.get("other_job_log", 0) + n
+        result.notes.append(f"logs: {n} file(s) of other runs than --job-id {job_id} ("
+                            + ", ".join(str(g.run_id or "no run id") for g in others)
+                            + ") skipped")
+        groups = [g for g in groups if g.run_id == job_id]
+    if len(groups) == 1:  # one job: read as given (the only job, or the one --job-id names)
+        _add_logs(result, [str(p) for p in groups[0].files] if filtered else specs, ws,
+                  progress)
+        return
+    result.notes.append(
+        f"logs: {len(groups)} runs ({', '.join(str(g.run_id or 'no run id') for g in groups)}) "
+        "among the files, judged as separate jobs (pass --job-id RUN_ID for one)")
+    result.skipped["logs_of_another_run"] = result.skipped.get(
+        "logs_of_another_run", 0) + sum(len(g.files) for g in groups[1:])
+    for g in groups:
+        _add_logs(result, [str(p) for p in g.files], ws, progress,
+                  run=g.run_id or "no run id")
+
+
 def _add_logs(result: StallResult, specs: list[str], ws: int | None,
-              progress: Progress) -> None:
+              progress: Progress, run: str | None = None) -> None:
     from stormotel.analyzers.stalls.log_analysis import analyze_logs
     from stormotel.analyzers.stalls.log_failures import WORLD_HINT
     from stormotel.analyzers.stalls.logs_parser import parse_logs
@@ -162,17 +198,30 @@ def _add_logs(result: StallResult, specs: list[str], ws: int | None,
     progress.say(f"read {len(parsed.files)} log file(s), {parsed.lines} lines, "
                  f"{len(parsed.events)} watchdog events")
     la = analyze_logs(parsed, world_size=ws)
+    label = "logs" if run is None else f"logs (run {run})"
+    if parsed.skipped.get("rank_outside_world"):  # a finding about the input: counted
+        result.skipped["rank_outside_world"] = result.skipped.get(
+            "rank_outside_world", 0) + parsed.skipped["rank_outside_world"]
     if not parsed.events:
-        result.notes.append(f"logs: no ProcessGroupNCCL watchdog lines in {len(parsed.files)} "
-                            "file(s): they say nothing about stalls")
+        result.notes.append(f"{label}: no ProcessGroupNCCL watchdog lines in "
+                            f"{len(parsed.files)} file(s): they say nothing about stalls")
+    if run is not None:
+        for f in la.findings:
+            f.evidence["run_id"] = run
     _extend(result, la.findings)
-    result.notes.extend(f"logs: {n}" for n in la.notes)
+    result.notes.extend(f"{label}: {n}" for n in la.notes)
     result.sources.extend(parsed.files)
     result.world_size = max(result.world_size or 0, la.world_size) or None
     if not result.seen_ranks:
         result.seen_ranks = sorted(parsed.ranks_seen)
         world = min(la.world_size, MAX_WORLD_SIZE)
         result.missing_ranks = [r for r in range(world) if r not in parsed.ranks_seen]
+    if run is not None:
+        result.extra.setdefault("log_runs", []).append(
+            {"run_id": run, "files": parsed.files, "world_size": la.world_size,
+             "category": la.category})
+        if "logs" in result.extra:
+            return
     result.extra["logs"] = {
         "files": parsed.files, "events": len(parsed.events),
         # a line that only states the world size says nothing about the job's health

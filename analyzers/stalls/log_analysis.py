@@ -45,6 +45,7 @@ from stormotel.analyzers.stalls.log_world import (
     WATCHDOG_KINDS,
     World,
     normalise_groups,
+    outside_world_note,
     world_from_evidence,
     world_note,
 )
@@ -142,6 +143,14 @@ def analyze_logs(parsed: lp.ParsedLogs, *, world_size: int | None = None) -> Log
             seen.add(int(e.detail["of_rank"]))
     world = world_from_evidence(events, seen, world_size)
     notes.append(world_note(world.size, world.source))
+    outside: StallFinding | None = None
+    if world.beyond:
+        outside = _outside_world(world)
+        notes.append(outside_world_note(world))
+        parsed.skipped["rank_outside_world"] += len(world.beyond)
+        beyond = set(world.beyond)
+        events = [e for e in events if e.rank is None or e.rank not in beyond]
+        seen -= beyond
     by_group: dict[str, list[lp.LogEvent]] = defaultdict(list)
     rank_hints: dict[int, Counter[str]] = defaultdict(Counter)
     for e in events:
@@ -175,10 +184,14 @@ def analyze_logs(parsed: lp.ParsedLogs, *, world_size: int | None = None) -> Log
     fallback = same_everywhere + lw.fallback_findings(events, known, world.size)
     if not (failures or concluded or watchdog or fallback):
         fallback = lw.unexplained_findings(events)
+    if outside is not None:
+        fallback = [*fallback, outside]
     findings = _link(failures, concluded, watchdog, fallback)
     for f in findings:
         f.evidence.setdefault("world_size", world.size)
         f.evidence["world_size_source"] = world.source
+        if outside is not None and f.confidence == "high":
+            f.confidence = "medium"  # the input contradicts itself: never high
     for reason, n in parsed.skipped.items():
         notes.append(f"skipped: {n} × {reason}")
     if parsed.joined_wrapped:
@@ -189,6 +202,19 @@ def analyze_logs(parsed: lp.ParsedLogs, *, world_size: int | None = None) -> Log
     roots = [f for f in findings if f.consequence_of is None]
     category = roots[0].evidence.get("category") if roots else None
     return LogAnalysis(findings, world.size, states, category, timeline, notes)
+
+
+def _outside_world(world: World) -> StallFinding:
+    """The input names ranks its own stated world does not have: said as a finding."""
+    return StallFinding(
+        kind="undecided", ranks=[], process_group=None, seq_id=None, op=None, source="logs",
+        confidence="low",
+        evidence={"category": "input", "reason": "ranks_outside_world",
+                  "ranks_outside_world": list(world.beyond[:100]),
+                  "world_size": world.size, "world_size_source": world.source},
+        remediation=["Give only this job's logs (one run id), or the right --world-size: "
+                     f"rank(s) {', '.join(map(str, world.beyond[:10]))} cannot be ranks of a "
+                     f"world of {world.size}."])
 
 
 def _link(failures: list[StallFinding], concluded: list[StallFinding],

@@ -85,6 +85,9 @@ class World:
     size: int
     source: str  #: where the size came from, said in the report
     explicit: bool  #: stated by evidence (not only inferred from the highest rank seen)
+    #: ranks the evidence names at or above a stated size: a finding about the input (another
+    #: job's log in the set, or a wrong statement), never a reason to enlarge the world
+    beyond: tuple[int, ...] = ()
 
 
 def world_note(size: object, source: str) -> str:
@@ -97,15 +100,23 @@ def world_note(size: object, source: str) -> str:
 
 def world_from_evidence(events: list[lp.LogEvent], ranks_seen: set[int],
                         flag: int | None) -> World:
+    """The world and where its size came from, said truthfully: ``--world-size``, else a line
+    stating it, else an all-gather's ratio, else the highest rank seen. A stated size is kept
+    even when the evidence names a rank beyond it; those ranks are listed in ``beyond`` (a
+    finding about the input), and the report never claims a larger world from a statement."""
     highest = max(ranks_seen, default=-1) + 1
+
+    def stated_world(size: int, source: str) -> World:
+        return World(size, source, True, tuple(sorted(r for r in ranks_seen if r >= size)))
+
     if flag:
-        return World(max(flag, highest), "--world-size", True)
+        return stated_world(flag, "--world-size")
     stated = Counter(int(e.detail["world_size"]) for e in events
                      if e.kind == lp.WORLD_HINT and e.detail)
     if stated:
         size = stated.most_common(1)[0][0]
-        if size >= highest:
-            return World(size, "a launcher/ProcessGroup line stating the world size", True)
+        if size >= 1:
+            return stated_world(size, "a launcher/ProcessGroup line stating the world size")
     ratios = Counter(e.numel_out // e.numel_in for e in events
                      if e.kind == lp.TIMEOUT and e.group == DEFAULT_GROUP and e.op in _ALL_GATHER
                      and e.numel_in and e.numel_out and e.numel_out % e.numel_in == 0)
@@ -114,3 +125,11 @@ def world_from_evidence(events: list[lp.LogEvent], ranks_seen: set[int],
         if size >= highest:
             return World(size, "NumelOut/NumelIn of an all-gather on the default group", True)
     return World(max(highest, 0), "highest rank seen + 1 (a lower bound)", False)
+
+
+def outside_world_note(world: World) -> str:
+    ranks = ", ".join(map(str, world.beyond[:10])) + (" …" if len(world.beyond) > 10 else "")
+    return (f"the logs name rank(s) {ranks} outside the world of {world.size} rank(s) stated "
+            f"by {world.source}: a finding about the input (another job's log among these "
+            "files, or a wrong world size); their lines are not judged with this world's, "
+            "and no conclusion is drawn at high confidence")

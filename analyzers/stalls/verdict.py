@@ -22,23 +22,28 @@ AT_LIMIT = 0.95
 
 def join_sources(findings: list[StallFinding], sources: tuple[str, ...] = ("logs",)
                  ) -> list[StallFinding]:
-    """Link findings to a preceding ``rank_failure`` (from ``sources``) they are explained by."""
+    """Link findings to a preceding ``rank_failure`` (from ``sources``) they are explained by.
+    Findings of different runs (``evidence["run_id"]``: logs of different jobs) never link."""
     failures = [i for i, f in enumerate(findings) if f.kind == "rank_failure"
                 and f.source in sources
                 and f.consequence_of is None and f.evidence.get("precedes_timeouts")]
     if not failures:
         return findings
-    failing = {r for i in failures for r in findings[i].ranks}
     parent: dict[int, int] = {}
+    failing_of: dict[int, set[int]] = {}
     for i, f in enumerate(findings):
         if f.consequence_of is not None or i in failures:
             continue
+        run = f.evidence.get("run_id")
+        mine = [j for j in failures if findings[j].evidence.get("run_id") == run]
+        failing = {r for j in mine for r in findings[j].ranks}
         if f.kind == "rank_failure" and not set(f.ranks) - failing:
             continue  # the same failure seen by another source: corroboration, both stay
         blamed = set(f.evidence.get("behind_ranks") or f.ranks or f.evidence.get("suspects")
                      or ())
-        if blamed and blamed <= failing:
-            parent[i] = next(j for j in failures if blamed & set(findings[j].ranks))
+        if blamed and failing and blamed <= failing:
+            parent[i] = next(j for j in mine if blamed & set(findings[j].ranks))
+            failing_of[i] = failing
     if not parent:
         return findings
     order = [i for i, f in enumerate(findings) if f.consequence_of is None and i not in parent]
@@ -51,7 +56,7 @@ def join_sources(findings: list[StallFinding], sources: tuple[str, ...] = ("logs
         f = dataclasses.replace(f, consequence_of=None if link is None else new_index[link])
         if old in parent:
             f.evidence = {**f.evidence, "explained_by": "a rank_failure in the logs "
-                          f"(rank(s) {sorted(failing)})"}
+                          f"(rank(s) {sorted(failing_of[old])})"}
         out.append(f)
     return out
 

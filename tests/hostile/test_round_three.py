@@ -194,3 +194,65 @@ def test_label_values_naming_a_million_ranks_cost_a_few_requests(server: str) ->
     report = run.json()
     assert report["participating_ranks"] == [0, 1, 2, 3]
     assert asked < 100, asked  # it took 2,400-3,300 requests before
+
+
+# --- worlds and jobs kept apart ----------------------------------------------------------------
+_LAUNCH = ("Starting elastic_operator with launch configs:\n  entrypoint       : train.py\n"
+           "  run_id           : {}\n")
+
+
+def _timeouts(ranks: tuple[int, ...]) -> str:
+    from tests.stalls.test_log_rules import timeout
+
+    return "".join(timeout(r, 60) for r in ranks)
+
+
+@pytest.mark.parametrize("flag", [(), ("--world-size", "4")])
+def test_a_rank_above_the_stated_world_is_a_finding_not_a_larger_world(
+        tmp_path: Path, flag: tuple[str, ...]) -> None:
+    log = tmp_path / "job.log"
+    log.write_text("[rank0]: world_size=4 rank=0\n" + _timeouts((0, 1, 2, 7)))
+    run = run_bounded("analyze", "--logs", str(log), *flag, "--format", "json", "-q")
+    assert_clean(run, (exitcodes.OK, exitcodes.FINDINGS))
+    report = run.json()
+    assert report["world_size"] == 4
+    source = "--world-size" if flag else "a launcher/ProcessGroup line"
+    for f in report["stall_findings"]:
+        assert f["evidence"]["world_size"] == 4
+        assert f["evidence"]["world_size_source"].startswith(source)
+        assert f["confidence"] != "high" and 7 not in f["ranks"]
+    [outside] = [f for f in report["stall_findings"]
+                 if f["evidence"].get("reason") == "ranks_outside_world"]
+    assert outside["evidence"]["ranks_outside_world"] == [7]
+    assert report["skipped"]["rank_outside_world"] == 1
+    assert any("outside the world of 4" in n for n in report["notes"])
+
+
+def test_logs_of_two_run_ids_are_two_jobs_never_one_chain(tmp_path: Path) -> None:
+    """Job A's ranks 0-2 time out waiting; job B's rank 3 runs out of memory. As one world,
+    B's failure 'explained' A's timeouts (one causal chain across two jobs)."""
+    (tmp_path / "a.log").write_text(_LAUNCH.format("job-a") + "[rank0]: world_size=4 rank=0\n"
+                                    + _timeouts((0, 1, 2)))
+    (tmp_path / "b.log").write_text(
+        _LAUNCH.format("job-b") + "[rank3]:torch.OutOfMemoryError: CUDA out of memory. "
+        "Tried to allocate 4.35 GiB\n")
+    run = run_bounded("analyze", "--logs", str(tmp_path), "--format", "json", "-q")
+    assert_clean(run, (exitcodes.OK, exitcodes.FINDINGS))
+    findings = run.json()["stall_findings"]
+    by_run = {f["evidence"].get("run_id") for f in findings}
+    assert by_run == {"job-a", "job-b"}
+    for f in findings:
+        parent = f.get("consequence_of")
+        if parent is not None:  # a chain stays within its run
+            assert findings[parent]["evidence"]["run_id"] == f["evidence"]["run_id"]
+    a = [f for f in findings if f["evidence"]["run_id"] == "job-a"]
+    assert all(f.get("consequence_of") is None or findings[f["consequence_of"]]["evidence"]
+               ["run_id"] == "job-a" for f in a) and not any(3 in f["ranks"] for f in a
+                                                            if f["kind"] == "rank_failure")
+    # --job-id picks one run; the other's files are a counted skip
+    run = run_bounded("analyze", "--logs", str(tmp_path), "--job-id", "job-b", "--format",
+                      "json", "-q")
+    assert_clean(run, (exitcodes.OK, exitcodes.FINDINGS))
+    report = run.json()
+    assert report["skipped"]["other_job_log"] == 1
+    assert [f["kind"] for f in report["stall_findings"]] == ["rank_failure"]
