@@ -28,13 +28,15 @@ import re
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TextIO
 
 from stormotel.analyzers import http
 from stormotel.analyzers.options import AnalyzeOptions, JobOptions
 from stormotel.analyzers.report import Report
 from stormotel.analyzers.run import RunOptions, RunResult, run_once
-from stormotel.analyzers.scheduled.state import StateError, StateFile
+from stormotel.analyzers.scheduled.shard import job_state_file
+from stormotel.analyzers.scheduled.state import StateError, StateFile, StateLocked
 from stormotel.analyzers.scheduled.window import Window, iso_time, resolve_window
 from stormotel.analyzers.sinks import findings_series
 from stormotel.analyzers.sinks.findings_series import (
@@ -136,7 +138,8 @@ def run_job(opts: AnalyzeOptions, *, stalls: StallResult | None = None, several:
         raise ValueError("run_job needs a job id")
     summary = Summary(job.job_id, err or sys.stderr)
     state_file = job.schedule.state_file
-    state = StateFile(state_file) if state_file and not job.sinks.dry_run else None
+    state = job_state(state_file, job.job_id) if state_file and not job.sinks.dry_run \
+        else None
     ctx = JobContext(opts, job.job_id, now_ns if now_ns is not None else time.time_ns(),
                      http.Deadline(job.schedule.timeout), summary, state, stalls, several, out)
     try:
@@ -151,9 +154,21 @@ def run_job(opts: AnalyzeOptions, *, stalls: StallResult | None = None, several:
                                       note=window.note)
             summary.fields["window"] = window.iso()
             return run_window(ctx, window, written)
+    except StateLocked as e:
+        if several:  # another run (another shard, an unsharded run) holds this job right now
+            return summary.finish(exitcodes.OK, OUTCOME_OK,
+                                  note="analysed by another run holding its state")
+        print(f"stormotel analyze: error: {one_line(e)}", file=summary.err)
+        return summary.finish(exitcodes.USAGE, "usage_error")
     except (StateError, http.ConfigError, MapError) as e:
         print(f"stormotel analyze: error: {one_line(e)}", file=summary.err)
         return summary.finish(exitcodes.USAGE, "usage_error")
+
+
+def job_state(state_file: Path, job_id: str) -> StateFile:
+    """The job's own state whatever the mode (scheduled/state.py): ``state.<hash>.json``
+    beside ``state_file``, with ``state_file`` itself as the legacy combined file."""
+    return StateFile(job_state_file(state_file, job_id), legacy=state_file)
 
 
 def job_window(ctx: JobContext, written: int | None) -> Window | None:
@@ -161,7 +176,7 @@ def job_window(ctx: JobContext, written: int | None) -> Window | None:
     job = ctx.job
     state = ctx.state
     if job.sinks.dry_run and job.schedule.state_file:
-        state = StateFile(job.schedule.state_file).read()
+        state = job_state(job.schedule.state_file, ctx.job_id).read()
     return resolve_window(job.schedule, ctx.now_ns, state, ctx.job_id, written, job.tsdb.step)
 
 

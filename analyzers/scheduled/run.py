@@ -65,8 +65,9 @@ def run_scheduled(opts: AnalyzeOptions, *, stalls: StallResult | None = None,
         return exitcodes.OK
     # Several jobs (or any sharded run): every output path is the job's own (scheduled/outputs.py)
     several = len(jobs) > 1 or schedule.shard is not None
-    codes = [run_job(dataclasses.replace(opts, job=dataclasses.replace(
-                         opts.job, job_id=job_id, schedule=shard.job_schedule(schedule, job_id))),
+    # Each job's state is its own file in every mode (scheduled/state.py): a sharded and an
+    # unsharded run read and lock the same one.
+    codes = [run_job(dataclasses.replace(opts, job=dataclasses.replace(opts.job, job_id=job_id)),
                      stalls=stalls, several=several, err=err, now_ns=now_ns).code
              for job_id in jobs]
     failed = [c for c in codes if c != exitcodes.OK]

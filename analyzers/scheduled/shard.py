@@ -7,11 +7,13 @@ the job id, so for one N every job belongs to exactly one pod, whatever each pod
 which order.
 
 **Changing N between runs.** Any shard-keyed state (a watermark per shard, a state file per
-shard) would make a job that moves to another shard either start over or be skipped. So a
-sharded run keeps state per *job*: the state file becomes one file per job beside the given
-path (:func:`job_state_file`), and the TSDB read-back was per job already
-(:mod:`stormotel.analyzers.scheduled.tsdb_state`). Whichever pod holds a job after N changed
-continues from that job's own last window end: nothing is analysed twice, nothing is missed.
+shard) would make a job that moves to another shard either start over or be skipped. So state
+is kept per *job*: one file per job beside the given path (:func:`job_state_file`) — in every
+mode, sharded or not (:mod:`stormotel.analyzers.scheduled.state`), so switching between them
+or running both at once reads and locks the same state — and the TSDB read-back was per job
+already (:mod:`stormotel.analyzers.scheduled.tsdb_state`). Whichever pod holds a job after N
+changed continues from that job's own last window end: nothing is analysed twice, nothing is
+missed.
 """
 
 from __future__ import annotations
@@ -19,12 +21,8 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from stormotel.analyzers.options import ScheduleOptions
 
 #: Set by Kubernetes in every pod of an Indexed Job (completionMode: Indexed).
 ENV_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"
@@ -106,10 +104,3 @@ def job_state_file(path: Path, job_id: str) -> Path:
     shard holds it. The file itself names the job (its ``jobs`` key)."""
     tag = hashlib.sha256(job_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return path.with_name(f"{path.stem}.{tag}{path.suffix or '.json'}")
-
-
-def job_schedule(schedule: ScheduleOptions, job_id: str) -> ScheduleOptions:
-    """A sharded run's schedule for one job: its own state file (unchanged without sharding)."""
-    if schedule.shard is None or schedule.state_file is None:
-        return schedule
-    return replace(schedule, state_file=job_state_file(schedule.state_file, job_id))

@@ -1,9 +1,21 @@
 """The state file: the last analysed window end and run counters per job, locked for the whole
-run so overlapping cron runs cannot analyse a window twice, written atomically."""
+run so overlapping cron runs cannot analyse a window twice, written atomically.
+
+**One state per job, for every mode.** Whatever the mode — one ``--job-id``, the scheduled run
+over every discovered job, or one shard of it — a job's state is its own file beside the given
+path (``state.json`` → ``state.<hash>.json``, :func:`~stormotel.analyzers.scheduled.shard.
+job_state_file`), locked on its own: switching between sharded and unsharded runs, or running
+both at once, reads and locks the same state, so each window is analysed once. The given path
+itself is the *legacy* combined file (what releases before 2026-11-28 wrote for unsharded
+runs): read for a job whose own file does not exist yet (its entry is carried over), and held
+with a shared lock for the run, so a run of an older release (which locks it exclusively)
+and this one never overlap.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import fcntl
 import json
 from collections.abc import Iterator
@@ -27,6 +39,33 @@ class StateError(UsageError):
     pass
 
 
+class StateLocked(StateError):
+    """Another run holds the job's state: it is analysing this job right now."""
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    """A state file's document, validated; None when there is none."""
+    if not path.exists():
+        return None
+    try:
+        doc = json.loads(path.read_text() or "{}")
+    except json.JSONDecodeError as e:
+        raise StateError(f"state file {path} line {e.lineno}: not valid JSON "
+                         f"({e.msg}); fix or delete it") from None
+    except OSError as e:
+        raise StateError(f"cannot read state file {path}: {e.strerror}") from None
+    except RecursionError:
+        raise StateError(f"state file {path} is nested too deeply") from None
+    try:  # validated by the typed decoder; the dict itself is kept (unknown keys survive)
+        typed = msgspec.convert(doc, _State)
+    except msgspec.ValidationError as e:
+        raise StateError(f"state file {path} is not a {STATE_SCHEMA} file ({e}); "
+                         "fix or delete it") from None
+    if typed.schema != STATE_SCHEMA:
+        raise StateError(f"state file {path} is not a {STATE_SCHEMA} file")
+    return doc  # type: ignore[no-any-return]
+
+
 class _JobState(msgspec.Struct):
     """One job's entry; every field the run reads, typed (other keys are kept, unread)."""
 
@@ -48,26 +87,37 @@ class StateFile:
     the same window twice; written atomically (temp file + rename).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, legacy: Path | None = None) -> None:
         self.path = Path(path)
+        #: the combined file of earlier releases (read when this job has no file of its own)
+        self.legacy = None if legacy is None or Path(legacy) == self.path else Path(legacy)
         self.doc: dict[str, Any] = {"schema": STATE_SCHEMA, "jobs": {}}
+        self._legacy_doc: dict[str, Any] = {"schema": STATE_SCHEMA, "jobs": {}}
         self._lock: TextIO | None = None
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[StateFile]:
+        """Held for the whole run: this file exclusively; the legacy file shared (an older
+        release's run holds it exclusively: the two never overlap)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        lock = open(self.path.with_name(self.path.name + ".lock"), "a+")  # noqa: SIM115
+        held: list[TextIO] = []
         try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            lock.close()
-            raise StateError(f"state file {self.path} is locked by another run") from None
-        try:
+            for path, mode in ((self.legacy, fcntl.LOCK_SH), (self.path, fcntl.LOCK_EX)):
+                if path is None:
+                    continue
+                lock = open(path.with_name(path.name + ".lock"), "a+")  # noqa: SIM115
+                try:
+                    fcntl.flock(lock, mode | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    lock.close()
+                    raise StateLocked(f"state file {path} is locked by another run") from None
+                held.append(lock)
             self._load()
             yield self
         finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-            lock.close()
+            for lock in reversed(held):
+                fcntl.flock(lock, fcntl.LOCK_UN)
+                lock.close()
 
     def read(self) -> StateFile:
         """Load without locking (``--dry-run`` only looks)."""
@@ -75,31 +125,30 @@ class StateFile:
         return self
 
     def _load(self) -> None:
-        if not self.path.exists():
-            return
-        try:
-            doc = json.loads(self.path.read_text() or "{}")
-        except json.JSONDecodeError as e:
-            raise StateError(f"state file {self.path} line {e.lineno}: not valid JSON "
-                             f"({e.msg}); fix or delete it") from None
-        except OSError as e:
-            raise StateError(f"cannot read state file {self.path}: {e.strerror}") from None
-        except RecursionError:
-            raise StateError(f"state file {self.path} is nested too deeply") from None
-        try:  # validated by the typed decoder; the dict itself is kept (unknown keys survive)
-            typed = msgspec.convert(doc, _State)
-        except msgspec.ValidationError as e:
-            raise StateError(f"state file {self.path} is not a {STATE_SCHEMA} file ({e}); "
-                             "fix or delete it") from None
-        if typed.schema != STATE_SCHEMA:
-            raise StateError(f"state file {self.path} is not a {STATE_SCHEMA} file")
-        self.doc = doc
+        loaded = _read(self.path)
+        if loaded is not None:
+            self.doc = loaded
+        if self.legacy is not None:
+            legacy = _read(self.legacy)
+            if legacy is not None:
+                self._legacy_doc = legacy
+
+    def _entry(self, job_id: str) -> dict[str, Any] | None:
+        for doc in (self.doc, self._legacy_doc):
+            jobs = doc.get("jobs")
+            entry = jobs.get(job_id) if isinstance(jobs, dict) else None
+            if isinstance(entry, dict):
+                return entry
+        return None
 
     def job(self, job_id: str) -> dict[str, Any]:
-        return self.doc["jobs"].setdefault(job_id, {"runs": {}})
+        jobs = self.doc["jobs"]
+        if job_id not in jobs:  # carried over from the legacy file, else new
+            jobs[job_id] = copy.deepcopy(self._entry(job_id)) or {"runs": {}}
+        return jobs[job_id]  # type: ignore[no-any-return]
 
     def last_end_ns(self, job_id: str) -> int | None:
-        job = self.doc["jobs"].get(job_id) if isinstance(self.doc.get("jobs"), dict) else None
+        job = self._entry(job_id)
         v = job.get("last_end_ns") if isinstance(job, dict) else None
         return int(v) if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 

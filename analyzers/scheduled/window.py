@@ -58,6 +58,10 @@ def resolve_window(schedule: ScheduleOptions, now_ns: int, state: StateFile | No
         last = written_end_ns
     since = schedule.since if schedule.since is not None else 3600.0
     note = ""
+    if last is not None and now_ns < last <= now_ns + int(max(60.0, schedule.timeout or 0) * 1e9):
+        # Another run that started after this one (a shard, an unsharded run, the next cron
+        # tick while this one ran) has already analysed past this run's "now": nothing new.
+        return None
     if last is not None and last > now_ns:
         # We only ever store ends at or before "now": a future one is a clock jump or a
         # hand-edited file (or series), and trusting it would make every run "no new time".

@@ -17,7 +17,7 @@ import pytest
 from stormotel.analyzers.cli_flags import build_parser
 from stormotel.analyzers.cli_options import options_from_args
 from stormotel.analyzers.options import AnalyzeOptions
-from stormotel.analyzers.scheduled import job
+from stormotel.analyzers.scheduled import job, shard
 from stormotel.analyzers.scheduled.options import parse_duration, parse_time
 from stormotel.analyzers.scheduled.state import STATE_SCHEMA, StateFile
 
@@ -71,7 +71,7 @@ def test_consecutive_runs_tile_time(prometheus_server, tmp_path: Path) -> None:
     assert codes.count(exitcodes.FINDINGS) == 1
     assert codes[-1] == exitcodes.SOURCE_FAILURE
     assert windows[-1][1] >= p.end_ns - 4 * 60 * S
-    doc = json.loads(state.read_text())
+    doc = json.loads(shard.job_state_file(state, JOB).read_text())  # the job's own state
     assert doc["jobs"][JOB]["last_end_ns"] == windows[-1][1]
     assert sum(doc["jobs"][JOB]["runs"].values()) == len(codes)
 
