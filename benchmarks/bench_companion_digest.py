@@ -48,6 +48,39 @@ def _best(fn: Callable[[], object], repeat: int) -> float:
     return best
 
 
+def _measure(path: Path, alone: Path, repeat: int, add: Callable[[str, float], None]) -> int:
+    """Time one rank file each way (see the module docstring); its companion's frames."""
+    import functools
+
+    import xxhash
+    from stormotel.analyzers.sources import load_paths, otlp_cols
+
+    from stormotel import archive_cols
+
+    cols = archive_cols.cols_path_for(path)
+    plan = functools.partial(otlp_cols._plan, path, cols, 2**31, None)
+    got = plan()
+    assert got is not None and got[1] == b"", "every sample in a checked frame"
+    add("plan, checked", _best(plan, repeat))
+    real_digest = otlp_cols.frame_digest
+    otlp_cols.frame_digest = lambda _b, f: f.header.digest  # type: ignore[assignment]
+    try:
+        add("plan, unchecked", _best(plan, repeat))
+    finally:
+        otlp_cols.frame_digest = real_digest
+    add("digest alone, xxh3-128", _best(
+        lambda: xxhash.xxh3_128(path.read_bytes()).digest(), repeat))
+    add("digest alone, blake2b-128", _best(
+        lambda: hashlib.blake2b(path.read_bytes(), digest_size=16).digest(), repeat))
+    add("file, companion", _best(functools.partial(load_paths, [str(path)]), repeat))
+    alone.mkdir(exist_ok=True)
+    link = alone / path.name
+    if not link.exists():
+        os.link(path, link)
+    add("file, JSON alone", _best(functools.partial(load_paths, [str(link)]), repeat))
+    return len(got[0])
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--ranks", type=int, default=8)
@@ -57,10 +90,7 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=2)
     args = p.parse_args()
 
-    import xxhash
     from benchmarks.bench_archive_scale import write_rank
-    from stormotel.analyzers.sources import load_paths, otlp_cols
-
     from stormotel import archive_cols, schema
 
     tmp = Path(tempfile.mkdtemp(prefix="stormotel-digest-bench-"))
@@ -75,34 +105,10 @@ def main() -> None:
         def add(name: str, seconds: float) -> None:
             rows[name] = rows.get(name, 0.0) + seconds
 
-        real_digest = otlp_cols.frame_digest
         for path in files:
-            cols = archive_cols.cols_path_for(path)
             json_bytes += path.stat().st_size
-            cols_bytes += cols.stat().st_size
-            plan = otlp_cols._plan(path, cols, 2**31, None)
-            assert plan is not None and plan[1] == b"", "every sample in a checked frame"
-            frames += len(plan[0])
-            add("plan, checked", _best(lambda: otlp_cols._plan(path, cols, 2**31, None),
-                                       args.repeat))
-            otlp_cols.frame_digest = lambda _b, f: f.header.digest  # type: ignore[assignment]
-            try:
-                add("plan, unchecked", _best(
-                    lambda: otlp_cols._plan(path, cols, 2**31, None), args.repeat))
-            finally:
-                otlp_cols.frame_digest = real_digest
-            add("digest alone, xxh3-128", _best(
-                lambda: xxhash.xxh3_128(path.read_bytes()).digest(), args.repeat))
-            add("digest alone, blake2b-128", _best(
-                lambda: hashlib.blake2b(path.read_bytes(), digest_size=16).digest(),
-                args.repeat))
-            add("file, companion", _best(lambda: load_paths([str(path)]), args.repeat))
-            alone = tmp / "json-alone"
-            alone.mkdir(exist_ok=True)
-            link = alone / path.name
-            if not link.exists():
-                os.link(path, link)
-            add("file, JSON alone", _best(lambda: load_paths([str(link)]), args.repeat))
+            cols_bytes += archive_cols.cols_path_for(path).stat().st_size
+            frames += _measure(path, tmp / "json-alone", args.repeat, add)
         per = args.ranks * args.hours
         print(f"{args.ranks} ranks x {args.hours:g} h at {args.hz:g} Hz: {len(files)} files, "
               f"JSON {json_bytes / 2**20:.1f} MiB, companions {cols_bytes / 2**20:.1f} MiB, "

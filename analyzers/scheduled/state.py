@@ -115,9 +115,9 @@ class StateFile:
             self._load()
             yield self
         finally:
-            for lock in reversed(held):
-                fcntl.flock(lock, fcntl.LOCK_UN)
-                lock.close()
+            for held_lock in reversed(held):
+                fcntl.flock(held_lock, fcntl.LOCK_UN)
+                held_lock.close()
 
     def read(self) -> StateFile:
         """Load without locking (``--dry-run`` only looks)."""

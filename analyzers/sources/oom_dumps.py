@@ -47,18 +47,18 @@ def read_dump(path: Path) -> OomDump:
     if not 0 < t < 2**63:  # every timestamp the analyzer keeps is int64 ns
         raise ValueError(f"{path}: sample time {t} is not a time in int64 ns")
     interval = head.get("sampling_interval_s")
-    return OomDump(str(path), rank, t,
-                   float(interval) if _plausible(interval, 86_400.0) else None,
-                   {k: (float(v) if _plausible(v, 2.0**63) else None)
-                    for k in _LAST_FIELDS for v in [last.get(k)]},
+    return OomDump(str(path), rank, t, _plausible(interval, 86_400.0),
+                   {k: _plausible(last.get(k), 2.0**63) for k in _LAST_FIELDS},
                    str(head.get("error", ""))[:300], str(head.get("context", "")))
 
 
-def _plausible(value: object, high: float) -> bool:
-    """A number read from a dump is used only when finite and in ``[0, high]`` (bytes below
-    2**63, an interval up to a day); anything else is read as absent."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and \
-        0 <= float(value) <= high
+def _plausible(value: object, high: float) -> float | None:
+    """A number read from a dump, used only when finite and in ``[0, high]`` (bytes below
+    2**63, an interval up to a day); anything else is read as absent (None)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and \
+            0 <= float(value) <= high:
+        return float(value)
+    return None
 
 
 def dump_paths(timeline: Timeline, extra: list[str] | None = None) -> list[Path]:
