@@ -25,6 +25,7 @@ from stormotel.samplers import SAMPLERS
 from stormotel.samplers.faults import PROCESS_FAULTS, parse_faults
 from stormotel.samplers.simulated import SimulatedSampler
 from stormotel.telemetry import Telemetry
+from stormotel.textsafe import one_line, redact
 from stormotel.tracker import DEFAULT_ARCHIVE_DIR, MemoryTracker
 from stormotel.units import parse_bytes
 
@@ -188,7 +189,7 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
 
     def usage(msg: str) -> int:
-        print(f"stormotel track: error: {msg}", file=sys.stderr)
+        print(f"stormotel track: error: {one_line(msg)}", file=sys.stderr)
         return exitcodes.USAGE
 
     for flag, value in (("--fault", args.fault), ("--device-memory", args.device_memory),
@@ -244,7 +245,7 @@ def main(argv: list[str]) -> int:
         if tracker.prometheus_address:
             where.append("prometheus http://{}:{}/metrics".format(*tracker.prometheus_address))
         if schema.DEST_OTLP in tracker.destinations:
-            where.append(f"otlp {args.otlp_endpoint or '(OTEL_EXPORTER_OTLP_* env)'}")
+            where.append(f"otlp {redact(args.otlp_endpoint or '(OTEL_EXPORTER_OTLP_* env)')}")
         print(f"stormotel track: job {ident.job_id} rank {ident.rank}/{ident.world_size} "
               f"{tracker.sampler.name} device {ident.gpu} every {args.interval}s -> "
               f"{', '.join(where)}", file=sys.stderr, flush=True)
@@ -318,9 +319,9 @@ def _no_export_succeeded(telemetry: Telemetry | None, stats: dict[str, Any],
         return 0
     hint = telemetry.otlp_failure_hint() if telemetry is not None else ""
     what = f"{failed} failed" if failed else "none answered within the stop's bound"
-    print(f"stormotel track: error: no OTLP export succeeded ({what})"
-          + (f"; {hint}" if hint else "; is the collector reachable at that endpoint?"),
-          file=sys.stderr)
+    print(one_line(f"stormotel track: error: no OTLP export succeeded ({what})"
+                   + (f"; {hint}" if hint else "; is the collector reachable at that "
+                      "endpoint?")), file=sys.stderr)
     return exitcodes.SINK_FAILURE
 
 

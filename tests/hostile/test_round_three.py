@@ -256,3 +256,45 @@ def test_logs_of_two_run_ids_are_two_jobs_never_one_chain(tmp_path: Path) -> Non
     report = run.json()
     assert report["skipped"]["other_job_log"] == 1
     assert [f["kind"] for f in report["stall_findings"]] == ["rank_failure"]
+
+
+@pytest.mark.parametrize("endpoint", [f"http://u:{PASSWORD}@127.0.0.1:1",
+                                      f"u:{PASSWORD}@127.0.0.1 x"])
+def test_track_never_echoes_the_otlp_endpoints_password(tmp_path: Path, endpoint: str) -> None:
+    run = run_bounded("track", "--sampler", "simulated", "--duration", "1", "--archive",
+                      str(tmp_path), "--otlp-endpoint", endpoint, timeout=60)
+    assert_clean(run, (exitcodes.USAGE, exitcodes.SINK_FAILURE), within_s=30)
+    assert PASSWORD not in run.stderr + run.stdout, run.stderr
+
+
+# --- a time past int64 nanoseconds ---------------------------------------------------------------
+@pytest.mark.parametrize("value", ["inf", "1e30", "99999999999999999999", "-1e30"])
+def test_a_window_past_int64_is_a_usage_error(value: str) -> None:
+    run = run_bounded("analyze", "--prometheus", "http://127.0.0.1:1", "--job-id", "j",
+                      "--start", value, "--end", value)
+    assert_clean(run, exitcodes.USAGE)
+
+
+@pytest.mark.parametrize(("stamp", "interval", "used"), [
+    (2**64, 0.1, 5), (10**30, 0.1, 5), (-(2**70), 0.1, 5), (True, 0.1, 5),
+    (1_700_000_000 * 10**9, 1e308, 5), (1_700_000_000 * 10**9, 0.1, 10**400)])
+def test_an_oom_dump_with_numbers_past_int64_is_a_counted_skip_or_ignored(
+        tmp_path: Path, stamp: object, interval: float, used: int) -> None:
+    import json as _json
+
+    from stormotel import schema
+    from tests.hostile.corpus import healthy_folder
+
+    folder = healthy_folder(tmp_path / "job")
+    dump = tmp_path / "d.ring.jsonl"
+    head = {"schema": schema.RING_DUMP_SCHEMA, "reason": "oom", schema.ATTR_RANK: 2,
+            "written_ns": stamp, "sampling_interval_s": interval}
+    dump.write_text(_json.dumps(head) + "\n" + _json.dumps({"timestamp_ns": stamp,
+                                                            "device_used_bytes": used}) + "\n")
+    run = run_bounded("analyze", str(folder), "--oom-dumps", str(dump), "--format", "json",
+                      "-q")
+    assert_clean(run, (exitcodes.OK, exitcodes.FINDINGS))
+    report = run.json()
+    bad_time = not (isinstance(stamp, int) and not isinstance(stamp, bool)
+                    and 0 < stamp < 2**63)
+    assert report["skipped"].get("bad_oom_dump", 0) == (1 if bad_time else 0)
