@@ -392,10 +392,11 @@ class ColumnsFile:
             self.context_size >= MAX_TEXT_BYTES // 2
 
     def frame(self, json_end: int, json_tail: bytes, resource: bytes,
-              json_digest: tuple[str, Any]) -> None:
+              json_digest: tuple[str, Any] | None = None) -> None:
         """Write what gathered since the last frame, covering the JSON file's compressed bytes
         ``[json_start, json_end)`` (complete on disk before this is called); ``json_digest``:
-        (algorithm, hasher fed exactly those bytes), from :func:`new_json_digest`."""
+        (algorithm, hasher fed exactly those bytes), from :func:`new_json_digest`. Without it
+        the frame carries no digest, and readers do not use it."""
         t, self._t = self._t, []
         values = self._values
         self._values = {name: [] for name in values}
@@ -422,12 +423,13 @@ class ColumnsFile:
             dtype, delta, bodies, count, mask = col
             cols.append(Column(name, dtype, delta, count, mask))  # type: ignore[arg-type]
             arrays.extend(bodies)
-        alg, hasher = json_digest
+        alg, hasher = json_digest if json_digest is not None else ("", None)
         header = Header(VERSION, self.rank, self.seq, len(t), t[0] if t else 0,
                         t[-1] if t else 0, self.json_start, json_end, json_tail.hex(),
                         len(resource), len(context), cols, alg, "")
-        digest = frame_digest(hasher, header=header, payload=[resource, context, *arrays])
-        header = msgspec.structs.replace(header, digest=digest or "")
+        if hasher is not None:
+            digest = frame_digest(hasher, header=header, payload=[resource, context, *arrays])
+            header = msgspec.structs.replace(header, digest=digest or "")
         out = self._cctx.compress(encode_frame(header, resource, context, arrays))
         self.json_start = json_end
         try:
