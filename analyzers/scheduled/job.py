@@ -130,9 +130,11 @@ class JobContext:
 
 def run_job(opts: AnalyzeOptions, *, stalls: StallResult | None = None, several: bool = False,
             err: TextIO | None = None, out: TextIO | None = None,
-            now_ns: int | None = None) -> JobRun:
+            now_ns: int | None = None, skip_locked: bool = False) -> JobRun:
     """One cron run of ``opts.job.job_id``: window → :func:`run_once` → state, one summary
-    line. ``several``: one of several jobs in this run (outputs at the job's own path)."""
+    line. ``several``: one of several jobs in this run (outputs at the job's own path).
+    ``skip_locked``: a job whose state another run holds is that run's (the scheduled run over
+    discovered jobs); otherwise it is an overlapping run, refused (exit 2)."""
     job = opts.job
     if job.job_id is None:  # the options' check and run_scheduled give every run its job id
         raise ValueError("run_job needs a job id")
@@ -155,7 +157,7 @@ def run_job(opts: AnalyzeOptions, *, stalls: StallResult | None = None, several:
             summary.fields["window"] = window.iso()
             return run_window(ctx, window, written)
     except StateLocked as e:
-        if several:  # another run (another shard, an unsharded run) holds this job right now
+        if skip_locked:  # another run (another shard, an unsharded run) holds this job now
             return summary.finish(exitcodes.OK, OUTCOME_OK,
                                   note="analysed by another run holding its state")
         print(f"stormotel analyze: error: {one_line(e)}", file=summary.err)

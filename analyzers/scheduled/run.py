@@ -68,7 +68,8 @@ def run_scheduled(opts: AnalyzeOptions, *, stalls: StallResult | None = None,
     # Each job's state is its own file in every mode (scheduled/state.py): a sharded and an
     # unsharded run read and lock the same one.
     codes = [run_job(dataclasses.replace(opts, job=dataclasses.replace(opts.job, job_id=job_id)),
-                     stalls=stalls, several=several, err=err, now_ns=now_ns).code
+                     stalls=stalls, several=several, err=err, now_ns=now_ns,
+                     skip_locked=True).code
              for job_id in jobs]
     failed = [c for c in codes if c != exitcodes.OK]
     return next((c for c in FAILURE_PRECEDENCE if c in failed),
