@@ -18,6 +18,11 @@ from stormotel.analyzers.algorithms.settings import Settings
 from stormotel.analyzers.http_flags import HttpSettings
 from stormotel.analyzers.scheduled.shard import Shard
 
+#: ``role=METRIC[:unit]`` pairs, comma separated (unit ``bytes`` or ``mib``): names a dcgm-exporter
+#: rename that schema's framebuffer table does not know, for `stormotel analyze --dcgm` (also its
+#: --dcgm-field flag). An analyzer setting, so it lives here, not in the tracker's environment.
+DCGM_FIELDS_ENV = "STORMOTEL_DCGM_FIELDS"
+
 
 @dataclass(frozen=True)
 class SourceOptions:

@@ -291,7 +291,8 @@ DCGM_GPU_LABELS = ("gpu", "UUID", "Hostname", "hostname", "pod", "namespace",
 # tell MiB from bytes by what the series say (a name that spells its unit, else the size: no GPU
 # has 16 TiB = 2**24 MiB, and none has less than 16 MiB = 2**24 bytes, so a GPU whose FB series
 # reach 2**24 reports bytes), and every framebuffer name matching DCGM_FB_NAME_RE is read, so a
-# renamed field is found without a release. DCGM_FIELDS_ENV overrides the mapping (docs/dcgm.md).
+# renamed field is found without a release. The analyzer's $STORMOTEL_DCGM_FIELDS
+# (analyzers/options.py) overrides the mapping (docs/dcgm.md).
 DCGM_FB_ROLES = ("used", "free", "reserved", "total")
 #: Framebuffer gauges of any generation: DCGM_FI_DEV_FB_USED, a renamed …FB_USED_BYTES, or the
 #: longer FRAMEBUFFER/MEMORY spellings; the role is the word after FB/FRAMEBUFFER/MEMORY.
@@ -301,9 +302,6 @@ DCGM_FB_NAME_RE = r"DCGM_FI_DEV_(?:FB|FRAMEBUFFER|FRAME_BUFFER)_(?:MEMORY_)?" \
 DCGM_NAME_UNITS = {"_BYTES": 1, "_B": 1, "_MIB": DCGM_UNIT_BYTES, "_MB": DCGM_UNIT_BYTES}
 #: The size that tells the units apart (see above): 2**24 MiB = 16 TiB, 2**24 bytes = 16 MiB.
 DCGM_BYTES_FLOOR = float(2 ** 24)
-#: ``role=METRIC[:unit]`` pairs, comma separated (unit ``bytes`` or ``mib``): names a rename
-#: this table does not know, for `stormotel analyze --dcgm` (also its --dcgm-field flag).
-DCGM_FIELDS_ENV = "STORMOTEL_DCGM_FIELDS"
 #: Recorded per GPU (UUID, GPU_I_ID) in bytes whichever generation is scraped, and per job/rank.
 REC_DCGM_FB_USED_GPU = "stormotel:dcgm_fb_used_per_gpu:bytes"
 REC_DCGM_FB_USED_RANK = "stormotel:dcgm_fb_used:bytes"

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from stormotel.analyzers.http_flags import add_http_arguments
+from stormotel.analyzers.options import DCGM_FIELDS_ENV
 from stormotel.analyzers.scheduled.shard import ShardSpec, parse_shard
 
 from stormotel import schema, units
@@ -116,7 +117,7 @@ def _add_dcgm_arguments(parser: argparse.ArgumentParser) -> None:
                       help="read this metric as the framebuffer's ROLE (used, free, reserved, "
                            "total), UNIT bytes or mib (default: told apart by the values), for "
                            "a dcgm-exporter that renamed its fields; repeatable (also "
-                           f"${schema.DCGM_FIELDS_ENV}). Framebuffer names of the known "
+                           f"${DCGM_FIELDS_ENV}). Framebuffer names of the known "
                            "generations are found without it")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from stormotel.analyzers.options import JobOptions
+from stormotel.analyzers.options import DCGM_FIELDS_ENV, JobOptions
 from stormotel.analyzers.sources.protocol import Progress, TsdbSource
 
 if TYPE_CHECKING:
@@ -53,11 +53,11 @@ def configured_fields(flags: tuple[tuple[str, str, int | None], ...],
 
     env = os.environ if environ is None else environ
     fields: dict[str, tuple[str, int | None]] = {}
-    raw = env.get(schema.DCGM_FIELDS_ENV, "").strip()
+    raw = env.get(DCGM_FIELDS_ENV, "").strip()
     if raw:
         try:
             fields.update(schema.parse_dcgm_fields(raw))
         except ValueError as e:
-            raise UsageError(f"{schema.DCGM_FIELDS_ENV}: {e}") from None
+            raise UsageError(f"{DCGM_FIELDS_ENV}: {e}") from None
     fields.update({role: (metric, unit) for role, metric, unit in flags})
     return fields or None

@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from stormotel.analyzers.options import DCGM_FIELDS_ENV
 from stormotel.analyzers.sinks import remote_write
 from stormotel.analyzers.sources.dcgm import DcgmOptions, load_dcgm
 from stormotel.analyzers.sources.prometheus import QueryWindow
@@ -198,12 +199,12 @@ def test_configured_fields_from_flag_and_environment() -> None:
     from stormotel.analyzers.sources.dcgm_tsdb import configured_fields
 
     from stormotel.errors import UsageError
-    env = {schema.DCGM_FIELDS_ENV: "used=DCGM_FI_X:bytes,free=DCGM_FI_Y"}
+    env = {DCGM_FIELDS_ENV: "used=DCGM_FI_X:bytes,free=DCGM_FI_Y"}
     got = configured_fields((("free", "DCGM_FI_Z", schema.DCGM_UNIT_BYTES),), env)
     assert got == {"used": ("DCGM_FI_X", 1), "free": ("DCGM_FI_Z", schema.DCGM_UNIT_BYTES)}
     assert configured_fields((), {}) is None
-    with pytest.raises(UsageError, match=schema.DCGM_FIELDS_ENV):
-        configured_fields((), {schema.DCGM_FIELDS_ENV: "colour=DCGM_FI_X"})
+    with pytest.raises(UsageError, match=DCGM_FIELDS_ENV):
+        configured_fields((), {DCGM_FIELDS_ENV: "colour=DCGM_FI_X"})
 
 
 def test_a_bad_dcgm_field_flag_is_a_usage_error(tmp_path: Path) -> None:
