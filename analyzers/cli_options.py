@@ -95,7 +95,8 @@ def job_options_from_args(args: argparse.Namespace, *, quiet: bool = False) -> J
                        dcgm_collect_interval_s=args.dcgm_collect_interval,
                        dcgm_fields=tuple((role, metric, unit)
                                          for given in getattr(args, "dcgm_field", None) or ()
-                                         for role, (metric, unit) in given.items()))
+                                         for role, (metric, unit) in given.items()),
+                       read_api=getattr(args, "tsdb_read", "auto"))
     schedule = ScheduleOptions(since=args.since, start=args.start, end=args.end,
                                state_file=args.state_file, settle=settle_of(args),
                                max_window=args.max_window, timeout=args.timeout,

@@ -88,6 +88,8 @@ class TsdbOptions:
     #: --dcgm-field: framebuffer role → (metric, bytes per unit or None), merged over
     #: $STORMOTEL_DCGM_FIELDS by the source.
     dcgm_fields: tuple[tuple[str, str, int | None], ...] = ()
+    #: ``--tsdb-read``: how raw series are read (``auto`` probes for a bulk API).
+    read_api: str = "auto"
 
     @property
     def wanted(self) -> bool:

@@ -37,6 +37,7 @@ import numpy as np
 from stormotel.analyzers.gcpause import gc_paused
 from stormotel.analyzers.http import Deadline, EndpointError, HttpSettings, make_client
 from stormotel.analyzers.rankspec import format_rank_list
+from stormotel.analyzers.sources.bulk_read import QUERY_LABEL, BulkReader, choose_reader
 from stormotel.analyzers.sources.markers import MarkerAccumulator, counter_increases
 from stormotel.analyzers.sources.prometheus_api import (
     MAX_POINTS_PER_QUERY,
@@ -165,6 +166,8 @@ class _Discovery:
     ranks: list[int] = field(default_factory=list)
     #: True when ``identities`` is still to be listed (the quick path).
     listing_pending: bool = False
+    #: The bulk API that reads this endpoint's raw series (None: the query API).
+    reader: BulkReader | None = None
 
     def __post_init__(self) -> None:
         if not self.ranks:
@@ -419,8 +422,8 @@ def load_prometheus(urls: Sequence[str], window: QueryWindow, *,
                     settings: HttpSettings | None = None, client: httpx.Client | None = None,
                     deadline: Deadline | None = None, concurrency: int = DEFAULT_CONCURRENCY,
                     rank_batch: int = RANK_BATCH, max_points: int = MAX_POINTS_PER_QUERY,
-                    progress: Callable[[str], None] | None = None
-                    ) -> tuple[Timeline, LoadOutcome]:
+                    progress: Callable[[str], None] | None = None,
+                    read_api: str = "auto") -> tuple[Timeline, LoadOutcome]:
     """Read one job from every endpoint into one Timeline; SourceFailureError if none answers.
 
     Several endpoints (one per cluster or region, or an HA pair) merge deterministically: every
@@ -432,6 +435,9 @@ def load_prometheus(urls: Sequence[str], window: QueryWindow, *,
     listing that gives each rank's identity runs beside them; should the listing disagree with
     them (a server that ignores ``match[]`` on label values) or fail, the job is read again
     the plain way, listing first.
+
+    ``read_api`` picks how raw series are read (:mod:`.bulk_read`): ``auto`` probes each
+    endpoint for remote read or the export API and falls back to the query API.
     """
     settings = settings or HttpSettings()
     deadline = deadline or Deadline(None)
@@ -442,12 +448,12 @@ def load_prometheus(urls: Sequence[str], window: QueryWindow, *,
         apis = [PrometheusAPI(u, http, settings, deadline) for u in urls]
         try:
             return _load(apis, window, concurrency, rank_batch, max_points, progress,
-                         quick=True)
+                         quick=True, read_api=read_api)
         except _ListingDisagrees as e:
             if progress:
                 progress(f"prometheus: reading again with the series listed first ({e})")
             return _load(apis, window, concurrency, rank_batch, max_points, progress,
-                         quick=False)
+                         quick=False, read_api=read_api)
     finally:
         if own_client:
             http.close()
@@ -458,8 +464,8 @@ class _ListingDisagrees(Exception):
 
 
 def _load(apis: list[PrometheusAPI], window: QueryWindow, concurrency: int, rank_batch: int,
-          max_points: int, progress: Callable[[str], None] | None, *, quick: bool
-          ) -> tuple[Timeline, LoadOutcome]:
+          max_points: int, progress: Callable[[str], None] | None, *, quick: bool,
+          read_api: str = "auto") -> tuple[Timeline, LoadOutcome]:
     builder = TimelineBuilder()
     outcome = LoadOutcome()
     urls = [api.url for api in apis]
@@ -468,6 +474,7 @@ def _load(apis: list[PrometheusAPI], window: QueryWindow, concurrency: int, rank
     with gc_paused():
         discovery_notes_at = len(builder.notes)
         discoveries = _discover_all(apis, window, builder, outcome, concurrency, quick=quick)
+        _choose_readers(discoveries, window, builder, read_api)
         natives = [d.native_interval_s for d in discoveries if d.native_interval_s]
         step = choose_step(window, max(natives) if natives else None)
         outcome.step_s = step
@@ -534,8 +541,21 @@ def _load(apis: list[PrometheusAPI], window: QueryWindow, concurrency: int, rank
                                    "ranks_failed": {u: sorted(r) for u, r
                                                     in outcome.ranks_failed.items()},
                                    "window_start_ns": window.start_ns,
-                                   "raw_samples": True}
+                                   "raw_samples": True,
+                                   "read_api": {d.api.url: d.reader.name if d.reader
+                                                else "query" for d in discoveries}}
     return timeline, outcome
+
+
+def _choose_readers(discoveries: list[_Discovery], window: QueryWindow,
+                    builder: TimelineBuilder, read_api: str) -> None:
+    """Each endpoint's raw-series API, probed once (a note says which, and why)."""
+    _, all_names = _spellings()
+    for d in discoveries:
+        if d.ranks:
+            d.reader, note = choose_reader(d.api, _discovery_selector(window, all_names),
+                                           window.end_ns / 1e9, read_api)
+            builder.notes.append(note)
 
 
 def _take_listing(d: _Discovery,
@@ -623,6 +643,8 @@ class _Task:
     what: str = "field"
     #: The selector without its rank matcher (a refused read is asked again per rank set).
     base: str = ""
+    #: The endpoint's bulk API (None: the query API).
+    reader: BulkReader | None = None
 
     def split(self) -> list[_Task]:
         """Two tasks over half the ranks each (a read the server refused as too large)."""
@@ -655,7 +677,8 @@ def _plan_queries(discoveries: list[_Discovery], window: QueryWindow, step: floa
                 base = label_selector({"__name__": name, schema.ATTR_JOB_ID: window.job_id},
                                       None, window.extra_matchers)
                 tasks.append(_Task(d.api, fname, rank_selector(base, batch), batch,
-                                   fname in d.peak_fields, start_s, end_s, what, base))
+                                   fname in d.peak_fields, start_s, end_s, what, base,
+                                   d.reader))
     return tasks
 
 
@@ -693,8 +716,17 @@ def _run_queries(tasks: list[_Task], builder: TimelineBuilder, outcome: LoadOutc
 
     def one(task: _Task) -> list[Series] | EndpointError:
         """A refused read is split by rank set first (a server's series and samples limits
-        count whole series), then, down to one rank, in time."""
+        count whole series), then, down to one rank, in time (a bulk read refused for one
+        rank is asked again through the query API, which splits in time)."""
         try:
+            if task.reader is not None:
+                try:
+                    return task.reader.read(task.selector, task.start_s, task.end_s)
+                except EndpointError as e:
+                    if not is_too_large(e):
+                        return e
+                    if len(task.ranks) > 1:
+                        raise
             return task.api.query_raw_series(task.selector, task.start_s, task.end_s, chunk_s,
                                              split_time=len(task.ranks) == 1)
         except EndpointError as e:
@@ -1218,4 +1250,7 @@ def _resolution_notes(builder: TimelineBuilder, discoveries: list[_Discovery],
         msg += "; the tracker's edge gauges time rises to its own samples"
     if peaks:
         msg += f"; used the rolling peak series for {', '.join(peaks)}"
+    apis = sorted({d.reader.label if d.reader else QUERY_LABEL for d in discoveries if d.ranks})
+    if apis:
+        msg += f"; read through the {' and the '.join(apis)}"
     builder.notes.append(msg)

@@ -31,6 +31,7 @@ class PrometheusSource(TsdbSource):
         tsdb, settings = self.job.tsdb, self.job.http
         timeline, outcome = load_prometheus(tsdb.prometheus, qw, settings=settings,
                                             client=client, deadline=deadline,
-                                            concurrency=tsdb.concurrency, progress=progress.fn)
+                                            concurrency=tsdb.concurrency, progress=progress.fn,
+                                            read_api=tsdb.read_api)
         with_rank_info(timeline, list(tsdb.prometheus), qw, settings, client, deadline)
         return timeline, outcome

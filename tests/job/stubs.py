@@ -55,6 +55,8 @@ class FaultProxy(_Server):
         self.malformed = malformed
         self.path_filter = path_filter
         self.requests: list[str] = []
+        #: Each request's headers (names lower-cased) and ``path``, as the proxy got them.
+        self.headers_seen: list[dict[str, str]] = []
         self.lock = threading.Lock()
 
 
@@ -67,6 +69,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         with proxy.lock:
             proxy.requests.append(self.path)
+            proxy.headers_seen.append({**{k.lower(): v for k, v in self.headers.items()},
+                                       "path": self.path.split("?")[0]})
             n = len(proxy.requests)
         applies = proxy.path_filter in self.path
         if proxy.fail_body and proxy.fail_body in body:

@@ -1,0 +1,62 @@
+"""Which API reads a TSDB endpoint's raw samples: a bulk API where the server offers one.
+
+The query API works everywhere but hands samples over as JSON pairs, one number at a time. Two
+bulk APIs hand over the same raw samples far more cheaply:
+
+* Prometheus (and Mimir, Cortex) **remote read** with streamed XOR chunks
+  (:mod:`.remote_read`): the TSDB's own compressed chunks;
+* VictoriaMetrics' **export API** (:mod:`.vm_export`): each series as two number arrays.
+
+Each endpoint is probed once per run, with a read of the job's series over the last second of
+the window (a few bytes): remote read first, then export. The first that answers in its own
+format reads every raw series of the endpoint; if neither does (Thanos, a proxy that only
+passes the query API, remote read switched off), the query API reads it and a note says why.
+``--tsdb-read`` forces one API (a forced API that fails its probe still falls back, noted).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from stormotel.analyzers.http import EndpointError
+from stormotel.analyzers.sources.remote_read import RemoteReader
+from stormotel.analyzers.sources.vm_export import ExportReader
+
+if TYPE_CHECKING:
+    from stormotel.analyzers.sources.prometheus_api import PrometheusAPI, Series
+
+#: ``--tsdb-read`` choices: probe (the default), the query API only, or one bulk API.
+READ_APIS = ("auto", "query", "remote-read", "export")
+QUERY_LABEL = "Prometheus query API (range-vector reads, JSON)"
+
+
+class BulkReader(Protocol):
+    """Reads every raw sample of a selector over a window (what ``query_raw_series`` gives)."""
+
+    name: str
+    label: str
+    skipped_chunks: int
+
+    def read(self, selector: str, start_s: float, end_s: float) -> list[Series]: ...
+
+
+def choose_reader(api: PrometheusAPI, selector: str, end_s: float, mode: str = "auto"
+                  ) -> tuple[BulkReader | None, str]:
+    """The reader for ``api`` (None: the query API) and a note saying which and why."""
+    if mode == "query":
+        return None, f"{api.url}: read through the {QUERY_LABEL} (--tsdb-read query)"
+    candidates: list[BulkReader] = []
+    if mode in ("auto", "remote-read"):
+        candidates.append(RemoteReader(api))
+    if mode in ("auto", "export"):
+        candidates.append(ExportReader(api))
+    why = []
+    for reader in candidates:
+        try:
+            reader.read(selector, end_s - 1.0, end_s)
+        except EndpointError as e:
+            why.append(f"{reader.name}: {str(e).split(': ', 1)[-1][:160]}")
+            continue
+        return reader, f"{api.url}: raw samples read through the {reader.label}"
+    return None, (f"{api.url}: read through the {QUERY_LABEL}: no bulk read API answered "
+                  f"({'; '.join(why)})")
