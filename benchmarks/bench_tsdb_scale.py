@@ -25,8 +25,10 @@ on the warmed one (``analyzer_warm_wall_s``, like for like with ``tsdb_s``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
+import math
 import os
 import pickle
 import resource
@@ -45,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from stormotel.analyzers.analyze import analyze
 from stormotel.analyzers.http import HttpSettings, make_client
+from stormotel.analyzers.sinks import prompb, remote_write
 from stormotel.analyzers.sources.prometheus import (
     DEFAULT_CONCURRENCY,
     LoadOutcome,
@@ -68,13 +71,25 @@ LEAK_RANK, FIRST_RANK = 7, 3
 
 def _series_of_rank(rank: int, ranks: int, n: int) -> list[bytes]:
     """The 14 JSON lines of one rank (``/api/v1/import`` format)."""
+    return [_json_line(name, labels, t, v)
+            for name, labels, t, v in _columns_of_rank(rank, ranks, n)]
+
+
+def _json_line(name: str, labels: dict[str, str], t: np.ndarray, v: np.ndarray) -> bytes:
+    metric = json.dumps({"__name__": name, **labels}, separators=(",", ":"))
+    return (f'{{"metric":{metric},"values":[{",".join(map(str, v.tolist()))}],'
+            f'"timestamps":[{",".join(map(str, t.tolist()))}]}}'.encode())
+
+
+def _columns_of_rank(rank: int, ranks: int, n: int, start_ms: int = START_MS
+                     ) -> list[tuple[str, dict[str, str], np.ndarray, np.ndarray]]:
+    """The 14 series of one rank as (name, labels, t_ms, values)."""
     rng = np.random.default_rng(rank)
     stagger = (rank % 16) * SCRAPE_MS  # ranks start up to 4 min apart
     offset = (rank * 977) % SCRAPE_MS  # each target scraped at its own phase
     k = n - rank % 16
-    t = START_MS + stagger + offset + SCRAPE_MS * np.arange(k, dtype=np.int64)
-    ts = ",".join(map(str, t.tolist()))
-    rel = (t - START_MS) / 1000.0  # the job's clock: every rank started together
+    t = start_ms + stagger + offset + SCRAPE_MS * np.arange(k, dtype=np.int64)
+    rel = (t - start_ms) / 1000.0  # the job's clock: every rank started together
     # Steady training (the job began before the data), then every rank's memory rises by
     # 4 GiB 21 minutes in, one rank a minute before the others (the planted first cause).
     alloc = 30 * GiB + rng.normal(0, 64 * 2**20, k)
@@ -107,12 +122,34 @@ def _series_of_rank(rank: int, ranks: int, n: int) -> list[bytes]:
         schema.ESTIMATE.prom: np.full(k, 40 * GiB, np.int64),
         schema.RANK_INFO.prom: np.ones(k, np.int64),
     }
-    out = []
-    for name, v in cols.items():
-        metric = json.dumps({"__name__": name, **labels}, separators=(",", ":"))
-        out.append(f'{{"metric":{metric},"values":[{",".join(map(str, v.tolist()))}],'
-                   f'"timestamps":[{ts}]}}'.encode())
-    return out
+    return [(name, labels, t, v) for name, v in cols.items()]
+
+
+def ingest_prometheus(url: str, ranks: int, hours: float, start_ms: int) -> int:
+    """Remote write into Prometheus, an hour of every series at a time (the head only takes
+    samples in time order, within an hour of its newest)."""
+    n = int(hours * 3600_000 / SCRAPE_MS)
+    per_hour = 3600_000 // SCRAPE_MS
+    cols = {r: _columns_of_rank(r, ranks, n, start_ms) for r in range(ranks)}
+    with httpx.Client(timeout=600) as client:
+        for h in range(math.ceil(hours)):
+            def post(first: int, h: int = h) -> None:
+                req = prompb.WriteRequest()
+                for r in range(first, min(ranks, first + 64)):
+                    for name, labels, t, v in cols[r]:
+                        lo, hi = np.searchsorted(t, [start_ms + h * per_hour * SCRAPE_MS,
+                                                     start_ms + (h + 1) * per_hour * SCRAPE_MS])
+                        ts = req.timeseries.add()
+                        for k, x in sorted({**labels, "__name__": name}.items()):
+                            ts.labels.add(name=k, value=x)
+                        ts.samples.extend(prompb.Sample(value=float(x), timestamp=int(y))
+                                          for y, x in zip(t[lo:hi].tolist(),
+                                                          v[lo:hi].tolist(), strict=True))
+                client.post(url + "/api/v1/write", content=remote_write.compress(
+                    req.SerializeToString()), headers=remote_write.HEADERS).raise_for_status()
+            with ThreadPoolExecutor(2) as pool:
+                list(pool.map(post, range(0, ranks, 64)))
+    return n
 
 
 def ingest(url: str, ranks: int, hours: float, workers: int = 2) -> int:
@@ -132,8 +169,16 @@ def ingest(url: str, ranks: int, hours: float, workers: int = 2) -> int:
     return n
 
 
-def data_dir(ranks: int, hours: float) -> Path:
-    return OUT / f"vm-{ranks}x{hours:g}h"
+def data_dir(ranks: int, hours: float, tsdb: str = "victoriametrics") -> Path:
+    return OUT / f"{'vm' if tsdb == 'victoriametrics' else 'prom'}-{ranks}x{hours:g}h"
+
+
+def start_tsdb(kind: str, work: Path) -> contextlib.AbstractContextManager[servers.Server]:
+    """The TSDB as the tests start it (VictoriaMetrics' rollup cache off: the replay must not
+    be answered from what the analyzer's run cached)."""
+    if kind == "prometheus":
+        return servers.prometheus(work)
+    return servers.victoriametrics(work, ["-search.disableCache"])
 
 
 Call = tuple[str, str, bytes, str]
@@ -166,7 +211,7 @@ def cpu_of(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def timeline_digest(timeline: Timeline) -> str:
+def timeline_digest(timeline: Timeline, notes: bool = True) -> str:
     """A hash of every rank's samples, fields and markers: two versions of the reader that give
     the same digest built the same Timeline (taken after the timed run)."""
     h = hashlib.sha256()
@@ -181,7 +226,7 @@ def timeline_digest(timeline: Timeline) -> str:
         h.update(m.start_ns.tobytes())
         h.update(m.end_ns.tobytes())
         h.update(repr((m.name.tolist(), m.kind.tolist(), m.attrs)).encode())
-    h.update(repr((sorted(timeline.skipped.items()), timeline.notes)).encode())
+    h.update(repr((sorted(timeline.skipped.items()), timeline.notes if notes else ())).encode())
     return h.hexdigest()
 
 
@@ -199,7 +244,7 @@ class _Run:
 
 
 def _analyzer_run(url: str, window: QueryWindow, settings: HttpSettings, concurrency: int,
-                  calls: list[Call]) -> _Run:
+                  calls: list[Call], read_api: str = "auto") -> _Run:
     """``load_prometheus`` + ``analyze`` timed in this process, each request appended to
     ``calls`` (to be replayed)."""
     client = make_client(settings)
@@ -208,11 +253,11 @@ def _analyzer_run(url: str, window: QueryWindow, settings: HttpSettings, concurr
         (r.method, str(r.url), r.read(), r.headers.get("accept-encoding", ""))
     ) or r.extensions.setdefault("t0", time.monotonic())]
     client.event_hooks["response"] = [lambda r: timings.append(
-        (time.monotonic() - r.request.extensions["t0"], r.request.read().decode()[:200]))]
+        (time.monotonic() - r.request.extensions["t0"], r.request.read().decode(errors="replace")[:200]))]
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
     timeline, outcome = load_prometheus([url], window, settings=settings, client=client,
-                                        concurrency=concurrency)
+                                        concurrency=concurrency, read_api=read_api)
     t_load = time.perf_counter() - t0
     rss_load = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     report = analyze(timeline)
@@ -222,7 +267,7 @@ def _analyzer_run(url: str, window: QueryWindow, settings: HttpSettings, concurr
     client.close()
     cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
     slow = sorted(timings, reverse=True)[:5]
-    print(f"analyzer run: {wall:.2f} s wall, {cpu:.2f} s CPU; slowest requests:",
+    print(f"analyzer run ({read_api}): {wall:.2f} s wall, {cpu:.2f} s CPU; slowest requests:",
           [(round(d, 2), u[:90]) for d, u in slow], flush=True)
     return _Run(timeline, outcome, report, timeline_digest(timeline), t_load, wall, cpu,
                 rss_load, ru1)
@@ -232,6 +277,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, default=1024)
     ap.add_argument("--hours", type=float, default=6.0)
+    ap.add_argument("--tsdb", choices=("victoriametrics", "prometheus"),
+                    default="victoriametrics")
+    ap.add_argument("--read-api", choices=("auto", "query"), default="auto",
+                    help="auto: the bulk API the TSDB offers (remote read, export); the "
+                    "baseline is always the query API's own requests, replayed")
     ap.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY)
     ap.add_argument("--reingest", action="store_true", help="drop the cached data dir first")
     ap.add_argument("--json", type=Path)
@@ -243,31 +293,51 @@ def main() -> int:
     ap.add_argument("--save-timeline", type=Path, help="pickle the Timeline read here (the "
                     "input of benchmarks/bench_analyze_scale.py)")
     args = ap.parse_args()
-    work = data_dir(args.ranks, args.hours)
+    work = data_dir(args.ranks, args.hours, args.tsdb)
     if args.reingest and work.exists():
         shutil.rmtree(work)
     fresh = not (work / "ingested").exists()
-    # The rollup cache off: the replay must not be answered from what the analyzer's run cached.
-    with servers.victoriametrics(work, ["-search.disableCache"]) as vm:
+    n = int(args.hours * 3600_000 / SCRAPE_MS)
+    with start_tsdb(args.tsdb, work) as db:
         if fresh:
             t0 = time.perf_counter()
-            ingest(vm.url, args.ranks, args.hours)
-            (work / "ingested").write_text("ok\n")
+            if args.tsdb == "prometheus":  # the head takes recent samples only: ends now
+                start_ms = (int(time.time() * 1000) - (n + 40) * SCRAPE_MS) // 60_000 * 60_000
+                ingest_prometheus(db.url, args.ranks, args.hours, start_ms)
+            else:
+                start_ms = START_MS
+                ingest(db.url, args.ranks, args.hours)
+            (work / "ingested").write_text(f"{start_ms}\n")
             print(f"ingested in {time.perf_counter() - t0:.1f} s", flush=True)
-        n = int(args.hours * 3600_000 / SCRAPE_MS)
-        window = QueryWindow(JOB, (START_MS - 60_000) * 10**6,
-                             (START_MS + (n + 40) * SCRAPE_MS) * 10**6)
+        text = (work / "ingested").read_text().strip()
+        start_ms = int(text) if text.isdigit() else START_MS
+        window = QueryWindow(JOB, (start_ms - 60_000) * 10**6,
+                             (start_ms + (n + 40) * SCRAPE_MS) * 10**6)
         calls: list[Call] = []
-        # VictoriaMetrics runs on loopback here; a deployed analyzer reads a remote TSDB.
+        # The TSDB runs on loopback here; a deployed analyzer reads a remote TSDB.
         settings = HttpSettings(timeout_s=600, identity_on_loopback=args.encoding == "identity")
-        vm_cpu0 = cpu_of(vm.proc.pid)
-        run = _analyzer_run(vm.url, window, settings, args.concurrency, calls)
-        vm_cpu_run = cpu_of(vm.proc.pid) - vm_cpu0
-        vm_cpu0 = cpu_of(vm.proc.pid)
-        tsdb = _replay(vm.url, calls, args.concurrency)
-        tsdb_cpu = cpu_of(vm.proc.pid) - vm_cpu0
+        db_cpu0 = cpu_of(db.proc.pid)
+        run = _analyzer_run(db.url, window, settings, args.concurrency, calls, args.read_api)
+        db_cpu_run = cpu_of(db.proc.pid) - db_cpu0
+        # The baseline: the query API's own requests for the same job (recorded from a run
+        # that reads through it), answered by the TSDB with nothing decoded.
+        qcalls = calls
+        query_run = run
+        if args.read_api != "query":
+            qcalls = []
+            query_run = _analyzer_run(db.url, window, settings, args.concurrency, qcalls,
+                                      "query")
+            if timeline_digest(query_run.timeline, notes=False) != \
+                    timeline_digest(run.timeline, notes=False):
+                print("the bulk API read a different Timeline than the query API",
+                      file=sys.stderr)
+                return 1
+        db_cpu0 = cpu_of(db.proc.pid)
+        tsdb = _replay(db.url, qcalls, args.concurrency)
+        tsdb_cpu = cpu_of(db.proc.pid) - db_cpu0
+        tsdb_bulk = _replay(db.url, calls, args.concurrency) if qcalls is not calls else tsdb
         # Like for like with the warm replay: the analyzer once more, on the TSDB it warmed.
-        warm = _analyzer_run(vm.url, window, settings, args.concurrency, [])
+        warm = _analyzer_run(db.url, window, settings, args.concurrency, [], args.read_api)
         if warm.digest != run.digest:
             print("the warm run read a different Timeline than the fresh one", file=sys.stderr)
             return 1
@@ -283,43 +353,49 @@ def main() -> int:
             with args.save_timeline.open("wb") as f:
                 pickle.dump(timeline, f, protocol=5)
         size = sum(f.stat().st_size for f in (work / "data").rglob("*") if f.is_file())
-        run_url = vm.url
-    # The analyzer's first run met a freshly started VictoriaMetrics (its index and block
-    # caches empty); the replay above met one warmed by that run. The same queries once more
-    # against a fresh start give the like-for-like figure for the first run.
-    with servers.victoriametrics(work, ["-search.disableCache"]) as vm:
-        vm_cpu0 = cpu_of(vm.proc.pid)
-        fresh_calls = [(m, vm.url + url.removeprefix(run_url), body, enc)
-                       for m, url, body, enc in calls]
-        tsdb_fresh = _replay(vm.url, fresh_calls, args.concurrency)
-        tsdb_fresh_cpu = cpu_of(vm.proc.pid) - vm_cpu0
+        run_url = db.url
+    # The analyzer's first run met a freshly started TSDB (its caches empty); the replay above
+    # met one warmed by that run. The same queries once more against a fresh start give the
+    # like-for-like figure for the first run.
+    with start_tsdb(args.tsdb, work) as db:
+        db_cpu0 = cpu_of(db.proc.pid)
+        fresh_calls = [(m, db.url + url.removeprefix(run_url), body, enc)
+                       for m, url, body, enc in qcalls]
+        tsdb_fresh = _replay(db.url, fresh_calls, args.concurrency)
+        tsdb_fresh_cpu = cpu_of(db.proc.pid) - db_cpu0
     rss = ru1.ru_maxrss / 1024
     leaders = sorted({(i["leader"], i["confidence"]) for i in report.cross_rank.incidents
                       if i.get("leader") is not None})
     encodings = sorted({c[3] for c in calls})
-    row = {"ranks": args.ranks, "hours": args.hours, "series": args.ranks * 14,
+    present = len(timeline.rank_ids)
+    row = {"tsdb": args.tsdb, "read_api": timeline.meta["prometheus"]["read_api"],
+           "ranks": args.ranks, "ranks_present": present, "hours": args.hours,
+           "series": args.ranks * 14, "load": os.getloadavg()[0],
            "encoding": args.encoding, "accept_encoding_sent": encodings,
            "samples_read": timeline.total_samples(), "requests": len(calls),
+           "query_api_requests": len(qcalls),
            "queries": outcome.queries, "partial": outcome.partial,
            "load_s": round(t_load, 2), "analyzer_wall_s": round(wall, 2),
+           "query_api_analyzer_wall_s": round(query_run.wall, 2),
            "json_report_cpu_s": round(t_json, 2),
            "analyzer_warm_wall_s": round(warm.wall, 2),
            "analyzer_warm_cpu_s": round(warm.cpu, 2),
            "ratio_wall_warm": round(warm.wall / tsdb, 2),
            "ratio_cpu_warm": round(warm.cpu / tsdb_cpu, 2),
            "analyzer_cpu_s": round(cpu, 2), "tsdb_s": round(tsdb, 2),
-           "tsdb_cpu_s": round(tsdb_cpu, 2), "tsdb_cpu_during_run_s": round(vm_cpu_run, 2),
+           "tsdb_bulk_requests_s": round(tsdb_bulk, 2),
+           "tsdb_cpu_s": round(tsdb_cpu, 2), "tsdb_cpu_during_run_s": round(db_cpu_run, 2),
            "ratio_wall": round(wall / tsdb, 2), "ratio_cpu": round(cpu / tsdb_cpu, 2),
            "tsdb_fresh_s": round(tsdb_fresh, 2), "tsdb_fresh_cpu_s": round(tsdb_fresh_cpu, 2),
            "ratio_wall_fresh": round(wall / tsdb_fresh, 2),
            "ratio_cpu_fresh": round(cpu / tsdb_fresh_cpu, 2),
            "peak_rss_mib": round(rss), "peak_rss_after_load_mib": round(rss_load),
-           "vm_data_mib": round(size / 2**20, 1), "incident_leaders": leaders,
+           "data_mib": round(size / 2**20, 1), "incident_leaders": leaders,
            "leak_rank": LEAK_RANK, "first_rank": FIRST_RANK, "timeline_sha256": digest}
     print(json.dumps(row))
     if args.json:
         args.json.write_text(json.dumps(row, indent=2))
-    return 0
+    return 0 if present == args.ranks else 1
 
 
 if __name__ == "__main__":

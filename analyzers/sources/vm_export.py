@@ -84,12 +84,13 @@ def decode_export(body: bytes, start_ms: int, end_ms: int) -> list[Series]:
     for ln, n in zip(lines, counts, strict=True):
         ts, vs = t[at:at + n], v[at:at + n]
         at += n
+        if ts.size > 1 and not bool((ts[1:] > ts[:-1]).all()):
+            # sorted; samples at one timestamp are kept for the caller's merge to count
+            idx = np.argsort(ts, kind="stable")
+            ts, vs = ts[idx], vs[idx]
         if ts.size and (ts[0] < start_ms or ts[-1] > end_ms):
             keep = (ts >= start_ms) & (ts <= end_ms)
             ts, vs = ts[keep], vs[keep]
-        if ts.size > 1 and not bool((ts[1:] > ts[:-1]).all()):
-            ts, idx = np.unique(ts, return_index=True)
-            vs = vs[idx]
         out.append(Series(ln.metric, ts * 1_000_000, vs, clean))
     return out
 
