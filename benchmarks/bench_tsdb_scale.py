@@ -126,13 +126,13 @@ def _columns_of_rank(rank: int, ranks: int, n: int, start_ms: int = START_MS
 
 
 def ingest_prometheus(url: str, ranks: int, hours: float, start_ms: int) -> int:
-    """Remote write into Prometheus, an hour of every series at a time (the head only takes
-    samples in time order, within an hour of its newest)."""
+    """Remote write into Prometheus, 20 minutes of every series at a time (the head only takes
+    samples within an hour of its newest)."""
     n = int(hours * 3600_000 / SCRAPE_MS)
-    per_hour = 3600_000 // SCRAPE_MS
+    per_hour = 1200_000 // SCRAPE_MS
     cols = {r: _columns_of_rank(r, ranks, n, start_ms) for r in range(ranks)}
     with httpx.Client(timeout=600) as client:
-        for h in range(math.ceil(hours)):
+        for h in range(math.ceil(hours * 3)):
             def post(first: int, h: int = h) -> None:
                 req = prompb.WriteRequest()
                 for r in range(first, min(ranks, first + 64)):
@@ -253,7 +253,8 @@ def _analyzer_run(url: str, window: QueryWindow, settings: HttpSettings, concurr
         (r.method, str(r.url), r.read(), r.headers.get("accept-encoding", ""))
     ) or r.extensions.setdefault("t0", time.monotonic())]
     client.event_hooks["response"] = [lambda r: timings.append(
-        (time.monotonic() - r.request.extensions["t0"], r.request.read().decode(errors="replace")[:200]))]
+        (time.monotonic() - r.request.extensions["t0"],
+         r.request.read().decode(errors="replace")[:200]))]
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
     timeline, outcome = load_prometheus([url], window, settings=settings, client=client,

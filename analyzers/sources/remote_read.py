@@ -92,7 +92,8 @@ def decode_answer(body: bytes, start_ms: int, end_ms: int) -> tuple[list[Series]
     other = 0
     for data in frames(body):
         try:
-            msg = pb.ChunkedReadResponse.FromString(data)
+            msg = pb.ChunkedReadResponse()
+            msg.ParseFromString(data)
         except Exception as e:  # protobuf's DecodeError: the frame is not the message
             raise RemoteReadError(f"frame is not a ChunkedReadResponse ({e})") from None
         for s in msg.chunked_series:

@@ -62,14 +62,14 @@ def decode_export(body: bytes, start_ms: int, end_ms: int) -> list[Series]:
         return []
     doc = b"[" + text.replace(b"\n", b",") + b"]"  # a newline is never inside a JSON string
     try:
-        lines: list[_Line] | list[_LooseLine] = _LINES.decode(doc)
+        lines: list[_Line] = _LINES.decode(doc)
     except msgspec.DecodeError:
         try:  # null and bare Inf words: read as NaN and +-Inf (the caller counts them as bad)
-            lines = _LOOSE.decode(_INF.sub(_inf, doc))
+            loose = _LOOSE.decode(_INF.sub(_inf, doc))
         except msgspec.DecodeError as e:
             raise ValueError(f"not export JSON lines ({e})") from None
-        for ln in lines:
-            ln.values = [math.nan if x is None else float(x) for x in ln.values]
+        lines = [_Line(ln.metric, [math.nan if x is None else float(x) for x in ln.values],
+                       ln.timestamps) for ln in loose]
     counts = [len(ln.values) for ln in lines]
     if any(len(ln.timestamps) != c for ln, c in zip(lines, counts, strict=True)):
         raise ValueError("an export line has more values than timestamps or fewer")

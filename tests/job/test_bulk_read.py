@@ -98,7 +98,7 @@ def test_bulk_reads_keep_the_tenant_and_auth_headers(filled) -> None:
     with FaultProxy(server.url) as proxy:
         settings = HttpSettings(headers=(("X-Scope-OrgID", "team-a"),
                                          ("Authorization", "Bearer tok-123")))
-        tl, outcome = load_prometheus([proxy.url], _window(p), settings=settings)
+        tl, _ = load_prometheus([proxy.url], _window(p), settings=settings)
         seen = list(proxy.headers_seen)
     assert tl.meta["prometheus"]["read_api"] == {proxy.url: BULK[kind]}
     bulk_path = "/api/v1/read" if kind == "prometheus" else "/api/v1/export"

@@ -76,3 +76,21 @@ def test_two_scrapers_same_answer_in_any_order(fleet: dict[str, Any]) -> None:
     assert ab["cross_rank"]["first_cause_suspects"] == ba["cross_rank"]["first_cause_suspects"]
     assert ab["cross_rank"].get("incidents") == ba["cross_rank"].get("incidents")
     _check(PAIRED, 1, ab, must_name=True, check_gaps=False)
+
+
+@pytest.mark.parametrize("name", [s.name for s in harness.SCENARIOS])
+def test_bulk_read_same_findings_as_query_api(fleet: dict[str, Any], name: str) -> None:
+    """Remote read (the default where Prometheus offers it) and the query API read the same
+    raw samples: the same findings, and the report says which API read the job."""
+    job = fleet["jobs"][name]
+    work = fleet["work"]
+    code_b, bulk = harness.analyze_prometheus(job, [fleet["prom"]], work / f"{name}-rr.json")
+    code_q, query = harness.analyze_prometheus(job, [fleet["prom"]], work / f"{name}-q.json",
+                                               extra=["--tsdb-read", "query"])
+    assert bulk["extra"]["source"]["read_api"] == {fleet["prom"]: "remote_read"}
+    assert query["extra"]["source"]["read_api"] == {fleet["prom"]: "query"}
+    assert code_b == code_q
+    for key in ("cross_rank", "gap_findings", "collective_attributions",
+                "participating_ranks", "missing_ranks"):
+        assert bulk.get(key) == query.get(key), key
+    _check(name, code_b, bulk, must_name=True, check_gaps=False)
