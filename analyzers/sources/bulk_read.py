@@ -8,7 +8,8 @@ bulk APIs hand over the same raw samples far more cheaply:
 * VictoriaMetrics' **export API** (:mod:`.vm_export`): each series as two number arrays.
 
 Each endpoint is probed once per run, with a read of the job's series over the last second of
-the window (a few bytes): remote read first, then export. The first that answers in its own
+the window (a few bytes): remote read first, then export; an API that refuses the probe for
+its size (a server's series limit) is there, and its reads are split like the query API's. The first that answers in its own
 format reads every raw series of the endpoint; if neither does (Thanos, a proxy that only
 passes the query API, remote read switched off), the query API reads it and a note says why.
 ``--tsdb-read`` forces one API (a forced API that fails its probe still falls back, noted).
@@ -19,6 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from stormotel.analyzers.http import EndpointError
+from stormotel.analyzers.sources.prometheus_api import is_too_large
 from stormotel.analyzers.sources.remote_read import RemoteReader
 from stormotel.analyzers.sources.vm_export import ExportReader
 
@@ -36,6 +38,8 @@ class BulkReader(Protocol):
     name: str
     label: str
     skipped_chunks: int
+    #: Samples one read may bring back (sizes the rank batches, as for the query API).
+    samples_per_read: int
 
     def read(self, selector: str, start_s: float, end_s: float) -> list[Series]: ...
 
@@ -55,8 +59,9 @@ def choose_reader(api: PrometheusAPI, selector: str, end_s: float, mode: str = "
         try:
             reader.read(selector, end_s - 1.0, end_s)
         except EndpointError as e:
-            why.append(f"{reader.name}: {str(e).split(': ', 1)[-1][:160]}")
-            continue
+            if not is_too_large(e):  # refused for its size: the API is there (reads split)
+                why.append(f"{reader.name}: {str(e).split(': ', 1)[-1][:160]}")
+                continue
         return reader, f"{api.url}: raw samples read through the {reader.label}"
     return None, (f"{api.url}: read through the {QUERY_LABEL}: no bulk read API answered "
                   f"({'; '.join(why)})")

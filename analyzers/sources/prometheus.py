@@ -411,11 +411,12 @@ def choose_step(window: QueryWindow, native_interval_s: float | None,
     return round(step, 3)
 
 
-def adaptive_rank_batch(window: QueryWindow, step: float) -> int:
+def adaptive_rank_batch(window: QueryWindow, step: float,
+                        target: int = TARGET_SAMPLES_PER_READ) -> int:
     """Ranks per raw read: ``RANK_BATCH`` for long windows, more for short ones, so each read
-    returns about ``TARGET_SAMPLES_PER_READ`` samples (one series per rank)."""
+    returns about ``target`` samples (one series per rank)."""
     per_series = max(1.0, window.seconds / max(step, MIN_STEP_S))
-    return int(min(MAX_RANK_BATCH, max(RANK_BATCH, TARGET_SAMPLES_PER_READ // per_series)))
+    return int(min(MAX_RANK_BATCH, max(RANK_BATCH, target // per_series)))
 
 
 def load_prometheus(urls: Sequence[str], window: QueryWindow, *,
@@ -479,7 +480,10 @@ def _load(apis: list[PrometheusAPI], window: QueryWindow, concurrency: int, rank
         step = choose_step(window, max(natives) if natives else None)
         outcome.step_s = step
         if rank_batch == RANK_BATCH:  # the default: as many ranks as keep a read's size bounded
-            rank_batch = adaptive_rank_batch(window, step)
+            readers = {d.reader.samples_per_read if d.reader else TARGET_SAMPLES_PER_READ
+                       for d in discoveries if d.ranks}
+            rank_batch = adaptive_rank_batch(window, step, min(readers, default=0)
+                                             or TARGET_SAMPLES_PER_READ)
         tasks = _plan_queries(discoveries, window, step, rank_batch)
         if progress and discoveries:  # none answered: the error that follows says why
             progress(f"prometheus: {len(tasks)} raw-sample queries (chunks of {max_points} "

@@ -134,6 +134,9 @@ class RemoteReader:
 
     name = "remote_read"
     label = "Prometheus remote read (streamed XOR chunks)"
+    #: ~1-2 bytes a sample on the wire and 16 decoded: 4x the query API's reads, ~13 MB each.
+    #: The chunks of one read are decoded together, so a bigger read costs less per sample.
+    samples_per_read = 800_000
 
     def __init__(self, api: PrometheusAPI) -> None:
         self.api = api

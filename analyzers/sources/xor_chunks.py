@@ -47,10 +47,10 @@ def _words(data: np.ndarray) -> np.ndarray:
 
 
 def _peek(words: np.ndarray, data: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """The 64 bits starting at bit ``p`` (int64 array) as uint64."""
+    """The 64 bits starting at bit ``p`` (int64 array) as uint64 (``data`` as uint64)."""
     byte = p >> 3
     sh = (p & 7).astype(_U64)
-    return (words[byte] << sh) | (data[byte + 8].astype(_U64) >> (_U64(8) - sh))
+    return (words[byte] << sh) | (data[byte + 8] >> (_U64(8) - sh))
 
 
 def _varint(data: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -83,6 +83,7 @@ def decode_xor_chunks(blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.nd
     end_bits = (start + sizes) * 8
     data = np.frombuffer(b"".join(blobs) + bytes(_PAD), dtype=np.uint8)
     words = _words(data)
+    data64 = data.astype(_U64)
     bad = sizes < 2
     first = np.where(bad, 0, start)
     counts = (data[first].astype(np.int64) << 8) | data[first + 1]
@@ -127,14 +128,14 @@ def decode_xor_chunks(blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.nd
             t, val, tdelta, p, end = t[:m], val[:m], tdelta[:m], p[:m], end[:m]
             lead, trail, broken, oa = lead[:m], trail[:m], broken[:m], oa[:m]
         if i > 1:
-            w = _peek(words, data, p)
+            w = _peek(words, data64, p)
             top = (w >> _U64(60)).astype(np.int64)
             ctrl, size = _DOD_CTRL[top], _DOD_SIZE[top]
             sz = np.where(size == 64, 1, size).astype(_U64)
             bits = np.where(size > 0, (w << ctrl.astype(_U64)) >> (_U64(64) - sz), _U64(0))
             wide = size == 64
             if wide.any():
-                bits[wide] = _peek(words, data, p[wide] + 4)
+                bits[wide] = _peek(words, data64, p[wide] + 4)
             dod = bits.astype(np.int64)
             neg = (size > 0) & (size < 64) & (bits > (_U64(1) << (sz - _U64(1))))
             dod = np.where(neg, dod - (np.int64(1) << size.clip(0, 62)), dod)
@@ -142,7 +143,7 @@ def decode_xor_chunks(blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.nd
             tdelta = tdelta + dod
         t = t + tdelta
         # The value: XOR against the previous one.
-        w = _peek(words, data, p)
+        w = _peek(words, data64, p)
         changed = (w >> _U64(63)) == 1
         fresh = changed & (((w >> _U64(62)) & _U64(1)) == 1)
         new_lead = (w >> _U64(57)) & _U64(0x1F)
@@ -155,7 +156,7 @@ def decode_xor_chunks(blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.nd
         broken |= changed & (mbits == 0)
         mb = np.where(mbits == 0, _U64(1), mbits)
         ctrl = np.where(fresh, 13, np.where(changed, 2, 1))
-        w2 = _peek(words, data, p + ctrl)
+        w2 = _peek(words, data64, p + ctrl)
         xor = np.where(changed, (w2 >> (_U64(64) - mb)) << trail, _U64(0))
         val = val ^ xor
         p = p + ctrl + np.where(changed, mbits.astype(np.int64), 0)

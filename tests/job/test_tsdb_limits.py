@@ -38,7 +38,13 @@ def _wait_ranks(url: str, job_id: str, ranks: int, timeout_s: float = 10.0) -> N
     raise AssertionError(f"{url} never showed {ranks} ranks of {job_id}")
 
 
-def test_refused_series_and_samples_are_split_until_they_fit(tmp_path: Path) -> None:
+@pytest.mark.parametrize("read_api", ["query", "auto"])
+def test_refused_series_and_samples_are_split_until_they_fit(tmp_path: Path,
+                                                             read_api: str) -> None:
+    """``query``: the query API's own splitting (series by rank set, raw reads in time).
+    ``auto``: the export API refused the same way (its probe too) still gives the Timeline an
+    unlimited server gives (VictoriaMetrics then answers the listing from the search its
+    export probe cached, so the listing's split is only checked with the query API)."""
     p, data = planted.make(job_id="over-limits", minutes=10)
     per_rank = sum(1 for rank, _ in data if rank == 0)
     window = QueryWindow(p.job_id, p.start_ns - 10**9, p.end_ns + 10**9)
@@ -53,7 +59,7 @@ def test_refused_series_and_samples_are_split_until_they_fit(tmp_path: Path) -> 
         planted.write(vm.url + "/api/v1/write", p.job_id, data)
         _wait_ranks(vm.url, p.job_id, 4)  # /series itself is limited here
         with FaultProxy(vm.url) as counting:
-            got, outcome = load_prometheus([counting.url], window)
+            got, outcome = load_prometheus([counting.url], window, read_api=read_api)
     assert not outcome.partial, got.notes  # nothing failed
     assert sorted(got.ranks) == sorted(want.ranks) == [0, 1, 2, 3]
     for rank, series in want.ranks.items():
@@ -61,6 +67,10 @@ def test_refused_series_and_samples_are_split_until_they_fit(tmp_path: Path) -> 
         for fname, v in series.values.items():
             np.testing.assert_array_equal(got.ranks[rank].values[fname], v, f"{rank} {fname}")
     assert got.ranks[3].identity == want.ranks[3].identity
+    if read_api != "query":
+        assert got.meta["prometheus"]["read_api"] == {counting.url: "vm_export"}
+        assert sum(r.startswith("/api/v1/export") for r in counting.requests) > 8
+        return
     # It did split: the label values call that sizes the series questions, and several
     # series questions after the refused one.
     assert any(r.startswith("/api/v1/label/rank/values") for r in counting.requests)
