@@ -151,3 +151,19 @@ def test_missing_secret_file_is_a_usage_error(secure_prom, tmp_path: Path) -> No
     r = run_cli(*_args(url, p), "--bearer-token-file", str(tmp_path / "absent"))
     assert r.returncode == exitcodes.USAGE
     assert f"cannot read bearer token file {tmp_path / 'absent'}" in r.stderr
+
+
+def test_remote_read_over_mtls_and_basic_auth(secure_prom) -> None:
+    """The bulk read path (remote read) goes through the same TLS client and credentials."""
+    from stormotel.analyzers.sources.prometheus import QueryWindow, load_prometheus
+
+    url, d, p = secure_prom
+    settings = http.HttpSettings(ca_file=d / "ca.pem", client_cert=d / "client.pem",
+                                 client_key=d / "client.key", basic_auth_user=USER,
+                                 basic_auth_password_file=d / "password")
+    window = QueryWindow(JOB, p.start_ns - 2 * 10**9, p.end_ns + 2 * 10**9)
+    tl, outcome = load_prometheus([url], window, settings=settings)
+    assert not outcome.partial
+    assert tl.meta["prometheus"]["read_api"] == {url: "remote_read"}
+    assert sorted(tl.rank_ids) == [0, 1, 2, 3]
+    assert all(tl.ranks[r].t_ns.size == 300 for r in tl.rank_ids)
