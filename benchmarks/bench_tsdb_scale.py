@@ -20,6 +20,14 @@ once on the VictoriaMetrics the analyzer warmed (``tsdb_s``) and once on a fresh
 (``tsdb_fresh_s``: the state the analyzer's first run met). The analyzer runs twice: first
 against the fresh TSDB (``analyzer_wall_s``, like for like with ``tsdb_fresh_s``), then again
 on the warmed one (``analyzer_warm_wall_s``, like for like with ``tsdb_s``).
+
+Bulk reads (issue 41): by default the analyzer reads raw series through the bulk API the TSDB
+offers (``read_api`` in the output: ``vm_export`` or ``remote_read``). The baseline stays the
+query API: a second run with ``--tsdb-read query`` records the query API's requests for the
+same job, and those are what ``tsdb_s``/``tsdb_fresh_s`` replay (``tsdb_bulk_requests_s``:
+the bulk run's own requests replayed); the two runs must read the same Timeline. ``--tsdb
+prometheus`` runs a real Prometheus 2.42 instead (ingest by remote write, 20 minutes of every
+series at a time, ending at the time of ingest: its head takes recent samples only).
 """
 
 from __future__ import annotations

@@ -1,18 +1,22 @@
 """Which API reads a TSDB endpoint's raw samples: a bulk API where the server offers one.
 
 The query API works everywhere but hands samples over as JSON pairs, one number at a time. Two
-bulk APIs hand over the same raw samples far more cheaply:
+bulk APIs hand over the same raw samples:
 
 * Prometheus (and Mimir, Cortex) **remote read** with streamed XOR chunks
-  (:mod:`.remote_read`): the TSDB's own compressed chunks;
-* VictoriaMetrics' **export API** (:mod:`.vm_export`): each series as two number arrays.
+  (:mod:`.remote_read`): the TSDB's own compressed chunks, ~1-2 bytes a sample; measured on
+  Prometheus 2.42 its answers cost the server a fifteenth of the query API's;
+* VictoriaMetrics' **export API** (:mod:`.vm_export`): each series as two number arrays, no
+  per-sample pair; measured cheaper than the query API for long windows (6 h) and about the
+  same for short ones (docs/benchmarks.md).
 
 Each endpoint is probed once per run, with a read of the job's series over the last second of
-the window (a few bytes): remote read first, then export; an API that refuses the probe for
-its size (a server's series limit) is there, and its reads are split like the query API's. The first that answers in its own
-format reads every raw series of the endpoint; if neither does (Thanos, a proxy that only
-passes the query API, remote read switched off), the query API reads it and a note says why.
-``--tsdb-read`` forces one API (a forced API that fails its probe still falls back, noted).
+the window (a few bytes): remote read first, then export. The first that answers in its own
+format (or refuses the probe for its size, a server's series limit: the API is there, and its
+reads are split like the query API's) reads every raw series of the endpoint; if neither does
+(Thanos, a proxy that only passes the query API, remote read switched off), the query API
+reads it and a note says why. ``--tsdb-read`` forces one API (a forced API that fails its
+probe still falls back, noted).
 """
 
 from __future__ import annotations
