@@ -37,20 +37,17 @@ _DOD_SIZE = np.array([0] * 8 + [14] * 4 + [17] * 2 + [20, 64], dtype=np.int64)
 _PAD = 24
 
 
-def _words(data: np.ndarray) -> np.ndarray:
-    """``w[i]`` = the 8 bytes at ``data[i:i+8]`` as a big-endian uint64 (``data`` padded)."""
-    n = data.size - 8
-    w = np.zeros(n, dtype=_U64)
-    for k in range(8):
-        w |= data[k:k + n].astype(_U64) << _U64(56 - 8 * k)
-    return w
+def _words(buf: bytes) -> np.ndarray:
+    """The buffer as big-endian 64-bit words (its length a multiple of 8), native uint64."""
+    return np.frombuffer(buf, dtype=">u8").astype(_U64)
 
 
-def _peek(words: np.ndarray, data: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """The 64 bits starting at bit ``p`` (int64 array) as uint64 (``data`` as uint64)."""
-    byte = p >> 3
-    sh = (p & 7).astype(_U64)
-    return (words[byte] << sh) | (data[byte + 8] >> (_U64(8) - sh))
+def _peek(words: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """The 64 bits starting at bit ``p`` (int64 array) as uint64: two aligned words."""
+    q = p >> 6
+    r = (p & 63).astype(_U64)
+    # ``x >> 64`` is undefined: the second word moves right in two steps (1, then 63 - r).
+    return (words[q] << r) | ((words[q + 1] >> _U64(1)) >> (_U64(63) - r))
 
 
 def _varint(data: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -81,9 +78,10 @@ def decode_xor_chunks(blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.nd
     start = np.zeros(n, np.int64)
     np.cumsum(sizes[:-1], out=start[1:])
     end_bits = (start + sizes) * 8
-    data = np.frombuffer(b"".join(blobs) + bytes(_PAD), dtype=np.uint8)
-    words = _words(data)
-    data64 = data.astype(_U64)
+    joined = b"".join(blobs)
+    buf = joined + bytes(_PAD + (-len(joined)) % 8)
+    data = np.frombuffer(buf, dtype=np.uint8)
+    words = _words(buf)
     bad = sizes < 2
     first = np.where(bad, 0, start)
     counts = (data[first].astype(np.int64) << 8) | data[first + 1]
@@ -92,7 +90,7 @@ def decode_xor_chunks(blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.nd
     u, used, ok = _varint(data, start + 2)
     t0 = (u >> _U64(1)).astype(np.int64) ^ -(u & _U64(1)).astype(np.int64)
     at = start + 2 + used
-    v0 = words[at]
+    v0 = _peek(words, at * 8)
     at += 8
     d1, used1, ok1 = _varint(data, at)
     p = (at + used1) * 8
@@ -128,14 +126,14 @@ def decode_xor_chunks(blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.nd
             t, val, tdelta, p, end = t[:m], val[:m], tdelta[:m], p[:m], end[:m]
             lead, trail, broken, oa = lead[:m], trail[:m], broken[:m], oa[:m]
         if i > 1:
-            w = _peek(words, data64, p)
+            w = _peek(words, p)
             top = (w >> _U64(60)).astype(np.int64)
             ctrl, size = _DOD_CTRL[top], _DOD_SIZE[top]
             sz = np.where(size == 64, 1, size).astype(_U64)
             bits = np.where(size > 0, (w << ctrl.astype(_U64)) >> (_U64(64) - sz), _U64(0))
             wide = size == 64
             if wide.any():
-                bits[wide] = _peek(words, data64, p[wide] + 4)
+                bits[wide] = _peek(words, p[wide] + 4)
             dod = bits.astype(np.int64)
             neg = (size > 0) & (size < 64) & (bits > (_U64(1) << (sz - _U64(1))))
             dod = np.where(neg, dod - (np.int64(1) << size.clip(0, 62)), dod)
@@ -143,7 +141,7 @@ def decode_xor_chunks(blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.nd
             tdelta = tdelta + dod
         t = t + tdelta
         # The value: XOR against the previous one.
-        w = _peek(words, data64, p)
+        w = _peek(words, p)
         changed = (w >> _U64(63)) == 1
         fresh = changed & (((w >> _U64(62)) & _U64(1)) == 1)
         new_lead = (w >> _U64(57)) & _U64(0x1F)
@@ -156,7 +154,7 @@ def decode_xor_chunks(blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.nd
         broken |= changed & (mbits == 0)
         mb = np.where(mbits == 0, _U64(1), mbits)
         ctrl = np.where(fresh, 13, np.where(changed, 2, 1))
-        w2 = _peek(words, data64, p + ctrl)
+        w2 = _peek(words, p + ctrl)
         xor = np.where(changed, (w2 >> (_U64(64) - mb)) << trail, _U64(0))
         val = val ^ xor
         p = p + ctrl + np.where(changed, mbits.astype(np.int64), 0)
