@@ -34,6 +34,14 @@ _U64 = np.uint64
 #: Delta-of-delta control: by the top 4 bits, how many control bits and how many value bits.
 _DOD_CTRL = np.array([1] * 8 + [2] * 4 + [3] * 2 + [4, 4], dtype=np.int64)
 _DOD_SIZE = np.array([0] * 8 + [14] * 4 + [17] * 2 + [20, 64], dtype=np.int64)
+_DOD_CTRL_U = _DOD_CTRL.astype(np.uint64)
+#: Bits to advance past control and value; the right shift (after one) that leaves the value
+#: (63 for no value: nothing left); values above half the range are negative (minus ``FULL``).
+_DOD_ADVANCE = _DOD_CTRL + _DOD_SIZE
+_DOD_SHIFT = np.where(_DOD_SIZE % 64 == 0, 63, 63 - _DOD_SIZE).astype(np.uint64)
+_DOD_HALF = np.array([2**64 - 1 if s % 64 == 0 else 2 ** (s - 1) for s in _DOD_SIZE.tolist()],
+                     dtype=np.uint64)
+_DOD_FULL = np.array([0 if s % 64 == 0 else 2**s for s in _DOD_SIZE.tolist()], dtype=np.int64)
 _PAD = 24
 
 
@@ -117,9 +125,11 @@ def decode_xor_chunks(blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.nd
     trail = np.zeros(m, _U64)
     broken = np.zeros(m, bool)
     oa = out_at[:m]
+    # going[i]: how many chunks have more than i samples (they are the first, by length)
+    going = np.searchsorted(-cnt, -np.arange(int(cnt[0]) + 1 if n else 1), side="left")
     i = 1
-    while True:
-        m = int(np.searchsorted(-cnt, -i, side="left"))  # chunks with more than i samples
+    while i < going.size:
+        m = int(going[i])
         if not m:
             break
         if m < t.size:
@@ -127,17 +137,13 @@ def decode_xor_chunks(blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.nd
             lead, trail, broken, oa = lead[:m], trail[:m], broken[:m], oa[:m]
         if i > 1:
             w = _peek(words, p)
-            top = (w >> _U64(60)).astype(np.int64)
-            ctrl, size = _DOD_CTRL[top], _DOD_SIZE[top]
-            sz = np.where(size == 64, 1, size).astype(_U64)
-            bits = np.where(size > 0, (w << ctrl.astype(_U64)) >> (_U64(64) - sz), _U64(0))
-            wide = size == 64
+            top = w >> _U64(60)
+            bits = ((w << _DOD_CTRL_U[top]) >> _U64(1)) >> _DOD_SHIFT[top]
+            dod = bits.view(np.int64) - _DOD_FULL[top] * (bits > _DOD_HALF[top])
+            wide = top == 15
             if wide.any():
-                bits[wide] = _peek(words, p[wide] + 4)
-            dod = bits.astype(np.int64)
-            neg = (size > 0) & (size < 64) & (bits > (_U64(1) << (sz - _U64(1))))
-            dod = np.where(neg, dod - (np.int64(1) << size.clip(0, 62)), dod)
-            p = p + ctrl + size
+                dod[wide] = _peek(words, p[wide] + 4).view(np.int64)
+            p = p + _DOD_ADVANCE[top]
             tdelta = tdelta + dod
         t = t + tdelta
         # The value: XOR against the previous one.

@@ -1,9 +1,12 @@
 """The bulk TSDB readers' decoders, on real server output and on damaged input.
 
 ``remote_read_prometheus_2_42.bin`` is a streamed remote-read answer of a real Prometheus 2.42
-(three series of 500 samples remote-written into it: scrape jitter, values with noise, and
-NaN / negative / huge values), kept with the samples written (``….json``); the XOR decoder
-must give those samples back bit for bit.
+(four series remote-written into it: 500 samples at a steady 15 s, 500 with scrape jitter and
+noisy values, 500 of NaN / negative / huge values, and 69 whose gaps take every
+delta-of-delta width — 0, 14, 17, 20 and 64 bits, both signs — with repeated, zero, negative,
+tiny, huge and infinite values), kept with the samples written (``….json``, made by the
+script in ``tests/analyzers/data/README.md``); the XOR decoder must give them back bit for
+bit.
 """
 
 from __future__ import annotations
@@ -43,11 +46,11 @@ def _series_chunks() -> list[tuple[dict[str, str], list[bytes]]]:
 
 def test_xor_chunks_of_real_prometheus_give_back_what_was_written() -> None:
     series = _series_chunks()
-    assert len(series) == 3
+    assert len(series) == 4
     for labels, blobs in series:
         counts, t, v, bad = decode_xor_chunks(blobs)
         want_t, want_v = WRITTEN[labels["rank"]]
-        assert not bad.any() and int(counts.sum()) == 500 and len(blobs) > 1
+        assert not bad.any() and int(counts.sum()) == len(want_t) and len(blobs) > 1
         assert t.tolist() == want_t
         assert np.array_equal(v, np.array(want_v), equal_nan=True)
 
