@@ -47,8 +47,21 @@ class _LooseLine(msgspec.Struct):
     timestamps: list[int]
 
 
+class _RawLine(msgspec.Struct):
+    metric: dict[str, str]
+    #: The ``[…]`` texts as they came, read by :func:`_grouped`.
+    values: msgspec.Raw
+    timestamps: msgspec.Raw
+
+
 _LINES = msgspec.json.Decoder(list[_Line])
 _LOOSE = msgspec.json.Decoder(list[_LooseLine])
+_RAW = msgspec.json.Decoder(list[_RawLine])
+_FLOATS = msgspec.json.Decoder(list[float])
+_INTS = msgspec.json.Decoder(list[int])
+#: Text per group of lines whose numbers are read together: the Python numbers of one group
+#: are made, copied into an array and freed while still in cache (and never all at once).
+GROUP_BYTES = 192 * 1024
 #: What VictoriaMetrics writes for samples that are not finite numbers: ``+Inf``/``-Inf`` as
 #: bare words, a staleness marker as ``null`` (its query API says ``"NaN"`` for the same).
 _INF = re.compile(rb"(?<=[\[,])([+-]?)Inf(?=[\],])")
@@ -61,6 +74,13 @@ def decode_export(body: bytes, start_ms: int, end_ms: int) -> list[Series]:
     if not text:
         return []
     doc = b"[" + text.replace(b"\n", b",") + b"]"  # a newline is never inside a JSON string
+    try:
+        raw = _RAW.decode(doc)
+    except msgspec.DecodeError:  # not JSON (bare +Inf words): the loose path below
+        raw = None
+    got = _grouped(raw) if raw is not None else None
+    if raw is not None and got is not None:
+        return _series(raw, *got, start_ms, end_ms)
     try:
         lines: list[_Line] = _LINES.decode(doc)
     except msgspec.DecodeError:
@@ -78,6 +98,51 @@ def decode_export(body: bytes, start_ms: int, end_ms: int) -> list[Series]:
                     dtype=np.int64, count=total)
     v = np.fromiter(itertools.chain.from_iterable(ln.values for ln in lines),
                     dtype=np.float64, count=total)
+    return _series(lines, counts, t, v, start_ms, end_ms)
+
+
+def _grouped(lines: list[_RawLine]) -> tuple[list[int], np.ndarray, np.ndarray] | None:
+    """(samples per line, every timestamp, every value) read a group of lines at a time, or
+    None when a value is not a plain JSON number (``null``, ``+Inf``: the caller's loose
+    path) or the two arrays of a line differ in length."""
+    counts: list[int] = []
+    ts_parts: list[np.ndarray] = []
+    v_parts: list[np.ndarray] = []
+    t_group: list[bytes] = []
+    v_group: list[bytes] = []
+    size = 0
+    for i, ln in enumerate(lines):
+        t_text, v_text = bytes(ln.timestamps)[1:-1].strip(), bytes(ln.values)[1:-1].strip()
+        n = t_text.count(b",") + 1 if t_text else 0
+        if n != (v_text.count(b",") + 1 if v_text else 0):
+            return None
+        counts.append(n)
+        if n:
+            t_group.append(t_text)
+            v_group.append(v_text)
+            size += len(t_text) + len(v_text)
+        if t_group and (size >= GROUP_BYTES or i == len(lines) - 1):
+            try:
+                ts = _INTS.decode(b"[" + b",".join(t_group) + b"]")
+                vs = _FLOATS.decode(b"[" + b",".join(v_group) + b"]")
+            except msgspec.DecodeError:
+                return None
+            if len(ts) != len(vs):  # a comma inside a value: not plain numbers
+                return None
+            ts_parts.append(np.fromiter(ts, dtype=np.int64, count=len(ts)))
+            v_parts.append(np.fromiter(vs, dtype=np.float64, count=len(vs)))
+            del ts, vs
+            t_group, v_group, size = [], [], 0
+    if sum(counts) != sum(a.size for a in ts_parts):
+        return None
+    empty_t, empty_v = np.empty(0, np.int64), np.empty(0, np.float64)
+    return (counts, np.concatenate(ts_parts) if ts_parts else empty_t,
+            np.concatenate(v_parts) if v_parts else empty_v)
+
+
+def _series(lines: list[_Line] | list[_RawLine], counts: list[int], t: np.ndarray,
+            v: np.ndarray, start_ms: int, end_ms: int) -> list[Series]:
+    """Each line's slice of ``t``/``v`` as a series, sorted and cut to the range."""
     clean = bool(np.isfinite(v).all() and (v >= 0).all())
     out = []
     at = 0

@@ -143,3 +143,23 @@ def test_export_lines_of_real_victoriametrics_shape() -> None:
         decode_export(b'{"metric":{},"values":[1,2],"timestamps":[1]}', 0, 9)
     with pytest.raises(ValueError):
         decode_export(b"<html>not found</html>", 0, 9)
+
+
+def test_export_lines_read_in_groups_same_as_written() -> None:
+    """Many lines (several groups of numbers), an empty line, integer and fractional values."""
+    rng = np.random.default_rng(5)
+    want = []
+    lines = []
+    for i in range(300):
+        n = 0 if i == 7 else int(rng.integers(1, 900))
+        t = np.sort(rng.choice(10**9, n, replace=False)).astype(np.int64) + 1_700_000_000_000
+        v = np.where(rng.random(n) < 0.5, rng.integers(0, 2**40, n), rng.random(n) * 1e9)
+        want.append((t, v))
+        lines.append(json.dumps({"metric": {"rank": str(i)}, "values": v.tolist(),
+                                 "timestamps": t.tolist()}).encode())
+    body = b"\n".join(lines) + b"\n"
+    assert len(body) > 3 * 192 * 1024
+    got = decode_export(body, 0, 2**62)
+    assert len(got) == 300
+    for s, (t, v) in zip(got, want, strict=True):
+        assert np.array_equal(s.t_ns, t * 1_000_000) and np.array_equal(s.v, v)
