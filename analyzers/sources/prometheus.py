@@ -514,6 +514,11 @@ def _load(apis: list[PrometheusAPI], window: QueryWindow, concurrency: int, rank
             intervals.result()
             estimates.result()
             confirm()
+        for d in discoveries:
+            if d.reader is not None and d.reader.skipped_chunks:
+                builder.skipped["bulk_chunk_skipped"] += d.reader.skipped_chunks
+                builder.notes.append(f"{d.api.url}: {d.reader.skipped_chunks} chunk(s) of "
+                                     "another encoding or unreadable bits passed over")
         builder.notes[notes_at:notes_at] = side_i.notes
         builder.notes[discovery_notes_at:discovery_notes_at] = listed.notes
         builder.skipped.update(listed.skipped)

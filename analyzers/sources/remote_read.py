@@ -20,6 +20,7 @@ query. Mimir and Cortex serve the same API under their Prometheus prefix.
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING
 
 import cramjam
@@ -142,6 +143,7 @@ class RemoteReader:
         self.api = api
         #: Chunks passed over (another encoding, or bits that could not be read).
         self.skipped_chunks = 0
+        self._lock = threading.Lock()  # reads run on several threads
 
     def read(self, selector: str, start_s: float, end_s: float) -> list[Series]:
         """Every stored sample of ``selector`` in ``[start_s, end_s]``; EndpointError when the
@@ -163,5 +165,6 @@ class RemoteReader:
             series, other = decode_answer(resp.content, start_ms, end_ms)
         except RemoteReadError as e:
             raise EndpointError(url, str(e)) from None
-        self.skipped_chunks += other
+        with self._lock:
+            self.skipped_chunks += other
         return series

@@ -163,3 +163,18 @@ def test_export_lines_read_in_groups_same_as_written() -> None:
     assert len(got) == 300
     for s, (t, v) in zip(got, want, strict=True):
         assert np.array_equal(s.t_ns, t * 1_000_000) and np.array_equal(s.v, v)
+
+
+def test_unreadable_chunk_is_counted_not_decoded() -> None:
+    """A frame whose chunk is cut: its series comes back without those samples, and the
+    chunk is counted (the loader adds it to ``skipped`` with a note)."""
+    msg = pb.ChunkedReadResponse()
+    s = msg.chunked_series.add()
+    s.labels.add(name="rank", value="0")
+    _, blobs = _series_chunks()[0]
+    s.chunks.add(min_time_ms=0, max_time_ms=1, type=pb.CHUNK_XOR, data=blobs[0][:9])
+    s.chunks.add(min_time_ms=0, max_time_ms=1, type=2, data=b"\x00\x01")  # a histogram chunk
+    data = msg.SerializeToString()
+    frame = bytes([len(data)]) + google_crc32c.value(data).to_bytes(4, "big") + data
+    series, other = decode_answer(frame, 0, 2**62)
+    assert other == 2 and len(series) == 1 and series[0].t_ns.size == 0
