@@ -80,7 +80,7 @@ def decode_export(body: bytes, start_ms: int, end_ms: int) -> list[Series]:
         raw = None
     got = _grouped(raw) if raw is not None else None
     if raw is not None and got is not None:
-        return _series(raw, *got, start_ms, end_ms)
+        return _series([ln.metric for ln in raw], *got, start_ms, end_ms)
     try:
         lines: list[_Line] = _LINES.decode(doc)
     except msgspec.DecodeError:
@@ -98,7 +98,7 @@ def decode_export(body: bytes, start_ms: int, end_ms: int) -> list[Series]:
                     dtype=np.int64, count=total)
     v = np.fromiter(itertools.chain.from_iterable(ln.values for ln in lines),
                     dtype=np.float64, count=total)
-    return _series(lines, counts, t, v, start_ms, end_ms)
+    return _series([ln.metric for ln in lines], counts, t, v, start_ms, end_ms)
 
 
 def _grouped(lines: list[_RawLine]) -> tuple[list[int], np.ndarray, np.ndarray] | None:
@@ -140,13 +140,13 @@ def _grouped(lines: list[_RawLine]) -> tuple[list[int], np.ndarray, np.ndarray] 
             np.concatenate(v_parts) if v_parts else empty_v)
 
 
-def _series(lines: list[_Line] | list[_RawLine], counts: list[int], t: np.ndarray,
+def _series(metrics: list[dict[str, str]], counts: list[int], t: np.ndarray,
             v: np.ndarray, start_ms: int, end_ms: int) -> list[Series]:
     """Each line's slice of ``t``/``v`` as a series, sorted and cut to the range."""
     clean = bool(np.isfinite(v).all() and (v >= 0).all())
     out = []
     at = 0
-    for ln, n in zip(lines, counts, strict=True):
+    for metric, n in zip(metrics, counts, strict=True):
         ts, vs = t[at:at + n], v[at:at + n]
         at += n
         if ts.size > 1 and not bool((ts[1:] > ts[:-1]).all()):
@@ -156,7 +156,7 @@ def _series(lines: list[_Line] | list[_RawLine], counts: list[int], t: np.ndarra
         if ts.size and (ts[0] < start_ms or ts[-1] > end_ms):
             keep = (ts >= start_ms) & (ts <= end_ms)
             ts, vs = ts[keep], vs[keep]
-        out.append(Series(ln.metric, ts * 1_000_000, vs, clean))
+        out.append(Series(metric, ts * 1_000_000, vs, clean))
     return out
 
 
