@@ -9,6 +9,7 @@ person with ``curl`` would. Each job is then analysed from its archive and from 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -84,13 +85,17 @@ def test_bulk_read_same_findings_as_query_api(fleet: dict[str, Any], name: str) 
     raw samples: the same findings, and the report says which API read the job."""
     job = fleet["jobs"][name]
     work = fleet["work"]
-    code_b, bulk = harness.analyze_prometheus(job, [fleet["prom"]], work / f"{name}-rr.json")
+    # test_prometheus_path's report is this same analysis (the default reads through remote
+    # read): reused when it ran, so the suite pays for one more analysis per scenario, not two
+    done = work / f"{name}-prom.json"
+    code_b, bulk = ((None, json.loads(done.read_text())) if done.exists() else
+                    harness.analyze_prometheus(job, [fleet["prom"]], work / f"{name}-rr.json"))
     code_q, query = harness.analyze_prometheus(job, [fleet["prom"]], work / f"{name}-q.json",
                                                extra=["--tsdb-read", "query"])
     assert bulk["extra"]["source"]["read_api"] == {fleet["prom"]: "remote_read"}
     assert query["extra"]["source"]["read_api"] == {fleet["prom"]: "query"}
-    assert code_b == code_q
+    assert code_b in (None, code_q)
     for key in ("cross_rank", "gap_findings", "collective_attributions",
                 "participating_ranks", "missing_ranks"):
         assert bulk.get(key) == query.get(key), key
-    _check(name, code_b, bulk, must_name=True, check_gaps=False)
+    _check(name, code_q, bulk, must_name=True, check_gaps=False)
