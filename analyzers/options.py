@@ -64,7 +64,8 @@ class StallOptions:
     #: stack snapshots named with --stacks, and telemetry PATHs to look in (their stacks/)
     stacks: tuple[str, ...] = ()
     stacks_in: tuple[str, ...] = ()
-    #: ``--job-id``: with logs of several run ids, the run to judge (the others are skipped)
+    #: ``--job-id``: with logs of several run ids, the run to judge (the others are skipped);
+    #: stack snapshots of other jobs are left out (counted), like every other input
     job_id: str | None = None
 
     @property

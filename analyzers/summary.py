@@ -21,6 +21,7 @@ from stormotel.analyzers.report import (
     StallFinding,
     Suspect,
 )
+from stormotel.analyzers.stalls.per_rank import render_places
 from stormotel.analyzers.stalls.render import render_stalls, stall_verdict
 from stormotel.analyzers.textlines import capped
 
@@ -149,6 +150,7 @@ def render_summary(report: Report) -> str:
                             lambda n: f"  ... {n} more in the JSON report"))
     if report.stall_findings:
         lines.extend(render_stalls(report.stall_findings))
+        lines.extend(render_places(report))
     if report.skipped:
         lines.append("Skipped input: " + ", ".join(f"{k}={v}" for k, v in
                                                      sorted(report.skipped.items())))

@@ -52,6 +52,10 @@ RHYTHM_WINDOW = 64
 MAX_SNAPSHOTS = 20
 #: snapshots in one stall episode (no progress in between): at 1, 2 and 4 deadlines
 MAX_PER_EPISODE = 3
+#: marks of one step remembered for the progress trailer (a step's collectives, in order)
+MAX_MARKS_PER_STEP = 32
+#: longest mark name kept in the trailer
+MAX_MARK_CHARS = 128
 DEFAULT_MULTIPLE = 20.0
 DEFAULT_FLOOR_S = 20.0
 #: the largest multiple of the median step interval a deadline may be
@@ -123,6 +127,12 @@ class StallWatch:
         self._last: float | None = None
         self._last_wall_ns = 0
         self._training_thread: int | None = None  # the thread that calls step()/mark()
+        # where the rank is in its program, for the trailer: the step, the marks entered in
+        # it so far, and the previous step's marks (the order every step follows)
+        self._step: int | None = None
+        self._marks: list[str] = []
+        self._prev_marks: tuple[str, ...] | None = None
+        self._progress_count = 0
         self._armed_at: float | None = None
         self._deadline_s = self.floor_s
         self._fd: int | None = None
@@ -143,10 +153,20 @@ class StallWatch:
         return self._episode > 0
 
     # -- the training thread ----------------------------------------------------------------
-    def progress(self) -> None:
-        """A step or mark began: the rank is making progress. Costs a clock read and an
-        append, plus a re-arm at most once per deadline."""
+    def progress(self, step: int | None = None, mark: str | None = None) -> None:
+        """A step (``step``) or mark (``mark``) began: the rank is making progress. Costs a
+        clock read and two appends, plus a re-arm at most once per deadline. The step and the
+        marks say where in its program the rank is: a rank that entered a later mark of the
+        step than its peers, without the marks before it, skipped a collective."""
         now = time.monotonic()
+        self._progress_count += 1
+        if mark is not None:
+            if len(self._marks) < MAX_MARKS_PER_STEP:
+                self._marks.append(mark[:MAX_MARK_CHARS])
+        elif step is not None:
+            if self._step is not None:
+                self._prev_marks = tuple(self._marks)
+            self._step, self._marks = step, []
         last, self._last = self._last, now
         if last is not None:
             self._intervals.append(now - last)
@@ -246,6 +266,7 @@ class StallWatch:
         # for its dump to end. Closing first would let its last writes land in whatever file
         # reuses the descriptor number — the next snapshot's, seen once.
         faulthandler.cancel_dump_traceback_later()
+        self._write_trailer(fd)
         self._fd = self._pending = None
         with contextlib.suppress(OSError):
             os.close(fd)
@@ -262,6 +283,21 @@ class StallWatch:
         snap = StallSnapshot(final, round(since, 3), time.time_ns())
         self.snapshots.append(snap)
         return snap
+
+    def _write_trailer(self, fd: int) -> None:
+        """Where the rank was in its program when the dump was seen (the sampling thread runs:
+        the rank waits with the GIL free): its step, the marks it entered in that step and the
+        previous step's marks. ``last_progress_unix_ns`` says whether the rank moved on
+        since the dump (then the trailer describes a later moment, and the analyzer knows)."""
+        tail = {"step": self._step, "marks": list(self._marks),
+                "previous_step_marks": None if self._prev_marks is None
+                else list(self._prev_marks),
+                "progress_count": self._progress_count,
+                "last_progress_unix_ns": self._last_wall_ns, "written_unix_ns": time.time_ns()}
+        line = "\n" + schema.STACK_TRAILER_PREFIX + json.dumps(tail, sort_keys=True) + "\n"
+        with contextlib.suppress(OSError, ValueError):
+            os.lseek(fd, 0, os.SEEK_END)
+            os.write(fd, line.encode())
 
     def _arm_next_locked(self) -> None:
         """The next snapshot of this episode, if any: at 2x, 4x ... the deadline."""
@@ -286,7 +322,10 @@ class StallWatch:
             self._closed = True
             faulthandler.cancel_dump_traceback_later()
             snap = self._finalize_locked()
-            self._discard_pending()
+            if self._written and not self._episode:
+                self._keep_progress_header()
+            else:
+                self._discard_pending()
         if snap is not None and self.on_snapshot is not None:
             self.on_snapshot(snap)
 
@@ -298,6 +337,20 @@ class StallWatch:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+    def _keep_progress_header(self) -> None:
+        """After a stall this process got over, leave the unfired file (its header only): its
+        ``last_progress_unix_ns`` tells the analyzer the earlier snapshot was not the end."""
+        fd, pending = self._fd, self._pending
+        self._fd = self._pending = None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if pending is not None:
+            with contextlib.suppress(OSError):
+                os.replace(pending, pending.with_name(
+                    pending.name[:-len(schema.STACK_PENDING_SUFFIX)]
+                    + schema.STACK_PROGRESS_SUFFIX))
 
     def _discard_pending(self) -> None:
         fd, pending = self._fd, self._pending

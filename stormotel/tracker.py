@@ -822,7 +822,7 @@ class MemoryTracker(StormlogTrackerAPI):
         """A training-step span with memory at start/end and the peak within the step."""
         self._step = self._step + 1 if n is None else int(n)
         self.state.step = self._step
-        self._progress()
+        self._progress(step=self._step)
         return self._memory_span(schema.SPAN_STEP, {schema.SPAN_ATTR_STEP: self._step,
                                                     schema.SPAN_ATTR_KIND: schema.SPAN_KIND_STEP})
 
@@ -830,7 +830,7 @@ class MemoryTracker(StormlogTrackerAPI):
         """A named phase, e.g. ``tracker.mark("nccl:all_reduce")`` around a collective; the span
         is named by the mark itself (attribute ``stormotel.span.kind="mark"`` says what it is)."""
         text = str(name) or schema.SPAN_MARK
-        self._progress()
+        self._progress(mark=text)
         return self._memory_span(text, {schema.SPAN_ATTR_MARK: text,
                                         schema.SPAN_ATTR_KIND: schema.SPAN_KIND_MARK})
 
@@ -840,14 +840,19 @@ class MemoryTracker(StormlogTrackerAPI):
         if not cfg.enabled:
             return None
         header = {**self.identity.labels(), "rank": self.identity.rank}
+        # which incarnation of the job (torchrun restarts it under the same job id): the
+        # analyzer never judges an earlier incarnation's snapshots with the latest one's
+        restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "")
+        if restart.isdigit() and len(restart) < 10:
+            header["restart_count"] = int(restart)
         return StallWatch(cfg.directory, header, multiple=cfg.multiple, floor_s=cfg.floor_s,
                           on_snapshot=self._on_stall)
 
-    def _progress(self) -> None:
+    def _progress(self, step: int | None = None, mark: str | None = None) -> None:
         stall = self._stall
         if stall is not None:
             try:
-                stall.progress()
+                stall.progress(step, mark)
             except Exception as e:  # the training loop must never see the watch fail
                 self._stall = None
                 with contextlib.suppress(Exception):

@@ -61,9 +61,12 @@ class StallResult:
         for f in self.findings if findings is None else findings:
             report.stall_findings.append(dataclasses.replace(
                 f, consequence_of=None if f.consequence_of is None else f.consequence_of + base))
+        from stormotel.analyzers.stalls.per_rank import join_ranks
+
         report.notes.extend(self.notes)
         report.sources.extend(s for s in self.sources if s not in report.sources)
-        report.extra["stalls"] = self.extra
+        report.extra["stalls"] = {**self.extra, "per_rank": join_ranks(
+            self.extra, report.stall_findings[base:])}
         for reason, n in self.skipped.items():
             report.skipped[reason] = report.skipped.get(reason, 0) + n
         return report
@@ -243,12 +246,13 @@ def _add_stacks(result: StallResult, options: StallOptions, ws: int | None,
                               "(*.stack.txt, *.stack.pending) there")
     if not files:
         return
-    sa = analyze_stacks(files, ws or result.world_size)
+    sa = analyze_stacks(files, ws or result.world_size, options.job_id)
     progress.say(f"read {len(files)} stack snapshot(s) of {len(sa.snapshots)} rank(s)")
     result.findings = _insert_first_hand(result.findings, sa.findings)
     result.notes.extend(sa.notes)
     if sa.skipped:
-        result.extra.setdefault("skipped", {}).update(sa.skipped)
+        for reason, n in sa.skipped.items():  # counted like every other input's skips
+            result.skipped[reason] = result.skipped.get(reason, 0) + n
     result.sources.extend(s.path for s in sa.snapshots.values())
     result.seen_ranks = sorted(set(result.seen_ranks) | set(sa.snapshots))
     result.extra["stacks"] = sa.extra()

@@ -23,6 +23,11 @@ def stall_verdict(findings: list[StallFinding]) -> str:
                 .startswith("presumed") else "") + ")" for f in roots
              if f.ranks and not f.evidence.get("waits_elsewhere")][:2]
     lead = "stall root cause: " + "; ".join(named) if named else "stall: no single rank"
+    # where the ranks are, when snapshots say it (a named culprit or an undecided split)
+    places = next((str(f.evidence["reason"])[:300] for f in roots if f.source == "stacks"
+                   and f.evidence.get("reason")), None)
+    if places:
+        lead += f" [{places}]"
     return f"{lead} — {len(findings)} stall finding(s), {len(roots)} root(s)"
 
 

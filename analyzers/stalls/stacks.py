@@ -19,6 +19,7 @@ given).
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -27,12 +28,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from stormotel.analyzers.report import Confidence, StallFinding
+from stormotel.analyzers.report import StallFinding
+from stormotel.analyzers.stalls.stack_rules import ADVICE, PATTERN_OUTSIDE
 from stormotel.analyzers.timeline import MAX_WORLD_SIZE, Timeline
 
 from stormotel import schema
 
-PATTERN = "stormotel.stacks.odd_group"
+PATTERN = PATTERN_OUTSIDE
 #: bytes read from one snapshot (faulthandler writes at most 100 threads x 100 frames)
 MAX_SNAPSHOT_BYTES = 4 * 2**20
 #: snapshots read at most (a few per rank and stall)
@@ -71,6 +73,18 @@ class Snapshot:
     training_thread: int | None
     pending: bool  # never renamed: the rank never got the GIL back before it ended
     header: dict[str, Any] = field(default_factory=dict)
+    #: the tracker's progress trailer: step, marks entered in it, the previous step's marks
+    progress: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def job_id(self) -> str | None:
+        v = self.header.get("job_id")
+        return v if isinstance(v, str) else None
+
+    @property
+    def restart(self) -> int:
+        v = self.header.get("restart_count")
+        return v if type(v) is int else 0
 
     @property
     def main_frames(self) -> list[Frame]:
@@ -103,15 +117,18 @@ def _normalise(path: str) -> tuple[str, bool]:
     return "/".join(parts[-2:]) if len(parts) > 2 else path, False
 
 
+_SUFFIXES = (schema.STACK_SUFFIX, schema.STACK_PENDING_SUFFIX, schema.STACK_PROGRESS_SUFFIX)
+
+
 def find_snapshot_files(paths: Iterable[str | Path]) -> list[Path]:
     """Snapshot files named directly or found under folders (``stacks/`` of an archive)."""
     out: list[Path] = []
     for raw in paths:
         p = Path(raw)
-        if p.is_file() and p.name.endswith((schema.STACK_SUFFIX, schema.STACK_PENDING_SUFFIX)):
+        if p.is_file() and p.name.endswith(_SUFFIXES):
             out.append(p)
         elif p.is_dir():
-            for suffix in (schema.STACK_SUFFIX, schema.STACK_PENDING_SUFFIX):
+            for suffix in _SUFFIXES:
                 for q in p.rglob(f"*{suffix}"):
                     if q.is_file() and not q.is_symlink():
                         out.append(q)
@@ -120,8 +137,72 @@ def find_snapshot_files(paths: Iterable[str | Path]) -> list[Path]:
     return sorted(set(out))
 
 
+#: plausible wall-clock times in a header (2000-01-01 .. 2200-01-01, ns): anything else is no
+#: clock reading (1e30 would make a rank "hold the GIL for 1e21 s")
+MIN_UNIX_NS = 946_684_800 * 10**9
+MAX_UNIX_NS = 7_258_118_400 * 10**9
+#: the longest timer the watch arms (its floor times 2 x 2**episodes, generously)
+MAX_TIMEOUT_S = 30 * 86_400.0
+MAX_STEP = 2**62
+
+
+def _int_in(header: dict[str, Any], key: str, lo: int, hi: int, *, zero_ok: bool = False
+            ) -> int | None:
+    """``header[key]`` as an int within ``[lo, hi]``; None when absent; ValueError (a counted
+    skip) when present but not such a number (a float, 1e308, 10**400, a string)."""
+    v = header.get(key)
+    if v is None or (zero_ok and v == 0 and type(v) is int):
+        return None if v is None else 0
+    if type(v) is not int or not lo <= v <= hi:
+        raise ValueError(f"snapshot header field {key!r} out of range ({str(v)[:40]})")
+    return v
+
+
+def _timeout(header: dict[str, Any]) -> float | None:
+    v = header.get("timeout_s")
+    if v is None:
+        return None
+    if type(v) not in (int, float) or not math.isfinite(v) or not 0 < v <= MAX_TIMEOUT_S:
+        raise ValueError(f"snapshot header field 'timeout_s' out of range ({str(v)[:40]})")
+    return float(v)
+
+
+def _trailer(text: str) -> dict[str, Any]:
+    """The progress trailer the tracker's sampling thread appends (step, marks), checked:
+    an unreadable or out-of-range trailer is dropped (the frames stand without it)."""
+    at = text.rfind("\n" + schema.STACK_TRAILER_PREFIX)
+    if at < 0:
+        return {}
+    line = text[at + 1 + len(schema.STACK_TRAILER_PREFIX):].partition("\n")[0]
+    try:
+        raw = json.loads(line)
+    except (ValueError, RecursionError):
+        return {}
+    if not isinstance(raw, dict):
+        return {}
+    out: dict[str, Any] = {}
+    try:
+        out["step"] = _int_in(raw, "step", -MAX_STEP, MAX_STEP)
+        out["last_progress_unix_ns"] = _int_in(raw, "last_progress_unix_ns", MIN_UNIX_NS,
+                                               MAX_UNIX_NS, zero_ok=True)
+    except ValueError:
+        return {}
+    for key in ("marks", "previous_step_marks"):
+        v = raw.get(key)
+        if isinstance(v, list) and len(v) <= 64 and all(isinstance(m, str) for m in v):
+            out[key] = [m[:128] for m in v]
+    return out
+
+
 def parse_snapshot(path: Path) -> Snapshot | None:
-    """One snapshot file; None when it holds no traceback (armed, never fired) or no rank."""
+    """One snapshot file; None when it holds no traceback (armed, never fired) or no rank.
+    Every number of the header is range-checked: out of range is a ValueError (a counted
+    skip), never an exception further on."""
+    snap = _parse(path)
+    return snap if snap.threads else None
+
+
+def _parse(path: Path) -> Snapshot:
     with open(path, "rb") as fh:
         raw = fh.read(MAX_SNAPSHOT_BYTES)
     text = raw.decode("utf-8", "replace")
@@ -130,15 +211,20 @@ def parse_snapshot(path: Path) -> Snapshot | None:
         raise ValueError("not a stormotel stack snapshot (no header line)")
     try:
         header = json.loads(first[len(schema.STACK_HEADER_PREFIX):])
-    except (json.JSONDecodeError, RecursionError) as e:
-        raise ValueError(f"unreadable snapshot header ({e})") from None
+    except (ValueError, RecursionError) as e:
+        raise ValueError(f"unreadable snapshot header ({str(e)[:120]})") from None
     if not isinstance(header, dict):
         raise ValueError("snapshot header is not an object")
     rank = header.get("rank")
-    if isinstance(rank, str) and rank.isdigit():
+    if isinstance(rank, str) and rank.isdigit() and len(rank) < 10:
         rank = int(rank)
     if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < MAX_WORLD_SIZE:
-        raise ValueError(f"snapshot header has no valid rank ({rank!r})")
+        raise ValueError(f"snapshot header has no valid rank ({str(rank)[:40]!r})")
+    armed = _int_in(header, "armed_unix_ns", MIN_UNIX_NS, MAX_UNIX_NS)
+    timeout = _timeout(header)
+    _int_in(header, "last_progress_unix_ns", MIN_UNIX_NS, MAX_UNIX_NS, zero_ok=True)
+    _int_in(header, "restart_count", 0, 10**6)
+    training = _int_in(header, "training_thread", 0, 2**64)
     threads: dict[int, list[Frame]] = {}
     current: list[Frame] | None = None
     for line in body.splitlines():
@@ -147,16 +233,9 @@ def parse_snapshot(path: Path) -> Snapshot | None:
         elif current is not None and (m := _FRAME.match(line)):
             file, library = _normalise(m.group(1))
             current.append(Frame(file, int(m.group(2)), m.group(3).strip(), library))
-    if not threads:
-        return None
-    armed = header.get("armed_unix_ns")
-    timeout = header.get("timeout_s")
-    when = int(armed + float(timeout) * 1e9) if isinstance(armed, int) and \
-        isinstance(timeout, int | float) else 0
-    training = header.get("training_thread")
-    return Snapshot(str(path), rank, when, threads,
-                    training if isinstance(training, int) else None,
-                    path.name.endswith(schema.STACK_PENDING_SUFFIX), header)
+    when = armed + int(timeout * 1e9) if armed is not None and timeout is not None else 0
+    return Snapshot(str(path), rank, when, threads, training,
+                    path.name.endswith(schema.STACK_PENDING_SUFFIX), header, _trailer(body))
 
 
 @dataclass
@@ -189,45 +268,63 @@ class StackAnalysis:
         return {"groups": [g.as_dict() for g in self.groups],
                 "ranks": sorted(self.snapshots),
                 "files": [s.path for s in self.snapshots.values()],
-                "summary": "; ".join(g.describe() for g in self.groups)}
+                "summary": "; ".join(g.describe() for g in self.groups),
+                "places": {str(r): place_of(s) for r, s in sorted(self.snapshots.items())[:64]}}
 
 
 #: snapshots further than this from the others' moment describe another moment: not compared
 SAME_MOMENT_S = 120.0
 
 
-def read_snapshots(files: list[Path]) -> tuple[dict[int, Snapshot], list[str], Counter[str]]:
+def read_snapshots(files: list[Path], job_id: str | None = None
+                   ) -> tuple[dict[int, Snapshot], list[str], Counter[str]]:
     """Per rank, the snapshot that describes the hang: the first one fired after the rank's last
     known progress (later ones may show it already tearing down after its peers failed), and
-    only snapshots that hold the training thread. Ranks whose snapshot is far from the others'
-    moment are left out with a note. Bad files: a counted skip with a note."""
-    by_rank: dict[int, list[Snapshot]] = {}
+    only snapshots that hold the training thread. Snapshots of another job (``job_id``, else
+    the one job the snapshots name — several jobs without ``job_id`` are not compared) and of
+    an earlier incarnation of the job (``restart_count``) are counted skips. A rank whose last
+    snapshot precedes a later progress of its own got over that stall: not a hang. Ranks whose
+    snapshot is far from the others' moment are left out with a note. Bad files: a counted
+    skip with a note."""
     notes: list[str] = []
     skipped: Counter[str] = Counter()
+    parsed: list[Snapshot] = []
     for path in files:
         try:
-            snap = parse_snapshot(path)
+            parsed.append(_parse(path))
         except (OSError, ValueError) as e:
             skipped["bad_stack_snapshot"] += 1
-            notes.append(f"stack snapshot {path.name} skipped: {e}")
-            continue
-        if snap is None:
-            skipped["unfired_stack_snapshot"] += 1
-            continue
+            if skipped["bad_stack_snapshot"] <= 10:
+                notes.append(f"stack snapshot {path.name[:200]} skipped: {str(e)[:200]}")
+    parsed = _this_job(parsed, job_id, notes, skipped)
+    by_rank: dict[int, list[Snapshot]] = {}
+    for snap in parsed:
         by_rank.setdefault(snap.rank, []).append(snap)
+        if not snap.threads:
+            skipped["unfired_stack_snapshot"] += 1
     chosen: dict[int, Snapshot] = {}
-    for rank, snaps in by_rank.items():
+    recovered: list[int] = []
+    for rank, all_snaps in by_rank.items():
+        snaps = [s for s in all_snaps if s.threads]
         usable = [s for s in snaps if s.main_frames]
         if len(usable) < len(snaps):
             skipped["snapshot_without_training_thread"] += len(snaps) - len(usable)
         if not usable:
             continue
         # A header's last progress is as of its arming: a snapshot fired before a progress
-        # some later header records belongs to an earlier stall. Of the rest (fired after
-        # the rank's last known progress: this hang), the first is nearest the hang's start.
-        latest_progress = max(_last_progress(s) for s in snaps)
-        current = [s for s in usable if s.time_ns >= latest_progress] or usable
+        # some later header (or trailer) records belongs to an earlier stall. Of the rest
+        # (fired after the rank's last known progress: this hang), the first is nearest the
+        # hang's start. None left: the rank made progress after its last snapshot.
+        latest_progress = max(_last_progress(s) for s in all_snaps)
+        current = [s for s in usable if s.time_ns >= latest_progress]
+        if not current:
+            recovered.append(rank)
+            continue
         chosen[rank] = min(current, key=lambda s: s.time_ns)
+    if recovered:
+        skipped["snapshot_stall_got_over"] += len(recovered)
+        notes.append(f"stack snapshots of rank(s) {sorted(recovered)[:16]} are of a stall the "
+                     "rank got over (it made progress after them): not a hang")
     if len(chosen) > 2:
         moment = sorted(s.time_ns for s in chosen.values())[len(chosen) // 2]
         far = sorted(r for r, s in chosen.items() if abs(s.time_ns - moment) > SAME_MOMENT_S * 1e9)
@@ -240,9 +337,40 @@ def read_snapshots(files: list[Path]) -> tuple[dict[int, Snapshot], list[str], C
     return chosen, notes, skipped
 
 
+def _this_job(snaps: list[Snapshot], job_id: str | None, notes: list[str],
+              skipped: Counter[str]) -> list[Snapshot]:
+    """Only ``job_id``'s snapshots (else the one job they name), of its latest incarnation."""
+    if job_id is not None:
+        other = [s for s in snaps if s.job_id is not None and s.job_id != job_id]
+        if other:
+            skipped["other_job"] += len(other)
+            notes.append(f"{len(other)} stack snapshot(s) of other jobs than {job_id[:80]!r} "
+                         "left out")
+        snaps = [s for s in snaps if s.job_id is None or s.job_id == job_id]
+    else:
+        jobs = sorted({s.job_id for s in snaps if s.job_id is not None})
+        if len(jobs) > 1:
+            skipped["other_job"] += len(snaps)
+            names = ", ".join(j[:40] for j in jobs[:4]) + (", ..." if len(jobs) > 4 else "")
+            notes.append(f"stack snapshots of {len(jobs)} jobs ({names}) in the input: none "
+                         "compared; "
+                         "pass --job-id to judge one")
+            return []
+    latest = max((s.restart for s in snaps), default=0)
+    earlier = [s for s in snaps if s.restart < latest]
+    if earlier:
+        skipped["snapshot_earlier_run"] += len(earlier)
+        notes.append(f"{len(earlier)} stack snapshot(s) of an earlier run of the job (restart "
+                     f"count below {latest}) left out")
+    return [s for s in snaps if s.restart == latest]
+
+
 def _last_progress(s: Snapshot) -> int:
-    value = s.header.get("last_progress_unix_ns")
-    return value if isinstance(value, int) else 0
+    """The rank's last progress this file knows: its header's (as of arming) or its trailer's
+    (as of the dump being seen), whichever is later; both range-checked when read."""
+    head = s.header.get("last_progress_unix_ns")
+    tail = s.progress.get("last_progress_unix_ns")
+    return max(head if type(head) is int else 0, tail if type(tail) is int else 0)
 
 
 def _group(snaps: dict[int, Snapshot]) -> list[StackGroup]:
@@ -266,7 +394,21 @@ def _group(snaps: dict[int, Snapshot]) -> list[StackGroup]:
     return sorted(groups, key=lambda g: (-len(g.ranks), g.ranks[0]))
 
 
-def _category(group: StackGroup, snap: Snapshot) -> str:
+def analyze_stacks(files: list[Path], world_size: int | None = None,
+                   job_id: str | None = None) -> StackAnalysis:
+    """Group the ranks' latest snapshots (only ``job_id``'s when given) and judge them
+    (:mod:`~stormotel.analyzers.stalls.stack_rules`): snapshots of one moment are a hang,
+    never healthy."""
+    from stormotel.analyzers.stalls.stack_rules import judge
+
+    snaps, notes, skipped = read_snapshots(files, job_id)
+    groups = _group(snaps)
+    findings = judge(groups, snaps, world_size, notes)
+    return StackAnalysis(snaps, groups, findings, notes, skipped)
+
+
+def category_of(snap: Snapshot) -> str:
+    """What kind of place a rank outside communication is stuck in (the fix differs)."""
     files = " ".join(f.file for f in snap.main_frames)
     if "torch/utils/data" in files:
         return "data_loading"
@@ -276,59 +418,23 @@ def _category(group: StackGroup, snap: Snapshot) -> str:
     return "outside_communication"
 
 
-def analyze_stacks(files: list[Path], world_size: int | None = None) -> StackAnalysis:
-    """Group the ranks' latest snapshots; a lone group outside the collective every other
-    snapshotted rank waits in becomes a ``straggler`` finding (source ``stacks``)."""
-    snaps, notes, skipped = read_snapshots(files)
-    groups = _group(snaps)
-    findings: list[StallFinding] = []
-    if len(groups) >= 2:
-        findings = _odd_groups(groups, snaps, world_size, notes)
-    elif groups:
-        notes.append(f"stack snapshots: every snapshotted rank is at the same place "
-                     f"({groups[0].describe()}): they name no odd rank")
-    return StackAnalysis(snaps, groups, findings, notes, skipped)
-
-
-def _odd_groups(groups: list[StackGroup], snaps: dict[int, Snapshot], world_size: int | None,
-                notes: list[str]) -> list[StallFinding]:
-    major = groups[0]
-    waiting = [g for g in groups if g.collective]
-    outside = [g for g in groups if not g.collective]
-    if not waiting or not outside or len(major.ranks) < 2 or major.collective is None:
-        notes.append("stack snapshots: the ranks are at different places but not as 'all wait "
-                     "in a collective but a few': no odd rank named from stacks alone")
-        return []
-    culprits = sorted(r for g in outside for r in g.ranks)
-    n_waiting = sum(len(g.ranks) for g in waiting)
-    world = world_size or (max(snaps) + 1)
-    unseen = [r for r in range(min(world, MAX_WORLD_SIZE)) if r not in snaps][:64]
-    confidence: Confidence = "medium" if n_waiting >= 2 * len(culprits) and not unseen \
-        else "low"
-    reason = "; ".join(g.describe() for g in [*waiting, *outside])
-    first = snaps[culprits[0]]
-    ev: dict[str, Any] = {
-        "pattern": PATTERN, "category": _category(outside[0], first), "reason": reason,
-        "stack_groups": [g.as_dict() for g in groups],
-        "frames": {str(r): [f.where() for f in snaps[r].main_frames[:12]] for r in culprits[:8]},
-        "snapshot_ns": {str(r): snaps[r].time_ns for r in culprits[:8]},
-        "spoke": {"ranks": len(snaps), "of": world}, "files": [snaps[r].path for r in culprits[:8]]}
-    if unseen:
-        ev["unseen_ranks"] = unseen
-    return [StallFinding(
-        kind="straggler", ranks=culprits, process_group=None, seq_id=None,
-        op=major.collective, source="stacks", confidence=confidence, evidence=ev,
-        remediation=[f"Look at {outside[0].where} on rank(s) {culprits[:8]}: the other ranks "
-                     f"wait in {major.collective} for it ({_ADVICE[ev['category']]})."])]
-
-
-_ADVICE = {
-    "data_loading": "a data-loader worker that stopped delivering: its dataset, storage or "
-                    "worker count",
-    "storage": "a write that does not return: the checkpoint storage",
-    "outside_communication": "code that never reached the collective: a wait, a loop, a "
-                             "swallowed exception",
-    "gil_held": "a Python thread holding the GIL: a regex, a C extension, a tight loop"}
+def place_of(snap: Snapshot) -> dict[str, Any]:
+    """Where the rank's training thread is: its own innermost frame (function, file:line), the
+    collective it waits in, and the tracker's step and marks — the summary's per-rank line."""
+    user = snap.user_frame()
+    coll = snap.in_collective()
+    frames = snap.main_frames
+    out: dict[str, Any] = {
+        "function": user.function if user else (frames[0].function if frames else None),
+        "file": user.file if user else (frames[0].file if frames else None),
+        "line": user.line if user else (frames[0].line if frames else None),
+        "collective": coll.function if coll else None,
+        "innermost": frames[0].where() if frames else None,
+        "snapshot_ns": snap.time_ns, "pending": snap.pending}
+    for key in ("step", "marks"):
+        if snap.progress.get(key) is not None:
+            out[key] = snap.progress[key]
+    return out
 
 
 def with_sample_gaps(timeline: Timeline, findings: list[StallFinding]) -> list[StallFinding]:
@@ -358,7 +464,7 @@ def with_sample_gaps(timeline: Timeline, findings: list[StallFinding]) -> list[S
                 held.append({"rank": rank, "no_samples_s": round(span_s, 1),
                              "resumed": gap_to is not None})
         if held:
-            f.remediation = [f.remediation[0].rsplit(" (", 1)[0] + f" ({_ADVICE['gil_held']})."]
+            f.remediation = [f.remediation[0].rsplit(" (", 1)[0] + f" ({ADVICE['gil_held']})."]
             f.evidence = {**f.evidence, "gil_held": held, "category": "gil_held",
                           "reason": f.evidence.get("reason", "") + "; rank(s) "
                           f"{[h['rank'] for h in held]} held the GIL: the tracker's own thread "

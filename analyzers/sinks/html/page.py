@@ -14,6 +14,7 @@ from stormotel.analyzers.locations import location_text
 from stormotel.analyzers.report import OomRank, Report
 from stormotel.analyzers.sinks.html import lead_strip
 from stormotel.analyzers.sinks.html.chart_data import ChartData, confidence_words, severity_words
+from stormotel.analyzers.stalls.per_rank import place_text
 from stormotel.analyzers.summary import fmt_bytes, fmt_duration, fmt_time
 from stormotel.analyzers.timeline import RankIdentity, Timeline
 
@@ -65,6 +66,13 @@ def _located(report: Report, timeline: Timeline, rank: int) -> str:
     return location_text(report, rank) or _ident(timeline, rank)
 
 
+def stall_headline(report: Report) -> str:
+    """The stall part of the headline: the root finding's ranks, else the undecided places."""
+    from stormotel.analyzers.stalls.render import stall_verdict
+
+    return stall_verdict(report.stall_findings)
+
+
 def _verdict(report: Report) -> str:
     sus = report.cross_rank.first_cause_suspects
     if sus:
@@ -77,7 +85,8 @@ def _verdict(report: Report) -> str:
         text = "No first-cause suspect."
     roots = [f for f in report.stall_findings if f.consequence_of is None]
     if roots:
-        text += f"; stall root cause: {roots[0].kind} on rank(s) {roots[0].ranks}"
+        # the same words as the text summary's verdict: the named ranks, or where each is
+        text += "; " + stall_headline(report)
     return escape(text)
 
 
@@ -109,11 +118,22 @@ def _sections(timeline: Timeline, report: Report) -> str:
          for f in report.gap_findings)))
     parts.append("<h2>Stall findings</h2>")
     parts.append(_table(
-        ("#", "kind", "ranks", "op", "category", "source", "confidence", "consequence of"),
+        ("#", "kind", "ranks", "op", "category", "source", "confidence", "consequence of",
+         "reason", "fix"),
         ((i, f.kind, ",".join(map(str, f.ranks)) or "—", f.op or "",
           f.evidence.get("category", getattr(f, "category", "")) or "", f.source, f.confidence,
-          "" if f.consequence_of is None else f.consequence_of)
+          "" if f.consequence_of is None else f.consequence_of,
+          str(f.evidence.get("reason") or "")[:2000],
+          f.remediation[0][:2000] if f.remediation else "")
          for i, f in enumerate(report.stall_findings))))
+    places = (report.extra.get("stalls") or {}).get("per_rank") or {}
+    if places and report.stall_findings:
+        parts.append("<h2>Where each rank is</h2>")
+        parts.append(_table(("rank", "main thread (stack snapshot)", "named by"), (
+            (r, place_text(v["sources"]["stacks"]) if "stacks" in v.get("sources", {}) else "—",
+             "; ".join(f"[{f['index']}] {f['kind']} {f['role']} ({f['confidence']})"
+                       for f in v.get("findings") or []))
+            for r, v in list(places.items())[:64])))
     stacks = (report.extra.get("stalls") or {}).get("stacks")
     if stacks:
         parts.append("<h2>What each rank was doing (stack snapshots)</h2>")

@@ -1,0 +1,225 @@
+"""What the ranks' stack snapshots prove together: who the others wait for, at any world size.
+
+Every snapshot the tracker leaves is a rank that made no progress for longer than its rhythm
+allows, so snapshots of the same moment are a hang — never "healthy". Three rules, in order:
+
+1. **Outside communication** — ranks whose training thread is in no collective while every
+   other snapshotted rank waits inside one are the ones waited for (``straggler``), at any
+   world size ≥ 2: no majority is needed, a rank waiting in a collective cannot be the one the
+   others wait for unless they wait elsewhere.
+2. **Different collectives** — every rank waits, but not in the same collective (op or call
+   site). The rank *ahead in the program* skipped one; what proves "ahead", strongest first:
+   the tracker's marks (the rank entered a mark of its step without the marks every earlier
+   step entered before it — ``marks``), its step (a later step than its peers' — ``step``),
+   the line within the same function at the same step (``line_order``, loops can fool it:
+   ``low``). Nothing decides: ``undecided`` naming where each rank is.
+3. **All at one place** — every snapshotted rank waits in the same collective at the same
+   place: the cause is below Python or in a rank without a snapshot: ``undecided`` with the
+   places, the unseen ranks as suspects.
+
+Confidence is ``medium`` at most (:mod:`~stormotel.analyzers.stalls.calibration` caps
+unmeasured patterns), ``low`` when ranks of the world have no snapshot or the proof is weak.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from stormotel.analyzers.report import Confidence, StallFinding, StallKind
+from stormotel.analyzers.timeline import MAX_WORLD_SIZE
+
+if TYPE_CHECKING:
+    from stormotel.analyzers.stalls.stacks import Snapshot, StackGroup
+
+PATTERN_OUTSIDE = "stormotel.stacks.odd_group"
+PATTERN_SKIP_MARKS = "stormotel.stacks.skipped_mark"
+PATTERN_AHEAD_STEP = "stormotel.stacks.later_step"
+PATTERN_LINE_ORDER = "stormotel.stacks.later_line"
+PATTERN_SAME_PLACE = "stormotel.stacks.all_waiting"
+PATTERN_SPLIT = "stormotel.stacks.split_undecided"
+
+ADVICE = {
+    "data_loading": "a data-loader worker that stopped delivering: its dataset, storage or "
+                    "worker count",
+    "storage": "a write that does not return: the checkpoint storage",
+    "outside_communication": "code that never reached the collective: a wait, a loop, a "
+                             "swallowed exception",
+    "gil_held": "a Python thread holding the GIL: a regex, a C extension, a tight loop"}
+
+
+def judge(groups: list[StackGroup], snaps: dict[int, Snapshot], world_size: int | None,
+          notes: list[str]) -> list[StallFinding]:
+    """The stall findings the snapshots support (see the module docstring); [] only when no
+    rank has a usable snapshot."""
+    if not groups:
+        return []
+    world = world_size or _header_world(snaps) or (max(snaps) + 1)
+    unseen = [r for r in range(min(world, MAX_WORLD_SIZE)) if r not in snaps][:64]
+    waiting = [g for g in groups if g.collective]
+    outside = [g for g in groups if not g.collective]
+    if waiting and outside:
+        return [_outside(groups, waiting, outside, snaps, world, unseen)]
+    if len(groups) >= 2 and not outside:
+        return [_split(groups, snaps, world, unseen, notes)]
+    return [_same_place(groups, snaps, world, unseen)]
+
+
+def _header_world(snaps: dict[int, Snapshot]) -> int | None:
+    for s in snaps.values():
+        v = s.header.get("world_size")
+        if isinstance(v, str) and v.isdigit() and len(v) < 8:
+            v = int(v)
+        if type(v) is int and 0 < v <= MAX_WORLD_SIZE:
+            return v
+    return None
+
+
+def _base_evidence(pattern: str, groups: list[StackGroup], snaps: dict[int, Snapshot],
+                   world: int, unseen: list[int], about: list[int]) -> dict[str, Any]:
+    ev: dict[str, Any] = {
+        "pattern": pattern, "reason": "; ".join(g.describe() for g in groups),
+        "stack_groups": [g.as_dict() for g in groups],
+        "frames": {str(r): [f.where() for f in snaps[r].main_frames[:12]] for r in about[:8]},
+        "snapshot_ns": {str(r): snaps[r].time_ns for r in about[:8]},
+        "spoke": {"ranks": len(snaps), "of": world},
+        "files": [snaps[r].path for r in about[:8]]}
+    if unseen:
+        ev["unseen_ranks"] = unseen
+    return ev
+
+
+def _outside(groups: list[StackGroup], waiting: list[StackGroup], outside: list[StackGroup],
+             snaps: dict[int, Snapshot], world: int, unseen: list[int]) -> StallFinding:
+    culprits = sorted(r for g in outside for r in g.ranks)
+    n_waiting = sum(len(g.ranks) for g in waiting)
+    # alone outside while every rank of the world is seen and at least as many wait: medium;
+    # ranks without a snapshot may be elsewhere too, and more outside than waiting is no
+    # longer "the one the others wait for"
+    confidence: Confidence = "medium" if n_waiting >= len(culprits) and not unseen else "low"
+    ev = _base_evidence(PATTERN_OUTSIDE, [*waiting, *outside], snaps, world, unseen, culprits)
+    from stormotel.analyzers.stalls.stacks import category_of
+
+    ev["category"] = category_of(snaps[culprits[0]])
+    ev["waiting_ranks"] = sorted(r for g in waiting for r in g.ranks)[:64]
+    ev["proof"] = ("their training thread is in no collective while every other snapshotted "
+                   "rank waits inside one")
+    op = waiting[0].collective
+    return StallFinding(
+        kind="straggler", ranks=culprits, process_group=None, seq_id=None, op=op,
+        source="stacks", confidence=confidence, evidence=ev,
+        remediation=[f"Look at {outside[0].where} on rank(s) {culprits[:8]}: the other ranks "
+                     f"wait in {op} for it ({ADVICE[ev['category']]})."])
+
+
+def _split(groups: list[StackGroup], snaps: dict[int, Snapshot], world: int,
+           unseen: list[int], notes: list[str]) -> StallFinding:
+    """Every rank in a collective, not all in the same one: who is ahead skipped one."""
+    ops = sorted({g.collective or "" for g in groups})
+    ahead, pattern, proof = _ahead(groups, snaps)
+    ranks_all = sorted(snaps)
+    kind: StallKind = "op_type_mismatch" if len(ops) > 1 else "straggler"
+    if not ahead:
+        ev = _base_evidence(PATTERN_SPLIT, groups, snaps, world, unseen, ranks_all)
+        ev.update({"category": "mismatched_collective", "suspects": ranks_all[:64],
+                   "proof": "the ranks wait in different collectives; neither the tracker's "
+                            "marks, the steps nor the call sites say which rank is ahead"})
+        notes.append("stack snapshots: ranks wait in different collectives; which one skipped "
+                     "is undecided (wrap collectives in tracker.mark() to decide it)")
+        return StallFinding(
+            kind="undecided", ranks=[], process_group=None, seq_id=None, op=None,
+            source="stacks", confidence="low", evidence=ev,
+            remediation=["The ranks wait in different collectives: " + ev["reason"] + ". Find "
+                         "the branch that lets one rank skip or add a collective (a condition "
+                         "on rank or data, an early exit)."])
+    behind = [r for r in ranks_all if r not in ahead]
+    ev = _base_evidence(pattern, groups, snaps, world, unseen, ranks_all)
+    ev.update({"category": "mismatched_collective", "waiting_ranks": behind[:64],
+               "proof": proof})
+    confidence: Confidence = "low" if unseen or pattern == PATTERN_LINE_ORDER else "medium"
+    g_ahead = next(g for g in groups if ahead[0] in g.ranks)
+    g_behind = next((g for g in groups if behind and behind[0] in g.ranks), None)
+    waited = g_behind.collective if g_behind else None
+    return StallFinding(
+        kind=kind, ranks=ahead, process_group=None, seq_id=None, op=waited,
+        source="stacks", confidence=confidence, evidence=ev,
+        remediation=[f"Rank(s) {ahead[:8]} went on to {g_ahead.where} without the "
+                     f"{waited} rank(s) {behind[:8]} wait in ({proof}): find the branch that "
+                     "skips it on those ranks (a condition on rank or data, an early exit, "
+                     "a `continue`)."])
+
+
+def _ahead(groups: list[StackGroup], snaps: dict[int, Snapshot]
+           ) -> tuple[list[int], str, str]:
+    """The ranks ahead in the program, the pattern that proves it and the proof in words."""
+    skipped: dict[int, list[str]] = {}
+    for r, s in snaps.items():
+        missing = _skipped_marks(s.progress)
+        if missing:
+            skipped[r] = missing
+    if skipped and len(skipped) < len(snaps):
+        r0 = min(skipped)
+        step = snaps[r0].progress.get("step")
+        return (sorted(skipped), PATTERN_SKIP_MARKS,
+                f"the tracker's marks: rank {r0} entered "
+                f"{snaps[r0].progress['marks'][-1]!r} in step {step} without "
+                f"{skipped[r0][:3]}, which every earlier step entered before it")
+    steps = {r: s.progress.get("step") for r, s in snaps.items()}
+    if all(type(v) is int for v in steps.values()) and len(set(steps.values())) > 1:
+        top = max(v for v in steps.values() if v is not None)
+        later = sorted(r for r, v in steps.items() if v == top)
+        others = sorted({v for v in steps.values() if type(v) is int and v != top})
+        if len(later) < len(snaps):
+            return (later, PATTERN_AHEAD_STEP,
+                    f"the tracker's step marker: rank(s) {later[:8]} are in step {top}, the "
+                    f"others in step(s) {others[:4]}")
+    same_step = len({v for v in steps.values()}) == 1
+    users = {r: s.user_frame() for r, s in snaps.items()}
+    if same_step and all(users.values()) and len(groups) == 2:
+        funcs = {(u.file, u.function) for u in users.values() if u}
+        if len(funcs) == 1:
+            lines = {r: u.line for r, u in users.items() if u}
+            top_line = max(lines.values())
+            later = sorted(r for r, n in lines.items() if n == top_line)
+            if len(later) < len(snaps):
+                known = next(iter(steps.values()))
+                when = f"in the same step ({known})" if known is not None else \
+                    "step unknown (no tracker progress trailer)"
+                return (later, PATTERN_LINE_ORDER,
+                        f"the call sites: rank(s) {later[:8]} wait at line {top_line} of the "
+                        f"same function the others wait in at an earlier line, {when} (a loop "
+                        "inside the step could reverse this)")
+    return [], PATTERN_SPLIT, ""
+
+
+def _skipped_marks(progress: dict[str, Any]) -> list[str]:
+    """The marks this rank skipped in its current step: those the previous step entered
+    before the current step's last mark and this step did not (marks must be in order)."""
+    marks, prev = progress.get("marks"), progress.get("previous_step_marks")
+    if not marks or not prev or marks == prev[:len(marks)]:
+        return []
+    last = marks[-1]
+    if last not in prev:
+        return []
+    before = prev[:prev.index(last)]
+    return [m for m in before if m not in marks]
+
+
+def _same_place(groups: list[StackGroup], snaps: dict[int, Snapshot], world: int,
+                unseen: list[int]) -> StallFinding:
+    """One place for every snapshotted rank: undecided, the ranks without a snapshot suspect."""
+    g = groups[0]
+    ev = _base_evidence(PATTERN_SAME_PLACE, groups, snaps, world, unseen, sorted(snaps))
+    ev["category"] = "no_odd_rank"
+    ev["proof"] = "every snapshotted rank made no progress, all at the same place"
+    if unseen:
+        ev["suspects"] = unseen
+    where = g.describe()
+    fix = (f"Rank(s) {unseen[:8]} left no snapshot: look at their logs (did they die, or is "
+           "their tracker off?)" if unseen else
+           "Every rank waits at the same place: the cause is below Python (network, NCCL/gloo, "
+           "a peer of another process group). Collect Flight Recorder dumps "
+           "(TORCH_FR_BUFFER_SIZE) and NCCL_DEBUG=INFO logs")
+    return StallFinding(
+        kind="undecided", ranks=[], process_group=None, seq_id=None, op=g.collective,
+        source="stacks", confidence="low", evidence=ev,
+        remediation=[f"{fix}; every snapshotted rank: {where}."])
