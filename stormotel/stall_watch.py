@@ -342,6 +342,9 @@ class StallWatch:
         """After a stall this process got over, leave the unfired file (its header only): its
         ``last_progress_unix_ns`` tells the analyzer the earlier snapshot was not the end."""
         fd, pending = self._fd, self._pending
+        if fd is not None:  # its header as of now: the progress since its arming included
+            with contextlib.suppress(OSError):
+                self._write_header(timeout_s=2 * self._deadline_s)
         self._fd = self._pending = None
         if fd is not None:
             with contextlib.suppress(OSError):

@@ -44,8 +44,16 @@ def test_a_stall_leaves_a_snapshot_an_event_and_a_count(tmp_path: Path) -> None:
         assert t.state.edges[schema.EDGE_STALL].timestamp_ns > 0
         _steps(t, 2)
         assert not t.state.stalled  # progress again
-    files = _files(tmp_path)
-    assert files and all(f.name.endswith(schema.STACK_SUFFIX) for f in files), files
+    every = _files(tmp_path)
+    files = [f for f in every if f.name.endswith(schema.STACK_SUFFIX)]
+    # the rank got over its stall: the header armed after it stays, and says so
+    assert [f for f in every if f not in files] and all(
+        f.name.endswith(schema.STACK_PROGRESS_SUFFIX) for f in every if f not in files), every
+    sa = analyze_stacks(find_snapshot_files([tmp_path]), world_size=2)
+    assert sa.findings == [] and sa.skipped["snapshot_stall_got_over"] == 1, sa.notes
+    # the trailer: the step and the marks the rank had entered when the dump was seen
+    tail = parse_snapshot(files[0])
+    assert tail is not None and tail.progress["step"] == 6 and tail.progress["marks"] == []
     snap = parse_snapshot(files[0])
     assert snap is not None and snap.rank == 1 and not snap.pending
     assert any(f.function == "wait_for_a_batch" for f in snap.main_frames)
@@ -154,7 +162,10 @@ def test_no_odd_rank_from_symmetric_or_partial_snapshots(tmp_path: Path) -> None
     for r in range(3):
         _snapshot(tmp_path / f"rank-{r}-1-1{schema.STACK_SUFFIX}", r, WAITING)
     sa = analyze_stacks(find_snapshot_files([tmp_path]), world_size=3)
-    assert sa.findings == [] and "same place" in sa.notes[0]
+    # a hung job is never healthy: every rank at the same place is undecided, with the place
+    (same,) = sa.findings
+    assert same.kind == "undecided" and same.ranks == [] and same.confidence == "low"
+    assert "3 ranks in all_reduce at u/train.py:212" in same.evidence["reason"]
     # one rank outside, but ranks 4..7 never wrote a snapshot: low, and they are named unseen
     _snapshot(tmp_path / f"rank-3-1-1{schema.STACK_SUFFIX}", 3,
               [("/home/u/ckpt.py", 9, "save")])
