@@ -15,7 +15,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from stormotel import schema
-from tests.fuzz.boundary import analyze, check, json_values, mutate
+from tests.fuzz.boundary import analyze, check, mutate
 
 SEEDS = Path(__file__).parent / "seeds" / "stacks"
 #: numbers a header must never be trusted with
