@@ -60,6 +60,8 @@ def render_stalls(findings: list[StallFinding]) -> list[str]:
         cat = f.evidence.get("category")
         if cat:
             lines.append(f"        category: {cat}")
+        if f.evidence.get("proof"):
+            lines.append(f"        proved by: {f.evidence['proof']}")
         if f.kind == "rank_failure":
             for r, d in list((f.evidence.get("per_rank") or {}).items())[:4]:
                 lines.append(f"        rank {r} at {d.get('line')}: {str(d.get('text'))[:160]}")
