@@ -59,6 +59,10 @@ def judge(groups: list[StackGroup], snaps: dict[int, Snapshot], world_size: int 
     outside = [g for g in groups if not g.collective]
     if waiting and outside:
         return [_outside(groups, waiting, outside, snaps, world, unseen)]
+    if outside and not waiting and unseen:
+        # stuck in their own code while no rank was seen waiting: the others' snapshots may
+        # not have fired yet (a longer rhythm) — the rank is named, at low
+        return [_outside(groups, [], outside, snaps, world, unseen)]
     if len(groups) >= 2 and not outside:
         return [_split(groups, snaps, world, unseen, notes)]
     return [_same_place(groups, snaps, world, unseen)]
@@ -95,20 +99,23 @@ def _outside(groups: list[StackGroup], waiting: list[StackGroup], outside: list[
     # alone outside while every rank of the world is seen and at least as many wait: medium;
     # ranks without a snapshot may be elsewhere too, and more outside than waiting is no
     # longer "the one the others wait for"
-    confidence: Confidence = "medium" if n_waiting >= len(culprits) and not unseen else "low"
+    confidence: Confidence = "medium" if n_waiting >= len(culprits) and n_waiting and \
+        not unseen else "low"
     ev = _base_evidence(PATTERN_OUTSIDE, [*waiting, *outside], snaps, world, unseen, culprits)
     from stormotel.analyzers.stalls.stacks import category_of
 
     ev["category"] = category_of(snaps[culprits[0]])
     ev["waiting_ranks"] = sorted(r for g in waiting for r in g.ranks)[:64]
     ev["proof"] = ("their training thread is in no collective while every other snapshotted "
-                   "rank waits inside one")
-    op = waiting[0].collective
+                   "rank waits inside one") if waiting else (
+        "their training thread is in no collective, made no progress for over two deadlines, "
+        f"and rank(s) {unseen[:8]} left no snapshot to say where they wait")
+    op = waiting[0].collective if waiting else None
     return StallFinding(
         kind="straggler", ranks=culprits, process_group=None, seq_id=None, op=op,
         source="stacks", confidence=confidence, evidence=ev,
         remediation=[f"Look at {outside[0].where} on rank(s) {culprits[:8]}: the other ranks "
-                     f"wait in {op} for it ({ADVICE[ev['category']]})."])
+                     f"wait in {op or 'a collective'} for it ({ADVICE[ev['category']]})."])
 
 
 def _split(groups: list[StackGroup], snaps: dict[int, Snapshot], world: int,

@@ -105,3 +105,27 @@ def test_a_healthy_two_rank_job_stays_quiet(user_hangs: Path) -> None:
     code, text, _ = _analyze(user_hangs, "healthy2", "text")
     assert code == exitcodes.OK
     assert text.strip().splitlines()[-1] == "Verdict: healthy"
+
+
+def test_an_undecided_flight_recorder_never_hides_what_the_snapshots_show(
+        user_hangs: Path) -> None:
+    """Two ranks at the same sequence number in different ops: the dumps alone cannot say who
+    is wrong (no majority of two); the snapshots' marks can. Both are joined per rank."""
+    dumps = user_hangs / "skip2fr" / "archive" / "skip2fr" / schema.FR_DUMPS_DIR
+    assert sorted(p.name for p in dumps.glob("nccl_trace_rank_*")) == [
+        "nccl_trace_rank_0", "nccl_trace_rank_1"]
+    out = user_hangs / "skip2fr-fr.json"
+    result = analyze(str(user_hangs / "skip2fr" / "archive"), "--flight-recorder", str(dumps),
+                     "--format", "json", "-o", str(out), "-q")
+    check(result, out)
+    assert result.code == exitcodes.FINDINGS
+    report = json.loads(out.read_text())
+    first = report["stall_findings"][0]
+    assert (first["source"], first["kind"], first["ranks"]) == ("stacks", "op_type_mismatch", [1])
+    fr = [f for f in report["stall_findings"] if f["source"] == "flight_recorder"]
+    assert fr and all(f["confidence"] != "high" for f in fr)
+    per_rank = report["extra"]["stalls"]["per_rank"]
+    ops = {r: next(iter(per_rank[r]["sources"]["flight_recorder"]["groups"].values()))["last_op"]
+           for r in ("0", "1")}
+    assert ops == {"0": "all_reduce", "1": "barrier"}
+    assert per_rank["1"]["sources"]["stacks"]["collective"] == "barrier"

@@ -14,7 +14,8 @@ as docs/stalls.md shows. After :data:`STEPS_BEFORE` steps the culprit hangs:
 :data:`SCENARIOS` names each job ``<kind><world>`` (``skip2``, ``sleep8``...). The parent plays
 launcher: SIGTERM after :data:`HANG_S`, SIGKILL after a grace. The detector's floor is lowered
 to :data:`FLOOR_S` (``STORMOTEL_STALL_FLOOR_S``) so the suite is quick; everything else is the
-tracker's default. The Flight Recorder stays off (its default): what a new user has.
+tracker's default. The Flight Recorder stays off (its default: what a new user has) except in
+:data:`FLIGHT_RECORDER_ON`.
 """
 
 from __future__ import annotations
@@ -29,8 +30,11 @@ from pathlib import Path
 STEPS_BEFORE = 12
 STEPS_HEALTHY = 30
 FLOOR_S = 2.0
-#: how long the parent lets a hanging job hang before SIGTERM (≥ 2 floors + a busy machine)
+#: how long the parent lets a hanging job hang before SIGTERM: at least this, and until every
+#: rank of every hanging job left a snapshot (a busy machine slows the rhythm, and the deadline
+#: follows it), at most :data:`MAX_HANG_S`
 HANG_S = 12.0
+MAX_HANG_S = 90.0
 #: name -> (kind, world size, culprit rank, the step's second collective)
 SCENARIOS: dict[str, tuple[str, int, int, str]] = {
     "skip2": ("skip", 2, 1, "barrier"),
@@ -41,7 +45,11 @@ SCENARIOS: dict[str, tuple[str, int, int, str]] = {
     "skip4": ("skip", 4, 2, "all_gather"),
     "sleep8": ("sleep", 8, 5, "all_gather"),
     "skip8": ("skip", 8, 3, "all_gather"),
+    "skip2fr": ("skip", 2, 1, "barrier"),
 }
+#: jobs run with torch's Flight Recorder on (a dump at each snapshot): the dumps, when read,
+#: must not hide what the snapshots show
+FLIGHT_RECORDER_ON = frozenset({"skip2fr"})
 
 
 def slow_user_code() -> None:
@@ -57,6 +65,8 @@ def _rank_main(rank: int, name: str, out: Path, init_file: str) -> None:
 
     kind, world, culprit, second = SCENARIOS[name]
     root = out / name
+    if name in FLIGHT_RECORDER_ON:
+        os.environ["TORCH_FR_BUFFER_SIZE"] = "2000"  # read when the process group is made
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
                             world_size=world, timeout=timedelta(seconds=300))
     tracker = MemoryTracker(sampler="simulated", archive_dir=root / "archive", job_id=name,
@@ -86,6 +96,13 @@ def _rank_main(rank: int, name: str, out: Path, init_file: str) -> None:
     os._exit(0)  # skip gloo teardown
 
 
+def _every_rank_snapshotted(root: Path, world: int) -> bool:
+    stacks = root / "archive" / root.name / "stacks"
+    names = [p.name for p in stacks.glob("rank-*.stack.*")] if stacks.is_dir() else []
+    return all(any(n.startswith(f"rank-{r}-") and not n.endswith(".stack.pending")
+                   for n in names) for r in range(world))
+
+
 def generate(out: Path, names: list[str]) -> None:
     """Run the named jobs at once (ranks forked from one torch import), then play launcher."""
     os.environ["STORMOTEL_STALL_FLOOR_S"] = str(FLOOR_S)
@@ -112,6 +129,11 @@ def generate(out: Path, names: list[str]) -> None:
         while not marker.exists() and time.monotonic() - started < 120:
             time.sleep(0.2)
     time.sleep(HANG_S)
+    hung = time.monotonic()
+    while time.monotonic() - hung < MAX_HANG_S - HANG_S and not all(
+            _every_rank_snapshotted(out / name, SCENARIOS[name][1]) for name in procs
+            if SCENARIOS[name][0] != "healthy"):
+        time.sleep(0.5)
     for name, ps in procs.items():  # the launcher: SIGTERM, then SIGKILL after a grace
         (out / name / "sigterm_ns").write_text(str(time.time_ns()))
         for p in ps:
