@@ -63,7 +63,8 @@ def judge(groups: list[StackGroup], snaps: dict[int, Snapshot], world_size: int 
         # stuck in their own code while no rank was seen waiting: the others' snapshots may
         # not have fired yet (a longer rhythm) — the rank is named, at low
         return [_outside(groups, [], outside, snaps, world, unseen)]
-    if len(groups) >= 2 and not outside:
+    # groups differing only below the user's frame (gloo's internals) are one place
+    if len({g.where for g in groups}) >= 2 and not outside:
         return [_split(groups, snaps, world, unseen, notes)]
     return [_same_place(groups, snaps, world, unseen)]
 

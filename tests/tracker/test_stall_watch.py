@@ -131,6 +131,7 @@ def _snapshot(path: Path, rank: int, frames: list[tuple[str, int, str]], *,
     if fired:
         text += "Timeout (0:00:04)!\nThread 0x0000000000000001 (most recent call first):\n"
         text += "".join(f'  File "{f}", line {n} in {fn}\n' for f, n, fn in frames)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path
 
@@ -239,3 +240,30 @@ def test_the_snapshot_fired_after_the_last_progress_is_used_and_never_another_th
     second.write_text(second.read_text().replace("0x0000000000000001", "0x0000000000000002"))
     (finding,) = analyze_stacks(find_snapshot_files([tmp_path]), world_size=4).findings
     assert finding.ranks == [2]
+
+
+def test_ranks_in_different_collectives_name_the_one_ahead_or_say_undecided(
+        tmp_path: Path) -> None:
+    """No majority at two ranks: rank 1 waits at a later line of the same function (no marks)
+    — named, at low; with no way to order them — undecided, both places said; the same
+    collective at the same user line with different internals — one place, undecided."""
+    barrier = [("/v/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", 5356,
+                "barrier"), ("/home/u/train.py", 214, "train")]
+    _snapshot(tmp_path / "a" / f"rank-0-1-1{schema.STACK_SUFFIX}", 0, WAITING)
+    _snapshot(tmp_path / "a" / f"rank-1-1-1{schema.STACK_SUFFIX}", 1, barrier)
+    (f,) = analyze_stacks(find_snapshot_files([tmp_path / "a"]), world_size=2).findings
+    assert (f.kind, f.ranks, f.confidence) == ("op_type_mismatch", [1], "low")
+    assert f.evidence["pattern"] == "stormotel.stacks.later_line"
+    other = [("/v/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", 5356,
+              "barrier"), ("/home/u/eval.py", 9, "evaluate")]
+    _snapshot(tmp_path / "b" / f"rank-0-1-1{schema.STACK_SUFFIX}", 0, WAITING)
+    _snapshot(tmp_path / "b" / f"rank-1-1-1{schema.STACK_SUFFIX}", 1, other)
+    (f,) = analyze_stacks(find_snapshot_files([tmp_path / "b"]), world_size=2).findings
+    assert f.kind == "undecided" and f.ranks == [] and f.evidence["suspects"] == [0, 1]
+    assert "all_reduce" in f.evidence["reason"] and "barrier" in f.evidence["reason"]
+    inner = [("/v/lib/python3.11/site-packages/torch/distributed/c10d_logger.py", 81,
+              "wrapper"), *WAITING]
+    _snapshot(tmp_path / "c" / f"rank-0-1-1{schema.STACK_SUFFIX}", 0, WAITING)
+    _snapshot(tmp_path / "c" / f"rank-1-1-1{schema.STACK_SUFFIX}", 1, inner)
+    (f,) = analyze_stacks(find_snapshot_files([tmp_path / "c"]), world_size=2).findings
+    assert f.kind == "undecided" and f.evidence["pattern"] == "stormotel.stacks.all_waiting"
