@@ -64,8 +64,6 @@ class StallResult:
         from stormotel.analyzers.stalls.per_rank import join_ranks
 
         report.notes.extend(self.notes)
-        for key, n in (self.extra.get("skipped") or {}).items():  # counted like any input's
-            report.skipped[key] = report.skipped.get(key, 0) + n
         report.sources.extend(s for s in self.sources if s not in report.sources)
         report.extra["stalls"] = {**self.extra, "per_rank": join_ranks(
             self.extra, report.stall_findings[base:])}
