@@ -115,3 +115,25 @@ def add_stall_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--world-size", type=int, metavar="N",
                    help="the job's world size, when ranks with no dump/log must be counted as "
                         "unseen (default: highest rank seen + 1)")
+    add_live_stall_arguments(p)
+
+
+def add_live_stall_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group(
+        "live stuck jobs", "ask a job that still runs (see docs/stalls.md, 'Live sources')")
+    g.add_argument("--nccl-ras", action="append", metavar="HOST[:PORT]",
+                   help="query the NCCL RAS thread (NCCL 2.24+; JSON from 2.28.7) of a running "
+                        "job at HOST:PORT (default port 28028) for missing ranks and "
+                        "mismatched collective counts per communicator; repeatable. Example: "
+                        "--nccl-ras 127.0.0.1 --nccl-ras node7:28028. An endpoint that does "
+                        "not answer is an input error (exit 2).")
+    g.add_argument("--fr-pipe", metavar="PREFIX",
+                   help="make every rank on this host dump its Flight Recorder now, by writing "
+                        "to the pipes PREFIX<rank>.pipe (the job's "
+                        "TORCH_NCCL_DEBUG_INFO_PIPE_FILE), then read the dumps from the job's "
+                        "TORCH_FR_DUMP_TEMP_FILE / TORCH_NCCL_DEBUG_INFO_TEMP_FILE prefix (read "
+                        "from this shell's environment, default /tmp/nccl_trace_rank_). "
+                        "Example: --fr-pipe /tmp/fr_pipe_")
+    g.add_argument("--live-timeout", type=float, metavar="SECONDS",
+                   help="how long to wait for each live source (default: 15 s per RAS "
+                        "endpoint, 30 s for the Flight Recorder dumps)")

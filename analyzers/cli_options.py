@@ -52,7 +52,9 @@ def options_from_args(args: argparse.Namespace) -> AnalyzeOptions:
     stalls = StallOptions(flight_recorder=args.flight_recorder, logs=tuple(args.logs or ()),
                           world_size=args.world_size, stacks=tuple(args.stacks or ()),
                           stacks_in=tuple(str(p) for p in source.paths),
-                          job_id=getattr(args, "job_id", None))
+                          job_id=getattr(args, "job_id", None),
+                          nccl_ras=tuple(args.nccl_ras or ()), fr_pipe=args.fr_pipe,
+                          live_timeout_s=args.live_timeout)
     if stalls.wanted:
         _check_world_size(stalls.world_size)
     elif not source.paths and not job.tsdb.wanted:

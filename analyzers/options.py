@@ -67,10 +67,15 @@ class StallOptions:
     #: ``--job-id``: with logs of several run ids, the run to judge (the others are skipped);
     #: stack snapshots of other jobs are left out (counted), like every other input
     job_id: str | None = None
+    #: live sources of a running job: NCCL RAS endpoints, Flight Recorder pipe prefix
+    nccl_ras: tuple[str, ...] = ()
+    fr_pipe: str | None = None
+    live_timeout_s: float | None = None
 
     @property
     def wanted(self) -> bool:
-        return bool(self.flight_recorder or self.logs or self.stacks)
+        return bool(self.flight_recorder or self.logs or self.stacks or self.nccl_ras
+                    or self.fr_pipe)
 
 
 @dataclass(frozen=True)

@@ -127,6 +127,10 @@ def read_stall_evidence(options: StallOptions, progress: Progress | None = None
             _add_flight_recorder(result, options.flight_recorder, ws, progress)
         if options.logs:
             _add_log_runs(result, list(options.logs), ws, progress, options.job_id)
+        if options.nccl_ras or options.fr_pipe:
+            from stormotel.analyzers.stalls.live import add_live_sources
+
+            add_live_sources(result, options, progress)
     except (DumpError, LogError) as exc:
         raise StallInputError(str(exc)) from exc
     _add_stacks(result, options, ws, progress)
