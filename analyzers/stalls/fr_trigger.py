@@ -1,4 +1,4 @@
-"""``stormotel analyze --fr-pipe PREFIX``: make every rank on this host dump its Flight Recorder now.
+"""``stormotel analyze --fr-pipe PREFIX``: every rank on this host dumps its Flight Recorder now.
 
 torch's ProcessGroupNCCL creates a named pipe per rank when ``TORCH_NCCL_DEBUG_INFO_PIPE_FILE``
 is set and the recorder is on (``DumpPipe`` in ProcessGroupNCCL.cpp: the file is
