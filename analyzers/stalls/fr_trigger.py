@@ -6,9 +6,10 @@ is set and the recorder is on (``DumpPipe`` in ProcessGroupNCCL.cpp: the file is
 ``O_RDONLY | O_NONBLOCK``); the watchdog's heartbeat monitor polls it and, when anything was
 written, dumps the recorder through its ``DebugInfoWriter`` to
 ``<TORCH_FR_DUMP_TEMP_FILE><rank>`` (older releases: ``TORCH_NCCL_DEBUG_INFO_TEMP_FILE``;
-default ``/tmp/nccl_trace_rank_``). The pipe variable kept its ``TORCH_NCCL_`` name in every
-release we found; the buffer, temp-file and dump-on-timeout variables gained ``TORCH_FR_*``
-spellings beside the old ones (:data:`DUMP_FILE_VARIABLES`, :data:`BUFFER_VARIABLES`).
+default ``/tmp/nccl_trace_rank_``). The pipe variable (and ``TORCH_NCCL_DUMP_ON_TIMEOUT``) kept
+its ``TORCH_NCCL_`` name in every release we found; the buffer and temp-file variables gained
+``TORCH_FR_*`` spellings, read before the old ones (:data:`DUMP_FILE_VARIABLES`,
+:data:`BUFFER_VARIABLES`; torch 2.13's FlightRecorder.hpp l.111).
 
 The trigger writes one byte to each pipe it finds (non-blocking: a pipe nobody reads is
 reported, not waited on), then waits — bounded — for each rank's dump file to be rewritten
