@@ -32,17 +32,22 @@ from pathlib import Path
 
 log = logging.getLogger("stormotel")
 
-BUFFER_VARIABLES = ("TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_FR_BUFFER_SIZE")
+#: torch's own precedence (FlightRecorder.hpp, torch 2.13 l.111: getCvarInt reads the list
+#: backwards, so the newer TORCH_FR_ name wins when both are set)
+BUFFER_VARIABLES = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
 DUMP_FUNCTIONS = ("_dump_fr_trace", "_dump_nccl_trace")
 
 
 def recorder_enabled(env: Mapping[str, str]) -> bool:
+    """The buffer size torch itself reads decides: the first of :data:`BUFFER_VARIABLES` set
+    (``TORCH_FR_BUFFER_SIZE=0`` beside an old non-zero one turns the recorder off)."""
     for var in BUFFER_VARIABLES:
-        try:
-            if int(env.get(var, "0") or 0) > 0:
-                return True
-        except ValueError:
+        if var not in env:
             continue
+        try:
+            return int(env[var]) > 0
+        except ValueError:
+            return False
     return False
 
 

@@ -88,3 +88,15 @@ def test_nothing_is_asked_when_the_recorder_is_off(
     _fake_torch(monkeypatch, dump)
     assert fr_dump.dump_flight_recorder(tmp_path, 0, {"TORCH_FR_BUFFER_SIZE": "0"}) is None
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_newer_buffer_variable_wins_as_in_torch() -> None:
+    """torch's getCvarInt reads {"TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"} so the
+    first name set decides (FlightRecorder.hpp, torch 2.13)."""
+    assert fr_dump.recorder_enabled({"TORCH_NCCL_TRACE_BUFFER_SIZE": "10"})
+    assert fr_dump.recorder_enabled({"TORCH_FR_BUFFER_SIZE": "10"})
+    assert not fr_dump.recorder_enabled({"TORCH_FR_BUFFER_SIZE": "0",
+                                         "TORCH_NCCL_TRACE_BUFFER_SIZE": "10"})
+    assert fr_dump.recorder_enabled({"TORCH_FR_BUFFER_SIZE": "5",
+                                     "TORCH_NCCL_TRACE_BUFFER_SIZE": "0"})
+    assert not fr_dump.recorder_enabled({})
