@@ -55,6 +55,8 @@ def options_from_args(args: argparse.Namespace) -> AnalyzeOptions:
                           job_id=getattr(args, "job_id", None),
                           nccl_ras=tuple(args.nccl_ras or ()), fr_pipe=args.fr_pipe,
                           live_timeout_s=args.live_timeout)
+    if stalls.live_timeout_s is not None and not 0 < stalls.live_timeout_s <= 3600:
+        raise UsageError(f"--live-timeout {args.live_timeout}: give seconds between 0 and 3600")
     if stalls.wanted:
         _check_world_size(stalls.world_size)
     elif not source.paths and not job.tsdb.wanted:

@@ -105,6 +105,14 @@ def test_analyze_names_the_rank_ras_reports_missing() -> None:
     assert report["extra"]["stalls"]["nccl_ras"]["answers"][0]["format"] == "json"
 
 
+def test_a_bad_address_or_timeout_is_a_usage_error() -> None:
+    for args, words in ((("--nccl-ras", "host:99999"), "not a HOST[:PORT]"),
+                        (("--nccl-ras", "127.0.0.1", "--live-timeout", "-1"), "--live-timeout")):
+        proc = _analyze(*args, "--quiet")
+        assert proc.returncode == 2 and words in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
 def test_analyze_against_a_dead_or_hung_ras_port_exits_2_with_one_line() -> None:
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
