@@ -92,12 +92,18 @@ class _Conn:
         except TimeoutError:
             raise RasQueryError(f"{self.where}: no answer in time (the RAS thread may be busy "
                                 "or this is not an NCCL RAS port)") from None
+        except ConnectionResetError:
+            raise RasQueryError(f"{self.where}: closed the connection (reset by peer): not an "
+                                "NCCL RAS port, or the process is exiting") from None
         except OSError as exc:
             raise RasQueryError(f"{self.where}: connection lost ({exc.strerror or exc})") from None
 
     def send(self, line: str) -> None:
         try:
             self.sock.sendall(line.encode("ascii"))
+        except (ConnectionResetError, BrokenPipeError):
+            raise RasQueryError(f"{self.where}: closed the connection before {line.strip()!r}: "
+                                "not an NCCL RAS port, or the process is exiting") from None
         except OSError as exc:
             raise RasQueryError(f"{self.where}: could not send {line.strip()!r} "
                                 f"({exc.strerror or exc})") from None
