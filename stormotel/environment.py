@@ -20,7 +20,6 @@ needs its instrument classes.
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -74,16 +73,15 @@ VARIABLES: dict[str, str] = {
 #: ``tracker.step()``).
 MAX_SECONDS = 86_400.0
 
-log = logging.getLogger("stormotel")
-
-
 def warn_default(var: str, raw: str, expected: str, default: object) -> None:
     """A deployment's bad ``STORMOTEL_*`` value: one clear warning, then the default. The
     variable comes from a pod spec or an sbatch script the training code does not control,
     so it must neither stop the training nor fail later inside ``step()``."""
+    import logging  # only when a value is bad: a files-only analyze run never loads logging
+
     shown = raw if len(raw) <= 60 else raw[:57] + "..."
-    log.warning("stormotel: %s=%r is not %s; using the default (%s)", var, shown, expected,
-                default)
+    logging.getLogger("stormotel").warning(
+        "stormotel: %s=%r is not %s; using the default (%s)", var, shown, expected, default)
 
 
 def env_number(env: Mapping[str, str], var: str, default: float, low: float, high: float,
