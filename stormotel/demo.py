@@ -38,7 +38,8 @@ def _clear_previous(job_dir: Path) -> None:
         return
     for pattern in (f"{schema.ARCHIVE_RANK_PREFIX}*{schema.ARCHIVE_METRICS_SUFFIX}",
                     f"{schema.ARCHIVE_RANK_PREFIX}*{schema.ARCHIVE_METRICS_SUFFIX}.zst",
-                    f"{schema.ARCHIVE_RANK_PREFIX}*{schema.ARCHIVE_TRACES_SUFFIX}"):
+                    f"{schema.ARCHIVE_RANK_PREFIX}*{schema.ARCHIVE_TRACES_SUFFIX}",
+                    f"{schema.ARCHIVE_RANK_PREFIX}*{schema.ARCHIVE_COMPACT_TRACES_SUFFIX}"):
         for path in job_dir.glob(pattern):
             path.unlink()
     shutil.rmtree(job_dir / "oom", ignore_errors=True)

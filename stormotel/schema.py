@@ -475,6 +475,8 @@ def prom_label(attribute_key: str) -> str:
 # one ExportMetricsServiceRequest / ExportTraceServiceRequest per line (docs/tracker.md).
 ARCHIVE_METRICS_SUFFIX = ".metrics.jsonl"
 ARCHIVE_TRACES_SUFFIX = ".traces.jsonl"
+# The compact format's spans: the same lines, zstd (stormotel/archive_spans.py).
+ARCHIVE_COMPACT_TRACES_SUFFIX = ARCHIVE_TRACES_SUFFIX + ".zst"
 ARCHIVE_RANK_PREFIX = "rank-"
 # A zero-length span per in-process edge (first rise, threshold crossing, OOM) carrying one event
 # with the exact sample timestamp; short spans are exported promptly, unlike the session span.

@@ -556,14 +556,20 @@ class Telemetry:
                              add: Callable[..., Destination], warned: set[str]) -> None:
         """Metrics through :class:`CompactArchiveWriter` (its SDK reader only collects the
         non-per-sample instruments, every few seconds); spans through the official file
-        exporter as in the ``lines`` format."""
+        exporter as in the ``lines`` format, zstd-compressed on append
+        (``rank-R.traces.jsonl.zst``, :mod:`stormotel.archive_spans`)."""
         from opentelemetry.exporter.otlp.json.file import FileSpanExporter
         from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
+        from stormotel.archive_spans import CompressedArchiveStream
         from stormotel.archive_writer import PER_SAMPLE_NAMES, ArchiveLimits, CompactArchiveWriter
 
-        metrics_path, traces_path = archive_paths(cfg.archive_dir or ".", job_id, rank)
-        t_stream = ArchiveStream(traces_path)
+        metrics_path, lines_traces = archive_paths(cfg.archive_dir or ".", job_id, rank)
+        traces_path = lines_traces.with_name(lines_traces.name.removesuffix(
+            schema.ARCHIVE_TRACES_SUFFIX) + schema.ARCHIVE_COMPACT_TRACES_SUFFIX)
+        t_stream = CompressedArchiveStream(  # a lost frame: counted as the lines format does
+            traces_path, on_drop=lambda reason: self.state.count_export_failure(
+                schema.DEST_ARCHIVE, reason))
         self._streams.append(t_stream)
         reader = InMemoryMetricReader()
         # Per-sample gauges and durations go through ``put``; the SDK reader collects only the

@@ -55,8 +55,8 @@ def test_slurm_script_runs_and_the_job_id_is_slurms(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
     assert "job 4242: 2 ranks" in run.stdout
     job_dir = tmp_path / "telemetry" / "4242"
-    assert sorted(p.name for p in job_dir.glob("rank-*.traces.jsonl")) == [
-        "rank-0.traces.jsonl", "rank-1.traces.jsonl"]
+    assert sorted(p.name for p in job_dir.glob("rank-*.traces.jsonl.zst")) == [
+        "rank-0.traces.jsonl.zst", "rank-1.traces.jsonl.zst"]
     out = run_stormotel("analyze", str(job_dir), "--format", "json", timeout=120)
     assert out.returncode == exitcodes.FINDINGS, out.stderr
     report = yaml.safe_load(out.stdout)  # JSON is YAML

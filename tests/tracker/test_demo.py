@@ -53,7 +53,8 @@ def test_demo_job_plants_a_first_cause_on_rank_2(demo) -> None:
     for rank in range(4):
         archived = samples_archived(metrics_requests(job_dir, rank))
         assert archived >= 20, archived  # ~60 at 10 Hz; fewer on an overloaded host
-        traces = parse_lines(job_dir / f"rank-{rank}.traces.jsonl", TraceRequest)
+        traces = parse_lines(job_dir / f"rank-{rank}{schema.ARCHIVE_COMPACT_TRACES_SUFFIX}",
+                             TraceRequest)
         names = [s.name for _r, s in spans(traces)]
         assert names.count(schema.SPAN_STEP) == 24 and names.count("nccl:all_reduce") == 24
         for res, span in spans(traces):

@@ -36,7 +36,7 @@ def test_forked_children_exit_with_the_prometheus_endpoint_on(tmp_path: Path) ->
 
 
 def _span_names(out: Path) -> Counter[str]:
-    traces = out / "archive" / "proc" / "rank-0.traces.jsonl"
+    traces = out / "archive" / "proc" / f"rank-0{schema.ARCHIVE_COMPACT_TRACES_SUFFIX}"
     return Counter(s.name for _r, s in spans(parse_lines(traces, TraceRequest)))
 
 

@@ -42,7 +42,7 @@ def test_track_simulated_for_a_duration(tmp_path: Path) -> None:
     assert samples_archived(metrics) >= 10
     estimates = {p.as_int for _r, name, p in points(metrics) if name == schema.ESTIMATE.name}
     assert estimates == {12 * 2**30}
-    names = {s.name for _r, s in spans(parse_lines(tmp_path / "cli" / "rank-1.traces.jsonl",
+    names = {s.name for _r, s in spans(parse_lines(tmp_path / "cli" / "rank-1.traces.jsonl.zst",
                                                    TraceRequest))}
     assert {"stormotel.session", "stormotel.edge"} <= names
 
@@ -79,7 +79,7 @@ def test_ctrl_c_flushes_and_exits_cleanly(tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == exitcodes.INTERRUPTED, err
     assert "interrupted, flushed" in err and "Traceback" not in err
-    traces = parse_lines(tmp_path / "sig" / "rank-0.traces.jsonl", TraceRequest)
+    traces = parse_lines(tmp_path / "sig" / "rank-0.traces.jsonl.zst", TraceRequest)
     assert any(s.name == "stormotel.session" for _r, s in spans(traces))  # ended and exported
 
 
