@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_stormlog_compare.py --sizes 64x3600 64x10800
     .venv/bin/python benchmarks/bench_stormlog_compare.py --sizes 64x3600 --only stormotel
+    .venv/bin/python benchmarks/bench_stormlog_compare.py --sizes 64x3600 --layout bare real
 
 For each size the script writes one Stormlog telemetry export per rank (schema v4, the JSON list
 ``MemoryTracker.export_events(format="json")`` writes) with planted faults:
@@ -217,26 +218,27 @@ def main(argv: list[str] | None = None) -> int:
                    help="stormotel runs per size; the median CPU run is reported (Stormlog runs "
                         "once: minutes long, its time is already an average over the machine)")
     p.add_argument("--keep", action="store_true", help="keep the generated exports")
-    p.add_argument("--layout", choices=("real", "bare"), default="real",
-                   help="events with the real exporter's metadata (default) or an empty one")
+    p.add_argument("--layout", choices=("real", "bare"), nargs="+", default=["real"],
+                   help="events with the real exporter's metadata (default) or an empty one; "
+                        "several: each measured in this one run, side by side")
     p.add_argument("--only", choices=("stormotel",),
                    help="run only stormotel (Stormlog takes minutes per size)")
     args = p.parse_args(argv)
     py = ensure_venv() if args.only is None else None
     compile_stormotel()
-    for size in args.sizes:
+    for size, layout in ((s, lay) for s in args.sizes for lay in args.layout):
         ranks, samples = (int(x) for x in size.lower().split("x"))
-        folder = OUT / f"compare-{ranks}x{samples}"
-        mb = write_exports(folder, ranks, samples, layout=args.layout) / 1e6
+        folder = OUT / f"compare-{ranks}x{samples}-{layout}"
+        mb = write_exports(folder, ranks, samples, layout=layout) / 1e6
         files = sorted(str(f) for f in folder.glob("events_rank*.json"))
         ours = median_run([run_stormotel(folder, args.timeout) for _ in range(args.repeats)])
         theirs = run_stormlog(py, files, args.timeout) if py is not None else None
         for row in (theirs, ours):
             if row is not None:
-                print(json.dumps({"size": size, "layout": args.layout, "mb": round(mb, 1),
+                print(json.dumps({"size": size, "layout": layout, "mb": round(mb, 1),
                                   **row}), flush=True)
         if theirs is not None and "error" not in ours and "error" not in theirs:
-            print(json.dumps({"size": size,
+            print(json.dumps({"size": size, "layout": layout,
                               "speedup_wall": round(theirs["wall_s"] / ours["wall_s"], 1),
                               "speedup_cpu": round(theirs["cpu_s"] / ours["cpu_s"], 1)}),
                   flush=True)

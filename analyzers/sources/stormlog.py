@@ -125,6 +125,8 @@ def _first(records: Sequence[Mapping[str, Any]], *keys: str) -> list[Any]:
 #: What stormlog 0.4.x always writes: the v2+ schema's required fields, then (v4)
 #: ``schema_version``, ``rank``, ``session_id``; read in one C-level pass.
 FULL_KEYS = COMPLETE_KEYS
+#: Every key a typed event declares (read in one C-level pass when asked for).
+_EVENT_FIELDS = frozenset(stormlog_fast.Event.__struct_fields__)
 #: Fields every Stormlog v2+ record carries (schema-required).
 CORE_KEYS = FULL_KEYS[:9]
 
@@ -141,6 +143,7 @@ class _ColumnReader:
         self.core: dict[str, Sequence[Any] | np.ndarray] = {}
         kinds = set(map(type, records)) if kinds is None else kinds
         typed = bool(kinds) and kinds <= set(EVENT_TYPES)  # stormlog_fast structs
+        self.typed = typed
         complete = kinds == {CompleteEvent}  # every key present: checked while decoding
         getter = attrgetter if typed else itemgetter
         columns: dict[str, Sequence[Any] | np.ndarray] = {}
@@ -163,7 +166,17 @@ class _ColumnReader:
 
     def __call__(self, *keys: str) -> Sequence[Any] | np.ndarray:
         col = self.core.get(keys[0])
-        return col if col is not None else _first(self.records, *keys)
+        if col is not None:
+            return col
+        if self.typed and keys[0] in _EVENT_FIELDS:
+            # A declared field outside the core (``event_type``): one C-level pass over the
+            # structs instead of a Python ``get`` per event (a quarter of a lean export's load).
+            # A missing or null value leaves it to the fallbacks, as before.
+            with gc_paused():
+                column = list(map(attrgetter(keys[0]), self.records))
+            if UNSET not in column and (len(keys) == 1 or None not in column):
+                return column
+        return _first(self.records, *keys)
 
 
 def _integer_counts(column: Sequence[Any] | np.ndarray) -> Sequence[Any] | np.ndarray:

@@ -43,3 +43,19 @@ def test_a_stormlog_error_that_is_not_an_oom_is_not_one(tmp_path: Path) -> None:
     path = tmp_path / "rank1.json"
     path.write_text(json.dumps(events))
     assert "oom_forensics" not in analyze(load_paths([str(path)])).to_dict()["extra"]
+
+
+@pytest.mark.parametrize("gap", ["missing", "null"])
+def test_an_event_without_event_type_leaves_the_oom_found(tmp_path: Path, gap: str) -> None:
+    """The event-type column is read in one pass over the decoded events; an export where one
+    event lacks it (or has null) takes the per-event path and finds the same OOM."""
+    events = json.loads((DATA / "stormlog_oom_rank1.json").read_text())
+    first_sample = next(e for e in events if e["event_type"] == "sample")
+    if gap == "missing":
+        del first_sample["event_type"]
+    else:
+        first_sample["event_type"] = None
+    path = tmp_path / "rank1.json"
+    path.write_text(json.dumps(events))
+    forensics = analyze(load_paths([str(path)])).to_dict()["extra"]["oom_forensics"]
+    assert [r["rank"] for r in forensics["ranks"]] == [1]
