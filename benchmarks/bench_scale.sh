@@ -21,3 +21,15 @@ for shape in "10000 1" "1024 6"; do
   echo "== prometheus ${1} ranks x ${2} h, gzip, load $(cut -d' ' -f1-3 /proc/loadavg)"
   $PY benchmarks/bench_tsdb_scale.py --tsdb prometheus --ranks "$1" --hours "$2" --encoding gzip
 done
+# Issue 41: the archive's other read paths and its size, beside the above.
+echo "== spans on disk: a 60 s simulated rank at 1 and 10 steps/s, load $(cut -d' ' -f1-3 /proc/loadavg)"
+$PY benchmarks/bench_span_archive.py --duration 60 --steps-per-s 1 10
+echo "== companion-less floor (4 rank-hours of the 1,024-rank archive), load $(cut -d' ' -f1-3 /proc/loadavg)"
+JSON_ONLY=$(mktemp -d)
+for f in benchmarks/out/archive-scale-v2-r1024-h1-hz10/scale-bench/rank-{0,1,2,3}.00000.metrics.jsonl.zst; do
+  [ -e "$f" ] && ln -s "$(realpath "$f")" "$JSON_ONLY/"
+done
+$PY benchmarks/bench_json_floor.py "$JSON_ONLY" --files 4 || true
+rm -rf "$JSON_ONLY"
+echo "== stormlog 0.4.3 vs stormotel, lean and full layouts in one run, load $(cut -d' ' -f1-3 /proc/loadavg)"
+$PY benchmarks/bench_stormlog_compare.py --sizes 64x3600 --layout bare real
