@@ -27,7 +27,7 @@ $PY benchmarks/bench_span_archive.py --duration 60 --steps-per-s 1 10
 echo "== companion-less floor (4 rank-hours of the 1,024-rank archive), load $(cut -d' ' -f1-3 /proc/loadavg)"
 JSON_ONLY=$(mktemp -d)
 for f in benchmarks/out/archive-scale-v2-r1024-h1-hz10/scale-bench/rank-{0,1,2,3}.00000.metrics.jsonl.zst; do
-  [ -e "$f" ] && ln -s "$(realpath "$f")" "$JSON_ONLY/"
+  if [ -e "$f" ]; then ln -s "$(realpath "$f")" "$JSON_ONLY/"; fi
 done
 $PY benchmarks/bench_json_floor.py "$JSON_ONLY" --files 4 || true
 rm -rf "$JSON_ONLY"
