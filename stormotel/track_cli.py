@@ -124,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     d = p.add_argument_group("destinations (any combination)")
     d.add_argument("--archive", default=None, metavar="DIR",
                    help="write the OTLP JSON-lines archive to DIR/<job_id>/ (metrics per "
-                        "--archive-format, spans in rank-<R>.traces.jsonl)")
+                        "--archive-format, spans in rank-<R>.traces.jsonl[.zst])")
     d.add_argument("--archive-interval", type=_positive_float, default=None, metavar="SECONDS",
                    help="compact format (the default): the batch length, one OTLP line per "
                         "SECONDS with every sample in it (default: 1 s); lines format: one line "
