@@ -29,9 +29,9 @@ from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.timeline import KIND_OOM, Timeline
 
 #: Silence that counts, in sampling intervals: a scrape or two missed is not a death.
-SILENCE_INTERVALS = 5
+SILENCE_INTERVALS = 4
 #: ... and never shorter than this (a raw 10 Hz archive must not name a rank for a GC pause).
-MIN_SILENCE_S = 10.0
+MIN_SILENCE_S = 5.0
 CATEGORY = "stopped_reporting"
 
 REMEDIATION = ("Look at this rank's exit around the time it stopped (exit status, the kernel's "

@@ -23,7 +23,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote_plus, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from stormotel.analyzers.serve.auth import Auth
@@ -190,7 +190,7 @@ def _job_route(path: str) -> tuple[str, str | None] | None:
     parts = path.split("/")
     if len(parts) < 3 or parts[0] != "" or parts[1] != "jobs" or not parts[2]:
         return None
-    job_id = unquote(parts[2], errors="strict") if _decodable(parts[2]) else None
+    job_id = unquote_plus(parts[2], errors="strict") if _decodable(parts[2]) else None
     if not job_id:
         return None
     if len(parts) == 3:
@@ -202,7 +202,7 @@ def _job_route(path: str) -> tuple[str, str | None] | None:
 
 def _decodable(segment: str) -> bool:
     try:
-        unquote(segment, errors="strict")
+        unquote_plus(segment, errors="strict")
     except UnicodeDecodeError:
         return False
     return True
