@@ -48,7 +48,7 @@ def _track(job: str, rank: int, port: int) -> subprocess.Popen[bytes]:
             "--job-id", job, "--rank", str(rank), "--world-size", str(WORLD),
             "--interval", "0.25", "--duration", "90", "--prometheus-port", str(port),
             "--prometheus-addr", "127.0.0.1", "--gpu-uuid", f"GPU-{job}-{rank}",
-            "--device-memory", "16GiB", "-q"]
+            "--device-memory", "16GiB", "--linger-s", "2", "--prometheus-linger", "2", "-q"]
     if fault and rank == planted:
         argv += ["--fault", f"rank={rank}:{fault}"]
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -194,14 +194,20 @@ def test_pages_lead_to_reports_naming_the_planted_rank(tmp_path: Path) -> None:
                 assert stop and stop[0]["ranks"] == [1] and stop[0]["evidence"]["stopped_at"]
                 assert TOKEN not in recv.logs()
             finally:
+                _stop(list(procs.values()))  # while Prometheus still scrapes their last state
                 assert recv.terminate() == 0, recv.logs()
     finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in procs.values():
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        _stop(list(procs.values()))
         slack.server.shutdown()
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
