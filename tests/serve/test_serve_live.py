@@ -62,7 +62,7 @@ class _Slack:
         outer = self
 
         class H(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 outer.bodies.append(json.loads(body))
                 self.send_response(200)
