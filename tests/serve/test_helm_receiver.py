@@ -25,6 +25,8 @@ ON: dict[str, Any] = {
 _SECRET_KEY = {"type": "object", "required": ["name", "key"], "additionalProperties": False,
                "properties": {"name": {"type": "string", "minLength": 1},
                               "key": {"type": "string", "minLength": 1}}}
+_AUTH = {"type": "object", "additionalProperties": False,
+         "properties": {"type": {"type": "string"}, "credentials": _SECRET_KEY}}
 #: monitoring.coreos.com/v1alpha1 AlertmanagerConfig, the fields we write (prometheus-operator
 #: v0.7x CRD: route.matchers[].matchType, webhookConfigs[].httpConfig.authorization).
 AMC_SCHEMA: dict[str, Any] = {
@@ -51,10 +53,7 @@ AMC_SCHEMA: dict[str, Any] = {
                             "url": {"type": "string", "pattern": "^https?://"},
                             "sendResolved": {"type": "boolean"},
                             "httpConfig": {"type": "object", "additionalProperties": False,
-                                           "properties": {"authorization": {
-                                               "type": "object", "additionalProperties": False,
-                                               "properties": {"type": {"type": "string"},
-                                                              "credentials": _SECRET_KEY}}}}}}}}}}}}}}
+                                           "properties": {"authorization": _AUTH}}}}}}}}}}}}
 
 
 def _objs(values: dict[str, Any]) -> list[dict[str, Any]]:
@@ -147,5 +146,5 @@ def test_values_schema_rejects_receiver_mistakes() -> None:
             chart.validate_schema({"receiver": {"publicUrl": "so.example.org"}})
         with pytest.raises(helm.HelmValuesError, match="/receiver/minInterval"):
             chart.validate_schema({"receiver": {"minInterval": "often"}})
-        with pytest.raises(helm.HelmValuesError, match="receivr|additional"):
+        with pytest.raises(helm.HelmValuesError, match=r"receivr|additional"):
             chart.validate_schema({"receivr": {"enabled": True}})
