@@ -79,12 +79,13 @@ def headline(report: Report) -> Headline:
         return Headline(f"first cause: rank {s.rank} rose {format_bytes(s.delta_bytes, digits=1)}"
                         f" {s.lead_ns / 1e9:.3g} s before the others ({s.confidence})", s.rank,
                         "first_cause")
-    named = [f for f in report.findings() if f.ranks]
+    named = [f for f in report.findings() if f.ranks and f.severity in ("critical", "warning")]
     if named:
-        top = min(named, key=lambda x: {"critical": 0, "warning": 1}.get(x.severity, 2))
+        top = min(named, key=lambda x: {"critical": 0, "warning": 1}[x.severity])
         return Headline(f"{top.title} on rank {top.ranks[0]}", top.ranks[0], top.family)
-    if report.has_findings():
-        return Headline("findings without a single rank (see the report)", None, "findings")
+    if report.has_findings():  # low-confidence or job-wide: no rank is named on them
+        return Headline("no confident single-rank finding; low-confidence findings are in the "
+                        "report", None, "findings")
     if not report.extra.get("samples", 1) and not report.stall_findings:
         return Headline("no evidence: nothing was read to judge by (not a healthy verdict)",
                         None, "no_evidence")

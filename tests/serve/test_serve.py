@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -267,3 +268,23 @@ def test_sigterm_stops_cleanly(prom: servers.Server, tmp_path: Path) -> None:
     assert recv.terminate(timeout=40) == 0
     assert "stopped" in recv.logs()
 
+
+
+def test_tls(prom: servers.Server, tmp_path: Path) -> None:
+    openssl = servers.require_binary("openssl")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True,
+                   timeout=60)
+    ca = ssl.create_default_context(cafile=str(cert))
+    with rx.running(tmp_path / "out", prom.url, "--tls-cert-file", str(cert),
+                    "--tls-key-file", str(key)) as recv:
+        assert recv.url.startswith("https://")
+        assert httpx.get(recv.url + "/healthz", verify=ca, timeout=5).status_code == 200
+        r = httpx.post(recv.url + "/alertmanager", content=rx.payload([rx.alert(TINY)]),
+                       verify=ca, timeout=30)
+        assert r.status_code == 200
+        with pytest.raises(httpx.HTTPError):  # plain HTTP to the TLS port is refused
+            httpx.get(recv.url.replace("https://", "http://") + "/healthz", timeout=5)
+        assert httpx.get(recv.url + "/healthz", verify=ca, timeout=5).status_code == 200
