@@ -165,8 +165,11 @@ def test_storm_of_1000_alerts_from_200_jobs(prom: servers.Server, tmp_path: Path
     with rx.running(tmp_path / "out", prom.url, "--min-interval", "10m", "--workers", "2",
                     "--timeout", "20s") as recv:
         started = time.monotonic()
-        with ThreadPoolExecutor(8) as pool:
-            codes = list(pool.map(lambda b: _post(recv, b).status_code, bodies + bodies))
+        # One client, connections kept alive, as Alertmanager's Go client does (a new httpx
+        # client per POST costs the poster ~60 ms of its own, which is not the receiver's).
+        with ThreadPoolExecutor(8) as pool, httpx.Client(timeout=60) as client:
+            codes = list(pool.map(lambda b: client.post(recv.url + "/alertmanager",
+                                                        content=b).status_code, bodies + bodies))
         posted = time.monotonic() - started
         assert codes.count(200) == len(codes), codes
         _wait(lambda: _analyses(recv) >= 200 and rx.metric(

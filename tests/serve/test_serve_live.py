@@ -1,9 +1,9 @@
 """From page to report with every real part: simulated ranks (``stormotel track``) scraped by a
 REAL Prometheus evaluating the shipped rules (written with ``report_base_url``), a REAL
 Alertmanager 0.25 routing every alert to ``stormotel serve`` (bearer token, as its
-``http_config`` sends it) and to a second webhook standing in for Slack. Two failing jobs side by
-side with a healthy one: a rank killed by SIGKILL (the dead rank) and a rank that runs out of
-memory. Each page must lead, within 60 s, to ``/jobs/<job_id>/report.json`` naming the planted
+``http_config`` sends it) and to a second webhook standing in for Slack. Three failing jobs side
+by side with a healthy one: a rank killed by SIGKILL (the dead rank), a rank that runs out of
+memory, a rank whose memory outside the allocator leaks. Each page must lead, within 60 s, to ``/jobs/<job_id>/report.json`` naming the planted
 rank with no other rank at high; the notification's ``report_url`` answers with the HTML report;
 the healthy job gets no report. The receiver is SIGKILLed and restarted while the incidents
 are on and still delivers. Scrape and evaluation every second; the run stays near a minute.
@@ -37,6 +37,7 @@ WORLD = 3
 JOBS: dict[str, tuple[int | None, str | None]] = {
     "dead-job": (1, "crash@t=8s"),
     "oom-job": (2, "oom@t=8s,exit=1.5s"),
+    "leak-job": (0, "leak@t=4s,rate=48MiB/s"),
     "calm-job": (None, None),
 }
 TOKEN = "s3cret-token-for-test"
@@ -150,7 +151,7 @@ def test_pages_lead_to_reports_naming_the_planted_rank(tmp_path: Path) -> None:
             restarted = False
             started = time.monotonic()
             try:
-                while time.monotonic() - started < 100 and len(named) < 2:
+                while time.monotonic() - started < 100 and len(named) < 3:
                     time.sleep(1)
                     for a in httpx.get(am.url + "/api/v2/alerts", timeout=5).json():
                         paged.setdefault(a["labels"]["job_id"], time.monotonic())
@@ -168,7 +169,7 @@ def test_pages_lead_to_reports_naming_the_planted_rank(tmp_path: Path) -> None:
                         if r.status_code == 200 and _names(r.json(), rank):
                             assert not _high_elsewhere(r.json(), rank), r.text[:3000]
                             named[job] = time.monotonic()
-                assert set(named) == {"dead-job", "oom-job"}, (
+                assert set(named) == {"dead-job", "oom-job", "leak-job"}, (
                     f"paged {sorted(paged)}, named {sorted(named)}\n{recv.logs()}")
                 for job in named:
                     assert named[job] - paged[job] < 60, (job, named[job] - paged[job])
