@@ -35,6 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import benchmarks.bench_tsdb_scale as scale
 
+from stormotel import schema
+
 from tests import servers
 from tests.serve import receiver as rx
 
@@ -52,12 +54,30 @@ def _analyses(recv: rx.Receiver) -> float:
                          "internal_error"))
 
 
+def _ingest_start_edges(url: str, ranks: int, minutes: float) -> None:
+    """The tracker's start edge (``stormotel_tracker_start_timestamp_seconds``), which a real
+    tracker exports and ``bench_tsdb_scale``'s 14 series leave out: the receiver bounds its
+    window by it (analyzers/serve/window.py)."""
+    n = int(minutes * 60_000 / scale.SCRAPE_MS)
+    ts = ",".join(str(scale.START_MS + i * scale.SCRAPE_MS) for i in range(n))
+    vals = ",".join([str(scale.START_MS / 1000)] * n)
+    lines = [json.dumps({"metric": {"__name__": schema.TRACKER_START.prom,
+                                    schema.ATTR_JOB_ID: scale.JOB, schema.ATTR_RANK: str(r)},
+                         "values": [], "timestamps": []}).replace(
+        '"values": [], "timestamps": []', f'"values": [{vals}], "timestamps": [{ts}]')
+        for r in range(ranks)]
+    httpx.post(url + "/api/v1/import", content="\n".join(lines) + "\n",
+               timeout=600).raise_for_status()
+    httpx.get(url + "/internal/force_flush", timeout=60)
+
+
 def latency(tmp: Path, ranks: int, minutes: float, max_window: str) -> dict[str, object]:
     job = scale.JOB
     with servers.victoriametrics(tmp / f"vm-{ranks}-{max_window}") as vm:
         now_ms = int(time.time() * 1000)
         scale.START_MS = now_ms - int(minutes * 60_000)
         scale.ingest(vm.url, ranks, minutes / 60)
+        _ingest_start_edges(vm.url, ranks, minutes)
         with rx.running(tmp / f"out-{ranks}-{max_window}", vm.url, "--max-window", max_window,
                         "--timeout", "5m") as recv:
             body = rx.payload([rx.alert(job, scale.LEAK_RANK, name="StormotelGapDrift")])

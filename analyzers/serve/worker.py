@@ -3,7 +3,7 @@
 Each run is the scheduled job's single-job run
 (:func:`~stormotel.analyzers.scheduled.job.run_job`, i.e. :func:`~stormotel.analyzers.run.
 run_once` around the TSDB source and every configured sink) with the window this receiver
-needs: from ``--max-window`` before now (the job's first sample bounds what is read) **up to
+needs: from the job's first sample (:mod:`.window`, at most ``--max-window`` back) **up to
 now, with no settle** — ``analyze``'s one-minute settle would cut off the very fault that paged.
 The report and the HTML page are written into a staging folder and moved into place together
 (:meth:`~stormotel.analyzers.serve.store.Store.publish`); the queue forgets the job only then.
@@ -25,6 +25,7 @@ from stormotel.analyzers.options import AnalyzeOptions, OutputOptions
 from stormotel.analyzers.serve.metrics import ServeMetrics
 from stormotel.analyzers.serve.queue import Pending, WorkQueue
 from stormotel.analyzers.serve.store import REPORT_HTML, REPORT_JSON, Store
+from stormotel.analyzers.serve.window import window_start_ns
 
 from stormotel import exitcodes
 from stormotel.textsafe import one_line
@@ -35,10 +36,11 @@ OUTCOMES = {exitcodes.OK: "ok", exitcodes.FINDINGS: "findings",
 
 
 def run_options(base: AnalyzeOptions, job_id: str, staging: str, now_ns: int,
-                max_window_s: float) -> AnalyzeOptions:
-    """``base`` (every TSDB and sink flag of the command) for one job's run up to ``now_ns``."""
+                start_ns: int) -> AnalyzeOptions:
+    """``base`` (every TSDB and sink flag of the command) for one job's run over
+    ``[start_ns, now_ns)``."""
     schedule = dataclasses.replace(
-        base.job.schedule, start=now_ns - int(max_window_s * 1e9), end=now_ns, since=None,
+        base.job.schedule, start=start_ns, end=now_ns, since=None,
         state_file=None, settle=0.0, scheduled=True, job_selector=None, shard=None)
     job = dataclasses.replace(base.job, job_id=job_id, schedule=schedule, quiet=True)
     output = OutputOptions(format="json", output=f"{staging}/{REPORT_JSON}",
@@ -70,7 +72,8 @@ class Analyst:
 
         now_ns = time.time_ns()
         staging = self.store.staging(p.job_id)
-        opts = run_options(self.base, p.job_id, str(staging), now_ns, self.max_window_s)
+        start_ns = window_start_ns(self.base.job, p.job_id, now_ns, self.max_window_s)
+        opts = run_options(self.base, p.job_id, str(staging), now_ns, start_ns)
         runlog = io.StringIO()
         started = time.monotonic()
         try:

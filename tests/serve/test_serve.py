@@ -291,3 +291,25 @@ def test_tls(prom: servers.Server, tmp_path: Path) -> None:
         with pytest.raises(httpx.HTTPError):  # plain HTTP to the TLS port is refused
             httpx.get(recv.url.replace("https://", "http://") + "/healthz", timeout=5)
         assert httpx.get(recv.url + "/healthz", verify=ca, timeout=5).status_code == 200
+
+
+def test_a_run_reads_from_the_jobs_first_sample(prom: servers.Server, tmp_path: Path) -> None:
+    """The window starts at the trackers' start edge (minus a minute), not --max-window ago;
+    a job without it (or a TSDB that does not answer) reads the whole --max-window."""
+    from stormotel.analyzers.serve.options import build_parser, options_from_args
+    from stormotel.analyzers.serve.window import MARGIN_NS, window_start_ns
+
+    opts = options_from_args(build_parser().parse_args(
+        ["--out", str(tmp_path), "--prometheus", prom.url]))
+    now = time.time_ns()
+    start = window_start_ns(opts.base.job, TINY, now, 86400)
+    started = servers.query(prom, f'min(stormotel_tracker_start_timestamp_seconds{{'
+                                  f'job_id="{TINY}"}})')
+    assert start == int(float(started[0]["value"][1]) * 1e9) - MARGIN_NS
+    assert now - start < 600e9  # the fixture's trackers started minutes ago, not a day
+    assert window_start_ns(opts.base.job, "no-such-job", now, 3600) == now - int(3600e9)
+    hole, url = _blackhole()
+    hole.close()
+    down = options_from_args(build_parser().parse_args(
+        ["--out", str(tmp_path), "--prometheus", url, "--http-retries", "0"]))
+    assert window_start_ns(down.base.job, TINY, now, 3600) == now - int(3600e9)

@@ -12,6 +12,7 @@ are on and still delivers. Scrape and evaluation every second; the run stays nea
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -189,6 +190,11 @@ def test_pages_lead_to_reports_naming_the_planted_rank(tmp_path: Path) -> None:
                                  timeout=5).status_code == 404
                 index = httpx.get(serve_url + "/", timeout=5).text
                 assert "dead-job" in index and "oom-job" in index and TOKEN not in index
+                # Each report leads with the page's question (analyzers/headline.py).
+                print("leads:", re.findall(r"<td>((?:OOM|dead rank|leak): [^<]*)</td>", index))
+                assert "OOM: rank 2 ran out of memory first" in index, index
+                assert "dead rank: rank 1 stopped reporting at" in index, index
+                assert "leak: rank 0 grows" in index and "device full in" in index, index
                 dead = httpx.get(f"{serve_url}/jobs/dead-job/report.json", timeout=5).json()
                 stop = [s for s in dead["stall_findings"]
                         if s["evidence"].get("category") == "stopped_reporting"]
