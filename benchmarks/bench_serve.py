@@ -34,9 +34,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import benchmarks.bench_tsdb_scale as scale
-
 from stormotel import schema
-
 from tests import servers
 from tests.serve import receiver as rx
 
