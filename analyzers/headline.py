@@ -76,9 +76,10 @@ def headline(report: Report) -> Headline:
     suspects = report.cross_rank.first_cause_suspects
     if suspects and suspects[0].confidence in ("high", "medium"):
         s = suspects[0]
+        when = (f"{s.lead_ns / 1e9:.3g} s before the others" if report.cross_rank.cluster_onset_ns
+                is not None else "while no other rank rose")
         return Headline(f"first cause: rank {s.rank} rose {format_bytes(s.delta_bytes, digits=1)}"
-                        f" {s.lead_ns / 1e9:.3g} s before the others ({s.confidence})", s.rank,
-                        "first_cause")
+                        f" {when} ({s.confidence})", s.rank, "first_cause")
     named = [f for f in report.findings() if f.ranks and f.severity in ("critical", "warning")]
     if named:
         top = min(named, key=lambda x: {"critical": 0, "warning": 1}[x.severity])

@@ -62,7 +62,10 @@ def test_dead_rank_before_leak_and_first_cause_last() -> None:
     leak = GapFinding(1, "persistent_drift", "critical", 0.9, {"slope_bytes_per_s": 1.0})
     assert headline(_report(stall_findings=[stop], gap_findings=[leak])).rank == 2
     sus = Suspect(1, "high", 5, 10**9, 2 * GIB)
-    lead = headline(_report(cross_rank=_report().cross_rank.__class__(
-        first_cause_suspects=[sus])))
+    cross = _report().cross_rank.__class__
+    lead = headline(_report(cross_rank=cross(first_cause_suspects=[sus])))
     assert lead.kind == "first_cause" and lead.rank == 1 and "2.0 GiB" in lead.text
+    assert "while no other rank rose" in lead.text
+    lead = headline(_report(cross_rank=cross(cluster_onset_ns=10**9, first_cause_suspects=[sus])))
+    assert "1 s before the others" in lead.text
     assert headline(_report()).kind == "healthy"
