@@ -6,12 +6,14 @@ The TSDB source, the sinks and the HTTP settings are the analyzer's own flags
 exactly as ``stormotel analyze --prometheus`` does. The window flags that choose *when* a run
 looks (``--since``, ``--start``, ``--end``, ``--state-file``, ``--settle``) and those that pick
 jobs (``--job-id``, ``--job-selector``, ``--shard``) are the alerts' business here and are
-refused; ``--max-window`` bounds how far back a run reads.
+refused; ``--max-window`` bounds how far back a run reads. ``--dcgm`` works as for ``analyze``
+(each alert's ``job_id`` names the run).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -146,6 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
     an.add_argument("--set", dest="overrides", action="append", metavar="NAME=VALUE",
                     help="override one threshold (as stormotel analyze)")
     job_options.add_job_arguments(p)
+    for action in p._actions:  # the analyzer's flags a receiver refuses: not offered in --help
+        if action.dest in REFUSED or action.dest in ("settle", "scheduled"):
+            action.help = argparse.SUPPRESS
     return p
 
 
@@ -160,9 +165,6 @@ def options_from_args(args: argparse.Namespace) -> ServeOptions:
         raise UsageError("stormotel serve does not take --settle (a run reads up to now)")
     if not args.prometheus:
         raise UsageError("--prometheus URL is required (the TSDB the alerts come from)")
-    if args.dcgm:
-        raise UsageError("--dcgm needs one job id per run; stormotel serve reads the trackers' "
-                         "own series")
     for flag, value in (("--workers", args.workers), ("--max-queue", args.max_queue),
                         ("--max-connections", args.max_connections), ("--max-body",
                                                                        args.max_body)):
@@ -171,8 +173,12 @@ def options_from_args(args: argparse.Namespace) -> ServeOptions:
     if bool(args.tls_cert_file) != bool(args.tls_key_file):
         raise UsageError("--tls-cert-file and --tls-key-file go together")
     args.scheduled = True  # every run is a scheduled run: exit codes of a run, not of findings
-    job = job_options_from_args(args, quiet=True)
+    args.job_id = "-"  # checked as a run for one job (``--dcgm`` needs one); each alert's below
+    job = dataclasses.replace(job_options_from_args(args, quiet=True), job_id=None)
     settings = settings_for(args.sensitivity, **parse_overrides(args.overrides))
+    if job.tsdb.dcgm:  # as `stormotel analyze --dcgm`: no lead shorter than DCGM's own interval
+        settings = dataclasses.replace(settings, clock_tolerance_s=max(
+            settings.clock_tolerance_s, job.tsdb.dcgm_collect_interval_s))
     base = AnalyzeOptions(
         job=job, source=SourceOptions(paths=(), oom_dumps=()),
         analysis=AnalysisOptions(ranks=None, align=ALIGN_WALL, settings=settings),
