@@ -3,10 +3,12 @@ REAL Prometheus evaluating the shipped rules (written with ``report_base_url``),
 Alertmanager 0.25 routing every alert to ``stormotel serve`` (bearer token, as its
 ``http_config`` sends it) and to a second webhook standing in for Slack. Three failing jobs side
 by side with a healthy one: a rank killed by SIGKILL (the dead rank), a rank that runs out of
-memory, a rank whose memory outside the allocator leaks. Each page must lead, within 60 s, to ``/jobs/<job_id>/report.json`` naming the planted
-rank with no other rank at high; the notification's ``report_url`` answers with the HTML report;
-the healthy job gets no report. The receiver is SIGKILLed and restarted while the incidents
-are on and still delivers. Scrape and evaluation every second; the run stays near a minute.
+memory, a rank whose memory outside the allocator leaks. Each page must lead, within 60 s, to
+``/jobs/<job_id>/report.json`` naming the planted rank with no other rank at high, and the
+report must lead with the page's question; the notification's ``report_url`` answers with the
+HTML report; the healthy job gets no report. The receiver is SIGKILLed and restarted while the
+incidents are on and still delivers. Scrape and evaluation every second; the run stays near a
+minute.
 """
 
 from __future__ import annotations
