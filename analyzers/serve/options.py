@@ -161,7 +161,7 @@ def options_from_args(args: argparse.Namespace) -> ServeOptions:
     for key, flag in REFUSED.items():
         if getattr(args, key, None):
             raise UsageError(f"stormotel serve does not take {flag}")
-    if args.settle != 60.0:
+    if args.settle is not None:
         raise UsageError("stormotel serve does not take --settle (a run reads up to now)")
     if not args.prometheus:
         raise UsageError("--prometheus URL is required (the TSDB the alerts come from)")
