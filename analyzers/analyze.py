@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 from stormotel.analyzers.algorithms import analyze_collectives, analyze_first_cause
+from stormotel.analyzers.algorithms.dead_rank import dead_ranks
 from stormotel.analyzers.algorithms.drift_lead import cap_drift_leads
 from stormotel.analyzers.algorithms.estimate_ratio import (
     Estimates,
@@ -91,5 +92,6 @@ def _analyze(timeline: Timeline, sensitivity: str, ranks: Iterable[int] | None, 
     if forensics is not None:
         report.oom_forensics = forensics
         mark_suspects_that_ran_out(cross.first_cause_suspects, forensics)
+    report.stall_findings.extend(dead_ranks(tl))  # a rank silent while its peers go on
     attribute(report, tl)
     return report

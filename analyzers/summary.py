@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from stormotel.analyzers.algorithms.estimate_ratio import EstimateRatio
 from stormotel.analyzers.algorithms.oom_forensics import EV_OOM_CAUSE, EV_OOM_NS
 from stormotel.analyzers.findings import estimate_sentence
+from stormotel.analyzers.headline import headline
 from stormotel.analyzers.locations import location_text
 from stormotel.analyzers.rankspec import format_rank_list
 from stormotel.analyzers.report import (
@@ -107,6 +108,8 @@ def render_summary(report: Report) -> str:
         since = ("the job's first sample" if first - report.window_start_ns > 60 * 10**9
                  else "the first sample in the window (the job started earlier)")
         lines.append(f"Times: UTC; (+s) counts from {since}, {wall}")
+    if report.has_findings():  # the page's question answered first (analyzers/headline.py)
+        lines.append(f"Lead: {headline(report).text}")
     if cr.first_cause_suspects:
         top = cr.first_cause_suspects[0]
         onset = fmt_time(cr.cluster_onset_ns, origin) if cr.cluster_onset_ns is not None \

@@ -17,6 +17,7 @@ import argparse
 import sys
 from importlib import resources
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from stormotel.dashboards.common import to_json
 from stormotel.dashboards.overview import overview_dashboard
@@ -41,13 +42,15 @@ CHART_DASHBOARDS = Path("files") / "dashboards"
 CHART_RULES = Path("files") / "rules"
 
 
-def generate(cfg: Settings, runbook_url: str = DEFAULT_RUNBOOK_URL) -> dict[Path, str]:
+def generate(cfg: Settings, runbook_url: str = DEFAULT_RUNBOOK_URL,
+             report_base_url: str | None = None) -> dict[Path, str]:
     """Every generated file, relative to the output directory."""
     files: dict[Path, str] = {}
     for board in (overview_dashboard(cfg), rank_dashboard(cfg)):
         files[Path(f"{board.uid}.json")] = to_json(board)
-    files[RULES_DIR / RULES_FILE] = rules_yaml(cfg, runbook_url)
-    files[RULES_DIR / "tests" / TESTS_FILE] = rule_tests_yaml(cfg, runbook_url)
+    files[RULES_DIR / RULES_FILE] = rules_yaml(cfg, runbook_url, report_base_url)
+    files[RULES_DIR / "tests" / TESTS_FILE] = rule_tests_yaml(cfg, runbook_url,
+                                                              report_base_url)
     return files
 
 
@@ -112,6 +115,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--runbook-url", default=DEFAULT_RUNBOOK_URL,
                    help="base URL of docs/runbook.md for the alerts' runbook_url annotations"
                         " (default: %(default)s)")
+    p.add_argument("--report-base-url", default=None, metavar="URL",
+                   help="the URL of `stormotel serve` as people reach it: every alert with a"
+                        " job_id gets a report_url annotation, URL/jobs/<job_id>/ (docs/serve.md;"
+                        " default: no link)")
     return p
 
 
@@ -129,7 +136,12 @@ def main(argv: list[str] | None = None) -> int:
         print("stormotel dashboards: give --out DIR (an installed package has no dashboards/"
               " folder to regenerate)", file=sys.stderr)
         return exitcodes.USAGE
-    files = generate(cfg, args.runbook_url)
+    base = args.report_base_url
+    if base is not None and urlsplit(base).scheme not in ("http", "https"):
+        print(f"stormotel dashboards: --report-base-url {base!r} is not an http(s) URL",
+              file=sys.stderr)
+        return exitcodes.USAGE
+    files = generate(cfg, args.runbook_url, base)
     targets: list[tuple[Path, dict[Path, str]]] = [(out, files)]
     # The checkout's chart is regenerated with its dashboards/ folder (no --out): files written
     # elsewhere (custom thresholds for one cluster) must not rewrite the committed chart.

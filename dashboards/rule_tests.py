@@ -14,6 +14,7 @@ renamed metric cannot leave them behind.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote_plus
 
 from stormotel.dashboards.rules import DEFAULT_RUNBOOK_URL, RULES_FILE, dump_yaml, header
 from stormotel.dashboards.settings import Settings
@@ -744,9 +745,11 @@ def _dcgm_generations() -> dict[str, Any]:
 
 
 def rule_tests(cfg: Settings | None = None,
-               runbook_url: str = DEFAULT_RUNBOOK_URL) -> dict[str, Any]:
-    """The promtool test file for the rules built from ``cfg`` and ``runbook_url`` (the flags
-    users give ``stormotel dashboards`` move the series and expectations along)."""
+               runbook_url: str = DEFAULT_RUNBOOK_URL,
+               report_base_url: str | None = None) -> dict[str, Any]:
+    """The promtool test file for the rules built from ``cfg``, ``runbook_url`` and
+    ``report_base_url`` (the flags users give ``stormotel dashboards`` move the series and
+    expectations along: with a base, every alert with a ``job_id`` expects its report link)."""
     cfg = cfg or Settings()
     tests = [_healthy_job(), _memory_pressure(cfg), _fast_leak(), _slow_leak(), _oom(),
              _lifecycle(), _stalled(), _dropping_samples(), _peak_over_estimate(cfg),
@@ -758,8 +761,14 @@ def rule_tests(cfg: Settings | None = None,
                 if link.startswith(DEFAULT_RUNBOOK_URL + "#"):
                     alert["exp_annotations"]["runbook_url"] = runbook_url + link.removeprefix(
                         DEFAULT_RUNBOOK_URL)
+                job_id = alert.get("exp_labels", {}).get(schema.ATTR_JOB_ID)
+                if report_base_url and job_id:
+                    alert["exp_annotations"][schema.ANNOTATION_REPORT_URL] = (
+                        f"{report_base_url.rstrip('/')}/jobs/{quote_plus(job_id)}/")
     return {"rule_files": [f"../{RULES_FILE}"], "evaluation_interval": "15s", "tests": tests}
 
 
-def rule_tests_yaml(cfg: Settings | None = None, runbook_url: str = DEFAULT_RUNBOOK_URL) -> str:
-    return header("dashboards/rule_tests.py") + dump_yaml(rule_tests(cfg, runbook_url))
+def rule_tests_yaml(cfg: Settings | None = None, runbook_url: str = DEFAULT_RUNBOOK_URL,
+                    report_base_url: str | None = None) -> str:
+    return header("dashboards/rule_tests.py") + dump_yaml(rule_tests(cfg, runbook_url,
+                                                                     report_base_url))

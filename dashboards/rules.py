@@ -416,26 +416,41 @@ def alerts(cfg: Settings) -> list[Alert]:
     return [*memory, *gap, *filling, *tracker, *analyzer]
 
 
-def _alert_rule(alert: Alert, runbook_url: str) -> dict[str, Any]:
+def report_url_template(report_base_url: str) -> str:
+    """The ``report_url`` annotation: ``<base>/jobs/<job_id>/``, the page where ``stormotel
+    serve`` keeps the alerting job's latest analysis. The job id is ``urlquery``-escaped (the
+    receiver decodes it as such), and an alert without a ``job_id`` label gets no link."""
+    base = report_base_url.rstrip("/")
+    return (f"{{{{ if $labels.{schema.ATTR_JOB_ID} }}}}{base}/jobs/"
+            f"{{{{ $labels.{schema.ATTR_JOB_ID} | urlquery }}}}/{{{{ end }}}}")
+
+
+def _alert_rule(alert: Alert, runbook_url: str, report_base_url: str | None = None
+                ) -> dict[str, Any]:
+    annotations = {"summary": alert.summary, "description": alert.description,
+                   "runbook_url": f"{runbook_url}#{alert.runbook_anchor}"}
+    if report_base_url:
+        annotations[schema.ANNOTATION_REPORT_URL] = report_url_template(report_base_url)
     return {
         "alert": alert.name, "expr": alert.expr, "for": alert.for_,
         "labels": {"severity": alert.severity},
-        "annotations": {"summary": alert.summary, "description": alert.description,
-                        "runbook_url": f"{runbook_url}#{alert.runbook_anchor}"},
+        "annotations": annotations,
     }
 
 
 def rule_groups(cfg: Settings | None = None,
-                runbook_url: str = DEFAULT_RUNBOOK_URL) -> dict[str, Any]:
+                runbook_url: str = DEFAULT_RUNBOOK_URL,
+                report_base_url: str | None = None) -> dict[str, Any]:
     """The rules file as a dict (``{"groups": [...]}``), the shape Prometheus and the
     PrometheusRule CRD's ``spec`` both take. Groups set no ``interval``: they follow the
-    Prometheus' own ``evaluation_interval``."""
+    Prometheus' own ``evaluation_interval``. With ``report_base_url`` every alert carrying a
+    ``job_id`` links its job's report (``report_url``, docs/serve.md)."""
     cfg = cfg or Settings()
     return {"groups": [
         {"name": GROUP_RECORDING,
          "rules": [{"record": r.record, "expr": r.expr} for r in recording_rules(cfg)]},
         {"name": GROUP_ALERTS,
-         "rules": [_alert_rule(a, runbook_url) for a in alerts(cfg)]},
+         "rules": [_alert_rule(a, runbook_url, report_base_url) for a in alerts(cfg)]},
         {"name": GROUP_DCGM,
          "rules": [{"record": r.record, "expr": r.expr} for r in dcgm_recording_rules()]},
     ]}
@@ -463,5 +478,7 @@ def dump_yaml(data: dict[str, Any]) -> str:
     return yaml.safe_dump(data, sort_keys=False, width=10_000, allow_unicode=True)
 
 
-def rules_yaml(cfg: Settings | None = None, runbook_url: str = DEFAULT_RUNBOOK_URL) -> str:
-    return header("dashboards/rules.py") + dump_yaml(rule_groups(cfg, runbook_url))
+def rules_yaml(cfg: Settings | None = None, runbook_url: str = DEFAULT_RUNBOOK_URL,
+               report_base_url: str | None = None) -> str:
+    return header("dashboards/rules.py") + dump_yaml(rule_groups(cfg, runbook_url,
+                                                                 report_base_url))

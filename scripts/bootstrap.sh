@@ -42,7 +42,7 @@ python_env() {
 
 servers() {
   apt_install prometheus victoria-metrics prometheus-pushgateway ca-certificates openssl chromium
-  apt_install prometheus-alertmanager   # amtool: the runbook's Alertmanager route is checked
+  apt_install prometheus-alertmanager   # amtool (runbook route check), stormotel serve's live tests
   # The Debian packages start system services on install; tests run their own instances on
   # free loopback ports, so the system ones are stopped to keep ports and CPU free.
   for svc in prometheus victoria-metrics prometheus-pushgateway prometheus-node-exporter prometheus-alertmanager; do

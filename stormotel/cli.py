@@ -28,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                 "find the first-cause rank, gap problems, collective spikes and stalls"),
     "estimate": ("stormotel.estimate.cli",
                  "predict a job's peak memory before it runs (fake tensors)"),
+    "serve": ("stormotel.analyzers.serve.cli",
+              "receive Alertmanager's webhook, analyse the alerting job, serve its report"),
     "dashboards": ("stormotel.dashboards.build",
                    "write the Grafana dashboards and Prometheus rules as files"),
     "demo": ("stormotel.demo",
@@ -39,7 +41,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 #: Optional dependencies a command may import → the extra that installs them. A tracker-only
 #: install (``pip install stormotel``) has none of the analyzer's or the dashboards' libraries.
-COMMAND_EXTRAS: dict[str, str] = {"analyze": "analyzer", "dashboards": "dashboards"}
+COMMAND_EXTRAS: dict[str, str] = {"analyze": "analyzer", "serve": "analyzer",
+                                   "dashboards": "dashboards"}
 EXTRA_MODULES: frozenset[str] = frozenset({"httpx", "orjson", "cramjam", "grafanalib", "yaml"})
 MODULE_EXTRAS: dict[str, str] = {"torch": "torch", "pynvml": "nvml"}
 

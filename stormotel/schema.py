@@ -265,6 +265,15 @@ AN_GAP_DRIFT_SLOPE = "stormotel_analyzer_gap_drift_slope_bytes_per_second"  # la
 AN_GAP_TIME_TO_FULL = "stormotel_analyzer_gap_time_to_full_seconds"  # label rank
 AN_COLLECTIVE_CONFIDENCE = "stormotel_analyzer_collective_confidence"  # label rank
 AN_STALL = "stormotel_analyzer_stall_finding"  # labels kind, rank
+# `stormotel serve` (the Alertmanager receiver): its own /metrics, in its own registry.
+SERVE_WEBHOOKS = "stormotel_serve_webhooks"  # counter (_total), label result
+SERVE_ALERTS = "stormotel_serve_alerts"  # counter (_total), label with_job
+SERVE_ANALYSES = "stormotel_serve_analyses"  # counter (_total), label outcome
+SERVE_ANALYSIS_SECONDS = "stormotel_serve_analysis_duration_seconds"  # histogram
+SERVE_QUEUE_DEPTH = "stormotel_serve_queue_depth"
+SERVE_INFLIGHT = "stormotel_serve_analyses_in_flight"
+#: The annotation every job-scoped alert carries when the rules know the receiver's URL.
+ANNOTATION_REPORT_URL = "report_url"
 AN_ESTIMATE_RATIO = "stormotel_analyzer_estimate_ratio"  # label rank: actual peak / estimate
 AN_MISSING_RANKS = "stormotel_analyzer_missing_ranks"
 ANALYZER_LABEL_KIND = "kind"

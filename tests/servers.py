@@ -101,9 +101,11 @@ def _start(name: str, argv: list[str], workdir: Path, port: int, ready_path: str
 @contextlib.contextmanager
 def prometheus(workdir: Path, scrape_targets: list[str] | None = None,
                scrape_interval: str = "1s", extra_args: list[str] | None = None,
-               rule_files: list[Path] | None = None) -> Iterator[Server]:
-    """Prometheus with remote-write receiver on; optional static scrape targets (host:port)
-    and rule files (evaluated every ``scrape_interval``)."""
+               rule_files: list[Path] | None = None,
+               alertmanagers: list[str] | None = None) -> Iterator[Server]:
+    """Prometheus with remote-write receiver on; optional static scrape targets (host:port),
+    rule files (evaluated every ``scrape_interval``) and Alertmanagers (host:port) to send
+    alerts to."""
     binary = require_binary("prometheus")
     port = free_port()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -112,6 +114,9 @@ def prometheus(workdir: Path, scrape_targets: list[str] | None = None,
              f"  evaluation_interval: {scrape_interval}"]
     if rule_files:
         lines += ["rule_files:", *(f"  - {str(path)!r}" for path in rule_files)]
+    if alertmanagers:
+        lines += ["alerting:", "  alertmanagers:", "    - static_configs:",
+                  f"        - targets: [{', '.join(repr(t) for t in alertmanagers)}]"]
     if scrape_targets:
         lines += ["scrape_configs:", "  - job_name: stormotel", "    static_configs:",
                   f"      - targets: [{', '.join(repr(t) for t in scrape_targets)}]"]
@@ -135,6 +140,26 @@ def victoriametrics(workdir: Path, extra_args: list[str] | None = None) -> Itera
             "-search.latencyOffset=0s", "-retentionPeriod=100y", "-loggerLevel=ERROR",
             *(extra_args or [])]
     server = _start("victoria-metrics", argv, workdir, port, "/health")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def alertmanager(workdir: Path, config: str) -> Iterator[Server]:
+    """Alertmanager (Debian's ``prometheus-alertmanager``, 0.25) with ``config`` (YAML), its
+    own storage, and clustering off (a lone instance sends at once instead of waiting for
+    peers)."""
+    binary = shutil.which("alertmanager") or require_binary("prometheus-alertmanager")
+    port = free_port()
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / "alertmanager.yml"
+    path.write_text(config)
+    argv = [binary, f"--config.file={path}", f"--storage.path={workdir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=",
+            "--log.level=warn"]
+    server = _start("alertmanager", argv, workdir, port, "/-/ready")
     try:
         yield server
     finally:

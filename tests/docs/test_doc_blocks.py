@@ -34,13 +34,15 @@ from tests.docs.doc_blocks import (
 
 def _parsers() -> dict[str, Callable[[], argparse.ArgumentParser]]:
     from stormotel.analyzers import cli_flags
+    from stormotel.analyzers.serve import options as serve_options
     from stormotel.dashboards import build
 
     from stormotel import demo, rehearse, track_cli
     from stormotel.estimate import cli as estimate_cli
     return {"track": track_cli.build_parser, "analyze": cli_flags.build_parser,
             "estimate": estimate_cli.build_parser, "dashboards": build._parser,
-            "demo": demo.build_parser, "rehearse": rehearse.build_parser}
+            "demo": demo.build_parser, "rehearse": rehearse.build_parser,
+            "serve": serve_options.build_parser}
 
 
 def _options(command: str) -> set[str]:

@@ -92,7 +92,14 @@ any: true
 {{- $per := get ($cfg.alerts | default dict) $r.alert | default dict -}}
 {{- if ne (toString (get $per "enabled")) "false" -}}
 {{- $labels := merge (dict) ($per.labels | default dict) ($cfg.alertLabels | default dict) $r.labels -}}
-{{- $rules = append $rules (merge (dict "labels" $labels) (omit $r "labels")) -}}
+{{- $rule := merge (dict "labels" $labels) (omit $r "labels") -}}
+{{- if $.Values.receiver.enabled -}}
+{{- /* Every alert links its job's report on the receiver (docs/serve.md): the same
+       annotation `stormotel dashboards --report-base-url` writes. */ -}}
+{{- $url := printf "%s%s/jobs/%s" "{{ if $labels.job_id }}" (include "stormotel.receiverUrl" $) "{{ $labels.job_id | urlquery }}/{{ end }}" -}}
+{{- $_ := set $rule "annotations" (merge (dict "report_url" $url) $r.annotations) -}}
+{{- end -}}
+{{- $rules = append $rules $rule -}}
 {{- end -}}
 {{- else -}}
 {{- $rules = append $rules $r -}}
@@ -101,4 +108,18 @@ any: true
 {{- $groups = append $groups (dict "name" $g.name "rules" $rules) -}}
 {{- end -}}
 {{- toYaml (dict "groups" $groups) -}}
+{{- end -}}
+
+{{/* The receiver's Service name, and the URL people reach it at (receiver.publicUrl, else the
+     Service's cluster DNS name). */}}
+{{- define "stormotel.receiverName" -}}
+{{- include "stormotel.suffixed" (dict "root" . "suffix" "receiver") -}}
+{{- end -}}
+
+{{- define "stormotel.receiverUrl" -}}
+{{- if .Values.receiver.publicUrl -}}
+{{- .Values.receiver.publicUrl | trimSuffix "/" -}}
+{{- else -}}
+{{- printf "http://%s.%s.svc:%v" (include "stormotel.receiverName" .) .Release.Namespace .Values.receiver.port -}}
+{{- end -}}
 {{- end -}}

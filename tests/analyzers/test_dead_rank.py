@@ -1,0 +1,67 @@
+"""A rank that stops reporting while its peers go on is named, with when it stopped, in
+``analyze`` (and so in every consumer); a staggered clean exit, two ranks, and a short gap at
+the window's end name nobody."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from stormotel.analyzers.analyze import analyze
+from stormotel.analyzers.headline import headline
+from stormotel.analyzers.summary import render_summary
+
+from tests.analyzers.synth import INTERVAL, healthy, to_timeline
+
+N = 600  # 60 s at 100 ms
+
+
+def _cut(data: list, rank: int, keep: int) -> None:
+    d = data[rank]
+    data[rank] = dataclasses.replace(d, t_ns=d.t_ns[:keep], allocated=d.allocated[:keep],
+                                     reserved=d.reserved[:keep],
+                                     device_used=d.device_used[:keep],
+                                     device_total=d.device_total[:keep])
+
+
+def test_a_rank_that_stops_while_its_peers_go_on_is_named_with_its_time() -> None:
+    data = healthy(8, N)
+    _cut(data, 5, 300)  # silent for the last 30 s
+    report = analyze(to_timeline(data))
+    roots = [s for s in report.stall_findings if s.consequence_of is None]
+    assert [s.ranks for s in roots] == [[5]]
+    f = roots[0]
+    assert f.kind == "rank_failure" and f.source == "telemetry" and f.confidence == "medium"
+    assert f.evidence["category"] == "stopped_reporting"
+    assert f.evidence["last_sample_ns"] == int(data[5].t_ns[-1])
+    assert f.evidence["peers_reporting_after"] == 7 and f.evidence["stopped_at"].endswith("Z")
+    assert report.has_findings()
+    lead = headline(report)
+    assert lead.kind == "dead_rank" and lead.rank == 5 and "stopped reporting at" in lead.text
+    text = render_summary(report)
+    assert "Lead: dead rank: rank 5 stopped reporting" in text and "rank_failure" in text
+    assert "Verdict: FINDINGS" in text
+
+
+def test_staggered_exit_short_silence_and_two_ranks_name_nobody() -> None:
+    data = healthy(4, N)
+    for r in (1, 2, 3):  # the peers end, rank 0 writes its checkpoint for 30 s more
+        _cut(data, r, 300)
+    assert not analyze(to_timeline(data)).stall_findings
+    data = healthy(4, N)
+    _cut(data, 2, N - 30)  # 3 s behind at the window's end: under the 5 s floor
+    assert not analyze(to_timeline(data)).stall_findings
+    data = healthy(2, N)
+    _cut(data, 1, 100)  # two ranks: one outliving the other is not a death
+    assert not analyze(to_timeline(data)).stall_findings
+    healthy_report = analyze(to_timeline(healthy(4, N)))
+    assert not healthy_report.has_findings() and "Lead:" not in render_summary(healthy_report)
+
+
+def test_several_dead_ranks_earliest_first_and_interval_scaled() -> None:
+    data = healthy(6, N, interval=15 * INTERVAL * 10)  # 15 s scrapes, 2.5 h
+    _cut(data, 4, 500)  # 100 scrapes (25 min) of silence
+    _cut(data, 1, 550)
+    _cut(data, 2, N - 3)  # 45 s: under 4 scrape intervals (60 s), not named
+    report = analyze(to_timeline(data))
+    named = [s.ranks[0] for s in report.stall_findings]
+    assert named == [4, 1]

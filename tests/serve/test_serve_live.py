@@ -1,0 +1,222 @@
+"""From page to report with every real part: simulated ranks (``stormotel track``) scraped by a
+REAL Prometheus evaluating the shipped rules (written with ``report_base_url``), a REAL
+Alertmanager 0.25 routing every alert to ``stormotel serve`` (bearer token, as its
+``http_config`` sends it) and to a second webhook standing in for Slack. Three failing jobs side
+by side with a healthy one: a rank killed by SIGKILL (the dead rank), a rank that runs out of
+memory, a rank whose memory outside the allocator leaks. Each page must lead, within 60 s, to
+``/jobs/<job_id>/report.json`` naming the planted rank with no other rank at high, and the
+report must lead with the page's question; the notification's ``report_url`` answers with the
+HTML report; the healthy job gets no report. The receiver is SIGKILLed and restarted while the
+incidents are on and still delivers. Scrape and evaluation every second; the run stays near a
+minute.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from stormotel.dashboards import rules
+from stormotel.dashboards.settings import Settings
+
+from tests import servers
+from tests.serve import receiver as rx
+
+pytestmark = pytest.mark.servers
+FAST = Settings(silent_window="4s", silent_for="2s", presence_window="10m", fill_window="20s",
+                fill_step="4s", fill_for="2s", drift_window="30s", drift_for="5s",
+                stall_window="30s", stall_for="5s", oom_window="30s")
+WORLD = 3
+#: job → (planted rank, fault) ; the healthy job has none.
+JOBS: dict[str, tuple[int | None, str | None]] = {
+    "dead-job": (1, "crash@t=8s"),
+    "oom-job": (2, "oom@t=8s,exit=1.5s"),
+    "leak-job": (0, "leak@t=4s,rate=48MiB/s"),
+    "calm-job": (None, None),
+}
+TOKEN = "s3cret-token-for-test"
+
+
+def _track(job: str, rank: int, port: int) -> subprocess.Popen[bytes]:
+    planted, fault = JOBS[job]
+    argv = [sys.executable, "-m", "stormotel", "track", "--sampler", "simulated",
+            "--job-id", job, "--rank", str(rank), "--world-size", str(WORLD),
+            "--interval", "0.25", "--duration", "90", "--prometheus-port", str(port),
+            "--prometheus-addr", "127.0.0.1", "--gpu-uuid", f"GPU-{job}-{rank}",
+            "--device-memory", "16GiB", "--linger-s", "2", "--prometheus-linger", "2", "-q"]
+    if fault and rank == planted:
+        argv += ["--fault", f"rank={rank}:{fault}"]
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+class _Slack:
+    """The second receiver: records every notification Alertmanager sends it."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                outer.bodies.append(json.loads(body))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *a: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def report_urls(self) -> dict[str, str]:
+        return {a["labels"]["job_id"]: a["annotations"].get("report_url", "")
+                for b in self.bodies for a in b["alerts"] if a["status"] == "firing"}
+
+
+def _am_config(serve_url: str, slack_url: str, token_file: Path) -> str:
+    return f"""
+route:
+  receiver: slack
+  group_by: [job_id]
+  group_wait: 1s
+  group_interval: 2s
+  repeat_interval: 1h
+  routes:
+    - receiver: stormotel
+      continue: true
+    - receiver: slack
+receivers:
+  - name: stormotel
+    webhook_configs:
+      - url: {serve_url}/alertmanager
+        send_resolved: true
+        http_config:
+          authorization:
+            credentials_file: {token_file}
+  - name: slack
+    webhook_configs:
+      - url: {slack_url}
+"""
+
+
+def _names(report: dict[str, Any], rank: int) -> bool:
+    """The report names ``rank`` the way the page needs: top suspect, a gap finding, a root
+    stall finding, a missing rank or the first OOM."""
+    suspects = report["cross_rank"]["first_cause_suspects"]
+    oom = (report.get("extra") or {}).get("oom_forensics") or {}
+    return bool((suspects and suspects[0]["rank"] == rank)
+                or any(g["rank"] == rank for g in report["gap_findings"])
+                or any(rank in s["ranks"] for s in report["stall_findings"]
+                       if s.get("consequence_of") is None)
+                or rank in report["missing_ranks"] or oom.get("first_rank") == rank)
+
+
+def _high_elsewhere(report: dict[str, Any], rank: int) -> list[Any]:
+    return ([s for s in report["cross_rank"]["first_cause_suspects"]
+             if s["confidence"] == "high" and s["rank"] != rank]
+            + [s for s in report["stall_findings"]
+               if s["confidence"] == "high" and set(s["ranks"]) - {rank}])
+
+
+def test_pages_lead_to_reports_naming_the_planted_rank(tmp_path: Path) -> None:
+    ports = {(job, r): servers.free_port() for job in JOBS for r in range(WORLD)}
+    serve_port = servers.free_port()
+    serve_url = f"http://127.0.0.1:{serve_port}"
+    rules_file = tmp_path / rules.RULES_FILE
+    rules_file.write_text(rules.rules_yaml(FAST, report_base_url=serve_url))
+    token = tmp_path / "token"
+    token.write_text(TOKEN + "\n")
+    slack = _Slack()
+    procs = {key: _track(key[0], key[1], port) for key, port in ports.items()}
+    out = tmp_path / "out"
+    try:
+        with servers.alertmanager(tmp_path / "am", _am_config(serve_url, slack.url, token)) as am, \
+                servers.prometheus(tmp_path / "prom", [f"127.0.0.1:{p}" for p in ports.values()],
+                                   "1s", rule_files=[rules_file],
+                                   alertmanagers=[am.url.removeprefix("http://")]) as prom:
+            recv = rx.start(out, prom.url, "--webhook-token-file", str(token),
+                            "--min-interval", "5s", "--public-url", serve_url,
+                            port=serve_port)
+            paged: dict[str, float] = {}
+            named: dict[str, float] = {}
+            restarted = False
+            started = time.monotonic()
+            try:
+                while time.monotonic() - started < 100 and len(named) < 3:
+                    time.sleep(1)
+                    for a in httpx.get(am.url + "/api/v2/alerts", timeout=5).json():
+                        paged.setdefault(a["labels"]["job_id"], time.monotonic())
+                    assert "calm-job" not in paged, "the healthy job paged"
+                    if paged and not restarted:  # kill the receiver mid-incident
+                        recv.kill()
+                        recv = rx.start(out, prom.url, "--webhook-token-file", str(token),
+                                        "--min-interval", "5s", "--public-url", serve_url,
+                                        port=serve_port)
+                        restarted = True
+                    for job in paged.keys() - named.keys():
+                        rank = JOBS[job][0]
+                        assert rank is not None
+                        r = httpx.get(f"{serve_url}/jobs/{job}/report.json", timeout=5)
+                        if r.status_code == 200 and _names(r.json(), rank):
+                            assert not _high_elsewhere(r.json(), rank), r.text[:3000]
+                            named[job] = time.monotonic()
+                assert set(named) == {"dead-job", "oom-job", "leak-job"}, (
+                    f"paged {sorted(paged)}, named {sorted(named)}\n{recv.logs()}")
+                for job in named:
+                    assert named[job] - paged[job] < 60, (job, named[job] - paged[job])
+                print("page → report naming the rank (s):",
+                      {j: round(named[j] - paged[j], 1) for j in named},
+                      "first page after (s):", round(min(paged.values()) - started, 1))
+                # The notification carries the link; the link answers with the HTML report.
+                deadline = time.monotonic() + 15
+                while time.monotonic() < deadline and set(slack.report_urls()) < set(named):
+                    time.sleep(0.5)
+                urls = slack.report_urls()
+                for job in named:
+                    assert urls[job] == f"{serve_url}/jobs/{job}/", urls
+                    page = httpx.get(urls[job], timeout=5)
+                    assert page.status_code == 200 and "<html" in page.text.lower()
+                assert httpx.get(f"{serve_url}/jobs/calm-job/report.json",
+                                 timeout=5).status_code == 404
+                index = httpx.get(serve_url + "/", timeout=5).text
+                assert "dead-job" in index and "oom-job" in index and TOKEN not in index
+                # Each report leads with the page's question (analyzers/headline.py).
+                print("leads:", re.findall(r"<td>((?:OOM|dead rank|leak): [^<]*)</td>", index))
+                assert "OOM: rank 2 ran out of memory first" in index, index
+                assert "dead rank: rank 1 stopped reporting at" in index, index
+                assert "leak: rank 0 grows" in index and "device full in" in index, index
+                dead = httpx.get(f"{serve_url}/jobs/dead-job/report.json", timeout=5).json()
+                stop = [s for s in dead["stall_findings"]
+                        if s["evidence"].get("category") == "stopped_reporting"]
+                assert stop and stop[0]["ranks"] == [1] and stop[0]["evidence"]["stopped_at"]
+                assert TOKEN not in recv.logs()
+            finally:
+                _stop(list(procs.values()))  # while Prometheus still scrapes their last state
+                assert recv.terminate() == 0, recv.logs()
+    finally:
+        _stop(list(procs.values()))
+        slack.server.shutdown()
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
