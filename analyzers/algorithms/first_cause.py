@@ -392,6 +392,7 @@ def _mark_shared_warmups(out: dict[int, list[FirstRise]], windows: dict[int, tup
     more aside (a stepped warm-up is set aside step by step); at most ``MAX_RISES`` passes."""
     if len(out) < 2 or not set(out) <= set(windows):
         return
+    starts = np.sort(np.fromiter((start for start, _ in windows.values()), np.int64))
     for _ in range(MAX_RISES):
         pending = sorted(((fr.t_ns, r, k) for r, rs in out.items() for k, fr in enumerate(rs)
                           if fr.t_ns - windows[r][0] <= windows[r][1]))
@@ -407,9 +408,11 @@ def _mark_shared_warmups(out: dict[int, list[FirstRise]], windows: dict[int, tup
                 group.setdefault(r, k)
                 j += 1
             i = max(j, i + 1)
-            # Every rank running then (a rank not yet started cannot rise with the others).
-            running = {r for r, (start, _) in windows.items() if start < t_first}
-            if len(group) < 2 or set(group) != running:
+            # Every rank running then (a rank not yet started cannot rise with the others);
+            # counted by a search over the sorted starts, not a pass over the ranks per group.
+            running = int(starts.searchsorted(t_first, side="left"))
+            if len(group) < 2 or len(group) != running or \
+                    any(windows[r][0] >= t_first for r in group):
                 continue
             rises = [out[r][k] for r, k in group.items()]
             if not all(fr.warmup for fr in rises):
