@@ -615,10 +615,8 @@ def _judge(rises: dict[int, FirstRise], timeline: Timeline, last_ns: list[tuple[
     tol = int(settings.clock_tolerance_s * 1e9)
     # A rank still warming up when this incident began could have been part of it, unseen.
     t0, pad = first.t_ns, res or 0
-    # Ranks of this incident count too: one whose warm-up step rose with the leader's rise
-    # (its incident rise being a later one) rose with it, and did not follow it.
-    overlapping = sorted({r for r, earliest, settled in warm_spans if r != first.rank
-                          and earliest <= t0 <= settled + pad})
+    overlapping = sorted(r for r, earliest, settled in warm_spans if r not in rises
+                         and earliest <= t0 <= settled + pad)
     if len(order) == 1:
         others_end = min(end for r, end in last_ns if r != first.rank)
         lead = max(others_end - first.t_ns, 0)
