@@ -307,6 +307,7 @@ def mark_warmups(timeline: Timeline, rises: dict[int, list[FirstRise]], settings
     starts: dict[int, int] = {}
     delays: dict[int, int] = {}
     tolerance: dict[int, int] = {}
+    windows: dict[int, tuple[int, int]] = {}  # rank -> (its start, its warm-up window)
     cut_warmups: set[int] = set()
     for r, rs in rises.items():
         series = timeline.ranks[r]
@@ -329,6 +330,7 @@ def mark_warmups(timeline: Timeline, rises: dict[int, list[FirstRise]], settings
             continue
         span = int(t[-1] - t[0])
         warmup_ns = min(settings.warmup_s * 1e9, WARMUP_SHARE * span)
+        windows[r] = (int(t[0]), int(warmup_ns))
         if rs[0].t_ns - t[0] > warmup_ns:
             continue
         starts[r] = int(t[0])
@@ -370,7 +372,55 @@ def mark_warmups(timeline: Timeline, rises: dict[int, list[FirstRise]], settings
                 if climbed > max(reached, common) + 0.5 * nxt.threshold_bytes:
                     break
                 out[r][k] = replace(nxt, warmup=True)
+    _mark_shared_warmups(out, windows, int(settings.clock_tolerance_s * 1e9))
     return out
+
+
+def _mark_shared_warmups(out: dict[int, list[FirstRise]], windows: dict[int, tuple[int, int]],
+                         tol: int) -> None:
+    """A rise that *every* running rank makes together — within the resolution of the
+    evidence, each within its own warm-up window — is the job's warm-up, not an incident (in
+    place): no rank led it, and at the start of a job it is the program warming up.
+
+    Ranks that start apart but warm up at one shared instant (a common clock origin, a first
+    collective they all wait on) rise together at a different delay after each one's own start,
+    and a warm-up climbs in steps: one rank's step was once set aside and another's, at the
+    same instant, was not — so the latter "led" the others' *next* step by a whole step and was
+    named the first cause at high. Rises that all ranks make at once are never one rank's lead.
+    Groups are formed as ties are judged: from the earliest crossing, every rise that may have
+    happened before it (its interval begins before that crossing). Repeated while a pass sets
+    more aside (a stepped warm-up is set aside step by step); at most ``MAX_RISES`` passes."""
+    if len(out) < 2 or not set(out) <= set(windows):
+        return
+    starts = np.sort(np.fromiter((start for start, _ in windows.values()), np.int64))
+    for _ in range(MAX_RISES):
+        pending = sorted(((fr.t_ns, r, k) for r, rs in out.items() for k, fr in enumerate(rs)
+                          if fr.t_ns - windows[r][0] <= windows[r][1]))
+        changed = False
+        i = 0
+        while i < len(pending):
+            t_first = pending[i][0]
+            group: dict[int, int] = {}
+            j = i
+            while j < len(pending) and out[pending[j][1]][pending[j][2]].earliest_ns - tol \
+                    < t_first:
+                _, r, k = pending[j]
+                group.setdefault(r, k)
+                j += 1
+            i = max(j, i + 1)
+            # Every rank running then (a rank not yet started cannot rise with the others);
+            # counted by a search over the sorted starts, not a pass over the ranks per group.
+            running = int(starts.searchsorted(t_first, side="left"))
+            if len(group) < 2 or len(group) != running or \
+                    any(windows[r][0] >= t_first for r in group):
+                continue
+            rises = [out[r][k] for r, k in group.items()]
+            if not all(fr.warmup for fr in rises):
+                for r, k in group.items():
+                    out[r][k] = replace(out[r][k], warmup=True)
+                changed = True
+        if not changed:
+            return
 
 
 def _catches_up(timeline: Timeline, rank: int, rise: FirstRise, first_ns: int,
@@ -490,7 +540,11 @@ def analyze_first_cause(timeline: Timeline, settings: Settings) -> tuple[CrossRa
                              f"{settings.rise_floor_bytes / 2**20:.0f} MiB)")
         return out, {"incidents_examined": 0, "ranks": {}}
     window_ns = int(max(settings.cascade_window_s * 1e9, 2 * (res or 0)))
-    warm_spans = [(r, w.earliest_ns, w.settled_ns) for r, w in warmups.items()]
+    # Every rise set aside as warm-up (a stepped warm-up has several), not only the first: a
+    # rank that rose at the same instant as an incident's leader, in a step of its warm-up,
+    # did not follow it.
+    warm_spans = [(r, w.earliest_ns, w.settled_ns) for r, rs in all_rises.items()
+                  for w in rs if w.warmup]
     last_ns = [(r, int(timeline.ranks[r].t_ns[-1])) for r in with_field]
     incidents = [_judge(group, timeline, last_ns, missing, settings, warm_spans, res)
                  for group in _group(candidates, window_ns)]
