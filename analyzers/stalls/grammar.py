@@ -110,7 +110,10 @@ CATALOGUE: tuple[Pattern, ...] = (
        "pg_status: {last_enqueued_collective: …, last_started_collective: …, "
        "last_completed_collective: …}", "2.4+", PT_NCCL + " (dump_nccl_trace pg_status)",
        "reporter: enqueued vs completed (as torch.nccl.timeout_counters)",
-       r"last_enqueued_collective\W+(?P<enq>-?\d+).*?last_completed_collective\W+(?P<done>-?\d+)",
+       # bounded gap and \W{1,8}: an unclosed "last_enqueued_collective" repeated over a line
+       # must not rescan the rest of the line from every occurrence (was quadratic)
+       r"last_enqueued_collective\W{1,8}(?P<enq>-?\d{1,19})[^\n]{0,400}?"
+       r"last_completed_collective\W{1,8}(?P<done>-?\d{1,19})",
        ("last_enqueued",), K_COUNTERS, re.I),
     _p("torch.nccl.dump_signal_received", "torch c10d ProcessGroupNCCL",
        '"Received a dump signal due to a collective timeout from " (this local rank | " rank '
@@ -327,7 +330,8 @@ CATALOGUE: tuple[Pattern, ...] = (
        "maps a comm pointer to its communicator rank, size and id (attributes nccl.coll lines "
        "with no launcher prefix)",
        r"comm (?P<comm>0x[0-9a-fA-F]+|\(nil\)) rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev"
-       r".*?commId (?P<commid>0x[0-9a-fA-F]+) - Init COMPLETE", ("init complete",), K_NCCL_INIT),
+       r"[^\n]{0,400}?commId (?P<commid>0x[0-9a-fA-F]+) - Init "
+       r"COMPLETE", ("init complete",), K_NCCL_INIT),
     _p("nccl.warn.net", "NCCL / RCCL",
        '"NET/IB : Got completion from peer %s with status=%d opcode=%d len=%u vendor err %d" / '
        '"NET/Socket : …" (NCCL WARN)', "2.18+", "src/transport/net_ib.cc, net_socket.cc",
@@ -489,7 +493,8 @@ CATALOGUE: tuple[Pattern, ...] = (
        "horovod/common/operations.cc (CheckForStalledTensors)",
        "one tensor and the ranks that have not submitted it (every rank of [0, size) not "
        "ready is listed, so an unlisted rank submitted it)",
-       r"(?P<tensor>[^\s,\[\]]{1,500}) \[missing ranks: (?P<ranks>\d{1,7}(?:, ?\d{1,7}){0,4096})"
+       r"(?<![^\s,\[\]])(?P<tensor>[^\s,\[\]]{1,500}) "
+       r"\[missing ranks: (?P<ranks>\d{1,7}(?:, ?\d{1,7}){0,4096})"
        r"\]", ("missing ranks:",), "horovod_line"),
     _p("horovod.stall_ready_line", "Horovod (mpi_ops.cc / operations.cc, the first releases)",
        'tensor_name " [ready ranks:" (" " r {", " r}) "]", the tensors joined by ", " on the '
@@ -499,7 +504,8 @@ CATALOGUE: tuple[Pattern, ...] = (
        "one tensor and the ranks that HAVE submitted it (in arrival order); the ranks missing it "
        "are the others of the job — by omission, so the world size decides who they are: "
        "without it only the gaps below the highest ready rank are known",
-       r"(?P<tensor>[^\s,\[\]]{1,500}) \[ready ranks: ?(?P<ranks>\d{1,7}(?:, ?\d{1,7}){0,4096})"
+       r"(?<![^\s,\[\]])(?P<tensor>[^\s,\[\]]{1,500}) "
+       r"\[ready ranks: ?(?P<ranks>\d{1,7}(?:, ?\d{1,7}){0,4096})"
        r"\]", ("ready ranks:",), "horovod_line"),
     _p("horovod.shut_down", "Horovod (operations.cc / common.h SHUT_DOWN_ERROR)",
        '"Horovod has been shut down. This was caused by an exception on one of the ranks or an '

@@ -150,7 +150,7 @@ _RECORD_START = re.compile(r"^\s+(?:- |\[[\d, ]+\] |#\d+ )|"
                            r"^\s*(?:\[rank\d+\]:|\[default\d+\]:|\(\w*Worker|\d{4}-\d{2}-\d{2}"
                            r"|\[[EWIF](?:\d{4} | )|[\w.-]+:\d+:\d+ \[\d+\] "
                            r"|[EWIF]\d{4} |\[\d+\]|\w[\w.-]* \[std(?:err|out)\]|Traceback|"
-                           r"\s+File \")")
+                           r"File \")")
 _FILE_RANK = re.compile(r"rank[_\-.]?(\d{1,7})|(?:^|[_\-.])(\d{1,7})\.(?:log|err|out|txt)$", re.I)
 
 
@@ -244,14 +244,65 @@ def _read_text(path: Path) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+#: a record glued back from hard-wrapped continuations stops growing here: joining is one pass
+#: and each piece is copied once, so a log of a million "continuations" stays linear
+MAX_JOINED = MAX_LINE
+
+
+def _pieces(part: str) -> list[str]:
+    """One CR-separated part split at each embedded ``[rankN]:`` prefix."""
+    n_tags = part.count("[rank")
+    if n_tags == 0 or (n_tags == 1 and part.startswith("[rank")):
+        return [part]  # the common case: no embedded rank prefix to split at
+    starts = [m.start() for m in _SEG_START.finditer(part)]
+    if not starts or starts[0] > 0:
+        starts = [0, *starts]
+    return [part[a:b] for a, b in zip(starts, [*starts[1:], len(part)], strict=True)]
+
+
+class _Joiner:
+    """The record being glued: its pieces are kept in a list and joined once (linear time)."""
+
+    def __init__(self) -> None:
+        self.out: list[tuple[int, str]] = []
+        self.no = 0
+        self.pieces: list[str] = []
+        self.size = 0
+        self.nccl = False
+        self.joined = 0
+
+    def accepts(self, piece: str, prev_long: bool) -> bool:
+        return (prev_long and bool(self.pieces) and self.nccl
+                and self.size + len(piece) <= MAX_JOINED
+                and not self.pieces[-1].rstrip().endswith(".")
+                and not _RECORD_START.match(piece))
+
+    def add(self, no: int, piece: str, prev_long: bool) -> None:
+        if self.accepts(piece, prev_long):
+            # "NCCL" cut by the wrap itself still counts (the boundary is checked too)
+            self.nccl = self.nccl or _nccl_record(self.pieces[-1][-8:] + piece)
+            self.pieces.append(piece)
+            self.size += len(piece)
+            self.joined += 1
+            return
+        self.flush()
+        self.no, self.pieces, self.size, self.nccl = no, [piece], len(piece), _nccl_record(piece)
+
+    def flush(self) -> None:
+        if self.pieces:
+            self.out.append((self.no, "".join(self.pieces)))
+            self.pieces = []
+
+
 def _segments(text: str, skipped: Counter[str] | None = None
               ) -> tuple[list[tuple[int, str]], int, int]:
     """(line number, segment) pairs: CR-split, split at embedded ``[rankN]:``, wraps glued.
 
-    Physical lines longer than :data:`MAX_LINE` are cut first (counted in ``skipped``).
+    One pass; physical lines longer than :data:`MAX_LINE` are cut first (counted in
+    ``skipped``) and a glued record never grows past :data:`MAX_JOINED`.
     """
-    out: list[tuple[int, str]] = []
-    fused = joined = 0
+    joiner = _Joiner()
+    fused = 0
     prev_long = False
     for no, physical in enumerate(text.split("\n"), 1):
         if len(physical) > MAX_LINE:
@@ -264,26 +315,13 @@ def _segments(text: str, skipped: Counter[str] | None = None
         else:
             parts = [physical] if physical.strip() else []
         for part in parts:
-            n_tags = part.count("[rank")
-            if n_tags == 0 or (n_tags == 1 and part.startswith("[rank")):
-                starts = [0]  # the common case: no embedded rank prefix to split at
-            else:
-                starts = [m.start() for m in _SEG_START.finditer(part)]
-            if starts and starts[0] > 0:
-                starts = [0, *starts]
-            elif not starts:
-                starts = [0]
-            pieces = [part[a:b] for a, b in zip(starts, [*starts[1:], len(part)], strict=True)]
+            pieces = _pieces(part)
             fused += len(pieces) - 1
             for piece in pieces:
-                if (prev_long and out and not out[-1][1].rstrip().endswith(".")
-                        and _nccl_record(out[-1][1]) and not _RECORD_START.match(piece)):
-                    out[-1] = (out[-1][0], out[-1][1] + piece)
-                    joined += 1
-                else:
-                    out.append((no, piece))
+                joiner.add(no, piece, prev_long)
                 prev_long = len(piece) >= 60
-    return out, fused, joined
+    joiner.flush()
+    return joiner.out, fused, joiner.joined
 
 
 def rank_from_filename(name: str) -> int | None:
@@ -517,7 +555,7 @@ def _hit_event(pid: str, hit: gr.Hit, hits: dict[str, gr.Hit], has_timeout: bool
 
 
 #: NCCL's own line prefix ``host:pid:tid [cudaDev]`` (src/debug.cc)
-NCCL_HOST_PID = re.compile(r"[\w.-]+:\d+:\d+ \[\d+\] NCCL")
+NCCL_HOST_PID = re.compile(r"(?<![\w.-])[\w.-]{1,255}:\d{1,10}:\d{1,10} \[\d{1,4}\] NCCL")
 
 
 def _int(v: str) -> int:

@@ -65,3 +65,17 @@ def test_ansi_coloured_logs_are_text(tmp_path: Path) -> None:
     [root] = [f for f in analyze_logs(parsed).findings if f.consequence_of is None]
     assert (root.kind, root.ranks, root.evidence["requested_bytes"]) == (
         "rank_failure", [3], 2 * 2**30)
+
+
+def test_wrapped_line_joining_is_bounded_on_a_progress_bar_log() -> None:
+    # a watchdog record (no closing ".") followed by thousands of >= 60-character bar lines:
+    # the joiner used to copy the growing record once per line (quadratic); now each glued
+    # record stops at MAX_JOINED and the next bar line starts a new one
+    bar = "Epoch 0:  45%|████▌     | 450/100000 [00:10<00:20, 45.00it/s, v_num=NCCL]"
+    text = WATCHDOG.format(r=0, seq=5).rstrip(".") + "\n" + "\n".join([bar] * 20_000) + "\n"
+    segs, _, joined = lp._segments(text)
+    assert max(len(s) for _, s in segs) <= lp.MAX_JOINED
+    assert len(segs) > 20_000 * len(bar) // lp.MAX_JOINED
+    assert joined > 0 and segs[0][1].startswith("[rank0]:")
+    timeouts = [e for e in lp._events(segs[0][1], "f", 1, 0) if e.kind == lp.TIMEOUT]
+    assert [e.seq for e in timeouts] == [5]

@@ -1,0 +1,73 @@
+"""Every pattern of the stall grammar and the log readers runs in linear time on hostile lines.
+
+The lines are built from each pattern's own structure (:mod:`tests.stalls.regex_adversary`);
+the check is how the time grows from 256 KiB to 1 MiB of the same shape (4x for linear work,
+16x for quadratic), never an absolute time, so a busy machine cannot fail it by itself.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+
+import pytest
+from stormotel.analyzers.stalls import grammar as gr
+
+from tests.stalls.regex_adversary import adversarial, samples, search_seconds
+
+SMALL, BIG = 1 << 18, 1 << 20
+#: below this a 256 KiB search is fast whatever its growth (quadratic work on 256 KiB of an
+#: almost-matching shape costs seconds, not milliseconds)
+FAST_S = 0.004
+#: linear growth is 4x; quadratic 16x. 9 leaves room for a noisy machine
+MAX_GROWTH = 9.0
+#: shapes per pattern grown to 1 MiB (the costliest at 256 KiB)
+WORST = 2
+_MODULES = ("logs_parser", "log_elastic", "log_failures", "log_frtrace", "log_horovod",
+            "log_mpirun", "log_ncclwarn", "log_ras", "log_world", "log_witness")
+
+
+def _patterns() -> list[tuple[str, re.Pattern[str]]]:
+    found = [(p.id, p.regex) for p in gr.CATALOGUE]
+    for name in _MODULES:
+        mod = importlib.import_module(f"stormotel.analyzers.stalls.{name}")
+        found += [(f"{name}.{k}", v) for k, v in sorted(vars(mod).items())
+                  if isinstance(v, re.Pattern) and isinstance(v.pattern, str)]
+    return found
+
+
+PATTERNS = _patterns()
+
+
+def test_the_adversary_finds_a_known_quadratic_pattern() -> None:
+    # the shape pg_status had before it was bounded: the check must be able to fail (at a
+    # sixteenth of the size, so the quadratic pattern itself costs a second, not minutes)
+    old = re.compile(r"last_enqueued_collective\W+(?P<enq>-?\d+).*?last_completed_collective"
+                     r"\W+(?P<done>-?\d+)", re.I)
+    assert _worst_growth(old, SMALL // 16, BIG // 16)[0] > MAX_GROWTH
+
+
+def test_every_pattern_yields_samples() -> None:
+    assert len(PATTERNS) > 60
+    assert all(samples(p) for _, p in PATTERNS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("pid", "pattern"), PATTERNS, ids=[p for p, _ in PATTERNS])
+def test_pattern_grows_linearly_on_its_own_adversarial_lines(pid: str,
+                                                             pattern: re.Pattern[str]) -> None:
+    growth, line = _worst_growth(pattern, SMALL, BIG)
+    assert growth <= MAX_GROWTH, f"{pid}: {growth:.1f}x from 256 KiB to 1 MiB on {line[:80]!r}…"
+
+
+def _worst_growth(pattern: re.Pattern[str], small: int, big: int) -> tuple[float, str]:
+    """The largest growth over the shapes costliest at the small size (where it shows)."""
+    smalls = adversarial(pattern, small)
+    cost = [search_seconds(pattern, line, repeats=1) for line in smalls]
+    bigs = adversarial(pattern, big)
+    worst = (0.0, "")
+    for i in sorted(range(len(smalls)), key=cost.__getitem__)[-WORST:]:
+        t_small = search_seconds(pattern, smalls[i], repeats=2)
+        if t_small >= FAST_S:
+            worst = max(worst, (search_seconds(pattern, bigs[i], repeats=2) / t_small, smalls[i]))
+    return worst
