@@ -1,13 +1,16 @@
 """Every pattern of the stall grammar and the log readers runs in linear time on hostile lines.
 
 The lines are built from each pattern's own structure (:mod:`tests.stalls.regex_adversary`);
-the check is how the time grows from 256 KiB to 1 MiB of the same shape (4x for linear work,
-16x for quadratic), never an absolute time, so a busy machine cannot fail it by itself.
+the check is how the time grows from 64 KiB to 256 KiB of the same shape (4x for linear work,
+16x for quadratic), never an absolute time, so a busy machine cannot fail it by itself. The
+suite's sizes keep it to about a minute on two cores; `make fuzz` (``STORMOTEL_FUZZ=long``)
+grows the same shapes from 256 KiB to 1 MiB.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import re
 
 import pytest
@@ -15,8 +18,9 @@ from stormotel.analyzers.stalls import grammar as gr
 
 from tests.stalls.regex_adversary import adversarial, samples, search_seconds
 
-SMALL, BIG = 1 << 18, 1 << 20
-#: below this a 256 KiB search is fast whatever its growth (quadratic work on 256 KiB of an
+LONG = os.environ.get("STORMOTEL_FUZZ") == "long"
+SMALL, BIG = (1 << 18, 1 << 20) if LONG else (1 << 16, 1 << 18)
+#: below this a small search is fast whatever its growth (quadratic work on 256 KiB of an
 #: almost-matching shape costs seconds, not milliseconds)
 FAST_S = 0.004
 #: linear growth is 4x; quadratic 16x. 9 leaves room for a noisy machine
@@ -44,7 +48,7 @@ def test_the_adversary_finds_a_known_quadratic_pattern() -> None:
     # sixteenth of the size, so the quadratic pattern itself costs a second, not minutes)
     old = re.compile(r"last_enqueued_collective\W+(?P<enq>-?\d+).*?last_completed_collective"
                      r"\W+(?P<done>-?\d+)", re.I)
-    assert _worst_growth(old, SMALL // 16, BIG // 16)[0] > MAX_GROWTH
+    assert _worst_growth(old, 1 << 14, 1 << 16)[0] > MAX_GROWTH
 
 
 def test_every_pattern_yields_samples() -> None:
@@ -57,7 +61,10 @@ def test_every_pattern_yields_samples() -> None:
 def test_pattern_grows_linearly_on_its_own_adversarial_lines(pid: str,
                                                              pattern: re.Pattern[str]) -> None:
     growth, line = _worst_growth(pattern, SMALL, BIG)
-    assert growth <= MAX_GROWTH, f"{pid}: {growth:.1f}x from 256 KiB to 1 MiB on {line[:80]!r}…"
+    if growth > MAX_GROWTH:  # measured again: a quadratic pattern grows 16x every time, a
+        growth = min(growth, _worst_growth(pattern, SMALL, BIG)[0])  # disturbed timing once
+    assert growth <= MAX_GROWTH, \
+        f"{pid}: {growth:.1f}x from {SMALL >> 10} to {BIG >> 10} KiB on {line[:80]!r}…"
 
 
 def _worst_growth(pattern: re.Pattern[str], small: int, big: int) -> tuple[float, str]:
