@@ -3,7 +3,7 @@
 The lines are built from each pattern's own structure (:mod:`tests.stalls.regex_adversary`);
 the check is how the time grows from 64 KiB to 256 KiB of the same shape (4x for linear work,
 16x for quadratic), never an absolute time, so a busy machine cannot fail it by itself. The
-suite's sizes keep it to about a minute on two cores; `make fuzz` (``STORMOTEL_FUZZ=long``)
+suite's sizes keep it to about a minute on two cores; with ``STORMOTEL_FUZZ=long`` it
 grows the same shapes from 256 KiB to 1 MiB.
 """
 
