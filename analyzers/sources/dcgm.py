@@ -263,6 +263,16 @@ def load_dcgm(urls: Sequence[str], window: QueryWindow, options: DcgmOptions, *,
     finally:
         if own:
             http.close()
+    timeline = _finish(builder, outcome, urls, step, options, window.job_id, unmapped,
+                       driver_reserved)
+    return timeline, outcome
+
+
+def _finish(builder: TimelineBuilder, outcome: LoadOutcome, urls: Sequence[str], step: float,
+            options: DcgmOptions, job_id: str, unmapped: set[tuple[tuple[str, str], ...]],
+            driver_reserved: dict[int, list[tuple[np.ndarray, np.ndarray]]]) -> Timeline:
+    """What every dcgm read ends with: a failure when no endpoint answered, the notes that say
+    what this mode cannot judge, and the world (the mapped ranks, else the rank-info series)."""
     if not outcome.endpoints_ok:
         reasons = "; ".join(f"{u}: {r}" for u, r in outcome.endpoints_failed.items())
         raise SourceFailureError(f"no endpoint answered the dcgm queries: {reasons}")
@@ -281,10 +291,10 @@ def load_dcgm(urls: Sequence[str], window: QueryWindow, options: DcgmOptions, *,
         sizes = [i.world_size for i in options.identities.values() if i.world_size]
         world = max(sizes) if sizes else max(options.identities) + 1
         builder.meta["gpu_rank_source"] = schema.RANK_INFO.prom
-    timeline = builder.build(job_id=window.job_id, world_size=world)
+    timeline = builder.build(job_id=job_id, world_size=world)
     timeline.ranks = {r: _with_total(s, driver_reserved.get(r, []))
                       for r, s in timeline.ranks.items()}
-    return timeline, outcome
+    return timeline
 
 
 def _probe(api: PrometheusAPI, sel: str, window: QueryWindow) -> float | None:

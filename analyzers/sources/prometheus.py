@@ -514,31 +514,8 @@ def _load(apis: list[PrometheusAPI], window: QueryWindow, concurrency: int, rank
             intervals.result()
             estimates.result()
             confirm()
-        for d in discoveries:
-            if d.reader is not None and d.reader.skipped_chunks:
-                builder.skipped["bulk_chunk_skipped"] += d.reader.skipped_chunks
-                builder.notes.append(f"{d.api.url}: {d.reader.skipped_chunks} chunk(s) of "
-                                     "another encoding or unreadable bits passed over")
-        builder.notes[notes_at:notes_at] = side_i.notes
-        builder.notes[discovery_notes_at:discovery_notes_at] = listed.notes
-        builder.skipped.update(listed.skipped)
-        builder.notes.extend(side_e.notes)
-        if META_ESTIMATE_BYTES in side_e.meta:
-            builder.meta[META_ESTIMATE_BYTES] = side_e.meta[META_ESTIMATE_BYTES]
-        if not builder.meta.get(META_ESTIMATE_BYTES):
-            builder.meta.pop(META_ESTIMATE_BYTES, None)
-        for d in discoveries:
-            got = with_data.get(d.api.url, set())
-            for ident in d.identities.values():
-                if ident.rank in got:
-                    builder.set_identity(ident)
-            if d.ranks and not got and d.api.url in outcome.ranks_failed:
-                outcome.endpoints_failed[d.api.url] = "every range query failed"
-        for d in discoveries:
-            if d.api.url not in outcome.endpoints_failed:
-                outcome.endpoints_ok.append(d.api.url)
-        builder.sources.extend(f"prometheus:{u}" for u in urls)
-        _resolution_notes(builder, discoveries, step)
+        _join_reads(builder, outcome, discoveries, with_data, side_i, side_e, listed, notes_at,
+                    discovery_notes_at, urls, step)
     if not outcome.endpoints_ok:
         reasons = "; ".join(f"{u}: {r}" for u, r in outcome.endpoints_failed.items())
         raise SourceFailureError(f"no Prometheus endpoint answered for job {window.job_id!r}: "
@@ -554,6 +531,39 @@ def _load(apis: list[PrometheusAPI], window: QueryWindow, concurrency: int, rank
                                    "read_api": {d.api.url: d.reader.name if d.reader
                                                 else "query" for d in discoveries}}
     return timeline, outcome
+
+
+def _join_reads(builder: TimelineBuilder, outcome: LoadOutcome, discoveries: list[_Discovery],
+                with_data: dict[str, set[int]], side_i: TimelineBuilder,
+                side_e: TimelineBuilder, listed: TimelineBuilder, notes_at: int,
+                discovery_notes_at: int, urls: list[str], step: float) -> None:
+    """The side reads' notes and values join the main builder in the order they had when the
+    reads ran one after another (reports stay byte-identical), then which endpoints answered."""
+    for d in discoveries:
+        if d.reader is not None and d.reader.skipped_chunks:
+            builder.skipped["bulk_chunk_skipped"] += d.reader.skipped_chunks
+            builder.notes.append(f"{d.api.url}: {d.reader.skipped_chunks} chunk(s) of "
+                                 "another encoding or unreadable bits passed over")
+    builder.notes[notes_at:notes_at] = side_i.notes
+    builder.notes[discovery_notes_at:discovery_notes_at] = listed.notes
+    builder.skipped.update(listed.skipped)
+    builder.notes.extend(side_e.notes)
+    if META_ESTIMATE_BYTES in side_e.meta:
+        builder.meta[META_ESTIMATE_BYTES] = side_e.meta[META_ESTIMATE_BYTES]
+    if not builder.meta.get(META_ESTIMATE_BYTES):
+        builder.meta.pop(META_ESTIMATE_BYTES, None)
+    for d in discoveries:
+        got = with_data.get(d.api.url, set())
+        for ident in d.identities.values():
+            if ident.rank in got:
+                builder.set_identity(ident)
+        if d.ranks and not got and d.api.url in outcome.ranks_failed:
+            outcome.endpoints_failed[d.api.url] = "every range query failed"
+    for d in discoveries:
+        if d.api.url not in outcome.endpoints_failed:
+            outcome.endpoints_ok.append(d.api.url)
+    builder.sources.extend(f"prometheus:{u}" for u in urls)
+    _resolution_notes(builder, discoveries, step)
 
 
 def _choose_readers(discoveries: list[_Discovery], window: QueryWindow,
@@ -724,30 +734,7 @@ def _run_queries(tasks: list[_Task], builder: TimelineBuilder, outcome: LoadOutc
             waiting[rank] = waiting.get(rank, 0) + 1
 
     def one(task: _Task) -> list[Series] | EndpointError:
-        """A refused read is split by rank set first (a server's series and samples limits
-        count whole series), then, down to one rank, in time (a bulk read refused for one
-        rank is asked again through the query API, which splits in time)."""
-        try:
-            if task.reader is not None:
-                try:
-                    return task.reader.read(task.selector, task.start_s, task.end_s)
-                except EndpointError as e:
-                    if not is_too_large(e):
-                        return e
-                    if len(task.ranks) > 1:
-                        raise
-            return task.api.query_raw_series(task.selector, task.start_s, task.end_s, chunk_s,
-                                             split_time=len(task.ranks) == 1)
-        except EndpointError as e:
-            if not (is_too_large(e) and len(task.ranks) > 1):
-                return e
-        out: list[Series] = []
-        for part in task.split():
-            got = one(part)
-            if isinstance(got, EndpointError):
-                return got
-            out += got
-        return out
+        return _read_task(task, chunk_s)
 
     for task, res in _in_order_bounded(one, tasks, max(1, concurrency)):
         outcome.queries += 1
@@ -784,6 +771,33 @@ def _run_queries(tasks: list[_Task], builder: TimelineBuilder, outcome: LoadOutc
             builder.notes.append(f"{url}: {n - MAX_FAILURE_NOTES} more range queries failed "
                                  f"(ranks {format_rank_list(outcome.ranks_failed[url])})")
     return with_data
+
+
+def _read_task(task: _Task, chunk_s: float) -> list[Series] | EndpointError:
+    """A refused read is split by rank set first (a server's series and samples limits
+    count whole series), then, down to one rank, in time (a bulk read refused for one
+    rank is asked again through the query API, which splits in time)."""
+    try:
+        if task.reader is not None:
+            try:
+                return task.reader.read(task.selector, task.start_s, task.end_s)
+            except EndpointError as e:
+                if not is_too_large(e):
+                    return e
+                if len(task.ranks) > 1:
+                    raise
+        return task.api.query_raw_series(task.selector, task.start_s, task.end_s, chunk_s,
+                                         split_time=len(task.ranks) == 1)
+    except EndpointError as e:
+        if not (is_too_large(e) and len(task.ranks) > 1):
+            return e
+    out: list[Series] = []
+    for part in task.split():
+        got = _read_task(part, chunk_s)
+        if isinstance(got, EndpointError):
+            return got
+        out += got
+    return out
 
 
 _K = TypeVar("_K")

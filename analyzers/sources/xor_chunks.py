@@ -136,34 +136,9 @@ def decode_xor_chunks(blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.nd
             t, val, tdelta, p, end = t[:m], val[:m], tdelta[:m], p[:m], end[:m]
             lead, trail, broken, oa = lead[:m], trail[:m], broken[:m], oa[:m]
         if i > 1:
-            w = _peek(words, p)
-            top = w >> _U64(60)
-            bits = ((w << _DOD_CTRL_U[top]) >> _U64(1)) >> _DOD_SHIFT[top]
-            dod = bits.view(np.int64) - _DOD_FULL[top] * (bits > _DOD_HALF[top])
-            wide = top == 15
-            if wide.any():
-                dod[wide] = _peek(words, p[wide] + 4).view(np.int64)
-            p = p + _DOD_ADVANCE[top]
-            tdelta = tdelta + dod
+            p, tdelta = _next_delta(words, p, tdelta)
         t = t + tdelta
-        # The value: XOR against the previous one.
-        w = _peek(words, p)
-        changed = (w >> _U64(63)) == 1
-        fresh = changed & (((w >> _U64(62)) & _U64(1)) == 1)
-        new_lead = (w >> _U64(57)) & _U64(0x1F)
-        sig = (w >> _U64(51)) & _U64(0x3F)
-        sig = np.where(sig == 0, _U64(64), sig)
-        broken |= fresh & (new_lead + sig > 64)
-        lead = np.where(fresh, new_lead, lead)
-        trail = np.where(fresh, _U64(64) - np.minimum(new_lead + sig, _U64(64)), trail)
-        mbits = _U64(64) - lead - trail
-        broken |= changed & (mbits == 0)
-        mb = np.where(mbits == 0, _U64(1), mbits)
-        ctrl = np.where(fresh, 13, np.where(changed, 2, 1))
-        w2 = _peek(words, p + ctrl)
-        xor = np.where(changed, (w2 >> (_U64(64) - mb)) << trail, _U64(0))
-        val = val ^ xor
-        p = p + ctrl + np.where(changed, mbits.astype(np.int64), 0)
+        p, val, lead, trail, broken = _next_value(words, p, val, lead, trail, broken)
         broken |= p > end
         t_out[oa + i] = t
         v_out[oa + i] = val
@@ -172,9 +147,54 @@ def decode_xor_chunks(blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.nd
     if broken.any():
         gone = order[: broken.size][broken]
         bad[gone] = True
+    return _in_blob_order(order, out_at, counts, bad, t_out, v_out)
+
+
+def _next_delta(words: np.ndarray, p: np.ndarray,
+                tdelta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One delta-of-delta per chunk still going: its control bits say how wide it is."""
+    w = _peek(words, p)
+    top = w >> _U64(60)
+    bits = ((w << _DOD_CTRL_U[top]) >> _U64(1)) >> _DOD_SHIFT[top]
+    dod = bits.view(np.int64) - _DOD_FULL[top] * (bits > _DOD_HALF[top])
+    wide = top == 15
+    if wide.any():
+        dod[wide] = _peek(words, p[wide] + 4).view(np.int64)
+    return p + _DOD_ADVANCE[top], tdelta + dod
+
+
+def _next_value(words: np.ndarray, p: np.ndarray, val: np.ndarray, lead: np.ndarray,
+                trail: np.ndarray, broken: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One value per chunk still going: XOR against the previous one, with the window of
+    meaningful bits kept or renewed; impossible windows mark the chunk broken."""
+    w = _peek(words, p)
+    changed = (w >> _U64(63)) == 1
+    fresh = changed & (((w >> _U64(62)) & _U64(1)) == 1)
+    new_lead = (w >> _U64(57)) & _U64(0x1F)
+    sig = (w >> _U64(51)) & _U64(0x3F)
+    sig = np.where(sig == 0, _U64(64), sig)
+    broken = broken | (fresh & (new_lead + sig > 64))
+    lead = np.where(fresh, new_lead, lead)
+    trail = np.where(fresh, _U64(64) - np.minimum(new_lead + sig, _U64(64)), trail)
+    mbits = _U64(64) - lead - trail
+    broken |= changed & (mbits == 0)
+    mb = np.where(mbits == 0, _U64(1), mbits)
+    ctrl = np.where(fresh, 13, np.where(changed, 2, 1))
+    w2 = _peek(words, p + ctrl)
+    xor = np.where(changed, (w2 >> (_U64(64) - mb)) << trail, _U64(0))
+    p = p + ctrl + np.where(changed, mbits.astype(np.int64), 0)
+    return p, val ^ xor, lead, trail, broken
+
+
+def _in_blob_order(order: np.ndarray, out_at: np.ndarray, counts: np.ndarray, bad: np.ndarray,
+                   t_out: np.ndarray, v_out: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The samples put back in the order of the blobs (they were decoded longest chunk
+    first), broken chunks left out."""
+    n = order.size
     back = np.empty(n, np.int64)
     back[order] = np.arange(n)
-    # Put the samples back in the order of ``blobs``.
     keep_cnt = np.where(bad, 0, counts)
     src_start = out_at[back]
     idx = np.repeat(src_start - np.concatenate(([0], np.cumsum(keep_cnt)[:-1])), keep_cnt)

@@ -124,7 +124,7 @@ def read_stall_evidence(options: StallOptions, progress: Progress | None = None
     progress = progress or Progress(quiet=True)
     try:
         if options.flight_recorder:
-            _add_flight_recorder(result, options.flight_recorder, ws, progress)
+            add_flight_recorder(result, options.flight_recorder, ws, progress)
         if options.logs:
             _add_log_runs(result, list(options.logs), ws, progress, options.job_id)
         if options.nccl_ras or options.fr_pipe:
@@ -138,7 +138,7 @@ def read_stall_evidence(options: StallOptions, progress: Progress | None = None
     return result
 
 
-def _add_flight_recorder(result: StallResult, path: Path, ws: int | None,
+def add_flight_recorder(result: StallResult, path: Path, ws: int | None,
                          progress: Progress) -> None:
     from stormotel.analyzers.stalls.fr_analysis import analyze_dumps
     from stormotel.analyzers.stalls.fr_loader import load_dump_dir
@@ -148,7 +148,7 @@ def _add_flight_recorder(result: StallResult, path: Path, ws: int | None,
     progress.say(f"read {len(ds.dumps)} Flight Recorder dump(s) from {path} "
                  f"({sum(len(d.entries) for d in ds.dumps.values())} entries)")
     fr = analyze_dumps(ds)
-    _extend(result, fr.findings)
+    extend_findings(result, fr.findings)
     result.markers_by_rank = markers_from_dumps(ds)
     result.notes.extend(f"flight recorder: {n}" for n in fr.notes)
     result.sources.extend(d.path for d in ds.dumps.values())
@@ -215,7 +215,7 @@ def _add_logs(result: StallResult, specs: list[str], ws: int | None,
     if run is not None:
         for f in la.findings:
             f.evidence["run_id"] = run
-    _extend(result, la.findings)
+    extend_findings(result, la.findings)
     result.notes.extend(f"{label}: {n}" for n in la.notes)
     result.sources.extend(parsed.files)
     result.world_size = max(result.world_size or 0, la.world_size) or None
@@ -358,7 +358,7 @@ def _plausible_ranks(parsed: Any) -> Any:
     return parsed
 
 
-def _extend(result: StallResult, findings: list[StallFinding]) -> None:
+def extend_findings(result: StallResult, findings: list[StallFinding]) -> None:
     base = len(result.findings)
     for f in findings:
         if f.consequence_of is not None:

@@ -11,7 +11,7 @@ import os
 
 from stormotel.analyzers.options import StallOptions
 from stormotel.analyzers.sources.protocol import Progress
-from stormotel.analyzers.stalls.cli_support import StallInputError, StallResult, _extend
+from stormotel.analyzers.stalls.cli_support import StallInputError, StallResult, extend_findings
 
 
 def add_live_sources(result: StallResult, options: StallOptions, progress: Progress) -> None:
@@ -35,7 +35,7 @@ def _add_nccl_ras(result: StallResult, options: StallOptions, progress: Progress
         except RasQueryError as exc:
             raise StallInputError(f"--nccl-ras: {exc}") from None
     ev = evidence_from_answers(answers, options.world_size or result.world_size)
-    _extend(result, ev.findings)
+    extend_findings(result, ev.findings)
     result.notes.extend(f"nccl ras: {n}" for n in ev.notes)
     result.sources.extend(f"ncclras://{a.endpoint}" for a in answers)
     result.extra["nccl_ras"] = {"answers": ev.answers, "communicators": ev.communicators,
@@ -43,7 +43,7 @@ def _add_nccl_ras(result: StallResult, options: StallOptions, progress: Progress
 
 
 def _add_fr_pipe(result: StallResult, options: StallOptions, progress: Progress) -> None:
-    from stormotel.analyzers.stalls.cli_support import _add_flight_recorder
+    from stormotel.analyzers.stalls.cli_support import add_flight_recorder
     from stormotel.analyzers.stalls.fr_trigger import trigger
 
     assert options.fr_pipe is not None
@@ -63,7 +63,7 @@ def _add_fr_pipe(result: StallResult, options: StallOptions, progress: Progress)
     result.notes.append(f"flight recorder pipe: fresh dumps of rank(s) {tr.dumped} kept in "
                         f"{tr.folder} (the next poke overwrites the job's own copies)")
     if options.flight_recorder is None:
-        _add_flight_recorder(result, tr.folder, options.world_size, progress)
+        add_flight_recorder(result, tr.folder, options.world_size, progress)
     else:
         result.notes.append(f"flight recorder pipe: --flight-recorder was given too, so the "
                             f"fresh dumps were not read; analyse {tr.folder} on its own")
