@@ -57,8 +57,10 @@ class StallResult:
     def apply(self, report: Report, findings: list[StallFinding] | None = None) -> Report:
         """Append the stall findings (``findings``, else this evidence's own; re-basing
         ``consequence_of``) and context to ``report``."""
+        new = self.findings if findings is None else findings
+        _drop_dead_ranks_explained(report, new)
         base = len(report.stall_findings)
-        for f in self.findings if findings is None else findings:
+        for f in new:
             report.stall_findings.append(dataclasses.replace(
                 f, consequence_of=None if f.consequence_of is None else f.consequence_of + base))
         from stormotel.analyzers.stalls.per_rank import join_ranks
@@ -380,3 +382,18 @@ def attach_markers(timeline: Timeline, markers_by_rank: dict[int, Markers]) -> T
     if unmatched:
         notes.append(f"collective markers of rank(s) {unmatched} have no telemetry to attach to")
     return dataclasses.replace(timeline, ranks=ranks, notes=notes)
+
+
+def _drop_dead_ranks_explained(report: Report, findings: list[StallFinding]) -> None:
+    """The memory findings' "rank N stopped reporting while its peers went on" says less than
+    a rank_failure of the stall evidence for the same rank (an OOM, an error, memory at 99 %
+    when it went silent): one rank, one failure in the report, the more specific one kept."""
+    from stormotel.analyzers.algorithms.dead_rank import CATEGORY
+
+    failing = {r for f in findings if f.kind == "rank_failure" for r in f.ranks}
+    kept = report.stall_findings
+    if not failing or any(f.consequence_of is not None for f in kept):
+        return
+    report.stall_findings = [f for f in kept if not (
+        f.kind == "rank_failure" and f.evidence.get("category") == CATEGORY
+        and set(f.ranks) <= failing)]
