@@ -195,8 +195,9 @@ def test_track_cli_compact_archive_then_analyze(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     files = sorted((tmp_path / "cz").glob("*.zst"))
     assert [f.name for f in files] == ["rank-0.00000.metrics.cols.zst",  # the companion
-                                       "rank-0.00000.metrics.jsonl.zst"]
-    files = files[1:]
+                                       "rank-0.00000.metrics.jsonl.zst",
+                                       "rank-0.traces.jsonl.zst"]  # spans, compressed too
+    files = files[1:2]
     lines = _lines(files[0])
     assert 3 <= len(lines) <= 6  # ~20 samples in batches of 0.3 s (+ the final one)
     report = subprocess.run([*cmd, "analyze", str(tmp_path / "cz"), "--format", "json"],

@@ -128,7 +128,8 @@ def test_demo_lists_every_file_and_plants_after_the_first_step(demo) -> None:
     first_rise_2 = None
     step0_end = []
     for rank in range(4):
-        traces = parse_lines(job_dir / f"rank-{rank}.traces.jsonl", TraceRequest)
+        traces = parse_lines(job_dir / f"rank-{rank}{schema.ARCHIVE_COMPACT_TRACES_SUFFIX}",
+                             TraceRequest)
         steps = [s for _r, s in spans(traces) if s.name == schema.SPAN_STEP]
         step0_end.append(min(s.end_time_unix_nano for s in steps))
         for _res, span in spans(traces):
