@@ -327,10 +327,12 @@ def _field_names(apis: list[PrometheusAPI], window: QueryWindow, options: DcgmOp
     sel = f'{{__name__=~"(?i){schema.DCGM_FB_NAME_RE}"}}'
     for api in apis:
         try:  # /api/v1/series: label values answers GET only on some servers
-            found = {s.get("__name__", "") for s in api.series(sel, window.start_ns,
-                                                                 window.end_ns)}
+            listed = api.series(sel, window.start_ns, window.end_ns)
         except EndpointError:
             continue  # the range queries report the endpoint
+        # a damaged listing (a null or numeric name, an entry that is no object) names nothing
+        found = {n for s in listed if isinstance(s, dict)
+                 for n in (s.get("__name__"),) if isinstance(n, str)}
         for name in sorted(found):
             found_role = schema.dcgm_role_of(name)
             if found_role is not None and name not in names:
