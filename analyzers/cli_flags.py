@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from stormotel.analyzers import job_flags as job_options
 from stormotel.analyzers.algorithms.settings import SENSITIVITIES
 from stormotel.analyzers.alignments import ALIGN_WALL, ALIGNMENTS
-from stormotel.analyzers.scheduled import options as job_options
 
 PROG = "stormotel analyze"
 

@@ -19,16 +19,17 @@ from stormotel.analyzers.options import AnalyzeOptions
 from stormotel.analyzers.sources.protocol import Progress, Source
 
 from stormotel import exitcodes
+from stormotel.textsafe import one_line
 
 if TYPE_CHECKING:  # numpy and httpx load with the steps that need them
-    from stormotel.analyzers.dispatch import SinkOutcome
     from stormotel.analyzers.http import Deadline
     from stormotel.analyzers.report import Report
-    from stormotel.analyzers.scheduled.window import Window
+    from stormotel.analyzers.sinks.dispatch import SinkOutcome
     from stormotel.analyzers.sinks.findings_series import RunSeries
     from stormotel.analyzers.sources.prometheus import LoadOutcome
     from stormotel.analyzers.stalls.cli_support import StallResult
     from stormotel.analyzers.timeline import Timeline
+    from stormotel.analyzers.window import Window
 
 PROG = "stormotel analyze"
 
@@ -76,11 +77,42 @@ def run_once(source: Source, run: RunOptions) -> RunResult:
     timeline = source.read(run.window, run.deadline, run.progress)
     timeline, report = analyze_with_stalls(source, timeline, run)
     if run.window is not None and source.outcome is not None:
-        from stormotel.analyzers.scheduled.describe import describe_run, warn_partial
-
         describe_run(report, timeline, source.outcome, run.window, run.job_id or "")
         warn_partial(source.outcome, run.err or sys.stderr)
     return RunResult(report, timeline, write_all(report, timeline, run), source.outcome)
+
+
+# --- the run described (TSDB windows) ---------------------------------------------------------
+def describe_run(report: Report, timeline: Timeline, src: LoadOutcome, window: Window,
+                 job_id: str) -> None:
+    """What the report needs to say about the job run: window, endpoints, skipped analyses."""
+    report.job_id = report.job_id or job_id
+    # The summary counts offsets from the job's first sample (what the analysis saw start),
+    # never from the query window's start: "+3577.9 s" into `--since 1h` says nothing.
+    if report.window_start_ns is not None:
+        report.extra["first_sample_ns"] = report.window_start_ns
+    report.window_start_ns, report.window_end_ns = window.start_ns, window.end_ns
+    report.extra["window"] = {"start_ns": window.start_ns, "end_ns": window.end_ns,
+                              "tracked": window.tracked}
+    report.extra["source"] = timeline.meta.get("prometheus") or {
+        "endpoints_ok": src.endpoints_ok, "endpoints_failed": src.endpoints_failed,
+        "step_s": src.step_s}
+    if "skipped_analyses" in timeline.meta:
+        report.extra["skipped_analyses"] = timeline.meta["skipped_analyses"]
+    for note in timeline.notes:
+        if note not in report.notes:
+            report.notes.append(note)
+
+
+def warn_partial(src: LoadOutcome, err: TextIO) -> None:
+    """One warning line per endpoint that failed and per endpoint with partly read ranks."""
+    for url, ranks in src.ranks_failed.items():
+        print(f"stormotel analyze: warning: {one_line(url)}: ranks {sorted(ranks)[:20]} only "
+              "partly read",
+              file=err)
+    for url, why in src.endpoints_failed.items():
+        print(f"stormotel analyze: warning: endpoint {one_line(url)} failed: {one_line(why)}",
+              file=err)
 
 
 def analyze_with_stalls(source: Source, timeline: Timeline, run: RunOptions
@@ -105,9 +137,9 @@ def analyze_with_stalls(source: Source, timeline: Timeline, run: RunOptions
 
 
 def write_all(report: Report, timeline: Timeline, run: RunOptions) -> SinkOutcome:
-    """Every sink the options ask for (:mod:`stormotel.analyzers.dispatch`)."""
-    from stormotel.analyzers.dispatch import write_sinks
-    from stormotel.analyzers.sink_base import RunContext
+    """Every sink the options ask for (:mod:`stormotel.analyzers.sinks.dispatch`)."""
+    from stormotel.analyzers.sinks.base import RunContext
+    from stormotel.analyzers.sinks.dispatch import write_sinks
 
     job = run.opts.job
     ctx = RunContext(report, timeline, job.sinks, run.opts.output,

@@ -17,7 +17,8 @@ between the labels and exits 1 when any does.
 What varies run to run is masked before hashing (and only that): the report's
 ``analysis_seconds``, the summary line's ``duration_s``, the run series' value of
 ``stormotel_analyzer_duration_seconds`` and the run series' sample times (``now``) in dry-run
-plans, the state file's ``updated``/``finished`` times, and each label's own output folder in
+plans, how long before now a fixed window ended ("ending 870s before now" in a no-telemetry
+error), the state file's ``updated``/``finished`` times, and each label's own output folder in
 paths. The scheduled cases pass ``--start``/``--end`` so their windows do not follow the clock.
 """
 
@@ -46,6 +47,8 @@ _MASKS = [
     (re.compile(r"(duration_s=)[0-9.]+"), r"\g<1>0"),
     (re.compile(r"(stormotel_analyzer_duration_seconds\{[^}]*\} )\S+"), r"\g<1>X"),
     (re.compile(r"^(stormotel_analyzer_\w+\{[^}]*\} \S+) \d{13}$", re.M), r"\g<1> T"),
+    # "no telemetry … (480s, ending 870s before now)": how long ago the fixed window ended
+    (re.compile(r"(ending )\d+(s before now)"), r"\g<1>N\g<2>"),
 ]
 
 

@@ -37,7 +37,7 @@ from stormotel.analyzers.report import Report
 from stormotel.analyzers.run import RunOptions, RunResult, run_once
 from stormotel.analyzers.scheduled.shard import job_state_file
 from stormotel.analyzers.scheduled.state import StateError, StateFile, StateLocked
-from stormotel.analyzers.scheduled.window import Window, iso_time, resolve_window
+from stormotel.analyzers.scheduled.window import resolve_window
 from stormotel.analyzers.sinks import findings_series
 from stormotel.analyzers.sinks.findings_series import (
     OUTCOME_FINDINGS,
@@ -51,6 +51,7 @@ from stormotel.analyzers.sources.dcgm import MapError
 from stormotel.analyzers.sources.protocol import Progress
 from stormotel.analyzers.sources.tsdb import tsdb_source
 from stormotel.analyzers.stalls.cli_support import StallResult
+from stormotel.analyzers.window import Window, iso_time
 
 from stormotel import exitcodes
 from stormotel.errors import NoTelemetryError, SourceFailureError
@@ -191,7 +192,7 @@ def written_end_ns(ctx: JobContext) -> int | None:
         return None
     if ctx.state is not None and ctx.state.last_end_ns(ctx.job_id) is not None:
         return None
-    from stormotel.analyzers.scheduled.tsdb_state import last_window_end_ns
+    from stormotel.analyzers.sources.written_window import last_window_end_ns
 
     with http.make_client(job.http) as client:
         return last_window_end_ns(client, job.tsdb.prometheus, ctx.job_id, now_ns=ctx.now_ns,
@@ -265,8 +266,8 @@ def source_failed(ctx: JobContext, e: SourceFailureError, window: Window,
 def record_failure(ctx: JobContext, runs: dict[str, int]) -> None:
     """A failed run writes its failure (time and run counter) through the series sinks, so
     StormotelAnalyzerFailing sees it; best effort: the run already failed."""
-    from stormotel.analyzers.dispatch import empty_report, write_failed_run
-    from stormotel.analyzers.sink_base import RunContext
+    from stormotel.analyzers.sinks.base import RunContext
+    from stormotel.analyzers.sinks.dispatch import empty_report, write_failed_run
 
     job = ctx.job
     points = findings_series.run_samples(

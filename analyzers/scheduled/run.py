@@ -4,7 +4,7 @@ telemetry in its window.
 ``stormotel analyze --prometheus URL --scheduled [--job-selector 'namespace="ml"']`` (no
 ``--job-id``) discovers the jobs, then runs the single-job run
 (:func:`stormotel.analyzers.scheduled.job.run_job`) for each, one summary line per job, each
-job's files at its own path (:mod:`stormotel.analyzers.scheduled.outputs`). The run's exit code
+job's files at its own path (:mod:`stormotel.analyzers.sinks.outputs`). The run's exit code
 is 0 when every job's run succeeded (findings written included), else the first failure's code
 in the order usage (2), source (3), sink (4) — the same codes as a single-job run
 (docs/exit-codes.md).
@@ -21,8 +21,8 @@ from stormotel.analyzers import http
 from stormotel.analyzers.options import AnalyzeOptions
 from stormotel.analyzers.run import read_stalls
 from stormotel.analyzers.scheduled import shard
-from stormotel.analyzers.scheduled.discovery import DiscoveryError, discover_jobs
 from stormotel.analyzers.scheduled.job import run_job
+from stormotel.analyzers.sources.discovery import DiscoveryError, discover_jobs
 from stormotel.analyzers.sources.protocol import Progress
 from stormotel.analyzers.stalls.cli_support import StallResult
 
@@ -63,7 +63,7 @@ def run_scheduled(opts: AnalyzeOptions, *, stalls: StallResult | None = None,
         print("stormotel analyze: no training job has telemetry in the window"
               f"{' matching ' + selector if selector else ''}{where}", file=err)
         return exitcodes.OK
-    # Several jobs (or any sharded run): every output path is the job's own (scheduled/outputs.py)
+    # Several jobs (or any sharded run): every output path is the job's own (sinks/outputs.py)
     several = len(jobs) > 1 or schedule.shard is not None
     # Each job's state is its own file in every mode (scheduled/state.py): a sharded and an
     # unsharded run read and lock the same one.

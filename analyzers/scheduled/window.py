@@ -1,41 +1,18 @@
-"""The half-open window ``[start, end)`` a run analyses: from where the previous run ended (state
-file, or the end read back from the TSDB), ``--settle`` before now, at most ``--max-window``."""
+"""Which half-open window ``[start, end)`` a scheduled run analyses
+(:class:`~stormotel.analyzers.window.Window`): from where the previous run ended (state file, or
+the end read back from the TSDB), ``--settle`` before now, at most ``--max-window``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import UTC, datetime
-
 from stormotel.analyzers.options import ScheduleOptions
 from stormotel.analyzers.scheduled.state import StateError, StateFile
+from stormotel.analyzers.window import Window, iso_time
 
 #: A window that continues the previous run's and is shorter than this holds at most one or two
 #: scrapes (15-30 s intervals): too little to judge, and often none at all. The run exits 0
 #: with "nothing new yet" and leaves the window to the next run, instead of failing (exit 3)
 #: on a second run seconds after the first.
 MIN_NEW_WINDOW_S = 30.0
-
-
-@dataclass
-class Window:
-    start_ns: int
-    end_ns: int
-    #: True when the state file / --since chose it (then the state advances after success).
-    tracked: bool
-    note: str = ""
-    #: Too short to analyse yet (see MIN_NEW_WINDOW_S): nothing is read, the state stays.
-    deferred: bool = False
-
-    def iso(self) -> str:
-        return f"{iso_time(self.start_ns)}/{iso_time(self.end_ns)}"
-
-
-def iso_time(ns: int) -> str:
-    """``ns`` since the epoch as an ISO-8601 UTC second (or a note that it is no date)."""
-    try:
-        return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    except (OverflowError, ValueError, OSError):
-        return f"{ns}ns (not a representable date)"
 
 
 def resolve_window(schedule: ScheduleOptions, now_ns: int, state: StateFile | None,

@@ -11,7 +11,7 @@ connections, a read timeout, a body-size limit and optional TLS. Endpoints, exac
 * anything else: 404 (405 for a known path with another method).
 
 ``<job_id>`` is one percent-encoded path segment; it is decoded, then mapped to a folder by
-:func:`~stormotel.analyzers.scheduled.outputs.safe_job_id`, so no id reaches outside ``--out``.
+:func:`~stormotel.analyzers.sinks.outputs.safe_job_id`, so no id reaches outside ``--out``.
 """
 
 from __future__ import annotations

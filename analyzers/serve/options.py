@@ -1,7 +1,7 @@
 """``stormotel serve``'s flags and the typed options they become.
 
 The TSDB source, the sinks and the HTTP settings are the analyzer's own flags
-(:func:`~stormotel.analyzers.scheduled.options.add_job_arguments`), parsed by the analyzer's own
+(:func:`~stormotel.analyzers.job_flags.add_job_arguments`), parsed by the analyzer's own
 :func:`~stormotel.analyzers.cli_options.job_options_from_args`: a receiver reads and writes
 exactly as ``stormotel analyze --prometheus`` does. The window flags that choose *when* a run
 looks (``--since``, ``--start``, ``--end``, ``--state-file``, ``--settle``) and those that pick
@@ -17,6 +17,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from stormotel.analyzers import job_flags as job_options
 from stormotel.analyzers.algorithms.settings import SENSITIVITIES, parse_overrides, settings_for
 from stormotel.analyzers.alignments import ALIGN_WALL
 from stormotel.analyzers.options import (
@@ -26,7 +27,6 @@ from stormotel.analyzers.options import (
     SourceOptions,
     StallOptions,
 )
-from stormotel.analyzers.scheduled import options as job_options
 
 from stormotel import units
 from stormotel.errors import UsageError

@@ -27,9 +27,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from stormotel.analyzers.scheduled.outputs import safe_job_id
 from stormotel.analyzers.serve.store import fsync_dir, write_atomic
 from stormotel.analyzers.serve.webhook import JobNotice
+from stormotel.analyzers.sinks.outputs import safe_job_id
 
 #: Delivery keys remembered per job (a group rarely changes more often than this per run).
 MAX_KEYS = 64

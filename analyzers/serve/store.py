@@ -8,7 +8,7 @@ Layout::
     OUT/jobs/<job>/index.html    the same analysis as the HTML report
     OUT/jobs/<job>/meta.json     what triggered it, when, its verdict (the index page's row)
 
-``<job>`` is :func:`~stormotel.analyzers.scheduled.outputs.safe_job_id`: one path component of
+``<job>`` is :func:`~stormotel.analyzers.sinks.outputs.safe_job_id`: one path component of
 ``[A-Za-z0-9._-]`` with a hash when the id had to change, so ``../../etc`` or ``<script>`` can
 never name a path outside ``OUT`` and two ids never share a folder.
 """
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from stormotel.analyzers.scheduled.outputs import safe_job_id
+from stormotel.analyzers.sinks.outputs import safe_job_id
 
 REPORT_JSON = "report.json"
 REPORT_HTML = "index.html"

@@ -27,8 +27,8 @@ from typing import Any
 import httpx
 from stormotel.analyzers.findings import Finding
 from stormotel.analyzers.http import Deadline, EndpointError, HttpSettings, request
+from stormotel.analyzers.options import ENV_GRAFANA_TOKEN as ENV_GRAFANA_TOKEN
 from stormotel.analyzers.report import GapFinding, Report, StallFinding, Suspect
-from stormotel.analyzers.scheduled.options import ENV_GRAFANA_TOKEN as ENV_GRAFANA_TOKEN
 
 from stormotel import schema
 from stormotel.textsafe import redact

@@ -10,8 +10,8 @@ from typing import ClassVar, TextIO
 
 from stormotel.analyzers import http
 from stormotel.analyzers.options import SinkOptions
-from stormotel.analyzers.sink_base import RunContext, Sink, SinkKind
 from stormotel.analyzers.sinks import grafana
+from stormotel.analyzers.sinks.base import RunContext, Sink, SinkKind
 from stormotel.analyzers.sinks.incident_dashboard import incident_board
 
 from stormotel.textsafe import one_line

@@ -12,8 +12,8 @@ from typing import Any, ClassVar, TextIO
 
 from stormotel.analyzers.findings import ranks_named
 from stormotel.analyzers.report import Report
-from stormotel.analyzers.scheduled.outputs import job_path
-from stormotel.analyzers.sink_base import RunContext, Sink, SinkKind
+from stormotel.analyzers.sinks.base import RunContext, Sink, SinkKind
+from stormotel.analyzers.sinks.outputs import job_path
 
 from stormotel.atomic import write_atomic
 from stormotel.textsafe import redact_tree

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, TextIO
 
-from stormotel.analyzers.scheduled.outputs import job_path
-from stormotel.analyzers.sink_base import RunContext, Sink, SinkKind
 from stormotel.analyzers.sinks import perfetto
+from stormotel.analyzers.sinks.base import RunContext, Sink, SinkKind
+from stormotel.analyzers.sinks.outputs import job_path
 
 
 @dataclass

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, push_to_gateway
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from stormotel.analyzers.http import Deadline, HttpSettings, request
-from stormotel.analyzers.scheduled.options import PUSH_JOB as PUSH_JOB
+from stormotel.analyzers.options import PUSH_JOB as PUSH_JOB
 from stormotel.analyzers.sinks.findings_series import SeriesPoint
 
 from stormotel import schema

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import ClassVar, TextIO
 
 from stormotel.analyzers import http
-from stormotel.analyzers.sink_base import RunContext, Sink, SinkKind
 from stormotel.analyzers.sinks import pushgateway
+from stormotel.analyzers.sinks.base import RunContext, Sink, SinkKind
 
 from stormotel.textsafe import one_line
 

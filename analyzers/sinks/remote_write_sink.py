@@ -10,9 +10,9 @@ from typing import Any, ClassVar, TextIO
 
 import msgspec
 from stormotel.analyzers import http
-from stormotel.analyzers.scheduled.tsdb_state import sample_values
-from stormotel.analyzers.sink_base import RunContext, Sink, SinkKind
 from stormotel.analyzers.sinks import findings_series, remote_write
+from stormotel.analyzers.sinks.base import RunContext, Sink, SinkKind
+from stormotel.analyzers.sources.prometheus_api import PrometheusAPI, escape, sample_values
 
 from stormotel.textsafe import one_line
 
@@ -75,13 +75,12 @@ def write_checked(client: Any, url: str, points: list[findings_series.SeriesPoin
 def _not_stored(client: Any, query_url: str, points: list[findings_series.SeriesPoint],
                 settings: http.HttpSettings, deadline: http.Deadline | None) -> int:
     """How many of ``points`` the TSDB behind ``query_url`` does not hold at their timestamp."""
+    api = PrometheusAPI(query_url, client, settings, deadline, method="GET")
     missing = 0
     for p in points:
-        matchers = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(p.labels.items()))
+        matchers = ",".join(f'{k}="{escape(v)}"' for k, v in sorted(p.labels.items()))
         expr = f'timestamp({{__name__="{p.name}",{matchers}}})'
-        resp = http.request(client, "GET", query_url.rstrip("/") + "/api/v1/query",
-                            settings=settings, deadline=deadline,
-                            params={"query": expr, "time": f"{p.timestamp_ms / 1000:.3f}"})
+        resp = api.instant_response(expr, p.timestamp_ms * 1_000_000)
         try:  # the TSDB's answer is input: typed-decoded, a wrong shape holds nothing
             values = sample_values(resp.json())
         except (ValueError, msgspec.ValidationError):
@@ -89,7 +88,3 @@ def _not_stored(client: Any, query_url: str, points: list[findings_series.Series
         held = any(abs(v * 1000 - p.timestamp_ms) < 1 for v in values)
         missing += not held
     return missing
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"')

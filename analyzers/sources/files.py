@@ -12,9 +12,9 @@ from stormotel.analyzers.sources.protocol import Progress
 
 if TYPE_CHECKING:
     from stormotel.analyzers.http import Deadline
-    from stormotel.analyzers.scheduled.window import Window
     from stormotel.analyzers.sources.prometheus import LoadOutcome
     from stormotel.analyzers.timeline import Timeline
+    from stormotel.analyzers.window import Window
 
 
 @dataclass(frozen=True)

@@ -324,6 +324,36 @@ def series_from_dicts(results: list[dict[str, object]]) -> list[Series]:
     return out
 
 
+# --- instant-vector values (the TSDB's answer about what a run wrote) ------------------------
+class _InstantSample(msgspec.Struct):
+    """One instant-vector sample: ``value`` is ``[time, "seconds since the epoch"]``."""
+
+    value: tuple[float, str]
+
+
+class _InstantData(msgspec.Struct):
+    result: list[object] = []
+
+
+class _InstantAnswer(msgspec.Struct):
+    data: _InstantData = msgspec.field(default_factory=_InstantData)
+
+
+def sample_values(doc: object) -> list[float]:
+    """The finite values of an instant-vector answer (``/api/v1/query``), typed-decoded: an
+    answer or entry of the wrong shape, a value that is not a number, NaN or infinite is left
+    out (a server's answer is input). ValidationError when the answer itself is no answer."""
+    out = []
+    for entry in msgspec.convert(doc, _InstantAnswer).data.result:
+        try:
+            value = float(msgspec.convert(entry, _InstantSample).value[1])
+        except (msgspec.ValidationError, ValueError):
+            continue
+        if math.isfinite(value):
+            out.append(value)
+    return out
+
+
 class PrometheusAPI:
     """One endpoint's query API. Every failure becomes :class:`EndpointError` naming it."""
 

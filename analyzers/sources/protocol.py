@@ -24,10 +24,10 @@ if TYPE_CHECKING:  # httpx and numpy load with the sources that need them
     import httpx
     from stormotel.analyzers.http import Deadline
     from stormotel.analyzers.options import JobOptions
-    from stormotel.analyzers.scheduled.window import Window
     from stormotel.analyzers.sources.base import ProgressFn
     from stormotel.analyzers.sources.prometheus import LoadOutcome, QueryWindow
     from stormotel.analyzers.timeline import Timeline
+    from stormotel.analyzers.window import Window
 
 PROG = "stormotel analyze"
 

@@ -34,7 +34,7 @@ from stormotel.errors import UsageError
 
 if TYPE_CHECKING:
     from stormotel.analyzers.http import Deadline
-    from stormotel.analyzers.scheduled.window import Window
+    from stormotel.analyzers.window import Window
 
 
 class StallInputError(UsageError, ValueError):

@@ -18,7 +18,7 @@ from stormotel import exitcodes
 ANALYZERS = Path(__file__).resolve().parents[2] / "analyzers"
 #: The modules that declare flags or turn them into options; nothing else may import argparse.
 FLAG_MODULES = {"cli.py", "cli_flags.py", "cli_options.py", "http_flags.py",
-                "scheduled/options.py", "serve/cli.py", "serve/options.py"}  # serve: its own flags
+                "job_flags.py", "serve/cli.py", "serve/options.py"}  # serve: its own flags
 PROM = ["--prometheus", "http://127.0.0.1:1"]
 
 

@@ -8,9 +8,10 @@ import time
 
 from stormotel.analyzers.cli_flags import build_parser
 from stormotel.analyzers.cli_options import options_from_args
-from stormotel.analyzers.scheduled.options import SCHEDULED_SETTLE_S
-from stormotel.analyzers.scheduled.window import Window, resolve_window
+from stormotel.analyzers.job_flags import SCHEDULED_SETTLE_S
+from stormotel.analyzers.scheduled.window import resolve_window
 from stormotel.analyzers.sources.protocol import describe_window
+from stormotel.analyzers.window import Window
 
 BASE = ["--prometheus", "http://127.0.0.1:1", "--job-id", "run-7", "--since", "10m"]
 

@@ -316,7 +316,8 @@ def test_shards_make_an_indexed_job_whose_pods_take_their_share() -> None:
     each pod runs ``--shard 4`` (its index from JOB_COMPLETION_INDEX, parsed by the real
     parser); a listed job id stays one plain Job; one shard is the plain Job of before."""
     from stormotel.analyzers.cli import build_parser
-    from stormotel.analyzers.scheduled.shard import Shard, resolve
+    from stormotel.analyzers.options import Shard
+    from stormotel.analyzers.options import resolve_shard as resolve
 
     manifests = _render({"analyzer": {"shards": 4, "jobSelector": 'namespace="ml"'}})
     for obj in _objects(manifests):

@@ -205,13 +205,14 @@ _STATE = st.one_of(json_values, st.fixed_dictionaries({
 def test_a_job_state_reads_or_is_a_usage_error(own, legacy, job_id, shard_text):
     """Any per-job and legacy state: read and locked, or a one-line StateError (exit 2); what
     it says is an int64 end or nothing; an advance is read back the same by every mode."""
+    from stormotel.analyzers import options as shard_options
     from stormotel.analyzers.scheduled import shard
     from stormotel.analyzers.scheduled.job import job_state
     from stormotel.analyzers.scheduled.state import StateError
 
     try:
-        spec = shard.parse_shard(shard_text)
-        assert 1 <= spec.count <= shard.MAX_SHARDS
+        spec = shard_options.parse_shard(shard_text)
+        assert 1 <= spec.count <= shard_options.MAX_SHARDS
         assert spec.index is None or 0 <= spec.index < spec.count
     except ValueError as e:
         assert "\n" not in str(e)

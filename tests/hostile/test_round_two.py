@@ -140,7 +140,7 @@ def test_seven_digit_ranks_in_pytorch_reports_are_no_evidence(tmp_path, kind):
 
 
 def test_several_scheduled_jobs_write_one_file_each(tmp_path):
-    from stormotel.analyzers.scheduled.outputs import safe_job_id
+    from stormotel.analyzers.sinks.outputs import safe_job_id
 
     from tests.hostile.hostile_server import hostile_server
 

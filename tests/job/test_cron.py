@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from stormotel.analyzers.cli_flags import build_parser
 from stormotel.analyzers.cli_options import options_from_args
+from stormotel.analyzers.job_flags import parse_duration, parse_time
 from stormotel.analyzers.options import AnalyzeOptions
 from stormotel.analyzers.scheduled import job, shard
-from stormotel.analyzers.scheduled.options import parse_duration, parse_time
 from stormotel.analyzers.scheduled.state import STATE_SCHEMA, StateFile
 
 from stormotel import exitcodes

@@ -21,10 +21,10 @@ from stormotel.analyzers.cli_options import options_from_args
 from stormotel.analyzers.options import AnalyzeOptions
 from stormotel.analyzers.report import CrossRank, Report, Suspect
 from stormotel.analyzers.scheduled import job
-from stormotel.analyzers.scheduled.discovery import discovery_query
 from stormotel.analyzers.scheduled.run import run_scheduled
 from stormotel.analyzers.sinks import grafana, remote_write
 from stormotel.analyzers.sinks.findings_series import SeriesPoint
+from stormotel.analyzers.sources.discovery import discovery_query
 
 from stormotel import exitcodes, schema
 from tests.job import planted
@@ -243,8 +243,8 @@ def test_discovery_query_narrows_by_selector() -> None:
 def test_every_sink_has_the_one_interface(tmp_path: Path) -> None:
     """A name, a dry-run plan that changes nothing, a write: all sinks of a run, one shape."""
     from stormotel.analyzers import http
-    from stormotel.analyzers.dispatch import sink_classes
-    from stormotel.analyzers.sink_base import RunContext
+    from stormotel.analyzers.sinks.base import RunContext
+    from stormotel.analyzers.sinks.dispatch import sink_classes
 
     args = _args("--prometheus", "http://127.0.0.1:1", "--job-id", JOB, "--grafana-url",
                  "http://127.0.0.1:1", "--grafana-dashboard", "--incident-dashboard",

@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from stormotel.analyzers import options as shard_options
 from stormotel.analyzers.cli_flags import build_parser
 from stormotel.analyzers.cli_options import options_from_args
 from stormotel.analyzers.options import AnalyzeOptions
@@ -61,22 +62,22 @@ def _plant(url: str, end_ms: int) -> list[str]:
 def test_shard_of_is_stable_and_spreads() -> None:
     """The hash is the job id's alone (a fixed value here: a change would move every job), and
     200 ids spread over 4 shards without an empty or doubled one."""
-    assert shard.shard_of("train-000", 4) == shard.shard_of("train-000", 4)
-    assert [shard.shard_of(f"train-{i:03d}", 7) for i in range(5)] == [
-        shard.shard_of(f"train-{i:03d}", 7) for i in range(5)]
-    counts = collections.Counter(shard.shard_of(f"train-{i:03d}", 4) for i in range(200))
+    assert shard_options.shard_of("train-000", 4) == shard_options.shard_of("train-000", 4)
+    assert [shard_options.shard_of(f"train-{i:03d}", 7) for i in range(5)] == [
+        shard_options.shard_of(f"train-{i:03d}", 7) for i in range(5)]
+    counts = collections.Counter(shard_options.shard_of(f"train-{i:03d}", 4) for i in range(200))
     assert sorted(counts) == [0, 1, 2, 3] and min(counts.values()) >= 30
     jobs = [f"j{i}" for i in range(50)]
-    parts = [shard.select(jobs, shard.Shard(i, 3)) for i in range(3)]
+    parts = [shard.select(jobs, shard_options.Shard(i, 3)) for i in range(3)]
     assert sorted(j for p in parts for j in p) == sorted(jobs)
 
 
 @pytest.mark.parametrize(("text", "env", "want"), [
-    ("1/4", {}, shard.Shard(1, 4)),
-    ("4", {"JOB_COMPLETION_INDEX": "3"}, shard.Shard(3, 4)),
+    ("1/4", {}, shard_options.Shard(1, 4)),
+    ("4", {"JOB_COMPLETION_INDEX": "3"}, shard_options.Shard(3, 4)),
 ])
-def test_shard_flag(text: str, env: dict[str, str], want: shard.Shard) -> None:
-    assert shard.resolve(shard.parse_shard(text), env) == want
+def test_shard_flag(text: str, env: dict[str, str], want: shard_options.Shard) -> None:
+    assert shard_options.resolve_shard(shard_options.parse_shard(text), env) == want
 
 
 @pytest.mark.parametrize(("text", "env", "error"), [
@@ -85,7 +86,7 @@ def test_shard_flag(text: str, env: dict[str, str], want: shard.Shard) -> None:
 ])
 def test_bad_shard_is_a_usage_error(text: str, env: dict[str, str], error: str) -> None:
     with pytest.raises(ValueError, match=error):
-        shard.resolve(shard.parse_shard(text), env)
+        shard_options.resolve_shard(shard_options.parse_shard(text), env)
 
 
 def test_shard_needs_scheduled_and_no_job_id() -> None:
@@ -116,7 +117,7 @@ def test_200_jobs_over_4_then_3_shards(tmp_path: Path, monkeypatch: pytest.Monke
             assert lines, err.getvalue()[-2000:]
             for ln in lines:
                 assert ln["job_id"] not in first, f"{ln['job_id']} analysed twice"
-                assert shard.shard_of(ln["job_id"], 4) == i
+                assert shard_options.shard_of(ln["job_id"], 4) == i
                 first[ln["job_id"]] = ln
         assert sorted(first) == ids  # every job exactly once
         # Per-job outputs kept: a trace per job, a state file per job naming it.

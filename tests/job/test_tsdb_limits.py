@@ -82,7 +82,7 @@ def test_discovery_refused_as_too_large_asks_per_job_set(tmp_path: Path) -> None
     ``-search.maxUniqueTimeseries`` it is refused, and the same question per set of candidate
     job ids (from label values) finds exactly the jobs an unlimited server finds."""
     from stormotel.analyzers.http import HttpSettings, make_client
-    from stormotel.analyzers.scheduled.discovery import discover_jobs
+    from stormotel.analyzers.sources.discovery import discover_jobs
 
     jobs = [f"big-{i}" for i in range(3)]
     found = {}

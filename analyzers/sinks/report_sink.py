@@ -1,6 +1,6 @@
 """The report itself, as text (the summary) or JSON (``--format``), on stdout or at
-``--output`` (the job's own path in a run over several jobs): the first sink of every run (beside
-the run rather than in ``sinks/``, so a run over files loads no server sink)."""
+``--output`` (the job's own path in a run over several jobs): the first sink of every run (it
+imports no server sink, so a run over files loads none)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import ClassVar, TextIO
 
 from stormotel.analyzers.report import Report
-from stormotel.analyzers.scheduled.outputs import job_path
-from stormotel.analyzers.sink_base import RunContext, Sink, SinkKind
+from stormotel.analyzers.sinks.base import RunContext, Sink, SinkKind
+from stormotel.analyzers.sinks.outputs import job_path
 
 PROG = "stormotel analyze"
 

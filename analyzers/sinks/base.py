@@ -3,10 +3,11 @@
 A sink has a name, what it would do for a dry run (``plan``), and writing (``write``); its class
 says which kind it is and builds its instances for a run (``for_run``: none when the flags do
 not ask for it). Adding a sink is one module with such a class and one line in
-:data:`stormotel.analyzers.dispatch.SINKS`.
+:data:`stormotel.analyzers.sinks.dispatch.SINKS`.
 
-This module and the dispatch table live beside the run, not in ``sinks/``: a run over files
-with no sink flag writes its report through them without loading any server sink (or httpx).
+This module, the dispatch table and the report sink import nothing heavy (the package's
+``__init__`` neither): a run over files with no sink flag writes its report through them without
+loading any server sink (or httpx).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class RunContext:
     deadline: http.Deadline | None
     #: The TSDB query endpoints, where a rejected remote write is checked against.
     query_urls: tuple[str, ...] = ()
-    #: Several jobs in this run: every file goes to the job's own path (scheduled/outputs.py).
+    #: Several jobs in this run: every file goes to the job's own path (sinks/outputs.py).
     several: bool = False
     #: A scheduled (TSDB) run: a report that cannot be written does not stop the other sinks,
     #: whose series record the failure; a file run stops there (exit SINK_FAILURE).

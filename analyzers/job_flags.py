@@ -9,13 +9,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from stormotel.analyzers.http_flags import add_http_arguments
-from stormotel.analyzers.options import DCGM_FIELDS_ENV
-from stormotel.analyzers.scheduled.shard import ShardSpec, parse_shard
+from stormotel.analyzers.options import (
+    DCGM_FIELDS_ENV,
+    ENV_GRAFANA_TOKEN,
+    PUSH_JOB,
+    ShardSpec,
+    parse_shard,
+)
 
 from stormotel import schema, units
 
-ENV_GRAFANA_TOKEN = "GRAFANA_TOKEN"  # the Grafana sink's token, when no file is given
-PUSH_JOB = "stormotel_analyzer"  # the Pushgateway grouping key's job
 #: --settle when a next run will cover the most recent time (a state file or --scheduled): late
 #: scrapes and remote writes land within it. A one-off run has no next run and reads up to now.
 SCHEDULED_SETTLE_S = 60.0

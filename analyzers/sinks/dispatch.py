@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
-from stormotel.analyzers.sink_base import RunContext, Sink, SinkClass
+from stormotel.analyzers.sinks.base import RunContext, Sink, SinkClass
 
 from stormotel.errors import SinkFailureError
 from stormotel.textsafe import one_line
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class SinkEntry:
-    #: ``module:Class`` of the sink (a :class:`~stormotel.analyzers.sink_base.SinkClass`).
+    #: ``module:Class`` of the sink (a :class:`~stormotel.analyzers.sinks.base.SinkClass`).
     where: str
     #: The :class:`RunContext` option that asks for it (``sinks.grafana_url``); None: always.
     wanted_by: str | None = None
@@ -46,7 +46,7 @@ class SinkEntry:
 _S = "stormotel.analyzers.sinks"
 #: Every sink, in the order a run writes them.
 SINKS: dict[str, SinkEntry] = {
-    "report": SinkEntry("stormotel.analyzers.report_sink:ReportSink"),
+    "report": SinkEntry("stormotel.analyzers.sinks.report_sink:ReportSink"),
     "html": SinkEntry(f"{_S}.html_sink:HtmlSink", "output.html"),
     "grafana": SinkEntry(f"{_S}.grafana_sink:GrafanaSink", "sinks.grafana_url"),
     "incident_dashboard": SinkEntry(f"{_S}.incident_dashboard:IncidentDashboardFileSink",

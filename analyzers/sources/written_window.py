@@ -8,48 +8,17 @@ job), so the newest such sample's own timestamp is the previous run's window end
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import httpx
 import msgspec
 from stormotel.analyzers import http
-from stormotel.analyzers.sources.prometheus_api import PrometheusAPI
+from stormotel.analyzers.sources.prometheus_api import PrometheusAPI, sample_values
 
 from stormotel import schema
 
-
-class _Sample(msgspec.Struct):
-    """One instant-vector sample: ``value`` is ``[time, "seconds since the epoch"]``."""
-
-    value: tuple[float, str]
-
-
-class _Data(msgspec.Struct):
-    result: list[object] = []
-
-
-class _Answer(msgspec.Struct):
-    data: _Data = msgspec.field(default_factory=_Data)
-
-
 #: Window ends the read-back accepts: after 2001, before 2262 (int64 nanoseconds).
 _MIN_END_S, _MAX_END_S = 1e9, 9.2e9
-
-
-def sample_values(doc: object) -> list[float]:
-    """The finite values of an instant-vector answer (``/api/v1/query``), typed-decoded: an
-    answer or entry of the wrong shape, a value that is not a number, NaN or infinite is left
-    out (a server's answer is input). ValidationError when the answer itself is no answer."""
-    out = []
-    for entry in msgspec.convert(doc, _Answer).data.result:
-        try:
-            value = float(msgspec.convert(entry, _Sample).value[1])
-        except (msgspec.ValidationError, ValueError):
-            continue
-        if math.isfinite(value):
-            out.append(value)
-    return out
 
 
 def _window_end_ns(value: float) -> int | None:
