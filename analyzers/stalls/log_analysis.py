@@ -49,6 +49,7 @@ from stormotel.analyzers.stalls.log_world import (
     world_from_evidence,
     world_note,
 )
+from stormotel.analyzers.stalls.paste import notes as paste_notes
 from stormotel.analyzers.stalls.vote import minority_vote
 
 CATEGORY_REMEDIATION: dict[str, list[str]] = {
@@ -199,6 +200,7 @@ def analyze_logs(parsed: lp.ParsedLogs, *, world_size: int | None = None) -> Log
     if parsed.split_fused:
         notes.append(f"split {parsed.split_fused} line(s) at an embedded [rankN]: prefix "
                      "(launcher prefixes, progress bars, interleaved ranks)")
+    notes.extend(paste_notes(parsed.normalised))
     roots = [f for f in findings if f.consequence_of is None]
     category = roots[0].evidence.get("category") if roots else None
     return LogAnalysis(findings, world.size, states, category, timeline, notes)

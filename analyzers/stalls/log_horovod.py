@@ -81,21 +81,30 @@ class HorovodScanner:
     def __init__(self) -> None:
         self.reports: list[HorovodReport] = []
         self._open: HorovodReport | None = None
+        #: the mpirun tag of the open report's lines: other ranks' tagged lines interleaved
+        #: with them (mpirun reads each rank's stream apart) neither join nor close it
+        self._tag = ""
 
     def feed(self, no: int, line: str, low: str) -> None:
         if self._open is None and "subset of ranks" not in low and "missing ranks:" not in low \
                 and "ready ranks:" not in low:
             return
+        tag = _MPI_PREFIX.match(line)
+        if self._open is not None and tag and self._tag and tag.group(0).strip() != self._tag:
+            return
         text = strip_prefix(_MPI_PREFIX.sub("", line))
         if gr.BY_ID["horovod.stall_report"].regex.search(text):
             self.close()
             self._open = HorovodReport(no, text[:300])
+            self._tag = tag.group(0).strip() if tag else ""
         rep = self._open
         ops = _OPS_HEAD.sub("", text) if "Stalled ops:" in text else text
         old = list(gr.BY_ID["horovod.stall_op_line"].regex.finditer(ops))
         ready = list(gr.BY_ID["horovod.stall_ready_line"].regex.finditer(ops))
         if old or ready:  # older releases: per tensor, its missing (or its ready) ranks
-            rep = rep or self._start(no, text)
+            if rep is None:
+                rep = self._start(no, text)
+                self._tag = tag.group(0).strip() if tag else ""
             for m in old:
                 rep.missing[m.group("tensor")] = set(gr.parse_rank_list(m.group("ranks")))
             for m in ready:

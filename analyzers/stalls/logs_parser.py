@@ -42,6 +42,7 @@ from stormotel.analyzers.stalls import (
     log_mpirun,
     log_ncclwarn,
     log_ras,
+    paste,
 )
 from stormotel.analyzers.stalls import log_failures as lf
 
@@ -193,6 +194,8 @@ class ParsedLogs:
     split_fused: int = 0
     notes: list[str] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)
+    #: how often each paste normalisation (:data:`.paste.KINDS`) applied, before any pattern
+    normalised: Counter[str] = field(default_factory=Counter)
     #: the global ranks each file holds lines of (a file with several is one interleaved stream,
     #: where a rank's silence is evidence; per-rank files can simply be missing)
     ranks_by_file: dict[str, set[int]] = field(default_factory=dict)
@@ -294,9 +297,11 @@ class _Joiner:
             self.pieces = []
 
 
-def _segments(text: str, skipped: Counter[str] | None = None
+def _segments(text: str, skipped: Counter[str] | None = None,
+              normalised: Counter[str] | None = None
               ) -> tuple[list[tuple[int, str]], int, int]:
-    """(line number, segment) pairs: CR-split, split at embedded ``[rankN]:``, wraps glued.
+    """(line number, segment) pairs: wrappers undone (:mod:`.paste`), CR-split, split at
+    embedded ``[rankN]:``, wraps glued.
 
     One pass; physical lines longer than :data:`MAX_LINE` are cut first (counted in
     ``skipped``) and a glued record never grows past :data:`MAX_JOINED`.
@@ -304,7 +309,8 @@ def _segments(text: str, skipped: Counter[str] | None = None
     joiner = _Joiner()
     fused = 0
     prev_long = False
-    for no, physical in enumerate(text.split("\n"), 1):
+    pasted = paste.Paste()
+    for no, physical in pasted.lines(text):
         if len(physical) > MAX_LINE:
             physical = physical[:MAX_LINE]
             if skipped is not None:
@@ -321,6 +327,8 @@ def _segments(text: str, skipped: Counter[str] | None = None
                 joiner.add(no, piece, prev_long)
                 prev_long = len(piece) >= 60
     joiner.flush()
+    if normalised is not None:
+        normalised.update(+pasted.counts)
     return joiner.out, fused, joiner.joined
 
 
@@ -338,7 +346,7 @@ def _parse_file(path: Path, result: ParsedLogs) -> None:
     if file_rank is not None:
         result.ranks_seen.add(file_rank)
     year = _year_hint(text, path)
-    segs, fused, joined = _segments(text, result.skipped)
+    segs, fused, joined = _segments(text, result.skipped, result.normalised)
     result.split_fused += fused
     result.joined_wrapped += joined
     result.lines += text.count("\n") + 1
