@@ -46,9 +46,15 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 #: where the corpus lives: the labelled cases, then the 14 older cases the rules were tuned on.
 DEFAULT_CASE_DIRS = (ROOT / "tests/stalls/data/cases", ROOT / "tests/stalls/data/real")
+#: the fresh set (``"set": "fresh"`` in expect.json): real cases gathered by searches unlike the
+#: corpus's, labelled before the tool ran, never tuned on and never measured for a ceiling;
+#: read only with ``--reach`` (or ``--cases``) and always reported apart
+FRESH_DIR = ROOT / "tests/stalls/data/fresh"
+FRESH = "fresh"
 #: exit code of an analyzer crash (docs/exit-codes.md).
 EXIT_INTERNAL = 70
 EXIT_HEALTHY = 0
@@ -82,6 +88,12 @@ class Case:
     @property
     def real(self) -> bool:
         return bool(self.spec["real"])
+
+    @property
+    def fresh(self) -> bool:
+        """A case of the fresh set (``"set": "fresh"``): gathered by other searches, never used
+        to write a rule or to measure a ceiling, reported apart."""
+        return self.spec.get("set") == FRESH
 
     @property
     def expected_ranks(self) -> list[int] | None:
@@ -119,6 +131,13 @@ class Result:
     pattern: str
     confident_wrong: list[dict[str, Any]]
     stderr_tail: str
+    #: every root finding: kind, ranks, confidence, the confidence its rule asked for (before
+    #: the ceilings) and its pattern — what a different calibration would have said
+    roots: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+    @property
+    def fresh(self) -> bool:
+        return self.case.fresh
 
     def as_json(self) -> dict[str, Any]:
         return {"id": self.case.id, "project": self.case.spec.get("project"),
@@ -200,7 +219,17 @@ def score(case: Case, exit_code: int, stdout: str, stderr: str) -> Result:
     return Result(case, exit_code, outcome, kind, ranks,
                   answer.get("confidence") if answer else None,
                   str(pattern) if pattern else NO_PATTERN, confident_wrong,
-                  "\n".join(stderr.strip().splitlines()[-3:]))
+                  "\n".join(stderr.strip().splitlines()[-3:]),
+                  [_root(f) for f in roots])
+
+
+def _root(f: dict[str, Any]) -> dict[str, Any]:
+    evidence = f.get("evidence") or {}
+    capped = evidence.get("confidence_capped") or {}
+    return {"kind": f.get("kind"), "ranks": sorted(f.get("ranks") or []),
+            "confidence": f.get("confidence"),
+            "asked": capped.get("asked") or f.get("confidence"),
+            "pattern": evidence.get("pattern") or NO_PATTERN}
 
 
 def evaluate(cases: list[Case], *, subprocess_mode: bool = False) -> list[Result]:
@@ -258,7 +287,8 @@ def groups(results: list[Result], half: str) -> dict[str, dict[str, Any]]:
         for h in ("dev", "heldout"):
             if half not in ("all", h):
                 continue
-            sel = [r for r in results if r.case.real == (origin == "real") and r.case.half == h]
+            sel = [r for r in results if r.case.real == (origin == "real") and r.case.half == h
+                   and not r.case.fresh]
             if sel:
                 out[f"{origin}/{h}"] = summarize(sel)
             # the dev half includes the cases the rules were written on; their figures say
@@ -353,7 +383,7 @@ def measured_patterns(results: list[Result]) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for r in results:
         if r.case.half != "heldout" or not r.case.real or r.case.spec.get("tuned_on") \
-                or not r.answer_ranks:
+                or r.case.fresh or not r.answer_ranks:
             continue
         m = out.setdefault(r.pattern, {"n": 0, "right": 0, "wrong": 0})
         m["n"] += 1
@@ -388,6 +418,19 @@ def ceilings_source(results: list[Result]) -> str:
         "HIGH_ALLOWED: frozenset[str] = frozenset({\n" + allowed + "})\n")
 
 
+def reach_tables(results: list[Result]) -> dict[str, Any]:
+    """Per family per set, and each family held out (:mod:`stall_reach`)."""
+    import stall_reach  # benchmarks/ is on sys.path (top of this file)
+    from stormotel.analyzers.stalls.calibration import PRESUMED
+
+    per_set = stall_reach.per_family(results)  # type: ignore[arg-type]
+    held = stall_reach.family_heldout(results, measured_patterns,  # type: ignore[arg-type]
+                                      high_allowed, PRESUMED)
+    return {"per_set": per_set, "family_heldout": held,
+            "families": {r.case.id: stall_reach.family_of(r.case) for r in results},
+            "markdown": stall_reach.render_markdown(per_set, held)}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--half", choices=("dev", "heldout", "all"), default="all")
@@ -400,12 +443,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--per-case", action="store_true", help="also print one line per case")
     p.add_argument("--markdown", action="store_true",
                    help="print the figures as Markdown tables (docs/benchmarks.md)")
+    p.add_argument("--reach", action="store_true",
+                   help="also read the fresh set (tests/stalls/data/fresh) and print the reach "
+                        "tables: per emitter family per set (dev, heldout, fresh) and with each "
+                        "family's calibration held out (benchmarks/stall_reach.py)")
     p.add_argument("--write-ceilings", action="store_true",
                    help="write analyzers/stalls/ceilings.py (the patterns that may be called "
                         "high) from the held-out measurement; needs --half all or heldout")
     args = p.parse_args(argv)
+    dirs = list(args.cases or DEFAULT_CASE_DIRS)
+    if args.reach and not args.cases:
+        dirs.append(FRESH_DIR)
     try:
-        cases = load_cases(list(args.cases or DEFAULT_CASE_DIRS))
+        cases = load_cases(dirs)
     except (OSError, ValueError, KeyError) as e:
         print(f"eval_stalls: error: malformed corpus: {e}", file=sys.stderr)
         return 2
@@ -417,12 +467,17 @@ def main(argv: list[str] | None = None) -> int:
     summaries = groups(results, args.half)
     draw = render_markdown if args.markdown else render
     print("\n\n".join(draw(name, s) for name, s in summaries.items()))
+    reach = reach_tables(results) if args.reach else None
+    if reach is not None:
+        print("\n== reach: per emitter family and set, and each family held out\n"
+              + reach["markdown"])
     if args.per_case:
         print("\n== per case\n" + render_cases(results))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(
             {"schema": "stormotel.eval_stalls/v1", "half": args.half, "groups": summaries,
+             **({"reach": {k: v for k, v in reach.items() if k != "markdown"}} if reach else {}),
              "cases": [r.as_json() for r in results]}, indent=2) + "\n")
     if args.write_ceilings:
         if args.half == "dev":
