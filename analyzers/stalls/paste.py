@@ -88,9 +88,10 @@ _CI_INLINE = re.compile(r"^##\[(?:error|warning|notice)\]")
 _RAY = re.compile(r"^\((?:[A-Za-z_][\w.:-]{0,80} )?pid=\d{1,10}(?:, ip=[\w.:-]{1,64})?\) ")
 _RAY_REPEATED = re.compile(r" \[repeated \d{1,9}x across cluster\]\s*$")
 #: ``polyaxon ops logs`` (traceml/logging/streamer.py, v1): ``<local datetime> | `` then, with
-#: ``--all-info``, ``node | pod | container | `` (str() of an aware datetime: ``+00:00``)
+#: ``--all-info``, ``node | pod | container | `` (str() of an aware datetime: ``+00:00``, which
+#: tells it from Python logging's ``asctime | LEVEL | name | `` with no zone)
 _POLYAXON = re.compile(r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,9})?)"
-                       r"(?:[+-]\d{2}:\d{2})? \| (?:[\w.-]{1,253} \| ){0,3}")
+                       r"[+-]\d{2}:\d{2} \| (?:[\w.-]{1,253} \| ){0,3}")
 #: tqdm's default bar: ``{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, …]``
 _TQDM = re.compile(r"\d{1,3}%\|[^|\n]{0,200}\| ?[\d.]{1,12}[kMG]?/[\d.?]{1,12}[kMG]? "
                    r"\[[^\]\n]{0,200}\]")
@@ -103,6 +104,8 @@ _SEPARATOR = re.compile(r"^(.)\1+$")
 _STARTS_RECORD = re.compile(r"^(?:\s|\[|\(|\d{4}-\d{2}-\d{2}|[EWIF]\d{4} |Traceback|File \"|"
                             r"[\w.-]{1,64}:\d{1,10}:\d{1,10} \[|$)")
 MIN_WRAP = 60
+#: a line starting with the same characters as the line before it repeats it, not continues it
+_SAME_START = 12
 
 
 def notes(counts: Counter[str]) -> list[str]:
@@ -190,19 +193,21 @@ class Paste:
             yield from lines
             return
         held: tuple[int, list[str]] | None = None
+        size = 0
         for no, line in lines:
-            if held is not None and _STARTS_RECORD.match(line):
+            if held is not None and not _continues(held[1][-1], line):
                 yield held[0], "".join(held[1])
                 held = None
             if held is not None:
                 held[1].append(line)
+                size += len(line)
                 self.counts["fixed_wrap"] += 1
-                if len(line) != width or len("".join(held[1])) > 16_384:
+                if len(line) != width or size > 16_384:
                     yield held[0], "".join(held[1])
                     held = None
                 continue
             if len(line) == width and not _SEPARATOR.match(line):
-                held = (no, [line])
+                held, size = (no, [line]), len(line)
             else:
                 yield no, line
         if held is not None:
@@ -295,8 +300,15 @@ def _wrap_width(raw: list[str]) -> int | None:
     width = max(lengths)
     if width < MIN_WRAP or lengths[width] < 3:
         return None
-    # a wrap goes on in a line that starts no record of its own (identical messages of many
-    # ranks have the same length too, but each starts its own line)
-    goes_on = sum(len(a) == width and not _SEPARATOR.match(a) and not _STARTS_RECORD.match(b)
-                  for a, b in itertools.pairwise(head))
+    # the width is shown by cuts *mid-word* (a letter or digit on both sides of the break) into a
+    # line that starts no record of its own; a message repeated by many ranks or a redrawn
+    # progress bar has the same length too, but is cut at no word and repeats its own start
+    goes_on = sum(_continues(a, b) and a[-1].isalnum() and b[:1].isalnum()
+                  for a, b in itertools.pairwise(head) if len(a) == width)
     return width if goes_on >= 2 else None
+
+
+def _continues(piece: str, line: str) -> bool:
+    """``line`` may go on where ``piece`` (a line of the wrap width) was cut."""
+    return bool(line) and not _SEPARATOR.match(piece) and not _STARTS_RECORD.match(line) \
+        and piece[:_SAME_START] != line[:_SAME_START]

@@ -195,6 +195,20 @@ def test_equal_length_lines_of_many_ranks_are_no_wrap() -> None:
     assert [t for _, t in out if t] == lines and not p.counts["fixed_wrap"]
 
 
+@pytest.mark.parametrize("lines", [
+    # the store-based barrier's line, repeated every 10 s: the longest line of the log
+    ["Added key: store_based_barrier_key:1 to store for rank: 0",
+     *["Waiting in store based barrier to initialize process group for rank: 0, key: "
+       "store_based_barrier_key:1 (world_size=4, worker_count=8, timeout=0:30:00)"] * 6],
+    # tqdm redrawn on new lines (no \r): equal lengths, no word cut
+    [f"Epoch 0:  {p}%|████▌     | {p}0/1000 [00:10<00:20, 45.00it/s, loss=0.{p}1]"
+     for p in range(10, 90, 10)],
+])
+def test_repeated_lines_of_equal_length_are_no_wrap(lines: list[str]) -> None:
+    p = paste.Paste()
+    assert [t for _, t in p.lines("\n".join(lines))] == lines and not p.counts["fixed_wrap"]
+
+
 def test_notes_name_each_normalisation_on_the_cli(tmp_path: Path) -> None:
     log = tmp_path / "worker.log"
     log.write_text(WRAPPERS["kubectl"][0](HOROVOD))
