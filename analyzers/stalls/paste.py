@@ -104,6 +104,11 @@ _SEPARATOR = re.compile(r"^(.)\1+$")
 _STARTS_RECORD = re.compile(r"^(?:\s|\[|\(|\d{4}-\d{2}-\d{2}|[EWIF]\d{4} |Traceback|File \"|"
                             r"[\w.-]{1,64}:\d{1,10}:\d{1,10} \[|$)")
 MIN_WRAP = 60
+#: every pattern here reads at most this much of a physical line (the segmenter then cuts at its
+#: own, smaller limit and counts the cut), and a message glued from fragments stops growing at
+#: :data:`MAX_MESSAGE`: a hostile file costs linear time whatever its lines hold
+MAX_RAW = 65_536
+MAX_MESSAGE = 16_384
 #: a line starting with the same characters as the line before it repeats it, not continues it
 _SAME_START = 12
 
@@ -120,7 +125,7 @@ class Paste:
         self.counts: Counter[str] = Counter()
 
     def lines(self, text: str) -> Iterator[tuple[int, str]]:
-        raw = text.split("\n")
+        raw = [ln if len(ln) <= MAX_RAW else ln[:MAX_RAW] for ln in text.split("\n")]
         quoted = _quoted_file(raw)
         srun = _srun_file(raw)
         wrap = _wrap_width(raw)
@@ -217,7 +222,7 @@ class Paste:
     def _untag(self, lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
         """Read every ``--tag-output`` tag: fragments of one tag are glued back (in order, across
         physical lines) and each finished message starts its own line with its tag."""
-        pending: dict[tuple[str, str, str], tuple[int, str, list[str]]] = {}
+        pending: dict[tuple[str, str, str], tuple[int, str, list[str], int]] = {}
         pmix: bool | None = None  # PMIx puts a space after the tag, ORTE does not
         for no, line in lines:
             if ">:" not in line or not (tags := list(_MPI_TAG.finditer(line))):
@@ -237,19 +242,24 @@ class Paste:
                 body = line[m.end() if pmix else m.start("space"):end]
                 key = (m.group("job") or "", m.group("rank"), m.group("stream"))
                 last = i + 1 == len(tags)
-                if key in pending:
-                    first_no, tag, parts = pending.pop(key)
+                if key in pending and pending[key][3] + len(body) <= MAX_MESSAGE:
+                    first_no, tag, parts, size = pending.pop(key)
                     parts.append(body)
+                    size += len(body)
                     self.counts["mpi_fragment"] += 1
                 else:
+                    if key in pending:  # grown past MAX_MESSAGE: what it holds is let go
+                        old_no, old_tag, old_parts, _ = pending.pop(key)
+                        yield old_no, old_tag + "".join(old_parts)
                     first_no = no
                     tag = _canonical_tag(m)
                     parts = [keep + " " if keep else "", body]
+                    size = len(body)
                 if last:  # the chunk ended at this line's newline: the message is whole
                     yield first_no, tag + "".join(parts)
                 else:  # the next tag cut this chunk: it goes on in this tag's next fragment
-                    pending[key] = (first_no, tag, parts)
-        for first_no, tag, parts in pending.values():
+                    pending[key] = (first_no, tag, parts, size)
+        for first_no, tag, parts, _ in pending.values():
             yield first_no, tag + "".join(parts)
 
 

@@ -28,7 +28,7 @@ MAX_GROWTH = 9.0
 #: shapes per pattern grown to 1 MiB (the costliest at 256 KiB)
 WORST = 2
 _MODULES = ("logs_parser", "log_elastic", "log_failures", "log_frtrace", "log_horovod",
-            "log_mpirun", "log_ncclwarn", "log_ras", "log_world", "log_witness")
+            "log_mpirun", "log_ncclwarn", "log_ras", "log_world", "log_witness", "paste")
 
 
 def _patterns() -> list[tuple[str, re.Pattern[str]]]:
