@@ -32,7 +32,8 @@ from typing import Any, Protocol
 #: the message that distinguishes it (a Horovod report beats the Python traceback around it).
 FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("torch.store_barrier", ("store based barrier",)),
-    ("torch.tcpstore_uniqueid", ("nccluniqueid", "tcpstore.cpp")),
+    ("torch.tcpstore_uniqueid", ("nccluniqueid", "tcpstore.cpp", "waitforinput",
+                                 "socket timeout")),
     ("gloo.monitored_barrier", ("monitoredbarrier", "monitored_barrier")),
     ("horovod.stall", ("stall_inspector", "missing ranks", "stalled ops", "ready ranks",
                        "horovod has been shut down")),
