@@ -34,7 +34,8 @@ TOP_KEYS = {"id", "project", "source", "real", "half", "evidence", "world_size",
 EXPECTED_KEYS = {"ranks", "evidence_names_them", "kinds", "category"}
 #: keys a case may add: `collected`, the date a later set of cases was gathered (so a set nobody
 #: tuned on stays recognisable after it is merged into the corpus), with a letter after the date
-#: for a further round gathered the same day (`2026-11-27b`)
+#: for a further round gathered the same day (`2026-11-27b`); `set`: "fresh" for the fresh set
+#: (tests/stalls/data/fresh, reported apart by `eval_stalls.py --reach`)
 OPTIONAL_KEYS = {"collected", "set"}
 
 
