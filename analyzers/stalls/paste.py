@@ -60,7 +60,7 @@ KINDS: dict[str, str] = {
     "rfc3339": "RFC 3339 timestamp(s) (kubectl --timestamps, GitHub Actions) read as ISO times",
     "ci_marker": "GitHub Actions ##[…] marker line(s) dropped",
     "ray_prefix": "Ray (pid=…, ip=…) prefix(es) or [repeated …] suffix(es) stripped",
-    "polyaxon_prefix": "Polyaxon replica prefix(es) stripped",
+    "polyaxon_prefix": "Polyaxon ops logs node/pod/container prefix(es) stripped",
     "progress_bar": "line(s) split after a progress bar glued in front",
     "fixed_wrap": "line(s) hard-wrapped at a fixed width glued back",
     "markdown": "Markdown code-fence / <details> line(s) dropped",
