@@ -17,13 +17,13 @@ TEST_WORKERS ?= 2
 test: setup servers
 	$(PY) -m ruff check .
 	$(PY) scripts/typecheck.py
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 # The edit loop (under a minute): everything except tests marked slow (multi-process torch jobs,
 # a subprocess per test, headless Chromium) or servers (real Prometheus-family servers);
 # tests/conftest.py marks them.
 test-fast: setup
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope -m "not slow and not servers"
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder -m "not slow and not servers"
 
 # Longer fuzzing of every reader and writer (tests/fuzz): the "long" hypothesis profile draws
 # FUZZ_EXAMPLES fresh random examples per property (make test runs 25 fixed ones), the whole run

@@ -5,7 +5,6 @@ in docs/runbook.md."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -54,7 +53,14 @@ def test_promtool_unit_tests_catch_a_broken_rule(tmp_path: Path) -> None:
     (tmp_path / "rules").mkdir()
     (tmp_path / "rules" / rules.RULES_FILE).write_text(broken)
     (tmp_path / "rules" / "tests").mkdir()
-    shutil.copy(TESTS_PATH, tmp_path / "rules" / "tests" / TESTS_PATH.name)
+    # Only the test groups that check the weakened alert: the others cannot see the change,
+    # and the whole file is a minute of promtool on a busy machine (run once, unbroken, above).
+    suite = yaml.safe_load(TESTS_PATH.read_text())
+    suite["tests"] = [t for t in suite["tests"]
+                      if any(c["alertname"] == "StormotelGpuMemoryPressure"
+                             for c in t.get("alert_rule_test", ()))]
+    assert suite["tests"]
+    (tmp_path / "rules" / "tests" / TESTS_PATH.name).write_text(yaml.safe_dump(suite))
     out = subprocess.run([_promtool(), "test", "rules", TESTS_PATH.name], capture_output=True,
                          text=True, timeout=300, cwd=tmp_path / "rules" / "tests")
     assert out.returncode != 0
@@ -110,23 +116,24 @@ def test_alert_labels_alertmanager_can_route_on(alert: dict[str, object]) -> Non
 
 @pytest.mark.slow  # promtool, a Go binary, on the whole rule set
 def test_custom_thresholds_generate_tests_that_pass_against_their_rules(tmp_path: Path) -> None:
-    """`stormotel dashboards --warning-percent 70 --critical-percent 90 --estimate-margin 1.3
+    """`stormotel dashboards --warning-percent 50 --critical-percent 60 --estimate-margin 1.3
     --runbook-url ...`: the generated rule tests move with the flags and pass against the rules
-    generated beside them."""
+    generated beside them (low thresholds: the healthy groups' usage must stay quiet under
+    them too; tests/dashboards/test_build.py runs the 90/100 end through the CLI)."""
     from stormotel.dashboards import build
 
     out = tmp_path / "dashboards"
-    assert build.main(["--out", str(out), "--no-chart", "--warning-percent", "70",
-                       "--critical-percent", "90", "--estimate-margin", "1.3",
+    assert build.main(["--out", str(out), "--no-chart", "--warning-percent", "50",
+                       "--critical-percent", "60", "--estimate-margin", "1.3",
                        "--runbook-url", "https://wiki.example/stormotel"]) == 0
     rules_text = (out / "rules" / rules.RULES_FILE).read_text()
-    assert "> 0.7)" in rules_text and "> 0.9)" in rules_text
+    assert "> 0.5)" in rules_text and "> 0.6)" in rules_text
     tests_dir = out / "rules" / "tests"
     run = subprocess.run([_promtool(), "test", "rules", TESTS_PATH.name], capture_output=True,
                          text=True, timeout=300, cwd=tests_dir)
     assert run.returncode == 0, run.stdout + run.stderr
     generated = (tests_dir / TESTS_PATH.name).read_text()
-    assert "more than 70%" in generated and "margin 30%" in generated
+    assert "more than 50%" in generated and "margin 30%" in generated
     assert "https://wiki.example/stormotel#stormotelrankstoppedreporting" in generated
 
 

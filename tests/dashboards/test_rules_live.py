@@ -12,6 +12,11 @@ API: for the healthy job at every minute of its start, its stop and its tail (no
 pending), for the failing one
 over its own ``for:`` window (an alert fires when its expression held at every minute of it).
 Counted by severity and job: the healthy job pages nobody, the failing one once per problem.
+
+Each job lives in a Prometheus of its own, so every query reads one job's 2048 ranks, not both
+jobs' (the suite's longest test took five minutes on a busy machine with both in one). The
+healthy job's last window ends at the minute the failing job's alerts are read, so "no alert
+of the healthy job even pending then" already says it fires nothing at that minute.
 """
 
 from __future__ import annotations
@@ -85,8 +90,11 @@ def _rank_series(job: str, rank: int, t0_s: float
     return out
 
 
-def _write_jobs(url: str, t0_ms: int) -> int:
-    """Remote-write both jobs, BATCH series per request; returns the sample count."""
+JOBS = (("big-ok", "train"), ("big-bad", "ml"))
+
+
+def _write_job(url: str, job: str, namespace: str, t0_ms: int) -> int:
+    """Remote-write one job, BATCH series per request; returns the sample count."""
     n = 0
     req = prompb.WriteRequest()
     with httpx.Client(timeout=60) as client:
@@ -96,18 +104,17 @@ def _write_jobs(url: str, t0_ms: int) -> int:
             assert r.status_code in (200, 204), r.text
             del req.timeseries[:]
 
-        for job, namespace in (("big-ok", "train"), ("big-bad", "ml")):
-            for rank in range(WORLD):
-                for name, points in _rank_series(job, rank, t0_ms / 1000):
-                    ts = req.timeseries.add()
-                    for k, v in sorted({**_labels(job, namespace, rank),
-                                        "__name__": name}.items()):
-                        ts.labels.add(name=k, value=v)
-                    ts.samples.extend(prompb.Sample(value=v, timestamp=t0_ms + m * 60_000)
-                                      for m, v in points)
-                    n += len(points)
-                    if len(req.timeseries) >= BATCH:
-                        flush()
+        for rank in range(WORLD):
+            for name, points in _rank_series(job, rank, t0_ms / 1000):
+                ts = req.timeseries.add()
+                for k, v in sorted({**_labels(job, namespace, rank),
+                                    "__name__": name}.items()):
+                    ts.labels.add(name=k, value=v)
+                ts.samples.extend(prompb.Sample(value=v, timestamp=t0_ms + m * 60_000)
+                                  for m, v in points)
+                n += len(points)
+                if len(req.timeseries) >= BATCH:
+                    flush()
         if req.timeseries:
             flush()
     return n
@@ -158,29 +165,28 @@ def _ever_true(client: httpx.Client, url: str, alert: dict[str, Any], start_s: f
             if s["metric"].get(schema.ATTR_JOB_ID) == job]
 
 
+@pytest.mark.timeout(900)  # ~2 min alone; past the suite's 300 s while eight jobs share 2 cores
 def test_2048_ranks_healthy_pages_nobody_failing_pages_once_per_problem(tmp_path) -> None:
     now_ms = int(time.time() * 1000) // 60_000 * 60_000
     t0_ms = now_ms - MINUTES * 60_000
-    with servers.prometheus(tmp_path / "prom") as prom, httpx.Client() as client:
-        samples = _write_jobs(prom.url + "/api/v1/write", t0_ms)
+    assert HEALTHY_WINDOWS[-1][1] == MINUTES - 1  # the healthy job's tail covers ``at``
+    with servers.prometheus(tmp_path / "ok") as ok, servers.prometheus(tmp_path / "bad") as bad, \
+            httpx.Client() as client:
+        samples = sum(_write_job(prom.url + "/api/v1/write", job, namespace, t0_ms)
+                      for prom, (job, namespace) in zip((ok, bad), JOBS, strict=True))
         assert samples > 1_300_000
         at = (t0_ms + (MINUTES - 1) * 60_000) / 1000
         fired: Counter[tuple[str, str, str]] = Counter()
         for alert in _expanded_alerts():
             for first, last in HEALTHY_WINDOWS:  # start-up, wind-down, checkpoint tail
-                pending = _ever_true(client, prom.url, alert, t0_ms / 1000 + 60 * first,
+                pending = _ever_true(client, ok.url, alert, t0_ms / 1000 + 60 * first,
                                      t0_ms / 1000 + 60 * last, "big-ok")
                 assert not pending, (alert["alert"], first, pending[:3])
-            for labels in _firing(client, prom.url, alert, at):
+            for labels in _firing(client, bad.url, alert, at):
                 fired[(labels.get(schema.ATTR_JOB_ID, "?"), alert["alert"],
                        alert["labels"]["severity"])] += 1
                 assert labels.get(schema.LABEL_NAMESPACE) == \
                     {"big-ok": "train", "big-bad": "ml"}[labels[schema.ATTR_JOB_ID]]
-    by_severity = Counter()
-    for (job, _, severity), n in fired.items():
-        by_severity[(job, severity)] += n
-    assert by_severity[("big-ok", "critical")] == 0, fired
-    assert by_severity[("big-ok", "warning")] == 0, fired
     assert fired == Counter({
         ("big-bad", "StormotelRankStoppedReporting", "critical"): 1,
         ("big-bad", "StormotelRankOutOfMemory", "critical"): 1,
