@@ -1,0 +1,104 @@
+"""The rank-bearing message inventory: the table in docs/stalls.md is what the current parser
+does with the checked-in messages, and no message once handled is lost.
+
+The data (``docs/data/stall_inventory.json``) was read from the emitters' source by
+``scripts/stall_inventory.py --extract``; these tests need no network. Regenerate the table
+with ``.venv/bin/python scripts/stall_inventory.py --render`` when they fail on purpose.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from stormotel.analyzers.stalls import inventory as inv
+from stormotel.analyzers.stalls.inventory_families import family_of
+
+REPO = Path(__file__).resolve().parents[2]
+DATA = REPO / "docs" / "data" / "stall_inventory.json"
+DOC = REPO / "docs" / "stalls.md"
+
+
+@pytest.fixture(scope="module")
+def judged() -> tuple[list[dict[str, Any]], list[inv.Judgement]]:
+    entries = json.loads(DATA.read_text())["entries"]
+    return entries, inv.judge_all(entries)
+
+
+def test_docs_table_is_regenerated_from_the_data_with_the_current_parser(
+        judged: tuple[list[dict[str, Any]], list[inv.Judgement]]) -> None:
+    entries, results = judged
+    doc = DOC.read_text()
+    assert inv.START in doc and inv.END in doc, "docs/stalls.md lost its inventory markers"
+    want = inv.replace_block(doc, inv.render(entries, results))
+    assert doc == want, ("docs/stalls.md's inventory is stale: run "
+                         "`.venv/bin/python scripts/stall_inventory.py --render`")
+
+
+def test_every_entry_expected_handled_is_still_handled(
+        judged: tuple[list[dict[str, Any]], list[inv.Judgement]]) -> None:
+    entries, results = judged
+    expected = [(e, j) for e, j in zip(entries, results, strict=True)
+                if e.get("expected") == "handled"]
+    assert len(expected) >= 50, "the data file lost its expected-handled marks"
+    lost = [f"{e['emitter']}: {j.line[:160]!r} ({j.reason})" for e, j in expected
+            if not j.handled]
+    assert not lost, "messages the parser handled before are no longer handled:\n" + \
+        "\n".join(lost)
+
+
+def test_every_entry_is_a_message_read_from_source_at_a_tag(
+        judged: tuple[list[dict[str, Any]], list[inv.Judgement]]) -> None:
+    entries, _ = judged
+    assert len(entries) >= 300
+    emitters = {e["emitter"] for e in entries}
+    assert {"pytorch.c10d", "pytorch.c10d-cpp", "torchelastic", "nccl", "nccl-ras", "horovod",
+            "openmpi", "prrte", "slurm-srun"} <= emitters
+    for e in entries:
+        assert e["tags"] and e["file"] and e["template"].strip(), e
+
+
+def test_a_line_that_names_the_rank_waited_on_must_name_that_rank() -> None:
+    """The judge itself can fail: a ``names`` message whose named rank the analysis does not
+    report is not handled, whatever else the analysis says."""
+    entry = {"emitter": "pytorch.c10d-cpp", "file": "libtorch_cpu.so", "call": "c10::str",
+             "level": "error", "tags": ["v2.8.0"],
+             "template": "Rank {rank} successfully reached monitoredBarrier, but received "
+                         "errors while waiting for send/recv from rank {peer}. Please check "
+                         "rank {peer} logs for faulty rank."}
+    fam = family_of(entry["emitter"], entry["level"], entry["template"])
+    assert fam.role == "names"
+    [j] = inv.judge_all([entry])
+    assert "from rank 5" in j.line and j.line.startswith("[rank3]:")
+    if j.handled:  # then rank 5 — not the reporter 3 — is what the analysis names
+        assert j.reason == "handled"
+    else:
+        assert j.reason in ("not yet handled", "read, but not the rank it names",
+                            "blames the reporter", "read, but no finding")
+
+
+def test_a_watchdog_timeout_is_handled_and_an_info_line_is_not_counted() -> None:
+    timeout = {"emitter": "pytorch.c10d-cpp", "file": "libtorch_cuda.so", "call": "c10::str",
+               "level": "error", "tags": ["v2.4.0"],
+               "template": "[Rank {rank_}] Watchdog caught collective operation timeout: "
+                           "WorkNCCL(SeqNum=17, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, "
+                           "Timeout(ms)=600000) ran for 600010 milliseconds before timing out."}
+    info = {"emitter": "nccl", "file": "src/init.cc", "call": "INFO", "level": "info",
+            "tags": ["v2.30.7-1"], "template": "comm %p rank %d nRanks %d nNodes %d localRanks "
+                                               "%d localRank %d MNNVL %d"}
+    j_timeout, j_info = inv.judge_all([timeout, info])
+    assert j_timeout.handled and j_timeout.family.id == "c10d.watchdog_timeout"
+    assert not j_info.handled and j_info.family.relevance == "info"
+    shares = inv.shares([timeout, info], [j_timeout, j_info])
+    assert shares["pytorch.c10d-cpp"]["handled"] == 1 and shares["nccl"]["stall"] == 0
+
+
+def test_render_is_a_one_command_rerun_offline(tmp_path: Path) -> None:
+    """``--render`` reads only the data file and writes docs/stalls.md; run on a copy."""
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "stall_inventory.py")],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 2 and "--render" in proc.stdout
