@@ -360,6 +360,9 @@ def _cpp_message(s: str) -> bool:
     if len(s) < 20 or not TORCH_CPP_WORDS.search(s) or not (
             RANK_WORDS.search(s) or CPP_STALL_WORDS.search(s)):
         return False
+    if re.search(r"NCCL (?:WARN|INFO|TRACE)|NET/|warp|protobuf|alignment|terminator|"
+                 r"%[-+ #0-9.]*(?:l|ll|z)?[dsuxp]", s):
+        return False  # NCCL's own strings (linked statically into 1.13-2.0), CUPTI, protobuf
     if re.search(r"tensor|[_A-Za-z0-9]{30,}|\(\)|::|\b_Z|\.(?:cpp|hpp|h|py)\b|^[\w.]+$", s):
         return False  # mangled names, signatures, file names, fmt/printf of other code
     return " " in s.strip()

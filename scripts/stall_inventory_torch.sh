@@ -9,7 +9,7 @@ py=3.11; case $v in 1.*) py=3.10;; esac
 d="$ROOT/torch-$v"; [ -f "$d/done" ] && exit 0
 mkdir -p "$ROOT/wheels" "$d"
 "${PYTHON:-python3}" -m pip download -q --no-deps --only-binary=:all: --python-version $py -d "$ROOT/wheels" "torch==$v"
-w=$(ls "$ROOT"/wheels/torch-$v-*.whl | head -1)
+w=$(ls "$ROOT"/wheels/torch-"$v"[-+]*.whl | head -1)
 cd "$d"
 unzip -q -o "$w" 'torch/distributed/*' 'torch/lib/libtorch_cpu.so' 'torch/lib/libtorch_cuda*.so' || true
 for so in torch/lib/*.so; do

@@ -39,6 +39,13 @@ def _f(id: str, emitters: str, regex: str, role: str, relevance: str, proves: st
 
 TORCH = "pytorch"
 FAMILIES: tuple[Family, ...] = (
+    # --- usage and setup errors that would otherwise match a stall family's words ------------
+    _f("setup.config", "pytorch torchelastic",
+       r"parameter missing|not in the environment|appeared in both|are ignored since|"
+       r"deprecated|somaxconn|Unknown? worker|do not match|register signal handlers|"
+       r"is absent in|comma-separated|mismatch in Store|in Store indices|local rank mapping|"
+       r"Worker group in \S+ state|must be|should be|is not supported|invalid",
+       "own", "config", "a usage, setup or environment error (no collective ran yet)"),
     # --- PyTorch c10d: init -----------------------------------------------------------------
     _f("c10d.store_barrier", TORCH, r"store.based barrier|store_based_barrier", "waits", "stall",
        "the reporter checked in at init and waits for the rest of the world; the ranks that "
