@@ -182,6 +182,10 @@ def c_template(stmt: str) -> str | None:
     lits = list(_LIT.finditer(stmt))
     if not lits:
         return None
+    head = stmt[:lits[0].start()]
+    if not (re.fullmatch(r"[\w:.\->\s]*\(\s*(?:[\w|\s]+,\s*)?(?:[^,()\"]+,\s*)?", head)
+            or head.rstrip().endswith("<<")):
+        return None  # the format is not a literal (a variable, a macro): nothing to read
     if "%" in lits[0].group(1):  # printf style: the first run of adjacent literals
         parts = [lits[0].group(1)]
         for prev, cur in itertools.pairwise(lits):

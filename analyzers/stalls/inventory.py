@@ -206,7 +206,7 @@ def judge(entry: dict[str, Any], workdir: Path) -> Judgement:
         want = used[0] if used else REPORTER
         if want not in culprits | suspects:
             return Judgement(False, family, "read, but not the failing rank", line)
-    elif REPORTER in culprits:
+    elif family.role == "waits" and REPORTER in culprits:
         return Judgement(False, family, "blames the reporter", line)
     return Judgement(True, family, "handled", line)
 

@@ -8,7 +8,7 @@ the release). Each family is read off the source that prints it and says:
 - ``role``: which rank a right reading names — ``waits`` (the reporter is a victim: a finding,
   and the reporter never a culprit), ``names`` (the line names another rank — the one waited
   on, the one that failed the barrier: that rank, not the reporter), ``own`` (the rank's own
-  failure: that rank);
+  failure: that rank), ``any`` (not read per family yet: any finding counts);
 - ``relevance``: ``stall`` (evidence of a stall or failure: counted in the handled share),
   ``info`` (INFO-level context), ``config`` (a usage or configuration error: the job never ran
   a collective, nothing to attribute).
@@ -44,7 +44,8 @@ FAMILIES: tuple[Family, ...] = (
        r"parameter missing|not in the environment|appeared in both|are ignored since|"
        r"deprecated|somaxconn|Unknown? worker|do not match|register signal handlers|"
        r"is absent in|comma-separated|mismatch in Store|in Store indices|local rank mapping|"
-       r"Worker group in \S+ state|must be|should be|is not supported|invalid",
+       r"Worker group in \S+ state|must be|should be|should not|exclusion list|"
+       r"is not supported|invalid|out of bounds|exceeds available|cannot be empty",
        "own", "config", "a usage, setup or environment error (no collective ran yet)"),
     # --- PyTorch c10d: init -----------------------------------------------------------------
     _f("c10d.store_barrier", TORCH, r"store.based barrier|store_based_barrier", "waits", "stall",
@@ -103,6 +104,9 @@ FAMILIES: tuple[Family, ...] = (
     _f("elastic.rendezvous", "torchelastic", r"rendezvous|barrier|timed? ?out|timeout|waiting",
        "waits", "stall", "the agent waits for other agents (nodes) at rendezvous or exit: "
        "the nodes that never join are the missing ones"),
+    _f("elastic.worker_stuck", "torchelastic", r"uninterruptible|D-state|did not exit",
+       "own", "stall", "the agent saw a worker process (by pid) wedged in the kernel (a GPU or "
+       "NIC driver wait): that worker's rank is the one stuck, its peers wait on it"),
     _f("elastic.signal", "torchelastic", r"signal|shutting down|SIGTERM|SIGKILL", "waits",
        "stall", "the agent itself was stopped (the launcher's or scheduler's decision)"),
     # --- NCCL -------------------------------------------------------------------------------
@@ -171,8 +175,9 @@ FAMILIES: tuple[Family, ...] = (
 )
 
 #: families for emitters none of the above matches: errors and warnings count, INFO does not
-OTHER = Family("other", ("",), re.compile("."), "waits", "stall",
-               "an error or warning that names a rank, not read per family yet")
+OTHER = Family("other", ("",), re.compile("."), "any", "stall",
+               "an error or warning that names a rank, not read per family yet (handled when "
+               "the analysis reads it as evidence at all)")
 INFO = Family("info", ("",), re.compile("."), "waits", "info", "INFO-level context")
 
 
