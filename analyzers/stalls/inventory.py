@@ -149,6 +149,12 @@ def concrete(entry: dict[str, Any], family: Family) -> tuple[str, list[int]]:
             used.append(NAMED if family.role == "names" else REPORTER)
         if text.startswith("]"):
             text = f"[Rank {REPORTER}" + text
+        elif text.startswith(" ") and text.strip():  # it follows an argument: the rank
+            r = NAMED if family.role == "names" else REPORTER
+            text = f"Rank {r}{text}"
+            used.insert(0, r)
+        if re.search(r" (?:in|after)\s*$", text):
+            text = text.rstrip() + " 30000 ms"
         return f"{rp}[E1128 23:40:00.123456789 ProcessGroup.cpp:1] {text}", used
     if emitter in ("pytorch.c10d", "deepspeed", "accelerate", "lightning"):
         if call.startswith("raise "):
