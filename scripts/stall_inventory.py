@@ -96,7 +96,9 @@ GIT_SOURCES = (
               ("src/tools/prun/*.txt", "src/tools/prte/*.txt", "src/mca/errmgr/*.txt",
                "src/mca/state/*.txt", "src/docs/show-help-files/help-prun.txt",
                "src/docs/show-help-files/help-prte.txt",
-               "src/docs/show-help-files/help-errmgr-base.txt"), "help"),
+               "src/docs/show-help-files/help-errmgr-base.txt",
+               "src/mca/schizo/prte/help-prun.txt", "src/mca/schizo/prte/help-prte.txt"),
+              "help"),
     GitSource("slurm-srun", "SchedMD+slurm", ("slurm-23-02-7-1", "slurm-24-05-4-1",
                                               "slurm-26-05-3-1"),
               ("src/srun/*.c", "src/srun/**/*.c", "src/api/step_launch.c"), "c",
@@ -421,13 +423,17 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--prepare-torch", nargs="*", metavar="VERSION")
     ap.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
     ap.add_argument("--torch-src", type=Path, default=REPO / ".src")
+    ap.add_argument("--data", type=Path, default=DATA, help="the inventory data file")
+    ap.add_argument("--doc", type=Path, default=DOC, help="the markdown file to render into")
     args = ap.parse_args(argv)
+    data, doc = args.data, args.doc
     if args.prepare_torch is not None:
         prepare_torch(args.torch_src, args.prepare_torch or list(TORCH_VERSIONS))
     if args.extract:
         old = {}
-        if DATA.exists():
-            old = {(str(e["emitter"]), str(e["file"]), str(e["template"])): e for e in load()}
+        if data.exists():
+            old = {(str(e["emitter"]), str(e["file"]), str(e["template"])): e
+                   for e in load(data)}
 
         def rows() -> Iterator[dict[str, str]]:
             yield from extract_torch(args.torch_src)
@@ -435,12 +441,12 @@ def main(argv: list[str]) -> int:
                 yield from extract_git(src, args.mirrors)
 
         entries = merge(rows(), old)
-        save(entries)
-        print(f"{len(entries)} entries -> {DATA.relative_to(REPO)}")
+        save(entries, data)
+        print(f"{len(entries)} entries -> {data}")
     if args.render or args.update_expected:
         from stormotel.analyzers.stalls import inventory as inv
 
-        entries = load()
+        entries = load(data)
         judged = inv.judge_all(entries)
         if args.update_expected:
             n = 0
@@ -448,10 +454,10 @@ def main(argv: list[str]) -> int:
                 if j.handled and e.get("expected") != "handled":
                     e["expected"] = "handled"
                     n += 1
-            save(entries)
+            save(entries, data)
             print(f"{n} entries newly marked expected: handled")
         if args.render:
-            DOC.write_text(inv.replace_block(DOC.read_text(), inv.render(entries, judged)))
+            doc.write_text(inv.replace_block(doc.read_text(), inv.render(entries, judged)))
             print(inv.summary_line(entries, judged))
     if not (args.extract or args.render or args.update_expected or args.prepare_torch):
         ap.print_help()

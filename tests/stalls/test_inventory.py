@@ -98,7 +98,18 @@ def test_a_watchdog_timeout_is_handled_and_an_info_line_is_not_counted() -> None
 
 
 def test_render_is_a_one_command_rerun_offline(tmp_path: Path) -> None:
-    """``--render`` reads only the data file and writes docs/stalls.md; run on a copy."""
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "stall_inventory.py")],
-                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
-    assert proc.returncode == 2 and "--render" in proc.stdout
+    """``--render`` reads only the data file and rewrites the block: on a copy of the doc with
+    the block emptied it writes back exactly the checked-in table."""
+    doc = tmp_path / "stalls.md"
+    text = DOC.read_text()
+    head, rest = text.split(inv.START, 1)
+    doc.write_text(head + inv.START + "\nstale\n" + inv.END + rest.split(inv.END, 1)[1])
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "stall_inventory.py"),
+                           "--render", "--data", str(DATA), "--doc", str(doc)],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "handled (stall-relevant): " in proc.stdout
+    assert doc.read_text() == text
+    usage = subprocess.run([sys.executable, str(REPO / "scripts" / "stall_inventory.py")],
+                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert usage.returncode == 2 and "--render" in usage.stdout
