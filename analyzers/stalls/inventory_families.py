@@ -146,13 +146,13 @@ FAMILIES: tuple[Family, ...] = (
     _f("horovod.config", "horovod", r".", "own", "config",
        "a setup or API-use error (process sets, hosts, sizes)"),
     # --- launchers --------------------------------------------------------------------------
-    _f("mpi.signal", "openmpi prrte", r"noticed that process rank|exited on signal|signal",
+    _f("mpi.signal", "openmpi prrte", r"noticed that process rank|exited on\s+signal|killed by signal|signal %d",
        "own", "stall", "the launcher names the first process of its world to die of a signal "
        "(the MPI rank: a worker's global rank when mpirun starts the workers)"),
     _f("mpi.first_exit", "openmpi prrte", r"first process to do so|non-zero status", "own",
        "stall", "the first process to exit non-zero"),
     _f("mpi.abort", "openmpi prrte",
-       r"exiting improperly|calling .abort|MPI_ABORT was invoked|aborted|without calling",
+       r"exiting\s+improperly|calling\s+.abort|MPI_ABORT was invoked|aborted|without calling",
        "own", "stall", "the rank that ended without finalising or by MPI_Abort: as often the "
        "rank that noticed a peer's failure as the failing one (a suspect)"),
     _f("mpi.resource", "openmpi prrte", r"memory limit|killed|lost|unreachable|heartbeat|daemon",
