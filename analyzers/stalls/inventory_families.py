@@ -146,7 +146,8 @@ FAMILIES: tuple[Family, ...] = (
     _f("horovod.config", "horovod", r".", "own", "config",
        "a setup or API-use error (process sets, hosts, sizes)"),
     # --- launchers --------------------------------------------------------------------------
-    _f("mpi.signal", "openmpi prrte", r"noticed that process rank|exited on\s+signal|killed by signal|signal %d",
+    _f("mpi.signal", "openmpi prrte",
+       r"noticed that process rank|exited on\s+signal|killed by signal|signal %d",
        "own", "stall", "the launcher names the first process of its world to die of a signal "
        "(the MPI rank: a worker's global rank when mpirun starts the workers)"),
     _f("mpi.first_exit", "openmpi prrte", r"first process to do so|non-zero status", "own",
