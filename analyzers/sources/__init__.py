@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stormotel.analyzers.sources import stormlog, stormlog_fast
+from stormotel.analyzers.sources import collector_file, stormlog, stormlog_fast
 from stormotel.analyzers.sources.base import LoadContext, ProgressFn
 from stormotel.analyzers.sources.jsonio import (
     MAX_DEPTH,
@@ -143,7 +143,8 @@ def expand_paths(paths: Iterable[str], ctx: LoadContext | None = None
                         fp = Path(root) / f
                         # OOM ring dumps in a job folder feed the OOM forensics, not the
                         # Timeline (analyzers/sources/oom_dumps.py reads them).
-                        if _inner_name(fp).endswith(TELEMETRY_SUFFIXES) and \
+                        if collector_file.rotated_inner_name(_inner_name(fp)).endswith(
+                                TELEMETRY_SUFFIXES) and \
                                 not f.endswith(OOM_DUMP_SUFFIX):
                             walked(fp)
             elif glob.has_magic(raw) and p.exists():
@@ -196,9 +197,11 @@ def _read_bytes(path: Path, ctx: LoadContext | None = None) -> bytes | bytearray
     except OSError as exc:
         raise SourceInputError(f"{path}: cannot read ({exc.strerror or exc})") from exc
     try:
+        if collector_file.is_length_prefixed_zstd(raw):  # the collector's zstd records
+            return collector_file.Records(raw)  # inflated a group at a time (_load_records)
         if name.endswith(".gz"):
             return _gunzip(raw, path, limit)
-        if name.endswith((".zst", ".zstd")):
+        if name.endswith((".zst", ".zstd")) or raw[:4] == collector_file.ZSTD_MAGIC:
             return _unzstd(raw, path, limit, ctx)
     except (OSError, EOFError, zlib.error) as exc:
         raise SourceInputError(f"{path}: not valid gzip ({exc})") from exc
@@ -329,8 +332,13 @@ def scratch_buffer() -> bytearray:
 
 
 def _first_line(data: bytes | bytearray) -> bytes:
-    end = data.find(b"\n", 0, 1 << 20)
-    return bytes(data[: end if end >= 0 else 1 << 20].strip())
+    """The first non-blank line (its first MB). Blank lines first happen: a collector's
+    native-zstd file rotated between a message and its newline starts with that newline."""
+    start = 0
+    while start < len(data) and data[start] in b" \t\r\n":
+        start += 1
+    end = data.find(b"\n", start, start + (1 << 20))
+    return bytes(data[start:end if end >= 0 else start + (1 << 20)].strip())
 
 
 def load_file(path: Path, ctx: LoadContext, *, explicit: bool) -> int:
@@ -359,12 +367,15 @@ def _load_file(path: Path, ctx: LoadContext, *, explicit: bool) -> int:
         return read
     data = _read_bytes(path, ctx)
     where = str(path)
+    if isinstance(data, collector_file.Records):
+        return _load_records(data, path, ctx)
     inner = _inner_name(path)
     if not first_byte(data):
         ctx.skip("empty_file", where, "file is empty")
         return 0
     head = _first_line(data)
     if head[:1] in (b"{", b"[") and not inner.endswith(PROTOBUF_SUFFIXES) and \
+            not isinstance(data, collector_file.ProtoMessages) and \
             looks_like_otlp_json(head if len(head) > 1 else bytes(data[:4096])):
         # OTLP JSON: the one reader given the scratch buffer itself (it copies what it keeps)
         reader = _otlp_reader(ctx, where)
@@ -372,7 +383,7 @@ def _load_file(path: Path, ctx: LoadContext, *, explicit: bool) -> int:
         return reader.flush()
     if isinstance(data, bytearray):  # every other reader may keep views of its text
         data = bytes(data)
-    if inner.endswith(PROTOBUF_SUFFIXES):
+    if inner.endswith(PROTOBUF_SUFFIXES) or isinstance(data, collector_file.ProtoMessages):
         reader = _otlp_reader(ctx, where)
         reader.read_protobuf(data)
         return reader.flush()
@@ -386,6 +397,28 @@ def _load_file(path: Path, ctx: LoadContext, *, explicit: bool) -> int:
             return _not_telemetry(where, ctx, explicit, "CSV without Stormlog telemetry columns")
         return stormlog.load_records(stormlog.read_csv(data, where), where, ctx)
     return _not_telemetry(where, ctx, explicit, "not JSON, CSV or protobuf telemetry")
+
+
+def _load_records(raw: bytes, path: Path, ctx: LoadContext) -> int:
+    """A collector's length-prefixed zstd file (:mod:`.collector_file`): each group of records
+    read as a file of its own (OTLP JSON lines, or protobuf), merged by the builder."""
+    notes: list[str] = []
+    samples = 0
+    try:
+        for group in collector_file.groups(raw, path, max_file_bytes(), notes, scratch_buffer):
+            reader = _otlp_reader(ctx, str(path))
+            if isinstance(group, collector_file.ProtoMessages):
+                reader.read_protobuf(group)
+            else:
+                reader.read_json_lines(group)
+            samples += reader.flush()
+    except Exception as exc:  # zstandard.ZstdError, as in _read_bytes
+        if type(exc).__name__ == "ZstdError":
+            raise SourceInputError(f"{path}: not valid zstd ({exc})") from exc
+        raise
+    for note in notes:
+        ctx.note(note)
+    return samples
 
 
 def _read_with_companion(path: Path, ctx: LoadContext) -> int | None:

@@ -133,11 +133,41 @@ def read_compact(reader: OtlpFileReader, data: bytes | bytearray) -> bool:
             return False  # JSON of another shape
         if not _plan_request(plan, request, reader):
             return False
-    points = int_points(plan.bodies)
+    points = _int_points_chunked(plan.bodies)
     if points is None:
         return False
     _record(reader, plan, points)
     return True
+
+
+#: Bytes of data-point text parsed per :func:`int_points` call. Its vectorised passes each make
+#: a temporary the size of the text: ~1 MB keeps them in cache (a 60 MB collector file's points
+#: in one call took twice the CPU of the same points in 1-2 MB calls).
+POINTS_CHUNK_BYTES = 1 << 20
+
+
+def _int_points_chunked(bodies: list[msgspec.Raw]
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`int_points` over ``bodies`` a cache-sized group at a time (None if any group is
+    not the canonical text)."""
+    parts = []
+    i = 0
+    while i < len(bodies):
+        j, size = i, 0
+        while j < len(bodies) and size < POINTS_CHUNK_BYTES:
+            size += len(bodies[j])
+            j += 1
+        part = int_points(bodies[i:j])
+        if part is None:
+            return None
+        parts.append(part)
+        i = j
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+            np.concatenate([p[2] for p in parts]))
 
 
 def _plan_request(plan: _Plan, request: _Request, reader: OtlpFileReader) -> bool:
@@ -235,11 +265,33 @@ def _record(reader: OtlpFileReader, plan: _Plan,
         read_context_metric(reader, rank, metric.name, decoded,
                             body.aggregation_temporality if metric.gauge is None else 0)
     times, values, per_body = points
-    key_of_point = np.repeat(np.asarray(plan.body_keys), per_body)
     keys = list(plan.keys)
-    for index in dict.fromkeys(plan.body_keys):  # columns in the order their points came
-        mine = key_of_point == index
-        reader.cols.set_arrays(keys[index], times[mine], values[mine].astype(np.float64))
+    for index, picked in _points_by_column(np.asarray(plan.body_keys), per_body):
+        reader.cols.set_arrays(keys[index], times[picked], values[picked].astype(np.float64))
+
+
+def _points_by_column(body_keys: np.ndarray, per_body: np.ndarray
+                      ) -> list[tuple[int, np.ndarray]]:
+    """(column, indices of its points in file order) per column, columns in the order their
+    first points came. One stable sort of the *bodies* by column, not one pass over every
+    point per column: a collector's file holds the columns of hundreds of ranks at once."""
+    order = np.argsort(body_keys, kind="stable")
+    sorted_keys = body_keys[order]
+    counts = per_body[order]
+    starts = np.cumsum(per_body) - per_body  # where each body's points begin
+    # each sorted body's point indices: its start, +1, +2 ... (one vectorised arange)
+    ends = np.cumsum(counts)
+    shift = np.repeat(starts[order] - (ends - counts), counts)
+    picked = np.arange(int(ends[-1]) if len(ends) else 0) + shift
+    cuts = np.flatnonzero(np.diff(sorted_keys)) + 1
+    lo = np.concatenate(([0], cuts))
+    hi = np.concatenate((cuts, [len(sorted_keys)]))
+    point_lo = ends[lo] - counts[lo]
+    point_hi = ends[hi - 1]
+    first = {int(k): i for i, k in enumerate(sorted_keys[lo].tolist())}
+    groups = [(k, picked[point_lo[first[k]]:point_hi[first[k]]])
+              for k in dict.fromkeys(body_keys.tolist())]
+    return groups
 
 
 def _as_dict(metric: _Metric) -> dict[str, Any]:
