@@ -518,8 +518,23 @@ def _keep_freed_buffers() -> None:
 
 def _work_bytes(files: list[tuple[Path, bool]], sizes: list[int]) -> int:
     """The files' parsing work in bytes of plain JSON (see :data:`COMPRESSED_WORK`)."""
-    return sum(size * (COMPRESSED_WORK if path.name.lower().endswith(COMPRESSION_SUFFIXES)
-                       else 1) for (path, _), size in zip(files, sizes, strict=True))
+    return sum(size * (COMPRESSED_WORK if _compressed(path) else 1)
+               for (path, _), size in zip(files, sizes, strict=True))
+
+
+def _compressed(path: Path) -> bool:
+    """By its name, else by its first bytes (a collector's zstd records keep the name the
+    exporter's ``path`` gives them, often ``.json``)."""
+    if path.name.lower().endswith(COMPRESSION_SUFFIXES):
+        return True
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+            size = os.fstat(fh.fileno()).st_size
+    except OSError:
+        return False
+    return head[:4] == collector_file.ZSTD_MAGIC or \
+        collector_file.is_length_prefixed_zstd(head, size)
 
 
 def _workers(files: list[tuple[Path, bool]], work_bytes: int) -> int:

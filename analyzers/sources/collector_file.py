@@ -66,13 +66,14 @@ def rotated_inner_name(inner: str) -> str:
     return inner
 
 
-def is_length_prefixed_zstd(raw: bytes | bytearray) -> bool:
-    """Whether ``raw`` starts like the file exporter's compressed records: a big-endian length
-    that fits the file, then a zstd frame."""
+def is_length_prefixed_zstd(raw: bytes | bytearray, size: int | None = None) -> bool:
+    """Whether ``raw`` (a file, or its first bytes when ``size`` says the file's size) starts
+    like the file exporter's compressed records: a big-endian length that fits the file, then
+    a zstd frame."""
     if len(raw) < 8 or raw[4:8] != ZSTD_MAGIC or raw[:4] == ZSTD_MAGIC:
         return False
     (n,) = struct.unpack_from(">I", raw, 0)
-    return 4 <= n <= len(raw) - 4
+    return 4 <= n <= (len(raw) if size is None else size) - 4
 
 
 #: JSON handed to the reader at a time: a 100 MB rotated file of zstd records inflates past
