@@ -33,3 +33,8 @@ $PY benchmarks/bench_json_floor.py "$JSON_ONLY" --files 4 || true
 rm -rf "$JSON_ONLY"
 echo "== stormlog 0.4.3 vs stormotel, lean and full layouts in one run, load $(cut -d' ' -f1-3 /proc/loadavg)"
 $PY benchmarks/bench_stormlog_compare.py --sizes 64x3600 --layout bare real
+# Issue 41: the same job as the OTel Collector's file exporter writes it (zstd records behind
+# 4-byte lengths, 68 ranks' resources per line, rotated at 100 MB), findings compared with the
+# job's own archive.
+echo "== collector file exporter, 1,024 ranks x 1 h, zstd, load $(cut -d' ' -f1-3 /proc/loadavg)"
+$PY benchmarks/bench_collector_file.py --ranks 1024 --hours 1 --compression zstd
