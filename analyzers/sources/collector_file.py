@@ -77,8 +77,10 @@ def is_length_prefixed_zstd(raw: bytes | bytearray, size: int | None = None) -> 
 
 
 #: JSON handed to the reader at a time: a 100 MB rotated file of zstd records inflates past
-#: 1 GB, read a group of records at a time in bounded memory.
-GROUP_BYTES = 256 * 1024 * 1024
+#: 1 GB, read a group of records at a time in bounded memory. Below the scratch buffer's
+#: 256 MB keep limit (``sources.SCRATCH_KEEP_MAX``, with room for the record that ends a
+#: group), so every group reuses the same mapped buffer.
+GROUP_BYTES = 192 * 1024 * 1024
 #: A records file inflates to at most this many times its size (JSON compresses ~10x), or the
 #: per-file limit if larger: the bound against a bomb once the file is read by groups.
 MAX_RATIO = 64
