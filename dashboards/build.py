@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from stormotel.dashboards import promql
 from stormotel.dashboards.common import to_json
 from stormotel.dashboards.overview import overview_dashboard
 from stormotel.dashboards.rank import rank_dashboard
@@ -46,7 +47,9 @@ def generate(cfg: Settings, runbook_url: str = DEFAULT_RUNBOOK_URL,
              report_base_url: str | None = None) -> dict[Path, str]:
     """Every generated file, relative to the output directory."""
     files: dict[Path, str] = {}
-    for board in (overview_dashboard(cfg), rank_dashboard(cfg)):
+    with promql.naming(cfg.name_translation):
+        boards = (overview_dashboard(cfg), rank_dashboard(cfg))
+    for board in boards:
         files[Path(f"{board.uid}.json")] = to_json(board)
     files[RULES_DIR / RULES_FILE] = rules_yaml(cfg, runbook_url, report_base_url)
     files[RULES_DIR / "tests" / TESTS_FILE] = rule_tests_yaml(cfg, runbook_url,

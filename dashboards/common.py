@@ -37,7 +37,7 @@ def variables(*, job_id: str | None = None, ranks: Sequence[str] | None = None,
     ``job_id``/``ranks`` pin the defaults (incident dashboards); the lists stay queryable so a
     reader can still widen the view.
     """
-    up = schema.DEVICE_USED.prom
+    up = promql.name(schema.DEVICE_USED)
     job = promql.matchers(**{schema.ATTR_JOB_ID: f"${schema.ATTR_JOB_ID}"})
     job_rank = promql.matchers(**{schema.ATTR_JOB_ID: f"${schema.ATTR_JOB_ID}",
                                   schema.ATTR_RANK: f"${schema.ATTR_RANK}"})

@@ -31,7 +31,7 @@ def dcgm(sel: Selection) -> list[Cell]:
                         " line: no dcgm-exporter in this Prometheus, a MIG GPU without FB"
                         " fields, or a GPU two ranks share."),
         table("Who owns which GPU", [
-            (promql.series(schema.RANK_INFO.prom, m), "owner"),
+            (promql.of(schema.RANK_INFO, m), "owner"),
         ], "none", width=8,
             description="stormotel_rank_info: job, rank, host, GPU UUID and, when known, the"
                         " Kubernetes pod/namespace/node and Slurm job of every rank."),

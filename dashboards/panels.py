@@ -37,7 +37,7 @@ def _per_step(metric: schema.Metric, match: str) -> str:
     one event is one bar (``increase`` over ``$__rate_interval`` draws it in every step whose
     window covers it). A series that appears within the step counts from 0 (OTel counters
     appear on their first increment); a reset (restarted rank) counts as no change."""
-    x = promql.series(metric.prom, match)
+    x = promql.of(metric, match)
     return promql.by_identity("sum", f"clamp_min({x} - ({x} offset {STEP_INTERVAL} or 0 * {x}),"
                                      " 0)")
 
@@ -126,7 +126,7 @@ def events(sel: Selection) -> list[Cell]:
 def estimate(sel: Selection, cfg: Settings) -> list[Cell]:
     m = sel.tracker
     peak = promql.by_identity(
-        "max", f"max_over_time({promql.series(schema.ALLOC_ALLOCATED_PEAK.prom, m)}"
+        "max", f"max_over_time({promql.of(schema.ALLOC_ALLOCATED_PEAK, m)}"
                f"[{RATE_INTERVAL}])")
     return [
         row("Estimate vs actual"),

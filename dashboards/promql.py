@@ -12,7 +12,10 @@ Pushgateway, and dropping them keeps arithmetic between series one-to-one whatev
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from stormotel import schema
 
@@ -38,10 +41,50 @@ def dashboard_matchers(*, rank: bool = True, host: bool = True) -> str:
     return matchers(**values)
 
 
+# --- which names the tracker's series carry (docs/prometheus3.md) ------------------------------
+# Set once per generation (``stormotel dashboards --name-translation``) and read by every
+# expression below: threading the strategy through each of the dozens of helpers that name a
+# metric would be the same value passed everywhere.
+_NAMING: ContextVar[str] = ContextVar("stormotel_name_translation",
+                                      default=schema.DEFAULT_NAME_TRANSLATION)
+_LEGACY_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+
+@contextmanager
+def naming(strategy: str) -> Iterator[None]:
+    """Spell the tracker's series as Prometheus 3's OTLP ``strategy`` stores them, inside."""
+    if strategy not in schema.NAME_TRANSLATIONS:
+        raise ValueError(f"unknown name translation {strategy!r}: expected one of "
+                         f"{', '.join(schema.NAME_TRANSLATIONS)}")
+    token = _NAMING.set(strategy)
+    try:
+        yield
+    finally:
+        _NAMING.reset(token)
+
+
+def name(metric: schema.Metric) -> str:
+    """The stored series name of ``metric`` under the current naming."""
+    return schema.stored_name(metric, _NAMING.get())
+
+
 def series(name: str, match: str = "", extra: str = "") -> str:
-    """``name{match, extra}``; the braces are left out when there is nothing to match."""
+    """``name{match, extra}``; the braces are left out when there is nothing to match.
+
+    A name outside the classic charset (a dotted UTF-8 name) becomes the matcher
+    ``{__name__="…", …}``: an equality matcher, as cheap as a bare name, and unlike Prometheus
+    3's quoted ``{"…"}`` form it parses in Prometheus 2, promtool 2, VictoriaMetrics and Mimir.
+    """
     inner = ", ".join(part for part in (match, extra) if part)
+    if name and not _LEGACY_NAME.fullmatch(name):
+        escaped = name.replace("\\", "\\\\").replace('"', '\\"')
+        return "{" + ", ".join(p for p in (f'__name__="{escaped}"', inner) if p) + "}"
     return f"{name}{{{inner}}}" if inner else name
+
+
+def of(metric: schema.Metric, match: str = "", extra: str = "") -> str:
+    """The selector of ``metric`` under the current naming (see :func:`series`)."""
+    return series(name(metric), match, extra)
 
 
 def by_identity(aggregation: str, expr: str, labels: Iterable[str] = ()) -> str:
@@ -53,12 +96,12 @@ def by_identity(aggregation: str, expr: str, labels: Iterable[str] = ()) -> str:
 
 def gauge(metric: schema.Metric, match: str = "") -> str:
     """One gauge per rank (``max`` over duplicate scrapes of the same rank)."""
-    return by_identity("max", series(metric.prom, match))
+    return by_identity("max", of(metric, match))
 
 
 def histogram_mean(metric: schema.Metric, window: str, match: str = "") -> str:
     """Mean of a histogram per rank over ``window``: rate of its sum / rate of its count."""
-    total, count = (series(f"{metric.prom}_{part}", match) for part in ("sum", "count"))
+    total, count = (series(f"{name(metric)}_{part}", match) for part in ("sum", "count"))
     return (f"{by_identity('sum', f'rate({total}[{window}])')}"
             f" / {by_identity('sum', f'rate({count}[{window}])')}")
 
@@ -66,13 +109,13 @@ def histogram_mean(metric: schema.Metric, window: str, match: str = "") -> str:
 # --- edges as metrics: exact times of the tracker's in-process edges --------------------------
 def edge_time_ms(match: str = "") -> str:
     """Unix time (ms, what Grafana's date units read) of each rank's latest edge, per kind."""
-    return f"{by_identity('max', series(schema.EDGE_TIMESTAMP.prom, match), [schema.ATTR_EDGE])}" \
+    return f"{by_identity('max', of(schema.EDGE_TIMESTAMP, match), [schema.ATTR_EDGE])}" \
         " * 1000"
 
 
 def edge_size(match: str = "") -> str:
     """Size of each rank's latest edge, per kind."""
-    return by_identity("max", series(schema.EDGE_SIZE.prom, match), [schema.ATTR_EDGE])
+    return by_identity("max", of(schema.EDGE_SIZE, match), [schema.ATTR_EDGE])
 
 
 # --- derived memory quantities (the recording rules' bodies) -----------------------------------
@@ -89,7 +132,7 @@ def headroom(match: str = "") -> str:
 
 def gap_slope(window: str, match: str = "") -> str:
     """Least-squares slope of the gap (bytes/s) over ``window``: drift, not a single spike."""
-    return by_identity("max", f"deriv({series(schema.GAP.prom, match)}[{window}])")
+    return by_identity("max", f"deriv({of(schema.GAP, match)}[{window}])")
 
 
 def time_to_full(match: str = "") -> str:
@@ -100,14 +143,14 @@ def time_to_full(match: str = "") -> str:
 
 def gap_growth_over(horizon_s: int, window: str, match: str = "") -> str:
     """Gap growth expected in ``horizon_s`` seconds (``predict_linear`` over ``window``)."""
-    gap = series(schema.GAP.prom, match)
+    gap = of(schema.GAP, match)
     return (f"{by_identity('max', f'predict_linear({gap}[{window}], {horizon_s})')}"
             f" - {by_identity('max', gap)}")
 
 
 def peak_over_estimate(window: str, match: str = "") -> str:
     """Highest allocator-allocated peak in ``window`` divided by the rank's estimate."""
-    peak = by_identity("max", f"max_over_time({series(schema.ALLOC_ALLOCATED_PEAK.prom, match)}"
+    peak = by_identity("max", f"max_over_time({of(schema.ALLOC_ALLOCATED_PEAK, match)}"
                               f"[{window}])")
     return f"{peak} / {gauge(schema.ESTIMATE, match)}"
 
@@ -115,13 +158,13 @@ def peak_over_estimate(window: str, match: str = "") -> str:
 def rate_by(metric: schema.Metric, window: str, match: str = "",
             labels: Iterable[str] = ()) -> str:
     """Per-rank rate of a counter, optionally split by extra labels (``level``, ``reason``)."""
-    return by_identity("sum", f"rate({series(metric.prom, match)}[{window}])", labels)
+    return by_identity("sum", f"rate({of(metric, match)}[{window}])", labels)
 
 
 def increase_by(metric: schema.Metric, window: str, match: str = "",
                 labels: Iterable[str] = ()) -> str:
     """Per-rank increase of a counter over ``window``."""
-    return by_identity("sum", f"increase({series(metric.prom, match)}[{window}])", labels)
+    return by_identity("sum", f"increase({of(metric, match)}[{window}])", labels)
 
 
 def or_zero(expr: str, window: str, match: str = "") -> str:
@@ -157,7 +200,7 @@ def rank_info(match: str = "") -> str:
     series would otherwise make the join many-to-many.
     """
     keep = ", ".join((*schema.IDENTITY_LABELS, schema.ATTR_GPU_UUID))
-    inner = f"max by ({keep}) ({series(schema.RANK_INFO.prom, match)})"
+    inner = f"max by ({keep}) ({of(schema.RANK_INFO, match)})"
     return (f'label_replace({inner}, "{schema.DCGM_LABEL_UUID}", "$1", '
             f'"{schema.ATTR_GPU_UUID}", "(.+)")')
 

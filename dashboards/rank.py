@@ -15,7 +15,7 @@ UID = "stormotel-rank"
 
 def _full_picture(sel: panels.Selection) -> list[panels.Cell]:
     """Every memory gauge of the rank on one axis, so their ordering is visible at a glance."""
-    queries = [(promql.gauge(metric, sel.tracker), metric.prom)
+    queries = [(promql.gauge(metric, sel.tracker), promql.name(metric))
                for metric in (*schema.MEMORY_GAUGES, *schema.PEAK_OF.values())]
     return [timeseries("Full memory picture", queries, "bytes", width=24, height=10,
                        description="Driver view (device used/limit/free, this process), allocator"

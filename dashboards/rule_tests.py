@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote_plus
 
+from stormotel.dashboards import promql
 from stormotel.dashboards.rules import DEFAULT_RUNBOOK_URL, RULES_FILE, dump_yaml, header
 from stormotel.dashboards.settings import Settings
 
@@ -41,7 +42,8 @@ def _labels(rank: int, job: str = JOB, world: int = 4, host: str = HOST) -> dict
 
 def _series(name: str, labels: dict[str, str], values: str) -> dict[str, str]:
     inner = ", ".join(f'{k}="{v}"' for k, v in labels.items())
-    return {"series": f"{name}{{{inner}}}", "values": values}
+    text = promql.series(name, inner)  # a dotted UTF-8 name becomes {__name__="…", …}
+    return {"series": text if text.endswith("}") else text + "{}", "values": values}
 
 
 def _flat(value: float, minutes: int = SPAN) -> str:
@@ -104,7 +106,7 @@ def _rank_fired(alert: str, severity: str, labels: dict[str, str], summary: str,
 
 def _info(labels: dict[str, str], uuid: str, pod: str, values: str) -> dict[str, str]:
     """The rank's info series (what the tracker exports), with a GPU UUID and pod."""
-    return _series(schema.RANK_INFO.prom, {**labels, schema.ATTR_GPU_UUID: uuid,
+    return _series(promql.name(schema.RANK_INFO), {**labels, schema.ATTR_GPU_UUID: uuid,
                                            schema.ATTR_POD: pod}, values)
 
 
@@ -117,11 +119,11 @@ def _placed(labels: dict[str, str], uuid: str, pod: str) -> dict[str, str]:
 def _rank_allocator(rank: int, used: float, reserved: float, allocated: float, retries: str,
                     limit: str = _flat(LIMIT), job: str = JOB) -> list[dict[str, str]]:
     labels = _labels(rank, job)
-    return [_series(schema.DEVICE_USED.prom, labels, _flat(used)),
-            _series(schema.DEVICE_LIMIT.prom, labels, limit),
-            _series(schema.ALLOC_RESERVED.prom, labels, _flat(reserved)),
-            _series(schema.ALLOC_ALLOCATED.prom, labels, _flat(allocated)),
-            _series(schema.ALLOC_RETRIES.prom, labels, retries)]
+    return [_series(promql.name(schema.DEVICE_USED), labels, _flat(used)),
+            _series(promql.name(schema.DEVICE_LIMIT), labels, limit),
+            _series(promql.name(schema.ALLOC_RESERVED), labels, _flat(reserved)),
+            _series(promql.name(schema.ALLOC_ALLOCATED), labels, _flat(allocated)),
+            _series(promql.name(schema.ALLOC_RETRIES), labels, retries)]
 
 
 def _pct(ratio: float) -> str:
@@ -155,11 +157,11 @@ def _memory_pressure(cfg: Settings) -> dict[str, Any]:
                          limit=f"Inf+0x{SPAN}"),
     ]
     nan = _labels(4)
-    series += [_series(schema.DEVICE_USED.prom, nan, f"NaN+0x{SPAN}"),
-               _series(schema.DEVICE_LIMIT.prom, nan, _flat(LIMIT)),
-               _series(schema.ALLOC_RESERVED.prom, nan, f"NaN+0x{SPAN}"),
-               _series(schema.ALLOC_ALLOCATED.prom, nan, f"NaN+0x{SPAN}"),
-               _series(schema.ALLOC_RETRIES.prom, nan, _counter(1))]
+    series += [_series(promql.name(schema.DEVICE_USED), nan, f"NaN+0x{SPAN}"),
+               _series(promql.name(schema.DEVICE_LIMIT), nan, _flat(LIMIT)),
+               _series(promql.name(schema.ALLOC_RESERVED), nan, f"NaN+0x{SPAN}"),
+               _series(promql.name(schema.ALLOC_ALLOCATED), nan, f"NaN+0x{SPAN}"),
+               _series(promql.name(schema.ALLOC_RETRIES), nan, _counter(1))]
     name = "StormotelGpuMemoryPressure"
     tails = {"warning": "Spikes now have little room.",
              "critical": "The next allocation spike is likely to fail with an out-of-memory"
@@ -188,9 +190,9 @@ def _memory_pressure(cfg: Settings) -> dict[str, Any]:
 
 def _gap_rank(rank: int, used: str, gap: str, job: str = JOB) -> list[dict[str, str]]:
     labels = _labels(rank, job)
-    return [_series(schema.DEVICE_USED.prom, labels, used),
-            _series(schema.DEVICE_LIMIT.prom, labels, _flat(LIMIT, 310)),
-            _series(schema.GAP.prom, labels, gap)]
+    return [_series(promql.name(schema.DEVICE_USED), labels, used),
+            _series(promql.name(schema.DEVICE_LIMIT), labels, _flat(LIMIT, 310)),
+            _series(promql.name(schema.GAP), labels, gap)]
 
 
 def _gap_fired(severity: str, rank: int, job: str = JOB) -> dict[str, Any]:
@@ -318,7 +320,7 @@ def _oom() -> dict[str, Any]:
     then the process is gone (stale): it must fire. Rank 3's counter first appears at 1 (a
     pipeline that drops zero counters), in one scrape, then stale: it must fire too. Rank 4
     restarts (counter reset 2 → 0) and OOMs nowhere: quiet."""
-    o = schema.OOMS.prom
+    o = promql.name(schema.OOMS)
     m = PER_MIN
     series = [_series(o, _labels(0), _flat(0, 60 * m)), _series(o, _labels(1), _flat(3, 60 * m)),
               _series(o, _labels(2), f"0+0x{20 * m} 1 stale"),
@@ -357,15 +359,15 @@ def _rank_run(rank: int, job: str, start: int, stop: int, *, clean: bool, minute
     k = (stop - start) * m  # samples after the first
     tail = " stale" if stop < minutes else ""
     t0 = start * 60
-    out = [_series(schema.SAMPLES.prom, labels, f"{lead}0+150x{k}{tail}"),
-           _series(schema.TRACKER_START.prom, labels, f"{lead}{t0}+0x{k}{tail}"),
-           _series(schema.TRACKER_STOP_REPORTED.prom, labels,
+    out = [_series(promql.name(schema.SAMPLES), labels, f"{lead}0+150x{k}{tail}"),
+           _series(promql.name(schema.TRACKER_START), labels, f"{lead}{t0}+0x{k}{tail}"),
+           _series(promql.name(schema.TRACKER_STOP_REPORTED), labels,
                    f"{lead}{int(reported)}+0x{k}{tail}")]
     if clean:
-        out.append(_series(schema.TRACKER_STOP.prom, labels, f"_x{stop * m} {stop * 60}{tail}"))
+        out.append(_series(promql.name(schema.TRACKER_STOP), labels, f"_x{stop * m} {stop * 60}{tail}"))
     if step_until is not None:
         moving = (step_until - start) * m
-        out.append(_series(schema.STEP.prom, labels, f"{lead}0+1x{moving} {moving}+0x{k - moving}"
+        out.append(_series(promql.name(schema.STEP), labels, f"{lead}0+1x{moving} {moving}+0x{k - moving}"
                                                       f"{tail}"))
     if info is not None:
         out.append(_info(labels, *info, f"{lead}1+0x{k}{tail}"))
@@ -467,7 +469,7 @@ def _stalled() -> dict[str, Any]:
 def _dropping_samples() -> dict[str, Any]:
     """Rank 1 takes 540 and drops 60 samples a minute: 10 % of what it tried (not 60/540 =
     11.1 %). Rank 0 drops 3 of 600 (0.5 %, quiet); rank 2 never exported the drop counter."""
-    s, d = schema.SAMPLES.prom, schema.SAMPLES_DROPPED.prom
+    s, d = promql.name(schema.SAMPLES), promql.name(schema.SAMPLES_DROPPED)
     reason = {schema.ATTR_REASON: schema.REASON_OVERRUN}
     series = [_series(s, _labels(0), _counter(597)), _series(d, {**_labels(0), **reason},
                                                              _counter(3)),
@@ -496,7 +498,7 @@ def _dropping_samples() -> dict[str, Any]:
 def _peak_over_estimate(cfg: Settings) -> dict[str, Any]:
     """Rank 1 peaks 10 points above the margin (default: at 120 % of its estimate; fires);
     rank 0 halfway to the margin (105 %; quiet). ``--estimate-margin`` moves both."""
-    est, peak = schema.ESTIMATE.prom, schema.ALLOC_ALLOCATED_PEAK.prom
+    est, peak = promql.name(schema.ESTIMATE), promql.name(schema.ALLOC_ALLOCATED_PEAK)
     over, within = round(cfg.estimate_margin + 0.1, 6), 1 + (cfg.estimate_margin - 1) / 2
     series = [_series(est, _labels(0), _flat(10 * GiB)),
               _series(peak, _labels(0), _flat(within * 10 * GiB)),
@@ -533,7 +535,7 @@ def _analyzer() -> dict[str, Any]:
     final run at 45. healthy: runs every 15 minutes throughout."""
     last, fail = schema.AN_LAST_SUCCESS, schema.AN_LAST_FAILURE
     runs, out = schema.AN_RUNS, schema.ANALYZER_LABEL_OUTCOME
-    s = schema.SAMPLES.prom
+    s = promql.name(schema.SAMPLES)
     ok_runs = {m: t for m, t in _every(15).items() if m <= 30 or m >= 75}
     series = [
         _series(last, _job(False, "failing"), _runs(ok_runs)),
@@ -648,26 +650,26 @@ def healthy_series(world: int, minutes: int = SPAN, tail_until: int | None = Non
             return f"{lead}{value:.0f}+0x{k}{tail}"  # noqa: B023 - used in this iteration only
 
         series += [
-            _series(schema.DEVICE_USED.prom, labels,
+            _series(promql.name(schema.DEVICE_USED), labels,
                     f"{lead}{0.96 * LIMIT:.0f}+0x4 {0.97 * LIMIT:.0f}+0x{k - 5}{tail}"),
-            _series(schema.DEVICE_LIMIT.prom, labels, flat(LIMIT)),
-            _series(schema.ALLOC_RESERVED.prom, labels, flat(reserved)),
-            _series(schema.ALLOC_ALLOCATED.prom, labels, flat(0.96 * reserved)),
-            _series(schema.GAP.prom, labels, f"{lead}{GiB}+0x4 {2 * GiB}+0x{k - 5}{tail}"),
-            _series(schema.ALLOC_RETRIES.prom, labels, flat(0)),
-            _series(schema.OOMS.prom, labels, flat(0)),
-            _series(schema.SAMPLES.prom, labels, f"{lead}0+600x{k}{tail}"),
-            _series(schema.SAMPLES_DROPPED.prom, {**labels, schema.ATTR_REASON:
+            _series(promql.name(schema.DEVICE_LIMIT), labels, flat(LIMIT)),
+            _series(promql.name(schema.ALLOC_RESERVED), labels, flat(reserved)),
+            _series(promql.name(schema.ALLOC_ALLOCATED), labels, flat(0.96 * reserved)),
+            _series(promql.name(schema.GAP), labels, f"{lead}{GiB}+0x4 {2 * GiB}+0x{k - 5}{tail}"),
+            _series(promql.name(schema.ALLOC_RETRIES), labels, flat(0)),
+            _series(promql.name(schema.OOMS), labels, flat(0)),
+            _series(promql.name(schema.SAMPLES), labels, f"{lead}0+600x{k}{tail}"),
+            _series(promql.name(schema.SAMPLES_DROPPED), {**labels, schema.ATTR_REASON:
                                                    schema.REASON_OVERRUN},
                     f"{lead}0+1x{k}{tail}"),
-            _series(schema.ESTIMATE.prom, labels, flat(0.95 * LIMIT)),
-            _series(schema.ALLOC_ALLOCATED_PEAK.prom, labels, flat(0.96 * reserved)),
-            _series(schema.STEP.prom, labels, f"{lead}0+60x{k}{tail}"),
-            _series(schema.TRACKER_START.prom, labels, flat(begin * 60)),
-            _series(schema.TRACKER_STOP_REPORTED.prom, labels, flat(1)),
+            _series(promql.name(schema.ESTIMATE), labels, flat(0.95 * LIMIT)),
+            _series(promql.name(schema.ALLOC_ALLOCATED_PEAK), labels, flat(0.96 * reserved)),
+            _series(promql.name(schema.STEP), labels, f"{lead}0+60x{k}{tail}"),
+            _series(promql.name(schema.TRACKER_START), labels, flat(begin * 60)),
+            _series(promql.name(schema.TRACKER_STOP_REPORTED), labels, flat(1)),
         ]
         if stop < minutes:
-            series.append(_series(schema.TRACKER_STOP.prom, labels,
+            series.append(_series(promql.name(schema.TRACKER_STOP), labels,
                                   f"_x{stop} {stop * 60} stale"))
     job = _job(False)
     series += [
@@ -709,7 +711,7 @@ def _dcgm_generations() -> dict[str, Any]:
     series = []
     for rank, uuid in uuids.items():
         info = {**_labels(rank, world=3), schema.ATTR_GPU_UUID: uuid}
-        series.append(_series(schema.RANK_INFO.prom, info, "1x10"))
+        series.append(_series(promql.name(schema.RANK_INFO), info, "1x10"))
     legacy = {"UUID": uuids[0], "gpu": "0", "Hostname": "node-a"}
     series += [_series(schema.DCGM_FB_USED, legacy, f"{used_mib}x10"),
                _series(schema.DCGM_FB_FREE, legacy, f"{free_mib}x10"),
@@ -770,5 +772,7 @@ def rule_tests(cfg: Settings | None = None,
 
 def rule_tests_yaml(cfg: Settings | None = None, runbook_url: str = DEFAULT_RUNBOOK_URL,
                     report_base_url: str | None = None) -> str:
-    return header("dashboards/rule_tests.py") + dump_yaml(rule_tests(cfg, runbook_url,
-                                                                     report_base_url))
+    cfg = cfg or Settings()
+    with promql.naming(cfg.name_translation):
+        return header("dashboards/rule_tests.py", cfg.name_translation) + dump_yaml(
+            rule_tests(cfg, runbook_url, report_base_url))

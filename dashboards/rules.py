@@ -92,11 +92,11 @@ class Recording:
 
 def _max(metric: schema.Metric, offset: str = "") -> str:
     off = f" offset {offset}" if offset else ""
-    return promql.by_identity("max", f"{metric.prom}{off}")
+    return promql.by_identity("max", f"{promql.of(metric)}{off}")
 
 
 def _increase(metric: schema.Metric, window: str) -> str:
-    return promql.by_identity("sum", f"increase({metric.prom}[{window}])")
+    return promql.by_identity("sum", f"increase({promql.of(metric)}[{window}])")
 
 
 def _thirds(window: str) -> tuple[str, str, str]:
@@ -125,12 +125,12 @@ def _grew_each_step(step: str, min_bytes_per_second: float,
 def _growth_over(metric: schema.Metric, horizon_s: int, window: str) -> str:
     """Growth of ``metric`` expected in ``horizon_s`` seconds (``predict_linear`` over
     ``window``)."""
-    return (promql.by_identity("max", f"predict_linear({metric.prom}[{window}], {horizon_s})")
+    return (promql.by_identity("max", f"predict_linear({promql.of(metric)}[{window}], {horizon_s})")
             + f" - {_max(metric)}")
 
 
 def _last(metric: schema.Metric, window: str) -> str:
-    return promql.by_identity("max", f"last_over_time({metric.prom}[{window}])")
+    return promql.by_identity("max", f"last_over_time({promql.of(metric)}[{window}])")
 
 
 def recording_rules(cfg: Settings) -> list[Recording]:
@@ -143,7 +143,7 @@ def recording_rules(cfg: Settings) -> list[Recording]:
     grew = [f"({gap} - {_max(schema.GAP, third_1)} > {step_bytes:.6g})",
             f"({_max(schema.GAP, third_1)} - {_max(schema.GAP, third_2)} > {step_bytes:.6g})",
             f"({_max(schema.GAP, third_2)} - {_max(schema.GAP, third_3)} > {step_bytes:.6g})"]
-    ooms = schema.OOMS.prom
+    ooms = promql.of(schema.OOMS)
     # OTel counters may appear on their first increment (a sampler without an allocator OOM
     # count): a series new within the window and already above 0 counts too, read from the range
     # so a rank scraped once after its OOM and then gone (stale) still counts.
@@ -151,16 +151,16 @@ def recording_rules(cfg: Settings) -> list[Recording]:
         "max", f"max_over_time({ooms}[{cfg.oom_window}]) > 0 unless {ooms} offset {cfg.oom_window}")
     taken10, dropped10 = _increase(schema.SAMPLES, "10m"), _increase(schema.SAMPLES_DROPPED, "10m")
     presence = cfg.presence_window
-    info = schema.RANK_INFO.prom
+    info = promql.of(schema.RANK_INFO)
     place_keep = ", ".join((*schema.PLACEMENT_LABELS, schema.ATTR_JOB_ID, schema.ATTR_RANK,
                             schema.ATTR_GPU_UUID, schema.ATTR_POD))
-    step = schema.STEP.prom
+    step = promql.of(schema.STEP)
     still = promql.by_identity("max", f"changes({step}[{cfg.stall_window}])")
     moved = promql.by_identity("max", f"changes({step}[{presence}])")
     info_now = f"max by ({place_keep}) ({info})"
     info_last = f"max by ({place_keep}) (last_over_time({info}[{presence}]))"
     drift = cfg.drift_window
-    used_slope = promql.by_identity("max", f"deriv({schema.DEVICE_USED.prom}[{cfg.drift_window}])")
+    used_slope = promql.by_identity("max", f"deriv({promql.of(schema.DEVICE_USED)}[{cfg.drift_window}])")
     stopped = _last(schema.TRACKER_STOP, presence)
     started = _last(schema.TRACKER_START, presence)
     return [
@@ -216,10 +216,10 @@ def recording_rules(cfg: Settings) -> list[Recording]:
         # A rank reports while its samples reach the TSDB: presence, not increase(), so a rank
         # counts from its first scrape (start-up never reads as silence).
         Recording(schema.REC_RANK_ACTIVE,
-                  f"group by ({RANK_KEY}) (count_over_time({schema.SAMPLES.prom}"
+                  f"group by ({RANK_KEY}) (count_over_time({promql.of(schema.SAMPLES)}"
                   f"[{cfg.silent_window}]))"),
         Recording(schema.REC_RANK_SEEN,
-                  f"group by ({RANK_KEY}) (last_over_time({schema.SAMPLES.prom}[{presence}]))"),
+                  f"group by ({RANK_KEY}) (last_over_time({promql.of(schema.SAMPLES)}[{presence}]))"),
         # The rank's latest run stopped cleanly: its stop edge is not older than its start.
         Recording(schema.REC_RANK_STOPPED,
                   f"{stopped} >= {started}",
@@ -280,7 +280,7 @@ def alerts(cfg: Settings) -> list[Alert]:
     success_long = (f"max by ({JOB_KEY}) (last_over_time({schema.AN_LAST_SUCCESS}"
                     f"[{cfg.analyzer_stale_lookback}]))")
     running = f"group by ({job}) ({schema.REC_RANK_ACTIVE})"
-    running_long_ago = (f"group by ({JOB_KEY}) ({schema.SAMPLES.prom}"
+    running_long_ago = (f"group by ({JOB_KEY}) ({promql.of(schema.SAMPLES)}"
                         f" offset {cfg.analyzer_stale_seconds}s)")
     deployed = (f"count(last_over_time({schema.AN_LAST_SUCCESS}"
                 f"[{cfg.analyzer_presence_window}])) > 0")
@@ -375,7 +375,7 @@ def alerts(cfg: Settings) -> list[Alert]:
               f"The memory tracker on rank {RANK} of job {JOB} ({WHERE}) lost"
               " {{ $value | humanizePercentage }} of its samples (dropped / attempted) over 10"
               f" minutes, more than {cfg.drop_ratio:.0%} (see the reason label on"
-              f" {schema.SAMPLES_DROPPED.prom}); its telemetry has holes."),
+              f" {promql.name(schema.SAMPLES_DROPPED)}); its telemetry has holes."),
         Alert("StormotelPeakOverEstimate", "warning",
               placed(f"{schema.REC_ESTIMATE_RATIO} > {cfg.estimate_margin:g}"),
               schema.REC_ESTIMATE_RATIO, "5m",
@@ -467,10 +467,12 @@ def dcgm_recording_rules() -> list[Recording]:
             Recording(schema.REC_DCGM_FB_USED_RANK, by_rank, always=False)]
 
 
-def header(source: str) -> str:
+def header(source: str, naming: str = schema.DEFAULT_NAME_TRANSLATION) -> str:
     """The do-not-edit banner of a generated YAML file written from ``source``."""
+    names = "" if naming == schema.DEFAULT_NAME_TRANSLATION else \
+        f"# Series names as Prometheus 3 stores OTLP under translation_strategy: {naming}.\n"
     return (f"# Generated by `stormotel dashboards` from {source} and stormotel/schema.py.\n"
-            "# Do not edit by hand: change the code and rebuild (make dashboards).\n")
+            "# Do not edit by hand: change the code and rebuild (make dashboards).\n" + names)
 
 
 def dump_yaml(data: dict[str, Any]) -> str:
@@ -480,5 +482,7 @@ def dump_yaml(data: dict[str, Any]) -> str:
 
 def rules_yaml(cfg: Settings | None = None, runbook_url: str = DEFAULT_RUNBOOK_URL,
                report_base_url: str | None = None) -> str:
-    return header("dashboards/rules.py") + dump_yaml(rule_groups(cfg, runbook_url,
-                                                                 report_base_url))
+    cfg = cfg or Settings()
+    with promql.naming(cfg.name_translation):
+        return header("dashboards/rules.py", cfg.name_translation) + dump_yaml(
+            rule_groups(cfg, runbook_url, report_base_url))

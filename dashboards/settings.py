@@ -62,11 +62,18 @@ class Settings:
     #: last success anywhere the analyzer counts as deployed (so users without it are not paged).
     analyzer_stale_lookback: str = "1d"
     analyzer_presence_window: str = "7d"
+    #: Which series names the tracker's data carries in the TSDB: one of
+    #: ``schema.NAME_TRANSLATIONS``, Prometheus 3's OTLP ``translation_strategy`` names
+    #: (docs/prometheus3.md). The default also fits the pull exporter and a collector.
+    name_translation: str = schema.DEFAULT_NAME_TRANSLATION
 
     def __post_init__(self) -> None:
         if not 0 < self.warning_percent < self.critical_percent <= 100:
             raise ValueError("need 0 < warning percent < critical percent <= 100, got "
                              f"{self.warning_percent:g} and {self.critical_percent:g}")
+        if self.name_translation not in schema.NAME_TRANSLATIONS:
+            raise ValueError(f"unknown name translation {self.name_translation!r}: expected one"
+                             f" of {', '.join(schema.NAME_TRANSLATIONS)}")
         if self.estimate_margin <= 0 or self.drop_ratio <= 0:
             raise ValueError("estimate margin and drop ratio must be positive")
 

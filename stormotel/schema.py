@@ -474,6 +474,22 @@ def otlp_prom_name(name: str, unit: str, kind: Kind, strategy: str) -> str:
     return "_" + out if out[:1].isdigit() else out
 
 
+#: ``stormotel dashboards --name-translation`` / the chart's ``nameTranslation``: which names the
+#: generated rules and dashboards select. The default is what the pull exporter, a collector's
+#: Prometheus exporters and Prometheus 3's default receiver all store for every series they read
+#: (they differ only in unit-"1" gauges gaining ``_ratio``, which nothing generated reads).
+NAME_TRANSLATIONS = OTLP_STRATEGIES
+DEFAULT_NAME_TRANSLATION = OTLP_UNDERSCORE_WITH_SUFFIXES
+
+
+def stored_name(metric: Metric, strategy: str = DEFAULT_NAME_TRANSLATION) -> str:
+    """The series name a TSDB holds for ``metric`` when the tracker's data arrives under
+    ``strategy`` (one of :data:`NAME_TRANSLATIONS`): the one place rules and dashboards get it."""
+    if strategy == DEFAULT_NAME_TRANSLATION:
+        return metric.prom
+    return otlp_prom_name(metric.name, metric.unit, metric.kind, strategy)
+
+
 def prom_label(attribute_key: str) -> str:
     """Attribute key → Prometheus label name (dots become underscores)."""
     return _sanitize(attribute_key)
