@@ -14,6 +14,7 @@ is required and the chart is touched only when ``--chart`` names one.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from importlib import resources
 from pathlib import Path
@@ -27,7 +28,7 @@ from stormotel.dashboards.rule_tests import TESTS_FILE, rule_tests_yaml
 from stormotel.dashboards.rules import DEFAULT_RUNBOOK_URL, RULES_FILE, rules_yaml
 from stormotel.dashboards.settings import Settings
 
-from stormotel import exitcodes
+from stormotel import exitcodes, schema
 
 #: The package's folder: ``dashboards/`` of a checkout (editable install), or site-packages.
 PACKAGE_DIR = Path(str(resources.files(__name__.rpartition(".")[0])))
@@ -41,6 +42,9 @@ def _is_checkout() -> bool:
 RULES_DIR = Path("rules")
 CHART_DASHBOARDS = Path("files") / "dashboards"
 CHART_RULES = Path("files") / "rules"
+#: The chart's copies for Prometheus 3's other OTLP name translations, one folder per strategy
+#: (``files/name-translation/<Strategy>/{dashboards,rules}``), picked by ``nameTranslation``.
+CHART_TRANSLATIONS = Path("files") / "name-translation"
 
 
 def generate(cfg: Settings, runbook_url: str = DEFAULT_RUNBOOK_URL,
@@ -57,14 +61,27 @@ def generate(cfg: Settings, runbook_url: str = DEFAULT_RUNBOOK_URL,
     return files
 
 
-def chart_files(files: dict[Path, str]) -> dict[Path, str]:
+def chart_files(files: dict[Path, str], root: Path = Path("files")) -> dict[Path, str]:
     """The subset the Helm chart ships, relative to the chart directory (same bytes)."""
     out: dict[Path, str] = {}
     for path, text in files.items():
         if path.suffix == ".json":
-            out[CHART_DASHBOARDS / path.name] = text
+            out[root / CHART_DASHBOARDS.name / path.name] = text
         elif path == RULES_DIR / RULES_FILE:
-            out[CHART_RULES / RULES_FILE] = text
+            out[root / CHART_RULES.name / RULES_FILE] = text
+    return out
+
+
+def chart_files_all(cfg: Settings, runbook_url: str = DEFAULT_RUNBOOK_URL,
+                    report_base_url: str | None = None) -> dict[Path, str]:
+    """What the chart ships: the default naming under ``files/``, each other OTLP name
+    translation under ``files/name-translation/<Strategy>/`` (the chart's ``nameTranslation``)."""
+    out: dict[Path, str] = {}
+    for strategy in schema.NAME_TRANSLATIONS:
+        variant = dataclasses.replace(cfg, name_translation=strategy)
+        root = Path("files") if strategy == schema.DEFAULT_NAME_TRANSLATION \
+            else CHART_TRANSLATIONS / strategy
+        out.update(chart_files(generate(variant, runbook_url, report_base_url), root))
     return out
 
 
@@ -115,6 +132,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--estimate-margin", type=float, default=defaults.estimate_margin,
                    help="alert when the actual peak exceeds the estimate times this factor"
                         " (default: %(default)s)")
+    p.add_argument("--name-translation", choices=schema.NAME_TRANSLATIONS,
+                   default=defaults.name_translation,
+                   help="series names the rules and dashboards select: Prometheus 3's OTLP"
+                        " translation_strategy the tracker's data went through (default:"
+                        " %(default)s, also right for the pull exporter and a collector;"
+                        " docs/prometheus3.md). The chart always gets every strategy"
+                        " (its nameTranslation value picks one)")
     p.add_argument("--runbook-url", default=DEFAULT_RUNBOOK_URL,
                    help="base URL of docs/runbook.md for the alerts' runbook_url annotations"
                         " (default: %(default)s)")
@@ -130,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = Settings(warning_percent=args.warning_percent,
                        critical_percent=args.critical_percent,
-                       estimate_margin=args.estimate_margin)
+                       estimate_margin=args.estimate_margin,
+                       name_translation=args.name_translation)
     except ValueError as e:
         print(f"stormotel dashboards: {e}", file=sys.stderr)
         return exitcodes.USAGE
@@ -155,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"stormotel dashboards: {chart} is not a Helm chart (no Chart.yaml)",
                   file=sys.stderr)
             return exitcodes.USAGE
-        targets.append((chart, chart_files(files)))
+        targets.append((chart, chart_files_all(cfg, args.runbook_url, base)))
 
     if args.check:
         stale = [path for root, group in targets for path in _stale(root, group)]

@@ -83,7 +83,7 @@ any: true
      prometheusRule.alerts.<Name>.labels are added to the alerts' labels. */}}
 {{- define "stormotel.rules" -}}
 {{- $cfg := .Values.prometheusRule -}}
-{{- $doc := .Files.Get "files/rules/stormotel-rules.yml" | fromYaml -}}
+{{- $doc := .Files.Get (printf "%s/rules/stormotel-rules.yml" (include "stormotel.filesDir" .)) | fromYaml -}}
 {{- $groups := list -}}
 {{- range $g := $doc.groups -}}
 {{- $rules := list -}}
@@ -122,4 +122,12 @@ any: true
 {{- else -}}
 {{- printf "http://%s.%s.svc:%v" (include "stormotel.receiverName" .) .Release.Namespace .Values.receiver.port -}}
 {{- end -}}
+{{- end -}}
+
+{{/* Where the generated dashboards and rules for .Values.nameTranslation lie: files/ for
+     Prometheus 3's default OTLP names (also the pull exporter's and a collector's), else
+     files/name-translation/<Strategy>/ (docs/prometheus3.md). */}}
+{{- define "stormotel.filesDir" -}}
+{{- $s := .Values.nameTranslation | default "UnderscoreEscapingWithSuffixes" -}}
+{{- if eq $s "UnderscoreEscapingWithSuffixes" -}}files{{- else -}}files/name-translation/{{ $s }}{{- end -}}
 {{- end -}}
