@@ -403,7 +403,7 @@ def prom_names(name: str, unit: str, kind: Kind) -> tuple[str, ...]:
 # Ported from prometheus/otlptranslator (metric_namer.go, unit_namer.go, strategy.go; the code
 # Prometheus 3 runs on its /api/v1/otlp/v1/metrics receiver). Which name a series gets depends on
 # the server's `otlp: translation_strategy:`. The analyzer accepts all four (prom_names); the
-# rules and dashboards are spelled for the default UnderscoreEscapingWithSuffixes (docs/metrics.md).
+# rules and dashboards are generated for one of them (stored_name below; docs/prometheus3.md).
 OTLP_UNDERSCORE_WITH_SUFFIXES = "UnderscoreEscapingWithSuffixes"  # Prometheus 3's default
 OTLP_UNDERSCORE_NO_SUFFIXES = "UnderscoreEscapingWithoutSuffixes"
 OTLP_UTF8_WITH_SUFFIXES = "NoUTF8EscapingWithSuffixes"

@@ -340,3 +340,24 @@ def test_shards_make_an_indexed_job_whose_pods_take_their_share() -> None:
     with helm.Chart.load(str(CHART)) as chart, pytest.raises(helm.HelmValuesError,
                                                              match="/analyzer/shards"):
         chart.validate_schema({"analyzer": {"shards": 0}})
+
+
+def test_name_translation_picks_that_strategys_rules_and_dashboards() -> None:
+    """``nameTranslation`` (docs/prometheus3.md) renders the files generated for that Prometheus
+    3 OTLP translation strategy, and the schema rejects a strategy that does not exist."""
+    strategy = "NoTranslation"
+    folder = CHART / "files" / "name-translation" / strategy
+    objs = list(_objects(_render({"nameTranslation": strategy,
+                                  "rulesConfigMap": {"enabled": True}})))
+    rule = next(o for o in objs if o["kind"] == "PrometheusRule")
+    spec_text = json.dumps(rule["spec"])
+    assert rule["spec"] == yaml.safe_load((folder / "rules" / "stormotel-rules.yml").read_text())
+    assert '__name__=\\"hw.gpu.memory.usage\\"' in spec_text
+    boards = {key: text for o in objs if o["kind"] == "ConfigMap"
+              and o["metadata"]["labels"].get("grafana_dashboard") == "1"
+              for key, text in o["data"].items()}
+    assert sorted(boards) == sorted(p.name for p in (folder / "dashboards").glob("*.json"))
+    for key, text in boards.items():
+        assert text == (folder / "dashboards" / key).read_text()
+    with pytest.raises(Exception, match="nameTranslation"):
+        _render({"nameTranslation": "UnderscoreEscaping"})
