@@ -364,11 +364,12 @@ def _rank_run(rank: int, job: str, start: int, stop: int, *, clean: bool, minute
            _series(promql.name(schema.TRACKER_STOP_REPORTED), labels,
                    f"{lead}{int(reported)}+0x{k}{tail}")]
     if clean:
-        out.append(_series(promql.name(schema.TRACKER_STOP), labels, f"_x{stop * m} {stop * 60}{tail}"))
+        out.append(_series(promql.name(schema.TRACKER_STOP), labels,
+                           f"_x{stop * m} {stop * 60}{tail}"))
     if step_until is not None:
         moving = (step_until - start) * m
-        out.append(_series(promql.name(schema.STEP), labels, f"{lead}0+1x{moving} {moving}+0x{k - moving}"
-                                                      f"{tail}"))
+        out.append(_series(promql.name(schema.STEP), labels,
+                           f"{lead}0+1x{moving} {moving}+0x{k - moving}{tail}"))
     if info is not None:
         out.append(_info(labels, *info, f"{lead}1+0x{k}{tail}"))
     return out

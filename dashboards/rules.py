@@ -160,7 +160,8 @@ def recording_rules(cfg: Settings) -> list[Recording]:
     info_now = f"max by ({place_keep}) ({info})"
     info_last = f"max by ({place_keep}) (last_over_time({info}[{presence}]))"
     drift = cfg.drift_window
-    used_slope = promql.by_identity("max", f"deriv({promql.of(schema.DEVICE_USED)}[{cfg.drift_window}])")
+    used_slope = promql.by_identity(
+        "max", f"deriv({promql.of(schema.DEVICE_USED)}[{cfg.drift_window}])")
     stopped = _last(schema.TRACKER_STOP, presence)
     started = _last(schema.TRACKER_START, presence)
     return [
@@ -219,7 +220,8 @@ def recording_rules(cfg: Settings) -> list[Recording]:
                   f"group by ({RANK_KEY}) (count_over_time({promql.of(schema.SAMPLES)}"
                   f"[{cfg.silent_window}]))"),
         Recording(schema.REC_RANK_SEEN,
-                  f"group by ({RANK_KEY}) (last_over_time({promql.of(schema.SAMPLES)}[{presence}]))"),
+                  f"group by ({RANK_KEY}) (last_over_time({promql.of(schema.SAMPLES)}"
+                  f"[{presence}]))"),
         # The rank's latest run stopped cleanly: its stop edge is not older than its start.
         Recording(schema.REC_RANK_STOPPED,
                   f"{stopped} >= {started}",
