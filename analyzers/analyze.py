@@ -11,20 +11,15 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
-from stormotel.analyzers.algorithms import analyze_collectives, analyze_first_cause
+from stormotel.analyzers.algorithms import analyze_collectives, analyze_first_cause, estimate_ratio
 from stormotel.analyzers.algorithms.dead_rank import dead_ranks
 from stormotel.analyzers.algorithms.drift_lead import cap_drift_leads
-from stormotel.analyzers.algorithms.estimate_ratio import (
-    Estimates,
-    estimate_ratios,
-    has_estimates,
-    report_section,
-)
 from stormotel.analyzers.algorithms.gap import gap_analysis
 from stormotel.analyzers.algorithms.oom_forensics import (
     mark_suspects_that_ran_out,
     oom_forensics,
 )
+from stormotel.analyzers.algorithms.plugin import AlgorithmInput, Estimates, SectionAlgorithm
 from stormotel.analyzers.algorithms.settings import Settings, settings_for
 from stormotel.analyzers.align import align as align_timeline
 from stormotel.analyzers.align import review_skew_hint
@@ -32,6 +27,13 @@ from stormotel.analyzers.attribution import attribute
 from stormotel.analyzers.gcpause import gc_paused
 from stormotel.analyzers.report import Report
 from stormotel.analyzers.timeline import ALIGN_WALL, META_OOM_DUMPS, OomDump, Timeline
+
+#: The algorithms that keep their findings in a typed section of the report
+#: (:mod:`~stormotel.analyzers.algorithms.plugin`), in the order their sections appear: adding
+#: one is its module and its line here.
+SECTION_ALGORITHMS: tuple[SectionAlgorithm, ...] = (
+    estimate_ratio.section,
+)
 
 
 def analyze(timeline: Timeline, *, sensitivity: str = "medium",
@@ -44,7 +46,8 @@ def analyze(timeline: Timeline, *, sensitivity: str = "medium",
     as missing. ``align`` is ``wall`` | ``first-sample`` | ``markers`` and is recorded in the
     report. ``overrides`` replace single thresholds of the ``sensitivity`` preset.
     ``estimates`` (bytes for every rank, or rank → bytes) override the estimates the sources
-    read into ``timeline.meta``; with either, ``extra`` gains ``estimate_vs_actual``.
+    read into ``timeline.meta``; with either, the report gains its estimate section (in the
+    JSON, ``extra["estimate_vs_actual"]``).
     """
     started = time.perf_counter()
     # The analysis allocates tens of thousands of small objects that all end in the report
@@ -85,8 +88,8 @@ def _analyze(timeline: Timeline, sensitivity: str, ranks: Iterable[int] | None, 
     report.extra["first_cause_rounds"] = {k: v for k, v in table.items() if k != "ranks"}
     report.extra["offsets_ns"] = {r: o for r, o in tl.offsets_ns.items() if o}
     report.extra["samples"] = tl.total_samples()
-    if has_estimates(tl, estimates):
-        report.extra.update(report_section(*estimate_ratios(tl, estimates)))
+    given = AlgorithmInput(tl, settings, estimates)
+    report.sections.extend(s for run in SECTION_ALGORITHMS if (s := run(given)) is not None)
     # attach_oom_dumps stores the dumps it read as a list of OomDump
     forensics = oom_forensics(tl, cast("list[OomDump] | None", tl.meta.get(META_OOM_DUMPS)))
     if forensics is not None:

@@ -5,59 +5,108 @@ The report keeps each finding type in its own typed list, because that is the JS
 series, the Perfetto trace, the HTML page, the incident dashboard, rank attribution — want the
 same few things of every finding (which ranks, how urgent, when, one sentence), so they iterate
 :meth:`Report.findings() <stormotel.analyzers.report.Report.findings>` once instead of looping over
-each list; a new finding type is one builder here, not a loop in every sink. What only one family
-has (a suspect's lead, a stall's process group) stays on :attr:`Finding.record`.
+each list. What only one family has (a suspect's lead, a stall's process group) stays on
+:attr:`Finding.record`.
+
+Each finding says its own words through its family (:class:`FindingFamily`: its title, its
+sentence, where its annotation sits and what keys it, how the verdict names it), so no reader
+branches on the family: a new algorithm with findings brings its family beside its record
+(``algorithms/estimate_ratio.py`` is the example) and every reader shows it. The built-in
+families are in :mod:`~stormotel.analyzers.families`.
 
 Canonical order: first cause (suspect #1 first), OOM forensics (first OOM first), gap findings,
-collective attributions, stall findings, each in the report's own order. Readers that rank by
-importance instead sort with :func:`by_importance`.
+collective attributions, stall findings, then each of the report's sections (estimate vs actual
+first), each in the report's own order. Readers that rank by importance instead sort with
+:func:`by_importance`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from stormotel.analyzers.algorithms.estimate_ratio import (
-    EstimateRatio,
-    over_estimate_ranks,
-    ratio_text,
-    severity_of_ratio,
-)
-from stormotel.analyzers.algorithms.oom_forensics import EV_OOM_NS
 from stormotel.analyzers.locations import location_text
-from stormotel.analyzers.report import (
-    CollectiveAttribution,
-    GapFinding,
-    OomRank,
-    Report,
-    Severity,
-    StallFinding,
-    Suspect,
-)
+from stormotel.analyzers.report import Report, Severity
 
-from stormotel.units import format_bytes
+#: How the verdict line ranks a rank by its worst finding: first cause first (0), then critical,
+#: warning, info (:meth:`FindingFamily.verdict_weight`).
+VERDICT_WEIGHT = {"critical": 1, "warning": 2, "info": 3}
 
-Family = Literal["first_cause", "oom", "gap", "collective", "stall", "estimate"]
-FAMILIES: tuple[Family, ...] = ("first_cause", "oom", "gap", "collective", "stall", "estimate")
-#: The order of importance that lists of ranks follow (who to look at first).
-IMPORTANCE: dict[Family, int] = {"first_cause": 0, "oom": 1, "stall": 2, "gap": 3,
-                                 "estimate": 4, "collective": 5}
-FindingRecord = (Suspect | OomRank | GapFinding | CollectiveAttribution | StallFinding
-                 | EstimateRatio)
+
+@dataclass(frozen=True)
+class AnnotationSpan:
+    """Where a finding's Grafana annotation sits (ms) and what its idempotency key is made of,
+    beyond the job and the finding's kind."""
+
+    start_ms: int
+    end_ms: int
+    #: What tells two findings of one kind apart (a suspect's position, a stall's group/seq).
+    identity: str = ""
+    #: Tags beyond the common ones (kind, ranks, job, key).
+    tags: tuple[str, ...] = ()
+    #: Keyed on the ranks it names; False for a verdict by position, which a later run that
+    #: names another rank replaces.
+    by_ranks: bool = True
+    #: Keyed on its start; False for what a later run re-finds (a lasting finding, a verdict).
+    by_start: bool = True
+    #: A lasting finding: a later run widens the region it already covers.
+    widen: bool = False
+
+
+class FindingFamily:
+    """What every reader asks of one family of findings, answered once by the family.
+
+    The defaults fit a finding about one rank at a time: titled ``kind (severity)``, named per
+    rank in the verdict by its severity, annotated over its time range when it has one. A family
+    overrides what it says differently."""
+
+    #: :attr:`Finding.family` (the family's name in code and tests).
+    name: str = ""
+    #: Place in the order a person should look at findings (:func:`by_importance`; 0 first).
+    importance: int = 9
+    #: False: the verdict names the family's findings in one phrase (:meth:`verdict_group`),
+    #: not per rank.
+    verdict_per_rank: bool = True
+    #: The verdict lists ranks of this family in the family's own order (first OOM first).
+    verdict_ordered: bool = False
+
+    def title(self, f: Finding) -> str:
+        """Short label: what the verdict line names per rank."""
+        return f"{f.kind} ({f.severity})"
+
+    def text(self, f: Finding) -> str:
+        """One sentence for annotations and trace slices."""
+        ranks = ", ".join(map(str, f.ranks)) or "none"
+        return f"stormotel: {self.title(f)} on rank(s) {ranks}"
+
+    def annotation(self, f: Finding, report: Report) -> AnnotationSpan | None:
+        """Its annotation (None: no place on the time axis)."""
+        if f.start_ns is None or f.end_ns is None:
+            return None
+        return AnnotationSpan(f.start_ns // 1_000_000, f.end_ns // 1_000_000)
+
+    def verdict_weight(self, f: Finding) -> int:
+        """Rank order in the verdict line (lower first)."""
+        return VERDICT_WEIGHT[f.severity]
+
+    def verdict_group(self, findings: Sequence[Finding]) -> str:
+        """The verdict's phrase for all of this family's findings (``verdict_per_rank=False``)."""
+        ranks = sorted({r for f in findings for r in f.ranks})
+        return f"{self.name} on ranks {', '.join(map(str, ranks))}"
 
 
 @dataclass(slots=True)
 class Finding:
     """One finding as every reader sees it; the family's own record rides along.
 
-    Made afresh by each :func:`report_findings` call (changing one changes nothing else) and
+    Made afresh by each :meth:`Report.findings` call (changing one changes nothing else) and
     cheap to make: a large job has tens of thousands of collective attributions and most readers
     need only ranks, kind and severity, so the words (:attr:`title`, :attr:`text`,
     :attr:`where`) are made when read."""
 
-    family: Family
+    #: The family that says this finding's words (:class:`FindingFamily`).
+    of: FindingFamily
     #: What was found: ``first_cause``, the OOM's cause, a gap classification, a collective
     #: class or a stall kind (the ``kind`` label of the findings series).
     kind: str
@@ -75,27 +124,29 @@ class Finding:
     #: False only where the analysis says it is the consequence of an earlier finding (a
     #: stall's ``consequence_of``).
     root: bool
-    record: FindingRecord
+    #: The family's own record (a ``Suspect``, a ``StallFinding``, an ``EstimateRatio``, …).
+    record: Any
     #: The report it came from (for the ranks' locations).
     report: Report = field(compare=False, repr=False)
 
     @property
+    def family(self) -> str:
+        """``first_cause``, ``oom``, ``gap``, ``collective``, ``stall``, ``estimate``, …"""
+        return self.of.name
+
+    @property
+    def importance(self) -> int:
+        return self.of.importance
+
+    @property
     def title(self) -> str:
         """``kind (severity)``-style short label: what the verdict line names per rank."""
-        if self.family == "first_cause":
-            return f"first cause ({self.confidence})"
-        if self.family == "oom":
-            return f"out of memory ({self.kind})"
-        if self.family == "stall":
-            return f"{self.kind} ({self.confidence})"
-        if isinstance(self.record, EstimateRatio) and self.record.ratio is not None:
-            return f"peak {ratio_text(self.record.ratio)} its estimate ({self.severity})"
-        return f"{self.kind} ({self.severity})"
+        return self.of.title(self)
 
     @property
     def text(self) -> str:
         """One sentence for annotations and trace slices."""
-        return _text(self)
+        return self.of.text(self)
 
     @property
     def where(self) -> tuple[str, ...]:
@@ -104,25 +155,9 @@ class Finding:
                      if (w := location_text(self.report, r)))
 
 
-def report_findings(report: Report) -> Iterator[Finding]:
-    """The report's findings in canonical order (see the module docstring)."""
-    for i, s in enumerate(report.cross_rank.first_cause_suspects):
-        yield _first_cause(report, i, s)
-    for i, o in enumerate(_oom_ranks(report)):
-        yield _oom(report, i, o)
-    for i, g in enumerate(report.gap_findings):
-        yield _gap(report, i, g)
-    for i, c in enumerate(report.collective_attributions):
-        yield _collective(report, i, c)
-    for i, st in enumerate(report.stall_findings):
-        yield _stall(report, i, st)
-    for i, e in enumerate(over_estimate_ranks(report.extra)):
-        yield _estimate(report, i, e)
-
-
 def by_importance(findings: Iterable[Finding]) -> list[Finding]:
     """Findings in the order a person should look at them; canonical order within a family."""
-    return sorted(findings, key=lambda f: IMPORTANCE[f.family])
+    return sorted(findings, key=lambda f: f.of.importance)
 
 
 def ranks_named(findings: Iterable[Finding]) -> list[int]:
@@ -159,78 +194,6 @@ def stall_time_ns(evidence: dict[str, Any]) -> int | None:
     return min((e["ts_ns"] for e in events), default=None)
 
 
-def _oom_ranks(report: Report) -> list[OomRank]:
-    return list(report.oom_forensics.ranks) if report.oom_forensics is not None else []
-
-
-def _first_cause(report: Report, i: int, s: Suspect) -> Finding:
-    return Finding("first_cause", "first_cause", (s.rank,), severity_of_confidence(s.confidence),
-                   s.confidence, s.first_spike_ns, s.first_spike_ns + s.lead_ns, i, True, s,
-                   report)
-
-
-def _oom(report: Report, i: int, o: OomRank) -> Finding:
-    return Finding("oom", o.cause, (o.rank,), "critical", "high", o.oom_ns, o.oom_ns, i, True, o,
-                   report)
-
-
-def _gap(report: Report, i: int, g: GapFinding) -> Finding:
-    return Finding("gap", g.classification, (g.rank,), g.severity, f"{g.confidence:.2f}",
-                   g.start_ns, g.end_ns, i, True, g, report)
-
-
-def _collective(report: Report, i: int, c: CollectiveAttribution) -> Finding:
-    return Finding("collective", c.classification, (c.rank,), "info", f"{c.confidence:.2f}",
-                   c.interval_start_ns, c.interval_end_ns, i, True, c, report)
-
-
-def _stall(report: Report, i: int, st: StallFinding) -> Finding:
-    t = stall_time_ns(st.evidence)
-    return Finding("stall", st.kind, tuple(st.ranks), severity_of_confidence(st.confidence),
-                   st.confidence, t, t, i, st.consequence_of is None, st, report)
-
-
-def _estimate(report: Report, i: int, e: EstimateRatio) -> Finding:
-    # A measured peak against a given number is a fact; from reserved/device-used (fallbacks
-    # that include memory the estimate does not cover) it overstates, so medium.
-    confidence = "high" if e.field == "allocated" else "medium"
-    return Finding("estimate", "over_estimate", (e.rank,),
-                   severity_of_ratio(e.ratio or 0.0),  # type: ignore[arg-type]
-                   confidence, e.peak_ns, e.peak_ns, i, True, e, report)
-
-
-def estimate_sentence(e: EstimateRatio) -> str:
-    """The summary's and the annotations' words for one rank over its estimate."""
-    ratio = e.ratio or 0.0
-    why = ("the estimate is for another model or batch size, or in the wrong unit"
-           if ratio >= 10 else "the estimate is stale or the job changed")
-    return (f"rank {e.rank} peaked at {format_bytes(e.actual_peak_bytes, digits=1)} "
-            f"({e.field}), {ratio_text(ratio)} its estimate of "
-            f"{format_bytes(e.estimate_bytes, digits=1)}: {why}")
-
-
-def _text(f: Finding) -> str:
-    """The sentence annotations and trace slices show, in each family's own terms."""
-    rec = f.record
-    if isinstance(rec, Suspect):
-        return (f"stormotel: rank {rec.rank} is first-cause suspect #{f.index + 1} "
-                f"({rec.confidence} confidence), rose {rec.delta_bytes / 2**20:.0f} MiB "
-                f"{rec.lead_ns / 1e9:.3g} s before the cluster onset"
-                + ("; its rise ended in an OOM" if EV_OOM_NS in rec.evidence else "")
-                + f". {evidence_text(rec.evidence)}")
-    if isinstance(rec, OomRank):
-        return f"stormotel: rank {rec.rank} ran out of memory ({rec.cause.replace('_', ' ')})"
-    if isinstance(rec, GapFinding):
-        return (f"stormotel: {rec.classification.replace('_', ' ')} on rank {rec.rank} "
-                f"({rec.severity}, confidence {rec.confidence:.2f}). "
-                f"{evidence_text(rec.evidence)}"
-                + (f" Remediation: {rec.remediation[0]}" if rec.remediation else ""))
-    if isinstance(rec, EstimateRatio):
-        return f"stormotel: {estimate_sentence(rec)}"
-    if isinstance(rec, CollectiveAttribution):
-        return (f"stormotel: {rec.classification.replace('_', ' ')} gap spike on rank "
-                f"{rec.rank} (confidence {rec.confidence:.2f}; {', '.join(rec.reason_codes)})")
-    where = f"pg {rec.process_group} seq {rec.seq_id} {rec.op or ''}".strip()
-    return (f"stormotel: stalled collective ({rec.kind}) at {where}; culprit ranks "
-            f"{', '.join(map(str, rec.ranks)) or 'undecided'} ({rec.confidence}, from "
-            f"{rec.source})" + (f" Remediation: {rec.remediation[0]}" if rec.remediation else ""))
+def ms(ns: int | None, default: int) -> int:
+    """Nanoseconds to the milliseconds annotations use (``default`` when unknown)."""
+    return default if ns is None else int(ns) // 1_000_000

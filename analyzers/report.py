@@ -11,7 +11,7 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from stormotel.analyzers.jsontext import dumps_indented
 
@@ -160,6 +160,35 @@ class OomForensics:
     thresholds: OomThresholds
 
 
+class Section(Protocol):
+    """An algorithm's own typed part of the report (:attr:`Report.sections`) and its findings.
+
+    An algorithm with findings keeps its result in one object of its own type behind this
+    protocol instead of a new field here, its dicts in ``extra`` or a reader that knows it:
+    the JSON keeps the ``extra`` keys the section names, the findings (with their family's
+    words, :class:`~stormotel.analyzers.findings.FindingFamily`) reach every reader through
+    :meth:`Report.findings`, and the summary prints its lines. Estimate vs actual
+    (:mod:`stormotel.analyzers.algorithms.estimate_ratio`) is one."""
+
+    def extra_entries(self) -> dict[str, Any]:
+        """Its part of the JSON contract: ``extra`` keys → values (dataclasses allowed)."""
+        ...
+
+    def has_findings(self) -> bool:
+        ...
+
+    def findings(self, report: Report) -> Iterator[Finding]:
+        """Its findings, in its own order (after the built-in families)."""
+        ...
+
+    def summary_lines(self, report: Report) -> list[str]:
+        """Its lines in the text summary (none: an empty list)."""
+        ...
+
+
+_SectionT = TypeVar("_SectionT")
+
+
 @dataclass
 class Report:
     job_id: str | None
@@ -178,25 +207,30 @@ class Report:
     window_start_ns: int | None = None
     window_end_ns: int | None = None
     settings: dict[str, Any] = field(default_factory=dict)
-    #: Free-form extra sections (e.g. estimate vs. actual, skipped analyses).
+    #: Free-form extra sections (e.g. the first-cause tables, stall evidence, skipped analyses).
     extra: dict[str, Any] = field(default_factory=dict)
     #: Which ranks ran out of memory, first, and why (None: no OOM). In the JSON contract it is
     #: ``extra["oom_forensics"]``, where it has always been.
     oom_forensics: OomForensics | None = None
+    #: The algorithms' own typed sections (estimate vs actual, …), in the order they ran; in
+    #: the JSON contract each is the ``extra`` keys it names, before ``oom_forensics``.
+    sections: list[Section] = field(default_factory=list)
 
     def has_findings(self) -> bool:
-        from stormotel.analyzers.algorithms.estimate_ratio import over_estimate_ranks
-
         return bool(self.cross_rank.first_cause_suspects or self.gap_findings
                     or self.collective_attributions or self.stall_findings
                     or self.oom_forensics is not None  # an OOM is a finding on its own
-                    or over_estimate_ranks(self.extra))
+                    or any(s.has_findings() for s in self.sections))
+
+    def section(self, kind: type[_SectionT]) -> _SectionT | None:
+        """The section of this type, if the analysis made one."""
+        return next((s for s in self.sections if isinstance(s, kind)), None)
 
     def findings(self) -> Iterator[Finding]:
         """Every finding in one common shape and a stable order, for the summary and the sinks
-        (:mod:`stormotel.analyzers.findings`; imported here on use, as it builds on these
+        (:mod:`stormotel.analyzers.families`; imported here on use, as it builds on these
         classes)."""
-        from stormotel.analyzers.findings import report_findings
+        from stormotel.analyzers.families import report_findings
 
         return report_findings(self)
 
@@ -206,9 +240,12 @@ class Report:
         without asdict's deep copy of each leaf value, which are immutable or converted here:
         at 10,000 ranks (a suspect and a table row per rank) that copy was most of the time."""
         d = {name: getattr(self, name) for name in _field_names(type(self))}
-        oom = d.pop("oom_forensics")
+        oom, sections = d.pop("oom_forensics"), d.pop("sections")
+        entries = [(k, v) for s in sections for k, v in s.extra_entries().items()]
         if oom is not None:
-            d["extra"] = _with_oom_section(d["extra"], oom)
+            entries.append(("oom_forensics", oom))
+        if entries:
+            d["extra"] = _with_sections(d["extra"], entries)
         d = {"schema": REPORT_SCHEMA, **d}
         return _jsonable(d)
 
@@ -220,16 +257,18 @@ class Report:
         return json.dumps(d) if indent is None else dumps_indented(d, indent)
 
 
-#: ``extra`` keys the analysis writes after the OOM section (the contract's key order).
+#: ``extra`` keys the analysis writes after the sections and the OOM section (the contract's
+#: key order).
 _AFTER_OOM = ("rank_attribution", "analysis_seconds")
 
 
-def _with_oom_section(extra: dict[str, Any], oom: Any) -> dict[str, Any]:
-    """``extra`` with ``oom_forensics`` where the analysis has always put it: after the
-    estimate section, before the rank attribution (or, without one, at the end)."""
+def _with_sections(extra: dict[str, Any], entries: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``extra`` with the sections' keys (estimate vs actual, …) and then ``oom_forensics``
+    where the analysis has always put them: after the first-cause tables and the sample count,
+    before the rank attribution (or, without one, at the end)."""
     at = next((i for i, k in enumerate(extra) if k in _AFTER_OOM), len(extra))
     items = list(extra.items())
-    return dict([*items[:at], ("oom_forensics", oom), *items[at:]])
+    return dict([*items[:at], *entries, *items[at:]])
 
 
 _INF = float("inf")

@@ -9,21 +9,14 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import UTC, datetime
 
-from stormotel.analyzers.algorithms.estimate_ratio import EstimateRatio
 from stormotel.analyzers.algorithms.oom_forensics import EV_OOM_CAUSE, EV_OOM_NS
-from stormotel.analyzers.findings import estimate_sentence
+from stormotel.analyzers.findings import Finding, FindingFamily
 from stormotel.analyzers.headline import headline
 from stormotel.analyzers.locations import location_text
 from stormotel.analyzers.rankspec import format_rank_list
-from stormotel.analyzers.report import (
-    CollectiveAttribution,
-    GapFinding,
-    Report,
-    StallFinding,
-    Suspect,
-)
+from stormotel.analyzers.report import CollectiveAttribution, GapFinding, Report, Suspect
 from stormotel.analyzers.stalls.per_rank import render_places
-from stormotel.analyzers.stalls.render import render_stalls, stall_verdict
+from stormotel.analyzers.stalls.render import render_stalls
 from stormotel.analyzers.textlines import capped
 
 from stormotel.textsafe import printable, redact
@@ -34,8 +27,6 @@ MAX_COLLECTIVE_LINES = 10
 #: Longest summary line (a note or a job id can be arbitrarily long input).
 MAX_LINE_CHARS = 2000
 MAX_NOTES = 10
-#: The verdict names first-cause ranks first (0), then ranks by their worst gap finding.
-VERDICT_WEIGHT = {"critical": 1, "warning": 2, "info": 3}
 
 
 def fmt_bytes(n: float | None) -> str:
@@ -144,13 +135,8 @@ def render_summary(report: Report) -> str:
         lines.extend(_collective_lines(report.collective_attributions, origin))
     else:
         lines.append("Collective intervals: none")
-    over = [(f.severity, f.record) for f in report.findings()
-            if isinstance(f.record, EstimateRatio)]
-    if over:
-        lines.append(f"Estimate vs actual ({len(over)} rank(s) over the estimate):")
-        lines.extend(capped(over, MAX_GAP_LINES,
-                            lambda o: f"  {o[0]:<8} {estimate_sentence(o[1])}",
-                            lambda n: f"  ... {n} more in the JSON report"))
+    for section in report.sections:  # each algorithm's own section (estimate vs actual, …)
+        lines.extend(section.summary_lines(report))
     if report.stall_findings:
         lines.extend(render_stalls(report.stall_findings))
         lines.extend(render_places(report))
@@ -188,7 +174,9 @@ def _ran_out(suspect: Suspect) -> str:
 
 
 def verdict(report: Report) -> str:
-    """One line naming each rank with findings and their kinds, most important first."""
+    """One line naming each rank with findings and their kinds, most important first; then one
+    phrase for each family said as a group (collective spikes, stalls). Every finding's family
+    says how (:class:`~stormotel.analyzers.findings.FindingFamily`), so no family is left out."""
     if not report.has_findings():
         if not has_evidence(report):
             return ("Verdict: no evidence — no memory samples, watchdog lines or Flight Recorder "
@@ -196,29 +184,22 @@ def verdict(report: Report) -> str:
         return "Verdict: healthy"
     per_rank: dict[int, list[str]] = defaultdict(list)
     weight: dict[int, int] = defaultdict(lambda: 9)  # first cause, then critical, warning, info
-    oom_order: dict[int, int] = {}  # rank → its place among the OOMs (first OOM first)
-    collective: set[int] = set()
-    stalls: list[StallFinding] = []
+    order: dict[int, int] = {}  # rank → its place in an ordered family (first OOM first)
+    groups: dict[FindingFamily, list[Finding]] = {}
     for f in report.findings():
-        if f.family in ("first_cause", "gap", "oom", "estimate"):
-            rank = f.ranks[0]
-            per_rank[rank].append(f.title)
-            weight[rank] = min(weight[rank], 0 if f.family == "first_cause"
-                               else VERDICT_WEIGHT[f.severity])
-            if f.family == "oom":
-                oom_order.setdefault(rank, f.index)
-        elif f.family == "collective":
-            collective.update(f.ranks)
-        elif isinstance(f.record, StallFinding):
-            stalls.append(f.record)
+        if not f.of.verdict_per_rank or not f.ranks:
+            groups.setdefault(f.of, []).append(f)
+            continue
+        rank = f.ranks[0]
+        per_rank[rank].append(f.title)
+        weight[rank] = min(weight[rank], f.of.verdict_weight(f))
+        if f.of.verdict_ordered:
+            order.setdefault(rank, f.index)
     parts = [f"rank {r}: {', '.join(kinds)}" for r, kinds in
              sorted(per_rank.items(), key=lambda kv: (weight[kv[0]],
-                                                      oom_order.get(kv[0], len(oom_order)),
+                                                      order.get(kv[0], len(order)),
                                                       kv[0]))[:5]]
     if len(per_rank) > 5:
         parts.append(f"{len(per_rank) - 5} more rank(s)")
-    if collective:
-        parts.append(f"collective spikes on ranks {format_rank_list(sorted(collective))}")
-    if stalls:
-        parts.append(stall_verdict(stalls))
+    parts.extend(family.verdict_group(found) for family, found in groups.items())
     return "Verdict: FINDINGS — " + "; ".join(parts)

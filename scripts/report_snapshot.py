@@ -5,14 +5,14 @@ checkouts at once: the proof that a refactoring changed no byte of any report.
         base=/tmp/base/.venv/bin/python branch=.venv/bin/python [--demo-archive DIR]
 
 Each ``LABEL=PYTHON`` interpreter runs the same command lines (``python -m stormotel analyze``)
-over the same inputs: the archives under ``tests/`` (and a synthetic planted-fault archive
-written once), the stall corpus (``tests/stalls/data``: every case's logs, text and JSON), the
-stall evidence joined with telemetry, the HTML report, the Perfetto trace, the incident
-dashboard, ``--dry-run`` plans of the series sinks, usage errors, and — when ``prometheus`` is
-installed — TSDB runs against ONE real Prometheus both labels read (one job, the scheduled run
-over two discovered jobs with per-job paths, a job without data). stdout, stderr, the exit code
-and every file written are hashed per case; the script prints the cases whose hashes differ
-between the labels and exits 1 when any does.
+over the same inputs: the archives under ``tests/`` (and a synthetic planted-fault archive and a
+simulated job over its estimate, written once), the stall corpus (``tests/stalls/data``: every
+case's logs, text and JSON), the stall evidence joined with telemetry, the HTML report, the
+Perfetto trace, the incident dashboard, ``--dry-run`` plans of the series sinks, usage errors,
+and — when ``prometheus`` is installed — TSDB runs against ONE real Prometheus both labels read
+(one job, the scheduled run over two discovered jobs with per-job paths, a job without data).
+stdout, stderr, the exit code and every file written are hashed per case; the script prints the
+cases whose hashes differ between the labels and exits 1 when any does.
 
 What varies run to run is masked before hashing (and only that): the report's
 ``analysis_seconds``, the summary line's ``duration_s``, the run series' value of
@@ -68,10 +68,23 @@ def _inputs(work: Path, demo: Path | None) -> dict[str, Path]:
     synth.plant_gap_drift(drift[1], 2 * synth.GIB)
     synth.plant_gap_spike(drift[3], 100, 20, 1 * synth.GIB)
     gaps = otlp_fixtures.write_archive(work / "gap_archive", drift)
-    found = {"warmup": DATA / "analyzers/data/demo_warmup_steps", "seed": seed, "gaps": gaps}
+    found = {"warmup": DATA / "analyzers/data/demo_warmup_steps", "seed": seed, "gaps": gaps,
+             "estimate": _estimate_archive(work)}
     if demo is not None:
         found["demo"] = demo
     return found
+
+
+def _estimate_archive(work: Path) -> Path:
+    """Two simulated ranks tracked with a 1 MiB pre-run estimate (thousands of times over it:
+    the estimate family's findings, text and sinks), written once by this interpreter."""
+    root = work / "estimate_archive"
+    for rank in (0, 1):
+        subprocess.run([sys.executable, "-m", "stormotel", "track", "--sampler", "simulated",
+                        "--duration", "1.5", "--interval", "0.05", "--archive", str(root),
+                        "--job-id", "est", "--rank", str(rank), "--world-size", "2",
+                        "--estimate", "1MiB", "-q"], check=True, cwd=REPO)
+    return root / "est"
 
 
 def _file_cases(inputs: dict[str, Path]) -> Iterator[tuple[str, list[str]]]:

@@ -18,21 +18,31 @@ mapping rank → bytes. Pure and vectorised: one ``nanmax`` per rank and field.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
+from stormotel.analyzers.algorithms.plugin import AlgorithmInput, Estimates
 from stormotel.analyzers.algorithms.robust import all_finite
+from stormotel.analyzers.findings import AnnotationSpan, Finding, FindingFamily
+from stormotel.analyzers.report import Report
+from stormotel.analyzers.textlines import capped
 from stormotel.analyzers.timeline import META_ESTIMATE_BYTES, Timeline
+
+from stormotel.units import format_bytes
 
 #: Fields tried for the actual peak, most comparable to a MemTracker estimate first.
 PEAK_FIELDS: tuple[str, ...] = ("allocated", "reserved", "device_used")
 #: Default tolerance before a rank counts as over its estimate (matches the alert's default).
 DEFAULT_MARGIN = 0.10
+#: Ranks over their estimate listed in the text summary before "… N more".
+MAX_SUMMARY_LINES = 20
 
-Estimates = Mapping[int, float] | float | int | None
+__all__ = ["DEFAULT_MARGIN", "PEAK_FIELDS", "EstimateRatio", "EstimateVsActual", "Estimates",
+           "estimate_ratios", "estimate_section", "has_estimates", "section"]
 
 
 @dataclass(frozen=True)
@@ -54,47 +64,104 @@ class EstimateRatio:
         copy of each value (one entry per rank: a tenth of a second at 10,000 ranks)."""
         return {name: getattr(self, name) for name in _RATIO_FIELDS}
 
-    @classmethod
-    def from_mapping(cls, d: Mapping[str, Any]) -> EstimateRatio | None:
-        """Back from the report's ``estimate_vs_actual.ranks`` entry (None when malformed)."""
-        try:
-            return cls(rank=int(d["rank"]), estimate_bytes=_opt_float(d.get("estimate_bytes")),
-                       actual_peak_bytes=_opt_float(d.get("actual_peak_bytes")),
-                       ratio=_opt_float(d.get("ratio")), field=d.get("field"),
-                       peak_ns=None if d.get("peak_ns") is None else int(d["peak_ns"]),
-                       over_estimate=bool(d.get("over_estimate")))
-        except (KeyError, TypeError, ValueError):
-            return None
-
 
 _RATIO_FIELDS = tuple(f.name for f in fields(EstimateRatio))
 
 
-def _opt_float(v: Any) -> float | None:
-    return None if v is None else float(v)
+@dataclass(frozen=True)
+class EstimateVsActual:
+    """The report's estimate section (:attr:`Report.sections`): every rank's ratio, the notes
+    on ranks that could not be compared, and the margin. In the JSON contract it is where it
+    has always been: ``extra["estimate_vs_actual"]`` (detail) and ``extra["estimate_ratio"]``
+    (rank → ratio, which the findings-series sink exports as
+    ``stormotel_analyzer_estimate_ratio``)."""
+
+    ratios: list[EstimateRatio]
+    notes: list[str] = dataclasses.field(default_factory=list)
+    margin: float = DEFAULT_MARGIN
+
+    def extra_entries(self) -> dict[str, Any]:
+        return {"estimate_vs_actual": {"margin": self.margin, "peak_fields": list(PEAK_FIELDS),
+                                       "ranks": [r.to_dict() for r in self.ratios],
+                                       "notes": self.notes},
+                "estimate_ratio": self.ratio_by_rank()}
+
+    def ratio_by_rank(self) -> dict[int, float]:
+        return {r.rank: r.ratio for r in self.ratios if r.ratio is not None}
+
+    def over(self) -> list[EstimateRatio]:
+        """The ranks that peaked above their estimate beyond the margin — a finding (exit 1, a
+        verdict line), not only a number in the JSON: a job 11,483x over its estimate used to
+        read "healthy"."""
+        return [r for r in self.ratios if r.over_estimate and r.ratio is not None]
+
+    def has_findings(self) -> bool:
+        return bool(self.over())
+
+    def findings(self, report: Report) -> Iterator[Finding]:
+        for i, e in enumerate(self.over()):
+            # A measured peak against a given number is a fact; from reserved/device-used
+            # (fallbacks that include memory the estimate does not cover) it overstates: medium.
+            confidence = "high" if e.field == "allocated" else "medium"
+            yield Finding(ESTIMATE, "over_estimate", (e.rank,),
+                          "critical" if (e.ratio or 0.0) >= 2 else "warning", confidence,
+                          e.peak_ns, e.peak_ns, i, True, e, report)
+
+    def summary_lines(self, report: Report) -> list[str]:
+        over = list(self.findings(report))
+        if not over:
+            return []
+        return [f"Estimate vs actual ({len(over)} rank(s) over the estimate):",
+                *capped(over, MAX_SUMMARY_LINES,
+                        lambda f: f"  {f.severity:<8} {estimate_sentence(f.record)}",
+                        lambda n: f"  ... {n} more in the JSON report")]
 
 
-def over_estimate_ranks(extra: Mapping[str, Any]) -> list[EstimateRatio]:
-    """The ranks of a report's ``extra`` that peaked above their estimate beyond the margin —
-    a finding (exit 1, a verdict line), not only a number in the JSON: a job 11,483x over its
-    estimate used to read "healthy"."""
-    section = extra.get("estimate_vs_actual")
-    entries = section.get("ranks") if isinstance(section, Mapping) else None
-    # Only an entry marked over its estimate can be one (from_mapping keeps the mark as given):
-    # the others, most ranks of a job on plan, need not be read back.
-    ratios = (EstimateRatio.from_mapping(d) for d in entries or []
-              if isinstance(d, Mapping) and d.get("over_estimate"))
-    return [r for r in ratios if r is not None and r.over_estimate and r.ratio is not None]
+class EstimateFamily(FindingFamily):
+    """A rank over its estimate: over the margin a warning, twice the estimate or more critical
+    (the plan is wrong). Said per rank in the verdict; no annotation (the dashboards plot the
+    ratio series)."""
+
+    name = "estimate"
+    importance = 4
+
+    def title(self, f: Finding) -> str:
+        ratio = f.record.ratio
+        if ratio is None:
+            return super().title(f)
+        return f"peak {ratio_text(ratio)} its estimate ({f.severity})"
+
+    def text(self, f: Finding) -> str:
+        return f"stormotel: {estimate_sentence(f.record)}"
+
+    def annotation(self, f: Finding, report: Report) -> AnnotationSpan | None:
+        return None
 
 
-def severity_of_ratio(ratio: float) -> str:
-    """Over the margin: a warning; twice the estimate or more: critical (the plan is wrong)."""
-    return "critical" if ratio >= 2 else "warning"
+ESTIMATE = EstimateFamily()
+
+
+def estimate_sentence(e: EstimateRatio) -> str:
+    """The summary's and the annotations' words for one rank over its estimate."""
+    ratio = e.ratio or 0.0
+    why = ("the estimate is for another model or batch size, or in the wrong unit"
+           if ratio >= 10 else "the estimate is stale or the job changed")
+    return (f"rank {e.rank} peaked at {format_bytes(e.actual_peak_bytes, digits=1)} "
+            f"({e.field}), {ratio_text(ratio)} its estimate of "
+            f"{format_bytes(e.estimate_bytes, digits=1)}: {why}")
 
 
 def ratio_text(ratio: float) -> str:
     """``1.25x``, ``3.4x``, ``11,483x``: as many digits as a person reads."""
     return f"{ratio:,.0f}x" if ratio >= 100 else f"{ratio:.3g}x"
+
+
+def section(inp: AlgorithmInput) -> EstimateVsActual | None:
+    """The algorithm as the analysis runs it (:data:`~stormotel.analyzers.analyze.
+    SECTION_ALGORITHMS`): None when no estimate was given or read."""
+    if not has_estimates(inp.timeline, inp.estimates):
+        return None
+    return estimate_section(*estimate_ratios(inp.timeline, inp.estimates))
 
 
 def estimate_ratios(timeline: Timeline, estimates: Estimates = None, *,
@@ -131,23 +198,18 @@ def estimate_ratios(timeline: Timeline, estimates: Estimates = None, *,
 
 
 def has_estimates(timeline: Timeline, estimates: Estimates = None) -> bool:
-    """Whether any estimate was given or read: without one, :func:`report_section` is empty
-    and the per-rank peaks need not be looked for."""
+    """Whether any estimate was given or read: without one there is no section and the
+    per-rank peaks need not be looked for."""
     return estimates is not None or timeline.meta.get(META_ESTIMATE_BYTES) is not None
 
 
-def report_section(ratios: list[EstimateRatio], notes: list[str],
-                   margin: float = DEFAULT_MARGIN) -> dict[str, Any]:
-    """The ``Report.extra`` entries: ``estimate_vs_actual`` (detail) and ``estimate_ratio``
-    (rank → ratio, which the findings-series sink exports as ``stormotel_analyzer_estimate_ratio``).
-    Empty when no rank has an estimate, so reports of jobs without one stay unchanged."""
+def estimate_section(ratios: list[EstimateRatio], notes: list[str],
+                     margin: float = DEFAULT_MARGIN) -> EstimateVsActual | None:
+    """The report's section; None when no rank has an estimate, so reports of jobs without
+    one stay unchanged."""
     if not any(r.estimate_bytes is not None for r in ratios):
-        return {}
-    return {
-        "estimate_vs_actual": {"margin": margin, "peak_fields": list(PEAK_FIELDS),
-                               "ranks": [r.to_dict() for r in ratios], "notes": notes},
-        "estimate_ratio": {r.rank: r.ratio for r in ratios if r.ratio is not None},
-    }
+        return None
+    return EstimateVsActual(ratios, notes, margin)
 
 
 def _per_rank_estimates(timeline: Timeline, estimates: Estimates) -> dict[int, float]:

@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from stormotel.analyzers.algorithms.estimate_ratio import EstimateVsActual
 from stormotel.analyzers.locations import labels_of
 from stormotel.analyzers.report import (
     CollectiveAttribution,
@@ -126,11 +127,11 @@ def findings_samples(report: Report, *, job_id: str | None = None,
     for (kind, severity), n in sorted(kinds.items()):
         add(schema.AN_FINDINGS, n, **{schema.ANALYZER_LABEL_KIND: kind,
                                       schema.ANALYZER_LABEL_SEVERITY: severity})
-    ratios = report.extra.get("estimate_ratio") if isinstance(report.extra, dict) else None
-    if isinstance(ratios, Mapping):
-        for rank, ratio in sorted(ratios.items(), key=lambda kv: str(kv[0])):
-            if isinstance(ratio, int | float) and math.isfinite(ratio):
-                add(schema.AN_ESTIMATE_RATIO, ratio, rank=str(rank))
+    estimate = report.section(EstimateVsActual)
+    ratios = estimate.ratio_by_rank() if estimate is not None else {}
+    for rank, ratio in sorted(ratios.items(), key=lambda kv: str(kv[0])):
+        if math.isfinite(ratio):
+            add(schema.AN_ESTIMATE_RATIO, ratio, rank=str(rank))
     add(schema.AN_MISSING_RANKS, len(report.missing_ranks))
     return out
 

@@ -25,10 +25,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
-from stormotel.analyzers.findings import Finding
 from stormotel.analyzers.http import Deadline, EndpointError, HttpSettings, request
 from stormotel.analyzers.options import ENV_GRAFANA_TOKEN as ENV_GRAFANA_TOKEN
-from stormotel.analyzers.report import GapFinding, Report, StallFinding, Suspect
+from stormotel.analyzers.report import Report
 
 from stormotel import schema
 from stormotel.textsafe import redact
@@ -40,8 +39,6 @@ JOB_TAG_PREFIX = f"{schema.ATTR_JOB_ID}="
 LIST_LIMIT = 5000
 #: How far before the new findings the listing looks for earlier runs' annotations.
 LOOKBACK_MS = 7 * 86_400_000
-#: Findings that last (one per job, kind and rank): a later run widens, never duplicates, them.
-PERSISTENT_KINDS = ("persistent_drift", "fragmentation")
 
 
 @dataclass(frozen=True)
@@ -55,6 +52,8 @@ class Annotation:
     text: str
     tags: tuple[str, ...]
     key: str
+    #: A lasting finding: a later run widens the region it already covers.
+    widen: bool = False
 
     def payload(self, dashboard_uid: str | None) -> dict[str, Any]:
         body: dict[str, Any] = {"time": self.start_ms, "timeEnd": self.end_ms,
@@ -81,66 +80,27 @@ def _key(job_id: str, kind: str, ranks: Sequence[int], start_ms: int, extra: str
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
-def _ms(ns: int | None, default: int) -> int:
-    return default if ns is None else int(ns) // 1_000_000
-
-
 def annotations_for(report: Report, job_id: str | None = None) -> list[Annotation]:
-    """One annotation per finding with a place on the time axis: the first-cause lead window,
-    gap findings (drift onset, spikes), collective intervals and stalls. OOM forensics has its
-    own edge markers on the dashboards and no annotation."""
+    """One annotation per finding with a place on the time axis (the first-cause lead window,
+    gap findings, collective intervals, stalls, …): where it sits and what keys it is the
+    finding family's word (:meth:`FindingFamily.annotation
+    <stormotel.analyzers.findings.FindingFamily.annotation>`). OOM forensics has its own edge
+    markers on the dashboards and no annotation."""
     jid = job_id or report.job_id or "unknown"
     out: list[Annotation] = []
     for f in report.findings():
-        span = _span_ms(report, f)
+        span = f.of.annotation(f, report)
         if span is None:
             continue
-        start_ms, end_ms = span
-        extra, more_tags = _identity(f)
         located = f.where  # which machine/pod to look at, for the ranks it names
         text = f"{f.text} [{'; '.join(located)}]" if located else f.text
-        if f.kind in PERSISTENT_KINDS:
-            key = _key(jid, f.kind, f.ranks, 0, extra)
-        elif f.kind == "first_cause":  # the verdict, by position: a later verdict replaces it
-            key = _key(jid, f.kind, (), 0, extra)
-        else:
-            key = _key(jid, f.kind, f.ranks, start_ms, extra)
+        key = _key(jid, f.kind, f.ranks if span.by_ranks else (),
+                   span.start_ms if span.by_start else 0, span.identity)
         tags = (schema.ANNOTATION_TAG, f.kind, *(f"{RANK_TAG_PREFIX}{r}" for r in f.ranks),
-                f"{JOB_TAG_PREFIX}{jid}", *more_tags, f"{KEY_TAG_PREFIX}{key}")
-        out.append(Annotation(f.kind, f.ranks, start_ms, max(start_ms, end_ms), text, tags,
-                              key))
+                f"{JOB_TAG_PREFIX}{jid}", *span.tags, f"{KEY_TAG_PREFIX}{key}")
+        out.append(Annotation(f.kind, f.ranks, span.start_ms, max(span.start_ms, span.end_ms),
+                              text, tags, key, span.widen))
     return out
-
-
-def _span_ms(report: Report, f: Finding) -> tuple[int, int] | None:
-    """Where the annotation sits, in ms; None when the finding has no place on the axis."""
-    win_end = _ms(report.window_end_ns, 0)
-    if f.family == "first_cause" and f.start_ns is not None and f.end_ns is not None:
-        # From the first rise to the cluster onset, and at least as long as the lead.
-        start = f.start_ns // 1_000_000
-        onset = report.cross_rank.cluster_onset_ns
-        end = _ms(onset, start) if onset else start
-        return start, max(end, start + (f.end_ns - f.start_ns) // 1_000_000)
-    if f.family == "gap":
-        start = _ms(f.start_ns, _ms(report.window_start_ns, win_end))
-        return start, _ms(f.end_ns, start)
-    if f.family == "collective" and f.start_ns is not None and f.end_ns is not None:
-        return f.start_ns // 1_000_000, f.end_ns // 1_000_000
-    if f.family == "stall" and (f.start_ns is not None or report.window_end_ns is not None):
-        start = _ms(f.start_ns, win_end)
-        return start, start
-    return None
-
-
-def _identity(f: Finding) -> tuple[str, tuple[str, ...]]:
-    """What tells this finding's key apart beyond job, kind, ranks and start; extra tags."""
-    if isinstance(f.record, Suspect):
-        return f"suspect{f.index + 1}", (f"confidence={f.confidence}",)
-    if isinstance(f.record, GapFinding):
-        return "", (f"severity={f.severity}",)
-    if isinstance(f.record, StallFinding):
-        return f"{f.record.process_group}|{f.record.seq_id}", ("stall",)
-    return "", ()
 
 
 class GrafanaAPI:
@@ -244,7 +204,7 @@ def sync_annotations(api: GrafanaAPI | None, annotations: Sequence[Annotation], 
             create_once(api, ann, body)
             result.created += 1
             continue
-        if ann.kind in PERSISTENT_KINDS:  # widen the region the finding already covers
+        if ann.widen:  # widen the region the finding already covers
             body = {**body, "time": min(body["time"], int(old.get("time", body["time"]))),
                     "timeEnd": max(body["timeEnd"], int(old.get("timeEnd", body["timeEnd"])))}
         if _same(old, body):

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from stormotel.analyzers.algorithms.estimate_ratio import EstimateRatio, EstimateVsActual
 from stormotel.analyzers.http import HttpSettings
 from stormotel.analyzers.report import (
     CollectiveAttribution,
@@ -89,7 +90,9 @@ def _findings_report(now_ns: int) -> Report:
                                      op="all_reduce", source="flight_recorder",
                                      confidence="medium")],
         window_start_ns=now_ns - 60_000_000_000, window_end_ns=now_ns,
-        extra={"estimate_ratio": {"0": 0.9, "1": 1.6}},
+        sections=[EstimateVsActual([
+            EstimateRatio(0, 10.0 * 2**30, 9.0 * 2**30, 0.9, "allocated", now_ns, False),
+            EstimateRatio(1, 10.0 * 2**30, 16.0 * 2**30, 1.6, "allocated", now_ns, True)])],
     )
 
 

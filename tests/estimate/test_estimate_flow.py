@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from stormotel.analyzers.algorithms.estimate_ratio import EstimateVsActual
 from stormotel.analyzers.analyze import analyze
 from stormotel.analyzers.sinks.findings_series import findings_samples
 from stormotel.analyzers.sources import load_paths
@@ -41,15 +42,17 @@ def test_estimate_flows_from_tracker_archive_to_analyzer_report(tmp_path: Path) 
     timeline = load_paths([str(archive)])
     assert timeline.meta["estimate_bytes"] == {0: 20 * GIB, 1: 4 * GIB}
     report = analyze(timeline)
-    section = report.extra["estimate_vs_actual"]
+    section = json.loads(report.to_json())["extra"]["estimate_vs_actual"]  # the JSON contract
     by_rank = {r["rank"]: r for r in section["ranks"]}
+    est = report.section(EstimateVsActual)  # typed on the report
+    assert est is not None and "estimate_vs_actual" not in report.extra
     for rank, estimate in ((0, 20 * GIB), (1, 4 * GIB)):
         actual = float(np.nanmax(timeline.ranks[rank].field("allocated")))
         assert by_rank[rank]["field"] == "allocated"
         assert by_rank[rank]["ratio"] == pytest.approx(actual / estimate)
-        assert report.extra["estimate_ratio"][rank] == pytest.approx(actual / estimate)
-    assert json.loads(report.to_json())["extra"]["estimate_vs_actual"]["ranks"][0]["rank"] == 0
+        assert est.ratio_by_rank()[rank] == pytest.approx(actual / estimate)
+    assert by_rank[0]["rank"] == 0
     # ... and the findings sink turns the ratios into the series the dashboards plot.
     exported = {p.labels["rank"]: p.value for p in findings_samples(report)
                 if p.name == schema.AN_ESTIMATE_RATIO}
-    assert exported == {str(r): pytest.approx(v) for r, v in report.extra["estimate_ratio"].items()}
+    assert exported == {str(r): pytest.approx(v) for r, v in est.ratio_by_rank().items()}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from stormotel.analyzers.algorithms.estimate_ratio import estimate_ratios, report_section
+from stormotel.analyzers.algorithms.estimate_ratio import estimate_ratios, estimate_section
 from stormotel.analyzers.timeline import RankIdentity, Timeline, TimelineBuilder
 
 GIB = 2**30
@@ -47,15 +47,18 @@ def test_estimates_from_timeline_meta_and_missing_ranks() -> None:
     assert "rank 1: estimate 0 B is not positive; no ratio" in notes
     assert "rank 2: no estimate" in notes
     assert "rank 4: estimate given but no samples" in notes
-    section = report_section(ratios, notes)
+    est = estimate_section(ratios, notes)
+    assert est is not None and est.ratio_by_rank() == {0: pytest.approx(1.25)}
+    section = est.extra_entries()  # the JSON contract's keys
     assert section["estimate_ratio"] == {0: pytest.approx(1.25)}
     assert section["estimate_vs_actual"]["ranks"][0]["actual_peak_bytes"] == 10 * GIB
+    assert [r.rank for r in est.over()] == [0]
 
 
 def test_no_estimate_leaves_the_report_unchanged() -> None:
     ratios, _ = estimate_ratios(_timeline())
     assert all(r.ratio is None for r in ratios)
-    assert report_section(*estimate_ratios(_timeline())) == {}
+    assert estimate_section(*estimate_ratios(_timeline())) is None
 
 
 def test_bad_arguments() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, NotRequired, TypedDict
 
 import numpy as np
-from stormotel.analyzers.findings import IMPORTANCE, Finding, ranks_named
+from stormotel.analyzers.findings import Finding, ranks_named
 from stormotel.analyzers.report import Report
 from stormotel.analyzers.sinks.html.downsample import (
     Buckets,
@@ -103,7 +103,7 @@ def named_ranks(report: Report, timeline: Timeline, limit: int = MAX_NAMED_RANKS
 
 def _draw_order(f: Finding) -> tuple[int, bool]:
     """Importance of the family; among gap findings the critical ones first."""
-    return IMPORTANCE[f.family], f.family == "gap" and f.severity != "critical"
+    return f.importance, f.family == "gap" and f.severity != "critical"
 
 
 def aligned(timeline: Timeline, report: Report) -> dict[int, RankSeries]:
