@@ -13,7 +13,7 @@ from dataclasses import asdict
 
 import numpy as np
 import pytest
-from stormotel.analyzers.algorithms.estimate_ratio import EstimateRatio
+from stormotel.analyzers.algorithms.estimate_ratio import EstimateRatio, EstimateVsActual
 from stormotel.analyzers.algorithms.first_cause import _step_at
 from stormotel.analyzers.algorithms.gap import _none_fragmented, _spread
 from stormotel.analyzers.algorithms.robust import linear_slope, median_in_place, robust_center
@@ -123,7 +123,7 @@ def test_estimate_ratio_to_dict_is_asdict():
 
 def _asdict_report(report):
     """Report.to_dict as it was written first: dataclasses.asdict, then the JSON cleanup."""
-    from stormotel.analyzers.report import REPORT_SCHEMA, _with_oom_section
+    from stormotel.analyzers.report import REPORT_SCHEMA, _with_sections
 
     from stormotel.textsafe import redact
 
@@ -141,9 +141,12 @@ def _asdict_report(report):
         return obj
 
     d = asdict(report)
-    oom = d.pop("oom_forensics")
+    oom, _ = d.pop("oom_forensics"), d.pop("sections")
+    entries = [e for s in report.sections for e in s.extra_entries().items()]
     if oom is not None:
-        d["extra"] = _with_oom_section(d["extra"], oom)
+        entries.append(("oom_forensics", oom))
+    if entries:
+        d["extra"] = _with_sections(d["extra"], entries)
     return jsonable({"schema": REPORT_SCHEMA, **d})
 
 
@@ -190,9 +193,11 @@ def test_report_to_dict_is_asdict_then_jsonable():
                                      dict(evidence))],
         notes=["token=abc"], skipped={"nan_bytes": 2}, sources=["http://a:b@c/"],
         window_start_ns=1, window_end_ns=2, settings={"spike_z": 4.0, "ranks": "all"},
-        extra={"estimate_ratio": {0: 1.2}, "rank_attribution": {"1": {"host": "h"}},
+        extra={"first_rise_by_rank": {0: 1.2}, "rank_attribution": {"1": {"host": "h"}},
                "analysis_seconds": 0.1},
-        oom_forensics=forensics)
+        oom_forensics=forensics,
+        sections=[EstimateVsActual([EstimateRatio(0, 1e9, 1.2e9, 1.2, "allocated", 17, True)],
+                                   ["rank 1: no estimate"])])
     for r in (report, Report(job_id=None, world_size=None, participating_ranks=[],
                              missing_ranks=[])):
         want = _asdict_report(r)
@@ -202,9 +207,15 @@ def test_report_to_dict_is_asdict_then_jsonable():
     # Nothing returned is the report's own container: a sink may change what it was given.
     got = report.to_dict()
     got["cross_rank"]["first_cause_suspects"][0]["evidence"]["z"] = 0
-    got["extra"]["estimate_ratio"][0] = 0
+    got["extra"]["first_rise_by_rank"][0] = 0
+    got["extra"]["estimate_vs_actual"]["notes"].append("x")
     assert report.cross_rank.first_cause_suspects[0].evidence["z"] == 5.5
-    assert report.extra["estimate_ratio"] == {0: 1.2}
+    assert report.extra["first_rise_by_rank"] == {0: 1.2}
+    assert report.sections[0].extra_entries()["estimate_vs_actual"]["notes"] == \
+        ["rank 1: no estimate"]
+    # The contract's key order: the sections' keys, then the OOM section, before attribution.
+    assert list(got["extra"]) == ["first_rise_by_rank", "estimate_vs_actual", "estimate_ratio",
+                                  "oom_forensics", "rank_attribution", "analysis_seconds"]
 
 
 def test_median_of_small_slices_is_the_partition_median():
