@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import cast
 
-from stormotel.analyzers.algorithms.oom_forensics import EV_OOM_NS
 from stormotel.analyzers.findings import (
     AnnotationSpan,
     Finding,
@@ -25,6 +24,7 @@ from stormotel.analyzers.findings import (
 )
 from stormotel.analyzers.rankspec import format_rank_list
 from stormotel.analyzers.report import (
+    EV_OOM_NS,
     CollectiveAttribution,
     GapFinding,
     OomRank,
@@ -32,7 +32,6 @@ from stormotel.analyzers.report import (
     StallFinding,
     Suspect,
 )
-from stormotel.analyzers.stalls.render import stall_verdict
 
 
 class FirstCause(FindingFamily):
@@ -170,6 +169,28 @@ class Stall(FindingFamily):
 
     def verdict_group(self, findings: Sequence[Finding]) -> str:
         return stall_verdict([cast(StallFinding, f.record) for f in findings])
+
+
+def stall_verdict(findings: list[StallFinding]) -> str:
+    """The verdict's stall part: the root causes first, then how many findings in all."""
+    roots = [f for f in findings if f.consequence_of is None]
+    named = [f"{f.kind} on rank(s) {format_ranks(f.ranks)} "
+             f"({f.evidence.get('category') or f.confidence}"
+             + ("; local rank, one node presumed" if str(f.evidence.get("rank_from", ""))
+                .startswith("presumed") else "") + ")" for f in roots
+             if f.ranks and not f.evidence.get("waits_elsewhere")][:2]
+    lead = "stall root cause: " + "; ".join(named) if named else "stall: no single rank"
+    # where the ranks are, when snapshots say it (a named culprit or an undecided split)
+    places = next((str(f.evidence["reason"])[:300] for f in roots if f.source == "stacks"
+                   and f.evidence.get("reason")), None)
+    if places:
+        lead += f" [{places}]"
+    return f"{lead} — {len(findings)} stall finding(s), {len(roots)} root(s)"
+
+
+def format_ranks(ranks: list[int]) -> str:
+    return ",".join(map(str, ranks)) if len(ranks) <= 8 else \
+        f"{ranks[0]}..{ranks[-1]} ({len(ranks)} ranks)"
 
 
 FIRST_CAUSE, OOM, GAP, COLLECTIVE, STALL = FirstCause(), Oom(), Gap(), Collective(), Stall()

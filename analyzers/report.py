@@ -96,6 +96,13 @@ class StallFinding:
 
 GIB = float(1 << 30)
 
+#: Evidence keys a first-cause suspect gains when its rise ended in an OOM (set by
+#: :func:`~stormotel.analyzers.algorithms.oom_forensics.mark_suspects_that_ran_out`, read by
+#: the finding's sentence and the summary).
+EV_OOM_NS = "ran_out_of_memory_ns"
+EV_OOM_CAUSE = "ran_out_of_memory_cause"
+EV_OOM_FIRST = "ran_out_of_memory_first"
+
 
 @dataclass(frozen=True)
 class OomThresholds:

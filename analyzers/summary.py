@@ -9,12 +9,18 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import UTC, datetime
 
-from stormotel.analyzers.algorithms.oom_forensics import EV_OOM_CAUSE, EV_OOM_NS
 from stormotel.analyzers.findings import Finding, FindingFamily
 from stormotel.analyzers.headline import headline
 from stormotel.analyzers.locations import location_text
 from stormotel.analyzers.rankspec import format_rank_list
-from stormotel.analyzers.report import CollectiveAttribution, GapFinding, Report, Suspect
+from stormotel.analyzers.report import (
+    EV_OOM_CAUSE,
+    EV_OOM_NS,
+    CollectiveAttribution,
+    GapFinding,
+    Report,
+    Suspect,
+)
 from stormotel.analyzers.stalls.per_rank import render_places
 from stormotel.analyzers.stalls.render import render_stalls
 from stormotel.analyzers.textlines import capped

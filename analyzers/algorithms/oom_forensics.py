@@ -20,7 +20,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from stormotel.analyzers.report import OomForensics, OomRank, OomThresholds
+from stormotel.analyzers.report import (
+    EV_OOM_CAUSE,
+    EV_OOM_FIRST,
+    EV_OOM_NS,
+    OomForensics,
+    OomRank,
+    OomThresholds,
+)
 from stormotel.analyzers.timeline import EDGE_RESOLUTION_ATTR, KIND_OOM, OomDump, Timeline
 
 __all__ = [
@@ -146,12 +153,6 @@ def oom_forensics(timeline: Timeline, dumps: list[OomDump] | None = None,
                    + (f" (dump {first.dump_path})" if first.dump_path else ""))
     return OomForensics(None if tie else first.rank, tie, resolution_ns, summary, ranks,
                         thresholds)
-
-
-#: Evidence keys a first-cause suspect gains when its rise ended in an OOM.
-EV_OOM_NS = "ran_out_of_memory_ns"
-EV_OOM_CAUSE = "ran_out_of_memory_cause"
-EV_OOM_FIRST = "ran_out_of_memory_first"
 
 
 def mark_suspects_that_ran_out(suspects: list[Any], forensics: OomForensics) -> None:

@@ -9,31 +9,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from stormotel.analyzers.families import format_ranks
 from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls.log_world import world_note
 from stormotel.analyzers.textlines import capped
-
-
-def stall_verdict(findings: list[StallFinding]) -> str:
-    """The verdict's stall part: the root causes first, then how many findings in all."""
-    roots = [f for f in findings if f.consequence_of is None]
-    named = [f"{f.kind} on rank(s) {format_ranks(f.ranks)} "
-             f"({f.evidence.get('category') or f.confidence}"
-             + ("; local rank, one node presumed" if str(f.evidence.get("rank_from", ""))
-                .startswith("presumed") else "") + ")" for f in roots
-             if f.ranks and not f.evidence.get("waits_elsewhere")][:2]
-    lead = "stall root cause: " + "; ".join(named) if named else "stall: no single rank"
-    # where the ranks are, when snapshots say it (a named culprit or an undecided split)
-    places = next((str(f.evidence["reason"])[:300] for f in roots if f.source == "stacks"
-                   and f.evidence.get("reason")), None)
-    if places:
-        lead += f" [{places}]"
-    return f"{lead} — {len(findings)} stall finding(s), {len(roots)} root(s)"
-
-
-def format_ranks(ranks: list[int]) -> str:
-    return ",".join(map(str, ranks)) if len(ranks) <= 8 else \
-        f"{ranks[0]}..{ranks[-1]} ({len(ranks)} ranks)"
 
 
 def render_stalls(findings: list[StallFinding]) -> list[str]:

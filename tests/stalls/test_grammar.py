@@ -278,7 +278,7 @@ def test_torchelastic_local_rank_alone_is_presumed_global_at_low_only(tmp_path: 
     assert (root.kind, root.ranks, root.confidence) == ("rank_failure", [0], "low")
     assert root.evidence["pattern"] == "torchelastic.worker_failed_one_node"
     assert "presumed one node" in root.evidence["rank_from"]
-    from stormotel.analyzers.stalls.render import stall_verdict
+    from stormotel.analyzers.families import stall_verdict
 
     assert "one node presumed" in stall_verdict([root])  # the verdict line says it too
     # exit 1 (a Python exception of its own) with nobody seen waiting: the same presumption

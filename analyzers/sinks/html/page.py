@@ -68,7 +68,7 @@ def _located(report: Report, timeline: Timeline, rank: int) -> str:
 
 def stall_headline(report: Report) -> str:
     """The stall part of the headline: the root finding's ranks, else the undecided places."""
-    from stormotel.analyzers.stalls.render import stall_verdict
+    from stormotel.analyzers.families import stall_verdict
 
     return stall_verdict(report.stall_findings)
 
