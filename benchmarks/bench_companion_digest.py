@@ -55,9 +55,9 @@ def _measure(path: Path, alone: Path, repeat: int, add: Callable[[str, float], N
     import xxhash
     from stormotel.analyzers.sources import load_paths, otlp_cols
 
-    from stormotel import archive_cols
+    from stormotel import archive_format
 
-    cols = archive_cols.cols_path_for(path)
+    cols = archive_format.cols_path_for(path)
     plan = functools.partial(otlp_cols._plan, path, cols, 2**31, None)
     got = plan()
     assert got is not None and got[1] == b"", "every sample in a checked frame"
@@ -91,7 +91,7 @@ def main() -> None:
     args = p.parse_args()
 
     from benchmarks.bench_archive_scale import write_rank
-    from stormotel import archive_cols, schema
+    from stormotel import archive_format, schema
 
     tmp = Path(tempfile.mkdtemp(prefix="stormotel-digest-bench-"))
     try:
@@ -107,7 +107,7 @@ def main() -> None:
 
         for path in files:
             json_bytes += path.stat().st_size
-            cols_bytes += archive_cols.cols_path_for(path).stat().st_size
+            cols_bytes += archive_format.cols_path_for(path).stat().st_size
             frames += _measure(path, tmp / "json-alone", args.repeat, add)
         per = args.ranks * args.hours
         print(f"{args.ranks} ranks x {args.hours:g} h at {args.hz:g} Hz: {len(files)} files, "

@@ -22,8 +22,9 @@ way a batch is meant to look in OTLP:
   frames, one ended wherever a companion frame ends (every ``cols_frame_samples`` samples or
   ``cols_frame_s``); a file of concatenated frames is still one zstd stream to every reader;
 * beside each file, ``rank-R.NNNNN.metrics.cols.zst``: the same samples as columns
-  (:mod:`stormotel.archive_cols`), which the analyzer reads instead of inflating and scanning the
-  JSON (~15x less to inflate); built by the same writer thread from the lists it already makes;
+  (:mod:`stormotel.archive_cols`, its layout in :mod:`stormotel.archive_format`), which the
+  analyzer reads instead of inflating and scanning the JSON (~15x less to inflate); built by
+  the same writer thread from the lists it already makes;
 * files rotate by size and age (``rank-R.NNNNN.metrics.jsonl.zst``) and the oldest beyond
   ``max_files`` are deleted, so the archive is bounded on disk.
 """
@@ -45,7 +46,8 @@ from typing import Any
 import msgspec
 
 from stormotel import schema
-from stormotel.archive_cols import COLUMN_METRICS, ColumnsFile, cols_path_for, new_json_digest
+from stormotel.archive_cols import ColumnsFile
+from stormotel.archive_format import COLUMN_METRICS, cols_path_for, new_json_digest
 from stormotel.samplers.base import Sample
 
 __all__ = ["PER_SAMPLE_GAUGES", "PER_SAMPLE_NAMES", "ArchiveLimits", "CompactArchiveWriter",

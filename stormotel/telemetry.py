@@ -215,30 +215,34 @@ class TrackerState:
             self.crossings[level] = self.crossings.get(level, 0) + 1
 
 
-def _register_instruments(provider: MeterProvider, state: TrackerState,
-                          attrs: Mapping[str, str],
-                          written_elsewhere: frozenset[str] = frozenset()) -> None:
-    """Create every schema instrument on ``provider`` with callbacks reading ``state``.
+Callback = Callable[[CallbackOptions], Iterable[Observation]]
 
-    Every instrument is observable; the sample-duration histogram is not an SDK instrument at
-    all (the SDK would clean and hash its attributes on every sample, once per destination:
-    :mod:`stormotel.sample_duration` keeps it and each export adds its point). Instruments
-    named in ``written_elsewhere`` are left out: the compact archive writes every sample's
-    gauges itself, and collecting them here would only give the writer points to drop."""
-    meter = provider.get_meter(schema.INSTRUMENTATION_SCOPE, schema.SCHEMA_VERSION)
-    base = dict(attrs)
 
-    def with_attrs(extra: Mapping[str, str]) -> dict[str, str]:
-        return {**base, **extra}
+class _Observers:
+    """The callbacks the instruments read ``state`` through, with ``base`` (the point
+    attributes) on every observation. One factory per shape of reading."""
 
-    def field_gauge(name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+    def __init__(self, state: TrackerState, base: Mapping[str, str]) -> None:
+        self.state = state
+        self.base = dict(base)
+
+    def _with(self, extra: Mapping[str, str]) -> dict[str, str]:
+        return {**self.base, **extra}
+
+    def field(self, name: str) -> Callback:
+        """The latest sample's ``name`` (nothing before the first sample or when unmeasured)."""
+        state, base = self.state, self.base
+
         def cb(_: CallbackOptions) -> Iterable[Observation]:
             sample = state.latest
             value = None if sample is None else getattr(sample, name)
             return [] if value is None else [Observation(value, base)]
         return cb
 
-    def peak_cb(index: int) -> Callable[[CallbackOptions], Iterable[Observation]]:
+    def peak(self, index: int) -> Callback:
+        """The rolling peak of a field, never below its latest value."""
+        state, base = self.state, self.base
+
         def cb(_: CallbackOptions) -> Iterable[Observation]:
             sample = state.latest
             latest = None if sample is None else getattr(sample, _PEAK_FIELDS[index])
@@ -248,67 +252,44 @@ def _register_instruments(provider: MeterProvider, state: TrackerState,
             return [Observation(int(max(latest, peak if peak is not None else latest)), base)]
         return cb
 
-    def edge_cb(value: Callable[[Edge], float | int | None]
-                ) -> Callable[[CallbackOptions], Iterable[Observation]]:
+    def edge(self, value: Callable[[Edge], float | int | None]) -> Callback:
+        """One point per edge kind seen, labelled by the kind."""
+        state = self.state
+
         def cb(_: CallbackOptions) -> Iterable[Observation]:
             with state.lock:
                 edges = sorted(state.edges.items())
-            return [Observation(v, with_attrs({schema.ATTR_EDGE: kind}))
+            return [Observation(v, self._with({schema.ATTR_EDGE: kind}))
                     for kind, edge in edges if (v := value(edge)) is not None]
         return cb
 
-    def scalar(get: Callable[[], float | int | None]
-               ) -> Callable[[CallbackOptions], Iterable[Observation]]:
+    def scalar(self, get: Callable[[], float | int | None]) -> Callback:
+        base = self.base
+
         def cb(_: CallbackOptions) -> Iterable[Observation]:
             value = get()
             return [] if value is None else [Observation(value, base)]
         return cb
 
-    def by_attr(get: Callable[[], Mapping[Any, int]], keys: tuple[str, ...]
-                ) -> Callable[[CallbackOptions], Iterable[Observation]]:
+    def by_attr(self, get: Callable[[], Mapping[Any, int]], keys: tuple[str, ...]) -> Callback:
+        """One point per key of a counted mapping, the key's parts as the ``keys`` labels."""
+        state = self.state
+
         def cb(_: CallbackOptions) -> Iterable[Observation]:
             with state.lock:
                 items = list(get().items())
             out = []
             for key, count in items:
                 parts = key if isinstance(key, tuple) else (key,)
-                out.append(Observation(count, with_attrs(dict(zip(keys, parts, strict=True)))))
+                out.append(Observation(count, self._with(dict(zip(keys, parts, strict=True)))))
             return out
         return cb
 
-    def gauge(metric: schema.Metric, cb: Callable[[CallbackOptions], Iterable[Observation]]
-              ) -> None:
-        if metric.name in written_elsewhere:
-            return
-        create = meter.create_observable_up_down_counter \
-            if metric.kind is schema.Kind.UPDOWN_COUNTER else meter.create_observable_gauge
-        create(metric.name, [cb], unit=metric.unit, description=metric.description)
+    def sampler_count(self, name: str, extra: Callable[[], int] = lambda: 0
+                      ) -> Callable[[], int | None]:
+        """A sampler's counter, never below ``extra`` (the tracker's own count of the same)."""
+        state = self.state
 
-    def counter(metric: schema.Metric, cb: Callable[[CallbackOptions], Iterable[Observation]]
-                ) -> None:
-        meter.create_observable_counter(metric.name, [cb], unit=metric.unit,
-                                        description=metric.description)
-
-    for metric in schema.MEMORY_GAUGES:
-        gauge(metric, field_gauge(_FIELD_OF[metric]))
-    gauge(schema.DEVICE_UTILIZATION, field_gauge("utilization"))
-    for i, metric in enumerate(_PEAK_METRICS):
-        gauge(metric, peak_cb(i))
-    gauge(schema.ESTIMATE, scalar(lambda: state.estimate_bytes))
-    gauge(schema.STEP, scalar(lambda: state.step))
-    gauge(schema.EDGE_TIMESTAMP, edge_cb(lambda e: e.timestamp_ns / 1e9))
-    gauge(schema.EDGE_SIZE, edge_cb(lambda e: e.size_bytes))
-    gauge(schema.EDGE_GAP, edge_cb(lambda e: e.gap_s))
-    gauge(schema.SAMPLING_INTERVAL, scalar(lambda: state.sampling_interval_s))
-    gauge(schema.STALLED, scalar(lambda: int(state.stalled)))
-    gauge(schema.TRACKER_START, scalar(lambda: None if state.started_ns is None
-                                       else state.started_ns / 1e9))
-    gauge(schema.TRACKER_STOP, scalar(lambda: None if state.stopped_ns is None
-                                      else state.stopped_ns / 1e9))
-    gauge(schema.TRACKER_STOP_REPORTED, scalar(lambda: state.stop_reported))
-
-    def sampler_counter(name: str, extra: Callable[[], int] = lambda: 0
-                        ) -> Callable[[], int | None]:
         def get() -> int | None:
             sample = state.latest
             value = None if sample is None else getattr(sample, name)
@@ -317,18 +298,60 @@ def _register_instruments(provider: MeterProvider, state: TrackerState,
             return max(value or 0, extra())
         return get
 
-    counter(schema.ALLOC_RETRIES, scalar(sampler_counter("alloc_retries")))
+
+def _instrument_table(obs: _Observers) -> list[tuple[schema.Metric, Callback]]:
+    """Every schema instrument the tracker registers and the callback it reads, in the order
+    they are created (the order of the exposition and of every export)."""
+    state = obs.state
     # An OOM caught by capture_oom is also an allocator OOM on CUDA: take the larger count. The
     # series exists from the first sample at 0 even where the sampler counts none (NVML): the
     # tracker's own capture_oom count is known, and alert rules see 0 -> 1 from one scrape.
-    ooms = sampler_counter("num_ooms", lambda: state.caught_ooms)
-    counter(schema.OOMS, scalar(lambda: None if state.latest is None else (ooms() or 0)))
-    counter(schema.THRESHOLD_CROSSINGS, by_attr(lambda: state.crossings, (schema.ATTR_LEVEL,)))
-    counter(schema.SAMPLES, scalar(lambda: state.samples))
-    counter(schema.STALL_SNAPSHOTS, scalar(lambda: state.stall_snapshots))
-    counter(schema.SAMPLES_DROPPED, by_attr(lambda: state.dropped, (schema.ATTR_REASON,)))
-    counter(schema.EXPORT_FAILURES, by_attr(lambda: state.export_failures,
-                                            (schema.ATTR_DESTINATION, schema.ATTR_REASON)))
+    ooms = obs.sampler_count("num_ooms", lambda: state.caught_ooms)
+    return [
+        *((m, obs.field(_FIELD_OF[m])) for m in schema.MEMORY_GAUGES),
+        (schema.DEVICE_UTILIZATION, obs.field("utilization")),
+        *((m, obs.peak(i)) for i, m in enumerate(_PEAK_METRICS)),
+        (schema.ESTIMATE, obs.scalar(lambda: state.estimate_bytes)),
+        (schema.STEP, obs.scalar(lambda: state.step)),
+        (schema.EDGE_TIMESTAMP, obs.edge(lambda e: e.timestamp_ns / 1e9)),
+        (schema.EDGE_SIZE, obs.edge(lambda e: e.size_bytes)),
+        (schema.EDGE_GAP, obs.edge(lambda e: e.gap_s)),
+        (schema.SAMPLING_INTERVAL, obs.scalar(lambda: state.sampling_interval_s)),
+        (schema.STALLED, obs.scalar(lambda: int(state.stalled))),
+        (schema.TRACKER_START, obs.scalar(
+            lambda: None if state.started_ns is None else state.started_ns / 1e9)),
+        (schema.TRACKER_STOP, obs.scalar(
+            lambda: None if state.stopped_ns is None else state.stopped_ns / 1e9)),
+        (schema.TRACKER_STOP_REPORTED, obs.scalar(lambda: state.stop_reported)),
+        (schema.ALLOC_RETRIES, obs.scalar(obs.sampler_count("alloc_retries"))),
+        (schema.OOMS, obs.scalar(lambda: None if state.latest is None else (ooms() or 0))),
+        (schema.THRESHOLD_CROSSINGS, obs.by_attr(lambda: state.crossings, (schema.ATTR_LEVEL,))),
+        (schema.SAMPLES, obs.scalar(lambda: state.samples)),
+        (schema.STALL_SNAPSHOTS, obs.scalar(lambda: state.stall_snapshots)),
+        (schema.SAMPLES_DROPPED, obs.by_attr(lambda: state.dropped, (schema.ATTR_REASON,))),
+        (schema.EXPORT_FAILURES, obs.by_attr(lambda: state.export_failures,
+                                             (schema.ATTR_DESTINATION, schema.ATTR_REASON))),
+    ]
+
+
+def _register_instruments(provider: MeterProvider, state: TrackerState,
+                          attrs: Mapping[str, str],
+                          written_elsewhere: frozenset[str] = frozenset()) -> None:
+    """Create every instrument of :func:`_instrument_table` on ``provider``.
+
+    Every instrument is observable; the sample-duration histogram is not an SDK instrument at
+    all (the SDK would clean and hash its attributes on every sample, once per destination:
+    :mod:`stormotel.sample_duration` keeps it and each export adds its point). Instruments
+    named in ``written_elsewhere`` are left out: the compact archive writes every sample's
+    gauges itself, and collecting them here would only give the writer points to drop."""
+    meter = provider.get_meter(schema.INSTRUMENTATION_SCOPE, schema.SCHEMA_VERSION)
+    create = {schema.Kind.COUNTER: meter.create_observable_counter,
+              schema.Kind.UPDOWN_COUNTER: meter.create_observable_up_down_counter,
+              schema.Kind.GAUGE: meter.create_observable_gauge}
+    for metric, cb in _instrument_table(_Observers(state, attrs)):
+        if metric.name not in written_elsewhere:
+            create[metric.kind](metric.name, [cb], unit=metric.unit,
+                                description=metric.description)
 
 
 def rank_info_labels(resource_attributes: Mapping[str, Any], env: Mapping[str, str]
@@ -469,73 +492,100 @@ class Telemetry:
         self._scrapes_at_stop = 0
         if state.started_ns is None:
             state.started_ns = time.time_ns()
-        fail = state.count_export_failure
         self.otlp_failure_hint: Callable[[], str] = lambda: otlp_failure_hint(cfg, env)
-        info_labels = rank_info_labels(resource.attributes, env)
-        warned: set[str] = set()  # one warning per destination, metrics and spans together
-
-        def add(name: str, reader: MetricReader, on_sample: bool = False, every: int = 1,
-                point_attrs: Mapping[str, str] = attrs,
-                written_elsewhere: frozenset[str] = frozenset()) -> Destination:
-            provider = MeterProvider(resource=resource, metric_readers=[reader],
-                                     shutdown_on_exit=False,
-                                     exemplar_filter=AlwaysOffExemplarFilter())  # gauges only
-            _register_instruments(provider, state, point_attrs, written_elsewhere)
-            if name != schema.DEST_ARCHIVE:  # archive lines carry the identity as Resource
-                register_rank_info(provider, info_labels)
-            self.destinations.append(Destination(name, provider, reader, on_sample, every))
-            return self.destinations[-1]
-
+        self._resource, self._attrs = resource, attrs
+        self._info_labels = rank_info_labels(resource.attributes, env)
+        #: one warning per destination, metrics and spans together
+        self._warned: set[str] = set()
         fmt = cfg.archive_format or schema.ARCHIVE_FORMAT_DEFAULT
         if cfg.archive_dir is not None and fmt == schema.ARCHIVE_FORMAT_COMPACT:
-            self._add_compact_archive(resource, attrs, cfg, job_id, rank, add, warned)
+            self._add_compact_archive(resource, attrs, cfg, job_id, rank)
         elif cfg.archive_dir is not None:
-            from opentelemetry.exporter.otlp.json.file import FileMetricExporter, FileSpanExporter
-
-            metrics_path, traces_path = archive_paths(cfg.archive_dir, job_id, rank)
-            self.archive_files = (metrics_path, traces_path)
-            def dropped(reason: str) -> None:  # a batch the disk refused: counted, no traceback
-                fail(schema.DEST_ARCHIVE, reason)
-
-            m_stream = ArchiveStream(metrics_path, on_drop=dropped)
-            t_stream = ArchiveStream(traces_path, on_drop=dropped)
-            self._streams += [m_stream, t_stream]
-            add(schema.DEST_ARCHIVE, PeriodicExportingMetricReader(
-                GuardedMetricExporter(schema.DEST_ARCHIVE,
-                                      lambda: FileMetricExporter(stream=m_stream.open()), fail,
-                                      warned=warned, add=state.durations.view(attrs).add_to),
-                export_interval_millis=math.inf), on_sample=True, every=self._archive_every(cfg))
-            self._add_archive_spans(BatchSpanProcessor(
-                GuardedSpanExporter(schema.DEST_ARCHIVE,
-                                    lambda: FileSpanExporter(stream=t_stream.open()), fail,
-                                    warned=warned),
-                schedule_delay_millis=1000))
+            self._add_lines_archive(cfg, job_id, rank)
         if cfg.signal_enabled("metrics", env):
-            interval_ms, bad_interval = export_interval_ms(cfg.otlp_interval_s, env)
-            temporality, bad_temporality = temporality_preference(env)
-            for var, bad, used in (
-                    ("OTEL_METRIC_EXPORT_INTERVAL", bad_interval, f"{interval_ms:g} ms"),
-                    ("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", bad_temporality,
-                     "cumulative")):
-                if bad is not None:
-                    fail(schema.DEST_OTLP, schema.REASON_BAD_CONFIG)
-                    log.warning("stormotel: %s=%r is not valid; using %s", var, bad, used)
-            add(schema.DEST_OTLP, PeriodicExportingMetricReader(
-                GuardedMetricExporter(schema.DEST_OTLP,
-                                      _otlp_metric_exporter(cfg, env, temporality), fail,
-                                      warned=warned, preferred_temporality=temporality,
-                                      on_success=state.count_export_success,
-                                      add=state.durations.view(
-                                          attrs, temporality_of(temporality)).add_to,
-                                      hint=lambda: otlp_failure_hint(cfg, env, "metrics")),
-                export_interval_millis=interval_ms))
+            self._add_otlp_metrics(cfg, env)
         if cfg.signal_enabled("traces", env):
-            self.tracer_provider.add_span_processor(BatchSpanProcessor(
-                GuardedSpanExporter(schema.DEST_OTLP, _otlp_span_exporter(cfg, env), fail,
-                                    warned=warned, on_success=state.count_export_success,
-                                    hint=lambda: otlp_failure_hint(cfg, env, "traces"))))
+            self._add_otlp_spans(cfg, env)
         if cfg.prometheus_port is not None:
-            self._start_prometheus(cfg, add, resource, attrs)
+            self._start_prometheus(cfg, resource, attrs)
+        self._settle_counters()
+
+    def _add(self, name: str, reader: MetricReader, on_sample: bool = False, every: int = 1,
+             point_attrs: Mapping[str, str] | None = None,
+             written_elsewhere: frozenset[str] = frozenset()) -> Destination:
+        """One metrics destination: its own provider, every instrument, the rank-info series
+        (not in the archive, whose lines carry the identity as Resource)."""
+        provider = MeterProvider(resource=self._resource, metric_readers=[reader],
+                                 shutdown_on_exit=False,
+                                 exemplar_filter=AlwaysOffExemplarFilter())  # gauges only
+        _register_instruments(provider, self.state,
+                              self._attrs if point_attrs is None else point_attrs,
+                              written_elsewhere)
+        if name != schema.DEST_ARCHIVE:
+            register_rank_info(provider, self._info_labels)
+        self.destinations.append(Destination(name, provider, reader, on_sample, every))
+        return self.destinations[-1]
+
+    def _add_lines_archive(self, cfg: ExportConfig, job_id: str, rank: int) -> None:
+        """The ``lines`` archive: the official file exporters, metrics exported every
+        ``every``-th sample, spans batched."""
+        from opentelemetry.exporter.otlp.json.file import FileMetricExporter, FileSpanExporter
+
+        state, fail, warned = self.state, self.state.count_export_failure, self._warned
+        metrics_path, traces_path = archive_paths(cfg.archive_dir or ".", job_id, rank)
+        self.archive_files = (metrics_path, traces_path)
+
+        def dropped(reason: str) -> None:  # a batch the disk refused: counted, no traceback
+            fail(schema.DEST_ARCHIVE, reason)
+
+        m_stream = ArchiveStream(metrics_path, on_drop=dropped)
+        t_stream = ArchiveStream(traces_path, on_drop=dropped)
+        self._streams += [m_stream, t_stream]
+        self._add(schema.DEST_ARCHIVE, PeriodicExportingMetricReader(
+            GuardedMetricExporter(schema.DEST_ARCHIVE,
+                                  lambda: FileMetricExporter(stream=m_stream.open()), fail,
+                                  warned=warned, add=state.durations.view(self._attrs).add_to),
+            export_interval_millis=math.inf), on_sample=True, every=self._archive_every(cfg))
+        self._add_archive_spans(BatchSpanProcessor(
+            GuardedSpanExporter(schema.DEST_ARCHIVE,
+                                lambda: FileSpanExporter(stream=t_stream.open()), fail,
+                                warned=warned),
+            schedule_delay_millis=1000))
+
+    def _add_otlp_metrics(self, cfg: ExportConfig, env: Mapping[str, str]) -> None:
+        """Metrics pushed over OTLP on the SDK's timer; a bad interval or temporality in the
+        environment is counted and warned about, and the default used."""
+        state, fail = self.state, self.state.count_export_failure
+        interval_ms, bad_interval = export_interval_ms(cfg.otlp_interval_s, env)
+        temporality, bad_temporality = temporality_preference(env)
+        for var, bad, used in (
+                ("OTEL_METRIC_EXPORT_INTERVAL", bad_interval, f"{interval_ms:g} ms"),
+                ("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", bad_temporality,
+                 "cumulative")):
+            if bad is not None:
+                fail(schema.DEST_OTLP, schema.REASON_BAD_CONFIG)
+                log.warning("stormotel: %s=%r is not valid; using %s", var, bad, used)
+        self._add(schema.DEST_OTLP, PeriodicExportingMetricReader(
+            GuardedMetricExporter(schema.DEST_OTLP,
+                                  _otlp_metric_exporter(cfg, env, temporality), fail,
+                                  warned=self._warned, preferred_temporality=temporality,
+                                  on_success=state.count_export_success,
+                                  add=state.durations.view(
+                                      self._attrs, temporality_of(temporality)).add_to,
+                                  hint=lambda: otlp_failure_hint(cfg, env, "metrics")),
+            export_interval_millis=interval_ms))
+
+    def _add_otlp_spans(self, cfg: ExportConfig, env: Mapping[str, str]) -> None:
+        state = self.state
+        self.tracer_provider.add_span_processor(BatchSpanProcessor(
+            GuardedSpanExporter(schema.DEST_OTLP, _otlp_span_exporter(cfg, env),
+                                state.count_export_failure, warned=self._warned,
+                                on_success=state.count_export_success,
+                                hint=lambda: otlp_failure_hint(cfg, env, "traces"))))
+
+    def _settle_counters(self) -> None:
+        """Whether a clean stop will be reported, and every counter's known label sets at 0."""
+        state = self.state
         # A clean stop is told from a crash only if its timestamp gets out: pushed by the final
         # OTLP export, or scraped from an endpoint that waits for one last scrape.
         pushed = any(d.name == schema.DEST_OTLP for d in self.destinations)
@@ -552,8 +602,7 @@ class Telemetry:
                 state.crossings.setdefault(level, 0)
 
     def _add_compact_archive(self, resource: Resource, attrs: Mapping[str, str],
-                             cfg: ExportConfig, job_id: str, rank: int,
-                             add: Callable[..., Destination], warned: set[str]) -> None:
+                             cfg: ExportConfig, job_id: str, rank: int) -> None:
         """Metrics through :class:`CompactArchiveWriter` (its SDK reader only collects the
         non-per-sample instruments, every few seconds); spans through the official file
         exporter as in the ``lines`` format, zstd-compressed on append
@@ -575,7 +624,7 @@ class Telemetry:
         # Per-sample gauges and durations go through ``put``; the SDK reader collects only the
         # rest. The identity is written once in the resource, so the points carry none: the SDK
         # would clean and hash ten attributes per observation only for the writer to drop them.
-        dest = add(schema.DEST_ARCHIVE, reader, on_sample=True, point_attrs={},
+        dest = self._add(schema.DEST_ARCHIVE, reader, on_sample=True, point_attrs={},
                    written_elsewhere=PER_SAMPLE_NAMES)
         state = self.state
         dest.archive = CompactArchiveWriter(
@@ -588,7 +637,7 @@ class Telemetry:
         self._add_archive_spans(BatchSpanProcessor(
             GuardedSpanExporter(schema.DEST_ARCHIVE,
                                 lambda: FileSpanExporter(stream=t_stream.open()), fail,
-                                warned=warned),
+                                warned=self._warned),
             schedule_delay_millis=1000))
 
     def _add_archive_spans(self, processor: BatchSpanProcessor) -> None:
@@ -603,8 +652,8 @@ class Telemetry:
             return 1
         return max(1, round(cfg.archive_interval_s / interval))
 
-    def _start_prometheus(self, cfg: ExportConfig, add: Callable[..., Destination],
-                          resource: Resource, attrs: Mapping[str, str]) -> None:
+    def _start_prometheus(self, cfg: ExportConfig, resource: Resource,
+                          attrs: Mapping[str, str]) -> None:
         """The scrape endpoint. The labels the resource holds with the same value come from
         the resource (the exporter's ``resource_attribute_filter`` puts them on every series)
         rather than from each point: the same exposition, without the SDK cleaning and hashing
@@ -633,7 +682,7 @@ class Telemetry:
         self.scrape_watch = watch
         self.prometheus_address = (addr, int(server.server_port))
         # No otel_scope_* labels: one scope only, and they would sit on every series.
-        add(schema.DEST_PROMETHEUS, prometheus_reader(
+        self._add(schema.DEST_PROMETHEUS, prometheus_reader(
             self.state.durations.view(point_attrs),
             registry=registry, scope_info_enabled=False,
             resource_attribute_filter=from_resource.__contains__), point_attrs=point_attrs)
@@ -718,6 +767,18 @@ class Telemetry:
             return
         self.scrapes.wait_after(self._scrapes_at_stop, self._linger_s)
 
+    def _close_destination(self, dest: Destination, timeout_millis: int) -> None:
+        """Final export of one destination (its archive writer closed, the samples since its
+        last line written) and its provider shut down; never raises."""
+        if dest.archive is not None:
+            dest.archive.close()
+        if dest.on_sample and dest.pending:  # samples since the last line: write it
+            self._collect(dest, timeout_millis)
+        try:
+            dest.provider.shutdown(timeout_millis=timeout_millis)
+        except Exception as e:
+            log.debug("stormotel: %s shutdown failed: %s", dest.name, e)
+
     def close_archive(self, timeout_millis: int = 5_000) -> None:
         """Write everything the archive holds to disk and close it: its spans, its last
         metrics line. Goes before any network destination, so a collector that black-holes
@@ -730,16 +791,8 @@ class Telemetry:
                 except Exception as e:
                     log.debug("stormotel: archive span shutdown failed: %s", e)
             for dest in self.destinations:
-                if dest.name != schema.DEST_ARCHIVE:
-                    continue
-                if dest.archive is not None:
-                    dest.archive.close()
-                if dest.on_sample and dest.pending:  # samples since the last line: write it
-                    self._collect(dest, timeout_millis)
-                try:
-                    dest.provider.shutdown(timeout_millis=timeout_millis)
-                except Exception as e:
-                    log.debug("stormotel: %s shutdown failed: %s", dest.name, e)
+                if dest.name == schema.DEST_ARCHIVE:
+                    self._close_destination(dest, timeout_millis)
             self.destinations = [d for d in self.destinations if d.name != schema.DEST_ARCHIVE]
             for stream in self._streams:
                 stream.close()
@@ -757,14 +810,7 @@ class Telemetry:
             except Exception as e:
                 log.debug("stormotel: tracer shutdown failed: %s", e)
             for dest in self.destinations:
-                if dest.archive is not None:
-                    dest.archive.close()
-                if dest.on_sample and dest.pending:  # samples since the last line: write it
-                    self._collect(dest, timeout_millis)
-                try:
-                    dest.provider.shutdown(timeout_millis=timeout_millis)
-                except Exception as e:
-                    log.debug("stormotel: %s shutdown failed: %s", dest.name, e)
+                self._close_destination(dest, timeout_millis)
             self.destinations.clear()
             if self._prom_server is not None:
                 self._prom_server.shutdown()

@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
@@ -22,7 +23,7 @@ from stormotel import environment, exitcodes, schema
 from stormotel.config import ExportConfig, IdentityConfig, SamplingConfig, ThresholdConfig
 from stormotel.errors import StormotelError
 from stormotel.samplers import SAMPLERS
-from stormotel.samplers.faults import PROCESS_FAULTS, parse_faults
+from stormotel.samplers.faults import PROCESS_FAULTS, Fault, parse_faults
 from stormotel.samplers.simulated import SimulatedSampler
 from stormotel.telemetry import Telemetry
 from stormotel.textsafe import one_line, redact
@@ -85,6 +86,15 @@ def build_parser() -> argparse.ArgumentParser:
                f"gets the same ${environment.SIM_EPOCH_NS} (the shared t=0, ns since the epoch, "
                "e.g. $(date +%s%N) a few seconds ahead); without it each rank's t=0 is its own "
                "start. `stormotel rehearse` does this for N ranks and a local Prometheus.")
+    _add_sampling_args(p)
+    _add_identity_args(p)
+    _add_destination_args(p)
+    _add_threshold_args(p)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    return p
+
+
+def _add_sampling_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("what to sample")
     g.add_argument("--sampler", choices=SAMPLERS, default="cuda",
                    help="cuda: PyTorch allocator + cudaMemGetInfo (this process); nvml: the "
@@ -111,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--gpu-uuid", default=None, metavar="UUID",
                    help="simulated sampler only: the GPU UUID the rank reports (gpu_uuid, "
                         "hw.id), e.g. one dcgm-exporter shows (default: GPU-simulated-<device>)")
+
+
+def _add_identity_args(p: argparse.ArgumentParser) -> None:
     i = p.add_argument_group("identity (default: torchrun, SLURM or Open MPI variables)")
     i.add_argument("--job-id", default=None,
                    help="job identifier shared by all ranks (default, first found: "
@@ -121,6 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--rank", type=int, default=None, help="global rank (0 <= rank < world size)")
     i.add_argument("--local-rank", type=int, default=None, help="rank within this host")
     i.add_argument("--world-size", type=int, default=None, help="number of ranks in the job")
+
+
+def _add_destination_args(p: argparse.ArgumentParser) -> None:
     d = p.add_argument_group("destinations (any combination)")
     d.add_argument("--archive", default=None, metavar="DIR",
                    help="write the OTLP JSON-lines archive to DIR/<job_id>/ (metrics per "
@@ -160,6 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "once more (at most SECONDS; only if it was ever scraped), so alert "
                         "rules see the stop and do not take the rank for a crashed one "
                         "(default: %(default)s; 0 = stop at once)")
+
+
+def _add_threshold_args(p: argparse.ArgumentParser) -> None:
     t = p.add_argument_group("thresholds and edges")
     t.add_argument("--warning-percent", type=_percent,
                    default=schema.DEFAULT_THRESHOLDS[schema.THRESHOLD_WARNING],
@@ -179,25 +198,61 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--estimate", default=None, metavar="SIZE|FILE",
                    help="predicted peak: a size (e.g. 40GiB) or a `stormotel estimate` JSON file "
                         "with peak_bytes; exported as stormotel.memory.estimate")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
-    return p
 
 
 def main(argv: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    built = _tracker_from_args(args)
+    if isinstance(built, int):
+        return built
+    tracker, faults = built
+    stop = threading.Event()
+    received: list[int] = []
 
-    def usage(msg: str) -> int:
-        print(f"stormotel track: error: {one_line(msg)}", file=sys.stderr)
-        return exitcodes.USAGE
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        received.append(signum)
+        stop.set()
 
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    tracker.start_tracking()
+    if not args.quiet:
+        _print_start(tracker, args)
+    run = _track(tracker, args, faults, stop)
+    stats = tracker.stats
+    if not args.quiet:
+        dropped = sum(stats["dropped"].values())
+        failed = sum(stats["export_failures"].values())
+        print(f"stormotel track: {'interrupted, ' if run.interrupted else ''}flushed "
+              f"{stats['samples']} samples ({dropped} dropped, {failed} failed exports)",
+              file=sys.stderr)
+    if run.died:
+        print("stormotel track: the simulated rank ran out of memory and ended (fault oom "
+              "with exit=)", file=sys.stderr)
+        return exitcodes.FINDINGS
+    # Ctrl-C is "interrupted" (130, as documented); SIGTERM is the orderly stop a scheduler
+    # asks for (a pod shutting down), so it exits OK once the samples are flushed.
+    if signal.SIGINT in received:
+        return exitcodes.INTERRUPTED
+    return _no_export_succeeded(run.telemetry, stats, run.had_otlp) or exitcodes.OK
+
+
+def _usage(msg: str) -> int:
+    print(f"stormotel track: error: {one_line(msg)}", file=sys.stderr)
+    return exitcodes.USAGE
+
+
+def _tracker_from_args(args: argparse.Namespace) -> tuple[MemoryTracker, tuple[Fault, ...]] | int:
+    """The tracker the flags configure and the faults they plant, or the usage exit status
+    (its message printed) for flags that do not fit together or do not parse."""
     for flag, value in (("--fault", args.fault), ("--device-memory", args.device_memory),
                         ("--gpu-uuid", args.gpu_uuid)):
         if value and args.sampler != "simulated":
-            return usage(f"{flag} needs --sampler simulated")
+            return _usage(f"{flag} needs --sampler simulated")
     if args.prometheus_linger < 0:
-        return usage(f"--prometheus-linger {args.prometheus_linger:g} must be >= 0")
+        return _usage(f"--prometheus-linger {args.prometheus_linger:g} must be >= 0")
     try:
         faults = parse_faults(args.fault)
         estimate_flag: str | None = args.estimate
@@ -225,30 +280,39 @@ def main(argv: list[str]) -> int:
                         schema.THRESHOLD_CRITICAL: args.critical_percent},
                 hysteresis_percent=args.hysteresis, estimate_bytes=estimate))
     except (StormotelError, ValueError) as e:  # identity, fault spec, sampler, flag values
-        return usage(str(e))
+        return _usage(str(e))
+    return tracker, faults
 
-    stop = threading.Event()
-    received: list[int] = []
 
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        received.append(signum)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    tracker.start_tracking()
+def _print_start(tracker: MemoryTracker, args: argparse.Namespace) -> None:
+    """One line on stderr: who this rank is, what it samples, where it exports."""
     ident = tracker.identity
-    if not args.quiet:
-        where = []
-        if tracker.archive_files:
-            where.append(f"archive {tracker.archive_files[0].parent}")
-        if tracker.prometheus_address:
-            where.append("prometheus http://{}:{}/metrics".format(*tracker.prometheus_address))
-        if schema.DEST_OTLP in tracker.destinations:
-            where.append(f"otlp {redact(args.otlp_endpoint or '(OTEL_EXPORTER_OTLP_* env)')}")
-        print(f"stormotel track: job {ident.job_id} rank {ident.rank}/{ident.world_size} "
-              f"{tracker.sampler.name} device {ident.gpu} every {args.interval}s -> "
-              f"{', '.join(where)}", file=sys.stderr, flush=True)
+    where = []
+    if tracker.archive_files:
+        where.append(f"archive {tracker.archive_files[0].parent}")
+    if tracker.prometheus_address:
+        where.append("prometheus http://{}:{}/metrics".format(*tracker.prometheus_address))
+    if schema.DEST_OTLP in tracker.destinations:
+        where.append(f"otlp {redact(args.otlp_endpoint or '(OTEL_EXPORTER_OTLP_* env)')}")
+    print(f"stormotel track: job {ident.job_id} rank {ident.rank}/{ident.world_size} "
+          f"{tracker.sampler.name} device {ident.gpu} every {args.interval}s -> "
+          f"{', '.join(where)}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class _Tracked:
+    """How the tracking ended, and what the stop released (read before it)."""
+
+    interrupted: bool
+    died: bool
+    had_otlp: bool
+    telemetry: Telemetry | None
+
+
+def _track(tracker: MemoryTracker, args: argparse.Namespace, faults: tuple[Fault, ...],
+           stop: threading.Event) -> _Tracked:
+    """Sample until ``--duration``, a signal, or a simulated OOM's exit; then stop the tracker
+    (flushing every destination)."""
     deadline = None if args.duration is None else time.monotonic() + args.duration
     oom_exit = _oom_exit_deadline(tracker)
     if oom_exit is not None:
@@ -273,22 +337,7 @@ def main(argv: list[str]) -> int:
         telemetry = tracker.telemetry
         # A rank that dies of its OOM ends badly: the tracker lingers as at an uncaught OOM.
         tracker.stop_tracking(linger=True if died else None)
-    stats = tracker.stats
-    if not args.quiet:
-        dropped = sum(stats["dropped"].values())
-        failed = sum(stats["export_failures"].values())
-        print(f"stormotel track: {'interrupted, ' if interrupted else ''}flushed "
-              f"{stats['samples']} samples ({dropped} dropped, {failed} failed exports)",
-              file=sys.stderr)
-    if died:
-        print("stormotel track: the simulated rank ran out of memory and ended (fault oom "
-              "with exit=)", file=sys.stderr)
-        return exitcodes.FINDINGS
-    # Ctrl-C is "interrupted" (130, as documented); SIGTERM is the orderly stop a scheduler
-    # asks for (a pod shutting down), so it exits OK once the samples are flushed.
-    if signal.SIGINT in received:
-        return exitcodes.INTERRUPTED
-    return _no_export_succeeded(telemetry, stats, had_otlp) or exitcodes.OK
+    return _Tracked(interrupted, died, had_otlp, telemetry)
 
 
 def _oom_exit_deadline(tracker: MemoryTracker) -> float | None:

@@ -1,4 +1,6 @@
-"""A compact archive file read through its columnar companion (stormotel/archive_cols.py).
+"""A compact archive file read through its columnar companion (its layout:
+stormotel/archive_format.py, a leaf; the tracker's writer, stormotel/archive_cols.py, is not
+imported here).
 
 Inflating and scanning a rank-hour of OTLP JSON costs ~130 ms of CPU; its companion holds the
 same memory samples as ~1 MB of zstd arrays. This reader takes the companion's complete frames
@@ -8,11 +10,11 @@ the compressed bytes after the last frame's ``json_end``: what a killed writer w
 last companion frame. The columns are then exactly those the JSON alone would give, in the same
 order, so the Timeline is the same.
 
-Nothing here trusts the companion: it must parse (:func:`~stormotel.archive_cols.parse_frame`),
+Nothing here trusts the companion: it must parse (:func:`~stormotel.archive_format.parse_frame`),
 name this file's rank and number, and its frames must tile the JSON file from byte 0 with the
 JSON's own bytes at each end (``json_tail``) and a zstd frame starting at each; and each frame's
 digest must match the one computed here from the JSON file's compressed bytes it covers and the
-frame itself (:func:`~stormotel.archive_cols.frame_digest`: a hash of compressed bytes, no
+frame itself (:func:`~stormotel.archive_format.frame_digest`: a hash of compressed bytes, no
 inflate). The JSON is the archive of record in fact: a companion whose values, timestamps,
 sample count or encoding were changed after it was written does not match and is not read.
 Anything else returns ``False`` having recorded nothing, with a counted note
@@ -35,7 +37,7 @@ from stormotel.analyzers.sources.otlp_archive import METRIC_FIELDS, OtlpFileRead
 from stormotel.analyzers.sources.otlp_fast import OtlpResource, attrs_of
 
 from stormotel import schema
-from stormotel.archive_cols import (
+from stormotel.archive_format import (
     MAX_FRAME_BYTES,
     Frame,
     FrameError,

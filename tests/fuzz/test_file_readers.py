@@ -143,7 +143,7 @@ def _compact_with_companion() -> tuple[bytes, tuple[bytes, ...]]:
     """A compact file of several frames and its companion's frame contents (inflated)."""
     from stormotel.analyzers.sources.otlp_cols import _frames
 
-    from stormotel.archive_cols import cols_path_for
+    from stormotel.archive_format import cols_path_for
     from stormotel.archive_writer import ArchiveLimits, CompactArchiveWriter
     from stormotel.samplers.base import Sample
 
@@ -169,7 +169,7 @@ def test_compact_companion(data):
     cut, frames dropped or repeated) beside an intact JSON file."""
     import struct
 
-    from stormotel.archive_cols import MAGIC
+    from stormotel.archive_format import MAGIC
 
     json_zst, contents = _compact_with_companion()
     frames = list(contents)

@@ -21,7 +21,7 @@ import zstandard
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from stormotel import archive_cols, environment, schema
+from stormotel import archive_format, environment, schema
 from tests.fuzz.boundary import json_values
 
 
@@ -53,7 +53,7 @@ def _written() -> tuple[bytes, bytes, tuple[bytes, ...]]:
             w.flush()
     w.close()
     [zst] = sorted(folder.rglob("*.metrics.jsonl.zst"))
-    cols = archive_cols.cols_path_for(zst)
+    cols = archive_format.cols_path_for(zst)
     return zst.read_bytes(), cols.read_bytes(), tuple(_frames(cols.read_bytes(), 2**30))
 
 
@@ -80,7 +80,7 @@ _EDITS = st.sampled_from(["scale", "add", "shift", "drop", "nan", "reverse", "no
 def _forge(content: bytes, edit: str, factor: float, at: int) -> bytes:
     """One frame with its values, times or count changed, re-encoded as the writer does,
     every header field it checks (rank, file, JSON range and tail, digest) kept."""
-    f = archive_cols.parse_frame(content)
+    f = archive_format.parse_frame(content)
     t = f.t.copy()
     cols = {c.name: f.columns[c.name][1].copy() for c in f.header.columns}
     keep = np.ones(t.size, bool)
@@ -97,15 +97,15 @@ def _forge(content: bytes, edit: str, factor: float, at: int) -> bytes:
     elif edit == "reverse":
         cols = {k: v[::-1].copy() for k, v in cols.items()}
     t = t[keep]
-    arrays = [archive_cols._plane(np.diff(t, prepend=np.int64(0)).astype("<i8"))]
+    arrays = [archive_format.plane(np.diff(t, prepend=np.int64(0)).astype("<i8"))]
     columns = []
     for name, values in cols.items():
         v = values[keep]
-        columns.append(archive_cols.Column(name, "<f8", False, int(v.size), False))
-        arrays.append(archive_cols._plane(v.astype("<f8")))
+        columns.append(archive_format.Column(name, "<f8", False, int(v.size), False))
+        arrays.append(archive_format.plane(v.astype("<f8")))
     header = msgspec.structs.replace(f.header, samples=int(t.size), t_first=int(t[0]),
                                      t_last=int(t[-1]), columns=columns)
-    return archive_cols.encode_frame(header, f.resource, f.context, arrays)
+    return archive_format.encode_frame(header, f.resource, f.context, arrays)
 
 
 @given(edits=st.lists(st.tuples(st.integers(0, 2), _EDITS,

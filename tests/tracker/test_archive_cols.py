@@ -29,7 +29,7 @@ from stormotel.analyzers.sources.otlp_cols import _frames, _plan
 from stormotel.analyzers.timeline import Timeline
 
 from stormotel import archive_writer, schema
-from stormotel.archive_cols import COLS_SUFFIX, MAGIC, cols_path_for
+from stormotel.archive_format import COLS_SUFFIX, MAGIC, cols_path_for
 from stormotel.archive_writer import ArchiveLimits, CompactArchiveWriter
 from stormotel.errors import NoTelemetryError
 from stormotel.samplers.base import Sample

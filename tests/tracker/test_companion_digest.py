@@ -24,8 +24,8 @@ import zstandard
 from stormotel.analyzers.sources import load_paths
 from stormotel.analyzers.sources.otlp_cols import _frames
 
-from stormotel import archive_cols, schema
-from stormotel.archive_cols import COLS_SUFFIX, Column, Frame, cols_path_for, parse_frame
+from stormotel import archive_cols, archive_format, schema
+from stormotel.archive_format import COLS_SUFFIX, Column, Frame, cols_path_for, parse_frame
 from stormotel.archive_writer import ArchiveLimits, CompactArchiveWriter
 from stormotel.samplers.base import Sample
 
@@ -74,7 +74,7 @@ def _analyze(folder: Path) -> tuple[int, dict[str, object]]:
 def _encode(frame: Frame, t: np.ndarray, columns: dict[str, list[object]]) -> bytes:
     """The frame re-encoded as the writer encodes it, with ``t`` and ``columns`` instead of
     its own, every other header field (digest included) kept."""
-    arrays = [archive_cols._plane(np.diff(t.astype(np.int64), prepend=np.int64(0))
+    arrays = [archive_format.plane(np.diff(t.astype(np.int64), prepend=np.int64(0))
                                   .astype("<i8"))]
     cols = []
     for name, values in columns.items():
@@ -86,7 +86,7 @@ def _encode(frame: Frame, t: np.ndarray, columns: dict[str, list[object]]) -> by
     h = frame.header
     header = msgspec.structs.replace(h, samples=len(t), t_first=int(t[0]), t_last=int(t[-1]),
                                      columns=cols)
-    return archive_cols.encode_frame(header, frame.resource, frame.context, arrays)
+    return archive_format.encode_frame(header, frame.resource, frame.context, arrays)
 
 
 def _values(frame: Frame) -> dict[str, list[object]]:
@@ -117,15 +117,15 @@ def _nans(f: Frame) -> bytes:
     vals = {k: [float(x) for x in v] for k, v in _values(f).items()}  # type: ignore[arg-type]
     t = f.t
     # NaN is not a value the writer stores; the forger writes the f8 column by hand
-    arrays = [archive_cols._plane(np.diff(t, prepend=np.int64(0)).astype("<i8"))]
+    arrays = [archive_format.plane(np.diff(t, prepend=np.int64(0)).astype("<i8"))]
     cols = []
     for name, v in vals.items():
         a = np.array(v, dtype="<f8")
         a[::3] = np.nan
         cols.append(Column(name, "<f8", False, len(a), False))
-        arrays.append(archive_cols._plane(a))
+        arrays.append(archive_format.plane(a))
     header = msgspec.structs.replace(f.header, columns=cols)
-    return archive_cols.encode_frame(header, f.resource, f.context, arrays)
+    return archive_format.encode_frame(header, f.resource, f.context, arrays)
 
 
 def _format_1(f: Frame) -> bytes:
@@ -136,7 +136,7 @@ def _format_1(f: Frame) -> bytes:
     head.pop("digest")
     head.pop("digest_alg")
     raw = json.dumps(head).encode()
-    return archive_cols.MAGIC + len(raw).to_bytes(4, "little") + raw + f.payload
+    return archive_format.MAGIC + len(raw).to_bytes(4, "little") + raw + f.payload
 
 
 FORGERIES: dict[str, Callable[[Frame], bytes]] = {
