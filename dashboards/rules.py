@@ -135,35 +135,13 @@ def _last(metric: schema.Metric, window: str) -> str:
 
 def recording_rules(cfg: Settings) -> list[Recording]:
     """Per-rank quantities the dashboards and alerts share (order matters: later ones reuse)."""
+    return [*_usage_rules(cfg), *_fill_rules(cfg), *_presence_rules(cfg), *_event_rules(cfg)]
+
+
+def _usage_rules(cfg: Settings) -> list[Recording]:
+    """How full each rank is, its gap's slope, and whether it is short of memory."""
     used, limit = _max(schema.DEVICE_USED), _max(schema.DEVICE_LIMIT)
     reserved, allocated = _max(schema.ALLOC_RESERVED), _max(schema.ALLOC_ALLOCATED)
-    gap = _max(schema.GAP)
-    third_1, third_2, third_3 = _thirds(cfg.drift_window)
-    step_bytes = cfg.drift_min_bytes_per_second * _seconds(third_1)
-    grew = [f"({gap} - {_max(schema.GAP, third_1)} > {step_bytes:.6g})",
-            f"({_max(schema.GAP, third_1)} - {_max(schema.GAP, third_2)} > {step_bytes:.6g})",
-            f"({_max(schema.GAP, third_2)} - {_max(schema.GAP, third_3)} > {step_bytes:.6g})"]
-    ooms = promql.of(schema.OOMS)
-    # OTel counters may appear on their first increment (a sampler without an allocator OOM
-    # count): a series new within the window and already above 0 counts too, read from the range
-    # so a rank scraped once after its OOM and then gone (stale) still counts.
-    new_ooms = promql.by_identity(
-        "max", f"max_over_time({ooms}[{cfg.oom_window}]) > 0 unless {ooms} offset {cfg.oom_window}")
-    taken10, dropped10 = _increase(schema.SAMPLES, "10m"), _increase(schema.SAMPLES_DROPPED, "10m")
-    presence = cfg.presence_window
-    info = promql.of(schema.RANK_INFO)
-    place_keep = ", ".join((*schema.PLACEMENT_LABELS, schema.ATTR_JOB_ID, schema.ATTR_RANK,
-                            schema.ATTR_GPU_UUID, schema.ATTR_POD))
-    step = promql.of(schema.STEP)
-    still = promql.by_identity("max", f"changes({step}[{cfg.stall_window}])")
-    moved = promql.by_identity("max", f"changes({step}[{presence}])")
-    info_now = f"max by ({place_keep}) ({info})"
-    info_last = f"max by ({place_keep}) (last_over_time({info}[{presence}]))"
-    drift = cfg.drift_window
-    used_slope = promql.by_identity(
-        "max", f"deriv({promql.of(schema.DEVICE_USED)}[{cfg.drift_window}])")
-    stopped = _last(schema.TRACKER_STOP, presence)
-    started = _last(schema.TRACKER_START, presence)
     return [
         Recording(schema.REC_DEVICE_USED_RATIO, promql.used_ratio()),
         Recording(schema.REC_DEVICE_HEADROOM, promql.headroom()),
@@ -178,6 +156,21 @@ def recording_rules(cfg: Settings) -> list[Recording]:
         Recording(schema.REC_RANK_MEMORY_PRESSURE,
                   f"{schema.REC_IN_USE_RATIO} and on ({RANK_KEY})"
                   f" ({_increase(schema.ALLOC_RETRIES, cfg.retry_window)} > 0)", always=False),
+    ]
+
+
+def _fill_rules(cfg: Settings) -> list[Recording]:
+    """Drift of the gap, and the gap or device used filling the device within each horizon."""
+    gap = _max(schema.GAP)
+    third_1, third_2, third_3 = _thirds(cfg.drift_window)
+    step_bytes = cfg.drift_min_bytes_per_second * _seconds(third_1)
+    grew = [f"({gap} - {_max(schema.GAP, third_1)} > {step_bytes:.6g})",
+            f"({_max(schema.GAP, third_1)} - {_max(schema.GAP, third_2)} > {step_bytes:.6g})",
+            f"({_max(schema.GAP, third_2)} - {_max(schema.GAP, third_3)} > {step_bytes:.6g})"]
+    drift = cfg.drift_window
+    used_slope = promql.by_identity(
+        "max", f"deriv({promql.of(schema.DEVICE_USED)}[{cfg.drift_window}])")
+    return [
         # Drift is growth in each third of the window: a one-time step (NCCL init) is not.
         Recording(schema.REC_RANK_GAP_DRIFT,
                   f"{schema.REC_GAP_SLOPE} > {cfg.drift_min_bytes_per_second:.6g}"
@@ -214,6 +207,15 @@ def recording_rules(cfg: Settings) -> list[Recording]:
                   + _grew_each_step(cfg.fill_step, cfg.drift_min_bytes_per_second,
                                     schema.DEVICE_USED)
                   + f" unless on ({RANK_KEY}) {schema.REC_RANK_GAP_FILLS_SOON}", always=False),
+    ]
+
+
+def _presence_rules(cfg: Settings) -> list[Recording]:
+    """Which ranks report, were seen, stopped cleanly, or went silent."""
+    presence = cfg.presence_window
+    stopped = _last(schema.TRACKER_STOP, presence)
+    started = _last(schema.TRACKER_START, presence)
+    return [
         # A rank reports while its samples reach the TSDB: presence, not increase(), so a rank
         # counts from its first scrape (start-up never reads as silence).
         Recording(schema.REC_RANK_ACTIVE,
@@ -231,6 +233,28 @@ def recording_rules(cfg: Settings) -> list[Recording]:
         Recording(schema.REC_RANK_SILENT,
                   f"{schema.REC_RANK_SEEN} unless on ({RANK_ONLY}) {schema.REC_RANK_ACTIVE}"
                   f" unless on ({RANK_KEY}) {schema.REC_RANK_STOPPED}", always=False),
+    ]
+
+
+def _event_rules(cfg: Settings) -> list[Recording]:
+    """Dropped samples, OOMs, stalls, and where each rank runs."""
+    ooms = promql.of(schema.OOMS)
+    # OTel counters may appear on their first increment (a sampler without an allocator OOM
+    # count): a series new within the window and already above 0 counts too, read from the range
+    # so a rank scraped once after its OOM and then gone (stale) still counts.
+    new_ooms = promql.by_identity(
+        "max", f"max_over_time({ooms}[{cfg.oom_window}]) > 0 unless {ooms} offset {cfg.oom_window}")
+    taken10, dropped10 = _increase(schema.SAMPLES, "10m"), _increase(schema.SAMPLES_DROPPED, "10m")
+    presence = cfg.presence_window
+    info = promql.of(schema.RANK_INFO)
+    place_keep = ", ".join((*schema.PLACEMENT_LABELS, schema.ATTR_JOB_ID, schema.ATTR_RANK,
+                            schema.ATTR_GPU_UUID, schema.ATTR_POD))
+    step = promql.of(schema.STEP)
+    still = promql.by_identity("max", f"changes({step}[{cfg.stall_window}])")
+    moved = promql.by_identity("max", f"changes({step}[{presence}])")
+    info_now = f"max by ({place_keep}) ({info})"
+    info_last = f"max by ({place_keep}) (last_over_time({info}[{presence}]))"
+    return [
         Recording(schema.REC_RANK_DROP_RATIO,
                   f"{dropped10} / ({dropped10} + {taken10})"),
         Recording(schema.REC_RANK_OOMS,
@@ -271,28 +295,18 @@ WHERE = ("{{ $labels.host }} GPU {{ $labels.gpu }}"
 
 
 def alerts(cfg: Settings) -> list[Alert]:
-    warn_h = f"{cfg.full_horizon_seconds / 3600:g}h"
-    crit_h = f"{cfg.fill_horizon_seconds / 3600:g}h"
-    job = schema.ATTR_JOB_ID
-    lookback = cfg.analyzer_lookback
-    confident = promql.matchers(**{schema.ANALYZER_LABEL_CONFIDENCE: "high|medium"})
-    first_cause = promql.series(schema.AN_FIRST_CAUSE, confident)
-    success = f"max by ({JOB_KEY}) (last_over_time({schema.AN_LAST_SUCCESS}[{lookback}]))"
-    failure = f"max by ({JOB_KEY}) (last_over_time({schema.AN_LAST_FAILURE}[{lookback}]))"
-    success_long = (f"max by ({JOB_KEY}) (last_over_time({schema.AN_LAST_SUCCESS}"
-                    f"[{cfg.analyzer_stale_lookback}]))")
-    running = f"group by ({job}) ({schema.REC_RANK_ACTIVE})"
-    running_long_ago = (f"group by ({JOB_KEY}) ({promql.of(schema.SAMPLES)}"
-                        f" offset {cfg.analyzer_stale_seconds}s)")
-    deployed = (f"count(last_over_time({schema.AN_LAST_SUCCESS}"
-                f"[{cfg.analyzer_presence_window}])) > 0")
-    fresh_run = f"(time() - {success} < {_seconds(lookback)})"
+    return [*_memory_alerts(cfg), *_filling_alerts(cfg), *_tracker_alerts(cfg),
+            *_analyzer_alerts(cfg)]
+
+
+def _memory_alerts(cfg: Settings) -> list[Alert]:
+    """Short of memory now: what the allocator cannot give back, with cache flushes."""
     pressure_desc = (
         f"Rank {RANK} of job {JOB} ({WHERE}) uses {{{{ $value | humanizePercentage }}}} of its"
         " GPU memory in memory the allocator cannot give back (more than {pct}%), and the"
         f" allocator had to flush its cache to satisfy an allocation in the last"
         f" {cfg.retry_window}. {{tail}}")
-    memory = [
+    return [
         Alert("StormotelGpuMemoryPressure", sev,
               placed(f"{schema.REC_RANK_MEMORY_PRESSURE} > {pct / 100:g}"),
               schema.REC_IN_USE_RATIO, for_,
@@ -303,44 +317,58 @@ def alerts(cfg: Settings) -> list[Alert]:
              "Spikes now have little room."),
             ("critical", cfg.critical_percent, "2m",
              "The next allocation spike is likely to fail with an out-of-memory error."))]
-    gap = [
-        Alert("StormotelGapDrift", "warning", placed(schema.REC_RANK_GAP_FILLS),
-              schema.REC_DEVICE_HEADROOM, cfg.drift_for,
-              f"Job {JOB}: rank {RANK}'s GPU memory gap fills the device within {warn_h}",
-              f"The gap between device memory used and the allocator's reservation on rank {RANK}"
-              f" of job {JOB} ({WHERE}) has grown in each third of the last {cfg.drift_window}"
-              f" and, at that slope, outgrows the free device memory within {warn_h}"
-              " (predict_linear): memory is accumulating outside the framework allocator (NCCL"
-              " buffers, cuDNN workspaces, other libraries)."),
-        Alert("StormotelGapDrift", "critical", placed(schema.REC_RANK_GAP_FILLS_SOON),
-              schema.REC_DEVICE_HEADROOM, cfg.fill_for,
-              f"Job {JOB}: rank {RANK}'s GPU memory gap fills the device within {crit_h}",
-              f"The gap on rank {RANK} of job {JOB} ({WHERE}) grew in each of the last three"
-              f" {cfg.fill_step} steps and, at its slope over {cfg.fill_window}, outgrows the"
-              f" free device memory within {crit_h} (predict_linear): the rank will run out of"
-              " memory."),
-    ]
-    filling = [
-        Alert("StormotelGpuMemoryFillingUp", "warning", placed(schema.REC_RANK_USED_FILLS),
-              schema.REC_DEVICE_HEADROOM, cfg.drift_for,
-              f"Job {JOB}: rank {RANK}'s GPU memory fills the device within {warn_h}",
-              f"Device memory used on rank {RANK} of job {JOB} ({WHERE}) has grown in each third"
-              f" of the last {cfg.drift_window} and, at that slope, fills the device within"
-              f" {warn_h} (predict_linear); the gap does not explain it: the allocator holds"
-              " ever more (tensors kept alive, a growing cache)."),
-        Alert("StormotelGpuMemoryFillingUp", "critical", placed(schema.REC_RANK_USED_FILLS_SOON),
-              schema.REC_DEVICE_HEADROOM, cfg.fill_for,
-              f"Job {JOB}: rank {RANK}'s GPU memory fills the device within {crit_h}",
-              f"Device memory used on rank {RANK} of job {JOB} ({WHERE}) grew in each of the"
-              f" last three {cfg.fill_step} steps and, at its slope over {cfg.fill_window}, fills"
-              f" the device within {crit_h} (predict_linear): the rank will run out of memory."),
-    ]
+
+
+def _fills_within(cfg: Settings, name: str, what: str, rules: tuple[str, str],
+                  texts: tuple[str, str]) -> list[Alert]:
+    """A warning (the long horizon) and a critical (the short one) that ``what`` fills the
+    device, from the two recording ``rules``; ``texts``: their descriptions."""
+    warn_h = f"{cfg.full_horizon_seconds / 3600:g}h"
+    crit_h = f"{cfg.fill_horizon_seconds / 3600:g}h"
+    return [Alert(name, sev, placed(rule), schema.REC_DEVICE_HEADROOM, for_,
+                  f"Job {JOB}: rank {RANK}'s {what} fills the device within {horizon}", text)
+            for sev, rule, for_, horizon, text in (
+                ("warning", rules[0], cfg.drift_for, warn_h, texts[0]),
+                ("critical", rules[1], cfg.fill_for, crit_h, texts[1]))]
+
+
+def _filling_alerts(cfg: Settings) -> list[Alert]:
+    """The gap, and device used, filling the device within each horizon (predict_linear)."""
+    warn_h = f"{cfg.full_horizon_seconds / 3600:g}h"
+    crit_h = f"{cfg.fill_horizon_seconds / 3600:g}h"
+    gap = _fills_within(
+        cfg, "StormotelGapDrift", "GPU memory gap",
+        (schema.REC_RANK_GAP_FILLS, schema.REC_RANK_GAP_FILLS_SOON),
+        (f"The gap between device memory used and the allocator's reservation on rank {RANK}"
+         f" of job {JOB} ({WHERE}) has grown in each third of the last {cfg.drift_window}"
+         f" and, at that slope, outgrows the free device memory within {warn_h}"
+         " (predict_linear): memory is accumulating outside the framework allocator (NCCL"
+         " buffers, cuDNN workspaces, other libraries).",
+         f"The gap on rank {RANK} of job {JOB} ({WHERE}) grew in each of the last three"
+         f" {cfg.fill_step} steps and, at its slope over {cfg.fill_window}, outgrows the"
+         f" free device memory within {crit_h} (predict_linear): the rank will run out of"
+         " memory."))
+    filling = _fills_within(
+        cfg, "StormotelGpuMemoryFillingUp", "GPU memory",
+        (schema.REC_RANK_USED_FILLS, schema.REC_RANK_USED_FILLS_SOON),
+        (f"Device memory used on rank {RANK} of job {JOB} ({WHERE}) has grown in each third"
+         f" of the last {cfg.drift_window} and, at that slope, fills the device within"
+         f" {warn_h} (predict_linear); the gap does not explain it: the allocator holds"
+         " ever more (tensors kept alive, a growing cache).",
+         f"Device memory used on rank {RANK} of job {JOB} ({WHERE}) grew in each of the"
+         f" last three {cfg.fill_step} steps and, at its slope over {cfg.fill_window}, fills"
+         f" the device within {crit_h} (predict_linear): the rank will run out of memory."))
+    return [*gap, *filling]
+
+
+def _tracker_alerts(cfg: Settings) -> list[Alert]:
+    """What the tracker's own series say: OOMs, silence, abrupt ends, stalls, drops, estimate."""
     silent_peers = (f"{schema.REC_RANK_SILENT} and on ({JOB_KEY})"
                     f" ({_count(schema.REC_RANK_SILENT)} < {_count(schema.REC_RANK_ACTIVE)})")
     reports_stop = f"({_last(schema.TRACKER_STOP_REPORTED, cfg.presence_window)} == 1)"
     ended = (f"{schema.REC_RANK_SILENT} unless on ({JOB_KEY}) {schema.REC_RANK_ACTIVE}"
              f" and on ({RANK_KEY}) {reports_stop}")
-    tracker = [
+    return [
         Alert("StormotelRankOutOfMemory", "critical", placed(schema.REC_RANK_OOMS),
               schema.REC_RANK_ACTIVE, "0m",
               f"Job {JOB}: out-of-memory error on rank {RANK}",
@@ -386,7 +414,25 @@ def alerts(cfg: Settings) -> list[Alert]:
               " {{ $value | humanize }} times the `stormotel estimate` prediction (margin"
               f" {cfg.estimate_margin - 1:.0%}): the estimate is stale or the job changed."),
     ]
-    analyzer = [
+
+
+def _analyzer_alerts(cfg: Settings) -> list[Alert]:
+    """Whether the analyzer runs and succeeds for a job, and what it found."""
+    job = schema.ATTR_JOB_ID
+    lookback = cfg.analyzer_lookback
+    confident = promql.matchers(**{schema.ANALYZER_LABEL_CONFIDENCE: "high|medium"})
+    first_cause = promql.series(schema.AN_FIRST_CAUSE, confident)
+    success = f"max by ({JOB_KEY}) (last_over_time({schema.AN_LAST_SUCCESS}[{lookback}]))"
+    failure = f"max by ({JOB_KEY}) (last_over_time({schema.AN_LAST_FAILURE}[{lookback}]))"
+    success_long = (f"max by ({JOB_KEY}) (last_over_time({schema.AN_LAST_SUCCESS}"
+                    f"[{cfg.analyzer_stale_lookback}]))")
+    running = f"group by ({job}) ({schema.REC_RANK_ACTIVE})"
+    running_long_ago = (f"group by ({JOB_KEY}) ({promql.of(schema.SAMPLES)}"
+                        f" offset {cfg.analyzer_stale_seconds}s)")
+    deployed = (f"count(last_over_time({schema.AN_LAST_SUCCESS}"
+                f"[{cfg.analyzer_presence_window}])) > 0")
+    fresh_run = f"(time() - {success} < {_seconds(lookback)})"
+    return [
         # The latest run failed (a failing run writes its failure time; a success after it
         # resolves the alert).
         Alert("StormotelAnalyzerFailing", "warning", f"{failure} > ({success} or 0 * {failure})",
@@ -415,7 +461,6 @@ def alerts(cfg: Settings) -> list[Alert]:
               " high confidence). Open"
               " the incident dashboard and the annotations tagged stormotel for the evidence."),
     ]
-    return [*memory, *gap, *filling, *tracker, *analyzer]
 
 
 def report_url_template(report_base_url: str) -> str:

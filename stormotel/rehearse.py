@@ -237,6 +237,34 @@ def _all_stopped(started: list[Started]) -> Iterator[None]:
             s.stop()
 
 
+def _run_prometheus(args: argparse.Namespace, prometheus: str, config: Path, prom_port: int,
+                    job_name: str, started: list[Started]) -> bool:
+    """Start Prometheus on ``config`` (added to ``started``) and wait for the first scrape of
+    every rank (a warning when it does not come); False when it never became ready."""
+    out: Path = args.out
+    url = f"http://127.0.0.1:{prom_port}"
+    log = (out / "prometheus.log").open("wb")
+    started.append(Started("prometheus", subprocess.Popen(
+        [prometheus, f"--config.file={config}",
+         f"--storage.tsdb.path={out / 'data'}",
+         f"--web.listen-address=127.0.0.1:{prom_port}"],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)))
+    if not _ready(url, 60.0):
+        return False
+    print(f"stormotel rehearse: Prometheus at {url} scrapes every "
+          f"{args.scrape_interval:g}s", flush=True)
+    wait_s = START_MARGIN_S + 4 * args.scrape_interval + 30
+    took, seen = first_scrape(url, job_name, args.job_id, args.ranks, wait_s)
+    if took is None:
+        print(f"stormotel rehearse: warning: after {wait_s:.0f}s only {seen} of "
+              f"{args.ranks} ranks have been scraped (see {url}/targets)",
+              file=sys.stderr, flush=True)
+    else:
+        print(f"stormotel rehearse: first scrape landed: all {seen} ranks in Prometheus "
+              f"{took:.1f}s after it started ({time.strftime('%H:%M:%S')})", flush=True)
+    return True
+
+
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
 
@@ -283,27 +311,9 @@ def main(argv: list[str]) -> int:
             print(f"stormotel rehearse: {why}: start yours with --config.file={config}, then "
                   f"`stormotel analyze --prometheus URL --job-id {args.job_id} --since 10m`",
                   flush=True)
-        else:
-            log = (out / "prometheus.log").open("wb")
-            started.append(Started("prometheus", subprocess.Popen(
-                [prometheus, f"--config.file={config}",
-                 f"--storage.tsdb.path={out / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{prom_port}"],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)))
-            if not _ready(url, 60.0):
-                return error(f"Prometheus did not become ready at {url} (log: "
-                             f"{out / 'prometheus.log'})", exitcodes.SOURCE_FAILURE)
-            print(f"stormotel rehearse: Prometheus at {url} scrapes every "
-                  f"{args.scrape_interval:g}s", flush=True)
-            wait_s = START_MARGIN_S + 4 * args.scrape_interval + 30
-            took, seen = first_scrape(url, job_name, args.job_id, args.ranks, wait_s)
-            if took is None:
-                print(f"stormotel rehearse: warning: after {wait_s:.0f}s only {seen} of "
-                      f"{args.ranks} ranks have been scraped (see {url}/targets)",
-                      file=sys.stderr, flush=True)
-            else:
-                print(f"stormotel rehearse: first scrape landed: all {seen} ranks in Prometheus "
-                      f"{took:.1f}s after it started ({time.strftime('%H:%M:%S')})", flush=True)
+        elif not _run_prometheus(args, prometheus, config, prom_port, job_name, started):
+            return error(f"Prometheus did not become ready at {url} (log: "
+                         f"{out / 'prometheus.log'})", exitcodes.SOURCE_FAILURE)
         for s in started:
             if s.name.startswith("rank"):
                 s.proc.wait()
