@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Any, Protocol, cast
+from typing import IO, Any, Protocol, TypeVar, cast
 
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
@@ -33,6 +33,7 @@ __all__ = ["EXPORTER_LOGGERS", "ArchiveStream", "FailureSink", "GuardedMetricExp
            "GuardedSpanExporter", "LogOnce", "install_log_once", "last_exporter_log"]
 
 log = logging.getLogger("stormotel.exporters")
+_R = TypeVar("_R")
 
 #: How the OTLP exporters begin the lines they log on each retry and on giving up; the
 #: tracker's own warning (with the likely cause, stormotel/otlp_hint.py) replaces them.
@@ -176,6 +177,23 @@ class _Guard:
                     return None
             return self._inner
 
+    def export(self, send: Callable[[Any], _R], ok: _R, failed: _R) -> _R:
+        """``send(inner)`` through the exporter, counted: ``failed`` when there is none yet or
+        it raised; its own result otherwise (a success counted as one when it is ``ok``)."""
+        inner = self.inner()
+        if inner is None:
+            return failed
+        try:
+            result = send(inner)
+        except Exception as e:
+            self.fail(_reason(e), str(e))
+            return failed
+        if result is ok:
+            self.succeed()
+        else:
+            self.fail("export_failed")
+        return result
+
 
 class GuardedMetricExporter(MetricExporter):
     """A metric exporter that counts failures instead of raising them."""
@@ -201,21 +219,11 @@ class GuardedMetricExporter(MetricExporter):
 
     def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000,
                **kwargs: Any) -> MetricExportResult:
-        inner = self._guard.inner()
-        if inner is None:
-            return MetricExportResult.FAILURE
-        try:
-            if self._add is not None:
-                metrics_data = self._add(metrics_data) or metrics_data
-            result = inner.export(metrics_data, timeout_millis=timeout_millis)
-        except Exception as e:
-            self._guard.fail(_reason(e), str(e))
-            return MetricExportResult.FAILURE
-        if result is MetricExportResult.SUCCESS:
-            self._guard.succeed()
-        else:
-            self._guard.fail("export_failed")
-        return result
+        def send(inner: MetricExporter) -> MetricExportResult:
+            data = metrics_data if self._add is None else self._add(metrics_data) or metrics_data
+            return inner.export(data, timeout_millis=timeout_millis)
+
+        return self._guard.export(send, MetricExportResult.SUCCESS, MetricExportResult.FAILURE)
 
     def force_flush(self, timeout_millis: float = 10_000) -> bool:
         inner = self._guard._inner
@@ -242,19 +250,8 @@ class GuardedSpanExporter(SpanExporter):
                              hint)
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        inner = self._guard.inner()
-        if inner is None:
-            return SpanExportResult.FAILURE
-        try:
-            result = inner.export(spans)
-        except Exception as e:
-            self._guard.fail(_reason(e), str(e))
-            return SpanExportResult.FAILURE
-        if result is SpanExportResult.SUCCESS:
-            self._guard.succeed()
-        else:
-            self._guard.fail("export_failed")
-        return result
+        return self._guard.export(lambda inner: inner.export(spans), SpanExportResult.SUCCESS,
+                                  SpanExportResult.FAILURE)
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         inner = self._guard._inner

@@ -334,9 +334,7 @@ class StallWatch:
         inherited descriptor and never touch the parent's pending file."""
         fd, self._fd, self._pending = self._fd, None, None
         self._closed = True
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        _close_quietly(fd)
 
     def _keep_progress_header(self) -> None:
         """After a stall this process got over, leave the unfired file (its header only): its
@@ -346,9 +344,7 @@ class StallWatch:
             with contextlib.suppress(OSError):
                 self._write_header(timeout_s=2 * self._deadline_s)
         self._fd = self._pending = None
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        _close_quietly(fd)
         if pending is not None:
             with contextlib.suppress(OSError):
                 os.replace(pending, pending.with_name(
@@ -358,9 +354,14 @@ class StallWatch:
     def _discard_pending(self) -> None:
         fd, pending = self._fd, self._pending
         self._fd = self._pending = None
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        _close_quietly(fd)
         if pending is not None:
             with contextlib.suppress(OSError):
                 pending.unlink()
+
+
+def _close_quietly(fd: int | None) -> None:
+    """Close a snapshot file's descriptor, if any; a failing close loses nothing more."""
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)

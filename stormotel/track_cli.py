@@ -20,6 +20,7 @@ from types import FrameType
 from typing import Any
 
 from stormotel import environment, exitcodes, schema
+from stormotel.argtypes import percent, port, positive_float, seconds
 from stormotel.config import ExportConfig, IdentityConfig, SamplingConfig, ThresholdConfig
 from stormotel.errors import StormotelError
 from stormotel.samplers import SAMPLERS
@@ -34,43 +35,6 @@ from stormotel.units import parse_bytes
 MIN_SIMULATED_BYTES = 8 * 2**30
 
 __all__ = ["build_parser", "main"]
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a number of seconds >= 0")
-    return value
-
-
-def _percent(text: str) -> float:
-    value = _positive_float(text)
-    if value > 100:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a percentage in (0, 100]")
-    return value
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} must be in 0..65535 (0 = any free port)")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -103,9 +67,9 @@ def _add_sampling_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--device", default=None,
                    help="GPU index or 'cuda:N' (default: the current CUDA device, NVML index "
                         "0, or the local rank for simulated)")
-    g.add_argument("--interval", type=_positive_float, default=0.1, metavar="SECONDS",
+    g.add_argument("--interval", type=positive_float, default=0.1, metavar="SECONDS",
                    help="sampling interval in seconds (default: 0.1, i.e. 10 Hz)")
-    g.add_argument("--duration", type=_positive_float, default=None, metavar="SECONDS",
+    g.add_argument("--duration", type=positive_float, default=None, metavar="SECONDS",
                    help="stop after this many seconds (default: run until Ctrl-C/SIGTERM)")
     g.add_argument("--fault", action="append", default=[], metavar="SPEC",
                    help="simulated sampler only: plant a fault, e.g. "
@@ -141,7 +105,7 @@ def _add_destination_args(p: argparse.ArgumentParser) -> None:
     d.add_argument("--archive", default=None, metavar="DIR",
                    help="write the OTLP JSON-lines archive to DIR/<job_id>/ (metrics per "
                         "--archive-format, spans in rank-<R>.traces.jsonl[.zst])")
-    d.add_argument("--archive-interval", type=_positive_float, default=None, metavar="SECONDS",
+    d.add_argument("--archive-interval", type=positive_float, default=None, metavar="SECONDS",
                    help="compact format (the default): the batch length, one OTLP line per "
                         "SECONDS with every sample in it (default: 1 s); lines format: one line "
                         "per SECONDS instead of one per sample, each with the latest values and "
@@ -158,15 +122,15 @@ def _add_destination_args(p: argparse.ArgumentParser) -> None:
     d.add_argument("--otlp-protocol", choices=("grpc", "http", "http/protobuf"), default=None,
                    help="OTLP transport (default: OTEL_EXPORTER_OTLP_PROTOCOL, else "
                         "http/protobuf as the OTel specification says)")
-    d.add_argument("--otlp-interval", type=_positive_float, default=None, metavar="SECONDS",
+    d.add_argument("--otlp-interval", type=positive_float, default=None, metavar="SECONDS",
                    help="OTLP metric export interval; each export carries the latest value and "
                         "the peak since the previous export (default: OTEL_METRIC_EXPORT_INTERVAL"
                         ", else 10 s)")
-    d.add_argument("--prometheus-port", type=_port, default=None, metavar="PORT",
+    d.add_argument("--prometheus-port", type=port, default=None, metavar="PORT",
                    help="serve a Prometheus /metrics endpoint on PORT (0 = any free port)")
     d.add_argument("--prometheus-addr", default="0.0.0.0", metavar="ADDR",
                    help="address the Prometheus endpoint binds to (default: 0.0.0.0)")
-    d.add_argument("--linger-s", type=_seconds, default=None, metavar="SECONDS",
+    d.add_argument("--linger-s", type=seconds, default=None, metavar="SECONDS",
                    help="after an OOM, SIGTERM or a failure, keep the Prometheus endpoint up "
                         "until one scrape has read the final state, at most SECONDS; 0 = "
                         f"never wait (default: ${environment.LINGER_S}, else "
@@ -180,18 +144,18 @@ def _add_destination_args(p: argparse.ArgumentParser) -> None:
 
 def _add_threshold_args(p: argparse.ArgumentParser) -> None:
     t = p.add_argument_group("thresholds and edges")
-    t.add_argument("--warning-percent", type=_percent,
+    t.add_argument("--warning-percent", type=percent,
                    default=schema.DEFAULT_THRESHOLDS[schema.THRESHOLD_WARNING],
                    help="device-memory percent that emits a 'warning' threshold event "
                         "(default: %(default)s)")
-    t.add_argument("--critical-percent", type=_percent,
+    t.add_argument("--critical-percent", type=percent,
                    default=schema.DEFAULT_THRESHOLDS[schema.THRESHOLD_CRITICAL],
                    help="device-memory percent that emits a 'critical' event (default: "
                         "%(default)s)")
     t.add_argument("--hysteresis", type=float, default=2.0, metavar="PERCENT",
                    help="a level re-arms only after usage falls this many points below it "
                         "(default: 2.0)")
-    t.add_argument("--peak-window", type=_positive_float, default=schema.PEAK_WINDOW_S,
+    t.add_argument("--peak-window", type=positive_float, default=schema.PEAK_WINDOW_S,
                    metavar="SECONDS", help="the peak gauges hold the maximum over this window of "
                    "the tracker's own clock, never reset by a read (default: %(default)s, "
                    "covers a 30 s scrape)")

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from stormotel import exitcodes
+from stormotel.argtypes import positive_int
 from stormotel.errors import StormotelError, exit_code_of
 from stormotel.units import UnitError, parse_bytes
 
@@ -34,16 +35,6 @@ def _byte_size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="stormotel estimate",
@@ -53,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("factory", metavar="MODULE:FUNC",
                    help="model factory returning (model, optimizer, batch)")
-    p.add_argument("--iterations", type=_positive_int, default=2, metavar="N",
+    p.add_argument("--iterations", type=positive_int, default=2, metavar="N",
                    help="training iterations to run; the first creates optimizer state, so "
                         "the peak usually needs two (default: 2)")
     p.add_argument("--mode", choices=("fake", "real"), default="fake",
@@ -62,13 +53,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device-memory", type=_byte_size, metavar="SIZE",
                    help="device memory to check the peak against, e.g. 80GiB, 40GB, 1073741824;"
                         " GB is 10^9, GiB 2^30")
-    p.add_argument("--depth", type=_positive_int, default=2, metavar="N",
+    p.add_argument("--depth", type=positive_int, default=2, metavar="N",
                    help="module breakdown depth: 1 = the root model only (default: 2)")
     p.add_argument("--format", choices=("table", "json"), default="table",
                    help="output format (default: table)")
     p.add_argument("--output", type=Path, metavar="FILE",
                    help="write the output to FILE instead of stdout")
-    p.add_argument("--round-to", type=_positive_int, default=512, metavar="BYTES",
+    p.add_argument("--round-to", type=positive_int, default=512, metavar="BYTES",
                    help="round every allocation up to this many bytes, as CUDA's caching "
                         "allocator does (default: 512); 1 counts exact tensor bytes")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
