@@ -16,8 +16,10 @@ import os
 import sys
 from typing import NoReturn
 
-from stormotel.analyzers.cli_flags import PROG, build_parser
+from stormotel.analyzers import messages
+from stormotel.analyzers.cli_flags import build_parser
 from stormotel.analyzers.cli_options import options_from_args
+from stormotel.analyzers.messages import PROG
 
 from stormotel import errors
 from stormotel.textsafe import one_line
@@ -26,7 +28,7 @@ __all__ = ["PROG", "build_parser", "main"]
 
 
 def _fail(parser: argparse.ArgumentParser, exc: errors.StormotelError) -> NoReturn:
-    parser.exit(errors.exit_code_of(exc), f"{PROG}: error: {one_line(exc)}\n")
+    parser.exit(errors.exit_code_of(exc), messages.line(f"error: {one_line(exc)}") + "\n")
 
 
 def _one_blas_thread() -> None:

@@ -14,8 +14,7 @@ from pathlib import Path
 from stormotel.analyzers import job_flags as job_options
 from stormotel.analyzers.algorithms.settings import SENSITIVITIES
 from stormotel.analyzers.alignments import ALIGN_WALL, ALIGNMENTS
-
-PROG = "stormotel analyze"
+from stormotel.analyzers.messages import PROG
 
 EPILOG = """\
 exit codes: 0 healthy (no findings), 1 findings reported, 2 usage or input error,

@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
+from stormotel.analyzers import messages
 from stormotel.analyzers.options import AnalyzeOptions
 from stormotel.analyzers.sources.protocol import Progress, Source
 
@@ -31,7 +32,6 @@ if TYPE_CHECKING:  # numpy and httpx load with the steps that need them
     from stormotel.analyzers.timeline import Timeline
     from stormotel.analyzers.window import Window
 
-PROG = "stormotel analyze"
 
 
 @dataclass(frozen=True)
@@ -107,12 +107,9 @@ def describe_run(report: Report, timeline: Timeline, src: LoadOutcome, window: W
 def warn_partial(src: LoadOutcome, err: TextIO) -> None:
     """One warning line per endpoint that failed and per endpoint with partly read ranks."""
     for url, ranks in src.ranks_failed.items():
-        print(f"stormotel analyze: warning: {one_line(url)}: ranks {sorted(ranks)[:20]} only "
-              "partly read",
-              file=err)
+        messages.warn(err, f"{one_line(url)}: ranks {sorted(ranks)[:20]} only partly read")
     for url, why in src.endpoints_failed.items():
-        print(f"stormotel analyze: warning: endpoint {one_line(url)} failed: {one_line(why)}",
-              file=err)
+        messages.warn(err, f"endpoint {one_line(url)} failed: {one_line(why)}")
 
 
 def analyze_with_stalls(source: Source, timeline: Timeline, run: RunOptions
@@ -198,6 +195,6 @@ def no_evidence(result: RunResult, opts: AnalyzeOptions) -> int:
                f"the input ({format_rank_list(have)})")
     else:
         why = "no memory samples, watchdog lines or Flight Recorder entries in the input"
-    print(f"{PROG}: no evidence: {why}; nothing was judged, this is not a healthy verdict "
-          "(exit 3)", file=sys.stderr)
+    messages.say(sys.stderr, f"no evidence: {why}; nothing was judged, this is not a healthy "
+                 "verdict (exit 3)")
     return exitcodes.SOURCE_FAILURE

@@ -102,7 +102,8 @@ def _increase(metric: schema.Metric, window: str) -> str:
 def _thirds(window: str) -> tuple[str, str, str]:
     """Offsets splitting a PromQL duration into three equal parts: ``30m`` → 10m, 20m, 30m."""
     seconds = _seconds(window)
-    return tuple(f"{round(seconds * k / 3)}s" for k in (1, 2, 3))  # type: ignore[return-value]
+    first, second, third = (f"{round(seconds * k / 3)}s" for k in (1, 2, 3))
+    return first, second, third
 
 
 def _seconds(duration: str) -> int:

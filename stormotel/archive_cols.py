@@ -23,6 +23,7 @@ from stormotel.archive_format import (
     MAX_TEXT_BYTES,
     VERSION,
     Column,
+    Dtype,
     Header,
     encode_frame,
     frame_digest,
@@ -34,7 +35,7 @@ __all__ = ["ColumnsFile"]
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
-def _column(values: list[Any]) -> tuple[str, bool, list[bytes], int, bool] | None:
+def _column(values: list[Any]) -> tuple[Dtype, bool, list[bytes], int, bool] | None:
     """(dtype, delta, arrays, count, mask) of one gauge's values in a span; ``None`` for a value
     the companion does not hold exactly (the JSON stays the only record from there on)."""
     present = values
@@ -49,7 +50,7 @@ def _column(values: list[Any]) -> tuple[str, bool, list[bytes], int, bool] | Non
         arr = np.array(present, dtype=np.int64)
         body = plane(np.diff(arr, prepend=np.int64(0)).astype("<i8"))
         delta = True
-        dtype = "<i8"
+        dtype: Dtype = "<i8"
     elif all(type(v) in (int, float) for v in present) and \
             all(math.isfinite(v) for v in present):
         if any(type(v) is int and not -(2**53) <= v <= 2**53 for v in present):
@@ -143,7 +144,7 @@ class ColumnsFile:
                 self.broken = True
                 return
             dtype, delta, bodies, count, mask = col
-            cols.append(Column(name, dtype, delta, count, mask))  # type: ignore[arg-type]
+            cols.append(Column(name, dtype, delta, count, mask))
             arrays.extend(bodies)
         alg, hasher = json_digest if json_digest is not None else ("", None)
         header = Header(VERSION, self.rank, self.seq, len(t), t[0] if t else 0,

@@ -69,6 +69,7 @@ __all__ = [
     "MAX_TEXT_BYTES",
     "VERSION",
     "Column",
+    "Dtype",
     "Frame",
     "FrameError",
     "Header",
@@ -114,9 +115,13 @@ def cols_path_for(json_path: Path) -> Path:
     return json_path.with_name(name[: -len(suffix)] + COLS_SUFFIX)
 
 
+#: A column's stored type: int64 (delta-encoded or not) or float64, little-endian.
+Dtype = Literal["<i8", "<f8"]
+
+
 class Column(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     name: str  # the OTLP metric name
-    dtype: Literal["<i8", "<f8"]
+    dtype: Dtype
     delta: bool  # int64 stored as the first value and the differences (wrapping)
     count: int  # values present (== samples unless ``mask``)
     mask: bool  # a presence bitmap of ``samples`` bits precedes the values

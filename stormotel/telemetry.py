@@ -668,7 +668,7 @@ class Telemetry:
 
         watch = ScrapeWatch()
         registry = WatchedRegistry(watch, auto_describe=False)
-        registry.register(self.scrapes)  # type: ignore[arg-type]
+        registry.register(self.scrapes)
         try:
             server, _thread = start_http_server(int(cfg.prometheus_port or 0),
                                                 addr=addr, registry=registry)
@@ -748,7 +748,7 @@ class Telemetry:
             if isinstance(dest.reader, PeriodicExportingMetricReader):
                 stopped = threading.Event()
                 stopped.set()
-                dest.reader._shutdown_event = stopped  # type: ignore[attr-defined]
+                dest.reader._shutdown_event = stopped
         self.destinations = []
         self._streams = []
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from stormotel.analyzers import http
+from stormotel.analyzers import http, messages
 from stormotel.analyzers.options import AnalyzeOptions, JobOptions
 from stormotel.analyzers.report import Report
 from stormotel.analyzers.run import RunOptions, RunResult, run_once
@@ -161,10 +161,10 @@ def run_job(opts: AnalyzeOptions, *, stalls: StallResult | None = None, several:
         if skip_locked:  # another run (another shard, an unsharded run) holds this job now
             return summary.finish(exitcodes.OK, OUTCOME_OK,
                                   note="analysed by another run holding its state")
-        print(f"stormotel analyze: error: {one_line(e)}", file=summary.err)
+        messages.error(summary.err, one_line(e))
         return summary.finish(exitcodes.USAGE, "usage_error")
     except (StateError, http.ConfigError, MapError) as e:
-        print(f"stormotel analyze: error: {one_line(e)}", file=summary.err)
+        messages.error(summary.err, one_line(e))
         return summary.finish(exitcodes.USAGE, "usage_error")
 
 
@@ -256,7 +256,7 @@ def source_failed(ctx: JobContext, e: SourceFailureError, window: Window,
             state.save()
         return ctx.summary.finish(exitcodes.OK, OUTCOME_OK, window=window.iso(),
                                   note="job ended; its final window was analysed before")
-    print(f"stormotel analyze: error: {one_line(e)}", file=ctx.err)
+    messages.error(ctx.err, one_line(e))
     runs = state.count_run(ctx.job_id, OUTCOME_SOURCE_FAILURE) if state is not None else {}
     ctx.save()
     record_failure(ctx, runs)

@@ -17,7 +17,7 @@ import sys
 import time
 from typing import TextIO
 
-from stormotel.analyzers import http
+from stormotel.analyzers import http, messages
 from stormotel.analyzers.options import AnalyzeOptions
 from stormotel.analyzers.run import read_stalls
 from stormotel.analyzers.scheduled import shard
@@ -60,8 +60,8 @@ def run_scheduled(opts: AnalyzeOptions, *, stalls: StallResult | None = None,
     if not jobs:
         selector = schedule.job_selector
         where = f" in shard {schedule.shard} ({found} in all)" if schedule.shard else ""
-        print("stormotel analyze: no training job has telemetry in the window"
-              f"{' matching ' + selector if selector else ''}{where}", file=err)
+        messages.say(err, "no training job has telemetry in the window"
+                     f"{' matching ' + selector if selector else ''}{where}")
         return exitcodes.OK
     # Several jobs (or any sharded run): every output path is the job's own (sinks/outputs.py)
     several = len(jobs) > 1 or schedule.shard is not None
@@ -88,7 +88,7 @@ def discover(opts: AnalyzeOptions, err: TextIO, now_ns: int) -> list[str] | None
                 client, job.tsdb.prometheus, selector=schedule.job_selector or "",
                 start_ns=start, end_ns=end, settings=job.http,
                 deadline=http.Deadline(schedule.timeout),
-                warn=lambda m: print(f"stormotel analyze: warning: {one_line(m)}", file=err)))
+                warn=lambda m: messages.warn(err, one_line(m))))
     except DiscoveryError as e:
-        print(f"stormotel analyze: error: {one_line(e)}", file=err)
+        messages.error(err, one_line(e))
         return None

@@ -21,8 +21,6 @@ from stormotel import exitcodes
 from stormotel.errors import StormotelError, UsageError
 from stormotel.textsafe import one_line
 
-PROG = "stormotel serve"
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
+from stormotel.analyzers import messages
 from stormotel.analyzers.sinks.base import RunContext, Sink, SinkClass
 
 from stormotel.errors import SinkFailureError
@@ -107,7 +108,7 @@ def _write_outputs(sinks: list[Sink], ctx: RunContext) -> str:
         except OSError as e:
             if not ctx.scheduled:
                 raise SinkFailureError(f"cannot write output: {one_line(e)}") from e
-            print(f"stormotel analyze: cannot write the report: {one_line(e)}", file=ctx.stderr)
+            messages.say(ctx.stderr, f"cannot write the report: {one_line(e)}")
             return str(e)
     return ""
 
@@ -123,7 +124,7 @@ def _attempt(sink: Sink, ctx: RunContext, result: SinkOutcome) -> None:
             result.details[sink.name] = detail
     except (http.EndpointError, http.ConfigError, OSError, ValueError) as e:
         result.status[sink.name] = str(e)
-        print(f"stormotel analyze: {sink.name} sink failed: {one_line(e)}", file=ctx.stderr)
+        messages.say(ctx.stderr, f"{sink.name} sink failed: {one_line(e)}")
 
 
 def _series_points(ctx: RunContext, success: bool) -> list[SeriesPoint]:
@@ -154,7 +155,7 @@ def write_failed_run(ctx: RunContext, points: list[SeriesPoint]) -> None:
                 for sink in cls.for_run(ctx):
                     sink.write()
     except (http.EndpointError, http.ConfigError, OSError) as e:
-        print(f"stormotel analyze: could not record the failed run: {e}", file=ctx.stderr)
+        messages.say(ctx.stderr, f"could not record the failed run: {e}")
 
 
 def empty_report(job_id: str) -> tuple[Report, Timeline]:

@@ -8,10 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, TextIO
 
+from stormotel.analyzers import messages
 from stormotel.analyzers.sinks.base import RunContext, Sink, SinkKind
 from stormotel.analyzers.sinks.outputs import job_path
-
-PROG = "stormotel analyze"
 
 
 @dataclass
@@ -37,6 +36,6 @@ class HtmlSink:
         written = write_html_report(job_path(self.path, ctx.report.job_id, several=ctx.several),
                                     ctx.timeline, ctx.report)
         if not ctx.output.quiet:
-            print(f"{PROG}: wrote {written.path} ({written.size_bytes / 1e6:.1f} MB)",
-                  file=ctx.stderr)
+            messages.say(ctx.stderr,
+                         f"wrote {written.path} ({written.size_bytes / 1e6:.1f} MB)")
         return str(written.path)

@@ -7,11 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, TextIO
 
+from stormotel.analyzers import messages
 from stormotel.analyzers.report import Report
 from stormotel.analyzers.sinks.base import RunContext, Sink, SinkKind
 from stormotel.analyzers.sinks.outputs import job_path
-
-PROG = "stormotel analyze"
 
 
 def render(report: Report, fmt: str) -> str:
@@ -49,5 +48,5 @@ class ReportSink:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         if not output.quiet:
-            print(f"{PROG}: wrote {path}", file=self.ctx.stderr)
+            messages.say(self.ctx.stderr, f"wrote {path}")
         return str(path)

@@ -35,7 +35,7 @@ def _slow_float(values: Column, ctx: LoadContext, where: str, name: str
         try:
             if isinstance(v, bool | dict | list):
                 raise TypeError(type(v).__name__)
-            out[i] = float(v)  # type: ignore[arg-type]
+            out[i] = float(v)
         except (TypeError, ValueError):
             out[i] = np.nan
             wrong[i] = True
@@ -102,7 +102,7 @@ def time_column(values: Column, ctx: LoadContext, where: str, name: str
             try:
                 if isinstance(v, bool) or v is None:
                     raise TypeError
-                iv = int(v)  # type: ignore[arg-type]
+                iv = int(v)
             except (TypeError, ValueError, OverflowError):
                 continue
             if 0 < iv <= INT64_MAX:

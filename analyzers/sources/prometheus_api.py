@@ -94,8 +94,8 @@ def parse_matrix_values(values: Sequence[Sequence[object]]) -> tuple[np.ndarray,
     if not n:
         return np.empty(0, np.int64), np.empty(0)
     try:
-        t = np.fromiter((p[0] for p in values), dtype=np.float64, count=n)  # type: ignore[index]
-        v = np.array([p[1] for p in values], dtype=np.float64)  # type: ignore[index]
+        t = np.fromiter((p[0] for p in values), dtype=np.float64, count=n)
+        v = np.array([p[1] for p in values], dtype=np.float64)
     except (TypeError, IndexError, KeyError) as e:
         raise ValueError(f"matrix values are not [timestamp, value] pairs ({e})") from None
     if v.shape != (n,):

@@ -18,6 +18,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Protocol, TextIO
 
+from stormotel.analyzers import messages
+
 from stormotel.textsafe import one_line
 
 if TYPE_CHECKING:  # httpx and numpy load with the sources that need them
@@ -29,7 +31,6 @@ if TYPE_CHECKING:  # httpx and numpy load with the sources that need them
     from stormotel.analyzers.timeline import Timeline
     from stormotel.analyzers.window import Window
 
-PROG = "stormotel analyze"
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class Progress:
 
     def say(self, msg: str) -> None:
         if not self.quiet:
-            print(f"{PROG}: {one_line(msg, 2000)}", file=self.stream or sys.stderr, flush=True)
+            messages.say(self.stream or sys.stderr, one_line(msg, 2000), flush=True)
 
     @property
     def fn(self) -> ProgressFn | None:

@@ -86,7 +86,7 @@ def rank_failure_findings(events: list[lp.LogEvent], first_timeout_ns: int | Non
                     "rank_from", "process"):
             if key in lead:
                 ev[key] = lead[key]
-        out.append(StallFinding(kind="rank_failure", ranks=ranks, process_group=None,  # type: ignore[arg-type]
+        out.append(StallFinding(kind="rank_failure", ranks=ranks, process_group=None,
                                 seq_id=None, op=None, source="logs",
                                 confidence=confidence,  # type: ignore[arg-type]
                                 evidence=ev, remediation=list(REMEDIATION[cat])))
