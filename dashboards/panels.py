@@ -32,6 +32,16 @@ def _override_dashed(regex: str) -> dict[str, object]:
             "properties": [{"id": key, "value": value} for key, value in _DASHED.items()]}
 
 
+def _solid_and_dashed(title: str, match: str, solid: tuple[schema.Metric, str],
+                      dashed: tuple[schema.Metric, str], description: str) -> Cell:
+    """A bytes panel of two per-rank gauges, each legend the rank's and its word; the second
+    drawn dashed (a limit, a peak, what the first contains)."""
+    return timeseries(title, [(promql.gauge(metric, match), f"{RANK_LEGEND} {word}")
+                              for metric, word in (solid, dashed)],
+                      "bytes", overrides=[_override_dashed(f".* {dashed[1]}")],
+                      description=description)
+
+
 def _per_step(metric: schema.Metric, match: str) -> str:
     """A counter's change over each step, for bar panels: adjacent, non-overlapping windows, so
     one event is one bar (``increase`` over ``$__rate_interval`` draws it in every step whose
@@ -67,27 +77,21 @@ def memory(sel: Selection, cfg: Settings) -> list[Cell]:
     m = sel.tracker
     return [
         row("Device memory"),
-        timeseries("Device memory used vs limit", [
-            (promql.gauge(schema.DEVICE_USED, m), f"{RANK_LEGEND} used"),
-            (promql.gauge(schema.DEVICE_LIMIT, m), f"{RANK_LEGEND} limit"),
-        ], "bytes", overrides=[_override_dashed(".* limit")],
-            description=f"{schema.DEVICE_USED.description} Dashed: the device's total memory."),
+        _solid_and_dashed("Device memory used vs limit", m, (schema.DEVICE_USED, "used"),
+                          (schema.DEVICE_LIMIT, "limit"),
+                          f"{schema.DEVICE_USED.description} Dashed: the device's total memory."),
         timeseries("Device memory used %", [
             (f"100 * {promql.series(schema.REC_DEVICE_USED_RATIO, m)}", RANK_LEGEND),
         ], "percent", thresholds=cfg.percent_steps(), min_value=0,
             description="Used / limit per rank; the dashed lines are the warning and critical"
                         " percentages the alerts use."),
-        timeseries("Allocator reserved / allocated", [
-            (promql.gauge(schema.ALLOC_RESERVED, m), f"{RANK_LEGEND} reserved"),
-            (promql.gauge(schema.ALLOC_ALLOCATED, m), f"{RANK_LEGEND} allocated"),
-        ], "bytes", overrides=[_override_dashed(".* allocated")],
-            description="What the framework's caching allocator holds (reserved) and what live"
-                        " tensors use (allocated, dashed)."),
-        timeseries("Gap: device used − allocator reserved", [
-            (promql.gauge(schema.GAP, m), f"{RANK_LEGEND} gap"),
-            (promql.gauge(schema.GAP_PEAK, m), f"{RANK_LEGEND} gap peak"),
-        ], "bytes", overrides=[_override_dashed(".* gap peak")],
-            description=f"{schema.GAP.description} Dashed: the peak between exports."),
+        _solid_and_dashed("Allocator reserved / allocated", m, (schema.ALLOC_RESERVED, "reserved"),
+                          (schema.ALLOC_ALLOCATED, "allocated"),
+                          "What the framework's caching allocator holds (reserved) and what live"
+                          " tensors use (allocated, dashed)."),
+        _solid_and_dashed("Gap: device used − allocator reserved", m, (schema.GAP, "gap"),
+                          (schema.GAP_PEAK, "gap peak"),
+                          f"{schema.GAP.description} Dashed: the peak between exports."),
         timeseries("Headroom", [
             (promql.series(schema.REC_DEVICE_HEADROOM, m), RANK_LEGEND),
         ], "bytes", min_value=0, description="Device memory still free on each rank's GPU."),
