@@ -10,42 +10,19 @@ byte what Prometheus' Go structs expect.
 
 from __future__ import annotations
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from stormotel.analyzers.protodesc import F, message_classes
 
-_F = descriptor_pb2.FieldDescriptorProto
-
-
-def _file() -> descriptor_pb2.FileDescriptorProto:
-    fd = descriptor_pb2.FileDescriptorProto(name="stormotel/prompb_remote.proto",
-                                            package="prometheus", syntax="proto3")
-
-    def msg(name: str, fields: list[tuple[str, int, int, int, str]]) -> None:
-        m = fd.message_type.add(name=name)
-        for fname, number, ftype, label, type_name in fields:
-            f = m.field.add(name=fname, number=number, type=ftype, label=label)
-            if type_name:
-                f.type_name = type_name
-
-    opt, rep = _F.LABEL_OPTIONAL, _F.LABEL_REPEATED
-    msg("Sample", [("value", 1, _F.TYPE_DOUBLE, opt, ""),
-                   ("timestamp", 2, _F.TYPE_INT64, opt, "")])
-    msg("Label", [("name", 1, _F.TYPE_STRING, opt, ""), ("value", 2, _F.TYPE_STRING, opt, "")])
-    msg("TimeSeries", [("labels", 1, _F.TYPE_MESSAGE, rep, ".prometheus.Label"),
-                       ("samples", 2, _F.TYPE_MESSAGE, rep, ".prometheus.Sample")])
+_opt, _rep = F.LABEL_OPTIONAL, F.LABEL_REPEATED
+_CLASSES = message_classes("stormotel/prompb_remote.proto", "prometheus", {
+    "Sample": [("value", 1, F.TYPE_DOUBLE, _opt, ""), ("timestamp", 2, F.TYPE_INT64, _opt, "")],
+    "Label": [("name", 1, F.TYPE_STRING, _opt, ""), ("value", 2, F.TYPE_STRING, _opt, "")],
+    "TimeSeries": [("labels", 1, F.TYPE_MESSAGE, _rep, ".prometheus.Label"),
+                   ("samples", 2, F.TYPE_MESSAGE, _rep, ".prometheus.Sample")],
     # Field 3 (metadata) is optional for receivers and not sent.
-    msg("WriteRequest", [("timeseries", 1, _F.TYPE_MESSAGE, rep, ".prometheus.TimeSeries")])
-    return fd
+    "WriteRequest": [("timeseries", 1, F.TYPE_MESSAGE, _rep, ".prometheus.TimeSeries")],
+})
 
-
-_POOL = descriptor_pool.DescriptorPool()
-_POOL.Add(_file())
-
-
-def _cls(name: str) -> type:
-    return message_factory.GetMessageClass(_POOL.FindMessageTypeByName(f"prometheus.{name}"))
-
-
-Sample = _cls("Sample")
-Label = _cls("Label")
-TimeSeries = _cls("TimeSeries")
-WriteRequest = _cls("WriteRequest")
+Sample = _CLASSES["Sample"]
+Label = _CLASSES["Label"]
+TimeSeries = _CLASSES["TimeSeries"]
+WriteRequest = _CLASSES["WriteRequest"]

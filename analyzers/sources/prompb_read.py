@@ -10,9 +10,8 @@ decoding are the protobuf library's, never hand-written.
 
 from __future__ import annotations
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
-_F = descriptor_pb2.FieldDescriptorProto
+from stormotel.analyzers.protodesc import F as _F
+from stormotel.analyzers.protodesc import message_classes
 
 #: ``ReadRequest.ResponseType``: raw samples, or streamed XOR chunks (Prometheus >= 2.13).
 SAMPLES = 0
@@ -23,51 +22,32 @@ EQ, NEQ, RE, NRE = 0, 1, 2, 3
 CHUNK_XOR = 1
 
 
-def _file() -> descriptor_pb2.FileDescriptorProto:
-    fd = descriptor_pb2.FileDescriptorProto(name="stormotel/prompb_read.proto",
-                                            package="prometheus_read", syntax="proto3")
-
-    def msg(name: str, fields: list[tuple[str, int, int, int, str]]) -> None:
-        m = fd.message_type.add(name=name)
-        for fname, number, ftype, label, type_name in fields:
-            f = m.field.add(name=fname, number=number, type=ftype, label=label)
-            if type_name:
-                f.type_name = type_name
-
-    opt, rep = _F.LABEL_OPTIONAL, _F.LABEL_REPEATED
-    i64, s, b = _F.TYPE_INT64, _F.TYPE_STRING, _F.TYPE_BYTES
-    m = _F.TYPE_MESSAGE
-    msg("Label", [("name", 1, s, opt, ""), ("value", 2, s, opt, "")])
+_opt, _rep = _F.LABEL_OPTIONAL, _F.LABEL_REPEATED
+_i64, _s, _b, _m = _F.TYPE_INT64, _F.TYPE_STRING, _F.TYPE_BYTES, _F.TYPE_MESSAGE
+_CLASSES = message_classes("stormotel/prompb_read.proto", "prometheus_read", {
+    "Label": [("name", 1, _s, _opt, ""), ("value", 2, _s, _opt, "")],
     # Enums are read as plain ints (type int32 keeps the descriptor small; same wire type).
-    msg("LabelMatcher", [("type", 1, _F.TYPE_INT32, opt, ""), ("name", 2, s, opt, ""),
-                         ("value", 3, s, opt, "")])
-    msg("ReadHints", [("step_ms", 1, i64, opt, ""), ("func", 2, s, opt, ""),
-                      ("start_ms", 3, i64, opt, ""), ("end_ms", 4, i64, opt, ""),
-                      ("grouping", 5, s, rep, ""), ("by", 6, _F.TYPE_BOOL, opt, ""),
-                      ("range_ms", 7, i64, opt, "")])
-    msg("Query", [("start_timestamp_ms", 1, i64, opt, ""), ("end_timestamp_ms", 2, i64, opt, ""),
-                  ("matchers", 3, m, rep, ".prometheus_read.LabelMatcher"),
-                  ("hints", 4, m, opt, ".prometheus_read.ReadHints")])
-    msg("ReadRequest", [("queries", 1, m, rep, ".prometheus_read.Query"),
-                        ("accepted_response_types", 2, _F.TYPE_INT32, rep, "")])
-    msg("Chunk", [("min_time_ms", 1, i64, opt, ""), ("max_time_ms", 2, i64, opt, ""),
-                  ("type", 3, _F.TYPE_INT32, opt, ""), ("data", 4, b, opt, "")])
-    msg("ChunkedSeries", [("labels", 1, m, rep, ".prometheus_read.Label"),
-                          ("chunks", 2, m, rep, ".prometheus_read.Chunk")])
-    msg("ChunkedReadResponse", [("chunked_series", 1, m, rep, ".prometheus_read.ChunkedSeries"),
-                                ("query_index", 2, i64, opt, "")])
-    return fd
+    "LabelMatcher": [("type", 1, _F.TYPE_INT32, _opt, ""), ("name", 2, _s, _opt, ""),
+                     ("value", 3, _s, _opt, "")],
+    "ReadHints": [("step_ms", 1, _i64, _opt, ""), ("func", 2, _s, _opt, ""),
+                  ("start_ms", 3, _i64, _opt, ""), ("end_ms", 4, _i64, _opt, ""),
+                  ("grouping", 5, _s, _rep, ""), ("by", 6, _F.TYPE_BOOL, _opt, ""),
+                  ("range_ms", 7, _i64, _opt, "")],
+    "Query": [("start_timestamp_ms", 1, _i64, _opt, ""), ("end_timestamp_ms", 2, _i64, _opt, ""),
+              ("matchers", 3, _m, _rep, ".prometheus_read.LabelMatcher"),
+              ("hints", 4, _m, _opt, ".prometheus_read.ReadHints")],
+    "ReadRequest": [("queries", 1, _m, _rep, ".prometheus_read.Query"),
+                    ("accepted_response_types", 2, _F.TYPE_INT32, _rep, "")],
+    "Chunk": [("min_time_ms", 1, _i64, _opt, ""), ("max_time_ms", 2, _i64, _opt, ""),
+              ("type", 3, _F.TYPE_INT32, _opt, ""), ("data", 4, _b, _opt, "")],
+    "ChunkedSeries": [("labels", 1, _m, _rep, ".prometheus_read.Label"),
+                      ("chunks", 2, _m, _rep, ".prometheus_read.Chunk")],
+    "ChunkedReadResponse": [("chunked_series", 1, _m, _rep, ".prometheus_read.ChunkedSeries"),
+                            ("query_index", 2, _i64, _opt, "")],
+})
 
 
-_POOL = descriptor_pool.DescriptorPool()
-_POOL.Add(_file())
-
-
-def _cls(name: str) -> type:
-    return message_factory.GetMessageClass(_POOL.FindMessageTypeByName(f"prometheus_read.{name}"))
-
-
-LabelMatcher = _cls("LabelMatcher")
-Query = _cls("Query")
-ReadRequest = _cls("ReadRequest")
-ChunkedReadResponse = _cls("ChunkedReadResponse")
+LabelMatcher = _CLASSES["LabelMatcher"]
+Query = _CLASSES["Query"]
+ReadRequest = _CLASSES["ReadRequest"]
+ChunkedReadResponse = _CLASSES["ChunkedReadResponse"]
