@@ -124,7 +124,8 @@ def test_a_completed_barrier_names_nobody(tmp_path: Path) -> None:
     """distributed_c10d.py 2.0+: logger.info("Rank %s: Completed store-based barrier for key:%s
     with %s nodes.", rank, store_key, world_size)."""
     text = barrier_wait_1x(1, 4, 3) + \
-        f"INFO:torch.distributed.distributed_c10d:Rank 1: Completed store-based barrier for key:{_KEY} with 4 nodes.\n"
+        ("INFO:torch.distributed.distributed_c10d:Rank 1: Completed store-based barrier for "
+         f"key:{_KEY} with 4 nodes.\n")
     assert roots(tmp_path, text) == []
 
 
