@@ -62,6 +62,16 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
     reached = sorted({e.rank for e in peers if e.rank is not None})
     roots = sorted({e.detail["coordinator"] for e in peers
                     if e.detail.get("coordinator") is not None})
+    # the ranks in the message are the barrier group's; a launcher prefix that differs shows
+    # a sub-group, whose rank 0 is not global rank 0
+    sub = any(e.detail.get("launcher_rank") not in (None, e.rank) for e in peers)
+    if sub:
+        return [log_finding(
+            "undecided", [], "barrier_coordinator", "low", PEER,
+            f"group rank(s) {reached} of a sub-group reached monitored_barrier and their "
+            f"coordinator (the group's rank {roots or '?'}) failed it; which global rank that "
+            "is, the lines do not say — collect the group's rank list and its rank 0's log",
+            REMEDIATION, peers, suspects=[], witnesses=reached, group_ranks=True)]
     if len(roots) == 1 and known and reached and \
             set(reached) == set(range(known)) - {roots[0]}:
         return [log_finding(

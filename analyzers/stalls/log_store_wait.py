@@ -118,7 +118,7 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
             f"rank(s) {waiting or '?'} could not reach the store at {addrs or 'its address'}: "
             "an address, not a rank — a wrong MASTER_ADDR/PORT, a firewall, or the store's host "
             "not started", REMEDIATION[CONNECT], connects, waiting_ranks=waiting,
-            addresses=addrs)]
+            addresses=addrs, suspects=[0] if 0 not in waiting else [])]
     return []
 
 

@@ -203,6 +203,7 @@ def test_a_connect_timeout_names_an_address_not_a_rank(tmp_path: Path) -> None:
     assert code == 1 and (root["kind"], root["ranks"]) == ("undecided", [])
     assert root["evidence"]["category"] == "store_unreachable"
     assert root["evidence"]["addresses"] == ["127.0.0.1:48315"]
+    assert root["evidence"]["suspects"] == [0]  # the store's host: pointed at, not named
 
 
 # --- ProcessGroupGloo::monitoredBarrier, seen from a non-coordinator --------------------------
@@ -227,6 +228,13 @@ def test_every_other_rank_reached_the_barrier_names_rank_0(tmp_path: Path) -> No
     assert (root.kind, root.ranks, root.confidence) == ("straggler", [0], "medium")
     [root] = roots(tmp_path, "".join(barrier_peer(r) for r in (1, 3)), world_size=4)
     assert (root.kind, root.ranks) == ("undecided", []) and root.evidence["suspects"] == [0, 2]
+
+
+def test_a_sub_group_barrier_does_not_name_global_rank_0(tmp_path: Path) -> None:
+    # global rank 6 is the group's rank 1: the group's coordinator is not global rank 0
+    text = barrier_peer(1).replace("[rank1]:", "[rank6]:")
+    [root] = roots(tmp_path, text, world_size=2)
+    assert (root.kind, root.ranks, root.evidence["suspects"]) == ("undecided", [], [])
 
 
 def test_the_coordinators_own_line_decides(tmp_path: Path) -> None:
