@@ -151,13 +151,17 @@ def _key_finding(key: str, evs: list[Any], known: int | None, widest: int
             f"says so ({arrived if k <= 16 else f'{k} ranks'}); rank(s) {candidates} never "
             "arrived — absent from the waiters, they are the ranks the others wait for",
             REMEDIATION["missing"], evs, missing_count=missing, **base)
+    if not whole:
+        why = "this barrier's group is not the whole world (its members are not in the log)"
+    elif len(arrived) > k:
+        why = (f"{len(arrived)} ranks say they wait while the count says {k} arrived (a rank "
+               "that restarted, or ranks counting on two different stores)")
+    else:
+        why = (f"the logs show only {len(arrived)} of the {k} that arrived, so the absent ones "
+               "cannot be told apart")
     return log_finding(
         "undecided", [], "not_at_init", "low", pattern,
         f"{missing} of the {w} ranks of {key} never reached the store-based barrier ({k} "
-        "joined), but " + ("the logs show only "
-                           f"{len(arrived)} of the {k} that arrived, so the absent ones "
-                           "cannot be told apart" if whole else
-                           "this barrier's group is not the whole world (its members are not in "
-                           "the log)") + "; collect every rank's log",
+        f"joined), but {why}; collect every rank's log",
         REMEDIATION["count"], evs, missing_count=missing, suspects=candidates[:64],
         collect_next=candidates[:64], **base)

@@ -105,6 +105,13 @@ def test_waiters_missing_from_the_paste_are_counted_not_named(tmp_path: Path) ->
     assert not {1, 2, 3} & set(root["evidence"]["suspects"])
 
 
+def test_more_waiters_than_the_count_names_nobody(tmp_path: Path) -> None:
+    # every rank of 4 says it waits while the count says 3 arrived: two stores, or a restart
+    [root] = roots(tmp_path, "".join(barrier_timeout_2x(r, 4, 3) for r in range(4)))
+    assert (root.kind, root.ranks) == ("undecided", [])
+    assert "two different stores" in root.evidence["reason"]
+
+
 def test_a_lone_reporter_names_the_other_rank_at_low_only(tmp_path: Path) -> None:
     # one witness may be one side of two stores (a split MASTER_ADDR): never medium
     [root] = roots(tmp_path, barrier_timeout_1x(1, 2, 1))
