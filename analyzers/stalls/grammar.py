@@ -188,27 +188,87 @@ CATALOGUE: tuple[Pattern, ...] = (
        r"(?P<seq>\d+), )?OpType=(?P<op>\w+)(?:, TensorShape=(?P<shape>\[[^\]]{0,200}\]))?"
        r"(?:, TensorDtypes=(?P<dtype>\w+))?", ("running collective",), "detail_trace"),
     # ------------------------------------------------------- rendezvous / communicator setup
+    # (read by log_store_barrier / log_store_wait: the culprit is the rank that is absent from
+    # the waiters, or the rank the waiter names — never the waiter)
     _p("torch.nccl.unique_id_wait", "torch c10d ProcessGroupNCCL",
        '"[" rank_ "] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via '
        'c10d key-value store by key \'" key "\', but store->get(\'" key "\') got error: " … '
        '(1.13-2.0 spell it "retreiving")', "1.13+", PT_NCCL + " (broadcastUniqueNCCLID)",
-       "reporter: waited for the group's rank 0 to publish the NCCL id (rank 0 of THAT group "
-       "crashed, is late, or the store/network failed) — a suspect, not a verdict",
-       r"\[(?P<rank>\d+)\] is setting up NCCL communicator and retr(?:ie|ei)ving ncclUniqueId "
-       r"from \[(?P<root>\d+)\]", ("nccluniqueid",), "init_wait", re.I),
+       "reporter: a GROUP rank waiting (victim) for the group's rank 0 to publish the NCCL id; "
+       "points at that rank 0 (crashed, busy — a prompt, preprocessing — or its store/network "
+       "failed): global rank 0 when the reporter's group rank equals its global rank (ranks "
+       "of a new_group are sorted, so group ranks 0..N-1 are then global 0..N-1) or the key "
+       "names default_pg; a presumption, never above low",
+       r"\[(?P<rank>\d{1,7})\] is setting up NCCL communicator and retr(?:ie|ei)ving "
+       r"ncclUniqueId from \[(?P<root>\d{1,7})\](?: via c10d key-value store by key "
+       r"'(?P<key>[^']{0,200})')?(?P<err>[^\n]{0,400})", ("nccluniqueid",), "store_wait", re.I),
+    _p("torch.c10d.store_barrier_waiting", "torch.distributed (distributed_c10d.py)",
+       '"Waiting in store based barrier to initialize process group for rank: " r ", key: " '
+       'k " (world_size=" W ", worker_count=" K ", timeout=" … ")" (1.8-1.13, every 10 s) / '
+       '"… (world_size=%s, num_workers_joined=%s, timeout=%s)" (2.0-2.1, logger.info) / '
+       '"Waiting in store based barrier to initialize process group for %s seconds" "rank: '
+       '%s, key: %s (world_size=%s, num_workers_joined=%s, timeout=%s error=%s)" (2.2+, '
+       'logger.debug)', "1.8+ (default logging shows it up to 2.1)",
+       "torch/distributed/distributed_c10d.py (_store_based_barrier)",
+       "reporter: global rank r ARRIVED at the barrier of group key k (a victim); K of the "
+       "group's W ranks had arrived. The ranks of the group that never report are the missing "
+       "ones, named only when every arrival reported (as many silent ranks as W - K); "
+       "K > W is a duplicate launch (two jobs on one MASTER_ADDR:PORT, or a restarted rank "
+       "that joined again), never a straggler",
+       r"Waiting in store based barrier to initialize process ?group for (?:[\d.]+ seconds ?)?"
+       r"rank:? ?(?P<rank>\d{1,7}), key: ?(?P<key>[^\s(]{0,200}) \(world_size=(?P<w>\d{1,7}), "
+       r"(?:worker_count|num_workers_joined)=(?P<k>\d{1,7})", ("store based barrier",),
+       "store_barrier"),
     _p("torch.c10d.store_barrier_timeout", "torch.distributed (distributed_c10d.py)",
-       '"Timed out initializing process group in store based barrier on rank " … ", for key: " '
-       '… " (world_size=" … ", num_workers_joined=" … ", timeout=" … ")" (1.x: worker_count=)',
-       "1.8+", "torch/distributed/distributed_c10d.py (_store_based_barrier)",
-       "reporter: only num_workers_joined of world_size ranks reached process-group setup",
-       r"Timed out initializing process group in store based barrier on rank:? ?(?P<rank>\d+)",
-       ("store based barrier",), "init_wait"),
+       '"Timed out initializing process group in store based barrier on rank: " r ", for key: '
+       '" k " (world_size=" W ", worker_count=" K ", timeout=" … ")" (1.8-1.13) / "… on rank " '
+       'r ", for key: " k " (world_size=" W ", num_workers_joined=" K ", timeout=" … ")" (2.0+; '
+       '" error=…" from 2.2)', "1.8+", "torch/distributed/distributed_c10d.py "
+       "(_store_based_barrier)",
+       "reporter: global rank r arrived and gave up (victim); K of W arrived when it did — the "
+       "count at the end of the wait; read with the waiting lines (log_store_barrier)",
+       r"Timed out initializing process group in store based ?barrier on rank:? ?(?P<rank>\d+)"
+       r"(?:, for key: ?(?P<key>[^\s(]{0,200}) \(world_size=(?P<w>\d{1,7}), "
+       r"(?:worker_count|num_workers_joined)=(?P<k>\d{1,7}))?", ("store based barrier",),
+       "store_barrier"),
+    _p("torch.c10d.store_barrier_completed", "torch.distributed (distributed_c10d.py)",
+       '"Rank %s: Completed store-based barrier for key:%s with %s nodes."', "1.10+",
+       "torch/distributed/distributed_c10d.py (_store_based_barrier)",
+       "every rank of that key's group arrived (the barrier let this one through): nobody is "
+       "missing there, whatever earlier waiting lines counted",
+       r"Rank (?P<rank>\d{1,7}): Completed store-based barrier for key: ?(?P<key>[^\s(]{0,200}) "
+       r"with (?P<w>\d{1,7}) nodes", ("completed store-based barrier",), "store_barrier"),
     _p("torch.store.clients_joined", "torch c10d TCPStore",
        '"Timed out after " … " seconds waiting for clients. " n "/" N " clients joined."',
        "1.10+", "torch/csrc/distributed/c10d/TCPStore.cpp",
        "reporter: the store's server; N - n processes never connected (which ones is not said)",
        r"waiting for clients\. (?P<n>\d+)/(?P<of>\d+) clients joined", ("clients joined",),
-       "init_wait"),
+       "store_barrier"),
+    _p("torch.store.wait_timeout", "torch c10d TCPStore / socket.cpp",
+       '"wait timeout after " ms "ms, keys: " keys (TCPStore.cpp doWait, DistStoreError) / '
+       '"waitForInput: socket timed out after " ms "ms" / "waitForInput: poll for socket " … '
+       '" returned 0, likely a timeout" (socket.cpp, C10D_WARNING) / "Socket Timeout"',
+       "2.0+ (waitForInput lines 2.2+)", "torch/csrc/distributed/c10d/TCPStore.cpp, socket.cpp",
+       "reporter: waited on the job's key-value store for a key another process should have "
+       "set (victim); the store is served by global rank 0's process (or the agent of node "
+       "0) — names nobody by itself: rank 0 is the suspect",
+       r"wait timeout after (?P<ms>\d+) ?ms(?:, keys: (?P<keys>[^\n]{0,300}))?|waitForInput: "
+       r"(?:socket timed out after (?P<ms2>\d+)|poll for socket [^\n]{0,300}? returned 0, likely "
+       r"a timeout)|\bSocket Timeout\b", ("wait timeout", "waitforinput", "socket timeout"),
+       "store_wait"),
+    _p("torch.store.connect_timeout", "torch c10d TCPStore / socket.cpp",
+       '"The client socket has timed out after " … " while trying to connect to (" host ", " '
+       'port ")." / "TCP client failed to connect/validate to host " host ":" port " - '
+       'retrying …" / "The server socket has timed out, will retry"', "1.13+ (socket.cpp)",
+       "torch/csrc/distributed/c10d/socket.cpp, TCPStore.cpp",
+       "reporter: could not reach the store at host:port at all (victim); names an address, "
+       "not a rank — a wrong MASTER_ADDR/PORT, a firewall, or the store's host (rank 0 / node "
+       "0's agent) not up: names nobody",
+       r"client socket has timed out after [^\n]{0,40}? while trying to connect to \((?P<host>"
+       r"[^,\s]{1,255}), (?P<port>\d{1,5})\)|TCP client failed to connect/validate to host "
+       r"(?P<host2>\S{1,255}):(?P<port2>\d{1,5})|server socket on [^\n]{0,200}? has timed out",
+       ("client socket has timed out", "failed to connect/validate", "server socket"),
+       "store_wait"),
     # ---------------------------------------------------------------------- gloo / monitored
     _p("torch.gloo.monitored_barrier_ranks", "torch c10d ProcessGroupGloo",
        '"[Rank 0]: Ranks " c10::Join(", ", failedRanks) " failed to pass monitoredBarrier in " '
@@ -238,6 +298,18 @@ CATALOGUE: tuple[Pattern, ...] = (
        "the ranks that did pass the barrier (innocent)",
        r"Successfully processed ranks: (?P<done>\d{1,19}(?:, ?\d{1,19}){0,4096})",
        ("successfully processed",), K_BARRIER_TIMEOUT),
+    _p("torch.gloo.monitored_barrier_peer", "torch c10d ProcessGroupGloo",
+       '"Rank " rank " successfully reached monitoredBarrier, but received errors while '
+       'waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank." "\\n '
+       'Original exception: \\n" … (c10::str, logAndThrow)', "1.10+", PT_GLOO
+       + " (monitoredBarrier, rank != 0)",
+       "reporter: a non-coordinator that REACHED the barrier (innocent); rank 0, the "
+       "coordinator, failed it: rank 0 was late or dead, or rank 0 found another rank missing "
+       "and raised — rank 0 is the culprit only when every other rank of the group reported "
+       "reaching it; otherwise rank 0's log names the faulty rank (read by log_monitored)",
+       r"Rank (?P<rank>\d{1,7}) successfully reached monitoredBarrier, but received errors "
+       r"while waiting(?: for send/recv)? from rank (?P<root>\d{1,7})",
+       ("successfully reached monitoredbarrier",), "barrier_peer"),
     _p("torch.gloo.timeout", "gloo (via ProcessGroupGloo)",
        '"Timed out waiting " … "ms for recv operation to complete" / "[…/pair.cc:…] '
        'Connection closed by peer [" addr "]:" port / "[…/pair.cc:…] Read error [" addr "]: …" / '
@@ -586,6 +658,18 @@ CATALOGUE: tuple[Pattern, ...] = (
        "and it is still alive when the agent stops the node — the minority left alive are "
        "the stragglers of that node (read by log_elastic)",
        r"Signal 6 \(SIGABRT\) received by PID", ("sigabrt",), "elastic_summary"),
+    _p("log.busy_rank", "tqdm progress bar beside c10d watchdog timeouts (a reading, not a "
+       "message)",
+       "'{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, "
+       "{rate_fmt}{postfix}]' (tqdm's default bar_format) in the stream where every rank but "
+       "one prints a watchdog timeout of the same collective", "tqdm 4.x; torch 1.8+",
+       "tqdm/std.py (format_meter); torch c10d ProcessGroupNCCL.cpp (WorkNCCL::checkTimeout)",
+       "the one rank of a known world with no stall line at all, while a progress bar keeps "
+       "running in the same stream (rank 0 tokenizing under main_process_first / zero_first "
+       "while the others wait): PRESUMED to be the busy rank that owns the bar — the bar "
+       "carries no rank — so never more than low",
+       r"(?P<pct>\d{1,3})%\|[^|\n]{0,200}\| *\d+(?:\.\d+)?[kMG]?/\d+(?:\.\d+)?[kMG]? \[\d",
+       ("%|",), K_READING),
     # ----------------------------------------------------------------- wrappers / launchers
     _p("launcher.world_size", "torchrun / Lightning / DeepSpeed / Megatron",
        '"world_size=N", "WORLD_SIZE=N", Lightning "Initializing distributed: GLOBAL_RANK: r, '

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stormotel.analyzers.report import StallFinding
-from stormotel.analyzers.stalls import log_elastic, log_frtrace, log_horovod, log_ncclwarn
+from stormotel.analyzers.stalls import log_elastic, log_ncclwarn, log_scanners
 from stormotel.analyzers.stalls import log_verdicts as lv
 from stormotel.analyzers.stalls import log_witness as lw
 from stormotel.analyzers.stalls import logs_parser as lp
@@ -179,9 +179,10 @@ def analyze_logs(parsed: lp.ParsedLogs, *, world_size: int | None = None) -> Log
     failures = lv.rank_failure_findings(own_errors, first_timeout, timed_out)
     concluded = lv.desync_findings(events) + lw.witness_findings(events) + \
         lv.fingerprint_findings(events, CATEGORY_REMEDIATION["mismatched_collective"]) + \
-        lw.ras_findings(events, known) + lw.coll_findings(events, interleaved, known) + \
-        lw.detail_findings(events) + log_horovod.horovod_findings(events, known) + \
-        log_frtrace.frtrace_findings(events) + log_elastic.abort_split_findings(events)
+        [f for kind in log_scanners.KINDS if kind.findings is not None
+         for f in kind.findings(events, known)] + \
+        lw.coll_findings(events, interleaved, known) + lw.detail_findings(events) + \
+        log_elastic.abort_split_findings(events)
     fallback = same_everywhere + lw.fallback_findings(events, known, world.size)
     if not (failures or concluded or watchdog or fallback):
         fallback = lw.unexplained_findings(events)

@@ -39,9 +39,9 @@ from stormotel.analyzers.stalls import (
     log_elastic,
     log_frtrace,
     log_horovod,
-    log_mpirun,
     log_ncclwarn,
     log_ras,
+    log_scanners,
     paste,
 )
 from stormotel.analyzers.stalls import log_failures as lf
@@ -350,11 +350,8 @@ def _parse_file(path: Path, result: ParsedLogs) -> None:
     result.split_fused += fused
     result.joined_wrapped += joined
     result.lines += text.count("\n") + 1
-    scanner = lf.FailureScanner(file_rank, lambda s: _timestamp(s, year, result.skipped))
-    ras = log_ras.RasScanner()
-    horovod = log_horovod.HorovodScanner()
-    frtrace = log_frtrace.FrTraceScanner()
-    mpi = log_mpirun.MpiLauncherScanner()
+    ctx = log_scanners.ScanContext(file_rank, lambda s: _timestamp(s, year, result.skipped))
+    scanners = [kind.scanner(ctx) for kind in log_scanners.KINDS]
     in_file = result.ranks_by_file.setdefault(str(path), set())
     for no, seg in segs:
         m = _RANK_PREFIX.search(seg) if "[rank" in seg else None
@@ -365,38 +362,19 @@ def _parse_file(path: Path, result: ParsedLogs) -> None:
         if rank is not None:
             in_file.add(rank)
         low = seg.lower()
-        scanner.feed(no, seg, low, rank)
-        ras.feed(no, seg, low)
-        horovod.feed(no, seg, low)
-        frtrace.feed(no, seg, low)
-        mpi.feed(no, seg, low)
+        for sc in scanners:
+            sc.feed(no, seg, low, rank)
         if not any(k in low for k in _TRIGGERS):
             continue
         if rank is not None:
             result.ranks_seen.add(rank)
         ts = _timestamp(seg, year, result.skipped)
         result.events.extend(_events(seg, str(path), no, rank, ts, result.skipped))
-    scanner.close(len(segs))
-    ras.close()
-    horovod.close()
-    frtrace.close()
-    mpi.close()
-    for f in scanner.found + mpi.found:
-        result.events.append(LogEvent(f.kind, str(path), f.line, f.rank, ts_ns=f.ts_ns,
-                                      text=f.text, detail=dict(f.detail), pattern=f.pattern))
-    if '"collective_counts"' in text:  # NCCL RAS's JSON form (ncclras -f json, 2.28.7+)
-        ras.blocks.extend(log_ras.blocks_from_json(text))
-    for block in ras.blocks:
-        result.events.append(LogEvent(RAS, str(path), block.line, None, text=block.text,
-                                      detail=block.as_detail(), pattern=block.pattern))
-    for rep in horovod.reports:
-        result.events.append(LogEvent(HOROVOD, str(path), rep.line, None, text=rep.text,
-                                      detail=rep.as_detail(), pattern="horovod.stall_report"))
-    for fb in frtrace.blocks:
-        result.events.append(LogEvent(
-            FR_TRACE, str(path), fb.line, None, text=fb.text, detail=fb.as_detail(),
-            pattern={"not_joined": "torch.fr_trace.not_joined", "errors": "torch.fr_trace.culprit"}
-            .get(fb.kind, "torch.fr_trace.missing_dumps")))
+    for sc in scanners:  # the stateful kinds of stall log, in the table's order
+        for f in sc.finish(text):
+            result.events.append(LogEvent(f.kind, str(path), f.line, f.rank, ts_ns=f.ts_ns,
+                                          text=f.text, detail=dict(f.detail),
+                                          pattern=f.pattern))
 
 
 def _year_hint(text: str, path: Path) -> int:

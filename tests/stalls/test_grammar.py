@@ -544,6 +544,12 @@ def test_ctrl_c_on_a_hung_job_is_not_a_failure(tmp_path: Path) -> None:
     "torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 1/2 "
     "clients joined.",
 ])
-def test_setup_waits_are_stalls_that_name_nobody(tmp_path: Path, line: str) -> None:
+def test_setup_waits_are_stalls_that_never_name_the_waiter(tmp_path: Path, line: str) -> None:
+    # issue 37: an ncclUniqueId wait points at the group's rank 0 (low, a presumption), never
+    # at the rank that waits; the barrier/store counts alone name nobody
     code, roots = cli(tmp_path, line + "\n")
-    assert code == 1 and [(f["kind"], f["ranks"]) for f in roots] == [("undecided", [])]
+    named = [(f["kind"], f["ranks"], f["confidence"]) for f in roots]
+    if "ncclUniqueId" in line:
+        assert code == 1 and named == [("straggler", [0], "low")]
+    else:
+        assert code == 1 and [(k, r) for k, r, _ in named] == [("undecided", [])]

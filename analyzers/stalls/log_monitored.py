@@ -1,0 +1,90 @@
+"""Gloo's monitoredBarrier seen from a non-coordinator: innocent reporters, rank 0 referenced.
+
+``ProcessGroupGloo::monitoredBarrier`` (1.10 → main): every rank but 0 sends a token to rank 0
+and waits for its ack; only rank 0 enforces the timeout. When that exchange fails a rank
+raises "Rank r successfully reached monitoredBarrier, but received errors while waiting for
+send/recv from rank 0. Please check rank 0 logs for faulty rank." What it proves:
+
+- rank r reached the barrier — a victim, never a culprit;
+- rank 0 failed the exchange: either rank 0 itself was late or dead, or rank 0 found another
+  rank missing and raised ("Rank k failed to pass monitoredBarrier", read by the witness
+  rule) without acking. Which one is in rank 0's log.
+
+So rank 0 is named only when every other rank of a known world reported reaching the barrier
+(then no one else can be missing) — ``medium`` at most; otherwise ``undecided`` with rank 0
+(and any rank of the known world that did not report) as suspects, and rank 0's log to
+collect. When rank 0's own line is in the logs, that line decides and this rule says nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stormotel.analyzers.report import StallFinding
+from stormotel.analyzers.stalls import grammar as gr
+from stormotel.analyzers.stalls.log_failures import Found
+from stormotel.analyzers.stalls.log_finding import log_finding
+
+KIND = "barrier_peer"  #: a non-coordinator reached the barrier and lost its coordinator
+PEER = "torch.gloo.monitored_barrier_peer"
+_COORDINATOR = ("torch.gloo.monitored_barrier_ranks", "torch.gloo.monitored_barrier_rank",
+                "torch.gloo.monitored_barrier_timeout")
+
+REMEDIATION = ["Every rank that reported reached monitored_barrier; its coordinator (rank 0) "
+               "failed it. Read rank 0's log: 'Rank k failed to pass monitoredBarrier' names "
+               "the faulty rank; nothing there means rank 0 itself was late (preprocessing, "
+               "saving, a prompt) or died."]
+
+
+class Scanner:
+    def __init__(self, ctx: Any) -> None:
+        self.stamp = ctx.stamp
+        self.found: list[Found] = []
+
+    def feed(self, no: int, seg: str, low: str, rank: int | None) -> None:
+        if "successfully reached monitoredbarrier" not in low:
+            return
+        m = gr.BY_ID[PEER].regex.search(seg)
+        if m is None:
+            return
+        self.found.append(Found(KIND, no, gr.parse_rank(m.group("rank")), self.stamp(seg),
+                                seg.strip()[:300], {"coordinator": gr.parse_rank(
+                                    m.group("root")), "launcher_rank": rank}, PEER))
+
+    def finish(self, text: str) -> list[Found]:
+        return self.found
+
+
+def findings(events: list[Any], known: int | None) -> list[StallFinding]:
+    peers = [e for e in events if e.kind == KIND and e.pattern == PEER and e.detail]
+    if not peers or any(e.pattern in _COORDINATOR for e in events):
+        return []
+    reached = sorted({e.rank for e in peers if e.rank is not None})
+    roots = sorted({e.detail["coordinator"] for e in peers
+                    if e.detail.get("coordinator") is not None})
+    # the ranks in the message are the barrier group's; a launcher prefix that differs shows
+    # a sub-group, whose rank 0 is not global rank 0
+    sub = any(e.detail.get("launcher_rank") not in (None, e.rank) for e in peers)
+    if sub:
+        return [log_finding(
+            "undecided", [], "barrier_coordinator", "low", PEER,
+            f"group rank(s) {reached} of a sub-group reached monitored_barrier and their "
+            f"coordinator (the group's rank {roots or '?'}) failed it; which global rank that "
+            "is, the lines do not say — collect the group's rank list and its rank 0's log",
+            REMEDIATION, peers, suspects=[], witnesses=reached, group_ranks=True)]
+    if len(roots) == 1 and known and reached and \
+            set(reached) == set(range(known)) - {roots[0]}:
+        return [log_finding(
+            "straggler", roots, "straggler_outside_nccl", "medium", PEER,
+            f"every other rank of the {known} ({reached if len(reached) <= 16 else 'all'}) "
+            f"reached monitored_barrier and lost the exchange with rank {roots[0]}, its "
+            f"coordinator: no other rank can be missing, so rank {roots[0]} was late or died",
+            REMEDIATION, peers, witnesses=reached)]
+    silent = sorted(set(range(known)) - set(reached) - set(roots)) if known else []
+    return [log_finding(
+        "undecided", [], "barrier_coordinator", "low", PEER,
+        f"rank(s) {reached or '?'} reached monitored_barrier, and their coordinator rank "
+        f"{roots or '?'} failed it: rank {roots or '?'} was late or died, or it found another "
+        "rank missing" + (f" (no line from rank(s) {silent[:16]})" if silent else "")
+        + " — rank 0's log names the faulty rank", REMEDIATION, peers,
+        suspects=(roots + silent)[:64], collect_next=roots, witnesses=reached)]

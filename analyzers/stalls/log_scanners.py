@@ -1,0 +1,167 @@
+"""One table of the stateful log scanners: a new kind of stall log is its module + one row here.
+
+Every file of ``--logs`` is read once, line by line (``logs_parser._parse_file``); besides the
+one-line catalogue patterns, each kind of log that spans lines or needs state (a torchelastic
+summary, an NCCL RAS report, Horovod's stall report, torch's fr_trace report, the MPI launcher's
+last words, the init-time barriers and store waits) has a *scanner*: it sees every segment with
+the global rank the parser read for it, and at the end of the file hands back its evidence as
+:class:`~.log_failures.Found` records, which the parser turns into events. A kind may also
+bring the rule that reads its events into findings (``findings``); the triage calls every row's
+rule. So adding a kind never touches the parser or the triage (issue 35 item 2: at most two
+files per kind — its module and its row in :data:`KINDS`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from stormotel.analyzers.report import StallFinding
+from stormotel.analyzers.stalls import (
+    log_busy,
+    log_frtrace,
+    log_horovod,
+    log_monitored,
+    log_mpirun,
+    log_ras,
+    log_store_barrier,
+    log_store_wait,
+)
+from stormotel.analyzers.stalls import log_failures as lf
+
+
+@dataclass(frozen=True)
+class ScanContext:
+    """What a scanner may know about the file before its first line."""
+
+    file_rank: int | None  #: the rank the file's name carries, if any
+    stamp: Callable[[str], int | None]  #: a line's timestamp (ns), or None
+
+
+class LogScanner(Protocol):
+    """Reads one file's segments in order; :meth:`finish` gives its evidence."""
+
+    def feed(self, no: int, seg: str, low: str, rank: int | None) -> None:
+        """One segment (``low``: the same, lower-cased) and the global rank read for it."""
+
+    def finish(self, text: str) -> list[lf.Found]:
+        """Every piece of evidence of the file (``text``: the whole file, for JSON forms)."""
+
+
+#: a rule over every file's events (``known``: the world size when the evidence states it)
+Findings = Callable[[list[Any], int | None], list[StallFinding]]
+
+
+@dataclass(frozen=True)
+class LogKind:
+    """One kind of stall log: how its lines are scanned, and how its events are judged."""
+
+    name: str
+    scanner: Callable[[ScanContext], LogScanner]
+    findings: Findings | None = None  #: None: judged by the watchdog triage / shared rules
+
+
+# --- adapters: the older scanners keep their own small interfaces --------------------------
+class _Failures:
+    """torch's own errors, desync reports, fingerprints, torchelastic's summary (log_failures)."""
+
+    def __init__(self, ctx: ScanContext) -> None:
+        self.s = lf.FailureScanner(ctx.file_rank, ctx.stamp)
+        self.n = 0
+
+    def feed(self, no: int, seg: str, low: str, rank: int | None) -> None:
+        self.n += 1
+        self.s.feed(no, seg, low, rank)
+
+    def finish(self, text: str) -> list[lf.Found]:
+        self.s.close(self.n)
+        return self.s.found
+
+
+class _Mpi:
+    """The MPI launchers' last words (log_mpirun)."""
+
+    def __init__(self, ctx: ScanContext) -> None:
+        self.s = log_mpirun.MpiLauncherScanner()
+
+    def feed(self, no: int, seg: str, low: str, rank: int | None) -> None:
+        self.s.feed(no, seg, low)
+
+    def finish(self, text: str) -> list[lf.Found]:
+        self.s.close()
+        return self.s.found
+
+
+class _Ras:
+    """NCCL RAS reports, text and JSON (log_ras)."""
+
+    def __init__(self, ctx: ScanContext) -> None:
+        self.s = log_ras.RasScanner()
+
+    def feed(self, no: int, seg: str, low: str, rank: int | None) -> None:
+        self.s.feed(no, seg, low)
+
+    def finish(self, text: str) -> list[lf.Found]:
+        self.s.close()
+        if '"collective_counts"' in text:  # NCCL RAS's JSON form (ncclras -f json, 2.28.7+)
+            self.s.blocks.extend(log_ras.blocks_from_json(text))
+        return [lf.Found(log_ras.RAS_SPLIT, b.line, None, None, b.text, b.as_detail(),
+                         b.pattern) for b in self.s.blocks]
+
+
+class _Horovod:
+    """Horovod's stall inspector (log_horovod)."""
+
+    def __init__(self, ctx: ScanContext) -> None:
+        self.s = log_horovod.HorovodScanner()
+
+    def feed(self, no: int, seg: str, low: str, rank: int | None) -> None:
+        self.s.feed(no, seg, low)
+
+    def finish(self, text: str) -> list[lf.Found]:
+        self.s.close()
+        return [lf.Found(log_horovod.HOROVOD, r.line, None, None, r.text, r.as_detail(),
+                         "horovod.stall_report") for r in self.s.reports]
+
+
+_FR_PATTERNS = {"not_joined": "torch.fr_trace.not_joined", "errors": "torch.fr_trace.culprit"}
+
+
+class _FrTrace:
+    """torch's fr_trace report pasted in the logs (log_frtrace)."""
+
+    def __init__(self, ctx: ScanContext) -> None:
+        self.s = log_frtrace.FrTraceScanner()
+
+    def feed(self, no: int, seg: str, low: str, rank: int | None) -> None:
+        self.s.feed(no, seg, low)
+
+    def finish(self, text: str) -> list[lf.Found]:
+        self.s.close()
+        return [lf.Found(log_frtrace.FR_TRACE, b.line, None, None, b.text, b.as_detail(),
+                         _FR_PATTERNS.get(b.kind, "torch.fr_trace.missing_dumps"))
+                for b in self.s.blocks]
+
+
+def _ras_findings(events: list[Any], known: int | None) -> list[StallFinding]:
+    from stormotel.analyzers.stalls.log_witness import ras_findings  # imports the parser
+    return ras_findings(events, known)
+
+
+def _frtrace_findings(events: list[Any], known: int | None) -> list[StallFinding]:
+    return log_frtrace.frtrace_findings(events)
+
+
+#: every stateful kind of stall log, in the order its evidence is listed
+KINDS: tuple[LogKind, ...] = (
+    LogKind("failures", _Failures),
+    LogKind("mpi_launcher", _Mpi),
+    LogKind("nccl_ras", _Ras, _ras_findings),
+    LogKind("horovod", _Horovod, log_horovod.horovod_findings),
+    LogKind("fr_trace", _FrTrace, _frtrace_findings),
+    LogKind("store_barrier", log_store_barrier.Scanner, log_store_barrier.findings),
+    LogKind("store_wait", log_store_wait.Scanner, log_store_wait.findings),
+    LogKind("monitored_barrier", log_monitored.Scanner, log_monitored.findings),
+    LogKind("busy_rank", log_busy.Scanner, log_busy.findings),
+)
