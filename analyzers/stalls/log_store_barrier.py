@@ -136,7 +136,16 @@ def _key_finding(key: str, evs: list[Any], known: int | None, widest: int
             "duplicate launch (a second job on the same MASTER_ADDR:PORT, or a restarted rank "
             "that joined again) — not a late rank", REMEDIATION["duplicate"], evs, **base)
     if k >= w:
-        return None
+        if not timed_out:
+            return None  # every rank arrived: a wait that ended (Completed may not be logged)
+        # A timeout is never healthy, whatever the count in its line says (the count is read
+        # once before the raise; ranks counting on two stores see different counts).
+        return log_finding(
+            "undecided", [], "not_at_init", "low", pattern,
+            f"rank(s) {arrived or '?'} timed out in the store-based barrier of {key} although "
+            f"its line counts {k} of {w} joined: the count was read before the timeout, or the "
+            "ranks count on different stores (two MASTER_ADDR:PORT); collect every rank's log",
+            REMEDIATION["count"], evs, **base)
     missing = w - k
     whole = w == widest and (known is None or known == w) and all(r < w for r in arrived)
     candidates = sorted(set(range(w)) - set(arrived)) if whole else []

@@ -127,6 +127,15 @@ def test_more_workers_than_the_world_is_a_duplicate_launch(tmp_path: Path) -> No
     assert all(f["kind"] != "straggler" for f in found)
 
 
+def test_a_timeout_whose_count_says_all_joined_is_never_healthy(tmp_path: Path) -> None:
+    """The count in the timeout's line is read once before the raise (or on another store):
+    a timeout with num_workers_joined == world_size is still a failed init — undecided (exit
+    1), never healthy. Before the fix this line alone printed "Verdict: healthy", exit 0."""
+    code, found = cli(tmp_path, barrier_timeout_2x(3, 8, 8, error=True))
+    assert code == 1
+    assert [(f["kind"], f["ranks"]) for f in found] == [("undecided", [])]
+
+
 def test_a_completed_barrier_names_nobody(tmp_path: Path) -> None:
     """distributed_c10d.py 2.0+: logger.info("Rank %s: Completed store-based barrier for key:%s
     with %s nodes.", rank, store_key, world_size)."""
