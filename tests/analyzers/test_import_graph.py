@@ -23,8 +23,8 @@ blocks included, never a function's lazy import):
 * imports running back up the layers: only :data:`ALLOWED_UP`, by name;
 * no package cycle (sub-packages and top-level modules as units) made of top-level imports that
   run (``TYPE_CHECKING`` blocks left out: they never execute);
-* import circles (strongly connected modules, counting every import, lazy ones included): at
-  most :data:`MAX_CIRCLES`;
+* import circles (strongly connected modules, counting every import that can run, a function's
+  lazy one included): at most :data:`MAX_CIRCLES`;
 * the tracker → analyzer one-way flow: the analyzer imports only the tracker's leaf modules.
 """
 
@@ -101,10 +101,14 @@ def _type_checking(test: ast.expr) -> bool:
 
 
 def _statements(tree: ast.Module, where: str) -> Iterable[ast.stmt]:
-    """Import statements: ``anywhere``; ``top`` (module body, ``if``/``try`` blocks included);
-    ``runtime`` (``top`` less ``if TYPE_CHECKING`` blocks)."""
+    """Import statements: ``top`` (module body, ``if``/``try`` blocks included); ``runtime``
+    (``top`` less ``if TYPE_CHECKING`` blocks); ``anywhere`` (every import that can run,
+    functions' lazy ones included; ``if TYPE_CHECKING`` blocks left out)."""
     if where == "anywhere":
-        yield from (n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom))
+        checking = {id(x) for n in ast.walk(tree) if isinstance(n, ast.If)
+                    and _type_checking(n.test) for x in ast.walk(n)}
+        yield from (n for n in ast.walk(tree)
+                    if isinstance(n, ast.Import | ast.ImportFrom) and id(n) not in checking)
         return
 
     def walk(body: list[ast.stmt]) -> Iterable[ast.stmt]:
