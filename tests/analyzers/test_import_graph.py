@@ -44,8 +44,7 @@ ANALYZERS = "stormotel.analyzers"
 #: The layers, top first; a unit is a sub-package of ``analyzers/`` or one of its top-level
 #: modules (``<init>`` is the package's ``__init__``, its public face).
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
-    ("command line", frozenset({"<init>", "cli", "cli_flags", "cli_options", "job_flags",
-                                "run", "scheduled", "serve"})),
+    ("command line", frozenset({"<init>", "cli", "run", "scheduled", "serve"})),
     ("sinks", frozenset({"sinks", "summary", "headline"})),
     ("analysis", frozenset({"analyze", "align", "attribution", "algorithms", "stalls"})),
     ("sources", frozenset({"sources"})),
