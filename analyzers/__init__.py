@@ -1,0 +1,44 @@
+"""stormotel's analyzer: telemetry read into one Timeline, judged, reported.
+
+The public face, for code that uses the analyzer as a library (the command line is
+``stormotel analyze``, :mod:`stormotel.analyzers.cli`):
+
+* :func:`load_paths` — telemetry files (OTLP archives, Stormlog exports) into a ``Timeline``;
+* :func:`run_once` — one whole run (a source read, stall evidence joined, analysed, every sink
+  written), as ``stormotel analyze`` and ``stormotel serve`` run it;
+* :class:`Report` — what a run found (the versioned JSON contract);
+* :class:`Finding` — each finding in one common shape (``Report.findings()``).
+
+The analysis facade itself is :func:`stormotel.analyzers.analyze.analyze` (Timeline → Report):
+a package attribute named like one of its modules is rebound to that module whenever the module
+is first imported, so it is not re-exported here under the same name.
+
+Each name loads its module on first use: importing the package (which every submodule import
+does) stays as light as ``stormotel analyze --help`` needs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from stormotel.analyzers.findings import Finding
+    from stormotel.analyzers.report import Report
+    from stormotel.analyzers.run import run_once
+    from stormotel.analyzers.sources import load_paths
+
+__all__ = ["Finding", "Report", "load_paths", "run_once"]
+
+#: public name → the module that defines it
+_WHERE = {"Finding": "stormotel.analyzers.findings", "Report": "stormotel.analyzers.report",
+          "run_once": "stormotel.analyzers.run", "load_paths": "stormotel.analyzers.sources"}
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(where), name)
+    globals()[name] = value
+    return value

@@ -1,7 +1,7 @@
 """What ``stormotel analyze`` was asked to do, as typed, frozen options.
 
 The command line is parsed and checked once
-(:func:`stormotel.analyzers.cli_options.options_from_args`); everything below it — the file and
+(:func:`stormotel.analyzers.cli.args.options_from_args`); everything below it — the file and
 TSDB sources, the stall evidence, the scheduled job, the sinks — receives these options, never the
 argparse namespace, so a reader sees in one place what each part can be told, and no part re-checks
 a flag or guesses whether it was declared. Field names are the flags' names (``--max-window`` →

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # numpy and httpx load with the steps that need them
     from stormotel.analyzers.report import Report
     from stormotel.analyzers.sinks.dispatch import SinkOutcome
     from stormotel.analyzers.sinks.findings_series import RunSeries
-    from stormotel.analyzers.sources.prometheus import LoadOutcome
+    from stormotel.analyzers.sources.protocol import LoadOutcome
     from stormotel.analyzers.stalls.cli_support import StallResult
     from stormotel.analyzers.timeline import Timeline
     from stormotel.analyzers.window import Window

@@ -197,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--demo-archive", type=Path, help="a `stormotel demo --out` job folder")
-    ap.add_argument("--only", help="run only cases whose name contains this")
+    ap.add_argument("--only", help="run only cases whose name contains this (several: "
+                                   "comma-separated, any of them)")
     ap.add_argument("labels", nargs="+", help="LABEL=PYTHON (each checkout's interpreter)")
     a = ap.parse_args(argv)
     pythons = dict(x.split("=", 1) for x in a.labels)
@@ -211,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print("no prometheus binary: TSDB cases skipped", file=sys.stderr)
         for name, args in cases:
-            if a.only and a.only not in name:
+            if a.only and not any(part in name for part in a.only.split(",")):
                 continue
             for label, python in pythons.items():
                 text = _run_case(python, args, a.out / label / name, Path(python).parents[2])

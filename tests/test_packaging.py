@@ -110,5 +110,6 @@ def test_wheel_installs_one_import_package(tmp_path: Path) -> None:
     assert {t for t in tops if not t.endswith(".dist-info")} == {"stormotel"}, tops
     for data in ("stormotel/py.typed", "stormotel/analyzers/sinks/html/assets/uPlot.iife.min.js",
                  "stormotel/dashboards/stormotel-overview.json",
-                 "stormotel/dashboards/rules/stormotel-rules.yml", "stormotel/analyzers/cli.py"):
+                 "stormotel/dashboards/rules/stormotel-rules.yml",
+                 "stormotel/analyzers/cli/command.py"):
         assert data in names, data

@@ -1,8 +1,8 @@
 """``stormotel serve``'s flags and the typed options they become.
 
 The TSDB source, the sinks and the HTTP settings are the analyzer's own flags
-(:func:`~stormotel.analyzers.job_flags.add_job_arguments`), parsed by the analyzer's own
-:func:`~stormotel.analyzers.cli_options.job_options_from_args`: a receiver reads and writes
+(:func:`~stormotel.analyzers.cli.job_flags.add_job_arguments`), parsed by the analyzer's own
+:func:`~stormotel.analyzers.cli.args.job_options_from_args`: a receiver reads and writes
 exactly as ``stormotel analyze --prometheus`` does. The window flags that choose *when* a run
 looks (``--since``, ``--start``, ``--end``, ``--state-file``, ``--settle``) and those that pick
 jobs (``--job-id``, ``--job-selector``, ``--shard``) are the alerts' business here and are
@@ -17,9 +17,9 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from stormotel.analyzers import job_flags as job_options
 from stormotel.analyzers.algorithms.settings import SENSITIVITIES, parse_overrides, settings_for
 from stormotel.analyzers.alignments import ALIGN_WALL
+from stormotel.analyzers.cli import job_flags as job_options
 from stormotel.analyzers.options import (
     AnalysisOptions,
     AnalyzeOptions,
@@ -156,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def options_from_args(args: argparse.Namespace) -> ServeOptions:
     """The parsed flags, checked; raises a UsageError."""
-    from stormotel.analyzers.cli_options import job_options_from_args
+    from stormotel.analyzers.cli.args import job_options_from_args
 
     for key, flag in REFUSED.items():
         if getattr(args, key, None):

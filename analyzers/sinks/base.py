@@ -2,8 +2,8 @@
 
 A sink has a name, what it would do for a dry run (``plan``), and writing (``write``); its class
 says which kind it is and builds its instances for a run (``for_run``: none when the flags do
-not ask for it). Adding a sink is one module with such a class and one line in
-:data:`stormotel.analyzers.sinks.dispatch.SINKS`.
+not ask for it). :class:`BaseSink` is all of that but ``plan`` and ``write``: adding a sink is one
+module with a subclass and one line in :data:`stormotel.analyzers.sinks.dispatch.SINKS`.
 
 This module, the dispatch table and the report sink import nothing heavy (the package's
 ``__init__`` neither): a run over files with no sink flag writes its report through them without
@@ -12,11 +12,13 @@ loading any server sink (or httpx).
 
 from __future__ import annotations
 
+import operator
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Literal, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TextIO
 
 from stormotel.analyzers.options import OutputOptions, SinkOptions
+from stormotel.analyzers.sinks.outputs import job_path
 
 if TYPE_CHECKING:
     from stormotel.analyzers import http
@@ -90,3 +92,43 @@ class SinkClass(Protocol):
     def for_run(cls, ctx: RunContext) -> list[Sink]:
         """The instances this run's flags ask for (often none, sometimes one per URL)."""
         ...
+
+
+class BaseSink:
+    """What every sink shares, so a sink's module writes only ``plan`` and ``write``.
+
+    A subclass says its ``name``, its ``kind``, and the :class:`RunContext` option that asks for
+    it (``option``, e.g. ``"sinks.perfetto"``; None: every run writes it). :meth:`for_run` makes
+    one instance per target the option holds — a path, a URL, or a list of URLs (then named
+    ``name1``, ``name2``… when there are several) — with ``per_job`` paths moved to the job's
+    own (:func:`~stormotel.analyzers.sinks.outputs.job_path`, a run over several jobs).
+    """
+
+    name: str = ""
+    kind: ClassVar[SinkKind] = "destination"
+    option: ClassVar[str | None] = None
+    per_job: ClassVar[bool] = False
+
+    def __init__(self, ctx: RunContext, target: Any = None, name: str | None = None) -> None:
+        self.ctx = ctx
+        #: The path or URL the option named (None for a sink without one).
+        self.target = target
+        self.name = name or type(self).name
+
+    @classmethod
+    def for_run(cls, ctx: RunContext) -> list[Sink]:
+        if cls.option is None:
+            return [cls(ctx)]
+        value = operator.attrgetter(cls.option)(ctx)
+        targets = list(value) if isinstance(value, list | tuple) else [value] if value else []
+        if cls.per_job:
+            targets = [job_path(t, ctx.report.job_id, several=ctx.several) for t in targets]
+        if len(targets) == 1:
+            return [cls(ctx, targets[0])]
+        return [cls(ctx, t, f"{cls.name}{i + 1}") for i, t in enumerate(targets)]
+
+    def plan(self, out: TextIO) -> str:
+        raise NotImplementedError
+
+    def write(self) -> str:
+        raise NotImplementedError

@@ -5,13 +5,12 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import ClassVar, TextIO
+from typing import TextIO
 
 from stormotel.analyzers import http
 from stormotel.analyzers.options import SinkOptions
 from stormotel.analyzers.sinks import grafana
-from stormotel.analyzers.sinks.base import RunContext, Sink, SinkKind
+from stormotel.analyzers.sinks.base import BaseSink
 from stormotel.analyzers.sinks.incident_dashboard import incident_board
 
 from stormotel.textsafe import one_line
@@ -23,19 +22,12 @@ def _grafana_auth(sinks: SinkOptions) -> http.BearerAuth | None:
     return http.BearerAuth(token) if token else None
 
 
-@dataclass
-class GrafanaSink:
+class GrafanaSink(BaseSink):
     """Annotations (one per finding, keyed) and, with ``--grafana-dashboard``, the incident
     dashboard through Grafana's API."""
 
-    ctx: RunContext
-    url: str
-    name: str = "grafana"
-    kind: ClassVar[SinkKind] = "destination"
-
-    @classmethod
-    def for_run(cls, ctx: RunContext) -> list[Sink]:
-        return [cls(ctx, ctx.sinks.grafana_url)] if ctx.sinks.grafana_url else []
+    name = "grafana"
+    option = "sinks.grafana_url"
 
     def _annotations(self) -> list[grafana.Annotation]:
         return grafana.annotations_for(self.ctx.report, self.ctx.job_id)
@@ -44,19 +36,19 @@ class GrafanaSink:
         a, anns = self.ctx.sinks, self._annotations()
         res = grafana.sync_annotations(None, anns, self.ctx.job_id,
                                        dashboard_uid=a.grafana_dashboard_uid, dry_run=True)
-        print(f"# would sync {len(anns)} annotation(s) to {one_line(self.url)}", file=out)
+        print(f"# would sync {len(anns)} annotation(s) to {one_line(self.target)}", file=out)
         for body in res.planned:
             print(json.dumps(body, sort_keys=True), file=out)
         if a.grafana_dashboard:
             print(f"# would save incident dashboard "
                   f"{incident_board(self.ctx.report, self.ctx.job_id)['uid']} to "
-                  f"{one_line(self.url)}", file=out)
+                  f"{one_line(self.target)}", file=out)
         return f"planned={len(anns)}"
 
     def write(self) -> str:
         a, ctx = self.ctx.sinks, self.ctx
         with http.make_client(ctx.settings, auth=_grafana_auth(a)) as client:
-            api = grafana.GrafanaAPI(self.url, client, ctx.settings, ctx.deadline)
+            api = grafana.GrafanaAPI(self.target, client, ctx.settings, ctx.deadline)
             res = grafana.sync_annotations(api, self._annotations(), ctx.job_id,
                                            dashboard_uid=a.grafana_dashboard_uid)
             detail = str(res)

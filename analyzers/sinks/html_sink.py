@@ -4,27 +4,19 @@ report."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar, TextIO
 
 from stormotel.analyzers import messages
-from stormotel.analyzers.sinks.base import RunContext, Sink, SinkKind
-from stormotel.analyzers.sinks.outputs import job_path
+from stormotel.analyzers.sinks.base import BaseSink, SinkKind
 
 
-@dataclass
-class HtmlSink:
+class HtmlSink(BaseSink):
     """Written atomically; in a dry run too (a local file the user asked for)."""
 
-    ctx: RunContext
-    path: Path
-    name: str = "html"
+    name = "html"
     kind: ClassVar[SinkKind] = "output"
-
-    @classmethod
-    def for_run(cls, ctx: RunContext) -> list[Sink]:
-        return [cls(ctx, ctx.output.html)] if ctx.output.html else []
+    option = "output.html"
+    per_job = True
 
     def plan(self, out: TextIO) -> str:
         return self.write()
@@ -33,8 +25,7 @@ class HtmlSink:
         from stormotel.analyzers.sinks.html_report import write_html_report
 
         ctx = self.ctx
-        written = write_html_report(job_path(self.path, ctx.report.job_id, several=ctx.several),
-                                    ctx.timeline, ctx.report)
+        written = write_html_report(self.target, ctx.timeline, ctx.report)
         if not ctx.output.quiet:
             messages.say(ctx.stderr,
                          f"wrote {written.path} ({written.size_bytes / 1e6:.1f} MB)")

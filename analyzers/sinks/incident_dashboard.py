@@ -5,15 +5,12 @@ saves through Grafana's API."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, ClassVar, TextIO
+from typing import Any, TextIO
 
 from stormotel.analyzers.findings import ranks_named
 from stormotel.analyzers.report import Report
-from stormotel.analyzers.sinks.base import RunContext, Sink, SinkKind
-from stormotel.analyzers.sinks.outputs import job_path
+from stormotel.analyzers.sinks.base import BaseSink
 
 from stormotel.atomic import write_atomic
 from stormotel.textsafe import redact_tree
@@ -37,28 +34,20 @@ def incident_board(report: Report, job_id: str) -> dict[str, Any]:
     return doc
 
 
-@dataclass
-class IncidentDashboardFileSink:
-    """The incident dashboard JSON written to ``--incident-dashboard FILE``."""
+class IncidentDashboardFileSink(BaseSink):
+    """The incident dashboard JSON written to ``--incident-dashboard FILE`` (the job's own
+    path in a run over several jobs)."""
 
-    ctx: RunContext
-    path: Path
-    name: str = "incident_dashboard"
-    kind: ClassVar[SinkKind] = "destination"
-
-    @classmethod
-    def for_run(cls, ctx: RunContext) -> list[Sink]:
-        path = ctx.sinks.incident_dashboard
-        if path is None:
-            return []
-        return [cls(ctx, job_path(path, ctx.report.job_id, several=ctx.several))]
+    name = "incident_dashboard"
+    option = "sinks.incident_dashboard"
+    per_job = True
 
     def plan(self, out: TextIO) -> str:
         board = incident_board(self.ctx.report, self.ctx.job_id)
-        print(f"# would write incident dashboard {board['uid']} to {self.path}", file=out)
+        print(f"# would write incident dashboard {board['uid']} to {self.target}", file=out)
         return ""
 
     def write(self) -> str:
         board = incident_board(self.ctx.report, self.ctx.job_id)
-        write_atomic(self.path, json.dumps(redact_tree(board), indent=2, sort_keys=True) + "\n")
-        return str(self.path)
+        write_atomic(self.target, json.dumps(redact_tree(board), indent=2, sort_keys=True) + "\n")
+        return str(self.target)

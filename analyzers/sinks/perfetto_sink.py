@@ -3,36 +3,24 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-from typing import ClassVar, TextIO
+from typing import TextIO
 
 from stormotel.analyzers.sinks import perfetto
-from stormotel.analyzers.sinks.base import RunContext, Sink, SinkKind
-from stormotel.analyzers.sinks.outputs import job_path
+from stormotel.analyzers.sinks.base import BaseSink
 
 
-@dataclass
-class PerfettoSink:
+class PerfettoSink(BaseSink):
     """The trace at ``--perfetto FILE`` (the job's own path in a run over several jobs)."""
 
-    ctx: RunContext
-    path: Path
-    name: str = "perfetto"
-    kind: ClassVar[SinkKind] = "destination"
-
-    @classmethod
-    def for_run(cls, ctx: RunContext) -> list[Sink]:
-        path = ctx.sinks.perfetto
-        if path is None:
-            return []
-        return [cls(ctx, job_path(path, ctx.report.job_id, several=ctx.several))]
+    name = "perfetto"
+    option = "sinks.perfetto"
+    per_job = True
 
     def plan(self, out: TextIO) -> str:
         n = len(perfetto.trace_events(self.ctx.timeline, self.ctx.report))
-        print(f"# would write {n} trace event(s) to {self.path}", file=out)
+        print(f"# would write {n} trace event(s) to {self.target}", file=out)
         return ""
 
     def write(self) -> str:
-        n = perfetto.write_trace(self.path, self.ctx.timeline, self.ctx.report)
+        n = perfetto.write_trace(self.target, self.ctx.timeline, self.ctx.report)
         return f"events={n}"

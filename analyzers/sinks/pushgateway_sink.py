@@ -3,37 +3,30 @@ replaced each run (:mod:`stormotel.analyzers.sinks.pushgateway`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar, TextIO
 
 from stormotel.analyzers import http
 from stormotel.analyzers.sinks import pushgateway
-from stormotel.analyzers.sinks.base import RunContext, Sink, SinkKind
+from stormotel.analyzers.sinks.base import BaseSink, SinkKind
 
 from stormotel.textsafe import one_line
 
 
-@dataclass
-class PushgatewaySink:
+class PushgatewaySink(BaseSink):
     """Findings and run series as the job's Pushgateway group (replaced each run)."""
 
-    ctx: RunContext
-    url: str
-    name: str = "pushgateway"
+    name = "pushgateway"
     kind: ClassVar[SinkKind] = "series"
-
-    @classmethod
-    def for_run(cls, ctx: RunContext) -> list[Sink]:
-        return [cls(ctx, ctx.sinks.pushgateway)] if ctx.sinks.pushgateway else []
+    option = "sinks.pushgateway"
 
     def plan(self, out: TextIO) -> str:
-        print(f"# would push {len(self.ctx.points or [])} series to {one_line(self.url)} "
+        print(f"# would push {len(self.ctx.points or [])} series to {one_line(self.target)} "
               f"(job={pushgateway.PUSH_JOB}, job_id={self.ctx.job_id})", file=out)
         return ""
 
     def write(self) -> str:
         with http.make_client(self.ctx.settings) as client:
-            n = pushgateway.push(client, self.url, self.ctx.job_id,
+            n = pushgateway.push(client, self.target, self.ctx.job_id,
                                  self.ctx.points or [], settings=self.ctx.settings,
                                  deadline=self.ctx.deadline)
         return f"series={n}"

@@ -5,43 +5,35 @@ TSDB verifiably holds it already."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any, ClassVar, TextIO
 
 import msgspec
 from stormotel.analyzers import http
 from stormotel.analyzers.sinks import findings_series, remote_write
-from stormotel.analyzers.sinks.base import RunContext, Sink, SinkKind
+from stormotel.analyzers.sinks.base import BaseSink, SinkKind
 from stormotel.analyzers.sources.prometheus_api import PrometheusAPI, escape, sample_values
 
 from stormotel.textsafe import one_line
 
 
-@dataclass
-class RemoteWriteSink:
-    """Findings and run series to one remote-write URL."""
+class RemoteWriteSink(BaseSink):
+    """Findings and run series to one remote-write URL (``remote_write1``, ``remote_write2``…
+    when several are given)."""
 
-    ctx: RunContext
-    url: str
-    name: str = "remote_write"
+    name = "remote_write"
     kind: ClassVar[SinkKind] = "series"
-
-    @classmethod
-    def for_run(cls, ctx: RunContext) -> list[Sink]:
-        urls = ctx.sinks.remote_write
-        return [cls(ctx, url, "remote_write" if len(urls) == 1 else f"remote_write{i + 1}")
-                for i, url in enumerate(urls)]
+    option = "sinks.remote_write"
 
     def plan(self, out: TextIO) -> str:
         points = self.ctx.points or []
-        print(f"# would remote-write {len(points)} sample(s) to {one_line(self.url)}",
+        print(f"# would remote-write {len(points)} sample(s) to {one_line(self.target)}",
               file=out)
         print(findings_series.render_text(points), file=out)
         return ""
 
     def write(self) -> str:
         with http.make_client(self.ctx.settings) as client:
-            return write_checked(client, self.url, self.ctx.points or [], self.ctx.settings,
+            return write_checked(client, self.target, self.ctx.points or [], self.ctx.settings,
                                  self.ctx.deadline, self.ctx.query_urls)
 
 

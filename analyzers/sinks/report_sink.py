@@ -4,12 +4,11 @@ imports no server sink, so a run over files loads none)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar, TextIO
 
 from stormotel.analyzers import messages
 from stormotel.analyzers.report import Report
-from stormotel.analyzers.sinks.base import RunContext, Sink, SinkKind
+from stormotel.analyzers.sinks.base import BaseSink, SinkKind
 from stormotel.analyzers.sinks.outputs import job_path
 
 
@@ -22,18 +21,12 @@ def render(report: Report, fmt: str) -> str:
     return render_summary(report)
 
 
-@dataclass
-class ReportSink:
+class ReportSink(BaseSink):
     """``--format``/``--output``: written in a dry run too (it is the run's output, not a
     change anywhere else)."""
 
-    ctx: RunContext
-    name: str = "report"
+    name = "report"
     kind: ClassVar[SinkKind] = "output"
-
-    @classmethod
-    def for_run(cls, ctx: RunContext) -> list[Sink]:
-        return [cls(ctx)]
 
     def plan(self, out: TextIO) -> str:
         return self.write()

@@ -11,7 +11,7 @@ from stormotel.analyzers.sources.protocol import Progress, TsdbSource
 if TYPE_CHECKING:
     import httpx
     from stormotel.analyzers.http import Deadline
-    from stormotel.analyzers.sources.prometheus import LoadOutcome, QueryWindow
+    from stormotel.analyzers.sources.protocol import LoadOutcome, QueryWindow
     from stormotel.analyzers.timeline import Timeline
 
 

@@ -17,6 +17,7 @@ from stormotel.analyzers import http
 from stormotel.analyzers.sources.prometheus_api import (
     PrometheusAPI,
     escape,
+    instant_entries,
     is_too_large,
     name_regex,
     values_regex,
@@ -33,14 +34,6 @@ class DiscoveryError(SourceFailureError):
 
 class _Series(msgspec.Struct):
     metric: dict[str, str]
-
-
-class _Data(msgspec.Struct):
-    result: list[object] = []
-
-
-class _Answer(msgspec.Struct):
-    data: _Data = msgspec.field(default_factory=_Data)
 
 
 #: Candidate job ids per discovery query when the whole query was refused as too large.
@@ -112,7 +105,7 @@ def _for_jobs(api: PrometheusAPI, inner: str, ids: list[str], window_s: int,
 
 
 def _result(resp: httpx.Response) -> list[object]:
-    return msgspec.convert(resp.json(), _Answer).data.result
+    return instant_entries(resp.json())
 
 
 def discover_jobs(client: httpx.Client, urls: Sequence[str], *, selector: str, start_ns: int,

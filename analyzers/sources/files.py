@@ -12,7 +12,7 @@ from stormotel.analyzers.sources.protocol import Progress
 
 if TYPE_CHECKING:
     from stormotel.analyzers.http import Deadline
-    from stormotel.analyzers.sources.prometheus import LoadOutcome
+    from stormotel.analyzers.sources.protocol import LoadOutcome
     from stormotel.analyzers.timeline import Timeline
     from stormotel.analyzers.window import Window
 

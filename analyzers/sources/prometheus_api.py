@@ -339,12 +339,18 @@ class _InstantAnswer(msgspec.Struct):
     data: _InstantData = msgspec.field(default_factory=_InstantData)
 
 
+def instant_entries(doc: object) -> list[object]:
+    """The result entries of an instant-query answer (``/api/v1/query``), each still to be
+    decoded by its reader (an entry is input); ValidationError when the answer is no answer."""
+    return msgspec.convert(doc, _InstantAnswer).data.result
+
+
 def sample_values(doc: object) -> list[float]:
     """The finite values of an instant-vector answer (``/api/v1/query``), typed-decoded: an
     answer or entry of the wrong shape, a value that is not a number, NaN or infinite is left
     out (a server's answer is input). ValidationError when the answer itself is no answer."""
     out = []
-    for entry in msgspec.convert(doc, _InstantAnswer).data.result:
+    for entry in instant_entries(doc):
         try:
             value = float(msgspec.convert(entry, _InstantSample).value[1])
         except (msgspec.ValidationError, ValueError):

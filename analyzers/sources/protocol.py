@@ -4,7 +4,9 @@ gives the Timeline :func:`stormotel.analyzers.run.run_once` analyses.
 A file source ignores the window (the files are what they are); a TSDB source reads exactly the
 window. Both wrap the loader functions of their modules (:mod:`stormotel.analyzers.sources`,
 :mod:`~stormotel.analyzers.sources.prometheus`, :mod:`~stormotel.analyzers.sources.dcgm`), so a
-loader's internals can change without the run noticing. Adding a TSDB source is one module with
+loader's internals can change without the run noticing. What a TSDB read covers
+(:class:`QueryWindow`) and what it reached (:class:`LoadOutcome`) are defined here, so the run
+names them without loading any source. Adding a TSDB source is one module with
 a :class:`TsdbSource` subclass and one line in
 :data:`stormotel.analyzers.sources.tsdb.TSDB_SOURCES`.
 
@@ -27,10 +29,44 @@ if TYPE_CHECKING:  # httpx and numpy load with the sources that need them
     from stormotel.analyzers.http import Deadline
     from stormotel.analyzers.options import JobOptions
     from stormotel.analyzers.sources.base import ProgressFn
-    from stormotel.analyzers.sources.prometheus import LoadOutcome, QueryWindow
     from stormotel.analyzers.timeline import Timeline
     from stormotel.analyzers.window import Window
 
+
+
+# --- what a TSDB source reads, and what it reached -------------------------------------------
+@dataclass
+class QueryWindow:
+    """What to read: one job over ``[start_ns, end_ns]``."""
+
+    job_id: str
+    start_ns: int
+    end_ns: int
+    #: Query step in seconds; ``None`` derives it from the series' own sample density.
+    step_s: float | None = None
+    #: Extra PromQL label matchers, e.g. ``namespace="train"`` (added to every selector).
+    extra_matchers: str = ""
+
+    @property
+    def seconds(self) -> float:
+        return (self.end_ns - self.start_ns) / 1e9
+
+
+@dataclass
+class LoadOutcome:
+    """What happened per endpoint, for exit codes and the summary line."""
+
+    endpoints_ok: list[str] = field(default_factory=list)
+    #: endpoint → reason it gave nothing at all.
+    endpoints_failed: dict[str, str] = field(default_factory=dict)
+    #: endpoint → ranks for which at least one query failed.
+    ranks_failed: dict[str, set[int]] = field(default_factory=dict)
+    queries: int = 0
+    step_s: float | None = None
+
+    @property
+    def partial(self) -> bool:
+        return bool(self.endpoints_failed or self.ranks_failed)
 
 
 @dataclass(frozen=True)
@@ -97,7 +133,6 @@ class TsdbSource:
         """Raises SourceFailureError (nothing readable), http.ConfigError / MapError (input the
         user can fix)."""
         from stormotel.analyzers import http
-        from stormotel.analyzers.sources.prometheus import QueryWindow
 
         from stormotel.errors import NoTelemetryError
 

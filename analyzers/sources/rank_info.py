@@ -13,8 +13,8 @@ from dataclasses import replace
 
 import httpx
 from stormotel.analyzers.http import Deadline, EndpointError, HttpSettings
-from stormotel.analyzers.sources.prometheus import QueryWindow
 from stormotel.analyzers.sources.prometheus_api import PrometheusAPI, label_selector
+from stormotel.analyzers.sources.protocol import QueryWindow
 from stormotel.analyzers.timeline import RankIdentity, Timeline
 
 from stormotel import schema

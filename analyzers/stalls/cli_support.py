@@ -5,12 +5,14 @@ What one run (:func:`stormotel.analyzers.run.run_once`) uses, in its order:
 :meth:`StallResult.judged` to join a Timeline with it; :meth:`StallResult.apply` on the report.
 Telemetry is optional: with only stall evidence (:class:`StallMarkerSource`)
 :meth:`StallResult.empty_report` holds the stall findings and the exit code says whether there
-were any.
+were any. The live sources (``--nccl-ras``, ``--fr-pipe``, :func:`add_live_sources`) join the
+same result; their clients load only when a live flag is given.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,8 +132,6 @@ def read_stall_evidence(options: StallOptions, progress: Progress | None = None
         if options.logs:
             _add_log_runs(result, list(options.logs), ws, progress, options.job_id)
         if options.nccl_ras or options.fr_pipe:
-            from stormotel.analyzers.stalls.live import add_live_sources
-
             add_live_sources(result, options, progress)
     except (DumpError, LogError) as exc:
         raise StallInputError(str(exc)) from exc
@@ -397,3 +397,59 @@ def _drop_dead_ranks_explained(report: Report, findings: list[StallFinding]) -> 
     report.stall_findings = [f for f in kept if not (
         f.kind == "rank_failure" and f.evidence.get("category") == CATEGORY
         and set(f.ranks) <= failing)]
+
+
+# --- live sources (--nccl-ras, --fr-pipe): a job that still runs is asked ----------------------
+# Their clients (sockets, the dump pipes) are imported only when a live flag is given.
+def add_live_sources(result: StallResult, options: StallOptions, progress: Progress) -> None:
+    if options.nccl_ras:
+        _add_nccl_ras(result, options, progress)
+    if options.fr_pipe:
+        _add_fr_pipe(result, options, progress)
+
+
+def _add_nccl_ras(result: StallResult, options: StallOptions, progress: Progress) -> None:
+    """Every endpoint must answer: a RAS port that does not is an input error (exit 2) — a
+    silent endpoint proves nothing about the job's ranks, and a report without it would look
+    like RAS saw nothing."""
+    from stormotel.analyzers.stalls.nccl_ras import RasQueryError, evidence_from_answers, query
+
+    answers = []
+    for spec in options.nccl_ras:
+        progress.say(f"asking NCCL RAS at {spec} for its status")
+        try:
+            answers.append(query(spec, timeout_s=options.live_timeout_s))
+        except RasQueryError as exc:
+            raise StallInputError(f"--nccl-ras: {exc}") from None
+    ev = evidence_from_answers(answers, options.world_size or result.world_size)
+    extend_findings(result, ev.findings)
+    result.notes.extend(f"nccl ras: {n}" for n in ev.notes)
+    result.sources.extend(f"ncclras://{a.endpoint}" for a in answers)
+    result.extra["nccl_ras"] = {"answers": ev.answers, "communicators": ev.communicators,
+                                "findings": len(ev.findings)}
+
+
+def _add_fr_pipe(result: StallResult, options: StallOptions, progress: Progress) -> None:
+    from stormotel.analyzers.stalls.fr_trigger import trigger
+
+    assert options.fr_pipe is not None
+    progress.say(f"asking every rank with a pipe at {options.fr_pipe}<rank>.pipe for a "
+                 "Flight Recorder dump")
+    tr = trigger(options.fr_pipe, env=os.environ, timeout_s=options.live_timeout_s)
+    result.notes.extend(f"flight recorder pipe: {n}" for n in tr.notes)
+    result.extra["fr_pipe"] = {"prefix": options.fr_pipe, "pipes": tr.pipes,
+                               "dumped": tr.dumped, "not_listening": tr.not_listening,
+                               "no_dump": tr.no_dump,
+                               "folder": str(tr.folder) if tr.folder else None}
+    if tr.folder is None:
+        if not (options.flight_recorder or options.logs or options.stacks or options.nccl_ras):
+            raise StallInputError(f"--fr-pipe {options.fr_pipe}: no Flight Recorder dump came "
+                                  "back; " + "; ".join(tr.notes))
+        return
+    result.notes.append(f"flight recorder pipe: fresh dumps of rank(s) {tr.dumped} kept in "
+                        f"{tr.folder} (the next poke overwrites the job's own copies)")
+    if options.flight_recorder is None:
+        add_flight_recorder(result, tr.folder, options.world_size, progress)
+    else:
+        result.notes.append(f"flight recorder pipe: --flight-recorder was given too, so the "
+                            f"fresh dumps were not read; analyse {tr.folder} on its own")

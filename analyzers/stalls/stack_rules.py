@@ -103,8 +103,6 @@ def _outside(groups: list[StackGroup], waiting: list[StackGroup], outside: list[
     confidence: Confidence = "medium" if n_waiting >= len(culprits) and n_waiting and \
         not unseen else "low"
     ev = _base_evidence(PATTERN_OUTSIDE, [*waiting, *outside], snaps, world, unseen, culprits)
-    from stormotel.analyzers.stalls.stacks import category_of
-
     ev["category"] = category_of(snaps[culprits[0]])
     ev["waiting_ranks"] = sorted(r for g in waiting for r in g.ranks)[:64]
     ev["proof"] = ("their training thread is in no collective while every other snapshotted "
@@ -231,3 +229,14 @@ def _same_place(groups: list[StackGroup], snaps: dict[int, Snapshot], world: int
         kind="undecided", ranks=[], process_group=None, seq_id=None, op=g.collective,
         source="stacks", confidence="low", evidence=ev,
         remediation=[f"{fix}; every snapshotted rank: {where}."])
+
+
+def category_of(snap: Snapshot) -> str:
+    """What kind of place a rank outside communication is stuck in (the fix differs)."""
+    files = " ".join(f.file for f in snap.main_frames)
+    if "torch/utils/data" in files:
+        return "data_loading"
+    if "torch/serialization" in files or any(f.function in ("save", "write", "flush", "fsync")
+                                             for f in snap.main_frames[:3]):
+        return "storage"
+    return "outside_communication"

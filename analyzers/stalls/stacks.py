@@ -407,17 +407,6 @@ def analyze_stacks(files: list[Path], world_size: int | None = None,
     return StackAnalysis(snaps, groups, findings, notes, skipped)
 
 
-def category_of(snap: Snapshot) -> str:
-    """What kind of place a rank outside communication is stuck in (the fix differs)."""
-    files = " ".join(f.file for f in snap.main_frames)
-    if "torch/utils/data" in files:
-        return "data_loading"
-    if "torch/serialization" in files or any(f.function in ("save", "write", "flush", "fsync")
-                                             for f in snap.main_frames[:3]):
-        return "storage"
-    return "outside_communication"
-
-
 def place_of(snap: Snapshot) -> dict[str, Any]:
     """Where the rank's training thread is: its own innermost frame (function, file:line), the
     collective it waits in, and the tracker's step and marks — the summary's per-rank line."""

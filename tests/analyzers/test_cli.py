@@ -240,7 +240,7 @@ def test_analyze_starts_numpy_with_one_blas_thread_unless_told(env, threads):
     """OpenBLAS's thread pool busy-waits at numpy's import (CPU the analyzer never uses); the
     analyze command starts numpy with one thread, and a user's own setting wins."""
     code = ("import os, sys\n"
-            "from stormotel.analyzers import cli\n"
+            "from stormotel.analyzers.cli import command as cli\n"
             "cli._one_blas_thread()\n"
             "import numpy\n"
             "print(os.environ['OPENBLAS_NUM_THREADS'], len(os.listdir('/proc/self/task')))\n")

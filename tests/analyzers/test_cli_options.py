@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 from stormotel.analyzers.cli import main
-from stormotel.analyzers.cli_flags import build_parser
-from stormotel.analyzers.cli_options import options_from_args
+from stormotel.analyzers.cli.args import options_from_args
+from stormotel.analyzers.cli.flags import build_parser
 
 from stormotel import exitcodes
 
 ANALYZERS = Path(__file__).resolve().parents[2] / "analyzers"
 #: The modules that declare flags or turn them into options; nothing else may import argparse.
-FLAG_MODULES = {"cli.py", "cli_flags.py", "cli_options.py", "http_flags.py",
-                "job_flags.py", "serve/cli.py", "serve/options.py"}  # serve: its own flags
+FLAG_MODULES = {"cli/command.py", "cli/flags.py", "cli/args.py", "cli/job_flags.py",
+                "http_flags.py", "serve/cli.py", "serve/options.py"}  # serve: its own flags
 PROM = ["--prometheus", "http://127.0.0.1:1"]
 
 

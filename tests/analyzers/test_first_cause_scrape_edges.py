@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from stormotel.analyzers.analyze import analyze
 from stormotel.analyzers.sources.markers import MarkerAccumulator
-from stormotel.analyzers.sources.prometheus import markers_from_edges
+from stormotel.analyzers.sources.prometheus.markers import markers_from_edges
 from stormotel.analyzers.timeline import KIND_FIRST_RISE, RankIdentity, Timeline, TimelineBuilder
 
 from stormotel import schema

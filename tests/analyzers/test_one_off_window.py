@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import time
 
-from stormotel.analyzers.cli_flags import build_parser
-from stormotel.analyzers.cli_options import options_from_args
-from stormotel.analyzers.job_flags import SCHEDULED_SETTLE_S
+from stormotel.analyzers.cli.args import options_from_args
+from stormotel.analyzers.cli.flags import build_parser
+from stormotel.analyzers.cli.job_flags import SCHEDULED_SETTLE_S
 from stormotel.analyzers.scheduled.window import resolve_window
 from stormotel.analyzers.sources.protocol import describe_window
 from stormotel.analyzers.window import Window

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-from stormotel.analyzers.sources.prometheus import merge_parts
+from stormotel.analyzers.sources.prometheus.samples import merge_parts
 
 
 def test_merge_is_order_independent_drops_duplicates_and_counts_conflicts() -> None:
@@ -49,7 +49,7 @@ def _random_rank_parts(rng: np.random.Generator, rank: int) -> dict[str, list]:
 def test_merged_ranks_are_the_same_as_one_rank_at_a_time() -> None:
     """The all-ranks-at-once path for the usual read gives what merging each rank alone
     gives (timestamps, values, NaN padding, counted duplicates and conflicts)."""
-    from stormotel.analyzers.sources.prometheus import _merge_samples
+    from stormotel.analyzers.sources.prometheus.samples import merge_samples
     from stormotel.analyzers.timeline import TimelineBuilder
 
     rng = np.random.default_rng(7)
@@ -58,8 +58,8 @@ def test_merged_ranks_are_the_same_as_one_rank_at_a_time() -> None:
         for f, parts in _random_rank_parts(rng, rank).items():
             samples[(rank, f)] = parts
     batch, alone = TimelineBuilder(), TimelineBuilder()
-    conflicts_batch = _merge_samples(dict(samples), batch)
-    conflicts_alone = sum(_merge_samples({k: v for k, v in samples.items() if k[0] == r}, alone)
+    conflicts_batch = merge_samples(dict(samples), batch)
+    conflicts_alone = sum(merge_samples({k: v for k, v in samples.items() if k[0] == r}, alone)
                           for r in range(300))
     assert conflicts_batch == conflicts_alone > 0
     a, b = batch.build(now_ns=10**18), alone.build(now_ns=10**18)
@@ -74,7 +74,7 @@ def test_merged_ranks_are_the_same_as_one_rank_at_a_time() -> None:
 def test_step_markers_of_many_ranks_are_each_ranks_own() -> None:
     """Steps built for every rank of a read at once equal the rank-by-rank markers: steps
     that repeat, go back (a restart), stay, and step numbers beyond int64."""
-    from stormotel.analyzers.sources.prometheus import (
+    from stormotel.analyzers.sources.prometheus.markers import (
         StepNames,
         _step_markers,
         markers_from_series,

@@ -22,7 +22,8 @@ TRACKER_LEAVES = frozenset({"schema", "exitcodes", "errors", "units", "atomic", 
                             "archive_format"})
 MAX_LINES = 80
 #: The modules a run goes through, from the CLI to the sinks.
-RUN_PATH = ("cli.py", "run.py", "sinks/dispatch.py", "sinks/base.py", "sinks/report_sink.py",
+RUN_PATH = ("cli/command.py", "run.py", "sinks/dispatch.py", "sinks/base.py",
+            "sinks/report_sink.py",
             "scheduled/job.py", "scheduled/run.py",
             "sources/protocol.py", "sources/files.py", "sources/tsdb.py",
             "sources/prometheus_tsdb.py", "sources/dcgm_tsdb.py", "stalls/cli_support.py",

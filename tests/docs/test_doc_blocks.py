@@ -33,7 +33,7 @@ from tests.docs.doc_blocks import (
 
 
 def _parsers() -> dict[str, Callable[[], argparse.ArgumentParser]]:
-    from stormotel.analyzers import cli_flags
+    from stormotel.analyzers.cli import flags as cli_flags
     from stormotel.analyzers.serve import options as serve_options
     from stormotel.dashboards import build
 

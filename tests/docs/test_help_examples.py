@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 
 import pytest
-from stormotel.analyzers.cli_flags import EPILOG, build_parser
+from stormotel.analyzers.cli.flags import EPILOG, build_parser
 
 EXAMPLES = [line.strip().split("  #")[0] for line in EPILOG.splitlines()
             if line.strip().startswith("stormotel analyze")]

@@ -14,9 +14,9 @@ import shlex
 from pathlib import Path
 
 import pytest
-from stormotel.analyzers.cli_flags import build_parser
-from stormotel.analyzers.cli_options import options_from_args
-from stormotel.analyzers.job_flags import parse_duration, parse_time
+from stormotel.analyzers.cli.args import options_from_args
+from stormotel.analyzers.cli.flags import build_parser
+from stormotel.analyzers.cli.job_flags import parse_duration, parse_time
 from stormotel.analyzers.options import AnalyzeOptions
 from stormotel.analyzers.scheduled import job, shard
 from stormotel.analyzers.scheduled.state import STATE_SCHEMA, StateFile

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from stormotel.analyzers.cli_flags import build_parser
-from stormotel.analyzers.cli_options import options_from_args
+from stormotel.analyzers.cli.args import options_from_args
+from stormotel.analyzers.cli.flags import build_parser
 from stormotel.analyzers.options import AnalyzeOptions
 from stormotel.analyzers.report import CrossRank, Report, Suspect
 from stormotel.analyzers.scheduled import job

@@ -19,8 +19,8 @@ import httpx
 import numpy as np
 import pytest
 from stormotel.analyzers import options as shard_options
-from stormotel.analyzers.cli_flags import build_parser
-from stormotel.analyzers.cli_options import options_from_args
+from stormotel.analyzers.cli.args import options_from_args
+from stormotel.analyzers.cli.flags import build_parser
 from stormotel.analyzers.options import AnalyzeOptions
 from stormotel.analyzers.scheduled import job, shard
 from stormotel.analyzers.scheduled.run import run_scheduled

@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 from stormotel.analyzers.http import HttpSettings
 from stormotel.analyzers.sinks import remote_write
-from stormotel.analyzers.sources.prometheus import PrometheusAPI, QueryWindow, load_prometheus
+from stormotel.analyzers.sources.prometheus import QueryWindow, load_prometheus
+from stormotel.analyzers.sources.prometheus_api import PrometheusAPI
 
 from stormotel import exitcodes, schema
 from tests import servers

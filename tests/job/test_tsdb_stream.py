@@ -147,7 +147,7 @@ def test_a_slow_answer_holds_up_at_most_the_read_ahead() -> None:
     limit (``pool.map`` would have run all of them); the answers still come in task order."""
     import threading
 
-    from stormotel.analyzers.sources import prometheus as prom
+    from stormotel.analyzers.sources.prometheus import load as prom
 
     release = threading.Event()
     started: list[int] = []
@@ -182,10 +182,10 @@ def test_a_slow_answer_holds_up_at_most_the_read_ahead() -> None:
 
 def _plain(vm_url: str, window: QueryWindow, monkeypatch: pytest.MonkeyPatch) -> Timeline:
     """The job read the plain way: every series listed before the first read."""
-    from stormotel.analyzers.sources import prometheus
+    from stormotel.analyzers.sources.prometheus import load
 
     with monkeypatch.context() as m:
-        m.setattr(prometheus, "_discover_quick", lambda *a, **k: None)
+        m.setattr(load, "discover_quick", lambda *a, **k: None)
         return load_prometheus([vm_url], window)[0]
 
 
@@ -215,10 +215,10 @@ def test_reads_start_from_label_values_and_give_the_listed_timeline(planted_vm, 
     # Read once: the same number of raw reads as the plain path makes.
     plain_paths: list[str] = []
     client = httpx.Client(event_hooks={"request": [lambda r: plain_paths.append(r.url.path)]})
-    from stormotel.analyzers.sources import prometheus
+    from stormotel.analyzers.sources.prometheus import load
 
     with monkeypatch.context() as m:
-        m.setattr(prometheus, "_discover_quick", lambda *a, **k: None)
+        m.setattr(load, "discover_quick", lambda *a, **k: None)
         load_prometheus([vm.url], _window(p), client=client)
     client.close()
     assert reads == plain_paths.count("/api/v1/query")

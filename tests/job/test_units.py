@@ -16,11 +16,8 @@ from stormotel.analyzers.report import (
     Suspect,
 )
 from stormotel.analyzers.sinks import findings_series, grafana, perfetto, remote_write
-from stormotel.analyzers.sources.prometheus import (
-    clean_byte_series,
-    label_selector,
-    parse_matrix_values,
-)
+from stormotel.analyzers.sources.prometheus import clean_byte_series
+from stormotel.analyzers.sources.prometheus_api import label_selector, parse_matrix_values
 
 from stormotel import schema
 

@@ -4,7 +4,7 @@
 :class:`stormotel.analyzers.options.AnalyzeOptions` and makes every check that needs a parsed value
 or several flags at once, before anything slow runs, so a mistake is one ``UsageError`` line and
 exit 2. Nothing below the command line sees the namespace. :func:`job_options_from_args` does the
-same for the flags of :func:`stormotel.analyzers.job_flags.add_job_arguments` alone (a
+same for the flags of :func:`stormotel.analyzers.cli.job_flags.add_job_arguments` alone (a
 parser with only those flags).
 """
 
@@ -15,8 +15,8 @@ import dataclasses
 from urllib.parse import urlsplit
 
 from stormotel.analyzers.algorithms.settings import parse_overrides, settings_for
+from stormotel.analyzers.cli.job_flags import SCHEDULED_SETTLE_S
 from stormotel.analyzers.http_flags import settings_from_args
-from stormotel.analyzers.job_flags import SCHEDULED_SETTLE_S
 from stormotel.analyzers.options import (
     AnalysisOptions,
     AnalyzeOptions,

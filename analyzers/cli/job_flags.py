@@ -1,5 +1,5 @@
 """The scheduled analyzer's command line: durations, times and every flag of the TSDB run.
-Declared here without heavy imports; :mod:`stormotel.analyzers.cli_options` turns what they fill
+Declared here without heavy imports; :mod:`stormotel.analyzers.cli.args` turns what they fill
 into typed options (and checks the flags that need each other), once."""
 
 from __future__ import annotations

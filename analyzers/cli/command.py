@@ -1,7 +1,7 @@
 """``stormotel analyze``: parse the flags, turn them into typed options, run.
 
-:func:`main` parses (:mod:`stormotel.analyzers.cli_flags`), builds the options once
-(:func:`stormotel.analyzers.cli_options.options_from_args`), then hands them to the run: the
+:func:`main` parses (:mod:`stormotel.analyzers.cli.flags`), builds the options once
+(:func:`stormotel.analyzers.cli.args.options_from_args`), then hands them to the run: the
 file run (:func:`stormotel.analyzers.run.run_files`) or the TSDB run
 (:func:`stormotel.analyzers.scheduled.run.run_tsdb`); both are
 :func:`stormotel.analyzers.run.run_once` around their source. This module is the one boundary
@@ -17,8 +17,8 @@ import sys
 from typing import NoReturn
 
 from stormotel.analyzers import messages
-from stormotel.analyzers.cli_flags import build_parser
-from stormotel.analyzers.cli_options import options_from_args
+from stormotel.analyzers.cli.args import options_from_args
+from stormotel.analyzers.cli.flags import build_parser
 from stormotel.analyzers.messages import PROG
 
 from stormotel import errors

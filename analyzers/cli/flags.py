@@ -1,7 +1,7 @@
 """Flag declarations of ``stormotel analyze`` that need no heavy import.
 
 ``stormotel analyze --help`` and a run over files must not import numpy, httpx or the scheduled
-job just to declare flags: the parser is built here; :mod:`stormotel.analyzers.cli_options` turns
+job just to declare flags: the parser is built here; :mod:`stormotel.analyzers.cli.args` turns
 what it parsed into typed options, and the modules that act on them are imported when a command
 needs them.
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from stormotel.analyzers import job_flags as job_options
 from stormotel.analyzers.algorithms.settings import SENSITIVITIES
 from stormotel.analyzers.alignments import ALIGN_WALL, ALIGNMENTS
+from stormotel.analyzers.cli import job_flags as job_options
 from stormotel.analyzers.messages import PROG
 
 EPILOG = """\

@@ -1,0 +1,197 @@
+"""Memory samples as they arrive: cleaned (finite, non-negative byte values), collected per
+rank and field across endpoints, merged deterministically (duplicates removed, conflicts
+resolved to the larger value and noted)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+from stormotel.analyzers.sources.prometheus.discover import (
+    int_label,
+)
+from stormotel.analyzers.sources.prometheus.plan import Parts, QueryTask
+from stormotel.analyzers.sources.prometheus_api import (
+    Series,
+    parse_matrix_values,
+)
+from stormotel.analyzers.timeline import (
+    TimelineBuilder,
+)
+
+from stormotel import schema
+
+
+def clean_byte_series(values: object, builder: TimelineBuilder
+                      ) -> tuple[np.ndarray, np.ndarray] | None:
+    """One series' matrix values as byte arrays, bad points counted on ``builder``.
+
+    ``None`` for a malformed series (counted as ``malformed_series``); NaN, infinite and
+    negative byte values are dropped and counted as ``non_finite_or_negative_bytes``.
+    """
+    try:
+        t_ns, v = parse_matrix_values(values)  # type: ignore[arg-type]
+    except (ValueError, TypeError):
+        builder.skipped["malformed_series"] += 1
+        return None
+    bad = ~np.isfinite(v) | (v < 0)
+    if bad.any():
+        builder.skipped["non_finite_or_negative_bytes"] += int(bad.sum())
+        t_ns, v = t_ns[~bad], v[~bad]
+    return t_ns, v
+
+
+def matrix_series(results: list[dict[str, object]], builder: TimelineBuilder
+                  ) -> Iterator[tuple[dict[str, str], list[object]]]:
+    """Each well-formed series of a range query's matrix as (labels, values), labels as strings;
+    a malformed one is counted (``malformed_series``) and passed over."""
+    for r in results:
+        labels = r.get("metric")
+        values = r.get("values")
+        if not isinstance(labels, dict) or not isinstance(values, list):
+            builder.skipped["malformed_series"] += 1
+            continue
+        yield {str(k): str(v) for k, v in labels.items()}, values
+
+
+def clean_series(s: Series, builder: TimelineBuilder) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`clean_byte_series` for a decoded :class:`Series` (values already parsed)."""
+    if s.t_ns is None or s.v is None:
+        builder.skipped["malformed_series"] += 1
+        return None
+    if s.clean:
+        return s.t_ns, s.v
+    t_ns, v = s.t_ns, s.v
+    bad = ~np.isfinite(v) | (v < 0)
+    if bad.any():
+        builder.skipped["non_finite_or_negative_bytes"] += int(bad.sum())
+        t_ns, v = t_ns[~bad], v[~bad]
+    return t_ns, v
+
+
+def collect_samples(results: list[Series], task: QueryTask, builder: TimelineBuilder,
+                     out: Parts) -> set[int]:
+    got: set[int] = set()
+    ranks = set(task.ranks)
+    for s in results:
+        if s.labels is None:
+            builder.skipped["malformed_series"] += 1
+            continue
+        rank = int_label(s.labels, schema.ATTR_RANK)  # what identity_from_labels accepts
+        if rank is None or rank not in ranks:
+            builder.skipped["series_without_valid_rank_label"] += 1
+            continue
+        cleaned = clean_series(s, builder)
+        if cleaned is None:
+            continue
+        t_ns, v = cleaned
+        if t_ns.size:
+            out.setdefault((rank, task.fname), []).append((t_ns, v))
+            got.add(rank)
+    return got
+
+
+def merge_parts(parts: list[tuple[np.ndarray, np.ndarray]]
+                ) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """One series from several reads (endpoints, chunks, spellings): sorted by time, exact
+    duplicates dropped, and where values conflict at one timestamp the larger kept — a rule
+    that gives the same answer in any read order. Returns (t, v, duplicates, conflicts)."""
+    t = np.concatenate([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
+    v = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
+    if t.size < 2 or bool((t[1:] > t[:-1]).all()):  # the usual read: already in order, unique
+        return t, v, 0, 0
+    order = np.lexsort((v, t))  # by time, then value
+    t, v = t[order], v[order]
+    same_t = t[1:] == t[:-1]
+    same_v = v[1:] == v[:-1]
+    dups = int((same_t & same_v).sum())
+    conflict_ts = np.unique(t[1:][same_t & ~same_v])
+    keep = np.r_[~same_t, True]  # the last of each equal-time run: the largest value
+    return t[keep], v[keep], dups, int(conflict_ts.size)
+
+
+def merge_samples(samples: Parts, builder: TimelineBuilder) -> int:
+    """Each rank's fields into the builder as one chunk on the union of their timestamps (NaN
+    where a field has no sample): what the builder's own merge of one chunk per field gives,
+    without holding every field's chunk padded to all fields first (7x the memory). Returns
+    how many timestamps held conflicting values (the caller notes them once)."""
+    conflicts = 0
+    by_rank: dict[int, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
+    usual = _one_scrape_ranks(samples)
+    for (rank, fname), parts in sorted(samples.items()):
+        if rank in usual:
+            by_rank.setdefault(rank, {})[fname] = parts[0]
+            continue
+        t, v, dups, bad = merge_parts(parts)
+        by_rank.setdefault(rank, {})[fname] = (t, v)
+        if dups:
+            builder.skipped["duplicate_sample"] += dups
+        conflicts += bad
+    samples.clear()  # the parts are merged: let them go before the rank chunks are built
+    for rank, fields in by_rank.items():
+        if rank in usual:
+            t_union = next(iter(fields.values()))[0]
+            builder.add_samples(rank, t_union, **{f: v for f, (_, v) in fields.items()})
+            continue
+        t_union, cols = _rank_chunk(fields)
+        builder.add_samples(rank, t_union, **cols)
+    return conflicts
+
+
+def _one_scrape_ranks(samples: Parts) -> set[int]:
+    """The ranks whose every field came in one read, on the same strictly increasing
+    timestamps (the usual: one scrape target, one endpoint): nothing to merge. Checked for
+    all ranks at once over joined arrays; :func:`merge_parts` and :func:`_rank_chunk` give
+    the others (and would give these the same result, one small array at a time)."""
+    ref: dict[int, np.ndarray] = {}
+    entries: list[tuple[int, np.ndarray]] = []
+    odd: set[int] = set()
+    for (rank, _), parts in samples.items():
+        if len(parts) != 1:
+            odd.add(rank)
+            continue
+        t = parts[0][0]
+        first = ref.setdefault(rank, t)
+        if t.shape != first.shape or not t.size:
+            odd.add(rank)
+        entries.append((rank, t))
+    ranks = [r for r in ref if r not in odd]
+    if not ranks:
+        return set()
+    # Each rank's timestamps strictly increasing: one diff over them all, rank edges excused.
+    refs = [ref[r] for r in ranks]
+    joined = np.concatenate(refs)
+    sizes = np.fromiter((a.size for a in refs), dtype=np.int64, count=len(refs))
+    edges = np.cumsum(sizes)
+    rising = np.ones(joined.size, dtype=bool)
+    rising[1:] = joined[1:] > joined[:-1]
+    rising[edges[:-1]] = True
+    ok_rank = np.logical_and.reduceat(rising, edges - sizes)  # every size is above 0
+    good = {r for r, ok in zip(ranks, ok_rank.tolist(), strict=True) if ok}
+    # Every field on its rank's timestamps: one comparison of every entry with its reference.
+    kept = [(r, t) for r, t in entries if r in good]
+    if kept:
+        mine = np.concatenate([t for _, t in kept])
+        theirs = np.concatenate([ref[r] for r, _ in kept])
+        same = mine == theirs
+        lens = np.fromiter((t.size for _, t in kept), dtype=np.int64, count=len(kept))
+        ends = np.cumsum(lens)
+        each = np.logical_and.reduceat(same, ends - lens)
+        good -= {r for (r, _), ok in zip(kept, each.tolist(), strict=True) if not ok}
+    return good
+
+
+def _rank_chunk(fields: dict[str, tuple[np.ndarray, np.ndarray]]
+                ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Sorted unique per-field series → (union of timestamps, one column per field)."""
+    series = list(fields.values())
+    first = series[0][0]
+    if all(t.shape == first.shape and np.array_equal(t, first) for t, _ in series[1:]):
+        return first, {f: v for f, (_, v) in fields.items()}  # one scrape: the usual case
+    t_union = np.unique(np.concatenate([t for t, _ in series]))
+    cols = {}
+    for f, (t, v) in fields.items():
+        col = np.full(t_union.shape, np.nan)
+        col[np.searchsorted(t_union, t)] = v
+        cols[f] = col
+    return t_union, cols
