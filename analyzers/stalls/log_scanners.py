@@ -25,6 +25,7 @@ from stormotel.analyzers.stalls import (
     log_monitored,
     log_mpirun,
     log_ras,
+    log_ras_verdicts,
     log_store_barrier,
     log_store_wait,
 )
@@ -145,8 +146,7 @@ class _FrTrace:
 
 
 def _ras_findings(events: list[Any], known: int | None) -> list[StallFinding]:
-    from stormotel.analyzers.stalls.log_witness import ras_findings  # imports the parser
-    return ras_findings(events, known)
+    return log_ras_verdicts.ras_findings(events, known)
 
 
 def _frtrace_findings(events: list[Any], known: int | None) -> list[StallFinding]:

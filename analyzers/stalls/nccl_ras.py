@@ -16,8 +16,8 @@ is 2 in ``src/ras/ras_internal.h`` at every one of them):
 Commands are case-insensitive and end at ``\\n`` (a trailing ``\\r`` is dropped). The answer is
 read by the RAS report readers the ``--logs`` path already has (:mod:`.log_ras`: the text
 report's MISMATCH / INCOMPLETE sections, and the JSON document's ``collective_counts`` and
-``missing_ranks``), and judged by the same rules (:func:`.log_witness.ras_findings`), so a live
-query and a pasted ``ncclras`` output give the same verdict. Every step is bounded in time and
+``missing_ranks``), and judged by the same rules (:func:`.log_ras_verdicts.ras_findings`), so a
+live query and a pasted ``ncclras`` output give the same verdict. Every step is bounded in time and
 size: a server that hangs, closes early or sends something else gives a one-line error, never a
 traceback.
 """
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls import log_ras
 from stormotel.analyzers.stalls import logs_parser as lp
-from stormotel.analyzers.stalls.log_witness import ras_findings
+from stormotel.analyzers.stalls.log_ras_verdicts import ras_findings
 
 DEFAULT_PORT = 28028  #: NCCL_RAS_CLIENT_PORT, src/ras/ras_internal.h
 PROTOCOL = 2  #: NCCL_RAS_CLIENT_PROTOCOL, src/ras/ras_internal.h (2.24 … 2.30)
