@@ -20,6 +20,8 @@ from pathlib import Path
 from stormotel.analyzers.algorithms.settings import Settings
 from stormotel.analyzers.http_flags import HttpSettings
 
+from stormotel import schema
+
 #: ``role=METRIC[:unit]`` pairs, comma separated (unit ``bytes`` or ``mib``): names a dcgm-exporter
 #: rename that schema's framebuffer table does not know, for `stormotel analyze --dcgm` (also its
 #: --dcgm-field flag). An analyzer setting, so it lives here, not in the tracker's environment.
@@ -209,6 +211,9 @@ class SinkOptions:
     pushgateway: str | None
     perfetto: Path | None
     dry_run: bool
+    #: How the TSDB stores the tracker's OTLP series (Prometheus 3's ``translation_strategy``):
+    #: the incident dashboard's panels select those names (docs/prometheus3.md).
+    name_translation: str = schema.DEFAULT_NAME_TRANSLATION
 
     @property
     def wanted(self) -> bool:

@@ -32,6 +32,7 @@ from stormotel.analyzers.options import (
 )
 from stormotel.analyzers.rankspec import parse_rank_spec
 
+from stormotel import schema
 from stormotel.errors import UsageError
 
 
@@ -112,7 +113,9 @@ def job_options_from_args(args: argparse.Namespace, *, quiet: bool = False) -> J
                         grafana_folder=args.grafana_folder,
                         incident_dashboard=args.incident_dashboard,
                         remote_write=tuple(args.remote_write), pushgateway=args.pushgateway,
-                        perfetto=args.perfetto, dry_run=args.dry_run)
+                        perfetto=args.perfetto, dry_run=args.dry_run,
+                        name_translation=getattr(args, "name_translation",
+                                                 schema.DEFAULT_NAME_TRANSLATION))
     return JobOptions(job_id=args.job_id, tsdb=tsdb, schedule=schedule, sinks=sinks,
                       http=settings_from_args(args), quiet=quiet)
 

@@ -186,6 +186,13 @@ def _add_sink_arguments(parser: argparse.ArgumentParser) -> None:
                           "(default: Grafana's General folder)")
     out.add_argument("--incident-dashboard", type=Path, metavar="FILE",
                      help="write the job's incident dashboard JSON to FILE")
+    out.add_argument("--name-translation", choices=schema.NAME_TRANSLATIONS,
+                     default=schema.DEFAULT_NAME_TRANSLATION, metavar="STRATEGY",
+                     help="how the TSDB stores the tracker's OTLP series: Prometheus 3's otlp "
+                          "translation_strategy, one of " + ", ".join(schema.NAME_TRANSLATIONS)
+                          + "; the incident dashboard's panels select those names, as "
+                          "`stormotel dashboards --name-translation` does for the shipped ones "
+                          "(default: %(default)s; the analysis itself reads every spelling)")
     out.add_argument("--remote-write", action="append", default=[], metavar="URL",
                      help="Prometheus remote-write URL for the findings series (e.g. "
                           "http://prom:9090/api/v1/write, http://vm:8428/api/v1/write); "

@@ -40,8 +40,8 @@ class GrafanaSink(BaseSink):
         for body in res.planned:
             print(json.dumps(body, sort_keys=True), file=out)
         if a.grafana_dashboard:
-            print(f"# would save incident dashboard "
-                  f"{incident_board(self.ctx.report, self.ctx.job_id)['uid']} to "
+            board = incident_board(self.ctx.report, self.ctx.job_id, a.name_translation)
+            print(f"# would save incident dashboard {board['uid']} to "
                   f"{one_line(self.target)}", file=out)
         return f"planned={len(anns)}"
 
@@ -54,7 +54,7 @@ class GrafanaSink(BaseSink):
             detail = str(res)
             if a.grafana_dashboard:
                 saved = grafana.save_dashboard_if_changed(
-                    api, incident_board(ctx.report, ctx.job_id),
+                    api, incident_board(ctx.report, ctx.job_id, ctx.sinks.name_translation),
                     f"stormotel analyze {ctx.job_id} {ctx.report.window_end_ns}",
                     folder_uid=a.grafana_folder)
                 detail += f" dashboard={'saved' if saved else 'unchanged'}"

@@ -288,6 +288,7 @@ def test_cronjob_args_are_accepted_by_stormotel_analyze(rendered: dict[str, str]
         assert parsed.prometheus == ["http://prometheus-operated.monitoring.svc:9090"]
         assert parsed.pushgateway == "http://pushgateway:9091"
         assert parsed.grafana_dashboard is True and parsed.dry_run is True
+        assert parsed.name_translation == "UnderscoreEscapingWithSuffixes"
 
 
 def test_values_schema_rejects_mistakes_with_the_key_named() -> None:
@@ -359,5 +360,14 @@ def test_name_translation_picks_that_strategys_rules_and_dashboards() -> None:
     assert sorted(boards) == sorted(p.name for p in (folder / "dashboards").glob("*.json"))
     for key, text in boards.items():
         assert text == (folder / "dashboards" / key).read_text()
+    # the incident dashboards the analyzer saves through Grafana's API select the same names
+    from stormotel.analyzers.cli import build_parser
+
+    objs = list(_objects(_render({"nameTranslation": strategy,
+                                  "analyzer": {"grafanaUrl": "http://grafana:3000"}})))
+    cron = next(o for o in objs if o["kind"] == "CronJob")
+    args = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    parsed = build_parser().parse_args(args[1:])
+    assert parsed.grafana_dashboard is True and parsed.name_translation == strategy
     with pytest.raises(Exception, match="nameTranslation"):
         _render({"nameTranslation": "UnderscoreEscaping"})
