@@ -97,7 +97,7 @@ _TQDM = re.compile(r"\d{1,3}%\|[^|\n]{0,200}\| ?[\d.]{1,12}[kMG]?/[\d.?]{1,12}[k
                    r"\[[^\]\n]{0,200}\]")
 _FENCE = re.compile(r"^\s*(?:```+|~~~+)[\w+.-]{0,30}\s*$|^\s*</?(?:details|summary)\b[^>]{0,80}>"
                     r"(?:[^<]{0,200}</summary>)?\s*$")
-_QUOTE = re.compile(r"^(?: {0,3}> ?)+")
+_QUOTE = re.compile(r"^(?: {0,3}>)+ ?")
 #: a bare separator line (``=====``, ``-----``) is no wrapped text
 _SEPARATOR = re.compile(r"^(.)\1+$")
 #: a line that starts a record of its own is never the continuation of a wrapped one
