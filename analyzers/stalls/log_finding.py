@@ -7,9 +7,12 @@ report read them alike.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from stormotel.analyzers.report import StallFinding
+from stormotel.analyzers.stalls import grammar as gr
+from stormotel.analyzers.stalls.log_failures import Found
 
 
 def log_finding(kind: str, ranks: list[int], category: str, confidence: str, pattern: str,
@@ -22,3 +25,39 @@ def log_finding(kind: str, ranks: list[int], category: str, confidence: str, pat
                   "lines": [{"line": f"{e.file}:{e.line}", "text": e.text[:240]}
                             for e in lines[:8]]},
         remediation=list(remediation))
+
+
+class LineScanner:
+    """A log kind whose evidence is one line each: on a line holding one of ``triggers``, the
+    first of ``patterns`` that matches gives one event, with what :meth:`read` says the match
+    proves (``None`` leaves the line). The shared half of those kinds' scanners."""
+
+    kind: str
+    triggers: tuple[str, ...]
+    patterns: tuple[str, ...]
+
+    def __init__(self, ctx: Any) -> None:
+        self.stamp = ctx.stamp
+        self.found: list[Found] = []
+
+    def read(self, pid: str, m: re.Match[str], rank: int | None
+             ) -> tuple[int | None, dict[str, object]] | None:
+        """(the rank the line is about, the event's detail) for a match of pattern ``pid``."""
+        raise NotImplementedError
+
+    def feed(self, no: int, seg: str, low: str, rank: int | None) -> None:
+        if not any(t in low for t in self.triggers):
+            return
+        for pid in self.patterns:
+            m = gr.BY_ID[pid].regex.search(seg)
+            if m is None:
+                continue
+            read = self.read(pid, m, rank)
+            if read is not None:
+                who, detail = read
+                self.found.append(Found(self.kind, no, who, self.stamp(seg), seg.strip()[:300],
+                                        detail, pid))
+            return
+
+    def finish(self, text: str) -> list[Found]:
+        return self.found

@@ -18,12 +18,12 @@ collect. When rank 0's own line is in the logs, that line decides and this rule 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls import grammar as gr
-from stormotel.analyzers.stalls.log_failures import Found
-from stormotel.analyzers.stalls.log_finding import log_finding
+from stormotel.analyzers.stalls.log_finding import LineScanner, log_finding
 
 KIND = "barrier_peer"  #: a non-coordinator reached the barrier and lost its coordinator
 PEER = "torch.gloo.monitored_barrier_peer"
@@ -36,23 +36,13 @@ REMEDIATION = ["Every rank that reported reached monitored_barrier; its coordina
                "saving, a prompt) or died."]
 
 
-class Scanner:
-    def __init__(self, ctx: Any) -> None:
-        self.stamp = ctx.stamp
-        self.found: list[Found] = []
+class Scanner(LineScanner):
+    kind, triggers, patterns = KIND, ("successfully reached monitoredbarrier",), (PEER,)
 
-    def feed(self, no: int, seg: str, low: str, rank: int | None) -> None:
-        if "successfully reached monitoredbarrier" not in low:
-            return
-        m = gr.BY_ID[PEER].regex.search(seg)
-        if m is None:
-            return
-        self.found.append(Found(KIND, no, gr.parse_rank(m.group("rank")), self.stamp(seg),
-                                seg.strip()[:300], {"coordinator": gr.parse_rank(
-                                    m.group("root")), "launcher_rank": rank}, PEER))
-
-    def finish(self, text: str) -> list[Found]:
-        return self.found
+    def read(self, pid: str, m: re.Match[str], rank: int | None
+             ) -> tuple[int | None, dict[str, object]] | None:
+        return gr.parse_rank(m.group("rank")), {"coordinator": gr.parse_rank(m.group("root")),
+                                                 "launcher_rank": rank}
 
 
 def findings(events: list[Any], known: int | None) -> list[StallFinding]:

@@ -22,13 +22,13 @@ joined." is counted the same way (it names no client).
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from typing import Any
 
 from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls import grammar as gr
-from stormotel.analyzers.stalls.log_failures import Found
-from stormotel.analyzers.stalls.log_finding import log_finding
+from stormotel.analyzers.stalls.log_finding import LineScanner, log_finding
 
 KIND = "store_barrier"  #: the event kind (its rule below says when it shows a stall)
 _PIDS = ("torch.c10d.store_barrier_waiting", "torch.c10d.store_barrier_timeout",
@@ -55,35 +55,23 @@ def _num(text: str | None) -> int | None:
     return gr.parse_int(text) if text else None
 
 
-class Scanner:
+class Scanner(LineScanner):
     """Reads the barrier's lines (one line each; the exception may repeat the last)."""
 
-    def __init__(self, ctx: Any) -> None:
-        self.stamp = ctx.stamp
-        self.found: list[Found] = []
+    kind, triggers, patterns = KIND, _TRIGGERS, _PIDS
 
-    def feed(self, no: int, seg: str, low: str, rank: int | None) -> None:
-        if not any(t in low for t in _TRIGGERS):
-            return
-        for pid in _PIDS:
-            m = gr.BY_ID[pid].regex.search(seg)
-            if m is None:
-                continue
-            g = m.groupdict()
-            try:
-                detail: dict[str, object] = {
-                    "rank": gr.parse_rank(g.get("rank")), "key": g.get("key"),
-                    "world_size": _num(g.get("w") or g.get("of")),
-                    "joined": _num(g.get("k") or g.get("n"))}
-            except gr.NumberTooLong:
-                return
-            who = detail["rank"] if detail["rank"] is not None else rank
-            self.found.append(Found(KIND, no, who, self.stamp(seg),  # type: ignore[arg-type]
-                                    seg.strip()[:300], detail, pid))
-            return
-
-    def finish(self, text: str) -> list[Found]:
-        return self.found
+    def read(self, pid: str, m: re.Match[str], rank: int | None
+             ) -> tuple[int | None, dict[str, object]] | None:
+        g = m.groupdict()
+        try:
+            said = gr.parse_rank(g.get("rank"))
+            detail: dict[str, object] = {
+                "rank": said, "key": g.get("key"),
+                "world_size": _num(g.get("w") or g.get("of")),
+                "joined": _num(g.get("k") or g.get("n"))}
+        except gr.NumberTooLong:
+            return None
+        return (said if said is not None else rank), detail
 
 
 def findings(events: list[Any], known: int | None) -> list[StallFinding]:

@@ -19,12 +19,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls import grammar as gr
-from stormotel.analyzers.stalls.log_failures import Found
-from stormotel.analyzers.stalls.log_finding import log_finding
+from stormotel.analyzers.stalls.log_finding import LineScanner, log_finding
 
 KIND = "init_wait"
 UNIQUE_ID = "torch.nccl.unique_id_wait"
@@ -46,35 +46,23 @@ REMEDIATION = {
 }
 
 
-class Scanner:
+class Scanner(LineScanner):
     """One line each; an ncclUniqueId line is not read again as a plain store wait."""
 
-    def __init__(self, ctx: Any) -> None:
-        self.stamp = ctx.stamp
-        self.found: list[Found] = []
+    kind, triggers, patterns = KIND, _TRIGGERS, (UNIQUE_ID, WAIT, CONNECT)
 
-    def feed(self, no: int, seg: str, low: str, rank: int | None) -> None:
-        if not any(t in low for t in _TRIGGERS):
-            return
-        for pid in (UNIQUE_ID, WAIT, CONNECT):
-            m = gr.BY_ID[pid].regex.search(seg)
-            if m is None:
-                continue
-            g = m.groupdict()
-            detail: dict[str, object] = {"reporter": rank}
-            if pid == UNIQUE_ID:
-                detail |= {"group_rank": gr.parse_rank(g["rank"]),
-                           "root": gr.parse_rank(g["root"]), "key": g.get("key"),
-                           "error": (g.get("err") or "").strip()[:200]}
-            elif pid == CONNECT:
-                detail |= {"address": f"{g.get('host') or g.get('host2')}:"
-                                      f"{g.get('port') or g.get('port2')}"}
-            self.found.append(Found(KIND, no, rank, self.stamp(seg), seg.strip()[:300],
-                                    detail, pid))
-            return
-
-    def finish(self, text: str) -> list[Found]:
-        return self.found
+    def read(self, pid: str, m: re.Match[str], rank: int | None
+             ) -> tuple[int | None, dict[str, object]] | None:
+        g = m.groupdict()
+        detail: dict[str, object] = {"reporter": rank}
+        if pid == UNIQUE_ID:
+            detail |= {"group_rank": gr.parse_rank(g["rank"]),
+                       "root": gr.parse_rank(g["root"]), "key": g.get("key"),
+                       "error": (g.get("err") or "").strip()[:200]}
+        elif pid == CONNECT:
+            detail |= {"address": f"{g.get('host') or g.get('host2')}:"
+                                  f"{g.get('port') or g.get('port2')}"}
+        return rank, detail
 
 
 def root_global(e: Any) -> tuple[int | None, str]:
