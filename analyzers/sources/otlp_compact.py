@@ -6,6 +6,13 @@ arrays cost ~0.3 s of CPU per rank-hour; here msgspec decodes only the structure
 the resource's bytes) and leaves each ``dataPoints`` array as raw bytes, then the memory arrays of
 the whole file are parsed together by :func:`otlp_points.int_points`.
 
+Per line only C runs where it can: the lines are decoded in one tight loop (a blank line or one
+that is not a request sends the file through the line-by-line decoder, which counts bad lines
+exactly as the other decoders do), each metrics list is taken apart by its layout's
+``itemgetter`` and the memory metrics' ``dataPoints`` by ``map``. What a rank-hour costs, and
+why msgspec's scan plus zstd bound it, is in docs/benchmarks.md ("where a companion-less
+rank-hour's CPU goes").
+
 A file takes this path when every line is a metrics request whose resources name a rank (and,
 with a job filter, that job), whose memory metrics are gauges, and whose memory data points are
 all plain integer points: what the tracker writes, and what any producer writes without
