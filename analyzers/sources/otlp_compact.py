@@ -6,6 +6,13 @@ arrays cost ~0.3 s of CPU per rank-hour; here msgspec decodes only the structure
 the resource's bytes) and leaves each ``dataPoints`` array as raw bytes, then the memory arrays of
 the whole file are parsed together by :func:`otlp_points.int_points`.
 
+Per line only C runs where it can: the lines are decoded in one tight loop (a blank line or one
+that is not a request sends the file through the line-by-line decoder, which counts bad lines
+exactly as the other decoders do), each metrics list is taken apart by its layout's
+``itemgetter`` and the memory metrics' ``dataPoints`` by ``map``. What a rank-hour costs, and
+why msgspec's scan plus zstd bound it, is in docs/benchmarks.md ("where a companion-less
+rank-hour's CPU goes").
+
 A file takes this path when every line is a metrics request whose resources name a rank (and,
 with a job filter, that job), whose memory metrics are gauges, and whose memory data points are
 all plain integer points: what the tracker writes, and what any producer writes without
@@ -19,7 +26,10 @@ spans).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import msgspec
@@ -76,6 +86,11 @@ _decoder = msgspec.json.Decoder(_Request, strict=False)
 _points_decoder = msgspec.json.Decoder(list[OtlpPoint], strict=False)
 
 
+#: A metrics list's layout: a picker of its memory metrics, their columns, and its estimate and
+#: context metrics as (position, is the estimate).
+_Layout = tuple[Callable[[list[_Metric]], Sequence[_Metric]], list[int], list[tuple[int, bool]]]
+
+
 @dataclass
 class _BadLine:
     """A line that is not JSON at all: skipped and counted exactly as the other decoders do."""
@@ -98,14 +113,13 @@ class _Plan:
     context: list[tuple[int, _Metric]] = field(default_factory=list)  # CONTEXT_METRICS
     keys: dict[tuple[int, str, bool], int] = field(default_factory=dict)  # column → index
     by_rank: dict[int, dict[str, int]] = field(default_factory=dict)  # metric name → index
+    #: the memory metrics, in file order, and each one's column (``body_keys``); then their
+    #: ``dataPoints`` texts (``bodies``), empty arrays left out
+    picked: list[_Metric] = field(default_factory=list)
     bodies: list[msgspec.Raw] = field(default_factory=list)
-    #: (rank, metric names of a scope) → :func:`_layout`
-    layouts: dict[tuple[int, tuple[str, ...]], tuple[list[tuple[int, int]],
-                                                      list[tuple[int, bool]]]] = field(
-        default_factory=dict)
-    #: the previous line's resource and its rank (compared as bytes, without a copy)
-    last_resource: tuple[msgspec.Raw, int] | None = None
     body_keys: list[int] = field(default_factory=list)
+    #: (rank, metric names of a scope) → :func:`_layout`
+    layouts: dict[tuple[int, tuple[str, ...]], _Layout] = field(default_factory=dict)
 
     def columns(self, rank: int) -> dict[str, int]:
         """Memory metric name → column index, for one rank (columns made on first use)."""
@@ -121,23 +135,61 @@ def read_compact(reader: OtlpFileReader, data: bytes | bytearray) -> bool:
     """Read ``data`` (JSON lines) into ``reader`` and return True; or return False having
     recorded nothing, when the file is not a compact archive."""
     plan = _Plan()
-    for line, where, cut in numbered_lines(data, reader.path):
+    requests = _decode_every_line(data)
+    if requests is None:  # a blank, odd or bad line somewhere: line by line, counted as before
+        requests = _decode_line_by_line(plan, data, reader.path)
+        if requests is None:
+            return False
+    if not _plan_requests(plan, requests, reader):
+        return False
+    del requests  # the bodies keep only what they need of the text
+    if not _take_bodies(plan):
+        return False
+    points = _int_points_chunked(plan.bodies)
+    if points is None:
+        return False
+    _record(reader, plan, points)
+    return True
+
+
+def _decode_every_line(data: bytes | bytearray) -> list[_Request] | None:
+    """Every line decoded, one msgspec call each with no per-line bookkeeping: the usual file
+    (lines of requests, newline-terminated, the last one perhaps not). None at the first line
+    that is blank or does not decode (:func:`_decode_line_by_line` then reads the file)."""
+    decode = _decoder.decode
+    view = memoryview(data)
+    find = data.find
+    out: list[_Request] = []
+    append = out.append
+    start, size = 0, len(data)
+    try:
+        while start < size:
+            end = find(b"\n", start)
+            if end < 0:
+                end = size
+            append(decode(view[start:end]))  # a blank line is a DecodeError here too
+            start = end + 1
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    return out
+
+
+def _decode_line_by_line(plan: _Plan, data: bytes | bytearray, path: str
+                         ) -> list[_Request] | None:
+    """The lines that are requests, with each line that is not JSON noted in ``plan`` (counted
+    as the other decoders count it); None when a line is JSON of another shape."""
+    out: list[_Request] = []
+    for line, where, cut in numbered_lines(data, path):
         try:
-            request = _decoder.decode(line)
+            out.append(_decoder.decode(line))
         except (msgspec.ValidationError, msgspec.DecodeError):
             try:
                 loads(line)
             except JSONDecodeError as exc:  # not JSON: counted as the other decoders count it
                 plan.bad_lines.append(_BadLine(where, cut, exc))
                 continue
-            return False  # JSON of another shape
-        if not _plan_request(plan, request, reader):
-            return False
-    points = _int_points_chunked(plan.bodies)
-    if points is None:
-        return False
-    _record(reader, plan, points)
-    return True
+            return None  # JSON of another shape
+    return out
 
 
 #: Bytes of data-point text parsed per :func:`int_points` call. Its vectorised passes each make
@@ -149,82 +201,121 @@ POINTS_CHUNK_BYTES = 1 << 20
 def _int_points_chunked(bodies: list[msgspec.Raw]
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """:func:`int_points` over ``bodies`` a cache-sized group at a time (None if any group is
-    not the canonical text)."""
+    not the canonical text). The groups are cut where the running text size passes each
+    multiple of :data:`POINTS_CHUNK_BYTES` (one vectorised search, no loop per body)."""
+    if not bodies:
+        return None
+    sizes = np.fromiter(map(len, bodies), dtype=np.int64, count=len(bodies))
+    ends = np.cumsum(sizes)
+    cuts = np.searchsorted(ends, np.arange(POINTS_CHUNK_BYTES, int(ends[-1]),
+                                           POINTS_CHUNK_BYTES), side="left") + 1
+    bounds = [0, *sorted(set(cuts.tolist()) - {0, len(bodies)}), len(bodies)]
     parts = []
-    i = 0
-    while i < len(bodies):
-        j, size = i, 0
-        while j < len(bodies) and size < POINTS_CHUNK_BYTES:
-            size += len(bodies[j])
-            j += 1
+    for i, j in pairwise(bounds):
         part = int_points(bodies[i:j])
         if part is None:
             return None
         parts.append(part)
-        i = j
-    if not parts:
-        return None
     if len(parts) == 1:
         return parts[0]
     return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
             np.concatenate([p[2] for p in parts]))
 
 
-def _plan_request(plan: _Plan, request: _Request, reader: OtlpFileReader) -> bool:
-    if not request.resource_metrics or request.resource_spans or request.resource or \
-            request.scope_metrics or request.scope_spans:
-        return False
-    plan.requests += 1
-    bodies, body_keys, estimates = plan.bodies, plan.body_keys, plan.estimates
-    for rm in request.resource_metrics:
-        last = plan.last_resource
-        if last is not None and rm.resource == last[0]:
-            rank = last[1]  # the usual line: the same resource as the last one
-        else:
-            found = _rank(plan, bytes(rm.resource), reader)
-            if found is None:
-                return False
-            rank = found
-            plan.last_resource = (rm.resource, rank)
-        for sm in rm.scope_metrics:
-            metrics = sm.metrics
-            # Lines of one file list the same metrics in the same order: what each position
-            # is (a memory column, an estimate, a context metric, nothing) is worked out once.
-            key = (rank, tuple([m.name for m in metrics]))
-            layout = plan.layouts.get(key)
-            if layout is None:
-                layout = plan.layouts[key] = _layout(plan, rank, key[1])
-            picks, extras = layout
-            for i, column in picks:
-                gauge = metrics[i].gauge
-                if gauge is None:
-                    if metrics[i].sum is None:
-                        continue
-                    return False  # a memory sum (delta or cumulative): the general decoder
-                points = gauge.data_points
-                if points and points != _NO_POINTS:
-                    body_keys.append(column)
-                    bodies.append(points)
-            for i, is_estimate in extras:
-                (estimates if is_estimate else plan.context).append((rank, metrics[i]))
+_name = attrgetter("name")
+_gauge = attrgetter("gauge")
+_data_points = attrgetter("data_points")
+#: Compares unequal to every resource a line can hold (a decoded Raw is never a NUL byte).
+_NO_RESOURCE = msgspec.Raw(b"\0")
+
+
+def _plan_requests(plan: _Plan, requests: list[_Request], reader: OtlpFileReader) -> bool:
+    """Every request's resources, memory metrics (kept as the metric structs, in file order,
+    with their columns) and estimate/context metrics; False at the first thing the array
+    path does not read. No per-metric Python for memory metrics: each metrics list is taken
+    apart by its layout's ``itemgetter`` in C."""
+    picked, body_keys, estimates = plan.picked, plan.body_keys, plan.estimates
+    layouts = plan.layouts
+    last, rank = _NO_RESOURCE, -1
+    for request in requests:
+        if not request.resource_metrics or request.resource_spans or request.resource or \
+                request.scope_metrics or request.scope_spans:
+            return False
+        for rm in request.resource_metrics:
+            if rm.resource != last:  # the usual line: the same resource as the last one
+                found = _rank(plan, bytes(rm.resource), reader)
+                if found is None:
+                    return False
+                last, rank = rm.resource, found
+            for sm in rm.scope_metrics:
+                metrics = sm.metrics
+                # Lines of one file list the same metrics in the same order: what each
+                # position is (a memory column, an estimate, a context metric, nothing) is
+                # worked out once.
+                key = (rank, tuple(map(_name, metrics)))
+                layout = layouts.get(key)
+                if layout is None:
+                    layout = layouts[key] = _layout(plan, rank, key[1])
+                pick, columns, extras = layout
+                if columns:
+                    picked += pick(metrics)
+                    body_keys += columns
+                for i, is_estimate in extras:
+                    (estimates if is_estimate else plan.context).append((rank, metrics[i]))
+    plan.requests = len(requests)
     return True
 
 
-def _layout(plan: _Plan, rank: int, names: tuple[str, ...]
-            ) -> tuple[list[tuple[int, int]], list[tuple[int, bool]]]:
-    """Where one metrics list's memory columns are (position, column) and its estimate and
-    context metrics (position, is the estimate); other metrics are not read."""
+def _take_bodies(plan: _Plan) -> bool:
+    """The picked memory metrics' ``dataPoints`` texts into ``plan.bodies`` (C-level maps),
+    leaving out empty arrays; False when a memory metric is a sum (the general decoder
+    reads sums: delta or cumulative)."""
+    gauges = list(map(_gauge, plan.picked))
+    keys = plan.body_keys
+    if None in gauges:  # rare: a memory metric without a gauge
+        if any(m.sum is not None for m, g in zip(plan.picked, gauges, strict=True)
+               if g is None):
+            return False
+        keys = [k for k, g in zip(keys, gauges, strict=True) if g is not None]
+        gauges = [g for g in gauges if g is not None]
+    bodies = list(map(_data_points, gauges))
+    sizes = np.fromiter(map(len, bodies), dtype=np.int64, count=len(bodies))
+    maybe_empty = np.flatnonzero(sizes <= len(_NO_POINTS))
+    empty = [i for i in maybe_empty.tolist() if not bodies[i] or bodies[i] == _NO_POINTS]
+    if empty:
+        drop = set(empty)
+        keys = [k for i, k in enumerate(keys) if i not in drop]
+        bodies = [b for i, b in enumerate(bodies) if i not in drop]
+    plan.bodies, plan.body_keys, plan.picked = bodies, keys, []
+    return True
+
+
+def _layout(plan: _Plan, rank: int, names: tuple[str, ...]) -> _Layout:
+    """Where one metrics list's memory columns are — a picker of those positions and their
+    columns — and its estimate and context metrics (position, is the estimate); other
+    metrics are not read."""
     columns = plan.columns(rank)
-    picks, extras = [], []
+    positions, picks, extras = [], [], []
     for i, name in enumerate(names):
         column = columns.get(name)
         if column is not None:
-            picks.append((i, column))
+            positions.append(i)
+            picks.append(column)
         elif name == schema.ESTIMATE.name:
             extras.append((i, True))
         elif name in CONTEXT_METRICS:
             extras.append((i, False))
-    return picks, extras
+    return _picker(positions), picks, extras
+
+
+def _picker(positions: list[int]) -> Callable[[list[_Metric]], Sequence[_Metric]]:
+    """A C-level ``metrics -> the metrics at positions`` (always a sequence)."""
+    if len(positions) == 1:
+        only = positions[0]
+        return lambda metrics: (metrics[only],)
+    if not positions:
+        return lambda metrics: ()
+    return itemgetter(*positions)
 
 
 def _rank(plan: _Plan, resource: bytes, reader: OtlpFileReader) -> int | None:
