@@ -506,7 +506,7 @@ CATALOGUE: tuple[Pattern, ...] = (
        "(the MPI rank: a worker's global rank unless the launcher starts per-node launchers). "
        "An own-death signal (SIGKILL, SIGSEGV, SIGBUS, SIGILL, SIGFPE) names a culprit; SIGABRT "
        "(a watchdog timeout's end) or SIGTERM/SIGINT a suspect only (read by log_mpirun)",
-       r"noticed that process rank (?P<rank>\d+) with PID \w+ on node \S+ exited on signal "
+       r"noticed that process rank (?P<rank>\d+) with PID \w+ on node (?:\S+ )?exited on signal "
        r"(?P<sig>\d+)", ("noticed that process rank",), "mpi_launcher"),
     _p("openmpi.first_nonzero_exit", "Open MPI mpirun/orterun, PRRTE prterun",
        '"%s detected that one or more processes exited with non-zero status, thus causing\\nthe '

@@ -55,6 +55,11 @@ COMM_ABORTED = "torch.nccl.comm_aborted"
 AGENT_SIGNAL = "torchelastic.agent_signal"
 RENDEZVOUS = "torchelastic.rendezvous_error"
 NCCL_RANKLESS = "nccl.error_rankless"
+STORE_CLIENTS = "torch.store.clients_timeout"
+OMPI_PEER = "openmpi.peer_disconnected"
+OMPI_NONZERO = "openmpi.nonzero_exit"
+OMPI_SIGNAL = "openmpi.signal_handler"  #: read by log_mpi_signal (a process's own crash report)
+DS_LAUNCHER = "deepspeed.launcher_exit"
 
 #: (pattern id, lower-case triggers, regex), in the order tried; the first match of a line wins
 PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
@@ -69,7 +74,20 @@ PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
      re.compile(r"(?<![A-Za-z])Rendezvous(?P<what>Timeout|Connection|Closed|State)Error(?![A-Za-z])")),
     (NCCL_RANKLESS, ("nccl error in:", "nccl"),
      re.compile(r"NCCL error in: \S{1,300}:\d{1,6}, (?P<reason>[^,\n]{1,120})|"
-                r"\bnccl(?P<code>Internal|UnhandledCuda|InvalidUsage|InvalidArgument)Error\b")),
+                r"\bnccl(?P<code>Internal|UnhandledCuda|InvalidUsage|InvalidArgument)Error\b|"
+                r"\bNCCL error: (?P<reason2>[a-z][a-z ]{2,80}[a-z])")),
+    (STORE_CLIENTS, ("waiting for clients", "waiting for workers", "clients joined",
+                     "workers joined"),
+     re.compile(r"Timed out after (?P<secs>\d{1,9}) seconds waiting for (?:clients|workers)|"
+                r"(?P<n>\d{1,7})/(?P<of>\d{1,7}) (?:clients|workers) joined")),
+    (OMPI_PEER, ("peer process has unexpectedly disconnected",),
+     re.compile(r"MPI communication peer process has unexpectedly disconnected")),
+    (OMPI_NONZERO, ("exited with non-zero", "process returned"),
+     re.compile(r"detected that one or more processes exited with non-zero|"
+                r"Primary job\s+terminated normally, but \d{1,7} process(?:es)? returned")),
+    (DS_LAUNCHER, ("sigkill_handler",),
+     re.compile(r"sigkill_handler\] (?:Killing subprocess (?P<pid>\d{1,10})|"
+                r"[^\n]{0,4000}?exits with return code = (?P<code>-?\d{1,4}))")),
 )
 
 #: event kinds that prove nothing about a stall on their own (layout, world size, a traceback
@@ -79,7 +97,8 @@ QUIET = frozenset({lf.WORLD_HINT, gr.K_NCCL_INIT, log_ncclwarn.CHANNEL,
                    log_elastic.ELASTIC_CLOSING, "elastic_layout", "exception", log_busy.KIND,
                    KIND})
 
-_SIGNAL_NAMES = {"1": "SIGHUP", "2": "SIGINT", "3": "SIGQUIT", "9": "SIGKILL", "15": "SIGTERM"}
+_SIGNAL_NAMES = {"1": "SIGHUP", "2": "SIGINT", "3": "SIGQUIT", "4": "SIGILL", "6": "SIGABRT",
+                 "7": "SIGBUS", "8": "SIGFPE", "9": "SIGKILL", "11": "SIGSEGV", "15": "SIGTERM"}
 
 #: what each pattern proves and what to collect next (one sentence each)
 _SAYS: dict[str, tuple[str, str, str]] = {
@@ -120,6 +139,39 @@ _SAYS: dict[str, tuple[str, str, str]] = {
         "an NCCL call failed ({reason}) in a process whose rank the line does not give",
         "Rerun with rank prefixes (torchrun --tee 3, or accelerate/deepspeed per-rank logs) and "
         "NCCL_DEBUG=WARN: the rank whose own NCCL error comes first is the one to look at."),
+    STORE_CLIENTS: (
+        "store_unreachable",
+        "the TCPStore server (the process that hosts it: rank 0 or node 0's agent) timed out "
+        "waiting for its clients{joined}: the processes that never connected are not named",
+        "Collect every node's launcher log (which nodes started at all), and check MASTER_ADDR/"
+        "MASTER_PORT, --nnodes/--nproc_per_node against what was launched, and firewalls."),
+    OMPI_PEER: (
+        "peer_lost",
+        "Open MPI saw a peer process disconnect unexpectedly: the peer (on the host the message "
+        "names) failed, not the reporter; its rank is not given",
+        "Collect the peer host's output (mpirun --tag-output so every line carries its rank), "
+        "its dmesg (OOM killer, Xid) and any core file."),
+    OMPI_NONZERO: (
+        "exception",
+        "Open MPI's launcher saw a process exit with a non-zero status and ended the job; the "
+        "first process to do so is not given in these lines",
+        "Collect mpirun's full message ('The first process to do so was: Process name: "
+        "[[job,vpid],rank]') and each rank's output (mpirun --tag-output)."),
+    OMPI_SIGNAL: (
+        "signal",
+        "Open MPI's signal handler reports process(es) {procs} dying of {sig}; no line gives "
+        "their MPI rank",
+        "Rerun with mpirun --tag-output (every line carries [job,rank]) to know the rank; one "
+        "process crashing alone is the culprit, every process crashing alike is a build or "
+        "environment fault of the whole job."),
+    DS_LAUNCHER: (
+        "signal",
+        "DeepSpeed's launcher ended this node's processes{code}; the command it prints is the "
+        "LAST one it spawned (launch.py's sigkill_handler prints the loop's last cmd), not the "
+        "process that failed",
+        "Collect each local rank's own output (deepspeed --enable_each_rank_log DIR, or the "
+        "per-rank lines) — the first rank with its own error or signal is the one to look at; "
+        "-9 is usually the host's OOM killer (dmesg)."),
 }
 
 
@@ -149,7 +201,14 @@ class Scanner:
             elif pid == RENDEZVOUS:
                 detail["error"] = f"Rendezvous{m.group('what')}Error"
             elif pid == NCCL_RANKLESS:
-                detail["reason"] = (m.group("reason") or f"nccl{m.group('code')}Error").strip()
+                detail["reason"] = (m.group("reason") or m.group("reason2")
+                                    or f"nccl{m.group('code')}Error").strip()
+            elif pid == STORE_CLIENTS and m.group("of"):
+                detail |= {"joined": int(m.group("n")), "expected": int(m.group("of"))}
+            elif pid == DS_LAUNCHER and m.group("code"):
+                code = int(m.group("code"))
+                detail |= {"exit_code": code, "signal": _SIGNAL_NAMES.get(str(-code))
+                           if code < 0 else None}
             self.found.append(lf.Found(KIND, no, None, self.stamp(seg), seg.strip()[:300],
                                        detail, pid))
             return
@@ -178,8 +237,15 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
                         is not None} | {int(r) for e in mine if e.detail and
                                         (r := e.detail.get("comm_rank")) is not None})
     who = f"rank(s) {reporters}" if reporters else "the reporting process"
+    procs = sorted({str(e.detail.get("process")) for e in mine
+                    if e.detail and e.detail.get("process")})
+    joined = (f" ({d['joined']}/{d['expected']} joined)" if d.get("expected") else "")
+    code = (f" after one exited with code {d['exit_code']}"
+            + (f" ({d['signal']})" if d.get("signal") else "") if d.get("exit_code") is not None
+            else "")
     reason = says.format(who=who, sig=d.get("signal", "a signal"), what=d.get("error", ""),
-                         reason=d.get("reason", ""))
+                         reason=d.get("reason", ""), joined=joined, code=code,
+                         procs=", ".join(procs[:8]) or "?")
     return [log_finding(
         "undecided", [], category, "low", first.pattern or OPS_FAILED,
         f"{reason} ({len(mine)} such line(s)) — the job stopped, so it is not healthy; "
