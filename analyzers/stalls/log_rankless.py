@@ -232,7 +232,11 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
         return []
     first = mine[0]
     category, says, collect = _SAYS.get(first.pattern or "", _SAYS[OPS_FAILED])
-    d = first.detail or {}
+    d: dict[str, Any] = {}  # per key, the first event that carries it
+    for e in mine:
+        for k, v in (e.detail or {}).items():
+            if v is not None:
+                d.setdefault(k, v)
     reporters = sorted({int(r) for e in mine if e.detail and (r := e.detail.get("reporter"))
                         is not None} | {int(r) for e in mine if e.detail and
                                         (r := e.detail.get("comm_rank")) is not None})
