@@ -55,6 +55,10 @@ DEFAULT_CASE_DIRS = (ROOT / "tests/stalls/data/cases", ROOT / "tests/stalls/data
 #: read only with ``--reach`` (or ``--cases``) and always reported apart
 FRESH_DIR = ROOT / "tests/stalls/data/fresh"
 FRESH = "fresh"
+#: a second fresh set (``"set": "fresh2"``), gathered later by other searches again (other message
+#: families and projects), split into its own dev/held-out halves; read with ``--reach`` too
+FRESH2_DIR = ROOT / "tests/stalls/data/fresh2"
+FRESH_SETS = (FRESH, "fresh2")
 #: exit code of an analyzer crash (docs/exit-codes.md).
 EXIT_INTERNAL = 70
 EXIT_HEALTHY = 0
@@ -93,7 +97,7 @@ class Case:
     def fresh(self) -> bool:
         """A case of the fresh set (``"set": "fresh"``): gathered by other searches, never used
         to write a rule or to measure a ceiling, reported apart."""
-        return self.spec.get("set") == FRESH
+        return self.spec.get("set") in FRESH_SETS
 
     @property
     def expected_ranks(self) -> list[int] | None:
@@ -444,8 +448,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--markdown", action="store_true",
                    help="print the figures as Markdown tables (docs/benchmarks.md)")
     p.add_argument("--reach", action="store_true",
-                   help="also read the fresh set (tests/stalls/data/fresh) and print the reach "
-                        "tables: per emitter family per set (dev, heldout, fresh) and with each "
+                   help="also read the fresh sets (tests/stalls/data/fresh, fresh2) and print the "
+                        "reach tables: per emitter family per set (dev, heldout, fresh, "
+                        "fresh2/dev, fresh2/heldout) and with each "
                         "family's calibration held out (benchmarks/stall_reach.py)")
     p.add_argument("--write-ceilings", action="store_true",
                    help="write analyzers/stalls/ceilings.py (the patterns that may be called "
@@ -453,7 +458,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     dirs = list(args.cases or DEFAULT_CASE_DIRS)
     if args.reach and not args.cases:
-        dirs.append(FRESH_DIR)
+        dirs += [FRESH_DIR, FRESH2_DIR]
     try:
         cases = load_cases(dirs)
     except (OSError, ValueError, KeyError) as e:

@@ -44,11 +44,21 @@ FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("torch.nccl_watchdog", ("watchdog caught collective", "processgroupnccl",
                              "heartbeat monitor", "watchdog thread")),
     ("nccl.warn", ("nccl warn",)),
+    # fresh2's message families (issue 37, helper 37f): appended after the older ones so the
+    # corpus's cases keep the family they had
+    ("torch.nccl_teardown", ("some nccl operations", "communicator was aborted")),
+    ("torchelastic.agent_signal", ("death signal",)),
+    ("torchelastic.rendezvous", ("rendezvoustimeouterror", "rendezvousconnectionerror",
+                                 "rendezvousclosederror")),
+    ("gloo.peer_closed", ("connection closed by peer",)),
+    ("nccl.error", ("ncclinternalerror", "nccl error in:", "remote process exited",
+                    "ncclremoteerror", "unhandled cuda error", "ncclsystemerror")),
+    ("launcher.mpi_peer", ("mpi communication peer", "exited on signal", "mpirun failed")),
     ("rank_error", ("out of memory", "traceback", "error")),
 )
 FLIGHT_RECORDER = "torch.flight_recorder"
 OTHER = "other"
-SETS = ("dev", "heldout", "fresh")
+SETS = ("dev", "heldout", "fresh", "fresh2/dev", "fresh2/heldout")
 COLUMNS = ("n", "right", "wrong", "undecided", "confident_wrong", "exit0", "exit3")
 CONFIDENT = ("high", "medium")
 _ORDER = {"low": 0, "medium": 1, "high": 2}
@@ -98,6 +108,11 @@ def family_of(case: CaseLike, limit: int = 2_000_000) -> str:
 
 
 def set_of(case: CaseLike) -> str:
+    """dev / heldout (the corpus), fresh, or fresh2/<half> (the second fresh set keeps its own
+    halves: its rules were written on its dev half only)."""
+    name = case.spec.get("set")
+    if name == "fresh2":
+        return f"fresh2/{case.half}"
     return "fresh" if case.fresh else case.half
 
 

@@ -258,14 +258,17 @@ CATALOGUE: tuple[Pattern, ...] = (
        "store_wait"),
     _p("torch.store.connect_timeout", "torch c10d TCPStore / socket.cpp",
        '"The client socket has timed out after " … " while trying to connect to (" host ", " '
-       'port ")." / "TCP client failed to connect/validate to host " host ":" port " - '
-       'retrying …" / "The server socket has timed out, will retry"', "1.13+ (socket.cpp)",
+       'port ")." (2.1+) / "… has timed out after " … " while trying to connect to " host:port '
+       '(2.0) / "… has timed out while trying to connect to " addr (1.11-1.13) / "TCP client '
+       'failed to connect/validate to host " host ":" port " - retrying …" / "The server '
+       'socket has timed out, will retry"', "1.11+ (socket.cpp)",
        "torch/csrc/distributed/c10d/socket.cpp, TCPStore.cpp",
        "reporter: could not reach the store at host:port at all (victim); names an address, "
        "not a rank — a wrong MASTER_ADDR/PORT, a firewall, or the store's host (rank 0 / node "
        "0's agent) not up: names nobody",
-       r"client socket has timed out after [^\n]{0,40}? while trying to connect to \((?P<host>"
-       r"[^,\s]{1,255}), (?P<port>\d{1,5})\)|TCP client failed to connect/validate to host "
+       r"client socket has timed out (?:after [^\n]{0,40}? )?while trying to connect to (?:\("
+       r"(?P<host>[^,\s]{1,255}), (?P<port>\d{1,5})\)|(?P<host3>[^\s():,]{1,255}):"
+       r"(?P<port3>\d{1,5}))|TCP client failed to connect/validate to host "
        r"(?P<host2>\S{1,255}):(?P<port2>\d{1,5})|server socket on [^\n]{0,200}? has timed out",
        ("client socket has timed out", "failed to connect/validate", "server socket"),
        "store_wait"),
@@ -503,7 +506,7 @@ CATALOGUE: tuple[Pattern, ...] = (
        "(the MPI rank: a worker's global rank unless the launcher starts per-node launchers). "
        "An own-death signal (SIGKILL, SIGSEGV, SIGBUS, SIGILL, SIGFPE) names a culprit; SIGABRT "
        "(a watchdog timeout's end) or SIGTERM/SIGINT a suspect only (read by log_mpirun)",
-       r"noticed that process rank (?P<rank>\d+) with PID \w+ on node \S+ exited on signal "
+       r"noticed that process rank (?P<rank>\d+) with PID \w+ on node (?:\S+ )?exited on signal "
        r"(?P<sig>\d+)", ("noticed that process rank",), "mpi_launcher"),
     _p("openmpi.first_nonzero_exit", "Open MPI mpirun/orterun, PRRTE prterun",
        '"%s detected that one or more processes exited with non-zero status, thus causing\\nthe '

@@ -49,7 +49,8 @@ from stormotel.analyzers.stalls.log_failures import (
 )
 
 _ABORTED = re.compile(r"(?P<tool>[\w./-]{1,64}) noticed that process rank (?P<rank>\d{1,7}) with "
-                      r"PID (?P<pid>\w{1,12}) on node (?P<node>\S{1,200}) exited on signal "
+                      # the node name may print empty ("on node exited", horovod#926)
+                      r"PID (?P<pid>\w{1,12}) on node (?:(?P<node>\S{1,200}) )?exited on signal "
                       r"(?P<sig>\d{1,3})(?: \((?P<name>[^)]{1,60})\))?")
 _FIRST_HEAD = re.compile(r"exited with non-zero status, thus causing|The first process to do so "
                          r"was:")
@@ -102,7 +103,7 @@ class MpiLauncherScanner:
             return False
         how = "called MPI_Abort" if "abort" in m.group("how") else "exited without MPI_Finalize"
         self._add(no, m.group("rank"), text, {
-            "category": "exception", "host": m.group("node")[:100],
+            "category": "exception", "host": (m.group("node") or "")[:100],
             "launcher": m.group("tool")[:40], "ambiguous": True,
             "why": f"{m.group('tool')} saw MPI rank {m.group('rank')} end first: it {how} — how "
                    "a framework ends the rank that noticed a peer's failure as often as its "
@@ -114,7 +115,7 @@ class MpiLauncherScanner:
             sig = int(m.group("sig"))
             detail: dict[str, object] = {
                 "category": "signal", "exit_code": -sig, "signal": signal_name(-sig),
-                "host": m.group("node")[:100], "launcher": m.group("tool")[:40],
+                "host": (m.group("node") or "")[:100], "launcher": m.group("tool")[:40],
                 "ambiguous": sig in VICTIM_SIGNALS}
             if sig in VICTIM_SIGNALS:
                 detail["why"] = (

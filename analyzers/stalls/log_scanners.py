@@ -23,7 +23,9 @@ from stormotel.analyzers.stalls import (
     log_frtrace,
     log_horovod,
     log_monitored,
+    log_mpi_signal,
     log_mpirun,
+    log_rankless,
     log_ras,
     log_ras_verdicts,
     log_store_barrier,
@@ -164,4 +166,6 @@ KINDS: tuple[LogKind, ...] = (
     LogKind("store_wait", log_store_wait.Scanner, log_store_wait.findings),
     LogKind("monitored_barrier", log_monitored.Scanner, log_monitored.findings),
     LogKind("busy_rank", log_busy.Scanner, log_busy.findings),
+    LogKind("mpi_signal", log_mpi_signal.Scanner),
+    LogKind("rankless", log_rankless.Scanner, log_rankless.findings),
 )

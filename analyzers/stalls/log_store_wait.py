@@ -60,8 +60,8 @@ class Scanner(LineScanner):
                        "root": gr.parse_rank(g["root"]), "key": g.get("key"),
                        "error": (g.get("err") or "").strip()[:200]}
         elif pid == CONNECT:
-            detail |= {"address": f"{g.get('host') or g.get('host2')}:"
-                                  f"{g.get('port') or g.get('port2')}"}
+            detail |= {"address": f"{g.get('host') or g.get('host2') or g.get('host3')}:"
+                                  f"{g.get('port') or g.get('port2') or g.get('port3')}"}
         return rank, detail
 
 

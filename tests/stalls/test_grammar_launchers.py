@@ -108,4 +108,7 @@ def test_a_cut_block_or_a_huge_rank_is_ignored(tmp_path: Path) -> None:
             + "mpirun noticed that process rank 99999999 with PID 0 on node x exited on "
               "signal 9 (Killed).\n")
     result, roots = analyze(tmp_path, text)
-    assert roots == [] and result.findings == []
+    # no rank is read from either line; the head alone still shows a failed job, so the answer
+    # is undecided (log_rankless: openmpi.nonzero_exit), never "healthy"
+    assert all(f.ranks == [] and f.kind == "undecided" for f in result.findings)
+    assert [r.evidence["pattern"] for r in roots] == ["openmpi.nonzero_exit"]

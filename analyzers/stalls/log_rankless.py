@@ -1,0 +1,257 @@
+"""Stall and failure lines that name no culprit: the job stopped, so it is never "healthy".
+
+Some emitters say *that* a job failed or stalled without saying *which* rank caused it — the
+watchdog's teardown line, an aborted communicator, the elastic agent stopped by a signal, a
+rendezvous that never completed, an NCCL error printed without a rank prefix. Before this
+module a log holding only such lines read as "healthy" (exit 0) or "no evidence" (exit 3). Each
+message is read off its emitter's source, and what it proves is said per pattern:
+
+- ``torch.nccl.ops_failed`` — ``WorkNCCL::handleException`` in
+  ``torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp`` (1.10+; ``logPrefix()`` ``[Rank r]`` /
+  ``[PG … Rank r]`` in front from 2.2): "Some NCCL operations have failed or timed out. Due to
+  the asynchronous nature of CUDA kernels, …". Proves: a collective *of the reporter* failed or
+  timed out and its process is going down — the reporter is a victim, never the culprit.
+- ``torch.nccl.comm_aborted`` — ``NCCLComm::checkForNcclError`` in
+  ``torch/csrc/distributed/c10d/NCCLUtils.hpp`` (1.10+): "NCCL communicator was aborted on rank
+  " rank_ ". Original reason for failure was: …". ``rank_`` is the rank *in that communicator*;
+  the reporter's own communicator was aborted (by its watchdog after a timeout or an error): a
+  victim again.
+- ``torchelastic.agent_signal`` — ``SimpleElasticAgent.run`` in
+  ``torch/distributed/elastic/agent/server/api.py`` (1.9+; ``Signals.SIGTERM`` up to 2.1, the
+  number after): "Received %s death signal, shutting down workers". Proves: the agent of one
+  node was stopped *from outside* (scheduler, preemption, a user, the node's OOM killer); no
+  worker is named.
+- ``torchelastic.rendezvous_error`` — ``torch/distributed/elastic/rendezvous/api.py``
+  (``RendezvousTimeoutError``, ``RendezvousConnectionError``, ``RendezvousClosedError``,
+  ``RendezvousStateError``; 1.9+). Proves: this node could not complete the rendezvous (a node
+  never joined in time, the store was unreachable, the run was closed by another node); no rank
+  exists yet.
+- ``nccl.error_rankless`` — ``C10D_NCCL_CHECK`` in ``NCCLUtils.hpp``: "NCCL error in: <file>:<line>,
+  <reason>" and NCCL's own error names (``ncclInternalError``, ``ncclUnhandledCudaError``,
+  ``ncclInvalidUsage``, ``ncclInvalidArgument``) **on a line with no rank**: an NCCL call failed
+  in some process. With a rank the failure is that rank's own (``nccl.error``, read by
+  :mod:`.log_failures`); without one nobody can be named.
+
+The rule speaks only when nothing else in the logs is evidence (every other event is one of
+:data:`QUIET`): then the answer is ``undecided`` at ``low`` with what to collect next, and the
+reporter is never a suspect. Any other rule that reads the same logs decides instead.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from stormotel.analyzers.report import StallFinding
+from stormotel.analyzers.stalls import grammar as gr
+from stormotel.analyzers.stalls import log_busy, log_elastic, log_ncclwarn
+from stormotel.analyzers.stalls import log_failures as lf
+from stormotel.analyzers.stalls.log_finding import log_finding
+
+KIND = "rankless_stall"  #: the event kind: a stall or failure shown, no culprit named
+
+OPS_FAILED = "torch.nccl.ops_failed"
+COMM_ABORTED = "torch.nccl.comm_aborted"
+AGENT_SIGNAL = "torchelastic.agent_signal"
+RENDEZVOUS = "torchelastic.rendezvous_error"
+NCCL_RANKLESS = "nccl.error_rankless"
+STORE_CLIENTS = "torch.store.clients_timeout"
+OMPI_PEER = "openmpi.peer_disconnected"
+OMPI_NONZERO = "openmpi.nonzero_exit"
+OMPI_SIGNAL = "openmpi.signal_handler"  #: read by log_mpi_signal (a process's own crash report)
+DS_LAUNCHER = "deepspeed.launcher_exit"
+
+#: (pattern id, lower-case triggers, regex), in the order tried; the first match of a line wins
+PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
+    (OPS_FAILED, ("some nccl operations",),
+     re.compile(r"Some NCCL operations have failed or timed out", re.I)),
+    (COMM_ABORTED, ("communicator was aborted",),
+     re.compile(r"NCCL communicator was aborted on rank (?P<rank>\d{1,7})", re.I)),
+    (AGENT_SIGNAL, ("death signal",),
+     re.compile(r"Received (?:Signals\.)?(?P<sig>SIG[A-Z]{2,8}|\d{1,2}) death signal, "
+                r"shutting down workers")),
+    (RENDEZVOUS, ("rendezvous",),
+     re.compile(r"(?<![A-Za-z])Rendezvous(?P<what>Timeout|Connection|Closed|State)Error(?![A-Za-z])")),
+    (NCCL_RANKLESS, ("nccl error in:", "nccl"),
+     re.compile(r"NCCL error in: \S{1,300}:\d{1,6}, (?P<reason>[^,\n]{1,120})|"
+                r"\bnccl(?P<code>Internal|UnhandledCuda|InvalidUsage|InvalidArgument)Error\b|"
+                r"\bNCCL error: (?P<reason2>[a-z][a-z ]{2,80}[a-z])")),
+    (STORE_CLIENTS, ("waiting for clients", "waiting for workers", "clients joined",
+                     "workers joined"),
+     re.compile(r"Timed out after (?P<secs>\d{1,9}) seconds waiting for (?:clients|workers)|"
+                r"(?P<n>\d{1,7})/(?P<of>\d{1,7}) (?:clients|workers) joined")),
+    (OMPI_PEER, ("peer process has unexpectedly disconnected",),
+     re.compile(r"MPI communication peer process has unexpectedly disconnected")),
+    (OMPI_NONZERO, ("exited with non-zero", "process returned"),
+     re.compile(r"detected that one or more processes exited with non-zero|"
+                r"Primary job\s+terminated normally, but \d{1,7} process(?:es)? returned")),
+    (DS_LAUNCHER, ("sigkill_handler",),
+     re.compile(r"sigkill_handler\] (?:Killing subprocess (?P<pid>\d{1,10})|"
+                r"[^\n]{0,4000}?exits with return code = (?P<code>-?\d{1,4}))")),
+)
+
+#: event kinds that prove nothing about a stall on their own (layout, world size, a traceback
+#: marker, a progress bar, a launcher closing the rest after another rank's end)
+#: (logs_parser's names; spelled here because the parser imports this module's scanner table)
+QUIET = frozenset({lf.WORLD_HINT, gr.K_NCCL_INIT, log_ncclwarn.CHANNEL,
+                   log_elastic.ELASTIC_CLOSING, "elastic_layout", "exception", log_busy.KIND,
+                   KIND})
+
+_SIGNAL_NAMES = {"1": "SIGHUP", "2": "SIGINT", "3": "SIGQUIT", "4": "SIGILL", "6": "SIGABRT",
+                 "7": "SIGBUS", "8": "SIGFPE", "9": "SIGKILL", "11": "SIGSEGV", "15": "SIGTERM"}
+
+#: what each pattern proves and what to collect next (one sentence each)
+_SAYS: dict[str, tuple[str, str, str]] = {
+    OPS_FAILED: (
+        "unknown",
+        "the watchdog of {who} found its own NCCL work failed or timed out and took its "
+        "process down — {who} waited (a victim); the line does not say which rank it waited on",
+        "Collect every rank's log (torchrun --tee 3 / --log-dir keeps each rank's lines with "
+        "its [rankN]: prefix), the 'Watchdog caught collective operation timeout' line with its "
+        "SeqNum, and Flight Recorder dumps (TORCH_NCCL_TRACE_BUFFER_SIZE, "
+        "TORCH_NCCL_DUMP_ON_TIMEOUT=1)."),
+    COMM_ABORTED: (
+        "unknown",
+        "the NCCL communicator of {who} was aborted (by its watchdog after a timeout or an "
+        "error; the rank is the communicator's) — {who} is a victim; the original reason names "
+        "no other rank",
+        "Collect every rank's log from before the abort: the first rank with its own error "
+        "(CUDA error, OOM, exception) or no watchdog line at all is the one to look at; "
+        "Flight Recorder dumps name who never entered the collective."),
+    AGENT_SIGNAL: (
+        "signal",
+        "the elastic agent of one node received {sig} from outside and shut its workers down: "
+        "the scheduler, a preemption, a user or the node's OOM killer stopped it — no worker "
+        "is named",
+        "Collect the scheduler's record of why the job or node was stopped (sacct -j JOB -o "
+        "State,ExitCode,Reason; kubectl describe pod; the node's dmesg for the OOM killer) and "
+        "every node's agent log; if a rank hung first, its watchdog lines come before this."),
+    RENDEZVOUS: (
+        "rendezvous",
+        "torchelastic's rendezvous did not complete ({what}): a node never joined in time, the "
+        "store at rdzv_endpoint was unreachable, or another node closed the run — no rank "
+        "exists yet",
+        "Collect every node's agent log (which nodes joined) and check that every node runs "
+        "the same --nnodes/--rdzv-id/--rdzv-endpoint and can reach the endpoint "
+        "(nc -zv HOST PORT)."),
+    NCCL_RANKLESS: (
+        "nccl_error",
+        "an NCCL call failed ({reason}) in a process whose rank the line does not give",
+        "Rerun with rank prefixes (torchrun --tee 3, or accelerate/deepspeed per-rank logs) and "
+        "NCCL_DEBUG=WARN: the rank whose own NCCL error comes first is the one to look at."),
+    STORE_CLIENTS: (
+        "store_unreachable",
+        "the TCPStore server (the process that hosts it: rank 0 or node 0's agent) timed out "
+        "waiting for its clients{joined}: the processes that never connected are not named",
+        "Collect every node's launcher log (which nodes started at all), and check MASTER_ADDR/"
+        "MASTER_PORT, --nnodes/--nproc_per_node against what was launched, and firewalls."),
+    OMPI_PEER: (
+        "peer_lost",
+        "Open MPI saw a peer process disconnect unexpectedly: the peer (on the host the message "
+        "names) failed, not the reporter; its rank is not given",
+        "Collect the peer host's output (mpirun --tag-output so every line carries its rank), "
+        "its dmesg (OOM killer, Xid) and any core file."),
+    OMPI_NONZERO: (
+        "exception",
+        "Open MPI's launcher saw a process exit with a non-zero status and ended the job; the "
+        "first process to do so is not given in these lines",
+        "Collect mpirun's full message ('The first process to do so was: Process name: "
+        "[[job,vpid],rank]') and each rank's output (mpirun --tag-output)."),
+    OMPI_SIGNAL: (
+        "signal",
+        "Open MPI's signal handler reports process(es) {procs} dying of {sig}; no line gives "
+        "their MPI rank",
+        "Rerun with mpirun --tag-output (every line carries [job,rank]) to know the rank; one "
+        "process crashing alone is the culprit, every process crashing alike is a build or "
+        "environment fault of the whole job."),
+    DS_LAUNCHER: (
+        "signal",
+        "DeepSpeed's launcher ended this node's processes{code}; the command it prints is the "
+        "LAST one it spawned (launch.py's sigkill_handler prints the loop's last cmd), not the "
+        "process that failed",
+        "Collect each local rank's own output (deepspeed --enable_each_rank_log DIR, or the "
+        "per-rank lines) — the first rank with its own error or signal is the one to look at; "
+        "-9 is usually the host's OOM killer (dmesg)."),
+}
+
+
+class Scanner:
+    """One event per line that holds a rankless stall/failure message (:data:`PATTERNS`)."""
+
+    def __init__(self, ctx: Any) -> None:
+        self.stamp = ctx.stamp
+        self.found: list[lf.Found] = []
+
+    def feed(self, no: int, seg: str, low: str, rank: int | None) -> None:
+        for pid, triggers, rx in PATTERNS:
+            if not any(t in low for t in triggers):
+                continue
+            m = rx.search(seg)
+            if m is None:
+                continue
+            if pid == NCCL_RANKLESS and (rank is not None or lf_has_rank(seg)):
+                return  # a rank's own NCCL error: log_failures reads it as that rank's
+            detail: dict[str, object] = {"reporter": rank}
+            if pid == COMM_ABORTED:
+                detail["comm_rank"] = gr.parse_rank(m.group("rank"))
+            elif pid == AGENT_SIGNAL:
+                sig = m.group("sig")
+                detail["signal"] = _SIGNAL_NAMES.get(sig, sig if sig.startswith("SIG") else
+                                                     f"signal {sig}")
+            elif pid == RENDEZVOUS:
+                detail["error"] = f"Rendezvous{m.group('what')}Error"
+            elif pid == NCCL_RANKLESS:
+                detail["reason"] = (m.group("reason") or m.group("reason2")
+                                    or f"nccl{m.group('code')}Error").strip()
+            elif pid == STORE_CLIENTS and m.group("of"):
+                detail |= {"joined": int(m.group("n")), "expected": int(m.group("of"))}
+            elif pid == DS_LAUNCHER and m.group("code"):
+                code = int(m.group("code"))
+                detail |= {"exit_code": code, "signal": _SIGNAL_NAMES.get(str(-code))
+                           if code < 0 else None}
+            self.found.append(lf.Found(KIND, no, None, self.stamp(seg), seg.strip()[:300],
+                                       detail, pid))
+            return
+
+    def finish(self, text: str) -> list[lf.Found]:
+        return self.found
+
+
+_RANK_TAG = re.compile(r"\[(?:PG [^\]]{0,80} )?Rank (\d{1,7})\]|\[rank(\d{1,7})\]:")
+
+
+def lf_has_rank(seg: str) -> bool:
+    """Whether the line carries a rank tag (``[Rank r]``, ``[PG … Rank r]``, ``[rankN]:``)."""
+    return _RANK_TAG.search(seg) is not None
+
+
+def findings(events: list[Any], known: int | None) -> list[StallFinding]:
+    """``undecided`` (low) when the only evidence is lines that name no culprit."""
+    mine = [e for e in events if e.kind == KIND]
+    if not mine or any(e.kind not in QUIET for e in events):
+        return []
+    first = mine[0]
+    category, says, collect = _SAYS.get(first.pattern or "", _SAYS[OPS_FAILED])
+    d: dict[str, Any] = {}  # per key, the first event that carries it
+    for e in mine:
+        for k, v in (e.detail or {}).items():
+            if v is not None:
+                d.setdefault(k, v)
+    reporters = sorted({int(r) for e in mine if e.detail and (r := e.detail.get("reporter"))
+                        is not None} | {int(r) for e in mine if e.detail and
+                                        (r := e.detail.get("comm_rank")) is not None})
+    who = f"rank(s) {reporters}" if reporters else "the reporting process"
+    procs = sorted({str(e.detail.get("process")) for e in mine
+                    if e.detail and e.detail.get("process")})
+    joined = (f" ({d['joined']}/{d['expected']} joined)" if d.get("expected") else "")
+    code = (f" after one exited with code {d['exit_code']}"
+            + (f" ({d['signal']})" if d.get("signal") else "") if d.get("exit_code") is not None
+            else "")
+    reason = says.format(who=who, sig=d.get("signal", "a signal"), what=d.get("error", ""),
+                         reason=d.get("reason", ""), joined=joined, code=code,
+                         procs=", ".join(procs[:8]) or "?")
+    return [log_finding(
+        "undecided", [], category, "low", first.pattern or OPS_FAILED,
+        f"{reason} ({len(mine)} such line(s)) — the job stopped, so it is not healthy; "
+        "nothing in these logs names the rank that caused it",
+        [collect], mine, suspects=[], reported_by=reporters)]
