@@ -447,6 +447,10 @@ def test_a_tsdb_source_touches_what_the_table_says(
     # Without its flag the same window is read by the built-in source: no stormotel series.
     control = run_analyze(site, *window)
     assert control.returncode == exitcodes.SOURCE_FAILURE, control.stderr
+    # Its flag without a TSDB to read is a usage error naming it, like --dcgm's.
+    alone = run_analyze(site, str(ARCHIVE), "--throwaway-metric", "throwaway_used_bytes")
+    assert alone.returncode == exitcodes.USAGE, alone.stderr
+    assert "--throwaway-metric needs --prometheus URL" in alone.stderr
 
 
 def test_a_stall_log_kind_touches_what_the_table_says(
