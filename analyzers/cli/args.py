@@ -174,9 +174,9 @@ def _job_problem(args: argparse.Namespace) -> str | None:
     elif args.dcgm or args.state_file:
         return "--dcgm and --state-file need --prometheus URL"
     else:
-        for flag in source_flags():  # a TSDB source's own flag reads the --prometheus URLs
-            if getattr(args, flag.dest, None):
-                return f"{flag.names[0]} needs --prometheus URL"
+        for declared in source_flags():  # a TSDB source's own flag reads --prometheus URLs
+            if getattr(args, declared.dest, None):
+                return f"{declared.names[0]} needs --prometheus URL"
     if (args.grafana_dashboard or args.grafana_dashboard_uid or args.grafana_folder) \
             and not args.grafana_url:
         return "--grafana-dashboard/--grafana-dashboard-uid/--grafana-folder need --grafana-url"
