@@ -3,11 +3,20 @@
 Thin on purpose (like HolisticTraceAnalysis' ``trace_analysis.py``): select ranks, align clocks
 as asked, run each algorithm module, assemble the :class:`~stormotel.analyzers.report.Report`.
 Sources and sinks live elsewhere, so the same call serves files, Prometheus and tests.
+
+The package's public face exports this facade as ``stormotel.analyzers.analyze``, which is also
+this module's name: the import system binds that package attribute to the module whenever it is
+imported, so the module itself is made callable (:class:`_Facade`). ``from stormotel.analyzers
+import analyze; analyze(timeline)`` runs :func:`analyze`, and every spelling that reaches the
+module (``import stormotel.analyzers.analyze as m``, ``from stormotel.analyzers.analyze import
+analyze``) keeps working.
 """
 
 from __future__ import annotations
 
+import sys
 import time
+import types
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
@@ -98,3 +107,14 @@ def _analyze(timeline: Timeline, sensitivity: str, ranks: Iterable[int] | None, 
     report.stall_findings.extend(dead_ranks(tl))  # a rank silent while its peers go on
     attribute(report, tl)
     return report
+
+
+class _Facade(types.ModuleType):
+    """This module, callable as its :func:`analyze` (looked up when called, so a test that
+    replaces ``analyze`` here replaces what the package's face runs too)."""
+
+    def __call__(self, timeline: Timeline, **kwargs: Any) -> Report:
+        return cast("Report", self.analyze(timeline, **kwargs))
+
+
+sys.modules[__name__].__class__ = _Facade

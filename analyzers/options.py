@@ -14,8 +14,9 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from stormotel.analyzers.algorithms.settings import Settings
 from stormotel.analyzers.http_flags import HttpSettings
@@ -35,6 +36,32 @@ PUSH_JOB = "stormotel_analyzer"  # the Pushgateway grouping key's job
 ENV_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"
 #: More shards than this is a typo, not a cluster.
 MAX_SHARDS = 10_000
+
+
+@dataclass(frozen=True, eq=False, init=False)
+class PluginFlag:
+    """A flag a plug-in declares as data (argparse's own arguments, kept as given): a sink's row
+    in ``sinks.dispatch.SINKS``, a TSDB source class in ``sources.tsdb.TSDB_SOURCES``. The command
+    line adds it from the table and hands its value to the plug-in in ``SinkOptions.extra`` /
+    ``TsdbOptions.extra`` under :attr:`dest`, so adding a plug-in with a flag touches no flag
+    module, no options class and no line of ``cli/args.py`` (issue 35: two files a plug-in)."""
+
+    names: tuple[str, ...]
+    kwargs: Mapping[str, Any]
+
+    def __init__(self, *names: str, **kwargs: Any) -> None:
+        object.__setattr__(self, "names", names)
+        object.__setattr__(self, "kwargs", kwargs)
+
+    @property
+    def dest(self) -> str:
+        """The key of its value (argparse's own rule: ``--my-flag`` → ``my_flag``)."""
+        return str(self.kwargs.get("dest") or self.names[0].lstrip("-").replace("-", "_"))
+
+
+def flag_values(values: Any, flags: tuple[PluginFlag, ...]) -> dict[str, Any]:
+    """Each flag's value in a parsed namespace (None where the parser did not declare it)."""
+    return {flag.dest: getattr(values, flag.dest, None) for flag in flags}
 
 
 @dataclass(frozen=True)
@@ -172,6 +199,8 @@ class TsdbOptions:
     dcgm_fields: tuple[tuple[str, str, int | None], ...] = ()
     #: ``--tsdb-read``: how raw series are read (``auto`` probes for a bulk API).
     read_api: str = "auto"
+    #: The values of the flags the TSDB sources declare (``TsdbSource.flags``), by ``dest``.
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def wanted(self) -> bool:
@@ -214,11 +243,13 @@ class SinkOptions:
     #: How the TSDB stores the tracker's OTLP series (Prometheus 3's ``translation_strategy``):
     #: the incident dashboard's panels select those names (docs/prometheus3.md).
     name_translation: str = schema.DEFAULT_NAME_TRANSLATION
+    #: The values of the flags the sinks' rows declare (``SinkEntry.flags``), by ``dest``.
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def wanted(self) -> bool:
         return bool(self.grafana_url or self.remote_write or self.pushgateway or self.perfetto
-                     or self.incident_dashboard)
+                     or self.incident_dashboard or any(self.extra.values()))
 
 
 @dataclass(frozen=True)

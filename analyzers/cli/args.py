@@ -28,9 +28,12 @@ from stormotel.analyzers.options import (
     SourceOptions,
     StallOptions,
     TsdbOptions,
+    flag_values,
     resolve_shard,
 )
 from stormotel.analyzers.rankspec import parse_rank_spec
+from stormotel.analyzers.sinks.dispatch import sink_flags
+from stormotel.analyzers.sources.tsdb import source_flags
 
 from stormotel import schema
 from stormotel.errors import UsageError
@@ -101,7 +104,8 @@ def job_options_from_args(args: argparse.Namespace, *, quiet: bool = False) -> J
                        dcgm_fields=tuple((role, metric, unit)
                                          for given in getattr(args, "dcgm_field", None) or ()
                                          for role, (metric, unit) in given.items()),
-                       read_api=getattr(args, "tsdb_read", "auto"))
+                       read_api=getattr(args, "tsdb_read", "auto"),
+                       extra=flag_values(args, source_flags()))
     schedule = ScheduleOptions(since=args.since, start=args.start, end=args.end,
                                state_file=args.state_file, settle=settle_of(args),
                                max_window=args.max_window, timeout=args.timeout,
@@ -115,7 +119,8 @@ def job_options_from_args(args: argparse.Namespace, *, quiet: bool = False) -> J
                         remote_write=tuple(args.remote_write), pushgateway=args.pushgateway,
                         perfetto=args.perfetto, dry_run=args.dry_run,
                         name_translation=getattr(args, "name_translation",
-                                                 schema.DEFAULT_NAME_TRANSLATION))
+                                                 schema.DEFAULT_NAME_TRANSLATION),
+                        extra=flag_values(args, sink_flags()))
     return JobOptions(job_id=args.job_id, tsdb=tsdb, schedule=schedule, sinks=sinks,
                       http=settings_from_args(args), quiet=quiet)
 
@@ -168,6 +173,10 @@ def _job_problem(args: argparse.Namespace) -> str | None:
             return "give --since or --start/--end, not both"
     elif args.dcgm or args.state_file:
         return "--dcgm and --state-file need --prometheus URL"
+    else:
+        for declared in source_flags():  # a TSDB source's own flag reads --prometheus URLs
+            if getattr(args, declared.dest, None):
+                return f"{declared.names[0]} needs --prometheus URL"
     if (args.grafana_dashboard or args.grafana_dashboard_uid or args.grafana_folder) \
             and not args.grafana_url:
         return "--grafana-dashboard/--grafana-dashboard-uid/--grafana-folder need --grafana-url"

@@ -13,9 +13,12 @@ from stormotel.analyzers.options import (
     DCGM_FIELDS_ENV,
     ENV_GRAFANA_TOKEN,
     PUSH_JOB,
+    PluginFlag,
     ShardSpec,
     parse_shard,
 )
+from stormotel.analyzers.sinks.dispatch import sink_flags
+from stormotel.analyzers.sources.tsdb import source_flags
 
 from stormotel import schema, units
 
@@ -88,6 +91,7 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, include_job_id: bool =
                      help="how raw series are read: auto (default) probes each endpoint for "
                           "Prometheus remote read, then VictoriaMetrics' export API, and falls "
                           "back to the query API (the report says which was used)")
+    add_plugin_flags(src, source_flags())
     _add_dcgm_arguments(parser)
     _add_window_arguments(parser)
     _add_sink_arguments(parser)
@@ -203,6 +207,14 @@ def _add_sink_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--perfetto", type=Path, metavar="FILE",
                      help="write the merged multi-rank timeline as Chrome trace JSON "
                           "(opens in ui.perfetto.dev)")
+    add_plugin_flags(out, sink_flags())
+
+
+def add_plugin_flags(group: argparse._ArgumentGroup, flags: tuple[PluginFlag, ...]) -> None:
+    """The flags plug-ins declare in their tables (sinks/dispatch.SINKS, sources/tsdb
+    TSDB_SOURCES), added as declared; cli/args.py hands their values back in ``extra``."""
+    for flag in flags:
+        group.add_argument(*flag.names, **flag.kwargs)
 
 
 def _shard_arg(text: str) -> ShardSpec:

@@ -3,7 +3,8 @@
 A sink has a name, what it would do for a dry run (``plan``), and writing (``write``); its class
 says which kind it is and builds its instances for a run (``for_run``: none when the flags do
 not ask for it). :class:`BaseSink` is all of that but ``plan`` and ``write``: adding a sink is one
-module with a subclass and one line in :data:`stormotel.analyzers.sinks.dispatch.SINKS`.
+module with a subclass and one line in :data:`stormotel.analyzers.sinks.dispatch.SINKS` (the
+line declares the sink's own flags, if any; their values reach it as ``sinks.extra.<dest>``).
 
 This module, the dispatch table and the report sink import nothing heavy (the package's
 ``__init__`` neither): a run over files with no sink flag writes its report through them without
@@ -12,8 +13,8 @@ loading any server sink (or httpx).
 
 from __future__ import annotations
 
-import operator
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TextIO
 
@@ -98,7 +99,8 @@ class BaseSink:
     """What every sink shares, so a sink's module writes only ``plan`` and ``write``.
 
     A subclass says its ``name``, its ``kind``, and the :class:`RunContext` option that asks for
-    it (``option``, e.g. ``"sinks.perfetto"``; None: every run writes it). :meth:`for_run` makes
+    it (``option``, e.g. ``"sinks.perfetto"``, or ``"sinks.extra.my_sink"`` for a flag its
+    ``SINKS`` line declares; None: every run writes it). :meth:`for_run` makes
     one instance per target the option holds — a path, a URL, or a list of URLs (then named
     ``name1``, ``name2``… when there are several) — with ``per_job`` paths moved to the job's
     own (:func:`~stormotel.analyzers.sinks.outputs.job_path`, a run over several jobs).
@@ -119,7 +121,7 @@ class BaseSink:
     def for_run(cls, ctx: RunContext) -> list[Sink]:
         if cls.option is None:
             return [cls(ctx)]
-        value = operator.attrgetter(cls.option)(ctx)
+        value = option_value(ctx, cls.option)
         targets = list(value) if isinstance(value, list | tuple) else [value] if value else []
         if cls.per_job:
             targets = [job_path(t, ctx.report.job_id, several=ctx.several) for t in targets]
@@ -132,3 +134,12 @@ class BaseSink:
 
     def write(self) -> str:
         raise NotImplementedError
+
+
+def option_value(ctx: RunContext, path: str) -> Any:
+    """The option at ``path`` (``sinks.perfetto`` → ``ctx.sinks.perfetto``); a mapping on the
+    way is read by key, None where it lacks one (``sinks.extra.my_sink``: a declared flag)."""
+    value: Any = ctx
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else getattr(value, part)
+    return value

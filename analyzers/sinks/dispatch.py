@@ -3,22 +3,24 @@ then the destinations (Grafana, the incident dashboard file, the Perfetto trace)
 series (remote write, Pushgateway). A failing sink never stops the others; the series go last
 so they record whether the run failed; ``--dry-run`` prints what each would do.
 
-:data:`SINKS` is the whole list: name → where the class lives and which option asks for it, in
-write order. Adding a sink is its module and one line there; a sink's module is imported only
-when its option is set, so a run over files loads no server client. A failed run (no report)
-writes its run series through the same series sinks (:func:`write_failed_run`).
+:data:`SINKS` is the whole list: name → where the class lives, which option asks for it and
+the flags of its own, in write order. Adding a sink is its module and one line there (the
+command line declares the line's flags and fills ``SinkOptions.extra`` from them); a sink's
+module is imported only when its option is set, so a run over files loads no server client. A
+failed run (no report) writes its run series through the same series sinks
+(:func:`write_failed_run`).
 """
 
 from __future__ import annotations
 
 import importlib
-import operator
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 from stormotel.analyzers import messages
-from stormotel.analyzers.sinks.base import RunContext, Sink, SinkClass
+from stormotel.analyzers.options import PluginFlag
+from stormotel.analyzers.sinks.base import RunContext, Sink, SinkClass, option_value
 
 from stormotel.errors import SinkFailureError
 from stormotel.textsafe import one_line
@@ -33,15 +35,21 @@ if TYPE_CHECKING:
 class SinkEntry:
     #: ``module:Class`` of the sink (a :class:`~stormotel.analyzers.sinks.base.SinkClass`).
     where: str
-    #: The :class:`RunContext` option that asks for it (``sinks.grafana_url``); None: always.
+    #: The :class:`RunContext` option that asks for it (``sinks.grafana_url``); None: its own
+    #: flags (any of them set), else always.
     wanted_by: str | None = None
+    #: Flags of its own, declared here so ``--help`` needs no sink module; each value is
+    #: ``ctx.sinks.extra[flag.dest]`` (the class's ``option``: ``"sinks.extra.<dest>"``).
+    flags: tuple[PluginFlag, ...] = ()
 
     def load(self) -> type[SinkClass]:
         module, name = self.where.split(":")
         return cast("type[SinkClass]", getattr(importlib.import_module(module), name))
 
     def wanted(self, ctx: RunContext) -> bool:
-        return self.wanted_by is None or bool(operator.attrgetter(self.wanted_by)(ctx))
+        if self.wanted_by is not None:
+            return bool(option_value(ctx, self.wanted_by))
+        return not self.flags or any(ctx.sinks.extra.get(f.dest) for f in self.flags)
 
 
 _S = "stormotel.analyzers.sinks"
@@ -56,6 +64,11 @@ SINKS: dict[str, SinkEntry] = {
     "remote_write": SinkEntry(f"{_S}.remote_write_sink:RemoteWriteSink", "sinks.remote_write"),
     "pushgateway": SinkEntry(f"{_S}.pushgateway_sink:PushgatewaySink", "sinks.pushgateway"),
 }
+
+
+def sink_flags() -> tuple[PluginFlag, ...]:
+    """Every flag the sinks' lines declare, in write order (the command line adds them)."""
+    return tuple(flag for entry in SINKS.values() for flag in entry.flags)
 
 
 @dataclass

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from stormotel.analyzers.sources import OOM_DUMP_SUFFIX
+from stormotel.analyzers.sources.loader import OOM_DUMP_SUFFIX
 from stormotel.analyzers.timeline import META_OOM_DUMPS, OomDump, Timeline
 
 from stormotel import schema

@@ -7,8 +7,8 @@ window. Both wrap the loader functions of their modules (:mod:`stormotel.analyze
 loader's internals can change without the run noticing. What a TSDB read covers
 (:class:`QueryWindow`) and what it reached (:class:`LoadOutcome`) are defined here, so the run
 names them without loading any source. Adding a TSDB source is one module with
-a :class:`TsdbSource` subclass and one line in
-:data:`stormotel.analyzers.sources.tsdb.TSDB_SOURCES`.
+a :class:`TsdbSource` subclass (its own flags in ``flags``, their values in
+``job.tsdb.extra``) and one line in :data:`stormotel.analyzers.sources.tsdb.TSDB_SOURCES`.
 
 Progress is an object, not a function handed down: :class:`Progress` says whether and where
 lines go; the adapters give the loaders its bound ``say`` (None when quiet, as before).
@@ -27,7 +27,7 @@ from stormotel.textsafe import one_line
 if TYPE_CHECKING:  # httpx and numpy load with the sources that need them
     import httpx
     from stormotel.analyzers.http import Deadline
-    from stormotel.analyzers.options import JobOptions
+    from stormotel.analyzers.options import JobOptions, PluginFlag
     from stormotel.analyzers.sources.base import ProgressFn
     from stormotel.analyzers.timeline import Timeline
     from stormotel.analyzers.window import Window
@@ -113,6 +113,9 @@ class TsdbSource:
     job: JobOptions
     job_id: str
     telemetry: ClassVar[bool] = True
+    #: Flags of its own (``--help`` lists them in the TSDB source group); each value is
+    #: ``job.tsdb.extra[flag.dest]``, which :meth:`selected` and :meth:`load` read.
+    flags: ClassVar[tuple[PluginFlag, ...]] = ()
     _outcome: LoadOutcome | None = field(default=None, init=False)
 
     @classmethod

@@ -121,7 +121,7 @@ def test_zstd_files_read_in_a_row_match_their_plain_text(tmp_path, monkeypatch):
 
 
 def test_scratch_buffer_is_never_reused_under_a_live_view():
-    from stormotel.analyzers import sources
+    from stormotel.analyzers.sources import loader as sources
 
     buf = sources.scratch_buffer()
     buf[:] = b"previous file"
@@ -311,7 +311,7 @@ def test_stormlog_bad_records_are_counted(tmp_path):
 
 
 def test_progress_is_reported_for_many_files(tmp_path, monkeypatch):
-    import stormotel.analyzers.sources as sources
+    from stormotel.analyzers.sources import loader as sources
 
     monkeypatch.setattr(sources, "PROGRESS_FILES", 2)
     write_archive(tmp_path, seed_example())
@@ -374,7 +374,7 @@ def test_corrupt_file_in_a_folder_is_skipped_but_fatal_when_named(tmp_path):
 def test_file_size_limit_is_exact_and_holds_when_a_file_grows(tmp_path, monkeypatch):
     """A regular file is read with a buffer of its own size; the per-file limit still holds to
     the byte, also for a file that grew after its size was taken (still being written)."""
-    from stormotel.analyzers.sources import _read_raw
+    from stormotel.analyzers.sources.loader import _read_raw
 
     f = tmp_path / "events.json"
     f.write_bytes(b"x" * 1000)
@@ -397,7 +397,7 @@ def test_file_size_limit_is_exact_and_holds_when_a_file_grows(tmp_path, monkeypa
 def test_parallel_batches_of_stormlog_exports_match_in_process(tmp_path, monkeypatch):
     """Files reach the workers in batches (several per message): the Timeline, notes, skips and
     identities are those of an in-process load, in the same order."""
-    import stormotel.analyzers.sources as sources
+    from stormotel.analyzers.sources import loader as sources
 
     real = json.loads((DATA / "stormlog_events_rank1.json").read_bytes())
     for r in range(24):
@@ -430,7 +430,7 @@ def test_parallel_threshold_weighs_compressed_files(monkeypatch):
     """64 plain Stormlog exports of 5.2 MB load in-process (about a second: workers would cost
     more CPU than the wall time they save); the same bytes of .zst archives are ~8x the work and
     go to workers, as do 1.3 GB of plain JSON."""
-    from stormotel.analyzers.sources import _work_bytes, _workers
+    from stormotel.analyzers.sources.loader import _work_bytes, _workers
 
     monkeypatch.delenv("STORMOTEL_LOAD_WORKERS", raising=False)
     json_files = [(Path(f"events_rank{r}.json"), False) for r in range(64)]
