@@ -8,11 +8,13 @@ DEMO_OUT ?= demo-out
 demo: setup
 	$(PY) -m stormotel demo --out $(DEMO_OUT)
 
-# Two pytest workers (pytest-xdist) by default: much of the suite waits on real servers,
-# scrape intervals and hung jobs, so a second worker fills that time even on 2 cores; each
-# module stays on one worker (--dist loadscope), so its fixtures (a fleet of jobs, a Prometheus)
-# run once. TEST_WORKERS=0 runs everything in one process.
-TEST_WORKERS ?= 2
+# Four pytest workers (pytest-xdist) by default, on 2 cores: much of the suite waits on real
+# servers, scrape intervals, hung jobs and tracked runs of seconds of real time (with two
+# workers a run used 1.2 of the 2 cores), so the other workers fill that time. Each module
+# stays on one worker (--dist loadscope), so its fixtures (a fleet of jobs, a Prometheus) run
+# once, except tests/conftest.py's SPLIT_MODULES, handed out test by test. The timing-sensitive
+# job fixtures take tests/cpu_lock.py. TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 4
 
 test: setup servers
 	$(PY) -m ruff check .
