@@ -15,7 +15,6 @@ series named the way Prometheus 3 would store them.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import subprocess
@@ -242,14 +241,6 @@ def stand_in(tmp_path_factory: pytest.TempPathFactory) -> Any:
         yield root, prom, time.time()
 
 
-#: One client for the live test's few hundred queries: ``httpx.get`` builds a client, and with
-#: it a TLS context from certifi's bundle, per call (about 60 ms of CPU each, half a minute in
-#: all), though every query goes to a loopback ``http://`` URL.
-@functools.cache
-def _client() -> httpx.Client:
-    return httpx.Client()
-
-
 def _returning(prom: servers.Server, found: list[exprs.Expr], job: str,
                at: float) -> set[str]:
     variables = {"job_id": job, "rank": "0|1", "host": ".*", "__rate_interval": "5m",
@@ -257,8 +248,9 @@ def _returning(prom: servers.Server, found: list[exprs.Expr], job: str,
     out = set()
     for e in found:
         promql_text = exprs.to_promql(e.expr, variables)
-        body = _client().get(f"{prom.url}/api/v1/query", params={"query": promql_text, "time": at},
-                           timeout=10).json()
+        # one client: httpx.get builds one, and a TLS context, per call (36 s of CPU here)
+        body = servers.loopback_client().get(f"{prom.url}/api/v1/query", timeout=10, params={
+            "query": promql_text, "time": at}).json()
         assert body["status"] == "success", (e.where, body.get("error"), promql_text)
         if any(s["metric"].get(schema.ATTR_JOB_ID) == job or "job_id" not in s["metric"]
                for s in body["data"]["result"]):
@@ -286,7 +278,7 @@ def test_every_strategys_expressions_find_their_series(stand_in: Any) -> None:
     for strategy in STRATEGIES[1:]:
         got = _returning(prom, _found(root, strategy), f"p3-{strategy}", at)
         assert got == reference, (strategy, sorted(reference ^ got))
-        ratio = _client().get(f"{prom.url}/api/v1/query", timeout=10, params={
+        ratio = servers.loopback_client().get(f"{prom.url}/api/v1/query", timeout=10, params={
             "query": f'{schema.REC_DEVICE_USED_RATIO}{{job_id="p3-{strategy}"}}', "time": at,
         }).json()["data"]["result"]
         assert len(ratio) == 2 and 0 < float(ratio[0]["value"][1]) < 1, (strategy, ratio)
