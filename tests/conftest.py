@@ -149,6 +149,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         f.write(json.dumps(row) + "\n")
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: absent under -p no:xdist
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadscope`` with :data:`SPLIT_MODULES` handed out test by test; the order is
     the collection's (longest first, :func:`_longest_first`)."""
