@@ -8,16 +8,24 @@ DEMO_OUT ?= demo-out
 demo: setup
 	$(PY) -m stormotel demo --out $(DEMO_OUT)
 
-# Two pytest workers (pytest-xdist) by default: much of the suite waits on real servers,
-# scrape intervals and hung jobs, so a second worker fills that time even on 2 cores; each
-# module stays on one worker (--dist loadscope), so its fixtures (a fleet of jobs, a Prometheus)
-# run once. TEST_WORKERS=0 runs everything in one process.
-TEST_WORKERS ?= 2
+# Three pytest workers (pytest-xdist) by default, on 2 cores: much of the suite waits on real
+# servers, scrape intervals, hung jobs and tracked runs of seconds of real time (with two
+# workers a run used 1.2 of the 2 cores), so the third fills that time. Not four: tests that
+# bound a tracked run's wall time (tests/hostile, 12 s for a 3 s run) then share the cores with
+# three CPU-bound neighbours (promtool, Prometheus evaluating 2,048 ranks). Each module
+# stays on one worker (--dist loadscope), so its fixtures (a fleet of jobs, a Prometheus) run
+# once, except tests/conftest.py's SPLIT_MODULES, handed out test by test. The timing-sensitive
+# job fixtures take tests/cpu_lock.py. TEST_WORKERS=0 runs everything in one process.
+# Bytecode is written (into the gitignored __pycache__/) even where the environment turns it
+# off: the suite starts about a thousand interpreters, and without it each one compiled the
+# stormotel modules it imports again (~0.2 s of CPU of a 0.7 s `stormotel analyze`) and every
+# worker rewrote every test module's asserts again (half of a worker's 20 s of collection).
+TEST_WORKERS ?= 3
 
 test: setup servers
 	$(PY) -m ruff check .
 	$(PY) scripts/typecheck.py
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 # The edit loop (under a minute): everything except tests marked slow (multi-process torch jobs,
 # a subprocess per test, headless Chromium) or servers (real Prometheus-family servers);

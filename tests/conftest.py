@@ -9,9 +9,14 @@ remembering to add it. ``make test`` runs everything; ``make test-fast`` deselec
 from __future__ import annotations
 
 import importlib.abc
+import json
+import os
+import resource
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,30 +44,32 @@ SLOW_MODULES = frozenset({
 })
 
 
-#: Seconds each long module took in a ``make test`` run (``pytest --durations=200`` on the
-#: 2-core machine while other work ran, summed per module, rounded). ``make test`` passes
-#: ``--no-loadscope-reorder``, so pytest-xdist hands out modules in the order collected here:
-#: longest first, then the rest by test count (xdist's own default order). With xdist's order
-#: alone (by test count) the one-test 2048-rank rules module came last and ran alone for five
-#: minutes at the end of the run. Refresh the table when a module's time changes a lot.
+#: Seconds each long module took (wall, summed over its tests, setup and teardown included) in
+#: a run of the suite with two workers on the 2-core machine while six other sessions' work ran
+#: (load average 5 to 30): ``STORMOTEL_SUITE_TIMES`` below, docs/benchmarks.md ("The suite's
+#: own time"). ``make test`` passes ``--no-loadscope-reorder``, so pytest-xdist hands out work
+#: in the order collected here: longest first, then the rest by test count (xdist's own default
+#: order). With xdist's order alone (by test count) the one-test 2048-rank rules module came last
+#: and ran alone for five minutes at the end of the run. Refresh the table when a module's time
+#: changes a lot; the figures only order the modules.
 LONG_MODULES: dict[str, int] = {
-    "tests/dashboards/test_rules_live.py": 300,
-    "tests/dashboards/test_rules.py": 160,
-    "tests/production/test_production.py": 138,
-    "tests/stalls/test_stack_snapshots.py": 127,
-    "tests/dashboards/test_build.py": 106,
-    "tests/dashboards/test_name_translation.py": 100,  # estimated: one promtool suite + a live run
-    "tests/hostile/test_round_three.py": 105,
-    "tests/docs/test_doc_blocks.py": 97,
-    "tests/job/test_state_modes.py": 85,
-    "tests/stalls/test_fr_scale.py": 80,
-    "tests/serve/test_serve.py": 78,
-    "tests/job/test_tracker_scraped.py": 77,
-    "tests/serve/test_report_url_rules.py": 74,
-    "tests/test_rehearse.py": 61,
-    "tests/stalls/test_fr_real.py": 57,
-    "tests/tracker/test_prometheus_scrape.py": 54,
-    "tests/tracker/test_demo.py": 52,
+    "tests/dashboards/test_rules_live.py": 400,  # one test: 91 s here, 300 s in another run
+    "tests/dashboards/test_name_translation.py": 383,  # its live test 277 -> 33 s since
+    "tests/serve/test_report_url_rules.py": 310,
+    "tests/hostile/test_round_three.py": 260,
+    "tests/serve/test_serve.py": 255,
+    "tests/docs/test_doc_blocks.py": 233,
+    "tests/stalls/test_stack_snapshots.py": 179,
+    "tests/tracker/test_demo.py": 167,
+    "tests/production/test_production.py": 164,
+    "tests/dashboards/test_rules.py": 149,
+    "tests/stalls/test_fr_real.py": 130,
+    "tests/job/test_state_modes.py": 128,
+    "tests/job/test_tracker_scraped.py": 126,
+    "tests/stalls/test_fr_scale.py": 118,
+    "tests/dashboards/test_build.py": 86,
+    "tests/test_rehearse.py": 78,
+    "tests/tracker/test_prometheus_scrape.py": 63,
     "tests/stalls/test_pattern_backtracking.py": 50,
     "tests/job/test_shards.py": 44,
     "tests/analyzers/test_oom_counter.py": 34,
@@ -73,6 +80,22 @@ LONG_MODULES: dict[str, int] = {
     "tests/tracker/test_launchers.py": 28,
     "tests/job/test_sinks.py": 27,
 }
+
+
+#: Modules whose tests share no fixture broader than a test and mostly wait (a tracked job
+#: running its seconds of real time, a 31 s pause for new time, promtool on one rule set): each
+#: test is its own unit of work, so a module's waits overlap on several workers instead of
+#: queueing on one. Every other module stays whole on one worker (its module fixtures, a fleet
+#: of jobs or a Prometheus, run once).
+SPLIT_MODULES = frozenset({
+    "tests/dashboards/test_rules.py",  # three promtool suites
+    "tests/dashboards/test_build.py",  # a promtool suite, the CLI a dozen times
+    "tests/hostile/test_round_three.py",  # a 1-5 s tracked run per test
+    "tests/serve/test_report_url_rules.py",  # a promtool suite
+    "tests/test_rehearse.py",  # a 50 s rehearsal beside promtool and flag checks
+    "tests/job/test_state_modes.py",  # two 31 s pauses in one test, a quick one
+    "tests/stalls/test_pattern_backtracking.py",  # seconds of regex per test
+})
 
 
 def _longest_first(items: list[pytest.Item]) -> None:
@@ -95,6 +118,51 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if used & SLOW_FIXTURES or item.path.parent.name in SLOW_FOLDERS \
                 or module in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
+
+
+def _cpu_seconds() -> tuple[float, float]:
+    """This process's CPU seconds, and its reaped children's (servers, torch jobs, CLI runs)."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """With ``STORMOTEL_SUITE_TIMES=<dir>``, append each test's wall and CPU seconds (setup, call
+    and teardown, so a module's fixtures count in its first and last test) to a JSON-lines file
+    per worker there: the figures LONG_MODULES and docs/benchmarks.md ("The suite's own time")
+    come from. CPU is the honest figure on a shared machine, wall is what a run waits."""
+    out = os.environ.get("STORMOTEL_SUITE_TIMES")
+    if not out:
+        yield
+        return
+    wall0, (me0, kids0) = time.monotonic(), _cpu_seconds()
+    yield
+    wall, (me, kids) = time.monotonic() - wall0, _cpu_seconds()
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    row = {"module": item.path.relative_to(_REPO).as_posix(), "test": item.nodeid,
+           "worker": worker, "start": wall0, "wall": round(wall, 3),
+           "cpu": round(me - me0, 3), "cpu_children": round(kids - kids0, 3)}
+    Path(out).mkdir(parents=True, exist_ok=True)
+    with open(Path(out) / f"{worker}.jsonl", "a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: absent under -p no:xdist
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadscope`` with :data:`SPLIT_MODULES` handed out test by test; the order is
+    the collection's (longest first, :func:`_longest_first`)."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SplitScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return nodeid if module in SPLIT_MODULES else super()._split_scope(nodeid)
+
+    return SplitScheduling(config, log)
 
 
 @pytest.fixture

@@ -248,8 +248,9 @@ def _returning(prom: servers.Server, found: list[exprs.Expr], job: str,
     out = set()
     for e in found:
         promql_text = exprs.to_promql(e.expr, variables)
-        body = httpx.get(f"{prom.url}/api/v1/query", params={"query": promql_text, "time": at},
-                         timeout=10).json()
+        # one client: httpx.get builds one, and a TLS context, per call (36 s of CPU here)
+        body = servers.loopback_client().get(f"{prom.url}/api/v1/query", timeout=10, params={
+            "query": promql_text, "time": at}).json()
         assert body["status"] == "success", (e.where, body.get("error"), promql_text)
         if any(s["metric"].get(schema.ATTR_JOB_ID) == job or "job_id" not in s["metric"]
                for s in body["data"]["result"]):
@@ -277,7 +278,7 @@ def test_every_strategys_expressions_find_their_series(stand_in: Any) -> None:
     for strategy in STRATEGIES[1:]:
         got = _returning(prom, _found(root, strategy), f"p3-{strategy}", at)
         assert got == reference, (strategy, sorted(reference ^ got))
-        ratio = httpx.get(f"{prom.url}/api/v1/query", timeout=10, params={
+        ratio = servers.loopback_client().get(f"{prom.url}/api/v1/query", timeout=10, params={
             "query": f'{schema.REC_DEVICE_USED_RATIO}{{job_id="p3-{strategy}"}}', "time": at,
         }).json()["data"]["result"]
         assert len(ratio) == 2 and 0 < float(ratio[0]["value"][1]) < 1, (strategy, ratio)

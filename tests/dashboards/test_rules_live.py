@@ -46,6 +46,9 @@ LIMIT = 80 * GiB
 HEALTHY_WINDOWS = ((1, 13), (29, 38), (50, MINUTES - 1))
 #: Series per remote-write request.
 BATCH = 512
+#: Seconds one range query may take, in Prometheus and in the client: a query over 2,048
+#: ranks timed out at Prometheus' default 2 minutes on the shared machine at load 35.
+QUERY_TIMEOUT_S = 400
 
 
 def _labels(job: str, namespace: str, rank: int) -> dict[str, str]:
@@ -146,7 +149,7 @@ def _firing(client: httpx.Client, url: str, alert: dict[str, Any], at_s: float
     hold = _seconds(alert["for"])
     r = client.get(url + "/api/v1/query_range",
                    params={"query": alert["expr"], "start": at_s - hold, "end": at_s,
-                           "step": 60}, timeout=120)
+                           "step": 60}, timeout=QUERY_TIMEOUT_S)
     body = r.json()
     assert body["status"] == "success", (alert["alert"], body)
     steps = hold // 60 + 1
@@ -158,7 +161,7 @@ def _ever_true(client: httpx.Client, url: str, alert: dict[str, Any], start_s: f
     """Label sets of ``job`` for which the alert's expression held at any minute: pending."""
     r = client.get(url + "/api/v1/query_range",
                    params={"query": alert["expr"], "start": start_s, "end": end_s,
-                           "step": 60}, timeout=120)
+                           "step": 60}, timeout=QUERY_TIMEOUT_S)
     body = r.json()
     assert body["status"] == "success", (alert["alert"], body)
     return [s["metric"] for s in body["data"]["result"]
@@ -170,8 +173,9 @@ def test_2048_ranks_healthy_pages_nobody_failing_pages_once_per_problem(tmp_path
     now_ms = int(time.time() * 1000) // 60_000 * 60_000
     t0_ms = now_ms - MINUTES * 60_000
     assert HEALTHY_WINDOWS[-1][1] == MINUTES - 1  # the healthy job's tail covers ``at``
-    with servers.prometheus(tmp_path / "ok") as ok, servers.prometheus(tmp_path / "bad") as bad, \
-            httpx.Client() as client:
+    slow = [f"--query.timeout={QUERY_TIMEOUT_S}s"]
+    with servers.prometheus(tmp_path / "ok", extra_args=slow) as ok, \
+            servers.prometheus(tmp_path / "bad", extra_args=slow) as bad, httpx.Client() as client:
         samples = sum(_write_job(prom.url + "/api/v1/write", job, namespace, t0_ms)
                       for prom, (job, namespace) in zip((ok, bad), JOBS, strict=True))
         assert samples > 1_300_000

@@ -26,7 +26,7 @@ def fr_dumps(tmp_path_factory: pytest.TempPathFactory) -> Path:
     started = time.monotonic()
     with cpu_heavy(tmp_path_factory):
         proc = subprocess.run([sys.executable, "-m", "tests.stalls.fr_jobs", str(root)],
-                              cwd=REPO, capture_output=True, text=True, timeout=150)
+                              cwd=REPO, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
     print(f"generated Flight Recorder dumps in {time.monotonic() - started:.1f} s")
     return root

@@ -115,9 +115,13 @@ def generate(out: Path) -> dict[str, float]:
         for p in procs[scenario]:
             p.start()
     took: dict[str, float] = {}
+    # One deadline for all: the jobs take seconds alone, but all of them fork at once, and a
+    # busy machine (make test's other workers, load 15 and more) once left a healthy rank
+    # unfinished after a minute.
+    deadline = started + 150
     for scenario, ps in procs.items():
         for p in ps:
-            p.join(timeout=60)
+            p.join(timeout=max(1.0, deadline - time.monotonic()))
             if p.is_alive():
                 p.kill()
                 raise RuntimeError(f"{scenario}: rank process {p.pid} did not finish")
