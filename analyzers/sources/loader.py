@@ -552,7 +552,9 @@ def _workers(files: list[tuple[Path, bool]], work_bytes: int) -> int:
 
     if "fork" not in multiprocessing.get_all_start_methods():
         return 1
-    return max(1, min(os.cpu_count() or 1, MAX_WORKERS, len(files)))
+    from stormotel.analyzers.cpus import usable_cpus
+
+    return max(1, min(usable_cpus(), MAX_WORKERS, len(files)))
 
 
 def load_paths(paths: Iterable[str], *, progress: ProgressFn | None = None,

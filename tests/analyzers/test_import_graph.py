@@ -50,7 +50,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("sources", frozenset({"sources"})),
     ("report", frozenset({"report", "findings", "families", "locations"})),
     ("timeline", frozenset({"timeline", "alignments"})),
-    ("shared", frozenset({"http", "http_flags", "options", "window", "rankspec", "gcpause",
+    ("shared", frozenset({"http", "http_flags", "options", "window", "rankspec", "gcpause", "cpus",
                           "textlines", "jsontext", "messages", "protodesc"})),
 )
 
