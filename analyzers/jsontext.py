@@ -106,19 +106,15 @@ def _list(lst: list[object] | tuple[object, ...], out: list[str], nl: str, step:
 
 
 def _key(key: object) -> str:
+    """A key as json spells it: a string as it is, another scalar as its value's text (json
+    tests float before bool, None and int; the types are disjoint, so the order is moot)."""
     if isinstance(key, str):
         return key
-    if isinstance(key, float):
-        return _float(key)
-    if key is True:
-        return "true"
-    if key is False:
-        return "false"
-    if key is None:
-        return "null"
-    if isinstance(key, int):
-        return _intstr(key)
-    raise TypeError(f"keys must be str, int, float, bool or None, not {key.__class__.__name__}")
+    text = _scalar(key)
+    if text is None:
+        raise TypeError(f"keys must be str, int, float, bool or None, not "
+                        f"{key.__class__.__name__}")
+    return text
 
 
 def _dict(dct: dict[object, object], out: list[str], nl: str, step: str) -> None:

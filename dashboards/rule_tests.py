@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import quote_plus
 
 from stormotel.dashboards import promql
-from stormotel.dashboards.rules import DEFAULT_RUNBOOK_URL, RULES_FILE, dump_yaml, header
+from stormotel.dashboards.rules import DEFAULT_RUNBOOK_URL, RULES_FILE, generated_yaml
 from stormotel.dashboards.settings import Settings
 
 from stormotel import schema
@@ -773,7 +773,5 @@ def rule_tests(cfg: Settings | None = None,
 
 def rule_tests_yaml(cfg: Settings | None = None, runbook_url: str = DEFAULT_RUNBOOK_URL,
                     report_base_url: str | None = None) -> str:
-    cfg = cfg or Settings()
-    with promql.naming(cfg.name_translation):
-        return header("dashboards/rule_tests.py", cfg.name_translation) + dump_yaml(
-            rule_tests(cfg, runbook_url, report_base_url))
+    return generated_yaml("dashboards/rule_tests.py", rule_tests, cfg, runbook_url,
+                          report_base_url)

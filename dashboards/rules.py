@@ -20,6 +20,7 @@ first scrape) rather than ``increase()``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
@@ -528,9 +529,18 @@ def dump_yaml(data: dict[str, Any]) -> str:
     return yaml.safe_dump(data, sort_keys=False, width=10_000, allow_unicode=True)
 
 
-def rules_yaml(cfg: Settings | None = None, runbook_url: str = DEFAULT_RUNBOOK_URL,
-               report_base_url: str | None = None) -> str:
+def generated_yaml(source: str, build: Callable[[Settings, str, str | None], dict[str, Any]],
+                   cfg: Settings | None, runbook_url: str, report_base_url: str | None) -> str:
+    """A generated YAML file (the rules, their promtool tests): the banner naming ``source``,
+    then what ``build`` makes of the settings, every series spelled under the settings' name
+    translation."""
     cfg = cfg or Settings()
     with promql.naming(cfg.name_translation):
-        return header("dashboards/rules.py", cfg.name_translation) + dump_yaml(
-            rule_groups(cfg, runbook_url, report_base_url))
+        return header(source, cfg.name_translation) + dump_yaml(
+            build(cfg, runbook_url, report_base_url))
+
+
+def rules_yaml(cfg: Settings | None = None, runbook_url: str = DEFAULT_RUNBOOK_URL,
+               report_base_url: str | None = None) -> str:
+    return generated_yaml("dashboards/rules.py", rule_groups, cfg, runbook_url,
+                          report_base_url)

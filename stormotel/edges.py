@@ -51,6 +51,25 @@ class ThresholdMonitor:
         self.thresholds[name] = float(percent)
         self._armed[name] = True
 
+    def check_order(self) -> None:
+        """The warning line must stay below the critical one (a ``ValueError`` otherwise)."""
+        warning = self.thresholds.get(schema.THRESHOLD_WARNING)
+        critical = self.thresholds.get(schema.THRESHOLD_CRITICAL)
+        if warning is not None and critical is not None and warning >= critical:
+            raise ValueError(f"{schema.THRESHOLD_WARNING}={warning:g} must be below "
+                             f"{schema.THRESHOLD_CRITICAL}={critical:g}")
+
+    def set_ordered(self, name: str, percent: float) -> None:
+        """:meth:`set`, undone (the old line back, re-armed) when it would put the warning
+        line at or above the critical one."""
+        old = dict(self.thresholds)
+        self.set(name, percent)
+        try:
+            self.check_order()
+        except ValueError:
+            self.set(name, old[name])
+            raise
+
     def update(self, percent: float) -> list[ThresholdCrossing]:
         out: list[ThresholdCrossing] = []
         for name, line in self.thresholds.items():

@@ -21,8 +21,8 @@ needs its instrument classes.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse
 
 if TYPE_CHECKING:
@@ -34,6 +34,8 @@ __all__ = ["ARCHIVE_FORMAT", "DEBUG", "JOB_ID", "LINGER_S", "MAX_SECONDS", "PROM
            "env_flag", "env_number", "export_interval_ms", "exporters_selected",
            "otlp_endpoint", "otlp_protocol", "otlp_signal_enabled", "otlp_timeout_s",
            "prometheus_from_env", "seconds", "temporality_preference", "warn_default"]
+
+_V = TypeVar("_V")
 
 # --- stormotel's own variables ---------------------------------------------------------------
 JOB_ID = "STORMOTEL_JOB_ID"
@@ -88,18 +90,27 @@ def env_number(env: Mapping[str, str], var: str, default: float, low: float, hig
                *, low_open: bool = False) -> float:
     """``var`` as a finite number in ``[low, high]`` (``(low, high]`` with ``low_open``),
     else ``default`` with :func:`warn_default`. Unset or blank: the default, silently."""
+    bracket = "(" if low_open else "["
+    value = _env_value(env, var, float,
+                       lambda v: (v > low if low_open else v >= low) and v <= high,  # NaN: no
+                       f"a number in {bracket}{low:g}, {high:g}]", f"{default:g}")
+    return default if value is None else value
+
+
+def _env_value(env: Mapping[str, str], var: str, parse: Callable[[str], _V],
+               ok: Callable[[_V], bool], expected: str, default_text: str) -> _V | None:
+    """``var`` parsed, when it parses and is ``ok``; unset or blank: None, silently; anything
+    else: None after :func:`warn_default` (saying ``expected`` and ``default_text``)."""
     raw = env.get(var, "").strip()
     if not raw:
-        return default
+        return None
     try:
-        value = float(raw)
+        value: _V | None = parse(raw)
     except ValueError:
-        value = math.nan
-    above_low = value > low if low_open else value >= low
-    if not (above_low and value <= high):  # NaN fails both
-        bracket = "(" if low_open else "["
-        warn_default(var, raw, f"a number in {bracket}{low:g}, {high:g}]", f"{default:g}")
-        return default
+        value = None
+    if value is None or not ok(value):
+        warn_default(var, raw, expected, default_text)
+        return None
     return value
 
 
@@ -149,17 +160,8 @@ MAX_EPOCH_NS = 2**63 - 1
 def env_epoch_ns(env: Mapping[str, str]) -> int | None:
     """``STORMOTEL_SIM_EPOCH_NS`` as an integer number of nanoseconds since 1970 that fits in
     int64; unset: None; anything else: a warning and None (the device's own clock)."""
-    raw = env.get(SIM_EPOCH_NS, "").strip()
-    if not raw:
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= MAX_EPOCH_NS:
-        warn_default(SIM_EPOCH_NS, raw, "an integer number of ns in [0, 2**63)", "own clock")
-        return None
-    return value
+    return _env_value(env, SIM_EPOCH_NS, int, lambda v: 0 <= v <= MAX_EPOCH_NS,
+                      "an integer number of ns in [0, 2**63)", "own clock")
 
 
 # --- the OTel specification's variables --------------------------------------------------------

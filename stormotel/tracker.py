@@ -23,11 +23,11 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import math
 import os
-import signal
 import sys
 import threading
 import time
@@ -54,16 +54,20 @@ from stormotel.config import (
     linger_seconds,
 )
 from stormotel.edges import LEVELS, FirstRiseDetector, ThresholdMonitor
+from stormotel.event_end import EventEnd
 from stormotel.exporters import install_log_once
-from stormotel.fr_dump import dump_in_background
 from stormotel.identity import Identity, resolve_identity
 from stormotel.ring import RingBuffer
 from stormotel.samplers import SAMPLERS as SAMPLER_NAMES
 from stormotel.samplers import Sample, Sampler, make_sampler
-from stormotel.stall_watch import StallSnapshot, StallWatch, stall_settings
+from stormotel.samplers.base import span_memory
+from stormotel.sigterm import SigtermHandoff
+from stormotel.stall_watch import stall_settings
+from stormotel.stall_witness import StallWitness
 from stormotel.stormlog_api import MemoryWatchdog, StormlogTrackerAPI, stormlog_arguments
 from stormotel.stormlog_compat import AlertCallback, StormlogEvents, TrackingEvent
 from stormotel.telemetry import RollingPeak, Telemetry, TrackerState
+from stormotel.warn_once import WarnOnce
 
 #: where snapshots go when asked for (stall_snapshots=True) without an archive or stall_dir
 DEFAULT_STACKS_DIR = "stormotel-stacks"
@@ -144,16 +148,6 @@ def _ending_badly(exc_type: type[BaseException] | None) -> bool:
 #: threshold level → its edge kind on the edge gauges.
 _THRESHOLD_EDGE = {LEVELS[schema.THRESHOLD_WARNING]: schema.EDGE_THRESHOLD_WARNING,
                    LEVELS[schema.THRESHOLD_CRITICAL]: schema.EDGE_THRESHOLD_CRITICAL}
-
-
-def _memory_of(sample: Sample | None) -> int | None:
-    """The one number a span reports: device used, else allocator reserved, else allocated."""
-    if sample is None:
-        return None
-    for value in (sample.device_used, sample.reserved, sample.allocated):
-        if value is not None:
-            return value
-    return None
 
 
 class _SpanPeak:
@@ -270,9 +264,8 @@ class MemoryTracker(StormlogTrackerAPI):
             Path(archive_dir if archive_dir is not None else DEFAULT_STACKS_DIR)
             / self.identity.job_id / schema.STACKS_DIR)
         # The linger for a last scrape comes on top of the final export's own bound (only
-        # while a Prometheus endpoint is serving: see ``_stop_bound_s``).
+        # while a Prometheus endpoint is serving: see ``EventEnd.stop_bound_s``).
         self.shutdown_timeout = export.shutdown_timeout_s + (export.prometheus_linger_s or 0.0)
-        self._final_export_s = export.shutdown_timeout_s
         self.linger_after_event_s = export.linger_after_event_s or 0.0
         self.handle_sigterm = export.handle_sigterm
 
@@ -282,7 +275,7 @@ class MemoryTracker(StormlogTrackerAPI):
         th = cfg.thresholds
         self.estimate_bytes = load_estimate(th.estimate_bytes)
         self.thresholds = ThresholdMonitor(dict(th.levels or {}), th.hysteresis_percent)
-        self._check_threshold_order()
+        self.thresholds.check_order()
         self.stormlog = StormlogEvents(
             job_id=self.identity.job_id, rank=self.identity.rank,
             local_rank=self.identity.local_rank, world_size=self.identity.world_size,
@@ -300,18 +293,20 @@ class MemoryTracker(StormlogTrackerAPI):
         """What start/stop, the sampling thread and the process events share."""
         self.telemetry: Telemetry | None = None
         self._session: trace.Span | None = None
-        self._stall: StallWatch | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._span_peaks: list[_SpanPeak] = []
         self._peaks_lock = threading.Lock()
-        self._warned: set[str] = set()
+        self._warn = WarnOnce(log)
+        self._end = EventEnd(self.export_config.shutdown_timeout_s, self.shutdown_timeout,
+                             self.linger_after_event_s, self._warn)
+        self._stalls = StallWitness(self.stall_config, self.identity, self.state, self._env,
+                                    self._warn)
+        self._sigterm = SigtermHandoff()
         self._step = 0
         self._lifecycle = threading.RLock()  # SIGTERM may arrive while stopping
         self._observe_lock = threading.Lock()
         self._first_sample = threading.Event()
-        self._previous_sigterm: Any = None
-        self._sigterm_installed = False
         self._forked = False
         self._started_mono = 0.0
         #: monotonic time of the latest OOM the tracker saw (its own event or the counter)
@@ -319,7 +314,6 @@ class MemoryTracker(StormlogTrackerAPI):
         #: capture_oom blocks open now: an OOM inside one is announced by capture_oom (with its
         #: dump), not by the sampling thread that sees the allocator's counter go up first.
         self._capturing = 0
-        self._push_thread: threading.Thread | None = None
         _LIVE.add(self)
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -365,7 +359,7 @@ class MemoryTracker(StormlogTrackerAPI):
                 schema.SPAN_SESSION, attributes={
                     schema.SPAN_ATTR_SAMPLER: self.sampler.name,
                     schema.SPAN_ATTR_SAMPLING_INTERVAL: self.sampling_interval})
-            self._stall = self._make_stall_watch()
+            self._stalls.start(self._edge)
             self._stop.clear()
             self._first_sample.clear()
             self._started_mono = time.monotonic()
@@ -376,7 +370,8 @@ class MemoryTracker(StormlogTrackerAPI):
             # The thread samples at once; waiting (bounded) gives spans a value from the start.
             self._first_sample.wait(FIRST_SAMPLE_WAIT_S)
             atexit.register(self._stop_at_exit)
-            self._install_sigterm()
+            if self.handle_sigterm:
+                self._sigterm.install(functools.partial(self.stop_tracking, linger=True))
             return self
 
     def stop_tracking(self, *, linger: bool | None = None,
@@ -398,22 +393,20 @@ class MemoryTracker(StormlogTrackerAPI):
             if self._thread is None:
                 return
             self._stop.set()
-            self._thread.join(timeout=self._final_export_s / 2)
+            self._thread.join(timeout=self._end.final_export_s / 2)
             sampler_stuck = self._thread.is_alive()
             self._thread = None
             atexit.unregister(self._stop_at_exit)
-            self._restore_sigterm()
-            stall, self._stall = self._stall, None
-            if stall is not None:
-                stall.close()
+            self._sigterm.restore()
+            self._stalls.close()
             if not sampler_stuck:
                 try:
                     self._tick()  # a last sample, so the archive ends at the stop time
                 except Exception as e:
                     log.debug("stormotel: final sample failed: %s", e)
             else:
-                self._warn_once("stuck", "stormotel: the sampler did not return within %.1f s; "
-                                "stopping without a final sample", self._final_export_s / 2)
+                self._warn("stuck", "stormotel: the sampler did not return within %.1f s; "
+                           "stopping without a final sample", self._end.final_export_s / 2)
             if _uncaught is not None and self._oom_mono is None and is_oom_error(_uncaught):
                 # An uncaught OOM no counter showed (e.g. nvml): the OOM event, with its dump.
                 with contextlib.suppress(Exception):
@@ -422,20 +415,21 @@ class MemoryTracker(StormlogTrackerAPI):
             if self.telemetry is not None:
                 self.telemetry.mark_stopped()  # the scrape the linger waits for reads it too
             lingered = False
-            if linger is not False and (linger or self._oom_unscraped()):
+            telemetry = self.telemetry
+            if linger is not False and (
+                    linger or self._end.oom_unscraped(telemetry, self._oom_mono)):
                 # After SIGTERM or a failure the final state is what must be read; else the
                 # OOM (a scrape of it may be finishing right now: it counts once it is sent).
-                lingered = self._linger(time.monotonic() if linger or self._oom_mono is None
-                                        else self._oom_mono)
+                after = time.monotonic() if linger or self._oom_mono is None else self._oom_mono
+                lingered = self._end.linger(telemetry, after, self._started_mono)
             session, self._session = self._session, None
-            telemetry = self.telemetry
             sampler = self.sampler
-            bound = self._stop_bound_s(lingered)
+            bound = self._end.stop_bound_s(telemetry, lingered)
             deadline = time.monotonic() + bound
             archived = threading.Event()
 
             def finish() -> None:
-                timeout_ms = int(self._final_export_s * 1000)
+                timeout_ms = int(self._end.final_export_s * 1000)
                 try:
                     if session is not None:
                         session.end()
@@ -455,22 +449,11 @@ class MemoryTracker(StormlogTrackerAPI):
             worker.start()
             worker.join(max(0.0, deadline - time.monotonic()))
             if worker.is_alive():
-                self._warn_once("shutdown", "stormotel: the final %s did not finish within "
-                                "%.1f s (collector unreachable?); continuing without it",
-                                "export" if archived.is_set() else "archive write", bound)
+                self._warn("shutdown", "stormotel: the final %s did not finish within "
+                           "%.1f s (collector unreachable?); continuing without it",
+                           "export" if archived.is_set() else "archive write", bound)
 
-    def _stop_bound_s(self, lingered: bool) -> float:
-        """How long the stop waits for the final write and export (after the sampler's own
-        half of ``shutdown_timeout_s``): ``shutdown_timeout_s``, plus the last-scrape linger
-        only while a Prometheus endpoint serves and no event linger has already waited for a
-        scrape. A collector that black-holes or refuses never adds to it (docs/tracker.md
-        "Stopping")."""
-        telemetry = self.telemetry
-        serving = telemetry is not None and telemetry.scrape_watch is not None
-        extra = self.shutdown_timeout - self._final_export_s
-        return self._final_export_s + (extra if serving and not lingered else 0.0)
-
-    # -- the end after an event: push, and linger until scraped ---------------------------
+    # -- the end after an event (pushed, and lingering until scraped: EventEnd) ------------
     def _stop_at_exit(self) -> None:
         """At interpreter exit: an uncaught exception is ending the process (Python leaves it in
         ``sys.last_value`` before the exit handlers run); an uncaught OOM the sampler did not
@@ -483,66 +466,11 @@ class MemoryTracker(StormlogTrackerAPI):
         # allocator's counter if it has one; only an OOM it did not show becomes an event.
         self.stop_tracking(linger=True, _uncaught=exc)
 
-    def _oom_unscraped(self) -> bool:
-        """An OOM was seen and the Prometheus endpoint has not been scraped since."""
-        watch = None if self.telemetry is None else self.telemetry.scrape_watch
-        return self._oom_mono is not None and watch is not None and \
-            not watch.served_since(self._oom_mono)
-
-    def _push_soon(self) -> None:
-        """Flush every push destination (spans, OTLP, archive) in a helper thread, one at a
-        time: the sampling thread must not wait on a collector."""
-        telemetry = self.telemetry
-        if telemetry is None or (self._push_thread is not None and self._push_thread.is_alive()):
-            return
-        timeout_ms = int(self.shutdown_timeout * 1000)
-        self._push_thread = threading.Thread(target=telemetry.flush, args=(timeout_ms,),
-                                             name="stormotel-push", daemon=True)
-        self._push_thread.start()
-
-    def _linger(self, after_mono: float) -> bool:
-        """Push the final state now, then keep the Prometheus endpoint serving until a scrape
-        that began after ``after_mono`` has been served, at most ``linger_after_event_s``;
-        True when it waited for a scrape.
-
-        No wait (and no early push: the stop's own final export pushes, within its bound)
-        without an endpoint, with the linger off (0), or when the endpoint has never been
-        scraped though it has been up longer than the linger (nobody scrapes it)."""
-        telemetry = self.telemetry
-        if telemetry is None or telemetry.scrape_watch is None:
-            return False
-        limit = self.linger_after_event_s
-        if limit <= 0:
-            return False
-        deadline = time.monotonic() + limit
-        timeout_ms = int(max(self.shutdown_timeout, 1.0) * 1000)
-        pusher = threading.Thread(target=telemetry.flush, args=(timeout_ms,),
-                                  name="stormotel-push", daemon=True)
-        pusher.start()
-        watch = telemetry.scrape_watch
-        waited = True
-        up_s = time.monotonic() - self._started_mono
-        if watch.count == 0 and up_s > limit:
-            log.info("stormotel: the Prometheus endpoint was never scraped in %.0f s; not "
-                     "waiting for a scrape", up_s)
-            waited = False
-        elif watch.wait_served(after_mono, limit):
-            log.info("stormotel: the final state was scraped; stopping")
-        else:
-            self._warn_once("linger", "stormotel: no Prometheus scrape within %.1f s of the "
-                            "end (linger_after_event_s / %s); the last values may be "
-                            "missing from the TSDB", limit, environment.LINGER_S)
-        # The push shares the linger's bound.
-        pusher.join(max(0.0, deadline - time.monotonic()))
-        return waited
-
     # -- process events: fork and SIGTERM -------------------------------------------------
     def _disarm_after_fork(self) -> None:
         """In a forked child: forget the parent's thread, server, exporters and handlers."""
         self._forked = True
-        if self._stall is not None:  # the C watchdog thread is the parent's
-            self._stall.forget_after_fork()
-            self._stall = None
+        self._stalls.forget_after_fork()  # the C watchdog thread is the parent's
         if self._thread is None:
             return
         self._thread = None
@@ -551,45 +479,7 @@ class MemoryTracker(StormlogTrackerAPI):
         if self.telemetry is not None:
             self.telemetry.disarm_after_fork()
         self.telemetry = None
-        if self._sigterm_installed:
-            with contextlib.suppress(Exception):
-                signal.signal(signal.SIGTERM, self._previous_sigterm)
-            self._sigterm_installed = False
-
-    def _install_sigterm(self) -> None:
-        """Flush on SIGTERM, then hand the signal to whatever handled it before."""
-        if not self.handle_sigterm or threading.current_thread() is not threading.main_thread():
-            return
-        try:
-            previous = signal.getsignal(signal.SIGTERM)
-            if previous is signal.SIG_IGN or previous is None:  # ignored / set outside Python
-                return
-            signal.signal(signal.SIGTERM, self._on_sigterm)
-        except (ValueError, OSError) as e:  # not the main interpreter, or no signals here
-            log.debug("stormotel: cannot install a SIGTERM handler: %s", e)
-            return
-        self._previous_sigterm = previous
-        self._sigterm_installed = True
-
-    def _restore_sigterm(self) -> None:
-        if not self._sigterm_installed:
-            return
-        self._sigterm_installed = False
-        with contextlib.suppress(ValueError, OSError):
-            if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
-                signal.signal(signal.SIGTERM, self._previous_sigterm)
-
-    def _on_sigterm(self, signum: int, frame: Any) -> None:
-        previous = self._previous_sigterm
-        try:
-            self.stop_tracking(linger=True)  # restores the previous handler too
-        except Exception as e:
-            log.debug("stormotel: flush on SIGTERM failed: %s", e)
-        if callable(previous):
-            previous(signum, frame)
-            return
-        signal.signal(signum, signal.SIG_DFL)  # the default: die of the signal, as before
-        os.kill(os.getpid(), signum)
+        self._sigterm.forget_after_fork()
 
     def __enter__(self) -> MemoryTracker:
         return self.start_tracking()
@@ -613,20 +503,7 @@ class MemoryTracker(StormlogTrackerAPI):
         if name in self.stormlog.thresholds:
             self.stormlog.set_threshold(name, value)
             return
-        old = dict(self.thresholds.thresholds)
-        self.thresholds.set(name, value)
-        try:
-            self._check_threshold_order()
-        except ValueError:
-            self.thresholds.set(name, old[name])
-            raise
-
-    def _check_threshold_order(self) -> None:
-        warning = self.thresholds.thresholds.get(schema.THRESHOLD_WARNING)
-        critical = self.thresholds.thresholds.get(schema.THRESHOLD_CRITICAL)
-        if warning is not None and critical is not None and warning >= critical:
-            raise ValueError(f"{schema.THRESHOLD_WARNING}={warning:g} must be below "
-                             f"{schema.THRESHOLD_CRITICAL}={critical:g}")
+        self.thresholds.set_ordered(name, value)
 
     # -- Stormlog-compatible event API ----------------------------------------------------
     def add_alert_callback(self, callback: AlertCallback) -> None:
@@ -667,11 +544,6 @@ class MemoryTracker(StormlogTrackerAPI):
         self.state.estimate_bytes = self.estimate_bytes
 
     # -- sampling thread ------------------------------------------------------------------
-    def _warn_once(self, key: str, message: str, *args: object) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            log.warning(message, *args)
-
     def _run(self) -> None:
         interval = self.sampling_interval
         try:
@@ -690,23 +562,22 @@ class MemoryTracker(StormlogTrackerAPI):
 
     def _tick(self) -> None:
         started = time.perf_counter()
-        if self._stall is not None:
-            self._stall.poll()
+        self._stalls.poll()
         try:
             sample = self.sampler.sample()
         except Exception as e:
             self.state.count_drop(schema.REASON_SAMPLER_ERROR)
-            self._warn_once("sampler", "stormotel: %s sampler failed (%s: %s); samples are "
-                            "counted as dropped and this is not logged again",
-                            self.sampler.name, type(e).__name__, e)
+            self._warn("sampler", "stormotel: %s sampler failed (%s: %s); samples are "
+                       "counted as dropped and this is not logged again",
+                       self.sampler.name, type(e).__name__, e)
             return
         try:
             with self._observe_lock:  # the training thread may sample too (capture_oom)
                 self._observe(sample, time.perf_counter() - started)
         except Exception as e:  # a bug here must not kill the sampling thread
             self.state.count_drop(type(e).__name__.lower())
-            self._warn_once("observe", "stormotel: processing a sample failed (%s: %s)",
-                            type(e).__name__, e)
+            self._warn("observe", "stormotel: processing a sample failed (%s: %s)",
+                       type(e).__name__, e)
 
     def _observe(self, sample: Sample, duration_s: float) -> None:
         self.ring.push(sample)
@@ -731,8 +602,8 @@ class MemoryTracker(StormlogTrackerAPI):
                 if gap_s is not None:
                     oom_attrs[schema.EVENT_ATTR_SINCE_PREVIOUS] = gap_s
                 self._edge(schema.EVENT_OOM, sample.timestamp_ns, oom_attrs)
-                self._push_soon()
-        memory = _memory_of(sample)
+                self._end.push_soon(self.telemetry)
+        memory = span_memory(sample)
         with self._peaks_lock:
             for peak in self._span_peaks:
                 peak.update(memory)
@@ -784,13 +655,13 @@ class MemoryTracker(StormlogTrackerAPI):
 
     def _read_now(self) -> int | None:
         """The latest sample's memory: never the device, so a slow sampler costs nothing here."""
-        return _memory_of(self.state.latest)
+        return span_memory(self.state.latest)
 
     @contextlib.contextmanager
     def _memory_span(self, name: str, attributes: dict[str, Any]) -> Iterator[trace.Span]:
         if self.telemetry is None or self._session is None:  # not started, or stopped
-            self._warn_once("not-tracking", "stormotel: %s used while the tracker is not "
-                            "tracking (call start_tracking() first); no span recorded", name)
+            self._warn("not-tracking", "stormotel: %s used while the tracker is not "
+                       "tracking (call start_tracking() first); no span recorded", name)
             yield trace.INVALID_SPAN
             return
         start = self._read_now()
@@ -805,8 +676,7 @@ class MemoryTracker(StormlogTrackerAPI):
             try:
                 yield span
             except BaseException:
-                if self._stall is not None:
-                    self._stall.pause()
+                self._stalls.pause()
                 raise
             finally:
                 end = self._read_now()
@@ -822,7 +692,7 @@ class MemoryTracker(StormlogTrackerAPI):
         """A training-step span with memory at start/end and the peak within the step."""
         self._step = self._step + 1 if n is None else int(n)
         self.state.step = self._step
-        self._progress(step=self._step)
+        self._stalls.progress(step=self._step)
         return self._memory_span(schema.SPAN_STEP, {schema.SPAN_ATTR_STEP: self._step,
                                                     schema.SPAN_ATTR_KIND: schema.SPAN_KIND_STEP})
 
@@ -830,60 +700,9 @@ class MemoryTracker(StormlogTrackerAPI):
         """A named phase, e.g. ``tracker.mark("nccl:all_reduce")`` around a collective; the span
         is named by the mark itself (attribute ``stormotel.span.kind="mark"`` says what it is)."""
         text = str(name) or schema.SPAN_MARK
-        self._progress(mark=text)
+        self._stalls.progress(mark=text)
         return self._memory_span(text, {schema.SPAN_ATTR_MARK: text,
                                         schema.SPAN_ATTR_KIND: schema.SPAN_KIND_MARK})
-
-    # -- stalls: a stack snapshot when the rank stops making progress ----------------------
-    def _make_stall_watch(self) -> StallWatch | None:
-        cfg = self.stall_config
-        if not cfg.enabled:
-            return None
-        header = {**self.identity.labels(), "rank": self.identity.rank}
-        # which incarnation of the job (torchrun restarts it under the same job id): the
-        # analyzer never judges an earlier incarnation's snapshots with the latest one's
-        restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "")
-        if restart.isdigit() and len(restart) < 10:
-            header["restart_count"] = int(restart)
-        return StallWatch(cfg.directory, header, multiple=cfg.multiple, floor_s=cfg.floor_s,
-                          on_snapshot=self._on_stall)
-
-    def _progress(self, step: int | None = None, mark: str | None = None) -> None:
-        stall = self._stall
-        if stall is not None:
-            try:
-                stall.progress(step, mark)
-            except Exception as e:  # the training loop must never see the watch fail
-                self._stall = None
-                with contextlib.suppress(Exception):
-                    stall.close()
-                self._warn_once("stall", "stormotel: stack snapshots disabled (%s: %s)",
-                                type(e).__name__, e)
-                return
-            if self.state.stalled:
-                self.state.stalled = False
-
-    def _on_stall(self, snap: StallSnapshot) -> None:
-        """A snapshot was taken: count it, an edge (gauge and span event), and the Flight
-        Recorder's view of the same moment where the recorder is on."""
-        with self.state.lock:
-            self.state.stall_snapshots += 1
-            self.state.stalled = True
-        self.state.record_edge(schema.EDGE_STALL, snap.timestamp_ns,
-                               _memory_of(self.state.latest) or 0)
-        fr_dir = snap.path.parent.parent / schema.FR_DUMPS_DIR
-        fr_asked = dump_in_background(fr_dir, self.identity.rank, self._env) is not None
-        attrs: dict[str, Any] = {schema.EVENT_ATTR_STACK_PATH: str(snap.path),
-                                 schema.EVENT_ATTR_SINCE_PROGRESS: snap.since_progress_s,
-                                 schema.EVENT_ATTR_DEADLINE: round(
-                                     self._stall.deadline_s if self._stall else 0.0, 3)}
-        if fr_asked:  # written when torch answers (gloo: once the collective completes)
-            attrs[schema.EVENT_ATTR_DUMP_PATH] = str(fr_dir / f"nccl_trace_rank_"
-                                                     f"{self.identity.rank}")
-        with contextlib.suppress(Exception):
-            self._edge(schema.EVENT_STALL, snap.timestamp_ns, attrs)
-        log.warning("stormotel: rank %s made no progress for %.0f s: stack snapshot %s",
-                    self.identity.rank, snap.since_progress_s, snap.path)
 
     # -- OOM flight recorder --------------------------------------------------------------
     def dump(self, path: str | os.PathLike[str] | None = None, reason: str = "requested",
@@ -931,19 +750,19 @@ class MemoryTracker(StormlogTrackerAPI):
             dump_path = str(self.dump(reason="oom", extra={"context": context,
                                                            "error": str(exc)[:500]}))
         except Exception as e:
-            self._warn_once("dump", "stormotel: OOM dump to %s failed (%s)",
-                            self.oom_dump_dir, e)
+            self._warn("dump", "stormotel: OOM dump to %s failed (%s)",
+                       self.oom_dump_dir, e)
         now_ns = time.time_ns()
-        self.state.record_edge(schema.EDGE_OOM, now_ns, _memory_of(self.state.latest) or 0)
+        self.state.record_edge(schema.EDGE_OOM, now_ns, span_memory(self.state.latest) or 0)
         try:
             self._edge(schema.EVENT_OOM, now_ns, {
                 schema.EVENT_ATTR_CONTEXT: context, schema.EVENT_ATTR_DUMP_PATH: dump_path,
                 schema.EVENT_ATTR_MESSAGE: str(exc)[:500],
-                schema.EVENT_ATTR_BYTES: _memory_of(self.state.latest) or 0})
+                schema.EVENT_ATTR_BYTES: span_memory(self.state.latest) or 0})
             if self.telemetry is not None and flush:
                 self.telemetry.flush()
         except Exception as e:
-            self._warn_once("oom-event", "stormotel: OOM event export failed (%s)", e)
+            self._warn("oom-event", "stormotel: OOM event export failed (%s)", e)
         self.last_oom_dump = dump_path or None
 
     last_oom_dump: str | None = None

@@ -32,12 +32,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from stormotel.analyzers.sources.zstd_slices import OverBudget, inflate_frame
+
 from stormotel.errors import SourceInputError
 
 __all__ = ["ProtoMessages", "Records", "groups", "is_length_prefixed_zstd", "rotated_inner_name"]
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-_SLICE = 4096
 #: lumberjack's and timberjack's default backup time format (``2006-01-02T15-04-05.000``) and
 #: timberjack's rotation reason (``-size``, ``-time``, a sanitized custom reason: [a-z0-9_-]).
 _ROTATED = re.compile(r"-\d{4}-\d{2}-\d{2}t\d{2}-\d{2}-\d{2}(?:\.\d{3})?(?:-[a-z0-9_-]{1,32})?$")
@@ -184,14 +185,10 @@ def _inflate(dctx: Any, body: memoryview, budget: int, path: Path | str) -> byte
         if whole is not None and len(whole) == declared:
             return bytes(whole)
     d = dctx.decompressobj()
-    parts = []
-    at = got = 0
-    while at < len(body) and not d.eof:
-        chunk = d.decompress(body[at:at + _SLICE])
-        at += _SLICE
-        got += len(chunk)
-        if got > budget:
-            raise SourceInputError(f"{path}: larger than the per-file limit decompressed "
-                                   "(raise $STORMOTEL_MAX_FILE_BYTES if this is real telemetry)")
-        parts.append(chunk)
-    return b"".join(parts) if d.eof else None
+    try:
+        whole, _ = inflate_frame(d, body, budget)
+    except OverBudget:
+        raise SourceInputError(f"{path}: larger than the per-file limit decompressed "
+                               "(raise $STORMOTEL_MAX_FILE_BYTES if this is real telemetry)"
+                               ) from None
+    return whole if d.eof else None

@@ -35,6 +35,7 @@ import msgspec
 import numpy as np
 from stormotel.analyzers.sources.otlp_archive import METRIC_FIELDS, OtlpFileReader, identity_from
 from stormotel.analyzers.sources.otlp_fast import OtlpResource, attrs_of
+from stormotel.analyzers.sources.zstd_slices import OverBudget, inflate_frame
 
 from stormotel import schema
 from stormotel.archive_format import (
@@ -51,7 +52,6 @@ from stormotel.archive_format import (
 __all__ = ["companion_of", "read_with_companion"]
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-_SLICE = 4096
 _NAME = re.compile(r"^" + re.escape(schema.ARCHIVE_RANK_PREFIX) + r"(\d+)\.(\d{5})"
                    + re.escape(schema.ARCHIVE_METRICS_SUFFIX) + r"\.zst$")
 
@@ -88,19 +88,14 @@ def _frames(raw: bytes, limit: int) -> list[bytes]:
         if not bytes(data[:4096]).strip(b"\0"):
             break  # zeros where a crash left the file's end unwritten: as cut, like the JSON's
         d = zstandard.ZstdDecompressor().decompressobj()
-        parts = []
-        pos = size = 0
-        while pos < len(data) and not d.eof:
-            chunk = d.decompress(data[pos:pos + _SLICE])
-            pos += _SLICE
-            total += len(chunk)
-            size += len(chunk)
-            if total > limit or size > MAX_FRAME_BYTES:
-                raise _Unusable(f"inflates past {min(limit, MAX_FRAME_BYTES)} bytes")
-            parts.append(chunk)
+        try:  # past the file's limit in all, or past one frame's
+            frame, pos = inflate_frame(d, data, min(limit - total, MAX_FRAME_BYTES))
+        except OverBudget:
+            raise _Unusable(f"inflates past {min(limit, MAX_FRAME_BYTES)} bytes") from None
         if not d.eof:
             break  # cut mid-frame: the complete frames before it stand
-        out.append(b"".join(parts))
+        total += len(frame)
+        out.append(frame)
         data = data[min(pos, len(data)) - len(d.unused_data):]  # where the next frame starts
     return out
 

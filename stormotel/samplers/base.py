@@ -11,7 +11,7 @@ from typing import Protocol, runtime_checkable
 
 from stormotel.errors import UsageError
 
-__all__ = ["SAMPLE_FIELDS", "Sample", "Sampler", "SamplerUnavailable"]
+__all__ = ["SAMPLE_FIELDS", "Sample", "Sampler", "SamplerUnavailable", "span_memory"]
 
 
 class SamplerUnavailable(UsageError, RuntimeError):
@@ -53,6 +53,17 @@ class Sample:
 
 #: Field names in declaration order (ring-buffer columns, dump keys).
 SAMPLE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Sample))
+
+
+def span_memory(sample: Sample | None) -> int | None:
+    """The one number a span or an edge reports: device used, else allocator reserved, else
+    allocated (None without a sample or any of them)."""
+    if sample is None:
+        return None
+    for value in (sample.device_used, sample.reserved, sample.allocated):
+        if value is not None:
+            return value
+    return None
 
 
 @runtime_checkable
