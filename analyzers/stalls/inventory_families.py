@@ -110,6 +110,12 @@ FAMILIES: tuple[Family, ...] = (
     _f("elastic.signal", "torchelastic", r"signal|shutting down|SIGTERM|SIGKILL", "waits",
        "stall", "the agent itself was stopped (the launcher's or scheduler's decision)"),
     # --- NCCL -------------------------------------------------------------------------------
+    # criterion for "not a rank-bearing error": the fragment is a column header or label that
+    # names no rank, no count of ranks with a property, no status and no error (its "Ranks"
+    # are column titles); it is counted as info, not against the share
+    _f("nccl.ras.summary_header", "nccl-ras", r"^Group\s+Comms\s+Nodes\s+Ranks", "waits", "info",
+       "the column header of RAS's communicator summary table: names no rank, count, status "
+       "or error (the Errors section below it does)"),
     _f("nccl.ras", "nccl-ras",
        r"missing|Rank %|collective operation|counts?|status|unresponsive|dead|ranks? ", "names",
        "stall", "RAS: per communicator, how many operations each rank launched (the ranks "
