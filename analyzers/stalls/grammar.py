@@ -673,6 +673,129 @@ CATALOGUE: tuple[Pattern, ...] = (
        "carries no rank — so never more than low",
        r"(?P<pct>\d{1,3})%\|[^|\n]{0,200}\| *\d+(?:\.\d+)?[kMG]?/\d+(?:\.\d+)?[kMG]? \[\d",
        ("%|",), K_READING),
+    # ------------------------------------------- c10d lines that show their reporter only
+    # (read by log_c10d_reporter; versions = the torch wheels the inventory read the string
+    # from: 1.13.0, 2.0.0, 2.2.0, 2.4.0, 2.6.0, 2.8.0, 2.13.0)
+    _p("torch.nccl.watchdog_error", "torch c10d ProcessGroupNCCL",
+       '"Exception (either an error or timeout) detected by watchdog at work: " … / "Some NCCL '
+       'operations have failed or timed out. Due to the asynchronous nature of CUDA kernels…" / '
+       '"ProcessGroupNCCL\'s watchdog detected an exception from the local rank." / "Timeout at '
+       'NCCL work: " … / "(Watchdog caught exception: " / " found async exception when checking '
+       'for NCCL errors: " / " timed out in blocking wait (TORCH_NCCL_BLOCKING_WAIT=1)." / "NCCL '
+       'timeout in communicator initialization." / "NCCL timeout when waiting for nonblocking '
+       'call to become successful." / "NCCL monitor thread timeout" / "watchdog thread '
+       'terminated with unknown exception"',
+       "1.13+ (the wording of each release: docs/stalls.md, inventory)", PT_NCCL
+       + " (watchdog, checkForNCCLErrors, WorkNCCL::wait, initialization, heartbeat monitor)",
+       "reporter: a collective, communicator or wait of ITS OWN failed or timed out (a victim "
+       "or the origin — the line cannot tell); names no other rank: a stall shown",
+       r"Exception \(either an error or timeout\) detected by watchdog at work|Some NCCL "
+       r"operations have failed or timed out|watchdog detected an exception from the local rank"
+       r"|Timeout at NCCL work|\(Watchdog caught exception|found async exception when checking "
+       r"for NCCL errors|timed out in blocking wait|NCCL timeout (?:in communicator "
+       r"initialization|when waiting for nonblocking call)|NCCL monitor thread timeout|watchdog "
+       r"thread terminated with unknown exception",
+       ("watchdog", "timed out", "nccl errors", "nccl timeout", "timeout at nccl",
+        "thread timeout"),
+       "c10d_reporter"),
+    _p("torch.nccl.comm_aborted", "torch c10d ProcessGroupNCCL",
+       '"NCCL communicator was aborted on rank " r "." / "… This means that rank has aborted its '
+       'NCCL communicators previously and is not in a healthy state." / "Launching '
+       'ProcessGroupNCCL abort asynchr(o)nously." / "ProcessGroupNCCL aborts successfully." / '
+       '"ProcessGroupNCCL monitor thread is disabled, but would have terminated the process" / '
+       '"main process destroyed cuda before watchdog loop exited, terminating watchdog." / '
+       '"[Rank r] (Watchdog) wrote aborted communicator id to store: " …', "1.13+", PT_NCCL,
+       "reporter: its communicator was aborted (after its own error or its watchdog's timeout — "
+       "the end of a waiting rank as often as of the failing one): a stall shown, no culprit",
+       r"communicator was aborted on rank|has aborted its NCCL communicators previously|"
+       r"Launching ProcessGroupNCCL abort asynchr|ProcessGroupNCCL aborts successfully|monitor "
+       r"thread is disabled, but would have terminated|main process destroyed cuda before "
+       r"watchdog|rote aborted communicator id to store",
+       ("abort", "destroyed cuda", "would have terminated"), "c10d_reporter"),
+    _p("torch.nccl.watchdog_hang", "torch c10d ProcessGroupNCCL",
+       '"ProcessGroupNCCL watchdog hang" / "This typically indicates a NCCL/CUDA API (e.g., '
+       'CudaEventDestroy) hang blocking the watchdog, " … / "… because we want to wait longer to '
+       'verify there is indeed a watchdog hang." / "Flight recorder dump in heartbeatMonitor" / '
+       '"If you suspect the watchdog is not actually stuck and a longer timeout would help, " …',
+       "2.2+", PT_NCCL + " (HeartbeatMonitor)",
+       "reporter: its own watchdog thread is stuck in a CUDA/NCCL call — the reporter is wedged "
+       "(a suspect, as torch.nccl.heartbeat says: a hint, not a verdict)",
+       r"ProcessGroupNCCL watchdog hang|hang blocking the watchdog|verify there is indeed a "
+       r"watchdog hang|Flight recorder dump in heartbeatMonitor|suspect the watchdog is not "
+       r"actually stuck", ("watchdog", "heartbeatmonitor"), "c10d_reporter"),
+    _p("torch.nccl.dump_lines", "torch c10d ProcessGroupNCCL / Flight Recorder",
+       '"Received a global dump signal from rank " r / "ProcessGroupNCCL\'s watchdog detected a '
+       'dump signal from rank " r / "Received a dump signal from this local rank and will " … / '
+       '"Broadcasting flight recorder dump signal to other processes via TCPStore." / "First '
+       'watchdog to set the dump signal." / "First PG on this rank detecting the dump signal '
+       'through tcpstore." / " giving time for flight recorder dumps to finish." / '
+       '"ProcessGroupNCCL preparing to dump debug info." / "ProcessGroupNCCL dumping nccl trace '
+       'to " … / "Flight Recorder trace successfully dumped."', "2.2+", PT_NCCL,
+       "reporter: an initiator (its own watchdog fired) or an observer (told through the store); "
+       "'from rank r' names the rank whose watchdog fired first — a victim that timed out, "
+       "never a culprit",
+       r"dump signal from (?:rank (?P<initiator>\d{1,7})|this local rank)|Broadcasting flight "
+       r"recorder dump signal|First watchdog to set the dump signal|detecting the dump signal "
+       r"through tcpstore|giving time for flight recorder dumps|preparing to dump debug info|"
+       r"dumping nccl trace to|Flight Recorder trace successfully dumped",
+       ("dump", "flight recorder"), "c10d_reporter", re.I),
+    _p("torch.nccl.dump_store_failed", "torch c10d ProcessGroupNCCL",
+       '"Failed to get timeout rank ID from TCPStore." / "… from the global store." / "Failed '
+       'to check the \\"should dump\\" flag on TCPStore, " … / "Failed to get exception dump '
+       'flag from the global store." / "Failed to set dump signal in tcpstore. " …', "2.2+",
+       PT_NCCL + " (HeartbeatMonitor / watchdog)",
+       "reporter: while stalled it could not read or write the job's store (served by global "
+       "rank 0's process or node 0's agent): that process may be gone — names nobody",
+       r"Failed to (?:get timeout rank ID from|check the \"should dump\" flag on|get exception "
+       r"dump flag from|set dump signal in) (?:TCPStore|the global store|tcpstore)",
+       ("failed to",), "c10d_reporter", re.I),
+    _p("torch.nccl.health_check", "torch c10d ProcessGroupNCCL",
+       '"ProcessGroupNCCL: Health check failure: Failed to initialize NCCL communicator on rank " '
+       'r', "1.13+ (TORCH_ENABLE_NCCL_HEALTH_CHECK=1)", PT_NCCL + " (runHealthCheck)",
+       "rank r (the reporter) could not create its NCCL communicator at init: its own failure "
+       "or its peers' absence — a suspect, never more",
+       r"Health check failure: Failed to initialize NCCL communicator on rank (?P<rank>\d{1,7})",
+       ("health check failure",), "c10d_reporter"),
+    _p("torch.store_collectives.missing", "torch c10d StoreCollectives (control collectives)",
+       '"barrier failed -- missing ranks: " i ", " … e.what() (also "all_gather failed -- '
+       'missing ranks: " …)', "2.4+", "torch/csrc/distributed/c10d/control_collectives/"
+       "StoreCollectives.cpp",
+       "reporter: gave up waiting; the listed ranks had not set their key in the store when "
+       "it looked (named by reference, ranks of the StoreCollectives world) — suspects",
+       r"(?:barrier|all_gather|gather|scatter|all_sum) failed -- missing ranks: (?P<ranks>\d{1,7}"
+       r"(?:, ?\d{1,7}){0,4096})", ("missing ranks",), "c10d_reporter"),
+    _p("torch.gloo.check_rank_logs", "torch c10d ProcessGroupGloo",
+       '"… for send/recv from rank 0. Please check rank 0 logs for faulty rank." (the tail of '
+       'the monitoredBarrier peer message when its head is cut)', "1.10+", PT_GLOO,
+       "reporter: a non-coordinator of monitored_barrier; rank r (its coordinator) is named by "
+       "reference — a suspect (the full message is read by log_monitored)",
+       r"Please check rank (?P<root>\d{1,7}) logs for faulty rank", ("faulty rank",),
+       "c10d_reporter"),
+    _p("torch.detail.mismatch_hint", "torch c10d ProcessGroupWrapper / ProcessGroupNCCL",
+       '"Detected mismatch between collectives on ranks. Rank " … (the fingerprints cut) / "… '
+       'sizes used across ranks, the order of collectives is not same for all ranks …"', "1.10+",
+       "torch/csrc/distributed/c10d/ProcessGroupWrapper.cpp, ProcessGroupNCCL.cpp",
+       "reporter: ranks disagree on a collective; which ranks, only the fingerprints (or the "
+       "Flight Recorder) say — a split shown, no culprit",
+       r"Detected mismatch between collectives on ranks|order of collectives is not same for "
+       r"all ranks", ("mismatch between collectives", "order of collectives"), "c10d_reporter"),
+    _p("torchelastic.death_signal", "torch.distributed.elastic",
+       '"Received %s death signal, shutting down workers" (logger.warning)', "1.13+",
+       "torch/distributed/elastic/agent/server/api.py (SimpleElasticAgent.run)",
+       "the agent itself was stopped by a signal (the scheduler's time limit, preemption, a "
+       "user's cancel): the job did not end by itself — names no rank",
+       r"Received (?P<sig>[^\n]{1,40}?) death signal, shutting down workers", ("death signal",),
+       "c10d_reporter"),
+    _p("torchelastic.worker_wedged", "torch.distributed.elastic",
+       '"[%s] Worker pid=%s entered uninterruptible sleep (D-state); …" / "[%s] Worker pid=%s '
+       'stuck in uninterruptible sleep (D-state) for %.1fs …" / "Process %s did not exit after '
+       '%s within %ss; … Worker may be in uninterruptible kernel sleep …"', "2.13",
+       "torch/distributed/elastic/multiprocessing (2.13)",
+       "the agent saw a worker process (by pid) wedged in the kernel (a GPU or NIC driver "
+       "wait): a worker of that node is stuck; which rank, the agent's pid table says",
+       r"Worker pid=(?P<pid>\d{1,10}) (?:entered|stuck in) uninterruptible sleep|did not exit "
+       r"after [^\n]{0,80}? within [^\n]{0,40}?; abandoning", ("uninterruptible", "did not exit"),
+       "c10d_reporter"),
     # ----------------------------------------------------------------- wrappers / launchers
     _p("launcher.world_size", "torchrun / Lightning / DeepSpeed / Megatron",
        '"world_size=N", "WORLD_SIZE=N", Lightning "Initializing distributed: GLOBAL_RANK: r, '
