@@ -34,9 +34,10 @@ from stormotel.analyzers.stalls.log_finding import LineScanner, log_finding
 KIND = "c10d_reporter"
 REF_KIND = "c10d_reference"
 #: lines that name a rank by reference: read even when other evidence decides (their own row)
-REFERENCE: tuple[str, ...] = ("torch.nccl.health_check", "torch.store_collectives.missing",
-             "torch.gloo.check_rank_logs")
-PATTERNS: tuple[str, ...] = ("torch.nccl.watchdog_hang", "torch.nccl.dump_lines",
+REFERENCE: tuple[str, ...] = ("torch.nccl.health_check", "torch.store_collectives.missing")
+#: (the tail "check rank r logs" is a fallback: its whole message is log_monitored's)
+PATTERNS: tuple[str, ...] = ("torch.gloo.check_rank_logs", "torch.nccl.watchdog_hang",
+                             "torch.nccl.dump_lines",
             "torch.nccl.dump_store_failed", "torch.nccl.comm_aborted", "torch.nccl.watchdog_error",
             "torch.detail.mismatch_hint", "torchelastic.death_signal",
             "torchelastic.worker_wedged")
