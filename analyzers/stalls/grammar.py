@@ -796,6 +796,81 @@ CATALOGUE: tuple[Pattern, ...] = (
        r"Worker pid=(?P<pid>\d{1,10}) (?:entered|stuck in) uninterruptible sleep|did not exit "
        r"after [^\n]{0,80}? within [^\n]{0,40}?; abandoning", ("uninterruptible", "did not exit"),
        "c10d_reporter"),
+    # ------------------------------------- NCCL WARNs that name ranks (log_ncclwarn_ranks)
+    _p("nccl.warn.duplicate_checkin", "NCCL / RCCL",
+       '"Bootstrap Root : rank %d of %d ranks has already checked in"', "2.18.3 – 2.30.7",
+       "src/bootstrap.cc (bootstrapRoot)",
+       "reporter: the bootstrap root (the process of rank 0 of that communicator); two "
+       "processes claimed rank r — a duplicate launch (a doubled or restarted worker, two jobs "
+       "on one unique id), never a straggler; r a suspect",
+       r"Bootstrap Root : rank (?P<rank>\d{1,7}) of (?P<n>\d{1,7}) ranks has already checked in",
+       ("already checked in",), "nccl_warn_ranks"),
+    _p("nccl.warn.duplicate_gpu", "NCCL / RCCL",
+       '"Duplicate GPU detected : rank %d and rank %d both on CUDA device %lx" (2.18.3 – '
+       '2.28.7) / "Multiple Ranks are using the same GPU/Partition. Set '
+       'NCCL_MULTI_RANK_GPU_ENABLE=1 …" (2.30.7) / "… communicator has multiple ranks using the '
+       'same NVML device. This is not compatible with NCCL_NVLS_ENABLE=1." (2.30.7)',
+       "2.18.3 – 2.30.7", "src/init.cc, src/transport/nvls.cc",
+       "the named ranks were launched on one GPU (a launch misconfiguration: CUDA_VISIBLE_DEVICES "
+       "or LOCAL_RANK): suspects; the communicator never formed",
+       r"Duplicate GPU detected : rank (?P<a>\d{1,7}) and rank (?P<b>\d{1,7}) both on CUDA "
+       r"device|Multiple Ranks are using the same GPU|multiple ranks using the same NVML device",
+       ("duplicate gpu", "same gpu", "same nvml device"), "nccl_warn_ranks"),
+    _p("nccl.warn.version_mismatch", "NCCL / RCCL",
+       '"Mismatched NCCL version detected : rank %d version %d rank %d version %d"',
+       "2.24.3 – 2.30.7", "src/init.cc",
+       "the two named ranks run different NCCL releases (mixed images or wheels): one of them "
+       "differs — both suspects, which one the line cannot say",
+       r"Mismatched NCCL version detected : rank (?P<a>\d{1,7}) version \d{1,9} rank "
+       r"(?P<b>\d{1,7}) version \d{1,9}", ("mismatched nccl version",), "nccl_warn_ranks"),
+    _p("nccl.warn.peer_closed", "NCCL / RCCL",
+       '"socketProgress: Connection closed by remote peer %s"', "2.18.3 – 2.30.7",
+       "src/misc/socket.cc",
+       "reporter: a victim — the peer at that address closed the socket (it died or aborted); "
+       "the peer is an address, not a rank",
+       r"socketProgress: Connection closed by remote peer (?P<peer>[^\s,]{1,255})",
+       ("closed by remote peer",), "nccl_warn_ranks"),
+    _p("nccl.warn.no_path", "NCCL / RCCL",
+       '"No transport found for rank %d[%lx] -> rank %d[%lx]" (transport.cc) / "Rank %d has no '
+       'transport for %s peer %d on channel %d/%d" (proxy.cc) / "Rank %d requires NIC %d but '
+       'that NIC is not available for rank %d" (graph/search.cc, 2.18 – 2.20) / "Set CPU '
+       'affinity : unable to find GPU/CPU for rank %d" (graph/topo.cc, 2.18 – 2.22) / '
+       '"Detected mixed local (Coll)Net device counts across ranks …" / "User requested GIN but '
+       'not all ranks in the communicator support GIN" / "Elastic GIN: rank %d …" (2.30.7)',
+       "2.18.3 – 2.30.7", "src/transport.cc, src/proxy.cc, src/graph/*.cc, src/init.cc, "
+       "src/dev_runtime*.cc",
+       "a topology or configuration that does not connect the named ranks (no path, no NIC, "
+       "nodes set up differently): the communicator cannot form — the named ranks suspects",
+       r"No transport found for rank (?P<a>\d{1,7})\[[0-9a-fx]{0,18}\] -> rank (?P<b>\d{1,7})|"
+       r"Rank (?P<a2>\d{1,7}) has no transport for \w{1,12} peer (?P<b2>\d{1,7})|Rank "
+       r"(?P<a3>\d{1,7}) requires NIC \d{1,4} but that NIC is not available for rank "
+       r"(?P<b3>\d{1,7})|unable to find GPU/CPU for rank (?P<a4>\d{1,7})|Detected mixed local "
+       r"(?:CollNet|Net) device counts across ranks|not all ranks in the communicator support "
+       r"GIN|Elastic GIN: rank (?P<a5>\d{1,7}) (?:has|segment)",
+       ("no transport", "requires nic", "unable to find gpu/cpu", "mixed local", "support gin",
+        "elastic gin"), "nccl_warn_ranks"),
+    _p("nccl.warn.api_check", "NCCL / RCCL",
+       '"peer %d is not within valid range of ranks %d." / "ncclPutSignal: peerWin is NULL" / '
+       '"improper usage of ncclCommInitRank: nId = %d, nranks=%d" / "ncclCommGrow: …" / '
+       '"MemManager: …" / "ncclProxyConnect: peerIndex|tpRank %d out of bounds …" / "RMA CE: '
+       'peerBuff is NULL …" / "RMA: trying to send to non-connected peer %d" / "Rma Proxy create '
+       'context: invalid rank stride …" / "Unable to use GIN: Peermem is not supported …" / '
+       '"rank %d invalid IPC peerIndex|peerRank …"',
+       "2.24.3 – 2.30.7 (most 2.30.7 only)",
+       "src/dev_runtime.cc, enqueue.cc, init.cc, mem_manager.cc, proxy.cc, rma/*.cc, "
+       "transport/net_ib/gin.cc, transport/p2p.cc",
+       "reporter: its NCCL refused a call or failed an internal check (an API misuse or a "
+       "bug on that process): the reporter is a suspect, the peers wait on it",
+       r"peer -?\d{1,10} is not within valid range of ranks|ncclPutSignal: peerWin is NULL|"
+       r"improper usage of ncclCommInitRank|ncclCommGrow: (?:new ranks must pass|total ranks)|"
+       r"MemManager: (?:Buffer ptr=\S{1,40} already exported|Cannot re-import peer buffer|"
+       r"Unknown handle type)|ncclProxyConnect: (?:peerIndex|tpRank) -?\d{1,10} out of bounds|"
+       r"RMA CE: peerBuff is NULL|RMA: trying to send to non-connected peer|Rma Proxy create "
+       r"context: invalid rank stride|Unable to use GIN: Peermem is not supported|invalid IPC "
+       r"peer(?:Index|Rank)",
+       ("valid range of ranks", "peerwin", "improper usage", "ncclcommgrow", "memmanager",
+        "out of bounds", "peerbuff", "non-connected peer", "rank stride", "unable to use gin",
+        "invalid ipc peer"), "nccl_warn_ranks"),
     # ----------------------------------------------------------------- wrappers / launchers
     _p("launcher.world_size", "torchrun / Lightning / DeepSpeed / Megatron",
        '"world_size=N", "WORLD_SIZE=N", Lightning "Initializing distributed: GLOBAL_RANK: r, '

@@ -27,6 +27,7 @@ from stormotel.analyzers.stalls import (
     log_mpi_signal,
     log_mpirun,
     log_rankless,
+    log_ncclwarn_ranks,
     log_ras,
     log_ras_verdicts,
     log_store_barrier,
@@ -174,4 +175,6 @@ KINDS: tuple[LogKind, ...] = (
     LogKind("c10d_reporter", log_c10d_reporter.Scanner, log_c10d_reporter.findings,
             fallback=True),
     LogKind("c10d_reference", log_c10d_reporter.RefScanner, log_c10d_reporter.reference_findings),
+    LogKind("nccl_warn_ranks", log_ncclwarn_ranks.Scanner, log_ncclwarn_ranks.findings,
+            fallback=True),
 )
