@@ -498,6 +498,31 @@ CATALOGUE: tuple[Pattern, ...] = (
        r"|Communicator ranks have different (?P<op>\w+) operation counts", ("#", "different"),
        "ras"),
     # ------------------------------------------- MPI launchers (Open MPI / PRRTE) and Paddle's
+    _p("nccl.ras.error_head", "NCCL RAS (ncclras client)",
+       '"#%d-%d (%016lx) ERROR" then "  Initialization error%s on %d rank%s" / "  Asynchronous '
+       'error%s on %d rank%s"', "2.24.3 – 2.30.7", "src/ras/client_support.cc "
+       "(rasClientRunComms)",
+       "the communicator's ranks that hold an NCCL error: the lines after it list them (read "
+       "by log_ras_health)",
+       r"^\s*(?P<what>Initialization|Asynchronous) errors? on (?P<n>\d{1,7}) ranks?",
+       ("errors on", "error on"), "ras_health"),
+    _p("nccl.ras.error_rank", "NCCL RAS (ncclras client)",
+       '"  %d ranks reported %s" (members follow as "  Rank %d -- GPU …") / "  Rank %d reported '
+       '%s -- GPU %s managed by process %d on node %s" / "… -- [process information not '
+       'found]" (%s: ncclGetErrorString)', "2.24.3 – 2.30.7", "src/ras/client_support.cc "
+       "(rasClientBreakDownErrors)",
+       "the ranks whose communicator holds that NCCL error: their own (a CUDA, system, internal "
+       "or usage error: suspects) or a peer's ('remote process exited or there was a network "
+       "error': victims, the peer is elsewhere)",
+       r"^\s*(?:(?P<n>\d{1,7}) ranks reported (?P<gerr>[^\n]{1,120})|Rank (?P<rank>\d{1,7}) "
+       r"reported (?P<err>[^\n]{1,120}?) -- (?:GPU|\[process))", ("reported",), "ras_health"),
+    _p("nccl.ras.status_list", "NCCL RAS (ncclras client)",
+       '"  Rank %s has status %s" (a comma list of the ranks that sent no data for the '
+       'communicator, status NOCOMM)', "2.24.3", "src/ras/client_support.cc",
+       "the listed ranks' processes answered but hold no such communicator (destroyed, or "
+       "never created it): suspects of a status split (read by log_ras_health)",
+       r"^\s*Rank (?P<ranks>\d{1,7}(?:,\d{1,7}){0,4096}) has status (?P<status>[A-Z]{1,12})$",
+       ("has status",), "ras_health"),
     _p("openmpi.proc_aborted", "Open MPI mpirun/orterun (1.x-4.x), PRRTE prterun (Open MPI 5)",
        '"%s noticed that process rank %lu with PID %lu on node %s exited on signal %d (%s)."',
        "Open MPI 1.6+ ([orterun:proc-aborted(-strsignal)]), PRRTE 2+ ([prun:proc-aborted…])",

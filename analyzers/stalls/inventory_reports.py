@@ -118,9 +118,11 @@ def _ras_text(template: str) -> Report | None:
                      3, "a one-rank outlier of a status split")
     if t.startswith("%d ranks reported %s"):
         return _text([f"#0-0 ({_HASH}) ERROR", "  Asynchronous errors on 2 ranks",
-                      "  2 ranks reported remote process exited or there was a network error",
+                      "  2 ranks reported unhandled cuda error (run with NCCL_DEBUG=INFO for "
+                      "details)",
                       f"  Rank {NAMED} -- {_gpu(NAMED)}", f"  Rank 6 -- {_gpu(6)}"], 2,
-                     "the error of an outlier group, whose members follow")
+                     "the error of an outlier group, whose members follow (an error of their own; "
+                     "a remote error would make them witnesses)")
     m = re.match(r"Rank %d reported %s -- (GPU|\[process)", t)
     if m:
         where = _gpu(NAMED) if m.group(1) == "GPU" else "[process information not found]"

@@ -29,6 +29,7 @@ from stormotel.analyzers.stalls import (
     log_rankless,
     log_ncclwarn_ranks,
     log_ras,
+    log_ras_health,
     log_ras_verdicts,
     log_store_barrier,
     log_store_wait,
@@ -177,4 +178,5 @@ KINDS: tuple[LogKind, ...] = (
     LogKind("c10d_reference", log_c10d_reporter.RefScanner, log_c10d_reporter.reference_findings),
     LogKind("nccl_warn_ranks", log_ncclwarn_ranks.Scanner, log_ncclwarn_ranks.findings,
             fallback=True),
+    LogKind("nccl_ras_health", log_ras_health.Scanner, log_ras_health.findings, fallback=True),
 )
