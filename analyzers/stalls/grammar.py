@@ -728,15 +728,28 @@ CATALOGUE: tuple[Pattern, ...] = (
        'NCCL communicators previously and is not in a healthy state." / "Launching '
        'ProcessGroupNCCL abort asynchr(o)nously." / "ProcessGroupNCCL aborts successfully." / '
        '"ProcessGroupNCCL monitor thread is disabled, but would have terminated the process" / '
-       '"main process destroyed cuda before watchdog loop exited, terminating watchdog." / '
        '"[Rank r] (Watchdog) wrote aborted communicator id to store: " …', "1.13+", PT_NCCL,
        "reporter: its communicator was aborted (after its own error or its watchdog's timeout — "
        "the end of a waiting rank as often as of the failing one): a stall shown, no culprit",
        r"communicator was aborted on rank|has aborted its NCCL communicators previously|"
        r"Launching ProcessGroupNCCL abort asynchr|ProcessGroupNCCL aborts successfully|monitor "
-       r"thread is disabled, but would have terminated|main process destroyed cuda before "
-       r"watchdog|rote aborted communicator id to store",
-       ("abort", "destroyed cuda", "would have terminated"), "c10d_reporter"),
+       r"thread is disabled, but would have terminated|rote aborted communicator id to store",
+       ("abort", "would have terminated"), "c10d_reporter"),
+    _p("torch.store.setup_failed", "torch c10d TCPStore / ProcessGroupGloo",
+       '"barrier timeout after {}ms, key: {}" (TCPStore::barrier, DistStoreError) / "Gloo '
+       'connectFullMesh failed with " … (ProcessGroupGloo) / "UV Store bind failed. useIpv6:{} '
+       'code:{} name:{} message:{}" / "UV Store listen failed. …" (TCPStoreLibUvBackend) / '
+       '"No ranks successfully processed in monitoredBarrier." (ProcessGroupGloo)',
+       "2.0+ (libuv store 2.2+; TCPStore::barrier 2.13)",
+       "torch/csrc/distributed/c10d/TCPStore.cpp, TCPStoreLibUvBackend.cpp, ProcessGroupGloo.cpp",
+       "reporter: its store barrier or gloo mesh set-up timed out (a victim: some peer never "
+       "came), or — bind/listen — the store server on the reporter could not start (its own "
+       "failure: the port taken, often by a second job or a leftover process): names no other "
+       "rank",
+       r"barrier timeout after \d{1,12} ?ms, key: |Gloo connectFullMesh failed with|UV Store "
+       r"(?:bind|listen) failed|No ranks successfully processed in monitoredBarrier",
+       ("barrier timeout", "connectfullmesh", "uv store", "no ranks successfully"),
+       "c10d_reporter"),
     _p("torch.nccl.watchdog_hang", "torch c10d ProcessGroupNCCL",
        '"ProcessGroupNCCL watchdog hang" / "This typically indicates a NCCL/CUDA API (e.g., '
        'CudaEventDestroy) hang blocking the watchdog, " … / "… because we want to wait longer to '

@@ -70,7 +70,8 @@ def _value(before: str, spec: str, role: str, ranks_used: list[int]) -> str:
         if re.search(r"node\W{0,3}$|host\W{0,3}$|on\s*$", b, re.I):
             return "node-1"
         numeric = re.search(r"(?:rank|peer|pid|exitcode|exit code|code|status|size|world|count|"
-                            r"nodes|seq\w*|task|id|timeout|ms|seconds|=|\[)\W{0,3}$", b, re.I) \
+                            r"nodes|seq\w*|task|id|timeout|ms|seconds|after|=|\[)\W{0,3}$", b,
+                            re.I) \
             or re.search(r"rank|peer|src|dst|root|size|world|count|pid|code|seq|timeout", s)
         if not numeric:
             if re.search(r"err|exc|reason|msg|what", s):
@@ -148,7 +149,10 @@ def concrete(entry: dict[str, Any], family: Family) -> tuple[str, list[int]]:
         if re.search(r"\b(?:rank|Rank|ranks:|rank:|rank ID)\s*$", text):
             text += f"{NAMED if family.role == 'names' else REPORTER}"
             used.append(NAMED if family.role == "names" else REPORTER)
-        if text.startswith("]"):
+        if text.startswith("] are the lagging ranks"):  # TraceUtils.h: its head is a literal
+            text = f"To our best knowledge, ranks [{NAMED}" + text
+            used.append(NAMED)
+        elif text.startswith("]"):
             text = f"[Rank {REPORTER}" + text
         elif text.startswith(" ") and text.strip():  # it follows an argument: the rank
             r = NAMED if family.role == "names" else REPORTER

@@ -47,6 +47,20 @@ FAMILIES: tuple[Family, ...] = (
        r"Worker group in \S+ state|must be|should be|should not|exclusion list|"
        r"is not supported|invalid|out of bounds|exceeds available|cannot be empty",
        "own", "config", "a usage, setup or environment error (no collective ran yet)"),
+    # --- PyTorch c10d: lines of the normal path (criterion for "not a rank-bearing error"):
+    # the source prints them at LOG(INFO)/VLOG or as a one-time notice on the NORMAL path —
+    # a thread that ended normally, the CUDA driver shutting down at process exit, a success,
+    # a leak warning at exit, an error the source says it ignores, a notice of an operation
+    # the user asked for. They prove nothing about a stall and are not counted.
+    _f("c10d.normal_path", TORCH,
+       r"terminated normally|destroyed cuda before watchdog loop exited|hasn't been destroyed|"
+       r"so ignoring the error|Completed store-based barrier|Shrinking default group will destroy",
+       "waits", "info",
+       "printed on the normal path (LOG(INFO)/VLOG: 'watchdog thread terminated normally', "
+       "'main process destroyed cuda before watchdog loop exited' at process exit; "
+       "'Completed store-based barrier': every rank arrived; the destroy-at-exit leak warning; "
+       "a bind error ignored under TORCHELASTIC_USE_AGENT_STORE; shrink_group's notice): not "
+       "stall evidence (the completed barrier clears the waiting lines of its key)"),
     # --- PyTorch c10d: init -----------------------------------------------------------------
     _f("c10d.store_barrier", TORCH, r"store.based barrier|store_based_barrier", "waits", "stall",
        "the reporter checked in at init and waits for the rest of the world; the ranks that "
@@ -55,6 +69,11 @@ FAMILIES: tuple[Family, ...] = (
     _f("c10d.unique_id", TORCH, r"ncclUniqueId|unique ?id|retrieving .* from \[", "names", "stall",
        "the reporter waits for the communicator's root (the rank in `from [r]`, usually 0) to "
        "publish the NCCL id through the store: the root is the one to look at"),
+    _f("c10d.monitored_barrier_timeout", TORCH,
+       r"timed out in monitoredBarrier|No ranks successfully processed in monitoredBarrier",
+       "waits", "stall",
+       "rank 0 (the coordinator, the printing rank) ran out of time in monitoredBarrier; the "
+       "processed ranks are innocent, the next one was being waited on (a suspect, not proven)"),
     _f("c10d.monitored_barrier", TORCH, r"monitoredBarrier|monitored_barrier", "names", "stall",
        "rank 0 (coordinator) lists the ranks that missed the barrier (all with wait_all_ranks, "
        "else the first); a non-coordinator names rank 0 (`check rank 0 logs`)"),

@@ -36,7 +36,8 @@ REF_KIND = "c10d_reference"
 #: lines that name a rank by reference: read even when other evidence decides (their own row)
 REFERENCE: tuple[str, ...] = ("torch.nccl.health_check", "torch.store_collectives.missing")
 #: (the tail "check rank r logs" is a fallback: its whole message is log_monitored's)
-PATTERNS: tuple[str, ...] = ("torch.gloo.check_rank_logs", "torch.nccl.watchdog_hang",
+PATTERNS: tuple[str, ...] = ("torch.gloo.check_rank_logs", "torch.store.setup_failed",
+                             "torch.nccl.watchdog_hang",
                              "torch.nccl.dump_lines",
             "torch.nccl.dump_store_failed", "torch.nccl.comm_aborted", "torch.nccl.watchdog_error",
             "torch.detail.mismatch_hint", "torchelastic.death_signal",
@@ -67,6 +68,8 @@ class Scanner(LineScanner):
             named = [r] if r is not None else []
         elif pid == "torch.nccl.watchdog_hang" and rank is not None:
             named = [rank]  # its own watchdog is stuck: the reporter is wedged
+        elif pid == "torch.store.setup_failed" and "UV Store" in m.group(0) and rank is not None:
+            named = [rank]  # the store server on the reporter could not start
         initiator = gr.parse_rank(m.group("initiator")) if pid == "torch.nccl.dump_lines" \
             else None
         return rank, {"suspects": named, "initiator": initiator}

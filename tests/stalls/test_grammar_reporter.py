@@ -74,3 +74,12 @@ def test_other_evidence_decides_and_these_lines_add_nothing(tmp_path: Path) -> N
     b = analyze_logs(lp.parse_logs([str(tmp_path / "b" / "job.log")]))
     assert [(f.kind, f.ranks, f.confidence) for f in a.findings] == \
         [(f.kind, f.ranks, f.confidence) for f in b.findings]
+
+
+def test_a_store_server_that_cannot_start_is_its_own_suspect(tmp_path: Path) -> None:
+    """TCPStoreLibUvBackend.cpp (2.2+): "UV Store bind failed. useIpv6:{} code:{} name:{}
+    message:{}" — the store server on the reporter could not start."""
+    code, found = cli(tmp_path, PREFIX.format(r=0) + "UV Store bind failed. useIpv6:0 code:-98 "
+                      "name:EADDRINUSE message:address already in use\n")
+    assert code == 1 and found[0]["evidence"]["suspects"] == [0]
+    assert found[0]["confidence"] == "low" and found[0]["ranks"] == []

@@ -49,3 +49,19 @@ def test_horovod_head_is_judged_in_the_tagged_warning(tmp_path: Path) -> None:
     old = dict(e, tags=["v0.16.4"])
     rep_old = report_for(old)
     assert rep_old is not None and "Stalled ranks:" in rep_old.text
+
+
+def test_normal_path_lines_are_info_by_a_written_criterion() -> None:
+    """LOG(INFO)/VLOG lines of the normal path (ProcessGroupNCCL's watchdog ending normally,
+    the CUDA driver shutting down at exit, a completed store barrier) are not counted against
+    the share — and an error of the same family still is."""
+    from stormotel.analyzers.stalls.inventory_families import family_of
+    for text in ("[Rank {}] NCCL watchdog thread terminated normally",
+                 "main process destroyed cuda before watchdog loop exited, terminating watchdog.",
+                 "Rank {rank}: Completed store-based barrier for key:{store_key} with "
+                 "{world_size} nodes."):
+        fam = family_of("pytorch.c10d-cpp", "error", text)
+        assert (fam.id, fam.relevance) == ("c10d.normal_path", "info"), text
+    fam = family_of("pytorch.c10d-cpp", "error", "] NCCL watchdog thread terminated with "
+                    "unknown exception")
+    assert fam.relevance == "stall"
