@@ -23,13 +23,16 @@ one "  Rank r -- GPU …" per member). What it proves, per communicator:
   a SUSPECT; "remote process exited or there was a network error" (ncclRemoteError) says the
   error came from a peer: that rank is a WITNESS.
 
-One snapshot, ranks of the communicator (not always global ranks): ``undecided`` at ``low``,
+The JSON form (``ncclras -f json``, 2.28.7+) gives every rank's status flags and error codes;
+:func:`json_blocks` derives the same split from them. One snapshot, ranks of the communicator
+(not always global ranks): ``undecided`` at ``low``,
 with the suspects and witnesses; a FALLBACK row of :data:`.log_scanners.KINDS` (the count and
 missing-rank reading of :mod:`.log_ras_verdicts` decides when it answers).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -157,7 +160,62 @@ class Scanner:
 
     def finish(self, text: str) -> list[Found]:
         self._close()
+        if '"communicators"' in text and '"status"' in text:  # ncclras -f json (2.28.7+)
+            self.found.extend(json_blocks(text))
         return self.found
+
+
+#: ncclResult_t (src/nccl.h.in), the numbers the JSON form prints for init_state / async_error
+_NCCL_RESULT = {1: "unhandled cuda error", 2: "unhandled system error", 3: "internal error",
+                4: "invalid argument", 5: "invalid usage",
+                6: "remote process exited or there was a network error"}
+
+
+def json_blocks(text: str) -> list[Found]:
+    """The same split read from the JSON form (``jsonWriteRankData``, v2.28.7+: per rank
+    ``status: {init_state, async_error, finalize_called, destroy_flag, abort_flag}``, the
+    status derived as ``rasClientRunComms`` derives it for the text form: abort_flag → ABORT,
+    finalize_called or destroy_flag → FINALIZE, init_state 0 → RUNNING, else INIT). Anything
+    that does not parse as that shape gives nothing."""
+    start, end = text.find("{"), text.rfind("}")
+    try:
+        doc = json.loads(text[start:end + 1]) if 0 <= start < end else None
+    except (ValueError, RecursionError):
+        return []
+    comms = doc.get("communicators") if isinstance(doc, dict) else None
+    out: list[Found] = []
+    for i, c in enumerate(comms[:4096] if isinstance(comms, list) else []):
+        if not isinstance(c, dict) or not isinstance(c.get("ranks"), list):
+            continue
+        status: dict[int, str] = {}
+        errors: dict[int, str] = {}
+        for r in c["ranks"][:1 << 16]:
+            st = r.get("status") if isinstance(r, dict) else None
+            rank = gr.parse_rank(str(r.get("rank"))) if isinstance(st, dict) else None
+            if rank is None or not isinstance(st, dict):
+                continue
+            init, err = st.get("init_state"), st.get("async_error")
+            status[rank] = ("ABORT" if st.get("abort_flag") is True else "FINALIZE"
+                            if st.get("finalize_called") is True or st.get("destroy_flag") is True
+                            else "RUNNING" if init == 0 else "INIT")
+            for code in (init, err):
+                if isinstance(code, int) and code in _NCCL_RESULT:
+                    errors[rank] = _NCCL_RESULT[code]
+        counts: dict[str, int] = {}
+        for v in status.values():
+            counts[v] = counts.get(v, 0) + 1
+        common = max(counts.items(), key=lambda kv: kv[1])[0] if counts else None
+        odd = sorted(r for r, v in status.items() if v != common)
+        if not odd and not errors:
+            continue
+        name = f"#json-{i} ({str(c.get('hash', '?'))[:20]})"
+        detail: dict[str, object] = {
+            "comm": name, "status": {str(r): status[r] for r in odd},
+            "common_status": common, "odd_status": odd,
+            "errors": {str(r): e for r, e in sorted(errors.items())}}
+        out.append(Found(KIND, 1, None, None, name, detail,
+                         "nccl.ras.error_rank" if errors else "nccl.ras.status_group"))
+    return out
 
 
 def findings(events: list[Any], known: int | None) -> list[StallFinding]:

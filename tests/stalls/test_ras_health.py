@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from stormotel.analyzers.stalls import logs_parser as lp
+
 from tests.stalls.helpers import run_json
 
 HEAD = "#0-0 (27a079b828ff1a75) {what}\n"
@@ -50,3 +52,33 @@ def test_own_errors_are_suspects_and_remote_errors_witnesses(tmp_path: Path) -> 
     # "remote process exited" is also read as a fabric hint (nccl.warn.net's words)
     [f] = [f for f in found if f["evidence"]["pattern"].startswith("nccl.ras.")]
     assert f["evidence"]["suspects"] == [3] and f["evidence"]["witnesses"] == [1, 6]
+
+
+def test_the_json_form_gives_the_same_reading(tmp_path: Path) -> None:
+    """client_support.cc v2.28.7 jsonWriteRankData: per rank status {init_state, async_error,
+    finalize_called, destroy_flag, abort_flag}; equal counts, nobody missing — only the status
+    split and an own error tell the ranks apart (a remote error is a witness)."""
+    import json
+
+    def rank(r: int, **status: Any) -> dict[str, Any]:
+        st = {"init_state": 0, "async_error": 0, "finalize_called": False,
+              "destroy_flag": False, "abort_flag": False, **status}
+        return {"rank": r, "host": "10.0.0.1", "pid": 4240 + r, "cuda_dev": r, "nvml_dev": r,
+                "status": st, "collective_counts": {"AllReduce": 6650, "Broadcast": 0}}
+
+    ranks = [rank(r) for r in range(8) if r not in (2, 4, 6)] + [
+        rank(2, abort_flag=True), rank(4, async_error=1), rank(6, async_error=6)]
+    doc = {"nccl_version": "2.28.7", "communicators_count": 1,
+           "communicators": [{"hash": "0x27a079b828ff1a75", "size": 8, "ranks_count": 8,
+                              "missing_ranks_count": 0, "ranks": ranks, "missing_ranks": []}]}
+    code, found = cli(tmp_path, json.dumps(doc, indent=2) + "\n")
+    assert code == 1
+    [f] = [f for f in found if f["evidence"]["pattern"].startswith("nccl.ras.")]
+    assert (f["kind"], f["confidence"]) == ("undecided", "low")
+    assert f["evidence"]["suspects"] == [2, 4] and f["evidence"]["witnesses"] == [6]
+    # a document with nothing odd gives nothing of this kind
+    calm = dict(doc, communicators=[dict(doc["communicators"][0],
+                                         ranks=[rank(r) for r in range(8)])])
+    calm_log = tmp_path / "calm.json.txt"
+    calm_log.write_text(json.dumps(calm, indent=2) + "\n")
+    assert not [e for e in lp.parse_logs([str(calm_log)]).events if e.kind == "ras_health"]
