@@ -725,14 +725,12 @@ CATALOGUE: tuple[Pattern, ...] = (
        "c10d_reporter"),
     _p("torch.nccl.comm_aborted", "torch c10d ProcessGroupNCCL",
        '"NCCL communicator was aborted on rank " r "." / "… This means that rank has aborted its '
-       'NCCL communicators previously and is not in a healthy state." / "Launching '
-       'ProcessGroupNCCL abort asynchr(o)nously." / "ProcessGroupNCCL aborts successfully." / '
+       'NCCL communicators previously and is not in a healthy state." / '
        '"ProcessGroupNCCL monitor thread is disabled, but would have terminated the process" / '
        '"[Rank r] (Watchdog) wrote aborted communicator id to store: " …', "1.13+", PT_NCCL,
        "reporter: its communicator was aborted (after its own error or its watchdog's timeout — "
        "the end of a waiting rank as often as of the failing one): a stall shown, no culprit",
-       r"communicator was aborted on rank|has aborted its NCCL communicators previously|"
-       r"Launching ProcessGroupNCCL abort asynchr|ProcessGroupNCCL aborts successfully|monitor "
+       r"communicator was aborted on rank|has aborted its NCCL communicators previously|monitor "
        r"thread is disabled, but would have terminated|rote aborted communicator id to store",
        ("abort", "would have terminated"), "c10d_reporter"),
     _p("torch.store.setup_failed", "torch c10d TCPStore / ProcessGroupGloo",
@@ -777,16 +775,6 @@ CATALOGUE: tuple[Pattern, ...] = (
        r"through tcpstore|giving time for flight recorder dumps|preparing to dump debug info|"
        r"dumping nccl trace to|Flight Recorder trace successfully dumped",
        ("dump", "flight recorder"), "c10d_reporter", re.I),
-    _p("torch.nccl.dump_store_failed", "torch c10d ProcessGroupNCCL",
-       '"Failed to get timeout rank ID from TCPStore." / "… from the global store." / "Failed '
-       'to check the \\"should dump\\" flag on TCPStore, " … / "Failed to get exception dump '
-       'flag from the global store." / "Failed to set dump signal in tcpstore. " …', "2.2+",
-       PT_NCCL + " (HeartbeatMonitor / watchdog)",
-       "reporter: while stalled it could not read or write the job's store (served by global "
-       "rank 0's process or node 0's agent): that process may be gone — names nobody",
-       r"Failed to (?:get timeout rank ID from|check the \"should dump\" flag on|get exception "
-       r"dump flag from|set dump signal in) (?:TCPStore|the global store|tcpstore)",
-       ("failed to",), "c10d_reporter", re.I),
     _p("torch.nccl.health_check", "torch c10d ProcessGroupNCCL",
        '"ProcessGroupNCCL: Health check failure: Failed to initialize NCCL communicator on rank " '
        'r', "1.13+ (TORCH_ENABLE_NCCL_HEALTH_CHECK=1)", PT_NCCL + " (runHealthCheck)",

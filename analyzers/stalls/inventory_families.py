@@ -54,13 +54,20 @@ FAMILIES: tuple[Family, ...] = (
     # the user asked for. They prove nothing about a stall and are not counted.
     _f("c10d.normal_path", TORCH,
        r"terminated normally|destroyed cuda before watchdog loop exited|hasn't been destroyed|"
-       r"so ignoring the error|Completed store-based barrier|Shrinking default group will destroy",
+       r"so ignoring the error|Completed store-based barrier|Shrinking default group will destroy|"
+       r"Launching ProcessGroupNCCL abort asynchr|ProcessGroupNCCL aborts successfully|"
+       r"Failed to (?:get timeout rank ID from|check the \"should dump\" flag on|get exception "
+       r"dump flag from|set dump signal in) (?:TCPStore|the global store|tcpstore)",
        "waits", "info",
        "printed on the normal path (LOG(INFO)/VLOG: 'watchdog thread terminated normally', "
        "'main process destroyed cuda before watchdog loop exited' at process exit; "
        "'Completed store-based barrier': every rank arrived; the destroy-at-exit leak warning; "
-       "a bind error ignored under TORCHELASTIC_USE_AGENT_STORE; shrink_group's notice): not "
-       "stall evidence (the completed barrier clears the waiting lines of its key)"),
+       "a bind error ignored under TORCHELASTIC_USE_AGENT_STORE; shrink_group's notice; "
+       "'Launching ProcessGroupNCCL abort asynchronously' / 'aborts successfully', LOG(INFO) of "
+       "every destroy_process_group while shutdown() called abort(); the heartbeat monitor's "
+       "failed store polls, '(maybe TCPStore server has shut down too early)', printed after a "
+       "normal completion when rank 0's store exits first): not stall evidence (the completed "
+       "barrier clears the waiting lines of its key)"),
     # --- PyTorch c10d: init -----------------------------------------------------------------
     _f("c10d.store_barrier", TORCH, r"store.based barrier|store_based_barrier", "waits", "stall",
        "the reporter checked in at init and waits for the rest of the world; the ranks that "

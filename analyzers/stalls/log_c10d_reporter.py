@@ -39,7 +39,7 @@ REFERENCE: tuple[str, ...] = ("torch.nccl.health_check", "torch.store_collective
 PATTERNS: tuple[str, ...] = ("torch.gloo.check_rank_logs", "torch.store.setup_failed",
                              "torch.nccl.watchdog_hang",
                              "torch.nccl.dump_lines",
-            "torch.nccl.dump_store_failed", "torch.nccl.comm_aborted", "torch.nccl.watchdog_error",
+            "torch.nccl.comm_aborted", "torch.nccl.watchdog_error",
             "torch.detail.mismatch_hint", "torchelastic.death_signal",
             "torchelastic.worker_wedged")
 

@@ -33,7 +33,6 @@ def cli(tmp_path: Path, text: str) -> tuple[int, list[dict[str, Any]]]:
     "[PG ID 0 PG GUID 0 Rank {r}] NCCL communicator was aborted on rank {r}.",
     "[PG ID 0 PG GUID 0 Rank {r}] Received a global dump signal from rank 6, and will start "
     "to dump the debug info thru stack trace",
-    "[PG ID 0 PG GUID 0 Rank {r}] Failed to get timeout rank ID from TCPStore.",
 ])
 def test_a_reporter_only_line_is_a_stall_that_never_blames_its_reporter(
         tmp_path: Path, line: str) -> None:
@@ -83,3 +82,23 @@ def test_a_store_server_that_cannot_start_is_its_own_suspect(tmp_path: Path) -> 
                       "name:EADDRINUSE message:address already in use\n")
     assert code == 1 and found[0]["evidence"]["suspects"] == [0]
     assert found[0]["confidence"] == "low" and found[0]["ranks"] == []
+
+
+def test_a_normal_shutdown_is_not_a_stall(tmp_path: Path) -> None:
+    """LOG(INFO)/LOG(WARNING) lines of a job that completed (a real record: Slurm COMPLETED,
+    exit 0, with these after the last checkpoint): destroy_process_group's abort lines while
+    shutdown() called abort(), and the heartbeat monitor's store poll failing once rank 0's
+    store is gone. No event of the reporter kinds, no finding."""
+    text = "".join(PREFIX.format(r=r) + line.format(r=r) + "\n" for r in (1, 3) for line in (
+        "[PG ID 0 PG GUID 0(default_pg) Rank {r}] Launching ProcessGroupNCCL abort "
+        "asynchronously.",
+        "[PG ID 0 PG GUID 0(default_pg) Rank {r}] ProcessGroupNCCL aborts successfully.",
+        '[PG ID 0 PG GUID 0(default_pg) Rank {r}] Failed to check the "should dump" flag on '
+        "TCPStore, (maybe TCPStore server has shut down too early), with error: Failed to "
+        "recv, got 0 bytes. Connection was likely closed. Did the remote server shutdown or "
+        "crash?"))
+    log = tmp_path / "job.log"
+    log.write_text(text)
+    parsed = lp.parse_logs([str(log)])
+    assert not [e for e in parsed.events if e.kind in ("c10d_reporter", "c10d_reference")]
+    assert analyze_logs(parsed).findings == []
