@@ -702,8 +702,7 @@ CATALOGUE: tuple[Pattern, ...] = (
     # (read by log_c10d_reporter; versions = the torch wheels the inventory read the string
     # from: 1.13.0, 2.0.0, 2.2.0, 2.4.0, 2.6.0, 2.8.0, 2.13.0)
     _p("torch.nccl.watchdog_error", "torch c10d ProcessGroupNCCL",
-       '"Exception (either an error or timeout) detected by watchdog at work: " … / "Some NCCL '
-       'operations have failed or timed out. Due to the asynchronous nature of CUDA kernels…" / '
+       '"Exception (either an error or timeout) detected by watchdog at work: " … / '
        '"ProcessGroupNCCL\'s watchdog detected an exception from the local rank." / "Timeout at '
        'NCCL work: " … / "(Watchdog caught exception: " / " found async exception when checking '
        'for NCCL errors: " / " timed out in blocking wait (TORCH_NCCL_BLOCKING_WAIT=1)." / "NCCL '
@@ -714,8 +713,8 @@ CATALOGUE: tuple[Pattern, ...] = (
        + " (watchdog, checkForNCCLErrors, WorkNCCL::wait, initialization, heartbeat monitor)",
        "reporter: a collective, communicator or wait of ITS OWN failed or timed out (a victim "
        "or the origin — the line cannot tell); names no other rank: a stall shown",
-       r"Exception \(either an error or timeout\) detected by watchdog at work|Some NCCL "
-       r"operations have failed or timed out|watchdog detected an exception from the local rank"
+       r"Exception \(either an error or timeout\) detected by watchdog at work|"
+       r"watchdog detected an exception from the local rank"
        r"|Timeout at NCCL work|\(Watchdog caught exception|found async exception when checking "
        r"for NCCL errors|timed out in blocking wait|NCCL timeout (?:in communicator "
        r"initialization|when waiting for nonblocking call)|NCCL monitor thread timeout|watchdog "
@@ -723,15 +722,15 @@ CATALOGUE: tuple[Pattern, ...] = (
        ("watchdog", "timed out", "nccl errors", "nccl timeout", "timeout at nccl",
         "thread timeout"),
        "c10d_reporter"),
-    _p("torch.nccl.comm_aborted", "torch c10d ProcessGroupNCCL",
-       '"NCCL communicator was aborted on rank " r "." / "… This means that rank has aborted its '
-       'NCCL communicators previously and is not in a healthy state." / '
+    _p("torch.nccl.abort_lines", "torch c10d ProcessGroupNCCL",
+       '"… This means that rank has aborted its NCCL communicators previously and is not in a '
+       'healthy state." / '
        '"ProcessGroupNCCL monitor thread is disabled, but would have terminated the process" / '
        '"[Rank r] (Watchdog) wrote aborted communicator id to store: " …', "1.13+", PT_NCCL,
        "reporter: its communicator was aborted (after its own error or its watchdog's timeout — "
        "the end of a waiting rank as often as of the failing one): a stall shown, no culprit",
-       r"communicator was aborted on rank|has aborted its NCCL communicators previously|monitor "
-       r"thread is disabled, but would have terminated|rote aborted communicator id to store",
+       r"has aborted its NCCL communicators previously|monitor thread is disabled, but would "
+       r"have terminated|rote aborted communicator id to store",
        ("abort", "would have terminated"), "c10d_reporter"),
     _p("torch.store.setup_failed", "torch c10d TCPStore / ProcessGroupGloo",
        '"barrier timeout after {}ms, key: {}" (TCPStore::barrier, DistStoreError) / "Gloo '
@@ -805,13 +804,6 @@ CATALOGUE: tuple[Pattern, ...] = (
        "Flight Recorder) say — a split shown, no culprit",
        r"Detected mismatch between collectives on ranks|order of collectives is not same for "
        r"all ranks", ("mismatch between collectives", "order of collectives"), "c10d_reporter"),
-    _p("torchelastic.death_signal", "torch.distributed.elastic",
-       '"Received %s death signal, shutting down workers" (logger.warning)', "1.13+",
-       "torch/distributed/elastic/agent/server/api.py (SimpleElasticAgent.run)",
-       "the agent itself was stopped by a signal (the scheduler's time limit, preemption, a "
-       "user's cancel): the job did not end by itself — names no rank",
-       r"Received (?P<sig>[^\n]{1,40}?) death signal, shutting down workers", ("death signal",),
-       "c10d_reporter"),
     _p("torchelastic.worker_wedged", "torch.distributed.elastic",
        '"[%s] Worker pid=%s entered uninterruptible sleep (D-state); …" / "[%s] Worker pid=%s '
        'stuck in uninterruptible sleep (D-state) for %.1fs …" / "Process %s did not exit after '

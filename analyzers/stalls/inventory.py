@@ -127,6 +127,8 @@ def fill(template: str, role: str) -> tuple[str, list[int]]:
         out.append(template[pos:start])
         if spec == "%%":
             out.append("%")
+        elif template[end:end + 13] == " death signal":  # torchelastic: a signal.Signals member
+            out.append("Signals.SIGTERM")
         else:
             out.append(_value("".join(out), spec, role, used))
         pos = end

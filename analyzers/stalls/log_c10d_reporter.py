@@ -2,11 +2,12 @@
 
 Why: most of ProcessGroupNCCL's error lines (read from the torch wheels at released tags: the
 inventory, ``docs/data/stall_inventory.json``) say that the PRINTING rank's collective,
-communicator, wait or watchdog failed — "Some NCCL operations have failed or timed out", "NCCL
-communicator was aborted on rank r", "ProcessGroupNCCL watchdog hang", the Flight Recorder dump
-coordination lines — and nothing about which rank began it. A log holding only such lines was
-read as "no evidence" (exit 3) or healthy. What each proves (``grammar``, patterns of kind
-``c10d_reporter``):
+communicator, wait or watchdog failed — "Exception (either an error or timeout) detected by
+watchdog", "ProcessGroupNCCL watchdog hang", the Flight Recorder dump coordination lines — and
+nothing about which rank began it ("Some NCCL operations have failed or timed out", "NCCL
+communicator was aborted on rank r" and the agent's death signal are :mod:`.log_rankless`'s).
+A log holding only such lines was read as "no evidence" (exit 3) or healthy. What each proves
+(``grammar``, patterns of kind ``c10d_reporter``):
 
 - the reporter hit a stall or failure: it is a WITNESS, never a culprit by reporting;
 - ``torch.nccl.watchdog_hang``: the reporter's own watchdog is stuck in a CUDA/NCCL call — the
@@ -39,9 +40,8 @@ REFERENCE: tuple[str, ...] = ("torch.nccl.health_check", "torch.store_collective
 PATTERNS: tuple[str, ...] = ("torch.gloo.check_rank_logs", "torch.store.setup_failed",
                              "torch.nccl.watchdog_hang",
                              "torch.nccl.dump_lines",
-            "torch.nccl.comm_aborted", "torch.nccl.watchdog_error",
-            "torch.detail.mismatch_hint", "torchelastic.death_signal",
-            "torchelastic.worker_wedged")
+            "torch.nccl.abort_lines", "torch.nccl.watchdog_error",
+            "torch.detail.mismatch_hint", "torchelastic.worker_wedged")
 
 REMEDIATION = [
     "These lines show the printing rank failed or waited, not which rank began it: collect "

@@ -28,9 +28,10 @@ def cli(tmp_path: Path, text: str) -> tuple[int, list[dict[str, Any]]]:
 @pytest.mark.parametrize("line", [
     "[PG ID 0 PG GUID 0(default_pg) Rank {r}] Exception (either an error or timeout) detected "
     "by watchdog at work: 1234, last enqueued NCCL work",
-    "[Rank {r}] Some NCCL operations have failed or timed out. Due to the asynchronous nature "
-    "of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.",
-    "[PG ID 0 PG GUID 0 Rank {r}] NCCL communicator was aborted on rank {r}.",
+    "[PG ID 0 PG GUID 0 Rank {r}] ProcessGroupNCCL's watchdog detected an exception from the "
+    "local rank. This is most likely caused by incorrect usages of collectives",
+    "[PG ID 0 PG GUID 0 Rank {r}] Tensors must be CUDA and dense on rank {r}. This means that "
+    "rank has aborted its NCCL communicators previously and is not in a healthy state.",
     "[PG ID 0 PG GUID 0 Rank {r}] Received a global dump signal from rank 6, and will start "
     "to dump the debug info thru stack trace",
 ])
@@ -63,8 +64,9 @@ def test_other_evidence_decides_and_these_lines_add_nothing(tmp_path: Path) -> N
                "collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=8, "
                "NumelOut=8, Timeout(ms)=600000) ran for 600012 milliseconds before timing out.\n")
     base = "".join(timeout.format(r=r) for r in (0, 1, 2))
-    extra = "".join(PREFIX.format(r=r) + f"[Rank {r}] Some NCCL operations have failed or timed "
-                    "out. Due to the asynchronous nature of CUDA kernels\n" for r in (0, 1, 2))
+    extra = "".join(PREFIX.format(r=r) + f"[Rank {r}] Exception (either an error or timeout) "
+                    "detected by watchdog at work: 9, last enqueued NCCL work: 9\n"
+                    for r in (0, 1, 2))
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     (tmp_path / "a" / "job.log").write_text(base)
