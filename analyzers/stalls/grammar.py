@@ -498,6 +498,31 @@ CATALOGUE: tuple[Pattern, ...] = (
        r"|Communicator ranks have different (?P<op>\w+) operation counts", ("#", "different"),
        "ras"),
     # ------------------------------------------- MPI launchers (Open MPI / PRRTE) and Paddle's
+    _p("nccl.ras.error_head", "NCCL RAS (ncclras client)",
+       '"#%d-%d (%016lx) ERROR" then "  Initialization error%s on %d rank%s" / "  Asynchronous '
+       'error%s on %d rank%s"', "2.24.3 – 2.30.7", "src/ras/client_support.cc "
+       "(rasClientRunComms)",
+       "the communicator's ranks that hold an NCCL error: the lines after it list them (read "
+       "by log_ras_health)",
+       r"^\s*(?P<what>Initialization|Asynchronous) errors? on (?P<n>\d{1,7}) ranks?",
+       ("errors on", "error on"), "ras_health"),
+    _p("nccl.ras.error_rank", "NCCL RAS (ncclras client)",
+       '"  %d ranks reported %s" (members follow as "  Rank %d -- GPU …") / "  Rank %d reported '
+       '%s -- GPU %s managed by process %d on node %s" / "… -- [process information not '
+       'found]" (%s: ncclGetErrorString)', "2.24.3 – 2.30.7", "src/ras/client_support.cc "
+       "(rasClientBreakDownErrors)",
+       "the ranks whose communicator holds that NCCL error: their own (a CUDA, system, internal "
+       "or usage error: suspects) or a peer's ('remote process exited or there was a network "
+       "error': victims, the peer is elsewhere)",
+       r"^\s*(?:(?P<n>\d{1,7}) ranks reported (?P<gerr>[^\n]{1,120})|Rank (?P<rank>\d{1,7}) "
+       r"reported (?P<err>[^\n]{1,120}?) -- (?:GPU|\[process))", ("reported",), "ras_health"),
+    _p("nccl.ras.status_list", "NCCL RAS (ncclras client)",
+       '"  Rank %s has status %s" (a comma list of the ranks that sent no data for the '
+       'communicator, status NOCOMM)', "2.24.3", "src/ras/client_support.cc",
+       "the listed ranks' processes answered but hold no such communicator (destroyed, or "
+       "never created it): suspects of a status split (read by log_ras_health)",
+       r"^\s*Rank (?P<ranks>\d{1,7}(?:,\d{1,7}){0,4096}) has status (?P<status>[A-Z]{1,12})$",
+       ("has status",), "ras_health"),
     _p("openmpi.proc_aborted", "Open MPI mpirun/orterun (1.x-4.x), PRRTE prterun (Open MPI 5)",
        '"%s noticed that process rank %lu with PID %lu on node %s exited on signal %d (%s)."',
        "Open MPI 1.6+ ([orterun:proc-aborted(-strsignal)]), PRRTE 2+ ([prun:proc-aborted…])",
@@ -673,6 +698,197 @@ CATALOGUE: tuple[Pattern, ...] = (
        "carries no rank — so never more than low",
        r"(?P<pct>\d{1,3})%\|[^|\n]{0,200}\| *\d+(?:\.\d+)?[kMG]?/\d+(?:\.\d+)?[kMG]? \[\d",
        ("%|",), K_READING),
+    # ------------------------------------------- c10d lines that show their reporter only
+    # (read by log_c10d_reporter; versions = the torch wheels the inventory read the string
+    # from: 1.13.0, 2.0.0, 2.2.0, 2.4.0, 2.6.0, 2.8.0, 2.13.0)
+    _p("torch.nccl.watchdog_error", "torch c10d ProcessGroupNCCL",
+       '"Exception (either an error or timeout) detected by watchdog at work: " … / '
+       '"ProcessGroupNCCL\'s watchdog detected an exception from the local rank." / "Timeout at '
+       'NCCL work: " … / "(Watchdog caught exception: " / " found async exception when checking '
+       'for NCCL errors: " / " timed out in blocking wait (TORCH_NCCL_BLOCKING_WAIT=1)." / "NCCL '
+       'timeout in communicator initialization." / "NCCL timeout when waiting for nonblocking '
+       'call to become successful." / "NCCL monitor thread timeout" / "watchdog thread '
+       'terminated with unknown exception"',
+       "1.13+ (the wording of each release: docs/stalls.md, inventory)", PT_NCCL
+       + " (watchdog, checkForNCCLErrors, WorkNCCL::wait, initialization, heartbeat monitor)",
+       "reporter: a collective, communicator or wait of ITS OWN failed or timed out (a victim "
+       "or the origin — the line cannot tell); names no other rank: a stall shown",
+       r"Exception \(either an error or timeout\) detected by watchdog at work|"
+       r"watchdog detected an exception from the local rank"
+       r"|Timeout at NCCL work|\(Watchdog caught exception|found async exception when checking "
+       r"for NCCL errors|timed out in blocking wait|NCCL timeout (?:in communicator "
+       r"initialization|when waiting for nonblocking call)|NCCL monitor thread timeout|watchdog "
+       r"thread terminated with unknown exception",
+       ("watchdog", "timed out", "nccl errors", "nccl timeout", "timeout at nccl",
+        "thread timeout"),
+       "c10d_reporter"),
+    _p("torch.nccl.abort_lines", "torch c10d ProcessGroupNCCL",
+       '"… This means that rank has aborted its NCCL communicators previously and is not in a '
+       'healthy state." / '
+       '"ProcessGroupNCCL monitor thread is disabled, but would have terminated the process" / '
+       '"[Rank r] (Watchdog) wrote aborted communicator id to store: " …', "1.13+", PT_NCCL,
+       "reporter: its communicator was aborted (after its own error or its watchdog's timeout — "
+       "the end of a waiting rank as often as of the failing one): a stall shown, no culprit",
+       r"has aborted its NCCL communicators previously|monitor thread is disabled, but would "
+       r"have terminated|rote aborted communicator id to store",
+       ("abort", "would have terminated"), "c10d_reporter"),
+    _p("torch.store.setup_failed", "torch c10d TCPStore / ProcessGroupGloo",
+       '"barrier timeout after {}ms, key: {}" (TCPStore::barrier, DistStoreError) / "Gloo '
+       'connectFullMesh failed with " … (ProcessGroupGloo) / "UV Store bind failed. useIpv6:{} '
+       'code:{} name:{} message:{}" / "UV Store listen failed. …" (TCPStoreLibUvBackend) / '
+       '"No ranks successfully processed in monitoredBarrier." (ProcessGroupGloo)',
+       "2.0+ (libuv store 2.2+; TCPStore::barrier 2.13)",
+       "torch/csrc/distributed/c10d/TCPStore.cpp, TCPStoreLibUvBackend.cpp, ProcessGroupGloo.cpp",
+       "reporter: its store barrier or gloo mesh set-up timed out (a victim: some peer never "
+       "came), or — bind/listen — the store server on the reporter could not start (its own "
+       "failure: the port taken, often by a second job or a leftover process): names no other "
+       "rank",
+       r"barrier timeout after \d{1,12} ?ms, key: |Gloo connectFullMesh failed with|UV Store "
+       r"(?:bind|listen) failed|No ranks successfully processed in monitoredBarrier",
+       ("barrier timeout", "connectfullmesh", "uv store", "no ranks successfully"),
+       "c10d_reporter"),
+    _p("torch.nccl.watchdog_hang", "torch c10d ProcessGroupNCCL",
+       '"ProcessGroupNCCL watchdog hang" / "This typically indicates a NCCL/CUDA API (e.g., '
+       'CudaEventDestroy) hang blocking the watchdog, " … / "… because we want to wait longer to '
+       'verify there is indeed a watchdog hang." / "Flight recorder dump in heartbeatMonitor" / '
+       '"If you suspect the watchdog is not actually stuck and a longer timeout would help, " …',
+       "2.2+", PT_NCCL + " (HeartbeatMonitor)",
+       "reporter: its own watchdog thread is stuck in a CUDA/NCCL call — the reporter is wedged "
+       "(a suspect, as torch.nccl.heartbeat says: a hint, not a verdict)",
+       r"ProcessGroupNCCL watchdog hang|hang blocking the watchdog|verify there is indeed a "
+       r"watchdog hang|Flight recorder dump in heartbeatMonitor|suspect the watchdog is not "
+       r"actually stuck", ("watchdog", "heartbeatmonitor"), "c10d_reporter"),
+    _p("torch.nccl.dump_lines", "torch c10d ProcessGroupNCCL / Flight Recorder",
+       '"Received a global dump signal from rank " r / "ProcessGroupNCCL\'s watchdog detected a '
+       'dump signal from rank " r / "Received a dump signal from this local rank and will " … / '
+       '"Broadcasting flight recorder dump signal to other processes via TCPStore." / "First '
+       'watchdog to set the dump signal." / "First PG on this rank detecting the dump signal '
+       'through tcpstore." / " giving time for flight recorder dumps to finish." / '
+       '"ProcessGroupNCCL preparing to dump debug info." / "ProcessGroupNCCL dumping nccl trace '
+       'to " … / "Flight Recorder trace successfully dumped."', "2.2+", PT_NCCL,
+       "reporter: an initiator (its own watchdog fired) or an observer (told through the store); "
+       "'from rank r' names the rank whose watchdog fired first — a victim that timed out, "
+       "never a culprit",
+       r"dump signal from (?:rank (?P<initiator>\d{1,7})|this local rank)|Broadcasting flight "
+       r"recorder dump signal|First watchdog to set the dump signal|detecting the dump signal "
+       r"through tcpstore|giving time for flight recorder dumps|preparing to dump debug info|"
+       r"dumping nccl trace to|Flight Recorder trace successfully dumped",
+       ("dump", "flight recorder"), "c10d_reporter", re.I),
+    _p("torch.nccl.health_check", "torch c10d ProcessGroupNCCL",
+       '"ProcessGroupNCCL: Health check failure: Failed to initialize NCCL communicator on rank " '
+       'r', "1.13+ (TORCH_ENABLE_NCCL_HEALTH_CHECK=1)", PT_NCCL + " (runHealthCheck)",
+       "rank r (the reporter) could not create its NCCL communicator at init: its own failure "
+       "or its peers' absence — a suspect, never more",
+       r"Health check failure: Failed to initialize NCCL communicator on rank (?P<rank>\d{1,7})",
+       ("health check failure",), "c10d_reporter"),
+    _p("torch.store_collectives.missing", "torch c10d StoreCollectives (control collectives)",
+       '"barrier failed -- missing ranks: " i ", " … e.what() (also "all_gather failed -- '
+       'missing ranks: " …)', "2.4+", "torch/csrc/distributed/c10d/control_collectives/"
+       "StoreCollectives.cpp",
+       "reporter: gave up waiting; the listed ranks had not set their key in the store when "
+       "it looked (named by reference, ranks of the StoreCollectives world) — suspects",
+       r"(?:barrier|all_gather|gather|scatter|all_sum) failed -- missing ranks: (?P<ranks>\d{1,7}"
+       r"(?:, ?\d{1,7}){0,4096})", ("missing ranks",), "c10d_reporter"),
+    _p("torch.gloo.check_rank_logs", "torch c10d ProcessGroupGloo",
+       '"… for send/recv from rank 0. Please check rank 0 logs for faulty rank." (the tail of '
+       'the monitoredBarrier peer message when its head is cut)', "1.10+", PT_GLOO,
+       "reporter: a non-coordinator of monitored_barrier; rank r (its coordinator) is named by "
+       "reference — a suspect (the full message is read by log_monitored)",
+       r"Please check rank (?P<root>\d{1,7}) logs for faulty rank", ("faulty rank",),
+       "c10d_reporter"),
+    _p("torch.detail.mismatch_hint", "torch c10d ProcessGroupWrapper / ProcessGroupNCCL",
+       '"Detected mismatch between collectives on ranks. Rank " … (the fingerprints cut) / "… '
+       'sizes used across ranks, the order of collectives is not same for all ranks …"', "1.10+",
+       "torch/csrc/distributed/c10d/ProcessGroupWrapper.cpp, ProcessGroupNCCL.cpp",
+       "reporter: ranks disagree on a collective; which ranks, only the fingerprints (or the "
+       "Flight Recorder) say — a split shown, no culprit",
+       r"Detected mismatch between collectives on ranks|order of collectives is not same for "
+       r"all ranks", ("mismatch between collectives", "order of collectives"), "c10d_reporter"),
+    _p("torchelastic.worker_wedged", "torch.distributed.elastic",
+       '"[%s] Worker pid=%s entered uninterruptible sleep (D-state); …" / "[%s] Worker pid=%s '
+       'stuck in uninterruptible sleep (D-state) for %.1fs …" / "Process %s did not exit after '
+       '%s within %ss; … Worker may be in uninterruptible kernel sleep …"', "2.13",
+       "torch/distributed/elastic/multiprocessing (2.13)",
+       "the agent saw a worker process (by pid) wedged in the kernel (a GPU or NIC driver "
+       "wait): a worker of that node is stuck; which rank, the agent's pid table says",
+       r"Worker pid=(?P<pid>\d{1,10}) (?:entered|stuck in) uninterruptible sleep|did not exit "
+       r"after [^\n]{0,80}? within [^\n]{0,40}?; abandoning", ("uninterruptible", "did not exit"),
+       "c10d_reporter"),
+    # ------------------------------------- NCCL WARNs that name ranks (log_ncclwarn_ranks)
+    _p("nccl.warn.duplicate_checkin", "NCCL / RCCL",
+       '"Bootstrap Root : rank %d of %d ranks has already checked in"', "2.18.3 – 2.30.7",
+       "src/bootstrap.cc (bootstrapRoot)",
+       "reporter: the bootstrap root (the process of rank 0 of that communicator); two "
+       "processes claimed rank r — a duplicate launch (a doubled or restarted worker, two jobs "
+       "on one unique id), never a straggler; r a suspect",
+       r"Bootstrap Root : rank (?P<rank>\d{1,7}) of (?P<n>\d{1,7}) ranks has already checked in",
+       ("already checked in",), "nccl_warn_ranks"),
+    _p("nccl.warn.duplicate_gpu", "NCCL / RCCL",
+       '"Duplicate GPU detected : rank %d and rank %d both on CUDA device %lx" (2.18.3 – '
+       '2.28.7) / "Multiple Ranks are using the same GPU/Partition. Set '
+       'NCCL_MULTI_RANK_GPU_ENABLE=1 …" (2.30.7) / "… communicator has multiple ranks using the '
+       'same NVML device. This is not compatible with NCCL_NVLS_ENABLE=1." (2.30.7)',
+       "2.18.3 – 2.30.7", "src/init.cc, src/transport/nvls.cc",
+       "the named ranks were launched on one GPU (a launch misconfiguration: CUDA_VISIBLE_DEVICES "
+       "or LOCAL_RANK): suspects; the communicator never formed",
+       r"Duplicate GPU detected : rank (?P<a>\d{1,7}) and rank (?P<b>\d{1,7}) both on CUDA "
+       r"device|Multiple Ranks are using the same GPU|multiple ranks using the same NVML device",
+       ("duplicate gpu", "same gpu", "same nvml device"), "nccl_warn_ranks"),
+    _p("nccl.warn.version_mismatch", "NCCL / RCCL",
+       '"Mismatched NCCL version detected : rank %d version %d rank %d version %d"',
+       "2.24.3 – 2.30.7", "src/init.cc",
+       "the two named ranks run different NCCL releases (mixed images or wheels): one of them "
+       "differs — both suspects, which one the line cannot say",
+       r"Mismatched NCCL version detected : rank (?P<a>\d{1,7}) version \d{1,9} rank "
+       r"(?P<b>\d{1,7}) version \d{1,9}", ("mismatched nccl version",), "nccl_warn_ranks"),
+    _p("nccl.warn.peer_closed", "NCCL / RCCL",
+       '"socketProgress: Connection closed by remote peer %s"', "2.18.3 – 2.30.7",
+       "src/misc/socket.cc",
+       "reporter: a victim — the peer at that address closed the socket (it died or aborted); "
+       "the peer is an address, not a rank",
+       r"socketProgress: Connection closed by remote peer (?P<peer>[^\s,]{1,255})",
+       ("closed by remote peer",), "nccl_warn_ranks"),
+    _p("nccl.warn.no_path", "NCCL / RCCL",
+       '"No transport found for rank %d[%lx] -> rank %d[%lx]" (transport.cc) / "Rank %d has no '
+       'transport for %s peer %d on channel %d/%d" (proxy.cc) / "Rank %d requires NIC %d but '
+       'that NIC is not available for rank %d" (graph/search.cc, 2.18 – 2.20) / "Set CPU '
+       'affinity : unable to find GPU/CPU for rank %d" (graph/topo.cc, 2.18 – 2.22) / '
+       '"Detected mixed local (Coll)Net device counts across ranks …" / "User requested GIN but '
+       'not all ranks in the communicator support GIN" / "Elastic GIN: rank %d …" (2.30.7)',
+       "2.18.3 – 2.30.7", "src/transport.cc, src/proxy.cc, src/graph/*.cc, src/init.cc, "
+       "src/dev_runtime*.cc",
+       "a topology or configuration that does not connect the named ranks (no path, no NIC, "
+       "nodes set up differently): the communicator cannot form — the named ranks suspects",
+       r"No transport found for rank (?P<a>\d{1,7})\[[0-9a-fx]{0,18}\] -> rank (?P<b>\d{1,7})|"
+       r"Rank (?P<a2>\d{1,7}) has no transport for \w{1,12} peer (?P<b2>\d{1,7})|Rank "
+       r"(?P<a3>\d{1,7}) requires NIC \d{1,4} but that NIC is not available for rank "
+       r"(?P<b3>\d{1,7})|unable to find GPU/CPU for rank (?P<a4>\d{1,7})|Detected mixed local "
+       r"(?:CollNet|Net) device counts across ranks|not all ranks in the communicator support "
+       r"GIN|Elastic GIN: rank (?P<a5>\d{1,7}) (?:has|segment)",
+       ("no transport", "requires nic", "unable to find gpu/cpu", "mixed local", "support gin",
+        "elastic gin"), "nccl_warn_ranks"),
+    _p("nccl.warn.api_check", "NCCL / RCCL",
+       '"peer %d is not within valid range of ranks %d." / "ncclPutSignal: peerWin is NULL" / '
+       '"improper usage of ncclCommInitRank: nId = %d, nranks=%d" / "ncclCommGrow: …" / '
+       '"MemManager: …" / "ncclProxyConnect: peerIndex|tpRank %d out of bounds …" / "RMA CE: '
+       'peerBuff is NULL …" / "RMA: trying to send to non-connected peer %d" / "Rma Proxy create '
+       'context: invalid rank stride …" / "Unable to use GIN: Peermem is not supported …" / '
+       '"rank %d invalid IPC peerIndex|peerRank …"',
+       "2.24.3 – 2.30.7 (most 2.30.7 only)",
+       "src/dev_runtime.cc, enqueue.cc, init.cc, mem_manager.cc, proxy.cc, rma/*.cc, "
+       "transport/net_ib/gin.cc, transport/p2p.cc",
+       "reporter: its NCCL refused a call or failed an internal check (an API misuse or a "
+       "bug on that process): the reporter is a suspect, the peers wait on it",
+       r"peer -?\d{1,10} is not within valid range of ranks|ncclPutSignal: peerWin is NULL|"
+       r"improper usage of ncclCommInitRank|ncclCommGrow: (?:new ranks must pass|total ranks)|"
+       r"MemManager: (?:Buffer ptr=\S{1,40} already exported|Cannot re-import peer buffer|"
+       r"Unknown handle type)|ncclProxyConnect: (?:peerIndex|tpRank) -?\d{1,10} out of bounds|"
+       r"RMA CE: peerBuff is NULL|RMA: trying to send to non-connected peer|Rma Proxy create "
+       r"context: invalid rank stride|Unable to use GIN: Peermem is not supported|invalid IPC "
+       r"peer(?:Index|Rank)",
+       ("valid range of ranks", "peerwin", "improper usage", "ncclcommgrow", "memmanager",
+        "out of bounds", "peerbuff", "non-connected peer", "rank stride", "unable to use gin",
+        "invalid ipc peer"), "nccl_warn_ranks"),
     # ----------------------------------------------------------------- wrappers / launchers
     _p("launcher.world_size", "torchrun / Lightning / DeepSpeed / Megatron",
        '"world_size=N", "WORLD_SIZE=N", Lightning "Initializing distributed: GLOBAL_RANK: r, '

@@ -23,6 +23,7 @@ from typing import Any
 
 from stormotel.analyzers.stalls import logs_parser as lp
 from stormotel.analyzers.stalls.inventory_families import Family, family_of
+from stormotel.analyzers.stalls.inventory_reports import report_for
 from stormotel.analyzers.stalls.log_analysis import analyze_logs
 
 START = "<!-- inventory:start -->"
@@ -69,7 +70,8 @@ def _value(before: str, spec: str, role: str, ranks_used: list[int]) -> str:
         if re.search(r"node\W{0,3}$|host\W{0,3}$|on\s*$", b, re.I):
             return "node-1"
         numeric = re.search(r"(?:rank|peer|pid|exitcode|exit code|code|status|size|world|count|"
-                            r"nodes|seq\w*|task|id|timeout|ms|seconds|=|\[)\W{0,3}$", b, re.I) \
+                            r"nodes|seq\w*|task|id|timeout|ms|seconds|after|=|\[)\W{0,3}$", b,
+                            re.I) \
             or re.search(r"rank|peer|src|dst|root|size|world|count|pid|code|seq|timeout", s)
         if not numeric:
             if re.search(r"err|exc|reason|msg|what", s):
@@ -125,6 +127,8 @@ def fill(template: str, role: str) -> tuple[str, list[int]]:
         out.append(template[pos:start])
         if spec == "%%":
             out.append("%")
+        elif template[end:end + 13] == " death signal":  # torchelastic: a signal.Signals member
+            out.append("Signals.SIGTERM")
         else:
             out.append(_value("".join(out), spec, role, used))
         pos = end
@@ -147,7 +151,10 @@ def concrete(entry: dict[str, Any], family: Family) -> tuple[str, list[int]]:
         if re.search(r"\b(?:rank|Rank|ranks:|rank:|rank ID)\s*$", text):
             text += f"{NAMED if family.role == 'names' else REPORTER}"
             used.append(NAMED if family.role == "names" else REPORTER)
-        if text.startswith("]"):
+        if text.startswith("] are the lagging ranks"):  # TraceUtils.h: its head is a literal
+            text = f"To our best knowledge, ranks [{NAMED}" + text
+            used.append(NAMED)
+        elif text.startswith("]"):
             text = f"[Rank {REPORTER}" + text
         elif text.startswith(" ") and text.strip():  # it follows an argument: the rank
             r = NAMED if family.role == "names" else REPORTER
@@ -185,35 +192,78 @@ def _named(findings: list[Any]) -> tuple[set[int], set[int]]:
     return culprits, suspects
 
 
-def judge(entry: dict[str, Any], workdir: Path) -> Judgement:
-    family = family_of(str(entry["emitter"]), str(entry["level"]), str(entry["template"]))
-    line, used = concrete(entry, family)
+def _read(text: str, workdir: Path) -> tuple[list[Any], list[Any]]:
+    """The stall evidence (events that are not context) and the findings of one log text."""
     log = workdir / "job.log"
-    log.write_text(line + "\n")
+    log.write_text(text)
     parsed = lp.parse_logs([str(log)])
     evidence = [e for e in parsed.events if e.kind not in CONTEXT]
+    return evidence, (analyze_logs(parsed).findings if evidence else [])
+
+
+def _signature(evidence: list[Any], findings: list[Any]) -> tuple[Any, ...]:
+    return (tuple(sorted((e.kind, e.rank, repr(e.detail)) for e in evidence)),
+            tuple((f.kind, tuple(f.ranks), repr(sorted(_named([f])[1]))) for f in findings))
+
+
+def _role_check(family: Family, findings: list[Any], used: list[int],
+                reporter: int | None = REPORTER) -> str | None:
+    """Why the findings are not the right reading for the family's role (None: they are)."""
+    culprits, suspects = _named(findings)
+    if family.role == "names":
+        want = NAMED if NAMED in used else None
+        if want is not None and want not in culprits | suspects:
+            return "read, but not the rank it names"
+        if reporter is not None and reporter in culprits and want != reporter:
+            return "blames the reporter"
+    elif family.role == "own":
+        want = used[0] if used else REPORTER
+        if want not in culprits | suspects:
+            return "read, but not the failing rank"
+    elif family.role == "waits" and reporter is not None and reporter in culprits:
+        return "blames the reporter"
+    return None
+
+
+def _judge_report(entry: dict[str, Any], family: Family, rep: Any, workdir: Path
+                  ) -> Judgement:
+    """A fragment of a multi-line report, judged inside the report (:mod:`.inventory_reports`)."""
+    line = rep.text
+    evidence, findings = _read(rep.text, workdir)
+    if not evidence:
+        return Judgement(False, family, f"not read inside the report ({rep.where})", line)
+    if not findings:
+        return Judgement(False, family, f"read inside the report ({rep.where}), but no finding",
+                         line)
+    without = _read(rep.without, workdir)
+    if _signature(evidence, findings) == _signature(*without):
+        return Judgement(False, family, f"inside the report ({rep.where}): the report reads "
+                         "the same without it", line)
+    why = _role_check(family, findings, [NAMED] if family.role == "names" else [], None)
+    if why is not None:
+        return Judgement(False, family, f"{why} (inside the report: {rep.where})", line)
+    return Judgement(True, family, "handled", line)
+
+
+def judge(entry: dict[str, Any], workdir: Path) -> Judgement:
+    family = family_of(str(entry["emitter"]), str(entry["level"]), str(entry["template"]))
+    if family.id in REPORT_FAMILIES and family.relevance == "stall":
+        rep = report_for(entry)
+        if rep is not None:
+            return _judge_report(entry, family, rep, workdir)
+    line, used = concrete(entry, family)
+    evidence, findings = _read(line + "\n", workdir)
     if not evidence:
         reason = {"info": "info-only", "config": "not stall evidence (usage/configuration)"}
         if family.id in REPORT_FAMILIES:
             return Judgement(False, family, "not read alone (a line of a multi-line report)",
                              line)
         return Judgement(False, family, reason.get(family.relevance, "not yet handled"), line)
-    findings = analyze_logs(parsed).findings
     if not findings:
         return Judgement(False, family, "read, but no finding", line)
-    culprits, suspects = _named(findings)
-    if family.role == "names":
-        want = NAMED if NAMED in used else None
-        if want is not None and want not in culprits | suspects:
-            return Judgement(False, family, "read, but not the rank it names", line)
-        if REPORTER in culprits and want != REPORTER:
-            return Judgement(False, family, "blames the reporter", line)
-    elif family.role == "own":
-        want = used[0] if used else REPORTER
-        if want not in culprits | suspects:
-            return Judgement(False, family, "read, but not the failing rank", line)
-    elif family.role == "waits" and REPORTER in culprits:
-        return Judgement(False, family, "blames the reporter", line)
+    why = _role_check(family, findings, used)
+    if why is not None:
+        return Judgement(False, family, why, line)
     return Judgement(True, family, "handled", line)
 
 

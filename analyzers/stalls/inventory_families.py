@@ -47,6 +47,27 @@ FAMILIES: tuple[Family, ...] = (
        r"Worker group in \S+ state|must be|should be|should not|exclusion list|"
        r"is not supported|invalid|out of bounds|exceeds available|cannot be empty",
        "own", "config", "a usage, setup or environment error (no collective ran yet)"),
+    # --- PyTorch c10d: lines of the normal path (criterion for "not a rank-bearing error"):
+    # the source prints them at LOG(INFO)/VLOG or as a one-time notice on the NORMAL path —
+    # a thread that ended normally, the CUDA driver shutting down at process exit, a success,
+    # a leak warning at exit, an error the source says it ignores, a notice of an operation
+    # the user asked for. They prove nothing about a stall and are not counted.
+    _f("c10d.normal_path", TORCH,
+       r"terminated normally|destroyed cuda before watchdog loop exited|hasn't been destroyed|"
+       r"so ignoring the error|Completed store-based barrier|Shrinking default group will destroy|"
+       r"Launching ProcessGroupNCCL abort asynchr|ProcessGroupNCCL aborts successfully|"
+       r"Failed to (?:get timeout rank ID from|check the \"should dump\" flag on|get exception "
+       r"dump flag from|set dump signal in) (?:TCPStore|the global store|tcpstore)",
+       "waits", "info",
+       "printed on the normal path (LOG(INFO)/VLOG: 'watchdog thread terminated normally', "
+       "'main process destroyed cuda before watchdog loop exited' at process exit; "
+       "'Completed store-based barrier': every rank arrived; the destroy-at-exit leak warning; "
+       "a bind error ignored under TORCHELASTIC_USE_AGENT_STORE; shrink_group's notice; "
+       "'Launching ProcessGroupNCCL abort asynchronously' / 'aborts successfully', LOG(INFO) of "
+       "every destroy_process_group while shutdown() called abort(); the heartbeat monitor's "
+       "failed store polls, '(maybe TCPStore server has shut down too early)', printed after a "
+       "normal completion when rank 0's store exits first): not stall evidence (the completed "
+       "barrier clears the waiting lines of its key)"),
     # --- PyTorch c10d: init -----------------------------------------------------------------
     _f("c10d.store_barrier", TORCH, r"store.based barrier|store_based_barrier", "waits", "stall",
        "the reporter checked in at init and waits for the rest of the world; the ranks that "
@@ -55,6 +76,11 @@ FAMILIES: tuple[Family, ...] = (
     _f("c10d.unique_id", TORCH, r"ncclUniqueId|unique ?id|retrieving .* from \[", "names", "stall",
        "the reporter waits for the communicator's root (the rank in `from [r]`, usually 0) to "
        "publish the NCCL id through the store: the root is the one to look at"),
+    _f("c10d.monitored_barrier_timeout", TORCH,
+       r"timed out in monitoredBarrier|No ranks successfully processed in monitoredBarrier",
+       "waits", "stall",
+       "rank 0 (the coordinator, the printing rank) ran out of time in monitoredBarrier; the "
+       "processed ranks are innocent, the next one was being waited on (a suspect, not proven)"),
     _f("c10d.monitored_barrier", TORCH, r"monitoredBarrier|monitored_barrier", "names", "stall",
        "rank 0 (coordinator) lists the ranks that missed the barrier (all with wait_all_ranks, "
        "else the first); a non-coordinator names rank 0 (`check rank 0 logs`)"),
@@ -110,6 +136,12 @@ FAMILIES: tuple[Family, ...] = (
     _f("elastic.signal", "torchelastic", r"signal|shutting down|SIGTERM|SIGKILL", "waits",
        "stall", "the agent itself was stopped (the launcher's or scheduler's decision)"),
     # --- NCCL -------------------------------------------------------------------------------
+    # criterion for "not a rank-bearing error": the fragment is a column header or label that
+    # names no rank, no count of ranks with a property, no status and no error (its "Ranks"
+    # are column titles); it is counted as info, not against the share
+    _f("nccl.ras.summary_header", "nccl-ras", r"^Group\s+Comms\s+Nodes\s+Ranks", "waits", "info",
+       "the column header of RAS's communicator summary table: names no rank, count, status "
+       "or error (the Errors section below it does)"),
     _f("nccl.ras", "nccl-ras",
        r"missing|Rank %|collective operation|counts?|status|unresponsive|dead|ranks? ", "names",
        "stall", "RAS: per communicator, how many operations each rank launched (the ranks "

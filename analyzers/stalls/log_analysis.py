@@ -179,13 +179,15 @@ def analyze_logs(parsed: lp.ParsedLogs, *, world_size: int | None = None) -> Log
     failures = lv.rank_failure_findings(own_errors, first_timeout, timed_out)
     concluded = lv.desync_findings(events) + lw.witness_findings(events) + \
         lv.fingerprint_findings(events, CATEGORY_REMEDIATION["mismatched_collective"]) + \
-        [f for kind in log_scanners.KINDS if kind.findings is not None
+        [f for kind in log_scanners.KINDS if kind.findings is not None and not kind.fallback
          for f in kind.findings(events, known)] + \
         lw.coll_findings(events, interleaved, known) + lw.detail_findings(events) + \
         log_elastic.abort_split_findings(events)
     fallback = same_everywhere + lw.fallback_findings(events, known, world.size)
     if not (failures or concluded or watchdog or fallback):
-        fallback = lw.unexplained_findings(events)
+        fallback = lw.unexplained_findings(events) + [
+            f for kind in log_scanners.KINDS if kind.findings is not None and kind.fallback
+            for f in kind.findings(events, known)]
     if outside is not None:
         fallback = [*fallback, outside]
     findings = _link(failures, concluded, watchdog, fallback)

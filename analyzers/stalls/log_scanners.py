@@ -20,13 +20,16 @@ from typing import Any, Protocol
 from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls import (
     log_busy,
+    log_c10d_reporter,
     log_frtrace,
     log_horovod,
     log_monitored,
     log_mpi_signal,
     log_mpirun,
+    log_ncclwarn_ranks,
     log_rankless,
     log_ras,
+    log_ras_health,
     log_ras_verdicts,
     log_store_barrier,
     log_store_wait,
@@ -63,6 +66,8 @@ class LogKind:
     name: str
     scanner: Callable[[ScanContext], LogScanner]
     findings: Findings | None = None  #: None: judged by the watchdog triage / shared rules
+    #: its findings show a stall but name no culprit: read only when no other rule answers
+    fallback: bool = False
 
 
 # --- adapters: the older scanners keep their own small interfaces --------------------------
@@ -168,4 +173,10 @@ KINDS: tuple[LogKind, ...] = (
     LogKind("busy_rank", log_busy.Scanner, log_busy.findings),
     LogKind("mpi_signal", log_mpi_signal.Scanner),
     LogKind("rankless", log_rankless.Scanner, log_rankless.findings),
+    LogKind("c10d_reporter", log_c10d_reporter.Scanner, log_c10d_reporter.findings,
+            fallback=True),
+    LogKind("c10d_reference", log_c10d_reporter.RefScanner, log_c10d_reporter.reference_findings),
+    LogKind("nccl_warn_ranks", log_ncclwarn_ranks.Scanner, log_ncclwarn_ranks.findings,
+            fallback=True),
+    LogKind("nccl_ras_health", log_ras_health.Scanner, log_ras_health.findings, fallback=True),
 )

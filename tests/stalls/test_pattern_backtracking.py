@@ -28,6 +28,7 @@ MAX_GROWTH = 9.0
 #: shapes per pattern grown to 1 MiB (the costliest at 256 KiB)
 WORST = 2
 _MODULES = ("logs_parser", "log_elastic", "log_failures", "log_frtrace", "log_horovod",
+            "log_ras_health", "log_ncclwarn_ranks", "log_c10d_reporter",
             "log_mpirun", "log_ncclwarn", "log_ras", "log_world", "log_witness", "paste")
 
 
