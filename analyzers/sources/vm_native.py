@@ -56,6 +56,7 @@ import math
 import re
 import struct
 import threading
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -249,20 +250,29 @@ def decimal_to_float(v: np.ndarray, scale: np.ndarray, rows: np.ndarray) -> np.n
     return f
 
 
-def decode_native(body: bytes, start_ms: int, end_ms: int, dedup_ms: int = 0) -> list[Series]:
-    """A native export answer as series cut to ``[start_ms, end_ms]``, each sorted by time,
-    deduplicated over ``dedup_ms`` as the server does, staleness markers dropped
-    (NativeFormatError for anything this format does not allow)."""
+@dataclass
+class Blocks:
+    """An answer's blocks as read (parts inflated, nothing decoded yet)."""
+
+    #: Each distinct metric name, marshalled, in the order first seen.
+    names: list[bytes]
+    #: Per block: the index of its name.
+    owner: list[int]
+    #: Per block: MinTimestamp, FirstValue, RowsCount, Scale, timestamps' and values' type.
+    head: list[tuple[int, int, int, int, int, int]]
+    t_parts: list[bytes]
+    v_parts: list[bytes]
+
+
+def read_blocks(body: bytes, start_ms: int, end_ms: int) -> Blocks:
+    """The framing of an answer (NativeFormatError for anything the format does not allow)."""
     if len(body) < 16:
         raise NativeFormatError(f"{len(body)} bytes: not even the time range")
     t0, t1 = (_zigzag64(int.from_bytes(body[i:i + 8], "big")) for i in (0, 8))
     if abs(t0 - start_ms) > 1000 or abs(t1 - end_ms) > 1000:
         raise NativeFormatError(f"answers for {t0}..{t1} ms, not the range asked for")
     names: dict[bytes, int] = {}
-    owner: list[int] = []
-    head: list[tuple[int, int, int, int, int, int]] = []
-    t_parts: list[bytes] = []
-    v_parts: list[bytes] = []
+    out = Blocks([], [], [], [], [])
     dctx = zstandard.ZstdDecompressor()
     at, n = 16, len(body)
     while at < n:
@@ -280,7 +290,7 @@ def decode_native(body: bytes, start_ms: int, end_ms: int, dedup_ms: int = 0) ->
         idx = names.get(mn)
         if idx is None:
             idx = names[mn] = len(names)
-        owner.append(idx)
+        out.owner.append(idx)
         b = body[at + 4:end]
         first_t, p = _varint(b, 0)
         first_v, p = _varint(b, p)
@@ -300,25 +310,33 @@ def decode_native(body: bytes, start_ms: int, end_ms: int, dedup_ms: int = 0) ->
             raise NativeFormatError(f"a block header out of range (rows {rows}, scale {scale})")
         if tt not in _KNOWN_TYPES or vt not in _KNOWN_TYPES:
             raise NativeFormatError(f"unknown marshal type {tt}/{vt} ({FORMAT})")
-        head.append((first_t, first_v, rows, scale, tt, vt))
-        t_parts.append(_inflate(dctx, tdata, rows) if tt in (ZSTD_ND, ZSTD_ND2) else tdata)
-        v_parts.append(_inflate(dctx, vdata, rows) if vt in (ZSTD_ND, ZSTD_ND2) else vdata)
+        out.head.append((first_t, first_v, rows, scale, tt, vt))
+        out.t_parts.append(_inflate(dctx, tdata, rows) if tt in (ZSTD_ND, ZSTD_ND2) else tdata)
+        out.v_parts.append(_inflate(dctx, vdata, rows) if vt in (ZSTD_ND, ZSTD_ND2) else vdata)
         at = end
-    if not head:
+    out.names = list(names)
+    return out
+
+
+def decode_native(body: bytes, start_ms: int, end_ms: int, dedup_ms: int = 0) -> list[Series]:
+    """A native export answer as series cut to ``[start_ms, end_ms]``, each sorted by time,
+    deduplicated over ``dedup_ms`` as the server does, staleness markers dropped
+    (NativeFormatError for anything this format does not allow)."""
+    blocks = read_blocks(body, start_ms, end_ms)
+    if not blocks.head:
         return []
-    h = np.array(head, np.int64)
+    h = np.array(blocks.head, np.int64)
     rows_a = h[:, 2]
-    t = decode_int64s(h[:, 4], h[:, 0], rows_a, t_parts)
-    del t_parts
+    t = decode_int64s(h[:, 4], h[:, 0], rows_a, blocks.t_parts)
     if t.size > 1:  # stored blocks are sorted: anything else is a layout misread
         inside = np.ones(t.size - 1, bool)
         inside[np.cumsum(rows_a)[:-1] - 1] = False
         if bool((t[1:][inside] < t[:-1][inside]).any()):
             raise NativeFormatError(f"a block's timestamps go back in time ({FORMAT})")
-    v = decimal_to_float(decode_int64s(h[:, 5], h[:, 1], rows_a, v_parts), h[:, 3], rows_a)
-    del v_parts
-    return _series(list(names), np.array(owner, np.int64), rows_a, t, v, start_ms, end_ms,
-                   dedup_ms)
+    v = decimal_to_float(decode_int64s(h[:, 5], h[:, 1], rows_a, blocks.v_parts), h[:, 3],
+                         rows_a)
+    return _series(blocks.names, np.array(blocks.owner, np.int64), rows_a, t, v, start_ms,
+                   end_ms, dedup_ms)
 
 
 def _zigzag64(u: int) -> int:
