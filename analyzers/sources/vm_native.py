@@ -170,12 +170,18 @@ def _varints(buf: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     size = last - first + 1
     if int(size.max()) > 10:
         raise NativeFormatError("a varint is longer than 10 bytes")
-    pos = np.arange(buf.size, dtype=np.int64) - np.repeat(first, size)
-    parts = (buf & 0x7F).astype(np.uint64) << (pos * 7).astype(np.uint64)
-    u = np.add.reduceat(parts, first)  # the 7-bit groups never overlap: a sum is an OR
+    # Byte k of every varint that has one, k = 0, 1, ...: one gather per byte position (most
+    # varints are 1-3 bytes), the 7-bit groups ORed in place.
+    u = (buf[first] & 0x7F).astype(np.uint64)
+    k = 1
+    idx = np.flatnonzero(size > 1)
+    while idx.size:
+        u[idx] |= (buf[first[idx] + k] & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        k += 1
+        idx = idx[size[idx] > k]
     vals = (u >> np.uint64(1)).astype(np.int64) ^ -(u & np.uint64(1)).astype(np.int64)
-    before = np.concatenate(([0], np.cumsum(term)))
-    counts = before[ends_at] - before[ends_at - lens]
+    upto = np.searchsorted(last, ends_at, side="left")  # varints ending before each part's end
+    counts = np.diff(upto, prepend=0)
     return vals, counts
 
 
@@ -269,7 +275,8 @@ def read_blocks(body: bytes, start_ms: int, end_ms: int) -> Blocks:
     if len(body) < 16:
         raise NativeFormatError(f"{len(body)} bytes: not even the time range")
     t0, t1 = (_zigzag64(int.from_bytes(body[i:i + 8], "big")) for i in (0, 8))
-    if abs(t0 - start_ms) > 1000 or abs(t1 - end_ms) > 1000:
+    # the server keeps the start and may pull the end back (to now + 2 days, getCommonParams)
+    if abs(t0 - start_ms) > 1000 or not t0 <= t1 <= end_ms + 1000:
         raise NativeFormatError(f"answers for {t0}..{t1} ms, not the range asked for")
     names: dict[bytes, int] = {}
     out = Blocks([], [], [], [], [])
@@ -353,10 +360,19 @@ def _inflate(dctx: zstandard.ZstdDecompressor, data: bytes, rows: int) -> bytes:
 def _series(names: list[bytes], owner: np.ndarray, rows: np.ndarray, t: np.ndarray,
             v: np.ndarray, start_ms: int, end_ms: int, dedup_ms: int) -> list[Series]:
     """The samples of each metric name's blocks together, as :class:`Series`."""
-    sample_owner = np.repeat(owner, rows)
-    # One stable sort by (series, time): a series' blocks come in any order and may overlap.
-    order = np.lexsort((t, sample_owner))
-    so, t, v = sample_owner[order], t[order], v[order]
+    # A series' blocks come in any order (parallel workers) and may overlap (unmerged parts):
+    # blocks grouped by series first (a stable sort of a few numbers a series), then, only
+    # where a series' samples are not already in time order, one sort by (series, time).
+    if owner.size > 1 and bool((owner[1:] < owner[:-1]).any()):
+        by = np.argsort(owner, kind="stable")
+        starts = np.concatenate(([0], np.cumsum(rows)[:-1]))
+        moved = rows[by]
+        take = np.arange(t.size) + np.repeat(starts[by] - (np.cumsum(moved) - moved), moved)
+        owner, rows, t, v = owner[by], moved, t[take], v[take]
+    so = np.repeat(owner, rows)
+    if t.size > 1 and bool(((t[1:] <= t[:-1]) & (so[1:] == so[:-1])).any()):
+        order = np.lexsort((t, so))
+        so, t, v = so[order], t[order], v[order]
     keep = (t >= start_ms) & (t <= end_ms)
     if dedup_ms > 0:  # dedup.go DeduplicateSamples: the last sample of each interval
         bucket = -((-t) // dedup_ms)
@@ -390,8 +406,9 @@ class NativeReader:
 
     name = "vm_native"
     label = "VictoriaMetrics native export (/api/v1/export/native blocks)"
-    #: ~1 byte a sample on the wire and 16 decoded; decoded a whole answer at a time.
-    samples_per_read = 800_000
+    #: ~1 byte a sample on the wire, ~70 bytes a sample at the decode's peak: as the JSON
+    #: export's reads (800,000 measured the same CPU and 540 vs 405 MiB peak, 1,024 x 6 h).
+    samples_per_read = 200_000
 
     def __init__(self, api: PrometheusAPI) -> None:
         self.api = api
@@ -425,9 +442,10 @@ class NativeReader:
                 tried.append(f"{url} is not a flags page")
                 continue
             m = _FLAG_DEDUP.search(body)
-            got = parse_go_duration_ms(m.group(1).decode(errors="replace")) if m else 0
+            text = m.group(1).decode(errors="replace") if m else "0"
+            got = parse_go_duration_ms(text)
             if got is None:
-                tried.append(f"unreadable -dedup.minScrapeInterval {m.group(1)!r}" if m else "")
+                tried.append(f"unreadable -dedup.minScrapeInterval {text!r}")
                 continue
             with self._lock:
                 self._dedup_ms = got
