@@ -479,7 +479,6 @@ class NativeReader:
             raise EndpointError(self.api.url + PATH, f"answer not understood ({e})") from None
 
     def _read(self, selector: str, start_s: float, end_s: float) -> list[Series]:
-        dedup = self.dedup_ms()
         start_ms, end_ms = int(start_s * 1000), math.ceil(end_s * 1000)
         url = self.api.url + PATH
         resp = request(self.api.client, "POST", url, settings=self.api.settings,
@@ -490,4 +489,5 @@ class NativeReader:
         if not kind.startswith(CONTENT_TYPE):
             raise NativeFormatError(f"answered {kind or 'no content type'!r}, not "
                                     f"{CONTENT_TYPE}")
-        return decode_native(resp.content, start_ms, end_ms, dedup)
+        # asked once a server has answered in the native format (not of a Thanos or a Mimir)
+        return decode_native(resp.content, start_ms, end_ms, self.dedup_ms())
