@@ -127,17 +127,16 @@ def _varint(b: bytes, at: int) -> tuple[int, int]:
 
 def _labels(mn: bytes) -> dict[str, str]:
     """``MetricName.Unmarshal``: ``__name__`` (when set) and the tags."""
-    parts = mn.split(b"\x01")
-    if parts[-1] != b"" or len(parts) % 2 != 0:
-        raise NativeFormatError("a metric name does not end its tags where it should")
-    if b"\x00" in mn:
-        parts = [_unescape(p) for p in parts]
-    try:
-        out = {parts[i].decode(): parts[i + 1].decode() for i in range(1, len(parts) - 1, 2)}
-        if parts[0]:
-            out["__name__"] = parts[0].decode()
+    try:  # byte 1 ends each part; an escaped 1 inside a part is "0 '1'" until unescaped
+        parts = ([_unescape(p).decode() for p in mn.split(b"\x01")] if b"\x00" in mn
+                 else mn.decode().split("\x01"))
     except UnicodeDecodeError:
         raise NativeFormatError("a metric name is not UTF-8") from None
+    if parts[-1] != "" or len(parts) % 2 != 0:
+        raise NativeFormatError("a metric name does not end its tags where it should")
+    out = dict(zip(parts[1:-1:2], parts[2:-1:2], strict=True))
+    if parts[0]:
+        out["__name__"] = parts[0]
     return out
 
 
@@ -215,17 +214,22 @@ def decode_int64s(kinds: np.ndarray, firsts: np.ndarray, rows: np.ndarray,
     if not np.array_equal(counts, expect):
         raise NativeFormatError("a block part holds another number of values than its rows")
     steps = rows - 1
-    kind_at = np.repeat(kinds, steps)  # the kind of each position after a block's first
-    owner = np.repeat(kinds, counts)  # the kind of the block each varint came from
-    d = np.zeros(int(steps.sum()), np.int64)
-    delta_kind = (kind_at == ND) | (kind_at == ZSTD_ND) | (kind_at == ND2) | (kind_at == ZSTD_ND2)
-    d[delta_kind] = vals[(owner != DELTA_CONST)]
-    dc = kinds == DELTA_CONST
-    d[kind_at == DELTA_CONST] = np.repeat(vals[owner == DELTA_CONST], steps[dc])
+    # what each block's positions after its first hold: 0 nothing (const), 1 the one delta
+    # (delta const), 2 a varint each (nearest delta), 3 a delta of deltas (nearest delta2)
+    cat = np.where(kinds == DELTA_CONST, 1, np.where(is_nd, 2, np.where(is_nd2, 3, 0)))
+    cat_at = np.repeat(cat.astype(np.uint8), steps)
+    d = np.zeros(cat_at.size, np.int64)
+    from_varints = cat_at >= 2
+    dc = cat == 1
+    if bool(dc.any()):
+        owner = np.repeat(dc, counts)  # the varints of delta-const blocks
+        d[from_varints] = vals[~owner]
+        d[cat_at == 1] = np.repeat(vals[owner], steps[dc])
+    else:
+        d[from_varints] = vals
     if bool(is_nd2.any()):  # nearest-delta2 varints are deltas of the deltas
-        sums = _segment_cumsum(np.where(delta_kind, d, 0), steps)
-        nd2_at = (kind_at == ND2) | (kind_at == ZSTD_ND2)
-        d[nd2_at] = sums[nd2_at]
+        nd2_at = cat_at == 3
+        d[nd2_at] = _segment_cumsum(d[nd2_at], steps[is_nd2])
     x = np.empty(int(rows.sum()), np.int64)
     starts = np.concatenate(([0], np.cumsum(rows)[:-1]))
     rest = np.ones(x.size, bool)
@@ -237,17 +241,14 @@ def decode_int64s(kinds: np.ndarray, firsts: np.ndarray, rows: np.ndarray,
 
 def decimal_to_float(v: np.ndarray, scale: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """``decimal.AppendDecimalToFloat`` per block: ``v * 10^scale`` with Go's rounding."""
-    e = np.repeat(scale, rows)
     f = v.astype(np.float64)
-    up, down = e > 0, e < 0
-    if bool(up.any()):
-        f[up] *= go_pow10(e[up])
-    if bool(down.any()):
-        f[down] /= go_pow10(-e[down])
-    starts = np.concatenate(([0], np.cumsum(rows)[:-1]))
-    nonzero = np.add.reduceat((v != 0).astype(np.int64), starts) if v.size else rows * 0
-    zero_blocks = np.repeat(nonzero == 0, rows)  # the all-zeros fast path: 0 whatever the scale
-    f[zero_blocks] = 0.0
+    if bool((scale != 0).any()):  # x 10^e or / 10^-e per block (x 1.0 and / 1.0 are exact)
+        f *= np.repeat(np.where(scale > 0, go_pow10(np.maximum(scale, 0)), 1.0), rows)
+        f /= np.repeat(np.where(scale < 0, go_pow10(np.maximum(-scale, 0)), 1.0), rows)
+    if bool((scale > 308).any()):  # the all-zeros fast path: 0, even where 0 x 10^e is NaN
+        starts = np.concatenate(([0], np.cumsum(rows)[:-1]))
+        nonzero = np.add.reduceat((v != 0).astype(np.int64), starts)
+        f[np.repeat(nonzero == 0, rows)] = 0.0
     special = (v > _V_MAX) | (v < _V_MIN)
     if bool(special.any()):
         sv = v[special]
@@ -264,14 +265,16 @@ class Blocks:
     names: list[bytes]
     #: Per block: the index of its name.
     owner: list[int]
-    #: Per block: MinTimestamp, FirstValue, RowsCount, Scale, timestamps' and values' type.
-    head: list[tuple[int, int, int, int, int, int]]
+    #: Per block (rows): MinTimestamp, FirstValue, RowsCount, Scale, timestamps' and values'
+    #: marshal type.
+    head: np.ndarray
     t_parts: list[bytes]
     v_parts: list[bytes]
 
 
 def read_blocks(body: bytes, start_ms: int, end_ms: int) -> Blocks:
-    """The framing of an answer (NativeFormatError for anything the format does not allow)."""
+    """The framing of an answer (NativeFormatError for anything the format does not allow):
+    a walk over the two lengths of each block in Python, then every block header at once."""
     if len(body) < 16:
         raise NativeFormatError(f"{len(body)} bytes: not even the time range")
     t0, t1 = (_zigzag64(int.from_bytes(body[i:i + 8], "big")) for i in (0, 8))
@@ -279,50 +282,90 @@ def read_blocks(body: bytes, start_ms: int, end_ms: int) -> Blocks:
     if abs(t0 - start_ms) > 1000 or not t0 <= t1 <= end_ms + 1000:
         raise NativeFormatError(f"answers for {t0}..{t1} ms, not the range asked for")
     names: dict[bytes, int] = {}
-    out = Blocks([], [], [], [], [])
-    dctx = zstandard.ZstdDecompressor()
+    owner: list[int] = []
+    at_list: list[int] = []
+    end_list: list[int] = []
+    unpack = _U32.unpack_from
     at, n = 16, len(body)
-    while at < n:
-        if at + 4 > n:
-            raise NativeFormatError("the answer is cut short")
-        (mlen,) = _U32.unpack_from(body, at)
-        mn = body[at + 4:at + 4 + mlen]
-        at += 4 + mlen
-        if at + 4 > n:
-            raise NativeFormatError("the answer is cut short")
-        (blen,) = _U32.unpack_from(body, at)
-        end = at + 4 + blen
-        if end > n:
-            raise NativeFormatError("the answer is cut short inside a block")
-        idx = names.get(mn)
-        if idx is None:
-            idx = names[mn] = len(names)
-        out.owner.append(idx)
-        b = body[at + 4:end]
-        first_t, p = _varint(b, 0)
-        first_v, p = _varint(b, p)
-        rows, p = _uvarint(b, p)
-        scale, p = _varint(b, p)
-        if p + 2 > len(b):
+    try:
+        while at < n:
+            (mlen,) = unpack(body, at)
+            mn = body[at + 4:at + 4 + mlen]
+            at += 4 + mlen
+            (blen,) = unpack(body, at)
+            at_list.append(at + 4)
+            at += 4 + blen
+            end_list.append(at)
+            idx = names.get(mn)
+            if idx is None:
+                idx = names[mn] = len(names)
+            owner.append(idx)
+    except struct.error:
+        raise NativeFormatError("the answer is cut short") from None
+    if at != n:  # the last length reaches past the end
+        raise NativeFormatError("the answer is cut short inside a block")
+    if not at_list:
+        return Blocks([], [], np.empty((0, 6), np.int64), [], [])
+    buf = np.frombuffer(body + bytes(16), np.uint8)
+    pos = np.array(at_list, np.int64)
+    blk_end = np.array(end_list, np.int64)
+    first_t, pos = _varints_at(buf, pos, blk_end, signed=True)
+    first_v, pos = _varints_at(buf, pos, blk_end, signed=True)
+    rows, pos = _varints_at(buf, pos, blk_end, signed=False)
+    scale, pos = _varints_at(buf, pos, blk_end, signed=True)
+    if bool((pos + 2 > blk_end).any()):
+        raise NativeFormatError("a block header is cut short")
+    tt, vt = buf[pos].astype(np.int64), buf[pos + 1].astype(np.int64)
+    tlen, t_at = _varints_at(buf, pos + 2, blk_end, signed=False)
+    if bool((t_at + tlen >= blk_end).any()):  # the values' length must follow
+        raise NativeFormatError(f"a block does not end where its length says ({FORMAT})")
+    vlen, v_at = _varints_at(buf, t_at + tlen, blk_end, signed=False)
+    if not np.array_equal(v_at + vlen, blk_end):
+        raise NativeFormatError(f"a block does not end where its length says ({FORMAT}; "
+                                "a newer server's header has more fields)")
+    if bool(((rows <= 0) | (rows > 0xFFFFFFFF) | (scale < -(1 << 15))
+             | (scale >= (1 << 15))).any()):
+        raise NativeFormatError("a block header out of range (rows or scale)")
+    known = np.array(sorted(_KNOWN_TYPES))
+    if not (np.isin(tt, known).all() and np.isin(vt, known).all()):
+        raise NativeFormatError(f"unknown marshal type(s) "
+                                f"{sorted(set(tt.tolist()) | set(vt.tolist()) - _KNOWN_TYPES)}"
+                                f" ({FORMAT})")
+    dctx = zstandard.ZstdDecompressor()
+    rows_l = rows.tolist()
+    t_parts = [body[a:a + k] for a, k in zip(t_at.tolist(), tlen.tolist(), strict=True)]
+    v_parts = [body[a:a + k] for a, k in zip(v_at.tolist(), vlen.tolist(), strict=True)]
+    for kinds, parts in ((tt, t_parts), (vt, v_parts)):
+        for i in np.flatnonzero((kinds == ZSTD_ND) | (kinds == ZSTD_ND2)).tolist():
+            parts[i] = _inflate(dctx, parts[i], rows_l[i])
+    head = np.stack([first_t, first_v, rows, scale, tt, vt], axis=1)
+    return Blocks(list(names), owner, head, t_parts, v_parts)
+
+
+def _varints_at(buf: np.ndarray, pos: np.ndarray, end: np.ndarray, *, signed: bool
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The varint starting at each of ``pos`` (one per block, none reaching ``end``), as
+    int64 (zig-zag decoded when ``signed``), and where each ends."""
+    u = np.zeros(pos.size, np.uint64)
+    cur = pos.copy()
+    active = np.arange(pos.size)
+    k = 0
+    while active.size:
+        if k == 10:
+            raise NativeFormatError("a varint is longer than 10 bytes")
+        at = cur[active]
+        if bool((at >= end[active]).any()):
             raise NativeFormatError("a block header is cut short")
-        tt, vt = b[p], b[p + 1]
-        tlen, p = _uvarint(b, p + 2)
-        tdata, p = b[p:p + tlen], p + tlen
-        vlen, p = _uvarint(b, p)
-        vdata, p = b[p:p + vlen], p + vlen
-        if p != len(b) or len(tdata) != tlen or len(vdata) != vlen:
-            raise NativeFormatError(f"a block does not end where its length says ({FORMAT}; "
-                                    "a newer server's header has more fields)")
-        if not 0 < rows <= 0xFFFFFFFF or not -(1 << 15) <= scale < (1 << 15):
-            raise NativeFormatError(f"a block header out of range (rows {rows}, scale {scale})")
-        if tt not in _KNOWN_TYPES or vt not in _KNOWN_TYPES:
-            raise NativeFormatError(f"unknown marshal type {tt}/{vt} ({FORMAT})")
-        out.head.append((first_t, first_v, rows, scale, tt, vt))
-        out.t_parts.append(_inflate(dctx, tdata, rows) if tt in (ZSTD_ND, ZSTD_ND2) else tdata)
-        out.v_parts.append(_inflate(dctx, vdata, rows) if vt in (ZSTD_ND, ZSTD_ND2) else vdata)
-        at = end
-    out.names = list(names)
-    return out
+        c = buf[at]
+        u[active] |= (c & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        cur[active] = at + 1
+        active = active[c >= 0x80]
+        k += 1
+    if signed:
+        return (u >> np.uint64(1)).astype(np.int64) ^ -(u & np.uint64(1)).astype(np.int64), cur
+    if bool((u > np.uint64(1 << 62)).any()):
+        raise NativeFormatError("a block length or row count out of range")
+    return u.astype(np.int64), cur
 
 
 def decode_native(body: bytes, start_ms: int, end_ms: int, dedup_ms: int = 0) -> list[Series]:
@@ -330,9 +373,9 @@ def decode_native(body: bytes, start_ms: int, end_ms: int, dedup_ms: int = 0) ->
     deduplicated over ``dedup_ms`` as the server does, staleness markers dropped
     (NativeFormatError for anything this format does not allow)."""
     blocks = read_blocks(body, start_ms, end_ms)
-    if not blocks.head:
+    if not len(blocks.head):
         return []
-    h = np.array(blocks.head, np.int64)
+    h = blocks.head
     rows_a = h[:, 2]
     t = decode_int64s(h[:, 4], h[:, 0], rows_a, blocks.t_parts)
     if t.size > 1:  # stored blocks are sorted: anything else is a layout misread
