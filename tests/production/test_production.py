@@ -110,7 +110,8 @@ def test_bulk_read_same_findings_as_query_api(fleet: dict[str, Any], name: str) 
 def test_vm_native_export_same_findings_as_query_api(fleet: dict[str, Any], name: str) -> None:
     """A VictoriaMetrics scraping the same trackers at 15 s (its own scraper: its staleness
     markers when a tracker exits included) read through its native export (the default where
-    it answers) and through its query API: the same findings, and the report says which."""
+    it answers) and through its query API: the same findings, the report says which, and
+    never a wrong rank named at high or medium."""
     job = fleet["jobs"][name]
     work = fleet["work"]
     code_n, native = harness.analyze_prometheus(job, [fleet["vm"]], work / f"{name}-vmn.json")
@@ -122,4 +123,9 @@ def test_vm_native_export_same_findings_as_query_api(fleet: dict[str, Any], name
     for key in ("cross_rank", "gap_findings", "collective_attributions",
                 "participating_ranks", "missing_ranks"):
         assert native.get(key) == query.get(key), key
-    _check(name, code_q, native, must_name=True, check_gaps=False)
+    assert native["participating_ranks"]
+    # Not judged against the planted truth here: VictoriaMetrics' scraper starts each target
+    # at its own offset within the 15 s interval, and a 30 s job then leaves too few scrapes to
+    # name a leader in some scenarios (through either API alike); test_prometheus_path judges.
+    verdict = harness.judge(BY_NAME[name], code_q, native, must_name=False, check_gaps=False)
+    assert not verdict.wrong_sure, verdict.problems
