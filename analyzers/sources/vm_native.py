@@ -39,10 +39,11 @@ it does not know. Blocks written with ``-precisionBits`` < 64 are lossy by the s
 choice; their timestamps cannot be re-ordered as the server does (the portable header has no
 MaxTimestamp), so an out-of-order block is that same fallback.
 
-Decoding is vectorised over all blocks of an answer: one pass over the block headers in
-Python (a few microseconds a block, ~one block per series), zstd per compressed part, then
-every varint of the answer decoded at once and the per-block (double) running sums taken as
-segmented cumulative sums in numpy, in int64 wrap-around arithmetic as Go's.
+Decoding is vectorised over all blocks of an answer: a walk over the two framing lengths of
+each block in Python (~one block per series), every block header's varints read at once, zstd
+per compressed part, then every varint of the answer decoded at once and the per-block
+(double) running sums taken as segmented cumulative sums in numpy, in int64 wrap-around
+arithmetic as Go's.
 
 What comes back is what :mod:`.vm_export` returns: each series sorted by time, cut to the
 range, deduplicated as the server would, with staleness markers dropped (as queries and
