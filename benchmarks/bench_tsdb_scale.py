@@ -22,12 +22,13 @@ against the fresh TSDB (``analyzer_wall_s``, like for like with ``tsdb_fresh_s``
 on the warmed one (``analyzer_warm_wall_s``, like for like with ``tsdb_s``).
 
 Bulk reads (issue 41): by default the analyzer reads raw series through the bulk API the TSDB
-offers (``read_api`` in the output: ``vm_export`` or ``remote_read``). The baseline stays the
-query API: a second run with ``--tsdb-read query`` records the query API's requests for the
-same job, and those are what ``tsdb_s``/``tsdb_fresh_s`` replay (``tsdb_bulk_requests_s``:
-the bulk run's own requests replayed); the two runs must read the same Timeline. ``--tsdb
-prometheus`` runs a real Prometheus 2.42 instead (ingest by remote write, 20 minutes of every
-series at a time, ending at the time of ingest: its head takes recent samples only).
+offers (``read_api`` in the output: ``vm_native``, ``vm_export`` or ``remote_read``). The
+baseline stays the query API: a second run with ``--tsdb-read query`` records the query API's
+requests for the same job, and those are what ``tsdb_s``/``tsdb_fresh_s`` replay
+(``tsdb_bulk_requests_s``: the bulk run's own requests replayed); the two runs must read the
+same Timeline. ``--tsdb prometheus`` runs a real Prometheus 2.42 instead (ingest by remote
+write, 20 minutes of every series at a time, ending at the time of ingest: its head takes recent
+samples only).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from stormotel.analyzers.analyze import analyze
 from stormotel.analyzers.http import HttpSettings, make_client
 from stormotel.analyzers.sinks import prompb, remote_write
+from stormotel.analyzers.sources.bulk_read import READ_APIS
 from stormotel.analyzers.sources.prometheus import (
     DEFAULT_CONCURRENCY,
     LoadOutcome,
@@ -288,9 +290,10 @@ def main() -> int:
     ap.add_argument("--hours", type=float, default=6.0)
     ap.add_argument("--tsdb", choices=("victoriametrics", "prometheus"),
                     default="victoriametrics")
-    ap.add_argument("--read-api", choices=("auto", "query"), default="auto",
-                    help="auto: the bulk API the TSDB offers (remote read, export); the "
-                    "baseline is always the query API's own requests, replayed")
+    ap.add_argument("--read-api", choices=READ_APIS, default="auto",
+                    help="auto: the bulk API the TSDB offers (remote read, native export, "
+                    "export), or one forced (export: the JSON export, as before the native "
+                    "reader); the baseline is always the query API's own requests, replayed")
     ap.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY)
     ap.add_argument("--reingest", action="store_true", help="drop the cached data dir first")
     ap.add_argument("--json", type=Path)

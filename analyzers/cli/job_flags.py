@@ -86,11 +86,12 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, include_job_id: bool =
                           "a series stays under 200,000 points)")
     src.add_argument("--concurrency", type=int, default=4, metavar="N",
                      help="queries in flight at once (default 4)")
-    src.add_argument("--tsdb-read", choices=("auto", "query", "remote-read", "export"),
-                     default="auto",
+    src.add_argument("--tsdb-read", default="auto",
+                     choices=("auto", "query", "remote-read", "export-native", "export"),
                      help="how raw series are read: auto (default) probes each endpoint for "
-                          "Prometheus remote read, then VictoriaMetrics' export API, and falls "
-                          "back to the query API (the report says which was used)")
+                          "Prometheus remote read, then VictoriaMetrics' native export, then "
+                          "its JSON export, and falls back to the query API (the report says "
+                          "which was used)")
     add_plugin_flags(src, source_flags())
     _add_dcgm_arguments(parser)
     _add_window_arguments(parser)

@@ -143,6 +143,7 @@ class RemoteReader:
         self.api = api
         #: Chunks passed over (another encoding, or bits that could not be read).
         self.skipped_chunks = 0
+        self.notes: list[str] = []
         self._lock = threading.Lock()  # reads run on several threads
 
     def read(self, selector: str, start_s: float, end_s: float) -> list[Series]:

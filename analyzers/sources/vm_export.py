@@ -176,6 +176,7 @@ class ExportReader:
     def __init__(self, api: PrometheusAPI) -> None:
         self.api = api
         self.skipped_chunks = 0
+        self.notes: list[str] = []
 
     def read(self, selector: str, start_s: float, end_s: float) -> list[Series]:
         """Every stored sample of ``selector`` in ``[start_s, end_s]``; EndpointError when the

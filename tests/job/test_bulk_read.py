@@ -28,7 +28,7 @@ from tests.job.stubs import FaultProxy
 from tests.job.test_tsdb_job import victoriametrics_dedup
 
 pytestmark = pytest.mark.servers
-BULK = {"prometheus": "remote_read", "victoriametrics": "vm_export"}
+BULK = {"prometheus": "remote_read", "victoriametrics": "vm_native"}
 
 
 @pytest.fixture(scope="module", params=["prometheus", "victoriametrics"])
@@ -76,7 +76,7 @@ def test_bulk_api_reads_the_same_timeline_as_the_query_api(filled) -> None:
     assert sum(bulk.ranks[r].t_ns.size for r in bulk.rank_ids) == 4 * 480
     said = " ".join(bulk.notes)
     assert ("remote read (streamed XOR chunks)" if kind == "prometheus"
-            else "export API") in said
+            else "native export") in said
     a, b = analyze(query), analyze(bulk)
     lead = [(s.rank, s.confidence) for s in b.cross_rank.first_cause_suspects]
     assert lead[0][0] == p.fault_rank
@@ -101,7 +101,7 @@ def test_bulk_reads_keep_the_tenant_and_auth_headers(filled) -> None:
         tl, _ = load_prometheus([proxy.url], _window(p), settings=settings)
         seen = list(proxy.headers_seen)
     assert tl.meta["prometheus"]["read_api"] == {proxy.url: BULK[kind]}
-    bulk_path = "/api/v1/read" if kind == "prometheus" else "/api/v1/export"
+    bulk_path = "/api/v1/read" if kind == "prometheus" else "/api/v1/export/native"
     bulk = [h for h in seen if h["path"] == bulk_path]
     assert len(bulk) >= 2  # the probe and the reads
     assert all(h.get("x-scope-orgid") == "team-a" and h.get("authorization") == "Bearer tok-123"

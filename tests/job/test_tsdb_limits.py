@@ -38,13 +38,15 @@ def _wait_ranks(url: str, job_id: str, ranks: int, timeout_s: float = 10.0) -> N
     raise AssertionError(f"{url} never showed {ranks} ranks of {job_id}")
 
 
-@pytest.mark.parametrize("read_api", ["query", "auto"])
+@pytest.mark.parametrize("read_api", ["query", "export", "auto"])
 def test_refused_series_and_samples_are_split_until_they_fit(tmp_path: Path,
                                                              read_api: str) -> None:
     """``query``: the query API's own splitting (series by rank set, raw reads in time).
-    ``auto``: the export API refused the same way (its probe too) still gives the Timeline an
-    unlimited server gives (VictoriaMetrics then answers the listing from the search its
-    export probe cached, so the listing's split is only checked with the query API)."""
+    ``export``: the export API refused the same way (its probe too) still gives the Timeline an
+    unlimited server gives; ``auto``: the native export (bound by ``-search.maxExportSeries``,
+    not by these query limits) reads the same Timeline. (VictoriaMetrics answers the listing
+    from the search an export probe cached, so the listing's split is only checked with the
+    query API.)"""
     p, data = planted.make(job_id="over-limits", minutes=10)
     per_rank = sum(1 for rank, _ in data if rank == 0)
     window = QueryWindow(p.job_id, p.start_ns - 10**9, p.end_ns + 10**9)
@@ -67,6 +69,9 @@ def test_refused_series_and_samples_are_split_until_they_fit(tmp_path: Path,
         for fname, v in series.values.items():
             np.testing.assert_array_equal(got.ranks[rank].values[fname], v, f"{rank} {fname}")
     assert got.ranks[3].identity == want.ranks[3].identity
+    if read_api == "auto":
+        assert got.meta["prometheus"]["read_api"] == {counting.url: "vm_native"}
+        return
     if read_api != "query":
         assert got.meta["prometheus"]["read_api"] == {counting.url: "vm_export"}
         assert sum(r.startswith("/api/v1/export") for r in counting.requests) > 8

@@ -187,6 +187,8 @@ def _join_reads(builder: TimelineBuilder, outcome: LoadOutcome, discoveries: lis
     """The side reads' notes and values join the main builder in the order they had when the
     reads ran one after another (reports stay byte-identical), then which endpoints answered."""
     for d in discoveries:
+        if d.reader is not None:
+            builder.notes.extend(d.reader.notes)
         if d.reader is not None and d.reader.skipped_chunks:
             builder.skipped["bulk_chunk_skipped"] += d.reader.skipped_chunks
             builder.notes.append(f"{d.api.url}: {d.reader.skipped_chunks} chunk(s) of "

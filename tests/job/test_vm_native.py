@@ -1,0 +1,299 @@
+"""VictoriaMetrics' native export (``/api/v1/export/native``) decoded against a REAL server.
+
+Series of every shape VictoriaMetrics stores differently (counters, gauges, non-integer floats,
+constants, short series, irregular timestamps, +-Inf, tiny and huge values, staleness markers,
+label values with the bytes its metric names escape, one series written in two overlapping
+batches) are remote-written into a real VictoriaMetrics; the native answer must decode to
+exactly the samples its JSON export prints (values bit for bit), every block marshal type must
+have been met, and an answer the decoder does not understand (a newer block layout, an unknown
+marshal type, bytes cut off or flipped) must be an error the reader turns into a JSON-export
+read with a note, never other numbers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from stormotel.analyzers.http import HttpSettings
+from stormotel.analyzers.sinks import remote_write
+from stormotel.analyzers.sources import vm_native
+from stormotel.analyzers.sources.prometheus import load_prometheus
+from stormotel.analyzers.sources.prometheus_api import PrometheusAPI, Series
+from stormotel.analyzers.sources.vm_export import ExportReader, decode_export
+from stormotel.analyzers.sources.vm_native import NativeFormatError, NativeReader
+
+from tests import servers
+from tests.job import planted
+from tests.job.stubs import FaultProxy
+from tests.job.test_bulk_read import _same_timeline, _window
+from tests.job.test_tsdb_job import victoriametrics_dedup
+
+pytestmark = pytest.mark.servers
+T0 = 1_700_000_000_000
+STALE = np.array(vm_native.STALE_NAN_BITS, np.uint64).view(np.float64)
+SELECTOR = '{__name__=~"native_.*"}'
+
+
+def _shapes() -> dict[str, tuple[dict[str, str], np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(7)
+    n = 2000
+    t = T0 + np.arange(n, dtype=np.int64) * 15_000
+    jitter = t + rng.integers(-900, 900, n)
+    stale = rng.normal(5e9, 1e8, n)
+    stale[[100, 101, 700, n - 1]] = STALE
+    special = rng.normal(0, 1e3, n)
+    special[[3, 50]] = np.inf
+    special[9] = -np.inf
+    special[[10, 11, 12]] = [1e-300, 1e300, -2.5e-7]
+    return {
+        "counter": ({}, t, np.cumsum(rng.integers(0, 10_000, n)).astype(np.float64)),
+        "bytes_gauge": ({}, t, np.round(rng.random(n) * 8e10)),
+        "float_gauge": ({}, jitter, rng.normal(0, 1e6, n)),
+        "fraction": ({}, t, rng.random(n) * 1e-5),
+        "const": ({}, t, np.full(n, 3.25)),
+        "ones": ({}, t, np.ones(n)),
+        "short_gauge": ({}, t[:12], rng.normal(50, 20, 12).round(1)),
+        "short_counter": ({}, t[:12], np.arange(12, dtype=np.float64) * 3),
+        "single": ({}, t[:1], np.array([42.5])),
+        "special": ({}, t, special),
+        "stale": ({}, t, stale),
+        "escaped": ({"odd": "a\x00b\x01c\x02d", "uni": "rang-ü"}, t, rng.normal(1, 1, n)),
+    }
+
+
+@pytest.fixture(scope="module")
+def vm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[servers.Server]:
+    with servers.victoriametrics(tmp_path_factory.mktemp("vm-native")) as server:
+        with httpx.Client(timeout=30) as c:
+            for name, (labels, t, v) in _shapes().items():
+                body = remote_write.encode_arrays(f"native_{name}", {"shape": name, **labels},
+                                                  t, v)
+                assert c.post(server.url + "/api/v1/write", content=body,
+                              headers=remote_write.HEADERS).status_code in (200, 204)
+            c.get(server.url + "/internal/force_flush")
+            # a second, overlapping batch of one series: another part, blocks of one series
+            t, v = _shapes()["float_gauge"][1:]
+            body = remote_write.encode_arrays("native_float_gauge", {"shape": "float_gauge"},
+                                              t[500:900] + 7, v[500:900] * 2)
+            c.post(server.url + "/api/v1/write", content=body, headers=remote_write.HEADERS)
+            c.get(server.url + "/internal/force_flush")
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                r = c.get(server.url + "/api/v1/series", params={"match[]": SELECTOR})
+                if len(r.json()["data"]) >= len(_shapes()):
+                    break
+                time.sleep(0.2)
+        yield server
+
+
+def _both(url: str) -> tuple[bytes, bytes, int, int]:
+    start, end = T0 - 60_000, T0 + 2000 * 15_000 + 60_000
+    form = {"match[]": SELECTOR, "start": f"{start / 1000:.3f}", "end": f"{end / 1000:.3f}"}
+    with httpx.Client(timeout=30) as c:
+        js = c.post(url + "/api/v1/export", data=form)
+        nat = c.post(url + "/api/v1/export/native", data=form)
+    assert js.status_code == nat.status_code == 200
+    assert nat.headers["content-type"].startswith(vm_native.CONTENT_TYPE)
+    return js.content, nat.content, start, end
+
+
+def _by_labels(series: list[Series]) -> dict[tuple[tuple[str, str], ...], Series]:
+    out = {}
+    for s in series:
+        assert s.labels is not None
+        key = tuple(sorted(s.labels.items()))
+        assert key not in out  # one series per name (blocks of a series united)
+        out[key] = s
+    return out
+
+
+def test_native_answer_is_the_json_export_bit_for_bit(vm: servers.Server) -> None:
+    js, nat, start, end = _both(vm.url)
+    assert len(nat) * 3 < len(js)  # what the native export is for
+    a, b = _by_labels(decode_export(js, start, end)), _by_labels(
+        vm_native.decode_native(nat, start, end))
+    assert set(a) == set(b) and len(a) == len(_shapes())
+    stale_seen = 0
+    for key, x in a.items():
+        y = b[key]
+        assert x.t_ns is not None and x.v is not None and y.t_ns is not None and y.v is not None
+        keep = ~np.isnan(x.v)  # the JSON export prints staleness markers as null
+        stale_seen += int((~keep).sum())
+        assert np.array_equal(x.t_ns[keep], y.t_ns), key
+        assert np.array_equal(x.v[keep].view(np.uint64), y.v.view(np.uint64)), key
+    assert stale_seen == 4  # VictoriaMetrics keeps them; both readers saw them
+    shape = {dict(k)["shape"]: s for k, s in b.items()}
+    assert dict(next(iter(k for k in b if dict(k)["shape"] == "escaped")))["odd"] == \
+        "a\x00b\x01c\x02d"
+    assert np.isinf(shape["special"].v).sum() == 3
+    assert not shape["special"].clean  # -Inf and negatives: the byte readers' cleaning runs
+    assert shape["float_gauge"].t_ns.size == 2000 + 400  # both batches, sorted together
+    assert bool((np.diff(shape["float_gauge"].t_ns) > 0).all())
+
+
+def test_every_marshal_type_was_met(vm: servers.Server) -> None:
+    """The data above reaches each of VictoriaMetrics' six marshal types, so the equality
+    test decoded every one of them."""
+    _, nat, start, end = _both(vm.url)
+    blocks = vm_native.read_blocks(nat, start, end)
+    kinds = {k for h in blocks.head for k in h[4:]}
+    assert kinds == {vm_native.ZSTD_ND2, vm_native.DELTA_CONST, vm_native.CONST,
+                     vm_native.ZSTD_ND, vm_native.ND2, vm_native.ND}, kinds
+
+
+def _to_v182_layout(nat: bytes) -> bytes:
+    """The same answer as VictoriaMetrics >= v1.82 writes it: MaxTimestamp after
+    MinTimestamp and PrecisionBits after the two marshal types (block_header.go)."""
+    out = bytearray(nat[:16])
+    at = 16
+    while at < len(nat):
+        mlen = int.from_bytes(nat[at:at + 4], "big")
+        out += nat[at:at + 4 + mlen]
+        at += 4 + mlen
+        blen = int.from_bytes(nat[at:at + 4], "big")
+        b = nat[at + 4:at + 4 + blen]
+        at += 4 + blen
+        first_t, p = vm_native._varint(b, 0)
+        p0 = p
+        _, p = vm_native._varint(b, p)
+        _, p = vm_native._uvarint(b, p)
+        _, p = vm_native._varint(b, p)
+        zz = (first_t + 3_600_000) << 1  # a MaxTimestamp, zig-zag varint
+        mx = bytearray()
+        while zz > 0x7F:
+            mx.append(0x80 | (zz & 0x7F))
+            zz >>= 7
+        mx.append(zz)
+        nb = b[:p0] + bytes(mx) + b[p0:p + 2] + bytes([64]) + b[p + 2:]
+        out += len(nb).to_bytes(4, "big") + nb
+    return bytes(out)
+
+
+def test_answers_it_does_not_understand_are_errors_not_numbers(vm: servers.Server) -> None:
+    _, nat, start, end = _both(vm.url)
+    with pytest.raises(NativeFormatError):
+        vm_native.decode_native(_to_v182_layout(nat), start, end)
+    # an unknown marshal type in the first block
+    at = 16 + 4 + int.from_bytes(nat[16:20], "big") + 4
+    b0 = at
+    for read in (vm_native._varint, vm_native._varint, vm_native._uvarint, vm_native._varint):
+        _, at = read(nat, at)
+    assert at > b0
+    with pytest.raises(NativeFormatError, match="unknown marshal type"):
+        vm_native.decode_native(nat[:at] + bytes([9]) + nat[at + 1:], start, end)
+    # cut anywhere inside a block, or one byte flipped: an error or, where the flip lands in
+    # a label or a timestamp/value, an answer that differs — never an exception of another kind
+    rng = np.random.default_rng(3)
+    ends = set()
+    at = 16
+    while at < len(nat):
+        at += 4 + int.from_bytes(nat[at:at + 4], "big")
+        at += 4 + int.from_bytes(nat[at:at + 4], "big")
+        ends.add(at)
+    for cut in rng.integers(17, len(nat) - 1, 60):
+        if int(cut) not in ends:
+            with pytest.raises(NativeFormatError):
+                vm_native.decode_native(nat[:cut], start, end)
+    for pos in rng.integers(0, len(nat), 200):
+        bad = bytearray(nat)
+        bad[pos] ^= 0x5A
+        with contextlib.suppress(NativeFormatError):
+            vm_native.decode_native(bytes(bad), start, end)
+    with pytest.raises(NativeFormatError, match="range"):
+        vm_native.decode_native(nat, start + 10_000, end)
+
+
+@pytest.fixture(scope="module")
+def planted_vm(tmp_path_factory: pytest.TempPathFactory):
+    with victoriametrics_dedup(tmp_path_factory.mktemp("vm-planted")) as server:
+        p, data = planted.make(job_id="native-1", minutes=8)
+        planted.write(server.url + "/api/v1/write", p.job_id, data,
+                      peak_fields=("device_used",))
+        t = next(iter(data.values()))[0]
+        planted.write_markers(server.url + "/api/v1/write", p.job_id, t,
+                              oom_at_ms=int(t[len(t) // 2]))
+        planted.wait_visible(server.url, p.job_id, len(data) + 8)
+        yield server, p
+
+
+def _cutting_proxy(upstream: str, keep: int, no_flags: bool = False) -> FaultProxy:
+    """A proxy whose native answers over ``keep`` bytes lose their last 7 bytes, and (with
+    ``no_flags``) whose ``/flags`` is not there."""
+    proxy = FaultProxy(upstream)
+    handler = proxy.httpd.RequestHandlerClass
+    send = handler._send  # type: ignore[attr-defined]
+
+    def _send(self, status: int, body: bytes, ctype: str) -> None:  # type: ignore[no-untyped-def]
+        path = self.path.split("?")[0]
+        if no_flags and path.endswith("/flags"):
+            return send(self, 404, b"not here", "text/plain")
+        if path.endswith("/export/native") and len(body) > keep:
+            body = body[:-7]
+        return send(self, status, body, ctype)
+
+    proxy.httpd.RequestHandlerClass = type("CutHandler", (handler,), {"_send": _send})
+    return proxy
+
+
+def test_a_cut_native_answer_is_read_through_the_json_export(planted_vm) -> None:
+    server, p = planted_vm
+    query, _ = load_prometheus([server.url], _window(p), read_api="query")
+    with _cutting_proxy(server.url, keep=4096) as proxy:
+        tl, outcome = load_prometheus([proxy.url], _window(p))
+    assert not outcome.partial
+    assert tl.meta["prometheus"]["read_api"] == {proxy.url: "vm_native"}
+    said = " ".join(tl.notes)
+    assert "native export answer was not understood" in said and "cut short" in said, said
+    _same_timeline(query, tl)
+
+
+def test_without_the_dedup_setting_the_json_export_reads(planted_vm) -> None:
+    server, p = planted_vm
+    query, _ = load_prometheus([server.url], _window(p), read_api="query")
+    with _cutting_proxy(server.url, keep=1 << 30, no_flags=True) as proxy:
+        tl, _ = load_prometheus([proxy.url], _window(p))
+    assert tl.meta["prometheus"]["read_api"] == {proxy.url: "vm_export"}
+    said = " ".join(tl.notes)
+    assert "not the native export" in said and "dedup.minScrapeInterval" in said, said
+    _same_timeline(query, tl)
+
+
+def test_dedup_as_the_server_does(tmp_path: Path) -> None:
+    """With ``-dedup.minScrapeInterval=30s`` and two unmerged parts of 15 s samples, the native
+    reader keeps the samples the server's own JSON export keeps."""
+    with victoriametrics_dedup(tmp_path, "-dedup.minScrapeInterval=30s") as server, \
+            httpx.Client(timeout=30) as c:
+        t = T0 + np.arange(400, dtype=np.int64) * 15_000
+        v = np.arange(400, dtype=np.float64) * 1.5
+        for sl in (slice(0, 250), slice(150, 400)):
+            body = remote_write.encode_arrays("native_dedup", {"k": "x"}, t[sl] + 3, v[sl])
+            c.post(server.url + "/api/v1/write", content=body, headers=remote_write.HEADERS)
+            c.get(server.url + "/internal/force_flush")
+        time.sleep(1.5)
+        api = PrometheusAPI(server.url, c, HttpSettings())
+        reader = NativeReader(api)
+        assert reader.dedup_ms() == 30_000
+        start_s, end_s = (T0 - 60_000) / 1000, (T0 + 400 * 15_000) / 1000
+        nat = reader.probe('{__name__="native_dedup"}', start_s, end_s)
+        js = ExportReader(api).read('{__name__="native_dedup"}', start_s, end_s)
+    assert len(nat) == len(js) == 1
+    assert nat[0].t_ns is not None and js[0].t_ns is not None
+    assert 150 < nat[0].t_ns.size < 300
+    assert np.array_equal(nat[0].t_ns, js[0].t_ns)
+    assert np.array_equal(nat[0].v, js[0].v)
+
+
+def test_go_duration_and_pow10() -> None:
+    assert vm_native.parse_go_duration_ms("1m30s") == 90_000
+    assert vm_native.parse_go_duration_ms("1ms") == 1
+    assert vm_native.parse_go_duration_ms("0s") == 0
+    assert vm_native.parse_go_duration_ms("soon") is None
+    # Go's math.Pow10: pow10postab32[n/32] * pow10tab[n%32], +Inf beyond 308
+    got = vm_native.go_pow10(np.array([0, 5, 32, 40, 308, 309]))
+    assert got.tolist() == [1.0, 1e5, 1e32, 1e32 * 1e8, 1e288 * 1e20, np.inf]
