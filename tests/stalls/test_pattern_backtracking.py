@@ -25,6 +25,9 @@ SMALL, BIG = (1 << 18, 1 << 20) if LONG else (1 << 16, 1 << 18)
 FAST_S = 0.004
 #: linear growth is 4x; quadratic 16x. 9 leaves room for a noisy machine
 MAX_GROWTH = 9.0
+#: measurements again after one over the bound (9.0-9.6x seen twice at load 20-40 on linear
+#: patterns that measured 4-5x alone; a quadratic one is 16x on every try)
+RETRIES = 3
 #: shapes per pattern grown to 1 MiB (the costliest at 256 KiB)
 WORST = 2
 _MODULES = ("logs_parser", "log_elastic", "log_failures", "log_frtrace", "log_horovod",
@@ -62,8 +65,10 @@ def test_every_pattern_yields_samples() -> None:
 def test_pattern_grows_linearly_on_its_own_adversarial_lines(pid: str,
                                                              pattern: re.Pattern[str]) -> None:
     growth, line = _worst_growth(pattern, SMALL, BIG)
-    if growth > MAX_GROWTH:  # measured again: a quadratic pattern grows 16x every time, a
-        growth = min(growth, _worst_growth(pattern, SMALL, BIG)[0])  # disturbed timing once
+    for _ in range(RETRIES):  # measured again: a quadratic pattern grows 16x every time, a
+        if growth <= MAX_GROWTH:  # linear one disturbed by other work on the machine does not
+            break
+        growth = min(growth, _worst_growth(pattern, SMALL, BIG)[0])
     assert growth <= MAX_GROWTH, \
         f"{pid}: {growth:.1f}x from {SMALL >> 10} to {BIG >> 10} KiB on {line[:80]!r}…"
 
