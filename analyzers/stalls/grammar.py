@@ -246,15 +246,16 @@ CATALOGUE: tuple[Pattern, ...] = (
        "store_barrier"),
     _p("torch.store.wait_timeout", "torch c10d TCPStore / socket.cpp",
        '"wait timeout after " ms "ms, keys: " keys (TCPStore.cpp doWait, DistStoreError) / '
-       '"waitForInput: socket timed out after " ms "ms" / "waitForInput: poll for socket " … '
+       '"waitForInput: socket {} timed out after " ms "ms" / "waitForInput: poll for socket " … '
        '" returned 0, likely a timeout" (socket.cpp, C10D_WARNING) / "Socket Timeout"',
        "2.0+ (waitForInput lines 2.2+)", "torch/csrc/distributed/c10d/TCPStore.cpp, socket.cpp",
        "reporter: waited on the job's key-value store for a key another process should have "
        "set (victim); the store is served by global rank 0's process (or the agent of node "
        "0) — names nobody by itself: rank 0 is the suspect",
        r"wait timeout after (?P<ms>\d+) ?ms(?:, keys: (?P<keys>[^\n]{0,300}))?|waitForInput: "
-       r"(?:socket timed out after (?P<ms2>\d+)|poll for socket [^\n]{0,300}? returned 0, likely "
-       r"a timeout)|\bSocket Timeout\b", ("wait timeout", "waitforinput", "socket timeout"),
+       r"(?:socket (?:SocketImpl\([^\n)]{0,300}\) )?timed out after (?P<ms2>\d+)|"
+       r"poll for socket [^\n]{0,300}? returned 0, likely a timeout)|\bSocket Timeout\b",
+       ("wait timeout", "waitforinput", "socket timeout"),
        "store_wait"),
     _p("torch.store.connect_timeout", "torch c10d TCPStore / socket.cpp",
        '"The client socket has timed out after " … " while trying to connect to (" host ", " '
