@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from stormotel.analyzers.report import StallFinding
+
 
 def paths(missing: dict[str, set[int]], world: int) -> dict[int, frozenset[str]]:
     """Per rank of ``range(world)``, the report's tensors it submitted."""
@@ -61,3 +63,15 @@ def reason(found: dict[str, Any], explicit: bool) -> str:
                  f"{2 * world} ranks (horovodrun -np / hvd.size()), the unlisted ranks "
                  f"{world}.. submitted everything and ranks 0-{world - 1} all lag behind them")
     return text
+
+
+def undecided(found: dict[str, Any], ev: dict[str, Any], listed: list[int], explicit: bool,
+              remediation: list[str]) -> StallFinding:
+    """The ``undecided`` finding: every listed rank a suspect, and the size to collect."""
+    ev = {**ev, **found, "suspects": listed[:64], "reason": reason(found, explicit)}
+    if not explicit:
+        ev["collect_next"] = ("the job's size (horovodrun -np / hvd.size()): the report does "
+                              "not print it")
+    return StallFinding(kind="undecided", ranks=[], process_group=None, seq_id=None, op=None,
+                        source="logs", confidence="low", evidence=ev,
+                        remediation=list(remediation))

@@ -180,15 +180,7 @@ def horovod_findings(events: list[Any], world_size: int | None) -> list[StallFin
     if e.detail.get("ready"):
         ev["ready"] = e.detail["ready"]
     if diverged is not None:
-        ev.update(diverged)
-        ev["suspects"] = sorted(listed)[:64]
-        ev["reason"] = horovod_paths.reason(diverged, explicit)
-        if not explicit:
-            ev["collect_next"] = ("the job's size (horovodrun -np / hvd.size()): the report "
-                                  "does not print it")
-        return [StallFinding(kind="undecided", ranks=[], process_group=None, seq_id=None,
-                             op=None, source="logs", confidence="low", evidence=ev,
-                             remediation=list(REMEDIATION))]
+        return [horovod_paths.undecided(diverged, ev, sorted(listed), explicit, REMEDIATION)]
     if ties or not odd or (len(odd) * 2 >= world and not tie_at_bound):
         ev["suspects"] = sorted(listed)[:64]
         ev["reason"] = ("Horovod's stall inspector: " + (
