@@ -893,10 +893,13 @@ CATALOGUE: tuple[Pattern, ...] = (
     # ----------------------------------------------------------------- wrappers / launchers
     _p("launcher.world_size", "torchrun / Lightning / DeepSpeed / Megatron",
        '"world_size=N", "WORLD_SIZE=N", Lightning "Initializing distributed: GLOBAL_RANK: r, '
-       'MEMBER: m/N"', "any", "launcher logs",
+       'MEMBER: m/N", torchelastic\'s "Rendezvous complete for workers. Result: … '
+       'global_world_sizes=[N, …]" (elastic/agent/server/api.py _rendezvous, 1.9+)', "any",
+       "launcher logs",
        "the world size (so a rank that never spoke can be counted)",
        r"\bworld[_ ]size\s*[=:]\s*(?P<n>\d+)\b|\bWORLD_SIZE\s*=\s*(?P<n2>\d+)\b|"
-       r"GLOBAL_RANK: \d+, MEMBER: \d+/(?P<n3>\d+)", ("size", "member:"), K_WORLD, re.I),
+       r"GLOBAL_RANK: \d+, MEMBER: \d+/(?P<n3>\d+)|\bglobal_world_sizes=\[(?P<n4>\d+)",
+       ("size", "member:"), K_WORLD, re.I),
 )
 
 BY_ID: dict[str, Pattern] = {p.id: p for p in CATALOGUE}

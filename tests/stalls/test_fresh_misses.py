@@ -162,3 +162,23 @@ def test_a_store_wait_beside_a_bar_says_whose_bar_would_decide(tmp_path: Path) -
     assert "progress bar" in root["evidence"]["decides"]
     code, [root] = cli(tmp_path, line.split("s]", 1)[1])
     assert "progress bar" not in root["evidence"]["decides"]
+
+
+def elastic_rendezvous(world: int, local: int = 4) -> str:
+    """torch/distributed/elastic/agent/server/api.py ``_rendezvous`` (1.9+): the agent's
+    "[default] Rendezvous complete for workers. Result:" block; every worker's world size."""
+    return ("INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous complete for "
+            "workers. Result:\n  restart_count=0\n  master_addr=127.0.0.1\n  master_port=29500\n"
+            f"  group_rank=0\n  group_world_size=1\n  local_ranks={list(range(local))}\n"
+            f"  role_ranks={list(range(local))}\n  global_ranks={list(range(local))}\n"
+            f"  role_world_sizes={[world] * local}\n  global_world_sizes={[world] * local}\n\n")
+
+
+def test_the_elastic_agents_rendezvous_result_states_the_world(tmp_path: Path) -> None:
+    code, [root] = cli(tmp_path, elastic_rendezvous(4) + _busy_log())
+    assert code == 1 and (root["kind"], root["ranks"], root["confidence"]) == (
+        "straggler", [0], "low")
+    assert root["evidence"]["world_size"] == 4
+    # group_world_size (the number of agents) is not the world: 8 ranks leaves 4.. unaccounted
+    code, found = cli(tmp_path, elastic_rendezvous(8) + _busy_log())
+    assert code == 1 and found and all(not f["ranks"] for f in found)
