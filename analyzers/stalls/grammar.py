@@ -246,15 +246,16 @@ CATALOGUE: tuple[Pattern, ...] = (
        "store_barrier"),
     _p("torch.store.wait_timeout", "torch c10d TCPStore / socket.cpp",
        '"wait timeout after " ms "ms, keys: " keys (TCPStore.cpp doWait, DistStoreError) / '
-       '"waitForInput: socket timed out after " ms "ms" / "waitForInput: poll for socket " … '
+       '"waitForInput: socket {} timed out after " ms "ms" / "waitForInput: poll for socket " … '
        '" returned 0, likely a timeout" (socket.cpp, C10D_WARNING) / "Socket Timeout"',
        "2.0+ (waitForInput lines 2.2+)", "torch/csrc/distributed/c10d/TCPStore.cpp, socket.cpp",
        "reporter: waited on the job's key-value store for a key another process should have "
        "set (victim); the store is served by global rank 0's process (or the agent of node "
        "0) — names nobody by itself: rank 0 is the suspect",
        r"wait timeout after (?P<ms>\d+) ?ms(?:, keys: (?P<keys>[^\n]{0,300}))?|waitForInput: "
-       r"(?:socket timed out after (?P<ms2>\d+)|poll for socket [^\n]{0,300}? returned 0, likely "
-       r"a timeout)|\bSocket Timeout\b", ("wait timeout", "waitforinput", "socket timeout"),
+       r"(?:socket (?:SocketImpl\([^\n)]{0,300}\) )?timed out after (?P<ms2>\d+)|"
+       r"poll for socket [^\n]{0,300}? returned 0, likely a timeout)|\bSocket Timeout\b",
+       ("wait timeout", "waitforinput", "socket timeout"),
        "store_wait"),
     _p("torch.store.connect_timeout", "torch c10d TCPStore / socket.cpp",
        '"The client socket has timed out after " … " while trying to connect to (" host ", " '
@@ -892,10 +893,13 @@ CATALOGUE: tuple[Pattern, ...] = (
     # ----------------------------------------------------------------- wrappers / launchers
     _p("launcher.world_size", "torchrun / Lightning / DeepSpeed / Megatron",
        '"world_size=N", "WORLD_SIZE=N", Lightning "Initializing distributed: GLOBAL_RANK: r, '
-       'MEMBER: m/N"', "any", "launcher logs",
+       'MEMBER: m/N", torchelastic\'s "Rendezvous complete for workers. Result: … '
+       'global_world_sizes=[N, …]" (elastic/agent/server/api.py _rendezvous, 1.9+)', "any",
+       "launcher logs",
        "the world size (so a rank that never spoke can be counted)",
        r"\bworld[_ ]size\s*[=:]\s*(?P<n>\d+)\b|\bWORLD_SIZE\s*=\s*(?P<n2>\d+)\b|"
-       r"GLOBAL_RANK: \d+, MEMBER: \d+/(?P<n3>\d+)", ("size", "member:"), K_WORLD, re.I),
+       r"GLOBAL_RANK: \d+, MEMBER: \d+/(?P<n3>\d+)|\bglobal_world_sizes=\[(?P<n4>\d+)",
+       ("size", "member:"), K_WORLD, re.I),
 )
 
 BY_ID: dict[str, Pattern] = {p.id: p for p in CATALOGUE}

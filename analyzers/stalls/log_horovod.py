@@ -42,6 +42,7 @@ from typing import Any
 
 from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls import grammar as gr
+from stormotel.analyzers.stalls import horovod_paths
 from stormotel.analyzers.stalls.log_failures import strip_prefix
 
 HOROVOD = "horovod_stall"
@@ -167,6 +168,7 @@ def horovod_findings(events: list[Any], world_size: int | None) -> list[StallFin
             # most ranks have not submitted it and its submitters lack nothing: the few took
             # a branch the others did not, or the many are stuck before it — counts cannot say
             ties.append(tensor)
+    diverged = horovod_paths.no_majority(missing, world)
     ev: dict[str, Any] = {
         "category": "mismatched_collective" if submitters_odd else "straggler_outside_nccl",
         "pattern": "horovod.stall_report", "missing": e.detail["missing"],
@@ -177,6 +179,8 @@ def horovod_findings(events: list[Any], world_size: int | None) -> list[StallFin
         "reports": len(reports)}
     if e.detail.get("ready"):
         ev["ready"] = e.detail["ready"]
+    if diverged is not None:
+        return [horovod_paths.undecided(diverged, ev, sorted(listed), explicit, REMEDIATION)]
     if ties or not odd or (len(odd) * 2 >= world and not tie_at_bound):
         ev["suspects"] = sorted(listed)[:64]
         ev["reason"] = ("Horovod's stall inspector: " + (

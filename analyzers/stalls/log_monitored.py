@@ -71,10 +71,19 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
             f"coordinator: no other rank can be missing, so rank {roots[0]} was late or died",
             REMEDIATION, peers, witnesses=reached)]
     silent = sorted(set(range(known)) - set(reached) - set(roots)) if known else []
+    root = roots[0] if len(roots) == 1 else None
+    others = (f"rank(s) {silent[:16]} reporting it too" if known else
+              f"every rank but {root} reporting it, with the job's size stated (WORLD_SIZE, "
+              "the launcher's line, or --world-size N)")
+    decide = (f"what decides it: rank {root}'s own log ('Ranks … failed to pass "
+              f"monitoredBarrier' names the faulty ranks), or {others} — then rank {root} "
+              "itself was late or died") if root is not None else None
     return [log_finding(
         "undecided", [], "barrier_coordinator", "low", PEER,
         f"rank(s) {reached or '?'} reached monitored_barrier, and their coordinator rank "
         f"{roots or '?'} failed it: rank {roots or '?'} was late or died, or it found another "
         "rank missing" + (f" (no line from rank(s) {silent[:16]})" if silent else "")
-        + " — rank 0's log names the faulty rank", REMEDIATION, peers,
-        suspects=(roots + silent)[:64], collect_next=roots, witnesses=reached)]
+        + " — rank 0's log names the faulty rank" + (f"; {decide}" if decide else ""),
+        REMEDIATION, peers,
+        suspects=(roots + silent)[:64], collect_next=roots, witnesses=reached,
+        **({"decides": decide} if decide else {}))]

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls import (
     log_busy,
+    log_busy_unstated,
     log_c10d_reporter,
     log_frtrace,
     log_horovod,
@@ -171,6 +172,7 @@ KINDS: tuple[LogKind, ...] = (
     LogKind("store_wait", log_store_wait.Scanner, log_store_wait.findings),
     LogKind("monitored_barrier", log_monitored.Scanner, log_monitored.findings),
     LogKind("busy_rank", log_busy.Scanner, log_busy.findings),
+    LogKind("busy_rank_unstated", log_busy_unstated.Scanner, log_busy_unstated.findings),
     LogKind("mpi_signal", log_mpi_signal.Scanner),
     LogKind("rankless", log_rankless.Scanner, log_rankless.findings),
     LogKind("c10d_reporter", log_c10d_reporter.Scanner, log_c10d_reporter.findings,

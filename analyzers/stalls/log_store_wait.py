@@ -24,6 +24,7 @@ from typing import Any
 
 from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls import grammar as gr
+from stormotel.analyzers.stalls import log_busy
 from stormotel.analyzers.stalls.log_finding import LineScanner, log_finding
 
 KIND = "init_wait"
@@ -91,12 +92,23 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
     waits = [e for e in evs if e.pattern == WAIT]
     waiting = sorted({e.rank for e in evs if e.rank is not None})
     if waits:
+        files = {e.file for e in waits}
+        bar = any(e.kind == log_busy.KIND and e.file in files and e.rank in (None, 0)
+                  for e in events)
+        decide = ("what decides it: the error under the waiter's traceback names the key it "
+                  "waited for (an NCCL id key is set by the group's rank 0), and rank 0's log "
+                  "at that time" + (" — a progress bar with no rank on it ran in the same "
+                                    "stream: if it is rank 0's, rank 0 was still busy when "
+                                    "the wait ran out" if bar else "")
+                  + "; with the world size stated, rank 0 is then the straggler only if "
+                  "every other rank waited too")
         return [log_finding(
             "undecided", [], "store_wait", "low", WAIT,
             f"rank(s) {waiting or '?'} timed out waiting on the job's key-value store for a "
             "key no other process set; the store is served by rank 0's process (or node 0's "
-            "agent), so rank 0 is the first suspect — the line itself names nobody",
-            REMEDIATION[WAIT], waits, suspects=[0], collect_next=[0], waiting_ranks=waiting)]
+            "agent), so rank 0 is the first suspect — the line itself names nobody; "
+            + decide, REMEDIATION[WAIT], waits, suspects=[0], collect_next=[0],
+            waiting_ranks=waiting, decides=decide)]
     connects = [e for e in evs if e.pattern == CONNECT]
     if connects:
         addrs = sorted({str(e.detail.get("address")) for e in connects
