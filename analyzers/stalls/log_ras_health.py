@@ -41,6 +41,7 @@ from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls import grammar as gr
 from stormotel.analyzers.stalls.log_failures import Found, strip_prefix
 from stormotel.analyzers.stalls.log_finding import log_finding
+from stormotel.analyzers.stalls.log_ras import comm_of
 
 KIND = "ras_health"
 _REMOTE = "remote process exited"
@@ -90,8 +91,7 @@ class Scanner:
         head = gr.BY_ID["nccl.ras.mismatch_head"].regex.search(line)
         if head and head.group("group") is not None:
             self._close()
-            self._block = _Block(no, f"#{head.group('group')}-{head.group('comm')} "
-                                     f"({head.group('hash')})", line[:300])
+            self._block = _Block(no, comm_of(head), line[:300])
             return
         b = self._block
         if b is None:
