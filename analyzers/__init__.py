@@ -26,6 +26,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from stormotel.lazy_exports import lazy_getattr
+
 if TYPE_CHECKING:
     from stormotel.analyzers.analyze import analyze
     from stormotel.analyzers.findings import Finding
@@ -40,12 +42,10 @@ _WHERE = {"Finding": "stormotel.analyzers.findings", "Report": "stormotel.analyz
           "run_once": "stormotel.analyzers.run", "load_paths": "stormotel.analyzers.sources"}
 
 
+_lazy = lazy_getattr(globals(), __name__, _WHERE)
+
+
 def __getattr__(name: str) -> Any:
     if name == "analyze":  # the callable facade module (the import system binds it here too)
         return importlib.import_module("stormotel.analyzers.analyze")
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(where), name)
-    globals()[name] = value
-    return value
+    return _lazy(name)

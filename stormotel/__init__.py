@@ -12,8 +12,9 @@ Public API (imported lazily, so ``stormotel --help`` and the analyzer never pay 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from stormotel.lazy_exports import lazy_getattr
 
 __all__ = ["ExportConfig", "Identity", "IdentityConfig", "IdentityError", "MemoryTracker",
            "MemoryWatchdog", "Sample", "Sampler", "SamplerUnavailable", "SamplingConfig",
@@ -56,13 +57,7 @@ if TYPE_CHECKING:
     from stormotel.tracker import MemoryTracker
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'stormotel' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(globals(), __name__, _EXPORTS)
 
 
 def __dir__() -> list[str]:

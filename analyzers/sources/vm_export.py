@@ -30,6 +30,7 @@ from stormotel.analyzers.http import EndpointError, request
 from stormotel.analyzers.sources.prometheus_api import Series
 
 if TYPE_CHECKING:
+    import httpx
     from stormotel.analyzers.sources.prometheus_api import PrometheusAPI
 
 PATH = "/api/v1/export"
@@ -165,6 +166,19 @@ def _inf(m: re.Match[bytes]) -> bytes:
     return b'"' + m.group(0) + b'"'
 
 
+def post_export(api: PrometheusAPI, path: str, selector: str, start_s: float,
+                end_s: float) -> tuple[httpx.Response, int, int]:
+    """One POST to a VictoriaMetrics export endpoint (the JSON lines and the native blocks are
+    asked the same way): ``selector`` over ``[start_s, end_s]`` widened to whole milliseconds.
+    The answer, and that window in ms, which the decoders cut the samples to."""
+    start_ms, end_ms = int(start_s * 1000), math.ceil(end_s * 1000)
+    resp = request(api.client, "POST", api.url + path, settings=api.settings,
+                   deadline=api.deadline,
+                   data={"match[]": selector, "start": f"{start_ms / 1000:.3f}",
+                         "end": f"{end_ms / 1000:.3f}"}, ok_statuses=(200,))
+    return resp, start_ms, end_ms
+
+
 class ExportReader:
     """Raw reads of one endpoint through VictoriaMetrics' export API."""
 
@@ -181,13 +195,8 @@ class ExportReader:
     def read(self, selector: str, start_s: float, end_s: float) -> list[Series]:
         """Every stored sample of ``selector`` in ``[start_s, end_s]``; EndpointError when the
         server fails or answers with something that is not export lines."""
-        start_ms, end_ms = int(start_s * 1000), math.ceil(end_s * 1000)
-        url = self.api.url + PATH
-        resp = request(self.api.client, "POST", url, settings=self.api.settings,
-                       deadline=self.api.deadline,
-                       data={"match[]": selector, "start": f"{start_ms / 1000:.3f}",
-                             "end": f"{end_ms / 1000:.3f}"}, ok_statuses=(200,))
+        resp, start_ms, end_ms = post_export(self.api, PATH, selector, start_s, end_s)
         try:
             return decode_export(resp.content, start_ms, end_ms)
         except ValueError as e:
-            raise EndpointError(url, str(e)) from None
+            raise EndpointError(self.api.url + PATH, str(e)) from None

@@ -53,7 +53,6 @@ endpoint's own client: the same TLS, auth, tenant headers, timeouts, retries and
 
 from __future__ import annotations
 
-import math
 import re
 import struct
 import threading
@@ -65,7 +64,7 @@ import numpy as np
 import zstandard
 from stormotel.analyzers.http import EndpointError, request
 from stormotel.analyzers.sources.prometheus_api import Series
-from stormotel.analyzers.sources.vm_export import ExportReader
+from stormotel.analyzers.sources.vm_export import ExportReader, post_export
 
 if TYPE_CHECKING:
     from stormotel.analyzers.sources.prometheus_api import PrometheusAPI
@@ -523,12 +522,7 @@ class NativeReader:
             raise EndpointError(self.api.url + PATH, f"answer not understood ({e})") from None
 
     def _read(self, selector: str, start_s: float, end_s: float) -> list[Series]:
-        start_ms, end_ms = int(start_s * 1000), math.ceil(end_s * 1000)
-        url = self.api.url + PATH
-        resp = request(self.api.client, "POST", url, settings=self.api.settings,
-                       deadline=self.api.deadline,
-                       data={"match[]": selector, "start": f"{start_ms / 1000:.3f}",
-                             "end": f"{end_ms / 1000:.3f}"}, ok_statuses=(200,))
+        resp, start_ms, end_ms = post_export(self.api, PATH, selector, start_s, end_s)
         kind = resp.headers.get("content-type", "")
         if not kind.startswith(CONTENT_TYPE):
             raise NativeFormatError(f"answered {kind or 'no content type'!r}, not "

@@ -69,11 +69,7 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
     if len(missing) != 1 or len(waiting) != known - 1 or len(seqs) > 1:
         return []
     (busy,) = missing
-    if any(e.rank == busy for e in events if e.kind in _SPOKE):
-        return []
-    stream = {f for f in {e.file for e in waits}
-              if len({e.rank for e in waits if e.file == f}) >= 2}
-    own_bar = [e for e in bars if e.file in stream and e.rank in (None, busy)]
+    own_bar = busy_bar(events, bars, waits, busy)
     if not own_bar:
         return []
     return [log_finding(
@@ -84,3 +80,15 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
         f"{busy}'s: it was busy outside the collective the others waited in",
         REMEDIATION, own_bar + waits[:4], waiting_ranks=sorted(waiting),
         rank_from="presumed: the progress bar carries no rank")]
+
+
+def busy_bar(events: list[Any], bars: list[Any], waits: list[Any], busy: int) -> list[Any]:
+    """The progress-bar lines that may be the silent rank ``busy``'s: none when it printed any
+    stall line of its own; else the bars (its own or rankless) in a stream at least two waiting
+    ranks print to. Shared with log_busy_unstated, which reads the same shape at a lower-bound
+    world."""
+    if any(e.rank == busy for e in events if e.kind in _SPOKE):
+        return []
+    stream = {f for f in {e.file for e in waits}
+              if len({e.rank for e in waits if e.file == f}) >= 2}
+    return [e for e in bars if e.file in stream and e.rank in (None, busy)]

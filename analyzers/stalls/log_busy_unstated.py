@@ -54,11 +54,7 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
     if len(silent) != 1 or len(waiting) < 2 or len(seqs) > 1:
         return []
     (busy,) = silent
-    if any(e.rank == busy for e in events if e.kind in log_busy._SPOKE):
-        return []
-    stream = {f for f in {e.file for e in waits}
-              if len({e.rank for e in waits if e.file == f}) >= 2}
-    own_bar = [e for e in bars if e.file in stream and e.rank in (None, busy)]
+    own_bar = log_busy.busy_bar(events, bars, waits, busy)
     if not own_bar:
         return []
     shown = _ranks(sorted(waiting))

@@ -41,6 +41,7 @@ be counted, never named.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,12 @@ from stormotel.analyzers.stalls import grammar as gr
 from stormotel.analyzers.stalls.log_failures import strip_prefix
 
 RAS_SPLIT = "ras_report"
+
+
+def comm_of(head: re.Match[str]) -> str:
+    """The communicator a RAS section heads, as every RAS reader spells it (``#group-comm
+    (hash)``) from a ``nccl.ras.mismatch_head`` match that has its group."""
+    return f"#{head.group('group')}-{head.group('comm')} ({head.group('hash')})"
 
 
 @dataclass
@@ -89,8 +96,7 @@ class RasScanner:
         head = gr.BY_ID["nccl.ras.mismatch_head"].regex.search(line)
         if head and head.group("group") is not None:
             self.close()
-            self._block = RasBlock(no, f"#{head.group('group')}-{head.group('comm')} "
-                                       f"({head.group('hash')})", text=line.strip()[:300])
+            self._block = RasBlock(no, comm_of(head), text=line.strip()[:300])
             return
         block = self._block
         if block is None:

@@ -41,6 +41,7 @@ from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls import grammar as gr
 from stormotel.analyzers.stalls.log_failures import Found, strip_prefix
 from stormotel.analyzers.stalls.log_finding import log_finding
+from stormotel.analyzers.stalls.log_ras import comm_of
 
 KIND = "ras_health"
 _REMOTE = "remote process exited"
@@ -66,6 +67,16 @@ class _Block:
     group: str | None = None  #: the status or error whose members follow
 
 
+def _member(b: _Block, line: str, into: dict[int, str]) -> bool:
+    """A ``Rank N -- GPU …`` member line under the current group heading (a status or an
+    error): the rank gets the group's text in ``into``. Whether the line was one."""
+    mem = _MEMBER.match(line)
+    if mem and b.group is not None and (r := gr.parse_rank(mem.group("rank"))) is not None:
+        into[r] = b.group
+        return True
+    return False
+
+
 class Scanner:
     """Stateful over a file's lines: one event per communicator section with a split."""
 
@@ -80,8 +91,7 @@ class Scanner:
         head = gr.BY_ID["nccl.ras.mismatch_head"].regex.search(line)
         if head and head.group("group") is not None:
             self._close()
-            self._block = _Block(no, f"#{head.group('group')}-{head.group('comm')} "
-                                     f"({head.group('hash')})", line[:300])
+            self._block = _Block(no, comm_of(head), line[:300])
             return
         b = self._block
         if b is None:
@@ -123,11 +133,7 @@ class Scanner:
             b.status.update({r: lst.group("status") for r in ranks})
             b.status_n[lst.group("status")] = b.status_n.get(lst.group("status"), 0) + len(ranks)
             return True
-        mem = _MEMBER.match(line)
-        if mem and b.group is not None and (r := gr.parse_rank(mem.group("rank"))) is not None:
-            b.status[r] = b.group
-            return True
-        return False
+        return _member(b, line, b.status)
 
     def _error(self, b: _Block, line: str) -> bool:
         m = gr.BY_ID["nccl.ras.error_rank"].regex.match(line)
@@ -139,11 +145,7 @@ class Scanner:
             if r is not None:
                 b.errors[r] = m.group("err").strip()
             return True
-        mem = _MEMBER.match(line)
-        if mem and b.group is not None and (r := gr.parse_rank(mem.group("rank"))) is not None:
-            b.errors[r] = b.group
-            return True
-        return False
+        return _member(b, line, b.errors)
 
     def _close(self) -> None:
         b, self._block = self._block, None

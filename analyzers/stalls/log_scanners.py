@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls import (
@@ -88,69 +88,70 @@ class _Failures:
         return self.s.found
 
 
-class _Mpi:
+class _Closing(Protocol):
+    """The older scanners' own interface: fed without the rank, closed, then read."""
+
+    def feed(self, no: int, seg: str, low: str, /) -> None: ...
+
+    def close(self) -> None: ...
+
+
+_S = TypeVar("_S", bound=_Closing)
+
+
+class _Adapted(Generic[_S]):
+    """One older scanner behind :class:`LogScanner`: feeds drop the rank, ``finish`` closes it
+    and reads its evidence with the kind's own ``evidence`` function."""
+
+    def __init__(self, scanner: _S, evidence: Callable[[_S, str], list[lf.Found]]) -> None:
+        self.s = scanner
+        self.evidence = evidence
+
+    def feed(self, no: int, seg: str, low: str, rank: int | None) -> None:
+        self.s.feed(no, seg, low)
+
+    def finish(self, text: str) -> list[lf.Found]:
+        self.s.close()
+        return self.evidence(self.s, text)
+
+
+def _adapted(make: Callable[[], _S],
+             evidence: Callable[[_S, str], list[lf.Found]]) -> Callable[[ScanContext], LogScanner]:
+    """A table row's scanner for an older scanner class and the way its evidence is read."""
+
+    def scanner(ctx: ScanContext) -> LogScanner:
+        return _Adapted(make(), evidence)
+
+    return scanner
+
+
+def _mpi_evidence(s: log_mpirun.MpiLauncherScanner, text: str) -> list[lf.Found]:
     """The MPI launchers' last words (log_mpirun)."""
-
-    def __init__(self, ctx: ScanContext) -> None:
-        self.s = log_mpirun.MpiLauncherScanner()
-
-    def feed(self, no: int, seg: str, low: str, rank: int | None) -> None:
-        self.s.feed(no, seg, low)
-
-    def finish(self, text: str) -> list[lf.Found]:
-        self.s.close()
-        return self.s.found
+    return s.found
 
 
-class _Ras:
+def _ras_evidence(s: log_ras.RasScanner, text: str) -> list[lf.Found]:
     """NCCL RAS reports, text and JSON (log_ras)."""
-
-    def __init__(self, ctx: ScanContext) -> None:
-        self.s = log_ras.RasScanner()
-
-    def feed(self, no: int, seg: str, low: str, rank: int | None) -> None:
-        self.s.feed(no, seg, low)
-
-    def finish(self, text: str) -> list[lf.Found]:
-        self.s.close()
-        if '"collective_counts"' in text:  # NCCL RAS's JSON form (ncclras -f json, 2.28.7+)
-            self.s.blocks.extend(log_ras.blocks_from_json(text))
-        return [lf.Found(log_ras.RAS_SPLIT, b.line, None, None, b.text, b.as_detail(),
-                         b.pattern) for b in self.s.blocks]
+    if '"collective_counts"' in text:  # NCCL RAS's JSON form (ncclras -f json, 2.28.7+)
+        s.blocks.extend(log_ras.blocks_from_json(text))
+    return [lf.Found(log_ras.RAS_SPLIT, b.line, None, None, b.text, b.as_detail(),
+                     b.pattern) for b in s.blocks]
 
 
-class _Horovod:
+def _horovod_evidence(s: log_horovod.HorovodScanner, text: str) -> list[lf.Found]:
     """Horovod's stall inspector (log_horovod)."""
-
-    def __init__(self, ctx: ScanContext) -> None:
-        self.s = log_horovod.HorovodScanner()
-
-    def feed(self, no: int, seg: str, low: str, rank: int | None) -> None:
-        self.s.feed(no, seg, low)
-
-    def finish(self, text: str) -> list[lf.Found]:
-        self.s.close()
-        return [lf.Found(log_horovod.HOROVOD, r.line, None, None, r.text, r.as_detail(),
-                         "horovod.stall_report") for r in self.s.reports]
+    return [lf.Found(log_horovod.HOROVOD, r.line, None, None, r.text, r.as_detail(),
+                     "horovod.stall_report") for r in s.reports]
 
 
 _FR_PATTERNS = {"not_joined": "torch.fr_trace.not_joined", "errors": "torch.fr_trace.culprit"}
 
 
-class _FrTrace:
+def _frtrace_evidence(s: log_frtrace.FrTraceScanner, text: str) -> list[lf.Found]:
     """torch's fr_trace report pasted in the logs (log_frtrace)."""
-
-    def __init__(self, ctx: ScanContext) -> None:
-        self.s = log_frtrace.FrTraceScanner()
-
-    def feed(self, no: int, seg: str, low: str, rank: int | None) -> None:
-        self.s.feed(no, seg, low)
-
-    def finish(self, text: str) -> list[lf.Found]:
-        self.s.close()
-        return [lf.Found(log_frtrace.FR_TRACE, b.line, None, None, b.text, b.as_detail(),
-                         _FR_PATTERNS.get(b.kind, "torch.fr_trace.missing_dumps"))
-                for b in self.s.blocks]
+    return [lf.Found(log_frtrace.FR_TRACE, b.line, None, None, b.text, b.as_detail(),
+                     _FR_PATTERNS.get(b.kind, "torch.fr_trace.missing_dumps"))
+            for b in s.blocks]
 
 
 def _ras_findings(events: list[Any], known: int | None) -> list[StallFinding]:
@@ -164,10 +165,12 @@ def _frtrace_findings(events: list[Any], known: int | None) -> list[StallFinding
 #: every stateful kind of stall log, in the order its evidence is listed
 KINDS: tuple[LogKind, ...] = (
     LogKind("failures", _Failures),
-    LogKind("mpi_launcher", _Mpi),
-    LogKind("nccl_ras", _Ras, _ras_findings),
-    LogKind("horovod", _Horovod, log_horovod.horovod_findings),
-    LogKind("fr_trace", _FrTrace, _frtrace_findings),
+    LogKind("mpi_launcher", _adapted(log_mpirun.MpiLauncherScanner, _mpi_evidence)),
+    LogKind("nccl_ras", _adapted(log_ras.RasScanner, _ras_evidence), _ras_findings),
+    LogKind("horovod", _adapted(log_horovod.HorovodScanner, _horovod_evidence),
+            log_horovod.horovod_findings),
+    LogKind("fr_trace", _adapted(log_frtrace.FrTraceScanner, _frtrace_evidence),
+            _frtrace_findings),
     LogKind("store_barrier", log_store_barrier.Scanner, log_store_barrier.findings),
     LogKind("store_wait", log_store_wait.Scanner, log_store_wait.findings),
     LogKind("monitored_barrier", log_monitored.Scanner, log_monitored.findings),

@@ -33,26 +33,27 @@ def _from_stacks(stalls: dict[str, Any]) -> RankView:
     return {int(r): dict(p) for r, p in places.items() if str(r).isdigit()}
 
 
-def _from_flight_recorder(stalls: dict[str, Any]) -> RankView:
-    out: RankView = {}
-    states = (stalls.get("flight_recorder") or {}).get("rank_states") or {}
-    for group, rows in states.items():
-        for row in rows if isinstance(rows, list) else []:
-            if isinstance(row, dict) and type(row.get("rank")) is int:
-                out.setdefault(row["rank"], {}).setdefault("groups", {})[str(group)] = {
-                    k: row.get(k) for k in ("last_seq", "last_op", "last_completed", "pending")}
-    return out
+def _group_rows(source: str, key: str, fields: tuple[str, ...]) -> RankSource:
+    """A source stored as ``{group: [row per rank]}`` under ``stalls[source][key]``: each rank's
+    ``fields`` per group (the Flight Recorder's rank states and the logs' state tables are the
+    same shape with different columns)."""
+
+    def view(stalls: dict[str, Any]) -> RankView:
+        out: RankView = {}
+        tables = (stalls.get(source) or {}).get(key) or {}
+        for group, rows in tables.items():
+            for row in rows if isinstance(rows, list) else []:
+                if isinstance(row, dict) and type(row.get("rank")) is int:
+                    out.setdefault(row["rank"], {}).setdefault("groups", {})[str(group)] = {
+                        k: row.get(k) for k in fields}
+        return out
+
+    return view
 
 
-def _from_logs(stalls: dict[str, Any]) -> RankView:
-    out: RankView = {}
-    tables = (stalls.get("logs") or {}).get("state_tables") or {}
-    for group, rows in tables.items():
-        for row in rows if isinstance(rows, list) else []:
-            if isinstance(row, dict) and type(row.get("rank")) is int:
-                out.setdefault(row["rank"], {}).setdefault("groups", {})[str(group)] = {
-                    k: row.get(k) for k in ("role", "seq", "op", "completed")}
-    return out
+_from_flight_recorder = _group_rows(
+    "flight_recorder", "rank_states", ("last_seq", "last_op", "last_completed", "pending"))
+_from_logs = _group_rows("logs", "state_tables", ("role", "seq", "op", "completed"))
 
 
 #: (source name, its per-rank view): append here to join a new source

@@ -18,8 +18,9 @@ PRODUCT = ("stormotel", "analyzers", "dashboards")
 #: The tracker's modules the analyzer and the dashboards may import: names, exit codes,
 #: errors, units, atomic writes, text safety and the archive's layout — leaves that import no
 #: other tracker module but ``schema`` (never the tracker itself, its SDK wiring or writers).
+#: (``lazy_exports``: the PEP 562 lazy ``__getattr__`` both public faces share.)
 TRACKER_LEAVES = frozenset({"schema", "exitcodes", "errors", "units", "atomic", "textsafe",
-                            "archive_format"})
+                            "archive_format", "lazy_exports"})
 MAX_LINES = 80
 #: The modules a run goes through, from the CLI to the sinks.
 RUN_PATH = ("cli/command.py", "run.py", "sinks/dispatch.py", "sinks/base.py",
