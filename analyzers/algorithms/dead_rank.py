@@ -52,24 +52,29 @@ def dead_ranks(timeline: Timeline) -> list[StallFinding]:
     last = {r: int(s.t_ns[-1]) for r, s in ranks.items()}
     interval = {r: s.median_interval_ns() or 0 for r, s in ranks.items()}
     peer_interval = int(np.median(list(interval.values())))
+    # Every rank's last sample, sorted once: the peers still reporting after a rank's silence
+    # are a suffix of it (the rank itself never is: its silence is > 0), so each rank costs a
+    # binary search, not a walk over its peers (that walk was quadratic: 24 s at 10,000 ranks).
+    ends = np.sort(np.fromiter(last.values(), dtype=np.int64, count=len(last)))
+    n_peers = len(last) - 1
     out: list[tuple[int, StallFinding]] = []
     for rank, end in last.items():
         silence = max(SILENCE_INTERVALS * max(interval[rank], peer_interval),
                       int(MIN_SILENCE_S * 1e9))
-        peers = [r for r in last if r != rank]
-        after = [r for r in peers if last[r] >= end + silence]
-        if len(after) < 2 or 2 * len(after) <= len(peers):
+        first_after = int(np.searchsorted(ends, end + silence, side="left"))
+        n_after = len(ends) - first_after
+        if n_after < 2 or 2 * n_after <= n_peers:
             continue
-        went_on = int(np.median([last[r] for r in after]))
+        went_on = int(np.median(ends[first_after:]))
         m = ranks[rank].markers
         ooms = [int(t) for t, k in zip(m.start_ns, m.kind, strict=True)
                 if k == KIND_OOM and int(t) <= end + silence]
-        reason = (f"rank {rank} stopped reporting at {_iso(end)} while {len(after)} of its "
-                  f"{len(peers)} peers went on for {(went_on - end) / 1e9:.0f} s"
+        reason = (f"rank {rank} stopped reporting at {_iso(end)} while {n_after} of its "
+                  f"{n_peers} peers went on for {(went_on - end) / 1e9:.0f} s"
                   + (" (it recorded an out-of-memory event first)" if ooms else ""))
         ev: dict[str, object] = {
             "category": CATEGORY, "reason": reason, "time_ns": end, "last_sample_ns": end,
-            "stopped_at": _iso(end), "peers": len(peers), "peers_reporting_after": len(after),
+            "stopped_at": _iso(end), "peers": n_peers, "peers_reporting_after": n_after,
             "peers_last_sample_ns": went_on, "silence_s": round((went_on - end) / 1e9, 3),
             "silence_threshold_s": round(silence / 1e9, 3),
             "note": "the tracker's clean-stop edge is not read: a rank stopped on purpose "
