@@ -457,7 +457,7 @@ def _events_unchecked(seg: str, file: str, line: int, rank: int | None, ts: int 
         w = work.match
         events.append(replace(
             common, kind=TIMEOUT, seq=_opt_int(w.group("seq")), op=w.group("op").upper(),
-            numel_in=_opt_int(w.group("nin")), numel_out=_opt_int(w.group("nout")),
+            numel_in=_numel(w.group("nin")), numel_out=_numel(w.group("nout")),
             timeout_ms=_opt_int(w.group("tmo")),
             ran_for_ms=_opt_int(ran.group(1) if ran else None), pattern=work.pattern.id))
     counters = hits.get("torch.nccl.timeout_counters") or hits.get("torch.nccl.pg_status")
@@ -551,3 +551,16 @@ def _int(v: str) -> int:
 
 def _opt_int(v: str | None) -> int | None:
     return _int(v) if v is not None else None
+
+
+#: ``WorkNCCL``'s ``NumelIn``/``NumelOut`` of work that has no single size (coalesced ops,
+#: torch 2.2+) is -1 printed as an unsigned 64-bit number: 18446744073709551615, 20 digits
+UNSIGNED_64 = 1 << 64
+
+
+def _numel(v: str | None) -> int | None:
+    """A work's element count; the unsigned spelling of -1 (or any count past int64) is
+    unknown, not bad input: the watchdog's line about it is still a timeout (pytorch#117682)."""
+    if v is not None and len(v) == 20 and v.isdigit() and int(v) < UNSIGNED_64:
+        return None
+    return _opt_int(v)
