@@ -60,6 +60,11 @@ OMPI_PEER = "openmpi.peer_disconnected"
 OMPI_NONZERO = "openmpi.nonzero_exit"
 OMPI_SIGNAL = "openmpi.signal_handler"  #: read by log_mpi_signal (a process's own crash report)
 DS_LAUNCHER = "deepspeed.launcher_exit"
+#: sglang's scheduler (``managers/scheduler.py`` ``watchdog_thread``, 0.3 … 0.5):
+#: ``logger.error(f"Watchdog timeout ({self.watchdog_timeout=})")`` when a running batch made no
+#: forward step for that many seconds, then SIGQUIT to the server; its log prefix names the
+#: tensor-parallel rank (``[time TP4]``), the rank that waited, not one it waited on
+SGLANG_WATCHDOG = "sglang.scheduler_watchdog"
 
 #: (pattern id, lower-case triggers, regex), in the order tried; the first match of a line wins
 PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
@@ -85,6 +90,8 @@ PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
     (OMPI_NONZERO, ("exited with non-zero", "process returned"),
      re.compile(r"detected that one or more processes exited with non-zero|"
                 r"Primary job\s+terminated normally, but \d{1,7} process(?:es)? returned")),
+    (SGLANG_WATCHDOG, ("watchdog_timeout=",),
+     re.compile(r"Watchdog timeout \(self\.watchdog_timeout=(?P<secs>\d{1,9}(?:\.\d{1,6})?)\)")),
     (DS_LAUNCHER, ("sigkill_handler",),
      re.compile(r"sigkill_handler\] (?:Killing subprocess (?P<pid>\d{1,10})|"
                 r"[^\n]{0,4000}?exits with return code = (?P<code>-?\d{1,4}))")),
@@ -172,6 +179,14 @@ _SAYS: dict[str, tuple[str, str, str]] = {
         "Collect each local rank's own output (deepspeed --enable_each_rank_log DIR, or the "
         "per-rank lines) — the first rank with its own error or signal is the one to look at; "
         "-9 is usually the host's OOM killer (dmesg)."),
+    SGLANG_WATCHDOG: (
+        "unknown",
+        "sglang's scheduler watchdog on {who} saw a running batch make no forward step for its "
+        "timeout and ended the server — a hang inside a forward pass or one of its collectives; "
+        "every tensor-parallel rank that prints it waited, and the line names no culprit",
+        "Collect the stacks sglang dumps with it (py-spy, one per scheduler), NCCL_DEBUG=INFO "
+        "logs of every TP rank and Flight Recorder dumps (TORCH_NCCL_TRACE_BUFFER_SIZE, "
+        "TORCH_NCCL_DUMP_ON_TIMEOUT=1): the rank stuck outside the collective is the culprit."),
 }
 
 
