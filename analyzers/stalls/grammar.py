@@ -907,6 +907,11 @@ if len(BY_ID) != len(CATALOGUE):  # pragma: no cover - a duplicated id is a prog
     raise RuntimeError("duplicate pattern id in the catalogue")
 
 
+def triggers_of(pids: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """Every lower-case trigger of these catalogue patterns, once each (a scanner's pre-filter)."""
+    return tuple(sorted({t for pid in pids for t in BY_ID[pid].triggers}))
+
+
 def pattern(pid: str) -> Pattern:
     return BY_ID[pid]
 

@@ -52,7 +52,7 @@ REMEDIATION = [
 
 class Scanner(LineScanner):
     kind = KIND
-    triggers = tuple(sorted({t for pid in PATTERNS for t in gr.BY_ID[pid].triggers}))
+    triggers = gr.triggers_of(PATTERNS)
     patterns = PATTERNS
 
     def read(self, pid: str, m: re.Match[str], rank: int | None
@@ -77,7 +77,7 @@ class Scanner(LineScanner):
 
 class RefScanner(Scanner):
     kind = REF_KIND
-    triggers = tuple(sorted({t for pid in REFERENCE for t in gr.BY_ID[pid].triggers}))
+    triggers = gr.triggers_of(REFERENCE)
     patterns = REFERENCE
 
 

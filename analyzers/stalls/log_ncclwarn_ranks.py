@@ -65,7 +65,7 @@ _RANKS = re.compile(r"^(?:a|b)\d?$")
 
 class Scanner(LineScanner):
     kind = KIND
-    triggers = tuple(sorted({t for pid in PATTERNS for t in gr.BY_ID[pid].triggers}))
+    triggers = gr.triggers_of(PATTERNS)
     patterns = PATTERNS
 
     def read(self, pid: str, m: re.Match[str], rank: int | None

@@ -24,6 +24,17 @@ def run_json(*args: str) -> tuple[int, dict[str, Any]]:
     return proc.returncode, json.loads(proc.stdout)
 
 
+def analyze_log_text(tmp_path: Path, name: str, text: str) -> tuple[int, dict[str, Any]]:
+    """``stormotel analyze --logs`` on one log file holding ``text``: any exit code, its report."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / name).write_text(text)
+    out = tmp_path / "report.json"
+    proc = run_cli("--logs", str(logs), "--format", "json", "--output", str(out), timeout=120)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.returncode, json.loads(out.read_text())
+
+
 def repair_pg_config(src: Path, dst: Path) -> None:
     """Write copies of OUR OWN test dumps whose pg_config names every group with its ranks.
 

@@ -4,26 +4,18 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
 from stormotel import exitcodes
+from tests.stalls.helpers import analyze_log_text
 
 LINES = "".join(f"[2025-03-09 00:57:15 TP{r}] Watchdog timeout (self.watchdog_timeout=300)\n"
                 for r in (4, 6, 1, 2, 5, 7, 3, 0))
 
 
-def _analyze(tmp_path: Path, text: str) -> tuple[int, dict]:
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    (logs / "server.log").write_text(text)
-    out = tmp_path / "report.json"
-    proc = subprocess.run([sys.executable, "-m", "stormotel", "analyze", "--logs", str(logs),
-                           "--format", "json", "--output", str(out)],
-                          capture_output=True, text=True, timeout=120)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc.returncode, json.loads(out.read_text())
+def _analyze(tmp_path: Path, text: str) -> tuple[int, dict[str, Any]]:
+    return analyze_log_text(tmp_path, "server.log", text)
 
 
 def test_every_tp_rank_timing_out_is_undecided_and_names_nobody(tmp_path: Path) -> None:
