@@ -851,11 +851,12 @@ CATALOGUE: tuple[Pattern, ...] = (
        'stuck in uninterruptible sleep (D-state) for %.1fs …" / "Process %s did not exit after '
        '%s within %ss; … Worker may be in uninterruptible kernel sleep …"', "2.13",
        "torch/distributed/elastic/multiprocessing (2.13)",
-       "the agent saw a worker process (by pid) wedged in the kernel (a GPU or NIC driver "
-       "wait): a worker of that node is stuck; which rank, the agent's pid table says",
-       r"Worker pid=(?P<pid>\d{1,10}) (?:entered|stuck in) uninterruptible sleep|did not exit "
-       r"after [^\n]{0,80}? within [^\n]{0,40}?; abandoning", ("uninterruptible", "did not exit"),
-       "c10d_reporter"),
+       "the agent saw a worker process (by pid; the '[%s]' in front is the worker group's ROLE) "
+       "wedged in the kernel (a GPU or NIC driver wait): a worker of that node is stuck; which "
+       "rank, the line does not say — a rankless stall (read by log_rankless)",
+       r"Worker pid=(?P<pid>\d{1,10}) (?:entered|stuck in) uninterruptible sleep|"
+       r"(?:Process (?P<pid2>\d{1,10}) )?did not exit after [^\n]{0,80}? within [^\n]{0,40}?; "
+       r"abandoning", ("uninterruptible", "did not exit"), "rankless"),
     # ------------------------------------- NCCL WARNs that name ranks (log_ncclwarn_ranks)
     _p("nccl.warn.duplicate_checkin", "NCCL / RCCL",
        '"Bootstrap Root : rank %d of %d ranks has already checked in"', "2.18.3 – 2.30.7",

@@ -64,6 +64,8 @@ OMPI_SIGNAL = "openmpi.signal_handler"  #: read by log_mpi_signal (a process's o
 OMPI_ABORT = "openmpi.mpi_abort"
 #: the daemon of one node lost ([orterun|prun:proc-comm-failed]; grammar ``openmpi.node_lost``)
 OMPI_NODE_LOST = "openmpi.node_lost"
+#: torchelastic 2.13's agent: a worker (by pid) in uninterruptible sleep (D-state)
+ELASTIC_WEDGED = "torchelastic.worker_wedged"
 #: srun: "timeout waiting for task launch, started %d of %d tasks" (``slurm.srun.launch_timeout``)
 SRUN_LAUNCH_TIMEOUT = "slurm.srun.launch_timeout"
 DS_LAUNCHER = "deepspeed.launcher_exit"
@@ -98,6 +100,7 @@ PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
      re.compile(r"detected that one or more processes exited with non-zero|"
                 r"Primary job\s+terminated normally, but \d{1,7} process(?:es)? returned")),
     (OMPI_NODE_LOST, gr.BY_ID[OMPI_NODE_LOST].triggers, gr.BY_ID[OMPI_NODE_LOST].regex),
+    (ELASTIC_WEDGED, gr.BY_ID[ELASTIC_WEDGED].triggers, gr.BY_ID[ELASTIC_WEDGED].regex),
     (SRUN_LAUNCH_TIMEOUT, gr.BY_ID[SRUN_LAUNCH_TIMEOUT].triggers,
      gr.BY_ID[SRUN_LAUNCH_TIMEOUT].regex),
     (SGLANG_WATCHDOG, ("watchdog_timeout=",),
@@ -205,6 +208,15 @@ _SAYS: dict[str, tuple[str, str, str]] = {
         "Map the node to its ranks (mpirun --display-map, or the hostfile order), then read "
         "that node's kernel log (dmesg: OOM killer, Xid, kernel panic, link down) and the "
         "scheduler's record of it; the ranks on it are the ones to look at."),
+    ELASTIC_WEDGED: (
+        "unknown",
+        "torchelastic's agent saw worker process(es) {procs} in uninterruptible kernel sleep "
+        "(D-state: a GPU or NIC driver wait that no signal ends) — past its timeout the agent "
+        "marks the group UNHEALTHY without restarts, and cannot reap the process at teardown; "
+        "the line names a pid and the worker group's role, not a rank",
+        "Map the pid to its rank (the worker's own log, torchrun --log-dir keeps each rank's "
+        "output; ps -o pid,args on that host), then read its kernel stack (cat /proc/PID/stack) "
+        "and the host's dmesg (Xid, NIC or filesystem driver); the host may need recycling."),
     SRUN_LAUNCH_TIMEOUT: (
         "rendezvous",
         "srun waited its 10 minutes for the step's tasks to start and gave up{started}: some "
@@ -253,6 +265,8 @@ class Scanner:
                                     or f"nccl{m.group('code')}Error").strip()
             elif pid == STORE_CLIENTS and m.group("of"):
                 detail |= {"joined": int(m.group("n")), "expected": int(m.group("of"))}
+            elif pid == ELASTIC_WEDGED and (wp := m.group("pid") or m.group("pid2")):
+                detail["process"] = f"pid {int(wp)}"
             elif pid == SRUN_LAUNCH_TIMEOUT:
                 detail |= {"started": int(m.group("n")), "requested": int(m.group("of"))}
             elif pid == DS_LAUNCHER and m.group("code"):

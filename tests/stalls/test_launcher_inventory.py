@@ -157,8 +157,11 @@ def test_a_wedged_worker_is_a_stall_that_names_no_rank(tmp_path: Path, line: str
     role and the worker is a pid — no rank is in the line."""
     code, found = cli(tmp_path, "[2026-11-28 23:40:00,123] torch.distributed.elastic: [ERROR] "
                       + line + "\n")
-    assert code == 1 and found and all(f["ranks"] == [] for f in found)
-    assert all(f["confidence"] == "low" for f in found)
+    assert code == 1 and [(f["kind"], f["ranks"], f["confidence"]) for f in found] == [
+        ("undecided", [], "low")]
+    ev = found[0]["evidence"]
+    assert ev["pattern"] == "torchelastic.worker_wedged" and "pid 41234" in ev["reason"]
+    assert not ev.get("suspects")
 
 
 # --- Horovod: the report's "Will shutdown" line -------------------------------------------------
