@@ -46,9 +46,12 @@ class Scanner:
             "category": "exception", "ambiguous": True, "launcher_only": True,
             "error": f"srun: task launch failed: {why}", "launcher": "srun",
             "rank_from": "srun's task id (SLURM_PROCID)",
-            "why": f"srun could not start task {task} on its node ({why}): the node's failure, "
-                   "shared by every task srun lists with it — a suspect; check that node "
-                   "(the program's path there, slurmd's log)"}, PATTERN))
+            # one sentence for every task with the same reason (the finding lists the tasks)
+            "why": f"srun could not start these tasks on their node ({why}): the node's "
+                   "failure, shared by every task srun lists with it — suspects, not culprits; "
+                   "check that node (the program's path there, slurmd's log) — the same reason "
+                   "on every task of the step is the step's setup (--mpi, the interconnect)"},
+            PATTERN))
 
     def finish(self, text: str) -> list[lf.Found]:
         return self.found

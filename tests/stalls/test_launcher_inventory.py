@@ -134,6 +134,23 @@ def test_srun_launch_failures_are_suspects(tmp_path: Path) -> None:
     assert suspects(f) == [4, 5]
 
 
+# Real: an Arm DDT offline run, 8 MPI ranks on 2 nodes (a public README, "DDT offline test case
+# from NERSC documentation"): every task of the step failed to launch, the same reason — the
+# step's setup, no rank's; verbatim, with its trailing spaces.
+DDT = ("Arm Forge 22.1.3 - Arm DDT" + " " * 54 + "\n" + " " * 83 + "\n"
+       + "srun: error: task 0 launch failed: Error configuring interconnect" + " " * 18 + "\n"
+       + "".join(f"srun: error: task {t} launch failed: Error configuring interconnect"
+                 + " " * 15 + "\n" for t in (2, 4, 6, 1, 3, 5))
+       + "srun: error: task 7 launch failed: Error configuring interconnect  \n")
+
+
+def test_srun_every_task_failing_alike_names_no_culprit(tmp_path: Path) -> None:
+    code, [f] = cli(tmp_path, DDT)
+    assert code == 1 and (f["kind"], f["ranks"], f["confidence"]) == ("undecided", [], "low")
+    assert suspects(f) == list(range(8))
+    assert f["evidence"]["reason"].count("srun could not start") == 1  # one reason, said once
+
+
 def test_srun_launch_timeout_names_no_task(tmp_path: Path) -> None:
     """slurm_step_launch_wait_start: error("timeout waiting for task launch, started %d of %d
     tasks", …) after 600 s."""
