@@ -561,6 +561,47 @@ CATALOGUE: tuple[Pattern, ...] = (
        "its own; several are first only together (a tie names nobody)",
        r"ABORT!!! Out of all (?P<n>\d+) trainers, the trainer process with rank=\[(?P<ranks>"
        r"[\d,\s]*)\] was aborted", ("abort!!!",), "mpi_launcher"),
+    _p("openmpi.mpi_abort", "Open MPI (the aborting process itself, MPI_Abort)",
+       '"MPI_ABORT was invoked on rank %d in communicator %s\\nwith errorcode %d." (4.x) / '
+       '"MPI_ABORT was invoked on rank %d in communicator %s\\n  Proc: %s\\n  Errorcode: %d" '
+       '(5.x; OMPI_NAME_PRINT of the caller) / "MPI_ABORT invoked on rank %d in communicator" '
+       "(1.x)", "Open MPI 1.x – 5.0.10 ([mpi-abort] of help-mpi-api.txt)",
+       "ompi/mpi/c/abort.c; ompi/mpi/help-mpi-api.txt",
+       "reporter: the process that called MPI_Abort; the rank is its rank IN THAT "
+       "communicator — the world rank only for MPI_COMM_WORLD or from 5.x's Proc name (its "
+       "vpid). It decided to abort, as often after noticing a peer's failure as its own: a "
+       "suspect only, never a culprit (read by log_mpirun)",
+       r"MPI_ABORT (?:was )?invoked on rank (?P<rank>\d{1,7}) in communicator"
+       r"(?:[ \t]{1,4}(?P<comm>[^\n]{1,200}))?", ("invoked on rank",), "mpi_launcher"),
+    _p("openmpi.node_lost", "Open MPI mpirun/orterun (4.x), PRRTE prterun (Open MPI 5)",
+       '"A critical communication path was lost to:\\n\\n  My name:      %s\\n  Process name: '
+       '%s\\n  Node:         %s"', "Open MPI 1.6 – 4.1.6 ([orterun:proc-comm-failed]), PRRTE "
+       "3.0.13 – 4.0.0 ([prun:proc-comm-failed])",
+       "orte/runtime/orte_quit.c + orte/mca/errmgr/default_hnp (the state is set only for a "
+       "DAEMON: 'Comm failure: daemon %s - aborting'); prrte src/runtime/prte_quit.c + "
+       "src/mca/errmgr/dvm",
+       "reporter: the launcher; the process named is a launcher DAEMON ([[job,0],d] / "
+       "[nspace@0,d]: d is the daemon's index, one per node), never an MPI rank: the node it "
+       "ran on died or its network failed. Which ranks ran there the line does not say — no "
+       "culprit, a rankless stall (read by log_rankless)",
+       r"A critical communication path was lost to", ("critical communication path",),
+       "rankless"),
+    _p("slurm.srun.launch_failed", "Slurm srun (step launch)",
+       '"task %u launch failed: %s" (srun: error: …)', "23.02 – 26.05 (all read)",
+       "src/api/step_launch.c (_launch_handler: the node's slurmd answered RESPONSE_LAUNCH_TASKS "
+       "with an error, once per task of that node)",
+       "reporter: srun; task r (its SLURM_PROCID: the global rank of a one-task-per-rank step) "
+       "was never started on its node — its node's failure, and every task of that node is "
+       "listed: suspects (read by log_srun)",
+       r"\btask (?P<rank>\d{1,7}) launch failed: (?P<why>[^\n]{1,200})", ("launch failed",),
+       "srun"),
+    _p("slurm.srun.launch_timeout", "Slurm srun (step launch)",
+       '"timeout waiting for task launch, started %d of %d tasks"', "23.02 – 26.05 (all read)",
+       "src/api/step_launch.c (slurm_step_launch_wait_start)",
+       "reporter: srun; some nodes never answered the launch: how many tasks started, not "
+       "which ones — a rankless stall at launch (read by log_rankless)",
+       r"timeout waiting for task launch, started (?P<n>\d{1,7}) of (?P<of>\d{1,7}) tasks",
+       ("timeout waiting for task launch",), "rankless"),
     # --------------------------------------------------------- Horovod's stall inspector
     _p("horovod.stall_report", "Horovod (stall inspector, coordinator rank 0)",
        '"One or more tensors were submitted to be reduced, gathered or broadcasted by subset of '
@@ -810,11 +851,12 @@ CATALOGUE: tuple[Pattern, ...] = (
        'stuck in uninterruptible sleep (D-state) for %.1fs …" / "Process %s did not exit after '
        '%s within %ss; … Worker may be in uninterruptible kernel sleep …"', "2.13",
        "torch/distributed/elastic/multiprocessing (2.13)",
-       "the agent saw a worker process (by pid) wedged in the kernel (a GPU or NIC driver "
-       "wait): a worker of that node is stuck; which rank, the agent's pid table says",
-       r"Worker pid=(?P<pid>\d{1,10}) (?:entered|stuck in) uninterruptible sleep|did not exit "
-       r"after [^\n]{0,80}? within [^\n]{0,40}?; abandoning", ("uninterruptible", "did not exit"),
-       "c10d_reporter"),
+       "the agent saw a worker process (by pid; the '[%s]' in front is the worker group's ROLE) "
+       "wedged in the kernel (a GPU or NIC driver wait): a worker of that node is stuck; which "
+       "rank, the line does not say — a rankless stall (read by log_rankless)",
+       r"Worker pid=(?P<pid>\d{1,10}) (?:entered|stuck in) uninterruptible sleep|"
+       r"(?:Process (?P<pid2>\d{1,10}) )?did not exit after [^\n]{0,80}? within [^\n]{0,40}?; "
+       r"abandoning", ("uninterruptible", "did not exit"), "rankless"),
     # ------------------------------------- NCCL WARNs that name ranks (log_ncclwarn_ranks)
     _p("nccl.warn.duplicate_checkin", "NCCL / RCCL",
        '"Bootstrap Root : rank %d of %d ranks has already checked in"', "2.18.3 – 2.30.7",

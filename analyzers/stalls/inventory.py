@@ -59,8 +59,20 @@ def _value(before: str, spec: str, role: str, ranks_used: list[int]) -> str:
     s = spec.lower().strip("{}")
     text_spec = spec == "%s" or spec.startswith("{")
     if text_spec:
-        if re.search(r"process name:\s*$", b, re.I):
+        if re.search(r"critical communication path was lost", before, re.I) and re.search(
+                r"(?:my|process) name:\s*$", b, re.I):
+            # proc-comm-failed: both names are launcher daemons (job 0), never MPI ranks
+            return "[[4242,0],0]" if re.search(r"my name:\s*$", b, re.I) else "[[4242,0],1]"
+        if re.search(r"(?:process name|Proc):\s*$", b, re.I):
             return f"[[4242,1],{_rank(b, s, role, ranks_used)}]"
+        if re.search(r"^Process\s*$", before):  # torchelastic's "Process %s did not exit": a pid
+            return "4242"
+        if re.search(r"did not exit after\s*$", b):
+            return "Signals.SIGKILL"
+        if re.search(r"in communicator\s*$", b, re.I):
+            return "MPI_COMM_WORLD"
+        if re.search(r"^\[$", before) and role == "unnamed":
+            return "default"  # torchelastic 2.13's "[%s] Worker pid=…": the worker group's role
         if not b.strip():
             return "mpirun"
         if re.search(r"ranks\W{0,3}$", b, re.I) or re.search(r"ranks\b", s):
@@ -222,6 +234,8 @@ def _role_check(family: Family, findings: list[Any], used: list[int],
             return "read, but not the failing rank"
     elif family.role == "waits" and reporter is not None and reporter in culprits:
         return "blames the reporter"
+    elif family.role == "unnamed" and culprits:
+        return "names a culprit the line does not give"
     return None
 
 
@@ -254,7 +268,8 @@ def judge(entry: dict[str, Any], workdir: Path) -> Judgement:
     line, used = concrete(entry, family)
     evidence, findings = _read(line + "\n", workdir)
     if not evidence:
-        reason = {"info": "info-only", "config": "not stall evidence (usage/configuration)"}
+        reason = {"info": "info-only", "config": "not stall evidence (usage/configuration)",
+                  "unreachable": "unreachable at the tags read"}
         if family.id in REPORT_FAMILIES:
             return Judgement(False, family, "not read alone (a line of a multi-line report)",
                              line)
@@ -308,6 +323,11 @@ def summary_line(entries: list[dict[str, Any]], judged: list[Judgement]) -> str:
     return "handled (stall-relevant): " + ", ".join(parts)
 
 
+#: the verdict of a message a written criterion takes out of the share (by its relevance)
+_EXCLUDED = {"info": "not counted: printed on the normal path too (criterion 1)",
+             "unreachable": "not counted: unreachable at the tags read (criterion 2)"}
+
+
 def render(entries: list[dict[str, Any]], judged: list[Judgement]) -> str:
     """The markdown between the inventory markers: shares, families, and each message."""
     tags_of: dict[str, set[str]] = defaultdict(set)
@@ -321,18 +341,24 @@ def render(entries: list[dict[str, Any]], judged: list[Judgement]) -> str:
         "named rank 5, world 8), given its emitter's prefix and run through the log parser and "
         "analysis: **handled** = read as stall evidence and the findings name the right rank "
         "(the rank it names, the failing rank, or — for a line that only shows its reporter "
-        "waiting — a finding that does not blame the reporter).",
+        "waiting — a finding that does not blame the reporter; for a line that names no rank, "
+        "a finding that names no culprit). Two written criteria take a message out of the "
+        "share, for every emitter alike (`analyzers/stalls/inventory_families.py`, each family "
+        "citing the source lines that prove it): **printed on the normal path** too (counted "
+        "as info-only) and **unreachable at the tags read** (no code path of those releases "
+        "sets the state that selects it).",
         "",
         "| emitter | tags read | rank-bearing messages | stall/failure evidence | handled | "
-        "share | info-only | usage/config |",
-        "|---|---|---|---|---|---|---|---|",
+        "share | info-only | usage/config | unreachable |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     sh = shares(entries, judged)
     for em, c in sorted(sh.items()):
         share = f"{100 * c['handled'] / c['stall']:.0f} %" if c["stall"] else "–"
         tags = all_tags[em]
         lines.append(f"| {em} | {tags[0]} – {tags[-1]} ({len(tags)}) | {c['messages']} | "
-                     f"{c['stall']} | {c['handled']} | {share} | {c['info']} | {c['config']} |")
+                     f"{c['stall']} | {c['handled']} | {share} | {c['info']} | {c['config']} | "
+                     f"{c['unreachable']} |")
     lines += ["", "What each family proves (read from the source; one row per family):", "",
               "| family | messages | handled | what it proves about which ranks |",
               "|---|---|---|---|"]
@@ -346,16 +372,18 @@ def render(entries: list[dict[str, Any]], judged: list[Judgement]) -> str:
     for fid in sorted(fams):
         f = fams[fid]
         lines.append(f"| `{fid}` ({f.relevance}) | {fam_n[fid]} | {fam_h[fid]} | {f.proves} |")
-    lines += ["", "Each stall/failure message (info-only and usage/configuration messages are in "
-              "the data file):", "",
-              "| emitter | message | versions | family | handled / why not |",
+    lines += ["", "Each stall/failure message, and each one a written criterion takes out of the "
+              "share (other info-only and usage/configuration messages are in the data file):",
+              "", "| emitter | message | versions | family | handled / why not |",
               "|---|---|---|---|---|"]
     for e, j in zip(entries, judged, strict=True):
-        if j.family.relevance != "stall":
+        excluded = _EXCLUDED.get(j.family.relevance) if j.family.relevance == "unreachable" \
+            or j.family.id.endswith(".normal_path") else None
+        if j.family.relevance != "stall" and excluded is None:
             continue
         em = str(e["emitter"])
         tags = sorted(e["tags"], key=_sort_key)
-        verdict = "**handled**" if j.handled else j.reason
+        verdict = excluded or ("**handled**" if j.handled else j.reason)
         lines.append(f"| {em} | `{_cell(str(e['template']))}` | {_versions(tags, all_tags[em])} "
                      f"| `{j.family.id}` | {verdict} |")
     return "\n".join(lines)

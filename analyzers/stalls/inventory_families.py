@@ -8,10 +8,22 @@ the release). Each family is read off the source that prints it and says:
 - ``role``: which rank a right reading names — ``waits`` (the reporter is a victim: a finding,
   and the reporter never a culprit), ``names`` (the line names another rank — the one waited
   on, the one that failed the barrier: that rank, not the reporter), ``own`` (the rank's own
-  failure: that rank), ``any`` (not read per family yet: any finding counts);
+  failure: that rank), ``unnamed`` (a stall or failure shown, but the line names no rank — a
+  pid, a launcher daemon, a count: a finding that names no culprit), ``any`` (not read per
+  family yet: any finding counts);
 - ``relevance``: ``stall`` (evidence of a stall or failure: counted in the handled share),
-  ``info`` (INFO-level context), ``config`` (a usage or configuration error: the job never ran
-  a collective, nothing to attribute).
+  ``info`` (INFO-level context, or printed on the normal path too), ``config`` (a usage or
+  configuration error: the job never ran a collective, nothing to attribute), ``unreachable``
+  (see below).
+
+Two written criteria take a message out of the denominator, for every emitter alike, and each
+family that uses one says in its comment the source lines that prove it:
+
+1. **printed on the normal path** — the source prints it also when nothing failed (a LOG(INFO)
+   of a clean shutdown, a branch of a normal exit): it cannot be evidence of a stall (``info``);
+2. **unreachable at the tags read** — no code path of that release sets the state or flag that
+   selects the message (the help text is kept, its caller's state is never entered): no log of
+   those releases can hold it (``unreachable``).
 
 The first family whose emitter matches and whose regex finds the message wins.
 """
@@ -131,8 +143,9 @@ FAMILIES: tuple[Family, ...] = (
        "waits", "stall", "the agent waits for other agents (nodes) at rendezvous or exit: "
        "the nodes that never join are the missing ones"),
     _f("elastic.worker_stuck", "torchelastic", r"uninterruptible|D-state|did not exit",
-       "own", "stall", "the agent saw a worker process (by pid) wedged in the kernel (a GPU or "
-       "NIC driver wait): that worker's rank is the one stuck, its peers wait on it"),
+       "unnamed", "stall", "the agent saw a worker process (by pid; the `[%s]` in front is the "
+       "worker group's ROLE, 2.13 local_elastic_agent.py) wedged in the kernel (a GPU or NIC "
+       "driver wait): a worker of that node is stuck — the line names a pid, not a rank"),
     _f("elastic.signal", "torchelastic", r"signal|shutting down|SIGTERM|SIGKILL", "waits",
        "stall", "the agent itself was stopped (the launcher's or scheduler's decision)"),
     # --- NCCL -------------------------------------------------------------------------------
@@ -178,6 +191,24 @@ FAMILIES: tuple[Family, ...] = (
     _f("horovod.config", "horovod", r".", "own", "config",
        "a setup or API-use error (process sets, hosts, sizes)"),
     # --- launchers --------------------------------------------------------------------------
+    # PRRTE's ``--help`` text (``[usage]``): printed on request; its option list holds words
+    # ("non-zero status") of the stall families below
+    _f("mpi.usage", "openmpi prrte", r"Usage: %s \[OPTION\]|list of command line options",
+       "own", "config", "the launcher's --help text, printed on request"),
+    # criterion 2, unreachable: [orterun|prun:proc-mem-exceeded] needs a proc in state
+    # SENSOR_BOUND_EXCEEDED with exit code MEM_LIMIT_EXCEEDED, [..:proc-heartbeat-failed] a
+    # proc in state HEARTBEAT_FAILED; at v4.1.6 (orte/) and PRRTE v3.0.13 / v4.0.0 (src/) no code
+    # sets either (git grep: only orte_quit.c/prte_quit.c, which print them, the errmgr's case
+    # labels and the state-name tables mention them — the sensor framework that set them is gone)
+    _f("mpi.unreachable", "openmpi prrte",
+       r"exceeded memory limits|failed to receive scheduled heartbeat", "own", "unreachable",
+       "unreachable at the tags read: no code path sets the proc state that selects it "
+       "(SENSOR_BOUND_EXCEEDED + MEM_LIMIT_EXCEEDED, HEARTBEAT_FAILED) — no log of these releases "
+       "holds it"),
+    _f("mpi.node_lost", "openmpi prrte", r"critical communication path was lost", "unnamed",
+       "stall", "the launcher lost a DAEMON (the 'Process name' is [[job,0],d] / [nspace@0,d]: "
+       "the errmgr sets COMM_FAILED only for daemons): that node died or its network failed; "
+       "which ranks ran there the line does not say"),
     _f("mpi.signal", "openmpi prrte",
        r"noticed that process rank|exited on\s+signal|killed by signal|signal %d",
        "own", "stall", "the launcher names the first process of its world to die of a signal "
@@ -192,6 +223,15 @@ FAMILIES: tuple[Family, ...] = (
        "own", "stall", "a process or node lost (memory limit, daemon lost)"),
     _f("mpi.config", "openmpi prrte", r".", "own", "config",
        "a launch or configuration error (no process of the job ran a collective)"),
+    # criterion 1, normal path: task_state_update (src/srun/task_state.c) prints it in the
+    # TS_NORMAL_EXIT branch as in the TS_ABNORMAL_EXIT one — a task's exit message arriving
+    # twice, whatever the exit; the first message already counted the task
+    _f("srun.normal_path", "slurm-srun", r"reported exit for a second time", "own", "info",
+       "printed on the normal path too (a duplicate exit message of a task that may have "
+       "exited normally): srun's bookkeeping, not evidence of a failure"),
+    _f("srun.launch_timeout", "slurm-srun", r"timeout waiting for task launch", "unnamed",
+       "stall", "srun gave up waiting (10 min) for the step's tasks to start: how many started, "
+       "not which — some node never answered"),
     _f("srun.task_exit", "slurm-srun",
        r"exit|killed|terminated|signal|abort|core dumped|OOM|out of memory|launch failed",
        "own", "stall", "srun names the task (the global rank of a one-task-per-rank step) that "

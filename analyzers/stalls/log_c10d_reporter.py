@@ -41,7 +41,7 @@ PATTERNS: tuple[str, ...] = ("torch.gloo.check_rank_logs", "torch.store.setup_fa
                              "torch.nccl.watchdog_hang",
                              "torch.nccl.dump_lines",
             "torch.nccl.abort_lines", "torch.nccl.watchdog_error",
-            "torch.detail.mismatch_hint", "torchelastic.worker_wedged")
+            "torch.detail.mismatch_hint")
 
 REMEDIATION = [
     "These lines show the printing rank failed or waited, not which rank began it: collect "

@@ -23,7 +23,12 @@ The wording changed across releases (read at every tag of horovod/horovod):
 Every form lists, per tensor, either the ranks of ``[0, size)`` that submitted it or all the
 others, so an unlisted rank of the job submitted everything it was not listed for, and every
 tensor in the report was submitted by at least one rank. What it proves: the others wait for the
-missing ranks. One set of ranks missing every tensor are stragglers; ranks missing *different*
+missing ranks. A rank marked ``!`` has waited past ``HOROVOD_STALL_SHUTDOWN_TIME_SECONDS``, and
+then the report ends with "One or more rank (marked by \"!\") is stalled for longer than N
+seconds. Will shutdown." (0.16.4+, ``LOG(ERROR)`` instead of ``WARNING``): Horovod itself ends
+the job after N s — the "Horovod has been shut down" errors of the other ranks that follow are
+this stall's end, not an exception of theirs (``shutdown_after_s`` in the finding).
+One set of ranks missing every tensor are stragglers; ranks missing *different*
 tensors took different code paths (a tensor submitted by one rank only lists every other rank
 as missing), so per tensor the smaller side — the ranks missing it, or the ranks that submitted
 it — is the odd one, and a tie names nobody. The size is printed by no release: without it,
@@ -48,6 +53,8 @@ from stormotel.analyzers.stalls.log_failures import strip_prefix
 HOROVOD = "horovod_stall"
 #: mpirun --tag-output / horovodrun prefixes: ``[1,0]<stderr>:``, ``[0]<stdout>:``
 _MPI_PREFIX = re.compile(r"^\s*\[\d{1,7}(?:,\d{1,7})?\]<std(?:err|out)>:")
+#: the report's last line when a rank is marked "!" (0.16.4+): Horovod ends the job after N s
+_WILL_SHUTDOWN = re.compile(r"is stalled for longer than (?P<secs>\d{1,9}) seconds\. Will shutdown")
 _SHUTDOWN = re.compile(r"is stalled for longer than \d+ seconds"
                        r"|^\s*(?:Missing ranks|Stalled ranks|Stalled ops):")
 #: "Stalled ops:" glued to the first tensor (0.16.0-0.16.1) or heading the one-line form
@@ -69,11 +76,15 @@ class HorovodReport:
     missing: dict[str, set[int]] = field(default_factory=dict)  #: tensor -> ranks missing it
     shutdown: set[int] = field(default_factory=set)  #: ranks marked "!"
     ready: dict[str, set[int]] = field(default_factory=dict)  #: tensor -> ranks that sent it
+    shutdown_after: int | None = None  #: "… longer than N seconds. Will shutdown."
 
     def as_detail(self) -> dict[str, Any]:
-        return {"missing": {t: sorted(r) for t, r in self.missing.items()},
-                "ready": {t: sorted(r) for t, r in self.ready.items()},
-                "shutdown": sorted(self.shutdown)}
+        out: dict[str, Any] = {"missing": {t: sorted(r) for t, r in self.missing.items()},
+                               "ready": {t: sorted(r) for t, r in self.ready.items()},
+                               "shutdown": sorted(self.shutdown)}
+        if self.shutdown_after is not None:
+            out["shutdown_after_s"] = self.shutdown_after
+        return out
 
 
 class HorovodScanner:
@@ -121,6 +132,9 @@ class HorovodScanner:
                     rep.missing.setdefault(tensor, set()).add(rank)
             if line_m.group("bang"):
                 rep.shutdown.add(rank)
+            return
+        if will := _WILL_SHUTDOWN.search(text):
+            rep.shutdown_after = int(will.group("secs"))
             return
         if _SHUTDOWN.search(text) or rep.line == no or (no - rep.line < 3 and not rep.missing):
             return  # the report's own lines (its head may be wrapped over two lines)
@@ -179,6 +193,12 @@ def horovod_findings(events: list[Any], world_size: int | None) -> list[StallFin
         "reports": len(reports)}
     if e.detail.get("ready"):
         ev["ready"] = e.detail["ready"]
+    if e.detail.get("shutdown_after_s") is not None:
+        ev["shutdown_after_s"] = e.detail["shutdown_after_s"]
+        ev["shutdown"] = (
+            f"Horovod ends the job itself: rank(s) {e.detail['shutdown']} stalled past "
+            f"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS={e.detail['shutdown_after_s']} — the other "
+            "ranks' 'Horovod has been shut down' errors that follow are this stall's end")
     if diverged is not None:
         return [horovod_paths.undecided(diverged, ev, sorted(listed), explicit, REMEDIATION)]
     if ties or not odd or (len(odd) * 2 >= world and not tie_at_bound):

@@ -15,6 +15,14 @@ release; the tool name is a ``%s`` (``mpirun``, ``mpiexec``, ``orterun``, ``prte
   the vpid is the MPI rank;
 - ``proc-exit-no-sync`` / ``proc-ordered-abort``: "%s has exited due to process rank %lu with
   PID %lu on\\nnode %s exiting improperly" / "… calling \\"abort\\"" (wrapped over two lines);
+- PRRTE's ``proc-aborted(-strsignal)`` (``help-prun.txt``, 3.0.13 – 4.0.0, Open MPI 5) wraps
+  the same sentence as "… on node %s exited on\\nsignal %d (%s)." — read joined with its next
+  line, as the "has exited due to" pair is;
+- ``[mpi-abort]`` (``ompi/mpi/help-mpi-api.txt``, printed by the *aborting process itself* in
+  ``MPI_Abort``): "MPI_ABORT was invoked on rank %d in communicator %s\\nwith errorcode %d."
+  (4.x) / "…\\n  Proc: %s\\n  Errorcode: %d" (5.x). The rank is the caller's rank *in that
+  communicator*: a world rank only for ``MPI_COMM_WORLD`` or from 5.x's ``Proc`` name (its
+  vpid) — another communicator's rank without a ``Proc`` line is not read;
 - Paddle's ``launch_utils.watch_local_trainers``: "ABORT!!! Out of all {nranks} trainers, the
   trainer process with rank={error_rank} was aborted. Please check its log." — ``error_rank``
   lists every local trainer found with a non-zero return code at one poll (1 s apart), by its
@@ -29,9 +37,12 @@ first with a non-zero exit code is a failure of its own, as torchelastic's root 
 that ended on SIGABRT (how a ProcessGroupNCCL watchdog timeout ends a rank that was only
 waiting), SIGTERM/SIGINT/SIGHUP (a stop from outside), exited without finalising or called
 MPI_Abort (how a framework ends the rank that *noticed* a peer's failure) is a suspect, never a
-culprit by itself. Several ranks at one Paddle poll are first only together: a tie names nobody.
-Each becomes a ``rank_error`` event with ``launcher_only`` (an exit status without the rank's
-own traceback), so a rank's own error lines still decide first.
+culprit by itself — whether the launcher reports the abort or the rank prints it itself.
+Several ranks at one Paddle poll are first only together: a tie names nobody. Each becomes a
+``rank_error`` event with ``launcher_only`` (an exit status without the rank's own traceback),
+so a rank's own error lines still decide first. An ``[mpi-abort]`` whose world rank cannot be
+read (another communicator, no ``Proc`` line) still shows the job was aborted: a rankless
+event (:mod:`.log_rankless`: undecided, what to collect).
 """
 
 from __future__ import annotations
@@ -47,10 +58,13 @@ from stormotel.analyzers.stalls.log_failures import (
     Found,
     signal_name,
 )
+from stormotel.analyzers.stalls.log_rankless import KIND as RANKLESS
 
 _ABORTED = re.compile(r"(?P<tool>[\w./-]{1,64}) noticed that process rank (?P<rank>\d{1,7}) with "
-                      # the node name may print empty ("on node exited", horovod#926)
-                      r"PID (?P<pid>\w{1,12}) on node (?:(?P<node>\S{1,200}) )?exited on signal "
+                      # the node name may print empty ("on node exited", horovod#926); PRRTE
+                      # wraps "exited on\nsignal" (read joined with one space)
+                      r"PID (?P<pid>\w{1,12}) on node (?:(?P<node>\S{1,200}) )?exited on"
+                      r"[ \t]{1,4}signal "
                       r"(?P<sig>\d{1,3})(?: \((?P<name>[^)]{1,60})\))?")
 _FIRST_HEAD = re.compile(r"exited with non-zero status, thus causing|The first process to do so "
                          r"was:")
@@ -66,8 +80,15 @@ _PADDLE = re.compile(r"ABORT!!! Out of all (?P<n>\d{1,7}) trainers, the trainer 
 #: a per-node launcher in the same output: then mpirun's ranks are nodes, not workers
 _NODE_LAUNCHERS = ("torch.distributed.elastic", "torchrun", "torch.distributed.launch",
                    "elastic/multiprocessing", "deepspeed.launcher.launch", "[launch.py:")
+_MPI_ABORT = gr.BY_ID["openmpi.mpi_abort"].regex
+#: 5.x's second line of [mpi-abort]: ``  Proc: [[29973,1],3]`` / ``  Proc: [prterun-h-12@1,3]``
+_ABORT_PROC = re.compile(r"^\s*Proc:\s*\[(?:\[\d{1,10},\d{1,10}\]|[^\],\s]{1,200}),"
+                         r"(?P<rank>\d{1,7})\]")
+_WORLD_COMM = "MPI_COMM_WORLD"
 _TRIGGERS = ("noticed that process rank", "non-zero status", "first process to do so",
              "process name:", "exit code:", "has exited due to process rank", "abort!!!")
+#: lines an [mpi-abort] head may take to its ``Proc:`` line (5.x)
+_ABORT_SPAN = 3
 #: lines a non-zero-exit block may take from its head to its exit code
 _BLOCK_SPAN = 8
 
@@ -80,22 +101,87 @@ class MpiLauncherScanner:
         self._node_launcher = False
         self._block: int | None = None  # line of an open non-zero-exit head
         self._block_rank: int | None = None
-        self._prev = ""  # the previous line: "has exited due to … on" wraps before "node"
+        #: the previous line: "has exited due to … on" wraps before "node", PRRTE's "noticed
+        #: that process rank … exited on" before "signal"
+        self._prev = ""
+        #: an [mpi-abort] head whose communicator is not the world: (line, its text)
+        self._abort: tuple[int, str] | None = None
 
     def feed(self, no: int, seg: str, low: str) -> None:
         if not self._node_launcher and any(k in low for k in _NODE_LAUNCHERS):
             self._node_launcher = True
         prev, self._prev = self._prev, ""
         with contextlib.suppress(gr.NumberTooLong):
-            if prev and self._exited(no, prev + " " + seg):
+            if prev and self._joined(no, prev + " " + seg):
                 return
-            if "has exited due to" in low and not self._exited(no, seg):
-                self._prev = seg  # "… on\nnode %s exiting improperly": wrapped by the help text
+            if self._abort is not None and self._abort_proc(no, seg):
+                return
+            if "invoked on rank" in low and self._mpi_abort(no, seg):
+                return
+            if ("has exited due to" in low and not self._exited(no, seg)) or (
+                    "noticed that process rank" in low and not _ABORTED.search(seg)):
+                self._prev = seg  # wrapped by the help text: read with the next line
                 return
             if any(k in low for k in _TRIGGERS):
                 self._read(no, seg)
             elif self._block is not None and no - self._block > _BLOCK_SPAN:
                 self._block = None
+
+    def _joined(self, no: int, text: str) -> bool:
+        """A help text wrapped over two lines, read joined."""
+        if self._exited(no, text):
+            return True
+        if _ABORTED.search(text):
+            self._read(no, text)
+            return True
+        return False
+
+    def _mpi_abort(self, no: int, seg: str) -> bool:
+        """[mpi-abort]: a world rank now, or wait for 5.x's ``Proc:`` line (module docstring)."""
+        m = _MPI_ABORT.search(seg)
+        if m is None:
+            return False
+        comm = (m.group("comm") or "").split()
+        if comm and comm[0] == _WORLD_COMM:
+            self._abort_event(no, m.group("rank"), seg, _WORLD_COMM)
+        else:
+            self._abort = (no, seg)  # another communicator (or the name wrapped): its Proc line
+        return True
+
+    def _abort_proc(self, no: int, seg: str) -> bool:
+        assert self._abort is not None
+        head_no, head = self._abort
+        if no - head_no > _ABORT_SPAN:
+            self._abort_rankless()
+            return False
+        if seg.strip().startswith(_WORLD_COMM) and (m := _MPI_ABORT.search(head)):
+            self._abort = None  # 1.x/4.x: "… in communicator\nMPI_COMM_WORLD with errorcode"
+            self._abort_event(head_no, m.group("rank"), head + " " + seg.strip(), _WORLD_COMM)
+            return True
+        if m := _ABORT_PROC.search(seg):
+            self._abort = None
+            self._abort_event(head_no, m.group("rank"), head + " " + seg.strip(), "Proc name")
+            return True
+        return False
+
+    def _abort_rankless(self) -> None:
+        """An [mpi-abort] of another communicator with no ``Proc`` line: no world rank."""
+        if self._abort is None:
+            return
+        no, head = self._abort
+        self._abort = None
+        m = _MPI_ABORT.search(head)
+        self.found.append(Found(RANKLESS, no, None, None, head.strip()[:300], {
+            "reporter": None, "abort_comm": (m.group("comm") or "?").strip()[:80] if m else "?"},
+            "openmpi.mpi_abort"))
+
+    def _abort_event(self, no: int, rank: str, text: str, source: str) -> None:
+        self._add(no, rank, text, {
+            "category": "exception", "ambiguous": True, "launcher": "MPI_Abort",
+            "why": f"MPI rank {rank} called MPI_Abort itself (its world rank from {source}): a "
+                   "program or framework aborts the process that noticed an error, its own or "
+                   "a peer's — a suspect; its own lines before the abort tell which"},
+            "openmpi.mpi_abort")
 
     def _exited(self, no: int, text: str) -> bool:
         m = _EXITED_DUE.search(text)
@@ -169,6 +255,7 @@ class MpiLauncherScanner:
         self.found.append(Found(RANK_ERROR, no, rank, None, seg.strip()[:300], detail, pattern))
 
     def close(self) -> None:
+        self._abort_rankless()
         if not self._node_launcher:
             return
         for f in self.found:

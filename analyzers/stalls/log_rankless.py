@@ -59,6 +59,15 @@ STORE_CLIENTS = "torch.store.clients_timeout"
 OMPI_PEER = "openmpi.peer_disconnected"
 OMPI_NONZERO = "openmpi.nonzero_exit"
 OMPI_SIGNAL = "openmpi.signal_handler"  #: read by log_mpi_signal (a process's own crash report)
+#: Open MPI's [mpi-abort] of a communicator other than the world, with no 5.x ``Proc`` line: the
+#: rank is not a world rank (read by log_mpirun, which emits this event)
+OMPI_ABORT = "openmpi.mpi_abort"
+#: the daemon of one node lost ([orterun|prun:proc-comm-failed]; grammar ``openmpi.node_lost``)
+OMPI_NODE_LOST = "openmpi.node_lost"
+#: torchelastic 2.13's agent: a worker (by pid) in uninterruptible sleep (D-state)
+ELASTIC_WEDGED = "torchelastic.worker_wedged"
+#: srun: "timeout waiting for task launch, started %d of %d tasks" (``slurm.srun.launch_timeout``)
+SRUN_LAUNCH_TIMEOUT = "slurm.srun.launch_timeout"
 DS_LAUNCHER = "deepspeed.launcher_exit"
 #: sglang's scheduler (``managers/scheduler.py`` ``watchdog_thread``, 0.3 … 0.5):
 #: ``logger.error(f"Watchdog timeout ({self.watchdog_timeout=})")`` when a running batch made no
@@ -90,6 +99,10 @@ PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
     (OMPI_NONZERO, ("exited with non-zero", "process returned"),
      re.compile(r"detected that one or more processes exited with non-zero|"
                 r"Primary job\s+terminated normally, but \d{1,7} process(?:es)? returned")),
+    (OMPI_NODE_LOST, gr.BY_ID[OMPI_NODE_LOST].triggers, gr.BY_ID[OMPI_NODE_LOST].regex),
+    (ELASTIC_WEDGED, gr.BY_ID[ELASTIC_WEDGED].triggers, gr.BY_ID[ELASTIC_WEDGED].regex),
+    (SRUN_LAUNCH_TIMEOUT, gr.BY_ID[SRUN_LAUNCH_TIMEOUT].triggers,
+     gr.BY_ID[SRUN_LAUNCH_TIMEOUT].regex),
     (SGLANG_WATCHDOG, ("watchdog_timeout=",),
      re.compile(r"Watchdog timeout \(self\.watchdog_timeout=(?P<secs>\d{1,9}(?:\.\d{1,6})?)\)")),
     (DS_LAUNCHER, ("sigkill_handler",),
@@ -179,6 +192,38 @@ _SAYS: dict[str, tuple[str, str, str]] = {
         "Collect each local rank's own output (deepspeed --enable_each_rank_log DIR, or the "
         "per-rank lines) — the first rank with its own error or signal is the one to look at; "
         "-9 is usually the host's OOM killer (dmesg)."),
+    OMPI_ABORT: (
+        "exception",
+        "a process called MPI_Abort on a communicator other than the world ({comm}): its rank "
+        "there is not its MPI_COMM_WORLD rank, so no world rank is named; Open MPI then killed "
+        "every process",
+        "Collect every rank's output with mpirun --tag-output (each line carries [job,rank]) — "
+        "the rank printing the error just before MPI_ABORT is the one that aborted; Open MPI 5 "
+        "also prints its 'Proc:' name (the vpid is the world rank)."),
+    OMPI_NODE_LOST: (
+        "peer_lost",
+        "Open MPI's launcher lost the connection to the daemon of one node (the 'Process name' "
+        "is a daemon, not an MPI rank — the state is set only for daemons): that node died or "
+        "its network failed, and the job was aborted; which ranks ran there is not said",
+        "Map the node to its ranks (mpirun --display-map, or the hostfile order), then read "
+        "that node's kernel log (dmesg: OOM killer, Xid, kernel panic, link down) and the "
+        "scheduler's record of it; the ranks on it are the ones to look at."),
+    ELASTIC_WEDGED: (
+        "unknown",
+        "torchelastic's agent saw worker process(es) {procs} in uninterruptible kernel sleep "
+        "(D-state: a GPU or NIC driver wait that no signal ends) — past its timeout the agent "
+        "marks the group UNHEALTHY without restarts, and cannot reap the process at teardown; "
+        "the line names a pid and the worker group's role, not a rank",
+        "Map the pid to its rank (the worker's own log, torchrun --log-dir keeps each rank's "
+        "output; ps -o pid,args on that host), then read its kernel stack (cat /proc/PID/stack) "
+        "and the host's dmesg (Xid, NIC or filesystem driver); the host may need recycling."),
+    SRUN_LAUNCH_TIMEOUT: (
+        "rendezvous",
+        "srun waited its 10 minutes for the step's tasks to start and gave up{started}: some "
+        "nodes' slurmd never answered the launch — which tasks, the line does not say",
+        "Collect the slurmd logs of the step's nodes (which node never answered: "
+        "scontrol show step; sacct -j JOB --format=JobID,NodeList,State), and check those "
+        "nodes are up (sinfo -R)."),
     SGLANG_WATCHDOG: (
         "unknown",
         "sglang's scheduler watchdog on {who} saw a running batch make no forward step for its "
@@ -220,6 +265,10 @@ class Scanner:
                                     or f"nccl{m.group('code')}Error").strip()
             elif pid == STORE_CLIENTS and m.group("of"):
                 detail |= {"joined": int(m.group("n")), "expected": int(m.group("of"))}
+            elif pid == ELASTIC_WEDGED and (wp := m.group("pid") or m.group("pid2")):
+                detail["process"] = f"pid {int(wp)}"
+            elif pid == SRUN_LAUNCH_TIMEOUT:
+                detail |= {"started": int(m.group("n")), "requested": int(m.group("of"))}
             elif pid == DS_LAUNCHER and m.group("code"):
                 code = int(m.group("code"))
                 detail |= {"exit_code": code, "signal": _SIGNAL_NAMES.get(str(-code))
@@ -262,8 +311,11 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
     code = (f" after one exited with code {d['exit_code']}"
             + (f" ({d['signal']})" if d.get("signal") else "") if d.get("exit_code") is not None
             else "")
+    started = (f" ({d['started']} of {d['requested']} tasks started)" if d.get("requested")
+               else "")
     reason = says.format(who=who, sig=d.get("signal", "a signal"), what=d.get("error", ""),
                          reason=d.get("reason", ""), joined=joined, code=code,
+                         started=started, comm=d.get("abort_comm", "?"),
                          procs=", ".join(procs[:8]) or "?")
     return [log_finding(
         "undecided", [], category, "low", first.pattern or OPS_FAILED,

@@ -32,6 +32,7 @@ from stormotel.analyzers.stalls import (
     log_ras,
     log_ras_health,
     log_ras_verdicts,
+    log_srun,
     log_store_barrier,
     log_store_wait,
 )
@@ -177,6 +178,7 @@ KINDS: tuple[LogKind, ...] = (
     LogKind("busy_rank", log_busy.Scanner, log_busy.findings),
     LogKind("busy_rank_unstated", log_busy_unstated.Scanner, log_busy_unstated.findings),
     LogKind("mpi_signal", log_mpi_signal.Scanner),
+    LogKind("srun_launch", log_srun.Scanner),
     LogKind("rankless", log_rankless.Scanner, log_rankless.findings),
     LogKind("c10d_reporter", log_c10d_reporter.Scanner, log_c10d_reporter.findings,
             fallback=True),

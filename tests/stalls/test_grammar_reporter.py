@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stormotel.analyzers.stalls import inventory as inv
 from stormotel.analyzers.stalls import logs_parser as lp
 from stormotel.analyzers.stalls.log_analysis import analyze_logs
 
@@ -90,7 +91,7 @@ def test_a_normal_shutdown_is_not_a_stall(tmp_path: Path) -> None:
     """LOG(INFO)/LOG(WARNING) lines of a job that completed (a real record: Slurm COMPLETED,
     exit 0, with these after the last checkpoint): destroy_process_group's abort lines while
     shutdown() called abort(), and the heartbeat monitor's store poll failing once rank 0's
-    store is gone. No event of the reporter kinds, no finding."""
+    store is gone; then the launchers' normal-exit lines. No stall event, no finding."""
     text = "".join(PREFIX.format(r=r) + line.format(r=r) + "\n" for r in (1, 3) for line in (
         "[PG ID 0 PG GUID 0(default_pg) Rank {r}] Launching ProcessGroupNCCL abort "
         "asynchronously.",
@@ -99,8 +100,19 @@ def test_a_normal_shutdown_is_not_a_stall(tmp_path: Path) -> None:
         "TCPStore, (maybe TCPStore server has shut down too early), with error: Failed to "
         "recv, got 0 bytes. Connection was likely closed. Did the remote server shutdown or "
         "crash?"))
+    # the launchers' own lines of a normal exit: torchelastic's agent (2.13 agent/server/api.py
+    # _invoke_run / _exit_barrier, printed after every worker returned 0) and srun's duplicate
+    # exit report (src/srun/task_state.c prints it in the TS_NORMAL_EXIT branch too)
+    agent = "[2026-11-28 23:50:00,123] torch.distributed.elastic.agent.server.api: [INFO] "
+    text += (agent + "[default] worker group successfully finished. Waiting 300 seconds for "
+             "other agents to finish.\n"
+             + agent + "Local worker group finished (WorkerState.SUCCEEDED). Waiting 300 seconds "
+             "for other agents to finish\n"
+             + agent + "Done waiting for other agents. Elapsed: 0.0012969970703125 seconds\n"
+             "srun: error: Task 3 reported exit for a second time.\n")
     log = tmp_path / "job.log"
     log.write_text(text)
     parsed = lp.parse_logs([str(log)])
     assert not [e for e in parsed.events if e.kind in ("c10d_reporter", "c10d_reference")]
+    assert not [e for e in parsed.events if e.kind not in inv.CONTEXT], parsed.events
     assert analyze_logs(parsed).findings == []
