@@ -58,7 +58,11 @@ FRESH = "fresh"
 #: a second fresh set (``"set": "fresh2"``), gathered later by other searches again (other message
 #: families and projects), split into its own dev/held-out halves; read with ``--reach`` too
 FRESH2_DIR = ROOT / "tests/stalls/data/fresh2"
-FRESH_SETS = (FRESH, "fresh2")
+#: a fourth fresh set (``"set": "fresh4"``, issue 37 round three): rank 0 busy while the rest
+#: wait, Horovod through mpirun's stdio tags, lines pasted through launchers; own dev/held-out
+#: halves (Horovod held out whole); read with ``--reach`` too
+FRESH4_DIR = ROOT / "tests/stalls/data/fresh4"
+FRESH_SETS = (FRESH, "fresh2", "fresh4")
 #: exit code of an analyzer crash (docs/exit-codes.md).
 EXIT_INTERNAL = 70
 EXIT_HEALTHY = 0
@@ -458,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     dirs = list(args.cases or DEFAULT_CASE_DIRS)
     if args.reach and not args.cases:
-        dirs += [FRESH_DIR, FRESH2_DIR]
+        dirs += [FRESH_DIR, FRESH2_DIR, FRESH4_DIR]
     try:
         cases = load_cases(dirs)
     except (OSError, ValueError, KeyError) as e:
