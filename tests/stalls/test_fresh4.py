@@ -1,6 +1,6 @@
 """The fourth fresh set (tests/stalls/data/fresh4) scored by the suite, like fresh2.
 
-38 real public cases gathered on 2026-11-29 (round c, issue 37 "Stuck jobs, round three") by
+45 real public cases gathered on 2026-11-29 (issue 37 "Stuck jobs, round three") by
 searches on three families the earlier sets hold little of: rank 0 busy (tokenizing, dataset
 map, caching, evaluating, saving) while the other ranks wait in a barrier or a collective;
 Horovod's stall inspector and shut-down messages through mpirun / horovodrun stdio tags; lines
@@ -8,7 +8,8 @@ as users paste them through launchers and platforms (Slurm, Kubernetes, Ray, Bea
 Markdown quotes, hard wraps, lines glued behind a tqdm bar). Labelled from the threads before
 the tool ran (``label_basis``: "thread", or "source" where the message names the culprit per its
 emitter's source), split into dev / held-out before any rule was written: the case id's hash,
-plus the whole Horovod family held out. Rules were written on the dev half only. The right /
+plus the whole Horovod family held out; a round b of 7 cases, gathered after the first rule was
+written, is held out whole. Rules were written on the dev half only. The right /
 undecided figures per half and family are the evaluation's (``eval_stalls.py --reach``,
 /work/notes/37k.md and docs/stalls.md), not asserted here.
 """
@@ -49,9 +50,12 @@ def test_fresh4_case_is_well_formed_and_split_before_the_rules(folder: Path) -> 
     _well_formed(folder)
     spec = _spec(folder)
     assert spec["set"] == "fresh4" and spec["real"] and not spec["tuned_on"]
-    assert spec["collected"] == "2026-11-29c"
+    assert spec["collected"] in ("2026-11-29c", "2026-11-29d")
     assert spec["family"] in FAMILIES and spec["label_basis"] in ("thread", "source")
-    expected_half = "heldout" if spec["family"] == HELD_FAMILY else EVAL.half_of(spec["id"])
+    # round b ("…d") was gathered after the first rule (log_main_first) and is held out whole
+    round_b = spec["collected"].endswith("d")
+    expected_half = "heldout" if spec["family"] == HELD_FAMILY or round_b else \
+        EVAL.half_of(spec["id"])
     assert spec["half"] == expected_half
     case_md = (folder / "CASE.md").read_text()
     assert spec["established_by"] in case_md and spec["source"] in case_md
