@@ -24,6 +24,7 @@ from stormotel.analyzers.stalls import (
     log_c10d_reporter,
     log_frtrace,
     log_horovod,
+    log_main_first,
     log_monitored,
     log_mpi_signal,
     log_mpirun,
@@ -186,4 +187,5 @@ KINDS: tuple[LogKind, ...] = (
     LogKind("nccl_warn_ranks", log_ncclwarn_ranks.Scanner, log_ncclwarn_ranks.findings,
             fallback=True),
     LogKind("nccl_ras_health", log_ras_health.Scanner, log_ras_health.findings, fallback=True),
+    LogKind("main_first_wait", log_main_first.Scanner, log_main_first.findings, fallback=True),
 )

@@ -36,7 +36,7 @@ EXPECTED_KEYS = {"ranks", "evidence_names_them", "kinds", "category"}
 #: tuned on stays recognisable after it is merged into the corpus), with a letter after the date
 #: for a further round gathered the same day (`2026-11-27b`); `set`: "fresh" for the fresh set
 #: (tests/stalls/data/fresh, reported apart by `eval_stalls.py --reach`)
-OPTIONAL_KEYS = {"collected", "set"}
+OPTIONAL_KEYS = {"collected", "set", "label_basis", "family"}
 
 
 def _load_eval() -> ModuleType:
