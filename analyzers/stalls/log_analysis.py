@@ -334,7 +334,14 @@ _UNEVEN_OPS = {"ALLTOALL", "ALLTOALL_BASE", "GATHER", "SCATTER", "SEND", "RECV",
 
 
 def _confidence(minority: int, majority: int, spoke: int, world: World) -> str:
-    """How much of the world spoke, and how lopsided the split is."""
+    """How much of the world spoke, and how lopsided the split is.
+
+    Never above low while the ranks not seen (at least ``world.size - spoke``: the world may be
+    a lower bound) could outvote the majority that spoke: with 3 of 8 ranks shown, 2 against 1
+    is no majority of the job (fresh4's PFT-SR#13 named the one at medium)."""
+    unseen = max(0, world.size - spoke)
+    if majority <= minority + unseen:
+        return "low"
     whole = world.explicit and spoke >= world.size
     if minority * 2 <= majority and (whole or spoke >= 4):
         return "high" if minority == 1 else "medium"

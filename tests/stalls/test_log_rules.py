@@ -129,6 +129,21 @@ def test_3_a_rank_ahead_of_the_others_is_not_named(tmp_path: Path) -> None:
     assert root.evidence["ahead_ranks"] == [7]
 
 
+def test_2_a_split_the_unseen_ranks_could_outvote_stays_low(tmp_path: Path) -> None:
+    """fresh4's PFT-SR#13 shape: ranks 6 and 7 time out at one SeqNum, rank 2 at a lower one,
+    and ranks 0-1 and 3-5 say nothing. Two against one is no majority of an 8-rank job: rank 2
+    is still the one behind, but only at low (it was medium, a confident answer on a log whose
+    thread established no culprit)."""
+    text = timeout(6, 70005) + timeout(7, 70005) + timeout(2, 70002)
+    _, [root] = triage(tmp_path, text)
+    assert (root.kind, root.ranks, root.confidence) == ("count_split", [2], "low")
+    # the same split seen on every rank of the job keeps its measured confidence
+    text = "".join(timeout(r, 70005) for r in range(8) if r != 2) + timeout(2, 70002)
+    _, [root] = triage(tmp_path, text, world_size=8)
+    assert (root.kind, root.ranks) == ("count_split", [2])
+    assert root.confidence in ("high", "medium")
+
+
 def test_3_op_type_split_by_node_names_the_smaller_node(tmp_path: Path) -> None:
     text = "".join(timeout(r, 77, op="ALLGATHER" if r >= 8 else "ALLREDUCE")
                    for r in range(12))
