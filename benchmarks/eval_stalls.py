@@ -58,7 +58,10 @@ FRESH = "fresh"
 #: a second fresh set (``"set": "fresh2"``), gathered later by other searches again (other message
 #: families and projects), split into its own dev/held-out halves; read with ``--reach`` too
 FRESH2_DIR = ROOT / "tests/stalls/data/fresh2"
-FRESH_SETS = (FRESH, "fresh2")
+#: a third fresh set (``"set": "fresh3"``): the store-based barrier, the TCPStore/ncclUniqueId
+#: exchange and Gloo's own errors (issue 37), its own dev/held-out halves, Gloo held out whole
+FRESH3_DIR = ROOT / "tests/stalls/data/fresh3"
+FRESH_SETS = (FRESH, "fresh2", "fresh3")
 #: exit code of an analyzer crash (docs/exit-codes.md).
 EXIT_INTERNAL = 70
 EXIT_HEALTHY = 0
@@ -448,9 +451,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--markdown", action="store_true",
                    help="print the figures as Markdown tables (docs/benchmarks.md)")
     p.add_argument("--reach", action="store_true",
-                   help="also read the fresh sets (tests/stalls/data/fresh, fresh2) and print the "
-                        "reach tables: per emitter family per set (dev, heldout, fresh, "
-                        "fresh2/dev, fresh2/heldout) and with each "
+                   help="also read the fresh sets (tests/stalls/data/fresh, fresh2, fresh3) and "
+                        "print the reach tables: per emitter family per set (dev, heldout, fresh, "
+                        "fresh2/dev, fresh2/heldout, fresh3/dev, fresh3/heldout) and with each "
                         "family's calibration held out (benchmarks/stall_reach.py)")
     p.add_argument("--write-ceilings", action="store_true",
                    help="write analyzers/stalls/ceilings.py (the patterns that may be called "
@@ -458,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     dirs = list(args.cases or DEFAULT_CASE_DIRS)
     if args.reach and not args.cases:
-        dirs += [FRESH_DIR, FRESH2_DIR]
+        dirs += [FRESH_DIR, FRESH2_DIR, FRESH3_DIR]
     try:
         cases = load_cases(dirs)
     except (OSError, ValueError, KeyError) as e:
