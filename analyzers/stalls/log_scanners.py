@@ -33,6 +33,7 @@ from stormotel.analyzers.stalls import (
     log_ras_health,
     log_ras_verdicts,
     log_store_barrier,
+    log_store_rankless,
     log_store_wait,
 )
 from stormotel.analyzers.stalls import log_failures as lf
@@ -184,4 +185,6 @@ KINDS: tuple[LogKind, ...] = (
     LogKind("nccl_warn_ranks", log_ncclwarn_ranks.Scanner, log_ncclwarn_ranks.findings,
             fallback=True),
     LogKind("nccl_ras_health", log_ras_health.Scanner, log_ras_health.findings, fallback=True),
+    LogKind("store_rankless", log_store_rankless.Scanner, log_store_rankless.findings,
+            fallback=True),
 )
