@@ -276,21 +276,19 @@ CATALOGUE: tuple[Pattern, ...] = (
     # ------------------------------------------- the store, broken with no culprit named
     # (read by log_store_rankless: each shows the job broke at its key-value store; none
     # names the rank that caused it, so the answer is undecided — never "healthy")
-    _p("torch.store.connection_lost", "torch c10d TCPStore / ProcessGroupNCCL",
+    _p("torch.store.connection_lost", "torch c10d TCPStore",
        '"recvValue failed on " socket.repr() ": " what / "recvVector failed on …" / '
        '"recvValueWithTimeout failed on …" (TCPStore.cpp, C10D_WARNING; what: "Connection reset '
        'by peer", "failed to recv, got 0 bytes", "Failed to recv, got 0 bytes. Connection was '
-       'likely closed. Did the remote server shutdown or crash?") / logPrefix() "Failed to '
-       'check the \\"should dump\\" flag on TCPStore, (maybe TCPStore server has shut down '
-       'too early), with error: " what (ProcessGroupNCCL heartbeat monitor)',
-       "2.3+ (C10D_WARNING form; heartbeat-monitor line 2.3+)",
-       "torch/csrc/distributed/c10d/TCPStore.cpp, " + PT_NCCL,
+       'likely closed. Did the remote server shutdown or crash?"). Not the heartbeat monitor\'s '
+       '"Failed to check the \\"should dump\\" flag on TCPStore": the inventory\'s normal '
+       'path (c10d.normal_path)',
+       "2.3+ (C10D_WARNING form)", "torch/csrc/distributed/c10d/TCPStore.cpp",
        "reporter: lost its connection to the job's store (a victim); the store is served by "
        "rank 0's process or node 0's agent, which went away — crashed, killed, or finished "
        "first (then at the very end of a run this is teardown noise): names nobody",
-       r"\b(?:recvValue|recvVector|recvValueWithTimeout) failed on SocketImpl"
-       r"|Failed to check the \"should dump\" flag on TCPStore",
-       ("failed on socketimpl", "should dump"), "store_rankless"),
+       r"\b(?:recvValue|recvVector|recvValueWithTimeout) failed on SocketImpl",
+       ("failed on socketimpl",), "store_rankless"),
     _p("torch.nccl.normal_shutdown", "torch c10d ProcessGroupNCCL",
        '"Launching ProcessGroupNCCL abort asynchronously." / "ProcessGroupNCCL aborts '
        'successfully." (LOG(INFO) of destroy_process_group while shutdown() calls abort(), '

@@ -7,14 +7,16 @@ as "healthy" (exit 0) or "no evidence" (exit 3). Each is read off its emitter's 
 (``grammar``, patterns of kind ``store_rankless``); what each proves:
 
 - ``torch.store.connection_lost`` — TCPStore.cpp's ``recvValue failed on SocketImpl(…): …``
-  (and ``recvVector`` / ``recvValueWithTimeout``), ProcessGroupNCCL's heartbeat monitor
-  "Failed to check the "should dump" flag on TCPStore, (maybe TCPStore server has shut down
-  too early)": the reporter lost the store, which rank 0's process (or node 0's agent)
-  serves — that process went away (crashed, killed) or simply finished first. The reporter is
-  a victim; nobody is named. At the very end of a run the same lines are teardown noise: with
-  the job's own shutdown lines in the logs (``torch.nccl.normal_shutdown``: destroy_process_group
-  aborting its communicators, the watchdog "terminated normally") they are read as such and
-  give no finding; without them the run cannot be told finished, so it is not called healthy.
+  (and ``recvVector`` / ``recvValueWithTimeout``; the inventory files them under
+  ``c10d.store``, stall evidence): the reporter lost the store, which rank 0's process (or
+  node 0's agent) serves — that process went away (crashed, killed) or simply finished
+  first. The reporter is a victim; nobody is named. At the very end of a run the same lines
+  are teardown noise: with the job's own shutdown lines in the logs
+  (``torch.nccl.normal_shutdown``: destroy_process_group aborting its communicators, the
+  watchdog "terminated normally") they are read as such and give no finding; without them
+  the run cannot be told finished, so it is not called healthy. The heartbeat monitor's
+  "Failed to check the "should dump" flag on TCPStore" that follows them is not read: the
+  inventory's criterion files it on the normal path.
 - ``torch.store.listen_failed`` — socket.cpp's "The server socket has failed to listen on any
   local network address": the store's host could not bind MASTER_PORT (errno 98: taken by
   another job or a leftover process): the job never started; no rank is at fault.

@@ -51,6 +51,15 @@ def test_a_lost_store_without_a_shutdown_is_undecided_with_rank_0_a_suspect(
     assert f["evidence"]["category"] == "store_unreachable"
 
 
+def test_the_heartbeat_monitors_failed_poll_alone_stays_on_the_normal_path(
+        tmp_path: Path) -> None:
+    """"Failed to check the "should dump" flag" is printed after a normal completion when rank
+    0's store exits first (the inventory's c10d.normal_path): alone it is no stall evidence."""
+    code, report = analyze_log_text(tmp_path, "job.log", DUMP.format(r=3, why=WHY[2]) + "\n")
+    assert code in (exitcodes.OK, exitcodes.SOURCE_FAILURE)
+    assert not report.get("stall_findings")
+
+
 def test_the_same_lines_after_the_jobs_own_shutdown_are_teardown_noise(tmp_path: Path) -> None:
     """destroy_process_group's abort lines (LOG(INFO), the normal path) next to them: the run
     ended and rank 0's store went first — no finding, as before this module."""
