@@ -1,14 +1,14 @@
 """The third fresh set (tests/stalls/data/fresh3) scored by the suite, like the first two.
 
-38 real public cases gathered on 2026-11-29 (round c) by searches on the store-based barrier at
-init, the TCPStore / ncclUniqueId exchange / c10d socket messages and Gloo's own errors, with
+50 real public cases: 38 gathered on 2026-11-29 (round c) by searches on the store-based
+barrier at init, the TCPStore / ncclUniqueId exchange / c10d socket messages and Gloo's own errors, with
 words, projects and languages the corpus and the first two fresh sets were not found by;
 labelled from the threads before the tool ran (``label_basis``: ``source`` when the message
 itself names the culprit per its emitter's source, ``thread`` when the thread established it)
 and split into dev / held-out before any rule was written: the hash rule, plus the whole Gloo
-family held out. Rules were written on the dev half only. What the suite holds here is the rule
-above all (no crash, no wrong rank at high or medium anywhere) and what the dev half was fixed
-for (no "healthy" and no "no evidence" on a log that shows a stall); the right / undecided
+family held out; 12 more (round d) gathered after the first rule, all held out. Rules were
+written on the dev half only. What the suite holds here is the rule above all (no crash, no
+wrong rank at high or medium anywhere) and what the dev half was fixed for (no "healthy" and no "no evidence" on a log that shows a stall); the right / undecided
 figures per half and family are the evaluation's (``eval_stalls.py --reach``), not asserted.
 """
 
@@ -41,8 +41,9 @@ def test_fresh3_case_is_well_formed_and_split_before_the_rules(folder: Path) -> 
     _well_formed(folder)
     spec = _spec(folder)
     assert spec["set"] == "fresh3" and spec["real"] and not spec["tuned_on"]
-    assert spec["collected"] == "2026-11-29c"
-    held = _family(folder).startswith(HELD_FAMILY_WORDS)
+    assert spec["collected"] in ("2026-11-29c", "2026-11-29d")
+    # round d (collected "…d") was gathered after the first rule and is held out whole
+    held = _family(folder).startswith(HELD_FAMILY_WORDS) or spec["collected"].endswith("d")
     assert spec["half"] == ("heldout" if held else EVAL.half_of(spec["id"]))
     assert spec["established_by"] in (folder / "CASE.md").read_text()
     # a culprit read off the message itself says so; a label with no culprit rests on the thread
