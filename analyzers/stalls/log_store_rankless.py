@@ -47,7 +47,9 @@ LISTEN = "torch.store.listen_failed"
 HEAD = "torch.nccl.unique_id_head"
 SHUTDOWN = "torch.nccl.normal_shutdown"  #: a marker: the job's own shutdown, not evidence
 BARRIER = "torch.c10d.store_barrier_rankless"
-PATTERNS: tuple[str, ...] = (LOST, LISTEN, HEAD, BARRIER)
+#: in the order one answers when a log holds several: the most specific first (a store that
+#: never started explains everything after it; a lost connection is the weakest evidence)
+PATTERNS: tuple[str, ...] = (LISTEN, BARRIER, HEAD, LOST)
 
 #: per pattern: the category, what the lines prove, what to collect next
 _SAYS: dict[str, tuple[str, str, str]] = {

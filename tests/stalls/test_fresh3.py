@@ -1,15 +1,16 @@
 """The third fresh set (tests/stalls/data/fresh3) scored by the suite, like the first two.
 
 50 real public cases: 38 gathered on 2026-11-29 (round c) by searches on the store-based
-barrier at init, the TCPStore / ncclUniqueId exchange / c10d socket messages and Gloo's own errors, with
-words, projects and languages the corpus and the first two fresh sets were not found by;
-labelled from the threads before the tool ran (``label_basis``: ``source`` when the message
-itself names the culprit per its emitter's source, ``thread`` when the thread established it)
-and split into dev / held-out before any rule was written: the hash rule, plus the whole Gloo
-family held out; 12 more (round d) gathered after the first rule, all held out. Rules were
-written on the dev half only. What the suite holds here is the rule above all (no crash, no
-wrong rank at high or medium anywhere) and what the dev half was fixed for (no "healthy" and no "no evidence" on a log that shows a stall); the right / undecided
-figures per half and family are the evaluation's (``eval_stalls.py --reach``), not asserted.
+barrier at init, the TCPStore / ncclUniqueId exchange / c10d socket messages and Gloo's own
+errors, with words, projects and languages the corpus and the first two fresh sets were not
+found by; labelled from the threads before the tool ran (``label_basis``: ``source`` when the
+message itself names the culprit per its emitter's source, ``thread`` when the thread
+established it) and split into dev / held-out before any rule was written: the hash rule,
+plus the whole Gloo family held out; 12 more (round d) gathered after the first rule, all held
+out. Rules were written on the dev half only. What the suite holds here is the rule above all
+(no crash, no wrong rank at high or medium anywhere) and what the dev half was fixed for (no
+"healthy" and no "no evidence" on a log that shows a stall); the right / undecided figures per
+half and family are the evaluation's (``eval_stalls.py --reach``), not asserted.
 """
 
 from __future__ import annotations

@@ -126,6 +126,12 @@ def test_other_evidence_decides_and_the_lost_store_only_adds_nothing(tmp_path: P
     assert all(f["evidence"]["pattern"] != "torch.store.connection_lost" for f in roots)
 
 
+def test_the_most_specific_line_answers_when_a_log_holds_several(tmp_path: Path) -> None:
+    text = (LOST.format(r=2, why=WHY[0]) + "\nRuntimeError: [2] is setting up NCCL "
+            "communicator\n")
+    _only_undecided(*_roots(tmp_path, text), "torch.nccl.unique_id_head")
+
+
 def test_a_log_without_the_lines_is_still_no_evidence(tmp_path: Path) -> None:
     code, _ = _roots(tmp_path, "epoch 3 step 100 loss 0.25\n")
     assert code == exitcodes.SOURCE_FAILURE
