@@ -298,8 +298,8 @@ CATALOGUE: tuple[Pattern, ...] = (
        "stall evidence); with it in the logs, lost-store lines are teardown noise",
        r"Launching ProcessGroupNCCL abort asynchr|ProcessGroupNCCL aborts successfully|"
        r"thread terminated normally|destroyed cuda before watchdog loop exited",
-       ("processgroupnccl abort", "aborts successfully", "terminated normally",
-        "destroyed cuda before"), "store_rankless"),
+       ("processgroupnccl abort", "terminated normally", "destroyed cuda before"),
+       "store_rankless"),
     _p("torch.store.listen_failed", "torch c10d socket.cpp / TCPStoreLibUvBackend",
        '"The server socket has failed to listen on any local network address." (C10D_ERROR, '
        'then SocketError / DistNetworkError with each "The server socket has failed to bind to '
