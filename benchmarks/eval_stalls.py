@@ -58,11 +58,14 @@ FRESH = "fresh"
 #: a second fresh set (``"set": "fresh2"``), gathered later by other searches again (other message
 #: families and projects), split into its own dev/held-out halves; read with ``--reach`` too
 FRESH2_DIR = ROOT / "tests/stalls/data/fresh2"
+#: a third fresh set (``"set": "fresh3"``): the store-based barrier, the TCPStore/ncclUniqueId
+#: exchange and Gloo's own errors (issue 37), its own dev/held-out halves, Gloo held out whole
+FRESH3_DIR = ROOT / "tests/stalls/data/fresh3"
 #: a fourth fresh set (``"set": "fresh4"``, issue 37 round three): rank 0 busy while the rest
 #: wait, Horovod through mpirun's stdio tags, lines pasted through launchers; own dev/held-out
 #: halves (Horovod held out whole); read with ``--reach`` too
 FRESH4_DIR = ROOT / "tests/stalls/data/fresh4"
-FRESH_SETS = (FRESH, "fresh2", "fresh4")
+FRESH_SETS = (FRESH, "fresh2", "fresh3", "fresh4")
 #: exit code of an analyzer crash (docs/exit-codes.md).
 EXIT_INTERNAL = 70
 EXIT_HEALTHY = 0
@@ -452,9 +455,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--markdown", action="store_true",
                    help="print the figures as Markdown tables (docs/benchmarks.md)")
     p.add_argument("--reach", action="store_true",
-                   help="also read the fresh sets (tests/stalls/data/fresh, fresh2, fresh4) and "
-                        "print the reach tables: per emitter family per set (dev, heldout, fresh, "
-                        "fresh2/dev, fresh2/heldout, fresh4/dev, fresh4/heldout) and with each "
+                   help="also read the fresh sets (tests/stalls/data/fresh, fresh2, fresh3, "
+                        "fresh4) and print the reach tables: per emitter family per set (dev, "
+                        "heldout, fresh, fresh2/dev, fresh2/heldout, fresh3/dev, fresh3/heldout, "
+                        "fresh4/dev, fresh4/heldout) and with each "
                         "family's calibration held out (benchmarks/stall_reach.py)")
     p.add_argument("--write-ceilings", action="store_true",
                    help="write analyzers/stalls/ceilings.py (the patterns that may be called "
@@ -462,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     dirs = list(args.cases or DEFAULT_CASE_DIRS)
     if args.reach and not args.cases:
-        dirs += [FRESH_DIR, FRESH2_DIR, FRESH4_DIR]
+        dirs += [FRESH_DIR, FRESH2_DIR, FRESH3_DIR, FRESH4_DIR]
     try:
         cases = load_cases(dirs)
     except (OSError, ValueError, KeyError) as e:

@@ -273,6 +273,61 @@ CATALOGUE: tuple[Pattern, ...] = (
        r"(?P<host2>\S{1,255}):(?P<port2>\d{1,5})|server socket on [^\n]{0,200}? has timed out",
        ("client socket has timed out", "failed to connect/validate", "server socket"),
        "store_wait"),
+    # ------------------------------------------- the store, broken with no culprit named
+    # (read by log_store_rankless: each shows the job broke at its key-value store; none
+    # names the rank that caused it, so the answer is undecided — never "healthy")
+    _p("torch.store.connection_lost", "torch c10d TCPStore",
+       '"recvValue failed on " socket.repr() ": " what / "recvVector failed on …" / '
+       '"recvValueWithTimeout failed on …" (TCPStore.cpp, C10D_WARNING; what: "Connection reset '
+       'by peer", "failed to recv, got 0 bytes", "Failed to recv, got 0 bytes. Connection was '
+       'likely closed. Did the remote server shutdown or crash?"). Not the heartbeat monitor\'s '
+       '"Failed to check the \\"should dump\\" flag on TCPStore": the inventory\'s normal '
+       'path (c10d.normal_path)',
+       "2.3+ (C10D_WARNING form)", "torch/csrc/distributed/c10d/TCPStore.cpp",
+       "reporter: lost its connection to the job's store (a victim); the store is served by "
+       "rank 0's process or node 0's agent, which went away — crashed, killed, or finished "
+       "first (then at the very end of a run this is teardown noise): names nobody",
+       r"\b(?:recvValue|recvVector|recvValueWithTimeout) failed on SocketImpl",
+       ("failed on socketimpl",), "store_rankless"),
+    _p("torch.nccl.normal_shutdown", "torch c10d ProcessGroupNCCL",
+       '"Launching ProcessGroupNCCL abort asynchronously." / "ProcessGroupNCCL aborts '
+       'successfully." (LOG(INFO) of destroy_process_group while shutdown() calls abort(), '
+       '2.3+) / "… watchdog thread terminated normally" / "main process destroyed cuda before '
+       'watchdog loop exited" (at process exit)', "2.2+", PT_NCCL,
+       "the normal path: the reporter is shutting its process group down after its work (not "
+       "stall evidence); with it in the logs, lost-store lines are teardown noise",
+       r"Launching ProcessGroupNCCL abort asynchr|ProcessGroupNCCL aborts successfully|"
+       r"thread terminated normally|destroyed cuda before watchdog loop exited",
+       ("processgroupnccl abort", "terminated normally", "destroyed cuda before"),
+       "store_rankless"),
+    _p("torch.store.listen_failed", "torch c10d socket.cpp / TCPStoreLibUvBackend",
+       '"The server socket has failed to listen on any local network address." (C10D_ERROR, '
+       'then SocketError / DistNetworkError with each "The server socket has failed to bind to '
+       '" addr " (errno: " n " - " msg ")." appended; libuv 2.4+: "… port: " p ", useIpv6: " … '
+       '", code: " c ", name: " EADDRINUSE …)', "1.11+ (socket.cpp)",
+       "torch/csrc/distributed/c10d/socket.cpp",
+       "reporter: the process that should serve the store (rank 0 or node 0's agent) could not "
+       "bind MASTER_PORT — usually taken by another job or a leftover process: the job never "
+       "started; names no rank",
+       r"server socket has failed to listen on any local network address",
+       ("failed to listen on any local",), "store_rankless"),
+    _p("torch.nccl.unique_id_head", "torch c10d ProcessGroupNCCL",
+       '"[" rank_ "] is setting up NCCL communicator" (the head of broadcastUniqueNCCLID\'s '
+       'error, cut before "and retrieving ncclUniqueId from [0] …" — by a GitHub title, a '
+       'terminal, a paste)', "1.13+", PT_NCCL + " (broadcastUniqueNCCLID)",
+       "reporter: group rank r failed to get the NCCL id through the store (a victim); the "
+       "cut tail would name the group's rank 0 and the store's error — without them the rank "
+       "waited on may be a sub-group's, and the failure the store's own: a suspect, no more",
+       r"\[(?P<rank>\d{1,7})\] is setting up NCCL communicator(?! and retr)",
+       ("setting up nccl communicator",), "store_rankless"),
+    _p("torch.c10d.store_barrier_rankless", "torch.distributed (distributed_c10d.py)",
+       '"Timed out initializing process group in store based barrier" with its "on rank: " r '
+       '", for key: " k " (world_size=" W ", worker_count=" K …")" cut off or paraphrased',
+       "1.8+", "torch/distributed/distributed_c10d.py (_store_based_barrier)",
+       "reporter: some rank arrived at the init barrier and gave up (a victim); without the "
+       "rank and counts nobody missing can be named",
+       r"Timed out initializing process group in store based ?barrier(?! on rank:? ?\d)",
+       ("store based",), "store_rankless", re.I),
     # ---------------------------------------------------------------------- gloo / monitored
     _p("torch.gloo.monitored_barrier_ranks", "torch c10d ProcessGroupGloo",
        '"[Rank 0]: Ranks " c10::Join(", ", failedRanks) " failed to pass monitoredBarrier in " '

@@ -35,6 +35,7 @@ from stormotel.analyzers.stalls import (
     log_ras_verdicts,
     log_srun,
     log_store_barrier,
+    log_store_rankless,
     log_store_wait,
 )
 from stormotel.analyzers.stalls import log_failures as lf
@@ -188,4 +189,6 @@ KINDS: tuple[LogKind, ...] = (
             fallback=True),
     LogKind("nccl_ras_health", log_ras_health.Scanner, log_ras_health.findings, fallback=True),
     LogKind("main_first_wait", log_main_first.Scanner, log_main_first.findings, fallback=True),
+    LogKind("store_rankless", log_store_rankless.Scanner, log_store_rankless.findings,
+            fallback=True),
 )

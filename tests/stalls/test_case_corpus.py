@@ -36,6 +36,8 @@ EXPECTED_KEYS = {"ranks", "evidence_names_them", "kinds", "category"}
 #: tuned on stays recognisable after it is merged into the corpus), with a letter after the date
 #: for a further round gathered the same day (`2026-11-27b`); `set`: "fresh" for the fresh set
 #: (tests/stalls/data/fresh, reported apart by `eval_stalls.py --reach`)
+#: `label_basis`: "source" when the message itself names the culprit per its emitter's source,
+#: "thread" when the thread established it (fresh3 onward)
 OPTIONAL_KEYS = {"collected", "set", "label_basis", "family"}
 
 
