@@ -200,7 +200,7 @@ def _add_log_runs(result: StallResult, specs: list[str], ws: int | None, progres
 def _add_logs(result: StallResult, specs: list[str], ws: int | None,
               progress: Progress, run: str | None = None) -> None:
     from stormotel.analyzers.stalls.log_analysis import analyze_logs
-    from stormotel.analyzers.stalls.log_failures import WORLD_HINT
+    from stormotel.analyzers.stalls.log_failures import NOT_EVIDENCE
     from stormotel.analyzers.stalls.logs_parser import parse_logs
 
     parsed = _plausible_ranks(parse_logs(specs))
@@ -233,8 +233,9 @@ def _add_logs(result: StallResult, specs: list[str], ws: int | None,
             return
     result.extra["logs"] = {
         "files": parsed.files, "events": len(parsed.events),
-        # a line that only states the world size says nothing about the job's health
-        "evidence_events": sum(1 for e in parsed.events if e.kind != WORLD_HINT),
+        # a line that only states the world size, or the job's own shutdown, says nothing
+        # about the job's health
+        "evidence_events": sum(1 for e in parsed.events if e.kind not in NOT_EVIDENCE),
         "category": la.category,
         "world_size": la.world_size,
         "state_tables": {g: [s.as_dict() for s in st] for g, st in la.states.items()},

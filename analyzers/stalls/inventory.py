@@ -25,6 +25,7 @@ from stormotel.analyzers.stalls import logs_parser as lp
 from stormotel.analyzers.stalls.inventory_families import Family, family_of
 from stormotel.analyzers.stalls.inventory_reports import report_for
 from stormotel.analyzers.stalls.log_analysis import analyze_logs
+from stormotel.analyzers.stalls.log_failures import NORMAL_SHUTDOWN
 
 START = "<!-- inventory:start -->"
 END = "<!-- inventory:end -->"
@@ -32,8 +33,8 @@ REPORTER = 3  #: the rank that prints the line
 NAMED = 5  #: the rank a line names (waited on, failed, missing)
 WORLD = 8
 #: event kinds that only give context (who is who, how many): not stall evidence on their own
-CONTEXT = frozenset({lp.WORLD_HINT, lp.NCCL_INIT, lp.NCCL_CHANNEL, lp.ELASTIC_LAYOUT,
-                     lp.DETAIL_TRACE})
+CONTEXT = frozenset({lp.WORLD_HINT, NORMAL_SHUTDOWN, lp.NCCL_INIT, lp.NCCL_CHANNEL,
+                     lp.ELASTIC_LAYOUT, lp.DETAIL_TRACE})
 
 #: families whose lines are read only inside their multi-line report (log_ras, log_horovod)
 REPORT_FAMILIES = frozenset({"nccl.ras", "horovod.stall"})

@@ -33,6 +33,11 @@ RANK_ERROR = "rank_error"  #: a rank's own failure (category in ``detail``)
 DESYNC_REPORT = "desync_report"  #: PyTorch named the lagging/dead/mismatched ranks
 FINGERPRINT = "fingerprint"  #: DETAIL collective fingerprint of one rank
 WORLD_HINT = "world_hint"  #: a launcher/ProcessGroup line that states the world size
+#: the job's own shutdown (destroy_process_group aborting its communicators, the watchdog ending
+#: normally): context for the rules that tell teardown noise from a failure, never evidence
+NORMAL_SHUTDOWN = "normal_shutdown"
+#: kinds of event that say nothing about the job's health on their own
+NOT_EVIDENCE = frozenset({WORLD_HINT, NORMAL_SHUTDOWN})
 
 #: how many lines back a traceback looks for the time of its rank's latest timestamped line
 _RECENT = 64

@@ -39,6 +39,7 @@ from typing import Any
 
 from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls import grammar as gr
+from stormotel.analyzers.stalls.log_failures import NORMAL_SHUTDOWN
 from stormotel.analyzers.stalls.log_finding import LineScanner, log_finding
 
 KIND = "store_rankless"
@@ -97,6 +98,14 @@ class Scanner(LineScanner):
     triggers = gr.triggers_of((*PATTERNS, SHUTDOWN))
     patterns = (*PATTERNS, SHUTDOWN)
 
+    def feed(self, no: int, seg: str, low: str, rank: int | None) -> None:
+        """As every line scanner; a shutdown line's event is of the context kind
+        ``normal_shutdown`` (never evidence: a completed job's log stays healthy)."""
+        before = len(self.found)
+        super().feed(no, seg, low, rank)
+        if len(self.found) > before and self.found[-1].pattern == SHUTDOWN:
+            self.found[-1].kind = NORMAL_SHUTDOWN
+
     def read(self, pid: str, m: re.Match[str], rank: int | None
              ) -> tuple[int | None, dict[str, object]] | None:
         detail: dict[str, object] = {"reporter": rank}
@@ -111,7 +120,7 @@ class Scanner(LineScanner):
 def findings(events: list[Any], known: int | None) -> list[StallFinding]:
     """``undecided`` (low), one finding for the first pattern the logs hold (PATTERNS order)."""
     mine = [e for e in events if e.kind == KIND and e.pattern in PATTERNS]
-    if any(e.kind == KIND and e.pattern == SHUTDOWN for e in events):
+    if any(e.kind == NORMAL_SHUTDOWN for e in events):
         mine = [e for e in mine if e.pattern != LOST]  # teardown noise of a finished run
     if not mine:
         return []
