@@ -795,6 +795,17 @@ CATALOGUE: tuple[Pattern, ...] = (
        "carries no rank — so never more than low",
        r"(?P<pct>\d{1,3})%\|[^|\n]{0,200}\| *\d+(?:\.\d+)?[kMG]?/\d+(?:\.\d+)?[kMG]? \[\d",
        ("%|",), K_READING),
+    _p("log.rank0_absent", "c10d watchdog timeouts / TCPStore waits of ranks 1..k, none of rank "
+       "0 (a reading, not a message)",
+       "the watchdog timeout of one collective (one SeqNum) printed by every rank 1..k (k >= 2), "
+       "or a store wait ('wait timeout after …ms', socket.cpp waitForInput) by ranks 1..k "
+       "(k >= 1), and no line at all from rank 0, in logs that do not state the world size",
+       "torch 1.8+", "torch c10d ProcessGroupNCCL.cpp (WorkNCCL::checkTimeout), TCPStore.cpp, "
+       "socket.cpp; read by log_absent_zero",
+       "rank 0 exists in every job and is the one rank certainly absent from the reporters: "
+       "PRESUMED the rank the others wait for (late, stuck or dead without a line); ranks above "
+       "k may be missing as well (the world size decides) — never more than low",
+       r"(?!)", (), K_READING),
     # ------------------------------------------- c10d lines that show their reporter only
     # (read by log_c10d_reporter; versions = the torch wheels the inventory read the string
     # from: 1.13.0, 2.0.0, 2.2.0, 2.4.0, 2.6.0, 2.8.0, 2.13.0)

@@ -24,7 +24,7 @@ from typing import Any
 
 from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls import grammar as gr
-from stormotel.analyzers.stalls import log_busy
+from stormotel.analyzers.stalls import log_absent_zero, log_busy
 from stormotel.analyzers.stalls.log_finding import LineScanner, log_finding
 
 KIND = "init_wait"
@@ -91,6 +91,8 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
         return [_unique_id(ids)]
     waits = [e for e in evs if e.pattern == WAIT]
     waiting = sorted({e.rank for e in evs if e.rank is not None})
+    if waits and log_absent_zero.reporters(events, known) is not None:
+        return []  # ranks 1..k waited and rank 0 is silent: log_absent_zero names rank 0
     if waits:
         files = {e.file for e in waits}
         bar = any(e.kind == log_busy.KIND and e.file in files and e.rank in (None, 0)
