@@ -198,7 +198,8 @@ CATALOGUE: tuple[Pattern, ...] = (
        "points at that rank 0 (crashed, busy — a prompt, preprocessing — or its store/network "
        "failed): global rank 0 when the reporter's group rank equals its global rank (ranks "
        "of a new_group are sorted, so group ranks 0..N-1 are then global 0..N-1) or the key "
-       "names default_pg; a presumption, never above low",
+       "names default_pg; a presumption, never above low. A key 'a:b' is a lone send/recv's "
+       "two-rank communicator (getKeySendRecv): the id is the LOWER rank a's to publish",
        r"\[(?P<rank>\d{1,7})\] is setting up NCCL communicator and retr(?:ie|ei)ving "
        r"ncclUniqueId from \[(?P<root>\d{1,7})\](?: via c10d key-value store by key "
        r"'(?P<key>[^']{0,200})')?(?P<err>[^\n]{0,400})", ("nccluniqueid",), "store_wait", re.I),
@@ -364,8 +365,10 @@ CATALOGUE: tuple[Pattern, ...] = (
        + " (monitoredBarrier, rank != 0)",
        "reporter: a non-coordinator that REACHED the barrier (innocent); rank 0, the "
        "coordinator, failed it: rank 0 was late or dead, or rank 0 found another rank missing "
-       "and raised — rank 0 is the culprit only when every other rank of the group reported "
-       "reaching it; otherwise rank 0's log names the faulty rank (read by log_monitored)",
+       "and raised — rank 0 is pointed at by reference: medium when every other rank of the "
+       "group reported reaching it, low with no world size stated, a suspect when a stated "
+       "world has other silent ranks; rank 0's own 'failed to pass' line names the faulty "
+       "rank instead and wins (read by log_monitored)",
        r"Rank (?P<rank>\d{1,7}) successfully reached monitoredBarrier, but received errors "
        r"while waiting(?: for send/recv)? from rank (?P<root>\d{1,7})",
        ("successfully reached monitoredbarrier",), "barrier_peer"),
@@ -894,15 +897,17 @@ CATALOGUE: tuple[Pattern, ...] = (
        'missing ranks: " …)', "2.4+", "torch/csrc/distributed/c10d/control_collectives/"
        "StoreCollectives.cpp",
        "reporter: gave up waiting; the listed ranks had not set their key in the store when "
-       "it looked (named by reference, ranks of the StoreCollectives world) — suspects",
+       "it looked (named by reference, ranks of the StoreCollectives world): the ranks every "
+       "report lists are named at low (log_c10d_reporter)",
        r"(?:barrier|all_gather|gather|scatter|all_sum) failed -- missing ranks: (?P<ranks>\d{1,7}"
        r"(?:, ?\d{1,7}){0,4096})", ("missing ranks",), "c10d_reporter"),
     _p("torch.gloo.check_rank_logs", "torch c10d ProcessGroupGloo",
        '"… for send/recv from rank 0. Please check rank 0 logs for faulty rank." (the tail of '
        'the monitoredBarrier peer message when its head is cut)', "1.10+", PT_GLOO,
        "reporter: a non-coordinator of monitored_barrier; rank r (its coordinator) is named by "
-       "reference — a suspect (the full message is read by log_monitored)",
-       r"Please check rank (?P<root>\d{1,7}) logs for faulty rank", ("faulty rank",),
+       "reference — pointed at, low (read by log_monitored like the full message, whose "
+       "reporter it lacks)",
+       r"Please check rank (?P<root>\d{1,7}) logs for (?:the )?faulty rank", ("faulty rank",),
        "c10d_reporter"),
     _p("torch.detail.mismatch_hint", "torch c10d ProcessGroupWrapper / ProcessGroupNCCL",
        '"Detected mismatch between collectives on ranks. Rank " … (the fingerprints cut) / "… '

@@ -15,6 +15,8 @@ and ``collect_next`` asks for the world size that decides it. Read only when:
 - rank 0 printed no line of any kind the parser reads as evidence (a timeout, counters, a
   signal, an error of its own, a barrier or store line): that would show it reached the same
   point, or failed on its own — then its own line decides, not its absence;
+- no line names the rank waited on itself (an NCCL-id wait, StoreCollectives' missing ranks,
+  a monitoredBarrier peer): the reference decides;
 - for watchdog timeouts, at least two reporters (:data:`MIN_REPORTERS`): one rank's timeout
   alone is as often a paste of that rank's output only (DeepDeWedge#22: rank 1's lines of a
   4-GPU box, a hardware fault) — its neighbours are missing just as rank 0 is. A store wait
@@ -33,7 +35,9 @@ from stormotel.analyzers.stalls.log_finding import log_finding
 
 PATTERN = "log.rank0_absent"
 STORE_WAIT = "torch.store.wait_timeout"
-UNIQUE_ID = "torch.nccl.unique_id_wait"
+#: lines that name the rank waited on themselves: the reference decides, not rank 0's absence
+BY_REFERENCE = frozenset({"torch.nccl.unique_id_wait", "torch.store_collectives.missing",
+                          "torch.gloo.monitored_barrier_peer", "torch.gloo.check_rank_logs"})
 #: reporters a watchdog-timeout shape needs (one rank's paste proves nothing about rank 0)
 MIN_REPORTERS = {"collective": 2, "store": 1}
 #: event kinds that only say something about the file, never that rank 0 stalled or failed
@@ -52,8 +56,8 @@ def reporters(events: list[Any], known: int | None) -> tuple[str, list[int]] | N
     """``(what they wait in, ranks 1..k)`` when the shape holds, else ``None``; shared with
     the rules that would otherwise answer the same logs ``undecided`` (store wait, busy rank
     without a stated world)."""
-    if known or any(e.pattern == UNIQUE_ID for e in events):
-        return None  # stated: the other rules decide; an NCCL-id wait names its rank itself
+    if known or any(e.pattern in BY_REFERENCE for e in events):
+        return None  # stated: the other rules decide; a line naming the rank waited on does
     for what, waits in (("collective", [e for e in events if e.kind in _WATCHDOG]),
                         ("store", [e for e in events if e.kind == "init_wait"
                                    and e.pattern == STORE_WAIT])):

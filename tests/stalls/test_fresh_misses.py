@@ -255,6 +255,17 @@ def test_an_nccl_id_wait_names_the_rank_it_waits_for(tmp_path: Path) -> None:
     # a sub-group: global rank 6 is group rank 1, its group's rank 0 is not global 0
     code, [root] = cli(tmp_path, head.format(r=1).replace("[rank1]", "[rank6]"))
     assert (root["kind"], root["ranks"]) == ("undecided", [])
+    # a lone send/recv's communicator (getKeySendRecv: key "low:high", its p2p rank 0 is the
+    # lower rank): rank 3 waits for rank 1's id, whatever "[0]" the message prints
+    p2p = head.format(r=3).replace("key '0'", "key '1:3'").replace("get('0')", "get('1:3')")
+    code, [root] = cli(tmp_path, p2p)
+    assert (root["kind"], root["ranks"], root["confidence"]) == ("straggler", [1], "low")
+    # the pair's lower rank is the one that publishes: a "waiter" that is the lower rank is
+    # not this wait (nothing named), nor is a pair of a sub-group
+    code, [root] = cli(tmp_path, p2p.replace("[3]", "[1]").replace("[rank3]", "[rank1]"))
+    assert (root["kind"], root["ranks"]) == ("undecided", [])
+    code, [root] = cli(tmp_path, p2p.replace("[rank3]", "[rank7]"))
+    assert (root["kind"], root["ranks"]) == ("undecided", [])
 
 
 def elastic_rendezvous(world: int, local: int = 4) -> str:
