@@ -808,7 +808,9 @@ CATALOGUE: tuple[Pattern, ...] = (
        "rank 0 exists in every job and is the one rank certainly absent from the reporters: "
        "PRESUMED the rank the others wait for (late, stuck or dead without a line); ranks above "
        "k may be missing as well (the world size decides) — never more than low",
-       r"(?!)", (), K_READING),
+       # the lines it reads (never scanned by this id: no triggers; the rule reads the events)
+       r"Watchdog caught collective operation timeout|wait timeout after \d{1,12} ?ms|"
+       r"waitForInput: socket", (), K_READING),
     # ------------------------------------------- c10d lines that show their reporter only
     # (read by log_c10d_reporter; versions = the torch wheels the inventory read the string
     # from: 1.13.0, 2.0.0, 2.2.0, 2.4.0, 2.6.0, 2.8.0, 2.13.0)
