@@ -15,6 +15,8 @@ and ``collect_next`` asks for the world size that decides it. Read only when:
 - rank 0 printed no line of any kind the parser reads as evidence (a timeout, counters, a
   signal, an error of its own, a barrier or store line): that would show it reached the same
   point, or failed on its own — then its own line decides, not its absence;
+- no reporter failed on its own (an OOM, a CUDA error: that error leads, not rank 0's
+  absence);
 - no line names the rank waited on itself (an NCCL-id wait, StoreCollectives' missing ranks,
   a monitoredBarrier peer): the reference decides;
 - for watchdog timeouts, at least two reporters (:data:`MIN_REPORTERS`): one rank's timeout
@@ -31,6 +33,7 @@ from typing import Any
 from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls import grammar as gr
 from stormotel.analyzers.stalls import log_busy
+from stormotel.analyzers.stalls.log_failures import RANK_ERROR
 from stormotel.analyzers.stalls.log_finding import log_finding
 
 PATTERN = "log.rank0_absent"
@@ -74,6 +77,8 @@ def reporters(events: list[Any], known: int | None) -> tuple[str, list[int]] | N
                 return None
         if any(e.rank == 0 and e.kind not in _NEUTRAL for e in events):
             return None
+        if any(e.kind == RANK_ERROR and e.rank in ranks for e in events):
+            return None  # a reporter failed on its own: its error is the lead, not 0's absence
         return what, ranks
     return None
 

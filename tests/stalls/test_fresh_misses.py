@@ -152,6 +152,11 @@ def test_absence_of_rank_0_needs_ranks_1_to_k_without_gaps_and_a_silent_rank_0(
            "GPU 0 has a total capacity of 79.15 GiB of which 1.2 GiB is free.\n")
     code, found = cli(tmp_path, oom + "".join(watchdog_12(r) + "\n" for r in (1, 2, 3)))
     assert code == 1 and all(f["evidence"]["pattern"] != "log.rank0_absent" for f in found)
+    # a reporter's own error (rank 2's OOM) leads: rank 0's absence is not read
+    code, found = cli(tmp_path, oom.replace("rank0", "rank2") + "".join(
+        watchdog_12(r) + "\n" for r in (1, 2, 3)))
+    assert code == 1 and all(f["evidence"]["pattern"] != "log.rank0_absent" for f in found)
+    assert 0 not in found[0]["ranks"]
     # two different collectives (SeqNum 2 and 3): not one wait
     text = watchdog_12(1) + "\n" + watchdog_12(2).replace("SeqNum=2", "SeqNum=3") + "\n"
     code, found = cli(tmp_path, text)
