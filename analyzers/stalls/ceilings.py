@@ -12,6 +12,7 @@ MEASURED: dict[str, dict[str, int]] = {
     "openmpi.proc_aborted": {"n": 2, "right": 2, "wrong": 0},
     "paddle.launch_abort": {"n": 1, "right": 1, "wrong": 0},
     "python.exception": {"n": 1, "right": 1, "wrong": 0},
+    "torch.gloo.monitored_barrier_peer": {"n": 1, "right": 0, "wrong": 1},
     "torchelastic.worker_failed": {"n": 3, "right": 3, "wrong": 0},
     "torchelastic.worker_failed_one_node": {"n": 7, "right": 7, "wrong": 0},
 }

@@ -198,7 +198,8 @@ CATALOGUE: tuple[Pattern, ...] = (
        "points at that rank 0 (crashed, busy — a prompt, preprocessing — or its store/network "
        "failed): global rank 0 when the reporter's group rank equals its global rank (ranks "
        "of a new_group are sorted, so group ranks 0..N-1 are then global 0..N-1) or the key "
-       "names default_pg; a presumption, never above low",
+       "names default_pg; a presumption, never above low. A key 'a:b' is a lone send/recv's "
+       "two-rank communicator (getKeySendRecv): the id is the LOWER rank a's to publish",
        r"\[(?P<rank>\d{1,7})\] is setting up NCCL communicator and retr(?:ie|ei)ving "
        r"ncclUniqueId from \[(?P<root>\d{1,7})\](?: via c10d key-value store by key "
        r"'(?P<key>[^']{0,200})')?(?P<err>[^\n]{0,400})", ("nccluniqueid",), "store_wait", re.I),
@@ -364,8 +365,10 @@ CATALOGUE: tuple[Pattern, ...] = (
        + " (monitoredBarrier, rank != 0)",
        "reporter: a non-coordinator that REACHED the barrier (innocent); rank 0, the "
        "coordinator, failed it: rank 0 was late or dead, or rank 0 found another rank missing "
-       "and raised — rank 0 is the culprit only when every other rank of the group reported "
-       "reaching it; otherwise rank 0's log names the faulty rank (read by log_monitored)",
+       "and raised — rank 0 is pointed at by reference: medium when every other rank of the "
+       "group reported reaching it, low with no world size stated, a suspect when a stated "
+       "world has other silent ranks; rank 0's own 'failed to pass' line names the faulty "
+       "rank instead and wins (read by log_monitored)",
        r"Rank (?P<rank>\d{1,7}) successfully reached monitoredBarrier, but received errors "
        r"while waiting(?: for send/recv)? from rank (?P<root>\d{1,7})",
        ("successfully reached monitoredbarrier",), "barrier_peer"),
@@ -795,6 +798,19 @@ CATALOGUE: tuple[Pattern, ...] = (
        "carries no rank — so never more than low",
        r"(?P<pct>\d{1,3})%\|[^|\n]{0,200}\| *\d+(?:\.\d+)?[kMG]?/\d+(?:\.\d+)?[kMG]? \[\d",
        ("%|",), K_READING),
+    _p("log.rank0_absent", "c10d watchdog timeouts / TCPStore waits of ranks 1..k, none of rank "
+       "0 (a reading, not a message)",
+       "the watchdog timeout of one collective (one SeqNum) printed by every rank 1..k (k >= 2), "
+       "or a store wait ('wait timeout after …ms', socket.cpp waitForInput) by ranks 1..k "
+       "(k >= 1), and no line at all from rank 0, in logs that do not state the world size",
+       "torch 1.8+", "torch c10d ProcessGroupNCCL.cpp (WorkNCCL::checkTimeout), TCPStore.cpp, "
+       "socket.cpp; read by log_absent_zero",
+       "rank 0 exists in every job and is the one rank certainly absent from the reporters: "
+       "PRESUMED the rank the others wait for (late, stuck or dead without a line); ranks above "
+       "k may be missing as well (the world size decides) — never more than low",
+       # the lines it reads (never scanned by this id: no triggers; the rule reads the events)
+       r"Watchdog caught collective operation timeout|wait timeout after \d{1,12} ?ms|"
+       r"waitForInput: socket", (), K_READING),
     # ------------------------------------------- c10d lines that show their reporter only
     # (read by log_c10d_reporter; versions = the torch wheels the inventory read the string
     # from: 1.13.0, 2.0.0, 2.2.0, 2.4.0, 2.6.0, 2.8.0, 2.13.0)
@@ -883,15 +899,17 @@ CATALOGUE: tuple[Pattern, ...] = (
        'missing ranks: " …)', "2.4+", "torch/csrc/distributed/c10d/control_collectives/"
        "StoreCollectives.cpp",
        "reporter: gave up waiting; the listed ranks had not set their key in the store when "
-       "it looked (named by reference, ranks of the StoreCollectives world) — suspects",
+       "it looked (named by reference, ranks of the StoreCollectives world): the ranks every "
+       "report lists are named at low (log_c10d_reporter)",
        r"(?:barrier|all_gather|gather|scatter|all_sum) failed -- missing ranks: (?P<ranks>\d{1,7}"
        r"(?:, ?\d{1,7}){0,4096})", ("missing ranks",), "c10d_reporter"),
     _p("torch.gloo.check_rank_logs", "torch c10d ProcessGroupGloo",
        '"… for send/recv from rank 0. Please check rank 0 logs for faulty rank." (the tail of '
        'the monitoredBarrier peer message when its head is cut)', "1.10+", PT_GLOO,
        "reporter: a non-coordinator of monitored_barrier; rank r (its coordinator) is named by "
-       "reference — a suspect (the full message is read by log_monitored)",
-       r"Please check rank (?P<root>\d{1,7}) logs for faulty rank", ("faulty rank",),
+       "reference — pointed at, low (read by log_monitored like the full message, whose "
+       "reporter it lacks)",
+       r"Please check rank (?P<root>\d{1,7}) logs for (?:the )?faulty rank", ("faulty rank",),
        "c10d_reporter"),
     _p("torch.detail.mismatch_hint", "torch c10d ProcessGroupWrapper / ProcessGroupNCCL",
        '"Detected mismatch between collectives on ranks. Rank " … (the fingerprints cut) / "… '

@@ -20,14 +20,14 @@ from typing import Any
 
 from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls import grammar as gr
-from stormotel.analyzers.stalls import log_busy
+from stormotel.analyzers.stalls import log_absent_zero, log_busy
 from stormotel.analyzers.stalls.log_failures import Found
 from stormotel.analyzers.stalls.log_finding import log_finding
 
 
 class Scanner:
     """Reads nothing of its own: the bars and timeouts are :mod:`.log_busy`'s and the
-    watchdog's events; this kind only brings the rule."""
+    watchdog's events; this kind (and :mod:`.log_absent_zero`'s) only brings the rule."""
 
     def __init__(self, ctx: Any) -> None:
         pass
@@ -54,6 +54,8 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
     if len(silent) != 1 or len(waiting) < 2 or len(seqs) > 1:
         return []
     (busy,) = silent
+    if busy == 0 and log_absent_zero.reporters(events, known) is not None:
+        return []  # rank 0 below ranks 1..k: log_absent_zero names it (at low)
     own_bar = log_busy.busy_bar(events, bars, waits, busy)
     if not own_bar:
         return []

@@ -13,11 +13,14 @@ A log holding only such lines was read as "no evidence" (exit 3) or healthy. Wha
 - ``torch.nccl.watchdog_hang``: the reporter's own watchdog is stuck in a CUDA/NCCL call — the
   reporter is a suspect (a hint, as ``torch.nccl.heartbeat``);
 - ``torch.nccl.health_check``: rank r could not create its communicator — a suspect;
-- ``torch.store_collectives.missing`` / ``torch.gloo.check_rank_logs``: ranks named by
-  reference (not arrived at a store barrier; the coordinator to read) — suspects, never more;
+- ``torch.store_collectives.missing``: the ranks the reporter waited on (their key never came)
+  — named by reference at ``low`` (issue 37 item 2), the reporter a witness;
+- ``torch.gloo.check_rank_logs``: the coordinator to read — named by :mod:`.log_monitored`
+  (at ``low``); here only as this fallback's suspect;
 - ``torch.nccl.dump_lines``' "from rank r" names a VICTIM (its watchdog fired first).
 
-So the answer is always ``undecided`` at ``low``, with the suspects above and what to collect.
+So the answer is ``undecided`` at ``low`` (but for the missing ranks above), with the suspects
+above and what to collect.
 The reporter-only lines are a FALLBACK row of :data:`.log_scanners.KINDS`: read only when no
 other rule answers (with watchdog timeouts, desync reports, … those rules decide and these lines
 add nothing); the by-reference lines are a row of their own, read always.
@@ -35,7 +38,8 @@ from stormotel.analyzers.stalls.log_finding import LineScanner, log_finding
 KIND = "c10d_reporter"
 REF_KIND = "c10d_reference"
 #: lines that name a rank by reference: read even when other evidence decides (their own row)
-REFERENCE: tuple[str, ...] = ("torch.nccl.health_check", "torch.store_collectives.missing")
+MISSING = "torch.store_collectives.missing"
+REFERENCE: tuple[str, ...] = ("torch.nccl.health_check", MISSING)
 #: (the tail "check rank r logs" is a fallback: its whole message is log_monitored's)
 PATTERNS: tuple[str, ...] = ("torch.gloo.check_rank_logs", "torch.store.setup_failed",
                              "torch.nccl.watchdog_hang",
@@ -82,8 +86,28 @@ class RefScanner(Scanner):
 
 
 def reference_findings(events: list[Any], known: int | None) -> list[StallFinding]:
-    """The ranks named by reference: suspects of an ``undecided`` (never more)."""
-    return _finding([e for e in events if e.kind == REF_KIND and e.detail is not None])
+    """The ranks named by reference. StoreCollectives' "missing ranks" (StoreCollectives.cpp
+    barrier/gather/all_gather, 2.4+: after the wait timed out, the reporter lists every rank
+    whose key was not in the store) names the ranks waited on: those every report lists, at
+    ``low`` (ranks of the StoreCollectives world, presumed global). The rest stay suspects of an
+    ``undecided`` (a health-check failure is the reporter's own)."""
+    mine = [e for e in events if e.kind == REF_KIND and e.detail is not None]
+    missing = [e for e in mine if e.pattern == MISSING]
+    if missing:
+        reporters = {e.rank for e in missing if e.rank is not None}
+        named = set.intersection(*(set(e.detail["suspects"]) for e in missing)) - reporters
+        if named:
+            ranks = sorted(named)
+            return [log_finding(
+                "straggler", ranks[:64], "straggler_outside_nccl", "low", MISSING,
+                f"rank(s) {sorted(reporters) or '?'} gave up waiting at a store-based "
+                f"collective and list rank(s) {ranks[:16]} as missing (their key was not in "
+                "the store when the wait timed out): the ranks waited on, by reference — late, "
+                "stuck or dead; ranks of the StoreCollectives world, presumed global",
+                ["Read the listed ranks' logs from the time of the barrier: an exception, a "
+                 "long step only they run, a dead process."], missing,
+                witnesses=sorted(reporters)[:64], collect_next=ranks[:16])]
+    return _finding(mine)
 
 
 def findings(events: list[Any], known: int | None) -> list[StallFinding]:

@@ -10,10 +10,21 @@ send/recv from rank 0. Please check rank 0 logs for faulty rank." What it proves
   rank missing and raised ("Rank k failed to pass monitoredBarrier", read by the witness
   rule) without acking. Which one is in rank 0's log.
 
-So rank 0 is named only when every other rank of a known world reported reaching the barrier
-(then no one else can be missing) — ``medium`` at most; otherwise ``undecided`` with rank 0
-(and any rank of the known world that did not report) as suspects, and rank 0's log to
-collect. When rank 0's own line is in the logs, that line decides and this rule says nothing.
+So the line points at rank 0 by reference (issue 37 item 2: the rank waited on, never the
+reporter):
+
+- every other rank of a known world reported reaching the barrier (no one else can be
+  missing): rank 0, ``medium``;
+- no world size stated: rank 0, ``low`` — what the line proves is that rank 0 failed the
+  exchange (it was late or dead, or it found another rank missing); what decides between the
+  two is rank 0's own line, said in the finding (``decides``);
+- a stated world with other ranks silent: ``undecided``, rank 0 and the silent ranks as
+  suspects (one of them may be the rank rank 0 found missing);
+- the tail alone ("Please check rank 0 logs for faulty rank", the head cut or wrapped away)
+  points at the same rank, presumed of the default group (no launcher prefix to compare).
+
+When rank 0's own line ("Ranks … failed to pass monitoredBarrier", "timed out in
+monitoredBarrier") is in the logs, that line decides and this rule says nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ from stormotel.analyzers.stalls.log_finding import LineScanner, log_finding
 
 KIND = "barrier_peer"  #: a non-coordinator reached the barrier and lost its coordinator
 PEER = "torch.gloo.monitored_barrier_peer"
+TAIL = "torch.gloo.check_rank_logs"  #: the message's tail only: the reporter is not in it
 _COORDINATOR = ("torch.gloo.monitored_barrier_ranks", "torch.gloo.monitored_barrier_rank",
                 "torch.gloo.monitored_barrier_timeout")
 
@@ -37,16 +49,18 @@ REMEDIATION = ["Every rank that reported reached monitored_barrier; its coordina
 
 
 class Scanner(LineScanner):
-    kind, triggers, patterns = KIND, ("successfully reached monitoredbarrier",), (PEER,)
+    kind, triggers, patterns = KIND, gr.triggers_of((PEER, TAIL)), (PEER, TAIL)
 
     def read(self, pid: str, m: re.Match[str], rank: int | None
              ) -> tuple[int | None, dict[str, object]] | None:
-        return gr.parse_rank(m.group("rank")), {"coordinator": gr.parse_rank(m.group("root")),
-                                                 "launcher_rank": rank}
+        root = gr.parse_rank(m.group("root"))
+        if pid == TAIL:
+            return rank, {"coordinator": root, "launcher_rank": rank, "tail": True}
+        return gr.parse_rank(m.group("rank")), {"coordinator": root, "launcher_rank": rank}
 
 
 def findings(events: list[Any], known: int | None) -> list[StallFinding]:
-    peers = [e for e in events if e.kind == KIND and e.pattern == PEER and e.detail]
+    peers = [e for e in events if e.kind == KIND and e.pattern in (PEER, TAIL) and e.detail]
     if not peers or any(e.pattern in _COORDINATOR for e in events):
         return []
     reached = sorted({e.rank for e in peers if e.rank is not None})
@@ -72,6 +86,8 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
             REMEDIATION, peers, witnesses=reached)]
     silent = sorted(set(range(known)) - set(reached) - set(roots)) if known else []
     root = roots[0] if len(roots) == 1 else None
+    if root is not None and not silent:
+        return [_by_reference(root, reached, peers)]
     others = (f"rank(s) {silent[:16]} reporting it too" if known else
               f"every rank but {root} reporting it, with the job's size stated (WORLD_SIZE, "
               "the launcher's line, or --world-size N)")
@@ -87,3 +103,24 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
         REMEDIATION, peers,
         suspects=(roots + silent)[:64], collect_next=roots, witnesses=reached,
         **({"decides": decide} if decide else {}))]
+
+
+def _by_reference(root: int, reached: list[int], peers: list[Any]) -> StallFinding:
+    """The coordinator the peers name, at ``low``: it failed the barrier — late or dead itself,
+    or it found another rank missing; its own line decides which (and wins when present)."""
+    decide = (f"what decides it: rank {root}'s own log — 'Ranks … failed to pass "
+              "monitoredBarrier' (or 'Rank k failed to pass …') names the faulty ranks instead "
+              f"and wins when present; no such line means rank {root} itself was late (busy "
+              "before the barrier) or died; or every rank but "
+              f"{root} reporting this line with the job's size stated (WORLD_SIZE, the "
+              "launcher's line, or --world-size N)")
+    who = f"rank(s) {reached}" if reached else "a rank (the line's head is cut)"
+    return log_finding(
+        "straggler", [root], "straggler_outside_nccl", "low", peers[0].pattern or PEER,
+        f"{who} reached monitored_barrier and lost the exchange with rank {root}, its "
+        f"coordinator, which the line names ('Please check rank {root} logs'): rank {root} "
+        "failed the barrier — it was late or died, or it found another rank missing and "
+        f"raised without acking; the reporters are innocent — {decide}",
+        REMEDIATION, peers, witnesses=reached, decides=decide, collect_next=[root],
+        rank_from="by reference: the coordinator the message names (presumed the default "
+                  "group: no launcher prefix differs from the message's rank)")

@@ -19,6 +19,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls import (
+    log_absent_zero,
     log_busy,
     log_busy_unstated,
     log_c10d_reporter,
@@ -179,6 +180,7 @@ KINDS: tuple[LogKind, ...] = (
     LogKind("monitored_barrier", log_monitored.Scanner, log_monitored.findings),
     LogKind("busy_rank", log_busy.Scanner, log_busy.findings),
     LogKind("busy_rank_unstated", log_busy_unstated.Scanner, log_busy_unstated.findings),
+    LogKind("rank0_absent", log_busy_unstated.Scanner, log_absent_zero.findings),
     LogKind("mpi_signal", log_mpi_signal.Scanner),
     LogKind("srun_launch", log_srun.Scanner),
     LogKind("rankless", log_rankless.Scanner, log_rankless.findings),

@@ -8,7 +8,10 @@
   Its global rank is known when a reporter's group rank equals its own global rank (a
   new_group's ranks are sorted, so group ranks 0..r are then global 0..r) or the store key
   names ``default_pg``; otherwise it stays a group rank (``undecided``). Named at ``low``: a
-  broken network between the nodes reads the same, and no rank is then at fault.
+  broken network between the nodes reads the same, and no rank is then at fault. A lone
+  send/recv has its own two-rank communicator keyed ``"low:high"`` (``getKeySendRecv``; its p2p
+  rank 0 is ``rank_ <= peer``): the id is the LOWER rank's to publish, whatever "[0]" the
+  message prints — that rank is the one pointed at (the "src/dst" of the p2p by reference).
 - TCPStore waits (``wait timeout after …ms, keys: …``, socket.cpp's ``waitForInput`` warnings,
   "Socket Timeout"): the reporter waited for a key another process should have set; the
   store is served by rank 0's process (or node 0's agent) — rank 0 is a suspect, no more.
@@ -24,7 +27,7 @@ from typing import Any
 
 from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls import grammar as gr
-from stormotel.analyzers.stalls import log_busy
+from stormotel.analyzers.stalls import log_absent_zero, log_busy
 from stormotel.analyzers.stalls.log_finding import LineScanner, log_finding
 
 KIND = "init_wait"
@@ -66,12 +69,29 @@ class Scanner(LineScanner):
         return rank, detail
 
 
+#: the store key of a lone send/recv's communicator: "low:high" (getKeySendRecv, 1.13 → main)
+_P2P_KEY = re.compile(r"(\d{1,7}):(\d{1,7})")
+
+
 def root_global(e: Any) -> tuple[int | None, str]:
     """The global rank of the group rank an ncclUniqueId wait names, and how it was read."""
     d = e.detail
     root, group_rank, reporter = d.get("root"), d.get("group_rank"), d.get("reporter")
     if root is None:
         return None, "no rank in the line"
+    pair = _P2P_KEY.fullmatch(str(d.get("key") or ""))
+    if pair:
+        # a lone send/recv has its own two-rank communicator, keyed "low:high": the id is set
+        # by its p2p rank 0, the LOWER group rank of the pair, whatever "[0]" the message says
+        low, high = int(pair.group(1)), int(pair.group(2))
+        if group_rank != high or low >= high:
+            return None, f"send/recv pair '{low}:{high}' waited on by group rank {group_rank}"
+        if reporter in (None, group_rank):
+            return low, (f"the send/recv pair '{low}:{high}': the lower rank publishes the id "
+                         "(the reporter's group rank is its global rank, or no prefix shows "
+                         "another)")
+        return None, f"send/recv pair '{low}:{high}' of a sub-group (group rank {group_rank} " \
+            f"is global rank {reporter})"
     if "default_pg" in f"{d.get('key')} {d.get('error')}":
         return int(root), "the store key names default_pg"
     if root == 0 and group_rank is not None and group_rank >= 1 and reporter == group_rank:
@@ -91,6 +111,8 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
         return [_unique_id(ids)]
     waits = [e for e in evs if e.pattern == WAIT]
     waiting = sorted({e.rank for e in evs if e.rank is not None})
+    if waits and log_absent_zero.reporters(events, known) is not None:
+        return []  # ranks 1..k waited and rank 0 is silent: log_absent_zero names rank 0
     if waits:
         files = {e.file for e in waits}
         bar = any(e.kind == log_busy.KIND and e.file in files and e.rank in (None, 0)
@@ -127,7 +149,7 @@ def _unique_id(ids: list[Any]) -> StallFinding:
                         if e.detail.get("group_rank") is not None})
     read = [root_global(e) for e in ids]
     roots = {r for r, _ in read}
-    group_roots = sorted({int(e.detail["root"]) for e in ids if e.detail.get("root") is not None})
+    group_roots = sorted({_group_root(e) for e in ids if e.detail.get("root") is not None})
     base: dict[str, Any] = {"waiting_group_ranks": reporters, "waited_on_group_rank":
                             group_roots, "errors": sorted({str(e.detail.get("error"))
                                                            for e in ids})[:4]}
@@ -136,8 +158,9 @@ def _unique_id(ids: list[Any]) -> StallFinding:
         assert root is not None
         return log_finding(
             "straggler", [root], "not_at_init", "low", UNIQUE_ID,
-            f"group rank(s) {reporters} waited for the NCCL id that rank {root} (the group's "
-            f"rank 0, global {root}) should have put in the store: rank {root} never got there "
+            f"group rank(s) {reporters} waited for the NCCL id that rank {root} (the "
+            f"communicator's rank 0, global {root}) should have put in the store: rank {root} "
+            "never got there "
             "— crashed, busy before init, or its store/network failed (then no rank is at "
             "fault: read its log)", REMEDIATION[UNIQUE_ID], ids,
             rank_from=sorted({how for r, how in read if r == root}), **base)
@@ -147,3 +170,10 @@ def _unique_id(ids: list[Any]) -> StallFinding:
         f"{group_roots or '?'}, but the lines do not show which global rank that is (a "
         "sub-group, or no launcher prefix): collect the group's rank list and that rank's log",
         REMEDIATION[UNIQUE_ID], ids, suspects=group_roots, **base)
+
+
+def _group_root(e: Any) -> int:
+    """The group rank that publishes the id: the lower rank of a send/recv pair's key, else the
+    group's rank 0 the message names."""
+    pair = _P2P_KEY.fullmatch(str(e.detail.get("key") or ""))
+    return int(pair.group(1)) if pair else int(e.detail["root"])

@@ -1,8 +1,8 @@
 """c10d / torchelastic lines that show a stall through their reporter only (log_c10d_reporter),
 on lines written as the torch wheels' strings print them (the inventory read them at 1.13.0 –
-2.13.0). What a verdict may say: the reporter is a witness; a rank the line names by reference
-is a suspect; nothing is ever above ``low``; and the lines never change a verdict that other
-evidence decides."""
+2.13.0). What a verdict may say: the reporter is a witness; a rank the line names as the one
+waited on is pointed at (low); nothing is ever above ``low``; and the lines never change a
+verdict that other evidence decides."""
 
 from __future__ import annotations
 
@@ -46,18 +46,28 @@ def test_a_reporter_only_line_is_a_stall_that_never_blames_its_reporter(
     assert 3 in found[0]["evidence"]["witnesses"]
 
 
-def test_ranks_named_by_reference_are_suspects(tmp_path: Path) -> None:
+def test_ranks_named_by_reference_are_pointed_at_low(tmp_path: Path) -> None:
     """StoreCollectives.cpp (2.4+): "barrier failed -- missing ranks: " + "i, " per rank +
-    e.what(); ProcessGroupGloo's tail "Please check rank 0 logs for faulty rank."."""
+    e.what(); ProcessGroupGloo's tail "Please check rank 0 logs for faulty rank.". Changed in
+    round three (issue 37 item 2, 37r): the ranks waited on are named at low, not suspects."""
     code, found = cli(tmp_path, PREFIX.format(r=1) + "RuntimeError: barrier failed -- missing "
                       "ranks: 2, 5, wait timeout after 30000ms, keys: /foo/last_members\n")
-    assert code == 1 and all(f["kind"] == "undecided" for f in found)
-    # the error's tail is also a store wait (read by log_store_wait: rank 0 serves the store)
-    [ref] = [f for f in found if f["evidence"]["pattern"] == "torch.store_collectives.missing"]
-    assert ref["evidence"]["suspects"] == [2, 5] and ref["confidence"] == "low"
+    assert code == 1 and (found[0]["kind"], found[0]["ranks"], found[0]["confidence"]) == (
+        "straggler", [2, 5], "low")
+    assert found[0]["evidence"]["pattern"] == "torch.store_collectives.missing"
+    assert found[0]["evidence"]["witnesses"] == [1]
+    # the error's tail is also a store wait: never read as rank 0's absence
+    assert all(0 not in f["ranks"] for f in found)
+    # two reports that disagree: only the ranks both list are named
+    two = "".join(PREFIX.format(r=r) + f"RuntimeError: barrier failed -- missing ranks: {m}, "
+                  "wait timeout after 30000ms, keys: /foo/last_members\n"
+                  for r, m in ((1, "2, 5"), (3, "5")))
+    code, found = cli(tmp_path, two)
+    assert (found[0]["kind"], found[0]["ranks"]) == ("straggler", [5])
     code, found = cli(tmp_path, PREFIX.format(r=4) + "for send/recv from rank 0. Please check "
                       "rank 0 logs for faulty rank.\n")
-    assert found[0]["evidence"]["suspects"] == [0]
+    assert (found[0]["kind"], found[0]["ranks"], found[0]["confidence"]) == (
+        "straggler", [0], "low")
 
 
 def test_other_evidence_decides_and_these_lines_add_nothing(tmp_path: Path) -> None:
