@@ -223,6 +223,8 @@ class ScheduleOptions:
     job_selector: str | None
     #: ``--shard``: this pod's share of the discovered jobs (None: all of them).
     shard: Shard | None = None
+    #: ``--now``: the time the run takes as now, ns (None: the clock when the run starts).
+    now: int | None = None
 
 
 @dataclass(frozen=True)

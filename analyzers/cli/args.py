@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import time
 from urllib.parse import urlsplit
 
 from stormotel.analyzers.algorithms.settings import parse_overrides, settings_for
@@ -110,7 +111,7 @@ def job_options_from_args(args: argparse.Namespace, *, quiet: bool = False) -> J
                                state_file=args.state_file, settle=settle_of(args),
                                max_window=args.max_window, timeout=args.timeout,
                                scheduled=args.scheduled, job_selector=args.job_selector,
-                               shard=_shard(args))
+                               shard=_shard(args), now=getattr(args, "now", None))
     sinks = SinkOptions(grafana_url=args.grafana_url, grafana_token_file=args.grafana_token_file,
                         grafana_dashboard_uid=args.grafana_dashboard_uid,
                         grafana_dashboard=args.grafana_dashboard,
@@ -171,6 +172,12 @@ def _job_problem(args: argparse.Namespace) -> str | None:
             return "--end needs --start"
         if args.start is not None and args.since is not None:
             return "give --since or --start/--end, not both"
+        if getattr(args, "now", None) is not None:
+            if args.start is not None:
+                return "give --now or --start/--end, not both (--start/--end is the window)"
+            if args.now > time.time_ns():
+                return ("--now must not be later than the clock: a run stores its window's "
+                        "end, and a stored end in the future is ignored by the next run")
     elif args.dcgm or args.state_file:
         return "--dcgm and --state-file need --prometheus URL"
     else:

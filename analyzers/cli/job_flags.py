@@ -143,6 +143,10 @@ def _add_window_arguments(parser: argparse.ArgumentParser) -> None:
                      help="window start (RFC 3339 or unix seconds); with --end, overrides "
                           "--since and the state file")
     win.add_argument("--end", type=parse_time, metavar="TIME", help="window end (default now)")
+    win.add_argument("--now", type=parse_time, metavar="TIME",
+                     help="the time this run takes as now (default: the clock; never later): "
+                          "a scheduled run as of a past cron tick, for a replay or a backfill "
+                          "(the window ends --settle before it and the state continues there)")
     win.add_argument("--state-file", type=Path, metavar="FILE",
                      help="records the last analysed window end per job, so consecutive runs "
                           "cover time without gaps or overlaps (locked while a run is active)")

@@ -37,7 +37,7 @@ from stormotel.analyzers.report import Report
 from stormotel.analyzers.run import RunOptions, RunResult, run_once
 from stormotel.analyzers.scheduled.shard import job_state_file
 from stormotel.analyzers.scheduled.state import StateError, StateFile, StateLocked
-from stormotel.analyzers.scheduled.window import resolve_window
+from stormotel.analyzers.scheduled.window import clock_ns, resolve_window
 from stormotel.analyzers.sinks import findings_series
 from stormotel.analyzers.sinks.findings_series import (
     OUTCOME_FINDINGS,
@@ -143,7 +143,7 @@ def run_job(opts: AnalyzeOptions, *, stalls: StallResult | None = None, several:
     state_file = job.schedule.state_file
     state = job_state(state_file, job.job_id) if state_file and not job.sinks.dry_run \
         else None
-    ctx = JobContext(opts, job.job_id, now_ns if now_ns is not None else time.time_ns(),
+    ctx = JobContext(opts, job.job_id, now_ns if now_ns is not None else clock_ns(job.schedule),
                      http.Deadline(job.schedule.timeout), summary, state, stalls, several, out)
     try:
         with state.locked() if state else contextlib.nullcontext():

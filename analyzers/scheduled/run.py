@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import time
 from typing import TextIO
 
 from stormotel.analyzers import http, messages
@@ -22,6 +21,7 @@ from stormotel.analyzers.options import AnalyzeOptions
 from stormotel.analyzers.run import read_stalls
 from stormotel.analyzers.scheduled import shard
 from stormotel.analyzers.scheduled.job import run_job
+from stormotel.analyzers.scheduled.window import clock_ns
 from stormotel.analyzers.sources.discovery import DiscoveryError, discover_jobs
 from stormotel.analyzers.sources.protocol import Progress
 from stormotel.analyzers.stalls.cli_support import StallResult
@@ -50,7 +50,7 @@ def run_scheduled(opts: AnalyzeOptions, *, stalls: StallResult | None = None,
                   err: TextIO | None = None, now_ns: int | None = None) -> int:
     """Discover the window's jobs and run each (at its own output paths when several)."""
     err = err or sys.stderr
-    now_ns = now_ns if now_ns is not None else time.time_ns()
+    now_ns = now_ns if now_ns is not None else clock_ns(opts.job.schedule)
     jobs = discover(opts, err, now_ns)
     if jobs is None:
         return exitcodes.SOURCE_FAILURE

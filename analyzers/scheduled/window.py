@@ -4,6 +4,8 @@ the end read back from the TSDB), ``--settle`` before now, at most ``--max-windo
 
 from __future__ import annotations
 
+import time
+
 from stormotel.analyzers.options import ScheduleOptions
 from stormotel.analyzers.scheduled.state import StateError, StateFile
 from stormotel.analyzers.window import Window, iso_time
@@ -13,6 +15,12 @@ from stormotel.analyzers.window import Window, iso_time
 #: with "nothing new yet" and leaves the window to the next run, instead of failing (exit 3)
 #: on a second run seconds after the first.
 MIN_NEW_WINDOW_S = 30.0
+
+
+def clock_ns(schedule: ScheduleOptions) -> int:
+    """The run's now: ``--now`` where given (a replay or backfill as of a past cron tick, which
+    the options keep from being later than the clock), else the clock."""
+    return schedule.now if schedule.now is not None else time.time_ns()
 
 
 def resolve_window(schedule: ScheduleOptions, now_ns: int, state: StateFile | None,

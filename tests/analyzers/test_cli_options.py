@@ -33,6 +33,11 @@ PROM = ["--prometheus", "http://127.0.0.1:1"]
     ([*PROM, "--job-id", "j", "--end", "1700000000"], "--end needs --start"),
     ([*PROM, "--job-id", "j", "--start", "1700000000", "--since", "1h"],
      "give --since or --start/--end, not both"),
+    ([*PROM, "--scheduled", "--now", "9000000000"],
+     "--now must not be later than the clock: a run stores its window's end, and a stored end "
+     "in the future is ignored by the next run"),
+    ([*PROM, "--job-id", "j", "--start", "1700000000", "--now", "1700000600"],
+     "give --now or --start/--end, not both (--start/--end is the window)"),
     (["x.jsonl", "--state-file", "s.json"], "--dcgm and --state-file need --prometheus URL"),
     (["x.jsonl", "--grafana-folder", "f"],
      "--grafana-dashboard/--grafana-dashboard-uid/--grafana-folder need --grafana-url"),

@@ -9,22 +9,45 @@ Tolerances (measured on torch 2.13 CPU, recorded in docs/estimation.md):
 
 from __future__ import annotations
 
+import importlib
 import math
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
-import torch
 
-from examples import estimate_models
-from stormotel.estimate.core import EstimationError, allocation_peak, estimate
-from stormotel.estimate.factory import FactoryError
 from stormotel.estimate.report import CATEGORIES, Estimate
 
-MODELS = {  # spec → (factory, optimizer keeps two moments + a step counter per parameter)
-    "examples.estimate_models:mlp_sgd": (estimate_models.mlp_sgd, False),
-    "examples.estimate_models:mlp_adam": (estimate_models.mlp_adam, True),
-    "examples.estimate_models:transformer_adamw": (estimate_models.transformer_adamw, True),
+if TYPE_CHECKING:
+    import torch
+
+# torch, the estimator and the example models are imported when a test runs, not when the
+# module is collected: every xdist worker collects every module (torch and its distributed
+# tools cost several seconds of CPU each time) and only one of them runs these tests.
+
+MODELS = {  # spec → the optimizer keeps two moments + a step counter per parameter
+    "examples.estimate_models:mlp_sgd": False,
+    "examples.estimate_models:mlp_adam": True,
+    "examples.estimate_models:transformer_adamw": True,
 }
+
+
+def _model(spec: str) -> Any:
+    """What the example factory ``spec`` builds: (model, optimizer, batch)."""
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)()
+
+
+def estimate(spec: str, **kwargs: Any) -> Estimate:
+    from stormotel.estimate.core import estimate as run
+
+    return run(spec, **kwargs)
+
+
+def _error(name: str) -> type[Exception]:
+    from stormotel.estimate import core, factory
+
+    return {"EstimationError": core.EstimationError, "FactoryError": factory.FactoryError}[name]
 
 
 def _tensor_bytes(tensors: list[torch.Tensor], round_to: int = 1) -> int:
@@ -39,8 +62,8 @@ def fake_estimates() -> dict[str, Estimate]:
 @pytest.mark.parametrize("spec", list(MODELS))
 def test_parameters_gradients_and_optimizer_state_are_exact(
         spec: str, fake_estimates: dict[str, Estimate]) -> None:
-    factory, adam_like = MODELS[spec]
-    model, _, _ = factory()
+    adam_like = MODELS[spec]
+    model, _, _ = _model(spec)
     params = list(model.parameters())
     param_bytes = _tensor_bytes(params)
     est = fake_estimates[spec]
@@ -80,7 +103,7 @@ def test_gradients_at_a_backward_peak_are_not_temporaries(
     every activation alive). That op creates ff2's weight and bias gradients, which MemTracker's
     peak snapshot files as ``Temp``: they are gradients; the true temporary is dL/d(gelu out)."""
     est = fake_estimates["examples.estimate_models:transformer_adamw"]
-    model, _, batch = estimate_models.transformer_adamw()
+    model, _, batch = _model("examples.estimate_models:transformer_adamw")
     assert est.peak_during == "iteration 1 backward"
     assert est.categories["gradients"] == _tensor_bytes([model.ff2.weight, model.ff2.bias])
     assert est.categories["temporaries"] == batch.numel() * 4 * 4  # (b, t, d_ff) float32
@@ -93,7 +116,7 @@ def test_gradients_at_a_backward_peak_are_not_temporaries(
 
 
 def test_cuda_block_rounding_applies_on_cpu() -> None:
-    model, _, _ = estimate_models.mlp_adam()
+    model, _, _ = _model("examples.estimate_models:mlp_adam")
     params = list(model.parameters())
     est = estimate("examples.estimate_models:mlp_adam", round_to=512)
     assert est.categories["parameters"] == _tensor_bytes(params, 512)
@@ -126,7 +149,7 @@ def test_fake_and_real_agree_and_tracker_matches_allocator(
 
 
 def test_untraceable_model_suggests_real_mode() -> None:
-    with pytest.raises(EstimationError, match="--mode real") as info:
+    with pytest.raises(_error("EstimationError"), match="--mode real") as info:
         estimate("tests.estimate.factories:data_dependent")
     assert "iteration 0 forward" in str(info.value)
     assert "(at factories.py:" in str(info.value)  # the user's line, not torch's
@@ -134,13 +157,13 @@ def test_untraceable_model_suggests_real_mode() -> None:
 
 
 @pytest.mark.parametrize(("spec", "error", "fragment"), [
-    ("converted_after_build", FactoryError, "create them in the target dtype or device"),
-    ("deep_copied_layers", EstimationError, "build each layer instead of copying one"),
+    ("converted_after_build", "FactoryError", "create them in the target dtype or device"),
+    ("deep_copied_layers", "EstimationError", "build each layer instead of copying one"),
 ])
 @pytest.mark.filterwarnings("ignore:Accessing the data pointer of FakeTensor")  # torch's own
 def test_fake_mode_limits_are_explained_and_real_mode_works(
-        spec: str, error: type[Exception], fragment: str) -> None:
-    with pytest.raises(error) as info:
+        spec: str, error: str, fragment: str) -> None:
+    with pytest.raises(_error(error)) as info:
         estimate(f"tests.estimate.factories:{spec}")
     assert fragment in str(info.value) and "--mode real" in str(info.value)
     assert estimate(f"tests.estimate.factories:{spec}", mode="real").peak_bytes > 0
@@ -156,12 +179,14 @@ def test_fake_mode_limits_are_explained_and_real_mode_works(
     ("tests.estimate.factories:raises", "raised ValueError: dataset path"),
 ])
 def test_factory_errors(spec: str, fragment: str) -> None:
-    with pytest.raises(FactoryError) as info:
+    with pytest.raises(_error("FactoryError")) as info:
         estimate(spec)
     assert fragment in str(info.value)
 
 
 def test_allocation_peak_counts_live_bytes_from_before_the_window() -> None:
+    from stormotel.estimate.core import allocation_peak
+
     t = np.array([0, 10, 20, 30, 40, 50], dtype=np.int64)
     b = np.array([100, 50, -50, 200, -200, 10], dtype=np.int64)
     # live: 100 150 100 300 100 110; window [15, 45] holds 100, 300, 100.

@@ -7,6 +7,10 @@ twice, both exiting 0. Here real ``stormotel analyze`` processes run against a r
 three at once (unsharded, shard 0/2, shard 1/2) — each job's window is analysed by exactly one of
 them, the others say another run holds it; then the modes switch and every job's next window
 starts where its previous one ended.
+
+Each run is told its "now" (``--now``, a past cron tick) instead of waiting out
+``MIN_NEW_WINDOW_S`` of real time between the runs: the planted samples and every run's clock
+lie in the recent past, ``MIN_NEW_WINDOW_S`` plus a second apart.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import httpx
 import numpy as np
 import pytest
 from stormotel.analyzers.scheduled import job
+from stormotel.analyzers.scheduled.window import MIN_NEW_WINDOW_S
 from stormotel.analyzers.sinks import remote_write
 
 from stormotel import exitcodes, schema
@@ -70,12 +75,16 @@ def test_sharded_and_unsharded_runs_share_one_state(tmp_path: Path) -> None:
     from tests import servers
 
     with servers.prometheus(tmp_path / "prom") as prom:
-        planted_ms = time.time_ns() // 1_000_000 - 1_000
+        # The first runs' now lies far enough back that the later ticks stay in the past.
+        tick = time.time_ns() // 1_000_000 - 3 * round(MIN_NEW_WINDOW_S * 1000) - 30_000
+        planted_ms = tick - 1_000
         ids = _plant(prom.url, planted_ms)
         state = tmp_path / "state" / "state.json"
+        now = ("--now", f"{tick / 1000:.3f}")
         # Three runs at once: unsharded, and the two shards of N=2.
-        runs = _finish([_start(prom.url, state), _start(prom.url, state, "--shard", "0/2"),
-                        _start(prom.url, state, "--shard", "1/2")])
+        runs = _finish([_start(prom.url, state, *now),
+                        _start(prom.url, state, "--shard", "0/2", *now),
+                        _start(prom.url, state, "--shard", "1/2", *now)])
         analysed: dict[str, list[str]] = {}
         for code, lines in runs:
             assert code == exitcodes.OK, lines
@@ -100,10 +109,12 @@ def test_sharded_and_unsharded_runs_share_one_state(tmp_path: Path) -> None:
         # starts where the job's previous one ended (the same per-job state), none from --since.
         previous = {j: max(w) for j, w in analysed.items()}
         for extra in ((), ("--shard", "0/1")):
-            time.sleep(31.0)  # more new time than a window's shortest (MIN_NEW_WINDOW_S)
+            # The next tick: more new time than a window's shortest (MIN_NEW_WINDOW_S).
+            tick += round(MIN_NEW_WINDOW_S * 1000) + 1_000
             planted_ms += 30_000
             _plant(prom.url, planted_ms, n=2)  # the jobs go on: new samples in the window
-            [(code, lines)] = _finish([_start(prom.url, state, *extra)])
+            [(code, lines)] = _finish([_start(prom.url, state, *extra, "--now",
+                                              f"{tick / 1000:.3f}")])
             assert code == exitcodes.OK, lines
             seen = {ln["job_id"]: ln for ln in lines}
             assert sorted(seen) == ids

@@ -128,3 +128,32 @@ def test_tenant_header_goes_on_every_request() -> None:
         assert client.headers["X-Scope-OrgID"] == "team-a"
     with pytest.raises(SystemExit):
         parser.parse_args(["--http-header", "no colon here"])
+
+
+def test_tls_context_is_loaded_once_per_file_contents(tmp_path) -> None:
+    """A scheduled run makes clients per job: they share one context while the TLS files stay
+    as they were, and a rotated CA bundle (new contents) is loaded afresh, never the stale one."""
+    import os
+    from pathlib import Path
+
+    import certifi
+
+    system = http.HttpSettings()
+    assert http.ssl_context(system) is http.ssl_context(system)
+    bundle = Path(certifi.where()).read_text()
+    certs = bundle.split("-----END CERTIFICATE-----\n")
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----END CERTIFICATE-----\n".join(certs[:3]) + "-----END CERTIFICATE-----\n")
+    first = http.ssl_context(http.HttpSettings(ca_file=ca))
+    assert first is http.ssl_context(http.HttpSettings(ca_file=ca))
+    assert first.cert_store_stats()["x509_ca"] == 3
+    rotated = tmp_path / "rotated.pem"  # written beside, then moved over: a new inode
+    rotated.write_text("-----END CERTIFICATE-----\n".join(certs[:5]) +
+                       "-----END CERTIFICATE-----\n")
+    os.replace(rotated, ca)
+    second = http.ssl_context(http.HttpSettings(ca_file=ca))
+    assert second is not first and second.cert_store_stats()["x509_ca"] == 5
+    ca.write_text("not a certificate\n")
+    for _ in range(2):  # a failure is not remembered as a context: each call says it
+        with pytest.raises(http.ConfigError, match="cannot load TLS files"):
+            http.ssl_context(http.HttpSettings(ca_file=ca))

@@ -25,6 +25,7 @@ import zstandard
 
 from stormotel import environment
 from tests import servers
+from tests.cli import run_stormotel_here
 from tests.tracker.otlp_util import archive_lines, metrics_files
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -202,29 +203,37 @@ def wait_jobs(jobs: list[RunningJob], timeout_s: float = 180.0) -> None:
             assert p.returncode == 0, f"{job.job_id}: tracker exited {p.returncode}: {err}"
 
 
-def analyze(args: list[str], out: Path, timeout: float = 120.0) -> tuple[int, dict[str, Any]]:
-    """``stormotel analyze … --format json -o out``; returns (exit code, report)."""
-    r = subprocess.run([sys.executable, "-m", "stormotel", "analyze", *args, "--format", "json",
-                        "-o", str(out)], cwd=ROOT, capture_output=True, text=True,
-                       timeout=timeout)
+def analyze(args: list[str], out: Path, timeout: float = 120.0, *,
+            in_process: bool = False) -> tuple[int, dict[str, Any]]:
+    """``stormotel analyze … --format json -o out``; returns (exit code, report).
+    ``in_process``: through the same entry point in this process (tests.cli.run_stormotel_here),
+    for the suite's dozens of analyses; the benchmark times real command runs."""
+    argv = ["analyze", *args, "--format", "json", "-o", str(out)]
+    if in_process:
+        r = run_stormotel_here(*argv)
+    else:
+        r = subprocess.run([sys.executable, "-m", "stormotel", *argv], cwd=ROOT,
+                           capture_output=True, text=True, timeout=timeout)
     if not out.exists():
         raise AssertionError(f"analyze {args} exit {r.returncode}: {r.stderr[-2000:]}")
     return r.returncode, json.loads(out.read_text())
 
 
-def analyze_archive(job: RunningJob, out: Path) -> tuple[int, dict[str, Any]]:
-    return analyze([str(job.archive), "--job-id", job.job_id], out)
+def analyze_archive(job: RunningJob, out: Path, *, in_process: bool = False
+                    ) -> tuple[int, dict[str, Any]]:
+    return analyze([str(job.archive), "--job-id", job.job_id], out, in_process=in_process)
 
 
 def analyze_prometheus(job: RunningJob, urls: list[str], out: Path,
-                       extra: list[str] | None = None) -> tuple[int, dict[str, Any]]:
+                       extra: list[str] | None = None, *, in_process: bool = False
+                       ) -> tuple[int, dict[str, Any]]:
     start = job.epoch_ns / 1e9 - LEAD_IN_S - 5
     end = job.epoch_ns / 1e9 + job.scenario.duration_s + 40
     args = []
     for u in urls:
         args += ["--prometheus", u]
     return analyze([*args, "--job-id", job.job_id, "--start", f"{start:.3f}",
-                    "--end", f"{end:.3f}", *(extra or [])], out)
+                    "--end", f"{end:.3f}", *(extra or [])], out, in_process=in_process)
 
 
 @dataclass

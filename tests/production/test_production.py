@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -64,10 +65,18 @@ def test_archive_path(fleet: dict[str, Any], name: str) -> None:
     _check(name, code, report, must_name=True)
 
 
+def _tsdb(job: harness.RunningJob, urls: list[str], out: Path,
+          extra: list[str] | None = None) -> tuple[int, dict[str, Any]]:
+    """The archive path runs ``stormotel analyze`` as a user types it (a fresh interpreter);
+    the TSDB paths' ~45 analyses run through the same entry point in this process
+    (tests.cli.run_stormotel_here): ~0.4 s of CPU each for the interpreter's imports saved."""
+    return harness.analyze_prometheus(job, urls, out, extra, in_process=True)
+
+
 @pytest.mark.parametrize("name", [s.name for s in harness.SCENARIOS])
 def test_prometheus_path(fleet: dict[str, Any], name: str) -> None:
     job = fleet["jobs"][name]
-    code, report = harness.analyze_prometheus(job, [fleet["prom"]],
+    code, report = _tsdb(job, [fleet["prom"]],
                                               fleet["work"] / f"{name}-prom.json")
     # Edge gauges carry the tracker's own sample time: the leader is named despite 15 s scrapes.
     # A 30 s job holds ~2 scrapes per rank: too few for gap analysis (checked in the benchmark).
@@ -77,8 +86,8 @@ def test_prometheus_path(fleet: dict[str, Any], name: str) -> None:
 def test_two_scrapers_same_answer_in_any_order(fleet: dict[str, Any]) -> None:
     job = fleet["jobs"][PAIRED]
     a, b = fleet["prom"], fleet["prom_b"]
-    _, ab = harness.analyze_prometheus(job, [a, b], fleet["work"] / "ab.json")
-    _, ba = harness.analyze_prometheus(job, [b, a], fleet["work"] / "ba.json")
+    _, ab = _tsdb(job, [a, b], fleet["work"] / "ab.json")
+    _, ba = _tsdb(job, [b, a], fleet["work"] / "ba.json")
     assert ab["cross_rank"]["first_cause_suspects"] == ba["cross_rank"]["first_cause_suspects"]
     assert ab["cross_rank"].get("incidents") == ba["cross_rank"].get("incidents")
     _check(PAIRED, 1, ab, must_name=True, check_gaps=False)
@@ -94,8 +103,8 @@ def test_bulk_read_same_findings_as_query_api(fleet: dict[str, Any], name: str) 
     # read): reused when it ran, so the suite pays for one more analysis per scenario, not two
     done = work / f"{name}-prom.json"
     code_b, bulk = ((None, json.loads(done.read_text())) if done.exists() else
-                    harness.analyze_prometheus(job, [fleet["prom"]], work / f"{name}-rr.json"))
-    code_q, query = harness.analyze_prometheus(job, [fleet["prom"]], work / f"{name}-q.json",
+                    _tsdb(job, [fleet["prom"]], work / f"{name}-rr.json"))
+    code_q, query = _tsdb(job, [fleet["prom"]], work / f"{name}-q.json",
                                                extra=["--tsdb-read", "query"])
     assert bulk["extra"]["source"]["read_api"] == {fleet["prom"]: "remote_read"}
     assert query["extra"]["source"]["read_api"] == {fleet["prom"]: "query"}
@@ -114,8 +123,8 @@ def test_vm_native_export_same_findings_as_query_api(fleet: dict[str, Any], name
     never a wrong rank named at high or medium."""
     job = fleet["jobs"][name]
     work = fleet["work"]
-    code_n, native = harness.analyze_prometheus(job, [fleet["vm"]], work / f"{name}-vmn.json")
-    code_q, query = harness.analyze_prometheus(job, [fleet["vm"]], work / f"{name}-vmq.json",
+    code_n, native = _tsdb(job, [fleet["vm"]], work / f"{name}-vmn.json")
+    code_q, query = _tsdb(job, [fleet["vm"]], work / f"{name}-vmq.json",
                                                extra=["--tsdb-read", "query"])
     assert native["extra"]["source"]["read_api"] == {fleet["vm"]: "vm_native"}
     assert query["extra"]["source"]["read_api"] == {fleet["vm"]: "query"}
