@@ -30,8 +30,11 @@ ROOT = Path(__file__).resolve().parents[2]
 JOB = "oomcount"
 # On a clock shared by the ranks that starts 5 s after launch (interpreters start slowly on a
 # busy machine; every rank must be sampling before the faults): rank 1 leaks from 0.5 s and runs
-# out at 2 s; rank 3 spikes and runs out at 3 s.
-EPOCH_IN_S = 5.0
+# out at 2 s; rank 3 spikes and runs out at 3 s. The lead-in grows with the machine's load (a
+# rank that starts sampling after its own OOM leaves no counter rise to read — at load 9-15 the
+# fixed 5 s let rank 1 start late and the test read rank 3 as first: the premise, not the
+# analyzer, failed); one second per unit of load, 5 to 30 s.
+EPOCH_IN_S = min(30.0, max(5.0, os.getloadavg()[0]))
 FAULTS = ("rank=1:leak@t=0.5s,rate=2GiB/s;rank=1:oom@t=2s;"
           "rank=3:spike@t=2.5s,delta=2GiB,duration=1s;rank=3:oom@t=3s")
 
