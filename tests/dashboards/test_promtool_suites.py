@@ -3,31 +3,30 @@ change anywhere a group's checks can see runs that group, and nothing else is sk
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tests.dashboards.exprs import RULES_PATH
-from tests.dashboards.promtool_suites import groups_to_run, write_subset
+from tests.dashboards.promtool_suites import dump, groups_to_run, load, write_subset
 
 SHIPPED_TESTS = RULES_PATH.parent / "tests" / "stormotel-rules.test.yml"
 
 
+@functools.cache
 def _suite() -> list[dict[str, Any]]:
-    return yaml.safe_load(SHIPPED_TESTS.read_text())["tests"]
+    return load(SHIPPED_TESTS)["tests"]
 
 
 def _variant(tmp_path: Path, edit_rule: Any = None, edit_suite: Any = None) -> list[int]:
-    rules = yaml.safe_load(RULES_PATH.read_text())
-    suite = yaml.safe_load(SHIPPED_TESTS.read_text())
+    rules, suite = load(RULES_PATH), load(SHIPPED_TESTS)
     for rule in (r for g in rules["groups"] for r in g["rules"]):
         if edit_rule:
             edit_rule(rule)
     if edit_suite:
         edit_suite(suite)
-    (tmp_path / "r.yml").write_text(yaml.safe_dump(rules))
-    (tmp_path / "t.yml").write_text(yaml.safe_dump(suite))
+    (tmp_path / "r.yml").write_text(dump(rules))
+    (tmp_path / "t.yml").write_text(dump(suite))
     return groups_to_run(tmp_path / "t.yml", tmp_path / "r.yml", SHIPPED_TESTS, RULES_PATH)
 
 
@@ -85,8 +84,7 @@ def test_a_changed_group_or_evaluation_interval_runs(tmp_path: Path) -> None:
 
 def test_the_subset_keeps_the_rule_files_and_the_chosen_groups(tmp_path: Path) -> None:
     out = write_subset(SHIPPED_TESTS, [1, 4], tmp_path / "s.yml")
-    suite = yaml.safe_load(out.read_text())
-    shipped = yaml.safe_load(SHIPPED_TESTS.read_text())
+    suite, shipped = load(out), load(SHIPPED_TESTS)
     assert suite["rule_files"] == shipped["rule_files"]
     assert suite["evaluation_interval"] == shipped["evaluation_interval"]
     assert suite["tests"] == [shipped["tests"][1], shipped["tests"][4]]
