@@ -54,11 +54,13 @@ def test_promtool_unit_tests_catch_a_broken_rule(tmp_path: Path) -> None:
     (tmp_path / "rules").mkdir()
     (tmp_path / "rules" / rules.RULES_FILE).write_text(broken)
     (tmp_path / "rules" / "tests").mkdir()
-    # Only the test groups that check the weakened alert: the others cannot see the change,
-    # and the whole file is a minute of promtool on a busy machine (run once, unbroken, above).
+    # Only the test groups that expect the weakened alert to fire: the others cannot see the
+    # change (a quiet check of it, as in the healthy control, stays quiet when the threshold
+    # rises: `> 0.99` holds only where `> 0.95` does), and the whole file is a minute of
+    # promtool on a busy machine (run once, unbroken, above).
     suite = yaml.safe_load(TESTS_PATH.read_text())
     suite["tests"] = [t for t in suite["tests"]
-                      if any(c["alertname"] == "StormotelGpuMemoryPressure"
+                      if any(c["alertname"] == "StormotelGpuMemoryPressure" and c["exp_alerts"]
                              for c in t.get("alert_rule_test", ()))]
     assert suite["tests"]
     (tmp_path / "rules" / "tests" / TESTS_PATH.name).write_text(yaml.safe_dump(suite))
