@@ -113,8 +113,9 @@ def _write_job(url: str, job: str, namespace: str, t0_ms: int) -> int:
                 for k, v in sorted({**_labels(job, namespace, rank),
                                     "__name__": name}.items()):
                     ts.labels.add(name=k, value=v)
-                ts.samples.extend(prompb.Sample(value=v, timestamp=t0_ms + m * 60_000)
-                                  for m, v in points)
+                add = ts.samples.add  # in place: ~2x less CPU than building Sample objects
+                for m, v in points:
+                    add(value=v, timestamp=t0_ms + m * 60_000)
                 n += len(points)
                 if len(req.timeseries) >= BATCH:
                     flush()

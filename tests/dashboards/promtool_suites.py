@@ -1,0 +1,159 @@
+"""Run a variant of the generated promtool suite (custom thresholds, a report link, another
+runbook) without re-running the test groups whose outcome is already known.
+
+``promtool test rules`` is deterministic: a test group's outcome is a function of the group
+(its input series, interval, checks) and of the rules its checks can see. The shipped suite
+(``dashboards/rules/tests/stormotel-rules.test.yml`` against ``dashboards/rules/
+stormotel-rules.yml``) runs whole in tests/dashboards/test_rules.py. A variant's group that is
+byte-for-byte the shipped one, and whose checks read only rules that are identical in both
+files, has the same outcome as there, so running it again proves nothing new; it costs up to
+ten seconds of promtool each (every rule evaluated every 15 s over up to five hours).
+
+What a group's checks can see, and so what must be identical for it to be skipped:
+
+* every recording rule (any alert may read any of them), compared on everything promtool loads
+  (expr, labels);
+* each alert it names in ``alert_rule_test``: expr, ``for``, labels, and its annotations as
+  well when the group expects that alert to fire (promtool compares the firing alerts' labels
+  and annotations; a quiet check sees neither);
+* every alert rule when a ``promql_expr_test`` reads ``ALERTS`` or ``ALERTS_FOR_STATE``;
+* the file-level settings (evaluation interval, group order) and every rule group's own
+  settings (name, interval).
+
+An annotation without a template action (no ``{{``), such as ``runbook_url``, renders to its
+own text, so a check of it is a comparison of two strings: where the variant's expected text
+equals the variant rule's text, both are put back to the shipped rule's text before comparing
+(a moved runbook URL changes no outcome); where they differ, the group runs (and fails).
+
+Any difference runs the group. A variant whose rules differ anywhere still has every one of its
+rules evaluated over real inputs by the groups that do run (promtool evaluates the whole rules
+file in every group), so an expression that fails at evaluation is still caught.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+_RULE_KEYS = ("expr", "for", "labels")
+_GROUP_KEYS = ("name", "interval", "limit")
+_ALERT_SERIES = ("ALERTS", "ALERTS_FOR_STATE")
+
+
+#: libyaml's loader and dumper where PyYAML has them: the suite is 100 kB of YAML, read and
+#: written a few times per variant (the pure-Python ones take seconds of CPU for that).
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def load(path: Path) -> Any:
+    return yaml.load(path.read_text(), Loader=_LOADER)
+
+
+def dump(data: Any, sort_keys: bool = True) -> str:
+    return yaml.dump(data, Dumper=_DUMPER, sort_keys=sort_keys)
+
+
+def _rules(rules_file: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    groups = load(rules_file)["groups"]
+    return groups, [r for g in groups for r in g["rules"]]
+
+
+def _alerts_by_name(rules: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in rules:
+        if "alert" in r:
+            out.setdefault(str(r["alert"]), []).append(r)
+    return out
+
+
+def _same(a: list[dict[str, Any]], b: list[dict[str, Any]], keys: tuple[str, ...]) -> bool:
+    return [{k: r.get(k) for k in keys} for r in a] == [{k: r.get(k) for k in keys} for r in b]
+
+
+def _reads_alerts(group: dict[str, Any]) -> bool:
+    return any(name in str(t.get("expr", "")) for t in group.get("promql_expr_test", ())
+               for name in _ALERT_SERIES)
+
+
+def _literal(value: object) -> bool:
+    return isinstance(value, str) and "{{" not in value
+
+
+def _severity(alert: dict[str, Any]) -> str:
+    return str((alert.get("labels") or {}).get("severity", ""))
+
+
+def _shipped_literals(v_rules: list[dict[str, Any]], s_rules: list[dict[str, Any]],
+                      v_suite: dict[str, Any]) -> None:
+    """Put the variant's template-free annotations, in its rules and in the checks that expect
+    exactly them, back to the shipped rule's text (in place; see the module docstring)."""
+    shipped = {(str(r["alert"]), _severity(r)): r.get("annotations") or {}
+               for r in s_rules if "alert" in r}
+    moved: dict[tuple[str, str, str], tuple[str, str]] = {}
+    for rule in (r for r in v_rules if "alert" in r):
+        key = (str(rule["alert"]), _severity(rule))
+        for name, text in (rule.get("annotations") or {}).items():
+            before = shipped.get(key, {}).get(name)
+            if _literal(text) and _literal(before) and text != before:
+                moved[(*key, name)] = (text, before)
+                rule["annotations"][name] = before
+    seen: set[int] = set()  # a YAML alias makes one dict recur: put it back once
+    for group in v_suite["tests"]:
+        for case in group.get("alert_rule_test", ()):
+            for alert in case.get("exp_alerts") or ():
+                severity = str((alert.get("exp_labels") or {}).get("severity", ""))
+                notes = alert.get("exp_annotations") or {}
+                if id(notes) in seen:
+                    continue
+                seen.add(id(notes))
+                for name, text in notes.items():
+                    now, before = moved.get((str(case["alertname"]), severity, name),
+                                            (None, None))
+                    if now is not None:  # renders ``now``: expected right, or a mismatch
+                        notes[name] = before if text == now else f"{text!r} != {now!r}"
+
+
+def groups_to_run(variant_tests: Path, variant_rules: Path, shipped_tests: Path,
+                  shipped_rules: Path) -> list[int]:
+    """Indexes of the variant suite's test groups whose outcome the shipped suite's run does
+    not already give (see the module docstring for the rule)."""
+    v_suite, s_suite = load(variant_tests), load(shipped_tests)
+    v_groups, v_rules = _rules(variant_rules)
+    s_groups, s_rules = _rules(shipped_rules)
+    _shipped_literals(v_rules, s_rules, v_suite)
+    settings_same = (
+        {k: v for k, v in v_suite.items() if k != "tests"}
+        == {k: v for k, v in s_suite.items() if k != "tests"}
+        and [{k: g.get(k) for k in _GROUP_KEYS} for g in v_groups]
+        == [{k: g.get(k) for k in _GROUP_KEYS} for g in s_groups]
+        and _same([r for r in v_rules if "record" in r], [r for r in s_rules if "record" in r],
+                  ("record", *_RULE_KEYS)))
+    v_alerts, s_alerts = _alerts_by_name(v_rules), _alerts_by_name(s_rules)
+    all_alerts_same = v_alerts.keys() == s_alerts.keys() and all(
+        _same(v_alerts[n], s_alerts[n], _RULE_KEYS) for n in v_alerts)
+    shipped = {dump(g) for g in s_suite["tests"]}
+    run: list[int] = []
+    for i, group in enumerate(v_suite["tests"]):
+        known = settings_same and dump(group) in shipped
+        for case in group.get("alert_rule_test", ()):
+            name = str(case["alertname"])
+            keys = (*_RULE_KEYS, "annotations") if case.get("exp_alerts") else _RULE_KEYS
+            known = known and name in v_alerts and name in s_alerts and _same(
+                v_alerts[name], s_alerts[name], keys)
+        if _reads_alerts(group):
+            known = known and all_alerts_same
+        if not known:
+            run.append(i)
+    return run
+
+
+def write_subset(variant_tests: Path, keep: list[int], out: Path) -> Path:
+    """The variant suite with only the groups in ``keep``, written beside it as ``out`` (same
+    directory, so its relative ``rule_files`` still point at the variant's rules)."""
+    suite = load(variant_tests)
+    suite["tests"] = [g for i, g in enumerate(suite["tests"]) if i in keep]
+    out.write_text(dump(suite, sort_keys=False))
+    return out

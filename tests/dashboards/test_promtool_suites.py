@@ -1,0 +1,119 @@
+"""Which groups of a variant promtool suite must run (tests/dashboards/promtool_suites.py): a
+change anywhere a group's checks can see runs that group, and nothing else is skipped."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from tests.dashboards.exprs import RULES_PATH
+from tests.dashboards.promtool_suites import dump, groups_to_run, load, write_subset
+
+SHIPPED_TESTS = RULES_PATH.parent / "tests" / "stormotel-rules.test.yml"
+
+
+@functools.cache
+def _suite() -> list[dict[str, Any]]:
+    return load(SHIPPED_TESTS)["tests"]
+
+
+def _variant(tmp_path: Path, edit_rule: Any = None, edit_suite: Any = None) -> list[int]:
+    rules, suite = load(RULES_PATH), load(SHIPPED_TESTS)
+    for rule in (r for g in rules["groups"] for r in g["rules"]):
+        if edit_rule:
+            edit_rule(rule)
+    if edit_suite:
+        edit_suite(suite)
+    (tmp_path / "r.yml").write_text(dump(rules))
+    (tmp_path / "t.yml").write_text(dump(suite))
+    return groups_to_run(tmp_path / "t.yml", tmp_path / "r.yml", SHIPPED_TESTS, RULES_PATH)
+
+
+def _naming(alert: str) -> set[int]:
+    return {i for i, g in enumerate(_suite())
+            if any(c["alertname"] == alert for c in g.get("alert_rule_test", ()))}
+
+
+def _reading_alerts() -> set[int]:
+    return {i for i, g in enumerate(_suite())
+            if any("ALERTS" in t["expr"] for t in g.get("promql_expr_test", ()))}
+
+
+def test_the_shipped_suite_itself_needs_no_rerun(tmp_path: Path) -> None:
+    assert _variant(tmp_path) == []
+
+
+def test_a_changed_recording_rule_runs_every_group(tmp_path: Path) -> None:
+    def edit(rule: dict[str, Any]) -> None:
+        if rule.get("record") == "stormotel:rank_active:bool":
+            rule["expr"] = rule["expr"].replace("[2m]", "[3m]")
+    assert _variant(tmp_path, edit) == list(range(len(_suite())))
+
+
+def test_a_changed_alert_runs_the_groups_naming_it_and_those_reading_alerts(
+        tmp_path: Path) -> None:
+    def edit(rule: dict[str, Any]) -> None:
+        if rule.get("alert") == "StormotelRankStalled":
+            rule["for"] = "6m"
+    run = set(_variant(tmp_path, edit))
+    assert _naming("StormotelRankStalled") and _reading_alerts()
+    assert run == _naming("StormotelRankStalled") | _reading_alerts()
+    assert len(run) < len(_suite())
+
+
+def test_changed_annotations_run_only_the_groups_where_that_alert_fires(tmp_path: Path) -> None:
+    def edit(rule: dict[str, Any]) -> None:
+        if rule.get("alert") == "StormotelRankStalled":
+            rule["annotations"]["summary"] += "!"
+    firing = {i for i, g in enumerate(_suite()) for c in g.get("alert_rule_test", ())
+              if c["alertname"] == "StormotelRankStalled" and c["exp_alerts"]}
+    assert firing and firing < _naming("StormotelRankStalled")  # the healthy control: quiet
+    assert set(_variant(tmp_path, edit)) == firing
+
+
+def test_a_changed_group_or_evaluation_interval_runs(tmp_path: Path) -> None:
+    def one_group(suite: dict[str, Any]) -> None:
+        suite["tests"][3]["input_series"][0]["values"] += " 1"
+    assert _variant(tmp_path, edit_suite=one_group) == [3]
+
+    def interval(suite: dict[str, Any]) -> None:
+        suite["evaluation_interval"] = "1m"
+    assert _variant(tmp_path, edit_suite=interval) == list(range(len(_suite())))
+
+
+def test_the_subset_keeps_the_rule_files_and_the_chosen_groups(tmp_path: Path) -> None:
+    out = write_subset(SHIPPED_TESTS, [1, 4], tmp_path / "s.yml")
+    suite, shipped = load(out), load(SHIPPED_TESTS)
+    assert suite["rule_files"] == shipped["rule_files"]
+    assert suite["evaluation_interval"] == shipped["evaluation_interval"]
+    assert suite["tests"] == [shipped["tests"][1], shipped["tests"][4]]
+
+
+def _move_runbook(rule: dict[str, Any]) -> None:
+    notes = rule.get("annotations", {}) if "alert" in rule else {}
+    if "wiki.example" not in notes.get("runbook_url", "wiki.example"):  # YAML aliases recur
+        notes["runbook_url"] = notes["runbook_url"].replace("https://", "https://wiki.example/")
+
+
+def _expect_moved_runbook(suite: dict[str, Any]) -> None:
+    for group in suite["tests"]:
+        for case in group.get("alert_rule_test", ()):
+            for alert in case["exp_alerts"]:
+                _move_runbook({"alert": case["alertname"], **{
+                    "annotations": alert["exp_annotations"]}})
+
+
+def test_a_moved_runbook_url_expected_where_it_moved_changes_no_outcome(
+        tmp_path: Path) -> None:
+    """A template-free annotation renders to its own text: moved in the rules and in the
+    checks alike, every group's outcome is the shipped one's."""
+    assert _variant(tmp_path, _move_runbook, _expect_moved_runbook) == []
+
+
+def test_a_moved_runbook_url_the_checks_do_not_expect_runs_every_firing_group(
+        tmp_path: Path) -> None:
+    firing = [i for i, g in enumerate(_suite())
+              if any(c["exp_alerts"] for c in g.get("alert_rule_test", ()))]
+    assert firing
+    assert _variant(tmp_path, _move_runbook) == firing
