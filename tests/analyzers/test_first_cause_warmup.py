@@ -165,3 +165,20 @@ def test_catching_up_is_judged_on_the_climb_not_on_the_rank_s_later_peak() -> No
             if i.get("confidence") in ("high", "medium")]
     assert not [k for k in sure if k[1] == 3], cr.incidents
     assert any("warm-up of ranks [3]" in n for n in cr.notes), cr.notes
+
+
+LATE_START_OOM = Path(__file__).resolve().parent / "data" / "oom_after_late_start"
+
+
+def test_a_rise_that_ends_in_an_oom_is_never_a_warm_up() -> None:
+    """A real 4-rank archive (data/oom_after_late_start/CASE.md): rank 1's leak began at the
+    same delay after its late start as rank 0's warm-up did, and ended in an OOM 1 s before
+    rank 3's. Set aside as warm-up, it let rank 3 be named the first cause at high while the OOM
+    section said rank 1 ran out first. An OOM ends any warm-up: rank 1 leads, at high."""
+    report = analyze(load_paths([str(LATE_START_OOM)]))
+    forensics = report.oom_forensics
+    assert forensics is not None and forensics.first_rank == 1
+    top = report.cross_rank.first_cause_suspects[0]
+    assert (top.rank, top.confidence) == (1, "high")
+    assert not [s.rank for s in report.cross_rank.first_cause_suspects
+                if s.rank != 1 and s.confidence in ("high", "medium")]
