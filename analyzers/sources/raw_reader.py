@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from stormotel.analyzers.http import request
 
@@ -39,12 +39,13 @@ def other_format(resp: httpx.Response, content_type: str, what: str) -> str | No
 class RawReader:
     """The part of a bulk reader that is not its API's: see the module's docstring."""
 
-    name: ClassVar[str]
-    label: ClassVar[str]
+    #: Each reader's class says these (what :class:`~.bulk_read.BulkReader` asks for).
+    name: str
+    label: str
     #: Samples one read may bring back (sizes the rank batches, as for the query API).
-    samples_per_read: ClassVar[int]
+    samples_per_read: int
     #: The API's path under the endpoint's URL.
-    path: ClassVar[str]
+    path: str
 
     def __init__(self, api: PrometheusAPI) -> None:
         self.api = api
