@@ -13,7 +13,7 @@ same ``TypeError``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterator
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
@@ -85,24 +85,7 @@ def _value(v: object, out: list[str], nl: str, step: str) -> None:
 
 
 def _list(lst: list[object] | tuple[object, ...], out: list[str], nl: str, step: str) -> None:
-    if not lst:
-        out.append("[]")
-        return
-    inner = nl + step
-    sep = "," + inner
-    out.append("[" + inner)
-    first = True
-    for v in lst:
-        if first:
-            first = False
-        else:
-            out.append(sep)
-        fast = _FAST.get(type(v))
-        if fast is not None:
-            out.append(fast(v))
-        else:
-            _value(v, out, inner, step)
-    out.append(nl + "]")
+    _members(lst, None, out, nl, step, "[]")
 
 
 def _key(key: object) -> str:
@@ -118,22 +101,31 @@ def _key(key: object) -> str:
 
 
 def _dict(dct: dict[object, object], out: list[str], nl: str, step: str) -> None:
-    if not dct:
-        out.append("{}")
+    _members(dct.values(), iter(dct), out, nl, step, "{}")
+
+
+def _members(values: Collection[object], keys: Iterator[object] | None, out: list[str],
+             nl: str, step: str, brackets: str) -> None:
+    """A list's items, or a dict's (``keys`` in the order of ``values``), each one indent
+    deeper after json's separator; an empty one as ``[]`` or ``{}``."""
+    if not values:
+        out.append(brackets)
         return
     inner = nl + step
     sep = "," + inner
-    out.append("{" + inner)
+    out.append(brackets[0] + inner)
     first = True
-    for key, v in dct.items():
+    for v in values:
         if first:
             first = False
         else:
             out.append(sep)
-        out.append(encode_basestring_ascii(key if type(key) is str else _key(key)) + ": ")
+        if keys is not None:
+            key = next(keys)
+            out.append(encode_basestring_ascii(key if type(key) is str else _key(key)) + ": ")
         fast = _FAST.get(type(v))
         if fast is not None:
             out.append(fast(v))
         else:
             _value(v, out, inner, step)
-    out.append(nl + "}")
+    out.append(nl + brackets[1])

@@ -56,6 +56,12 @@ def _add_analysis_arguments(p: argparse.ArgumentParser) -> None:
                         "clusters; default), 'first-sample' lines up each rank's first sample, "
                         "'markers' lines up step/collective markers shared by all ranks. The "
                         "choice is stated in the output.")
+    add_threshold_arguments(g)
+
+
+def add_threshold_arguments(g: argparse._ArgumentGroup) -> None:
+    """The threshold preset and its overrides, as every command that analyses takes them
+    (``analyze``; ``serve`` for the runs its alerts start)."""
     g.add_argument("--sensitivity", choices=SENSITIVITIES, default="medium",
                    help="threshold preset: 'low' is strict (fewer, surer findings), 'high' is "
                         "broad; default medium")

@@ -17,8 +17,9 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from stormotel.analyzers.algorithms.settings import SENSITIVITIES, parse_overrides, settings_for
+from stormotel.analyzers.algorithms.settings import parse_overrides, settings_for
 from stormotel.analyzers.alignments import ALIGN_WALL
+from stormotel.analyzers.cli import flags
 from stormotel.analyzers.cli import job_flags as job_options
 from stormotel.analyzers.options import (
     AnalysisOptions,
@@ -142,11 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--tls-cert-file", type=Path, metavar="PEM", help="serve HTTPS with this "
                    "certificate (and --tls-key-file)")
     a.add_argument("--tls-key-file", type=Path, metavar="PEM")
-    an = p.add_argument_group("analysis")
-    an.add_argument("--sensitivity", choices=SENSITIVITIES, default="medium",
-                    help="threshold preset (as stormotel analyze; default medium)")
-    an.add_argument("--set", dest="overrides", action="append", metavar="NAME=VALUE",
-                    help="override one threshold (as stormotel analyze)")
+    flags.add_threshold_arguments(p.add_argument_group("analysis"))
     job_options.add_job_arguments(p)
     for action in p._actions:  # the analyzer's flags a receiver refuses: not offered in --help
         if action.dest in REFUSED or action.dest in ("settle", "scheduled"):

@@ -20,20 +20,15 @@ query. Mimir and Cortex serve the same API under their Prometheus prefix.
 
 from __future__ import annotations
 
-import threading
-from typing import TYPE_CHECKING
-
 import cramjam
 import google_crc32c
 import numpy as np
-from stormotel.analyzers.http import EndpointError, request
+from stormotel.analyzers.http import EndpointError
 from stormotel.analyzers.sources import prompb_read as pb
 from stormotel.analyzers.sources.prometheus_api import Series
 from stormotel.analyzers.sources.promql_selector import parse_selector
+from stormotel.analyzers.sources.raw_reader import RawReader, ms_window, other_format
 from stormotel.analyzers.sources.xor_chunks import decode_xor_chunks
-
-if TYPE_CHECKING:
-    from stormotel.analyzers.sources.prometheus_api import PrometheusAPI
 
 PATH = "/api/v1/read"
 STREAMED_TYPE = "application/x-streamed-protobuf"
@@ -130,7 +125,7 @@ def decode_answer(body: bytes, start_ms: int, end_ms: int) -> tuple[list[Series]
     return out, other
 
 
-class RemoteReader:
+class RemoteReader(RawReader):
     """Raw reads of one endpoint through its remote-read API."""
 
     name = "remote_read"
@@ -138,34 +133,23 @@ class RemoteReader:
     #: ~1-2 bytes a sample on the wire and 16 decoded: 4x the query API's reads, ~13 MB each.
     #: The chunks of one read are decoded together, so a bigger read costs less per sample.
     samples_per_read = 800_000
-
-    def __init__(self, api: PrometheusAPI) -> None:
-        self.api = api
-        #: Chunks passed over (another encoding, or bits that could not be read).
-        self.skipped_chunks = 0
-        self.notes: list[str] = []
-        self._lock = threading.Lock()  # reads run on several threads
+    path = PATH
 
     def read(self, selector: str, start_s: float, end_s: float) -> list[Series]:
         """Every stored sample of ``selector`` in ``[start_s, end_s]``; EndpointError when the
         server fails or answers with something that is not a chunk stream."""
-        start_ms, end_ms = int(start_s * 1000), int(np.ceil(end_s * 1000))
-        url = self.api.url + PATH
+        start_ms, end_ms = ms_window(start_s, end_s)
         try:
             body = read_request(selector, start_ms, end_ms)
         except ValueError as e:
-            raise EndpointError(url, f"the selector is not label matchers ({e})") from None
-        resp = request(self.api.client, "POST", url, settings=self.api.settings,
-                       deadline=self.api.deadline, content=body, headers=HEADERS,
-                       ok_statuses=(200,))
-        kind = resp.headers.get("content-type", "")
-        if not kind.startswith(STREAMED_TYPE):
-            raise EndpointError(url, f"answered {kind or 'no content type'!r}, not streamed "
-                                     "chunks")
+            raise EndpointError(self.url, f"the selector is not label matchers ({e})") from None
+        resp = self.ask("POST", self.url, content=body, headers=HEADERS)
+        if (other := other_format(resp, STREAMED_TYPE, "streamed chunks")) is not None:
+            raise EndpointError(self.url, other)
         try:
-            series, other = decode_answer(resp.content, start_ms, end_ms)
+            series, other_chunks = decode_answer(resp.content, start_ms, end_ms)
         except RemoteReadError as e:
-            raise EndpointError(url, str(e)) from None
+            raise EndpointError(self.url, str(e)) from None
         with self._lock:
-            self.skipped_chunks += other
+            self.skipped_chunks += other_chunks
         return series

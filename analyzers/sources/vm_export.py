@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING
 
 import msgspec
 import numpy as np
-from stormotel.analyzers.http import EndpointError, request
+from stormotel.analyzers.http import EndpointError
 from stormotel.analyzers.sources.prometheus_api import Series
+from stormotel.analyzers.sources.raw_reader import RawReader, ms_window
 
 if TYPE_CHECKING:
     import httpx
-    from stormotel.analyzers.sources.prometheus_api import PrometheusAPI
 
 PATH = "/api/v1/export"
 
@@ -166,37 +166,32 @@ def _inf(m: re.Match[bytes]) -> bytes:
     return b'"' + m.group(0) + b'"'
 
 
-def post_export(api: PrometheusAPI, path: str, selector: str, start_s: float,
-                end_s: float) -> tuple[httpx.Response, int, int]:
+def post_export(reader: RawReader, selector: str, start_s: float, end_s: float
+                ) -> tuple[httpx.Response, int, int]:
     """One POST to a VictoriaMetrics export endpoint (the JSON lines and the native blocks are
     asked the same way): ``selector`` over ``[start_s, end_s]`` widened to whole milliseconds.
     The answer, and that window in ms, which the decoders cut the samples to."""
-    start_ms, end_ms = int(start_s * 1000), math.ceil(end_s * 1000)
-    resp = request(api.client, "POST", api.url + path, settings=api.settings,
-                   deadline=api.deadline,
-                   data={"match[]": selector, "start": f"{start_ms / 1000:.3f}",
-                         "end": f"{end_ms / 1000:.3f}"}, ok_statuses=(200,))
+    start_ms, end_ms = ms_window(start_s, end_s)
+    resp = reader.ask("POST", reader.url,
+                      data={"match[]": selector, "start": f"{start_ms / 1000:.3f}",
+                            "end": f"{end_ms / 1000:.3f}"})
     return resp, start_ms, end_ms
 
 
-class ExportReader:
+class ExportReader(RawReader):
     """Raw reads of one endpoint through VictoriaMetrics' export API."""
 
     name = "vm_export"
     label = "VictoriaMetrics export API (/api/v1/export JSON lines)"
     #: As the query API's reads: JSON text decoded through Python numbers, ~60 B a sample.
     samples_per_read = 200_000
-
-    def __init__(self, api: PrometheusAPI) -> None:
-        self.api = api
-        self.skipped_chunks = 0
-        self.notes: list[str] = []
+    path = PATH
 
     def read(self, selector: str, start_s: float, end_s: float) -> list[Series]:
         """Every stored sample of ``selector`` in ``[start_s, end_s]``; EndpointError when the
         server fails or answers with something that is not export lines."""
-        resp, start_ms, end_ms = post_export(self.api, PATH, selector, start_s, end_s)
+        resp, start_ms, end_ms = post_export(self, selector, start_s, end_s)
         try:
             return decode_export(resp.content, start_ms, end_ms)
         except ValueError as e:
-            raise EndpointError(self.api.url + PATH, str(e)) from None
+            raise EndpointError(self.url, str(e)) from None

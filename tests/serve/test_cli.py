@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from pathlib import Path
@@ -42,3 +43,23 @@ def test_usage_errors_exit_2_with_one_line(tmp_path: Path, args: tuple[str, ...]
     r = _serve(*(a.replace("{tmp}", str(tmp_path)) for a in args))
     assert r.returncode == 2, r.stderr
     assert message in r.stderr and "Traceback" not in r.stderr
+
+
+def test_thresholds_are_analyzes_flags(tmp_path: Path) -> None:
+    """``--sensitivity`` and ``--set`` are the analyzer's own flags (one declaration): the same
+    help, and parsed into the runs' settings as ``stormotel analyze`` parses them."""
+    from stormotel.analyzers.algorithms.settings import settings_for
+    from stormotel.analyzers.cli.flags import build_parser as analyze_parser
+    from stormotel.analyzers.serve.options import build_parser, options_from_args
+
+    def helps(p: argparse.ArgumentParser) -> dict[str, tuple[object, ...]]:
+        return {a.dest: (a.help, a.choices, a.default, a.metavar) for a in p._actions
+                if a.dest in ("sensitivity", "overrides")}
+
+    assert helps(build_parser()) == helps(analyze_parser())
+    args = build_parser().parse_args(["--out", str(tmp_path), "--prometheus", "http://p:9090",
+                                      "--sensitivity", "high", "--set", "spike_z=7"])
+    got = options_from_args(args).base.analysis.settings
+    assert got == settings_for("high", spike_z=7.0) != settings_for("high")
+    r = _serve("--out", str(tmp_path), "--prometheus", "http://p:9090", "--set", "nope=1")
+    assert r.returncode == 2 and "nope" in r.stderr and "Traceback" not in r.stderr, r.stderr
