@@ -341,11 +341,14 @@ class TimelineBuilder:
             self._skip_outside(outside, ws)
         horizon = (time.time_ns() if now_ns is None else now_ns) + MAX_FUTURE_NS
         ranks: dict[int, RankSeries] = {}
-        for rank in sorted(self._identity):
-            if not 0 <= rank < limit:
-                continue
-            t, cols = self._merge_chunks(self._chunks.get(rank, []))
-            t, cols = self._drop_impossible(rank, t, cols, horizon)
+        order = [r for r in sorted(self._identity) if 0 <= r < limit]
+        clean = _possible_single_chunks({r: self._chunks.get(r, []) for r in order}, horizon)
+        for rank in order:
+            if rank in clean:  # one ordered chunk, nothing impossible: what the two calls give
+                t, cols = clean[rank]
+            else:
+                t, cols = self._merge_chunks(self._chunks.get(rank, []))
+                t, cols = self._drop_impossible(rank, t, cols, horizon)
             ranks[rank] = RankSeries(self._identity[rank], t, cols,
                                      concat_markers(self._markers.get(rank, [])))
         jid = job_id or (self.job_ids.most_common(1)[0][0] if self.job_ids else None)
@@ -466,6 +469,43 @@ class TimelineBuilder:
                     "(same rank and timestamp); the last one read was kept")
             if note not in self.notes:
                 self.notes.append(note)
+
+
+#: Ranks checked together by :func:`_possible_single_chunks` (bounds its joined copies).
+POSSIBLE_BATCH = 1024
+
+
+def _possible_single_chunks(chunks: dict[int, list[tuple[np.ndarray, dict[str, np.ndarray]]]],
+                            horizon: int) -> dict[int, tuple[np.ndarray, dict[str, np.ndarray]]]:
+    """The ranks whose data is one strictly increasing chunk (a TSDB read: one scrape target)
+    with no stamp past ``horizon`` and no bounded value above the device total, as the
+    (t, columns) :meth:`TimelineBuilder._merge_chunks` and ``_drop_impossible`` would return
+    unchanged for them. Checked a batch of ranks at a time over joined arrays (the same
+    element-wise comparisons), instead of a dozen small numpy calls per rank at 10,000 ranks;
+    every other rank goes through those two methods as before."""
+    single = [(r, c[0]) for r, c in chunks.items()
+              if len(c) == 1 and c[0][0].shape[0] and strictly_increasing(c[0][0])]
+    out: dict[int, tuple[np.ndarray, dict[str, np.ndarray]]] = {}
+    for lo in range(0, len(single), POSSIBLE_BATCH):
+        batch = single[lo:lo + POSSIBLE_BATCH]
+        sizes = np.fromiter((t.shape[0] for _, (t, _) in batch), dtype=np.int64,
+                            count=len(batch))
+        starts = np.cumsum(sizes) - sizes
+        # Each rank's last stamp is its latest (strictly increasing).
+        late = np.fromiter((int(t[-1]) for _, (t, _) in batch), dtype=np.int64,
+                           count=len(batch)) > horizon
+        total = np.concatenate([cols["device_total"] for _, (_, cols) in batch])
+        finite = np.isfinite(total)
+        cap = np.where(finite, total * TOTAL_SLACK, np.inf)
+        top = np.concatenate([cols[BOUNDED_BY_TOTAL[0]] for _, (_, cols) in batch])
+        for f in BOUNDED_BY_TOTAL[1:]:
+            np.fmax(top, np.concatenate([cols[f] for _, (_, cols) in batch]), out=top)
+        with np.errstate(invalid="ignore"):
+            over = np.logical_or.reduceat(top > cap, starts)  # every size is above 0
+        for (rank, (t, cols)), bad in zip(batch, (late | over).tolist(), strict=True):
+            if not bad:
+                out[rank] = (t, dict(cols))
+    return out
 
 
 def strictly_increasing(t: np.ndarray) -> bool:

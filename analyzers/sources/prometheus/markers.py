@@ -150,18 +150,17 @@ def markers_from_series(series: dict[tuple[str, int], list[tuple[np.ndarray, np.
     per_rank: dict[int, list[Markers | None]] = {}
     shared = StepNames() if shared is None else shared
     steps: list[tuple[int, int, np.ndarray, np.ndarray]] = []  # rank, its slot, t, v
-    for (kind, rank), parts in sorted(series.items()):
-        if len(parts) == 1:
-            t, v = parts[0]
-        else:
-            t = np.concatenate([p[0] for p in parts])
-            v = np.concatenate([p[1] for p in parts])
-        if t.size > 1 and not bool((t[1:] >= t[:-1]).all()):
-            order = np.argsort(t, kind="stable")
-            t, v = t[order], v[order]
-        ok = np.isfinite(v)
-        if not ok.all():
-            t, v = t[ok], v[ok]
+    joined = [(kind, rank, *_joined(parts)) for (kind, rank), parts in sorted(series.items())]
+    tidy, flat = _usual_series([(t, v) for _, _, t, v in joined])
+    for (kind, rank, t, v), ready, still in zip(joined, tidy, flat, strict=True):
+        if not ready:  # out of order or not all finite: put in order, keep the finite ones
+            if t.size > 1 and not bool((t[1:] >= t[:-1]).all()):
+                order = np.argsort(t, kind="stable")
+                t, v = t[order], v[order]
+            ok = np.isfinite(v)
+            if not ok.all():
+                t, v = t[ok], v[ok]
+            still = bool((v[1:] == v[:-1]).all())
         if not t.size:
             continue
         if kind == KIND_STEP:
@@ -169,7 +168,7 @@ def markers_from_series(series: dict[tuple[str, int], list[tuple[np.ndarray, np.
             steps.append((rank, len(slots), t, v))
             slots.append(None)  # filled below, with every rank's steps at once
             continue
-        if bool((v[1:] == v[:-1]).all()):
+        if still:
             continue  # a counter that never moved: no increase (the usual OOM counter)
         acc = MarkerAccumulator()  # an OOM lies between the scrape that shows it and the one before
         for at, before, count in counter_increases(t, v):
@@ -183,6 +182,44 @@ def markers_from_series(series: dict[tuple[str, int], list[tuple[np.ndarray, np.
         per_rank[rank][slot] = m
     return {rank: _concat_markers([m for m in ms if m is not None])
             for rank, ms in per_rank.items()}
+
+
+def _joined(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """A series' chunks as one (t, v), in read order."""
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def _usual_series(series: list[tuple[np.ndarray, np.ndarray]]
+                  ) -> tuple[list[bool], list[bool]]:
+    """Per (t, v): is it already in time order with every value finite (the usual read, which
+    then needs no sort and no filtering), and does its value never change? Both answered for
+    every series at once over the joined arrays, rank edges excused; an empty series is
+    "ready" and "never changes" (what the per-series checks say of it)."""
+    n = len(series)
+    if n == 0:
+        return [], []
+    sizes = np.fromiter((t.shape[0] for t, _ in series), dtype=np.int64, count=n)
+    has = sizes > 0
+    ready = np.ones(n, dtype=bool)
+    still = np.ones(n, dtype=bool)
+    if has.any():
+        t = np.concatenate([s[0] for s in series])
+        v = np.concatenate([s[1] for s in series])
+        starts = (np.cumsum(sizes) - sizes)[has]  # reduceat needs no empty segment
+        rising = np.empty(t.shape, dtype=bool)
+        rising[0] = True
+        np.greater_equal(t[1:], t[:-1], out=rising[1:])
+        rising[starts] = True
+        same = np.empty(v.shape, dtype=bool)
+        same[0] = True
+        np.equal(v[1:], v[:-1], out=same[1:])
+        same[starts] = True
+        ready[has] = (np.logical_and.reduceat(rising, starts)
+                      & np.logical_and.reduceat(np.isfinite(v), starts))
+        still[has] = np.logical_and.reduceat(same, starts)
+    return ready.tolist(), still.tolist()
 
 
 def _steps_of_ranks(series: list[tuple[np.ndarray, np.ndarray]], shared: StepNames
@@ -212,12 +249,16 @@ def _steps_of_ranks(series: list[tuple[np.ndarray, np.ndarray]], shared: StepNam
     at = shared.lookup(first.astype(np.int64))  # int() of each: truncation toward zero
     names, attrs = shared.names[at], shared.attrs[at]
     begin = t[starts].astype(np.int64)
+    # One kind column for every rank, each rank's markers a view of its own stretch of it (as
+    # ``names``): one fill of an object array instead of one per rank.
+    kinds = np.full(starts.shape[0], KIND_STEP, dtype=object)
+    attr_list = attrs.tolist()
+    bounds = own.tolist()
     out = []
     for i in range(len(series)):
-        a, b = int(own[i]), int(own[i + 1])
+        a, b = bounds[i], bounds[i + 1]
         out.append(Markers(start_ns=begin[a:b].copy(), end_ns=ends[a:b].copy(),
-                           name=names[a:b], kind=np.full(b - a, KIND_STEP, dtype=object),
-                           attrs=tuple(attrs[a:b].tolist())))
+                           name=names[a:b], kind=kinds[a:b], attrs=tuple(attr_list[a:b])))
     return out
 
 
