@@ -92,6 +92,9 @@ class HorovodScanner:
 
     def __init__(self) -> None:
         self.reports: list[HorovodReport] = []
+        #: warnings cut before their rank list (a paste, a title, a tqdm redraw over the rest):
+        #: a stall shown, nobody named (read only when no whole report is in the file)
+        self.cut: list[HorovodReport] = []
         self._open: HorovodReport | None = None
         #: the mpirun tag of the open report's lines: other ranks' tagged lines interleaved
         #: with them (mpirun reads each rank's stream apart) neither join nor close it
@@ -148,13 +151,15 @@ class HorovodScanner:
         rep, self._open = self._open, None
         if rep is not None and (rep.missing or rep.ready):
             self.reports.append(rep)
+        elif rep is not None:
+            self.cut.append(rep)
 
 
 def horovod_findings(events: list[Any], world_size: int | None) -> list[StallFinding]:
     """The latest stall report of the job: the odd ranks per tensor (module docstring)."""
-    reports = [e for e in events if e.kind == HOROVOD and e.detail]
+    reports = [e for e in events if e.kind == HOROVOD and e.detail and not e.detail.get("cut")]
     if not reports:
-        return []
+        return _cut_findings([e for e in events if e.kind == HOROVOD and e.detail])
     e = reports[-1]
     missing, world, bound = _resolve(e.detail, world_size)
     listed = set().union(*missing.values())
@@ -261,3 +266,26 @@ def _resolve(detail: dict[str, Any], world_size: int | None
     for t, subs in ready.items():
         missing.setdefault(t, set()).update(set(range(world)) - subs)
     return missing, world, "ready" if ready else "missing"
+
+
+def _cut_findings(cut: list[Any]) -> list[StallFinding]:
+    """The stall inspector's warning with no rank list after it (cut by the paste, or the log
+    ends there): Horovod saw tensors waiting on a subset of ranks past the stall-check time —
+    a stall, never "healthy" — but which ranks is in the lines that are missing."""
+    if not cut:
+        return []
+    e = cut[-1]
+    ev: dict[str, Any] = {
+        "category": "straggler_outside_nccl", "pattern": "horovod.stall_report",
+        "cut": True, "witnesses": [e.rank] if e.rank is not None else [0],
+        "lines": [{"line": f"{e.file}:{e.line}", "text": e.text[:240]}], "reports": len(cut),
+        "reason": "Horovod's stall inspector warned that tensors wait on a subset of ranks, "
+                  "but the report is cut before its 'Stalled ranks:' / 'Missing ranks:' list "
+                  "(or 'Stalled ops:' in older releases): a stall, no rank named",
+        "collect_next": "the whole warning from rank 0's log, with the rank lines after it "
+                        "(mpirun --tag-output keeps each fragment's rank; don't paste from a "
+                        "terminal that redraws a progress bar over it), and the job's size "
+                        "(horovodrun -np)"}
+    return [StallFinding(kind="undecided", ranks=[], process_group=None, seq_id=None, op=None,
+                         source="logs", confidence="low", evidence=ev,
+                         remediation=list(REMEDIATION))]
