@@ -325,13 +325,17 @@ CATALOGUE: tuple[Pattern, ...] = (
        r"While waitForInput, poolFD failed", ("poolfd failed",), "store_rankless"),
     _p("torch.store.connect_reset", "torch c10d TCPStore",
        '"Connection reset by peer" raised by the TCPStore constructor (RuntimeError up to 2.0, '
-       'DistNetworkError / DistStoreError from 2.1) — the client connected, the server reset it '
+       'DistNetworkError / DistStoreError from 2.1; alone on the traceback\'s last line, or glued to '
+       '"TCPStore(" by a paste) — the client connected, the server reset it '
        '(a listen backlog overflowing at scale, the server going down)',
        "1.8+", "torch/csrc/distributed/c10d/TCPStore.cpp, socket.cpp",
        "reporter: could not join the job's store at init (a victim); the store's server is "
        "rank 0's process or node 0's agent: names nobody",
+       # the traceback's last line alone: c10d's std::system_error as pybind11 raises it (a
+       # Python socket's reset is "ConnectionResetError: [Errno 104] …", requests' is its own)
        r"TCPStore\([^\n]{0,60}?Connection reset by peer|Dist(?:Network|Store)Error: Connection "
-       r"reset by peer", ("connection reset by peer",), "store_rankless"),
+       r"reset by peer|^\s*RuntimeError: Connection reset by peer\s*$",
+       ("connection reset by peer",), "store_rankless"),
     _p("torch.nccl.unique_id_head", "torch c10d ProcessGroupNCCL",
        '"[" rank_ "] is setting up NCCL communicator" (the head of broadcastUniqueNCCLID\'s '
        'error, cut before "and retrieving ncclUniqueId from [0] …" — by a GitHub title, a '
