@@ -273,7 +273,8 @@ CATALOGUE: tuple[Pattern, ...] = (
        "0's agent) not up: names nobody",
        r"client socket has timed out (?:after [^\n]{0,40}? )?while trying to connect to (?:\("
        # a pasted address is often redacted ("(PRIVATE_IP, PORT)"): any word in its place
-       r"(?P<host>[^,\s]{1,255}), (?P<port>\d{1,5}|[A-Za-z_<>]{1,40})\)|(?P<host3>[^\s():,]{1,255}):"
+       r"(?P<host>[^,\s]{1,255}), (?P<port>\d{1,5}|[A-Za-z_<>]{1,40})\)|"
+       r"(?P<host3>[^\s():,]{1,255}):"
        r"(?P<port3>\d{1,5}))|TCP client failed to connect/validate to host "
        r"(?P<host2>\S{1,255}):(?P<port2>\d{1,5})|server socket on [^\n]{0,200}? has timed out",
        ("client socket has timed out", "failed to connect/validate", "server socket"),
@@ -325,8 +326,8 @@ CATALOGUE: tuple[Pattern, ...] = (
        r"While waitForInput, poolFD failed", ("poolfd failed",), "store_rankless"),
     _p("torch.store.connect_reset", "torch c10d TCPStore",
        '"Connection reset by peer" raised by the TCPStore constructor (RuntimeError up to 2.0, '
-       'DistNetworkError / DistStoreError from 2.1; alone on the traceback\'s last line, or glued to '
-       '"TCPStore(" by a paste) — the client connected, the server reset it '
+       'DistNetworkError / DistStoreError from 2.1; alone on the traceback\'s last line, or '
+       'glued to "TCPStore(" by a paste) — the client connected, the server reset it '
        '(a listen backlog overflowing at scale, the server going down)',
        "1.8+", "torch/csrc/distributed/c10d/TCPStore.cpp, socket.cpp",
        "reporter: could not join the job's store at init (a victim); the store's server is "

@@ -68,3 +68,35 @@ def test_connection_reset_outside_the_store_is_no_finding(tmp_path: Path) -> Non
             "[rank0]: epoch 3 done\n[rank1]: epoch 3 done\n")
     code, report = analyze_log_text(tmp_path, "worker.log", text)
     assert code in (0, 3) and _stalls(report) == []
+
+
+def test_report_rank_line_without_its_warning_names_a_suspect_only(tmp_path: Path) -> None:
+    """One line of the report quoted alone (the corpus's horovod-2107): the rank it lists had
+    not submitted those tensors; whether it lags or the others do needs the rest."""
+    line = ("3: [global_tensor_horovod_sum_have_data/HorovodAllreduce_globals_horovod_have_more_"
+            "data_placeholder_0, global_tensor_horovod_sum_have_error/HorovodAllreduce_globals_"
+            "horovod_have_error_placeholder_0]")
+    code, report = analyze_log_text(tmp_path, "worker.log", line + "\n")
+    assert code == 1
+    [f] = _stalls(report)
+    assert (f["kind"], f["confidence"], f["ranks"]) == ("undecided", "low", [])
+    assert f["evidence"]["suspects"] == [3]
+
+
+def test_list_lines_without_horovod_op_names_are_no_report(tmp_path: Path) -> None:
+    """``N: [ … ]`` lines that are not Horovod's (srun labels over a list print) say nothing."""
+    text = "".join(f"{r}: [1, 2, 3] horovod_sum done\n" for r in range(4))
+    code, report = analyze_log_text(tmp_path, "worker.log", text)
+    assert code in (0, 3) and _stalls(report) == []
+
+
+def test_a_traceback_no_rule_reads_is_no_evidence_never_healthy(tmp_path: Path) -> None:
+    """fresh3's ray-36317 kept only a Ray traceback cut before its RuntimeError's text: no
+    stall message is left, so "no evidence" (exit 3) — it read "healthy" (exit 0) before."""
+    text = ("Traceback (most recent call last):\n"
+            '  File "barrier_pygloo.py", line 32, in <module>\n'
+            "    ray.get([actor.wait.remote() for actor_id, actor in enumerate(comm_actors)])\n"
+            "ray.exceptions.RayTaskError(RuntimeError): ray::CommActor.wait() (pid=49178, "
+            "ip=192.168.1.8, actor_id=df76b2062367d9f4a1b1d66a01000000, repr=<barrier_pygloo.Co\n")
+    code, report = analyze_log_text(tmp_path, "worker.log", text)
+    assert code == 3 and _stalls(report) == []
