@@ -23,6 +23,15 @@ its own source or documentation, and undone here, per file, before the segmentin
   right-aligned to the widest id). Stripped when most lines of the file carry it; the task id
   is *not* taken as a rank (one task per node under torchrun is common), and Horovod's own
   ``N: [tensor, …]`` report lines never count towards the detection.
+- **pdsh** (DeepSpeed's PDSH runner, ``pdsh -w``): ``src/pdsh/dsh.c`` writes ``"%s: "`` (the
+  host) in front of every remote line. Stripped when most lines of the file carry one of a few
+  host tokens each seen on several lines (a Python exception name, a logging level or a word
+  of prose is never a host); the host is no rank.
+- **accelerate's subprocess echo** (``accelerate test``, ``test_utils.testing.
+  execute_subprocess_async``): ``tee(line, sink, pipe, label)`` prints ``label, line`` —
+  ``stdout: …`` / ``stderr: …``. With three labels or more in a file each label starts a line;
+  a paste that lost the newlines (one line holding a whole torchelastic summary) is split at
+  the labels back into the lines it was.
 - **Kubernetes** ``kubectl logs --prefix``: ``[pod/NAME/CONTAINER] `` (stripped);
   ``--timestamps``: RFC 3339 with nanoseconds and ``Z`` (kept, the zone letter dropped so the
   ISO time reads like any other launcher time). GitHub Actions' raw logs carry the same shape
