@@ -36,7 +36,8 @@ its own source or documentation, and undone here, per file, before the segmentin
   ``--timestamps``: RFC 3339 with nanoseconds and ``Z`` (kept, the zone letter dropped so the
   ISO time reads like any other launcher time). GitHub Actions' raw logs carry the same shape
   with 7 fraction digits, and ``##[group]``-style markers (dropped).
-- **Ray**: ``(pid=N) ``, ``(pid=N, ip=A) ``, ``(ActorName pid=N, ip=A) `` in front and
+- **Ray**: ``(pid=N) ``, ``(pid=N, ip=A) ``, ``(ActorName pid=N, ip=A) ``, ``(raylet[, ip=A]) ``,
+  ``(scheduler +1m2s) `` in front and
   `` [repeated Nx across cluster]`` behind (both stripped; a pid is no rank).
 - **Polyaxon** ``polyaxon ops logs`` (v1, ``traceml/logging/streamer.py``): ``<local time> | ``
   and with ``--all-info`` ``node | pod | container | `` in front (the names stripped, the time
@@ -108,7 +109,11 @@ _RFC3339 = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?)(?:Z
 _TORCH_RANK = re.compile(r"\[rank\d{1,7}\]:")
 _CI_MARKER = re.compile(r"^##\[(?:group|endgroup|section|command|debug)\]")
 _CI_INLINE = re.compile(r"^##\[(?:error|warning|notice)\]")
-_RAY = re.compile(r"^\((?:[A-Za-z_][\w.:-]{0,80} )?pid=\d{1,10}(?:, ip=[\w.:-]{1,64})?\) ")
+#: ``ray/_private/worker.py`` ``print_worker_logs``: ``"({prefix}{pid}[, ip={ip}]) "`` — the
+#: prefix ``[actor or task name ]pid=`` for workers, empty for the raylet (pid ``raylet``) and
+#: the autoscaler (pid ``scheduler +1m2s``)
+_RAY = re.compile(r"^\((?:(?:[A-Za-z_][\w.:-]{0,80} )?pid=\d{1,10}|raylet|scheduler \+\w{1,16})"
+                  r"(?:, ip=[\w.:-]{1,64})?\) ")
 _RAY_REPEATED = re.compile(r" \[repeated \d{1,9}x across cluster\]\s*$")
 #: ``polyaxon ops logs`` (traceml/logging/streamer.py, v1): ``<local datetime> | `` then, with
 #: ``--all-info``, ``node | pod | container | `` (str() of an aware datetime: ``+00:00``, which
@@ -201,7 +206,8 @@ class Paste:
                     if piece.strip():
                         yield no, piece.rstrip()
                 line = pieces[-1]
-            if line.startswith("(") and "pid=" in line[:120]:
+            if line.startswith("(") and ("pid=" in line[:120]
+                                         or line.startswith(("(raylet", "(scheduler +"))):
                 line, n = _RAY.subn("", line, count=1)
                 count["ray_prefix"] += n
             if line.endswith("across cluster]"):

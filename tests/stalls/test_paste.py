@@ -130,6 +130,10 @@ WRAPPERS: dict[str, tuple[Callable[[list[str]], str], str]] = {
     "ray": (lambda ls: "".join(f"(RayTrainWorker pid=3121, ip=10.0.0.7) {ln}\n" for ln in ls)
             + "(RayTrainWorker pid=3122, ip=10.0.0.8) waiting [repeated 3x across cluster]\n",
             "ray_prefix"),
+    # the raylet's own lines (print_worker_logs: no "pid=" prefix, pid "raylet") interleaved
+    "ray-raylet": (lambda ls: "(raylet, ip=10.0.0.8) A worker died or was killed while executing a "
+                   "task by an unexpected system error.\n"
+                   + "".join(f"(raylet) {ln}\n" for ln in ls), "ray_prefix"),
     # polyaxon ops logs --all-info: local time | node | pod | container | line
     "polyaxon": (lambda ls: "".join(
         f"2024-05-02 10:00:0{i}.123456+00:00 | gke-pool-1-a1b2 | plx-operation-3f2a-master-0 | "
