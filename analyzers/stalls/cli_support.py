@@ -200,8 +200,14 @@ def _add_log_runs(result: StallResult, specs: list[str], ws: int | None, progres
 def _add_logs(result: StallResult, specs: list[str], ws: int | None,
               progress: Progress, run: str | None = None) -> None:
     from stormotel.analyzers.stalls.log_analysis import analyze_logs
+    from stormotel.analyzers.stalls.log_busy import KIND as PROGRESS
     from stormotel.analyzers.stalls.log_failures import NOT_EVIDENCE
-    from stormotel.analyzers.stalls.logs_parser import parse_logs
+    from stormotel.analyzers.stalls.logs_parser import EXCEPTION, parse_logs
+
+    # beside the world size and the job's own shutdown, a traceback no rule read (a crash of
+    # something, cut before what it was: fresh3's ray-36317 read "healthy" on one) and a
+    # progress bar say nothing about the job's health: "no evidence", never "healthy"
+    not_evidence = NOT_EVIDENCE | {EXCEPTION, PROGRESS}
 
     parsed = _plausible_ranks(parse_logs(specs))
     progress.say(f"read {len(parsed.files)} log file(s), {parsed.lines} lines, "
@@ -234,8 +240,8 @@ def _add_logs(result: StallResult, specs: list[str], ws: int | None,
     result.extra["logs"] = {
         "files": parsed.files, "events": len(parsed.events),
         # a line that only states the world size, or the job's own shutdown, says nothing
-        # about the job's health
-        "evidence_events": sum(1 for e in parsed.events if e.kind not in NOT_EVIDENCE),
+        # about the job's health (nor a bare traceback or progress bar: ``not_evidence``)
+        "evidence_events": sum(1 for e in parsed.events if e.kind not in not_evidence),
         "category": la.category,
         "world_size": la.world_size,
         "state_tables": {g: [s.as_dict() for s in st] for g, st in la.states.items()},

@@ -95,7 +95,10 @@ CATALOGUE: tuple[Pattern, ...] = (
        'native frame "WorkNCCL::checkTimeout") where the WorkNCCL record is cut or paraphrased',
        "1.8+", PT_NCCL,
        "reporter: a collective of its own timed out (victim); names nobody — a stall shown",
-       r"Watchdog caught collective operation timeout|WorkNCCL::checkTimeout|checkTimeout at "
+       # a paste cut mid-word ("… Watchdog caught collective oper"): the head up to the line's
+       # end is the same message (no other ProcessGroupNCCL line starts with these words)
+       r"Watchdog caught collective operation timeout|Watchdog caught collective op[a-z]{0,7}"
+       r"\s*$|WorkNCCL::checkTimeout|checkTimeout at "
        r"ProcessGroupNCCL", ("watchdog caught", "checktimeout"), "watchdog_bare", re.I),
     _p("torch.nccl.timeout_counters", "torch c10d ProcessGroupNCCL",
        '"Timeout at NCCL work: " … ", last enqueued NCCL work: " … ", last completed NCCL '
@@ -269,7 +272,9 @@ CATALOGUE: tuple[Pattern, ...] = (
        "not a rank — a wrong MASTER_ADDR/PORT, a firewall, or the store's host (rank 0 / node "
        "0's agent) not up: names nobody",
        r"client socket has timed out (?:after [^\n]{0,40}? )?while trying to connect to (?:\("
-       r"(?P<host>[^,\s]{1,255}), (?P<port>\d{1,5})\)|(?P<host3>[^\s():,]{1,255}):"
+       # a pasted address is often redacted ("(PRIVATE_IP, PORT)"): any word in its place
+       r"(?P<host>[^,\s]{1,255}), (?P<port>\d{1,5}|[A-Za-z_<>]{1,40})\)|"
+       r"(?P<host3>[^\s():,]{1,255}):"
        r"(?P<port3>\d{1,5}))|TCP client failed to connect/validate to host "
        r"(?P<host2>\S{1,255}):(?P<port2>\d{1,5})|server socket on [^\n]{0,200}? has timed out",
        ("client socket has timed out", "failed to connect/validate", "server socket"),
@@ -312,6 +317,26 @@ CATALOGUE: tuple[Pattern, ...] = (
        "started; names no rank",
        r"server socket has failed to listen on any local network address",
        ("failed to listen on any local",), "store_rankless"),
+    _p("torch.store.poll_failed", "torch c10d socket.cpp",
+       '"While waitForInput, poolFD failed with " err "." (C10D_WARNING in SocketImpl::'
+       'waitForInput when poll() fails while a store call waits for the server\'s answer)',
+       "2.4+", "torch/csrc/distributed/c10d/socket.cpp",
+       "reporter: its wait on the job's store (a barrier, a get/wait of a key) broke off (a "
+       "victim); the store's server is rank 0's process or node 0's agent: names nobody",
+       r"While waitForInput, poolFD failed", ("poolfd failed",), "store_rankless"),
+    _p("torch.store.connect_reset", "torch c10d TCPStore",
+       '"Connection reset by peer" raised by the TCPStore constructor (RuntimeError up to 2.0, '
+       'DistNetworkError / DistStoreError from 2.1; alone on the traceback\'s last line, or '
+       'glued to "TCPStore(" by a paste) — the client connected, the server reset it '
+       '(a listen backlog overflowing at scale, the server going down)',
+       "1.8+", "torch/csrc/distributed/c10d/TCPStore.cpp, socket.cpp",
+       "reporter: could not join the job's store at init (a victim); the store's server is "
+       "rank 0's process or node 0's agent: names nobody",
+       # the traceback's last line alone: c10d's std::system_error as pybind11 raises it (a
+       # Python socket's reset is "ConnectionResetError: [Errno 104] …", requests' is its own)
+       r"TCPStore\([^\n]{0,60}?Connection reset by peer|Dist(?:Network|Store)Error: Connection "
+       r"reset by peer|^\s*RuntimeError: Connection reset by peer\s*$",
+       ("connection reset by peer",), "store_rankless"),
     _p("torch.nccl.unique_id_head", "torch c10d ProcessGroupNCCL",
        '"[" rank_ "] is setting up NCCL communicator" (the head of broadcastUniqueNCCLID\'s '
        'error, cut before "and retrieving ncclUniqueId from [0] …" — by a GitHub title, a '

@@ -51,6 +51,8 @@ from stormotel.analyzers.stalls import horovod_paths
 from stormotel.analyzers.stalls.log_failures import strip_prefix
 
 HOROVOD = "horovod_stall"
+#: the op names Horovod's TensorFlow ops give the tensors they submit (mpi_ops.py / mpi_ops.cc)
+_HOROVOD_OP = re.compile(r"Horovod(?:Allreduce|Allgather|Broadcast|Alltoall|Reducescatter)_")
 #: mpirun --tag-output / horovodrun prefixes: ``[1,0]<stderr>:``, ``[0]<stdout>:``
 _MPI_PREFIX = re.compile(r"^\s*\[\d{1,7}(?:,\d{1,7})?\]<std(?:err|out)>:")
 #: the report's last line when a rank is marked "!" (0.16.4+): Horovod ends the job after N s
@@ -92,6 +94,12 @@ class HorovodScanner:
 
     def __init__(self) -> None:
         self.reports: list[HorovodReport] = []
+        #: warnings cut before their rank list (a paste, a title, a tqdm redraw over the rest):
+        #: a stall shown, nobody named (read only when no whole report is in the file)
+        self.cut: list[HorovodReport] = []
+        #: report rank lines quoted without their warning ("3: [HorovodAllreduce_…]"): a rank
+        #: the inspector listed as lacking tensors, the report's head and the others unseen
+        self.orphans: list[HorovodReport] = []
         self._open: HorovodReport | None = None
         #: the mpirun tag of the open report's lines: other ranks' tagged lines interleaved
         #: with them (mpirun reads each rank's stream apart) neither join nor close it
@@ -100,6 +108,8 @@ class HorovodScanner:
     def feed(self, no: int, line: str, low: str) -> None:
         if self._open is None and "subset of ranks" not in low and "missing ranks:" not in low \
                 and "ready ranks:" not in low:
+            if ": [" in low and "horovod" in low:
+                self._orphan(no, strip_prefix(_MPI_PREFIX.sub("", line)))
             return
         tag = _MPI_PREFIX.match(line)
         if self._open is not None and tag and self._tag and tag.group(0).strip() != self._tag:
@@ -140,6 +150,21 @@ class HorovodScanner:
             return  # the report's own lines (its head may be wrapped over two lines)
         self.close()
 
+    def _orphan(self, no: int, text: str) -> None:
+        """A report's rank line without its head: kept only when its tensors carry Horovod's
+        own op names (TensorFlow's ``HorovodAllreduce_…``), which no srun label or log line
+        of another kind does."""
+        m = gr.BY_ID["horovod.stall_rank_line"].regex.match(text)
+        if not m or not _HOROVOD_OP.search(m.group("tensors")) or len(self.orphans) >= 64:
+            return
+        if (rank := gr.parse_rank(m.group("rank"))) is None:
+            return
+        rep = HorovodReport(no, text[:300])
+        for tensor in re.split(r",\s*", m.group("tensors")):
+            if tensor := tensor.strip().removesuffix("...").strip():
+                rep.missing.setdefault(tensor, set()).add(rank)
+        self.orphans.append(rep)
+
     def _start(self, no: int, text: str) -> HorovodReport:
         self._open = HorovodReport(no, text[:300])
         return self._open
@@ -148,13 +173,17 @@ class HorovodScanner:
         rep, self._open = self._open, None
         if rep is not None and (rep.missing or rep.ready):
             self.reports.append(rep)
+        elif rep is not None:
+            self.cut.append(rep)
 
 
 def horovod_findings(events: list[Any], world_size: int | None) -> list[StallFinding]:
     """The latest stall report of the job: the odd ranks per tensor (module docstring)."""
-    reports = [e for e in events if e.kind == HOROVOD and e.detail]
+    reports = [e for e in events if e.kind == HOROVOD and e.detail and not e.detail.get("cut")
+               and not e.detail.get("orphan")]
     if not reports:
-        return []
+        return _cut_findings([e for e in events if e.kind == HOROVOD and e.detail
+                              and (e.detail.get("cut") or e.detail.get("orphan"))])
     e = reports[-1]
     missing, world, bound = _resolve(e.detail, world_size)
     listed = set().union(*missing.values())
@@ -261,3 +290,34 @@ def _resolve(detail: dict[str, Any], world_size: int | None
     for t, subs in ready.items():
         missing.setdefault(t, set()).update(set(range(world)) - subs)
     return missing, world, "ready" if ready else "missing"
+
+
+def _cut_findings(cut: list[Any]) -> list[StallFinding]:
+    """The stall inspector's warning with no rank list after it (cut by the paste, or the log
+    ends there), or its rank lines with no warning: Horovod saw tensors waiting on a subset of
+    ranks past the stall-check time — a stall, never "healthy" — but which side is wrong is in
+    the lines that are missing."""
+    if not cut:
+        return []
+    listed = sorted({int(r) for e in cut for r in (e.detail.get("ranks") or [])})
+    e = cut[-1]
+    ev: dict[str, Any] = {
+        "category": "straggler_outside_nccl", "pattern": "horovod.stall_report",
+        "cut": True, "witnesses": [e.rank] if e.rank is not None else [0],
+        "lines": [{"line": f"{e.file}:{e.line}", "text": e.text[:240]}], "reports": len(cut),
+        "reason": "Horovod's stall inspector warned that tensors wait on a subset of ranks, "
+                  "but the report is cut before its 'Stalled ranks:' / 'Missing ranks:' list "
+                  "(or 'Stalled ops:' in older releases): a stall, no rank named",
+        "collect_next": "the whole warning from rank 0's log, with the rank lines after it "
+                        "(mpirun --tag-output keeps each fragment's rank; don't paste from a "
+                        "terminal that redraws a progress bar over it), and the job's size "
+                        "(horovodrun -np)"}
+    if listed:  # only rank lines, no head: the inspector listed these ranks as lacking tensors
+        ev["suspects"] = listed[:64]
+        ev["reason"] = (
+            f"Horovod stall-report line(s) without their warning: rank(s) {listed[:16]} had not "
+            "submitted the listed tensors that other ranks had — whether they are the few that "
+            "lag or the many that wait cannot be told without the rest of the report")
+    return [StallFinding(kind="undecided", ranks=[], process_group=None, seq_id=None, op=None,
+                         source="logs", confidence="low", evidence=ev,
+                         remediation=list(REMEDIATION))]

@@ -145,7 +145,12 @@ def _ras_evidence(s: log_ras.RasScanner, text: str) -> list[lf.Found]:
 def _horovod_evidence(s: log_horovod.HorovodScanner, text: str) -> list[lf.Found]:
     """Horovod's stall inspector (log_horovod)."""
     return [lf.Found(log_horovod.HOROVOD, r.line, None, None, r.text, r.as_detail(),
-                     "horovod.stall_report") for r in s.reports]
+                     "horovod.stall_report") for r in s.reports] + [
+        lf.Found(log_horovod.HOROVOD, r.line, None, None, r.text, {"cut": True},
+                 "horovod.stall_report") for r in s.cut] + [
+        lf.Found(log_horovod.HOROVOD, r.line, None, None, r.text,
+                 {"orphan": True, "ranks": sorted(set().union(*r.missing.values()))},
+                 "horovod.stall_report") for r in s.orphans]
 
 
 _FR_PATTERNS = {"not_joined": "torch.fr_trace.not_joined", "errors": "torch.fr_trace.culprit"}

@@ -24,6 +24,12 @@ as "healthy" (exit 0) or "no evidence" (exit 3). Each is read off its emitter's 
   retrieving ncclUniqueId from [0] …": group rank r failed to get the NCCL id; the full
   message would name the group's rank 0 and the store's error (``log_store_wait`` reads it);
   without them rank 0 is a suspect, no more (the group may be a sub-group).
+- ``torch.store.connect_reset`` — the TCPStore constructor's "Connection reset by peer"
+  (RuntimeError, later DistNetworkError): a client was reset by the store's server at init —
+  at 1,536 ranks (fresh3 pytorch-76913) the server's listen backlog overflowing; names nobody.
+- ``torch.store.poll_failed`` — socket.cpp's "While waitForInput, poolFD failed with …"
+  (2.4+): the reporter's wait on the store broke off (fresh3 kohya-ss-2899, inside
+  ``accelerator.wait_for_everyone()``); names nobody.
 - ``torch.c10d.store_barrier_rankless`` — the init barrier's timeout without "on rank: r, for
   key: k (world_size=W, worker_count=K …)": some rank arrived and gave up; with no counts the
   missing ranks cannot be named or counted (``log_store_barrier`` reads the full form).
@@ -48,9 +54,11 @@ LISTEN = "torch.store.listen_failed"
 HEAD = "torch.nccl.unique_id_head"
 SHUTDOWN = "torch.nccl.normal_shutdown"  #: a marker: the job's own shutdown, not evidence
 BARRIER = "torch.c10d.store_barrier_rankless"
+POLL = "torch.store.poll_failed"
+RESET = "torch.store.connect_reset"
 #: in the order one answers when a log holds several: the most specific first (a store that
 #: never started explains everything after it; a lost connection is the weakest evidence)
-PATTERNS: tuple[str, ...] = (LISTEN, BARRIER, HEAD, LOST)
+PATTERNS: tuple[str, ...] = (LISTEN, BARRIER, HEAD, RESET, LOST, POLL)
 
 #: per pattern: the category, what the lines prove, what to collect next
 _SAYS: dict[str, tuple[str, str, str]] = {
@@ -81,6 +89,23 @@ _SAYS: dict[str, tuple[str, str, str]] = {
         "Collect the full error line (it ends with the rank waited on and the store's error: "
         "Socket Timeout, Connection reset, …) and the group's rank 0's own log: an exception, "
         "an OOM or long preprocessing before init there is the usual cause."),
+    RESET: (
+        "store_unreachable",
+        "the job's key-value store reset the connection of {who} at init ({n} line(s)): the "
+        "store's server (rank 0's process or node 0's agent) dropped clients — at thousands "
+        "of ranks its listen backlog overflows; or it went down — names nobody — not healthy",
+        "Read the store host's log (rank 0 / node 0) at that time; at scale use torch >= 2.4 "
+        "(the libuv TCPStore backend, connect retries), TORCH_DISTRIBUTED_DEBUG=DETAIL, or a "
+        "staggered start; collect how many ranks failed to connect."),
+    POLL: (
+        "store_unreachable",
+        "rank(s) {who} saw their wait on the job's key-value store break off ('While "
+        "waitForInput, poolFD failed', {n} line(s)) — inside a barrier or a key wait; the "
+        "store's server (rank 0's process or node 0's agent) or the ranks not yet at the "
+        "barrier are the ones to read; names nobody — not healthy",
+        "Collect every rank's log around this line: the rank that never reached the barrier "
+        "(an exception, a long step, an OOM kill) and the store host's log (rank 0 / node 0); "
+        "py-spy dump of each rank shows who is not in the barrier."),
     BARRIER: (
         "not_at_init",
         "a rank timed out in the store-based barrier of process-group init ({n} line(s)), "

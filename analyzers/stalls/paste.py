@@ -23,11 +23,21 @@ its own source or documentation, and undone here, per file, before the segmentin
   right-aligned to the widest id). Stripped when most lines of the file carry it; the task id
   is *not* taken as a rank (one task per node under torchrun is common), and Horovod's own
   ``N: [tensor, …]`` report lines never count towards the detection.
+- **pdsh** (DeepSpeed's PDSH runner, ``pdsh -w``): ``src/pdsh/dsh.c`` writes ``"%s: "`` (the
+  host) in front of every remote line. Stripped when most lines of the file carry one of a few
+  host tokens each seen on several lines (a Python exception name, a logging level or a word
+  of prose is never a host); the host is no rank.
+- **accelerate's subprocess echo** (``accelerate test``, ``test_utils.testing.
+  execute_subprocess_async``): ``tee(line, sink, pipe, label)`` prints ``label, line`` —
+  ``stdout: …`` / ``stderr: …``. With three labels or more in a file each label starts a line;
+  a paste that lost the newlines (one line holding a whole torchelastic summary) is split at
+  the labels back into the lines it was.
 - **Kubernetes** ``kubectl logs --prefix``: ``[pod/NAME/CONTAINER] `` (stripped);
   ``--timestamps``: RFC 3339 with nanoseconds and ``Z`` (kept, the zone letter dropped so the
   ISO time reads like any other launcher time). GitHub Actions' raw logs carry the same shape
   with 7 fraction digits, and ``##[group]``-style markers (dropped).
-- **Ray**: ``(pid=N) ``, ``(pid=N, ip=A) ``, ``(ActorName pid=N, ip=A) `` in front and
+- **Ray**: ``(pid=N) ``, ``(pid=N, ip=A) ``, ``(ActorName pid=N, ip=A) ``, ``(raylet[, ip=A]) ``,
+  ``(scheduler +1m2s) `` in front and
   `` [repeated Nx across cluster]`` behind (both stripped; a pid is no rank).
 - **Polyaxon** ``polyaxon ops logs`` (v1, ``traceml/logging/streamer.py``): ``<local time> | ``
   and with ``--all-info`` ``node | pod | container | `` in front (the names stripped, the time
@@ -64,6 +74,8 @@ KINDS: dict[str, str] = {
     "progress_bar": "line(s) split after a progress bar glued in front",
     "fixed_wrap": "line(s) hard-wrapped at a fixed width glued back",
     "markdown": "Markdown code-fence / <details> line(s) dropped",
+    "pdsh_host": "pdsh 'host: ' prefix(es) stripped",
+    "stream_label": "'stdout: '/'stderr: ' label(s) read as line starts (flattened lines split)",
     "quote": "Markdown quote marker(s) stripped",
 }
 
@@ -80,12 +92,28 @@ _ISO_HEAD = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?"
 _SRUN = re.compile(r"^ {0,6}(\d{1,6}): ")
 #: Horovod's stall report lines (``3: [tensor]``, ``3!: [tensor]``) look like srun labels
 _HOROVOD_RANK_LINE = re.compile(r"^\s*\d{1,7}!?: \[(?!rank\d)")
+#: pdsh (``src/pdsh/dsh.c``: ``"%s: "`` host, then the remote line); DeepSpeed's PDSH runner
+#: and ``dshbak``-less pastes carry it. A host token is a hostname, never a Python exception,
+#: a logging level or a word of prose (checked in :func:`_pdsh_file`)
+_PDSH = re.compile(r"^([A-Za-z][\w.-]{0,62}): ")
+_NOT_HOST = re.compile(r"(?:Error|Exception|Warning|Interrupt|Exit)$|^(?:DEBUG|INFO|WARN|WARNING|"
+                       r"ERROR|CRITICAL|FATAL|NOTICE|Note|Hint|Traceback|File|Caused|During|"
+                       r"stdout|stderr|http|https)$", re.I)
+#: accelerate's ``test_utils.testing.execute_subprocess_async`` echoes each line of the child
+#: through ``tee(line, sink, pipe, label)`` = ``print(label, line)``: ``"stderr: " line`` /
+#: ``"stdout: " line``. A paste that lost the newlines leaves the labels inside one line; each
+#: label then starts a line of its own again
+_STREAM_LABEL = re.compile(r"(?:^|(?<=\s))(?:stdout|stderr): ")
 _K8S = re.compile(r"^\[pod/[\w.-]{1,253}/[\w.-]{1,63}\] ")
 _RFC3339 = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?)(?:Z|[+-]\d{2}:\d{2}) ")
 _TORCH_RANK = re.compile(r"\[rank\d{1,7}\]:")
 _CI_MARKER = re.compile(r"^##\[(?:group|endgroup|section|command|debug)\]")
 _CI_INLINE = re.compile(r"^##\[(?:error|warning|notice)\]")
-_RAY = re.compile(r"^\((?:[A-Za-z_][\w.:-]{0,80} )?pid=\d{1,10}(?:, ip=[\w.:-]{1,64})?\) ")
+#: ``ray/_private/worker.py`` ``print_worker_logs``: ``"({prefix}{pid}[, ip={ip}]) "`` — the
+#: prefix ``[actor or task name ]pid=`` for workers, empty for the raylet (pid ``raylet``) and
+#: the autoscaler (pid ``scheduler +1m2s``)
+_RAY = re.compile(r"^\((?:(?:[A-Za-z_][\w.:-]{0,80} )?pid=\d{1,10}|raylet|scheduler \+\w{1,16})"
+                  r"(?:, ip=[\w.:-]{1,64})?\) ")
 _RAY_REPEATED = re.compile(r" \[repeated \d{1,9}x across cluster\]\s*$")
 #: ``polyaxon ops logs`` (traceml/logging/streamer.py, v1): ``<local datetime> | `` then, with
 #: ``--all-info``, ``node | pod | container | `` (str() of an aware datetime: ``+00:00``, which
@@ -128,12 +156,15 @@ class Paste:
         raw = [ln if len(ln) <= MAX_RAW else ln[:MAX_RAW] for ln in text.split("\n")]
         quoted = _quoted_file(raw)
         srun = _srun_file(raw)
+        pdsh = not srun and _pdsh_file(raw)
+        labels = _labelled_file(raw)
         wrap = _wrap_width(raw)
-        stream = self._unwrap(self._strip(raw, quoted, srun), wrap)
+        stream = self._unwrap(self._strip(raw, quoted, srun, pdsh, labels), wrap)
         yield from self._untag(stream)
 
     # --- per-line wrappers ----------------------------------------------------------------
-    def _strip(self, raw: list[str], quoted: bool, srun: bool) -> Iterator[tuple[int, str]]:
+    def _strip(self, raw: list[str], quoted: bool, srun: bool, pdsh: bool = False,
+               labels: bool = False) -> Iterator[tuple[int, str]]:
         count = self.counts
         for no, line in enumerate(raw, 1):
             line = line.removesuffix("\r")
@@ -165,7 +196,18 @@ class Paste:
             if srun:
                 line, n = _SRUN.subn("", line, count=1)
                 count["srun_label"] += n
-            if line.startswith("(") and "pid=" in line[:120]:
+            if pdsh and (h := _PDSH.match(line)) and not _NOT_HOST.search(h.group(1)):
+                line = line[h.end():]
+                count["pdsh_host"] += 1
+            if labels and ("stderr: " in line or "stdout: " in line):
+                pieces = _STREAM_LABEL.split(line)
+                count["stream_label"] += len(pieces) - 1
+                for piece in pieces[:-1]:
+                    if piece.strip():
+                        yield no, piece.rstrip()
+                line = pieces[-1]
+            if line.startswith("(") and ("pid=" in line[:120]
+                                         or line.startswith(("(raylet", "(scheduler +"))):
                 line, n = _RAY.subn("", line, count=1)
                 count["ray_prefix"] += n
             if line.endswith("across cluster]"):
@@ -298,6 +340,29 @@ def _srun_file(raw: list[str]) -> bool:
     lines = [ln for ln in raw[:4096] if ln.strip()]
     labelled = sum(bool(_SRUN.match(ln)) and not _HOROVOD_RANK_LINE.match(ln) for ln in lines)
     return labelled >= 3 and 2 * labelled >= len(lines)
+
+
+def _pdsh_file(raw: list[str]) -> bool:
+    """pdsh output: most non-empty lines start with ``host: ``, from a few hosts each seen on
+    several lines (prose, exceptions and levels never count as hosts)."""
+    lines = [ln for ln in raw[:4096] if ln.strip()]
+    hosts = Counter(m.group(1) for ln in lines if (m := _PDSH.match(ln))
+                    and not _NOT_HOST.search(m.group(1)))
+    labelled = sum(hosts.values())
+    return (labelled >= 3 and 2 * labelled >= len(lines) and max(hosts.values()) >= 2
+            and 2 * len(hosts) <= labelled)
+
+
+def _labelled_file(raw: list[str]) -> bool:
+    """accelerate's ``stdout: ``/``stderr: `` echo: at least three labels in the file, on line
+    starts or (a flattened paste) after whitespace inside a line."""
+    total = 0
+    for ln in raw[:4096]:
+        if "stderr: " in ln or "stdout: " in ln:
+            total += len(_STREAM_LABEL.findall(ln))
+            if total >= 3:
+                return True
+    return False
 
 
 def _wrap_width(raw: list[str]) -> int | None:

@@ -130,6 +130,10 @@ WRAPPERS: dict[str, tuple[Callable[[list[str]], str], str]] = {
     "ray": (lambda ls: "".join(f"(RayTrainWorker pid=3121, ip=10.0.0.7) {ln}\n" for ln in ls)
             + "(RayTrainWorker pid=3122, ip=10.0.0.8) waiting [repeated 3x across cluster]\n",
             "ray_prefix"),
+    # the raylet's own lines (print_worker_logs: no "pid=" prefix, pid "raylet") interleaved
+    "ray-raylet": (lambda ls: "(raylet, ip=10.0.0.8) A worker died or was killed while executing a "
+                   "task by an unexpected system error.\n"
+                   + "".join(f"(raylet) {ln}\n" for ln in ls), "ray_prefix"),
     # polyaxon ops logs --all-info: local time | node | pod | container | line
     "polyaxon": (lambda ls: "".join(
         f"2024-05-02 10:00:0{i}.123456+00:00 | gke-pool-1-a1b2 | plx-operation-3f2a-master-0 | "
@@ -141,6 +145,14 @@ WRAPPERS: dict[str, tuple[Callable[[list[str]], str], str]] = {
                        "quote"),
     "markdown-fence": (lambda ls: "Here is the log:\n```text\n" + "\n".join(ls) + "\n```\n",
                        "markdown"),
+    # pdsh (src/pdsh/dsh.c: "%s: " host, then the line), two nodes: DeepSpeed's PDSH runner
+    "pdsh": (lambda ls: "c000002: starting\n" + "".join(f"c000001: {ln}\n" for ln in ls)
+             + "c000002: done\n", "pdsh_host"),
+    # accelerate's execute_subprocess_async echo: print("stderr:", line) per line of the child
+    "accelerate-echo": (lambda ls: "".join(f"stderr: {ln}\n" for ln in ls), "stream_label"),
+    # the same echo pasted with its newlines lost: every line of the child on one line
+    "accelerate-echo-flattened": (lambda ls: " ".join(f"stderr: {ln}" for ln in ls) + "\n",
+                                  "stream_label"),
 }
 
 
@@ -216,3 +228,22 @@ def test_notes_name_each_normalisation_on_the_cli(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stderr
     assert "straggler" in proc.stdout
     assert "normalised: 3 × kubectl --prefix" in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("lines", [
+    # Python's own "Name: text" lines, a logging level, prose: no pdsh host among them
+    ["RuntimeError: NCCL error", "ValueError: bad", "RuntimeError: again", "INFO: x",
+     "INFO: y", "Note: z"],
+    # one word repeated in front of every line, but each line a different "host": no pdsh
+    [f"step{i}: loss=0.{i}" for i in range(8)],
+])
+def test_prose_and_exceptions_are_no_pdsh_hosts(lines: list[str]) -> None:
+    p = paste.Paste()
+    assert [t for _, t in p.lines("\n".join(lines))] == lines and not p.counts["pdsh_host"]
+
+
+def test_stream_labels_inside_prose_are_no_split() -> None:
+    """Two mentions of "stderr: " in a file are no accelerate echo (three labels are)."""
+    lines = ["redirecting stderr: to a file", "see stdout: above", "plain line"]
+    p = paste.Paste()
+    assert [t for _, t in p.lines("\n".join(lines))] == lines and not p.counts["stream_label"]
