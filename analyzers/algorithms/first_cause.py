@@ -42,6 +42,7 @@ from stormotel.analyzers.timeline import (
     KIND_STEP,
     META_OOM_DUMPS,
     Markers,
+    OomDump,
     RankSeries,
     Timeline,
 )
@@ -382,7 +383,7 @@ def mark_warmups(timeline: Timeline, rises: dict[int, list[FirstRise]], settings
 def _oom_times(timeline: Timeline) -> dict[int, list[int]]:
     """Each rank's OOM instants: its OOM dumps and its OOM markers (event, edge, counter)."""
     out: dict[int, list[int]] = {}
-    for d in timeline.meta.get(META_OOM_DUMPS) or []:
+    for d in cast("list[OomDump] | None", timeline.meta.get(META_OOM_DUMPS)) or []:
         out.setdefault(int(d.rank), []).append(int(d.oom_ns))
     for r, s in timeline.ranks.items():
         m = s.markers
