@@ -903,15 +903,18 @@ CATALOGUE: tuple[Pattern, ...] = (
        'watchdog to set the dump signal." / "First PG on this rank detecting the dump signal '
        'through tcpstore." / " giving time for flight recorder dumps to finish." / '
        '"ProcessGroupNCCL preparing to dump debug info." / "ProcessGroupNCCL dumping nccl trace '
-       'to " … / "Flight Recorder trace successfully dumped."', "2.2+", PT_NCCL,
+       'to " … / "Flight Recorder trace successfully dumped." / "Broadcasting signal " signal " '
+       'to other ranks via TCPStore." (2.8: broadcastSignal(…, EXCEPTION_DUMP, …), the '
+       'initiator\'s LOG(INFO) once its watchdog caught the error)', "2.2+", PT_NCCL,
        "reporter: an initiator (its own watchdog fired) or an observer (told through the store); "
        "'from rank r' names the rank whose watchdog fired first — a victim that timed out, "
        "never a culprit",
        r"dump signal from (?:rank (?P<initiator>\d{1,7})|this local rank)|Broadcasting flight "
        r"recorder dump signal|First watchdog to set the dump signal|detecting the dump signal "
        r"through tcpstore|giving time for flight recorder dumps|preparing to dump debug info|"
-       r"dumping nccl trace to|Flight Recorder trace successfully dumped",
-       ("dump", "flight recorder"), "c10d_reporter", re.I),
+       r"dumping nccl trace to|Flight Recorder trace successfully dumped|Broadcasting signal "
+       r"\S{1,80} to other ranks via TCPStore",
+       ("dump", "flight recorder", "other ranks via tcpstore"), "c10d_reporter", re.I),
     _p("torch.nccl.health_check", "torch c10d ProcessGroupNCCL",
        '"ProcessGroupNCCL: Health check failure: Failed to initialize NCCL communicator on rank " '
        'r', "1.13+ (TORCH_ENABLE_NCCL_HEALTH_CHECK=1)", PT_NCCL + " (runHealthCheck)",

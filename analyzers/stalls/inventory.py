@@ -37,7 +37,7 @@ CONTEXT = frozenset({lp.WORLD_HINT, NORMAL_SHUTDOWN, lp.NCCL_INIT, lp.NCCL_CHANN
                      lp.ELASTIC_LAYOUT, lp.DETAIL_TRACE})
 
 #: families whose lines are read only inside their multi-line report (log_ras, log_horovod)
-REPORT_FAMILIES = frozenset({"nccl.ras", "horovod.stall"})
+REPORT_FAMILIES = frozenset({"nccl.ras", "nccl.ras.split_head", "horovod.stall"})
 
 _PRINTF = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.\d+)?(?:hh|h|ll|l|z|j|t|L|q)?[diouxXeEfgGcsp%]")
 _BRACE = re.compile(r"\{([^{}]{0,60})\}")
@@ -149,6 +149,36 @@ def fill(template: str, role: str) -> tuple[str, list[int]]:
     return "".join(out), used
 
 
+_FP = ("CollectiveFingerPrint(SequenceNumber=12, OpType={op}, TensorShape=[1024], "
+       "TensorDtypes=Float, TensorDeviceTypes=TensorOptions(dtype=float (default), device=cuda, "
+       "layout=Strided (default), requires_grad=false (default), pinned_memory=false (default), "
+       "memory_format=(nullopt)))")
+
+
+def _whole_c10d(text: str) -> tuple[str, list[int]] | None:
+    """The whole message around a wheel-string fragment whose neighbours the string alone does
+    not give, as its source builds it (None: the fragment is filled the generic way).
+
+    - ``ProcessGroupWrapper.cpp`` (``CollectiveFingerPrint::verify``, 1.13–2.13): ``"Detected
+      mismatch between collectives on ranks. Rank " << backend->getRank() << " is running
+      collective: " << *this << ", but Rank " << rank << " is running collective: " <<
+      rank_fingerprint << "."`` then the diff — the first rank is the REPORTER, the second the
+      first rank of the all-gather whose fingerprint differs from the reporter's own;
+    - ``ProcessGroupNCCL::broadcastSignal`` (2.8): ``"Broadcasting signal " << signal << " to
+      other ranks via TCPStore."``, called with ``EXCEPTION_DUMP`` ("exception_dump") once the
+      reporter's watchdog caught the error."""
+    if text.startswith("Detected mismatch between collectives on ranks. Rank ") and \
+            text.endswith("Rank "):
+        return (f"{text}{REPORTER} is running collective: {_FP.format(op='ALLREDUCE')}, but Rank "
+                f"{NAMED} is running collective: {_FP.format(op='BROADCAST')}.Collectives "
+                "differ in the following aspects:   Op type: ALLREDUCEvs BROADCAST",
+                [REPORTER, NAMED])
+    if text == " to other ranks via TCPStore.":
+        return f"[PG ID 0 PG GUID 0(default_pg) Rank {REPORTER}] Broadcasting signal " \
+               f"exception_dump{text}", [REPORTER]
+    return None
+
+
 def concrete(entry: dict[str, Any], family: Family) -> tuple[str, list[int]]:
     """One line (or block) as the emitter's process prints it."""
     text, used = fill(str(entry["template"]), family.role)
@@ -161,6 +191,9 @@ def concrete(entry: dict[str, Any], family: Family) -> tuple[str, list[int]]:
         word = "WARN" if entry["level"] == "warning" else "INFO"
         return f"{rp}node-1:4242:4301 [{REPORTER}] NCCL {word} {text}", used
     if emitter == "pytorch.c10d-cpp":  # a fragment that c10::str joins with its arguments
+        whole = _whole_c10d(text)
+        if whole is not None:
+            return f"{rp}[E1128 23:40:00.123456789 ProcessGroup.cpp:1] {whole[0]}", whole[1]
         if re.search(r"\b(?:rank|Rank|ranks:|rank:|rank ID)\s*$", text):
             text += f"{NAMED if family.role == 'names' else REPORTER}"
             used.append(NAMED if family.role == "names" else REPORTER)

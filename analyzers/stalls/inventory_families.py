@@ -69,7 +69,8 @@ FAMILIES: tuple[Family, ...] = (
        r"so ignoring the error|Completed store-based barrier|Shrinking default group will destroy|"
        r"Launching ProcessGroupNCCL abort asynchr|ProcessGroupNCCL aborts successfully|"
        r"Failed to (?:get timeout rank ID from|check the \"should dump\" flag on|get exception "
-       r"dump flag from|set dump signal in) (?:TCPStore|the global store|tcpstore)",
+       r"dump flag from|set dump signal in) (?:TCPStore|the global store|tcpstore)|"
+       r"^barrier key:\{\} worldSize:",
        "waits", "info",
        "printed on the normal path (LOG(INFO)/VLOG: 'watchdog thread terminated normally', "
        "'main process destroyed cuda before watchdog loop exited' at process exit; "
@@ -78,8 +79,11 @@ FAMILIES: tuple[Family, ...] = (
        "'Launching ProcessGroupNCCL abort asynchronously' / 'aborts successfully', LOG(INFO) of "
        "every destroy_process_group while shutdown() called abort(); the heartbeat monitor's "
        "failed store polls, '(maybe TCPStore server has shut down too early)', printed after a "
-       "normal completion when rank 0's store exits first): not stall evidence (the completed "
-       "barrier clears the waiting lines of its key)"),
+       "normal completion when rank 0's store exits first; the libuv store server's "
+       "C10D_TRACE 'barrier key:{} worldSize:{} address:{}' (TCPStoreLibUvBackend.cpp "
+       "parse_barrier_command), traced for every barrier request a client sends, before the "
+       "store checks who arrived — worldSize is the count the caller asked for): not stall "
+       "evidence (the completed barrier clears the waiting lines of its key)"),
     # --- PyTorch c10d: init -----------------------------------------------------------------
     _f("c10d.store_barrier", TORCH, r"store.based barrier|store_based_barrier", "waits", "stall",
        "the reporter checked in at init and waits for the rest of the world; the ranks that "
@@ -155,6 +159,12 @@ FAMILIES: tuple[Family, ...] = (
     _f("nccl.ras.summary_header", "nccl-ras", r"^Group\s+Comms\s+Nodes\s+Ranks", "waits", "info",
        "the column header of RAS's communicator summary table: names no rank, count, status "
        "or error (the Errors section below it does)"),
+    _f("nccl.ras.split_head", "nccl-ras",
+       r"Communicator ranks have different (?:collective|%s) operation counts", "unnamed",
+       "stall",
+       "the heading of a count split: rasClientRunComms prints it only when some rank's "
+       "operation count differs from the first rank's, so it proves a split even when the "
+       "report is cut after it; it names no rank (the groups below it do)"),
     _f("nccl.ras", "nccl-ras",
        r"missing|Rank %|collective operation|counts?|status|unresponsive|dead|ranks? ", "names",
        "stall", "RAS: per communicator, how many operations each rank launched (the ranks "

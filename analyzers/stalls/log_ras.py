@@ -70,11 +70,16 @@ class RasBlock:
     missing_n: int = 0  #: "Missing communicator data from N ranks" (listed or not)
     text: str = ""
     pattern: str = "nccl.ras.count_group"
+    #: the heading "Communicator ranks have different (collective|%s) operation counts" was
+    #: printed: rasClientRunComms prints it only when some rank's count differs from the
+    #: first's, so it proves a count split even when the report is cut before the groups
+    split_head: bool = False
 
     def as_detail(self) -> dict[str, Any]:
         return {"comm": self.comm, "op": self.op, "counts": dict(self.counts),
                 "groups": list(self.groups), "missing": list(self.missing),
-                "missing_n": max(self.missing_n, len(self.missing))}
+                "missing_n": max(self.missing_n, len(self.missing)),
+                "cut": self.split_head and not (self.groups or self.missing or self.missing_n)}
 
 
 class RasScanner:
@@ -106,6 +111,7 @@ class RasScanner:
                 self.close()
                 block = self._block = RasBlock(no, block.comm, text=line.strip()[:300])
             block.op = head.group("op")
+            block.split_head = True
             self._count, self._section = None, "count"
             return
         for pid in ("nccl.ras.count_group", "nccl.ras.rank_count", "nccl.ras.status_group",
@@ -148,7 +154,8 @@ class RasScanner:
 
     def close(self) -> None:
         block, self._block, self._count, self._section = self._block, None, None, None
-        if block is not None and (block.groups or block.missing or block.missing_n):
+        if block is not None and (block.groups or block.missing or block.missing_n
+                                  or block.split_head):
             self.blocks.append(block)
 
 

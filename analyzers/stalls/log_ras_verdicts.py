@@ -48,6 +48,14 @@ def ras_findings(events: list[Any], world_size: int | None = None
             continue
         if d["groups"]:
             out.append(_ras_counts(d, where, world_size))
+        elif d.get("cut"):
+            out.append(_ras_finding(
+                "undecided", [], "collective_count_split", "low", "nccl.ras.mismatch_head",
+                f"NCCL RAS: the ranks of communicator {d['comm']} launched different numbers of "
+                f"{d['op']} operations (its heading says so), but the report stops before the "
+                "groups: which ranks are behind is not in this log — query again (`ncclras`, "
+                "`-v` lists more ranks) and keep the whole report", suspects=[],
+                ranks_are="communicator ranks", **where))
     return out
 
 
