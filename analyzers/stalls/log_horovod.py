@@ -212,22 +212,7 @@ def horovod_findings(events: list[Any], world_size: int | None) -> list[StallFin
             # a branch the others did not, or the many are stuck before it — counts cannot say
             ties.append(tensor)
     diverged = horovod_paths.no_majority(missing, world)
-    ev: dict[str, Any] = {
-        "category": "mismatched_collective" if submitters_odd else "straggler_outside_nccl",
-        "pattern": "horovod.stall_report", "missing": e.detail["missing"],
-        "shutdown_ranks": e.detail["shutdown"], "witnesses": [e.rank] if e.rank is not None
-        else [0], "spoke": {"ranks": world, "of": world if explicit else None},
-        "world_size_from": "--world-size / log" if explicit else _BOUND_WORDS[bound],
-        "lines": [{"line": f"{e.file}:{e.line}", "text": e.text[:240]}],
-        "reports": len(reports)}
-    if e.detail.get("ready"):
-        ev["ready"] = e.detail["ready"]
-    if e.detail.get("shutdown_after_s") is not None:
-        ev["shutdown_after_s"] = e.detail["shutdown_after_s"]
-        ev["shutdown"] = (
-            f"Horovod ends the job itself: rank(s) {e.detail['shutdown']} stalled past "
-            f"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS={e.detail['shutdown_after_s']} — the other "
-            "ranks' 'Horovod has been shut down' errors that follow are this stall's end")
+    ev = _report_evidence(e, len(reports), world, explicit, bound, submitters_odd)
     if diverged is not None:
         return [horovod_paths.undecided(diverged, ev, sorted(listed), explicit, REMEDIATION)]
     if ties or not odd or (len(odd) * 2 >= world and not tie_at_bound):
@@ -258,6 +243,29 @@ def horovod_findings(events: list[Any], world_size: int | None) -> list[StallFin
                          ranks=culprits, process_group=None, seq_id=None, op=None,
                          source="logs", confidence="medium" if clear else "low", evidence=ev,
                          remediation=list(REMEDIATION))]
+
+
+def _report_evidence(e: Any, reports: int, world: int, explicit: bool, bound: str,
+                     submitters_odd: bool) -> dict[str, Any]:
+    """What every finding on one stall report carries: the report's lines and counts, the world
+    it was read against, and Horovod's own shutdown of the job when the report announced it."""
+    ev: dict[str, Any] = {
+        "category": "mismatched_collective" if submitters_odd else "straggler_outside_nccl",
+        "pattern": "horovod.stall_report", "missing": e.detail["missing"],
+        "shutdown_ranks": e.detail["shutdown"], "witnesses": [e.rank] if e.rank is not None
+        else [0], "spoke": {"ranks": world, "of": world if explicit else None},
+        "world_size_from": "--world-size / log" if explicit else _BOUND_WORDS[bound],
+        "lines": [{"line": f"{e.file}:{e.line}", "text": e.text[:240]}],
+        "reports": reports}
+    if e.detail.get("ready"):
+        ev["ready"] = e.detail["ready"]
+    if e.detail.get("shutdown_after_s") is not None:
+        ev["shutdown_after_s"] = e.detail["shutdown_after_s"]
+        ev["shutdown"] = (
+            f"Horovod ends the job itself: rank(s) {e.detail['shutdown']} stalled past "
+            f"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS={e.detail['shutdown_after_s']} — the other "
+            "ranks' 'Horovod has been shut down' errors that follow are this stall's end")
+    return ev
 
 
 _BOUND_WORDS = {
