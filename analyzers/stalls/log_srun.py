@@ -19,30 +19,28 @@ names no task and is read by :mod:`.log_rankless`.
 
 from __future__ import annotations
 
-from typing import Any
+import re
 
 from stormotel.analyzers.stalls import grammar as gr
 from stormotel.analyzers.stalls import log_failures as lf
+from stormotel.analyzers.stalls.log_finding import LineScanner
 
 PATTERN = "slurm.srun.launch_failed"
-_RX = gr.BY_ID[PATTERN].regex
 
 
-class Scanner:
+class Scanner(LineScanner):
     """One ``rank_error`` (ambiguous) per "task r launch failed" line."""
 
-    def __init__(self, ctx: Any) -> None:
-        self.stamp = ctx.stamp
-        self.found: list[lf.Found] = []
+    kind = lf.RANK_ERROR
+    triggers = ("launch failed",)
+    patterns = (PATTERN,)
 
-    def feed(self, no: int, seg: str, low: str, rank: int | None) -> None:
-        if "launch failed" not in low:
-            return
-        m = _RX.search(seg)
-        if m is None or (task := gr.parse_rank(m.group("rank"))) is None:
-            return
+    def read(self, pid: str, m: re.Match[str], rank: int | None
+             ) -> tuple[int | None, dict[str, object]] | None:
+        if (task := gr.parse_rank(m.group("rank"))) is None:
+            return None
         why = m.group("why").strip()[:160]
-        self.found.append(lf.Found(lf.RANK_ERROR, no, task, self.stamp(seg), seg.strip()[:300], {
+        return task, {
             "category": "exception", "ambiguous": True, "launcher_only": True,
             "error": f"srun: task launch failed: {why}", "launcher": "srun",
             "rank_from": "srun's task id (SLURM_PROCID)",
@@ -50,8 +48,4 @@ class Scanner:
             "why": f"srun could not start these tasks on their node ({why}): the node's "
                    "failure, shared by every task srun lists with it — suspects, not culprits; "
                    "check that node (the program's path there, slurmd's log) — the same reason "
-                   "on every task of the step is the step's setup (--mpi, the interconnect)"},
-            PATTERN))
-
-    def finish(self, text: str) -> list[lf.Found]:
-        return self.found
+                   "on every task of the step is the step's setup (--mpi, the interconnect)"}

@@ -117,3 +117,15 @@ def write_markers(url: str, job_id: str, t: np.ndarray, step_ms: int = 2000,
                 body = remote_write.encode_arrays(name, labels_for(job_id, rank), t, v)
                 r = client.post(url, content=body, headers=remote_write.HEADERS)
                 assert r.status_code in (200, 204), (r.status_code, r.text)
+
+
+def fill(base_url: str, job_id: str, minutes: float = 8) -> Planted:
+    """A planted job in a running TSDB, as the bulk-read tests read it: the memory series (with
+    the device-used peak gauge), the step gauge and one OOM counter rise half-way through,
+    waited on until every series is served."""
+    p, data = make(job_id=job_id, minutes=minutes)
+    write(base_url + "/api/v1/write", p.job_id, data, peak_fields=("device_used",))
+    t = next(iter(data.values()))[0]
+    write_markers(base_url + "/api/v1/write", p.job_id, t, oom_at_ms=int(t[len(t) // 2]))
+    wait_visible(base_url, p.job_id, len(data) + 8)
+    return p

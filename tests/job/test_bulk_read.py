@@ -35,13 +35,7 @@ BULK = {"prometheus": "remote_read", "victoriametrics": "vm_native"}
 def filled(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     start = servers.prometheus if request.param == "prometheus" else victoriametrics_dedup
     with start(tmp_path_factory.mktemp(request.param)) as server:
-        p, data = planted.make(job_id="bulk-1", minutes=8)
-        planted.write(server.url + "/api/v1/write", p.job_id, data,
-                      peak_fields=("device_used",))
-        t = next(iter(data.values()))[0]
-        planted.write_markers(server.url + "/api/v1/write", p.job_id, t,
-                              oom_at_ms=int(t[len(t) // 2]))
-        planted.wait_visible(server.url, p.job_id, len(data) + 8)
+        p = planted.fill(server.url, "bulk-1")
         yield request.param, server, p
 
 

@@ -212,13 +212,7 @@ def test_answers_it_does_not_understand_are_errors_not_numbers(vm: servers.Serve
 @pytest.fixture(scope="module")
 def planted_vm(tmp_path_factory: pytest.TempPathFactory):
     with victoriametrics_dedup(tmp_path_factory.mktemp("vm-planted")) as server:
-        p, data = planted.make(job_id="native-1", minutes=8)
-        planted.write(server.url + "/api/v1/write", p.job_id, data,
-                      peak_fields=("device_used",))
-        t = next(iter(data.values()))[0]
-        planted.write_markers(server.url + "/api/v1/write", p.job_id, t,
-                              oom_at_ms=int(t[len(t) // 2]))
-        planted.wait_visible(server.url, p.job_id, len(data) + 8)
+        p = planted.fill(server.url, "native-1")
         yield server, p
 
 

@@ -12,12 +12,12 @@ are the evaluation's (``eval_stalls.py --reach``, docs/stalls.md), not asserted.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.stalls import fresh_checks as fc
 from tests.stalls.test_case_corpus import EVAL, _folders, _fresh_folders, _spec
 from tests.stalls.test_case_corpus import test_case_is_well_formed as _well_formed
 
@@ -51,12 +51,7 @@ def test_fresh2_is_new_material() -> None:
     """No thread of the corpus or of the first fresh set, no id twice; enough cases per half."""
     specs = [_spec(f) for f in _fresh2()]
     older = [_spec(f) for f in _folders() + _fresh_folders()]
-    assert len(specs) >= 24 and len({s["id"] for s in specs}) == len(specs)
-    assert not {s["source"] for s in specs} & {s["source"] for s in older}
-    assert not {s["id"] for s in specs} & {s["id"] for s in older}
-    assert len({s["project"] for s in specs}) >= 20
-    halves = [s["half"] for s in specs]
-    assert halves.count("dev") >= 10 and halves.count("heldout") >= 10
+    fc.assert_new_material(specs, older, min_cases=24, min_projects=20)
 
 
 @pytest.fixture(scope="module")
@@ -66,9 +61,7 @@ def fresh2_results() -> list[Any]:
 
 def test_fresh2_never_crashes_nor_names_a_wrong_rank_confidently(
         fresh2_results: list[Any]) -> None:
-    assert len(fresh2_results) == len(_fresh2())
-    assert all(r.case.fresh for r in fresh2_results)
-    assert not [r.case.id for r in fresh2_results if r.exit_code in (2, EVAL.EXIT_INTERNAL)]
+    fc.assert_every_case_ran(fresh2_results, len(_fresh2()))
     wrong = {r.case.id: r.confident_wrong for r in fresh2_results if r.confident_wrong}
     assert not wrong, wrong
 
@@ -76,11 +69,7 @@ def test_fresh2_never_crashes_nor_names_a_wrong_rank_confidently(
 def test_fresh2_dev_half_is_never_healthy_nor_no_evidence(fresh2_results: list[Any]) -> None:
     """Every dev case shows a stall or a failure: exit 1 (a finding), never 0 or 3 (fixed by
     log_rankless and the store connect forms; before them 3 were exit 0 and 4 exit 3)."""
-    dev = [r for r in fresh2_results if r.case.half == "dev"]
-    assert len(dev) >= 10
-    assert {r.case.id: r.exit_code for r in dev if r.exit_code != 1} == {}
-    assert all(r.outcome == "right" for r in dev), [r.case.id for r in dev
-                                                     if r.outcome != "right"]
+    fc.assert_dev_half_is_a_finding_and_right(fresh2_results, 10)
 
 
 def test_no_fresh2_log_with_a_stall_reads_healthy_or_no_evidence(
@@ -92,16 +81,9 @@ def test_no_fresh2_log_with_a_stall_reads_healthy_or_no_evidence(
 
 
 def test_fresh2_stays_out_of_the_halves_and_the_ceilings(fresh2_results: list[Any]) -> None:
-    assert EVAL.groups(fresh2_results, "all") == {}
-    assert EVAL.measured_patterns(fresh2_results) == {}
+    fc.assert_outside_the_halves_and_ceilings(fresh2_results)
 
 
-def test_fresh2_is_read_by_reach_with_its_own_halves(tmp_path: Path) -> None:
-    out = tmp_path / "eval.json"
-    assert EVAL.main(["--reach", "--json", str(out), "--half", "all"]) == 0
-    reach = json.loads(out.read_text())["reach"]
-    dev, held = reach["per_set"]["fresh2/dev"], reach["per_set"]["fresh2/heldout"]
-    specs = [_spec(f) for f in _fresh2()]
-    assert dev["(all)"]["n"] == sum(s["half"] == "dev" for s in specs)
-    assert held["(all)"]["n"] == sum(s["half"] == "heldout" for s in specs)
+def test_fresh2_is_read_by_reach_with_its_own_halves() -> None:
+    dev, _ = fc.reach_halves("fresh2", [_spec(f) for f in _fresh2()])
     assert dev["(all)"]["exit0"] == dev["(all)"]["exit3"] == 0

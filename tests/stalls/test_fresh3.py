@@ -15,12 +15,12 @@ half and family are the evaluation's (``eval_stalls.py --reach``), not asserted.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.stalls import fresh_checks as fc
 from tests.stalls.test_case_corpus import EVAL, _folders, _fresh_folders, _spec
 from tests.stalls.test_case_corpus import test_case_is_well_formed as _well_formed
 
@@ -60,12 +60,7 @@ def test_fresh3_is_new_material() -> None:
     others = sorted(p for d in (EVAL.FRESH2_DIR, EVAL.FRESH4_DIR) for p in d.iterdir()
                     if p.is_dir())
     older = [_spec(f) for f in _folders() + _fresh_folders() + others]
-    assert len(specs) >= 30 and len({s["id"] for s in specs}) == len(specs)
-    assert not {s["source"] for s in specs} & {s["source"] for s in older}
-    assert not {s["id"] for s in specs} & {s["id"] for s in older}
-    assert len({s["project"] for s in specs}) >= 12
-    halves = [s["half"] for s in specs]
-    assert halves.count("dev") >= 10 and halves.count("heldout") >= 10
+    fc.assert_new_material(specs, older, min_cases=30, min_projects=12)
     sizes = {s["world_size"] for s in specs} - {None}
     assert min(sizes) == 2 and max(sizes) >= 1000
 
@@ -77,9 +72,7 @@ def fresh3_results() -> list[Any]:
 
 def test_fresh3_never_crashes_nor_names_a_wrong_rank_confidently(
         fresh3_results: list[Any]) -> None:
-    assert len(fresh3_results) == len(_fresh3())
-    assert all(r.case.fresh for r in fresh3_results)
-    assert not [r.case.id for r in fresh3_results if r.exit_code in (2, EVAL.EXIT_INTERNAL)]
+    fc.assert_every_case_ran(fresh3_results, len(_fresh3()))
     wrong = {r.case.id: r.confident_wrong for r in fresh3_results if r.confident_wrong}
     assert not wrong, wrong
 
@@ -88,23 +81,12 @@ def test_fresh3_dev_half_is_never_healthy_nor_no_evidence(fresh3_results: list[A
     """Every dev case shows a stall or a failure: exit 1 (a finding), never 0 or 3 (fixed by
     log_store_rankless; before it 2 were exit 0 and 3 exit 3). The held-out half is measured
     by the evaluation, not guarded here: its misses were never used to write a rule."""
-    dev = [r for r in fresh3_results if r.case.half == "dev"]
-    assert len(dev) >= 10
-    assert {r.case.id: r.exit_code for r in dev if r.exit_code != 1} == {}
-    assert all(r.outcome == "right" for r in dev), [r.case.id for r in dev
-                                                     if r.outcome != "right"]
+    fc.assert_dev_half_is_a_finding_and_right(fresh3_results, 10)
 
 
 def test_fresh3_stays_out_of_the_halves_and_the_ceilings(fresh3_results: list[Any]) -> None:
-    assert EVAL.groups(fresh3_results, "all") == {}
-    assert EVAL.measured_patterns(fresh3_results) == {}
+    fc.assert_outside_the_halves_and_ceilings(fresh3_results)
 
 
-def test_fresh3_is_read_by_reach_with_its_own_halves(tmp_path: Path) -> None:
-    out = tmp_path / "eval.json"
-    assert EVAL.main(["--reach", "--json", str(out), "--half", "all"]) == 0
-    reach = json.loads(out.read_text())["reach"]
-    dev, held = reach["per_set"]["fresh3/dev"], reach["per_set"]["fresh3/heldout"]
-    specs = [_spec(f) for f in _fresh3()]
-    assert dev["(all)"]["n"] == sum(s["half"] == "dev" for s in specs)
-    assert held["(all)"]["n"] == sum(s["half"] == "heldout" for s in specs)
+def test_fresh3_is_read_by_reach_with_its_own_halves() -> None:
+    fc.reach_halves("fresh3", [_spec(f) for f in _fresh3()])

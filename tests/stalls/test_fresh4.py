@@ -16,12 +16,12 @@ undecided figures per half and family are the evaluation's (``eval_stalls.py --r
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.stalls import fresh_checks as fc
 from tests.stalls.test_case_corpus import EVAL, _folders, _fresh_folders, _spec
 from tests.stalls.test_case_corpus import test_case_is_well_formed as _well_formed
 
@@ -32,7 +32,7 @@ FAMILIES = ("rank0_busy", "horovod_mpirun", "launcher_prefix")
 HELD_FAMILY = "horovod_mpirun"
 #: dev cases whose kept log holds no stall or failure message at all (the thread's excerpt stops
 #: before anything went wrong): "no evidence" (exit 3) is the true answer there
-NO_STALL_MESSAGE = {"kubeflow-pytorch-operator-202-master-0-nccl-never-starts"}
+NO_STALL_MESSAGE = frozenset({"kubeflow-pytorch-operator-202-master-0-nccl-never-starts"})
 #: confident answers on held-out cases the threads did not label. Measured before any rule of
 #: this round: PFT-SR#13 (ranks 6 and 7 at work 70005, rank 2 timing out at 70002, five of the
 #: eight ranks unseen) was named rank 2 at medium by the SeqNum-split rule; since the lead's
@@ -70,13 +70,8 @@ def test_fresh4_is_new_material() -> None:
     older_dirs = [p for base in sorted(FRESH4.parent.glob("fresh*")) if base != FRESH4
                   for p in base.iterdir() if p.is_dir()]
     older = [_spec(f) for f in _folders() + _fresh_folders() + older_dirs]
-    assert len(specs) >= 25 and len({s["id"] for s in specs}) == len(specs)
-    assert not {s["source"] for s in specs} & {s["source"] for s in older}
-    assert not {s["id"] for s in specs} & {s["id"] for s in older}
-    assert len({s["project"] for s in specs}) >= 12
+    fc.assert_new_material(specs, older, min_cases=25, min_projects=12, min_dev=8)
     assert {s["family"] for s in specs} == set(FAMILIES)
-    halves = [s["half"] for s in specs]
-    assert halves.count("dev") >= 8 and halves.count("heldout") >= 10
 
 
 @pytest.fixture(scope="module")
@@ -86,9 +81,7 @@ def fresh4_results() -> list[Any]:
 
 def test_fresh4_never_crashes_nor_names_a_wrong_rank_confidently(
         fresh4_results: list[Any]) -> None:
-    assert len(fresh4_results) == len(_fresh4())
-    assert all(r.case.fresh for r in fresh4_results)
-    assert not [r.case.id for r in fresh4_results if r.exit_code in (2, EVAL.EXIT_INTERNAL)]
+    fc.assert_every_case_ran(fresh4_results, len(_fresh4()))
     wrong = {r.case.id for r in fresh4_results if r.confident_wrong}
     assert not {r.case.id for r in fresh4_results
                 if r.confident_wrong and r.case.half == "dev"}
@@ -98,25 +91,13 @@ def test_fresh4_never_crashes_nor_names_a_wrong_rank_confidently(
 def test_fresh4_dev_half_is_never_healthy_nor_no_evidence(fresh4_results: list[Any]) -> None:
     """Every dev case whose log shows a stall or a failure gets a finding (exit 1), never
     "healthy" (0) or "no evidence" (3); and every dev answer is right."""
-    dev = [r for r in fresh4_results if r.case.half == "dev"]
-    assert len(dev) >= 8
-    assert {r.case.id: r.exit_code for r in dev
-            if r.exit_code != 1 and r.case.id not in NO_STALL_MESSAGE} == {}
-    assert all(r.outcome == "right" for r in dev), [r.case.id for r in dev
-                                                     if r.outcome != "right"]
+    fc.assert_dev_half_is_a_finding_and_right(fresh4_results, 8, NO_STALL_MESSAGE)
 
 
 def test_fresh4_stays_out_of_the_halves_and_the_ceilings(fresh4_results: list[Any]) -> None:
-    assert EVAL.groups(fresh4_results, "all") == {}
-    assert EVAL.measured_patterns(fresh4_results) == {}
+    fc.assert_outside_the_halves_and_ceilings(fresh4_results)
 
 
-def test_fresh4_is_read_by_reach_with_its_own_halves(tmp_path: Path) -> None:
-    out = tmp_path / "eval.json"
-    assert EVAL.main(["--reach", "--json", str(out), "--half", "all"]) == 0
-    reach = json.loads(out.read_text())["reach"]
-    dev, held = reach["per_set"]["fresh4/dev"], reach["per_set"]["fresh4/heldout"]
-    specs = [_spec(f) for f in _fresh4()]
-    assert dev["(all)"]["n"] == sum(s["half"] == "dev" for s in specs)
-    assert held["(all)"]["n"] == sum(s["half"] == "heldout" for s in specs)
+def test_fresh4_is_read_by_reach_with_its_own_halves() -> None:
+    dev, _ = fc.reach_halves("fresh4", [_spec(f) for f in _fresh4()])
     assert dev["(all)"]["confident_wrong"] == 0

@@ -1,0 +1,71 @@
+"""What every fresh set's test module (test_fresh2, test_fresh3, test_fresh4) checks alike.
+
+Each set holds to the rule above all (no crash, no wrong rank at high or medium), stays out of
+the corpus's halves and ceilings, and is read by ``eval_stalls --reach`` with its own halves. The
+reach run evaluates every set at once, so it runs once per test process and the modules share
+its answer (it ran once per module before).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tests.stalls.test_case_corpus import EVAL
+
+
+def assert_new_material(specs: list[dict[str, Any]], older: list[dict[str, Any]], *,
+                        min_cases: int, min_projects: int, min_dev: int = 10) -> None:
+    """No thread or id of the older sets, no id twice, enough projects and cases per half."""
+    assert len(specs) >= min_cases and len({s["id"] for s in specs}) == len(specs)
+    assert not {s["source"] for s in specs} & {s["source"] for s in older}
+    assert not {s["id"] for s in specs} & {s["id"] for s in older}
+    assert len({s["project"] for s in specs}) >= min_projects
+    halves = [s["half"] for s in specs]
+    assert halves.count("dev") >= min_dev and halves.count("heldout") >= 10
+
+
+def assert_every_case_ran(results: list[Any], cases: int) -> None:
+    """Every case scored as a fresh one, none a usage error or a crash."""
+    assert len(results) == cases
+    assert all(r.case.fresh for r in results)
+    assert not [r.case.id for r in results if r.exit_code in (2, EVAL.EXIT_INTERNAL)]
+
+
+def assert_dev_half_is_a_finding_and_right(results: list[Any], min_dev: int,
+                                           no_stall_message: frozenset[str] = frozenset()
+                                           ) -> None:
+    """Every dev case (but those whose kept log holds no stall message) gets a finding, exit 1,
+    and every dev answer is right."""
+    dev = [r for r in results if r.case.half == "dev"]
+    assert len(dev) >= min_dev
+    assert {r.case.id: r.exit_code for r in dev
+            if r.exit_code != 1 and r.case.id not in no_stall_message} == {}
+    assert all(r.outcome == "right" for r in dev), [r.case.id for r in dev
+                                                     if r.outcome != "right"]
+
+
+def assert_outside_the_halves_and_ceilings(results: list[Any]) -> None:
+    assert EVAL.groups(results, "all") == {}
+    assert EVAL.measured_patterns(results) == {}
+
+
+@functools.cache
+def _reach() -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "eval.json"
+        assert EVAL.main(["--reach", "--json", str(out), "--half", "all"]) == 0
+        reach: dict[str, Any] = json.loads(out.read_text())["reach"]
+    return reach
+
+
+def reach_halves(name: str, specs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The set's dev and held-out rows of the reach tables, each counting its half's cases."""
+    per_set = _reach()["per_set"]
+    dev, held = per_set[f"{name}/dev"], per_set[f"{name}/heldout"]
+    assert dev["(all)"]["n"] == sum(s["half"] == "dev" for s in specs)
+    assert held["(all)"]["n"] == sum(s["half"] == "heldout" for s in specs)
+    return dev, held
