@@ -1102,6 +1102,13 @@ def parse_rank(text: str | None) -> int | None:
     return rank if rank <= MAX_RANK else None
 
 
+def named_rank(text: str | None) -> list[int]:
+    """The ranks a line names when it names one: ``[r]``, or ``[]`` where the text is no rank
+    (:func:`parse_rank`) — a suspect list, as :func:`parse_rank_list` gives for several."""
+    rank = parse_rank(text)
+    return [] if rank is None else [rank]
+
+
 def parse_rank_list(text: str) -> list[int]:
     """``"4, 5, 6, 7"`` / ``"[4, 5]"`` / RAS ranges ``"3-5, 9"`` → sorted distinct ranks."""
     out: set[int] = set()

@@ -56,20 +56,17 @@ REMEDIATION = [
 
 class Scanner(LineScanner):
     kind = KIND
-    triggers = gr.triggers_of(PATTERNS)
     patterns = PATTERNS
 
     def read(self, pid: str, m: re.Match[str], rank: int | None
              ) -> tuple[int | None, dict[str, object]] | None:
         named: list[int] = []
         if pid == "torch.nccl.health_check":
-            r = gr.parse_rank(m.group("rank"))
-            named = [r] if r is not None else []
+            named = gr.named_rank(m.group("rank"))
         elif pid == "torch.store_collectives.missing":
             named = gr.parse_rank_list(m.group("ranks"))
         elif pid == "torch.gloo.check_rank_logs":
-            r = gr.parse_rank(m.group("root"))
-            named = [r] if r is not None else []
+            named = gr.named_rank(m.group("root"))
         elif pid == "torch.nccl.watchdog_hang" and rank is not None:
             named = [rank]  # its own watchdog is stuck: the reporter is wedged
         elif pid == "torch.store.setup_failed" and "UV Store" in m.group(0) and rank is not None:
@@ -81,7 +78,6 @@ class Scanner(LineScanner):
 
 class RefScanner(Scanner):
     kind = REF_KIND
-    triggers = gr.triggers_of(REFERENCE)
     patterns = REFERENCE
 
 

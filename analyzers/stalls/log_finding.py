@@ -30,11 +30,21 @@ def log_finding(kind: str, ranks: list[int], category: str, confidence: str, pat
 class LineScanner:
     """A log kind whose evidence is one line each: on a line holding one of ``triggers``, the
     first of ``patterns`` that matches gives one event, with what :meth:`read` says the match
-    proves (``None`` leaves the line). The shared half of those kinds' scanners."""
+    proves (``None`` leaves the line). The shared half of those kinds' scanners.
+
+    A subclass names its ``kind`` and ``patterns``; its ``triggers``, unless it says its own,
+    are its patterns' catalogue triggers (:func:`.grammar.triggers_of`), the cheap filter the
+    catalogue's own :func:`.grammar.scan` puts in front of each of them: stated once, in the
+    catalogue, so a pattern added to a scanner cannot be left out of its filter."""
 
     kind: str
     triggers: tuple[str, ...]
     patterns: tuple[str, ...]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "patterns" in cls.__dict__ and "triggers" not in cls.__dict__:
+            cls.triggers = gr.triggers_of(cls.patterns)
 
     def __init__(self, ctx: Any) -> None:
         self.stamp = ctx.stamp

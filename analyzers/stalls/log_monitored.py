@@ -49,7 +49,7 @@ REMEDIATION = ["Every rank that reported reached monitored_barrier; its coordina
 
 
 class Scanner(LineScanner):
-    kind, triggers, patterns = KIND, gr.triggers_of((PEER, TAIL)), (PEER, TAIL)
+    kind, patterns = KIND, (PEER, TAIL)
 
     def read(self, pid: str, m: re.Match[str], rank: int | None
              ) -> tuple[int | None, dict[str, object]] | None:

@@ -65,15 +65,13 @@ _RANKS = re.compile(r"^(?:a|b)\d?$")
 
 class Scanner(LineScanner):
     kind = KIND
-    triggers = gr.triggers_of(PATTERNS)
     patterns = PATTERNS
 
     def read(self, pid: str, m: re.Match[str], rank: int | None
              ) -> tuple[int | None, dict[str, object]] | None:
         named: list[int] = []
         if pid == "nccl.warn.duplicate_checkin":
-            r = gr.parse_rank(m.group("rank"))
-            named = [r] if r is not None else []
+            named = gr.named_rank(m.group("rank"))
         elif pid == "nccl.warn.api_check":
             named = [rank] if rank is not None else []
         else:

@@ -32,7 +32,6 @@ class Scanner(LineScanner):
     """One ``rank_error`` (ambiguous) per "task r launch failed" line."""
 
     kind = lf.RANK_ERROR
-    triggers = ("launch failed",)
     patterns = (PATTERN,)
 
     def read(self, pid: str, m: re.Match[str], rank: int | None

@@ -120,7 +120,6 @@ _SAYS: dict[str, tuple[str, str, str]] = {
 
 class Scanner(LineScanner):
     kind = KIND
-    triggers = gr.triggers_of((*PATTERNS, SHUTDOWN))
     patterns = (*PATTERNS, SHUTDOWN)
 
     def feed(self, no: int, seg: str, low: str, rank: int | None) -> None:

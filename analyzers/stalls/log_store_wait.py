@@ -34,8 +34,6 @@ KIND = "init_wait"
 UNIQUE_ID = "torch.nccl.unique_id_wait"
 WAIT = "torch.store.wait_timeout"
 CONNECT = "torch.store.connect_timeout"
-_TRIGGERS = ("nccluniqueid", "wait timeout", "waitforinput", "socket timeout",
-             "client socket has timed out", "failed to connect/validate", "server socket")
 
 REMEDIATION = {
     UNIQUE_ID: ["The waiting ranks never got the NCCL id from the group's rank 0: read that "
@@ -53,7 +51,7 @@ REMEDIATION = {
 class Scanner(LineScanner):
     """One line each; an ncclUniqueId line is not read again as a plain store wait."""
 
-    kind, triggers, patterns = KIND, _TRIGGERS, (UNIQUE_ID, WAIT, CONNECT)
+    kind, patterns = KIND, (UNIQUE_ID, WAIT, CONNECT)
 
     def read(self, pid: str, m: re.Match[str], rank: int | None
              ) -> tuple[int | None, dict[str, object]] | None:
