@@ -62,6 +62,16 @@ def variables(*, job_id: str | None = None, ranks: Sequence[str] | None = None,
     ])
 
 
+def finding_tags(job_id: str, rank: str | None = None) -> list[str]:
+    """The tags of the findings a board shows: stormotel's, the job's and, on a one-rank board,
+    the rank's (``job_id``/``rank`` values or template variables), as the Grafana sink tags them
+    (:func:`stormotel.schema.annotation_tag`)."""
+    tags = [schema.ANNOTATION_TAG, schema.annotation_tag(schema.ATTR_JOB_ID, job_id)]
+    if rank is not None:
+        tags.append(schema.annotation_tag(schema.ATTR_RANK, rank))
+    return tags
+
+
 def finding_annotations(tags: Iterable[str]) -> g.Annotations:
     """Analyzer findings: Grafana annotations carrying all of ``tags`` (``stormotel``, ...)."""
     tags = list(tags)

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from grafanalib import core as g
 from stormotel.dashboards import panels
-from stormotel.dashboards.common import Cell, DashboardSpec, dashboard, variables
+from stormotel.dashboards.common import Cell, DashboardSpec, dashboard, finding_tags, variables
 from stormotel.dashboards.settings import Settings
 
 from stormotel import schema
@@ -65,7 +65,7 @@ def incident_dashboard(job_id: str, suspect_ranks: Sequence[int | str], *,
         description=f"Analyzer incident view of job {job_id}: suspect ranks "
                     f"{', '.join(suspects) or 'none'} pinned, findings as annotations.",
         templating=variables(job_id=job_id, ranks=suspects or None),
-        annotation_tags=[schema.ANNOTATION_TAG, f"{schema.ATTR_JOB_ID}={job_id}"],
+        annotation_tags=finding_tags(job_id),
         time_from=_grafana_time(start) if start else "now-6h",
         time_to=_grafana_time(end) if end else "now",
         tags=[schema.ANNOTATION_TAG, "incident"],

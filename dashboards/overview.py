@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from grafanalib import core as g
 from stormotel.dashboards import panels
-from stormotel.dashboards.common import DashboardSpec, dashboard, variables
+from stormotel.dashboards.common import DashboardSpec, dashboard, finding_tags, variables
 from stormotel.dashboards.settings import Settings
 
 from stormotel import schema
@@ -21,7 +21,7 @@ def overview_dashboard(cfg: Settings | None = None) -> g.Dashboard:
                     " the gap, headroom, events, estimate vs actual, tracker health and the"
                     " analyzer's findings (annotations tagged 'stormotel').",
         templating=variables(),
-        annotation_tags=[schema.ANNOTATION_TAG, f"{schema.ATTR_JOB_ID}=${schema.ATTR_JOB_ID}"],
+        annotation_tags=finding_tags(f"${schema.ATTR_JOB_ID}"),
         cells=[*panels.memory(sel, cfg), *panels.events(sel), *panels.estimate(sel, cfg),
                *panels.tracker_health(sel), *panels.analyzer(sel, cfg)],
     ))

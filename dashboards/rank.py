@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from grafanalib import core as g
 from stormotel.dashboards import panels, promql
-from stormotel.dashboards.common import DashboardSpec, dashboard, row, timeseries, variables
+from stormotel.dashboards.common import (
+    DashboardSpec,
+    dashboard,
+    finding_tags,
+    row,
+    timeseries,
+    variables,
+)
 from stormotel.dashboards.dcgm_panels import dcgm
 from stormotel.dashboards.settings import Settings
 
@@ -47,8 +54,7 @@ def rank_dashboard(cfg: Settings | None = None) -> g.Dashboard:
                     " and threshold crossings, estimate vs actual, tracker health, and the"
                     " analyzer's findings for this rank.",
         templating=variables(rank_multi=False),
-        annotation_tags=[schema.ANNOTATION_TAG, f"{schema.ATTR_JOB_ID}=${schema.ATTR_JOB_ID}",
-                         f"{schema.ATTR_RANK}=${schema.ATTR_RANK}"],
+        annotation_tags=finding_tags(f"${schema.ATTR_JOB_ID}", rank=f"${schema.ATTR_RANK}"),
         cells=[*_full_picture(sel), *panels.training(sel), *panels.memory(sel, cfg),
                *panels.events(sel), *_edges(sel), *panels.estimate(sel, cfg),
                *panels.tracker_health(sel), *panels.analyzer(sel, cfg), *dcgm(sel)],

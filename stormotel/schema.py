@@ -351,6 +351,13 @@ def parse_dcgm_fields(text: str) -> dict[str, tuple[str, int | None]]:
 # --- Grafana annotation tags ------------------------------------------------------------------
 ANNOTATION_TAG = "stormotel"
 
+
+def annotation_tag(attr: str, value: object) -> str:
+    """``attr=value``: how the analyzer's Grafana sink tags a finding with its job
+    (:data:`ATTR_JOB_ID`) and each of its ranks (:data:`ATTR_RANK`), and so how the dashboards
+    ask for them (``value`` a template variable there): one spelling for both sides."""
+    return f"{attr}={value}"
+
 # --- thresholds -------------------------------------------------------------------------------
 THRESHOLD_WARNING = "memory_warning_percent"
 THRESHOLD_CRITICAL = "memory_critical_percent"

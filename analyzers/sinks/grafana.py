@@ -33,8 +33,6 @@ from stormotel import schema
 from stormotel.textsafe import redact
 
 KEY_TAG_PREFIX = "stormotel-key="
-RANK_TAG_PREFIX = "rank="
-JOB_TAG_PREFIX = f"{schema.ATTR_JOB_ID}="
 #: How many existing annotations one listing may return (Grafana caps at its own limit too).
 LIST_LIMIT = 5000
 #: How far before the new findings the listing looks for earlier runs' annotations.
@@ -96,8 +94,10 @@ def annotations_for(report: Report, job_id: str | None = None) -> list[Annotatio
         text = f"{f.text} [{'; '.join(located)}]" if located else f.text
         key = _key(jid, f.kind, f.ranks if span.by_ranks else (),
                    span.start_ms if span.by_start else 0, span.identity)
-        tags = (schema.ANNOTATION_TAG, f.kind, *(f"{RANK_TAG_PREFIX}{r}" for r in f.ranks),
-                f"{JOB_TAG_PREFIX}{jid}", *span.tags, f"{KEY_TAG_PREFIX}{key}")
+        tags = (schema.ANNOTATION_TAG, f.kind,
+                *(schema.annotation_tag(schema.ATTR_RANK, r) for r in f.ranks),
+                schema.annotation_tag(schema.ATTR_JOB_ID, jid), *span.tags,
+                f"{KEY_TAG_PREFIX}{key}")
         out.append(Annotation(f.kind, f.ranks, span.start_ms, max(span.start_ms, span.end_ms),
                               text, tags, key, span.widen))
     return out
@@ -190,7 +190,8 @@ def sync_annotations(api: GrafanaAPI | None, annotations: Sequence[Annotation], 
     lo = min(a.start_ms for a in annotations) - LOOKBACK_MS
     hi = max(a.end_ms for a in annotations) + 1
     existing = {}
-    for e in api.list_annotations([schema.ANNOTATION_TAG, f"{JOB_TAG_PREFIX}{job_id}"], lo, hi):
+    job_tag = schema.annotation_tag(schema.ATTR_JOB_ID, job_id)
+    for e in api.list_annotations([schema.ANNOTATION_TAG, job_tag], lo, hi):
         k = _key_of(e)
         if k:
             if not isinstance(e.get("id"), int) or isinstance(e.get("id"), bool):

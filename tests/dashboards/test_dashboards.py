@@ -182,3 +182,35 @@ def test_since_last_analyzer_success_says_never_without_data() -> None:
                  if p["title"] == "Since last analyzer success")
     assert panel["fieldConfig"]["defaults"]["noValue"] == "never"
     assert "last_over_time(" in panel["targets"][0]["expr"]
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_the_boards_ask_for_the_tags_the_grafana_sink_writes(name: str) -> None:
+    """A board's findings query has ``matchAny`` off: a finding shows only when it carries
+    every tag the board asks for. With the board's variables set to a finding's job and rank,
+    the sink's annotation of that finding has them all; another job's or rank's has not."""
+    from stormotel.analyzers.report import CrossRank, Report, Suspect
+    from stormotel.analyzers.sinks import grafana
+
+    t0 = 1_795_000_000_000_000_000
+    report = Report(job_id="run-7", world_size=4, participating_ranks=[0, 1, 2, 3],
+                    missing_ranks=[], window_start_ns=t0 - 60 * 10**9, window_end_ns=t0,
+                    cross_rank=CrossRank(cluster_onset_ns=t0, first_cause_suspects=[
+                        Suspect(2, "high", t0 - 10**9, 10**9, 2**30)]))
+    ann, = (a for a in grafana.annotations_for(report) if "first_cause" in a.tags)
+    query = next(a for a in BOARDS[name]["annotations"]["list"] if a.get("type") == "tags")
+    assert query["matchAny"] is False and query["target"]["matchAny"] is False
+
+    def asked(job: str, rank: str) -> set[str]:
+        """The board's tags with its job and rank variables set."""
+        values = {f"${schema.ATTR_JOB_ID}": job, f"${schema.ATTR_RANK}": rank}
+        tags = set()
+        for tag in query["tags"]:
+            key, eq, value = tag.partition("=")
+            tags.add(f"{key}={values.get(value, value)}" if eq else tag)
+        return tags
+
+    assert asked("run-7", "2") <= set(ann.tags)
+    assert not asked("run-8", "2") <= set(ann.tags)
+    if name == "stormotel-rank.json":  # the drill-down shows one rank's findings only
+        assert not asked("run-7", "3") <= set(ann.tags)
