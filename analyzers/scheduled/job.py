@@ -27,7 +27,7 @@ import contextlib
 import re
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
@@ -104,21 +104,21 @@ class Summary:
 
 @dataclass
 class JobContext:
-    """One job's run as the steps below share it."""
+    """One job's run as the steps below share it: the run it asks :func:`run_once` for (its
+    window and series are added once known), its clock, its summary line and its state."""
 
-    opts: AnalyzeOptions
-    job_id: str
+    run: RunOptions
     now_ns: int
-    deadline: http.Deadline
     summary: Summary
     state: StateFile | None
-    stalls: StallResult | None = None
-    several: bool = False
-    out: TextIO | None = None
 
     @property
     def job(self) -> JobOptions:
-        return self.opts.job
+        return self.run.opts.job
+
+    @property
+    def job_id(self) -> str:
+        return self.summary.job_id
 
     @property
     def err(self) -> TextIO:
@@ -143,8 +143,10 @@ def run_job(opts: AnalyzeOptions, *, stalls: StallResult | None = None, several:
     state_file = job.schedule.state_file
     state = job_state(state_file, job.job_id) if state_file and not job.sinks.dry_run \
         else None
-    ctx = JobContext(opts, job.job_id, now_ns if now_ns is not None else clock_ns(job.schedule),
-                     http.Deadline(job.schedule.timeout), summary, state, stalls, several, out)
+    run = RunOptions(opts, stalls=stalls, deadline=http.Deadline(job.schedule.timeout),
+                     job_id=job.job_id, several=several, out=out, err=summary.err)
+    ctx = JobContext(run, now_ns if now_ns is not None else clock_ns(job.schedule), summary,
+                     state)
     try:
         with state.locked() if state else contextlib.nullcontext():
             written = written_end_ns(ctx)
@@ -197,16 +199,14 @@ def written_end_ns(ctx: JobContext) -> int | None:
     with http.make_client(job.http) as client:
         return last_window_end_ns(client, job.tsdb.prometheus, ctx.job_id, now_ns=ctx.now_ns,
                                   lookback_s=int(job.schedule.max_window), settings=job.http,
-                                  deadline=ctx.deadline)
+                                  deadline=ctx.run.deadline)
 
 
 def run_window(ctx: JobContext, window: Window, written: int | None) -> JobRun:
     """The window through :func:`run_once`; the state advances when every sink succeeded."""
     series = RunSeries(ctx.job_id, ctx.summary.started, ctx.now_ns,
                        ctx.state.runs(ctx.job_id) if ctx.state is not None else None)
-    run = RunOptions(ctx.opts, stalls=ctx.stalls, window=window, deadline=ctx.deadline,
-                     job_id=ctx.job_id, several=ctx.several, series=series, out=ctx.out,
-                     err=ctx.err)
+    run = replace(ctx.run, window=window, series=series)
     try:
         result = run_once(tsdb_source(ctx.job, ctx.job_id), run)
     except SourceFailureError as e:
@@ -275,8 +275,8 @@ def record_failure(ctx: JobContext, runs: dict[str, int]) -> None:
         now_ms=ctx.now_ns // 1_000_000, runs_by_outcome=runs or {OUTCOME_SOURCE_FAILURE: 1},
         success=False)
     report, timeline = empty_report(ctx.job_id)
-    sinks = RunContext(report, timeline, job.sinks, ctx.opts.output, ctx.job_id, job.http,
-                       ctx.deadline, job.tsdb.prometheus, scheduled=True, out=ctx.out,
+    sinks = RunContext(report, timeline, job.sinks, ctx.run.opts.output, ctx.job_id, job.http,
+                       ctx.run.deadline, job.tsdb.prometheus, scheduled=True, out=ctx.run.out,
                        err=ctx.err)
     write_failed_run(sinks, points)
 
