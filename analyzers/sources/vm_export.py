@@ -31,6 +31,8 @@ from stormotel.analyzers.sources.prometheus_api import Series
 from stormotel.analyzers.sources.raw_reader import RawReader, ms_window
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     import httpx
 
 PATH = "/api/v1/export"
@@ -166,15 +168,16 @@ def _inf(m: re.Match[bytes]) -> bytes:
     return b'"' + m.group(0) + b'"'
 
 
-def post_export(reader: RawReader, selector: str, start_s: float, end_s: float
-                ) -> tuple[httpx.Response, int, int]:
+def post_export(reader: RawReader, selector: str, start_s: float, end_s: float,
+                headers: Mapping[str, str] | None = None) -> tuple[httpx.Response, int, int]:
     """One POST to a VictoriaMetrics export endpoint (the JSON lines and the native blocks are
-    asked the same way): ``selector`` over ``[start_s, end_s]`` widened to whole milliseconds.
-    The answer, and that window in ms, which the decoders cut the samples to."""
+    asked the same way): ``selector`` over ``[start_s, end_s]`` widened to whole milliseconds
+    (``headers``: the request's own, over the endpoint's). The answer, and that window in ms,
+    which the decoders cut the samples to."""
     start_ms, end_ms = ms_window(start_s, end_s)
     resp = reader.ask("POST", reader.url,
                       data={"match[]": selector, "start": f"{start_ms / 1000:.3f}",
-                            "end": f"{end_ms / 1000:.3f}"})
+                            "end": f"{end_ms / 1000:.3f}"}, headers=headers)
     return resp, start_ms, end_ms
 
 

@@ -13,6 +13,7 @@ read with a note, never other numbers.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -256,6 +257,49 @@ def test_without_the_dedup_setting_the_json_export_reads(planted_vm) -> None:
     said = " ".join(tl.notes)
     assert "not the native export" in said and "dedup.minScrapeInterval" in said, said
     _same_timeline(query, tl)
+
+
+def _gzipping_proxy(upstream: str) -> FaultProxy:
+    """A proxy that gzips every answer whatever the client accepts (some do)."""
+    proxy = FaultProxy(upstream)
+    handler = proxy.httpd.RequestHandlerClass
+
+    def _send(self, status: int, body: bytes, ctype: str) -> None:  # type: ignore[no-untyped-def]
+        packed = gzip.compress(body, 1)
+        self.send_response(status)
+        for name, value in (("Content-Type", ctype), ("Content-Encoding", "gzip"),
+                            ("Content-Length", str(len(packed)))):
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(packed)
+
+    proxy.httpd.RequestHandlerClass = type("GzipHandler", (handler,), {"_send": _send})
+    return proxy
+
+
+@pytest.mark.parametrize("user_header", [False, True])
+def test_native_reads_ask_for_identity_encoding(planted_vm, user_header: bool) -> None:
+    """The native blocks are compressed already: their reads ask ``identity`` even where every
+    other request asks gzip (a remote endpoint: ``identity_on_loopback`` off), an
+    ``Accept-Encoding`` the user set stays theirs, and a proxy that gzips anyway is read."""
+    server, p = planted_vm
+    query, _ = load_prometheus([server.url], _window(p), read_api="query")
+    headers = (("X-Scope-OrgID", "team-a"),) + ((("Accept-Encoding", "gzip"),)
+                                                if user_header else ())
+    settings = HttpSettings(identity_on_loopback=False, headers=headers)
+    with _gzipping_proxy(server.url) as proxy:
+        tl, outcome = load_prometheus([proxy.url], _window(p), settings=settings)
+        seen = list(proxy.headers_seen)
+    assert not outcome.partial
+    assert tl.meta["prometheus"]["read_api"] == {proxy.url: "vm_native"}
+    _same_timeline(query, tl)
+    native = [h for h in seen if h["path"] == vm_native.PATH]
+    others = [h for h in seen if h["path"] != vm_native.PATH]
+    assert len(native) >= 2 and others  # the probe and the reads; discovery, flags
+    assert all(h.get("x-scope-orgid") == "team-a" for h in seen)
+    want = "gzip" if user_header else "identity"
+    assert {h.get("accept-encoding") for h in native} == {want}
+    assert all("gzip" in h.get("accept-encoding", "") for h in others)
 
 
 def test_dedup_as_the_server_does(tmp_path: Path) -> None:
