@@ -188,31 +188,19 @@ def _varints(buf: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     size = last - first + 1
     if int(size.max()) > 10:
         raise NativeFormatError("a varint is longer than 10 bytes")
-    u = _varint_bits(buf, first, size)
+    # Byte k of every varint that has one, k = 0, 1, ...: one gather per byte position (most
+    # varints are 1-3 bytes), the 7-bit groups ORed in place.
+    u = (buf[first] & 0x7F).astype(np.uint64)
+    k = 1
+    idx = np.flatnonzero(size > 1)
+    while idx.size:
+        u[idx] |= (buf[first[idx] + k] & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        k += 1
+        idx = idx[size[idx] > k]
     vals = (u >> np.uint64(1)).astype(np.int64) ^ -(u & np.uint64(1)).astype(np.int64)
     upto = np.searchsorted(last, ends_at, side="left")  # varints ending before each part's end
     counts = np.diff(upto, prepend=0)
     return vals, counts
-
-
-def _varint_bits(buf: np.ndarray, first: np.ndarray, size: np.ndarray) -> np.ndarray:
-    """Each varint's 7-bit groups ORed together (``first``: where each starts, ``size``: its
-    bytes), one size class at a time: most of an answer's varints share one or two sizes
-    (byte gauges' deltas: 4-5 bytes), so each class is a plain gather per byte position,
-    with no shrinking index arrays to keep."""
-    low = (buf & 0x7F).astype(np.uint64)
-    u = np.empty(first.size, np.uint64)
-    classes = np.flatnonzero(np.bincount(size)).tolist()
-    for n in classes:
-        sel = None if len(classes) == 1 else np.flatnonzero(size == n)
-        at = first if sel is None else first[sel]
-        acc = low[at]
-        for k in range(1, n):
-            acc |= low[at + k] << np.uint64(7 * k)
-        if sel is None:
-            return acc
-        u[sel] = acc
-    return u
 
 
 def _segment_cumsum(x: np.ndarray, sizes: np.ndarray) -> np.ndarray:
@@ -244,10 +232,6 @@ def decode_int64s(kinds: np.ndarray, firsts: np.ndarray, rows: np.ndarray,
     expect = np.where(is_nd | is_nd2, rows - 1, np.where(kinds == DELTA_CONST, 1, 0))
     if not np.array_equal(counts, expect):
         raise NativeFormatError("a block part holds another number of values than its rows")
-    if bool((kinds == DELTA_CONST).all()):  # the usual timestamps: one step per block
-        return _delta_const(firsts, vals, rows)
-    if bool(is_nd.all()):  # the usual gauges: a delta per row after the first
-        return _with_firsts(firsts, vals, rows)
     steps = rows - 1
     # what each block's positions after its first hold: 0 nothing (const), 1 the one delta
     # (delta const), 2 a varint each (nearest delta), 3 a delta of deltas (nearest delta2)
@@ -265,12 +249,6 @@ def decode_int64s(kinds: np.ndarray, firsts: np.ndarray, rows: np.ndarray,
     if bool(is_nd2.any()):  # nearest-delta2 varints are deltas of the deltas
         nd2_at = cat_at == 3
         d[nd2_at] = _segment_cumsum(d[nd2_at], steps[is_nd2])
-    return _with_firsts(firsts, d, rows)
-
-
-def _with_firsts(firsts: np.ndarray, d: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Each block's values from its first value and the deltas ``d`` of its other rows (in
-    block order): the running sums, in int64 wrapping as Go's."""
     x = np.empty(int(rows.sum()), np.int64)
     starts = np.concatenate(([0], np.cumsum(rows)[:-1]))
     rest = np.ones(x.size, bool)
@@ -278,14 +256,6 @@ def _with_firsts(firsts: np.ndarray, d: np.ndarray, rows: np.ndarray) -> np.ndar
     x[starts] = firsts
     x[rest] = d
     return _segment_cumsum(x, rows)
-
-
-def _delta_const(firsts: np.ndarray, deltas: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Delta-const blocks: row k of a block is ``first + k * delta`` (the running sum of k
-    equal deltas, the same int64 in wrapping arithmetic)."""
-    starts = np.concatenate(([0], np.cumsum(rows)[:-1]))
-    k = np.arange(int(rows.sum()), dtype=np.int64) - np.repeat(starts, rows)
-    return np.repeat(firsts, rows) + k * np.repeat(deltas, rows)
 
 
 def decimal_to_float(v: np.ndarray, scale: np.ndarray, rows: np.ndarray) -> np.ndarray:
