@@ -139,10 +139,10 @@ def test_native_answer_is_the_json_export_bit_for_bit(vm: servers.Server) -> Non
 
 
 def test_each_shape_alone_is_the_json_export_bit_for_bit(vm: servers.Server) -> None:
-    """One series an answer: the answers whose blocks all share one marshal type take the
-    decoder's shortcuts (delta-const timestamps, nearest-delta values), which must give the
-    JSON export's numbers as the general path does."""
-    shortcuts = {"t": 0, "v": 0}
+    """One series an answer: answers whose blocks all share one marshal type (every
+    timestamp part delta-const, every value part nearest-delta: the decoder's per-kind masks
+    select all or nothing) give the JSON export's numbers as the mixed answer does."""
+    one_kind = {"t": 0, "v": 0}
     for name in _shapes():
         js, nat, start, end = _both(vm.url, f'{{__name__="native_{name}"}}')
         (x,), (y,) = decode_export(js, start, end), vm_native.decode_native(nat, start, end)
@@ -151,9 +151,9 @@ def test_each_shape_alone_is_the_json_export_bit_for_bit(vm: servers.Server) -> 
         assert np.array_equal(x.t_ns[keep], y.t_ns), name
         assert np.array_equal(x.v[keep].view(np.uint64), y.v.view(np.uint64)), name
         head = vm_native.read_blocks(nat, start, end).head
-        shortcuts["t"] += bool((head[:, 4] == vm_native.DELTA_CONST).all())
-        shortcuts["v"] += bool(np.isin(head[:, 5], (vm_native.ND, vm_native.ZSTD_ND)).all())
-    assert shortcuts["t"] >= 3 and shortcuts["v"] >= 2, shortcuts
+        one_kind["t"] += bool((head[:, 4] == vm_native.DELTA_CONST).all())
+        one_kind["v"] += bool(np.isin(head[:, 5], (vm_native.ND, vm_native.ZSTD_ND)).all())
+    assert one_kind["t"] >= 3 and one_kind["v"] >= 2, one_kind
 
 
 def test_every_marshal_type_was_met(vm: servers.Server) -> None:
