@@ -53,8 +53,9 @@ endpoint's own client: the same TLS, auth, tenant headers, timeouts, retries and
 **Transfer encoding.** The native reads ask for ``Accept-Encoding: identity`` on every endpoint,
 loopback or not (:func:`transfer_headers`): the blocks are already VictoriaMetrics' compressed
 storage, and gzip over them took 16-21% off the bytes (810 KB -> 680 KB for a 10,000-rank read)
-for ~1.5 s of this process's CPU and ~0.5 s of the server's per 62 MB job (measured,
-docs/benchmarks.md) — on a 100 Mbit/s link the ~12 MB it saves are ~1 s, on one host nothing.
+for ~1.1 s of this process's CPU, ~0.55 s of the server's and ~1.5 s of wall in a 10,000-rank
+hour's 62 MB (measured, docs/benchmarks.md) — on a 100 Mbit/s link the ~12 MB it saves are
+~1 s, on one host nothing.
 A proxy that compresses anyway is still read (the HTTP layer inflates whatever
 ``Content-Encoding`` comes), and an ``Accept-Encoding`` the user set on the endpoint
 (``--http-header``) is left as given. The JSON export and the query API keep compression
