@@ -41,7 +41,9 @@ def add_http_arguments(parser: argparse.ArgumentParser) -> None:
                         "multi-tenant Mimir/Cortex (repeatable)")
     g.add_argument("--http-compress-loopback", action="store_true",
                    help="accept compressed responses from loopback endpoints too (default: "
-                        "ask them for identity encoding, which saves CPU on one host)")
+                        "ask them for identity encoding, which saves CPU on one host; "
+                        "VictoriaMetrics' native export is always read uncompressed: its "
+                        "blocks are compressed already)")
     defaults = HttpSettings()  # one place for the defaults of the flags and of the API
     g.add_argument("--http-timeout", type=float, default=defaults.timeout_s, metavar="SECONDS",
                    help="timeout of one HTTP request (default %(default)g)")
