@@ -155,7 +155,7 @@ def _secrets_of(client: httpx.Client, headers: Mapping[str, str] | None,
     """Values a hostile server could echo back: auth and custom header values, basic-auth,
     the credentials of the URL asked (and of the client's base URL)."""
     values = [v for k, v in client.headers.items() if k.lower() not in _PLAIN_HEADERS]
-    values += list((headers or {}).values())
+    values += [v for k, v in (headers or {}).items() if k.lower() not in _PLAIN_HEADERS]
     values += url_secrets(url) + url_secrets(client.base_url)
     auth = getattr(client, "_auth", None)
     header = getattr(auth, "_header", None) or getattr(auth, "_auth_header", None)

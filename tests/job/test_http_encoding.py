@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from stormotel.analyzers.http import (
+    EndpointError,
     HttpSettings,
     add_http_arguments,
     is_loopback_url,
@@ -45,3 +46,17 @@ def test_real_prometheus_answers_uncompressed_on_loopback_unless_asked(tmp_path:
                 resp = request(client, "GET", url, settings=settings, params={"query": "up"})
             assert resp.wire_encoding == encoding
             assert resp.json()["status"] == "success"
+
+
+def test_the_encoding_asked_for_is_not_taken_for_a_secret(tmp_path: Path) -> None:
+    """Request headers' values are scrubbed from error bodies (a server may echo them), but not
+    ``Accept-Encoding: identity`` (asked of loopback endpoints and of every native export
+    read): the error must still say what the server said about the word."""
+    settings = HttpSettings(retries=0)
+    with prometheus(tmp_path / "prom") as server, make_client(settings) as client, \
+            pytest.raises(EndpointError) as err:
+        request(client, "GET", f"{server.url}/api/v1/query", settings=settings,
+                params={"query": "identity identity"},
+                headers={"Accept-Encoding": "identity"})
+    said = str(err.value).split("unexpected identifier", 1)[-1]
+    assert "identity" in said and "<redacted>" not in said, err.value
