@@ -160,10 +160,10 @@ def _rise(series: RankSeries, samples: _Finite, settings: Settings, after_ns: in
     m = series.markers
     if len(m) and hole:
         next_t = int(t[i + 1]) if i + 1 < n else int(t[i]) + hole
-        rise_t, hole, edge = _timed_by_edge(m, int(t[i]), hole, next_t,
-                                            series.median_interval_ns() or 0)
+        rise_t, hole, edge = timed_by_edge(m, int(t[i]), hole, next_t,
+                                           series.median_interval_ns() or 0)
     return FirstRise(series.rank, rise_t, float(v[i] - level), threshold, int(t[j]), level,
-                     peak, settled, hole, edge, step=_step_at(series, rise_t))
+                     peak, settled, hole, edge, step=step_at(series, rise_t))
 
 
 def _first_above(v: np.ndarray, base: np.ndarray, threshold: float, work: Scratch, lo: int,
@@ -194,8 +194,8 @@ def _first_rise_since_start(v: np.ndarray, base: np.ndarray, threshold: float, w
     return None
 
 
-def _timed_by_edge(m: Markers, t_i: int, hole: int, next_t: int, usual_ns: int
-                   ) -> tuple[int, int, bool]:
+def timed_by_edge(m: Markers, t_i: int, hole: int, next_t: int, usual_ns: int
+                  ) -> tuple[int, int, bool]:
     """(rise time, how long before it the rise may have happened, timed by an edge?) for a
     sample at ``t_i`` that first shows the rise, ``hole`` after the previous one (the series is
     usually sampled every ``usual_ns``).
@@ -263,7 +263,7 @@ def _edge_resolution(attrs: object) -> int | None:
     return max(found) if found else None
 
 
-def _step_at(series: RankSeries, t_ns: int) -> int | None:
+def step_at(series: RankSeries, t_ns: int) -> int | None:
     """The training step the rank was in at ``t_ns``, when it reports steps."""
     m = series.markers
     if not len(m) or KIND_STEP not in m.kinds:
@@ -558,9 +558,11 @@ def analyze_first_cause(timeline: Timeline, settings: Settings) -> tuple[CrossRa
     if missing:
         out.notes.append(f"missing ranks {missing} may have risen earlier; confidence lowered")
     window_start = _window_start(timeline)
-    work = Scratch()
-    all_rises = mark_warmups(timeline, {r: rises_of(timeline.ranks[r], settings, work)
-                                        for r in with_field}, settings, window_start)
+    # Ranks of one length a batch at a time (that module builds on this one's rise).
+    from stormotel.analyzers.algorithms.rise_batch import rises_of_ranks
+
+    all_rises = mark_warmups(timeline, rises_of_ranks(timeline, with_field, settings, Scratch()),
+                             settings, window_start)
     warmups = {r: rs[0] for r, rs in all_rises.items() if rs and rs[0].warmup}
     candidates = [fr for rs in all_rises.values() for fr in rs if not fr.warmup]
     edge_ranks = sorted({fr.rank for fr in candidates if fr.from_edge_event})

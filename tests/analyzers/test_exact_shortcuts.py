@@ -14,7 +14,7 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 from stormotel.analyzers.algorithms.estimate_ratio import EstimateRatio, EstimateVsActual
-from stormotel.analyzers.algorithms.first_cause import _step_at
+from stormotel.analyzers.algorithms.first_cause import step_at
 from stormotel.analyzers.algorithms.gap import _none_fragmented, _spread
 from stormotel.analyzers.algorithms.robust import linear_slope, median_in_place, robust_center
 from stormotel.analyzers.algorithms.scratch import Scratch
@@ -112,7 +112,7 @@ def test_markers_kinds_and_step_lookup_match_a_comparison():
         for at in range(-1, 25):
             idx = np.flatnonzero((m.kind == KIND_STEP) & (m.start_ns <= at) & (m.end_ns >= at))
             want = int(m.attrs[int(idx[-1])][schema.SPAN_ATTR_STEP]) if idx.size else None
-            assert _step_at(series, at) == want
+            assert step_at(series, at) == want
 
 
 def test_estimate_ratio_to_dict_is_asdict():

@@ -1,0 +1,187 @@
+"""Every rank's qualifying rises at once, for ranks sampled the same number of times.
+
+A TSDB read of 10,000 ranks gives each rank a few hundred samples: there, finding a rank's rises
+one by one (:func:`~stormotel.analyzers.algorithms.first_cause.rises_of`) is mostly Python
+overhead per rank — a third of the whole analysis. Ranks of one length are stacked into one 2-D
+array and each round of rises is found for all of them together: a running minimum along the
+rows (the samples before a rank's previous rise set to +inf, so each row's minimum starts where
+that rank's search does), the first sample a threshold above it, the baseline sample, the level
+around it (a median of up to five samples), where the rise settles and the hole before it.
+
+The answer is the rank-by-rank one, value for value (tests/analyzers/test_rise_batch.py): the
+same float64 operations on the same elements in the same order. What the arrays cannot say
+stays rank by rank: the tracker's edge timestamps and the training step (markers), a rank with
+a missing sample (its finite samples are a different length), a trailing baseline window
+(``rise_window_s``), long ranks (blocks of the running minimum stop at an early rise there) and
+lengths too rare to batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+from stormotel.analyzers.algorithms.first_cause import (
+    FIELD,
+    KIND_FIRST_RISE,
+    MAX_RISES,
+    RISE_BLOCK,
+    FirstRise,
+    rises_of,
+    step_at,
+    timed_by_edge,
+)
+from stormotel.analyzers.algorithms.robust import median_of
+from stormotel.analyzers.algorithms.scratch import Scratch
+from stormotel.analyzers.algorithms.settings import Settings
+from stormotel.analyzers.timeline import RankSeries, Timeline
+
+#: Ranks this long or shorter are batched (longer ones: rank by rank, where the per-rank cost
+#: is the arithmetic, and the block-wise running minimum stops at an early rise).
+BATCH_MAX_SAMPLES = RISE_BLOCK
+#: Elements (ranks x samples) of one batch's 2-D arrays: memory stays bounded (16 MiB each).
+BATCH_ELEMENTS = 1 << 21
+#: Fewer ranks than this of one length go rank by rank (nothing to share).
+MIN_BATCH = 4
+#: A rise's level is the median of the samples up to this many before its baseline.
+LEVEL_SAMPLES = 5
+
+
+def rises_of_ranks(timeline: Timeline, ranks: Iterable[int], settings: Settings,
+                   work: Scratch) -> dict[int, list[FirstRise]]:
+    """``{r: rises_of(timeline.ranks[r], settings, work) for r in ranks}``, in that order;
+    ranks of one length up to :data:`BATCH_MAX_SAMPLES` a batch at a time."""
+    order = list(ranks)
+    by_len: dict[int, list[int]] = {}
+    if settings.rise_window_s <= 0:
+        for r in order:
+            series = timeline.ranks[r]
+            n = len(series)
+            if 2 <= n <= BATCH_MAX_SAMPLES and FIELD in series.values:
+                by_len.setdefault(n, []).append(r)
+    done: dict[int, list[FirstRise]] = {}
+    for n, group in by_len.items():
+        if len(group) < MIN_BATCH:
+            continue
+        per_batch = max(MIN_BATCH, BATCH_ELEMENTS // n)
+        for lo in range(0, len(group), per_batch):
+            done.update(_rises_of_batch(timeline, group[lo:lo + per_batch], settings))
+    return {r: done[r] if r in done else rises_of(timeline.ranks[r], settings, work)
+            for r in order}
+
+
+@dataclass
+class _Batch:
+    """Ranks of one length whose device-used samples are all finite, stacked (row = rank)."""
+
+    keys: list[int]
+    series: list[RankSeries]
+    t: np.ndarray  # int64 (ranks, n)
+    x: np.ndarray  # float64 (ranks, n)
+    steps: np.ndarray  # x's differences along the rows (ranks, n - 1)
+    peak: list[float]
+    threshold: list[float]  # as _rise computes it: a float, or the floor itself
+    thr: np.ndarray  # the thresholds as float64
+
+
+def _rises_of_batch(timeline: Timeline, keys: list[int], settings: Settings
+                    ) -> dict[int, list[FirstRise]]:
+    """The rises of the ranks ``keys`` (one length), round after round; ranks with a missing
+    sample are left out (their finite samples are another length: rank by rank)."""
+    series = [timeline.ranks[r] for r in keys]
+    x = np.stack([s.values[FIELD] for s in series])
+    ok = np.isfinite(x).all(axis=1)
+    if not ok.all():
+        rows = ok.nonzero()[0]
+        x = x[rows]
+        keys = [keys[k] for k in rows.tolist()]
+        series = [series[k] for k in rows.tolist()]
+    if not keys:
+        return {}
+    peak = x.max(axis=1).tolist()
+    threshold = [max(settings.rise_fraction * p, settings.rise_floor_bytes) for p in peak]
+    batch = _Batch(keys, series, np.stack([s.t_ns for s in series]), x, np.diff(x, axis=1),
+                   peak, threshold, np.array(threshold, dtype=np.float64))
+    out: dict[int, list[FirstRise]] = {r: [] for r in keys}
+    rows = np.arange(len(keys))
+    after = np.zeros(len(keys), dtype=np.int64)
+    for _ in range(MAX_RISES):
+        # The samples after the previous rise: a suffix (t is sorted), as _rise slices it.
+        keep = (batch.t[rows] <= after[rows, None]).sum(axis=1)
+        rows, found = _round(batch, rows, keep)
+        for row, fr in zip(rows.tolist(), found, strict=True):
+            out[keys[row]].append(fr)
+            after[row] = max(fr.settled_ns, fr.t_ns, int(after[row]))
+        if not rows.size:
+            break
+    return out
+
+
+def _round(b: _Batch, rows: np.ndarray, keep: np.ndarray
+           ) -> tuple[np.ndarray, list[FirstRise]]:
+    """One rise for each of ``rows`` searched from its sample ``keep`` on: the rows that rose,
+    and their rises."""
+    n = b.x.shape[1]
+    cols = np.arange(n)
+    v = b.x[rows]  # a copy: the samples before ``keep`` are hidden from the minimum
+    v[cols < keep[:, None]] = np.inf
+    base = np.minimum.accumulate(v, axis=1)
+    with np.errstate(invalid="ignore"):  # inf - inf before ``keep``: NaN, never a hit
+        hit = np.subtract(v, base, out=v) >= b.thr[rows, None]
+    hit &= (n - keep >= 2)[:, None]  # a suffix of fewer than two samples has no rise
+    i = hit.argmax(axis=1)
+    at = np.arange(rows.shape[0])
+    rose = hit[at, i]
+    rows, keep, i, base_i = rows[rose], keep[rose], i[rose], base[at[rose], i[rose]]
+    if not rows.size:
+        return rows, []
+    x = b.x[rows]
+    # The baseline sample: the last time the row stood at its baseline value before the hit.
+    at_base = (x == base_i[:, None]) & (cols >= keep[:, None]) & (cols <= i[:, None])
+    j = n - 1 - at_base[:, ::-1].argmax(axis=1)
+    level = _levels(x, np.maximum(keep, j - (LEVEL_SAMPLES - 1)), j)
+    # Where the rise levels off: the first step after the hit below a tenth of the threshold.
+    slow = (b.steps[rows] < (0.1 * b.thr[rows])[:, None]) & (cols[:-1] >= i[:, None])
+    d = slow.argmax(axis=1)
+    t = b.t[rows]
+    r = np.arange(rows.shape[0])
+    settled = np.where(slow[r, d], t[r, d], t[:, -1])
+    hole = np.where(i > keep, t[r, i] - t[r, np.maximum(i - 1, 0)], 0)
+    nxt = np.where(i + 1 < n, t[r, np.minimum(i + 1, n - 1)], t[r, i] + hole)
+    delta = x[r, i] - level
+    found = [_first_rise(b, row, *vals) for row, *vals in zip(
+        rows.tolist(), t[r, i].tolist(), hole.tolist(), nxt.tolist(), delta.tolist(),
+        t[r, j].tolist(), level.tolist(), settled.tolist(), strict=True)]
+    return rows, found
+
+
+def _first_rise(b: _Batch, row: int, t_i: int, hole: int, next_t: int, delta: float,
+                baseline_ns: int, level: float, settled: int) -> FirstRise:
+    """One rank's rise from the batch's arrays, timed by the tracker's edge when one falls in
+    the hole before it, and with the training step it came in (both as _rise does)."""
+    series = b.series[row]
+    rise_t, edge = t_i, False
+    m = series.markers
+    if hole and len(m) and KIND_FIRST_RISE in m.kinds:
+        rise_t, hole, edge = timed_by_edge(m, t_i, hole, next_t,
+                                           series.median_interval_ns() or 0)
+    return FirstRise(series.rank, rise_t, delta, b.threshold[row], baseline_ns, level,
+                     b.peak[row], settled, hole, edge, step=step_at(series, rise_t))
+
+
+def _levels(x: np.ndarray, lo: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """Per row, ``median_of(x[row, lo:j + 1])`` (one to five samples): the windows of one
+    width sorted together, their middle taken as median_of takes it. A window holding a zero
+    goes to median_of itself (numpy's median orders 0.0 and -0.0 its own way)."""
+    out = np.empty(x.shape[0], dtype=np.float64)
+    width = j + 1 - lo
+    for w in np.unique(width).tolist():
+        sel = (width == w).nonzero()[0]
+        win = np.sort(x[sel[:, None], lo[sel, None] + np.arange(w)], axis=1)
+        mid = w // 2
+        out[sel] = win[:, mid] if w % 2 else (win[:, mid - 1] + (0.0 + win[:, mid])) / 2
+        zero = (win == 0.0).any(axis=1)
+        for k in sel[zero].tolist():
+            out[k] = median_of(x[k, lo[k]: j[k] + 1])
+    return out
