@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+from stormotel.analyzers.algorithms.gap_batch import quiet_ranks
 from stormotel.analyzers.algorithms.robust import (
     LinearFit,
     all_finite,
@@ -455,7 +456,11 @@ def gap_analysis(timeline: Timeline, settings: Settings) -> GapAnalysis:
     findings: list[GapFinding] = []
     episodes: dict[int, SpikeEpisodes] = {}
     no_gap: list[int] = []
+    quiet = quiet_ranks(timeline, timeline.rank_ids, settings)  # most ranks, a batch at a time
     for rank in timeline.rank_ids:
+        if rank in quiet:
+            episodes[rank] = _NO_EPISODES  # flat (see _flat) and never fragmented
+            continue
         s = timeline.ranks[rank]
         tg = _gap(s, work)
         if tg is None or tg[0].shape[0] < settings.min_samples:
