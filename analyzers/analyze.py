@@ -29,6 +29,7 @@ from stormotel.analyzers.algorithms.oom_forensics import (
     oom_forensics,
 )
 from stormotel.analyzers.algorithms.plugin import AlgorithmInput, Estimates, SectionAlgorithm
+from stormotel.analyzers.algorithms.rank_rows import prime_rank_facts
 from stormotel.analyzers.algorithms.settings import Settings, settings_for
 from stormotel.analyzers.align import align as align_timeline
 from stormotel.analyzers.align import review_skew_hint
@@ -74,6 +75,7 @@ def _analyze(timeline: Timeline, sensitivity: str, ranks: Iterable[int] | None, 
     settings = settings or settings_for(sensitivity, **dict(overrides or {}))
     wanted = None if ranks is None else sorted(set(ranks))
     tl = timeline.select(wanted)
+    prime_rank_facts(tl)  # every rank's interval and marker kinds, ranks of one length at once
     tl = align_timeline(tl, align)
     cross, table = analyze_first_cause(tl, settings)
     tl = review_skew_hint(tl, cross, lambda t: analyze_first_cause(t, settings)[0])

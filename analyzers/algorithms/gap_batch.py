@@ -16,43 +16,37 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
+from stormotel.analyzers.algorithms.rank_rows import batches, stack_rows
 from stormotel.analyzers.algorithms.settings import Settings
 from stormotel.analyzers.timeline import RankSeries, Timeline
 
-#: Elements (ranks x samples) of one batch's stacked arrays (8 MiB each).
-BATCH_ELEMENTS = 1 << 20
-#: Fewer ranks than this of one length are left to the rank-by-rank pass.
-MIN_BATCH = 4
 #: Values this large are left to the rank-by-rank pass: below it, no sum of a batchable row
 #: (at most 2**20 values) can overflow, so every row's finiteness check by a sum agrees.
 LARGE = 1e300
 _FIELDS = ("device_used", "reserved", "allocated", "inactive_split")
+_NEEDED = frozenset(_FIELDS)
+#: Longer ranks are left to the rank-by-rank pass (see :data:`LARGE`).
+MAX_LEN = 1 << 20
+#: An integer this far below 2**53 times a row's length sums exactly in any order.
+EXACT_INT = 2.0**53
 
 
 def quiet_ranks(timeline: Timeline, ranks: Iterable[int], settings: Settings) -> set[int]:
     """Of ``ranks``, those with at least ``min_samples`` samples whose gap is flat and that
     cannot be fragmented: gap analysis records no spike episode and no finding for them."""
-    by_len: dict[int, list[int]] = {}
-    for r in ranks:
-        series = timeline.ranks[r]
-        n = len(series)
-        if n >= max(settings.min_samples, 1) and all(f in series.values for f in _FIELDS):
-            by_len.setdefault(n, []).append(r)
     out: set[int] = set()
     if not settings.spike_min_bytes > 0:
         return out  # (gap._flat: only a positive spike floor rules out every spike)
-    for n, group in by_len.items():
-        if len(group) < MIN_BATCH:
-            continue
-        per_batch = max(MIN_BATCH, BATCH_ELEMENTS // n)
-        for lo in range(0, len(group), per_batch):
-            keys = group[lo:lo + per_batch]
-            out.update(_quiet(keys, [timeline.ranks[r] for r in keys], settings))
+    have = [r for r in ranks if timeline.ranks[r].values.keys() >= _NEEDED]
+    for n, keys in batches(timeline, have, min_len=max(settings.min_samples, 1),
+                           max_len=MAX_LEN):
+        out.update(_quiet(keys, [timeline.ranks[r] for r in keys], n, settings))
     return out
 
 
-def _quiet(keys: list[int], series: list[RankSeries], settings: Settings) -> list[int]:
-    used, res, alloc, split = (np.stack([s.values[f] for s in series]) for f in _FIELDS)
+def _quiet(keys: list[int], series: list[RankSeries], n: int, settings: Settings
+           ) -> list[int]:
+    used, res, alloc, split = (stack_rows([s.values[f] for s in series], n) for f in _FIELDS)
     gap = used - res
     c = gap[:, 0]
     # gap._flat: every sample exactly the first (the mean too: checked per row below).
@@ -66,11 +60,14 @@ def _quiet(keys: list[int], series: list[RankSeries], settings: Settings) -> lis
     rmin = res.min(axis=1)
     most = idle.max(axis=1)
     ok = flat & (has_split | no_split) & _usable(idle) & (rmin > 0)
+    # gap._flat's third reduction, the fit's own mean: n copies of an integer below
+    # 2**53 / n sum to n times it exactly in any order, so their mean is it; other rows are
+    # summed as gap._flat sums them.
+    exact = (np.floor(c) == c) & (np.abs(c) * n < EXACT_INT)
     out = []
     for k in ok.nonzero()[0].tolist():
-        g = gap[k]
-        if float(np.add.reduce(g) / g.shape[0]) != float(c[k]):
-            continue  # gap._flat's third reduction: the fit's own mean
+        if not exact[k] and float(np.add.reduce(gap[k]) / n) != float(c[k]):
+            continue
         m = float(most[k])
         if m < settings.frag_min_bytes or (settings.frag_ratio > 0 and m < settings.frag_ratio
                                            * float(rmin[k]) * (1 - 1e-9)):

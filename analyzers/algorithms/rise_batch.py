@@ -1,7 +1,7 @@
 """Every rank's qualifying rises at once, for ranks sampled the same number of times.
 
 A TSDB read of 10,000 ranks gives each rank a few hundred samples: there, finding a rank's rises
-one by one (:func:`~stormotel.analyzers.algorithms.first_cause.rises_of`) is mostly Python
+one by one (:func:`~stormotel.analyzers.algorithms.rises.rises_of`) is mostly Python
 overhead per rank — a third of the whole analysis. Ranks of one length are stacked into one 2-D
 array and each round of rises is found for all of them together: a running minimum along the
 rows (the samples before a rank's previous rise set to +inf, so each row's minimum starts where
@@ -22,7 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
-from stormotel.analyzers.algorithms.first_cause import (
+from stormotel.analyzers.algorithms.rank_rows import batches, stack_rows
+from stormotel.analyzers.algorithms.rises import (
     FIELD,
     KIND_FIRST_RISE,
     MAX_RISES,
@@ -40,10 +41,6 @@ from stormotel.analyzers.timeline import RankSeries, Timeline
 #: Ranks this long or shorter are batched (longer ones: rank by rank, where the per-rank cost
 #: is the arithmetic, and the block-wise running minimum stops at an early rise).
 BATCH_MAX_SAMPLES = RISE_BLOCK
-#: Elements (ranks x samples) of one batch's 2-D arrays: memory stays bounded (16 MiB each).
-BATCH_ELEMENTS = 1 << 21
-#: Fewer ranks than this of one length go rank by rank (nothing to share).
-MIN_BATCH = 4
 #: A rise's level is the median of the samples up to this many before its baseline.
 LEVEL_SAMPLES = 5
 
@@ -53,20 +50,11 @@ def rises_of_ranks(timeline: Timeline, ranks: Iterable[int], settings: Settings,
     """``{r: rises_of(timeline.ranks[r], settings, work) for r in ranks}``, in that order;
     ranks of one length up to :data:`BATCH_MAX_SAMPLES` a batch at a time."""
     order = list(ranks)
-    by_len: dict[int, list[int]] = {}
-    if settings.rise_window_s <= 0:
-        for r in order:
-            series = timeline.ranks[r]
-            n = len(series)
-            if 2 <= n <= BATCH_MAX_SAMPLES and FIELD in series.values:
-                by_len.setdefault(n, []).append(r)
     done: dict[int, list[FirstRise]] = {}
-    for n, group in by_len.items():
-        if len(group) < MIN_BATCH:
-            continue
-        per_batch = max(MIN_BATCH, BATCH_ELEMENTS // n)
-        for lo in range(0, len(group), per_batch):
-            done.update(_rises_of_batch(timeline, group[lo:lo + per_batch], settings))
+    if settings.rise_window_s <= 0:
+        have = [r for r in order if FIELD in timeline.ranks[r].values]
+        for n, keys in batches(timeline, have, min_len=2, max_len=BATCH_MAX_SAMPLES):
+            done.update(_rises_of_batch(timeline, keys, n, settings))
     return {r: done[r] if r in done else rises_of(timeline.ranks[r], settings, work)
             for r in order}
 
@@ -85,12 +73,12 @@ class _Batch:
     thr: np.ndarray  # the thresholds as float64
 
 
-def _rises_of_batch(timeline: Timeline, keys: list[int], settings: Settings
+def _rises_of_batch(timeline: Timeline, keys: list[int], n: int, settings: Settings
                     ) -> dict[int, list[FirstRise]]:
     """The rises of the ranks ``keys`` (one length), round after round; ranks with a missing
     sample are left out (their finite samples are another length: rank by rank)."""
     series = [timeline.ranks[r] for r in keys]
-    x = np.stack([s.values[FIELD] for s in series])
+    x = stack_rows([s.values[FIELD] for s in series], n)
     ok = np.isfinite(x).all(axis=1)
     if not ok.all():
         rows = ok.nonzero()[0]
@@ -101,7 +89,7 @@ def _rises_of_batch(timeline: Timeline, keys: list[int], settings: Settings
         return {}
     peak = x.max(axis=1).tolist()
     threshold = [max(settings.rise_fraction * p, settings.rise_floor_bytes) for p in peak]
-    batch = _Batch(keys, series, np.stack([s.t_ns for s in series]), x, np.diff(x, axis=1),
+    batch = _Batch(keys, series, stack_rows([s.t_ns for s in series], n), x, np.diff(x, axis=1),
                    peak, threshold, np.array(threshold, dtype=np.float64))
     out: dict[int, list[FirstRise]] = {r: [] for r in keys}
     rows = np.arange(len(keys))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from stormotel.analyzers.algorithms import gap_batch
+from stormotel.analyzers.algorithms import rank_rows
 from stormotel.analyzers.algorithms.gap import (
     _flat,
     _gap,
@@ -91,7 +91,7 @@ def test_gap_analysis_is_the_same_with_and_without_batches(monkeypatch: pytest.M
                                                            ) -> None:
     tl = _timeline(2)
     batched = gap_analysis(tl, Settings())
-    monkeypatch.setattr(gap_batch, "MIN_BATCH", 10**9)
+    monkeypatch.setattr(rank_rows, "MIN_BATCH", 10**9)
     alone = gap_analysis(tl, Settings())
     assert repr(batched.findings) == repr(alone.findings)
     assert batched.notes == alone.notes

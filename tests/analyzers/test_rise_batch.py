@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from stormotel.analyzers.algorithms import rise_batch
+from stormotel.analyzers.algorithms import rank_rows, rise_batch
 from stormotel.analyzers.algorithms.first_cause import MAX_RISES, rises_of
 from stormotel.analyzers.algorithms.rise_batch import rises_of_ranks
 from stormotel.analyzers.algorithms.scratch import Scratch
@@ -140,14 +140,14 @@ def test_batches_are_taken_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
     real = rise_batch._rises_of_batch
 
-    def spy(timeline: Timeline, keys: list[int], settings: Settings) -> dict:
+    def spy(timeline: Timeline, keys: list[int], n: int, settings: Settings) -> dict:
         calls.append(len(keys))
-        return real(timeline, keys, settings)
+        return real(timeline, keys, n, settings)
 
     monkeypatch.setattr(rise_batch, "_rises_of_batch", spy)
     whole = rises_of_ranks(tl, tl.rank_ids, Settings(), Scratch())
     assert sum(calls) > 300
-    monkeypatch.setattr(rise_batch, "BATCH_ELEMENTS", 1000)
+    monkeypatch.setattr(rank_rows, "BATCH_ELEMENTS", 1000)
     calls.clear()
     small = rises_of_ranks(tl, tl.rank_ids, Settings(), Scratch())
     assert len(calls) > 20
@@ -159,7 +159,7 @@ def test_the_report_is_the_same_with_and_without_batches(monkeypatch: pytest.Mon
                                                          ) -> None:
     tl = _timeline(3, 300)
     batched = analyze(tl).to_json()
-    monkeypatch.setattr(rise_batch, "MIN_BATCH", 10**9)
+    monkeypatch.setattr(rank_rows, "MIN_BATCH", 10**9)
     alone = analyze(tl).to_json()
 
     def masked(text: str) -> str:
