@@ -30,7 +30,7 @@ from stormotel.analyzers.algorithms.rises import (
     RISE_BLOCK,
     FirstRise,
     rises_of,
-    step_at,
+    steps_at,
     timed_by_edge,
 )
 from stormotel.analyzers.algorithms.robust import median_of
@@ -138,24 +138,25 @@ def _round(b: _Batch, rows: np.ndarray, keep: np.ndarray
     hole = np.where(i > keep, t[r, i] - t[r, np.maximum(i - 1, 0)], 0)
     nxt = np.where(i + 1 < n, t[r, np.minimum(i + 1, n - 1)], t[r, i] + hole)
     delta = x[r, i] - level
-    found = [_first_rise(b, row, *vals) for row, *vals in zip(
-        rows.tolist(), t[r, i].tolist(), hole.tolist(), nxt.tolist(), delta.tolist(),
-        t[r, j].tolist(), level.tolist(), settled.tolist(), strict=True)]
+    timed = [_timed(b.series[row], *vals) for row, *vals in zip(
+        rows.tolist(), t[r, i].tolist(), hole.tolist(), nxt.tolist(), strict=True)]
+    series = [b.series[row] for row in rows.tolist()]
+    steps = steps_at(series, [rise_t for rise_t, _, _ in timed])
+    found = [FirstRise(s.rank, rise_t, dlt, b.threshold[row], base_t, lvl, b.peak[row], st,
+                       hl, edge, step=step)
+             for s, row, (rise_t, hl, edge), dlt, base_t, lvl, st, step in zip(
+                 series, rows.tolist(), timed, delta.tolist(), t[r, j].tolist(),
+                 level.tolist(), settled.tolist(), steps, strict=True)]
     return rows, found
 
 
-def _first_rise(b: _Batch, row: int, t_i: int, hole: int, next_t: int, delta: float,
-                baseline_ns: int, level: float, settled: int) -> FirstRise:
-    """One rank's rise from the batch's arrays, timed by the tracker's edge when one falls in
-    the hole before it, and with the training step it came in (both as _rise does)."""
-    series = b.series[row]
-    rise_t, edge = t_i, False
+def _timed(series: RankSeries, t_i: int, hole: int, next_t: int) -> tuple[int, int, bool]:
+    """(rise time, hole, timed by an edge?) of one rank's rise, timed by the tracker's edge
+    when one falls in the hole before it (as _rise does)."""
     m = series.markers
     if hole and len(m) and KIND_FIRST_RISE in m.kinds:
-        rise_t, hole, edge = timed_by_edge(m, t_i, hole, next_t,
-                                           series.median_interval_ns() or 0)
-    return FirstRise(series.rank, rise_t, delta, b.threshold[row], baseline_ns, level,
-                     b.peak[row], settled, hole, edge, step=step_at(series, rise_t))
+        return timed_by_edge(m, t_i, hole, next_t, series.median_interval_ns() or 0)
+    return t_i, hole, False
 
 
 def _levels(x: np.ndarray, lo: np.ndarray, j: np.ndarray) -> np.ndarray:

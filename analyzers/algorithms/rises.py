@@ -254,7 +254,41 @@ def step_at(series: RankSeries, t_ns: int) -> int | None:
     idx = cover.nonzero()[0]
     if not idx.size:
         return None
-    attrs = m.attrs[int(idx[-1])] if int(idx[-1]) < len(m.attrs) else {}
+    return _step_number(m, int(idx[-1]))
+
+
+def steps_at(series: list[RankSeries], t_ns: list[int]) -> list[int | None]:
+    """``[step_at(s, t) for s, t in zip(series, t_ns)]``: the ranks whose markers are all
+    steps (a TSDB read's) in one pass over their markers joined — each rank's last step
+    covering its time, as the reduction of the covering positions within its own stretch."""
+    out: list[int | None] = [None] * len(series)
+    joined: list[int] = []
+    for k, s in enumerate(series):
+        m = s.markers
+        if len(m) and KIND_STEP in m.kinds:
+            if len(m.kinds) > 1:
+                out[k] = step_at(s, t_ns[k])
+            else:
+                joined.append(k)
+    if not joined:
+        return out
+    ms = [series[k].markers for k in joined]
+    counts = np.fromiter((len(m) for m in ms), dtype=np.int64, count=len(ms))
+    first = np.zeros(len(ms), dtype=np.int64)
+    np.cumsum(counts[:-1], out=first[1:])
+    at = np.repeat(np.array([t_ns[k] for k in joined], dtype=np.int64), counts)
+    cover = (np.concatenate([m.start_ns for m in ms]) <= at) & \
+        (np.concatenate([m.end_ns for m in ms]) >= at)
+    last = np.maximum.reduceat(np.where(cover, np.arange(at.shape[0]), -1), first)
+    for k, m, lo, hit in zip(joined, ms, first.tolist(), last.tolist(), strict=True):
+        if hit >= 0:
+            out[k] = _step_number(m, hit - lo)
+    return out
+
+
+def _step_number(m: Markers, k: int) -> int | None:
+    """The step number marker ``k`` carries, if it carries one int() accepts."""
+    attrs = m.attrs[k] if k < len(m.attrs) else {}
     step = attrs.get(schema.SPAN_ATTR_STEP) if isinstance(attrs, Mapping) else None
     try:  # attrs come from files and servers: whatever int() accepts, else no step
         return None if step is None else int(cast("SupportsInt | str", step))

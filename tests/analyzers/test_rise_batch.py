@@ -14,6 +14,7 @@ import pytest
 from stormotel.analyzers.algorithms import rank_rows, rise_batch
 from stormotel.analyzers.algorithms.first_cause import MAX_RISES, rises_of
 from stormotel.analyzers.algorithms.rise_batch import rises_of_ranks
+from stormotel.analyzers.algorithms.rises import step_at, steps_at
 from stormotel.analyzers.algorithms.scratch import Scratch
 from stormotel.analyzers.algorithms.settings import Settings
 from stormotel.analyzers.analyze import analyze
@@ -167,3 +168,29 @@ def test_the_report_is_the_same_with_and_without_batches(monkeypatch: pytest.Mon
 
     assert masked(batched) == masked(alone)
     assert '"first_rise_by_rank"' in batched
+
+
+def test_steps_of_many_ranks_at_once_are_each_ranks_own() -> None:
+    """Overlapping steps (the last covering one counts), step numbers as text or nonsense,
+    fewer attrs than markers, times before, between and after the steps, mixed kinds."""
+    rng = np.random.default_rng(8)
+    series, times = [], []
+    for r in range(500):
+        n = int(rng.integers(0, 30))
+        start = np.sort(T0 + rng.integers(0, 100, n) * S)
+        end = start + rng.integers(0, 5, n) * S
+        numbers: list[Any] = [int(k) for k in rng.integers(0, 1000, n)]
+        for k in rng.choice(n, min(n, 3), replace=False).tolist():
+            numbers[k] = rng.choice(["17", "x", None, 3.0])
+        attrs = tuple({schema.SPAN_ATTR_STEP: v} if v is not None else {} for v in numbers)
+        kinds = [KIND_STEP] * n
+        if r % 7 == 0 and n:
+            kinds[0] = KIND_COLLECTIVE
+        m = Markers(start, end, np.array(["s"] * n, object), np.array(kinds, object),
+                    attrs[: n - (r % 5 == 0)])
+        series.append(RankSeries(RankIdentity(r), np.empty(0, np.int64), {}, m))
+        times.append(T0 + int(rng.integers(-5, 110)) * S)
+    got = steps_at(series, times)
+    want = [step_at(s, t) for s, t in zip(series, times, strict=True)]
+    assert got == want
+    assert sum(v is not None for v in got) > 100 and None in got
