@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 from stormotel.analyzers.algorithms.plugin import AlgorithmInput, Estimates
+from stormotel.analyzers.algorithms.rank_rows import batches, stack_rows
 from stormotel.analyzers.algorithms.robust import all_finite
 from stormotel.analyzers.findings import AnnotationSpan, Finding, FindingFamily
 from stormotel.analyzers.report import Report
@@ -176,9 +177,10 @@ def estimate_ratios(timeline: Timeline, estimates: Estimates = None, *,
     per_rank = _per_rank_estimates(timeline, estimates)
     notes: list[str] = []
     out: list[EstimateRatio] = []
+    peaks = _allocated_peaks(timeline)
     for rank in timeline.rank_ids:
         est = per_rank.get(rank)
-        field, peak, peak_ns = _actual_peak(timeline, rank)
+        field, peak, peak_ns = peaks.get(rank) or _actual_peak(timeline, rank)
         if est is None:
             notes.append(f"rank {rank}: no estimate")
         elif est <= 0:
@@ -225,6 +227,25 @@ def _per_rank_estimates(timeline: Timeline, estimates: Estimates) -> dict[int, f
     for rank, value in source.items():
         if value is not None and math.isfinite(float(value)):
             out[int(rank)] = float(value)
+    return out
+
+
+def _allocated_peaks(timeline: Timeline) -> dict[int, tuple[str, float, int]]:
+    """``_actual_peak`` of the ranks whose allocated bytes are all finite, ranks of one length
+    a batch at a time: the row's first maximum, as np.argmax takes it per rank (the rest: rank
+    by rank)."""
+    name = PEAK_FIELDS[0]
+    have = [r for r in timeline.rank_ids if name in timeline.ranks[r].values]
+    out: dict[int, tuple[str, float, int]] = {}
+    for n, keys in batches(timeline, have):
+        series = [timeline.ranks[r] for r in keys]
+        x = stack_rows([s.values[name] for s in series], n)
+        ok = np.isfinite(x).all(axis=1)
+        i = x.argmax(axis=1)
+        rows = np.arange(len(keys))
+        top = x[rows, i].tolist()
+        for k in ok.nonzero()[0].tolist():
+            out[keys[k]] = (name, top[k], int(series[k].t_ns[i[k]]))
     return out
 
 

@@ -10,6 +10,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from stormotel.analyzers.algorithms import rank_rows
+from stormotel.analyzers.algorithms.estimate_ratio import estimate_ratios
 from stormotel.analyzers.algorithms.rank_rows import batches, prime_rank_facts
 from stormotel.analyzers.timeline import (
     FIELDS,
@@ -77,3 +78,25 @@ def test_batches_cover_each_length_once_within_the_bounds(monkeypatch: pytest.Mo
     assert len(seen) == len(set(seen)) > 100
     lengths = {len(tl.ranks[r]) for r in seen}
     assert 241 not in lengths and 1 not in lengths
+
+
+def test_estimate_ratios_are_the_same_with_and_without_batches(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each rank's actual peak (allocated, else reserved, else device used) and when: ties
+    at the top (the first counts), a missing sample, no allocated bytes at all."""
+    rng = np.random.default_rng(6)
+    ranks = {}
+    for r in range(300):
+        n = int(rng.choice([3, 60, 61]))
+        t = T0 + np.arange(n, dtype=np.int64) * 10**9
+        values = {f: np.round(rng.uniform(0, 4, n)) * 2.0**30 for f in FIELDS}
+        if r % 5 == 1:
+            values["allocated"][int(rng.integers(0, n))] = np.nan
+        elif r % 5 == 2:
+            values["allocated"][:] = np.nan
+        ranks[r] = RankSeries(RankIdentity(r), t, values)
+    tl = Timeline(ranks, meta={"estimate_bytes": 2.0**31})
+    batched = estimate_ratios(tl)
+    monkeypatch.setattr(rank_rows, "MIN_BATCH", 10**9)
+    assert repr(estimate_ratios(tl)) == repr(batched)
+    assert {r.field for r in batched[0]} == {"allocated", "reserved"}
