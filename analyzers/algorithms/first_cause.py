@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import numpy as np
+from stormotel.analyzers.algorithms.rank_rows import ranks_reporting
 from stormotel.analyzers.algorithms.rise_batch import rises_of_ranks
 from stormotel.analyzers.algorithms.rises import FIELD, MAX_RISES, FirstRise
 from stormotel.analyzers.algorithms.rises import RISE_BLOCK as RISE_BLOCK
@@ -297,7 +298,7 @@ def analyze_first_cause(timeline: Timeline, settings: Settings) -> tuple[CrossRa
     res = timeline.resolution_ns()
     out = CrossRank(alignment=timeline.alignment, resolution_ns=res)
     missing = timeline.missing_ranks()
-    with_field = [r for r in timeline.rank_ids if timeline.ranks[r].has(FIELD)]
+    with_field = ranks_reporting(timeline, timeline.rank_ids, FIELD)
     no_field = sorted(set(timeline.ranks) - set(with_field))
     if no_field:
         out.notes.append(f"ranks without device-used memory (not compared): {no_field}")

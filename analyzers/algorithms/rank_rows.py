@@ -49,6 +49,21 @@ def batches(timeline: Timeline, ranks: Iterable[int], min_len: int = 1,
             yield n, group[lo:lo + per_batch]
 
 
+def ranks_reporting(timeline: Timeline, ranks: list[int], name: str) -> list[int]:
+    """``[r for r in ranks if timeline.ranks[r].has(name)]``: the ranks with a finite value of
+    field ``name``, one check per batch (``has`` would find every field of every rank, when
+    most analyses ask for one field of all ranks and the others of a few)."""
+    found: set[int] = set()
+    asked: set[int] = set()
+    have = [r for r in ranks if name in timeline.ranks[r].values]
+    for n, keys in batches(timeline, have):
+        x = stack_rows([timeline.ranks[r].values[name] for r in keys], n)
+        asked.update(keys)
+        found.update(r for r, ok in zip(keys, np.isfinite(x).any(axis=1).tolist(), strict=True)
+                     if ok)
+    return [r for r in ranks if (r in found if r in asked else timeline.ranks[r].has(name))]
+
+
 def prime_rank_facts(timeline: Timeline) -> None:
     """Fill each rank's cached median sampling interval and marker kinds, a batch at a time
     (ranks left out compute theirs when first asked, as before)."""

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from stormotel.analyzers.algorithms import rank_rows
 from stormotel.analyzers.algorithms.estimate_ratio import estimate_ratios
-from stormotel.analyzers.algorithms.rank_rows import batches, prime_rank_facts
+from stormotel.analyzers.algorithms.rank_rows import batches, prime_rank_facts, ranks_reporting
 from stormotel.analyzers.timeline import (
     FIELDS,
     KIND_COLLECTIVE,
@@ -35,6 +35,19 @@ def _markers(rng: np.random.Generator, n: int, kind: int) -> Markers:
     return Markers(start, start + 10**8, np.array(["s"] * n, object), np.array(kinds, object))
 
 
+def _field(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Reported, never reported, reported after a missing first sample or only at the end."""
+    a = np.ones(n)
+    how = int(rng.integers(0, 4))
+    if how == 1:
+        a[:] = np.nan
+    elif how == 2:
+        a[0] = np.nan
+    elif how == 3:
+        a[:-1] = np.inf
+    return a
+
+
 def _timeline(seed: int) -> Timeline:
     rng = np.random.default_rng(seed)
     ranks = {}
@@ -44,7 +57,7 @@ def _timeline(seed: int) -> Timeline:
         jitter = rng.integers(-step // 7, step // 7, n) if r % 4 else np.zeros(n, np.int64)
         t = T0 + np.arange(n, dtype=np.int64) * step + jitter
         t = np.unique(t)
-        values = {f: np.ones(t.shape[0]) for f in FIELDS}
+        values = {f: _field(rng, t.shape[0]) for f in FIELDS}
         ranks[r] = RankSeries(RankIdentity(r), t, values,
                               _markers(rng, int(rng.integers(1, 50)), r % 3))
     return Timeline(ranks)
@@ -100,3 +113,12 @@ def test_estimate_ratios_are_the_same_with_and_without_batches(
     monkeypatch.setattr(rank_rows, "MIN_BATCH", 10**9)
     assert repr(estimate_ratios(tl)) == repr(batched)
     assert {r.field for r in batched[0]} == {"allocated", "reserved"}
+
+
+def test_ranks_reporting_a_field_are_those_that_have_it() -> None:
+    tl = _timeline(7)
+    del tl.ranks[3].values["reserved"]  # a rank without the field at all
+    for name in FIELDS:
+        want = [r for r in tl.rank_ids if tl.ranks[r].has(name)]
+        assert ranks_reporting(tl, tl.rank_ids, name) == want
+        assert 0 < len(want) < len(tl.rank_ids)
