@@ -41,7 +41,7 @@ MAX_UNIX_S = 9.2e9
 MAX_SPLITS = 8
 #: Label values per ``=~`` alternation when a series query is split. Few and large sets: on a
 #: freshly started VictoriaMetrics each listing request costs ~0.13 s of index work whatever
-#: its rank set (measured: it grows with the spellings in the alternation, not with the ranks
+#: its rank set (measured: it follows the spellings' ``__name__`` alternation, not the ranks
 #: asked), so 10,000 ranks listed 500 at a time cost it 3.7 s of CPU, 1,500 at a time 2.1 s
 #: (docs/benchmarks.md). Bounded by the server's limits: at a tracker's 14 series per rank
 #: 21,000 series of the 30,000 ``-search.maxSeries`` (a refused set is halved), and with
