@@ -39,9 +39,15 @@ MAX_POINTS_PER_QUERY = 10_000
 MAX_UNIX_S = 9.2e9
 #: How many times a refused question is split before the refusal stands.
 MAX_SPLITS = 8
-#: Label values per ``=~`` alternation when a series query is split (VictoriaMetrics refuses
-#: queries over 16 KiB, ``-search.maxQueryLen``; 500 five-digit ranks are ~3 KiB).
-SPLIT_VALUES = 500
+#: Label values per ``=~`` alternation when a series query is split. Few and large sets: on a
+#: freshly started VictoriaMetrics each listing request costs ~0.13 s of index work whatever
+#: its rank set (measured: it follows the spellings' ``__name__`` alternation, not the ranks
+#: asked), so 10,000 ranks listed 500 at a time cost it 3.7 s of CPU, 1,500 at a time 2.1 s
+#: (docs/benchmarks.md). Bounded by the server's limits: at a tracker's 14 series per rank
+#: 21,000 series of the 30,000 ``-search.maxSeries`` (a refused set is halved), and with
+#: six-digit ranks and every spelling ~12 KiB, under the 16 KiB ``-search.maxQueryLen``
+#: VictoriaMetrics puts on queries.
+SPLIT_VALUES = 1500
 
 #: A server's refusal of a question that is too large (Prometheus 422 "too many samples",
 #: VictoriaMetrics 422 "exceeds -search.max…", Mimir 422 "exceeded the maximum number of …").
