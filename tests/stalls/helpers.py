@@ -39,6 +39,16 @@ def analyze_log_text(tmp_path: Path, name: str, text: str) -> tuple[int, dict[st
     return proc.returncode, json.loads(out.read_text())
 
 
+def root_findings(tmp_path: Path, text: str, *args: str,
+                  name: str = "job.log") -> tuple[int, list[dict[str, Any]]]:
+    """``stormotel analyze --logs`` on one file holding ``text`` (exit 0 or 1), and the stall
+    findings that are no other finding's consequence: what a rule named, or did not."""
+    log = tmp_path / name
+    log.write_text(text)
+    code, report = run_json("--logs", str(log), *args)
+    return code, [f for f in report["stall_findings"] if f["consequence_of"] is None]
+
+
 def repair_pg_config(src: Path, dst: Path) -> None:
     """Write copies of OUR OWN test dumps whose pg_config names every group with its ranks.
 

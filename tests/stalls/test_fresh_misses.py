@@ -9,16 +9,8 @@ needs it decides.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from tests.stalls.helpers import run_json
-
-
-def cli(tmp_path: Path, text: str, *args: str) -> tuple[int, list[dict[str, Any]]]:
-    log = tmp_path / "job.log"
-    log.write_text(text)
-    code, report = run_json("--logs", str(log), *args)
-    return code, [f for f in report["stall_findings"] if f["consequence_of"] is None]
+from tests.stalls.helpers import root_findings as cli
 
 
 # --- Horovod: every rank misses a tensor another submitted, no majority path ------------------

@@ -6,22 +6,14 @@ are suspects of an ``undecided`` (never more), the reporter a witness; never exi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.stalls.helpers import run_json
+from tests.stalls.helpers import root_findings as cli
 
 
 def warn(rank: int, text: str) -> str:
     return f"[rank{rank}]:node-1:4242:4301 [{rank}] bootstrap.cc:1 NCCL WARN {text}\n"
-
-
-def cli(tmp_path: Path, text: str) -> tuple[int, list[dict[str, Any]]]:
-    log = tmp_path / "job.log"
-    log.write_text(text)
-    code, report = run_json("--logs", str(log))
-    return code, [f for f in report["stall_findings"] if f["consequence_of"] is None]
 
 
 @pytest.mark.parametrize(("text", "category", "suspects"), [

@@ -7,23 +7,15 @@ verdict that other evidence decides."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from stormotel.analyzers.stalls import inventory as inv
 from stormotel.analyzers.stalls import logs_parser as lp
 from stormotel.analyzers.stalls.log_analysis import analyze_logs
 
-from tests.stalls.helpers import run_json
+from tests.stalls.helpers import root_findings as cli
 
 PREFIX = "[rank{r}]:[E1128 23:40:00.123456789 ProcessGroupNCCL.cpp:1] "
-
-
-def cli(tmp_path: Path, text: str) -> tuple[int, list[dict[str, Any]]]:
-    log = tmp_path / "job.log"
-    log.write_text(text)
-    code, report = run_json("--logs", str(log))
-    return code, [f for f in report["stall_findings"] if f["consequence_of"] is None]
 
 
 @pytest.mark.parametrize("line", [

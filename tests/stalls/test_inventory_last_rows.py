@@ -19,25 +19,17 @@ emitter's format string and read through the CLI, as a user's log is.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from stormotel.analyzers.stalls import inventory as inv
 from stormotel.analyzers.stalls.inventory_families import family_of
 
 from tests.cli import run_stormotel_here
-from tests.stalls.helpers import run_json
+from tests.stalls.helpers import root_findings as cli
 
 FP = ("CollectiveFingerPrint(SequenceNumber=12, OpType={op}, TensorShape=[1024], "
       "TensorDtypes=Float, TensorDeviceTypes=TensorOptions(dtype=float (default), device=cuda))")
 HEAD = "#0-0 (27a079b828ff1a75) MISMATCH"
-
-
-def cli(tmp_path: Path, text: str) -> tuple[int, list[dict[str, Any]]]:
-    log = tmp_path / "job.log"
-    log.write_text(text)
-    code, report = run_json("--logs", str(log))
-    return code, [f for f in report["stall_findings"] if f["consequence_of"] is None]
 
 
 def mismatch(me: int, other: int, mine: str, theirs: str) -> str:

@@ -16,14 +16,7 @@ import pytest
 from stormotel.analyzers.stalls import inventory as inv
 from stormotel.analyzers.stalls.inventory_families import family_of
 
-from tests.stalls.helpers import run_json
-
-
-def cli(tmp_path: Path, text: str) -> tuple[int, list[dict[str, Any]]]:
-    log = tmp_path / "job.log"
-    log.write_text(text)
-    code, report = run_json("--logs", str(log))
-    return code, [f for f in report["stall_findings"] if f["consequence_of"] is None]
+from tests.stalls.helpers import root_findings as cli
 
 
 def suspects(f: dict[str, Any]) -> list[int]:

@@ -18,14 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.stalls.helpers import run_json
-
-
-def cli(tmp_path: Path, text: str, *args: str) -> tuple[int, list[dict[str, Any]]]:
-    log = tmp_path / "job.log"
-    log.write_text(text)
-    code, report = run_json("--logs", str(log), *args)
-    return code, [f for f in report["stall_findings"] if f["consequence_of"] is None]
+from tests.stalls.helpers import root_findings as cli
 
 
 def ompi_signal(pid: int, signo: int, name: str, tag: str = "", host: str = "node-3") -> str:

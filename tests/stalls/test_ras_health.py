@@ -10,7 +10,7 @@ from typing import Any
 
 from stormotel.analyzers.stalls import logs_parser as lp
 
-from tests.stalls.helpers import run_json
+from tests.stalls.helpers import root_findings
 
 HEAD = "#0-0 (27a079b828ff1a75) {what}\n"
 
@@ -20,10 +20,7 @@ def gpu(r: int) -> str:
 
 
 def cli(tmp_path: Path, text: str) -> tuple[int, list[dict[str, Any]]]:
-    log = tmp_path / "ras.txt"
-    log.write_text(text)
-    code, report = run_json("--logs", str(log))
-    return code, [f for f in report["stall_findings"] if f["consequence_of"] is None]
+    return root_findings(tmp_path, text, name="ras.txt")
 
 
 def test_a_status_split_names_the_odd_ranks_as_suspects(tmp_path: Path) -> None:
