@@ -118,12 +118,13 @@ def analyze_with_stalls(source: Source, timeline: Timeline, run: RunOptions
     markers attached, its findings judged again with what this telemetry shows (a rank whose
     memory ran out), and added to the report. Stall evidence alone is its own report."""
     from stormotel.analyzers.analyze import analyze
-    from stormotel.analyzers.stalls.cli_support import attach_markers
 
     stalls, analysis = run.stalls, run.opts.analysis
     if stalls is not None and not source.telemetry:
         return timeline, stalls.empty_report(run.opts.job.job_id)
-    if stalls is not None:
+    if stalls is not None:  # the stall machinery (its compiled patterns) only when there is
+        from stormotel.analyzers.stalls.cli_support import attach_markers  # evidence
+
         timeline = attach_markers(timeline, stalls.markers_by_rank)
         judged = stalls.judged(timeline)
     report = analyze(timeline, ranks=analysis.ranks, align=analysis.align,
@@ -164,12 +165,13 @@ def run_files(opts: AnalyzeOptions) -> int:
     code (sink failure, findings, no evidence, OK). Raises StormotelError for the CLI to
     print."""
     from stormotel.analyzers.sources.files import FileSource
-    from stormotel.analyzers.stalls.cli_support import StallMarkerSource
 
     run = RunOptions(opts)
     stalls = read_stalls(opts, run.progress)
     source: Source = FileSource(opts.source, opts.job.job_id)
     if stalls is not None and not opts.source.paths:  # stall evidence alone
+        from stormotel.analyzers.stalls.cli_support import StallMarkerSource
+
         source = StallMarkerSource(stalls, opts.job.job_id)
     result = run_once(source, RunOptions(opts, stalls=stalls))
     if result.sinks.failed:

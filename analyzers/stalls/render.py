@@ -11,7 +11,6 @@ from typing import Any
 
 from stormotel.analyzers.families import format_ranks
 from stormotel.analyzers.report import StallFinding
-from stormotel.analyzers.stalls.log_world import world_note
 from stormotel.analyzers.textlines import capped
 
 
@@ -22,7 +21,10 @@ def render_stalls(findings: list[StallFinding]) -> list[str]:
     lines = [f"Stalls ({len(findings)}):"]
     ws_source = next((f.evidence.get("world_size_source") for f in findings
                       if f.evidence.get("world_size_source")), None)
-    if ws_source:
+    if ws_source:  # imported here: the log readers' patterns are compiled on import, and a
+        # summary without stall findings (every memory-only run) needs none of them
+        from stormotel.analyzers.stalls.log_world import world_note
+
         lines.append("  " + world_note(findings[0].evidence.get("world_size"), ws_source))
     for i, f in enumerate(findings):
         who = ("ranks " + format_ranks(f.ranks)) if f.ranks else "no single rank"
