@@ -15,6 +15,7 @@ spellings other translators produce so the analyzer accepts both.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from enum import StrEnum
@@ -387,6 +388,7 @@ def prom_name(name: str, unit: str, kind: Kind) -> str:
     return base
 
 
+@functools.lru_cache(maxsize=512)  # a pure function of a few dozen metrics, asked for per series
 def prom_names(name: str, unit: str, kind: Kind) -> tuple[str, ...]:
     """Every spelling a Prometheus-compatible store may hold for one OTel metric.
 

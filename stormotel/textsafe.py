@@ -123,10 +123,19 @@ _SCRIPT_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026"
 def redact_tree(obj: object) -> object:
     """A JSON-able tree with every string, keys included, redacted (the file sinks: Perfetto
     trace, incident dashboard)."""
+    return _redact_tree(obj, {})
+
+
+def _redact_tree(obj: object, seen: dict[str, str]) -> object:
+    """:func:`redact_tree` with the strings already redacted in this tree remembered: a trace
+    repeats the same few keys and names on every one of its events."""
     if isinstance(obj, str):
-        return redact(obj)
+        out = seen.get(obj)
+        if out is None:
+            out = seen[obj] = redact(obj)
+        return out
     if isinstance(obj, dict):
-        return {redact(str(k)): redact_tree(v) for k, v in obj.items()}
+        return {_redact_tree(str(k), seen): _redact_tree(v, seen) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
-        return [redact_tree(v) for v in obj]
+        return [_redact_tree(v, seen) for v in obj]
     return obj
