@@ -34,9 +34,12 @@ import ast
 import tomllib
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import pytest
+
+if TYPE_CHECKING:  # imported where a graph is built: every pytest worker collects this file,
+    import networkx as nx  # one runs it (networkx is ~0.3 s of CPU to import)
 
 REPO = Path(__file__).resolve().parents[2]
 ANALYZERS = "stormotel.analyzers"
@@ -139,6 +142,8 @@ def imported(path: Path, modules: dict[str, Path], where: str) -> set[str]:
 
 def graph(where: str, modules: dict[str, Path] | None = None) -> nx.DiGraph:
     """The analyzer's module graph (edges into the rest of the package kept)."""
+    import networkx as nx
+
     modules = modules or installed_modules()
     g = nx.DiGraph()
     for name, path in modules.items():
@@ -175,11 +180,15 @@ def up_imports(g: nx.DiGraph) -> set[tuple[str, str]]:
 
 
 def package_cycles(g: nx.DiGraph) -> list[set[str]]:
+    import networkx as nx
+
     units = nx.DiGraph(list(analyzer_edges(g)))
     return [c for c in nx.strongly_connected_components(units) if len(c) > 1]
 
 
 def circles(g: nx.DiGraph) -> list[set[str]]:
+    import networkx as nx
+
     inner = g.subgraph(n for n in g if inside(n))
     return [c for c in nx.strongly_connected_components(inner) if len(c) > 1]
 
