@@ -29,7 +29,7 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from stormotel.analyzers import http, messages
 from stormotel.analyzers.options import AnalyzeOptions, JobOptions
@@ -50,12 +50,14 @@ from stormotel.analyzers.sinks.findings_series import (
 from stormotel.analyzers.sources.dcgm import MapError
 from stormotel.analyzers.sources.protocol import Progress
 from stormotel.analyzers.sources.tsdb import tsdb_source
-from stormotel.analyzers.stalls.cli_support import StallResult
 from stormotel.analyzers.window import Window, iso_time
 
 from stormotel import exitcodes
 from stormotel.errors import NoTelemetryError, SourceFailureError
 from stormotel.textsafe import one_line, printable, redact
+
+if TYPE_CHECKING:  # the stall machinery (its compiled patterns) loads with stall evidence
+    from stormotel.analyzers.stalls.cli_support import StallResult
 
 SUMMARY_PREFIX = "stormotel-analyze"
 

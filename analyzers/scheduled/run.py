@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from stormotel.analyzers import http, messages
 from stormotel.analyzers.options import AnalyzeOptions
@@ -24,10 +24,12 @@ from stormotel.analyzers.scheduled.job import run_job
 from stormotel.analyzers.scheduled.window import clock_ns
 from stormotel.analyzers.sources.discovery import DiscoveryError, discover_jobs
 from stormotel.analyzers.sources.protocol import Progress
-from stormotel.analyzers.stalls.cli_support import StallResult
 
 from stormotel import exitcodes
 from stormotel.textsafe import one_line
+
+if TYPE_CHECKING:  # the stall machinery (its compiled patterns) loads with stall evidence
+    from stormotel.analyzers.stalls.cli_support import StallResult
 
 #: Discovery looks back this far without --since: several CronJob periods, so a job whose end
 #: falls between runs is still found by the next run (which gives it its final analysis).
