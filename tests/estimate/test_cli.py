@@ -1,8 +1,10 @@
 """``stormotel estimate`` as users run it: a subprocess, its stdout, stderr, files and exit code.
 
-Every invocation is started at once by one module fixture and the tests then read their own
-result: each child spends most of its time importing torch, so running them side by side keeps
-this file's wall time near that of the slowest child instead of the sum.
+One module fixture starts every invocation at once and the tests then read their own result.
+The default table run, ``--help`` and an argparse error each get a fresh interpreter (what a
+user starts); the other runs share one interpreter (:mod:`tests.estimate.cli_batch`: the same
+entry point, file descriptors 1 and 2 captured per run), because each fresh one spent ~4 s of
+CPU importing torch and the trackers, and start-up is not what those tests check.
 """
 
 from __future__ import annotations
@@ -39,31 +41,46 @@ def out_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def runs(out_dir: Path) -> Iterator[dict[str, subprocess.CompletedProcess[str]]]:
-    cases: dict[str, list[str]] = {
+    fresh: dict[str, list[str]] = {
         "table": ["examples.estimate_models:mlp_adam", "--device-memory", "80GiB"],
+        "help": ["--help"],
+        "bad_size": [*ERROR_CASES["bad_size"][0], "-q"],
+    }
+    batch: dict[str, list[str]] = {
+        **{name: [*args, "-q"] for name, (args, _) in ERROR_CASES.items() if name not in fresh},
         "json_file": ["examples.estimate_models:transformer_adamw", "--format", "json",
                       "--output", str(out_dir / "estimate.json"), "--device-memory", "1MiB",
                       "--depth", "1", "--iterations", "3", "-q"],
         "real": ["examples.estimate_models:mlp_sgd", "--mode", "real", "--format", "json", "-q"],
+        "unwritable": ["examples.estimate_models:mlp_sgd", "-q", "--output",
+                       str(out_dir / "missing-dir" / "e.json")],
+        # last: the FSDP factory leaves PyTorch's fake process group initialised
         "fsdp_fake": ["examples.estimate_models:fsdp_mlp_adam", "--format", "json",
                       "--round-to", "1", "-q"],
         "fsdp_real": ["examples.estimate_models:fsdp_mlp_adam", "--mode", "real", "--format",
                       "json", "--round-to", "1", "-q"],
-        "unwritable": ["examples.estimate_models:mlp_sgd", "-q", "--output",
-                       str(out_dir / "missing-dir" / "e.json")],
-        "help": ["--help"],
-        **{name: [*args, "-q"] for name, (args, _) in ERROR_CASES.items()},
     }
+    batch_dir = out_dir / "batch"
+    batch_dir.mkdir()
+    (batch_dir / "runs.json").write_text(json.dumps(batch))
     procs = {name: subprocess.Popen([sys.executable, "-m", "stormotel", "estimate", *args],
                                     cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     text=True)
-             for name, args in cases.items()}
+             for name, args in fresh.items()}
+    procs["batch"] = subprocess.Popen([sys.executable, "-m", "tests.estimate.cli_batch",
+                                       str(batch_dir)], cwd=ROOT, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True)
     results: dict[str, subprocess.CompletedProcess[str]] = {}
     try:
         for name, proc in procs.items():
             stdout, stderr = proc.communicate(timeout=240)
             results[name] = subprocess.CompletedProcess(proc.args, proc.returncode, stdout,
                                                         stderr)
+        assert results["batch"].returncode == 0, results["batch"].stderr[-2000:]
+        for name, args in batch.items():
+            results[name] = subprocess.CompletedProcess(
+                args, int((batch_dir / f"{name}.code").read_text()),
+                (batch_dir / f"{name}.out").read_text(), (batch_dir / f"{name}.err").read_text())
         yield results
     finally:
         for proc in procs.values():
