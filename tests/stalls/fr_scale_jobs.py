@@ -96,7 +96,9 @@ def generate(out: Path) -> dict[str, float]:
     os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "2000")
     import multiprocessing as mp
 
-    import torch  # noqa: F401  (imported once, before the fork)
+    from tests.stalls.fork_parent import import_torch_before_fork
+
+    import_torch_before_fork()  # once, before the fork: shared by every rank
 
     ctx = mp.get_context("fork")
     procs: dict[str, list[mp.process.BaseProcess]] = {}
