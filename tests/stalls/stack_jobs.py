@@ -57,7 +57,13 @@ class _SleepyDataset:
         return 4
 
     def __getitem__(self, i: int) -> int:
-        time.sleep(90)  # the worker never delivers (bounded: it must not outlive the test)
+        # The worker never delivers while its rank lives. Once the launcher has killed the rank
+        # it stops too (as DataLoader's own watchdog would, were it not stuck here), bounded by
+        # 90 s: an orphan that slept on kept the job's output pipe open and the test waiting
+        # for it long after the job was over.
+        rank_pid, deadline = os.getppid(), time.monotonic() + 90
+        while os.getppid() == rank_pid and time.monotonic() < deadline:
+            time.sleep(0.2)
         return i
 
 
@@ -151,7 +157,9 @@ def generate(out: Path, defaults: bool = False) -> None:
     os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "2000")  # a Flight Recorder dump per stall
     import multiprocessing as mp
 
-    import torch  # noqa: F401  (imported once, before the fork)
+    from tests.stalls.fork_parent import import_tracker_before_fork
+
+    import_tracker_before_fork()  # once, before the fork: shared by every rank
 
     ctx = mp.get_context("fork")
     procs: dict[str, list[mp.process.BaseProcess]] = {}

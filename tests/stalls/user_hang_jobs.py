@@ -110,6 +110,9 @@ def generate(out: Path, names: list[str]) -> None:
 
     import torch
 
+    from tests.stalls.fork_parent import import_tracker_before_fork
+
+    import_tracker_before_fork()  # once, before the fork: shared by every rank
     torch.set_num_threads(1)  # 8-rank jobs on 2 cores: one thread per rank
     ctx = mp.get_context("fork")
     procs: dict[str, list[mp.process.BaseProcess]] = {}
