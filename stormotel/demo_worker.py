@@ -1,6 +1,6 @@
 """One rank of the demo job: a small model trained with real gloo all-reduce, tracked throughout.
 
-Started by :func:`stormotel.demo.run_job` through ``torch.multiprocessing`` (spawn). All ranks
+Started by :func:`stormotel.demo.run_job` through ``torch.multiprocessing``. All ranks
 share one simulated-clock origin (rank 0 broadcasts it), so a fault planted at ``t=4s`` happens at
 the same wall-clock instant on every rank and a one-rank lead is real, not an artefact of start-up
 order. The origin is agreed after the first training step (a loaded machine can make that step
