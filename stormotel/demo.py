@@ -35,9 +35,26 @@ DEFAULT_FAULTS = "rank=2:first_spike@t=4s,delta=1GiB,lead=500ms;rank=2:leak@t=2s
 #: Imported once by the fork server the ranks are forked from ("forkserver": a fresh, single-
 #: threaded process, so forking is safe even when the caller runs threads), instead of by every
 #: rank's own fresh interpreter ("spawn", before): torch is ~2.5 s of CPU per import, and
-#: ``stormotel demo`` went from 26.8 s to 16.5 s of CPU in all (docs/benchmarks.md). The server
-#: lives as long as the calling process; ranks see the environment it had when it started.
+#: ``stormotel demo`` went from 26.8 s to 17 s of CPU in all (docs/benchmarks.md). The server
+#: is stopped when the job ends (:func:`_stop_fork_server`).
 RANK_PRELOAD = ("torch", "torch.distributed", "stormotel.demo_worker")
+
+
+def _fork_server() -> object:
+    from multiprocessing import forkserver
+
+    return getattr(forkserver, "_forkserver", None)
+
+
+def _stop_fork_server() -> None:
+    """Stop the fork server :func:`run_job` started and wait for it, so no process outlives the
+    job, the ranks' CPU time is accounted to the caller (the server reaps them; the caller
+    reaps the server), and a later job forks from a server with the caller's environment as it
+    is then. ``_stop`` is the standard library's own (its tests call it); without it the server
+    would end with the caller, as before."""
+    stop = getattr(_fork_server(), "_stop", None)
+    if callable(stop):
+        stop()
 
 
 def _clear_previous(job_dir: Path) -> None:
@@ -84,6 +101,7 @@ def run_job(out: str | Path, *, world_size: int = 4, duration_s: float = 8.0,
               f"{step_period_s}s, sampling every {sampling_interval}s; faults: {faults}",
               file=sys.stderr, flush=True)
     started = time.monotonic()
+    ours = getattr(_fork_server(), "_forkserver_pid", None) is None  # not the caller's own
     try:
         mp.set_forkserver_preload(list(RANK_PRELOAD))
         mp.start_processes(worker, args=(cfg,), nprocs=world_size, join=True,
@@ -94,6 +112,8 @@ def run_job(out: str | Path, *, world_size: int = 4, duration_s: float = 8.0,
         raise RuntimeError(f"a rank exited abnormally: {e}") from None
     finally:
         shutil.rmtree(rendezvous_dir, ignore_errors=True)
+        if ours:
+            _stop_fork_server()
     if not quiet:
         print(f"stormotel demo: job finished in {time.monotonic() - started:.1f}s",
               file=sys.stderr, flush=True)
