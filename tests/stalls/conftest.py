@@ -18,8 +18,9 @@ REPO = Path(__file__).resolve().parents[2]
 def fr_dumps(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``<root>/<scenario>/{pickle,json}/`` for every scenario of :mod:`tests.stalls.fr_jobs`.
 
-    One subprocess imports torch once and forks all 4-rank jobs concurrently (the hanging
-    scenarios cost one 3 s gloo timeout); about 15-30 s on a 2-core machine.
+    One subprocess imports torch (and what the first dump imports, tests/stalls/fork_parent.py)
+    once and forks all 4-rank jobs concurrently (the hanging scenarios cost one gloo timeout):
+    about 5 s of CPU, 10 s of wall on a busy 2-core machine.
     """
     pytest.importorskip("torch")
     root = tmp_path_factory.mktemp("fr_dumps")

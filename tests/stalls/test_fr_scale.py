@@ -1,7 +1,7 @@
 """REAL gloo Flight Recorder dumps of the shapes large jobs leave behind, against torch's fr_trace.
 
 Generated once per module by :mod:`tests.stalls.fr_scale_jobs` (one subprocess, every scenario
-forked from one torch import; ~15-40 s on the shared 2-core machine).
+forked from one torch import; ~10 s on the shared 2-core machine).
 """
 
 from __future__ import annotations
