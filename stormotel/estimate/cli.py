@@ -68,6 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
+    from stormotel.estimate.factory_spec import check_module_exists
+
+    try:  # a typo in the spec is told before torch is imported (~4 s of CPU)
+        check_module_exists(args.factory)
+    except StormotelError as exc:
+        print(f"stormotel estimate: error: {exc}", file=sys.stderr)
+        return exit_code_of(exc)
     from stormotel.estimate.core import estimate
     from stormotel.estimate.report import render_table
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import sys
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -21,11 +20,7 @@ from torch import nn
 from torch.utils._pytree import tree_flatten
 
 import stormotel
-from stormotel.errors import UsageError
-
-
-class FactoryError(UsageError):
-    """The factory cannot be loaded or called, or returned something unusable."""
+from stormotel.estimate.factory_spec import FactoryError, not_found, split_spec
 
 
 @dataclass
@@ -52,18 +47,12 @@ def load_factory(spec: str) -> Callable[[], Any]:
     The current directory is put on ``sys.path`` (as ``python -m`` would), so a factory in a
     local file works without installing it.
     """
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise FactoryError(f"factory {spec!r} must look like package.module:function")
-    cwd = os.getcwd()
-    if cwd not in sys.path:
-        sys.path.insert(0, cwd)
+    module_name, attr = split_spec(spec)
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and module_name.startswith(exc.name):
-            raise FactoryError(f"factory {spec!r}: no module named {exc.name!r} "
-                               f"(searched the current directory and sys.path)") from None
+            raise not_found(spec, exc.name) from None
         raise FactoryError(f"factory {spec!r}: importing {module_name!r} failed: "
                            f"{describe_exception(exc)}") from None
     except Exception as exc:  # the user's module raised while importing
