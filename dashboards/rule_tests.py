@@ -283,24 +283,32 @@ def _used_fired(severity: str, rank: int, job: str = JOB) -> dict[str, Any]:
 
 
 def _slow_leak() -> dict[str, Any]:
-    """1-minute samples over 5 hours. Rank 1 leaks 3 MiB a minute with 1.5 GiB left (full in
-    about 8.5 hours): a warning within the hour, never a page. Rank 0: flat at 96 %.
-    Rank 3 drifts, then restarts at minute 20 and its gap is flat (quiet)."""
-    n = 310
+    """1-minute samples over 2 hours. Rank 1 leaks 3 MiB a minute with 1.5 GiB left (full in
+    about 8.5 hours): a warning within the hour, never a page. Rank 5 leaks as fast with 600
+    MiB left: warned as early, and at 2 hours, 80 minutes from full, still no page (the page's
+    horizon is 1 hour: 180 MiB more at this slope; it would page 20 minutes later). Rank 0:
+    flat at 96 %. Rank 3 drifts, then restarts at minute 20 and its gap is flat (quiet).
+
+    Two hours, not more: every rule is evaluated every 15 s up to the last check, and past
+    the hour each leak is one straight line (the page's margin only shrinks, as rank 5 shows
+    at its closest)."""
+    n = 125
     grow = 3 * MiB
     series = [*_gap_rank(0, _flat(0.96 * LIMIT, n), _flat(GiB, n)),
               *_gap_rank(1, f"{LIMIT - 1.5 * GiB:.0f}+{grow}x{n}", f"{GiB}+{grow}x{n}"),
               *_gap_rank(3, f"{40 * GiB}+{2 * MiB}x19 {40 * GiB}+0x{n - 20}",
                          f"{GiB}+{2 * MiB}x19 {GiB}+0x{n - 20}"),
               # Rank 4: the allocator's share grows 3 MiB a minute, the gap stays flat.
-              *_gap_rank(4, f"{LIMIT - 1.5 * GiB:.0f}+{grow}x{n}", _flat(GiB, n))]
+              *_gap_rank(4, f"{LIMIT - 1.5 * GiB:.0f}+{grow}x{n}", _flat(GiB, n)),
+              *_gap_rank(5, f"{LIMIT - 600 * MiB:.0f}+{grow}x{n}", f"{GiB}+{grow}x{n}")]
     name = "StormotelGapDrift"
     filling = "StormotelGpuMemoryFillingUp"
+    warned = [_gap_fired("warning", 1), _gap_fired("warning", 5)]
     return {"name": "slow leak warns hours ahead and never pages critical",
             "interval": "1m", "input_series": series, "alert_rule_test": [
                 *_quiet(name, "5m", "20m", "30m"),
-                {"eval_time": "60m", "alertname": name, "exp_alerts": [_gap_fired("warning", 1)]},
-                {"eval_time": "300m", "alertname": name, "exp_alerts": [_gap_fired("warning", 1)]},
+                {"eval_time": "60m", "alertname": name, "exp_alerts": warned},
+                {"eval_time": "120m", "alertname": name, "exp_alerts": warned},
                 *_quiet(filling, "5m", "20m", "30m"),
                 {"eval_time": "60m", "alertname": filling,
                  "exp_alerts": [_used_fired("warning", 4)]},
