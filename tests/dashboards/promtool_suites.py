@@ -44,12 +44,12 @@ _ALERT_SERIES = ("ALERTS", "ALERTS_FOR_STATE")
 
 #: libyaml's loader and dumper where PyYAML has them: the suite is 100 kB of YAML, read and
 #: written a few times per variant (the pure-Python ones take seconds of CPU for that).
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def load(path: Path) -> Any:
-    return yaml.load(path.read_text(), Loader=_LOADER)
+    return yaml.load(path.read_text(), Loader=LOADER)
 
 
 def dump(data: Any, sort_keys: bool = True) -> str:
