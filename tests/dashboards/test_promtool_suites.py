@@ -117,3 +117,49 @@ def test_a_moved_runbook_url_the_checks_do_not_expect_runs_every_firing_group(
               if any(c["exp_alerts"] for c in g.get("alert_rule_test", ()))]
     assert firing
     assert _variant(tmp_path, _move_runbook) == firing
+
+
+def _silent() -> set[int]:
+    return {i for i, g in enumerate(_suite())
+            if not any(c["exp_alerts"] for c in g.get("alert_rule_test", ()))
+            and not any(t["exp_samples"] for t in g.get("promql_expr_test", ())
+                        if "ALERTS" in t["expr"])}
+
+
+def _threshold(alert: str, before: str, after: str, **also: str) -> Any:
+    def edit(rule: dict[str, Any]) -> None:
+        if rule.get("alert") == alert and f"> {before})" in rule["expr"]:
+            rule["expr"] = rule["expr"].replace(f"> {before})", f"> {after})")
+            rule.update(also)
+    return edit
+
+
+def test_a_raised_threshold_leaves_the_silent_groups_to_the_shipped_run(tmp_path: Path) -> None:
+    """The pressure alert's warning at 90 % instead of 80 %: it holds where it held or less,
+    so a group expecting silence everywhere (the healthy control) stays silent; the groups
+    naming the alert, or reading ALERTS with an expectation, still run."""
+    silent = _silent()
+    assert silent & _reading_alerts()  # the healthy control reads ALERTS and is silent
+    run = set(_variant(tmp_path, _threshold("StormotelGpuMemoryPressure", "0.8", "0.9")))
+    assert run == (_naming("StormotelGpuMemoryPressure") | _reading_alerts()) - silent
+    assert run
+
+
+def test_a_lowered_threshold_or_another_change_beside_it_runs_the_silent_groups(
+        tmp_path: Path) -> None:
+    naming = _naming("StormotelGpuMemoryPressure") | _reading_alerts()
+    lowered = _threshold("StormotelGpuMemoryPressure", "0.8", "0.7")
+    assert set(_variant(tmp_path, lowered)) == naming
+    sooner = _threshold("StormotelGpuMemoryPressure", "0.8", "0.9", **{"for": "1m"})
+    assert set(_variant(tmp_path, sooner)) == naming
+
+
+def test_a_raised_threshold_outside_a_plain_filter_runs_the_silent_groups(
+        tmp_path: Path) -> None:
+    """AnalyzerStale's ``> 7200`` sits beside an ``or`` and a ``count(…) > 0`` gate: raising
+    a number there is not known to let fewer through, so the silent groups run."""
+    def edit(rule: dict[str, Any]) -> None:
+        if rule.get("alert") == "StormotelAnalyzerStale":
+            rule["expr"] = rule["expr"].replace("> 7200", "> 7300")
+    assert set(_variant(tmp_path, edit)) == \
+        _naming("StormotelAnalyzerStale") | _reading_alerts()
