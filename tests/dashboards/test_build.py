@@ -13,7 +13,7 @@ from stormotel.dashboards.settings import Settings
 
 from stormotel import exitcodes
 from tests import servers
-from tests.cli import run_stormotel
+from tests.cli import run_stormotel, run_stormotel_here
 from tests.dashboards import promtool_suites
 from tests.dashboards.exprs import REPO, RULES_PATH
 
@@ -23,8 +23,11 @@ SHIPPED_TESTS = RULES_PATH.parent / "tests" / "stormotel-rules.test.yml"
 CHART = REPO / "helm" / "stormotel"
 
 
-def _run(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    return run_stormotel("dashboards", *args, cwd=cwd)
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    """``stormotel dashboards ARGS…`` through the CLI's entry point in this process (the same
+    parsing, exit code and stderr); a fresh interpreter's start is
+    test_check_passes_on_the_repository's and the make recipe's test."""
+    return run_stormotel_here("dashboards", *args)
 
 
 def test_committed_files_are_up_to_date() -> None:
@@ -47,7 +50,7 @@ def test_chart_files_are_byte_identical_to_dashboards() -> None:
 
 
 def test_check_passes_on_the_repository() -> None:
-    out = _run("--check")
+    out = run_stormotel("dashboards", "--check", cwd=REPO)
     assert out.returncode == exitcodes.OK, out.stderr
     assert "up to date" in out.stderr
 
