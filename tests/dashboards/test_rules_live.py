@@ -6,11 +6,13 @@ about 1.4 million samples): ``big-ok`` is healthy (ranks start over 10 minutes, 
 GiB of gap once 3 minutes after each start, ranks 1.. stop cleanly one after another from minute
 30 to 35 with their stop timestamps while rank 0 writes a checkpoint until the end), ``big-bad``
 fails (rank 1337 dies at minute 10, rank 99's gap drifts towards a full device within hours (a
-warning, not a page), rank 7 has its first OOM at minute 50). Each alert expression of the
-shipped rules file, with its recording rules expanded in place, is evaluated with the query
-API: for the healthy job at every minute of its start, its stop and its tail (no alert even
-pending), for the failing one
-over its own ``for:`` window (an alert fires when its expression held at every minute of it).
+warning, not a page), rank 7 has its first OOM at minute 50). The shipped file's recording
+rules are evaluated at every minute the alerts are read and written back, as Prometheus' rule
+manager records them (each once, where inlining them into every alert computed the gap and
+device-usage chains once per alert and twice within each, at 2,048 ranks); each alert
+expression of the file is then evaluated with the query API: for the healthy job at every
+minute of its start, its stop and its tail (no alert even pending), for the failing one over
+its own ``for:`` window (an alert fires when its expression held at every minute of it).
 Counted by severity and job: the healthy job pages nobody, the failing one once per problem.
 
 Each job lives in a Prometheus of its own, so every query reads one job's 2048 ranks, not both
@@ -21,7 +23,8 @@ of the healthy job even pending then" already says it fires nothing at that minu
 
 from __future__ import annotations
 
-import re
+import itertools
+import struct
 import time
 from collections import Counter
 from typing import Any
@@ -49,6 +52,8 @@ BATCH = 512
 #: Seconds one range query may take, in Prometheus and in the client: a query over 2,048
 #: ranks timed out at Prometheus' default 2 minutes on the shared machine at load 35.
 QUERY_TIMEOUT_S = 400
+#: Prometheus' staleness marker (``value.StaleNaN``): a series a rule stopped returning.
+STALE_NAN = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000002))[0]
 
 
 def _labels(job: str, namespace: str, rank: int) -> dict[str, str]:
@@ -124,20 +129,55 @@ def _write_job(url: str, job: str, namespace: str, t0_ms: int) -> int:
     return n
 
 
-def _expanded_alerts() -> list[dict[str, Any]]:
-    """The shipped alerts with every recording rule's name replaced by its expression."""
-    groups = yaml.safe_load(RULES_PATH.read_text())["groups"]
-    records: dict[str, str] = {}
-    for r in (r for g in groups for r in g["rules"] if "record" in r):
-        records[r["record"]] = _expand(r["expr"], records)
-    return [{**r, "expr": _expand(r["expr"], records)}
-            for g in groups for r in g["rules"] if "alert" in r]
+def _rules() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The shipped file's recording rules (in file order: each reads only those above it) and
+    its alerts."""
+    rules = [r for g in yaml.safe_load(RULES_PATH.read_text())["groups"] for r in g["rules"]]
+    return [r for r in rules if "record" in r], [r for r in rules if "alert" in r]
 
 
-def _expand(expr: str, records: dict[str, str]) -> str:
-    for name in sorted(records, key=len, reverse=True):
-        expr = re.sub(rf"(?<![\w:]){re.escape(name)}(?![\w:])", f"({records[name]})", expr)
-    return expr
+def _record(client: httpx.Client, url: str, records: list[dict[str, Any]],
+            windows: list[tuple[float, float]]) -> int:
+    """Evaluate each recording rule at every minute of each window and write what it returned
+    back under its name, with a staleness marker at the minute a series stops, as Prometheus'
+    rule manager stores a rule's output (the alerts then read the recorded series, as they do
+    in production). The alerts read recorded series only as instant vectors, at these same
+    minutes, so each reads exactly what the rule returned there. Returns the series written."""
+    assert all(b[0] - a[1] > 300 for a, b in itertools.pairwise(windows)), \
+        "windows closer than the 5-minute lookback would read across the gap"
+    written = 0
+    for rule in records:
+        req = prompb.WriteRequest()
+        for start, end in windows:
+            r = client.get(url + "/api/v1/query_range", params={
+                "query": rule["expr"], "start": start, "end": end, "step": 60},
+                timeout=QUERY_TIMEOUT_S)
+            body = r.json()
+            assert body["status"] == "success", (rule["record"], body)
+            minutes = [round((start + 60 * i) * 1000) for i in range(int(end - start) // 60 + 1)]
+            seen: set[tuple[tuple[str, str], ...]] = set()
+            for found in body["data"]["result"]:
+                labels = {**found["metric"], "__name__": rule["record"]}
+                key = tuple(sorted(labels.items()))
+                assert key not in seen, (rule["record"], labels)  # the rule manager refuses it
+                seen.add(key)
+                values = {round(float(t) * 1000): float(v) for t, v in found["values"]}
+                ts = req.timeseries.add()
+                for k, v in key:
+                    ts.labels.add(name=k, value=v)
+                before = False
+                for t in minutes:
+                    if t in values:
+                        ts.samples.add(value=values[t], timestamp=t)
+                    elif before:
+                        ts.samples.add(value=STALE_NAN, timestamp=t)
+                    before = t in values
+        written += len(req.timeseries)
+        if req.timeseries:
+            w = client.post(url + "/api/v1/write", timeout=60, headers=remote_write.HEADERS,
+                            content=remote_write.compress(req.SerializeToString()))
+            assert w.status_code in (200, 204), w.text
+    return written
 
 
 def _seconds(duration: str) -> int:
@@ -181,8 +221,22 @@ def test_2048_ranks_healthy_pages_nobody_failing_pages_once_per_problem(tmp_path
                       for prom, (job, namespace) in zip((ok, bad), JOBS, strict=True))
         assert samples > 1_300_000
         at = (t0_ms + (MINUTES - 1) * 60_000) / 1000
+        records, alerts = _rules()
+        healthy = [(t0_ms / 1000 + 60 * first, t0_ms / 1000 + 60 * last)
+                   for first, last in HEALTHY_WINDOWS]
+        longest = max(_seconds(a["for"]) for a in alerts)
+        assert _record(client, ok.url, records, healthy) > WORLD
+        # Rank 5 stopped at minute 30: recorded active up to minute 32, then a staleness
+        # marker, so at 36 it is gone (without the marker the lookback would still return it).
+        active = {}
+        for minute in (32, 36):
+            active[minute] = client.get(ok.url + "/api/v1/query", params={
+                "query": f'{schema.REC_RANK_ACTIVE}{{job_id="big-ok", rank="5"}}',
+                "time": t0_ms / 1000 + 60 * minute}).json()["data"]["result"]
+        assert len(active[32]) == 1 and active[36] == [], active
+        assert _record(client, bad.url, records, [(at - longest, at)]) > WORLD
         fired: Counter[tuple[str, str, str]] = Counter()
-        for alert in _expanded_alerts():
+        for alert in alerts:
             for first, last in HEALTHY_WINDOWS:  # start-up, wind-down, checkpoint tail
                 pending = _ever_true(client, ok.url, alert, t0_ms / 1000 + 60 * first,
                                      t0_ms / 1000 + 60 * last, "big-ok")
