@@ -9,6 +9,7 @@ import resource
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,13 +43,47 @@ def run_bounded(*args: str, timeout: float = TIME_LIMIT_S, memory: int = MEMORY_
                 env: dict[str, str] | None = None, python: list[str] | None = None) -> Run:
     """``python -m stormotel ARGS`` (or ``python`` + ``python`` args) in a child process that
     cannot use more than ``memory`` bytes of address space or ``timeout`` seconds."""
-    full_env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
-                "PYTHONPATH": str(ROOT), **(env or {})}
-    cmd = [sys.executable, *(python or ["-m", "stormotel", *args])]
+    cmd, full_env = _command(args, env, python)
     start = time.monotonic()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
                        env=full_env, preexec_fn=_limit_memory(memory), errors="replace")
     return Run(p.returncode, p.stdout, p.stderr, time.monotonic() - start)
+
+
+def _command(args: tuple[str, ...], env: dict[str, str] | None,
+             python: list[str] | None) -> tuple[list[str], dict[str, str]]:
+    full_env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+                "PYTHONPATH": str(ROOT), **(env or {})}
+    return [sys.executable, *(python or ["-m", "stormotel", *args])], full_env
+
+
+def run_bounded_together(cases: list[tuple[tuple[str, ...], dict[str, str]]],
+                         timeout: float = TIME_LIMIT_S, memory: int = MEMORY_LIMIT
+                         ) -> list[Run]:
+    """:func:`run_bounded` for each ``(args, env)`` at once: independent runs that mostly wait
+    (a fixed ``--duration``) overlap instead of queueing. Every child is started from this
+    thread (``preexec_fn`` is not safe beside other threads); threads only read their pipes.
+    Each :class:`Run`'s seconds run from its own start to its own exit."""
+    started = []
+    for args, env in cases:
+        cmd, full_env = _command(args, env, None)
+        begin = time.monotonic()
+        started.append((subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+            env=full_env, preexec_fn=_limit_memory(memory), errors="replace"), begin))
+
+    def finish(item: tuple[subprocess.Popen[str], float]) -> Run:
+        proc, begin = item
+        try:
+            out, err = proc.communicate(timeout=max(1.0, begin + timeout - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+        return Run(proc.returncode, out, err, time.monotonic() - begin)
+
+    with ThreadPoolExecutor(len(started) or 1) as pool:
+        return list(pool.map(finish, started))
 
 
 def assert_clean(run: Run, code: int | tuple[int, ...], *, message: str | None = None,

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from stormotel import exitcodes
-from tests.hostile.harness import ROOT, assert_clean, run_bounded
+from tests.hostile.harness import ROOT, Run, assert_clean, run_bounded, run_bounded_together
 from tests.tracker.otlp_util import metrics_requests, samples_archived
 
 #: What the stop may take after SIGTERM (3 s by the docs' bound) on a busy two-core machine;
@@ -69,21 +69,37 @@ def _flushed(stderr: str) -> int:
     return int(found[-1])
 
 
-@pytest.mark.parametrize(("where", "protocol"), [("black_hole", "http/protobuf"),
-                                                 ("black_hole", "grpc"),
-                                                 ("refused", "http/protobuf")])
-def test_duration_ends_within_the_bound_whatever_the_collector_does(
-        tmp_path: Path, where: str, protocol: str) -> None:
+COLLECTORS = [("black_hole", "http/protobuf"), ("black_hole", "grpc"), ("refused", "http/protobuf")]
+
+
+@pytest.fixture(scope="module")
+def collector_runs(tmp_path_factory: pytest.TempPathFactory
+                   ) -> dict[tuple[str, str], tuple[Run, Path]]:
+    """The three bad collectors' runs, started together (each its own black hole or refused
+    port, its own archive): 3 s of tracking each, overlapped instead of queued."""
+    folders = [tmp_path_factory.mktemp("collector") for _ in COLLECTORS]
     with contextlib.ExitStack() as stack:
-        port = stack.enter_context(black_hole()) if where == "black_hole" else refused_port()
-        run = run_bounded("track", "--sampler", "simulated", "--duration", "3",
-                          "--interval", "0.05", "--job-id", "bh", "--archive", str(tmp_path),
-                          "--otlp-endpoint", f"http://127.0.0.1:{port}",
-                          "--otlp-protocol", protocol, timeout=60)
+        ports = [stack.enter_context(black_hole()) if where == "black_hole" else refused_port()
+                 for where, _ in COLLECTORS]
+        runs = run_bounded_together(
+            [(("track", "--sampler", "simulated", "--duration", "3",
+               "--interval", "0.05", "--job-id", "bh", "--archive", str(folder),
+               "--otlp-endpoint", f"http://127.0.0.1:{port}",
+               "--otlp-protocol", protocol), {})
+             for (_, protocol), port, folder in zip(COLLECTORS, ports, folders, strict=True)],
+            timeout=60)
+    return {c: (run, folder) for c, run, folder in zip(COLLECTORS, runs, folders, strict=True)}
+
+
+@pytest.mark.parametrize(("where", "protocol"), COLLECTORS)
+def test_duration_ends_within_the_bound_whatever_the_collector_does(
+        collector_runs: dict[tuple[str, str], tuple[Run, Path]], where: str,
+        protocol: str) -> None:
+    run, archive = collector_runs[(where, protocol)]
     # 3 s of tracking + start-up + the 3 s bound; it took 16-24 s before
     assert_clean(run, exitcodes.SINK_FAILURE, message="no OTLP export succeeded",
                  within_s=3 + 9)
-    assert samples_archived(metrics_requests(tmp_path / "bh", 0)) == _flushed(run.stderr)
+    assert samples_archived(metrics_requests(archive / "bh", 0)) == _flushed(run.stderr)
 
 
 def _track(archive: Path, port: int) -> subprocess.Popen[str]:
@@ -115,22 +131,38 @@ def test_repeated_sigterms_each_exit_in_seconds_and_lose_no_sample(tmp_path: Pat
     assert samples_archived(metrics_requests(tmp_path / "sig", 0)) == total
 
 
-@pytest.mark.parametrize(("var", "raw"), [
+BAD_SETTINGS = [
     ("STORMOTEL_STALL_FLOOR_S", "1e10"), ("STORMOTEL_STALL_MULTIPLE", "1e12"),
     ("STORMOTEL_STALL_FLOOR_S", "nan"), ("STORMOTEL_STALL_MULTIPLE", "inf"),
     ("STORMOTEL_STALL_FLOOR_S", "-5"), ("STORMOTEL_LINGER_S", "garbage"),
     ("STORMOTEL_LINGER_S", "1e400"), ("STORMOTEL_ARCHIVE_FORMAT", "xml"),
     ("STORMOTEL_STALL_SNAPSHOTS", "maybe"), ("STORMOTEL_SIM_EPOCH_NS", "99999999999999999999"),
-    ("STORMOTEL_SIM_FAULTS", "rank=0:melt@t=1s")])
-def test_a_bad_setting_is_a_warning_and_track_runs(tmp_path: Path, var: str, raw: str) -> None:
+    ("STORMOTEL_SIM_FAULTS", "rank=0:melt@t=1s")]
+
+
+@pytest.fixture(scope="module")
+def bad_setting_runs(tmp_path_factory: pytest.TempPathFactory
+                     ) -> dict[tuple[str, str], tuple[Run, Path]]:
+    """Every bad setting's run, started together: each is its own ``stormotel track`` process
+    with its own archive and one bad variable, so they share nothing but the wait (11 runs of
+    5 s each queued one after another before)."""
+    folders = [tmp_path_factory.mktemp("env") for _ in BAD_SETTINGS]
+    runs = run_bounded_together(
+        [(("track", "--sampler", "simulated", "--duration", "5", "--interval", "0.1",
+           "--archive", str(folder), "--job-id", "env"), {var: raw})
+         for (var, raw), folder in zip(BAD_SETTINGS, folders, strict=True)], timeout=60)
+    return {s: (run, folder) for s, run, folder in zip(BAD_SETTINGS, runs, folders, strict=True)}
+
+
+@pytest.mark.parametrize(("var", "raw"), BAD_SETTINGS)
+def test_a_bad_setting_is_a_warning_and_track_runs(
+        bad_setting_runs: dict[tuple[str, str], tuple[Run, Path]], var: str, raw: str) -> None:
     """The simulated rank steps once a second for 5 s: the stall watch arms from its rhythm."""
-    run = run_bounded("track", "--sampler", "simulated", "--duration", "5", "--interval",
-                      "0.1", "--archive", str(tmp_path), "--job-id", "env",
-                      env={var: raw}, timeout=60)
+    run, archive = bad_setting_runs[(var, raw)]
     assert_clean(run, exitcodes.OK, within_s=40)
     warned = [ln for ln in run.stderr.splitlines() if var in ln]
     assert len(warned) == 1 and "using the default" in warned[0], run.stderr[-2000:]
-    assert samples_archived(metrics_requests(tmp_path / "env", 0)) == _flushed(run.stderr) > 0
+    assert samples_archived(metrics_requests(archive / "env", 0)) == _flushed(run.stderr) > 0
 
 
 # --- the analyzer: credentials never echoed, answers of the wrong type, label values -----------
