@@ -46,10 +46,10 @@ def test_bad_flags_exit_2_with_a_message(tmp_path: Path) -> None:
     assert out.returncode == exitcodes.USAGE and "Traceback" not in out.stderr
 
 
-@pytest.mark.slow  # about a minute: ranks, a Prometheus, the analysis
+@pytest.mark.slow  # about 45 s: ranks, a Prometheus, the analysis
 def test_rehearsal_scrapes_every_rank_and_names_the_planted_one(tmp_path: Path) -> None:
     servers.require_binary("prometheus")
-    out = run_stormotel("rehearse", "--ranks", "3", "--duration", "50", "--out",
+    out = run_stormotel("rehearse", "--ranks", "3", "--duration", "30", "--out",
                         str(tmp_path / "r"), cwd=tmp_path, timeout=240)
     assert out.returncode == exitcodes.OK, out.stdout[-3000:] + out.stderr[-3000:]
     text = out.stdout
