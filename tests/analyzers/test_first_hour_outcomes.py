@@ -86,10 +86,11 @@ def test_a_run_seconds_after_the_previous_is_nothing_new_yet(tmp_path: Path) -> 
     line = out.stderr.strip().splitlines()[-1]
     assert "outcome=ok" in line and "nothing new yet" in line, line
     assert state.read_text() == before
-    # The control: a window long enough is read, and an endpoint that is down still fails.
+    # The control: a window long enough is read, and an endpoint that is down still fails
+    # (at once: the retries' backoff, ~7 s of sleep, is not what is checked here).
     _state(state, time.time_ns() - 120_000_000_000)
     out = run_stormotel("analyze", "--prometheus", "http://127.0.0.1:1", "--job-id", "run-7",
-                        "--state-file", str(state), "--settle", "0s")
+                        "--state-file", str(state), "--settle", "0s", "--http-retries", "0")
     assert out.returncode == exitcodes.SOURCE_FAILURE, out.stderr
 
 
@@ -110,8 +111,9 @@ def test_a_url_without_scheme_is_a_usage_error(flag: str, value: str) -> None:
 
 
 def test_a_failed_prometheus_run_names_no_phantom_queries() -> None:
+    """Without retries: their backoff (~7 s of sleep) changes no word of the failure."""
     out = run_stormotel("analyze", "--prometheus", "http://127.0.0.1:1", "--job-id", "j",
-                        "--since", "5m")
+                        "--since", "5m", "--http-retries", "0")
     assert out.returncode == exitcodes.SOURCE_FAILURE
     assert "0 raw-sample queries" not in out.stderr and "0 endpoint(s)" not in out.stderr
     assert "no Prometheus endpoint answered" in out.stderr
