@@ -194,6 +194,40 @@ def _first_time_ns(folder: Path, rank: int) -> int | None:
     return int(m.group(1)) if m else None
 
 
+#: Seconds after the last planted onset (a follower's ``lead`` later, a starved tracker's resume)
+#: until the ranks' relative timing no longer matters: every rank has sampled its rise by then.
+TIMING_MARGIN_S = 3.0
+
+
+def timing_settled_at(jobs: list[RunningJob]) -> float:
+    """Wall time (s since the Unix epoch) after which nothing the planted truth orders ranks by
+    is still to come: every fault has started on every rank (a first_spike's followers ``lead``
+    after its ``t``), every starved tracker has resumed, plus :data:`TIMING_MARGIN_S`. Later, a
+    busy host only delays samples, whose values follow the pure simulated clock (a leak's slope
+    is the same), and the 15 s scrapes' timeout is 10 s; so a caller holding other CPU-heavy work
+    off while the jobs run need not hold it through their last 15-30 s and their linger."""
+    ends = []
+    for job in jobs:
+        last = 0.0
+        for spec in job.scenario.faults:
+            m = re.search(r"@t=([0-9.]+)s", spec)
+            lead = re.search(r"lead=([0-9.]+)(ms|s)", spec)
+            at = float(m.group(1)) if m else job.scenario.duration_s
+            if lead:
+                at += float(lead.group(1)) / (1000.0 if lead.group(2) == "ms" else 1.0)
+            last = max(last, at)
+        if job.scenario.starve is not None:
+            last = max(last, job.scenario.starve[2])
+        ends.append(job.epoch_ns / 1e9 + last + TIMING_MARGIN_S)
+    return max(ends, default=time.time())
+
+
+def wait_until(wall_s: float, jobs: list[RunningJob]) -> None:
+    """Sleep until ``wall_s`` (or until every tracker has exited, whichever comes first)."""
+    while time.time() < wall_s and any(p.poll() is None for j in jobs for p in j.procs):
+        time.sleep(min(0.5, max(0.0, wall_s - time.time())))
+
+
 def wait_jobs(jobs: list[RunningJob], timeout_s: float = 180.0) -> None:
     deadline = time.monotonic() + timeout_s
     for job in jobs:

@@ -40,9 +40,13 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
                                                                 ports[PAIRED]],
                                scrape_interval="10s") as prom_b, \
             servers.victoriametrics(work / "vm", [f"-promscrape.config={vm_scrape}"]) as vm:
+        # Exclusive while the trackers start and the planted faults play out (ranks a second
+        # apart); released once every onset is sampled, not through the jobs' last 15-30 s and
+        # their scrape linger (harness.timing_settled_at says why that is safe).
         with cpu_heavy(tmp_path_factory, exclusive=True):
             running = harness.start_jobs(list(harness.SCENARIOS), work, ports=ports)
-            harness.wait_jobs(running)
+            harness.wait_until(harness.timing_settled_at(running), running)
+        harness.wait_jobs(running)
         late = harness.late_ranks(running)
         assert not late, f"trackers started too late for their planted faults: {late}"
         yield {"jobs": {j.scenario.name: j for j in running}, "prom": prom_a.url,
