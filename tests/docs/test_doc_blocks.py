@@ -141,13 +141,14 @@ def _with_inputs(root: Path) -> None:
     written by the tracker's Stormlog-compatible ``export_events``)."""
     if (root / "demo-out").is_dir():
         return
-    for rank in (0, 1):
-        out = subprocess.run(
-            [sys.executable, "-m", "stormotel", "track", "--sampler", "simulated", "--duration",
-             "2", "--archive", str(root / "demo-out"), "--job-id", "demo", "--rank", str(rank),
-             "--world-size", "2", "--fault", "rank=1:leak@t=0.5s,rate=256MiB/s", "-q"],
-            capture_output=True, text=True, timeout=120, cwd=root)
-        assert out.returncode == 0, out.stderr
+    ranks = [subprocess.Popen(  # both ranks at once, as a job's ranks run
+        [sys.executable, "-m", "stormotel", "track", "--sampler", "simulated", "--duration",
+         "2", "--archive", str(root / "demo-out"), "--job-id", "demo", "--rank", str(rank),
+         "--world-size", "2", "--fault", "rank=1:leak@t=0.5s,rate=256MiB/s", "-q"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root) for rank in (0, 1)]
+    for proc in ranks:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
     shutil.copytree(root / "demo-out" / "demo", root / "archive")
     (root / "artifacts").mkdir()
     script = ("import sys, time\nfrom stormotel import MemoryTracker\n"
