@@ -94,15 +94,37 @@ def test_csv_field_over_128k(tmp_path):
 
 
 def _zst_bomb(path: Path, gib: int = 6) -> Path:
-    """One zstd frame of ``gib`` GiB of zeros (about 200 KB on disk), written as a stream."""
+    """One zstd frame of ``gib`` GiB of zeros (about 200 KB on disk): the frame a compressor
+    writes for zeros (``ZstdCompressor(level=1)`` emits RLE blocks of 128 KiB, 4 bytes each, under
+    a 512 KiB window and a declared content size), written directly instead of compressing
+    ``gib`` GiB (0.3 s of CPU per GiB). RFC 8878: magic, frame header descriptor 0xC0 (8-byte
+    content size, not single-segment), window descriptor 0x48 (2**19), then block headers of
+    3 bytes (last-block bit, type 1 = RLE, size) each followed by the one repeated byte."""
+    path.write_bytes(_zst_bomb_bytes(gib * 1024**3))
+    return path
+
+
+def _zst_bomb_bytes(size: int) -> bytes:
+    """The frame of ``size`` bytes of zeros (a multiple of the 128 KiB block)."""
+    rle = (_RLE_BLOCK << 3 | 1 << 1).to_bytes(3, "little") + b"\0"
+    last = (_RLE_BLOCK << 3 | 1 << 1 | 1).to_bytes(3, "little") + b"\0"
+    return (b"\x28\xb5\x2f\xfd\xc0\x48" + size.to_bytes(8, "little")
+            + rle * (size // _RLE_BLOCK - 1) + last)
+
+
+_RLE_BLOCK = 128 * 1024
+
+
+def test_the_zstd_bomb_is_a_valid_frame_of_zeros() -> None:
+    """The hand-written frame is what it claims: libzstd reads it as that many zeros and an
+    end (checked at 64 MiB, 512 blocks: the bombs are the same frame with more blocks)."""
     import zstandard
 
-    zeros = b"\0" * (16 * 1024**2)
-    with path.open("wb") as f, zstandard.ZstdCompressor(level=1).stream_writer(
-            f, size=gib * 1024**3) as w:
-        for _ in range(gib * 64):
-            w.write(zeros)
-    return path
+    size = 64 * 1024**2
+    raw = _zst_bomb_bytes(size)
+    assert zstandard.frame_content_size(raw) == size
+    out = zstandard.ZstdDecompressor().decompress(raw)
+    assert len(out) == size and out.count(0) == size
 
 
 @pytest.mark.slow  # decompresses gigabytes under RLIMIT_AS
