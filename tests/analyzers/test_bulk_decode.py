@@ -214,3 +214,44 @@ def test_few_chunks_decode_as_the_vectorised_path() -> None:
         bad += int(few[3].sum())
     assert bad > 10  # the broken chunks were compared too
 
+
+#: Two of this suite's real chunks with bits flipped and the header's sample count raised (to
+#: 250), found by a random search (numpy seed 7, 300 groups): the vectorised decoder read past
+#: its buffer on both, an IndexError — a traceback for a corrupt answer.
+_CORRUPT_CHUNKS = [bytes.fromhex(
+    "00fa82c0aabfc468421e01f0c06c00009875dd07f86ba0aaff4b8f605fe15522ebf516862501a404182ffa7e"
+    "e895f538855cbe62efac17e54045ca00959891408b40a34be04087c17d814387a064c8e0f5ff1a7516809d8f"
+    "5417f8b9f01a026a41595f74ff6c0803a3b145035d176fa008ce0ec5f22f7a5880773d499037cf556a021712"
+    "9f5fe4e1d86bf9fac67d015f1d6820b0fed3741641a532bf51852a17f6315d7afe372fcb4059e1a5280e7613"
+    "e17fc58c932079fb9a240ec562d481562a2e5013e03f7207415baa40c7da3ac812c9eb497e4434d3aff5bfaf"
+    "b40231cc24bfc15e3c1001333852ffa7d9284025e64c2bf725e1f101c1c1492061f78d15f1c42c7a80dd6749"
+    "5016cb98d201835576406f15976bfc2bd715112eec84afd0019e240c1582e081656204d05d12340af59452a7"
+    "5f8bba93681bba1fd17d331202a03c0ce7340fe59188bef8ca131026b6dd720566c0624034e6226bfb2ab9c9"
+    "7e22e8e42b54a96215ef3237ea803c4f9900"), bytes.fromhex(
+    "00fa82e3cebdc468621dfb0b851000009875e8d6c43de6afe9fb84a6a5a62c8a10a5b9dfdbc2dcb741fcb736"
+    "2abec5dc68d02e0ae642014b9b484050ae28cbf40b61ed7db998ba2f8c728de40378b57880932d3c900813b6"
+    "5205ef8b5f40b72398a81a21b9ed7e62f96e2fa3c8399405875b00804cdf8f90115c5a0a016dc6d340993f56"
+    "e81e012a1501893a07202aae2981fc56ed7e81d33b3c1024ea51c201f490955f6986656be091cd617eb60cc0"
+    "afe10e25f40f2d1e4abc21a94557bf5a995afa91b5765f389d08cbe385082d025dcf9f2fecb2c8a40577457a"
+    "808e2b47d7e4c5979a011d0afb5fc812bf4bf1cf95c1035ccc3cafa1c2f34405eba82e80b5176bd7eec95c3a"
+    "fdf743615f122c0e0be61b58d17e273bdc2fcbb50ff40d6e9da4be42e7c2d0162e90caffec6938409cba98c8"
+    "1856afd17ce4749e2facbe2f44065cdfd082a10f94d789b25eea04924b535f11f326cbff04dcd500d3d477af"
+    "922bd6540c07488cbe50673557fbd293aa025ed40740cc9e3dabe7b50c197e0439482ff95367740643345880"
+    "3795a757d8945e9206dff4445fd5f64f4bf91186bd00d7bace2fc988ce2402eb17c080706b3e90300ec27af9"
+    "f9163240062e1d4bf1e61f5d7f38f898af87a572140e91cac080f4e46e17cf52af52fe695ab85f7b49ab4806"
+    "12674d012338c5a0538e1a15fe8e331283470c6c57af81da8af826406640b0d79de817e462957fbea2c1a074"
+    "070eb5fcd69ca6bfa0e2d540")]
+
+
+def test_corrupt_chunks_are_bad_chunks_not_a_crash() -> None:
+    """A chunk whose reads run past the answer is flagged bad (its samples dropped), alone or
+    beside a readable chunk, on both decoding paths."""
+    from stormotel.analyzers.sources import xor_chunks as xc
+
+    good = next(b for _, bs in _series_chunks() for b in bs)
+    for corrupt in _CORRUPT_CHUNKS:
+        for group in ([corrupt], [good, corrupt]):
+            vectorised = xc._decode_vectorised(group)
+            assert _same(xc._decode_few(group), vectorised)
+            assert vectorised[3].tolist() == [False] * (len(group) - 1) + [True]
+            assert vectorised[0][-1] == 0 and (len(group) == 1 or vectorised[0][0] > 0)
