@@ -70,24 +70,21 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     from stormotel.estimate.factory_spec import check_module_exists
 
-    try:  # a typo in the spec is told before torch is imported (~4 s of CPU)
-        check_module_exists(args.factory)
-    except StormotelError as exc:
-        print(f"stormotel estimate: error: {exc}", file=sys.stderr)
-        return exit_code_of(exc)
-    from stormotel.estimate.core import estimate
-    from stormotel.estimate.report import render_table
-
     def progress(message: str) -> None:
         if not args.quiet:
             print(f"stormotel estimate: {message}", file=sys.stderr, flush=True)
 
     try:
+        check_module_exists(args.factory)  # a typo is told before torch's import (~4 s of CPU)
+        from stormotel.estimate.core import estimate
+
         est = estimate(args.factory, iterations=args.iterations, mode=args.mode,
                        round_to=args.round_to, depth=args.depth, progress=progress)
     except StormotelError as exc:  # FactoryError, EstimationError: the user's model or flags
         print(f"stormotel estimate: error: {exc}", file=sys.stderr)
         return exit_code_of(exc)
+    from stormotel.estimate.report import render_table
+
     est.device_memory_bytes = args.device_memory
     text = est.to_json() if args.format == "json" else render_table(est)
     if args.output is None:
