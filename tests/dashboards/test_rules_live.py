@@ -33,6 +33,7 @@ import httpx
 import pytest
 import yaml
 from stormotel.analyzers.sinks import prompb, remote_write
+from stormotel.analyzers.sources import remote_read as remote_read_source
 
 from stormotel import schema
 from tests import servers
@@ -53,7 +54,7 @@ BATCH = 512
 #: ranks timed out at Prometheus' default 2 minutes on the shared machine at load 35.
 QUERY_TIMEOUT_S = 400
 #: Prometheus' staleness marker (``value.StaleNaN``): a series a rule stopped returning.
-STALE_NAN = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000002))[0]
+STALE_NAN = struct.unpack("<d", struct.pack("<Q", remote_read_source.STALE_NAN_BITS))[0]
 
 
 def _labels(job: str, namespace: str, rank: int) -> dict[str, str]:
