@@ -59,7 +59,7 @@ FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
 FLIGHT_RECORDER = "torch.flight_recorder"
 OTHER = "other"
 SETS = ("dev", "heldout", "fresh", "fresh2/dev", "fresh2/heldout", "fresh3/dev", "fresh3/heldout",
-        "fresh4/dev", "fresh4/heldout")
+        "fresh4/dev", "fresh4/heldout", "fresh5/dev", "fresh5/heldout")
 COLUMNS = ("n", "right", "wrong", "undecided", "confident_wrong", "exit0", "exit3")
 CONFIDENT = ("high", "medium")
 _ORDER = {"low": 0, "medium": 1, "high": 2}
@@ -112,7 +112,7 @@ def set_of(case: CaseLike) -> str:
     """dev / heldout (the corpus), fresh, or fresh2/<half>, fresh3/<half> (the later fresh sets
     keep their own halves: their rules were written on their dev half only)."""
     name = case.spec.get("set")
-    if name in ("fresh2", "fresh3", "fresh4"):
+    if name in ("fresh2", "fresh3", "fresh4", "fresh5"):
         return f"{name}/{case.half}"
     return "fresh" if case.fresh else case.half
 
