@@ -1043,6 +1043,38 @@ CATALOGUE: tuple[Pattern, ...] = (
        r"\bworld[_ ]size\s*[=:]\s*(?P<n>\d+)\b|\bWORLD_SIZE\s*=\s*(?P<n2>\d+)\b|"
        r"GLOBAL_RANK: \d+, MEMBER: \d+/(?P<n3>\d+)|\bglobal_world_sizes=\[(?P<n4>\d+)",
        ("size", "member:"), K_WORLD, re.I),
+    # ------------------------------------------- fresh5 (issue f5): read off its dev half only
+    _p("nccl.ib.completion_error_text", "NCCL / RCCL (IB transport, the WARN's text alone)",
+       '"NET/IB : Got completion from peer %s with error %d, opcode %d, len %d, vendor err %d" '
+       '(2.14 – 2.20) / "… with status=%d opcode=%d len=%d vendor err %d (%s)…" (2.21 – 2.29) / '
+       '"NET/IB: … with status=%s(%d) opcode=%s(%d) vendor_err=%u …" (2.30.7) — without the '
+       '"host:pid:tid [dev] file:line NCCL WARN " header: the text torch prints after "Last '
+       'error:" (ncclGetLastError) and users paste in prose',
+       "2.14.3 – 2.30.7 (read at v2.14.3-1, v2.18.3-1, v2.21.5-1, v2.27.3-1, v2.30.7-1)",
+       "src/transport/net_ib.cc (ncclIbTest; 2.30.7 net_ib/p2p.cc, net_ib/gin.cc); src/debug.cc "
+       "(ncclDebugLog keeps every WARN's text, without the header, in ncclLastError even when "
+       "NCCL_DEBUG is unset)",
+       "reporter: its IB transport got an ERROR work completion on a queue pair to the peer at "
+       "that address (status 12: retry exceeded, the peer or the link stopped answering; 5: "
+       "flushed after an earlier error) — a fabric failure seen from one side, usually a "
+       "victim's view; the peer is an address, not a rank: nobody named. The TRACE line of a "
+       "normal completion (\"Got completion from peer … wr_id=…\") carries no vendor err and is "
+       "not read",
+       r"(?<!NCCL WARN )NET/IB\w{0,8}(?:/GIN)? ?: ?Got completion from peer (?P<peer>\S{1,255}) "
+       r"with (?:error -?\d{1,9}|status=)[^\n]{0,160}?vendor[ _]err",
+       ("got completion from peer",), "fabric"),
+    _p("torch.c10.pg_nccl_error_line", "torch c10d ProcessGroupNCCL (c10 logging prefix)",
+       '"[E" [mmdd hh:mm:ss.ns] " ProcessGroupNCCL.cpp:" line "] " … / "[F…" — any ERROR or FATAL '
+       'line ProcessGroupNCCL logs (LOG(ERROR) / LOG(FATAL))', "1.13 – 2.10",
+       "c10/util/Logging.cpp (MessageLogger: \"[\" + severity letter FEWIV + optional "
+       "timestamp + \" \" + file:line + \"] \"); torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp",
+       "reporter: its ProcessGroupNCCL logged an error (a work failed or timed out, the watchdog "
+       "or the heartbeat monitor aborted it): that rank was IN NCCL when it failed, never a rank "
+       "silent outside NCCL — even when the paste cut the rest of its line (read by "
+       "log_pg_error)",
+       r"\[[EF](?:\d{3,4} \d{2}:\d{2}:\d{2}\.\d{1,9})? ?(?:\d{1,9} )?"
+       r"ProcessGroupNCCL\.cpp:\d{1,6}\]",
+       ("processgroupnccl.cpp:",), "pg_nccl_error"),
 )
 
 BY_ID: dict[str, Pattern] = {p.id: p for p in CATALOGUE}

@@ -30,6 +30,7 @@ from stormotel.analyzers.stalls import (
     log_mpi_signal,
     log_mpirun,
     log_ncclwarn_ranks,
+    log_pg_error,
     log_rankless,
     log_ras,
     log_ras_health,
@@ -198,4 +199,6 @@ KINDS: tuple[LogKind, ...] = (
     LogKind("main_first_wait", log_main_first.Scanner, log_main_first.findings, fallback=True),
     LogKind("store_rankless", log_store_rankless.Scanner, log_store_rankless.findings,
             fallback=True),
+    # judged by the watchdog triage: a rank with one of these lines is never "silent"
+    LogKind("pg_nccl_error", log_pg_error.Scanner),
 )
