@@ -460,9 +460,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="print the figures as Markdown tables (docs/benchmarks.md)")
     p.add_argument("--reach", action="store_true",
                    help="also read the fresh sets (tests/stalls/data/fresh, fresh2, fresh3, "
-                        "fresh4, fresh5) and print the reach tables: per emitter family per set (dev, "
-                        "heldout, fresh, fresh2/dev, fresh2/heldout, fresh3/dev, fresh3/heldout, "
-                        "fresh4/dev, fresh4/heldout, fresh5/dev, fresh5/heldout) and with each "
+                        "fresh4, fresh5) and print the reach tables: per emitter family per "
+                        "set (dev, heldout, fresh, fresh2/dev, fresh2/heldout, fresh3/dev, "
+                        "fresh3/heldout, fresh4/dev, fresh4/heldout, fresh5/dev, "
+                        "fresh5/heldout) and with each "
                         "family's calibration held out (benchmarks/stall_reach.py)")
     p.add_argument("--write-ceilings", action="store_true",
                    help="write analyzers/stalls/ceilings.py (the patterns that may be called "
