@@ -209,8 +209,8 @@ def _add_logs(result: StallResult, specs: list[str], ws: int | None,
     # something, cut before what it was: fresh3's ray-36317 read "healthy" on one) and a
     # progress bar say nothing about the job's health: "no evidence", never "healthy"
     not_evidence = NOT_EVIDENCE | {EXCEPTION, PROGRESS}
-    # a ProcessGroupNCCL ERROR line's prefix alone (log_pg_error) only says the rank was in
-    # NCCL: the line's own message is the evidence, read by its own pattern
+    # a ProcessGroupNCCL ERROR line's prefix alone (log_pg_error) says only which LOG statement
+    # printed it: the line's own message is the evidence, read by its own pattern
     not_evidence |= {PG_ERROR}
 
     parsed = _plausible_ranks(parse_logs(specs))

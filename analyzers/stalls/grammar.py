@@ -1065,15 +1065,19 @@ CATALOGUE: tuple[Pattern, ...] = (
        ("got completion from peer",), "fabric"),
     _p("torch.c10.pg_nccl_error_line", "torch c10d ProcessGroupNCCL (c10 logging prefix)",
        '"[E" [mmdd hh:mm:ss.ns] " ProcessGroupNCCL.cpp:" line "] " … / "[F…" — any ERROR or FATAL '
-       'line ProcessGroupNCCL logs (LOG(ERROR) / LOG(FATAL))', "1.13 – 2.10",
+       'line ProcessGroupNCCL logs (LOG(ERROR) / LOG(FATAL)); file:line is the LOG statement\'s',
+       "1.13 – 2.10",
        "c10/util/Logging.cpp (MessageLogger: \"[\" + severity letter FEWIV + optional "
        "timestamp + \" \" + file:line + \"] \"); torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp",
-       "reporter: its ProcessGroupNCCL logged an error (a work failed or timed out, the watchdog "
-       "or the heartbeat monitor aborted it): that rank was IN NCCL when it failed, never a rank "
-       "silent outside NCCL — even when the paste cut the rest of its line (read by "
-       "log_pg_error)",
+       "reporter: only which LOG statement printed the line (same build, same file:line). At the "
+       "call site of other ranks' read 'Watchdog caught collective operation timeout' lines "
+       "(WorkNCCL's timeout, printed only for the rank's OWN timed-out work) the rank printed "
+       "the watchdog timeout too — a waiter, not silent outside NCCL, still not named (its "
+       "message was cut). At any other call site nothing: the heartbeat monitor of every rank, a "
+       "straggler outside NCCL included, logs the dump signal (ERROR) and its FATAL kill "
+       "(read by log_pg_error; context only)",
        r"\[[EF](?:\d{3,4} \d{2}:\d{2}:\d{2}\.\d{1,9})? ?(?:\d{1,9} )?"
-       r"ProcessGroupNCCL\.cpp:\d{1,6}\]",
+       r"ProcessGroupNCCL\.cpp:(?P<line>\d{1,6})\]",
        ("processgroupnccl.cpp:",), "pg_nccl_error"),
 )
 

@@ -35,7 +35,7 @@ WORLD = 8
 #: event kinds that only give context (who is who, how many): not stall evidence on their own
 CONTEXT = frozenset({lp.WORLD_HINT, NORMAL_SHUTDOWN, lp.NCCL_INIT, lp.NCCL_CHANNEL,
                      lp.ELASTIC_LAYOUT, lp.DETAIL_TRACE,
-                     "pg_nccl_error"})  # log_pg_error: which side of NCCL a rank was on
+                     "pg_nccl_error"})  # log_pg_error: which LOG statement printed a line
 
 #: families whose lines are read only inside their multi-line report (log_ras, log_horovod)
 REPORT_FAMILIES = frozenset({"nccl.ras", "nccl.ras.split_head", "horovod.stall"})

@@ -164,12 +164,13 @@ def analyze_logs(parsed: lp.ParsedLogs, *, world_size: int | None = None) -> Log
     states: dict[str, list[RankLogState]] = {}
     watchdog: list[StallFinding] = []
     interleaved = any(len(rs) > 1 for rs in parsed.ranks_by_file.values())
-    pg_errors = log_pg_error.ranks(events)  # in NCCL when it failed: never "silent"
+    # printed the watchdog timeout at the same ProcessGroupNCCL.cpp:N, line unread: never "silent"
+    cut_waiters = log_pg_error.timeout_line_unread(events, lp.TIMEOUT)
     known = world.size if world.explicit else None
     for group, evs in sorted(by_group.items()):
         table = _state_table(evs, rank_hints)
         states[group] = sorted(table.values(), key=lambda s: s.rank)
-        finding = _triage(group, table, world, seen, rank_hints, timeline, pg_errors)
+        finding = _triage(group, table, world, seen, rank_hints, timeline, cut_waiters)
         if finding is not None:
             watchdog.append(finding)
     waits = [e for e in events if e.kind in (lp.TIMEOUT, lp.COUNTERS)]
@@ -367,7 +368,7 @@ class _Verdict:
 
 def _triage(group: str, table: dict[int, RankLogState], world: World, seen: set[int],
             hints: dict[int, Counter[str]], timeline: list[dict[str, Any]],
-            pg_errors: frozenset[int] | set[int] = frozenset()) -> StallFinding | None:
+            cut_waiters: frozenset[int] | set[int] = frozenset()) -> StallFinding | None:
     waiting = {r: s for r, s in table.items() if s.pending or s.op is not None
                or (s.torn_down and not s.idle and s.role != "observer")}
     if not waiting:
@@ -382,10 +383,11 @@ def _triage(group: str, table: dict[int, RankLogState], world: World, seen: set[
         (s.idle and (common_seq is None or (s.completed or 0) < common_seq))
         or (s.role == "observer" and s.enqueued is None)))
     silent = sorted((members & seen) - set(table))  # logged something, but no watchdog line
-    # ... unless its ProcessGroupNCCL logged an error: it was in NCCL, its watchdog line is not
-    # in the evidence (a paste cut inside it — fresh5's accelerate#2375; log_pg_error)
-    pg_only = [r for r in silent if r in pg_errors]
-    silent = [r for r in silent if r not in pg_errors]
+    # ... unless its line at the watchdog-timeout statement's own ProcessGroupNCCL.cpp:N is in
+    # the evidence, cut before its message (fresh5's accelerate#2375; log_pg_error): it printed
+    # the watchdog timeout too. A line at any other call site proves nothing: still silent
+    unread = [r for r in silent if r in cut_waiters]
+    silent = [r for r in silent if r not in cut_waiters]
     unseen = sorted(set(range(world.size)) - seen) if is_default else []
     op_values = {r: s.op for r, s in waiting.items()}
     ev: dict[str, Any] = {
@@ -393,7 +395,7 @@ def _triage(group: str, table: dict[int, RankLogState], world: World, seen: set[
         "initiators": sorted(r for r, s in table.items() if s.role == "initiator"),
         "observers": sorted(r for r, s in table.items() if s.role == "observer"),
         "never_entered": never_entered, "absent_from_watchdog": silent,
-        **({"pg_error_without_watchdog_line": pg_only} if pg_only else {}),
+        **({"watchdog_timeout_line_unread": unread} if unread else {}),
         "unseen_ranks": unseen, "world_size": world.size,
         "spoke": {"ranks": len(table), "of": world.size if world.explicit else None},
         "timeline": timeline[:40]}

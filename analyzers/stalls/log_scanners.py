@@ -199,6 +199,6 @@ KINDS: tuple[LogKind, ...] = (
     LogKind("main_first_wait", log_main_first.Scanner, log_main_first.findings, fallback=True),
     LogKind("store_rankless", log_store_rankless.Scanner, log_store_rankless.findings,
             fallback=True),
-    # judged by the watchdog triage: a rank with one of these lines is never "silent"
+    # read by the watchdog triage: a line at the watchdog-timeout call site is not "silent"
     LogKind("pg_nccl_error", log_pg_error.Scanner),
 )

@@ -29,15 +29,17 @@ def _timeout(rank: int, seq: int = 167) -> str:
 # --- a rank whose watchdog line the paste cut is not a silent straggler ----------------------
 def test_a_cut_processgroupnccl_line_is_not_a_silent_rank(tmp_path: Path) -> None:
     """accelerate#2375's shape: five ranks time out at SeqNum 167 and the excerpt ends inside
-    rank 3's own ProcessGroupNCCL ERROR line. Rank 3 was in NCCL (c10 logging's ``[E …
-    ProcessGroupNCCL.cpp:N]`` prefix): never "logged other lines but no watchdog line"."""
+    rank 3's line ``[E ProcessGroupNCCL.cpp:523] [R`` — the call site (c10 logging's
+    ``file:line``) of the five read "Watchdog caught collective operation timeout" lines: the
+    same LOG statement, so rank 3 printed the watchdog timeout too; never "logged other lines
+    but no watchdog line". Still not named: its SeqNum and op were cut."""
     text = "".join(_timeout(r) for r in (5, 4, 1, 6, 7)) + \
         "[rank3]:[E ProcessGroupNCCL.cpp:523] [R\n"
     code, roots = _roots(tmp_path, text)
     assert code == 1 and len(roots) == 1
     root = roots[0]
     assert (root["kind"], root["ranks"], root["confidence"]) == ("undecided", [], "low")
-    assert root["evidence"]["pg_error_without_watchdog_line"] == [3]
+    assert root["evidence"]["watchdog_timeout_line_unread"] == [3]
     assert root["evidence"]["absent_from_watchdog"] == []
 
 
@@ -51,14 +53,92 @@ def test_a_rank_silent_outside_nccl_is_still_named(tmp_path: Path) -> None:
 
 
 def test_a_timestamped_error_prefix_counts_too(tmp_path: Path) -> None:
-    """2.4+'s prefix carries a glog stamp (``[E1122 06:40:00.504052851 ProcessGroupNCCL.cpp:616]``,
-    the month not zero-padded: ``[F930 …]``); a WARNING line (``[W …]``) is not an error."""
-    stamp = "[rank3]:[E1122 06:40:00.504052851 ProcessGroupNCCL.cpp:616] [PG ID 0 PG GUID 0(d"
-    code, roots = _roots(tmp_path, "".join(_timeout(r) for r in (5, 4, 1, 6, 7)) + stamp + "\n")
+    """2.4+'s prefix carries a glog stamp (``[E930 05:06:30.929096625 ProcessGroupNCCL.cpp:632]``,
+    the month not zero-padded); the cut line counts when its call site is the read timeout
+    lines' (632 here, as in arctictraining#219's 2.5-era log). A WARNING line (``[W …]``) at the
+    same call site is not the ERROR statement: rank 3 stays silent."""
+    stamp = "[rank3]:[E930 05:06:31.104052851 ProcessGroupNCCL.cpp:632] [R"
+    code, roots = _roots(tmp_path, _v25_timeouts() + stamp + "\n")
     assert code == 1 and roots[0]["ranks"] == [] and roots[0]["confidence"] == "low"
-    warn = "[rank3]:[W ProcessGroupNCCL.cpp:1856] Warning: unknown device for rank 3\n"
-    code, roots = _roots(tmp_path, "".join(_timeout(r) for r in (5, 4, 1, 6, 7)) + warn)
+    assert roots[0]["evidence"]["watchdog_timeout_line_unread"] == [3]
+    warn = "[rank3]:[W930 05:06:31.104052851 ProcessGroupNCCL.cpp:632] [R\n"
+    code, roots = _roots(tmp_path, _v25_timeouts() + warn)
     assert [(f["kind"], f["ranks"]) for f in roots] == [("straggler", [3])]
+
+
+# --- torch >= 2.3: the heartbeat monitor of EVERY rank logs ERROR / FATAL lines -------------
+# Line texts: ProcessGroupNCCL.cpp's getNCCLWatchdogTimeoutErrorMsg / heartbeatMonitor (the
+# 2.4+ message; c10::str(" rank ", timeOutRank) gives the double space) and WorkNCCL's timeout;
+# call sites 632 (timeout) and 1743 (the monitor's one LOG(ERROR) << errorMsg, which prints
+# "… from this local rank", "… from  rank N" and the watchdog-hang message alike) from one
+# 2.5-era build (arctictraining#219's and llamafactory#8261's logs in tests/stalls/data/cases).
+_V25 = "[rank{r}]:[E930 05:{m:02d}:30.929096625 ProcessGroupNCCL.cpp:{n}] "
+
+
+def _v25_timeouts(ranks: tuple[int, ...] = (0, 1, 2), seq: int = 167) -> str:
+    return "".join(
+        _V25.format(r=r, m=6, n=632) + f"[Rank {r}] Watchdog caught collective operation "
+        f"timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+        "Timeout(ms)=600000) ran for 600065 milliseconds before timing out.\n" for r in ranks)
+
+
+_DUMP_SIGNAL = (
+    _V25.format(r=3, m=14, n=1743) + "[PG ID 0 PG GUID 0(default_pg) Rank 3] Received a dump "
+    "signal due to a collective timeout from  rank 0 and we will try our best to dump the debug "
+    "info. Last enqueued NCCL work: 166, last completed NCCL work: 166.This is most likely "
+    "caused by incorrect usages of collectives, e.g., wrong sizes used across ranks, the order "
+    "of collectives is not same for all ranks or the scheduled collective, for some reason, "
+    "didn't run. Additionally, this can be caused by GIL deadlock or other reasons such as "
+    "network errors or bugs in the communications library (e.g. NCCL), etc. \n")
+
+
+def test_a_straggler_outside_nccl_with_a_dump_signal_line_is_named_as_before(
+        tmp_path: Path) -> None:
+    """Ranks 0-2 time out in SeqNum 167; rank 3, stuck in Python outside NCCL, logs only its
+    heartbeat monitor's dump-signal ERROR line (enqueued == completed == 166: it never entered
+    167). Read whole by its own pattern: rank 3 never entered the collective — the straggler,
+    as main answers (medium)."""
+    code, roots = _roots(tmp_path, _v25_timeouts() + _DUMP_SIGNAL)
+    assert code == 1 and [(f["kind"], f["ranks"], f["confidence"]) for f in roots] == \
+        [("straggler", [3], "medium")]
+    assert roots[0]["evidence"]["never_entered"] == [3]
+
+
+def test_a_cut_line_at_another_call_site_proves_nothing(tmp_path: Path) -> None:
+    """The same straggler's dump-signal line cut after its prefix (site 1743), or the
+    monitor's FATAL kill cut likewise: not the timeout's call site (632), so nothing is
+    proved about rank 3 — it stays silent outside NCCL and is named, as main answers. (The
+    ERROR prefix alone once cleared it: a straggler's own monitor lines hid it.)"""
+    for cut in (_V25.format(r=3, m=14, n=1743) + "[PG ID 0 PG GUID 0(defa\n",
+                "[rank3]:[F930 05:24:36.393067540 ProcessGroupNCCL.cpp:1309] [PG ID 0 PG\n"):
+        code, roots = _roots(tmp_path, _v25_timeouts() + cut)
+        assert code == 1 and [(f["kind"], f["ranks"], f["confidence"]) for f in roots] == \
+            [("straggler", [3], "medium")], cut
+        assert roots[0]["evidence"]["absent_from_watchdog"] == [3], cut
+        assert "watchdog_timeout_line_unread" not in roots[0]["evidence"], cut
+
+
+def test_a_cut_line_at_the_timeout_call_site_is_not_silent(tmp_path: Path) -> None:
+    """The same job, rank 3's line cut after the prefix at the timeout's own call site (632):
+    it printed the watchdog timeout too — a waiter, not the straggler; nobody named."""
+    code, roots = _roots(tmp_path, _v25_timeouts() + _V25.format(r=3, m=6, n=632) + "[Ra\n")
+    assert code == 1 and len(roots) == 1
+    assert (roots[0]["kind"], roots[0]["ranks"], roots[0]["confidence"]) == \
+        ("undecided", [], "low")
+    assert roots[0]["evidence"]["watchdog_timeout_line_unread"] == [3]
+
+
+def test_the_call_site_must_be_another_ranks_read_timeout_line(tmp_path: Path) -> None:
+    """A site quoted only by the watchdog's catch ("Process group watchdog thread terminated
+    with exception: [Rank r] Watchdog caught …", another statement) is not the timeout's: a
+    cut line there leaves rank 3 silent, as main has it."""
+    term = "".join(
+        _V25.format(r=r, m=6, n=1899) + f"[PG ID 0 PG GUID 0(default_pg) Rank {r}] Process group "
+        f"watchdog thread terminated with exception: [Rank {r}] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=167, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+        "Timeout(ms)=600000) ran for 600065 milliseconds before timing out.\n" for r in (0, 1, 2))
+    code, roots = _roots(tmp_path, term + _V25.format(r=3, m=6, n=1899) + "[PG ID 0 PG\n")
+    assert code == 1 and [(f["kind"], f["ranks"]) for f in roots] == [("straggler", [3])]
 
 
 def test_a_lone_processgroupnccl_prefix_is_never_healthy(tmp_path: Path) -> None:
