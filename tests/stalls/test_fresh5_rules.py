@@ -7,9 +7,12 @@ the neighbouring shape that must not.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tests.stalls.helpers import analyze_log_text, run_json
+
+DATA = Path(__file__).resolve().parent / "data"
 
 
 def _roots(tmp_path: Path, text: str) -> tuple[int, list[dict]]:  # type: ignore[type-arg]
@@ -185,3 +188,44 @@ def test_the_header_form_is_read_once(tmp_path: Path) -> None:
     code, roots = _roots(tmp_path, text)
     assert code == 1 and roots[0]["evidence"]["pattern"] == "nccl.warn.net"
     assert "1 × fabric" in roots[0]["evidence"]["reason"]
+
+
+def _cut_pg_lines(src: Path, dst: Path, rank_file: str) -> None:
+    """A copy of a log directory with every ProcessGroupNCCL line of one file cut after its
+    c10 prefix, as a paste cuts a line (the rest of the file and the other files whole)."""
+    dst.mkdir()
+    for f in src.iterdir():
+        text = f.read_text()
+        if f.name == rank_file:
+            text = "".join(
+                line[:m.end()] + "[PG ID 0 PG\n"
+                if (m := re.search(r"ProcessGroupNCCL\.cpp:\d+\] ", line)) else line
+                for line in text.splitlines(keepends=True))
+        (dst / f.name).write_text(text)
+
+
+def test_the_straggler_fixtures_cut_monitor_lines_leave_it_named(tmp_path: Path) -> None:
+    """straggler_v25 (the corpus's 2.5-shaped straggler: rank 2 stuck in data loading logs only
+    its heartbeat monitor's lines — observed signal 1687, dump signal 1743, dump 1533, FATAL
+    1557). With all four cut after the prefix, none is at the timeout's call site (632): rank 2
+    stays silent and is named, as main names it; f5's first rule answered undecided here."""
+    logs = tmp_path / "logs"
+    _cut_pg_lines(DATA / "logs" / "straggler_v25", logs, "rank2.log")
+    code, report = run_json("--logs", str(logs))
+    roots = [f for f in report["stall_findings"] if f["consequence_of"] is None]
+    assert code == 1 and [(f["kind"], f["ranks"], f["confidence"]) for f in roots] == \
+        [("straggler", [2], "medium")]
+    assert roots[0]["evidence"]["absent_from_watchdog"] == [2]
+
+
+def test_a_waiters_cut_lines_in_the_straggler_fixture(tmp_path: Path) -> None:
+    """The other way: rank 3's lines cut (its timeout at 632 among them, the site of ranks 0
+    and 1's read timeout lines): rank 3 printed the timeout too — not silent; rank 2 is still
+    the straggler that never entered."""
+    logs = tmp_path / "logs"
+    _cut_pg_lines(DATA / "logs" / "straggler_v25", logs, "rank3.log")
+    code, report = run_json("--logs", str(logs))
+    roots = [f for f in report["stall_findings"] if f["consequence_of"] is None]
+    assert code == 1 and [(f["kind"], f["ranks"]) for f in roots] == [("straggler", [2])]
+    ev = roots[0]["evidence"]
+    assert ev["watchdog_timeout_line_unread"] == [3] and ev["absent_from_watchdog"] == []
