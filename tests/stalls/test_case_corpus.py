@@ -38,7 +38,9 @@ EXPECTED_KEYS = {"ranks", "evidence_names_them", "kinds", "category"}
 #: (tests/stalls/data/fresh, reported apart by `eval_stalls.py --reach`)
 #: `label_basis`: "source" when the message itself names the culprit per its emitter's source,
 #: "thread" when the thread established it (fresh3 onward)
-OPTIONAL_KEYS = {"collected", "set", "label_basis", "family"}
+#: `tuned_by`: the helper that read a fresh set's held-out case while writing rules (it then has
+#: "tuned_on": true, keeps its half and label, and is reported apart)
+OPTIONAL_KEYS = {"collected", "set", "label_basis", "family", "tuned_by"}
 
 
 def _load_eval() -> ModuleType:
