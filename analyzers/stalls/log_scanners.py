@@ -35,6 +35,7 @@ from stormotel.analyzers.stalls import (
     log_ras,
     log_ras_health,
     log_ras_verdicts,
+    log_serving,
     log_srun,
     log_store_barrier,
     log_store_rankless,
@@ -201,4 +202,6 @@ KINDS: tuple[LogKind, ...] = (
             fallback=True),
     # read by the watchdog triage: a line at the watchdog-timeout call site is not "silent"
     LogKind("pg_nccl_error", log_pg_error.Scanner),
+    # inference / RL frameworks' own wait and death lines (vLLM shm_broadcast, Ray): no rank
+    LogKind("serving_rankless", log_serving.Scanner, log_serving.findings, fallback=True),
 )
