@@ -56,11 +56,12 @@ def test_fresh5_case_is_well_formed_and_split_before_the_rules(folder: Path) -> 
     assert spec["set"] == "fresh5" and spec["real"]
     assert spec["tuned_on"] == (spec["id"] in TUNED_BY_F6)
     assert spec.get("tuned_by") == ("f6" if spec["tuned_on"] else None)
-    assert spec["collected"] in ("2026-11-29e", "2026-11-29f")
+    assert spec["collected"] in ("2026-11-29e", "2026-11-29f", "2026-11-29g")
     assert spec["family"] in FAMILIES and spec["label_basis"] in ("thread", "source")
-    # round b ("…f") was gathered after the two dev-half rules and is held out whole
-    round_b = spec["collected"].endswith("f")
-    expected_half = "heldout" if spec["family"] == HELD_FAMILY or round_b else \
+    # round b ("…f") was gathered after the two dev-half rules, round c ("…g") after f6's rules
+    # (log_serving and two NCCL patterns): each is held out whole
+    later_round = spec["collected"].endswith(("f", "g"))
+    expected_half = "heldout" if spec["family"] == HELD_FAMILY or later_round else \
         EVAL.half_of(spec["id"])
     assert spec["half"] == expected_half
     case_md = (folder / "CASE.md").read_text()
