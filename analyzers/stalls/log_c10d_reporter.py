@@ -33,7 +33,7 @@ from typing import Any
 
 from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls import grammar as gr
-from stormotel.analyzers.stalls.log_finding import LineScanner, log_finding
+from stormotel.analyzers.stalls.log_finding import LineRead, LineScanner, log_finding
 
 KIND = "c10d_reporter"
 REF_KIND = "c10d_reference"
@@ -58,8 +58,7 @@ class Scanner(LineScanner):
     kind = KIND
     patterns = PATTERNS
 
-    def read(self, pid: str, m: re.Match[str], rank: int | None
-             ) -> tuple[int | None, dict[str, object]] | None:
+    def read(self, pid: str, m: re.Match[str], rank: int | None) -> LineRead:
         named: list[int] = []
         if pid == "torch.nccl.health_check":
             named = gr.named_rank(m.group("rank"))

@@ -14,6 +14,11 @@ from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls import grammar as gr
 from stormotel.analyzers.stalls.log_failures import Found
 
+#: What :meth:`LineScanner.read` makes of one match: the rank the line is about (``None``: the
+#: line names none) and the event's detail, or ``None`` to leave the line. Named once here so the
+#: protocol's result is stated where the protocol is, not again in every scanner.
+LineRead = tuple[int | None, dict[str, object]] | None
+
 
 def log_finding(kind: str, ranks: list[int], category: str, confidence: str, pattern: str,
                 reason: str, remediation: list[str], lines: list[Any], **ev: Any) -> StallFinding:
@@ -50,8 +55,7 @@ class LineScanner:
         self.stamp = ctx.stamp
         self.found: list[Found] = []
 
-    def read(self, pid: str, m: re.Match[str], rank: int | None
-             ) -> tuple[int | None, dict[str, object]] | None:
+    def read(self, pid: str, m: re.Match[str], rank: int | None) -> LineRead:
         """(the rank the line is about, the event's detail) for a match of pattern ``pid``."""
         raise NotImplementedError
 

@@ -34,7 +34,7 @@ from typing import Any
 
 from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls import grammar as gr
-from stormotel.analyzers.stalls.log_finding import LineScanner, log_finding
+from stormotel.analyzers.stalls.log_finding import LineRead, LineScanner, log_finding
 
 KIND = "barrier_peer"  #: a non-coordinator reached the barrier and lost its coordinator
 PEER = "torch.gloo.monitored_barrier_peer"
@@ -51,8 +51,7 @@ REMEDIATION = ["Every rank that reported reached monitored_barrier; its coordina
 class Scanner(LineScanner):
     kind, patterns = KIND, (PEER, TAIL)
 
-    def read(self, pid: str, m: re.Match[str], rank: int | None
-             ) -> tuple[int | None, dict[str, object]] | None:
+    def read(self, pid: str, m: re.Match[str], rank: int | None) -> LineRead:
         root = gr.parse_rank(m.group("root"))
         if pid == TAIL:
             return rank, {"coordinator": root, "launcher_rank": rank, "tail": True}

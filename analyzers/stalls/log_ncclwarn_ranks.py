@@ -28,7 +28,7 @@ from typing import Any
 
 from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls import grammar as gr
-from stormotel.analyzers.stalls.log_finding import LineScanner, log_finding
+from stormotel.analyzers.stalls.log_finding import LineRead, LineScanner, log_finding
 
 KIND = "nccl_warn_ranks"
 PATTERNS: tuple[str, ...] = ("nccl.warn.duplicate_checkin", "nccl.warn.duplicate_gpu",
@@ -67,8 +67,7 @@ class Scanner(LineScanner):
     kind = KIND
     patterns = PATTERNS
 
-    def read(self, pid: str, m: re.Match[str], rank: int | None
-             ) -> tuple[int | None, dict[str, object]] | None:
+    def read(self, pid: str, m: re.Match[str], rank: int | None) -> LineRead:
         named: list[int] = []
         if pid == "nccl.warn.duplicate_checkin":
             named = gr.named_rank(m.group("rank"))

@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from stormotel.analyzers.stalls.log_finding import LineScanner
+from stormotel.analyzers.stalls.log_finding import LineRead, LineScanner
 
 PATTERN = "torch.c10.pg_nccl_error_line"
 #: the event kind of one such line (read by the watchdog triage, :mod:`.log_analysis`)
@@ -53,8 +53,7 @@ class Scanner(LineScanner):
     kind = KIND
     patterns = (PATTERN,)
 
-    def read(self, pid: str, m: re.Match[str], rank: int | None
-             ) -> tuple[int | None, dict[str, object]] | None:
+    def read(self, pid: str, m: re.Match[str], rank: int | None) -> LineRead:
         return None if rank is None else (rank, {"call_site": int(m.group("line"))})
 
 

@@ -34,7 +34,7 @@ import re
 from typing import Any
 
 from stormotel.analyzers.report import StallFinding
-from stormotel.analyzers.stalls.log_finding import LineScanner, log_finding
+from stormotel.analyzers.stalls.log_finding import LineRead, LineScanner, log_finding
 
 KIND = "serving_rankless"
 SHM_WAIT = "vllm.shm_broadcast.no_block"
@@ -89,8 +89,7 @@ class Scanner(LineScanner):
     kind = KIND
     patterns = PATTERNS
 
-    def read(self, pid: str, m: re.Match[str], rank: int | None
-             ) -> tuple[int | None, dict[str, object]] | None:
+    def read(self, pid: str, m: re.Match[str], rank: int | None) -> LineRead:
         detail: dict[str, object] = {"reporter": rank}
         text = m.string
         if pid == SHM_WAIT:

@@ -23,7 +23,7 @@ import re
 
 from stormotel.analyzers.stalls import grammar as gr
 from stormotel.analyzers.stalls import log_failures as lf
-from stormotel.analyzers.stalls.log_finding import LineScanner
+from stormotel.analyzers.stalls.log_finding import LineRead, LineScanner
 
 PATTERN = "slurm.srun.launch_failed"
 
@@ -34,8 +34,7 @@ class Scanner(LineScanner):
     kind = lf.RANK_ERROR
     patterns = (PATTERN,)
 
-    def read(self, pid: str, m: re.Match[str], rank: int | None
-             ) -> tuple[int | None, dict[str, object]] | None:
+    def read(self, pid: str, m: re.Match[str], rank: int | None) -> LineRead:
         if (task := gr.parse_rank(m.group("rank"))) is None:
             return None
         why = m.group("why").strip()[:160]

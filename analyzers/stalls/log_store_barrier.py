@@ -28,7 +28,7 @@ from typing import Any
 
 from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls import grammar as gr
-from stormotel.analyzers.stalls.log_finding import LineScanner, log_finding
+from stormotel.analyzers.stalls.log_finding import LineRead, LineScanner, log_finding
 
 KIND = "store_barrier"  #: the event kind (its rule below says when it shows a stall)
 _PIDS = ("torch.c10d.store_barrier_waiting", "torch.c10d.store_barrier_timeout",
@@ -60,8 +60,7 @@ class Scanner(LineScanner):
 
     kind, triggers, patterns = KIND, _TRIGGERS, _PIDS
 
-    def read(self, pid: str, m: re.Match[str], rank: int | None
-             ) -> tuple[int | None, dict[str, object]] | None:
+    def read(self, pid: str, m: re.Match[str], rank: int | None) -> LineRead:
         g = m.groupdict()
         try:
             said = gr.parse_rank(g.get("rank"))

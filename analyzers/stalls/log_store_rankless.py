@@ -46,7 +46,7 @@ from typing import Any
 from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls import grammar as gr
 from stormotel.analyzers.stalls.log_failures import NORMAL_SHUTDOWN
-from stormotel.analyzers.stalls.log_finding import LineScanner, log_finding
+from stormotel.analyzers.stalls.log_finding import LineRead, LineScanner, log_finding
 
 KIND = "store_rankless"
 LOST = "torch.store.connection_lost"
@@ -130,8 +130,7 @@ class Scanner(LineScanner):
         if len(self.found) > before and self.found[-1].pattern == SHUTDOWN:
             self.found[-1].kind = NORMAL_SHUTDOWN
 
-    def read(self, pid: str, m: re.Match[str], rank: int | None
-             ) -> tuple[int | None, dict[str, object]] | None:
+    def read(self, pid: str, m: re.Match[str], rank: int | None) -> LineRead:
         detail: dict[str, object] = {"reporter": rank}
         if pid == HEAD:
             try:

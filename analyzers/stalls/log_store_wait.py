@@ -28,7 +28,7 @@ from typing import Any
 from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls import grammar as gr
 from stormotel.analyzers.stalls import log_absent_zero, log_busy
-from stormotel.analyzers.stalls.log_finding import LineScanner, log_finding
+from stormotel.analyzers.stalls.log_finding import LineRead, LineScanner, log_finding
 
 KIND = "init_wait"
 UNIQUE_ID = "torch.nccl.unique_id_wait"
@@ -53,8 +53,7 @@ class Scanner(LineScanner):
 
     kind, patterns = KIND, (UNIQUE_ID, WAIT, CONNECT)
 
-    def read(self, pid: str, m: re.Match[str], rank: int | None
-             ) -> tuple[int | None, dict[str, object]] | None:
+    def read(self, pid: str, m: re.Match[str], rank: int | None) -> LineRead:
         g = m.groupdict()
         detail: dict[str, object] = {"reporter": rank}
         if pid == UNIQUE_ID:
