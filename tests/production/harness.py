@@ -9,9 +9,11 @@ with it and names the worst failure first: a wrong rank at high or medium confid
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
+import selectors
 import signal
 import subprocess
 import sys
@@ -23,9 +25,10 @@ from typing import Any
 
 import zstandard
 
-from stormotel import environment
+from stormotel import environment, schema
 from tests import servers
 from tests.cli import run_stormotel_here
+from tests.production import tracker_gate
 from tests.tracker.otlp_util import archive_lines, metrics_files
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,8 +60,10 @@ class Scenario:
         return len(self.offsets_s)
 
 
-#: Seconds from the first launch to the shared epoch: every tracker is up (imports done, even on
-#: a loaded host) and warmed up before anything is planted. Times in fault specs count from it.
+#: Seconds from the first rank's start to the shared epoch: every rank warmed up and with baseline
+#: history (several 15 s scrapes) before anything is planted. Times in fault specs count from
+#: it. Interpreter start-up is no longer in it: :func:`start_jobs` pays that before the clock
+#: starts (on a loaded host 36 start-ups took more than the whole 60 s).
 LEAD_IN_S = float(os.environ.get("STORMOTEL_TEST_LEAD_IN_S", "60"))
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -100,7 +105,8 @@ class RunningJob:
 
 
 def tracker_argv(job: RunningJob, rank: int, duration_s: float) -> list[str]:
-    argv = [sys.executable, "-m", "stormotel", "track", "--sampler", "simulated",
+    """``stormotel track``'s arguments for one rank (after the command name)."""
+    argv = ["--sampler", "simulated",
             "--interval", "0.1", "--duration", f"{duration_s:.3f}", "--job-id", job.job_id,
             "--rank", str(rank), "--world-size", str(job.scenario.world),
             "--archive", str(job.archive), "--prometheus-port", str(job.ports[rank]),
@@ -110,35 +116,91 @@ def tracker_argv(job: RunningJob, rank: int, duration_s: float) -> list[str]:
     return argv
 
 
+#: Seconds every tracker interpreter has to load (:mod:`tests.production.tracker_gate`) before
+#: the fixture gives up: 36 at once on a 2-core host beside CPU-bound neighbours took ~60 s.
+READY_TIMEOUT_S = 300.0
+
+
 def start_jobs(scenarios: list[Scenario], workdir: Path, tag: str = "",
                ports: dict[str, list[int]] | None = None) -> list[RunningJob]:
     """Start every scenario's ranks at ``epoch + offset`` (one shared epoch, so faults planted
-    at one absolute time line up), concurrently; returns at once."""
+    at one absolute time line up), concurrently; returns once the last rank has started.
+
+    Every tracker's interpreter is started first, all at once, and loads the tracker
+    (:mod:`tests.production.tracker_gate`); only when all are ready is the epoch fixed and each
+    rank handed its ``stormotel track`` command at its offset. So a loaded host's slow
+    interpreter start-up delays the run, never a rank's start relative to the others or to the
+    planted faults: the lead-in covers the offsets and the analysis's baseline, not start-up."""
     jobs = [RunningJob(s, f"prod-{s.name}{tag}", workdir / f"archive-{s.name}",
                        (ports or {}).get(s.name) or [servers.free_port() for _ in s.offsets_s])
             for s in scenarios]
-    epoch = time.time_ns() + int(LEAD_IN_S * 1e9)
-    first_launch = time.time()
     launches = sorted((off, j, r) for j in range(len(jobs))
                       for r, off in enumerate(jobs[j].scenario.offsets_s))
-    for job in jobs:
-        job.epoch_ns = epoch
-    env = {**os.environ, environment.SIM_EPOCH_NS: str(epoch),
-           "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT))}
-    for off, j, r in launches:
-        job = jobs[j]
-        delay = first_launch + off - time.time()
-        if delay > 0:
-            time.sleep(delay)
-        remaining = epoch / 1e9 + job.scenario.duration_s - time.time()
-        proc = subprocess.Popen(tracker_argv(job, r, remaining), cwd=ROOT, env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        job.procs.append(proc)
-        job.by_rank[r] = proc
+    env = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT))}
+    env.pop(environment.SIM_EPOCH_NS, None)  # handed over with the command, once it is fixed
+    try:
+        for _off, j, r in launches:
+            proc = subprocess.Popen([sys.executable, "-m", "tests.production.tracker_gate"],
+                                    cwd=ROOT, env=env, stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            jobs[j].procs.append(proc)
+            jobs[j].by_rank[r] = proc
+        _await_ready([p for job in jobs for p in job.procs], READY_TIMEOUT_S)
+        epoch = time.time_ns() + int(LEAD_IN_S * 1e9)
+        first_launch = time.time()
+        for job in jobs:
+            job.epoch_ns = epoch
+        for off, j, r in launches:
+            job = jobs[j]
+            delay = first_launch + off - time.time()
+            if delay > 0:
+                time.sleep(delay)
+            remaining = epoch / 1e9 + job.scenario.duration_s - time.time()
+            _go(job.by_rank[r], {environment.SIM_EPOCH_NS: str(epoch)},
+                tracker_argv(job, r, remaining))
+    except BaseException:
+        for job in jobs:
+            for p in job.procs:
+                p.kill()
+                p.wait()
+        raise
     for job in jobs:
         if job.scenario.starve is not None:
             _starve(job, *job.scenario.starve)
     return jobs
+
+
+def _await_ready(procs: list[subprocess.Popen[bytes]], timeout_s: float) -> None:
+    """Wait for every tracker_gate's ``ready`` line (its imports done)."""
+    deadline = time.monotonic() + timeout_s
+    waiting: dict[int, subprocess.Popen[bytes]] = {}
+    with selectors.DefaultSelector() as sel:
+        for p in procs:
+            assert p.stdout is not None
+            sel.register(p.stdout, selectors.EVENT_READ)
+            waiting[p.stdout.fileno()] = p
+        while waiting:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"{len(waiting)} of {len(procs)} tracker interpreters not "
+                                     f"loaded after {timeout_s:g} s")
+            for key, _ in sel.select(timeout=min(left, 5.0)):
+                p = waiting.pop(key.fd)
+                sel.unregister(key.fileobj)
+                line = p.stdout.readline() if p.stdout else b""
+                if line.strip() != tracker_gate.READY.encode():
+                    p.wait()
+                    err = p.stderr.read().decode(errors="replace") if p.stderr else ""
+                    raise AssertionError(f"tracker interpreter {p.args} exited "
+                                         f"{p.returncode} before it was ready: {err[-2000:]}")
+                p.stdout.close()
+
+
+def _go(proc: subprocess.Popen[bytes], env: dict[str, str], argv: list[str]) -> None:
+    """Hand one waiting tracker its command (one JSON line, then end of input)."""
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps({"env": env, "argv": argv}).encode() + b"\n")
+    proc.stdin.close()
 
 
 def _starve(job: RunningJob, rank: int, from_s: float, to_s: float) -> None:
@@ -192,6 +254,87 @@ def _first_time_ns(folder: Path, rank: int) -> int | None:
         return None
     m = re.search(rb'"timeUnixNano":\s*"?([0-9]+)', line)
     return int(m.group(1)) if m else None
+
+
+def sample_times_ns(job: RunningJob, rank: int) -> list[int]:
+    """Every archived sample's time (the device-used point of each sample), in order."""
+    times: list[int] = []
+    try:
+        files = metrics_files(job.archive / job.job_id, rank)
+        lines = [ln for f in files if f.exists() for ln in archive_lines(f)]
+    except (OSError, zstandard.ZstdError):
+        return times
+    for line in lines:
+        try:
+            req = json.loads(line)
+        except ValueError:
+            continue
+        for rm in req.get("resourceMetrics", ()):
+            for sm in rm.get("scopeMetrics", ()):
+                for m in sm.get("metrics", ()):
+                    if m.get("name") != schema.DEVICE_USED.name:
+                        continue
+                    data = m.get("gauge") or m.get("sum") or {}
+                    times += [int(p["timeUnixNano"]) for p in data.get("dataPoints", ())]
+    return sorted(times)
+
+
+#: The tracker interval the scenarios sample at (``--interval`` in :func:`tracker_argv`).
+SAMPLE_INTERVAL_S = 0.1
+
+
+def _onsets(s: Scenario) -> list[tuple[float, float]]:
+    """(time since the epoch, time the truth orders ranks by) for each planted fault: a
+    first_spike's leader onset and its followers' ``lead`` later; other faults alone."""
+    out = []
+    for spec in s.faults:
+        m = re.search(r"@t=([0-9.]+)s", spec)
+        if not m:
+            continue
+        lead = re.search(r"lead=([0-9.]+)(ms|s)", spec)
+        lead_s = float(lead.group(1)) / (1000.0 if lead.group(2) == "ms" else 1.0) if lead \
+            else 0.0
+        out.append((float(m.group(1)), lead_s))
+    return out
+
+
+def off_schedule(job: RunningJob) -> list[str]:
+    """Ranks whose tracker did not sample on the schedule the scenario assumes while the planted
+    truth was playing out: the largest gap between two archived samples, from a second before
+    the first planted onset to :data:`TIMING_MARGIN_S` after the last (a planted ``starve``
+    excepted: that gap is the scenario). The bound is half the smallest planted ``lead`` (two
+    ranks' rise intervals can then no longer be told apart: a tie is the honest answer), and
+    never less than 5 sampling intervals; a scenario with nothing planted is checked over its
+    whole run at 2 s (its steps and samples keep time). This reads only the input the analysis
+    was given, never its answer, so it tells a starved host (``environment too loaded``) from
+    a wrong verdict on good evidence."""
+    s = job.scenario
+    onsets = _onsets(s)
+    leads = [lead for _, lead in onsets if lead > 0]
+    if onsets:
+        lo = min(t for t, _ in onsets) - 1.0
+        hi = max(t + lead for t, lead in onsets) + TIMING_MARGIN_S
+        bound = max(min(leads) / 2 if leads else 1.0, 5 * SAMPLE_INTERVAL_S)
+    else:
+        lo, hi, bound = -LEAD_IN_S, s.duration_s, 2.0
+    lo_ns, hi_ns = job.epoch_ns + int(lo * 1e9), job.epoch_ns + int(hi * 1e9)
+    out = []
+    for rank in range(s.world):
+        t = [x for x in sample_times_ns(job, rank) if lo_ns <= x <= hi_ns]
+        gaps = [(b - a, a) for a, b in itertools.pairwise(t)
+                if not (s.starve and s.starve[0] == rank
+                        and a <= job.epoch_ns + s.starve[2] * 1e9
+                        and b >= job.epoch_ns + s.starve[1] * 1e9)]
+        if len(t) < 2:
+            out.append(f"rank {rank} archived {len(t)} samples between t={lo:g}s and "
+                       f"t={hi:g}s (every {SAMPLE_INTERVAL_S:g} s planted)")
+            continue
+        worst, at = max(gaps, default=(0, t[0]))
+        if worst / 1e9 > bound:
+            out.append(f"rank {rank} sampled every {SAMPLE_INTERVAL_S:g} s planted, but went "
+                       f"{worst / 1e9:.2f} s without a sample at t={(at - job.epoch_ns) / 1e9:.1f}s"
+                       f" (the scenario's resolution needs <= {bound:g} s)")
+    return out
 
 
 #: Seconds after the last planted onset (a follower's ``lead`` later, a starved tracker's resume)
