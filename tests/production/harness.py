@@ -64,7 +64,7 @@ class Scenario:
 #: history (several 15 s scrapes) before anything is planted. Times in fault specs count from
 #: it. Interpreter start-up is no longer in it: :func:`start_jobs` pays that before the clock
 #: starts (on a loaded host 36 start-ups took more than the whole 60 s).
-LEAD_IN_S = float(os.environ.get("STORMOTEL_TEST_LEAD_IN_S", "60"))
+LEAD_IN_S = float(os.environ.get("STORMOTEL_TEST_LEAD_IN_S", "45"))
 
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("healthy", (0.0, 2.5, 4.0, 5.5)),
@@ -158,15 +158,14 @@ def start_jobs(scenarios: list[Scenario], workdir: Path, tag: str = "",
             remaining = epoch / 1e9 + job.scenario.duration_s - time.time()
             _go(job.by_rank[r], {environment.SIM_EPOCH_NS: str(epoch)},
                 tracker_argv(job, r, remaining))
+            if job.scenario.starve is not None and job.scenario.starve[0] == r:
+                _starve(job, *job.scenario.starve)
     except BaseException:
         for job in jobs:
             for p in job.procs:
                 p.kill()
                 p.wait()
         raise
-    for job in jobs:
-        if job.scenario.starve is not None:
-            _starve(job, *job.scenario.starve)
     return jobs
 
 
@@ -205,8 +204,11 @@ def _go(proc: subprocess.Popen[bytes], env: dict[str, str], argv: list[str]) -> 
 
 def _starve(job: RunningJob, rank: int, from_s: float, to_s: float) -> None:
     """Stop one rank's tracker between two times since the epoch (timers, so the caller goes on
-    launching and waiting)."""
+    launching and waiting); scheduled as soon as the rank has started."""
     proc = job.by_rank[rank]
+    if time.time() > job.epoch_ns / 1e9 + from_s:
+        raise AssertionError(f"{job.job_id}: rank {rank} started after its planted starve at "
+                             f"t={from_s:g}s (lead-in {LEAD_IN_S:g} s too short)")
 
     def send(sig: signal.Signals) -> None:
         if proc.poll() is None:
