@@ -282,7 +282,7 @@ def parse_frame(data: bytes | bytearray | memoryview) -> Frame:
         raise FrameError(f"declares a {hlen}-byte header")
     try:
         h = _header_decoder.decode(view[_PREFIX:_PREFIX + hlen])
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # bad UTF-8: msgspec's own error
         raise FrameError(f"bad header ({exc})") from None
     _check_header(h)
     pos = _PREFIX + hlen

@@ -74,7 +74,7 @@ def parse(body: bytes) -> Delivery:
     version-4 payload (a wrong version is refused too: its fields may mean something else)."""
     try:
         payload = msgspec.json.decode(body, type=_Payload)
-    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+    except (msgspec.DecodeError, UnicodeDecodeError) as e:  # msgspec: bad UTF-8 in a string
         raise PayloadError(f"not an Alertmanager webhook payload: {e}") from None
     if payload.version != VERSION:
         raise PayloadError(f"payload version {payload.version!r} is not {VERSION!r}")

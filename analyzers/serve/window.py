@@ -50,9 +50,11 @@ def window_start_ns(job: JobOptions, job_id: str, now_ns: int, max_window_s: flo
                 try:
                     body = api.instant_response(start_query(job_id, max_window_s), now_ns)
                     answer = msgspec.json.decode(body.content, type=_Answer)
-                except (http.EndpointError, msgspec.DecodeError, msgspec.ValidationError):
+                    # a value that is no number (``"abc"``) raised here, outside the run's
+                    # own error handling: it ended the worker thread that asked
+                    starts += [float(s.value[1]) for s in answer.data.result]
+                except (http.EndpointError, msgspec.DecodeError, ValueError):
                     return earliest  # one endpoint unknown: its ranks may have started earlier
-                starts += [float(s.value[1]) for s in answer.data.result]
     except http.ConfigError:
         return earliest
     finite = [s for s in starts if s == s and 0 < s < now_ns / 1e9]

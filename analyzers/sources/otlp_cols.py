@@ -167,7 +167,7 @@ def _plan(path: Path, cols_path: Path, limit: int, job_id: str | None
     try:
         attrs = attrs_of(msgspec.json.decode(resource, type=OtlpResource, strict=False)
                          .attributes)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # bad UTF-8: msgspec's own error
         raise _Unusable(f"frame 1: its resource is not an OTLP resource ({exc})") from None
     ident = identity_from(attrs)
     if ident is None or (job_id is not None and str(attrs.get(schema.ATTR_JOB_ID)) != job_id):

@@ -169,7 +169,7 @@ def _decode_every_line(data: bytes | bytearray) -> list[_Request] | None:
                 end = size
             append(decode(view[start:end]))  # a blank line is a DecodeError here too
             start = end + 1
-    except (msgspec.ValidationError, msgspec.DecodeError):
+    except (msgspec.DecodeError, UnicodeDecodeError):  # msgspec: bad UTF-8 in a string
         return None
     return out
 
@@ -182,7 +182,7 @@ def _decode_line_by_line(plan: _Plan, data: bytes | bytearray, path: str
     for line, where, cut in numbered_lines(data, path):
         try:
             out.append(_decoder.decode(line))
-        except (msgspec.ValidationError, msgspec.DecodeError):
+        except (msgspec.DecodeError, UnicodeDecodeError):
             try:
                 loads(line)
             except JSONDecodeError as exc:  # not JSON: counted as the other decoders count it
@@ -327,7 +327,7 @@ def _rank(plan: _Plan, resource: bytes, reader: OtlpFileReader) -> int | None:
         return None
     try:
         attrs = attrs_of(msgspec.json.decode(resource, type=OtlpResource, strict=False).attributes)
-    except msgspec.ValidationError:
+    except (msgspec.ValidationError, UnicodeDecodeError):  # bad UTF-8 in a string
         return None
     ident = identity_from(attrs)
     if ident is None or reader.ctx.other_job(attrs.get(schema.ATTR_JOB_ID)):
@@ -351,7 +351,7 @@ def _record(reader: OtlpFileReader, plan: _Plan,
             continue
         try:
             decoded = _points_decoder.decode(body.data_points)
-        except (msgspec.ValidationError, msgspec.DecodeError):
+        except (msgspec.DecodeError, UnicodeDecodeError):
             continue  # a malformed context point: the memory columns stand without it
         read_context_metric(reader, rank, metric.name, decoded,
                             body.aggregation_temporality if metric.gauge is None else 0)
@@ -390,6 +390,9 @@ def _as_dict(metric: _Metric) -> dict[str, Any]:
     def body(b: _Body | None) -> dict[str, Any] | None:
         if b is None:
             return None
-        return {"dataPoints": msgspec.json.decode(b.data_points) if b.data_points else []}
+        try:
+            return {"dataPoints": msgspec.json.decode(b.data_points) if b.data_points else []}
+        except UnicodeDecodeError:  # bad UTF-8 in a point's string: no point read from it
+            return {"dataPoints": []}
 
     return {"name": metric.name, "gauge": body(metric.gauge), "sum": body(metric.sum)}

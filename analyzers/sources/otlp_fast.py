@@ -177,6 +177,22 @@ def read_json(reader: OtlpFileReader, data: bytes | bytearray, *, arrays: bool =
     walker.finish()
 
 
+def _a_later_line_is_an_object(data: bytes) -> bool:
+    """Whether a line after the first is a whole JSON object on its own: a JSON-lines file
+    whose first line(s) were damaged, never a pretty-printed document (its lines are
+    ``"resourceMetrics": [``, ``{``, or array items followed by their commas). Asked only of
+    a file that did not decode as one document."""
+    lines = numbered_lines(data, "")
+    next(lines, None)
+    for line, _, _ in lines:
+        try:
+            if isinstance(msgspec.json.decode(line), dict):
+                return True
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            continue
+    return False
+
+
 class _Walker:
     def __init__(self, reader: OtlpFileReader) -> None:
         self.r = reader
@@ -188,7 +204,7 @@ class _Walker:
         for line, where, cut in numbered_lines(data, self.r.path):
             try:
                 env = decode(line)
-            except (msgspec.ValidationError, msgspec.DecodeError):
+            except (msgspec.DecodeError, UnicodeDecodeError):  # msgspec: bad UTF-8 in a string
                 self._slow(line, where, truncated=cut)
                 continue
             if not self._envelope(env, line, where):
@@ -198,7 +214,15 @@ class _Walker:
         where = f"{self.r.path} (one JSON document)"
         try:
             doc = _doc_decoder.decode(data)
-        except (msgspec.ValidationError, msgspec.DecodeError):
+        except msgspec.ValidationError:  # JSON, of another shape: the generic walker decides
+            self._slow(data, where, truncated=False)
+            return
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            if _a_later_line_is_an_object(data):
+                # JSON lines whose first line is a damaged ``{`` (or ``[``): bad lines counted
+                # as the generic walker counts them, not the whole file lost as one document.
+                self.lines(data)
+                return
             self._slow(data, where, truncated=False)
             return
         for env in doc if isinstance(doc, list) else [doc]:
@@ -235,12 +259,15 @@ class _Walker:
         self.r.records += 1
         for rm in rms:
             self._resource_metrics(rm, where)
-        for raw in spans:
-            self.r._resource_spans(msgspec.json.decode(raw), where)
-        if env.scope_spans:
-            bare = {"resource": msgspec.to_builtins(env.resource) if env.resource else {},
-                    "scopeSpans": [msgspec.json.decode(raw) for raw in env.scope_spans]}
-            self.r._resource_spans(bare, where)
+        try:  # spans are kept raw (undecoded, so unchecked UTF-8) until now
+            for raw in spans:
+                self.r._resource_spans(msgspec.json.decode(raw), where)
+            if env.scope_spans:
+                bare = {"resource": msgspec.to_builtins(env.resource) if env.resource else {},
+                        "scopeSpans": [msgspec.json.decode(raw) for raw in env.scope_spans]}
+                self.r._resource_spans(bare, where)
+        except UnicodeDecodeError as exc:  # as the generic walker counts such a line
+            self.r.skip_bad_json(where, False, exc)
         return True
 
     def _resource_metrics(self, rm: _ResourceMetrics, where: str) -> None:

@@ -206,7 +206,7 @@ def _success(decoder: msgspec.json.Decoder[_A], body: bytes) -> _A | None:
     takes its general path (which reads errors, odd shapes and failures as they are)."""
     try:
         doc = decoder.decode(body)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):  # bad UTF-8: not msgspec's DecodeError
         return None
     return doc if doc.status == "success" else None
 
@@ -295,7 +295,7 @@ def _flat_pairs(body: bytes) -> _Flat | None:
             text = b",".join(group).translate(None, b'[]"')
             try:
                 numbers = _NUMBERS.decode(b"[" + text + b"]")
-            except msgspec.DecodeError:
+            except (msgspec.DecodeError, UnicodeDecodeError):
                 return None
             arrays.append(np.fromiter(numbers, dtype=np.float64, count=len(numbers)))
             del numbers
@@ -441,7 +441,7 @@ class PrometheusAPI:
         resp = self._send(path, params)
         try:
             doc = _LIST.decode(resp.content)
-        except msgspec.DecodeError as e:
+        except (msgspec.DecodeError, UnicodeDecodeError) as e:
             raise EndpointError(self.url + path, f"not a label values answer ({e})") from None
         if doc.status != "success":
             raise EndpointError(self.url + path, f"status {doc.status!r}")

@@ -153,7 +153,7 @@ def metadata(raw: msgspec.Raw) -> Meta | None:
     when it is not an object, which is what the dict path's ``isinstance(m, Mapping)`` sees."""
     try:
         return _meta_decoder.decode(raw)
-    except msgspec.ValidationError:
+    except (msgspec.ValidationError, UnicodeDecodeError):  # bad UTF-8 in a string
         return None
 
 
@@ -170,10 +170,10 @@ def decode_events(data: bytes) -> list[Event] | list[CompleteEvent] | None:
         except msgspec.ValidationError:  # a key missing somewhere (or not Stormlog at all)
             try:
                 obj = _decoder.decode(data)
-            except msgspec.DecodeError:  # ValidationError included
+            except (msgspec.DecodeError, UnicodeDecodeError):  # ValidationError included
                 return None
-        except msgspec.DecodeError:  # not JSON
-            return None
+        except (msgspec.DecodeError, UnicodeDecodeError):  # not JSON (msgspec raises the
+            return None  # latter for invalid UTF-8 in a string; the generic path counts it)
     if isinstance(obj, list):
         stormlog_like = bool(obj) and (obj[0].schema_version is not UNSET or
                                        obj[0].timestamp_ns is not UNSET)

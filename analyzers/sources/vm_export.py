@@ -79,17 +79,17 @@ def decode_export(body: bytes, start_ms: int, end_ms: int) -> list[Series]:
     doc = b"[" + text.replace(b"\n", b",") + b"]"  # a newline is never inside a JSON string
     try:
         raw = _RAW.decode(doc)
-    except msgspec.DecodeError:  # not JSON (bare +Inf words): the loose path below
+    except (msgspec.DecodeError, UnicodeDecodeError):  # not JSON (bare +Inf words, bad UTF-8)
         raw = None
     got = _grouped(raw) if raw is not None else None
     if raw is not None and got is not None:
         return _series([ln.metric for ln in raw], *got, start_ms, end_ms)
     try:
         lines: list[_Line] = _LINES.decode(doc)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         try:  # null and bare Inf words: read as NaN and +-Inf (the caller counts them as bad)
             loose = _LOOSE.decode(_INF.sub(_inf, doc))
-        except msgspec.DecodeError as e:
+        except (msgspec.DecodeError, UnicodeDecodeError) as e:
             raise ValueError(f"not export JSON lines ({e})") from None
         lines = [_Line(ln.metric, [math.nan if x is None else float(x) for x in ln.values],
                        ln.timestamps) for ln in loose]
@@ -128,7 +128,7 @@ def _grouped(lines: list[_RawLine]) -> tuple[list[int], np.ndarray, np.ndarray] 
             try:
                 ts = _INTS.decode(b"[" + b",".join(t_group) + b"]")
                 vs = _FLOATS.decode(b"[" + b",".join(v_group) + b"]")
-            except msgspec.DecodeError:
+            except (msgspec.DecodeError, UnicodeDecodeError):
                 return None
             if len(ts) != len(vs):  # a comma inside a value: not plain numbers
                 return None
