@@ -377,6 +377,21 @@ def _load_file(path: Path, ctx: LoadContext, *, explicit: bool) -> int:
         ctx.skip("empty_file", where, "file is empty")
         return 0
     head = _first_line(data)
+    got = _read_as(data, head, where, inner, ctx)
+    if isinstance(got, str):  # not telemetry by its first line: was that line damaged?
+        later = _later_json_line(data, head)
+        if later is not None:  # the first later line that is JSON decides instead
+            again = _read_as(data, later, where, inner, ctx)
+            got = got if isinstance(again, str) else again
+    if isinstance(got, str):
+        return _not_telemetry(where, ctx, explicit, got)
+    return got
+
+
+def _read_as(data: bytes | bytearray, head: bytes, where: str, inner: str, ctx: LoadContext
+             ) -> int | str:
+    """Samples read from ``data`` in the format ``head`` (a line of it) says; the reason as
+    text when that format is not telemetry."""
     if head[:1] in (b"{", b"[") and not inner.endswith(PROTOBUF_SUFFIXES) and \
             not isinstance(data, collector_file.ProtoMessages) and \
             looks_like_otlp_json(head if len(head) > 1 else bytes(data[:4096])):
@@ -393,13 +408,39 @@ def _load_file(path: Path, ctx: LoadContext, *, explicit: bool) -> int:
     if head[:1] in (b"{", b"["):
         records = _stormlog_json_records(data, where, ctx)
         if records is None:
-            return _not_telemetry(where, ctx, explicit, "JSON that is neither OTLP nor Stormlog")
+            return "JSON that is neither OTLP nor Stormlog"
         return stormlog.load_records(records, where, ctx)
     if inner.endswith(".csv") or stormlog.csv_header_is_stormlog(head):
         if not stormlog.csv_header_is_stormlog(head):
-            return _not_telemetry(where, ctx, explicit, "CSV without Stormlog telemetry columns")
+            return "CSV without Stormlog telemetry columns"
         return stormlog.load_records(stormlog.read_csv(data, where), where, ctx)
-    return _not_telemetry(where, ctx, explicit, "not JSON, CSV or protobuf telemetry")
+    return "not JSON, CSV or protobuf telemetry"
+
+
+def _later_json_line(data: bytes | bytearray, head: bytes) -> bytes | None:
+    """The first of the lines after ``head`` (the first, when it is not JSON itself) among
+    the file's first :data:`SNIFF_LINES` that is a JSON object or array; None otherwise."""
+    if head[:1] in (b"{", b"[") and head[-1:] in (b"}", b"]"):
+        try:
+            loads(head)
+            return None  # line 1 is JSON: it said what the file is
+        except JSONDecodeError:
+            pass
+    start = data.find(head) + len(head) if head else 0
+    for _ in range(SNIFF_LINES):
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end
+        line = bytes(data[start:end]).strip()
+        start = end + 1
+        if line[:1] in (b"{", b"["):
+            try:
+                loads(line)
+                return line
+            except JSONDecodeError:
+                pass
+        if start >= len(data):
+            break
+    return None
 
 
 def _load_records(raw: bytes, path: Path, ctx: LoadContext) -> int:
@@ -467,10 +508,8 @@ def _stormlog_json_records(data: bytes, where: str, ctx: LoadContext) -> list | 
         obj = loads(data)
     except JSONDecodeError as exc:
         # Not one JSON document: JSON lines (one event per line), possibly cut short.
-        head = _first_line(data)
-        try:
-            first = loads(head)
-        except JSONDecodeError:
+        first = _first_json_line(data)
+        if first is None:
             raise SourceInputError(f"{where}: line 1: not valid JSON ({exc})") from exc
         if not stormlog.looks_like_stormlog(first):
             return None
@@ -478,6 +517,30 @@ def _stormlog_json_records(data: bytes, where: str, ctx: LoadContext) -> list | 
     if not stormlog.looks_like_stormlog(obj):
         return None
     return stormlog.records_from_json(obj, where)
+
+
+#: Lines of a JSON-lines file looked at for the first that is JSON (the format's witness).
+SNIFF_LINES = 8
+
+
+def _first_json_line(data: bytes) -> object | None:
+    """The first of the file's first :data:`SNIFF_LINES` non-blank lines that is JSON, decoded;
+    None when none is. A damaged first line (a flipped bit) is then one counted bad line, as
+    the same damage on line 2 always was, not the whole file refused."""
+    start = seen = 0
+    while start < len(data) and seen < SNIFF_LINES:
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end
+        line = data[start:end]
+        start = end + 1
+        if not line.strip():
+            continue
+        seen += 1
+        try:
+            return loads(line)
+        except JSONDecodeError:
+            continue
+    return None
 
 
 def _not_telemetry(where: str, ctx: LoadContext, explicit: bool, what: str) -> int:

@@ -173,6 +173,35 @@ def test_a_first_line_cut_to_a_brace_loses_that_line_not_the_file() -> None:
     assert rep["participating_ranks"] == [0] and not rep.get("skipped")
 
 
+def _stormlog_lines() -> bytes:
+    return b"".join(json.dumps({"schema_version": 4, "timestamp_ns": T0 + i * 10**8, "rank": 0,
+                                "job_id": "j", "allocator_allocated_bytes": 2**30 + i,
+                                "allocator_reserved_bytes": 2**31,
+                                "device_used_bytes": 2**32}).encode() + b"\n"
+                    for i in range(5))
+
+
+@pytest.mark.parametrize(("blob", "kept", "bad"), [
+    # Stormlog JSON lines, line 1's first key cut by a flipped bit (b'"' -> b'#'): exit 2
+    # "line 1: not valid JSON" before, the same damage on line 2 a counted bad line
+    (b'{#' + _stormlog_lines()[2:], 4, 1),
+    # OTLP JSON lines, a newline flipped into line 1's "resourceMetrics": the format sniff
+    # saw JSON that is neither OTLP nor Stormlog, exit 2 (two bad lines now: it split one)
+    (b'{"res\nourceMetrics' + _GOOD[len(b'{"resourceMetrics'):], 4, 2),
+    # OTLP JSON lines, line 1's first byte b"{" flipped to b"s": "not JSON, CSV or protobuf"
+    (b"s" + _GOOD[1:], 4, 1),
+], ids=["stormlog-lines", "otlp-key", "otlp-first-byte"])
+def test_a_damaged_first_line_is_a_bad_line_not_the_file(blob: bytes, kept: int,
+                                                          bad: int) -> None:
+    from stormotel.analyzers.sources import load_paths
+
+    name = "rank0.jsonl" if b"schema_version" in blob else "rank-0.metrics.jsonl"
+    folder = _folder()
+    rep = _report(folder, name, blob)
+    assert rep["participating_ranks"] == [0] and rep["skipped"] == {"bad_json": bad}
+    assert load_paths([str(folder / name)]).total_samples() == kept  # every other line
+
+
 # --- differential: OTLP JSON lines, three decoders -----------------------------------------------
 @functools.cache
 def _otlp_files() -> tuple[bytes, ...]:
