@@ -221,14 +221,19 @@ class OtlpFileReader:
         base = self.path.rsplit("/", 1)[-1].lower()
         is_traces = any(k in base for k in ("trace", "span"))
         cls = ExportTraceServiceRequest if is_traces else ExportMetricsServiceRequest
-        for index, (offset, payload) in enumerate(_frames(data, self.path), start=1):
-            where = f"{self.path}: message {index} at byte {offset}"
-            try:
-                msg = cls.FromString(payload)
-            except DecodeError as exc:
-                self.ctx.skip("bad_protobuf", where, f"not a {cls.__name__} ({exc})")
-                continue
-            self._consume(json_format.MessageToDict(msg), where)
+        try:
+            for index, (offset, payload) in enumerate(_frames(data, self.path), start=1):
+                where = f"{self.path}: message {index} at byte {offset}"
+                try:
+                    msg = cls.FromString(payload)
+                except DecodeError as exc:
+                    self.ctx.skip("bad_protobuf", where, f"not a {cls.__name__} ({exc})")
+                    continue
+                self._consume(json_format.MessageToDict(msg), where)
+        except _BadTail as tail:  # the messages before it are kept, as a cut JSON line's are
+            self.ctx.skip("bad_protobuf", f"{self.path}: byte {tail.pos}",
+                          f"a length past the end of the file ({len(data) - tail.pos} bytes "
+                          "left): the rest is not read")
 
     # --- walking ----------------------------------------------------------------------------
     def _consume(self, obj: Any, where: str) -> None:
@@ -550,20 +555,37 @@ def _value(dp: Mapping[str, Any]) -> Any:
     return v
 
 
+class _BadTail(Exception):
+    """The framing breaks at byte ``pos``, after at least one whole message."""
+
+    def __init__(self, pos: int) -> None:
+        super().__init__(pos)
+        self.pos = pos
+
+
 def _frames(data: bytes, path: str) -> Iterator[tuple[int, bytes]]:
-    """Split length-prefixed protobuf: 4-byte big-endian lengths, else varint-delimited."""
-    if _fits_fixed32(data):
-        pos = 0
-        while pos < len(data):
-            (n,) = struct.unpack_from(">I", data, pos)
-            yield pos, data[pos + 4:pos + 4 + n]
-            pos += 4 + n
-        return
+    """Split length-prefixed protobuf: 4-byte big-endian lengths, else varint-delimited.
+
+    A file whose 4-byte lengths stop fitting part-way (a flipped bit in a length, a cut) is
+    still read with them when it starts like one (a length under 16 MiB: a zero first byte,
+    which no varint-delimited request begins with): the messages before the break are kept
+    and :class:`_BadTail` says where it broke. A break before the first message is not
+    length-prefixed protobuf at all."""
+    fixed = _fits_fixed32(data) or data[:1] == b"\x00"
     pos = 0
     while pos < len(data):
-        n, body = _read_varint(data, pos)
+        if fixed:
+            n: int | None = None
+            body = pos + 4
+            if body <= len(data):
+                (n,) = struct.unpack_from(">I", data, pos)
+        else:
+            n, body = _read_varint(data, pos)
         if n is None or body + n > len(data):
-            raise SourceInputError(f"{path}: byte {pos}: not length-prefixed protobuf (bad length)")
+            if pos == 0:
+                raise SourceInputError(f"{path}: byte {pos}: not length-prefixed protobuf "
+                                       "(bad length)")
+            raise _BadTail(pos)
         yield pos, data[body:body + n]
         pos = body + n
 

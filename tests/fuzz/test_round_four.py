@@ -202,6 +202,36 @@ def test_a_damaged_first_line_is_a_bad_line_not_the_file(blob: bytes, kept: int,
     assert load_paths([str(folder / name)]).total_samples() == kept  # every other line
 
 
+@pytest.mark.parametrize("varint", [False, True], ids=["fixed32", "varint"])
+@pytest.mark.parametrize("damage", ["cut", "length"])
+def test_length_prefixed_protobuf_keeps_the_messages_before_a_break(varint: bool,
+                                                                    damage: str) -> None:
+    """Three requests of 10 samples, length-prefixed; the last one cut 5 bytes short (a
+    writer killed mid-message) or its length flipped to 2 GiB. Before: 'not length-prefixed
+    protobuf (bad length)' for the whole file (exit 2 named, unreadable_file in a folder; a
+    4-byte-length file was even re-read as varints up to the break). Now the first two
+    requests are read and the rest is one counted bad_protobuf skip."""
+    from stormotel.analyzers.sources import load_paths
+
+    from tests.analyzers.otlp_fixtures import length_prefixed, metrics_requests
+    from tests.analyzers.synth import healthy
+
+    reqs = [r for d in healthy(1, 30) for r in metrics_requests(d)]
+    blob = length_prefixed(reqs, varint=varint)
+    last = len(length_prefixed(reqs[:-1], varint=varint))
+    if damage == "cut":
+        blob = blob[:-5]
+    else:
+        width = 1 if varint else 4
+        blob = blob[:last] + (b"\xff\xff\xff\x7f" if varint else b"\x7f\xff\xff\xff") + \
+            blob[last + width:]
+    folder = _folder()
+    rep = _report(folder, "rank-0.metrics.pb", blob)
+    assert rep["participating_ranks"] == [0] and rep["skipped"] == {"bad_protobuf": 1}
+    assert load_paths([str(folder / "rank-0.metrics.pb")]).total_samples() == 20
+    assert any(f"byte {last}: a length past the end" in n for n in rep["notes"]), rep["notes"]
+
+
 # --- differential: OTLP JSON lines, three decoders -----------------------------------------------
 @functools.cache
 def _otlp_files() -> tuple[bytes, ...]:
