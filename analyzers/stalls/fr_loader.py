@@ -40,6 +40,10 @@ class DumpError(UsageError, ValueError):
     """A dump file (or folder) that cannot be read; the message names the file and the reason."""
 
 
+#: How a rank-numbered file that is no readable dump is recorded in ``skipped_files``.
+UNREADABLE = "unreadable, its rank counted missing: "
+
+
 def rank_from_name(name: str) -> int | None:
     """The rank a file name carries (``..rank_3``, ``..rank3.json``, ``prefix3``), else None;
     also None for a number no job could have as a rank (at least :data:`MAX_WORLD_SIZE`)."""
@@ -84,6 +88,11 @@ def load_dump_dir(path: Path, *, world_size: int | None = None) -> DumpSet:
     with gc_paused():  # every rank's entries stay alive: a collection between files finds none
         _read_files(path, files, dumps, skipped)
     if not dumps:
+        unreadable = [f"{f}: {why.removeprefix(UNREADABLE)}" for f, why in skipped.items()
+                      if why.startswith(UNREADABLE)]
+        if unreadable:  # every dump damaged: say how the first one is
+            raise DumpError(unreadable[0] + (f" (and {len(unreadable) - 1} other dump(s) "
+                                             "unreadable)" if len(unreadable) > 1 else ""))
         raise DumpError(f"{path}: no Flight Recorder dumps (expected files named like "
                         "nccl_trace_rank_0 or <host>_rank0.json)")
     if all(d.form == "empty" for d in dumps.values()):
@@ -92,6 +101,8 @@ def load_dump_dir(path: Path, *, world_size: int | None = None) -> DumpSet:
                         "nothing to analyse")
     notes: list[str] = []
     hinted = _ranks_hinted_by_pg_config(dumps.values())
+    hinted |= {r for f, why in skipped.items() if why.startswith(UNREADABLE)
+               if (r := rank_from_name(Path(f).name)) is not None}  # it existed: it dumped
     known = max([*dumps, *hinted]) + 1
     if world_size is not None and world_size < known:
         notes.append(f"--world-size {world_size} is smaller than the ranks seen ({known}); "
@@ -110,8 +121,12 @@ def load_dump_dir(path: Path, *, world_size: int | None = None) -> DumpSet:
                      "recorded): stuck (e.g. holding the GIL) or killed while dumping")
     if skipped:
         special = sum(why == "not a regular file" for why in skipped.values())
-        if len(skipped) > special:
-            notes.append(f"skipped {len(skipped) - special} file(s) without a rank number")
+        damaged = {f: why for f, why in skipped.items() if why.startswith(UNREADABLE)}
+        for f, why in damaged.items():
+            notes.append(f"skipped {f}: {why}")
+        if len(skipped) > special + len(damaged):
+            notes.append(f"skipped {len(skipped) - special - len(damaged)} file(s) without a "
+                         "rank number")
         if special:
             notes.append(f"skipped {special} file(s) that are not regular files (pipes, "
                          "devices)")
@@ -135,7 +150,14 @@ def _read_files(path: Path, files: list[Path], dumps: dict[int, RankDump],
             continue
         if rank in dumps:
             raise DumpError(f"{f}: rank {rank} already read from {dumps[rank].path}")
-        dumps[rank] = _empty_dump(f, rank) if _is_empty(f) else load_dump_file(f, rank)
+        try:
+            dumps[rank] = _empty_dump(f, rank) if _is_empty(f) else load_dump_file(f, rank)
+        except DumpError as exc:
+            if f is path:  # the one file the user named
+                raise
+            # One rank's dump cut short or damaged: that rank is unseen (absence proves
+            # nothing), not every other rank's evidence refused with it.
+            skipped[str(f)] = f"{UNREADABLE}{str(exc).removeprefix(f'{f}: ')}"
 
 
 def _is_empty(path: Path) -> bool:

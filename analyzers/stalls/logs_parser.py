@@ -225,10 +225,23 @@ def expand_paths(specs: list[str]) -> list[Path]:
 
 def parse_logs(specs: list[str]) -> ParsedLogs:
     result = ParsedLogs()
+    named = {Path(s) for s in specs}
+    unreadable: list[str] = []
     for path in expand_paths(specs):
-        _parse_file(path, result)
+        try:
+            _parse_file(path, result)
+        except LogError as exc:
+            if path in named:  # a file the user named: its error is the answer
+                raise
+            # Found in a folder (or by a glob): an empty or binary file (a rank that never
+            # wrote, NUL blocks a crash left) is one counted skip, not every log refused.
+            result.skipped["unreadable_log"] += 1
+            result.notes.append(f"skipped {exc}")
+            unreadable.append(str(exc))
     if not result.files:
-        raise LogError(f"{' '.join(specs)}: no log files")
+        raise LogError(unreadable[0] + (f" (and {len(unreadable) - 1} other unreadable log(s))"
+                                        if len(unreadable) > 1 else "") if unreadable else
+                       f"{' '.join(specs)}: no log files")
     return result
 
 

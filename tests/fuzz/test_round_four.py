@@ -232,6 +232,63 @@ def test_length_prefixed_protobuf_keeps_the_messages_before_a_break(varint: bool
     assert any(f"byte {last}: a length past the end" in n for n in rep["notes"]), rep["notes"]
 
 
+STALLS = Path(__file__).parents[1] / "stalls" / "data"
+
+
+@pytest.mark.parametrize("damage", ["cut", "flip"])
+def test_one_damaged_dump_in_a_folder_is_that_rank_unseen_not_the_run_refused(
+        damage: str) -> None:
+    """A real 16-rank Flight Recorder folder (nvidia-resiliency-ext gpu_error_2nd) with rank
+    15's dump cut to its first 300 bytes (a rank killed while dumping) or one byte changed
+    (``b"\x80"`` at byte 2: the pickle opcode stream broken): 'truncated pickle' / 'corrupt
+    pickle' refused every other rank's dump with it (exit 2). Now rank 15 is unseen, as if it
+    had left no dump, with a note naming the file: the same report as without the file."""
+    import shutil
+
+    src = STALLS / "cases" / "nvidia-resiliency-ext-fixture-gpu-error-2nd" / "fr"
+    folder = _folder()
+    shutil.copytree(src, folder / "damaged")
+    shutil.copytree(src, folder / "missing")
+    dump = folder / "damaged" / "_dump_15"
+    data = dump.read_bytes()
+    dump.write_bytes(data[:300] if damage == "cut" else data[:2] + b"\x80" + data[3:])
+    (folder / "missing" / "_dump_15").unlink()
+    reports = {}
+    for name in ("damaged", "missing"):
+        out = folder / f"{name}.json"
+        result = analyze("--flight-recorder", str(folder / name), "--format", "json", "-o",
+                         str(out), "-q")
+        check(result, out, codes=(0, 1))
+        reports[name] = json.loads(out.read_text())
+    notes = [n for n in reports["damaged"]["notes"] if "_dump_15: unreadable" in n]
+    assert len(notes) == 1 and "pickle" in notes[0], reports["damaged"]["notes"]
+    for key in ("world_size", "stall_findings", "participating_ranks", "missing_ranks"):
+        assert reports["damaged"][key] == reports["missing"][key], key
+    named = analyze("--flight-recorder", str(dump), "--format", "json", "-q")
+    check(named, codes=(2,))  # the one file named: its error is the answer
+
+
+@pytest.mark.parametrize("content", [b"", b"x\x00y"], ids=["empty", "binary"])
+def test_one_empty_or_binary_log_in_a_folder_is_a_counted_skip(content: bytes) -> None:
+    """Real worker logs (op_mismatch_v23: rank 1 ran BROADCAST where the others ran
+    ALLREDUCE) with worker-3's log empty (a rank that never wrote to stderr) or holding a NUL
+    byte (blocks a crash left): 'empty file' / 'binary file' refused the run (exit 2)."""
+    import shutil
+
+    folder = _folder()
+    shutil.copytree(STALLS / "logs" / "op_mismatch_v23", folder / "logs")
+    (folder / "logs" / "worker-3.err").write_bytes(content)
+    out = folder / "report.json"
+    result = analyze("--logs", str(folder / "logs"), "--format", "json", "-o", str(out), "-q")
+    check(result, out, codes=(1,))
+    rep = json.loads(out.read_text())
+    assert [(f["kind"], f["ranks"]) for f in rep["stall_findings"]][:1] == \
+        [("op_type_mismatch", [1])]
+    assert any("worker-3.err" in n and "skipped" in n for n in rep["notes"]), rep["notes"]
+    named = analyze("--logs", str(folder / "logs" / "worker-3.err"), "-q")
+    check(named, codes=(2,))
+
+
 # --- differential: OTLP JSON lines, three decoders -----------------------------------------------
 @functools.cache
 def _otlp_files() -> tuple[bytes, ...]:

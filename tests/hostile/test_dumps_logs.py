@@ -48,7 +48,20 @@ def _fr(tmp_path: Path, **files: bytes) -> Path:
 def test_memo_bomb_is_refused_within_memory(tmp_path, bomb):
     folder = _fr(tmp_path, nccl_trace_rank_0=_dump(), nccl_trace_rank_1=bomb)
     run = run_bounded("analyze", "--flight-recorder", str(folder), memory=2 * GIB)
-    assert_clean(run, exitcodes.USAGE, message="nccl_trace_rank_1")
+    # refused within memory; found in a folder, it is that rank's dump skipped with a note
+    # (round four: one unreadable dump no longer refuses every other rank's)
+    assert_clean(run, FOUND)
+    _assert_skipped(run, "nccl_trace_rank_1", "memo")
+    assert "unseen (no dump): ranks [1]" in run.stdout
+    alone = run_bounded("analyze", "--flight-recorder", str(folder / "nccl_trace_rank_1"),
+                        memory=2 * GIB)
+    assert_clean(alone, exitcodes.USAGE, message="nccl_trace_rank_1")  # named: refused
+
+
+def _assert_skipped(run, name: str, why: str) -> None:
+    """The one note saying which dump was skipped and why (its rank then counted missing)."""
+    notes = [ln for ln in run.stdout.splitlines() if f"{name}: unreadable" in ln]
+    assert len(notes) == 1 and why in notes[0], run.stdout[-3000:]
 
 
 @pytest.mark.parametrize("deep", [
@@ -58,7 +71,10 @@ def test_memo_bomb_is_refused_within_memory(tmp_path, bomb):
 def test_deeply_nested_pickle_is_refused(tmp_path, deep):
     folder = _fr(tmp_path, nccl_trace_rank_0=_dump(), nccl_trace_rank_1=deep)
     run = run_bounded("analyze", "--flight-recorder", str(folder))
-    assert_clean(run, exitcodes.USAGE, message="nested deeper")
+    assert_clean(run, FOUND)  # in a folder: skipped with a note (round four)
+    _assert_skipped(run, "nccl_trace_rank_1", "nested deeper")
+    alone = run_bounded("analyze", "--flight-recorder", str(folder / "nccl_trace_rank_1"))
+    assert_clean(alone, exitcodes.USAGE, message="nested deeper")  # named: refused
 
 
 def test_deeply_nested_json_dump_is_refused(tmp_path):
@@ -66,7 +82,10 @@ def test_deeply_nested_json_dump_is_refused(tmp_path):
                  **{"fr_rank1.json": b'{"version": "2.4", "entries": ' + b"[" * 100_000
                     + b"]" * 100_000 + b"}"})
     run = run_bounded("analyze", "--flight-recorder", str(folder))
-    assert_clean(run, exitcodes.USAGE, message="fr_rank1.json")
+    assert_clean(run, FOUND)  # in a folder: skipped with a note (round four)
+    _assert_skipped(run, "fr_rank1.json", "nested too deeply")
+    alone = run_bounded("analyze", "--flight-recorder", str(folder / "fr_rank1.json"))
+    assert_clean(alone, exitcodes.USAGE, message="fr_rank1.json")  # named: refused
 
 
 def test_absurd_ranks_and_pipes_in_a_dump_folder(tmp_path):
