@@ -100,7 +100,8 @@ def groups(raw: bytes | bytearray, path: Path | str, limit: int,
     next group is asked for) or :class:`ProtoMessages` (``format: proto``). A last record cut
     short (a collector killed mid-write) ends the file, with a note; a length that does not
     point at a zstd frame before that is an error (this is not such a file, or it is
-    damaged). The file inflates to at most ``max(limit, MAX_RATIO x its size)`` in all."""
+    damaged); a frame that is damaged inside is that record skipped, with a note. The file
+    inflates to at most ``max(limit, MAX_RATIO x its size)`` in all."""
     import zstandard
 
     budget = max(limit, MAX_RATIO * len(raw))
@@ -129,7 +130,16 @@ def groups(raw: bytes | bytearray, path: Path | str, limit: int,
             raise SourceInputError(f"{path}: byte {pos}: a length-prefixed record that is not "
                                    "a zstd frame (not the collector file exporter's zstd "
                                    "records, or damaged)")
-        message = _inflate(dctx, body, budget - total, path)
+        try:
+            message = _inflate(dctx, body, budget - total, path)
+        except zstandard.ZstdError as exc:
+            # One record's frame damaged (its length and magic intact: the next record is
+            # where it says): that record is lost, not the file.
+            _note(notes, f"{path}: the record at byte {pos} is damaged ({exc}); skipped, "
+                  "the records after it read")
+            dctx = zstandard.ZstdDecompressor()
+            pos += 4 + n
+            continue
         if message is None:
             _note(notes, f"{path}: the zstd frame of the record at byte {pos} is cut short; "
                   "read up to the record before")

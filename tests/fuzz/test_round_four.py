@@ -232,6 +232,28 @@ def test_length_prefixed_protobuf_keeps_the_messages_before_a_break(varint: bool
     assert any(f"byte {last}: a length past the end" in n for n in rep["notes"]), rep["notes"]
 
 
+def test_a_damaged_record_of_a_collector_zstd_file_loses_that_record_only() -> None:
+    """The collector file exporter's length-prefixed zstd records (three OTLP lines, one a
+    record, frames with checksums), the middle frame's byte 6 from its end flipped (0xFF):
+    'not valid zstd (Data corruption detected)' refused the whole file; its length and
+    magic are intact, so the records after it are where they say."""
+    import struct
+
+    import zstandard
+    from stormotel.analyzers.sources import load_paths
+
+    c = zstandard.ZstdCompressor(write_checksum=True)
+    frames = [bytearray(c.compress(line + b"\n")) for line in _GOOD.splitlines()[:3]]
+    frames[1][-6] ^= 0xFF
+    folder = _folder()
+    (folder / "metrics.json").write_bytes(
+        b"".join(struct.pack(">I", len(f)) + bytes(f) for f in frames))
+    rep = _report(folder, "metrics.json", (folder / "metrics.json").read_bytes())
+    assert rep["participating_ranks"] == [0]
+    assert any("is damaged" in n and "skipped" in n for n in rep["notes"]), rep["notes"]
+    assert load_paths([str(folder / "metrics.json")]).total_samples() == 2
+
+
 STALLS = Path(__file__).parents[1] / "stalls" / "data"
 
 
