@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from stormotel import exitcodes
-from stormotel.argtypes import positive_int
+from stormotel.argtypes import checked, positive_int
 from stormotel.errors import StormotelError, exit_code_of
 from stormotel.units import UnitError, parse_bytes
 
@@ -59,11 +59,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="output format (default: table)")
     p.add_argument("--output", type=Path, metavar="FILE",
                    help="write the output to FILE instead of stdout")
-    p.add_argument("--round-to", type=positive_int, default=512, metavar="BYTES",
+    p.add_argument("--round-to", type=_round_to, default=512, metavar="BYTES",
                    help="round every allocation up to this many bytes, as CUDA's caching "
                         "allocator does (default: 512); 1 counts exact tensor bytes")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     return p
+
+
+#: The largest --round-to: no allocator rounds a block up to more than a device holds (1 TiB);
+#: 400 nines estimated every tensor at 10^400 bytes and failed printing it (exit 70).
+MAX_ROUND_TO = 2**40
+
+
+def _round_to(text: str) -> int:
+    return checked(text, int, "an integer", lambda v: 1 <= v <= MAX_ROUND_TO,
+                   f"must be between 1 and {MAX_ROUND_TO} (1 TiB), got {{value}}")
 
 
 def main(argv: list[str]) -> int:

@@ -254,6 +254,24 @@ def test_a_damaged_record_of_a_collector_zstd_file_loses_that_record_only() -> N
     assert load_paths([str(folder / "metrics.json")]).total_samples() == 2
 
 
+@pytest.mark.parametrize("value", ["9" * 400, str(2**40 + 1), "0"])
+def test_estimate_round_to_beyond_any_device_is_a_usage_error(value: str) -> None:
+    """``stormotel estimate --round-to <400 nines>`` estimated every tensor at 10^400 bytes and
+    failed printing it (``float()`` of the peak: OverflowError, exit 70); found by fuzzing the
+    estimate flags. Now a usage error before the factory is imported."""
+    import contextlib
+    import io
+
+    from stormotel.cli import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()), \
+            pytest.raises(SystemExit) as exc:
+        main(["estimate", "--round-to", value, "examples.estimate_models:mlp_sgd", "-q"])
+    assert exc.value.code == 2 and "--round-to" in err.getvalue()
+    assert "Traceback" not in err.getvalue()
+
+
 STALLS = Path(__file__).parents[1] / "stalls" / "data"
 
 
