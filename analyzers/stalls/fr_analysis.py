@@ -151,7 +151,8 @@ def analyze_dumps(ds: DumpSet) -> FrAnalysis:
         for f in group_findings:
             f.evidence.pop("folds_into_world", None)
             f.evidence.pop("silent", None)
-        p2p, p2p_notes = p2p_findings(g, set(ds.missing_ranks) | set(ds.empty_ranks))
+        p2p, p2p_notes = p2p_findings(g, set(ds.missing_ranks) | set(ds.empty_ranks),
+                                       set(ds.missing_ranks))
         notes.extend(p2p_notes)
         for f in p2p:
             _weigh_waiting_peers(f, windows)

@@ -49,8 +49,15 @@ def peer_of(e: FrEntry, members: list[int]) -> int | None:
     return pair[1] if pair[0] == e.rank else pair[0]
 
 
-def p2p_findings(g: GroupView, silent: set[int]) -> tuple[list[StallFinding], list[str]]:
-    """Findings for point-to-point ops of one group, and notes on what was not matched."""
+def p2p_findings(g: GroupView, silent: set[int], no_dump: frozenset[int] | set[int] = frozenset()
+                 ) -> tuple[list[StallFinding], list[str]]:
+    """Findings for point-to-point ops of one group, and notes on what was not matched.
+
+    ``silent``: ranks whose side is unseen (no dump, or an empty one); ``no_dump``: those of them
+    with no readable dump at all. A rank "never posted" its send/recv only by its own ring's
+    silence: an empty dump is that rank's own record (stuck, or killed while dumping), but a
+    rank with no dump has no ring to be silent in — the blame then rests on its peers' side
+    alone, so it is never above ``low``."""
     if not g.p2p:
         return [], []
     members = sorted(g.expected)
@@ -103,7 +110,13 @@ def p2p_findings(g: GroupView, silent: set[int]) -> tuple[list[StallFinding], li
     unseen = sorted(set(named) & silent)
     if unseen:
         ev["unseen_ranks"] = unseen
-    confidence = "high" if not unseen and len(named) == 1 else "medium"
+    undumped = sorted(set(named) & set(no_dump))
+    if undumped:
+        ev["no_dump_ranks"] = undumped
+        ev["reason"] += (f"; rank(s) {undumped} left no readable dump: what they posted is "
+                         "not seen, only that their peers wait")
+    confidence = ("low" if undumped else
+                  "high" if not unseen and len(named) == 1 else "medium")
     return [StallFinding(kind="straggler", ranks=named, process_group=g.label, seq_id=None,
                          op="send/recv", source="flight_recorder",
                          confidence=confidence,  # type: ignore[arg-type]
