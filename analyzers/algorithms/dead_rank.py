@@ -11,27 +11,48 @@ A rank is named when, over the window:
   other": rank 0 writing a checkpoint after its peers exit is normal);
 * its last sample is followed by at least ``SILENCE_INTERVALS`` of the sampling interval (its own
   or its peers', whichever is longer) and never less than ``MIN_SILENCE_S`` of silence while
-* a strict majority of its peers (and at least two) still report after that silence.
+* a strict majority of its peers (and at least two) still report after that silence;
+* and its tracker did not stop cleanly there: a clean-stop marker (``KIND_TRACKER_STOP``, the
+  tracker's ``stormotel.tracker.stop.timestamp``, written on ``stop_tracking``, SIGTERM and exit,
+  never on SIGKILL or a lost node) from ``STOP_BEFORE_INTERVALS`` sampling intervals before its
+  last sample to the end of the silence threshold after it means it stopped on purpose (a rank
+  done early on uneven data, an early-stopping rank, one leaving an elastic job): not named,
+  and a note says which ranks stopped so. The same rules tell a stopped rank from a silent one.
 
-A staggered clean exit (most ranks stop, one goes on) names nobody. Confidence is ``medium``,
-never ``high``: the analyzer does not read the tracker's clean-stop edge, and a rank stopped on
-purpose while its peers go on would look the same. The finding is a ``rank_failure`` stall
-finding from ``telemetry`` (category ``stopped_reporting``), a root cause: every consumer
+A staggered clean exit (most ranks stop, one goes on) names nobody. Confidence stays ``medium``,
+never ``high``: no labelled set measures it higher, and the stop edge only reaches the analyzer
+where the data carries it — a tracker whose stop is not delivered (a Prometheus endpoint
+without ``--prometheus-linger``: ``stormotel.tracker.stop.reported`` 0, or an older tracker)
+stopped on purpose looks the same as one that died. Where the rank's tracker says it delivers
+its stop (``stop.reported`` 1, :data:`META_STOP_REPORTED`) and none came, the finding says so
+(``stop_edge``: ``expected_missing``); otherwise ``unknown``. The finding is a ``rank_failure``
+stall finding from ``telemetry`` (category ``stopped_reporting``), a root cause: every consumer
 (summary, annotations, findings series, exit code) leads with it.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import cast
 
 import numpy as np
 from stormotel.analyzers.report import StallFinding
-from stormotel.analyzers.timeline import KIND_OOM, Timeline
+from stormotel.analyzers.timeline import (
+    KIND_OOM,
+    KIND_TRACKER_STOP,
+    META_STOP_REPORTED,
+    RankSeries,
+    Timeline,
+)
 
 #: Silence that counts, in sampling intervals: a scrape or two missed is not a death.
 SILENCE_INTERVALS = 4
 #: ... and never shorter than this (a raw 10 Hz archive must not name a rank for a GC pause).
 MIN_SILENCE_S = 5.0
+#: A clean stop this many sampling intervals before the last sample still explains it: the stop
+#: edge is stamped as the stop begins (a last sample may follow it), and a TSDB holds the last
+#: scrape, which a lingering endpoint serves after the stop.
+STOP_BEFORE_INTERVALS = 2
 CATEGORY = "stopped_reporting"
 
 REMEDIATION = ("Look at this rank's exit around the time it stopped (exit status, the kernel's "
@@ -43,9 +64,22 @@ def _iso(ns: int) -> str:
     return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
 
 
-def dead_ranks(timeline: Timeline) -> list[StallFinding]:
+def _clean_stop(series: RankSeries, end: int, before: int, after: int) -> int | None:
+    """The time of the rank's clean stop that explains silence from ``end`` (its last
+    sample): a stop marker from ``before`` ns before it to ``after`` ns after it; else None.
+    An older stop (a run that stopped, then a restart that died) explains nothing."""
+    m = series.markers
+    if KIND_TRACKER_STOP not in m.kinds:
+        return None
+    stops = [int(t) for t, k in zip(m.start_ns.tolist(), m.kind.tolist(), strict=True)
+             if k == KIND_TRACKER_STOP and end - before <= t <= end + after]
+    return min(stops) if stops else None
+
+
+def dead_ranks(timeline: Timeline, notes: list[str] | None = None) -> list[StallFinding]:
     """One finding per rank that stopped reporting while most of its peers went on, the
-    earliest stop first."""
+    earliest stop first. A rank whose tracker stopped cleanly there is not one; ``notes``
+    (when given) receives one line naming such ranks."""
     ranks = {r: s for r, s in timeline.ranks.items() if len(s) >= 2}
     if len(ranks) < 3:
         return []
@@ -58,12 +92,19 @@ def dead_ranks(timeline: Timeline) -> list[StallFinding]:
     ends = np.sort(np.fromiter(last.values(), dtype=np.int64, count=len(last)))
     n_peers = len(last) - 1
     out: list[tuple[int, StallFinding]] = []
+    stopped: list[tuple[int, int]] = []
+    reports_stop = set(cast("list[int]", timeline.meta.get(META_STOP_REPORTED) or []))
     for rank, end in last.items():
         silence = max(SILENCE_INTERVALS * max(interval[rank], peer_interval),
                       int(MIN_SILENCE_S * 1e9))
         first_after = int(np.searchsorted(ends, end + silence, side="left"))
         n_after = len(ends) - first_after
         if n_after < 2 or 2 * n_after <= n_peers:
+            continue
+        step = max(interval[rank], peer_interval)
+        clean = _clean_stop(ranks[rank], end, STOP_BEFORE_INTERVALS * step, silence)
+        if clean is not None:
+            stopped.append((rank, clean))
             continue
         went_on = int(np.median(ends[first_after:]))
         m = ranks[rank].markers
@@ -77,12 +118,34 @@ def dead_ranks(timeline: Timeline) -> list[StallFinding]:
             "stopped_at": _iso(end), "peers": n_peers, "peers_reporting_after": n_after,
             "peers_last_sample_ns": went_on, "silence_s": round((went_on - end) / 1e9, 3),
             "silence_threshold_s": round(silence / 1e9, 3),
-            "note": "the tracker's clean-stop edge is not read: a rank stopped on purpose "
-                    "while its peers go on would look the same (hence medium)"}
+            **_stop_evidence(rank in reports_stop)}
         if ooms:
             ev["oom_ns"] = min(ooms)
         out.append((end, StallFinding(kind="rank_failure", ranks=[rank], process_group=None,
                                       seq_id=None, op=None, source="telemetry",
                                       confidence="medium", evidence=ev,
                                       remediation=[REMEDIATION])))
+    if stopped and notes is not None:
+        notes.append(_stopped_note(sorted(stopped)))
     return [f for _, f in sorted(out, key=lambda x: (x[0], x[1].ranks))]
+
+
+def _stop_evidence(reports_stop: bool) -> dict[str, object]:
+    """What the finding says about the missing clean stop (why it stays medium)."""
+    if reports_stop:
+        return {"stop_edge": "expected_missing",
+                "note": "its tracker delivers a clean stop and none came: it did not stop on "
+                        "purpose (killed, crashed, node lost) or its last export was lost "
+                        "(medium: not measured higher)"}
+    return {"stop_edge": "unknown",
+            "note": "no clean stop came, but this rank's tracker does not say it delivers one "
+                    "(stop.reported is not 1): a rank stopped on purpose while its peers go on "
+                    "would look the same (hence medium)"}
+
+
+def _stopped_note(stopped: list[tuple[int, int]]) -> str:
+    shown = ", ".join(f"{r} at {_iso(t)}" for r, t in stopped[:5])
+    more = f" and {len(stopped) - 5} more" if len(stopped) > 5 else ""
+    return (f"{len(stopped)} rank(s) stopped reporting while most of their peers went on but "
+            f"their tracker stopped cleanly there (its stop timestamp: stop_tracking, SIGTERM "
+            f"or exit), so none is named dead: rank {shown}{more}")
