@@ -9,6 +9,7 @@ import dataclasses
 from stormotel.analyzers.analyze import analyze
 from stormotel.analyzers.headline import headline
 from stormotel.analyzers.summary import render_summary
+from stormotel.analyzers.timeline import KIND_TRACKER_STOP, META_STOP_REPORTED
 
 from tests.analyzers.synth import INTERVAL, healthy, to_timeline
 
@@ -65,3 +66,45 @@ def test_several_dead_ranks_earliest_first_and_interval_scaled() -> None:
     report = analyze(to_timeline(data))
     named = [s.ranks[0] for s in report.stall_findings]
     assert named == [4, 1]
+
+
+def _stop(data: list, rank: int, at_ns: int) -> None:
+    """The tracker's clean-stop edge on ``rank`` at ``at_ns`` (what the sources read)."""
+    data[rank] = dataclasses.replace(
+        data[rank], markers=[*data[rank].markers, (at_ns, at_ns, "tracker stop",
+                                                   KIND_TRACKER_STOP)])
+
+
+def test_a_clean_stop_at_the_last_sample_is_noted_not_named() -> None:
+    data = healthy(4, N)
+    _cut(data, 3, 300)
+    _stop(data, 3, int(data[3].t_ns[-1]) - 50_000)  # stamped as the stop began, ms rounded
+    report = analyze(to_timeline(data))
+    assert not report.stall_findings and not report.has_findings()
+    [note] = [n for n in report.notes if "stopped cleanly" in n]
+    assert note.startswith("1 rank(s)") and "rank 3 at" in note
+    assert "Verdict: healthy" in render_summary(report)
+
+
+def test_a_stop_that_does_not_explain_the_silence_keeps_the_rank_named() -> None:
+    """A dead rank never disappears: a stop from an earlier run (the rank restarted, then died)
+    or one long after the silence began (a hung rank stopped later) explains nothing."""
+    for at in (lambda end: end - 60 * INTERVAL, lambda end: end + 20_000_000_000):
+        data = healthy(4, N)
+        _cut(data, 3, 300)
+        _stop(data, 3, at(int(data[3].t_ns[-1])))
+        report = analyze(to_timeline(data))
+        assert [s.ranks for s in report.stall_findings] == [[3]]
+        assert not [n for n in report.notes if "stopped cleanly" in n]
+
+
+def test_a_tracker_that_promises_its_stop_and_sent_none_says_so() -> None:
+    data = healthy(4, N)
+    _cut(data, 3, 300)
+    tl = to_timeline(data)
+    [f] = analyze(tl).stall_findings
+    assert f.evidence["stop_edge"] == "unknown" and f.confidence == "medium"
+    tl.meta[META_STOP_REPORTED] = [0, 1, 2, 3]
+    [f] = analyze(tl).stall_findings
+    assert f.evidence["stop_edge"] == "expected_missing" and f.confidence == "medium"
+    assert "delivers a clean stop and none came" in str(f.evidence["note"])

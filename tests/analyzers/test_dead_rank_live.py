@@ -146,6 +146,7 @@ def _verdicts(early: Path, killed: Path, tmp_path: Path) -> None:
     assert f["ranks"] == [3] and f["confidence"] == "medium" and f["consequence_of"] is None
     assert f["evidence"]["peers_reporting_after"] == 3
     assert not [n for n in report["notes"] if "stopped cleanly" in n]
+    assert f["evidence"]["stop_edge"] == "unknown", "an archive alone does not promise a stop"
 
 
 def test_a_clean_early_stop_is_no_dead_rank_and_a_sigkill_is(archive: Path,
