@@ -484,9 +484,9 @@ class OtlpFileReader:
                 attrs[EDGE_RESOLUTION_ATTR] = self.intervals[rank]
             self.markers.add(rank, t_ms * 1_000_000, t_ms * 1_000_000, kind,
                              EDGE_MARKER_KINDS[kind], attrs)
-        for rank, t_ms in sorted(self.stops):
-            t = t_ms * 1_000_000
-            self.markers.add(rank, t, t, "tracker stop", KIND_TRACKER_STOP, {})
+        for rank, stop_ms in sorted(self.stops):
+            stop_ns = stop_ms * 1_000_000
+            self.markers.add(rank, stop_ns, stop_ns, "tracker stop", KIND_TRACKER_STOP, {})
         if self.reports_stop:
             known_r: list[int] = b.meta.setdefault(META_STOP_REPORTED, [])  # type: ignore[assignment]
             known_r.extend(r for r in sorted(self.reports_stop) if r not in known_r)
