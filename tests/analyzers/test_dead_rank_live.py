@@ -3,14 +3,15 @@ simulated sampler) write their archives, one rank of each job ends while its pee
 ``stormotel analyze`` reads the directory.
 
 * job ``early``: rank 3 ends at the end of its ``--duration`` (the tracker's ``stop_tracking``)
-  and rank 4 by SIGTERM, while ranks 0-2 sample on: both wrote their tracker's stop timestamp,
-  so no rank is named dead, the run exits 0 and a note says who stopped cleanly;
+  and rank 4 by SIGTERM, while ranks 0-2 sample and step on: both wrote their tracker's stop
+  timestamp and the job went on working without them, so no rank is named dead, the run exits
+  0 and a note says who stopped cleanly;
 * job ``killed``: rank 3 dies of SIGKILL (``--fault crash``: no stop timestamp can be written)
   while ranks 0-2 sample on: it is still named, at medium, exit 1.
 
 The same archives re-batched as an OTel Collector's ``file`` exporter writes them (many ranks'
 resources per request; JSON lines, and protobuf in length-prefixed zstd records:
-``benchmarks/bench_collector_file.py``) give the same verdicts.
+``benchmarks/bench_collector_file.py``; the spans beside them) give the same verdicts.
 
 The peers end by SIGTERM some seconds after every early rank is gone (never by a duration, so a
 slow start on a loaded host cannot shorten the silence that is tested)."""
@@ -56,8 +57,9 @@ def _wait_for(path_glob: tuple[Path, str], timeout: float = 60) -> None:
         time.sleep(0.2)
 
 
-def _analyze(where: Path, out: Path) -> tuple[int, dict[str, Any]]:
-    r = run_stormotel_here("analyze", str(where), "--format", "json", "--output", str(out))
+def _analyze(where: Path | list[Path], out: Path) -> tuple[int, dict[str, Any]]:
+    paths = [str(p) for p in (where if isinstance(where, list) else [where])]
+    r = run_stormotel_here("analyze", *paths, "--format", "json", "--output", str(out))
     assert r.returncode in (exitcodes.OK, exitcodes.FINDINGS), r.stderr
     return r.returncode, json.loads(out.read_text())
 
@@ -108,9 +110,10 @@ def _bench(name: str) -> ModuleType:
     return module
 
 
-def _collector(job: Path, out: Path, form: str) -> Path:
-    """``job``'s archive as a collector's ``file`` exporter writes it (``json`` or ``proto``):
-    the file, given to ``analyze`` by path as a user names the exporter's output."""
+def _collector(job: Path, out: Path, form: str) -> list[Path]:
+    """``job``'s archive as a collector's ``file`` exporters write it: its metrics (``json``
+    lines, or ``proto`` in length-prefixed zstd records) and its spans (JSON lines, where the
+    steps are), given to ``analyze`` by path as a user names the exporters' output."""
     from google.protobuf import json_format
     from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
         ExportMetricsServiceRequest,
@@ -118,20 +121,23 @@ def _collector(job: Path, out: Path, form: str) -> Path:
 
     bench = _bench("bench_collector_file")
     out.mkdir(parents=True)
+    traces = out / "traces.jsonl"
+    traces.write_bytes(b"".join(line + b"\n" for line in bench.rank_lines(
+        sorted(job.glob("rank-*.traces.jsonl.zst")))))
     lines = [bench._PREFIX + b",".join(rms) + bench._SUFFIX for rms, _ in bench.batches(job)]
     if form == "json":
         path = out / "metrics.jsonl"
         path.write_bytes(b"\n".join(lines) + b"\n")
-        return path
+        return [path, traces]
     cctx = zstandard.ZstdCompressor()
     frames = [cctx.compress(json_format.Parse(line, ExportMetricsServiceRequest())
                             .SerializeToString()) for line in lines]
     path = out / "metrics.data"
     path.write_bytes(b"".join(struct.pack(">I", len(f)) + f for f in frames))
-    return path
+    return [path, traces]
 
 
-def _verdicts(early: Path, killed: Path, tmp_path: Path) -> None:
+def _verdicts(early: Path | list[Path], killed: Path | list[Path], tmp_path: Path) -> None:
     code, report = _analyze(early, tmp_path / "early.json")
     assert report["participating_ranks"] == [0, 1, 2, 3, 4]
     assert not _dead(report), report["stall_findings"]

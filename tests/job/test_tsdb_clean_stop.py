@@ -1,8 +1,9 @@
 """The tracker's clean stop read from a REAL TSDB (Prometheus, VictoriaMetrics): a rank whose
 samples end with its stop timestamp scraped (``stormotel_tracker_stop_timestamp_seconds``, what
 a lingering endpoint serves after ``stop_tracking`` or SIGTERM) while its three peers go on is
-no dead rank — ``stormotel analyze --prometheus`` exits 0 with a note — and the same silence
-without it, from a tracker that says it delivers its stop (``stop.reported`` 1), is named.
+no dead rank (its peers' step gauge goes on: the job went on working without it) —
+``stormotel analyze --prometheus`` exits 0 with a note — and the same silence without it, from a
+tracker that says it delivers its stop (``stop.reported`` 1), is named.
 
 The memory series are :mod:`tests.job.planted`'s ranks and times with flat values, so the exit
 status is the dead-rank verdict alone."""
@@ -35,8 +36,9 @@ def _gauge(url: str, job_id: str, rank: int, name: str, t_ms: np.ndarray,
 
 
 def _plant(url: str, job_id: str, *, stop_edge: bool) -> planted.Planted:
-    """Four ranks for two minutes, rank ``SILENT`` cut 40 s early; every tracker says it
-    delivers its stop; ``stop_edge``: rank ``SILENT``'s last scrape carries its stop time."""
+    """Four ranks for two minutes, stepping every 2 s, rank ``SILENT`` cut 40 s early; every
+    tracker says it delivers its stop; ``stop_edge``: rank ``SILENT``'s last scrape carries
+    its stop time."""
     p, data = planted.make(job_id=job_id, minutes=2, fault_rank=-1)
     for (rank, fname), (t, v) in list(data.items()):
         v = np.full(v.shape, v[0])  # flat: nothing but the silence to find
@@ -46,7 +48,9 @@ def _plant(url: str, job_id: str, *, stop_edge: bool) -> planted.Planted:
     for rank in range(4):
         t = data[(rank, "reserved")][0]
         _gauge(url, job_id, rank, schema.TRACKER_STOP_REPORTED.prom, t, np.ones(t.shape))
-        series += 1
+        # the training step, one every 2 s: the peers go on working after rank SILENT left
+        _gauge(url, job_id, rank, schema.STEP.prom, t, ((t - t[0]) // 2000).astype(float))
+        series += 2
     if stop_edge:
         last = data[(SILENT, "reserved")][0][-1:]
         _gauge(url, job_id, SILENT, schema.TRACKER_STOP.prom, last, last / 1000.0 - 0.05)
