@@ -105,7 +105,7 @@ def dead_ranks(timeline: Timeline, notes: list[str] | None = None) -> list[Stall
     out: list[tuple[int, StallFinding]] = []
     stopped: list[tuple[int, int]] = []
     reports_stop = set(cast("list[int]", timeline.meta.get(META_STOP_REPORTED) or []))
-    order: list[int] | None = None  # ranks by last sample, sorted when a clean stop asks
+    progress: _Progress | None = None  # the peers' steps, gathered when a clean stop asks
     for rank, end in last.items():
         silence = max(SILENCE_INTERVALS * max(interval[rank], peer_interval),
                       int(MIN_SILENCE_S * 1e9))
@@ -121,9 +121,9 @@ def dead_ranks(timeline: Timeline, notes: list[str] | None = None) -> list[Stall
         stop_ev = _stop_evidence(rank in reports_stop)
         confidence: Confidence = "medium"
         if clean is not None and not ooms:
-            if order is None:
-                order = sorted(last, key=last.__getitem__)
-            went, with_steps = _peers_progressed(ranks, order[first_after:], end)
+            if progress is None:
+                progress = _Progress(ranks, last)
+            went, with_steps = progress.after(first_after, end)
             if with_steps and 2 * went > with_steps:
                 stopped.append((rank, clean))
                 continue
@@ -153,21 +153,33 @@ def dead_ranks(timeline: Timeline, notes: list[str] | None = None) -> list[Stall
     return [f for _, f in sorted(out, key=lambda x: (x[0], x[1].ranks))]
 
 
-def _peers_progressed(ranks: dict[int, RankSeries], peers: list[int],
-                      end: int) -> tuple[int, int]:
-    """(peers that started ``PROGRESS_STEPS`` steps after ``end``, peers with step markers)
-    among ``peers``. A peer blocked on the rank that left may start one more step (its
-    collective then waits); two mean a step completed without it: the job went on working."""
-    went = with_steps = 0
-    for peer in peers:
-        m = ranks[peer].markers
-        if KIND_STEP not in m.kinds:
-            continue
-        with_steps += 1
-        starts = m.start_ns[m.kind == KIND_STEP]
-        if int(np.count_nonzero(starts > end)) >= PROGRESS_STEPS:
-            went += 1
-    return went, with_steps
+class _Progress:
+    """Each rank's ``PROGRESS_STEPS``-th latest step start, in the order of the ranks' last
+    samples (that of ``ends``: the peers still reporting after a silence are a suffix), found
+    once; a clean stop's question is then two counts over that suffix, not a walk over each
+    peer's markers (an elastic job whose thousands of ranks leave one by one asks it for each).
+    A peer blocked on the rank that left may start one more step (its collective then waits);
+    ``PROGRESS_STEPS`` started after the rank's last sample mean a step completed without it."""
+
+    def __init__(self, ranks: dict[int, RankSeries], last: dict[int, int]) -> None:
+        order = sorted(last, key=last.__getitem__)
+        kth = np.full(len(order), np.iinfo(np.int64).min, dtype=np.int64)
+        has = np.zeros(len(order), dtype=bool)
+        for i, rank in enumerate(order):
+            m = ranks[rank].markers
+            if KIND_STEP not in m.kinds:
+                continue
+            starts = m.start_ns[m.kind == KIND_STEP]
+            has[i] = True
+            if starts.shape[0] >= PROGRESS_STEPS:
+                kth[i] = np.partition(starts, -PROGRESS_STEPS)[-PROGRESS_STEPS]
+        self.kth, self.has = kth, has
+
+    def after(self, first: int, end: int) -> tuple[int, int]:
+        """(peers from position ``first`` on that started ``PROGRESS_STEPS`` steps after
+        ``end``, those peers that have step markers at all)."""
+        return (int(np.count_nonzero(self.kth[first:] > end)),
+                int(np.count_nonzero(self.has[first:])))
 
 
 def _clean_stop_evidence(clean: int, went: int, with_steps: int) -> dict[str, object]:
