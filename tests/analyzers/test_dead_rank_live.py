@@ -9,6 +9,9 @@ simulated sampler) write their archives, one rank of each job ends while its pee
 * job ``killed``: rank 3 dies of SIGKILL (``--fault crash``: no stop timestamp can be written)
   while ranks 0-2 sample on: it is still named, at medium, exit 1.
 
+Job ``lines`` (the ``lines`` archive format: one SDK request per sample, its last line the
+final sample's) has rank 2 end at its ``--duration`` while ranks 0-1 go on: no dead rank either.
+
 The same archives re-batched as an OTel Collector's ``file`` exporter writes them (many ranks'
 resources per request; JSON lines, and protobuf in length-prefixed zstd records:
 ``benchmarks/bench_collector_file.py``; the spans beside them) give the same verdicts.
@@ -73,18 +76,21 @@ def _dead(report: dict[str, Any]) -> list[dict[str, Any]]:
 def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The two jobs' archives, written by real tracker processes (see the module's text)."""
     out = tmp_path_factory.mktemp("dead-rank-live") / "archive"
+    lines = ("--archive-format", "lines")
     peers = [_track(out, job, r, world) for job, world in (("early", 5), ("killed", 4))
-             for r in range(3)]
+             for r in range(3)] + [_track(out, "lines", r, 3, *lines) for r in range(2)]
     done_early = _track(out, "early", 3, 5, "--duration", "4")
     termed = _track(out, "early", 4, 5)
     killed = _track(out, "killed", 3, 4, "--fault", "crash@t=4s")
-    procs = [*peers, done_early, termed, killed]
+    lines_early = _track(out, "lines", 2, 3, *lines, "--duration", "4")
+    procs = [*peers, done_early, termed, killed, lines_early]
     try:
         _wait_for((out / "early", "rank-4.*metrics*"))
         time.sleep(4)  # samples from rank 4 before its stop
         termed.send_signal(signal.SIGTERM)
         assert termed.wait(timeout=60) == exitcodes.OK
         assert done_early.wait(timeout=60) == exitcodes.OK
+        assert lines_early.wait(timeout=60) == exitcodes.OK
         assert killed.wait(timeout=60) == -signal.SIGKILL
         time.sleep(PEERS_GO_ON_S)
         for p in peers:
@@ -165,3 +171,11 @@ def test_the_same_through_a_collectors_file_exporter(archive: Path, tmp_path: Pa
                                                      form: str) -> None:
     _verdicts(_collector(archive / "early", tmp_path / "early", form),
               _collector(archive / "killed", tmp_path / "killed", form), tmp_path)
+
+
+def test_the_lines_format_carries_the_clean_stop_too(archive: Path, tmp_path: Path) -> None:
+    code, report = _analyze(archive / "lines", tmp_path / "lines.json")
+    assert report["participating_ranks"] == [0, 1, 2]
+    assert not _dead(report), report["stall_findings"]
+    assert code == exitcodes.OK, (report["stall_findings"], report["notes"])
+    assert [n for n in report["notes"] if "stopped cleanly" in n and "rank 2 at" in n]
