@@ -106,7 +106,8 @@ def _analyze(timeline: Timeline, sensitivity: str, ranks: Iterable[int] | None, 
     if forensics is not None:
         report.oom_forensics = forensics
         mark_suspects_that_ran_out(cross.first_cause_suspects, forensics)
-    report.stall_findings.extend(dead_ranks(tl))  # a rank silent while its peers go on
+    # a rank silent while its peers go on (one that stopped cleanly: a note instead)
+    report.stall_findings.extend(dead_ranks(tl, report.notes))
     attribute(report, tl)
     return report
 

@@ -49,6 +49,10 @@ KIND_THRESHOLD = "threshold"
 KIND_FIRST_RISE = "first_rise"
 KIND_OOM = "oom"
 KIND_CONTEXT = "context"
+#: The tracker's clean stop (``stop_tracking``, SIGTERM, exit): an instant at the time its stop
+#: gauge (``schema.TRACKER_STOP``) holds. A process killed (SIGKILL, the OOM killer, a lost
+#: node) writes none, so a rank silent with this marker at its last sample stopped on purpose.
+KIND_TRACKER_STOP = "tracker_stop"
 #: The tracker's edge gauges (label ``edge``) → marker kind; sources that read them (TSDB, OTLP
 #: metrics) put the tracker's sampling interval, the edge's resolution, in ``EDGE_RESOLUTION_ATTR``.
 EDGE_MARKER_KINDS: dict[str, str] = {
@@ -65,6 +69,9 @@ OOM_FROM_COUNTER = "counter"
 META_ESTIMATE_BYTES = "estimate_bytes"
 #: the capture_oom ring dumps found beside the telemetry (list of OomDump)
 META_OOM_DUMPS = "oom_dumps"
+#: the ranks whose tracker says it delivers its clean stop (``schema.TRACKER_STOP_REPORTED``
+#: was 1): a list, so builders merge it (absorb joins lists)
+META_STOP_REPORTED = "stop_reported_ranks"
 
 
 @dataclass(frozen=True)

@@ -399,6 +399,12 @@ class MemoryTracker(StormlogTrackerAPI):
             atexit.unregister(self._stop_at_exit)
             self._sigterm.restore()
             self._stalls.close()
+            if self.telemetry is not None:
+                # The clean-stop edge before the last sample: a ``lines`` archive writes that
+                # sample's line at once and no other after it, so the edge must be in it (the
+                # analyzer tells a rank that stopped from one that died by it); the scrape the
+                # linger waits for reads it too.
+                self.telemetry.mark_stopped()
             if not sampler_stuck:
                 try:
                     self._tick()  # a last sample, so the archive ends at the stop time
@@ -412,8 +418,6 @@ class MemoryTracker(StormlogTrackerAPI):
                 with contextlib.suppress(Exception):
                     self._on_oom(_uncaught, "uncaught at exit", tick=False, flush=False)
             self.stormlog.lifecycle("stop", self.state.latest, "Memory tracking stopped")
-            if self.telemetry is not None:
-                self.telemetry.mark_stopped()  # the scrape the linger waits for reads it too
             lingered = False
             telemetry = self.telemetry
             if linger is not False and (

@@ -11,27 +11,59 @@ A rank is named when, over the window:
   other": rank 0 writing a checkpoint after its peers exit is normal);
 * its last sample is followed by at least ``SILENCE_INTERVALS`` of the sampling interval (its own
   or its peers', whichever is longer) and never less than ``MIN_SILENCE_S`` of silence while
-* a strict majority of its peers (and at least two) still report after that silence.
+* a strict majority of its peers (and at least two) still report after that silence;
+* and it did not leave on purpose. Its tracker's clean stop (a ``KIND_TRACKER_STOP`` marker:
+  ``stormotel.tracker.stop.timestamp``, written on ``stop_tracking``, SIGTERM and at the
+  interpreter's exit, never on SIGKILL, the OOM killer or a lost node) from
+  ``STOP_BEFORE_INTERVALS`` sampling intervals before its last sample to the end of the silence
+  threshold after it, with no OOM recorded first, *and* a strict majority of the peers still
+  reporting that have step markers starting ``PROGRESS_STEPS`` steps after it (the job went on
+  working without it: a rank done early on uneven data, an early-stopping rank, one leaving an
+  elastic job) is not named; a note lists such ranks. A clean stop alone is not enough: an
+  uncaught exception also ends in the tracker's exit handler and writes the same edge, and the
+  peers it leaves behind block in their next collective (at most one more step started). So a
+  clean stop whose peers made no such progress is named at ``medium``
+  (``stop_edge: clean_peers_stalled``), and one where no peer has steps at ``low``
+  (``clean_no_progress_data``: an early finish cannot be told from a failure).
 
-A staggered clean exit (most ranks stop, one goes on) names nobody. Confidence is ``medium``,
-never ``high``: the analyzer does not read the tracker's clean-stop edge, and a rank stopped on
-purpose while its peers go on would look the same. The finding is a ``rank_failure`` stall
-finding from ``telemetry`` (category ``stopped_reporting``), a root cause: every consumer
-(summary, annotations, findings series, exit code) leads with it.
+A staggered clean exit (most ranks stop, one goes on) names nobody. Confidence stays ``medium``
+at most, never ``high``: no labelled set measures it higher, and the stop edge only reaches the
+analyzer where the data carries it — a tracker whose stop is not delivered (a Prometheus
+endpoint without ``--prometheus-linger``: ``stormotel.tracker.stop.reported`` 0, or an older
+tracker) stopped on purpose looks the same as one that died. Where the rank's tracker says it
+delivers its stop (``stop.reported`` 1, :data:`META_STOP_REPORTED`) and none came, the finding
+says so (``stop_edge``: ``expected_missing``); otherwise ``unknown``. The finding is a
+``rank_failure`` stall finding from ``telemetry`` (category ``stopped_reporting``), a root cause:
+every consumer (summary, annotations, findings series, exit code) leads with it.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import cast
 
 import numpy as np
-from stormotel.analyzers.report import StallFinding
-from stormotel.analyzers.timeline import KIND_OOM, Timeline
+from stormotel.analyzers.report import Confidence, StallFinding
+from stormotel.analyzers.timeline import (
+    KIND_OOM,
+    KIND_STEP,
+    KIND_TRACKER_STOP,
+    META_STOP_REPORTED,
+    RankSeries,
+    Timeline,
+)
 
 #: Silence that counts, in sampling intervals: a scrape or two missed is not a death.
 SILENCE_INTERVALS = 4
 #: ... and never shorter than this (a raw 10 Hz archive must not name a rank for a GC pause).
 MIN_SILENCE_S = 5.0
+#: A clean stop this many sampling intervals before the last sample still explains it: the stop
+#: edge is stamped as the stop begins (a last sample may follow it), and a TSDB holds the last
+#: scrape, which a lingering endpoint serves after the stop.
+STOP_BEFORE_INTERVALS = 2
+#: Steps a peer must start after the rank's last sample for the job to have gone on working
+#: without it (one it may start and block in; a second means the first completed).
+PROGRESS_STEPS = 2
 CATEGORY = "stopped_reporting"
 
 REMEDIATION = ("Look at this rank's exit around the time it stopped (exit status, the kernel's "
@@ -43,9 +75,22 @@ def _iso(ns: int) -> str:
     return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
 
 
-def dead_ranks(timeline: Timeline) -> list[StallFinding]:
+def _clean_stop(series: RankSeries, end: int, before: int, after: int) -> int | None:
+    """The time of the rank's clean stop that explains silence from ``end`` (its last
+    sample): a stop marker from ``before`` ns before it to ``after`` ns after it; else None.
+    An older stop (a run that stopped, then a restart that died) explains nothing."""
+    m = series.markers
+    if KIND_TRACKER_STOP not in m.kinds:
+        return None
+    stops = [int(t) for t, k in zip(m.start_ns.tolist(), m.kind.tolist(), strict=True)
+             if k == KIND_TRACKER_STOP and end - before <= t <= end + after]
+    return min(stops) if stops else None
+
+
+def dead_ranks(timeline: Timeline, notes: list[str] | None = None) -> list[StallFinding]:
     """One finding per rank that stopped reporting while most of its peers went on, the
-    earliest stop first."""
+    earliest stop first. A rank whose tracker stopped cleanly there is not one; ``notes``
+    (when given) receives one line naming such ranks."""
     ranks = {r: s for r, s in timeline.ranks.items() if len(s) >= 2}
     if len(ranks) < 3:
         return []
@@ -58,6 +103,9 @@ def dead_ranks(timeline: Timeline) -> list[StallFinding]:
     ends = np.sort(np.fromiter(last.values(), dtype=np.int64, count=len(last)))
     n_peers = len(last) - 1
     out: list[tuple[int, StallFinding]] = []
+    stopped: list[tuple[int, int]] = []
+    reports_stop = set(cast("list[int]", timeline.meta.get(META_STOP_REPORTED) or []))
+    progress: _Progress | None = None  # the peers' steps, gathered when a clean stop asks
     for rank, end in last.items():
         silence = max(SILENCE_INTERVALS * max(interval[rank], peer_interval),
                       int(MIN_SILENCE_S * 1e9))
@@ -65,24 +113,110 @@ def dead_ranks(timeline: Timeline) -> list[StallFinding]:
         n_after = len(ends) - first_after
         if n_after < 2 or 2 * n_after <= n_peers:
             continue
-        went_on = int(np.median(ends[first_after:]))
         m = ranks[rank].markers
         ooms = [int(t) for t, k in zip(m.start_ns, m.kind, strict=True)
                 if k == KIND_OOM and int(t) <= end + silence]
+        step = max(interval[rank], peer_interval)
+        clean = _clean_stop(ranks[rank], end, STOP_BEFORE_INTERVALS * step, silence)
+        stop_ev = _stop_evidence(rank in reports_stop)
+        confidence: Confidence = "medium"
+        if clean is not None and not ooms:
+            if progress is None:
+                progress = _Progress(ranks, last)
+            went, with_steps = progress.after(first_after, end)
+            if with_steps and 2 * went > with_steps:
+                stopped.append((rank, clean))
+                continue
+            stop_ev = _clean_stop_evidence(clean, went, with_steps)
+            confidence = "medium" if with_steps else "low"  # nothing tells the two apart
+        went_on = int(np.median(ends[first_after:]))
         reason = (f"rank {rank} stopped reporting at {_iso(end)} while {n_after} of its "
                   f"{n_peers} peers went on for {(went_on - end) / 1e9:.0f} s"
-                  + (" (it recorded an out-of-memory event first)" if ooms else ""))
+                  + (" (it recorded an out-of-memory event first)" if ooms else "")
+                  + (f" ({stop_ev['stop_edge_text']})" if "stop_edge_text" in stop_ev else ""))
+        stop_ev.pop("stop_edge_text", None)
         ev: dict[str, object] = {
             "category": CATEGORY, "reason": reason, "time_ns": end, "last_sample_ns": end,
             "stopped_at": _iso(end), "peers": n_peers, "peers_reporting_after": n_after,
             "peers_last_sample_ns": went_on, "silence_s": round((went_on - end) / 1e9, 3),
-            "silence_threshold_s": round(silence / 1e9, 3),
-            "note": "the tracker's clean-stop edge is not read: a rank stopped on purpose "
-                    "while its peers go on would look the same (hence medium)"}
+            "silence_threshold_s": round(silence / 1e9, 3), **stop_ev}
         if ooms:
             ev["oom_ns"] = min(ooms)
+        if clean is not None:
+            ev["clean_stop_ns"] = clean
         out.append((end, StallFinding(kind="rank_failure", ranks=[rank], process_group=None,
                                       seq_id=None, op=None, source="telemetry",
-                                      confidence="medium", evidence=ev,
+                                      confidence=confidence, evidence=ev,
                                       remediation=[REMEDIATION])))
+    if stopped and notes is not None:
+        notes.append(_stopped_note(sorted(stopped)))
     return [f for _, f in sorted(out, key=lambda x: (x[0], x[1].ranks))]
+
+
+class _Progress:
+    """Each rank's ``PROGRESS_STEPS``-th latest step start, in the order of the ranks' last
+    samples (that of ``ends``: the peers still reporting after a silence are a suffix), found
+    once; a clean stop's question is then two counts over that suffix, not a walk over each
+    peer's markers (an elastic job whose thousands of ranks leave one by one asks it for each).
+    A peer blocked on the rank that left may start one more step (its collective then waits);
+    ``PROGRESS_STEPS`` started after the rank's last sample mean a step completed without it."""
+
+    def __init__(self, ranks: dict[int, RankSeries], last: dict[int, int]) -> None:
+        order = sorted(last, key=last.__getitem__)
+        kth = np.full(len(order), np.iinfo(np.int64).min, dtype=np.int64)
+        has = np.zeros(len(order), dtype=bool)
+        for i, rank in enumerate(order):
+            m = ranks[rank].markers
+            if KIND_STEP not in m.kinds:
+                continue
+            starts = m.start_ns[m.kind == KIND_STEP]
+            has[i] = True
+            if starts.shape[0] >= PROGRESS_STEPS:
+                kth[i] = np.partition(starts, -PROGRESS_STEPS)[-PROGRESS_STEPS]
+        self.kth, self.has = kth, has
+
+    def after(self, first: int, end: int) -> tuple[int, int]:
+        """(peers from position ``first`` on that started ``PROGRESS_STEPS`` steps after
+        ``end``, those peers that have step markers at all)."""
+        return (int(np.count_nonzero(self.kth[first:] > end)),
+                int(np.count_nonzero(self.has[first:])))
+
+
+def _clean_stop_evidence(clean: int, went: int, with_steps: int) -> dict[str, object]:
+    """Why a rank that stopped cleanly is still named: its peers stalled, or nothing says."""
+    if with_steps:
+        return {"stop_edge": "clean_peers_stalled",
+                "stop_edge_text": f"its tracker stopped cleanly at {_iso(clean)}, but only "
+                                  f"{went} of the {with_steps} peers with steps made progress "
+                                  "after it: its exit stalled them",
+                "note": "a clean stop is also what an uncaught exception leaves (the tracker "
+                        "stops at the interpreter's exit); the peers' steps say the job did "
+                        "not go on working without it"}
+    return {"stop_edge": "clean_no_progress_data",
+            "stop_edge_text": f"its tracker stopped cleanly at {_iso(clean)}; no step data "
+                              "says whether its peers went on working",
+            "note": "a clean stop is what stop_tracking, SIGTERM and also an uncaught exception "
+                    "leave; without the peers' steps the analyzer cannot tell an early finish "
+                    "from a failure that stalls them (hence low)"}
+
+
+def _stop_evidence(reports_stop: bool) -> dict[str, object]:
+    """What the finding says about the missing clean stop (why it stays medium)."""
+    if reports_stop:
+        return {"stop_edge": "expected_missing",
+                "note": "its tracker delivers a clean stop and none came: it did not stop on "
+                        "purpose (killed, crashed, node lost) or its last export was lost "
+                        "(medium: not measured higher)"}
+    return {"stop_edge": "unknown",
+            "note": "no clean stop came, but this rank's tracker does not say it delivers one "
+                    "(stop.reported is not 1): a rank stopped on purpose while its peers go on "
+                    "would look the same (hence medium)"}
+
+
+def _stopped_note(stopped: list[tuple[int, int]]) -> str:
+    shown = ", ".join(f"{r} at {_iso(t)}" for r, t in stopped[:5])
+    more = f" and {len(stopped) - 5} more" if len(stopped) > 5 else ""
+    return (f"{len(stopped)} rank(s) stopped reporting while most of their peers went on, but "
+            f"their tracker stopped cleanly there (its stop timestamp: stop_tracking, SIGTERM "
+            f"or exit) and most peers kept stepping after it, so none is named dead: "
+            f"rank {shown}{more}")

@@ -36,7 +36,9 @@ from stormotel.analyzers.timeline import (
     KIND_OOM,
     KIND_STEP,
     KIND_THRESHOLD,
+    KIND_TRACKER_STOP,
     META_ESTIMATE_BYTES,
+    META_STOP_REPORTED,
     OOM_FROM_COUNTER,
     OOM_SOURCE_ATTR,
     RankIdentity,
@@ -48,6 +50,9 @@ from stormotel.errors import SourceInputError
 
 #: The tracker's edge gauges, read as markers (the time of each edge, and its resolution).
 _EDGE_GAUGES = frozenset({schema.EDGE_TIMESTAMP.name, schema.SAMPLING_INTERVAL.name})
+#: The tracker's clean-stop gauges: its stop time (one point, in the export after the stop) and
+#: whether it delivers that stop; read as a stop marker and a rank list (a few points a rank).
+STOP_GAUGES = frozenset({schema.TRACKER_STOP.name, schema.TRACKER_STOP_REPORTED.name})
 #: Only the OOM edge: the decoders that skip the other edge gauges (their spans carry them).
 OOM_EDGE_ONLY = frozenset({schema.EDGE_OOM})
 #: metric name → (Timeline field, is_peak)
@@ -176,6 +181,8 @@ class OtlpFileReader:
         self.estimates: dict[int, tuple[int, float]] = {}
         self.edges: set[tuple[int, str, int]] = set()  # (rank, edge kind, ms)
         self.intervals: dict[int, int] = {}  # rank -> tracker sampling interval (ns)
+        self.stops: set[tuple[int, int]] = set()  # (rank, ms) of each clean stop
+        self.reports_stop: set[int] = set()  # ranks whose tracker delivers its clean stop
         #: rank → (time, count) points of the OOM counter (``stormotel.oom``), and the ranks
         #: whose points are deltas (a collector's delta temporality), not running totals.
         self.oom_counts: dict[int, list[tuple[int, float]]] = {}
@@ -292,6 +299,9 @@ class OtlpFileReader:
                 if metric.get("name") in _EDGE_GAUGES:
                     self.edge_points(res_rank, metric.get("name"), _rows(metric))
                     continue
+                if metric.get("name") in STOP_GAUGES:
+                    self.stop_points(res_rank, metric.get("name"), _rows(metric))
+                    continue
                 if metric.get("name") == schema.OOMS.name:
                     self.oom_points(res_rank, _rows(metric), _is_delta(metric))
                     continue
@@ -350,6 +360,20 @@ class OtlpFileReader:
             elif (kind := str(attrs.get(schema.ATTR_EDGE, ""))) in EDGE_MARKER_KINDS and \
                     (kinds is None or kind in kinds):
                 self.edges.add((rank, kind, round(value * 1000)))
+
+    def stop_points(self, res_rank: int | None, name: Any, rows: Iterable[Row]) -> None:
+        """The clean-stop gauges: each distinct stop time is one stop marker (``flush``); a
+        ``reported`` point of 1 puts the rank in :data:`META_STOP_REPORTED`."""
+        is_stop = name == schema.TRACKER_STOP.name
+        for attrs, _t, raw in rows:
+            rank, value = _rank_value(res_rank, attrs, raw)
+            if rank is None or not np.isfinite(value):
+                continue
+            if is_stop:
+                if value > 0:
+                    self.stops.add((rank, round(value * 1000)))
+            elif value == 1:
+                self.reports_stop.add(rank)
 
     def _points(self, rank: int, field: str, is_peak: bool, dps: list[Any]) -> None:
         ts, vs = self.cols.lists((rank, field, is_peak))
@@ -460,6 +484,12 @@ class OtlpFileReader:
                 attrs[EDGE_RESOLUTION_ATTR] = self.intervals[rank]
             self.markers.add(rank, t_ms * 1_000_000, t_ms * 1_000_000, kind,
                              EDGE_MARKER_KINDS[kind], attrs)
+        for rank, stop_ms in sorted(self.stops):
+            stop_ns = stop_ms * 1_000_000
+            self.markers.add(rank, stop_ns, stop_ns, "tracker stop", KIND_TRACKER_STOP, {})
+        if self.reports_stop:
+            known_r: list[int] = b.meta.setdefault(META_STOP_REPORTED, [])  # type: ignore[assignment]
+            known_r.extend(r for r in sorted(self.reports_stop) if r not in known_r)
         self._oom_counter_markers()
         for rank, m in self.markers.build().items():
             b.add_markers(rank, m)

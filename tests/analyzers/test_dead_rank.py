@@ -9,6 +9,12 @@ import dataclasses
 from stormotel.analyzers.analyze import analyze
 from stormotel.analyzers.headline import headline
 from stormotel.analyzers.summary import render_summary
+from stormotel.analyzers.timeline import (
+    KIND_OOM,
+    KIND_STEP,
+    KIND_TRACKER_STOP,
+    META_STOP_REPORTED,
+)
 
 from tests.analyzers.synth import INTERVAL, healthy, to_timeline
 
@@ -65,3 +71,87 @@ def test_several_dead_ranks_earliest_first_and_interval_scaled() -> None:
     report = analyze(to_timeline(data))
     named = [s.ranks[0] for s in report.stall_findings]
     assert named == [4, 1]
+
+
+def _stop(data: list, rank: int, at_ns: int) -> None:
+    """The tracker's clean-stop edge on ``rank`` at ``at_ns`` (what the sources read)."""
+    data[rank] = dataclasses.replace(
+        data[rank], markers=[*data[rank].markers, (at_ns, at_ns, "tracker stop",
+                                                   KIND_TRACKER_STOP)])
+
+
+def _steps(data: list, rank: int, until: int) -> None:
+    """One step a second (every 10 samples) on ``rank`` up to sample ``until``."""
+    t = data[rank].t_ns
+    data[rank] = dataclasses.replace(data[rank], markers=[
+        *data[rank].markers,
+        *((int(t[i]), int(t[i + 9]), f"step {i // 10}", KIND_STEP)
+          for i in range(0, until - 9, 10))])
+
+
+def _stopped_early(peers_step_until: int | None) -> list:
+    """Four ranks, rank 3 silent after sample 300 with its clean stop there; every rank steps
+    until its own end, the peers until ``peers_step_until`` (None: no steps anywhere)."""
+    data = healthy(4, N)
+    _cut(data, 3, 300)
+    _stop(data, 3, int(data[3].t_ns[-1]) - 50_000)  # stamped as the stop began, ms rounded
+    if peers_step_until is not None:
+        _steps(data, 3, 300)
+        for r in (0, 1, 2):
+            _steps(data, r, peers_step_until)
+    return data
+
+
+def test_a_clean_stop_at_the_last_sample_is_noted_not_named() -> None:
+    report = analyze(to_timeline(_stopped_early(peers_step_until=N)))
+    assert not report.stall_findings and not report.has_findings()
+    [note] = [n for n in report.notes if "stopped cleanly" in n]
+    assert note.startswith("1 rank(s)") and "rank 3 at" in note
+    assert "Verdict: healthy" in render_summary(report)
+
+
+def test_a_clean_stop_that_stalled_its_peers_or_cannot_be_judged_is_named() -> None:
+    """A clean stop is also what an uncaught exception leaves: peers whose steps stop with
+    it (one more step started, blocked) name it at medium; no step data at all, at low."""
+    [f] = analyze(to_timeline(_stopped_early(peers_step_until=315))).stall_findings
+    assert f.ranks == [3] and f.confidence == "medium"
+    assert f.evidence["stop_edge"] == "clean_peers_stalled"
+    assert "stopped cleanly" in str(f.evidence["reason"]) and "stalled them" in str(
+        f.evidence["reason"])
+    [f] = analyze(to_timeline(_stopped_early(peers_step_until=None))).stall_findings
+    assert f.ranks == [3] and f.confidence == "low"
+    assert f.evidence["stop_edge"] == "clean_no_progress_data"
+    assert f.evidence["clean_stop_ns"] == int(str(f.evidence["last_sample_ns"])) - 50_000
+
+
+def test_an_oom_before_a_clean_stop_keeps_the_rank_named() -> None:
+    data = _stopped_early(peers_step_until=N)
+    at = int(data[3].t_ns[-5])
+    data[3] = dataclasses.replace(data[3], markers=[*data[3].markers,
+                                                    (at, at, "oom", KIND_OOM)])
+    [f] = analyze(to_timeline(data)).stall_findings
+    assert f.ranks == [3] and "out-of-memory" in str(f.evidence["reason"])
+
+
+def test_a_stop_that_does_not_explain_the_silence_keeps_the_rank_named() -> None:
+    """A dead rank never disappears: a stop from an earlier run (the rank restarted, then died)
+    or one long after the silence began (a hung rank stopped later) explains nothing."""
+    for at in (lambda end: end - 60 * INTERVAL, lambda end: end + 20_000_000_000):
+        data = healthy(4, N)
+        _cut(data, 3, 300)
+        _stop(data, 3, at(int(data[3].t_ns[-1])))
+        report = analyze(to_timeline(data))
+        assert [s.ranks for s in report.stall_findings] == [[3]]
+        assert not [n for n in report.notes if "stopped cleanly" in n]
+
+
+def test_a_tracker_that_promises_its_stop_and_sent_none_says_so() -> None:
+    data = healthy(4, N)
+    _cut(data, 3, 300)
+    tl = to_timeline(data)
+    [f] = analyze(tl).stall_findings
+    assert f.evidence["stop_edge"] == "unknown" and f.confidence == "medium"
+    tl.meta[META_STOP_REPORTED] = [0, 1, 2, 3]
+    [f] = analyze(tl).stall_findings
+    assert f.evidence["stop_edge"] == "expected_missing" and f.confidence == "medium"
+    assert "delivers a clean stop and none came" in str(f.evidence["note"])

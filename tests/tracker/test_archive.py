@@ -61,9 +61,13 @@ def test_archive_is_valid_otlp_one_line_per_sample(make_tracker: Callable[..., M
         assert labels[schema.ATTR_RANK] == "1" and labels[schema.ATTR_JOB_ID] == "t-job"
         assert set(schema.IDENTITY_LABELS) <= set(labels)
     # Every metric, zero-initialised counters included; edge gauges appear with the first edge.
-    # (and the stop timestamp only in exports after the stop: OTLP's final one, a last scrape).
+    # The stop timestamp only in exports after the stop: here the last line (the final sample's,
+    # taken once the stop is marked), so the analyzer tells this clean stop from a death.
     assert set(seen) == SCHEMA_NAMES - {schema.EDGE_TIMESTAMP.name, schema.EDGE_SIZE.name,
-                                        schema.EDGE_GAP.name, schema.TRACKER_STOP.name}
+                                        schema.EDGE_GAP.name}
+    assert seen[schema.TRACKER_STOP.name] == 1
+    assert schema.TRACKER_STOP.name in {
+        m.name for m in requests[-1].resource_metrics[0].scope_metrics[0].metrics}
     assert seen[schema.DEVICE_USED.name] == len(requests)
     # Per line: the peak since the previous line is never below the latest value.
     for req in requests:

@@ -23,6 +23,7 @@ from stormotel.analyzers.timeline import (
     KIND_OOM,
     KIND_STEP,
     META_ESTIMATE_BYTES,
+    META_STOP_REPORTED,
     RankIdentity,
     TimelineBuilder,
 )
@@ -53,6 +54,10 @@ class Discovery:
     interval_names: list[str] = field(default_factory=list)
     #: Spellings of the edge-gap gauge (the tracker's real gap before each edge) present.
     gap_names: list[str] = field(default_factory=list)
+    #: Spellings of the tracker's clean-stop gauges present: its stop timestamp, and whether
+    #: it delivers that stop (read once each over the window, :func:`read_clean_stops`).
+    stop_names: list[str] = field(default_factory=list)
+    stop_reported_names: list[str] = field(default_factory=list)
     #: The ranks that report memory, in read order (the identities' keys, or, on the quick
     #: path, the rank label's values before the identities are listed beside the reads).
     ranks: list[int] = field(default_factory=list)
@@ -109,7 +114,9 @@ def spellings() -> tuple[set[str], list[str]]:
     discovery asks for)."""
     fields = _field_names()
     side_names = (set(schema.EDGE_TIMESTAMP.prom_aliases) | set(schema.EDGE_GAP.prom_aliases)
-                  | set(schema.SAMPLING_INTERVAL.prom_aliases))
+                  | set(schema.SAMPLING_INTERVAL.prom_aliases)
+                  | set(schema.TRACKER_STOP.prom_aliases)
+                  | set(schema.TRACKER_STOP_REPORTED.prom_aliases))
     not_memory = set(schema.ESTIMATE.prom_aliases) | side_names | {
         n for m in MARKER_METRICS.values() for n in m.prom_aliases}
     all_names = sorted({n for plain, peak in fields.values() for n in (*plain, *peak)}
@@ -219,6 +226,8 @@ def discovery_of(api: PrometheusAPI, window: QueryWindow, present: set[str],
                       [n for n in schema.EDGE_TIMESTAMP.prom_aliases if n in present],
                       [n for n in schema.SAMPLING_INTERVAL.prom_aliases if n in present],
                       [n for n in schema.EDGE_GAP.prom_aliases if n in present],
+                      [n for n in schema.TRACKER_STOP.prom_aliases if n in present],
+                      [n for n in schema.TRACKER_STOP_REPORTED.prom_aliases if n in present],
                       ranks=ranks)
 
 
@@ -258,6 +267,29 @@ def read_estimates(d: Discovery, window: QueryWindow, builder: TimelineBuilder) 
         for rank, v in values:
             if v > 0:
                 out[rank] = v
+
+
+#: ``Timeline.meta`` key, on a side read's builder only: rank → its latest clean stop (ns).
+SIDE_STOPS = "tracker_stops_ns"
+
+
+def read_clean_stops(d: Discovery, window: QueryWindow, builder: TimelineBuilder) -> None:
+    """Each rank's latest clean stop in the window (``last_over_time`` of its stop gauge: one
+    instant query, one value a rank) into ``builder.meta[SIDE_STOPS]``, and the ranks whose
+    tracker says it delivers its stop (``max_over_time`` of that gauge is 1) into
+    :data:`META_STOP_REPORTED`; the caller turns the stops into markers of the ranks read."""
+    stops: dict[int, int] = builder.meta.setdefault(SIDE_STOPS, {})  # type: ignore[assignment]
+    for name in d.stop_names:
+        values = whole_window_by_rank(d, window, name, "last_over_time", builder,
+                                       "tracker stop series")
+        for rank, v in values or ():
+            if 0 < v < 1e11:  # Unix seconds (a stop in year 5138 is not one)
+                stops[rank] = max(stops.get(rank, 0), round(v * 1000) * 1_000_000)
+    reports: list[int] = builder.meta.setdefault(META_STOP_REPORTED, [])  # type: ignore[assignment]
+    for name in d.stop_reported_names:
+        values = whole_window_by_rank(d, window, name, "max_over_time", builder,
+                                       "tracker stop-reported series")
+        reports.extend(r for r, v in values or () if v == 1 and r not in reports)
 
 
 def _native_interval(api: PrometheusAPI, window: QueryWindow,

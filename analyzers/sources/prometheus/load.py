@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import httpx
 import numpy as np
@@ -17,6 +17,7 @@ from stormotel.analyzers.rankspec import format_rank_list
 from stormotel.analyzers.sources.bulk_read import choose_reader
 from stormotel.analyzers.sources.prometheus.discover import (
     MARKER_METRICS,
+    SIDE_STOPS,
     Discovery,
     discover,
     discover_quick,
@@ -24,6 +25,7 @@ from stormotel.analyzers.sources.prometheus.discover import (
     discovery_selector,
     list_series,
     note_bad_ranks,
+    read_clean_stops,
     read_estimates,
     spellings,
     whole_window_by_rank,
@@ -56,7 +58,10 @@ from stormotel.analyzers.sources.prometheus_api import (
 from stormotel.analyzers.sources.protocol import LoadOutcome, QueryWindow
 from stormotel.analyzers.timeline import (
     EDGE_MARKER_KINDS,
+    KIND_TRACKER_STOP,
     META_ESTIMATE_BYTES,
+    META_STOP_REPORTED,
+    Markers,
     RankIdentity,
     Timeline,
     TimelineBuilder,
@@ -135,7 +140,8 @@ def _load(apis: list[PrometheusAPI], window: QueryWindow, concurrency: int, rank
         if progress and discoveries:  # none answered: the error that follows says why
             progress(f"prometheus: {len(tasks)} raw-sample queries (chunks of {max_points} "
                      f"samples at ~{step:g}s) over {len(discoveries)} endpoint(s)")
-        # The two whole-window instant queries run beside the reads (the TSDB answers them
+        # The whole-window instant queries (intervals; estimates, clean stops) run beside the
+        # reads (the TSDB answers them
         # while this process decodes); their notes and values join in the order they had.
         notes_at = len(builder.notes)
         side_i, side_e, listed = TimelineBuilder(), TimelineBuilder(), TimelineBuilder()
@@ -201,6 +207,7 @@ def _join_reads(builder: TimelineBuilder, outcome: LoadOutcome, discoveries: lis
         builder.meta[META_ESTIMATE_BYTES] = side_e.meta[META_ESTIMATE_BYTES]
     if not builder.meta.get(META_ESTIMATE_BYTES):
         builder.meta.pop(META_ESTIMATE_BYTES, None)
+    _join_clean_stops(builder, side_e, with_data)
     for d in discoveries:
         got = with_data.get(d.api.url, set())
         for ident in d.identities.values():
@@ -213,6 +220,24 @@ def _join_reads(builder: TimelineBuilder, outcome: LoadOutcome, discoveries: lis
             outcome.endpoints_ok.append(d.api.url)
     builder.sources.extend(f"prometheus:{u}" for u in urls)
     resolution_notes(builder, discoveries, step)
+
+
+def _join_clean_stops(builder: TimelineBuilder, side: TimelineBuilder,
+                      with_data: dict[str, set[int]]) -> None:
+    """The side read's clean stops as stop markers of the ranks that have samples, and the
+    ranks whose tracker delivers its stop (no key when none: the meta stays as it was)."""
+    read = set().union(*with_data.values()) if with_data else set()
+    stops = cast("dict[int, int]", side.meta.get(SIDE_STOPS) or {})
+    for rank, t in sorted(stops.items()):
+        if rank in read:
+            builder.add_markers(rank, Markers(
+                np.array([t], np.int64), np.array([t], np.int64),
+                np.array(["tracker stop"], object), np.array([KIND_TRACKER_STOP], object),
+                ({},)))
+    reports = [r for r in cast("list[int]", side.meta.get(META_STOP_REPORTED) or [])
+               if r in read]
+    if reports:
+        builder.meta[META_STOP_REPORTED] = sorted(reports)
 
 
 def _choose_readers(discoveries: list[Discovery], window: QueryWindow,
@@ -247,13 +272,16 @@ def _take_listing(d: Discovery,
 def _read_names(d: Discovery) -> tuple[object, ...]:
     """Everything a discovery decides to read by, besides its ranks."""
     return (d.names, d.peak_fields, d.estimate_names, d.marker_names, d.edge_names,
-            d.interval_names, d.gap_names)
+            d.interval_names, d.gap_names, d.stop_names, d.stop_reported_names)
 
 
 def _read_all_estimates(discoveries: list[Discovery], window: QueryWindow,
                         builder: TimelineBuilder) -> None:
+    """The per-rank constants: the pre-run estimate, then the trackers' clean stops."""
     for d in discoveries:
         read_estimates(d, window, builder)
+    for d in discoveries:
+        read_clean_stops(d, window, builder)
 
 
 def _read_intervals(discoveries: list[Discovery], window: QueryWindow,
