@@ -66,8 +66,9 @@ class Scenario:
 #: starts (on a loaded host 36 start-ups took more than the whole 60 s).
 #: 60 s, not the 45 s the pre-started trackers allowed on their own: with 45 s, a clean-clone
 #: suite (3 workers) saw VictoriaMetrics' own scraper (per-target offsets in its 15 s interval)
-#: leave warm-up-then-incident too little baseline, and rank 3's warm-up was named at medium
-#: (a wrong rank) through the native export — see docs/benchmarks.md, production section.
+#: leave warm-up-then-incident's late rank 3 (it starts 22 s after rank 0) one or two scrapes
+#: before the incident, and it was named at high/medium (a wrong rank) through the native
+#: export — see docs/benchmarks.md, production section.
 LEAD_IN_S = float(os.environ.get("STORMOTEL_TEST_LEAD_IN_S", "60"))
 
 SCENARIOS: tuple[Scenario, ...] = (
