@@ -399,20 +399,7 @@ class MemoryTracker(StormlogTrackerAPI):
             atexit.unregister(self._stop_at_exit)
             self._sigterm.restore()
             self._stalls.close()
-            if self.telemetry is not None:
-                # The clean-stop edge before the last sample: a ``lines`` archive writes that
-                # sample's line at once and no other after it, so the edge must be in it (the
-                # analyzer tells a rank that stopped from one that died by it); the scrape the
-                # linger waits for reads it too.
-                self.telemetry.mark_stopped()
-            if not sampler_stuck:
-                try:
-                    self._tick()  # a last sample, so the archive ends at the stop time
-                except Exception as e:
-                    log.debug("stormotel: final sample failed: %s", e)
-            else:
-                self._warn("stuck", "stormotel: the sampler did not return within %.1f s; "
-                           "stopping without a final sample", self._end.final_export_s / 2)
+            self._mark_stop_and_sample(sampler_stuck)
             if _uncaught is not None and self._oom_mono is None and is_oom_error(_uncaught):
                 # An uncaught OOM no counter showed (e.g. nvml): the OOM event, with its dump.
                 with contextlib.suppress(Exception):
@@ -456,6 +443,23 @@ class MemoryTracker(StormlogTrackerAPI):
                 self._warn("shutdown", "stormotel: the final %s did not finish within "
                            "%.1f s (collector unreachable?); continuing without it",
                            "export" if archived.is_set() else "archive write", bound)
+
+    def _mark_stop_and_sample(self, sampler_stuck: bool) -> None:
+        """The clean-stop edge, then a last sample so the archive ends at the stop time.
+
+        The edge comes first: a ``lines`` archive writes that sample's line at once and no
+        other after it, so the edge must be in it (the analyzer tells a rank that stopped from
+        one that died by it); the scrape the linger waits for reads it too."""
+        if self.telemetry is not None:
+            self.telemetry.mark_stopped()
+        if sampler_stuck:
+            self._warn("stuck", "stormotel: the sampler did not return within %.1f s; "
+                       "stopping without a final sample", self._end.final_export_s / 2)
+            return
+        try:
+            self._tick()
+        except Exception as e:
+            log.debug("stormotel: final sample failed: %s", e)
 
     # -- the end after an event (pushed, and lingering until scraped: EventEnd) ------------
     def _stop_at_exit(self) -> None:
