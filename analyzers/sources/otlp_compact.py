@@ -327,8 +327,8 @@ def _rank(plan: _Plan, resource: bytes, reader: OtlpFileReader) -> int | None:
         return None
     try:
         attrs = attrs_of(msgspec.json.decode(resource, type=OtlpResource, strict=False).attributes)
-    except (msgspec.ValidationError, UnicodeDecodeError):  # bad UTF-8 in a string
-        return None
+    except (msgspec.DecodeError, UnicodeDecodeError):  # bad UTF-8 (msgspec < 0.23 raised
+        return None  # UnicodeDecodeError, 0.23 its DecodeError); ValidationError is one
     ident = identity_from(attrs)
     if ident is None or reader.ctx.other_job(attrs.get(schema.ATTR_JOB_ID)):
         return None
@@ -392,7 +392,7 @@ def _as_dict(metric: _Metric) -> dict[str, Any]:
             return None
         try:
             return {"dataPoints": msgspec.json.decode(b.data_points) if b.data_points else []}
-        except UnicodeDecodeError:  # bad UTF-8 in a point's string: no point read from it
+        except (msgspec.DecodeError, UnicodeDecodeError):  # bad UTF-8 in a point's string
             return {"dataPoints": []}
 
     return {"name": metric.name, "gauge": body(metric.gauge), "sum": body(metric.sum)}

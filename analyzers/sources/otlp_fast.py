@@ -279,7 +279,8 @@ class _Walker:
                 bare = {"resource": msgspec.to_builtins(env.resource) if env.resource else {},
                         "scopeSpans": [msgspec.json.decode(raw) for raw in env.scope_spans]}
                 self.r._resource_spans(bare, where)
-        except UnicodeDecodeError as exc:  # as the generic walker counts such a line
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # bad UTF-8 (either, by
+            # msgspec's version), counted as the generic walker counts such a line
             self.r.skip_bad_json(where, False, exc)
         return True
 

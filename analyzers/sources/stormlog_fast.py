@@ -153,8 +153,8 @@ def metadata(raw: msgspec.Raw) -> Meta | None:
     when it is not an object, which is what the dict path's ``isinstance(m, Mapping)`` sees."""
     try:
         return _meta_decoder.decode(raw)
-    except (msgspec.ValidationError, UnicodeDecodeError):  # bad UTF-8 in a string
-        return None
+    except (msgspec.DecodeError, UnicodeDecodeError):  # bad UTF-8 (DecodeError from msgspec
+        return None  # 0.23, UnicodeDecodeError before); a ValidationError is a DecodeError
 
 
 def decode_events(data: bytes) -> list[Event] | list[CompleteEvent] | None:
