@@ -12,12 +12,10 @@ records are reported, not read as data.
 
 from __future__ import annotations
 
-import importlib.util
 import struct
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
@@ -26,25 +24,16 @@ from stormotel.analyzers.sources import collector_file, expand_paths, load_paths
 from stormotel.analyzers.sources.base import LoadContext
 
 from stormotel.errors import SourceInputError
+from tests.bench_modules import load_benchmark
 
-REPO = Path(__file__).resolve().parents[2]
 RANKS, HOURS = 4, 0.02
 
-
-def _bench(name: str) -> ModuleType:
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The job's own compact archive (JSON + companions), written by the tracker's writer."""
-    scale = _bench("bench_archive_scale")
+    scale = load_benchmark("bench_archive_scale")
     folder = tmp_path_factory.mktemp("job")
     for rank in range(RANKS):
         scale.write_rank((rank, RANKS, HOURS, 10.0, str(folder)))
@@ -52,7 +41,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _collector(archive: Path, out: Path, compression: str, rotate_bytes: int) -> Path:
-    bench = _bench("bench_collector_file")
+    bench = load_benchmark("bench_collector_file")
     out.mkdir(parents=True)
     name = "metrics.jsonl.zst" if compression == "zstd-native" else "metrics.jsonl"
     exporter = bench.FileExporter(out / name, compression, rotate_bytes)
@@ -140,9 +129,9 @@ def test_cli_findings_equal_the_archive(job: Path, tmp_path: Path) -> None:
                                "--format", "json", "-o", str(report)],
                               capture_output=True, text=True, timeout=300)
         assert proc.returncode in (0, 1, 2), proc.stderr[-2000:]
-        reports[label] = _bench("bench_collector_file").findings(report)
+        reports[label] = load_benchmark("bench_collector_file").findings(report)
     assert reports["collector"] == reports["archive"]
-    leak, spike = _bench("bench_archive_scale").planted(RANKS)
+    leak, spike = load_benchmark("bench_archive_scale").planted(RANKS)
     gap = reports["collector"]["gap"]
     assert any(r == leak and c == "persistent_drift" for r, c, *_ in gap)
     assert any(r == spike and c == "transient_spike" for r, c, *_ in gap)

@@ -21,7 +21,6 @@ slow start on a loaded host cannot shorten the silence that is tested)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import signal
 import struct
@@ -29,16 +28,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 import zstandard
 
 from stormotel import exitcodes
+from tests.bench_modules import load_benchmark
 from tests.cli import run_stormotel_here
-
-REPO = Path(__file__).resolve().parents[2]
 
 #: Peers go on this long after the last early rank ended: past the 5 s silence floor.
 PEERS_GO_ON_S = 8.0
@@ -106,15 +103,6 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def _bench(name: str) -> ModuleType:
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
 
 def _collector(job: Path, out: Path, form: str) -> list[Path]:
     """``job``'s archive as a collector's ``file`` exporters write it: its metrics (``json``
@@ -125,7 +113,7 @@ def _collector(job: Path, out: Path, form: str) -> list[Path]:
         ExportMetricsServiceRequest,
     )
 
-    bench = _bench("bench_collector_file")
+    bench = load_benchmark("bench_collector_file")
     out.mkdir(parents=True)
     traces = out / "traces.jsonl"
     traces.write_bytes(b"".join(line + b"\n" for line in bench.rank_lines(
