@@ -69,7 +69,11 @@ FRESH4_DIR = ROOT / "tests/stalls/data/fresh4"
 #: checkpoint save and shutdown, inference / RL frameworks (held out whole); own dev/held-out
 #: halves; read with ``--reach`` too
 FRESH5_DIR = ROOT / "tests/stalls/data/fresh5"
-FRESH_SETS = (FRESH, "fresh2", "fresh3", "fresh4", "fresh5")
+#: a sixth fresh set (``"set": "fresh6"``): cases whose thread establishes WHICH rank was the
+#: culprit (one rank's crash seen from the others, one rank stuck outside NCCL, code-path
+#: divergence - held out whole); own dev/held-out halves; read with ``--reach`` too
+FRESH6_DIR = ROOT / "tests/stalls/data/fresh6"
+FRESH_SETS = (FRESH, "fresh2", "fresh3", "fresh4", "fresh5", "fresh6")
 #: exit code of an analyzer crash (docs/exit-codes.md).
 EXIT_INTERNAL = 70
 EXIT_HEALTHY = 0
@@ -460,10 +464,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="print the figures as Markdown tables (docs/benchmarks.md)")
     p.add_argument("--reach", action="store_true",
                    help="also read the fresh sets (tests/stalls/data/fresh, fresh2, fresh3, "
-                        "fresh4, fresh5) and print the reach tables: per emitter family per "
-                        "set (dev, heldout, fresh, fresh2/dev, fresh2/heldout, fresh3/dev, "
-                        "fresh3/heldout, fresh4/dev, fresh4/heldout, fresh5/dev, "
-                        "fresh5/heldout) and with each "
+                        "fresh4, fresh5, fresh6) and print the reach tables: per emitter "
+                        "family per set (dev, heldout, fresh, fresh2/dev, fresh2/heldout, "
+                        "fresh3/dev, fresh3/heldout, fresh4/dev, fresh4/heldout, fresh5/dev, "
+                        "fresh5/heldout, fresh6/dev, fresh6/heldout) and with each "
                         "family's calibration held out (benchmarks/stall_reach.py)")
     p.add_argument("--write-ceilings", action="store_true",
                    help="write analyzers/stalls/ceilings.py (the patterns that may be called "
@@ -471,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     dirs = list(args.cases or DEFAULT_CASE_DIRS)
     if args.reach and not args.cases:
-        dirs += [FRESH_DIR, FRESH2_DIR, FRESH3_DIR, FRESH4_DIR, FRESH5_DIR]
+        dirs += [FRESH_DIR, FRESH2_DIR, FRESH3_DIR, FRESH4_DIR, FRESH5_DIR, FRESH6_DIR]
     try:
         cases = load_cases(dirs)
     except (OSError, ValueError, KeyError) as e:
