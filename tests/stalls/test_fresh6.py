@@ -1,11 +1,11 @@
 """The sixth fresh set (tests/stalls/data/fresh6) scored by the suite, like fresh5.
 
-14 real public cases gathered on 2026-11-29 (helper f7) by searches unlike the earlier sets':
+28 real public cases gathered on 2026-11-29 (helper f7, two rounds before any rule) by searches unlike the earlier sets':
 cases whose thread establishes WHICH rank was the culprit - one rank's crash or lost GPU seen
 from the others, one rank stuck or busy outside NCCL (rank 0 evaluating, predicting, preparing
 data, a dataloader that stops feeding) while the others time out, and code-path divergence (a
 collective skipped under a rank condition, one rank stopping early, hooks on one rank only).
-Half of them (7) carry a culprit label from their thread; the rest are undecided. Labelled from
+16 of them carry a culprit label (from the thread, or from a message that structurally names the rank per its emitter: torchelastic failure tables and agent lines, mpirun, Horovod stall inspector); the rest are undecided. Labelled from
 the threads before the tool ran, and split into dev / held-out before any rule was written: the
 case id's hash, plus the whole code-path family held out. Many candidate threads were already
 in the corpus or an earlier fresh set and were dropped (see /work/notes/f7.md). The right /
