@@ -1174,6 +1174,46 @@ CATALOGUE: tuple[Pattern, ...] = (
        "actor id and pid, not by rank: nobody named",
        r"(?:ActorDiedError|RayActorError): The actor died unexpectedly before finishing this "
        r"task", ("actor died unexpectedly",), "serving_rankless"),
+    # (read by log_gpu_lost: a GPU that stopped answering, named by its PCI address; fresh6)
+    _p("nvidia.xid.fallen_off_bus", "NVIDIA kernel driver (NVRM, dmesg / journal)",
+       '"NVRM: Xid (PCI:%04x:%02x:%02x[ GPU-I:%02u[ GPU-CI:%02u]]): 79, pid=%s, name=%s, %s" / '
+       '"NVRM: Xid (…): 79, %s" (79 = ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS)',
+       "open-gpu-kernel-modules 515.43.04 – 570.86.15 (the Xid print and code 79 unchanged)",
+       "src/nvidia/src/kernel/gpu/rc/kernel_rc.c (the Xid print); "
+       "src/common/sdk/nvidia/inc/nverror.h (79)",
+       "the GPU at that PCI address fell off the bus: every process using it is stuck or dead "
+       "and its peers in a collective hang; the line names a PCI address (and a pid), not a "
+       "rank — nobody named unless the address is mapped to a rank",
+       r"\bXid \(PCI:(?P<bus>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?:\.[0-7])?"
+       r"(?: GPU-C?I:\d+)*\): 79\b(?:, pid=(?P<pid>\d{1,10}))?", ("xid (pci:",), "gpu_lost"),
+    _p("nvidia.gpu.fallen_off_bus", "NVIDIA kernel driver (NVRM, dmesg / journal)",
+       '"NVRM: GPU %04x:%02x:%02x.%x: GPU has fallen off the bus." (RmCheckGpuState: the boot '
+       'register no longer reads back) / "NVRM: The NVIDIA GPU %04x:%02x:%02x.%x" "NVRM: (PCI '
+       'ID: %04x:%04x) installed in this system has" "NVRM: fallen off the bus and is not '
+       'responding to commands." (three lines at (re)initialisation, often pasted joined)',
+       "open-gpu-kernel-modules 515.43.04 – 570.86.15",
+       "src/nvidia/arch/nvalloc/unix/src/osinit.c (NV_DEV_PRINTF \"GPU has fallen off the "
+       "bus.\"); src/nvidia/arch/nvalloc/unix/src/osapi.c (the three-line message, "
+       "NV_ERR_GPU_IS_LOST)",
+       "the GPU at that PCI address stopped answering the driver (its registers read all "
+       "ones): a process on it cannot progress; names a PCI address, not a rank",
+       r"\bGPU (?P<bus>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): GPU has fallen off "
+       r"the bus|(?:The NVIDIA GPU (?P<bus2>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])"
+       r"[^\n]{0,200}?)?\bfallen off the bus and is not responding",
+       ("fallen off the bus",), "gpu_lost"),
+    _p("nvidia_smi.device_handle_lost", "nvidia-smi (NVML)",
+       '"Unable to determine the device handle for GPU%s: %s" with NVML\'s error string '
+       '"Unknown Error" (NVML_ERROR_UNKNOWN) or "GPU is lost" (NVML_ERROR_GPU_IS_LOST: "The GPU '
+       'has fallen off the bus or has otherwise become inaccessible"); the GPU is given by PCI '
+       'address ("GPU0000:03:00.0") or index and address ("GPU1: 0000:34:00.0")',
+       "nvidia-smi of drivers 450 – 610 (as pasted in public threads; nvidia-smi is closed "
+       "source, NVML's error codes and strings are nvml.h's)",
+       "nvidia-smi (closed source) over nvml.h's nvmlDeviceGetHandleBy* and nvmlErrorString",
+       "NVML could not open that GPU: it is inaccessible (fallen off the bus, a driver fault, "
+       "or not initialised at boot); a job on it cannot progress; names a GPU, not a rank",
+       r"Unable to determine the device handle for GPU ?(?P<gpu>[0-9a-fA-F:.]{1,20}?)(?:: "
+       r"(?P<bus>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]))?: (?P<err>Unknown Error|"
+       r"GPU is lost)", ("unable to determine the device handle",), "gpu_lost"),
 )
 
 BY_ID: dict[str, Pattern] = {p.id: p for p in CATALOGUE}

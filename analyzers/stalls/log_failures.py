@@ -148,6 +148,9 @@ class FailureScanner:
         self._summary: dict[str, str] | None = None
         self._summary_root = False
         self._in_summary = False
+        #: the table was entered at an entry, its section header cut off (a paste that starts
+        #: inside it): which section the entry is in is decided by the line that closes it
+        self._headerless = False
         self._table = 0  #: the line a launcher table starts at (its entries share it)
 
     def feed(self, no: int, line: str, low: str, rank: int | None) -> None:
@@ -277,6 +280,7 @@ class FailureScanner:
                 self._table = no  # one launcher table: its Failures and its Root Cause
             self._in_summary = True
             self._summary_root = "Root Cause" in line
+            self._headerless = False
             return True
         if not self._in_summary:
             # a paste that starts inside the table: "[2]:" or "  host : …" / "  rank : 1
@@ -285,6 +289,7 @@ class FailureScanner:
             if not (_SUMMARY_ENTRY.match(line) or (field_m and "local_rank" in line)):
                 return False
             self._in_summary, self._summary_root = True, False
+            self._headerless = True
             self._table = no
             if field_m:
                 self._summary = {field_m.group(1): field_m.group(2).strip()}
@@ -299,6 +304,13 @@ class FailureScanner:
             return True
         if line.strip().startswith(("=", "-", "<NO_OTHER")) or not line.strip():
             if line.strip().startswith("=") and self._summary:
+                # ChildFailedError.format_msg (torch/distributed/elastic/multiprocessing/errors/
+                # __init__.py, _MSG_FORMAT_TEMPLATE; the "="/"-" layout of 1.10+): "Failures:"
+                # entries are closed by the "-" section line, and the root failure is the table's
+                # LAST entry, closed by the "=" border. An entry closed by "=" whose header was cut
+                # off is therefore the root cause (megatron-lm#1880: rank 0's SIGSEGV)
+                if self._headerless:
+                    self._summary_root = True
                 self._flush_summary(no)
                 self._in_summary = False
             return True

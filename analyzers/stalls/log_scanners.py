@@ -24,6 +24,7 @@ from stormotel.analyzers.stalls import (
     log_busy_unstated,
     log_c10d_reporter,
     log_frtrace,
+    log_gpu_lost,
     log_horovod,
     log_main_first,
     log_monitored,
@@ -204,4 +205,6 @@ KINDS: tuple[LogKind, ...] = (
     LogKind("pg_nccl_error", log_pg_error.Scanner),
     # inference / RL frameworks' own wait and death lines (vLLM shm_broadcast, Ray): no rank
     LogKind("serving_rankless", log_serving.Scanner, log_serving.findings, fallback=True),
+    # a GPU that stopped answering (NVRM Xid 79 / fallen off the bus, nvidia-smi): no rank
+    LogKind("gpu_lost", log_gpu_lost.Scanner, log_gpu_lost.findings, fallback=True),
 )
