@@ -12,7 +12,9 @@ dev / held-out before any rule was written: the case id's hash, plus the whole c
 held out. Many candidate threads were already in the corpus or an earlier fresh set and were
 dropped (/work/notes/f7.md). The right / culprit-named figures per half and family are the
 evaluation's (``eval_stalls.py --reach``, /work/notes/f7.md and docs/stalls.md), not asserted
-here; f7's two rules are checked by test_fresh6_rules.
+here; f7's two rules are checked by test_fresh6_rules. A round 3 of 3 cases ("collected"
+2026-11-29g) was gathered after those rules, by searches for their messages, and is held out
+whole.
 """
 
 from __future__ import annotations
@@ -48,9 +50,13 @@ def test_fresh6_case_is_well_formed_and_split_before_the_rules(folder: Path) -> 
     _well_formed(folder)
     spec = _spec(folder)
     assert spec["set"] == "fresh6" and spec["real"] and not spec["tuned_on"]
-    assert spec["collected"] == "2026-11-29f"
+    assert spec["collected"] in ("2026-11-29f", "2026-11-29g")
     assert spec["family"] in FAMILIES and spec["label_basis"] in ("thread", "source")
-    expected_half = "heldout" if spec["family"] == HELD_FAMILY else EVAL.half_of(spec["id"])
+    # round 3 ("…g") was gathered after f7's two rules, by searches for their messages: held
+    # out whole, it measures them on cases they were not written from
+    after_rules = spec["collected"] == "2026-11-29g"
+    expected_half = "heldout" if spec["family"] == HELD_FAMILY or after_rules else \
+        EVAL.half_of(spec["id"])
     assert spec["half"] == expected_half
     case_md = (folder / "CASE.md").read_text()
     assert spec["established_by"] in case_md and spec["source"] in case_md
