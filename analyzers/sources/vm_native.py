@@ -25,7 +25,15 @@ github.com/VictoriaMetrics/VictoriaMetrics, ``git show v1.79.5:<path>``):
   by ``math.Pow10(-scale)`` for negative scales, Go's table-built powers reproduced in
   :data:`_POW10_HI`/:data:`_POW10_LO`), the mantissas beyond +-(2^63-3) being +Inf, -Inf and
   Prometheus' staleness NaN — so every value is the same float64, bit for bit, that the JSON
-  export prints; ``lib/storage/dedup.go`` ``DeduplicateSamples`` for the server's
+  export and the query API print *for the same stored blocks* (tests/analyzers/
+  test_vm_decimal.py checks the conversion against a transcription of ``lib/decimal``). The
+  server's own answer for a sample can change when it merges parts: a block of byte counts
+  merged with the block holding only the series' staleness marker (exponent -1024) is
+  rescaled by 10^9 (``CalibrateScale``), and 6,826,610,141 then reads 6,826,610,140.999999
+  through every API of it; the analysis rounds memory samples to whole bytes
+  (:func:`stormotel.analyzers.sources.prometheus.samples.whole_bytes`) so its answer does
+  not depend on when the server merged;
+* ``lib/storage/dedup.go`` ``DeduplicateSamples`` for the server's
   ``-dedup.minScrapeInterval`` (read from its ``/flags`` page; a server whose flags cannot be
   read is not read natively, since its answers could hold samples its queries drop).
 
@@ -263,8 +271,9 @@ def decimal_to_float(v: np.ndarray, scale: np.ndarray, rows: np.ndarray) -> np.n
     """``decimal.AppendDecimalToFloat`` per block: ``v * 10^scale`` with Go's rounding."""
     f = v.astype(np.float64)
     if bool((scale != 0).any()):  # x 10^e or / 10^-e per block (x 1.0 and / 1.0 are exact)
-        f *= np.repeat(np.where(scale > 0, go_pow10(np.maximum(scale, 0)), 1.0), rows)
-        f /= np.repeat(np.where(scale < 0, go_pow10(np.maximum(-scale, 0)), 1.0), rows)
+        with np.errstate(over="ignore", invalid="ignore"):  # Go's overflow: +-Inf, silently
+            f *= np.repeat(np.where(scale > 0, go_pow10(np.maximum(scale, 0)), 1.0), rows)
+            f /= np.repeat(np.where(scale < 0, go_pow10(np.maximum(-scale, 0)), 1.0), rows)
     if bool((scale > 308).any()):  # the all-zeros fast path: 0, even where 0 x 10^e is NaN
         starts = np.concatenate(([0], np.cumsum(rows)[:-1]))
         nonzero = np.add.reduceat((v != 0).astype(np.int64), starts)

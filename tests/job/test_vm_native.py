@@ -29,6 +29,7 @@ from stormotel.analyzers.sources.prometheus_api import PrometheusAPI, Series
 from stormotel.analyzers.sources.vm_export import ExportReader, decode_export
 from stormotel.analyzers.sources.vm_native import NativeFormatError, NativeReader
 
+from stormotel import schema
 from tests import servers
 from tests.job import planted
 from tests.job.stubs import FaultProxy
@@ -353,3 +354,78 @@ def test_go_duration_and_pow10() -> None:
     # Go's math.Pow10: pow10postab32[n/32] * pow10tab[n%32], +Inf beyond 308
     got = vm_native.go_pow10(np.array([0, 5, 32, 40, 308, 309]))
     assert got.tolist() == [1.0, 1e5, 1e32, 1e32 * 1e8, 1e288 * 1e20, np.inf]
+
+
+def _merged(url: str, selector: str, start_ms: int, end_ms: int, timeout_s: float = 30.0
+            ) -> None:
+    """Ask VictoriaMetrics to merge its parts and wait until ``selector``'s blocks are one."""
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(timeout=30) as c:
+        c.get(url + "/internal/force_merge")
+        form = {"match[]": selector, "start": f"{start_ms / 1000:.3f}",
+                "end": f"{end_ms / 1000:.3f}"}
+        while time.monotonic() < deadline:
+            nat = c.post(url + vm_native.PATH, data=form).content
+            if len(vm_native.read_blocks(nat, start_ms, end_ms).head) == 1:
+                return
+            time.sleep(0.3)
+    raise AssertionError(f"{selector}: still more than one block after {timeout_s} s")
+
+
+def test_a_merge_that_rescales_a_block_changes_no_byte_the_analysis_reads(tmp_path: Path
+                                                                           ) -> None:
+    """VictoriaMetrics' own answer for a stored integer changes when it merges its parts: the
+    staleness marker its scraper writes when a target goes away lands alone in a block of
+    scale -1024 (``lib/decimal`` leaves special values out of the block's exponent), and
+    merging it with the series' integer block (``CalibrateScale``) multiplies the integers by
+    10^9; beyond 2^53 ``float64(v) / 1e9`` is one ulp off, so the same sample of a job read
+    6,826,610,141.0 before the merge and 6,826,610,140.999999 after it (the production
+    fleet's ``leak`` through the native export against the query API). Every API of the server
+    answers the merged value alike and the native decoder with them, bit for bit; the analysis
+    reads byte fields as whole bytes, so its timeline is the same before and after the merge,
+    through the native export and the query API alike."""
+    p, data = planted.make(job_id="native-merge", minutes=2)
+    v_dev = data[(0, "device_used")][1]  # a leak like the fleet's, from its value on
+    v_dev[:] = 6826610141.0 + 4_194_304 * np.maximum(np.arange(v_dev.size) - 5, 0)
+    with victoriametrics_dedup(tmp_path) as server, httpx.Client(timeout=30) as c:
+        planted.write(server.url + "/api/v1/write", p.job_id, data)
+        planted.wait_visible(server.url, p.job_id, len(data))
+        for (rank, fname), (t, _) in data.items():  # each series' staleness marker, apart
+            name = schema.FIELD_METRICS[fname].prom_aliases[1 if rank == 3 else 0]
+            body = remote_write.encode_arrays(name, planted.labels_for(p.job_id, rank),
+                                              t[-1:] + 1000, np.array([STALE]))
+            assert c.post(server.url + "/api/v1/write", content=body,
+                          headers=remote_write.HEADERS).status_code in (200, 204)
+        c.get(server.url + "/internal/force_flush")
+        time.sleep(1.5)
+        before = {api: load_prometheus([server.url], _window(p), read_api=api)[0]
+                  for api in ("export-native", "query")}
+        sel = (f'{{__name__="{schema.DEVICE_USED.prom_aliases[0]}",'
+               f'{schema.ATTR_JOB_ID}="{p.job_id}",{schema.ATTR_RANK}="0"}}')
+        start, end = p.start_ms - 60_000, p.end_ms + 60_000
+        _merged(server.url, sel, start, end)
+        form = {"match[]": sel, "start": f"{start / 1000:.3f}", "end": f"{end / 1000:.3f}"}
+        js, nat = (c.post(server.url + path, data=form).content
+                   for path in ("/api/v1/export", vm_native.PATH))
+        q = c.get(server.url + "/api/v1/query",
+                  params={"query": f"{sel}[{(end - start) // 1000}s]",
+                          "time": f"{end / 1000:.3f}"}).json()["data"]["result"]
+        after = {api: load_prometheus([server.url], _window(p), read_api=api)[0]
+                 for api in ("export-native", "query")}
+    (x,), (y,) = decode_export(js, start, end), vm_native.decode_native(nat, start, end)
+    assert x.v is not None and y.v is not None
+    keep = ~np.isnan(x.v)
+    qv = np.array([float(v) for _, v in q[0]["values"]])
+    qv = qv[~np.isnan(qv)]
+    assert np.array_equal(x.v[keep].view(np.uint64), y.v.view(np.uint64))
+    assert np.array_equal(qv.view(np.uint64), y.v.view(np.uint64))
+    assert vm_native.read_blocks(nat, start, end).head[0, 3] < 0  # rescaled by the merge
+    assert y.v[5] == 6826610140.999999 and bool((y.v != v_dev).any())  # the server's own
+    assert after["export-native"].meta["prometheus"]["read_api"] == {server.url: "vm_native"}
+    for api in ("export-native", "query"):
+        for rank in range(4):
+            got = after[api].ranks[rank].values["device_used"]
+            want = data[(rank, "device_used")][1]
+            assert np.array_equal(got, want), (api, rank)
+            assert np.array_equal(before[api].ranks[rank].values["device_used"], got)
+    assert after["export-native"].ranks[0].values["device_used"][5] == 6826610141.0

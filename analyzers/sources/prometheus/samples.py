@@ -55,18 +55,34 @@ def matrix_series(results: list[dict[str, object]], builder: TimelineBuilder
 
 
 def clean_series(s: Series, builder: TimelineBuilder) -> tuple[np.ndarray, np.ndarray] | None:
-    """:func:`clean_byte_series` for a decoded :class:`Series` (values already parsed)."""
+    """:func:`clean_byte_series` for a decoded :class:`Series` (values already parsed), in
+    whole bytes (:func:`whole_bytes`)."""
     if s.t_ns is None or s.v is None:
         builder.skipped["malformed_series"] += 1
         return None
     if s.clean:
-        return s.t_ns, s.v
+        return s.t_ns, whole_bytes(s.v)
     t_ns, v = s.t_ns, s.v
     bad = ~np.isfinite(v) | (v < 0)
     if bad.any():
         builder.skipped["non_finite_or_negative_bytes"] += int(bad.sum())
         t_ns, v = t_ns[~bad], v[~bad]
-    return t_ns, v
+    return t_ns, whole_bytes(v)
+
+
+def whole_bytes(v: np.ndarray) -> np.ndarray:
+    """Memory sample values rounded to whole bytes. A byte count is an integer, but a TSDB
+    may hand it back a last bit off, and not always the same way: VictoriaMetrics stores a
+    block's values as int64 mantissas of one decimal exponent, and when it merges a series'
+    integer block with the block holding only its staleness marker (exponent -1024) it
+    rescales the integers by 10^9 (``lib/decimal`` ``CalibrateScale``), after which
+    ``float64(v) / 1e9`` is one ulp off beyond 2^53 — 6,826,610,141 bytes read
+    6,826,610,140.999999 through every API of that server once the merge ran, 6,826,610,141.0
+    before it (tests/job/test_vm_native.py). Rounding makes a job's reports the same whenever
+    the server merged, on every read path and across an HA pair in different merge states
+    (whose values would otherwise conflict); a genuinely fractional byte value (a recording
+    rule's average) moves by under half a byte."""
+    return np.rint(v)
 
 
 def collect_samples(results: list[Series], task: QueryTask, builder: TimelineBuilder,
