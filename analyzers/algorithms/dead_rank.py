@@ -16,15 +16,24 @@ A rank is named when, over the window:
   ``stormotel.tracker.stop.timestamp``, written on ``stop_tracking``, SIGTERM and at the
   interpreter's exit, never on SIGKILL, the OOM killer or a lost node) from
   ``STOP_BEFORE_INTERVALS`` sampling intervals before its last sample to the end of the silence
-  threshold after it, with no OOM recorded first, *and* a strict majority of the peers still
-  reporting that have step markers starting ``PROGRESS_STEPS`` steps after it (the job went on
-  working without it: a rank done early on uneven data, an early-stopping rank, one leaving an
-  elastic job) is not named; a note lists such ranks. A clean stop alone is not enough: an
-  uncaught exception also ends in the tracker's exit handler and writes the same edge, and the
-  peers it leaves behind block in their next collective (at most one more step started). So a
-  clean stop whose peers made no such progress is named at ``medium``
-  (``stop_edge: clean_peers_stalled``), and one where no peer has steps at ``low``
-  (``clean_no_progress_data``: an early finish cannot be told from a failure).
+  threshold after it (:func:`.tracker_edges.clean_stop`, which the stall verdict asks too),
+  with no OOM recorded first, *and* a strict majority of the peers still reporting that have
+  step markers starting ``PROGRESS_STEPS`` steps after it (the job went on working without it:
+  a rank done early on uneven data, an early-stopping rank, one leaving an elastic job) is not
+  named; a note lists such ranks. A clean stop alone is not enough: an uncaught exception
+  also ends in the tracker's exit handler and writes the same edge, and the peers it leaves
+  behind block in their next collective (at most one more step started). So a clean stop whose
+  peers made no such progress is named at ``medium`` (``stop_edge: clean_peers_stalled``).
+
+**No peer has steps** (decided in docs/algorithms.md, "A clean stop without step data"): the
+rank is named at ``low`` — undecided, exit 1 — whatever its peers did next
+(``clean_no_progress_data``), and the finding counts how their data ends
+(``peers_after_stop``): with their own clean stop, or without one (still running or blocked
+when read; or killed, aborted, lost). Peers that all stop cleanly later do not clear it:
+SIGTERM writes the same edge, and a launcher tearing the job down after a rank's exception
+(torchrun) or a person cancelling a hung job stops every peer that way; only the peers' steps
+tell those from an early finish. Ranks that stop within the silence threshold of one another
+(a job ending) name nobody.
 
 A staggered clean exit (most ranks stop, one goes on) names nobody. Confidence stays ``medium``
 at most, never ``high``: no labelled set measures it higher, and the stop edge only reaches the
@@ -43,11 +52,11 @@ from datetime import UTC, datetime
 from typing import cast
 
 import numpy as np
+from stormotel.analyzers.algorithms.tracker_edges import clean_stop
 from stormotel.analyzers.report import Confidence, StallFinding
 from stormotel.analyzers.timeline import (
     KIND_OOM,
     KIND_STEP,
-    KIND_TRACKER_STOP,
     META_STOP_REPORTED,
     RankSeries,
     Timeline,
@@ -57,10 +66,6 @@ from stormotel.analyzers.timeline import (
 SILENCE_INTERVALS = 4
 #: ... and never shorter than this (a raw 10 Hz archive must not name a rank for a GC pause).
 MIN_SILENCE_S = 5.0
-#: A clean stop this many sampling intervals before the last sample still explains it: the stop
-#: edge is stamped as the stop begins (a last sample may follow it), and a TSDB holds the last
-#: scrape, which a lingering endpoint serves after the stop.
-STOP_BEFORE_INTERVALS = 2
 #: Steps a peer must start after the rank's last sample for the job to have gone on working
 #: without it (one it may start and block in; a second means the first completed).
 PROGRESS_STEPS = 2
@@ -75,16 +80,10 @@ def _iso(ns: int) -> str:
     return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
 
 
-def _clean_stop(series: RankSeries, end: int, before: int, after: int) -> int | None:
-    """The time of the rank's clean stop that explains silence from ``end`` (its last
-    sample): a stop marker from ``before`` ns before it to ``after`` ns after it; else None.
-    An older stop (a run that stopped, then a restart that died) explains nothing."""
-    m = series.markers
-    if KIND_TRACKER_STOP not in m.kinds:
-        return None
-    stops = [int(t) for t, k in zip(m.start_ns.tolist(), m.kind.tolist(), strict=True)
-             if k == KIND_TRACKER_STOP and end - before <= t <= end + after]
-    return min(stops) if stops else None
+def silence_ns(interval_ns: int) -> int:
+    """The silence that counts after a last sample, for series sampled every ``interval_ns``
+    (``SILENCE_INTERVALS`` of it, never under ``MIN_SILENCE_S``)."""
+    return max(SILENCE_INTERVALS * interval_ns, int(MIN_SILENCE_S * 1e9))
 
 
 def dead_ranks(timeline: Timeline, notes: list[str] | None = None) -> list[StallFinding]:
@@ -107,8 +106,8 @@ def dead_ranks(timeline: Timeline, notes: list[str] | None = None) -> list[Stall
     reports_stop = set(cast("list[int]", timeline.meta.get(META_STOP_REPORTED) or []))
     progress: _Progress | None = None  # the peers' steps, gathered when a clean stop asks
     for rank, end in last.items():
-        silence = max(SILENCE_INTERVALS * max(interval[rank], peer_interval),
-                      int(MIN_SILENCE_S * 1e9))
+        step = max(interval[rank], peer_interval)
+        silence = silence_ns(step)
         first_after = int(np.searchsorted(ends, end + silence, side="left"))
         n_after = len(ends) - first_after
         if n_after < 2 or 2 * n_after <= n_peers:
@@ -116,18 +115,17 @@ def dead_ranks(timeline: Timeline, notes: list[str] | None = None) -> list[Stall
         m = ranks[rank].markers
         ooms = [int(t) for t, k in zip(m.start_ns, m.kind, strict=True)
                 if k == KIND_OOM and int(t) <= end + silence]
-        step = max(interval[rank], peer_interval)
-        clean = _clean_stop(ranks[rank], end, STOP_BEFORE_INTERVALS * step, silence)
+        clean = clean_stop(ranks[rank], end, step, silence)
         stop_ev = _stop_evidence(rank in reports_stop)
         confidence: Confidence = "medium"
         if clean is not None and not ooms:
             if progress is None:
-                progress = _Progress(ranks, last)
+                progress = _Progress(ranks, last, interval, peer_interval)
             went, with_steps = progress.after(first_after, end)
             if with_steps and 2 * went > with_steps:
                 stopped.append((rank, clean))
                 continue
-            stop_ev = _clean_stop_evidence(clean, went, with_steps)
+            stop_ev = _clean_stop_evidence(clean, went, with_steps, progress.ends(first_after))
             confidence = "medium" if with_steps else "low"  # nothing tells the two apart
         went_on = int(np.median(ends[first_after:]))
         reason = (f"rank {rank} stopped reporting at {_iso(end)} while {n_after} of its "
@@ -159,14 +157,21 @@ class _Progress:
     once; a clean stop's question is then two counts over that suffix, not a walk over each
     peer's markers (an elastic job whose thousands of ranks leave one by one asks it for each).
     A peer blocked on the rank that left may start one more step (its collective then waits);
-    ``PROGRESS_STEPS`` started after the rank's last sample mean a step completed without it."""
+    ``PROGRESS_STEPS`` started after the rank's last sample mean a step completed without it.
+    Also how each peer's own data ends (its clean stop at its last sample or not), for the
+    finding's words where no peer has steps."""
 
-    def __init__(self, ranks: dict[int, RankSeries], last: dict[int, int]) -> None:
+    def __init__(self, ranks: dict[int, RankSeries], last: dict[int, int],
+                 interval: dict[int, int], peer_interval: int) -> None:
         order = sorted(last, key=last.__getitem__)
         kth = np.full(len(order), np.iinfo(np.int64).min, dtype=np.int64)
         has = np.zeros(len(order), dtype=bool)
+        self.clean_end = np.zeros(len(order), dtype=bool)
         for i, rank in enumerate(order):
             m = ranks[rank].markers
+            step = max(interval[rank], peer_interval)
+            self.clean_end[i] = clean_stop(ranks[rank], last[rank], step,
+                                           silence_ns(step)) is not None
             if KIND_STEP not in m.kinds:
                 continue
             starts = m.start_ns[m.kind == KIND_STEP]
@@ -181,9 +186,19 @@ class _Progress:
         return (int(np.count_nonzero(self.kth[first:] > end)),
                 int(np.count_nonzero(self.has[first:])))
 
+    def ends(self, first: int) -> dict[str, int]:
+        """How the data of the peers from position ``first`` on ends: with their tracker's
+        clean stop at their last sample, or without one (still running when the data was
+        read, or killed, aborted, lost: a timeline does not know where its window ended)."""
+        n_clean = int(np.count_nonzero(self.clean_end[first:]))
+        return {"stopped_cleanly": n_clean,
+                "no_clean_stop": int(self.clean_end.size) - first - n_clean}
 
-def _clean_stop_evidence(clean: int, went: int, with_steps: int) -> dict[str, object]:
-    """Why a rank that stopped cleanly is still named: its peers stalled, or nothing says."""
+
+def _clean_stop_evidence(clean: int, went: int, with_steps: int, peers_end: dict[str, int]
+                         ) -> dict[str, object]:
+    """Why a rank that stopped cleanly is still named: its peers stalled, or nothing says —
+    and then how the peers that went on ended, in words (``peers_after_stop``)."""
     if with_steps:
         return {"stop_edge": "clean_peers_stalled",
                 "stop_edge_text": f"its tracker stopped cleanly at {_iso(clean)}, but only "
@@ -192,12 +207,25 @@ def _clean_stop_evidence(clean: int, went: int, with_steps: int) -> dict[str, ob
                 "note": "a clean stop is also what an uncaught exception leaves (the tracker "
                         "stops at the interpreter's exit); the peers' steps say the job did "
                         "not go on working without it"}
+    ended, unended = peers_end["stopped_cleanly"], peers_end["no_clean_stop"]
+    how = []
+    if ended:
+        how.append(f"{ended} of the peers that went on stopped cleanly later too (an early "
+                   "finish leaves that, and so does a failure whose peers a launcher or a "
+                   "person then stopped with SIGTERM)")
+    if unended:
+        how.append(f"{unended} of the peers that went on have no clean stop at the end of "
+                   "their data (still running, or blocked on it, when read; or killed, aborted "
+                   "or lost — what a watchdog's abort of peers blocked on it leaves)")
     return {"stop_edge": "clean_no_progress_data",
             "stop_edge_text": f"its tracker stopped cleanly at {_iso(clean)}; no step data "
-                              "says whether its peers went on working",
+                              f"says whether its peers went on working; {'; '.join(how)}",
+            "peers_after_stop": peers_end,
             "note": "a clean stop is what stop_tracking, SIGTERM and also an uncaught exception "
                     "leave; without the peers' steps the analyzer cannot tell an early finish "
-                    "from a failure that stalls them (hence low)"}
+                    "from a failure that stalls them (hence low, undecided); record steps "
+                    "(tracker.step() each iteration) and a rank that finished early is not "
+                    "named"}
 
 
 def _stop_evidence(reports_stop: bool) -> dict[str, object]:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+from stormotel.analyzers.algorithms.dead_rank import silence_ns
+from stormotel.analyzers.algorithms.tracker_edges import clean_stop
 from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.timeline import KIND_OOM, Timeline
 
@@ -66,7 +68,13 @@ def telemetry_failures(timeline: Timeline, stalls: list[StallFinding]) -> list[S
 
     Only ranks some stall finding blames are looked at (telemetry alone is the memory
     findings' job). Evidence: an OOM event of the tracker, or device memory at ≥ 95 % of the
-    device at the rank's last sample while its samples stopped before every other rank's.
+    device at the rank's last sample while its samples stopped before every other rank's —
+    unless its tracker stopped cleanly there (:func:`.tracker_edges.clean_stop`, the edge the
+    dead-rank rule reads, in the same window): then the rank ended by ``stop_tracking``,
+    SIGTERM or its interpreter's exit, not by running out (an uncaught CUDA OOM is an OOM
+    event of its own, written before the stop), and high memory at that moment says nothing
+    of why it went silent. The stall findings that blame it stay; only the memory
+    explanation is not given.
     """
     blamed = {r for f in stalls if f.consequence_of is None
               for r in (f.ranks or f.evidence.get("suspects") or ())}
@@ -90,6 +98,9 @@ def telemetry_failures(timeline: Timeline, stalls: list[StallFinding]) -> list[S
             total = float(series.field("device_total")[-1])
             if not (np.isfinite(used) and np.isfinite(total) and total > 0
                     and used / total >= AT_LIMIT):
+                continue
+            interval = series.median_interval_ns() or 0
+            if clean_stop(series, last_seen[rank], interval, silence_ns(interval)) is not None:
                 continue
             when = last_seen[rank]
             ev["reason"] = (f"rank {rank}: device memory at {used / total:.0%} of the device "

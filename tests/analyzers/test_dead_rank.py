@@ -155,3 +155,42 @@ def test_a_tracker_that_promises_its_stop_and_sent_none_says_so() -> None:
     [f] = analyze(tl).stall_findings
     assert f.evidence["stop_edge"] == "expected_missing" and f.confidence == "medium"
     assert "delivers a clean stop and none came" in str(f.evidence["note"])
+
+
+def _stop_at_end(data: list, rank: int) -> None:
+    """``rank``'s tracker stopped cleanly at its last sample."""
+    _stop(data, rank, int(data[rank].t_ns[-1]))
+
+
+def test_ranks_that_stop_cleanly_close_together_name_nobody() -> None:
+    """A job ending: every rank stops cleanly, rank 3 four seconds before the others (under the
+    5 s silence floor at 100 ms sampling), no step data: nobody is named."""
+    data = healthy(4, N)
+    _cut(data, 3, N - 40)
+    for r in range(4):
+        _stop_at_end(data, r)
+    report = analyze(to_timeline(data))
+    assert not report.stall_findings and not report.has_findings()
+
+
+def test_a_clean_stop_without_steps_is_undecided_and_says_how_its_peers_ended() -> None:
+    """No peer has steps: rank 3 stopped cleanly 30 s before its peers. Whether they then
+    stopped cleanly too (an early finish — or a launcher's SIGTERM after rank 3's exception)
+    or their data ends without a stop (still running or blocked when read, or killed), it is
+    named at low and the finding counts which."""
+    data = _stopped_early(peers_step_until=None)
+    for r in (0, 1):
+        _stop_at_end(data, r)  # rank 2's data ends without a stop
+    [f] = analyze(to_timeline(data)).stall_findings
+    assert f.ranks == [3] and f.confidence == "low"
+    assert f.evidence["stop_edge"] == "clean_no_progress_data"
+    assert f.evidence["peers_after_stop"] == {"stopped_cleanly": 2, "no_clean_stop": 1}
+    reason = str(f.evidence["reason"])
+    assert "2 of the peers that went on stopped cleanly later too" in reason
+    assert "1 of the peers that went on have no clean stop" in reason
+    assert "tracker.step()" in str(f.evidence["note"])
+    _stop_at_end(data, 2)
+    [f] = analyze(to_timeline(data)).stall_findings
+    assert f.confidence == "low"
+    assert f.evidence["peers_after_stop"] == {"stopped_cleanly": 3, "no_clean_stop": 0}
+    assert "no clean stop" not in str(f.evidence["reason"])

@@ -1,0 +1,45 @@
+"""The tracker's clean-stop edge as the analysis reads it: one place, for every judgement that
+asks whether a rank that went silent stopped on purpose.
+
+Sources turn ``stormotel.tracker.stop.timestamp`` into ``KIND_TRACKER_STOP`` markers
+(docs/algorithms.md, "A clean stop is no death", lists the read paths). Two judgements ask
+about it: the dead-rank rule (:mod:`.dead_rank`: a rank silent while its peers go on) and the
+stall verdict's telemetry check (``stalls.verdict.telemetry_failures``: memory at the device's
+limit when a blamed rank went silent). Both ask the same question — does a stop edge explain
+the silence that starts at this rank's last sample? — so both call :func:`clean_stop`, with the
+same window: from :data:`STOP_BEFORE_INTERVALS` sampling intervals before the last sample (the
+edge is stamped as the stop begins, and a TSDB holds the scrape a lingering endpoint serves
+after it) to the silence threshold after it. An older stop (a run that stopped, then a restart
+that died later) or one long after the silence began (a hung rank stopped later) explains
+nothing.
+
+What a stop edge does not say: *why* the tracker stopped. ``stop_tracking``, SIGTERM and the
+interpreter's exit all write it, and the exit handler also runs after an uncaught exception
+(``MemoryTracker._stop_at_exit``); only an OOM is told apart (its own event, written first).
+Each judgement weighs that itself (dead_rank asks the peers' steps).
+
+The tracker's start edge (``stormotel.tracker.start.timestamp``) is not read here: see
+docs/tracker.md ("Start and stop edges") for why no judgement is more right with it.
+"""
+
+from __future__ import annotations
+
+from stormotel.analyzers.timeline import KIND_TRACKER_STOP, RankSeries
+
+#: A clean stop this many sampling intervals before the last sample still explains it: the stop
+#: edge is stamped as the stop begins (a last sample may follow it), and a TSDB holds the last
+#: scrape, which a lingering endpoint serves after the stop.
+STOP_BEFORE_INTERVALS = 2
+
+
+def clean_stop(series: RankSeries, end: int, interval_ns: int, after_ns: int) -> int | None:
+    """The time of the rank's clean stop that explains silence from ``end`` (its last
+    sample, the series sampled every ``interval_ns``): a stop marker from
+    ``STOP_BEFORE_INTERVALS`` intervals before ``end`` to ``after_ns`` after it; else None."""
+    m = series.markers
+    if KIND_TRACKER_STOP not in m.kinds:
+        return None
+    lo, hi = end - STOP_BEFORE_INTERVALS * interval_ns, end + after_ns
+    stops = [int(t) for t, k in zip(m.start_ns.tolist(), m.kind.tolist(), strict=True)
+             if k == KIND_TRACKER_STOP and lo <= t <= hi]
+    return min(stops) if stops else None
