@@ -61,6 +61,8 @@ class LoadOutcome:
     endpoints_failed: dict[str, str] = field(default_factory=dict)
     #: endpoint → ranks for which at least one query failed.
     ranks_failed: dict[str, set[int]] = field(default_factory=dict)
+    #: endpoint → why its first failed query failed (what "every query failed" names).
+    first_failure: dict[str, str] = field(default_factory=dict)
     queries: int = 0
     step_s: float | None = None
 

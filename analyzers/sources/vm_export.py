@@ -20,7 +20,6 @@ such as ``…/select/0/prometheus`` carries its tenant in the path, as for queri
 from __future__ import annotations
 
 import itertools
-import math
 import re
 from typing import TYPE_CHECKING
 
@@ -66,13 +65,21 @@ _INTS = msgspec.json.Decoder(list[int])
 #: are made, copied into an array and freed while still in cache (and never all at once).
 GROUP_BYTES = 192 * 1024
 #: What VictoriaMetrics writes for samples that are not finite numbers: ``+Inf``/``-Inf`` as
-#: bare words, a staleness marker as ``null`` (its query API says ``"NaN"`` for the same).
+#: bare words, a staleness marker as ``null`` (its query API says ``"NaN"`` for the same;
+#: dropped here, see :func:`_without_stale`).
 _INF = re.compile(rb"(?<=[\[,])([+-]?)Inf(?=[\],])")
 
 
 def decode_export(body: bytes, start_ms: int, end_ms: int) -> list[Series]:
     """The JSON lines of an export answer as series cut to ``[start_ms, end_ms]``, each sorted
     by time (ValueError for an answer that is not export lines)."""
+    try:
+        return _decode(body, start_ms, end_ms)
+    except OverflowError:  # an integer JSON holds and int64 does not (a damaged timestamp)
+        raise ValueError("an export line has a timestamp beyond 64 bits") from None
+
+
+def _decode(body: bytes, start_ms: int, end_ms: int) -> list[Series]:
     text = body.strip()
     if not text:
         return []
@@ -87,12 +94,11 @@ def decode_export(body: bytes, start_ms: int, end_ms: int) -> list[Series]:
     try:
         lines: list[_Line] = _LINES.decode(doc)
     except (msgspec.DecodeError, UnicodeDecodeError):
-        try:  # null and bare Inf words: read as NaN and +-Inf (the caller counts them as bad)
+        try:  # null and bare Inf words: staleness markers (dropped) and +-Inf
             loose = _LOOSE.decode(_INF.sub(_inf, doc))
         except (msgspec.DecodeError, UnicodeDecodeError) as e:
             raise ValueError(f"not export JSON lines ({e})") from None
-        lines = [_Line(ln.metric, [math.nan if x is None else float(x) for x in ln.values],
-                       ln.timestamps) for ln in loose]
+        lines = [_without_stale(ln) for ln in loose]
     counts = [len(ln.values) for ln in lines]
     if any(len(ln.timestamps) != c for ln, c in zip(lines, counts, strict=True)):
         raise ValueError("an export line has more values than timestamps or fewer")
@@ -102,6 +108,19 @@ def decode_export(body: bytes, start_ms: int, end_ms: int) -> list[Series]:
     v = np.fromiter(itertools.chain.from_iterable(ln.values for ln in lines),
                     dtype=np.float64, count=total)
     return _series([ln.metric for ln in lines], counts, t, v, start_ms, end_ms)
+
+
+def _without_stale(ln: _LooseLine) -> _Line:
+    """A line with its ``null`` samples dropped: ``null`` is how the export writes a NaN, and
+    the only NaN VictoriaMetrics stores is Prometheus' staleness marker (``lib/storage/
+    storage.go`` drops every other NaN on ingestion). The native export's reader and remote
+    read drop their staleness markers: read as NaN here, a job whose targets went away
+    counted one bad sample per series that the native read of the same server did not."""
+    if len(ln.values) != len(ln.timestamps):
+        raise ValueError("an export line has more values than timestamps or fewer")
+    keep = [(t, float(x)) for t, x in zip(ln.timestamps, ln.values, strict=True)
+            if x is not None]
+    return _Line(ln.metric, [x for _, x in keep], [t for t, _ in keep])
 
 
 def _grouped(lines: list[_RawLine]) -> tuple[list[int], np.ndarray, np.ndarray] | None:

@@ -101,6 +101,11 @@ _V_INF_NEG = -(1 << 63)
 #: ``encoding.MarshalType``: what each block part holds.
 ZSTD_ND2, DELTA_CONST, CONST, ZSTD_ND, ND2, ND = 1, 2, 3, 4, 5, 6
 _KNOWN_TYPES = frozenset((ZSTD_ND2, DELTA_CONST, CONST, ZSTD_ND, ND2, ND))
+#: ``blockHeader.validate`` (lib/storage/block_header.go): RowsCount at most 2 x
+#: ``maxRowsPerBlock`` (8 x 1024, lib/storage/block.go). A const or delta-const part of a few
+#: bytes holds any row count, so a header beyond it (a damaged answer) would have the decode
+#: allocate gigabytes: refused as the server refuses it.
+MAX_ROWS = 2 * 8 * 1024
 #: Go's ``math.Pow10(n)`` for 0 <= n <= 308 is ``pow10postab32[n/32] * pow10tab[n%32]``.
 _POW10_LO = np.array([float(f"1e{i}") for i in range(32)])
 _POW10_HI = np.array([float(f"1e{32 * i}") for i in range(10)])
@@ -352,7 +357,7 @@ def read_blocks(body: bytes, start_ms: int, end_ms: int) -> Blocks:
     if not np.array_equal(v_at + vlen, blk_end):
         raise NativeFormatError(f"a block does not end where its length says ({FORMAT}; "
                                 "a newer server's header has more fields)")
-    if bool(((rows <= 0) | (rows > 0xFFFFFFFF) | (scale < -(1 << 15))
+    if bool(((rows <= 0) | (rows > MAX_ROWS) | (scale < -(1 << 15))
              | (scale >= (1 << 15))).any()):
         raise NativeFormatError("a block header out of range (rows or scale)")
     known = np.array(sorted(_KNOWN_TYPES))

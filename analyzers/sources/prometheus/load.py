@@ -214,7 +214,9 @@ def _join_reads(builder: TimelineBuilder, outcome: LoadOutcome, discoveries: lis
             if ident.rank in got:
                 builder.set_identity(ident)
         if d.ranks and not got and d.api.url in outcome.ranks_failed:
-            outcome.endpoints_failed[d.api.url] = "every range query failed"
+            why = outcome.first_failure.get(d.api.url)  # a damaged answer says how
+            outcome.endpoints_failed[d.api.url] = ("every range query failed"
+                                                   + (f" (the first: {why})" if why else ""))
     for d in discoveries:
         if d.api.url not in outcome.endpoints_failed:
             outcome.endpoints_ok.append(d.api.url)
@@ -365,6 +367,7 @@ def _run_queries(tasks: list[QueryTask], builder: TimelineBuilder, outcome: Load
             confirm()
         if isinstance(res, EndpointError):
             outcome.ranks_failed.setdefault(task.api.url, set()).update(task.ranks)
+            outcome.first_failure.setdefault(task.api.url, str(res))
             builder.skipped["query_failed"] += 1
             failures[task.api.url] = failures.get(task.api.url, 0) + 1
             if failures[task.api.url] <= MAX_FAILURE_NOTES:
