@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 
 #: ``=``, ``!=``, ``=~``, ``!~`` in the order remote read numbers them.
 OPS = {"=": 0, "!=": 1, "=~": 2, "!~": 3}
@@ -77,3 +78,37 @@ def _string(text: str, at: int) -> tuple[str, int]:
         except ValueError:
             raise ValueError(f"bad string literal {raw[:40]!r}") from None
     raise ValueError(f"no string literal at {text[at:at + 20]!r}")
+
+
+def unselected(selector: str, labels_seen: Iterable[dict[str, str] | None]) -> str | None:
+    """The first label set of ``labels_seen`` that ``selector`` does not select, as text (None
+    when each is selected, or when the selector cannot be checked here: a syntax this parser
+    or Python's ``re`` does not take is never a reason to refuse an answer).
+
+    A server answers only series its selector selects; VictoriaMetrics' native blocks and its
+    JSON export carry no checksum, so a series outside it is an answer damaged on the way (a
+    flipped byte in a metric name or a rank label), not data: read as data, its samples would
+    be dropped unseen or given to another rank."""
+    try:
+        checks = [(op, name, value, re.compile(value, re.DOTALL) if op >= 2 else None)
+                  for op, name, value in parse_selector(selector)
+                  if op < 2 or not _RE2_ONLY.search(value)]
+    except (ValueError, re.error, RecursionError, OverflowError):
+        return None
+    for labels in labels_seen:
+        if labels is None:
+            continue
+        for op, name, want, rx in checks:
+            got = labels.get(name, "")
+            ok = (got == want if rx is None and op == 0 else got != want if rx is None
+                  else bool(rx.fullmatch(got)) == (op == 2))
+            if not ok:
+                return (f"{name}={got[:60]!r} is not selected by "
+                        f"{name}{_OP_TEXT[op]}{want[:60]!r}")
+    return None
+
+
+_OP_TEXT = {v: k for k, v in OPS.items()}
+#: RE2 syntax that Python's ``re`` reads otherwise or not at all (POSIX classes, Unicode
+#: classes, quoting): such a matcher is not checked rather than checked wrongly.
+_RE2_ONLY = re.compile(r"\[:|\\[pPQECz]")

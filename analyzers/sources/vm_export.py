@@ -27,6 +27,7 @@ import msgspec
 import numpy as np
 from stormotel.analyzers.http import EndpointError
 from stormotel.analyzers.sources.prometheus_api import Series
+from stormotel.analyzers.sources.promql_selector import unselected
 from stormotel.analyzers.sources.raw_reader import RawReader, ms_window
 
 if TYPE_CHECKING:
@@ -214,6 +215,9 @@ class ExportReader(RawReader):
         server fails or answers with something that is not export lines."""
         resp, start_ms, end_ms = post_export(self, selector, start_s, end_s)
         try:
-            return decode_export(resp.content, start_ms, end_ms)
+            series = decode_export(resp.content, start_ms, end_ms)
         except ValueError as e:
             raise EndpointError(self.url, str(e)) from None
+        if (why := unselected(selector, (x.labels for x in series))) is not None:
+            raise EndpointError(self.url, f"a series the selector does not select: {why}")
+        return series

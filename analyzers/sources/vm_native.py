@@ -82,6 +82,7 @@ import numpy as np
 import zstandard
 from stormotel.analyzers.http import EndpointError
 from stormotel.analyzers.sources.prometheus_api import Series
+from stormotel.analyzers.sources.promql_selector import unselected
 from stormotel.analyzers.sources.raw_reader import RawReader, other_format
 from stormotel.analyzers.sources.vm_export import ExportReader, post_export
 
@@ -558,4 +559,7 @@ class NativeReader(RawReader):
         if (other := other_format(resp, CONTENT_TYPE, CONTENT_TYPE)) is not None:
             raise NativeFormatError(other)
         # asked once a server has answered in the native format (not of a Thanos or a Mimir)
-        return decode_native(resp.content, start_ms, end_ms, self.dedup_ms())
+        series = decode_native(resp.content, start_ms, end_ms, self.dedup_ms())
+        if (why := unselected(selector, (x.labels for x in series))) is not None:
+            raise NativeFormatError(f"a series the selector does not select: {why}")
+        return series

@@ -305,3 +305,56 @@ def test_an_export_timestamp_beyond_64_bits_is_a_failed_read_not_exit_70(
     assert code == 3
     assert "every range query failed (the first: " in rep["stderr"]
     assert "timestamp beyond 64 bits" in rep["stderr"]
+
+
+def test_a_native_answer_naming_a_series_its_selector_does_not_select_is_not_understood(
+        vm) -> None:
+    """One flipped bit in the first block's rank label (rank 0 -> 8, 1 -> 9, ...): the format
+    has no checksum, so that block decoded as a series of a rank outside the job — its samples
+    taken from their rank (counted ``rank_outside_world``, the rank short of them). A server
+    answers only what its selector selects (the read asks for the batch's ranks): now the
+    answer is not understood and the read goes through the JSON export."""
+    server, start, end = vm
+    clean, _ = load_prometheus([server.url], _window(start, end), read_api="export-native")
+
+    def edit(body: bytes) -> bytes:
+        at = body.find(b"\x01rank\x01") + len(b"\x01rank\x01")
+        return body[:at] + bytes([body[at] ^ 0x08]) + body[at + 1:] if at > 6 else body
+
+    proxy = _Rewriter(server.url, vm_native.PATH, edit)
+    try:
+        got, _ = load_prometheus([proxy.url], _window(start, end), read_api="export-native")
+    finally:
+        proxy.close()
+    assert proxy.edited >= 2
+    _same_samples(clean, got)
+    assert got.skipped == clean.skipped
+    assert any("not understood (a series the selector does not select: rank=" in n
+               for n in got.notes), got.notes
+
+
+def test_an_export_answer_naming_a_series_its_selector_does_not_select_is_a_failed_read(
+        vm) -> None:
+    """The same damage in a JSON export answer (``"rank":"0"`` -> ``"rank":"8"`` in the
+    reserved-memory read): that read failed, said in the notes and the outcome, not rank 0's
+    samples given to a rank 8."""
+    server, start, end = vm
+
+    reserved = schema.FIELD_METRICS["reserved"].prom_aliases[0].encode()
+
+    def edit(body: bytes) -> bytes:  # the reserved-memory read only
+        if b'"__name__":"' + reserved + b'"' not in body:
+            return body
+        return body.replace(b'"rank":"0"', b'"rank":"8"', 1)
+
+    proxy = _Rewriter(server.url, vm_export.PATH, edit)
+    try:
+        got, outcome = load_prometheus([proxy.url], _window(start, end), read_api="export")
+    finally:
+        proxy.close()
+    assert proxy.edited >= 2
+    assert outcome.partial and outcome.ranks_failed == {proxy.url: {0, 1, 2, 3}}
+    assert got.skipped["query_failed"] == 1
+    assert "rank_outside_world" not in got.skipped
+    assert any("a series the selector does not select: rank='8'" in n for n in got.notes), \
+        got.notes
