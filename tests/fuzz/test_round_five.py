@@ -16,6 +16,12 @@ differential and the mutated-answer campaigns found, each kept as its minimal in
   not understood and the read goes through the JSON export, with a note.
 * A JSON export timestamp beyond 64 bits: ``OverflowError`` out of numpy, not the
   ``ValueError`` the reader turns into a failed read.
+  When every read fails so, the error now names the first read's reason (it said only
+  "every range query failed").
+* One flipped bit in a rank label of a real answer: neither VictoriaMetrics format has a
+  checksum, so the native read lost rank 3 without a note and the JSON export gave rank 0's
+  samples to a "rank 8". A series the read's selector does not select is now damage: the
+  native answer is not understood (JSON export, noted), the export answer a failed read.
 
 The campaigns themselves (production-shaped series of 16-64 ranks, 300-1,000 mutations per
 answer kind, remote read against a real Prometheus) run from the session notes, not here.
