@@ -73,7 +73,11 @@ FRESH5_DIR = ROOT / "tests/stalls/data/fresh5"
 #: culprit (one rank's crash seen from the others, one rank stuck outside NCCL, code-path
 #: divergence - held out whole); own dev/held-out halves; read with ``--reach`` too
 FRESH6_DIR = ROOT / "tests/stalls/data/fresh6"
-FRESH_SETS = (FRESH, "fresh2", "fresh3", "fresh4", "fresh5", "fresh6")
+#: a seventh fresh set (``"set": "fresh7"``): culprit-bearing cases from emitters no earlier set
+#: weighted (Slurm task lines, JAX / XLA multi-host, Paddle / Ascend / MindSpore launchers, FSDP
+#: stacks; Kubernetes operators held out whole); own dev/held-out halves; read with ``--reach``
+FRESH7_DIR = ROOT / "tests/stalls/data/fresh7"
+FRESH_SETS = (FRESH, "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7")
 #: exit code of an analyzer crash (docs/exit-codes.md).
 EXIT_INTERNAL = 70
 EXIT_HEALTHY = 0
@@ -464,10 +468,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="print the figures as Markdown tables (docs/benchmarks.md)")
     p.add_argument("--reach", action="store_true",
                    help="also read the fresh sets (tests/stalls/data/fresh, fresh2, fresh3, "
-                        "fresh4, fresh5, fresh6) and print the reach tables: per emitter "
+                        "fresh4, fresh5, fresh6, fresh7) and print the reach tables: per emitter "
                         "family per set (dev, heldout, fresh, fresh2/dev, fresh2/heldout, "
                         "fresh3/dev, fresh3/heldout, fresh4/dev, fresh4/heldout, fresh5/dev, "
-                        "fresh5/heldout, fresh6/dev, fresh6/heldout) and with each "
+                        "fresh5/heldout, fresh6/dev, fresh6/heldout, fresh7/dev, "
+                        "fresh7/heldout) and with each "
                         "family's calibration held out (benchmarks/stall_reach.py)")
     p.add_argument("--write-ceilings", action="store_true",
                    help="write analyzers/stalls/ceilings.py (the patterns that may be called "
@@ -475,7 +480,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     dirs = list(args.cases or DEFAULT_CASE_DIRS)
     if args.reach and not args.cases:
-        dirs += [FRESH_DIR, FRESH2_DIR, FRESH3_DIR, FRESH4_DIR, FRESH5_DIR, FRESH6_DIR]
+        dirs += [FRESH_DIR, FRESH2_DIR, FRESH3_DIR, FRESH4_DIR, FRESH5_DIR, FRESH6_DIR,
+                 FRESH7_DIR]
     try:
         cases = load_cases(dirs)
     except (OSError, ValueError, KeyError) as e:
