@@ -1214,6 +1214,68 @@ CATALOGUE: tuple[Pattern, ...] = (
        r"Unable to determine the device handle for GPU ?(?P<gpu>[0-9a-fA-F:.]{1,20}?)(?:: "
        r"(?P<bus>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]))?: (?P<err>Unknown Error|"
        r"GPU is lost)", ("unable to determine the device handle",), "gpu_lost"),
+    # --------------------------------------------- fresh7's dev half (helper f8)
+    _p("openmpi.proc_aborted_cut", "Open MPI mpirun/orterun (1.x-4.x), PRRTE prterun (Open MPI 5)",
+       '"%s noticed that process rank %lu with PID %lu" — the head of [orterun:proc-aborted('
+       '-strsignal)] / [prun:proc-aborted(-strsignal)] cut before "on node %s exited on signal '
+       '%d (%s)." (an issue title, a paste cut at the line\'s end)',
+       "Open MPI 1.6+, PRRTE 2+ (every help text that begins so)",
+       "orte/tools/orterun/help-orterun.txt; prrte src/tools/prun/help-prun.txt (both texts "
+       "that begin 'noticed that process rank' end 'exited on signal')",
+       "reporter: the launcher; the FIRST process of its world it saw end on a signal, which "
+       "signal cut away: a culprit only at low (a SIGABRT or SIGTERM there would make it a "
+       "victim; read by log_mpirun when the next line does not complete it)",
+       r"(?P<tool>[\w./-]{1,64}) noticed that process rank (?P<rank>\d{1,7}) with PID "
+       r"(?P<pid>\w{1,12})", ("noticed that process rank",), "mpi_launcher"),
+    _p("xla.coordination.barrier_timeout", "XLA / TSL coordination service (JAX jax.distributed, "
+       "TF multi-worker)",
+       '"Barrier timed out. Barrier_id: %s" (no names) → "Barrier timed out. Barrier_id: %s. '
+       'Timed out task names:\\n%s" → "Barrier timed out. Id: %s. … # of tasks that reached '
+       'the barrier: %d/%d.\\nThe first task at the barrier: %s. Some timed out task '
+       'names:\\n%s", each name "/job:%s/replica:0/task:%d" on its own line',
+       "tensorflow coordination_service.cc (2.8 – 2.12, no names), xla/tsl "
+       "coordination_service.cc (the listed forms; kPendingTaskLogLimit 20, later "
+       "kPendingStragglerLogLimit 3)",
+       "tensorflow/core/distributed_runtime/coordination/coordination_service.cc and "
+       "xla/tsl/distributed_runtime/coordination/coordination_service.cc, "
+       "CheckBarrierTimeout (pending_tasks: the tasks NOT at the barrier)",
+       "reporter: the coordination service (in task 0); the tasks it names had NOT reached the "
+       "barrier when it expired — JAX registers process i as /job:jax_worker/task:i; a list is "
+       "complete when '# of tasks that reached' accounts for it, or when shorter than the cap "
+       "(read by log_xla_coord)",
+       r"Barrier timed out\. (?:Barrier_id|Id): (?P<id>[^\s\\]{1,200}?)\.?(?:\s|\\n|$)",
+       ("barrier timed out",), "xla_coord"),
+    _p("mindspore.msrun.time_out_nodes", "MindSpore msrun (mindspore.parallel.cluster)",
+       '"Time out nodes are %s" — a Python list of the node ids scheduler.log reports as '
+       '"node: <id> is timed out", printed after "There\'s worker exits with exception, kill '
+       'all other workers."', "MindSpore 2.3 – 2.6 (process_entity/_api.py, _analyze_log)",
+       "mindspore/python/mindspore/parallel/cluster/process_entity/_api.py (_analyze_log; a "
+       "worker's node id is its rank: index, or node_rank * local_worker_num + index, exported "
+       "as RANK_ID)",
+       "reporter: msrun, from the scheduler's log; the listed nodes stopped heartbeating to the "
+       "scheduler before it exited — one id: that worker died or hung first (msrun had SIGKILLed "
+       "the rest after a worker exited non-zero); several: suspects (read by log_msrun)",
+       r"Time out nodes are \[(?P<ids>[^\]\n]{0,4000})\]", ("time out nodes are",), "msrun"),
+    _p("hccl.notify_wait_timeout", "Huawei Ascend HCCL (CANN), via torch_npu / MindSpore",
+       '"EI0002: … The wait execution of the Notify register times out. Reason: The Notify '
+       'register has not received the Notify record from remote rank: [%d]. … group '
+       'information: [group:[%s], …, rankSize[%d], rankId[%s]]"',
+       "CANN 7.x – 8.x (error code EI0002 as printed in public threads; HCCL is closed source)",
+       "the CANN error-code reference's EI0002 text (HCCL_EXEC_TIMEOUT, default 1800 s)",
+       "reporter: the rank whose task waited (its global RankID on the '[ERROR] … RankID:%d' "
+       "line); the remote rank is a rank OF THE GROUP named, not a global rank: a stall in that "
+       "group, the peer not named globally (read by log_hccl)",
+       r"EI0002: [^\n]{0,300}?has not received the Notify record from remote rank: "
+       r"\[(?P<remote>\d{1,7})\]", ("notify record from remote rank",), "hccl"),
+    _p("hccl.socket_timeout", "Huawei Ascend HCCL (CANN), via torch_npu / MindSpore",
+       '"EI0006: … Getting socket times out. Reason: Remote Rank did not send the data in time. '
+       'Please check the reason for the rank being stuck"',
+       "CANN 7.x – 8.x (error code EI0006 as printed in public threads; HCCL is closed source)",
+       "the CANN error-code reference's EI0006 text (HCCL_CONNECT_TIMEOUT, default 120 s)",
+       "reporter: the rank that printed it waited on a peer that did not send in time; no peer "
+       "is named: a stall, nobody named (read by log_hccl)",
+       r"EI0006: [^\n]{0,300}?Getting socket times out\. Reason: Remote Rank did not send",
+       ("getting socket times out",), "hccl"),
 )
 
 BY_ID: dict[str, Pattern] = {p.id: p for p in CATALOGUE}

@@ -81,6 +81,8 @@ _PADDLE = re.compile(r"ABORT!!! Out of all (?P<n>\d{1,7}) trainers, the trainer 
 _NODE_LAUNCHERS = ("torch.distributed.elastic", "torchrun", "torch.distributed.launch",
                    "elastic/multiprocessing", "deepspeed.launcher.launch", "[launch.py:")
 _MPI_ABORT = gr.BY_ID["openmpi.mpi_abort"].regex
+#: the proc-aborted head alone, its "on node … exited on signal" cut away
+_CUT = gr.BY_ID["openmpi.proc_aborted_cut"].regex
 #: 5.x's second line of [mpi-abort]: ``  Proc: [[29973,1],3]`` / ``  Proc: [prterun-h-12@1,3]``
 _ABORT_PROC = re.compile(r"^\s*Proc:\s*\[(?:\[\d{1,10},\d{1,10}\]|[^\],\s]{1,200}),"
                          r"(?P<rank>\d{1,7})\]")
@@ -104,6 +106,7 @@ class MpiLauncherScanner:
         #: the previous line: "has exited due to … on" wraps before "node", PRRTE's "noticed
         #: that process rank … exited on" before "signal"
         self._prev = ""
+        self._prev_no = 0
         #: an [mpi-abort] head whose communicator is not the world: (line, its text)
         self._abort: tuple[int, str] | None = None
 
@@ -114,13 +117,15 @@ class MpiLauncherScanner:
         with contextlib.suppress(gr.NumberTooLong):
             if prev and self._joined(no, prev + " " + seg):
                 return
+            if prev:
+                self._cut(self._prev_no, prev)
             if self._abort is not None and self._abort_proc(no, seg):
                 return
             if "invoked on rank" in low and self._mpi_abort(no, seg):
                 return
             if ("has exited due to" in low and not self._exited(no, seg)) or (
                     "noticed that process rank" in low and not _ABORTED.search(seg)):
-                self._prev = seg  # wrapped by the help text: read with the next line
+                self._prev, self._prev_no = seg, no  # wrapped: read with the next line
                 return
             if any(k in low for k in _TRIGGERS):
                 self._read(no, seg)
@@ -254,7 +259,28 @@ class MpiLauncherScanner:
         detail["rank_from"] = "the MPI launcher's rank (its world's vpid)"
         self.found.append(Found(RANK_ERROR, no, rank, None, seg.strip()[:300], detail, pattern))
 
+    def _cut(self, no: int, text: str) -> None:
+        """A "noticed that process rank N with PID P" head that no next line completes: cut
+        (an issue title, a paste ending there). Every help text that begins so ends "exited on
+        signal %d" — the first process the launcher saw end on a signal — but which signal is
+        cut away: a SIGABRT or SIGTERM would make it a victim, so the rank is named at low
+        only (``weak_rank``)."""
+        m = _CUT.search(text)
+        if m is None:
+            return
+        self._add(no, m.group("rank"), text, {
+            "category": "signal", "cut": True, "weak_rank": True,
+            "launcher": m.group("tool")[:40],
+            "why": f"{m.group('tool')} noticed MPI rank {m.group('rank')} end first, on a "
+                   "signal the line's cut end does not show: its own death (SIGKILL, SIGSEGV) "
+                   "makes it the culprit, a SIGABRT or SIGTERM a victim — its own last lines "
+                   "tell which"}, "openmpi.proc_aborted_cut")
+
     def close(self) -> None:
+        with contextlib.suppress(gr.NumberTooLong):
+            if self._prev:
+                self._cut(self._prev_no, self._prev)
+        self._prev = ""
         self._abort_rankless()
         if not self._node_launcher:
             return

@@ -25,11 +25,13 @@ from stormotel.analyzers.stalls import (
     log_c10d_reporter,
     log_frtrace,
     log_gpu_lost,
+    log_hccl,
     log_horovod,
     log_main_first,
     log_monitored,
     log_mpi_signal,
     log_mpirun,
+    log_msrun,
     log_ncclwarn_ranks,
     log_pg_error,
     log_rankless,
@@ -41,6 +43,7 @@ from stormotel.analyzers.stalls import (
     log_store_barrier,
     log_store_rankless,
     log_store_wait,
+    log_xla_coord,
 )
 from stormotel.analyzers.stalls import log_failures as lf
 
@@ -207,4 +210,10 @@ KINDS: tuple[LogKind, ...] = (
     LogKind("serving_rankless", log_serving.Scanner, log_serving.findings, fallback=True),
     # a GPU that stopped answering (NVRM Xid 79 / fallen off the bus, nvidia-smi): no rank
     LogKind("gpu_lost", log_gpu_lost.Scanner, log_gpu_lost.findings, fallback=True),
+    # the XLA / TSL coordination service's barrier timeout: the tasks that never arrived (JAX)
+    LogKind("xla_barrier", log_xla_coord.Scanner, log_xla_coord.findings),
+    # MindSpore msrun's "Time out nodes are [...]": the worker its scheduler lost first
+    LogKind("msrun_timeout_nodes", log_msrun.Scanner, log_msrun.findings),
+    # Ascend HCCL's EI0002 / EI0006 waits: a group rank, not a global one — nobody named
+    LogKind("hccl_wait", log_hccl.Scanner, log_hccl.findings, fallback=True),
 )

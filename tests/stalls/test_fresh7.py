@@ -8,7 +8,8 @@ launcher, Ascend HCCL and MindSpore's msrun, FSDP stacks, and Kubernetes trainin
 rank per its emitter's source; the rest are undecided. Labelled before the tool ran, and split
 into dev / held-out before any rule was written: the case id's hash, plus the whole Kubernetes
 family held out. The right / culprit-named figures per half and family are the evaluation's
-(``eval_stalls.py --reach``, /work/notes/f8.md and docs/stalls.md), not asserted here.
+(``eval_stalls.py --reach``, /work/notes/f8.md and docs/stalls.md), not asserted here; f8's
+four rules from the dev half are checked by test_fresh7_rules.
 """
 
 from __future__ import annotations
@@ -88,6 +89,14 @@ def test_fresh7_is_never_healthy(fresh7_results: list[Any]) -> None:
     """Every case is a failing or hung job: "healthy" (exit 0) is the worst answer, on either
     half."""
     assert not [r.case.id for r in fresh7_results if r.exit_code == 0]
+
+
+def test_fresh7_dev_half_is_never_healthy_nor_no_evidence(fresh7_results: list[Any]) -> None:
+    """Every dev case gets a finding (exit 1), never "healthy" (0) or "no evidence" (3), and
+    every dev answer is right — after f8's rules (a cut mpirun line, the XLA coordination
+    service's barrier timeout, msrun's timed-out nodes, HCCL's waits); before them four dev
+    logs read "no evidence"."""
+    fc.assert_dev_half_is_a_finding_and_right(fresh7_results, 8)
 
 
 def test_fresh7_stays_out_of_the_halves_and_the_ceilings(fresh7_results: list[Any]) -> None:
