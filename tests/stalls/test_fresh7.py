@@ -9,7 +9,9 @@ rank per its emitter's source; the rest are undecided. Labelled before the tool 
 into dev / held-out before any rule was written: the case id's hash, plus the whole Kubernetes
 family held out. The right / culprit-named figures per half and family are the evaluation's
 (``eval_stalls.py --reach``, /work/notes/f8.md and docs/stalls.md), not asserted here; f8's
-four rules from the dev half are checked by test_fresh7_rules.
+four rules from the dev half are checked by test_fresh7_rules. A round 2 of 3 cases
+("collected" 2026-11-29h) was gathered after those rules, by searches for their messages, and
+is held out whole.
 """
 
 from __future__ import annotations
@@ -41,9 +43,13 @@ def test_fresh7_case_is_well_formed_and_split_before_the_rules(folder: Path) -> 
     _well_formed(folder)
     spec = _spec(folder)
     assert spec["set"] == "fresh7" and spec["real"] and not spec["tuned_on"]
-    assert spec["collected"] == "2026-11-29g"
+    assert spec["collected"] in ("2026-11-29g", "2026-11-29h")
     assert spec["family"] in FAMILIES and spec["label_basis"] in ("thread", "source")
-    expected_half = "heldout" if spec["family"] == HELD_FAMILY else EVAL.half_of(spec["id"])
+    # round 2 ("…h") was gathered after f8's rules, by searches for their messages: held out
+    # whole, it measures them on cases they were not written from
+    after_rules = spec["collected"] == "2026-11-29h"
+    expected_half = "heldout" if spec["family"] == HELD_FAMILY or after_rules else \
+        EVAL.half_of(spec["id"])
     assert spec["half"] == expected_half
     case_md = (folder / "CASE.md").read_text()
     assert spec["established_by"] in case_md and spec["source"] in case_md
@@ -56,8 +62,8 @@ def test_fresh7_case_is_well_formed_and_split_before_the_rules(folder: Path) -> 
 
 def test_fresh7_is_new_material_and_most_of_it_names_a_culprit() -> None:
     """No thread of the corpus or of an earlier fresh set, no id twice, at least ten projects,
-    every family present; at least 70 % of the set carries a culprit label (the set's reason
-    to exist)."""
+    every family present; at least 70 % of the set as gathered before any rule carries a
+    culprit label (the set's reason to exist)."""
     specs = [_spec(f) for f in _fresh7()]
     older_dirs = [p for base in sorted(FRESH7.parent.glob("fresh*")) if base != FRESH7
                   for p in base.iterdir() if p.is_dir()]
@@ -69,7 +75,9 @@ def test_fresh7_is_new_material_and_most_of_it_names_a_culprit() -> None:
     assert {s["family"] for s in specs} == set(FAMILIES)
     halves = [s["half"] for s in specs]
     assert halves.count("dev") >= 5 and halves.count("heldout") >= 5
-    assert 10 * sum(s["expected"]["ranks"] is not None for s in specs) >= 7 * len(specs)
+    # the set as gathered before any rule (round 1): at least 70 % culprit-labelled
+    first = [s for s in specs if s["collected"] == "2026-11-29g"]
+    assert 10 * sum(s["expected"]["ranks"] is not None for s in first) >= 7 * len(first)
 
 
 @pytest.fixture(scope="module")
