@@ -36,12 +36,23 @@ healthy control under ``--warning-percent 90 --critical-percent 100``); a lowere
 runs it.
 
 Any other difference runs the group. A variant whose rules differ anywhere still has every one
-of its rules evaluated over real inputs by the groups that do run (promtool evaluates the whole
-rules file in every group), so an expression that fails at evaluation is still caught.
+of its changed rules evaluated over real inputs by the groups that do run, so an expression that
+fails at evaluation is still caught.
+
+Within a group that runs only because some of its checks see a changed alert (the group itself,
+the settings and the recording rules are the shipped ones), the other checks have the shipped
+run's outcome too: :func:`write_runs` keeps only the checks that see a changed alert, against a
+rules file of the alerts they see and the recording rules those read (:func:`rules_for`; every
+alert is checked quiet in the healthy control, so each changed alert is evaluated there). The
+values are the whole file's: promtool evaluates rules in file order and a rule's value depends
+only on the rules it reads; the rules left out are the shipped ones, over the same inputs, in
+the shipped run (where an evaluation error would fail it). The healthy control under 50/60 %
+thresholds is then 8 rules, not 37: 2 s of promtool instead of 10.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -161,6 +172,26 @@ def groups_to_run(variant_tests: Path, variant_rules: Path, shipped_tests: Path,
                   shipped_rules: Path) -> list[int]:
     """Indexes of the variant suite's test groups whose outcome the shipped suite's run does
     not already give (see the module docstring for the rule)."""
+    return [i for i, _ in _plan(variant_tests, variant_rules, shipped_tests, shipped_rules)]
+
+
+#: The checks of a group whose outcome is not known: ``alert_rule_test`` and
+#: ``promql_expr_test`` indexes, the alerts they can see, and whether they see every alert
+#: (None: every check, against every rule).
+_Unknown = tuple[list[int], list[int], set[str], bool] | None
+
+
+def _plan(variant_tests: Path, variant_rules: Path, shipped_tests: Path,
+          shipped_rules: Path) -> list[tuple[int, _Unknown]]:
+    """:func:`groups_to_run`, each group with its checks that must run: in a group identical to
+    the shipped one (same settings, same recording rules) an alert check whose alert is
+    unchanged, and a ``promql_expr_test`` that reads no changed alert, have the shipped run's
+    outcome; elsewhere every check runs.
+
+    A check of ``ALERTS`` that expects nothing sees only the changed alerts: it passed in the
+    shipped run, so no unchanged alert (the same expression, ``for`` and labels: the same
+    ``ALERTS`` series; annotations are not among them) put a series there. One that expects
+    samples sees every alert."""
     v_suite, s_suite = load(variant_tests), load(shipped_tests)
     v_groups, v_rules = _rules(variant_rules)
     s_groups, s_rules = _rules(shipped_rules)
@@ -173,29 +204,44 @@ def groups_to_run(variant_tests: Path, variant_rules: Path, shipped_tests: Path,
         and _same([r for r in v_rules if "record" in r], [r for r in s_rules if "record" in r],
                   ("record", *_RULE_KEYS)))
     v_alerts, s_alerts = _alerts_by_name(v_rules), _alerts_by_name(s_rules)
-    all_alerts_same = v_alerts.keys() == s_alerts.keys() and all(
-        _same(v_alerts[n], s_alerts[n], _RULE_KEYS) for n in v_alerts)
+    changed = {n for n in v_alerts.keys() | s_alerts.keys() if n not in v_alerts
+               or n not in s_alerts or not _same(v_alerts[n], s_alerts[n], _RULE_KEYS)}
+    all_alerts_same = not changed
     # Every alert is the shipped one or the shipped one with raised thresholds: fewer alerts.
     fewer = v_alerts.keys() == s_alerts.keys() and all(
         len(v_alerts[n]) == len(s_alerts[n]) and all(
             _only_raised(v, s) for v, s in zip(v_alerts[n], s_alerts[n], strict=True))
         for n in v_alerts)
     shipped = {dump(g) for g in s_suite["tests"]}
-    run: list[int] = []
+    run: list[tuple[int, _Unknown]] = []
     for i, group in enumerate(v_suite["tests"]):
-        known = settings_same and dump(group) in shipped
-        if known and fewer and _expects_silence(group):
+        same_group = settings_same and dump(group) in shipped
+        if same_group and fewer and _expects_silence(group):
             continue
-        for case in group.get("alert_rule_test", ()):
-            name = str(case["alertname"])
-            keys = (*_RULE_KEYS, "annotations") if case.get("exp_alerts") else _RULE_KEYS
-            known = known and name in v_alerts and name in s_alerts and _same(
-                v_alerts[name], s_alerts[name], keys)
-        if _reads_alerts(group):
-            known = known and all_alerts_same
-        if not known:
-            run.append(i)
+        cases = list(group.get("alert_rule_test", ()))
+        alert_checks = [k for k, case in enumerate(cases)
+                        if not _same_alert(case, v_alerts, s_alerts)]
+        exprs = list(group.get("promql_expr_test", ()))
+        expr_checks = [k for k, t in enumerate(exprs)
+                       if not all_alerts_same and _reads_alerts({"promql_expr_test": [t]})]
+        seen = {str(cases[k]["alertname"]) for k in alert_checks}
+        if expr_checks:
+            seen |= changed
+        every = any(exprs[k].get("exp_samples") for k in expr_checks)
+        if not same_group:
+            run.append((i, None))
+        elif alert_checks or expr_checks:
+            run.append((i, (alert_checks, expr_checks, seen, every)))
     return run
+
+
+def _same_alert(case: dict[str, Any], v_alerts: dict[str, list[dict[str, Any]]],
+                s_alerts: dict[str, list[dict[str, Any]]]) -> bool:
+    """The alert an ``alert_rule_test`` names is the shipped one, on everything the check sees
+    (annotations too where it expects the alert to fire)."""
+    name = str(case["alertname"])
+    keys = (*_RULE_KEYS, "annotations") if case.get("exp_alerts") else _RULE_KEYS
+    return name in v_alerts and name in s_alerts and _same(v_alerts[name], s_alerts[name], keys)
 
 
 def write_subset(variant_tests: Path, keep: list[int], out: Path) -> Path:
@@ -205,3 +251,61 @@ def write_subset(variant_tests: Path, keep: list[int], out: Path) -> Path:
     suite["tests"] = [g for i, g in enumerate(suite["tests"]) if i in keep]
     out.write_text(dump(suite, sort_keys=False))
     return out
+
+
+def _mentions(text: str, name: str) -> bool:
+    return re.search(rf"(?<![\w:]){re.escape(name)}(?![\w:])", text) is not None
+
+
+def rules_for(rules_file: Path, alerts: set[str], all_alerts: bool, out: Path) -> Path:
+    """The rules file with only what ``alerts`` (every alert where ``all_alerts``) can see:
+    those alert rules and, transitively, every recording rule named in their text (expression,
+    labels, annotations: a template may ``query`` a recorded series), in their groups and
+    order (a rule reading one recorded later in its group reads the previous evaluation, as in
+    the whole file). The values of the rules kept are those of the whole file's run; the rules
+    left out are the shipped ones, evaluated over the same inputs in the shipped run."""
+    groups = load(rules_file)["groups"]
+    every = [r for g in groups for r in g["rules"]]
+    kept = [r for r in every if "alert" in r and (all_alerts or str(r["alert"]) in alerts)]
+    seen = "\n".join(dump(r) for r in kept)
+    for _ in every:  # a fixed point: each pass can add a recording rule another one reads
+        more = [r for r in every if "record" in r and not any(r is k for k in kept)
+                and _mentions(seen, str(r["record"]))]
+        if not more:
+            break
+        kept += more
+        seen += "\n" + "\n".join(dump(r) for r in more)
+    out_groups = [{**g, "rules": [r for r in g["rules"] if any(r is k for k in kept)]}
+                  for g in groups]
+    out.write_text(dump({"groups": [g for g in out_groups if g["rules"]]}, sort_keys=False))
+    return out
+
+
+def write_runs(variant_tests: Path, variant_rules: Path, shipped_tests: Path,
+               shipped_rules: Path) -> list[Path]:
+    """promtool suites, written beside ``variant_tests``, that together run what the shipped
+    run does not already give: every group :func:`groups_to_run` names, with the checks whose
+    outcome is not known, against the variant's rules those checks can see
+    (:func:`rules_for`); a group unlike every shipped one runs whole against the whole file.
+    One suite per group (``rule_files`` is per suite). Empty when nothing needs to run."""
+    suite = load(variant_tests)
+    out_dir = variant_tests.parent
+    runs = []
+    for i, unknown in _plan(variant_tests, variant_rules, shipped_tests, shipped_rules):
+        group = suite["tests"][i]
+        rules_path = variant_rules
+        if unknown is not None:
+            alert_checks, expr_checks, seen, every = unknown
+            group = {**group,
+                     "alert_rule_test": [c for k, c in enumerate(group.get("alert_rule_test", ()))
+                                         if k in alert_checks],
+                     "promql_expr_test": [t for k, t in enumerate(group.get("promql_expr_test",
+                                                                           ()))
+                                          if k in expr_checks]}
+            group = {k: v for k, v in group.items() if v != []}
+            rules_path = rules_for(variant_rules, seen, every, out_dir / f"group-{i}.rules.yml")
+        one = {**suite, "rule_files": [os.path.relpath(rules_path, out_dir)], "tests": [group]}
+        path = out_dir / f"group-{i}.test.yml"
+        path.write_text(dump(one, sort_keys=False))
+        runs.append(path)
+    return runs

@@ -4,11 +4,19 @@ change anywhere a group's checks can see runs that group, and nothing else is sk
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 from typing import Any
 
 from tests.dashboards.exprs import RULES_PATH
-from tests.dashboards.promtool_suites import dump, groups_to_run, load, write_subset
+from tests.dashboards.promtool_suites import (
+    dump,
+    groups_to_run,
+    load,
+    rules_for,
+    write_runs,
+    write_subset,
+)
 
 SHIPPED_TESTS = RULES_PATH.parent / "tests" / "stormotel-rules.test.yml"
 
@@ -163,3 +171,58 @@ def test_a_raised_threshold_outside_a_plain_filter_runs_the_silent_groups(
             rule["expr"] = rule["expr"].replace("> 7200", "> 7300")
     assert set(_variant(tmp_path, edit)) == \
         _naming("StormotelAnalyzerStale") | _reading_alerts()
+
+
+_RECORDED = re.compile(r"stormotel:\w+:\w+")
+
+
+def _kept(path: Path) -> list[dict[str, Any]]:
+    return [r for g in load(path)["groups"] for r in g["rules"]]
+
+
+def test_the_rules_an_alert_sees_are_its_own_and_every_recording_rule_they_read(
+        tmp_path: Path) -> None:
+    """``rules_for``: the named alerts, and every recording rule named in a kept rule's text
+    (the closure: nothing a kept rule reads is left out), in the file's order."""
+    every = _kept(RULES_PATH)
+    alerts = sorted({str(r["alert"]) for r in every if "alert" in r})
+    for name in alerts:
+        kept = _kept(rules_for(RULES_PATH, {name}, False, tmp_path / f"{name}.yml"))
+        assert {str(r["alert"]) for r in kept if "alert" in r} == {name}
+        records = {str(r["record"]) for r in kept if "record" in r}
+        read = {m for r in kept for m in _RECORDED.findall(dump(r))}
+        assert read <= records, (name, read - records)
+        order = [every.index(r) for r in kept]
+        assert order == sorted(order)
+    pressure = {str(r.get("record")) for r in _kept(rules_for(
+        RULES_PATH, {"StormotelGpuMemoryPressure"}, False, tmp_path / "p.yml"))}
+    assert {"stormotel:rank_memory_pressure:ratio", "stormotel:gpu_memory_in_use:ratio",
+            "stormotel:rank_placement:info"} <= pressure
+    assert "stormotel:rank_silent:bool" not in pressure
+    seen_by_all = _kept(rules_for(RULES_PATH, set(), True, tmp_path / "all.yml"))
+    assert [str(r["alert"]) for r in seen_by_all if "alert" in r] == \
+        [str(r["alert"]) for r in every if "alert" in r]
+
+
+def test_a_group_run_for_one_changed_alert_keeps_only_the_checks_that_see_it(
+        tmp_path: Path) -> None:
+    """The pressure alert at 90 % instead of 80 %: the groups naming it that expect it to fire
+    run whole; the healthy control reads ALERTS expecting nothing and names every alert, so it
+    runs with only the pressure alert's checks and its ALERTS checks, against the pressure
+    alert and what it reads."""
+    rules, suite = load(RULES_PATH), load(SHIPPED_TESTS)
+    for rule in (r for g in rules["groups"] for r in g["rules"]):
+        _threshold("StormotelGpuMemoryPressure", "0.8", "0.7")(rule)
+    (tmp_path / "r.yml").write_text(dump(rules))
+    (tmp_path / "t.yml").write_text(dump(suite))
+    groups = groups_to_run(tmp_path / "t.yml", tmp_path / "r.yml", SHIPPED_TESTS, RULES_PATH)
+    runs = write_runs(tmp_path / "t.yml", tmp_path / "r.yml", SHIPPED_TESTS, RULES_PATH)
+    assert 0 in groups and len(runs) == len(groups)
+    healthy = next(p for p in runs if load(p)["tests"][0]["name"] == _suite()[0]["name"])
+    checks = load(healthy)["tests"][0]
+    assert {c["alertname"] for c in checks["alert_rule_test"]} == {"StormotelGpuMemoryPressure"}
+    assert checks["promql_expr_test"] and all(
+        "ALERTS" in t["expr"] for t in checks["promql_expr_test"])
+    kept = _kept(tmp_path / load(healthy)["rule_files"][0])
+    assert {str(r["alert"]) for r in kept if "alert" in r} == {"StormotelGpuMemoryPressure"}
+    assert "> 0.7)" in dump(kept)  # the variant's rule, not the shipped one
