@@ -39,8 +39,13 @@ CULPRIT = 2
 STEPS_BEFORE = 15
 STEPS_HEALTHY = 40
 FLOOR_S = 2.0
-#: how long the parent lets a hanging job hang before SIGTERM (≥ 2 floors + start-up)
+#: how long the parent lets a hanging job hang before SIGTERM at most, and with the default
+#: floor (≥ 2 floors + start-up); with the suite's floor it stops :data:`TAIL_S` after every
+#: rank of every hanging job has its snapshot (:func:`_all_snapshotted`)
 HANG_S = 14.0
+#: the peers sample on for this long after the last snapshot (the tests read that rank 0 went
+#: on sampling more than 5 s past its first one), and the dumps at the snapshots land
+TAIL_S = 6.0
 SCENARIOS = ("regex", "dataloader", "checkpoint", "callback", "healthy")
 #: scenario -> the culprit's own function the report must name
 USER_FRAMES = {"regex": "filter_records", "dataloader": "next_batch",
@@ -149,6 +154,22 @@ def _rank_main(rank: int, scenario: str, out: Path, init_file: str) -> None:
     os._exit(0)  # skip gloo teardown
 
 
+def _all_snapshotted(root: Path) -> bool:
+    """Every rank of the job at ``root`` has a stack snapshot with its frames (a finished one,
+    or the pending file the C watchdog wrote into while the rank held the GIL), and every
+    waiting peer its Flight Recorder dump asked at its snapshot."""
+    from stormotel import schema
+
+    files = [p for p in root.rglob(f"{schema.ARCHIVE_RANK_PREFIX}*")
+             if p.name.endswith((schema.STACK_SUFFIX, schema.STACK_PENDING_SUFFIX))]
+    for rank in range(WORLD):
+        mine = [p for p in files if p.name.startswith(f"{schema.ARCHIVE_RANK_PREFIX}{rank}-")]
+        if not any('File "' in p.read_text(errors="replace") for p in mine):
+            return False
+    dumps = {p.name for p in root.rglob("nccl_trace_rank_*")}
+    return all(f"nccl_trace_rank_{r}" in dumps for r in range(WORLD) if r != CULPRIT)
+
+
 def generate(out: Path, defaults: bool = False) -> None:
     """Run every scenario at once (ranks forked from one torch import), then play launcher.
     ``defaults``: the tracker's own floor (20 s) and a one-minute hang, as a user's job has."""
@@ -177,7 +198,14 @@ def generate(out: Path, defaults: bool = False) -> None:
         marker = out / scenario / "hang_started"
         while not marker.exists() and time.monotonic() - started < 120:
             time.sleep(0.2)
-    time.sleep(60.0 if defaults else HANG_S)
+    if defaults:
+        time.sleep(60.0)
+    else:
+        hung = time.monotonic()
+        while time.monotonic() - hung < HANG_S - TAIL_S and not all(
+                _all_snapshotted(out / s) for s in SCENARIOS if s != "healthy"):
+            time.sleep(0.2)
+        time.sleep(TAIL_S)
     for scenario, ps in procs.items():  # the launcher: SIGTERM, then SIGKILL after a grace
         (out / scenario / "sigterm_ns").write_text(str(time.time_ns()))
         for p in ps:
