@@ -257,17 +257,20 @@ def _mentions(text: str, name: str) -> bool:
     return re.search(rf"(?<![\w:]){re.escape(name)}(?![\w:])", text) is not None
 
 
-def rules_for(rules_file: Path, alerts: set[str], all_alerts: bool, out: Path) -> Path:
+def rules_for(rules_file: Path, alerts: set[str], all_alerts: bool, out: Path,
+              reads: str = "") -> Path:
     """The rules file with only what ``alerts`` (every alert where ``all_alerts``) can see:
     those alert rules and, transitively, every recording rule named in their text (expression,
     labels, annotations: a template may ``query`` a recorded series), in their groups and
     order (a rule reading one recorded later in its group reads the previous evaluation, as in
     the whole file). The values of the rules kept are those of the whole file's run; the rules
-    left out are the shipped ones, evaluated over the same inputs in the shipped run."""
+    left out are the shipped ones, evaluated over the same inputs in the shipped run.
+    ``reads``: text of queries (``promql_expr_test`` expressions) whose recording rules are
+    kept too."""
     groups = load(rules_file)["groups"]
     every = [r for g in groups for r in g["rules"]]
     kept = [r for r in every if "alert" in r and (all_alerts or str(r["alert"]) in alerts)]
-    seen = "\n".join(dump(r) for r in kept)
+    seen = "\n".join([reads, *(dump(r) for r in kept)])
     for _ in every:  # a fixed point: each pass can add a recording rule another one reads
         more = [r for r in every if "record" in r and not any(r is k for k in kept)
                 and _mentions(seen, str(r["record"]))]
@@ -303,9 +306,38 @@ def write_runs(variant_tests: Path, variant_rules: Path, shipped_tests: Path,
                                                                            ()))
                                           if k in expr_checks]}
             group = {k: v for k, v in group.items() if v != []}
-            rules_path = rules_for(variant_rules, seen, every, out_dir / f"group-{i}.rules.yml")
+            rules_path = rules_for(variant_rules, seen, every, out_dir / f"group-{i}.rules.yml",
+                                   "\n".join(str(t["expr"])
+                                             for t in group.get("promql_expr_test", ())))
         one = {**suite, "rule_files": [os.path.relpath(rules_path, out_dir)], "tests": [group]}
         path = out_dir / f"group-{i}.test.yml"
         path.write_text(dump(one, sort_keys=False))
+        runs.append(path)
+    return runs
+
+
+def write_expecting(suite_path: Path, rules_path: Path) -> list[Path]:
+    """promtool suites, written beside ``suite_path``, one per group that expects something
+    (an alert firing, a query returning samples), each with only those checks, against the
+    rules they see (:func:`rules_for`): for a suite whose outcome is the shipped one's by
+    construction except where a check can tell a series found from one missing (a renamed
+    selector that finds nothing is silence too)."""
+    suite = load(suite_path)
+    runs = []
+    for i, group in enumerate(suite["tests"]):
+        cases = [c for c in group.get("alert_rule_test", ()) if c.get("exp_alerts")]
+        exprs = [t for t in group.get("promql_expr_test", ()) if t.get("exp_samples")]
+        if not cases and not exprs:
+            continue
+        one = {k: v for k, v in group.items() if k not in ("alert_rule_test", "promql_expr_test")}
+        one.update({"alert_rule_test": cases} if cases else {})
+        one.update({"promql_expr_test": exprs} if exprs else {})
+        every = any(name in str(t["expr"]) for t in exprs for name in _ALERT_SERIES)
+        rules = rules_for(rules_path, {str(c["alertname"]) for c in cases}, every,
+                          suite_path.parent / f"expecting-{i}.rules.yml",
+                          "\n".join(str(t["expr"]) for t in exprs))
+        path = suite_path.parent / f"expecting-{i}.test.yml"
+        path.write_text(dump({**suite, "rule_files": [os.path.relpath(rules, path.parent)],
+                              "tests": [one]}, sort_keys=False))
         runs.append(path)
     return runs

@@ -14,6 +14,7 @@ from tests.dashboards.promtool_suites import (
     groups_to_run,
     load,
     rules_for,
+    write_expecting,
     write_runs,
     write_subset,
 )
@@ -226,3 +227,26 @@ def test_a_group_run_for_one_changed_alert_keeps_only_the_checks_that_see_it(
     kept = _kept(tmp_path / load(healthy)["rule_files"][0])
     assert {str(r["alert"]) for r in kept if "alert" in r} == {"StormotelGpuMemoryPressure"}
     assert "> 0.7)" in dump(kept)  # the variant's rule, not the shipped one
+
+
+def test_the_expecting_runs_keep_each_check_that_expects_something_and_what_it_reads(
+        tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    suite = tmp_path / "tests" / SHIPPED_TESTS.name
+    suite.write_text(SHIPPED_TESTS.read_text())
+    runs = write_expecting(suite, RULES_PATH)
+    expecting = [g for g in _suite() if any(c["exp_alerts"] for c in g.get("alert_rule_test", ()))
+                 or any(t["exp_samples"] for t in g.get("promql_expr_test", ()))]
+    assert len(runs) == len(expecting) < len(_suite())
+    for path, shipped in zip(runs, expecting, strict=True):
+        group = load(path)["tests"][0]
+        assert group["input_series"] == shipped["input_series"]
+        assert group.get("alert_rule_test", []) == [
+            c for c in shipped.get("alert_rule_test", ()) if c["exp_alerts"]]
+        assert group.get("promql_expr_test", []) == [
+            t for t in shipped.get("promql_expr_test", ()) if t["exp_samples"]]
+        kept = {str(r.get("record") or r.get("alert"))
+                for r in _kept(path.parent / load(path)["rule_files"][0])}
+        for t in group.get("promql_expr_test", ()):
+            assert set(_RECORDED.findall(t["expr"])) <= kept, t["expr"]
+        assert {c["alertname"] for c in group.get("alert_rule_test", ())} <= kept
