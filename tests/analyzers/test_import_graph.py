@@ -31,6 +31,7 @@ blocks included, never a function's lazy import):
 from __future__ import annotations
 
 import ast
+import functools
 import tomllib
 from collections.abc import Iterable
 from pathlib import Path
@@ -124,11 +125,18 @@ def _statements(tree: ast.Module, where: str) -> Iterable[ast.stmt]:
     yield from walk(tree.body)
 
 
+@functools.cache
+def _parsed(path: Path) -> ast.Module:
+    """One parse per file for the whole module (each check walks every file's tree; parsing
+    the package five times was most of this file's time)."""
+    return ast.parse(path.read_text(encoding="utf-8"), str(path))
+
+
 def imported(path: Path, modules: dict[str, Path], where: str) -> set[str]:
     """The project modules ``path`` imports (``from a import b`` names ``a.b`` when that is a
     module, else ``a``)."""
     out: set[str] = set()
-    for n in _statements(ast.parse(path.read_text(encoding="utf-8"), str(path)), where):
+    for n in _statements(_parsed(path), where):
         if isinstance(n, ast.Import):
             names = [a.name for a in n.names]
         elif n.level == 0 and n.module:
