@@ -18,6 +18,7 @@ import re._constants as c
 import re._parser as sp
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 #: a character that each category matches (and one its negation matches)
@@ -91,15 +92,34 @@ def samples(pattern: re.Pattern[str]) -> list[str]:
 
 def adversarial(pattern: re.Pattern[str], size: int) -> list[str]:
     """Lines of about ``size`` characters shaped from the pattern's own samples."""
-    lines = []
+    return [shape.line(size) for shape in shapes(pattern)]
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One adversarial shape: ``unit`` tiled over the line, or ``head`` then ``fill``
+    repeated."""
+    unit: str = ""
+    head: str = ""
+    fill: str = ""
+
+    def line(self, size: int) -> str:
+        if self.unit:
+            return (self.unit * (size // len(self.unit) + 1))[:size]
+        return self.head + self.fill * size
+
+
+def shapes(pattern: re.Pattern[str]) -> list[Shape]:
+    """The shapes :func:`adversarial` draws at any size, in its order (so a caller can rank
+    them at one size and build only the ones it grows at the others)."""
+    out = []
     for s in samples(pattern):
         n = len(s)
         for k in sorted({max(1, n // 4), max(1, n // 2), max(1, 3 * n // 4), max(1, n - 1)}):
-            unit = s[:k]
-            lines.append((unit * (size // len(unit) + 1))[:size])
+            out.append(Shape(unit=s[:k]))
         for ch in sorted(set(s)):
-            lines.append(s[: n // 2] + ch * size)
-    return lines
+            out.append(Shape(head=s[: n // 2], fill=ch))
+    return out
 
 
 def search_seconds(pattern: re.Pattern[str], line: str, repeats: int = 3) -> float:

@@ -16,7 +16,7 @@ import re
 import pytest
 from stormotel.analyzers.stalls import grammar as gr
 
-from tests.stalls.regex_adversary import adversarial, samples, search_seconds
+from tests.stalls.regex_adversary import samples, search_seconds, shapes
 
 LONG = os.environ.get("STORMOTEL_FUZZ") == "long"
 SMALL, BIG = (1 << 18, 1 << 20) if LONG else (1 << 16, 1 << 18)
@@ -80,17 +80,17 @@ def _worst_growth(pattern: re.Pattern[str], small: int, big: int) -> tuple[float
     """The largest growth over the shapes costliest at a quarter of the small size (where it
     shows: a super-linear shape is the costliest there too, and ranking every shape at the
     small size itself was most of this file's time)."""
-    ranked = adversarial(pattern, small // RANK_DIVISOR)
-    cost = [search_seconds(pattern, line, repeats=1) for line in ranked]
-    smalls, bigs = adversarial(pattern, small), adversarial(pattern, big)
+    drawn = shapes(pattern)  # the lines of adversarial(), built at a size when timed there
+    cost = [search_seconds(pattern, s.line(small // RANK_DIVISOR), repeats=1) for s in drawn]
     worst = (0.0, "")
-    for i in sorted(range(len(ranked)), key=cost.__getitem__)[-WORST:]:
-        t_small = search_seconds(pattern, smalls[i], repeats=2)
+    for i in sorted(range(len(drawn)), key=cost.__getitem__)[-WORST:]:
+        small_line, big_line = drawn[i].line(small), drawn[i].line(big)
+        t_small = search_seconds(pattern, small_line, repeats=2)
         if t_small < FAST_S:
             continue
-        growth = search_seconds(pattern, bigs[i], repeats=1) / t_small
+        growth = search_seconds(pattern, big_line, repeats=1) / t_small
         if growth > MAX_GROWTH:  # the best of two big timings decides, as it always did; a
             # second one where the first is within the bound could only lower the growth
-            growth = min(growth, search_seconds(pattern, bigs[i], repeats=1) / t_small)
-        worst = max(worst, (growth, smalls[i]))
+            growth = min(growth, search_seconds(pattern, big_line, repeats=1) / t_small)
+        worst = max(worst, (growth, small_line))
     return worst
