@@ -16,6 +16,7 @@ import pytest
 from stormotel.analyzers.stalls import logs_parser as lp
 from stormotel.analyzers.stalls.log_analysis import analyze_logs
 
+from tests.stalls import fr_trace_batch
 from tests.stalls.helpers import run_json
 
 
@@ -423,27 +424,45 @@ def _coll(rec: int, seq: int, done: bool, op: str = "all_reduce", size: int = 10
             "retired": done, "timeout_ms": 600000, "is_p2p": False, "frames": []}
 
 
-@pytest.mark.parametrize(("scenario", "expected"), [
-    ("straggler", ("straggler", [2])), ("size", ("size_mismatch", [1])),
-    ("op", ("op_type_mismatch", [3]))])
-def test_real_fr_trace_output_read_back(tmp_path: Path, scenario: str,
-                                        expected: tuple[str, list[int]]) -> None:
+FR_TRACE_SCENARIOS = ("straggler", "size", "op")
+
+
+@pytest.fixture(scope="module")
+def fr_trace_printed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """What torch's fr_trace prints for each scenario's dumps (rank 2 never issues the 6th
+    collective; rank 1's is another size; rank 3's another op), all from one interpreter
+    (tests/stalls/fr_trace_batch.py: torch imported once, the report's own main per folder)."""
     pytest.importorskip("torch.distributed.flight_recorder.fr_trace")
     import sys
 
     from benchmarks.compare_fr_peers import _nccl_pickle
 
-    per = {r: [_coll(i, i + 1, True) for i in range(5)] for r in range(4)}
-    for r in range(4):
-        if scenario == "straggler" and r == 2:
-            continue
-        per[r].append(_coll(5, 6, False, op="broadcast" if scenario == "op" and r == 3
-                            else "all_reduce", size=41 if scenario == "size" and r == 1 else 4))
-    folder = _nccl_pickle(tmp_path / "dumps", per)  # type: ignore[arg-type]
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace",
-                           str(folder)], capture_output=True, text=True, timeout=120,
-                          check=False)
-    printed = proc.stdout + proc.stderr
+    root = tmp_path_factory.mktemp("fr_trace")
+    folders = []
+    for scenario in FR_TRACE_SCENARIOS:
+        per = {r: [_coll(i, i + 1, True) for i in range(5)] for r in range(4)}
+        for r in range(4):
+            if scenario == "straggler" and r == 2:
+                continue
+            per[r].append(_coll(5, 6, False, op="broadcast" if scenario == "op" and r == 3
+                                else "all_reduce", size=41 if scenario == "size" and r == 1
+                                else 4))
+        folders.append(str(_nccl_pickle(root / scenario, per)))  # type: ignore[arg-type]
+    (root / "printed").mkdir()
+    proc = subprocess.run([sys.executable, "-m", "tests.stalls.fr_trace_batch",
+                           str(root / "printed"), *folders], capture_output=True, text=True,
+                          timeout=120, check=False, cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return {s: fr_trace_batch.printed(root / "printed", i)
+            for i, s in enumerate(FR_TRACE_SCENARIOS)}
+
+
+@pytest.mark.parametrize(("scenario", "expected"), [
+    ("straggler", ("straggler", [2])), ("size", ("size_mismatch", [1])),
+    ("op", ("op_type_mismatch", [3]))])
+def test_real_fr_trace_output_read_back(tmp_path: Path, fr_trace_printed: dict[str, str],
+                                        scenario: str, expected: tuple[str, list[int]]) -> None:
+    printed = fr_trace_printed[scenario]
     assert "sequence number: 6" in printed, printed[-2000:]
     [root] = roots(tmp_path, printed)
     assert (root.kind, root.ranks) == expected
