@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -38,22 +39,30 @@ def _wait_ranks(url: str, job_id: str, ranks: int, timeout_s: float = 10.0) -> N
     raise AssertionError(f"{url} never showed {ranks} ranks of {job_id}")
 
 
+@pytest.fixture(scope="module")
+def over_limits(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any, QueryWindow, Any]:
+    """The planted job and the Timeline an unlimited server gives for it: the same for every
+    read API below (built once, not once per API)."""
+    p, data = planted.make(job_id="over-limits", minutes=10)
+    window = QueryWindow(p.job_id, p.start_ns - 10**9, p.end_ns + 10**9)
+    with victoriametrics_dedup(tmp_path_factory.mktemp("free")) as free:
+        planted.write(free.url + "/api/v1/write", p.job_id, data)
+        planted.wait_visible(free.url, p.job_id, len(data))
+        want, _ = load_prometheus([free.url], window)
+    return p, data, window, want
+
+
 @pytest.mark.parametrize("read_api", ["query", "export", "auto"])
-def test_refused_series_and_samples_are_split_until_they_fit(tmp_path: Path,
-                                                             read_api: str) -> None:
+def test_refused_series_and_samples_are_split_until_they_fit(
+        tmp_path: Path, over_limits: tuple[Any, Any, QueryWindow, Any], read_api: str) -> None:
     """``query``: the query API's own splitting (series by rank set, raw reads in time).
     ``export``: the export API refused the same way (its probe too) still gives the Timeline an
     unlimited server gives; ``auto``: the native export (bound by ``-search.maxExportSeries``,
     not by these query limits) reads the same Timeline. (VictoriaMetrics answers the listing
     from the search an export probe cached, so the listing's split is only checked with the
     query API.)"""
-    p, data = planted.make(job_id="over-limits", minutes=10)
+    p, data, window, want = over_limits
     per_rank = sum(1 for rank, _ in data if rank == 0)
-    window = QueryWindow(p.job_id, p.start_ns - 10**9, p.end_ns + 10**9)
-    with victoriametrics_dedup(tmp_path / "free") as free:
-        planted.write(free.url + "/api/v1/write", p.job_id, data)
-        planted.wait_visible(free.url, p.job_id, len(data))
-        want, _ = load_prometheus([free.url], window)
     # One rank's series fit, two ranks' do not; a 64-rank read of one field over the whole
     # window (4 x 600 samples) is refused, a quarter of it passes.
     limits = [f"-search.maxSeries={per_rank + 1}", "-search.maxSamplesPerQuery=700"]
