@@ -2,20 +2,34 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.cli import run_stormotel
+from tests.cli import run_stormotel_here
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60
-            ) -> subprocess.CompletedProcess[str]:
-    return run_stormotel("analyze", *args, env=env or {}, timeout=timeout)
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``stormotel analyze ARGS`` through the command's entry point in this process
+    (:func:`tests.cli.run_stormotel_here`: the same parsing, exit code, stdout and stderr): these
+    suites test reading a TSDB, its faults, TLS and the sinks, not an interpreter's start (about
+    0.35 s of CPU each, some forty runs); tests/analyzers/test_cli.py and the hostile suites
+    start fresh interpreters. ``env`` is set in this process for the run and put back after."""
+    before = {k: os.environ.get(k) for k in env or {}}
+    os.environ.update(env or {})
+    try:
+        return run_stormotel_here("analyze", *args)
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def summary_line(stderr: str) -> dict[str, str]:
