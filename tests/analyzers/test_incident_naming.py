@@ -2,18 +2,19 @@
 or through Grafana's API) selects the tracker's series as the TSDB stores them, the same
 spelling ``stormotel dashboards --name-translation`` gives the shipped dashboards
 (docs/prometheus3.md). Before, its panels always used the default strategy's names, so on a
-Prometheus 3 with ``NoTranslation`` every panel of the board a page links to was empty."""
+Prometheus 3 with ``NoTranslation`` every panel of the board a page links to was empty.
+The command runs through its entry point in this process (tests.cli.run_stormotel_here): the
+board is under test here, not an interpreter's start."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from stormotel import exitcodes, schema
+from tests.cli import run_stormotel_here
 
 REPO = Path(__file__).resolve().parents[2]
 #: A real stall log (tests/stalls/data/fresh): a file run whose finding names ranks, so the
@@ -23,9 +24,8 @@ LOGS = next((REPO / "tests/stalls/data/fresh").glob("pytorch-121606-*")) / "logs
 
 def _board(tmp_path: Path, *extra: str) -> str:
     out = tmp_path / f"board{len(extra)}.json"
-    run = subprocess.run([sys.executable, "-m", "stormotel", "analyze", "--logs", str(LOGS),
-                          "--incident-dashboard", str(out), "-q", *extra],
-                         capture_output=True, text=True, timeout=120)
+    run = run_stormotel_here("analyze", "--logs", str(LOGS), "--incident-dashboard", str(out),
+                             "-q", *extra)
     assert run.returncode == exitcodes.FINDINGS, run.stderr
     return out.read_text()
 
@@ -53,8 +53,6 @@ def test_each_strategy_selects_its_own_names(tmp_path: Path, strategy: str) -> N
 
 
 def test_an_unknown_strategy_is_a_usage_error(tmp_path: Path) -> None:
-    run = subprocess.run([sys.executable, "-m", "stormotel", "analyze", "--logs", str(LOGS),
-                          "--name-translation", "Underscores"], capture_output=True, text=True,
-                         timeout=60)
+    run = run_stormotel_here("analyze", "--logs", str(LOGS), "--name-translation", "Underscores")
     assert run.returncode == exitcodes.USAGE
     assert "--name-translation" in run.stderr and "Traceback" not in run.stderr
