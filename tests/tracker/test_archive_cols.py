@@ -35,6 +35,7 @@ from stormotel.errors import NoTelemetryError
 from stormotel.samplers.base import Sample
 from stormotel.samplers.simulated import SimulatedSampler
 from stormotel.tracker import MemoryTracker
+from tests.cli import run_stormotel_here
 from tests.tracker.test_compact_read import _assert_same
 
 SPIKE = "rank=1:first_spike@t=1.2s,delta=1GiB,lead=1ms"
@@ -115,9 +116,8 @@ def test_tracker_writes_a_companion_whose_timeline_is_the_jsons(tracked: Path,
 
 def _analyze(folder: Path) -> tuple[int, dict[str, object]]:
     out = folder.parent / f"{folder.name}-report.json"
-    run = subprocess.run([sys.executable, "-m", "stormotel", "analyze", str(folder), "--format",
-                          "json", "-o", str(out), "-q"], capture_output=True, text=True,
-                         timeout=120, cwd=REPO)
+    # the command's entry point in this process: the report is under test, not a start-up
+    run = run_stormotel_here("analyze", str(folder), "--format", "json", "-o", str(out), "-q")
     assert "Traceback" not in run.stderr, run.stderr
     report = json.loads(out.read_text()) if out.exists() else {}
     report.get("extra", {}).pop("analysis_seconds", None)

@@ -12,8 +12,6 @@ print exactly the report the JSON alone gives, plus one counted note.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,8 +26,8 @@ from stormotel import archive_cols, archive_format, schema
 from stormotel.archive_format import COLS_SUFFIX, Column, Frame, cols_path_for, parse_frame
 from stormotel.archive_writer import ArchiveLimits, CompactArchiveWriter
 from stormotel.samplers.base import Sample
+from tests.cli import run_stormotel_here
 
-REPO = Path(__file__).resolve().parents[2]
 T0 = 1_700_000_000_000_000_000
 GIB = 2**30
 STEP_NS = 10**8
@@ -63,8 +61,8 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _analyze(folder: Path) -> tuple[int, dict[str, object]]:
-    run = subprocess.run([sys.executable, "-m", "stormotel", "analyze", str(folder), "--format",
-                          "json", "-q"], capture_output=True, text=True, timeout=120, cwd=REPO)
+    # the command's entry point in this process: the report is under test, not a start-up
+    run = run_stormotel_here("analyze", str(folder), "--format", "json", "-q")
     assert "Traceback" not in run.stderr, run.stderr
     report = json.loads(run.stdout.replace(json.dumps(str(folder))[1:-1], "<archive>"))
     report.get("extra", {}).pop("analysis_seconds", None)
