@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shlex
 import subprocess
 from pathlib import Path
@@ -20,16 +19,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
     suites test reading a TSDB, its faults, TLS and the sinks, not an interpreter's start (about
     0.35 s of CPU each, some forty runs); tests/analyzers/test_cli.py and the hostile suites
     start fresh interpreters. ``env`` is set in this process for the run and put back after."""
-    before = {k: os.environ.get(k) for k in env or {}}
-    os.environ.update(env or {})
-    try:
-        return run_stormotel_here("analyze", *args)
-    finally:
-        for k, v in before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    return run_stormotel_here("analyze", *args, env=env)
 
 
 def summary_line(stderr: str) -> dict[str, str]:
