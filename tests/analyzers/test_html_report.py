@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import io
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -24,13 +22,13 @@ from stormotel.analyzers.timeline import Markers, RankIdentity, RankSeries, Time
 
 from tests.analyzers.otlp_fixtures import write_archive
 from tests.analyzers.synth import seed_example
+from tests.cli import run_stormotel_here
 from tests.headless import chromium_path, open_page
 
 MIB = float(1 << 20)
 GIB = 1024 * MIB
 T0 = 1_700_000_000_000_000_000
 INTERVAL = 100_000_000
-ROOT = Path(__file__).resolve().parents[2]
 
 needs_chromium = pytest.mark.skipif(chromium_path() is None,
                                     reason="chromium not installed (scripts/bootstrap.sh servers)")
@@ -111,9 +109,7 @@ def test_small_job_draws_every_rank():
 def test_cli_writes_html_next_to_the_text_summary(tmp_path):
     archive = write_archive(tmp_path / "job-otlp", seed_example())
     out = tmp_path / "sub" / "report.html"
-    p = subprocess.run([sys.executable, "-m", "stormotel", "analyze", str(archive),
-                        "--html", str(out)], capture_output=True, text=True, timeout=120,
-                       cwd=ROOT)
+    p = run_stormotel_here("analyze", str(archive), "--html", str(out))  # the page, not a start
     assert "Traceback" not in p.stderr
     assert p.returncode == 1, p.stderr
     assert "Top first-cause suspect: rank 2" in p.stdout
@@ -129,9 +125,7 @@ def test_cli_html_unwritable_is_a_sink_failure(tmp_path):
     archive = write_archive(tmp_path / "job-otlp", seed_example())
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    p = subprocess.run([sys.executable, "-m", "stormotel", "analyze", str(archive),
-                        "--html", str(blocker / "report.html")], capture_output=True, text=True,
-                       timeout=120, cwd=ROOT)
+    p = run_stormotel_here("analyze", str(archive), "--html", str(blocker / "report.html"))
     assert "Traceback" not in p.stderr
     assert p.returncode == 4 and "cannot write output" in p.stderr
 
