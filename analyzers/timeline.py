@@ -59,6 +59,15 @@ EDGE_MARKER_KINDS: dict[str, str] = {
     schema.EDGE_FIRST_RISE: KIND_FIRST_RISE, schema.EDGE_THRESHOLD_WARNING: KIND_THRESHOLD,
     schema.EDGE_THRESHOLD_CRITICAL: KIND_THRESHOLD, schema.EDGE_OOM: KIND_OOM}
 EDGE_RESOLUTION_ATTR = "resolution_ns"
+#: Marker attribute a TSDB source puts on each edge: the stamp (ns) of the earliest scrape that
+#: reported that edge's value. A scrape is stamped when it starts; one that reports an edge
+#: lying after its own stamp was answered at least that late (its exporter was starved), so its
+#: samples' stamps do not bound when what they show happened (:mod:`.algorithms.read_lag`).
+EDGE_SEEN_ATTR = "first_seen_ns"
+#: Marker attribute (bool) a TSDB source sets when the tracker's edge-gap gauge stated how long
+#: before the edge its previous sample was: the edge is then trusted to that gap, however late
+#: the scrape that reported it was answered.
+EDGE_GAP_STATED_ATTR = "gap_stated"
 #: Marker attribute saying where an OOM marker came from: ``counter`` when the allocator's OOM
 #: counter went up (no event announced it); such a marker carries ``EDGE_RESOLUTION_ATTR`` too.
 OOM_SOURCE_ATTR = "source"

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import numpy as np
+from stormotel.analyzers.algorithms import read_lag
 from stormotel.analyzers.algorithms.rank_rows import ranks_reporting
 from stormotel.analyzers.algorithms.rise_batch import rises_of_ranks
 from stormotel.analyzers.algorithms.rises import FIELD, MAX_RISES, FirstRise
@@ -421,6 +422,14 @@ def _judge(rises: dict[int, FirstRise], timeline: Timeline, last_ns: list[tuple[
     # follower still seen low at or after the leader was seen high rose after it.
     bound = min(fr.earliest_ns for fr in order[1:]) - first.t_ns - tol
     steps = {fr.step for fr in order}
+    # The leader's rise timed by a scrape stamp its exporter is proven to have answered late
+    # may lie up to that lag later: a lead within it is a tie (:mod:`.read_lag`).
+    doubts = {r: lag for r, lag in read_lag.stamp_doubts(timeline, {first.rank: first}).items()
+              if bound < lag} if bound >= 0 else {}
+    latest = first.t_ns  # the latest the leader's rise can have happened
+    if doubts:
+        inc.notes.append(read_lag.cap_note(doubts, lead))
+        bound, latest = -1, first.t_ns + max(doubts.values())
     if bound >= 0 and None not in steps and len(steps) == 1:
         inc.kind = "workload"
         inc.notes.append(f"ranks {sorted(rises)} rose within the same training step "
@@ -432,7 +441,7 @@ def _judge(rises: dict[int, FirstRise], timeline: Timeline, last_ns: list[tuple[
         inc.suspects = [_suspect(first, lead, inc.confidence, res, timeline, bound=bound)]
         return inc
     else:
-        tied = [fr for fr in order if fr.earliest_ns - tol < first.t_ns]
+        tied = [fr for fr in order if fr.earliest_ns - tol < latest]
         if overlapping:
             inc.notes.append(f"ranks {overlapping} were still warming up when this incident "
                              "began and could have led it unseen")

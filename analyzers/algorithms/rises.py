@@ -24,7 +24,9 @@ from stormotel.analyzers.algorithms.robust import finite_samples, median_of, rol
 from stormotel.analyzers.algorithms.scratch import Scratch
 from stormotel.analyzers.algorithms.settings import Settings
 from stormotel.analyzers.timeline import (
+    EDGE_GAP_STATED_ATTR,
     EDGE_RESOLUTION_ATTR,
+    EDGE_SEEN_ATTR,
     KIND_FIRST_RISE,
     KIND_STEP,
     Markers,
@@ -195,9 +197,11 @@ def timed_by_edge(m: Markers, t_i: int, hole: int, next_t: int, usual_ns: int
       states its own gap is trusted to that gap; a series thinned to a coarser interval than
       the tracker sampled at keeps the edge's resolution);
     - the only edge lies after the scrape that shows the rise, beyond ``late`` but before the
-      next sample: the exporter read the value after the edge (its process was stopped or
-      starved while the scrape waited), so the scrape time says nothing; the rise lies between
-      the previous sample and the edge.
+      next sample (or anywhere after it, when that very scrape reported the edge: a series
+      merged from two servers can hold another server's sample stamped between): the exporter
+      read the value after the edge (its process was stopped or starved while the scrape
+      waited), so the scrape time says nothing; the rise lies between the previous sample and
+      the edge — or within the gap before the edge that the tracker stated, when it did.
     """
     if KIND_FIRST_RISE not in m.kinds:
         return t_i, hole, False  # no edge to time it by (what the searches below would find)
@@ -215,15 +219,39 @@ def timed_by_edge(m: Markers, t_i: int, hole: int, next_t: int, usual_ns: int
             res = hole
         after_scrape = max(edge_t - t_i, 0)
         return edge_t, min(hole, res) + after_scrape, True
-    later = np.flatnonzero(first_rise & (m.start_ns > t_i + late) & (m.start_ns < next_t))
+    after = np.flatnonzero(first_rise & (m.start_ns > t_i + late))
+    later = after[(m.start_ns[after] < next_t) | _reported_by(m, after, t_i)]
     if later.size:
-        edge_t = int(m.start_ns[later].min())
-        return edge_t, edge_t - (t_i - hole), True
+        k = int(later[np.argmin(m.start_ns[later])])
+        edge_t = int(m.start_ns[k])
+        earliest = t_i - hole
+        attrs = m.attrs[k] if k < len(m.attrs) else {}
+        stated = _edge_resolution(attrs)
+        if stated and _states_own_gap(attrs):
+            # The tracker stated its gap before the edge's sample: the rise lies within it,
+            # however late the scrape that reported it was answered.
+            earliest = max(earliest, edge_t - stated)
+        return edge_t, edge_t - earliest, True
     return t_i, hole, False
 
 
+def _reported_by(m: Markers, idx: np.ndarray, t_i: int) -> np.ndarray:
+    """Per marker in ``idx``: reported by a scrape stamped at or before ``t_i`` (TSDB sources
+    say which scrape first reported an edge). Such an edge is the one the sample at ``t_i``
+    shows, read late, whatever another endpoint's next stamp is: in a series merged from two
+    servers the next sample can be stamped before the edge, and the late read's stamp once
+    named its rank the first cause at high (docs/algorithms.md, "Late reads")."""
+    out = np.zeros(idx.shape[0], dtype=bool)
+    for j, k in enumerate(idx.tolist()):
+        attrs = m.attrs[k] if k < len(m.attrs) else None
+        seen = attrs.get(EDGE_SEEN_ATTR) if isinstance(attrs, Mapping) else None
+        out[j] = isinstance(seen, int | float) and seen <= t_i + SAME_SAMPLE_NS
+    return out
+
+
 def _states_own_gap(attrs: object) -> bool:
-    return isinstance(attrs, Mapping) and schema.EVENT_ATTR_SINCE_PREVIOUS in attrs
+    return isinstance(attrs, Mapping) and (schema.EVENT_ATTR_SINCE_PREVIOUS in attrs
+                                           or attrs.get(EDGE_GAP_STATED_ATTR) is True)
 
 
 def _edge_resolution(attrs: object) -> int | None:

@@ -19,8 +19,10 @@ from stormotel.analyzers.sources.prometheus_api import (
     Series,
 )
 from stormotel.analyzers.timeline import (
+    EDGE_GAP_STATED_ATTR,
     EDGE_MARKER_KINDS,
     EDGE_RESOLUTION_ATTR,
+    EDGE_SEEN_ATTR,
     KIND_OOM,
     KIND_STEP,
     OOM_FROM_COUNTER,
@@ -48,7 +50,10 @@ def markers_from_edges(edges: Parts, intervals: dict[int, int],
                        gaps: Parts | None = None) -> dict[int, Markers]:
     """Each distinct value of an edge-timestamp gauge is one edge at that (tracker) time. Its
     resolution is the tracker's sampling interval, when known, or the edge-gap gauge scraped
-    with it when that is longer (the sampler ran late before the edge's sample)."""
+    with it when that is longer (the sampler ran late before the edge's sample). Each edge also
+    keeps the stamp of the earliest scrape that reported it (``EDGE_SEEN_ATTR``; the minimum
+    over every endpoint, so the same in any endpoint order): a scrape stamped before the edge
+    it reports was answered late, and its samples' stamps are not when they were read."""
     acc = MarkerAccumulator()
     for (rank, kind), parts in sorted(edges.items()):
         t_scrape = np.concatenate([p[0] for p in parts])
@@ -59,9 +64,13 @@ def markers_from_edges(edges: Parts, intervals: dict[int, int],
         for t_ms in sorted(set(edge_ms.tolist())):
             t = int(t_ms) * 1_000_000
             attrs: dict[str, object] = {schema.ATTR_EDGE: kind}
+            seen = t_scrape[edge_ms == t_ms]
+            attrs[EDGE_SEEN_ATTR] = int(seen.min())
             res = [intervals[rank]] if rank in intervals else []
-            res += [g for ts in t_scrape[edge_ms == t_ms].tolist()
-                    if (g := gap_at.get(int(ts))) is not None]
+            stated = [g for ts in seen.tolist() if (g := gap_at.get(int(ts))) is not None]
+            res += stated
+            if stated:
+                attrs[EDGE_GAP_STATED_ATTR] = True
             if res:
                 attrs[EDGE_RESOLUTION_ATTR] = max(res)
             acc.add(rank, t, t, kind, EDGE_MARKER_KINDS[kind], attrs)

@@ -1,0 +1,74 @@
+"""How late a rank's exporter answered its scrapes, as its own edge gauges prove it.
+
+A scraper stamps each sample with the time its scrape *started*; the exporter reads the
+tracker's state when it answers. On a CPU-starved host the answer can come seconds later, so a
+sample stamped before an incident can show memory that rose after it. The edge gauges give the
+proof: a scrape that reports an edge (the tracker's own sample time) lying after its own stamp
+was answered at least that much later (TSDB sources keep, per edge, the stamp of the earliest
+scrape that reported it: ``EDGE_SEEN_ATTR``).
+
+A rise timed by such a rank's scrape stamp (not by the tracker's edge) is known only to within
+that lag, so a lead smaller than the lag is not a lead: the first-cause verdict is capped to a
+tie and the note says which rank, by how much, and what to collect. The usual late reads are
+caught before this, in :func:`.rises.timed_by_edge` (the edge the late scrape reported times
+the rise); this is the guard for the rises no edge timed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+from stormotel.analyzers.algorithms.rises import FirstRise
+from stormotel.analyzers.timeline import EDGE_MARKER_KINDS, EDGE_SEEN_ATTR, Timeline
+
+#: A scrape answered this much after its stamp is usual (the exporter's own work); later is late.
+USUAL_ANSWER_NS = 100_000_000
+#: Lags proven this long before or after an incident's first rise count for it (a starved host
+#: stays starved for a while; one scrape interval of 15 s either side, with room).
+NEAR_NS = 30_000_000_000
+
+_EDGE_KINDS = frozenset(EDGE_MARKER_KINDS.values())
+
+
+def proven_lag_ns(timeline: Timeline, rank: int, around_ns: int) -> int:
+    """The longest a scrape of ``rank`` within :data:`NEAR_NS` of ``around_ns`` is proven to
+    have been answered after its stamp (0 when no edge proves any)."""
+    series = timeline.ranks.get(rank)
+    if series is None or not len(series.markers):
+        return 0
+    m = series.markers
+    worst = 0
+    near = np.flatnonzero(np.abs(m.start_ns - around_ns) <= NEAR_NS)
+    for k in near.tolist():
+        if m.kind[k] not in _EDGE_KINDS or k >= len(m.attrs):
+            continue
+        attrs = m.attrs[k]
+        seen = attrs.get(EDGE_SEEN_ATTR) if isinstance(attrs, Mapping) else None
+        if isinstance(seen, int | float):
+            worst = max(worst, int(m.start_ns[k]) - int(seen))
+    return worst if worst > USUAL_ANSWER_NS else 0
+
+
+def stamp_doubts(timeline: Timeline, rises: dict[int, FirstRise]) -> dict[int, int]:
+    """Rank → proven answer lag, for the ranks of one incident whose rise is timed by a scrape
+    stamp (not by the tracker's edge) while their exporter is proven to have answered late."""
+    t0 = min(fr.t_ns for fr in rises.values())
+    out = {}
+    for r, fr in rises.items():
+        if fr.from_edge_event:
+            continue
+        lag = proven_lag_ns(timeline, r, t0)
+        if lag:
+            out[r] = lag
+    return out
+
+
+def cap_note(doubts: dict[int, int], lead_ns: int) -> str:
+    """Why a lead is not named: which ranks were read late, by how much, what to collect."""
+    worst = ", ".join(f"rank {r} ≥ {lag / 1e9:.3g} s" for r, lag in sorted(doubts.items())[:16])
+    return (f"the scrapes of some ranks were answered late ({worst} after their stamps, as "
+            "their edge gauges prove): a rise timed by such a stamp may have happened up to "
+            f"that much later, so a lead of {lead_ns / 1e9:.3g} s is not a lead — a tie. The "
+            "trackers' archives (every sample at its own time) or their edge gauges on every "
+            "rank would decide it; a starved host delays its exporters")
