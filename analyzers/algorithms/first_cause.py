@@ -86,7 +86,11 @@ def mark_warmups(timeline: Timeline, rises: dict[int, list[FirstRise]], settings
         span = int(t[-1] - t[0])
         warmup_ns = min(settings.warmup_s * 1e9, WARMUP_SHARE * span)
         windows[r] = (int(t[0]), int(warmup_ns))
-        if rs[0].t_ns - t[0] > warmup_ns:
+        # The rise may have happened as early as its interval begins: with 15 s scrapes a
+        # rank's warm-up shows at its second scrape, 15 s after its start, which is more than a
+        # quarter of what a rank that started 23 s before the incident observed (such a rank's
+        # warm-up was once named the first cause at high, a wrong rank).
+        if rs[0].earliest_ns - t[0] > warmup_ns:
             continue
         starts[r] = int(t[0])
         delays[r] = rs[0].t_ns - int(t[0])

@@ -2,16 +2,13 @@
 starved around the incident: ``stormotel analyze --prometheus A --prometheus B`` must never name
 a wrong rank at high or medium, in either order.
 
-The series are what the scrapers would have stored, derived from a model of the exporter
-rather than typed in: each server scrapes each target at its own phase, stamps the sample with
-the time the scrape *started*, and the value is the tracker's state when the exporter
-*answered* (the rolling device-used peak, the first-rise edge gauge once the edge exists, its
-gap gauge, the sampling interval). A starved exporter answers every scrape started in its
-starved window at the window's end. This is the shape of the suite's busy-run failure
-(lead-1s, rank 1 planted 1 s ahead): server B's scrape of rank 0 stamped 9.6 s was answered
-after rank 0's rise at 11.03 s, server A's at 10.2 s likewise; merged, the 9.6 s sample showed
-the rise before rank 1's edge (10.0 s), its edge lay beyond A's next stamp, and rank 0 was
-named the first cause at high (truth: rank 1). Either server alone timed it by its edge.
+The series are what the scrapers would have stored (:mod:`tests.job.scrape_model`: stamped
+when the scrape started, valued when the exporter answered). This is the shape of the suite's
+busy-run failure (lead-1s, rank 1 planted 1 s ahead): server B's scrape of rank 0 stamped
+9.6 s was answered after rank 0's rise at 11.03 s, server A's at 10.2 s likewise; merged, the
+9.6 s sample showed the rise before rank 1's edge (10.0 s), its edge lay beyond A's next
+stamp, and rank 0 was named the first cause at high (truth: rank 1). Either server alone timed
+it by its edge.
 """
 
 from __future__ import annotations
@@ -21,88 +18,37 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-import numpy as np
 import pytest
-from stormotel.analyzers.sinks import remote_write
 
 from stormotel import schema
 from tests import servers
 from tests.cli import run_stormotel_here
 from tests.job import planted
+from tests.job.scrape_model import Rank, Server, write_job
 
 pytestmark = pytest.mark.servers
 
-GIB = float(1 << 30)
-TRACKER_INTERVAL_S = 0.1
-OFFSETS_S = (0.0, 4.5, 2.0, 5.0)  # each rank's start before the lead-in (staggered)
 LEAD_IN_S = 60.0
 DURATION_S = 30.0  # after the epoch
-#: The tracker's own first-rise edge per rank (s after the epoch): rank 1 leads by ~1 s.
+#: lead-1s: staggered starts, each rank's first-rise edge (s after the epoch): rank 1 leads.
+STARTS_S = {0: -60.0, 1: -55.5, 2: -58.0, 3: -55.0}
 EDGES_S = {0: 11.03, 1: 10.002, 2: 10.986, 3: 10.971}
-#: Each target's scrape phase within the interval, per server (what a real server's hash of
-#: the target gives: fixed, different per target and server).
-PHASE_S = {"a": {0: 10.2, 1: 9.757, 2: 9.499, 3: 7.389},
-           "b": {0: 9.6, 1: 2.124, 2: 0.515, 3: 5.263}}
-EVERY_S = {"a": 15.0, "b": 10.0}
-ANSWER_S = 0.01  # an exporter's usual answer time
+#: Each target's scrape phase per server (what a real server's hash of the target gives:
+#: fixed, different per target and server).
+SERVERS = {"a": Server(15.0, {0: 10.2, 1: 9.757, 2: 9.499, 3: 7.389}),
+           "b": Server(10.0, {0: 9.6, 1: 2.124, 2: 0.515, 3: 5.263})}
 #: Rank 0's exporter starved: every scrape started in this window is answered at its end.
-STARVED = {0: (9.5, 11.2)}
+STARVED = (9.5, 11.2)
 SURE = ("high", "medium")
 #: Rank 0's tracker reported a threshold crossing at its rise, but no first-rise edge (its
 #: first-rise detector's bar was higher): nothing times its rise but the scrape stamps.
 THRESHOLD_ONLY = {0: schema.EDGE_THRESHOLD_WARNING}
 
 
-def _scrapes(server: str, rank: int, epoch: float, starved: dict[int, tuple[float, float]]
-             ) -> tuple[np.ndarray, np.ndarray]:
-    """(stamps, answer times), s since the Unix epoch: every scrape of ``rank`` by ``server``
-    while the rank's tracker runs."""
-    start = epoch - LEAD_IN_S + OFFSETS_S[rank]
-    every = EVERY_S[server]
-    k = np.arange(-20, 20)
-    stamp = epoch + PHASE_S[server][rank] + k * every
-    stamp = stamp[(stamp >= start) & (stamp <= epoch + DURATION_S)]
-    answer = stamp + ANSWER_S
-    if rank in starved:
-        lo, hi = starved[rank]
-        held = (stamp >= epoch + lo) & (stamp < epoch + hi)
-        answer = np.where(held, epoch + hi, answer)
-    return stamp, answer
-
-
-def _write(url: str, job: str, epoch: float, starved: dict[int, tuple[float, float]],
-           server: str, gap_gauge: bool, kinds: dict[int, str]) -> int:
-    """Remote-write what ``server`` would have stored for every rank (``kinds``: a rank whose
-    edge gauge is of another kind than the first rise); returns the series count."""
-    n = 0
-    with httpx.Client(timeout=30) as client:
-        for rank in range(len(OFFSETS_S)):
-            stamp, answer = _scrapes(server, rank, epoch, starved)
-            edge = epoch + EDGES_S[rank]
-            kind = kinds.get(rank, schema.EDGE_FIRST_RISE)
-            risen = answer >= edge
-            t_ms = np.rint(stamp * 1000).astype(np.int64)
-            used = 5.52 * GIB + np.where(risen, 1.0 * GIB, 0.0)
-            series: list[tuple[str, dict[str, str], np.ndarray, np.ndarray]] = [
-                (schema.DEVICE_USED_PEAK.prom, {}, t_ms, used),
-                (schema.DEVICE_USED.prom, {}, t_ms, used),
-                (schema.FIELD_METRICS["device_total"].prom, {}, t_ms,
-                 np.full(t_ms.shape, 80 * GIB)),
-                (schema.SAMPLING_INTERVAL.prom, {}, t_ms, np.full(t_ms.shape, TRACKER_INTERVAL_S)),
-                (schema.EDGE_TIMESTAMP.prom, {schema.ATTR_EDGE: kind},
-                 t_ms[risen], np.full(int(risen.sum()), round(edge, 3)))]
-            if gap_gauge:
-                series.append((schema.EDGE_GAP.prom, {schema.ATTR_EDGE: kind},
-                               t_ms[risen], np.full(int(risen.sum()), TRACKER_INTERVAL_S)))
-            for name, extra, t, v in series:
-                labels = {**planted.labels_for(job, rank), **extra}
-                body = remote_write.encode_arrays(name, labels, t, v)
-                r = client.post(url + "/api/v1/write", content=body,
-                                headers=remote_write.HEADERS)
-                assert r.status_code in (200, 204), (r.status_code, r.text)
-                n += 1
-    return n
+def _ranks(starved: bool, kinds: dict[int, str] | None = None) -> dict[int, Rank]:
+    return {r: Rank(STARTS_S[r], EDGES_S[r],
+                    edge_kind=(kinds or {}).get(r, schema.EDGE_FIRST_RISE),
+                    starved=STARVED if starved and r == 0 else None) for r in STARTS_S}
 
 
 def _analyze(urls: list[str], job: str, epoch: float, out: Path) -> dict[str, Any]:
@@ -129,12 +75,13 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Any:
     with servers.prometheus(work / "a") as a, servers.prometheus(work / "b") as b:
         # Recent enough for Prometheus's head block: the whole job ended a minute ago.
         epoch = float(int(time.time()) - DURATION_S - 60)
-        jobs = {"starved": (STARVED, True, {}), "on-time": ({}, True, {}),
-                "starved-no-gap-gauge": (STARVED, False, {}),
-                "starved-threshold-edge": (STARVED, True, THRESHOLD_ONLY)}
-        for job, (starved, gap, kinds) in jobs.items():
-            for server, srv in (("a", a), ("b", b)):
-                n = _write(srv.url, job, epoch, starved, server, gap, kinds)
+        jobs = {"starved": (_ranks(True), True), "on-time": (_ranks(False), True),
+                "starved-no-gap-gauge": (_ranks(True), False),
+                "starved-threshold-edge": (_ranks(True, THRESHOLD_ONLY), True)}
+        for job, (ranks, gap) in jobs.items():
+            for name, srv in (("a", a), ("b", b)):
+                n = write_job(srv.url, job, ranks, SERVERS[name], epoch, DURATION_S,
+                              gap_gauge=gap)
                 planted.wait_visible(srv.url, job, n)
         yield {"a": a.url, "b": b.url, "epoch": epoch, "work": work}
 
