@@ -86,11 +86,7 @@ def mark_warmups(timeline: Timeline, rises: dict[int, list[FirstRise]], settings
         span = int(t[-1] - t[0])
         warmup_ns = min(settings.warmup_s * 1e9, WARMUP_SHARE * span)
         windows[r] = (int(t[0]), int(warmup_ns))
-        # The rise may have happened as early as its interval begins: with 15 s scrapes a
-        # rank's warm-up shows at its second scrape, 15 s after its start, which is more than a
-        # quarter of what a rank that started 23 s before the incident observed (such a rank's
-        # warm-up was once named the first cause at high, a wrong rank).
-        if rs[0].earliest_ns - t[0] > warmup_ns:
+        if not _within_warmup(rs[0], int(t[0]), warmup_ns):
             continue
         starts[r] = int(t[0])
         delays[r] = rs[0].t_ns - int(t[0])
@@ -134,6 +130,15 @@ def mark_warmups(timeline: Timeline, rises: dict[int, list[FirstRise]], settings
     _mark_shared_warmups(out, windows, int(settings.clock_tolerance_s * 1e9))
     _unmark_rises_that_ran_out(timeline, out, int(settings.warmup_s * 1e9))
     return out
+
+
+def _within_warmup(rise: FirstRise, start_ns: int, warmup_ns: float) -> bool:
+    """``rise`` may lie within the warm-up window after the rank's first sample: seen within
+    it, or seen at the very next sample (it may have happened just after the first one). With
+    15 s scrapes a rank's warm-up shows at its second scrape, more than a quarter of what a rank
+    that started 23 s before the incident observed — its warm-up was once named the first
+    cause at high (a wrong rank)."""
+    return rise.t_ns - start_ns <= warmup_ns or rise.earliest_ns <= start_ns
 
 
 def _oom_times(timeline: Timeline) -> dict[int, list[int]]:
