@@ -161,14 +161,20 @@ def _unmark_rises_that_ran_out(timeline: Timeline, out: dict[int, list[FirstRise
     rank whose leak began 0.5 s after a late start — alike in delay to a healthy rank's
     warm-up — and named the rank that ran out a second later the first cause at high, beside
     an OOM section saying the set-aside rank ran out first. The OOM must come after the rise's
-    baseline and within ``horizon_ns`` (the warm-up window) of its crossing."""
+    baseline, within ``horizon_ns`` (the warm-up window) of its crossing, and before the rank's
+    next rise began: an OOM after a later rise is that rise's (a warm-up that settled at 1 s
+    was once taken for the rise that ran out at 11 s, after a spike at 10.5 s, and named the
+    first cause ahead of the rank that really ran out first)."""
     ooms = _oom_times(timeline)
     for r, rs in out.items():
         times = ooms.get(r)
         if not times:
             continue
         for k, fr in enumerate(rs):
-            if fr.warmup and any(fr.baseline_ns <= t <= fr.t_ns + horizon_ns for t in times):
+            end = fr.t_ns + horizon_ns
+            if k + 1 < len(rs):
+                end = min(end, rs[k + 1].baseline_ns)
+            if fr.warmup and any(fr.baseline_ns <= t <= end for t in times):
                 rs[k] = replace(fr, warmup=False)
 
 
