@@ -7,7 +7,8 @@ the on-call wants named, with when it stopped — its peers will hang in their n
 
 A rank is named when, over the window:
 
-* at least three ranks have samples (two ranks cannot tell "one died" from "one outlived the
+* at least three ranks have samples (one sample is enough: such a rank is named at ``low``
+  at most, its own interval unknown; two ranks cannot tell "one died" from "one outlived the
   other": rank 0 writing a checkpoint after its peers exit is normal);
 * its last sample is followed by at least ``SILENCE_INTERVALS`` of the sampling interval (its own
   or its peers', whichever is longer) and never less than ``MIN_SILENCE_S`` of silence while
@@ -71,6 +72,14 @@ MIN_SILENCE_S = 5.0
 PROGRESS_STEPS = 2
 CATEGORY = "stopped_reporting"
 
+#: Why a rank with a single sample is named at ``low`` only (undecided): its own sampling
+#: interval is unknown, so a rank sampled far slower than its peers (a 15 s scrape among 1 s
+#: archives) would look the same; a rank killed right after its first export looks like this.
+ONE_SAMPLE_NOTE = ("this rank has a single sample, so its own sampling interval is unknown and "
+                   "the silence after it is measured with its peers' (a rank sampled far more "
+                   "slowly would look the same; hence low, undecided): look at how it ended, and "
+                   "collect its tracker's archive or scrapes at its peers' interval")
+
 REMEDIATION = ("Look at this rank's exit around the time it stopped (exit status, the kernel's "
                "OOM-killer log, a signal, its node's health): its peers will hang in their next "
                "collective and time out as its consequence.")
@@ -90,12 +99,16 @@ def dead_ranks(timeline: Timeline, notes: list[str] | None = None) -> list[Stall
     """One finding per rank that stopped reporting while most of its peers went on, the
     earliest stop first. A rank whose tracker stopped cleanly there is not one; ``notes``
     (when given) receives one line naming such ranks."""
-    ranks = {r: s for r, s in timeline.ranks.items() if len(s) >= 2}
+    # A rank with one sample is judged too (a rank SIGKILLed right after its first export
+    # leaves one; skipping it printed "healthy"), against its peers' interval (its own is
+    # unknown) and at ``low`` at most: see :data:`ONE_SAMPLE_NOTE`.
+    ranks = {r: s for r, s in timeline.ranks.items() if len(s) >= 1}
     if len(ranks) < 3:
         return []
     last = {r: int(s.t_ns[-1]) for r, s in ranks.items()}
     interval = {r: s.median_interval_ns() or 0 for r, s in ranks.items()}
-    peer_interval = int(np.median(list(interval.values())))
+    measured = [i for r, i in interval.items() if len(ranks[r]) >= 2]
+    peer_interval = int(np.median(measured)) if measured else 0
     # Every rank's last sample, sorted once: the peers still reporting after a rank's silence
     # are a suffix of it (the rank itself never is: its silence is > 0), so each rank costs a
     # binary search, not a walk over its peers (that walk was quadratic: 24 s at 10,000 ranks).
@@ -127,6 +140,9 @@ def dead_ranks(timeline: Timeline, notes: list[str] | None = None) -> list[Stall
                 continue
             stop_ev = _clean_stop_evidence(clean, went, with_steps, progress.ends(first_after))
             confidence = "medium" if with_steps else "low"  # nothing tells the two apart
+        if len(ranks[rank]) < 2:
+            confidence = "low"
+            stop_ev = {**stop_ev, "own_interval": "unknown", "note": ONE_SAMPLE_NOTE}
         went_on = int(np.median(ends[first_after:]))
         reason = (f"rank {rank} stopped reporting at {_iso(end)} while {n_after} of its "
                   f"{n_peers} peers went on for {(went_on - end) / 1e9:.0f} s"

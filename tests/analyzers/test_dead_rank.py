@@ -194,3 +194,27 @@ def test_a_clean_stop_without_steps_is_undecided_and_says_how_its_peers_ended() 
     assert f.confidence == "low"
     assert f.evidence["peers_after_stop"] == {"stopped_cleanly": 3, "no_clean_stop": 0}
     assert "no clean stop" not in str(f.evidence["reason"])
+
+
+def test_a_rank_with_one_sample_whose_peers_go_on_is_undecided_not_healthy() -> None:
+    """A rank SIGKILLed right after its first export leaves one sample (seen on a loaded host:
+    the live test's killed rank). It used to be skipped — no finding, exit 0, "healthy" on a
+    job that lost a rank — as the rule needed two samples for the rank's own interval. It is
+    named at ``low`` (undecided: its own interval is unknown), its silence measured with the
+    peers' interval; one sample among peers that end with it names nobody."""
+    data = healthy(4, N)
+    _cut(data, 3, 1)  # one sample, then 60 s of its peers
+    report = analyze(to_timeline(data))
+    [f] = report.stall_findings
+    assert f.ranks == [3] and f.confidence == "low" and f.consequence_of is None
+    assert f.evidence["category"] == "stopped_reporting"
+    assert f.evidence["own_interval"] == "unknown" and "single sample" in f.evidence["note"]
+    assert f.evidence["silence_threshold_s"] == 5.0  # the peers' 100 ms interval: the floor
+    assert f.evidence["peers_reporting_after"] == 3 and report.has_findings()
+    assert "Verdict: FINDINGS" in render_summary(report)
+
+    data = healthy(4, N)
+    _cut(data, 3, 1)
+    for r in (0, 1, 2):  # the peers end 3 s after it: under the 5 s floor, a job ending
+        _cut(data, r, 31)
+    assert not analyze(to_timeline(data)).stall_findings
