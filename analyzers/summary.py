@@ -187,6 +187,12 @@ def verdict(report: Report) -> str:
         if not has_evidence(report):
             return ("Verdict: no evidence — no memory samples, watchdog lines or Flight Recorder "
                     "entries in the input (see the notes)")
+        if report.missing_ranks:  # a rank killed before its first export leaves no data
+            return (f"Verdict: no findings in rank(s) "
+                    f"{format_rank_list(report.participating_ranks)}; no data from rank(s) "
+                    f"{format_rank_list(report.missing_ranks)} of the world (not collected, or "
+                    "ended before their first export, as a rank killed at its start does): "
+                    "not a verdict on those — collect their tracker's output or logs")
         return "Verdict: healthy"
     per_rank: dict[int, list[str]] = defaultdict(list)
     weight: dict[int, int] = defaultdict(lambda: 9)  # first cause, then critical, warning, info

@@ -218,3 +218,17 @@ def test_a_rank_with_one_sample_whose_peers_go_on_is_undecided_not_healthy() -> 
     for r in (0, 1, 2):  # the peers end 3 s after it: under the 5 s floor, a job ending
         _cut(data, r, 31)
     assert not analyze(to_timeline(data)).stall_findings
+
+
+def test_a_rank_with_no_data_at_all_is_never_called_healthy() -> None:
+    """The live test's killed rank, SIGKILLed on a loaded host before its first batch was
+    written, left no sample (an empty archive file, or none): the summary said "Verdict:
+    healthy" for a job that lost a rank. Partial data is not a failure (docs/exit-codes.md:
+    exit 0 stays), but the verdict says which ranks it covers and that the others have none."""
+    report = analyze(to_timeline(healthy(3, N), world_size=4))
+    assert report.missing_ranks == [3] and not report.has_findings()
+    last = render_summary(report).strip().splitlines()[-1]
+    assert last.startswith("Verdict: no findings in rank(s) 0-2; no data from rank(s) 3 "), last
+    assert "healthy" not in last
+    assert render_summary(analyze(to_timeline(healthy(4, N)))).strip().splitlines()[-1] \
+        == "Verdict: healthy"
