@@ -6,8 +6,12 @@ simulated sampler) write their archives, one rank of each job ends while its pee
   and rank 4 by SIGTERM, while ranks 0-2 sample and step on: both wrote their tracker's stop
   timestamp and the job went on working without them, so no rank is named dead, the run exits
   0 and a note says who stopped cleanly;
-* job ``killed``: rank 3 dies of SIGKILL (``--fault crash``: no stop timestamp can be written)
-  while ranks 0-2 sample on: it is still named, at medium, exit 1.
+* job ``killed``: rank 3 dies of SIGKILL (no stop timestamp can be written) while ranks 0-2
+  sample on: it is still named, at medium, exit 1. The test sends the SIGKILL once rank 3's
+  archive holds ``KILLED_SAMPLES`` samples: a ``--fault crash@t=4s`` (the same SIGKILL, sent by
+  the rank to itself at a fixed time; ``tests/tracker/test_track_cli.py`` tests that flag) landed
+  before the rank's first batch was written when the host was loaded, leaving no sample at all
+  — a missing rank, not the dead one this test is about.
 
 Job ``lines`` (the ``lines`` archive format: one SDK request per sample, its last line the
 final sample's) has rank 2 end at its ``--duration`` while ranks 0-1 go on: no dead rank either.
@@ -39,6 +43,9 @@ from tests.cli import run_stormotel_here
 
 #: Peers go on this long after the last early rank ended: past the 5 s silence floor.
 PEERS_GO_ON_S = 8.0
+#: Samples the killed rank's archive holds before the SIGKILL (a second of them at 0.2 s): more
+#: than the two its own sampling interval needs.
+KILLED_SAMPLES = 5
 
 
 def _track(out: Path, job: str, rank: int, world: int, *extra: str) -> subprocess.Popen[bytes]:
@@ -55,6 +62,25 @@ def _wait_for(path_glob: tuple[Path, str], timeout: float = 60) -> None:
     while not list(folder.glob(pattern)):
         assert time.monotonic() < deadline, f"no {pattern} in {folder}"
         time.sleep(0.2)
+
+
+def _samples(folder: Path, rank: int) -> int:
+    """Samples ``rank``'s archive in ``folder`` holds so far (what a reader gets of a running
+    tracker's archive: every batch but the one being written)."""
+    from stormotel.analyzers.sources.loader import load_paths
+
+    files = [str(p) for p in folder.glob(f"rank-{rank}.*metrics*") if p.stat().st_size]
+    if not files:
+        return 0
+    series = load_paths(files).ranks.get(rank)
+    return 0 if series is None else len(series)
+
+
+def _wait_for_samples(folder: Path, rank: int, n: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while _samples(folder, rank) < n:
+        assert time.monotonic() < deadline, f"rank {rank} wrote under {n} samples in {folder}"
+        time.sleep(0.5)
 
 
 def _analyze(where: Path | list[Path], out: Path) -> tuple[int, dict[str, Any]]:
@@ -78,10 +104,12 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
              for r in range(3)] + [_track(out, "lines", r, 3, *lines) for r in range(2)]
     done_early = _track(out, "early", 3, 5, "--duration", "4")
     termed = _track(out, "early", 4, 5)
-    killed = _track(out, "killed", 3, 4, "--fault", "crash@t=4s")
+    killed = _track(out, "killed", 3, 4)
     lines_early = _track(out, "lines", 2, 3, *lines, "--duration", "4")
     procs = [*peers, done_early, termed, killed, lines_early]
     try:
+        _wait_for_samples(out / "killed", 3, KILLED_SAMPLES)
+        killed.send_signal(signal.SIGKILL)  # no atexit, no flush: what a killed rank leaves
         _wait_for((out / "early", "rank-4.*metrics*"))
         time.sleep(4)  # samples from rank 4 before its stop
         termed.send_signal(signal.SIGTERM)
