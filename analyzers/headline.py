@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stormotel.analyzers.algorithms.dead_rank import CATEGORY as STOPPED
+from stormotel.analyzers.rankspec import format_rank_list
 from stormotel.analyzers.report import Report
 
 from stormotel.units import format_bytes
@@ -43,7 +44,8 @@ class Headline:
 
 def headline(report: Report) -> Headline:
     """The report's answer, most urgent first: OOM, dead rank, other root stall, leak, first
-    cause, other findings, healthy (or no evidence)."""
+    cause, other findings, healthy (or no evidence, or partial: ranks of the world without
+    data are never called healthy, as the text summary's verdict says)."""
     oom = report.oom_forensics
     if oom is not None and oom.ranks:
         first = next((r for r in oom.ranks if r.rank == oom.first_rank), oom.ranks[0])
@@ -90,6 +92,10 @@ def headline(report: Report) -> Headline:
     if not report.extra.get("samples", 1) and not report.stall_findings:
         return Headline("no evidence: nothing was read to judge by (not a healthy verdict)",
                         None, "no_evidence")
+    if report.missing_ranks:  # a rank killed before its first export leaves no data at all
+        return Headline(f"no finding in the ranks read; no data from rank(s) "
+                        f"{format_rank_list(report.missing_ranks)} of the world (not a healthy "
+                        "verdict on those)", None, "partial")
     return Headline("healthy: no finding in the window", None, "healthy")
 
 

@@ -69,3 +69,12 @@ def test_dead_rank_before_leak_and_first_cause_last() -> None:
     lead = headline(_report(cross_rank=cross(cluster_onset_ns=10**9, first_cause_suspects=[sus])))
     assert "1 s before the others" in lead.text
     assert headline(_report()).kind == "healthy"
+
+
+def test_ranks_without_data_are_never_called_healthy() -> None:
+    # a rank SIGKILLed before its first export leaves no sample: the page's headline (the
+    # receiver publishes it) must not read healthy while that rank is unjudged
+    lead = headline(_report(participating_ranks=[0, 1, 2], missing_ranks=[3]))
+    assert lead.kind == "partial" and "healthy:" not in lead.text
+    assert "no data from rank(s) 3" in lead.text
+    assert headline(_report()).kind == "healthy"
