@@ -28,6 +28,9 @@ class Run:
     stdout: str
     stderr: str
     seconds: float
+    #: wall clock (``time.time_ns``) when the run was seen to exit: set by
+    #: :func:`run_bounded_together`, to time a run against its own archived sample times
+    ended_ns: int = 0
 
     def json(self) -> dict[str, Any]:
         return json.loads(self.stdout)
@@ -80,7 +83,7 @@ def run_bounded_together(cases: list[tuple[tuple[str, ...], dict[str, str]]],
             proc.kill()
             proc.communicate()
             raise
-        return Run(proc.returncode, out, err, time.monotonic() - begin)
+        return Run(proc.returncode, out, err, time.monotonic() - begin, time.time_ns())
 
     with ThreadPoolExecutor(len(started) or 1) as pool:
         return list(pool.map(finish, started))

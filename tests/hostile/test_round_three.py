@@ -21,7 +21,7 @@ import pytest
 
 from stormotel import exitcodes
 from tests.hostile.harness import ROOT, Run, assert_clean, run_bounded, run_bounded_together
-from tests.tracker.otlp_util import metrics_requests, samples_archived
+from tests.tracker.otlp_util import metrics_requests, points, samples_archived
 
 #: What the stop may take after SIGTERM (3 s by the docs' bound) on a busy two-core machine;
 #: it took 24 s before the archive went first and the Prometheus linger left the bound.
@@ -96,10 +96,18 @@ def test_duration_ends_within_the_bound_whatever_the_collector_does(
         collector_runs: dict[tuple[str, str], tuple[Run, Path]], where: str,
         protocol: str) -> None:
     run, archive = collector_runs[(where, protocol)]
-    # 3 s of tracking + start-up + the 3 s bound; it took 16-24 s before
+    # the claim is the stop's bound, timed from the run's first sample (its archived time) to
+    # its exit: 3 s of tracking + the 3 s bound + 3 s for the flush and the interpreter's end
+    # (it took 16-24 s before the bound). Timed from the process's start instead, three
+    # interpreters starting at once on a loaded host took 15 s before the first sample
+    # (three bad collectors, two busy cores) while the stop itself kept its bound.
     assert_clean(run, exitcodes.SINK_FAILURE, message="no OTLP export succeeded",
-                 within_s=3 + 9)
-    assert samples_archived(metrics_requests(archive / "bh", 0)) == _flushed(run.stderr)
+                 within_s=45)
+    requests = metrics_requests(archive / "bh", 0)
+    first_ns = min(int(p.time_unix_nano) for _r, _n, p in points(requests))
+    assert (run.ended_ns - first_ns) / 1e9 < 3 + 3 + 3, \
+        f"{(run.ended_ns - first_ns) / 1e9:.1f} s from the first sample to the exit"
+    assert samples_archived(requests) == _flushed(run.stderr)
 
 
 def _track(archive: Path, port: int) -> subprocess.Popen[str]:
