@@ -425,6 +425,11 @@ def _judge(rises: dict[int, FirstRise], timeline: Timeline, last_ns: list[tuple[
         conf: Confidence = "low"
         if bound >= 0 and res and lead >= res and not overlapping:
             conf = "medium" if missing else "high"
+        blind = _blind(first, first.t_ns, timeline, last_ns, settings, res) if conf != "low" \
+            else {}
+        if blind:
+            conf = "low"
+            inc.notes.append(read_lag.blind_note(blind, first.rank, first.t_ns))
         inc.kind, inc.leader, inc.confidence, inc.lead_bound_ns = ("single_rank", first.rank,
                                                                    conf, max(bound, 0))
         inc.notes.append(f"only rank {first.rank} rose; the others never reached their "
@@ -450,6 +455,12 @@ def _judge(rises: dict[int, FirstRise], timeline: Timeline, last_ns: list[tuple[
         inc.notes.append(f"ranks {sorted(rises)} rose within the same training step "
                          f"{steps.pop()}: the workload, not one rank; no leader is named")
         tied = order
+    elif bound >= 0 and not overlapping and (
+            blind := _blind(first, latest, timeline, last_ns, settings, res)):
+        # Every other rank seen low until after the leader is the claim; a blind one was not.
+        inc.notes.append(read_lag.blind_note(blind, first.rank, first.t_ns))
+        inc.suspects = [_suspect(first, lead, "low", res, timeline, bound=bound)]
+        return inc
     elif bound >= 0 and not overlapping:
         inc.kind, inc.leader, inc.lead_bound_ns = "leader", first.rank, bound
         inc.confidence = "medium" if missing else "high"
@@ -476,6 +487,16 @@ def _judge(rises: dict[int, FirstRise], timeline: Timeline, last_ns: list[tuple[
             "tracker's edge gauges would decide it")
     inc.suspects = [_suspect(fr, 0, "low", res, timeline, tied=len(tied)) for fr in tied]
     return inc
+
+
+def _blind(first: FirstRise, latest: int, timeline: Timeline, last_ns: list[tuple[int, int]],
+           settings: Settings, res: int | None) -> dict[int, tuple[int, int]]:
+    """The other compared ranks blind (:func:`.read_lag.blind_holes`) somewhere a rise of theirs
+    would have come first: from one cascade window before the leader's rise interval to the
+    latest the leader can have risen (a rise there would have been this incident's)."""
+    window_ns = int(max(settings.cascade_window_s * 1e9, 2 * (res or 0)))
+    others = [r for r, _ in last_ns if r != first.rank]
+    return read_lag.blind_holes(timeline, others, first.earliest_ns - window_ns, latest)
 
 
 def _resolution_statement(timeline: Timeline, res: int | None, edge_ranks: list[int]) -> str:

@@ -72,3 +72,52 @@ def cap_note(doubts: dict[int, int], lead_ns: int) -> str:
             f"that much later, so a lead of {lead_ns / 1e9:.3g} s is not a lead — a tie. The "
             "trackers' archives (every sample at its own time) or their edge gauges on every "
             "rank would decide it; a starved host delays its exporters")
+
+
+# A rank that was not read at all is the other half of the same question. A leader is named
+# because every other rank was seen low until after it; a rank with no sample over part of the
+# span before the leader's rise (its tracker or exporter stopped: a starved host) was not seen,
+# and could have risen there first — even risen and fallen back, leaving no rise at all (the oom
+# job with rank 1's tracker stopped over its leak named another rank's later rise at high). Its
+# own resolution is its median interval; a hole well above that is blindness, not sampling.
+
+#: A hole this many times the rank's own median interval is blindness (two missed reads are
+#: not: a busy scraper skips one now and then).
+BLIND_FACTOR = 4
+#: ... and at least this long (a fast tracker's jitter under load is not blindness).
+BLIND_MIN_NS = 1_000_000_000
+
+
+def blind_holes(timeline: Timeline, ranks: list[int], from_ns: int, to_ns: int,
+                ) -> dict[int, tuple[int, int]]:
+    """Rank → its longest sampling hole ``(last sample before, first sample after)`` that
+    overlaps ``[from_ns, to_ns]`` and is blindness (:data:`BLIND_FACTOR` × the rank's median
+    interval and :data:`BLIND_MIN_NS`). O(log n) per rank plus the samples in the span."""
+    out = {}
+    for r in ranks:
+        s = timeline.ranks.get(r)
+        med = s.median_interval_ns() if s is not None else None
+        if s is None or not med:
+            continue
+        t = s.t_ns
+        lo = max(int(np.searchsorted(t, from_ns, side="right")) - 1, 0)
+        hi = min(int(np.searchsorted(t, to_ns, side="left")) + 1, len(t))
+        if hi - lo < 2:
+            continue
+        gaps = np.diff(t[lo:hi])
+        k = int(np.argmax(gaps))
+        if int(gaps[k]) > max(BLIND_FACTOR * med, BLIND_MIN_NS):
+            out[r] = (int(t[lo + k]), int(t[lo + k + 1]))
+    return out
+
+
+def blind_note(holes: dict[int, tuple[int, int]], leader: int, origin_ns: int) -> str:
+    """Why a leader is not named while another rank was blind: who, when, what to collect."""
+    shown = ", ".join(f"rank {r} from {(a - origin_ns) / 1e9:+.3g} s to "
+                      f"{(b - origin_ns) / 1e9:+.3g} s ({(b - a) / 1e9:.3g} s)"
+                      for r, (a, b) in sorted(holes.items())[:16])
+    return (f"some ranks have no sample over part of the span before rank {leader}'s rise "
+            f"({shown}, relative to that rise; well above their own sampling interval): they "
+            "were not seen and could have risen there first, even risen and fallen back, so "
+            f"rank {leader} is not named above low. Their trackers' archives or logs over that "
+            "span (a stopped or starved tracker leaves this hole) would decide it")
