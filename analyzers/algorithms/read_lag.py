@@ -12,6 +12,10 @@ that lag, so a lead smaller than the lag is not a lead: the first-cause verdict 
 tie and the note says which rank, by how much, and what to collect. The usual late reads are
 caught before this, in :func:`.rises.timed_by_edge` (the edge the late scrape reported times
 the rise); this is the guard for the rises no edge timed.
+
+The same guard for a rank not read at all (:func:`blind_holes`): no sample over the span where
+its rise would have come before the leader's means it was not seen low there, so that leader is
+at most low.
 """
 
 from __future__ import annotations
