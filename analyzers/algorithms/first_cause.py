@@ -347,7 +347,8 @@ def analyze_first_cause(timeline: Timeline, settings: Settings) -> tuple[CrossRa
     warm_spans = [(r, w.earliest_ns, w.settled_ns) for r, rs in all_rises.items()
                   for w in rs if w.warmup]
     last_ns = [(r, int(timeline.ranks[r].t_ns[-1])) for r in with_field]
-    incidents = [_judge(group, timeline, last_ns, missing, settings, warm_spans, res)
+    blind = read_lag.blind_gaps(timeline, with_field)
+    incidents = [_judge(group, timeline, last_ns, missing, settings, warm_spans, res, blind)
                  for group in _group(candidates, window_ns)]
     out.incidents = [inc.to_dict() for inc in incidents]
     cross = [inc for inc in incidents if len(inc.rises) > 1]
@@ -405,11 +406,11 @@ def _group(rises: list[FirstRise], window_ns: int) -> list[dict[int, FirstRise]]
 
 def _judge(rises: dict[int, FirstRise], timeline: Timeline, last_ns: list[tuple[int, int]],
            missing: list[int], settings: Settings, warm_spans: list[tuple[int, int, int]],
-           res: int | None) -> Incident:
+           res: int | None, blind_gaps: dict[int, np.ndarray]) -> Incident:
     """One incident: leader only when its rise interval ends before every follower's begins.
     Taken once for all incidents: ``last_ns``, each compared rank's last sample time;
     ``res``, the timeline's resolution; ``warm_spans``, each warm-up's rank, earliest and
-    settled time."""
+    settled time; ``blind_gaps``, each compared rank's blind holes (:mod:`.read_lag`)."""
     inc = Incident(rises)
     order = sorted(rises.values(), key=lambda fr: (fr.t_ns, fr.rank))
     first = order[0]
@@ -425,8 +426,7 @@ def _judge(rises: dict[int, FirstRise], timeline: Timeline, last_ns: list[tuple[
         conf: Confidence = "low"
         if bound >= 0 and res and lead >= res and not overlapping:
             conf = "medium" if missing else "high"
-        blind = _blind(first, first.t_ns, timeline, last_ns, settings, res) if conf != "low" \
-            else {}
+        blind = _blind(first, first.t_ns, blind_gaps, settings, res) if conf != "low" else {}
         if blind:
             conf = "low"
             inc.notes.append(read_lag.blind_note(blind, first.rank, first.t_ns))
@@ -456,7 +456,7 @@ def _judge(rises: dict[int, FirstRise], timeline: Timeline, last_ns: list[tuple[
                          f"{steps.pop()}: the workload, not one rank; no leader is named")
         tied = order
     elif bound >= 0 and not overlapping and (
-            blind := _blind(first, latest, timeline, last_ns, settings, res)):
+            blind := _blind(first, latest, blind_gaps, settings, res)):
         # Every other rank seen low until after the leader is the claim; a blind one was not.
         inc.notes.append(read_lag.blind_note(blind, first.rank, first.t_ns))
         inc.suspects = [_suspect(first, lead, "low", res, timeline, bound=bound)]
@@ -489,14 +489,13 @@ def _judge(rises: dict[int, FirstRise], timeline: Timeline, last_ns: list[tuple[
     return inc
 
 
-def _blind(first: FirstRise, latest: int, timeline: Timeline, last_ns: list[tuple[int, int]],
-           settings: Settings, res: int | None) -> dict[int, tuple[int, int]]:
-    """The other compared ranks blind (:func:`.read_lag.blind_holes`) somewhere a rise of theirs
+def _blind(first: FirstRise, latest: int, blind_gaps: dict[int, np.ndarray], settings: Settings,
+           res: int | None) -> dict[int, tuple[int, int]]:
+    """The other compared ranks blind (:func:`.read_lag.blind_gaps`) somewhere a rise of theirs
     would have come first: from one cascade window before the leader's rise interval to the
     latest the leader can have risen (a rise there would have been this incident's)."""
     window_ns = int(max(settings.cascade_window_s * 1e9, 2 * (res or 0)))
-    others = [r for r, _ in last_ns if r != first.rank]
-    return read_lag.blind_holes(timeline, others, first.earliest_ns - window_ns, latest)
+    return read_lag.blind_over(blind_gaps, first.rank, first.earliest_ns - window_ns, latest)
 
 
 def _resolution_statement(timeline: Timeline, res: int | None, edge_ranks: list[int]) -> str:

@@ -13,9 +13,9 @@ tie and the note says which rank, by how much, and what to collect. The usual la
 caught before this, in :func:`.rises.timed_by_edge` (the edge the late scrape reported times
 the rise); this is the guard for the rises no edge timed.
 
-The same guard for a rank not read at all (:func:`blind_holes`): no sample over the span where
-its rise would have come before the leader's means it was not seen low there, so that leader is
-at most low.
+The same guard for a rank not read at all (:func:`blind_gaps`, :func:`blind_over`): no sample
+over the span where its rise would have come before the leader's means it was not seen low
+there, so that leader is at most low.
 """
 
 from __future__ import annotations
@@ -92,11 +92,10 @@ BLIND_FACTOR = 4
 BLIND_MIN_NS = 1_000_000_000
 
 
-def blind_holes(timeline: Timeline, ranks: list[int], from_ns: int, to_ns: int,
-                ) -> dict[int, tuple[int, int]]:
-    """Rank → its longest sampling hole ``(last sample before, first sample after)`` that
-    overlaps ``[from_ns, to_ns]`` and is blindness (:data:`BLIND_FACTOR` × the rank's median
-    interval and :data:`BLIND_MIN_NS`). O(log n) per rank plus the samples in the span."""
+def blind_gaps(timeline: Timeline, ranks: list[int]) -> dict[int, np.ndarray]:
+    """Rank → its blind holes, an ``(n, 2)`` array of (last sample before, first sample after),
+    for the ranks that have any (:data:`BLIND_FACTOR` × the rank's median interval and
+    :data:`BLIND_MIN_NS`). Taken once per analysis: one pass over each rank's sample times."""
     out = {}
     for r in ranks:
         s = timeline.ranks.get(r)
@@ -104,14 +103,23 @@ def blind_holes(timeline: Timeline, ranks: list[int], from_ns: int, to_ns: int,
         if s is None or not med:
             continue
         t = s.t_ns
-        lo = max(int(np.searchsorted(t, from_ns, side="right")) - 1, 0)
-        hi = min(int(np.searchsorted(t, to_ns, side="left")) + 1, len(t))
-        if hi - lo < 2:
+        k = np.flatnonzero(np.diff(t) > max(BLIND_FACTOR * med, BLIND_MIN_NS))
+        if len(k):
+            out[r] = np.stack([t[k], t[k + 1]], axis=1)
+    return out
+
+
+def blind_over(gaps: dict[int, np.ndarray], leader: int, from_ns: int, to_ns: int,
+               ) -> dict[int, tuple[int, int]]:
+    """Rank (other than ``leader``) → its longest blind hole overlapping ``[from_ns, to_ns]``."""
+    out = {}
+    for r, holes in gaps.items():
+        if r == leader:
             continue
-        gaps = np.diff(t[lo:hi])
-        k = int(np.argmax(gaps))
-        if int(gaps[k]) > max(BLIND_FACTOR * med, BLIND_MIN_NS):
-            out[r] = (int(t[lo + k]), int(t[lo + k + 1]))
+        hit = holes[(holes[:, 0] < to_ns) & (holes[:, 1] > from_ns)]
+        if len(hit):
+            a, b = hit[int(np.argmax(hit[:, 1] - hit[:, 0]))].tolist()
+            out[r] = (int(a), int(b))
     return out
 
 

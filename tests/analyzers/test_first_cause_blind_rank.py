@@ -1,5 +1,5 @@
 """A leader is not named above low while another rank was blind where its rise would have come
-first (:func:`stormotel.analyzers.algorithms.read_lag.blind_holes`).
+first (:func:`stormotel.analyzers.algorithms.read_lag.blind_gaps`).
 
 A leader is named because every other rank was *seen* low until after it. A rank with no sample
 over part of that span (its tracker stopped: a starved host) was not seen; it could have risen
