@@ -420,22 +420,9 @@ def _judge(rises: dict[int, FirstRise], timeline: Timeline, last_ns: list[tuple[
     overlapping = sorted(r for r, earliest, settled in warm_spans if r not in rises
                          and earliest <= t0 <= settled + pad)
     if len(order) == 1:
-        others_end = min(end for r, end in last_ns if r != first.rank)
-        lead = max(others_end - first.t_ns, 0)
-        bound = others_end - first.t_ns - tol
-        conf: Confidence = "low"
-        if bound >= 0 and res and lead >= res and not overlapping:
-            conf = "medium" if missing else "high"
-        blind = _blind(first, first.t_ns, blind_gaps, settings, res) if conf != "low" else {}
-        if blind:
-            conf = "low"
-            inc.notes.append(read_lag.blind_note(blind, first.rank, first.t_ns))
-        inc.kind, inc.leader, inc.confidence, inc.lead_bound_ns = ("single_rank", first.rank,
-                                                                   conf, max(bound, 0))
-        inc.notes.append(f"only rank {first.rank} rose; the others never reached their "
-                         "threshold (lead measured to the end of their data)")
-        inc.suspects = [_suspect(first, lead, conf, res, timeline, alone=True)]
-        return inc
+        sure: Confidence = "medium" if missing else "high"
+        return _judge_alone(inc, first, timeline, last_ns, settings, res, blind_gaps,
+                            None if overlapping else sure)
     inc.onset_ns = order[1].t_ns
     lead = order[1].t_ns - first.t_ns
     # The earliest any follower can have risen, against the latest the leader can have: a
@@ -486,6 +473,29 @@ def _judge(rises: dict[int, FirstRise], timeline: Timeline, last_ns: list[tuple[
             "the input pipeline) is as likely as one faulty rank; finer sampling or the "
             "tracker's edge gauges would decide it")
     inc.suspects = [_suspect(fr, 0, "low", res, timeline, tied=len(tied)) for fr in tied]
+    return inc
+
+
+def _judge_alone(inc: Incident, first: FirstRise, timeline: Timeline,
+                 last_ns: list[tuple[int, int]], settings: Settings, res: int | None,
+                 blind_gaps: dict[int, np.ndarray], sure: Confidence | None) -> Incident:
+    """A lone rise: named at ``sure`` (None: a warm-up overlapped it) when it leads the end of
+    every other rank's data by at least the resolution and no other rank was blind before it."""
+    others_end = min(end for r, end in last_ns if r != first.rank)
+    lead = max(others_end - first.t_ns, 0)
+    bound = others_end - first.t_ns - int(settings.clock_tolerance_s * 1e9)
+    conf: Confidence = "low"
+    if bound >= 0 and res and lead >= res and sure is not None:
+        conf = sure
+    blind = _blind(first, first.t_ns, blind_gaps, settings, res) if conf != "low" else {}
+    if blind:
+        conf = "low"
+        inc.notes.append(read_lag.blind_note(blind, first.rank, first.t_ns))
+    inc.kind, inc.leader, inc.confidence, inc.lead_bound_ns = ("single_rank", first.rank,
+                                                               conf, max(bound, 0))
+    inc.notes.append(f"only rank {first.rank} rose; the others never reached their "
+                     "threshold (lead measured to the end of their data)")
+    inc.suspects = [_suspect(first, lead, conf, res, timeline, alone=True)]
     return inc
 
 
