@@ -110,3 +110,28 @@ def test_step_markers_of_many_ranks_are_each_ranks_own() -> None:
     got = markers_from_series(huge, StepNames())
     assert got[1].name.tolist() == [f"step {int(2.0**70)}"] and got[0].name.tolist() == [
         "step 1", "step 2"]
+
+
+def test_an_ha_pair_scraping_a_swing_at_other_phases_is_one_replica_not_a_zigzag() -> None:
+    """Two servers scraping one rank at 15 s and 10 s, each at a fixed phase of a 2 GiB swing
+    within a training step (the session-17 busy run: 2.58 GiB on one, 4.58 GiB on the other):
+    interleaved, the series zigzagged by 2 GiB and its start was named a first cause at high.
+    Merged as replicas: the read with the most samples, in any order; the other's samples only
+    in that one's hole."""
+    gib = float(1 << 30)
+    a_t = np.arange(5_200, 125_000, 15_000, dtype=np.int64) * 1_000_000
+    b_t = np.arange(5_500, 125_000, 10_000, dtype=np.int64) * 1_000_000
+    a = (a_t, np.full(a_t.size, 2.58 * gib))
+    b = (b_t, np.full(b_t.size, 4.58 * gib))
+    for parts in ([a, b], [b, a]):
+        t, v, _, _ = merge_parts(parts)
+        assert t.tolist() == b_t.tolist() and (v == 4.58 * gib).all()
+    # a hole of three scrapes in the fuller read is filled from the other, nothing else
+    hole = (b_t < 40_000 * 1_000_000) | (b_t > 70_000 * 1_000_000)
+    for parts in ([a, (b_t[hole], b[1][hole])], [(b_t[hole], b[1][hole]), a]):
+        t, v, _, _ = merge_parts(parts)
+        filled = sorted(set(t.tolist()) - set(b_t.tolist()))
+        assert filled == [50_200 * 1_000_000, 65_200 * 1_000_000]
+    # reads of other time ranges (chunks of one read) are kept whole
+    t, _, _, _ = merge_parts([(b_t[:6], b[1][:6]), (b_t[6:], b[1][6:])])
+    assert t.tolist() == b_t.tolist()

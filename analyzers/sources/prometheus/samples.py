@@ -109,9 +109,12 @@ def collect_samples(results: list[Series], task: QueryTask, builder: TimelineBui
 
 def merge_parts(parts: list[tuple[np.ndarray, np.ndarray]]
                 ) -> tuple[np.ndarray, np.ndarray, int, int]:
-    """One series from several reads (endpoints, chunks, spellings): sorted by time, exact
-    duplicates dropped, and where values conflict at one timestamp the larger kept — a rule
-    that gives the same answer in any read order. Returns (t, v, duplicates, conflicts)."""
+    """One series from several reads (endpoints, chunks, spellings): replicas scraping at other
+    moments taken as one (:func:`replicas_as_one`), then sorted by time, exact duplicates
+    dropped, and where values conflict at one timestamp the larger kept — a rule that gives the
+    same answer in any read order. Returns (t, v, duplicates, conflicts)."""
+    if len(parts) > 1:
+        parts = replicas_as_one(parts)
     t = np.concatenate([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
     v = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
     if t.size < 2 or bool((t[1:] > t[:-1]).all()):  # the usual read: already in order, unique
@@ -124,6 +127,39 @@ def merge_parts(parts: list[tuple[np.ndarray, np.ndarray]]
     conflict_ts = np.unique(t[1:][same_t & ~same_v])
     keep = np.r_[~same_t, True]  # the last of each equal-time run: the largest value
     return t[keep], v[keep], dups, int(conflict_ts.size)
+
+
+def replicas_as_one(parts: list[tuple[np.ndarray, np.ndarray]]
+                    ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Reads of one series by servers that scraped it at other moments (an HA pair) as one:
+    the read with the most samples, and another's samples only where that one has none within
+    half its interval (its holes, before its first sample, after its last) — how Thanos and
+    Cortex deduplicate replicas. Interleaved, two replicas sampling a memory swing within a
+    training step at fixed, different phases (2.58 GiB on one, 4.58 GiB on the other, for the
+    same target) made a series that zigzags by 2 GiB, and a zigzag at a rank's start was named
+    a first cause at high (docs/benchmarks.md, session 17). Reads sharing most timestamps (the
+    same samples from two TSDBs, one server listed twice) and reads of other time ranges
+    (chunks) are left to :func:`merge_parts`' own rule. Chosen by content, never by read order."""
+    def key(i: int) -> tuple[int, int, float, bytes]:
+        t, v = parts[i]
+        return (-t.size, int(t.min()) if t.size else 0, float(np.nansum(v)), t.tobytes())
+    order = sorted(range(len(parts)), key=key)
+    primary = parts[order[0]]
+    t_kept = np.sort(primary[0])
+    if t_kept.size < 2:
+        return parts
+    half = float(np.median(np.diff(t_kept))) / 2
+    out = [primary]
+    for i in order[1:]:
+        t, v = parts[i]
+        if not t.size or float(np.isin(t, t_kept).mean()) >= 0.5:
+            out.append((t, v))  # the same samples read twice: merge_parts dedups them
+            continue
+        at = np.clip(np.searchsorted(t_kept, t), 1, t_kept.size - 1)
+        near = np.minimum(np.abs(t - t_kept[at - 1]), np.abs(t_kept[at] - t))
+        keep = near > half
+        out.append((t[keep], v[keep]))
+    return out
 
 
 def merge_samples(samples: Parts, builder: TimelineBuilder) -> int:
