@@ -14,18 +14,51 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tests.stalls.test_case_corpus import EVAL
+from tests.stalls.test_case_corpus import EVAL, _folders, _fresh_folders, _spec
+from tests.stalls.test_case_corpus import test_case_is_well_formed as _well_formed
+
+
+def older_than(set_dir: Path) -> list[dict[str, Any]]:
+    """The specs of the corpus, of fresh set one and of every fresh set but ``set_dir``'s."""
+    older_dirs = [p for base in sorted(set_dir.parent.glob("fresh*")) if base != set_dir
+                  for p in base.iterdir() if p.is_dir()]
+    return [_spec(f) for f in _folders() + _fresh_folders() + older_dirs]
 
 
 def assert_new_material(specs: list[dict[str, Any]], older: list[dict[str, Any]], *,
-                        min_cases: int, min_projects: int, min_dev: int = 10) -> None:
+                        min_cases: int, min_projects: int, min_dev: int = 10,
+                        min_heldout: int = 10) -> None:
     """No thread or id of the older sets, no id twice, enough projects and cases per half."""
     assert len(specs) >= min_cases and len({s["id"] for s in specs}) == len(specs)
     assert not {s["source"] for s in specs} & {s["source"] for s in older}
     assert not {s["id"] for s in specs} & {s["id"] for s in older}
     assert len({s["project"] for s in specs}) >= min_projects
     halves = [s["half"] for s in specs]
-    assert halves.count("dev") >= min_dev and halves.count("heldout") >= 10
+    assert halves.count("dev") >= min_dev and halves.count("heldout") >= min_heldout
+
+
+def assert_culprit_case_split(folder: Path, *, set_name: str, before_rules: str,
+                              after_rules: str, families: tuple[str, ...],
+                              held_family: str) -> None:
+    """A culprit-bearing set's case (fresh6, fresh7): well formed, labelled from its thread or
+    its emitter's source, and split before the rules — its family held out whole, a round
+    gathered after the rules (``after_rules``) held out whole, the rest by the id's hash."""
+    _well_formed(folder)
+    spec = _spec(folder)
+    assert spec["set"] == set_name and spec["real"] and not spec["tuned_on"]
+    assert spec["collected"] in (before_rules, after_rules)
+    assert spec["family"] in families and spec["label_basis"] in ("thread", "source")
+    late = spec["collected"] == after_rules
+    expected_half = "heldout" if spec["family"] == held_family or late else \
+        EVAL.half_of(spec["id"])
+    assert spec["half"] == expected_half
+    case_md = (folder / "CASE.md").read_text()
+    assert spec["established_by"] in case_md and spec["source"] in case_md
+    ranks = spec["expected"]["ranks"]
+    # a culprit label carries a rank-naming kind, an undecided one names nobody
+    assert (ranks is None) == (spec["expected"]["kinds"] == ["undecided"])
+    if spec["expected"]["evidence_names_them"]:
+        assert spec["label_basis"] == "source" and ranks
 
 
 def assert_every_case_ran(results: list[Any], cases: int) -> None:

@@ -22,8 +22,7 @@ from typing import Any
 import pytest
 
 from tests.stalls import fresh_checks as fc
-from tests.stalls.test_case_corpus import EVAL, _folders, _fresh_folders, _spec
-from tests.stalls.test_case_corpus import test_case_is_well_formed as _well_formed
+from tests.stalls.test_case_corpus import EVAL, _spec
 
 FRESH7 = EVAL.FRESH7_DIR
 FAMILIES = ("slurm", "paddle_ascend", "jax_xla", "fsdp_tune", "launcher_other", "kubernetes")
@@ -40,24 +39,11 @@ def _fresh7() -> list[Path]:
 
 @pytest.mark.parametrize("folder", _fresh7(), ids=lambda p: p.name)
 def test_fresh7_case_is_well_formed_and_split_before_the_rules(folder: Path) -> None:
-    _well_formed(folder)
-    spec = _spec(folder)
-    assert spec["set"] == "fresh7" and spec["real"] and not spec["tuned_on"]
-    assert spec["collected"] in ("2026-11-29g", "2026-11-29h")
-    assert spec["family"] in FAMILIES and spec["label_basis"] in ("thread", "source")
-    # round 2 ("…h") was gathered after f8's rules, by searches for their messages: held out
-    # whole, it measures them on cases they were not written from
-    after_rules = spec["collected"] == "2026-11-29h"
-    expected_half = "heldout" if spec["family"] == HELD_FAMILY or after_rules else \
-        EVAL.half_of(spec["id"])
-    assert spec["half"] == expected_half
-    case_md = (folder / "CASE.md").read_text()
-    assert spec["established_by"] in case_md and spec["source"] in case_md
-    ranks = spec["expected"]["ranks"]
-    # a culprit label carries a rank-naming kind, an undecided one names nobody
-    assert (ranks is None) == (spec["expected"]["kinds"] == ["undecided"])
-    if spec["expected"]["evidence_names_them"]:
-        assert spec["label_basis"] == "source" and ranks
+    # a round gathered after the set's rules, by searches for their messages, is held out
+    # whole: it measures them on cases they were not written from
+    fc.assert_culprit_case_split(folder, set_name="fresh7", before_rules="2026-11-29g",
+                                 after_rules="2026-11-29h", families=FAMILIES,
+                                 held_family=HELD_FAMILY)
 
 
 def test_fresh7_is_new_material_and_most_of_it_names_a_culprit() -> None:
@@ -65,16 +51,9 @@ def test_fresh7_is_new_material_and_most_of_it_names_a_culprit() -> None:
     every family present; at least 70 % of the set as gathered before any rule carries a
     culprit label (the set's reason to exist)."""
     specs = [_spec(f) for f in _fresh7()]
-    older_dirs = [p for base in sorted(FRESH7.parent.glob("fresh*")) if base != FRESH7
-                  for p in base.iterdir() if p.is_dir()]
-    older = [_spec(f) for f in _folders() + _fresh_folders() + older_dirs]
-    assert len(specs) >= 20 and len({s["id"] for s in specs}) == len(specs)
-    assert not {s["source"] for s in specs} & {s["source"] for s in older}
-    assert not {s["id"] for s in specs} & {s["id"] for s in older}
-    assert len({s["project"] for s in specs}) >= 10
+    fc.assert_new_material(specs, fc.older_than(FRESH7), min_cases=20,
+                           min_projects=10, min_dev=5, min_heldout=5)
     assert {s["family"] for s in specs} == set(FAMILIES)
-    halves = [s["half"] for s in specs]
-    assert halves.count("dev") >= 5 and halves.count("heldout") >= 5
     # the set as gathered before any rule (round 1): at least 70 % culprit-labelled
     first = [s for s in specs if s["collected"] == "2026-11-29g"]
     assert 10 * sum(s["expected"]["ranks"] is not None for s in first) >= 7 * len(first)
