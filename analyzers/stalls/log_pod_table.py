@@ -40,11 +40,11 @@ _ROW = re.compile(r"^\s*(?P<name>[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?)\s+(?P<r
                   r"\d{1,3})\s+(?P<status>[A-Za-z][\w:.-]{0,40})\s+(?P<restarts>\d{1,6})"
                   r"(?:\s+\([^)\n]{0,40}\))?\s+\S{1,20}")
 _PYTORCHJOB = re.compile(r"^(?P<job>[a-z0-9.-]{1,240})-(?P<type>master|worker)-(?P<i>\d{1,6})$")
-#: a status that is a failure of the pod's own container: killed for memory or by its own signal
-_OWN = re.compile(r"^(?:OOMKilled|Signal:(?:9|11|7|4|8))$")
-_FAILED = re.compile(r"^(?:OOMKilled|Error|CrashLoopBackOff|ContainerStatusUnknown|Evicted|"
-                     r"Signal:\d{1,3}|ExitCode:[1-9]\d{0,2}|Init:(?:Error|CrashLoopBackOff|"
-                     r"OOMKilled))$")
+#: statuses that are a failure of the pod's own container: killed for memory or by its own signal
+_OWN = frozenset({"OOMKilled", "Signal:9", "Signal:11", "Signal:7", "Signal:4", "Signal:8"})
+#: statuses of a failed container (besides any Signal:N and a non-zero ExitCode:N)
+_FAILED = frozenset({"OOMKilled", "Error", "CrashLoopBackOff", "ContainerStatusUnknown",
+                     "Evicted", "Init:Error", "Init:CrashLoopBackOff", "Init:OOMKilled"})
 _ROWS = 4096
 #: a quoted paste's prefix ("> ", "| ") before a table line
 _QUOTE = re.compile(r"^\s{0,8}(?:>\s?|\|\s?){1,3}")
@@ -86,7 +86,7 @@ class Scanner:
         return out
 
     def _judge(self, rows: list[tuple[int, str, str, str]]) -> list[lf.Found]:
-        failed = [r for r in rows if _FAILED.match(r[2])]
+        failed = [r for r in rows if _failed(r[2])]
         if not failed:
             return []
         ranks = {r[1]: _rank(r[1], rows) for r in rows}
@@ -96,7 +96,7 @@ class Scanner:
                 "reporter": None, "error": what + (" — each pod runs a per-node launcher, so "
                                                    "its rank is a node's" if self._launcher
                                                    else "")}, PATTERN)]
-        own = len(failed) == 1 and bool(_OWN.match(failed[0][2]))
+        own = len(failed) == 1 and failed[0][2] in _OWN
         out = []
         for no, name, status, line in failed:
             rank = ranks[name]
@@ -118,6 +118,12 @@ class Scanner:
                        f"{status} is how a victim's timeout ends a pod too"))}
             out.append(lf.Found(lf.RANK_ERROR, no, rank, None, line, detail, PATTERN))
         return out
+
+
+def _failed(status: str) -> bool:
+    """Whether kubectl's STATUS says the pod's container failed (printPod's reasons)."""
+    return status in _FAILED or status.startswith("Signal:") or (
+        status.startswith("ExitCode:") and status != "ExitCode:0")
 
 
 def _rank(name: str, rows: list[tuple[int, str, str, str]]) -> int | None:

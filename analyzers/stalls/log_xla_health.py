@@ -68,13 +68,13 @@ class _Notice:
     listed: bool = False  #: the propagated form (its list may be capped)
 
 
+@dataclass
 class Scanner:
     """Heartbeat-timeout notices: the per-task line, and the propagated list over its lines."""
 
-    def __init__(self, ctx: Any) -> None:
-        self.stamp = ctx.stamp
-        self.notices: list[_Notice] = []
-        self._open: _Notice | None = None
+    ctx: Any  #: the file's scan context (its ``stamp`` reads a line's time)
+    notices: list[_Notice] = field(default_factory=list)
+    _open: _Notice | None = None  #: a propagated notice whose names may follow
 
     def feed(self, no: int, seg: str, low: str, rank: int | None) -> None:
         if ("heartbeat timeout" in low or "stopped sending heartbeats" in low) and \
@@ -114,7 +114,7 @@ class Scanner:
             n.tasks.append((m.group("job"), task))
 
     def finish(self, text: str) -> list[lf.Found]:
-        return [lf.Found(KIND, n.line, n.reporter, self.stamp(n.text), n.text, {
+        return [lf.Found(KIND, n.line, n.reporter, self.ctx.stamp(n.text), n.text, {
             "tasks": [[j, t] for j, t in n.tasks], "listed": n.listed, "reporter": n.reporter},
             PATTERN) for n in self.notices if n.tasks]
 
