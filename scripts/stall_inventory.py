@@ -43,11 +43,13 @@ sys.path.insert(0, str(REPO))
 DATA = REPO / "docs" / "data" / "stall_inventory.json"
 DOC = REPO / "docs" / "stalls.md"
 
-#: words that make a message rank-bearing: it names a rank, a peer, a world, a task or process
+#: words that make a message rank-bearing: it names a rank, a peer, a world, a task or process;
+#: srun's task-exit lines (``_task_finish``) pass the word "task"/"tasks" itself as an argument:
+#: "%s: %s %s: …" is (hosts, task_str, task ids)
 RANK_WORDS = re.compile(
     r"\brank|ranks\b|\bpeer|world[_ ]?size|\bworld\b|nranks|nRanks|\bvpid\b|\[%d\]|"
     r"\btask[s]? ?(?:%|\{)|\bprocess(?:es)? (?:rank|name)|local_rank|global_rank|"
-    r"\btrainer|\bworker|\bmissing ranks|\bstalled", re.IGNORECASE)
+    r"\btrainer|\bworker|\bmissing ranks|\bstalled|^%s: %s %s: ", re.IGNORECASE)
 
 TORCH_VERSIONS = ("1.13.0", "2.0.0", "2.2.0", "2.4.0", "2.6.0", "2.8.0", "2.13.0")
 

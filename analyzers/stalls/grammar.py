@@ -1276,6 +1276,103 @@ CATALOGUE: tuple[Pattern, ...] = (
        "is named: a stall, nobody named (read by log_hccl)",
        r"EI0006: [^\n]{0,300}?Getting socket times out\. Reason: Remote Rank did not send",
        ("getting socket times out",), "hccl"),
+    # --------------------------------------------- rules from source (helper rs)
+    _p("slurm.srun.task_exit", "Slurm srun (a step's task exit)",
+       '"%s: %s %s: Out Of Memory" / "%s: %s %s: Exited with exit code %d" / "%s: %s %s: %s%s" '
+       '(hosts, "task"|"tasks", the task ids as bit_fmt ranges "0-3,5", strsignal() and " (core '
+       'dumped)"), printed as "srun: error: …"',
+       "20.11 (src/plugins/launch/slurm/launch_slurm.c), 23.02 – 26.05 (src/srun/launch.c); "
+       "read at slurm-20-11-9-1, 23-02-7-1, 24-05-4-1, 26-05-3-1",
+       "src/srun/launch.c (_task_finish; the OOM status is slurmstepd's step->oom_error, set by "
+       "task/cgroup's check at the node's FIRST task end, src/slurmd/slurmstepd/mgr.c)",
+       "reporter: srun, in the order the exit messages arrived; the task id is SLURM_PROCID (the "
+       "global rank of a one-task-per-rank step, a NODE's index when each task is a per-node "
+       "launcher). 'Out Of Memory' (printed once): that host's step cgroup OOM-killed a process "
+       "before its first task ended — the listed task a culprit at low; the first own-death "
+       "signal (Killed, Segmentation fault, Bus error …) before srun stopped the step the same; "
+       "an exit code, SIGABRT/SIGTERM, several tasks on one line, or any line after 'Terminating "
+       "StepId' / 'CANCELLED AT' / an earlier failed task: suspects (victims of the kill or of a "
+       "timeout) — read by log_srun_exit",
+       r"(?P<host>[A-Za-z0-9][\w.\-\[\],]{0,200}): (?P<word>tasks?) (?P<tasks>\d{1,7}"
+       r"(?:[-,]\d{1,7}){0,400}): (?P<what>Out Of Memory|Exited with exit code (?P<code>\d{1,3})|"
+       r"(?P<sig>Killed|Segmentation fault|Bus error|Illegal instruction|Floating point "
+       r"exception|Aborted|Terminated|Interrupt|Hangup|Quit)(?P<core> \(core dumped\))?)",
+       (": task ", ": tasks "), "srun"),
+    _p("slurm.stepd.oom_kill", "Slurm slurmstepd (task/cgroup memory)",
+       '"Detected %lu oom-kill event(s) in %ps cgroup. Some of your processes may have been '
+       'killed by the cgroup out-of-memory handler." (20.11) / "Detected %lu oom_kill event%s in '
+       '%ps. Some of the step tasks have been OOM Killed." (23.02+)',
+       "20.11 – 26.05 (read at slurm-20-11-9-1, 23-02-7-1, 24-05-4-1, 26-05-3-1)",
+       "src/plugins/task/cgroup/task_cgroup_memory.c (task_cgroup_memory_check_oom)",
+       "reporter: one node's slurmstepd; the step's memory cgroup ON THAT NODE recorded OOM "
+       "kills — which task (or which child of a task) the line does not say, nor the host: a "
+       "failure shown, no rank named (read by log_rankless)",
+       r"Detected (?P<n>\d{1,9}) oom[-_]kill event(?:\(s\)|s)? in (?:StepId=)?"
+       r"(?P<step>[\w.]{1,40})",
+       ("oom-kill event", "oom_kill event"), "rankless"),
+    _p("xla.coordination.heartbeat_timeout", "XLA / TSL coordination service (JAX jax.distributed, "
+       "TF multi-worker)",
+       '"Task %s heartbeat timeout. This indicates that the remote task has failed, got '
+       'preempted, or crashed unexpectedly." (each stale task, also in "%s has been set to ERROR '
+       'in coordination service: …") / "The following tasks are unhealthy (stopped sending '
+       'heartbeats):\\n%s\\nThe tasks have crashed. Check the task logs for an earlier error, '
+       'or scheduler events (e.g. preemption, eviction) to debug further." (names joined by '
+       '"\\n", at most kPendingStragglerLogLimit = 3)',
+       "tensorflow coordination_service.cc (the per-task form: TF 2.8 – 2.12, read in its "
+       "instrumented copy), xla/tsl coordination_service.cc (both forms; read at openxla/xla "
+       "a4771e3c and b80f3b74)",
+       "xla/tsl/distributed_runtime/coordination/coordination_service.cc (CheckHeartbeatTimeout: "
+       "the CONNECTED tasks whose last heartbeat is older than heartbeat_timeout_ms)",
+       "reporter: the coordination service (task 0), echoed by every task it propagates the "
+       "error to; the named tasks stopped heartbeating — crashed, preempted, or (a known false "
+       "positive) alive but starved. One task: that JAX process a culprit at low; several "
+       "(found at one 1 s check, a tie) or a task that printed the notice itself: suspects "
+       "(read by log_xla_health)",
+       r"Task (?P<task>/job:[\w.-]{1,64}/replica:\d{1,7}/task:\d{1,7}) heartbeat timeout|"
+       r"The following tasks are unhealthy \(stopped sending heartbeats\)",
+       ("heartbeat timeout", "stopped sending heartbeats"), "xla_health"),
+    _p("xla.rendezvous.stuck", "XLA (GPU/CPU runtime rendezvous: collectives, clique init)",
+       '"This thread has been waiting for %d seconds and may be stuck:" → "[id=%d] This thread '
+       'has been waiting for `%s` for %d seconds and may be stuck. Expected %d threads to join the '
+       'rendezvous, but not all of them arrived on time." / "… All %d threads joined the '
+       'rendezvous, however the leader has not marked the rendezvous as completed." and '
+       '"Termination timeout … Expected %d threads to join the rendezvous, but only %d of them '
+       'arrived on time."',
+       "xla/service/rendezvous.cc (read at openxla/xla 16569562 — the short form — and 9f59bfa9)",
+       "xla/service/rendezvous.cc (AwaitAndLogIfStuck)",
+       "reporter: one thread of one process; the rendezvous is among that PROCESS's threads (one "
+       "per local device): a local participant late — a device thread of this process, never a "
+       "rank; counts only, nobody named (read by log_rankless)",
+       r"This thread has been waiting for (?:`(?P<name>[^`\n]{0,300})` for )?(?P<secs>\d{1,9}) "
+       r"seconds and may be stuck|Termination timeout (?:for `[^`\n]{0,300}` )?of \d{1,9} seconds "
+       r"exceeded", ("and may be stuck", "termination timeout"), "rankless"),
+    _p("k8s.pod_status", "kubectl get pods (Kubernetes printers, the STATUS column)",
+       'a table "NAME READY STATUS RESTARTS AGE" whose STATUS is the pod phase or its '
+       "container's Waiting/Terminated reason (OOMKilled, Error, Completed, CrashLoopBackOff), "
+       '"Signal:%d" / "ExitCode:%d" when the runtime gave none, "Terminating" while deleted',
+       "kubectl 1.x (printPod in pkg/printers/internalversion/printers.go); pod names by the "
+       "Kubeflow training-operator (GenGeneralName: <job>-<replica type>-<index>, v1.5.0 – v1.9.0)",
+       "kubernetes pkg/printers/internalversion/printers.go (printPod); kubeflow/training-operator "
+       "pkg/controller.v1/pytorch/envvar.go (RANK = index, + 1 for Worker when a Master exists; "
+       "read at v1.5.0 and v1.8.1)",
+       "reporter: the user's paste of the cluster state; a PyTorchJob's master-0 is node 0 and "
+       "worker-i node i+1 (RANK / PET_NODE_RANK) — a global rank only with one process per pod. "
+       "One pod OOMKilled (or Signal:9) while the others run: that pod a culprit at low; Error, "
+       "ExitCode, CrashLoopBackOff, several failed pods or other operators' names (JobSet): "
+       "suspects or nobody (read by log_pod_table)",
+       r"^\s*NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE\b", ("restarts",), "pod_table"),
+    _p("torch.cuda.oom_device", "torch CUDA caching allocator (an OOM line without a rank)",
+       '"CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of which %s '
+       'is free." (2.1+) / "… Tried to allocate %s (GPU %d; %s total capacity; …" (before 2.1)',
+       "1.13 – 2.x (c10/cuda/CUDACachingAllocator.cpp, malloc's "
+       "TORCH_CHECK_WITH(OutOfMemoryError))",
+       "c10/cuda/CUDACachingAllocator.cpp",
+       "reporter: a process whose rank the line does not give; GPU %d is the process's LOCAL "
+       "CUDA ordinal (after CUDA_VISIBLE_DEVICES), not a rank: with one visible GPU per process "
+       "every process says GPU 0. A rank only from the process's prefix or LOCAL_RANK and its "
+       "node's offset — otherwise nobody named (read by log_device_oom)",
+       r"(?:CUDA|GPU) out of memory\. Tried to allocate [^\n]{1,40}?(?:\. GPU (?P<dev>\d{1,3}) has "
+       r"a total capacity| \(GPU (?P<dev2>\d{1,3}); )", ("out of memory",), "device_oom"),
 )
 
 BY_ID: dict[str, Pattern] = {p.id: p for p in CATALOGUE}

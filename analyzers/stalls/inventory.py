@@ -223,6 +223,11 @@ def concrete(entry: dict[str, Any], family: Family) -> tuple[str, list[int]]:
     if emitter == "horovod":
         return f"[1,{REPORTER}]<stderr>:[2026-11-28 23:40:00.123456: E common.cc:1] {text}", used
     if emitter == "slurm-srun":
+        if str(entry["template"]).startswith("%s: %s %s: "):
+            # _task_finish: (hosts, "task"|"tasks", the task ids), then the outcome
+            rest = str(entry["template"])[len("%s: %s %s: "):]
+            rest = fill(rest.replace("%s%s", "Killed"), family.role)[0]
+            return f"srun: error: node-1: task {REPORTER}: {rest}", [REPORTER]
         return f"srun: error: {text}", used
     return text, used  # Open MPI / PRRTE help text: printed as is by the launcher
 

@@ -74,6 +74,14 @@ DS_LAUNCHER = "deepspeed.launcher_exit"
 #: forward step for that many seconds, then SIGQUIT to the server; its log prefix names the
 #: tensor-parallel rank (``[time TP4]``), the rank that waited, not one it waited on
 SGLANG_WATCHDOG = "sglang.scheduler_watchdog"
+#: slurmstepd's task/cgroup OOM count of a step on one node (grammar ``slurm.stepd.oom_kill``)
+SLURM_OOM_KILL = "slurm.stepd.oom_kill"
+#: XLA's rendezvous among one process's threads (grammar ``xla.rendezvous.stuck``)
+XLA_RENDEZVOUS = "xla.rendezvous.stuck"
+#: srun's task line when each task is a per-node launcher (emitted by log_srun_exit)
+SRUN_TASK_NODE = "slurm.srun.task_exit"
+#: a pod table whose pods map to no rank (emitted by log_pod_table)
+K8S_POD = "k8s.pod_status"
 
 #: (pattern id, lower-case triggers, regex), in the order tried; the first match of a line wins
 PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
@@ -103,6 +111,8 @@ PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
     (ELASTIC_WEDGED, gr.BY_ID[ELASTIC_WEDGED].triggers, gr.BY_ID[ELASTIC_WEDGED].regex),
     (SRUN_LAUNCH_TIMEOUT, gr.BY_ID[SRUN_LAUNCH_TIMEOUT].triggers,
      gr.BY_ID[SRUN_LAUNCH_TIMEOUT].regex),
+    (SLURM_OOM_KILL, gr.BY_ID[SLURM_OOM_KILL].triggers, gr.BY_ID[SLURM_OOM_KILL].regex),
+    (XLA_RENDEZVOUS, gr.BY_ID[XLA_RENDEZVOUS].triggers, gr.BY_ID[XLA_RENDEZVOUS].regex),
     (SGLANG_WATCHDOG, ("watchdog_timeout=",),
      re.compile(r"Watchdog timeout \(self\.watchdog_timeout=(?P<secs>\d{1,9}(?:\.\d{1,6})?)\)")),
     (DS_LAUNCHER, ("sigkill_handler",),
@@ -234,6 +244,38 @@ _SAYS: dict[str, tuple[str, str, str]] = {
         "Collect the stacks sglang dumps with it (py-spy, one per scheduler), NCCL_DEBUG=INFO "
         "logs of every TP rank and Flight Recorder dumps (TORCH_NCCL_TRACE_BUFFER_SIZE, "
         "TORCH_NCCL_DUMP_ON_TIMEOUT=1): the rank stuck outside the collective is the culprit."),
+    SLURM_OOM_KILL: (
+        "oom",
+        "slurmstepd found OOM kills in the memory cgroup of a step on one node{step}: a process "
+        "of that node's tasks (or a child of one) was killed for memory — which task, and which "
+        "node, the line does not say",
+        "Collect srun's own lines ('srun: error: HOST: task N: Out Of Memory' names the node and "
+        "the first task to end there), sacct -j JOB --format=JobID,NodeList,State,MaxRSS, and "
+        "the node's dmesg (the OOM killer names the pid); raise --mem / --mem-per-gpu or lower "
+        "the host memory per task (dataloader workers, pinned buffers)."),
+    XLA_RENDEZVOUS: (
+        "unknown",
+        "XLA's rendezvous in one process waited past its warning: of the threads of that "
+        "process (one per local device) some had not joined a collective or clique setup — a "
+        "local participant late, counted but not named, and never a rank",
+        "Collect every process's log of the same moment (the process whose device threads all "
+        "arrived and whose peers did not is waiting on another host), py-spy dump --native of "
+        "the stuck process, and NCCL_DEBUG=INFO lines of the clique being initialised."),
+    SRUN_TASK_NODE: (
+        "unknown",
+        "srun reports a task of the step ending ({error}) — but each task here is a per-node "
+        "launcher (torchrun / DeepSpeed / accelerate), so the task id is a NODE's index, not a "
+        "rank",
+        "Read that node's launcher summary (torchrun's 'Root Cause (first observed failure)' "
+        "with its global rank) and its workers' own lines ([rankN]: prefixes); node k holds "
+        "ranks k*nproc_per_node .. (k+1)*nproc_per_node-1."),
+    K8S_POD: (
+        "unknown",
+        "a pod table shows failed pods ({error}) whose names map to no rank (not a PyTorchJob's "
+        "master-0 / worker-i, or no master among them)",
+        "Collect the failed pods' own logs (kubectl logs POD --previous) and kubectl describe "
+        "pod (the container's Last State: OOMKilled / exit code); the operator's rank of each "
+        "pod is its RANK / JOB_COMPLETION_INDEX environment (kubectl get pod POD -o yaml)."),
 }
 
 
@@ -269,6 +311,8 @@ class Scanner:
                 detail |= {"joined": int(m.group("n")), "expected": int(m.group("of"))}
             elif pid == ELASTIC_WEDGED and (wp := m.group("pid") or m.group("pid2")):
                 detail["process"] = f"pid {int(wp)}"
+            elif pid == SLURM_OOM_KILL:
+                detail["step"] = m.group("step").rstrip(".")
             elif pid == SRUN_LAUNCH_TIMEOUT:
                 detail |= {"started": int(m.group("n")), "requested": int(m.group("of"))}
             elif pid == DS_LAUNCHER and m.group("code"):
@@ -318,6 +362,8 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
     reason = says.format(who=who, sig=d.get("signal", "a signal"), what=d.get("error", ""),
                          reason=d.get("reason", ""), joined=joined, code=code,
                          started=started, comm=d.get("abort_comm", "?"),
+                         step=f" ({d['step']})" if d.get("step") else "",
+                         error=d.get("error", "?"),
                          procs=", ".join(procs[:8]) or "?")
     return [log_finding(
         "undecided", [], category, "low", first.pattern or OPS_FAILED,

@@ -23,6 +23,7 @@ from stormotel.analyzers.stalls import (
     log_busy,
     log_busy_unstated,
     log_c10d_reporter,
+    log_device_oom,
     log_frtrace,
     log_gpu_lost,
     log_hccl,
@@ -34,16 +35,19 @@ from stormotel.analyzers.stalls import (
     log_msrun,
     log_ncclwarn_ranks,
     log_pg_error,
+    log_pod_table,
     log_rankless,
     log_ras,
     log_ras_health,
     log_ras_verdicts,
     log_serving,
     log_srun,
+    log_srun_exit,
     log_store_barrier,
     log_store_rankless,
     log_store_wait,
     log_xla_coord,
+    log_xla_health,
 )
 from stormotel.analyzers.stalls import log_failures as lf
 
@@ -216,4 +220,12 @@ KINDS: tuple[LogKind, ...] = (
     LogKind("msrun_timeout_nodes", log_msrun.Scanner, log_msrun.findings),
     # Ascend HCCL's EI0002 / EI0006 waits: a group rank, not a global one — nobody named
     LogKind("hccl_wait", log_hccl.Scanner, log_hccl.findings, fallback=True),
+    # srun's per-task exit lines: the first task to end, and how (OOM, its own signal, a code)
+    LogKind("srun_task_exit", log_srun_exit.Scanner),
+    # the coordination service's heartbeat timeout: the JAX process(es) it lost
+    LogKind("xla_heartbeat", log_xla_health.Scanner, log_xla_health.findings),
+    # a kubectl pod table: the failed pod, a PyTorchJob's master-0 / worker-i as its RANK
+    LogKind("pod_table", log_pod_table.Scanner),
+    # an OOM naming a local CUDA device, no rank: nobody named, how to map it
+    LogKind("device_oom", log_device_oom.Scanner, log_device_oom.findings, fallback=True),
 )
