@@ -474,11 +474,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reach", action="store_true",
                    help="also read the fresh sets (tests/stalls/data/fresh, fresh2, fresh3, "
                         "fresh4, fresh5, fresh6, fresh7, fresh8) and print the reach tables: "
-                        "per emitter family per set (dev, heldout, fresh, fresh2/dev, fresh2/heldout, "
-                        "fresh3/dev, fresh3/heldout, fresh4/dev, fresh4/heldout, fresh5/dev, "
-                        "fresh5/heldout, fresh6/dev, fresh6/heldout, fresh7/dev, "
-                        "fresh7/heldout, fresh8/heldout) and with each "
-                        "family's calibration held out (benchmarks/stall_reach.py)")
+                        "per emitter family per set (dev, heldout, fresh, fresh2/dev, "
+                        "fresh2/heldout, fresh3/dev, fresh3/heldout, fresh4/dev, "
+                        "fresh4/heldout, fresh5/dev, fresh5/heldout, fresh6/dev, "
+                        "fresh6/heldout, fresh7/dev, fresh7/heldout, fresh8/heldout) and with "
+                        "each family's calibration held out (benchmarks/stall_reach.py)")
     p.add_argument("--write-ceilings", action="store_true",
                    help="write analyzers/stalls/ceilings.py (the patterns that may be called "
                         "high) from the held-out measurement; needs --half all or heldout")
