@@ -186,7 +186,7 @@ def no_evidence(result: RunResult, opts: AnalyzeOptions) -> int:
     prose given as --logs, --ranks naming no rank the input has — so cron and CI never read
     "no evidence" as healthy (it used to exit 0). The report is still written."""
     from stormotel.analyzers.rankspec import format_rank_list
-    from stormotel.analyzers.summary import has_evidence
+    from stormotel.analyzers.summary import has_evidence, rankless_log_evidence
 
     if has_evidence(result.report):
         return 0
@@ -195,6 +195,8 @@ def no_evidence(result: RunResult, opts: AnalyzeOptions) -> int:
     if wanted is not None and have and not set(wanted) & set(have):
         why = (f"--ranks {format_rank_list(sorted(set(wanted)))} selects none of the ranks in "
                f"the input ({format_rank_list(have)})")
+    elif rankless_log_evidence(result.report):
+        why = "the log lines name no rank and no rule read them as a finding"
     else:
         why = "no memory samples, watchdog lines or Flight Recorder entries in the input"
     messages.say(sys.stderr, f"no evidence: {why}; nothing was judged, this is not a healthy "

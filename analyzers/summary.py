@@ -161,12 +161,24 @@ def render_summary(report: Report) -> str:
 
 def has_evidence(report: Report) -> bool:
     """Did the input hold anything to judge by? "Healthy" from nothing would be a false claim
-    (the verdict says "no evidence" and ``stormotel analyze`` exits 3, docs/exit-codes.md)."""
+    (the verdict says "no evidence" and ``stormotel analyze`` exits 3, docs/exit-codes.md).
+
+    Log lines judge a rank only when they name one: lines that name none (an OOM message
+    without a rank prefix, torchelastic's launch table) that no rule read as a finding leave
+    every rank unjudged, and "healthy" on them claimed what nothing showed (fresh8: three
+    failing jobs read "healthy", exit 0)."""
     if report.extra.get("samples", 1) or report.stall_findings:
         return True
     stalls = report.extra.get("stalls") or {}
-    logs = stalls.get("logs") or {}
-    return "flight_recorder" in stalls or bool(logs.get("evidence_events", logs.get("events")))
+    return "flight_recorder" in stalls or (rankless_log_evidence(report)
+                                           and bool(report.participating_ranks))
+
+
+def rankless_log_evidence(report: Report) -> bool:
+    """Log lines held evidence events (beside the world size, the job's own shutdown, a bare
+    traceback or a progress bar) — whether or not any of them named a rank."""
+    logs = (report.extra.get("stalls") or {}).get("logs") or {}
+    return bool(logs.get("evidence_events", logs.get("events")))
 
 
 def _ran_out(suspect: Suspect) -> str:
@@ -185,6 +197,10 @@ def verdict(report: Report) -> str:
     says how (:class:`~stormotel.analyzers.findings.FindingFamily`), so no family is left out."""
     if not report.has_findings():
         if not has_evidence(report):
+            if rankless_log_evidence(report):
+                return ("Verdict: no evidence about any rank — the input's log lines name no "
+                        "rank and no rule read them as a finding: nothing was judged, this is "
+                        "not a healthy verdict (see the notes)")
             return ("Verdict: no evidence — no memory samples, watchdog lines or Flight Recorder "
                     "entries in the input (see the notes)")
         if report.missing_ranks:  # a rank killed before its first export leaves no data

@@ -203,12 +203,14 @@ def _add_logs(result: StallResult, specs: list[str], ws: int | None,
     from stormotel.analyzers.stalls.log_busy import KIND as PROGRESS
     from stormotel.analyzers.stalls.log_failures import NOT_EVIDENCE
     from stormotel.analyzers.stalls.log_pg_error import KIND as PG_ERROR
-    from stormotel.analyzers.stalls.logs_parser import EXCEPTION, parse_logs
+    from stormotel.analyzers.stalls.logs_parser import ELASTIC_LAYOUT, EXCEPTION, parse_logs
 
     # beside the world size and the job's own shutdown, a traceback no rule read (a crash of
-    # something, cut before what it was: fresh3's ray-36317 read "healthy" on one) and a
-    # progress bar say nothing about the job's health: "no evidence", never "healthy"
-    not_evidence = NOT_EVIDENCE | {EXCEPTION, PROGRESS}
+    # something, cut before what it was: fresh3's ray-36317 read "healthy" on one), a progress
+    # bar and torchelastic's node layout (its launch table: what was started, like the world
+    # size — fresh8's kubeflow-trainer-1504 read "healthy" on one) say nothing about the
+    # job's health: "no evidence", never "healthy"
+    not_evidence = NOT_EVIDENCE | {EXCEPTION, PROGRESS, ELASTIC_LAYOUT}
     # a ProcessGroupNCCL ERROR line's prefix alone (log_pg_error) says only which LOG statement
     # printed it: the line's own message is the evidence, read by its own pattern
     not_evidence |= {PG_ERROR}

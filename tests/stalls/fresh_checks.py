@@ -38,18 +38,20 @@ def assert_new_material(specs: list[dict[str, Any]], older: list[dict[str, Any]]
 
 
 def assert_culprit_case_split(folder: Path, *, set_name: str, before_rules: str,
-                              after_rules: str, families: tuple[str, ...],
-                              held_family: str) -> None:
-    """A culprit-bearing set's case (fresh6, fresh7): well formed, labelled from its thread or
-    its emitter's source, and split before the rules — its family held out whole, a round
-    gathered after the rules (``after_rules``) held out whole, the rest by the id's hash."""
+                              after_rules: str | None, families: tuple[str, ...],
+                              held_family: str | None, held_whole: bool = False) -> None:
+    """A culprit-bearing set's case (fresh6, fresh7, fresh8): well formed, labelled from its
+    thread or its emitter's source, and split before the rules — its family held out whole, a
+    round gathered after the rules (``after_rules``) held out whole, the rest by the id's hash;
+    or, for a set gathered to measure rules written from the emitters' source (fresh8,
+    ``held_whole``), every case held out whatever its hash."""
     _well_formed(folder)
     spec = _spec(folder)
     assert spec["set"] == set_name and spec["real"] and not spec["tuned_on"]
     assert spec["collected"] in (before_rules, after_rules)
     assert spec["family"] in families and spec["label_basis"] in ("thread", "source")
-    late = spec["collected"] == after_rules
-    expected_half = "heldout" if spec["family"] == held_family or late else \
+    late = after_rules is not None and spec["collected"] == after_rules
+    expected_half = "heldout" if held_whole or spec["family"] == held_family or late else \
         EVAL.half_of(spec["id"])
     assert spec["half"] == expected_half
     case_md = (folder / "CASE.md").read_text()

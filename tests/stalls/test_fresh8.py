@@ -1,0 +1,92 @@
+"""The eighth fresh set (tests/stalls/data/fresh8) scored by the suite, like fresh7 — but HELD
+OUT WHOLE.
+
+24 real public cases from 22 projects gathered on 2026-11-29 (helper g8) by searches unlike the
+earlier sets': Slurm's own task lines (srun / slurmstepd OOM kills, task exits, step
+cancellations), TPU / XLA heartbeat and coordination-service messages, Kubernetes training
+operators' pod tables and logs, OOM messages naming a device, and other multi-rank failures.
+17 carry a culprit label (from the thread, or from a message that names the rank per its
+emitter's source); the rest are undecided. They were labelled before the tool ran and before
+any rule was written from those emitters' source (helper rs, at the same time), and the whole
+set is held out (no dev half, whatever the id's hash says): it exists to measure those rules,
+so no rule may be written from it. The right / culprit-named figures per family are the
+evaluation's (``eval_stalls.py --reach --per-case``; docs/stalls.md "fresh8", /work/notes/g8.md),
+not asserted here.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.stalls import fresh_checks as fc
+from tests.stalls.test_case_corpus import EVAL, _spec
+
+FRESH8 = EVAL.FRESH8_DIR
+FAMILIES = ("slurm", "xla_heartbeat", "kubernetes", "device_oom", "other")
+#: confident wrong answers measured with main's rules on 2026-11-29 (before rs's rules), each a
+#: finding of docs/stalls.md "fresh8": a single OOM rank named at medium where the paste shows
+#: a second rank failing in the same step. A new one fails here; one a later rule removes does
+#: not.
+MEASURED_OPEN = {"diffusion-pipe-153-wan-i2v-rank0-oom-deepspeed-names-local-rank-1",
+                 "torchtune-2071-lora-rank5-oom-gpu-5-rank2-also-fails"}
+
+
+def _fresh8() -> list[Path]:
+    return sorted(p for p in FRESH8.iterdir() if p.is_dir())
+
+
+@pytest.mark.parametrize("folder", _fresh8(), ids=lambda p: p.name)
+def test_fresh8_case_is_well_formed_and_held_out_whole(folder: Path) -> None:
+    fc.assert_culprit_case_split(folder, set_name="fresh8", before_rules="2026-11-29i",
+                                 after_rules=None, families=FAMILIES, held_family=None,
+                                 held_whole=True)
+
+
+def test_fresh8_is_new_material_and_most_of_it_names_a_culprit() -> None:
+    """No thread of the corpus or of an earlier fresh set, no id twice, at least twelve
+    projects, every family with at least three cases, no dev half; at least 70 % of the set
+    carries a culprit label (the set's reason to exist)."""
+    specs = [_spec(f) for f in _fresh8()]
+    fc.assert_new_material(specs, fc.older_than(FRESH8), min_cases=24, min_projects=12,
+                           min_dev=0, min_heldout=24)
+    assert not [s["id"] for s in specs if s["half"] != "heldout"]
+    for family in FAMILIES:
+        assert sum(s["family"] == family for s in specs) >= 3, family
+    assert 10 * sum(s["expected"]["ranks"] is not None for s in specs) >= 7 * len(specs)
+
+
+@functools.cache
+def _scored() -> tuple[Any, ...]:
+    """The set scored once for this module (every case through the CLI, in-process)."""
+    return tuple(EVAL.evaluate(EVAL.load_cases([FRESH8])))
+
+
+def test_fresh8_runs_every_case_and_names_no_new_wrong_rank_confidently() -> None:
+    """No crash, no usage error, every case scored as a fresh one; a confident wrong answer is
+    one of the two measured before rs's rules, or none."""
+    scored = list(_scored())
+    fc.assert_every_case_ran(scored, len(_fresh8()))
+    confident_wrong = {r.case.id for r in scored if r.confident_wrong}
+    assert confident_wrong <= MEASURED_OPEN, confident_wrong - MEASURED_OPEN
+
+
+def test_fresh8_is_never_healthy_and_stays_out_of_the_halves_and_the_ceilings() -> None:
+    """Every case is a failing or hung job: "healthy" (exit 0) is the worst answer. Three read
+    "healthy" before g8's fix (a rank-less OOM line or torchelastic's launch table was the only
+    event, no rank was judged, and the run still exited 0). Like every fresh set, it feeds
+    neither the corpus's halves nor the ceilings."""
+    assert [r.case.id for r in _scored() if r.exit_code == 0] == []
+    fc.assert_outside_the_halves_and_ceilings(list(_scored()))
+
+
+def test_fresh8_is_read_by_reach_held_out_whole() -> None:
+    specs = [_spec(f) for f in _fresh8()]
+    with pytest.raises(KeyError):  # no dev half: the reach tables have no row for it
+        fc.reach_row("fresh8/dev")
+    held = fc.reach_row("fresh8/heldout")
+    assert held["(all)"]["n"] == len(specs)
+    assert held["(all)"]["exit0"] == 0
