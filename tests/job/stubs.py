@@ -88,8 +88,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                               timeout=30)
         except httpx.HTTPError as e:  # a delayed request waking after its test stopped the
             # upstream (its client gave up long before): a 502, not a traceback on this
-            # process's stderr, where an in-process run (tests.cli.run_stormotel_here) of a
-            # later test would read it as its own
+            # process's stderr (an in-process run once captured that stderr by swapping it and
+            # read the traceback as its own; runs now print to streams of their own)
             return self._send(502, f"upstream: {e}".encode(), "text/plain")
         self._send(r.status_code, r.content, r.headers.get("content-type", "application/json"))
 
