@@ -12,7 +12,7 @@ before any telemetry is read) and joined here, in one spelling for both.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TextIO
 
 from stormotel.analyzers import messages
@@ -160,28 +160,29 @@ def read_stalls(opts: AnalyzeOptions, progress: Progress) -> StallResult | None:
     return read_stall_evidence(opts.stalls, progress)
 
 
-def run_files(opts: AnalyzeOptions) -> int:
+def run_files(opts: AnalyzeOptions, *, out: TextIO | None = None,
+              err: TextIO | None = None) -> int:
     """The file run: stall evidence and/or telemetry files → one report → every sink; the exit
     code (sink failure, findings, no evidence, OK). Raises StormotelError for the CLI to
-    print."""
+    print. ``out``/``err``: where its report and lines go (the process's streams when None)."""
     from stormotel.analyzers.sources.files import FileSource
 
-    run = RunOptions(opts)
+    run = RunOptions(opts, out=out or sys.stdout, err=err or sys.stderr)
     stalls = read_stalls(opts, run.progress)
     source: Source = FileSource(opts.source, opts.job.job_id)
     if stalls is not None and not opts.source.paths:  # stall evidence alone
         from stormotel.analyzers.stalls.cli_support import StallMarkerSource
 
         source = StallMarkerSource(stalls, opts.job.job_id)
-    result = run_once(source, RunOptions(opts, stalls=stalls))
+    result = run_once(source, replace(run, stalls=stalls))
     if result.sinks.failed:
         return exitcodes.SINK_FAILURE
     if result.report.has_findings():
         return exitcodes.FINDINGS
-    return no_evidence(result, opts) or exitcodes.OK
+    return no_evidence(result, opts, run.err or sys.stderr) or exitcodes.OK
 
 
-def no_evidence(result: RunResult, opts: AnalyzeOptions) -> int:
+def no_evidence(result: RunResult, opts: AnalyzeOptions, err: TextIO) -> int:
     """SOURCE_FAILURE (3) with one line when the input held nothing to judge by — a file of
     prose given as --logs, --ranks naming no rank the input has — so cron and CI never read
     "no evidence" as healthy (it used to exit 0). The report is still written."""
@@ -199,6 +200,6 @@ def no_evidence(result: RunResult, opts: AnalyzeOptions) -> int:
         why = "the log lines name no rank and no rule read them as a finding"
     else:
         why = "no memory samples, watchdog lines or Flight Recorder entries in the input"
-    messages.say(sys.stderr, f"no evidence: {why}; nothing was judged, this is not a healthy "
+    messages.say(err, f"no evidence: {why}; nothing was judged, this is not a healthy "
                  "verdict (exit 3)")
     return exitcodes.SOURCE_FAILURE

@@ -33,7 +33,6 @@ Exit status: 0, or 1 when any case crashed the analyzer (exit 70), 2 on a malfor
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import hashlib
 import io
@@ -205,14 +204,13 @@ def run_cli(argv: list[str], *, subprocess_mode: bool = False) -> tuple[int, str
     from stormotel.cli import main
 
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(argv)
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 2
-        except Exception as e:  # a crash is what we are counting
-            print(f"uncaught {type(e).__name__}: {e}", file=err)
-            code = EXIT_INTERNAL
+    try:
+        code = main(argv, out=out, err=err)  # the run's own streams, no sys.std* swap
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 2
+    except Exception as e:  # a crash is what we are counting
+        print(f"uncaught {type(e).__name__}: {e}", file=err)
+        code = EXIT_INTERNAL
     return int(code), out.getvalue(), err.getvalue()
 
 

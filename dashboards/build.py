@@ -13,11 +13,11 @@ is required and the chart is touched only when ``--chart`` names one.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 from importlib import resources
 from pathlib import Path
+from typing import TextIO
 from urllib.parse import urlsplit
 
 from stormotel.dashboards import promql
@@ -29,6 +29,7 @@ from stormotel.dashboards.rules import DEFAULT_RUNBOOK_URL, RULES_FILE, rules_ya
 from stormotel.dashboards.settings import Settings
 
 from stormotel import exitcodes, schema
+from stormotel.streams import StreamParser, resolve
 
 #: The package's folder: ``dashboards/`` of a checkout (editable install), or site-packages.
 PACKAGE_DIR = Path(str(resources.files(__name__.rpartition(".")[0])))
@@ -106,9 +107,9 @@ def _write(root: Path, files: dict[Path, str]) -> int:
     return changed
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser() -> StreamParser:
     defaults = Settings()
-    p = argparse.ArgumentParser(
+    p = StreamParser(
         prog="stormotel dashboards",
         description="Write the Grafana dashboards (JSON), the Prometheus recording/alerting rules"
                     " and their promtool tests (YAML), and copy dashboards and rules into the"
@@ -149,28 +150,32 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: list[str] | None = None, *, out: TextIO | None = None,
+         err: TextIO | None = None) -> int:
+    """``stormotel dashboards ARGV``; its lines go to ``out``/``err`` (the process's streams
+    when None: :mod:`stormotel.streams`)."""
+    out, err = resolve(out, err)
+    args = _parser().use(out, err).parse_args(argv)
     try:
         cfg = Settings(warning_percent=args.warning_percent,
                        critical_percent=args.critical_percent,
                        estimate_margin=args.estimate_margin,
                        name_translation=args.name_translation)
     except ValueError as e:
-        print(f"stormotel dashboards: {e}", file=sys.stderr)
+        print(f"stormotel dashboards: {e}", file=err)
         return exitcodes.USAGE
-    out = args.out or (PACKAGE_DIR if _is_checkout() else None)
-    if out is None:
+    root = args.out or (PACKAGE_DIR if _is_checkout() else None)
+    if root is None:
         print("stormotel dashboards: give --out DIR (an installed package has no dashboards/"
-              " folder to regenerate)", file=sys.stderr)
+              " folder to regenerate)", file=err)
         return exitcodes.USAGE
     base = args.report_base_url
     if base is not None and urlsplit(base).scheme not in ("http", "https"):
         print(f"stormotel dashboards: --report-base-url {base!r} is not an http(s) URL",
-              file=sys.stderr)
+              file=err)
         return exitcodes.USAGE
     files = generate(cfg, args.runbook_url, base)
-    targets: list[tuple[Path, dict[Path, str]]] = [(out, files)]
+    targets: list[tuple[Path, dict[Path, str]]] = [(root, files)]
     # The checkout's chart is regenerated with its dashboards/ folder (no --out): files written
     # elsewhere (custom thresholds for one cluster) must not rewrite the committed chart.
     default_chart = REPO_CHART if (_is_checkout() and args.out is None) else None
@@ -178,25 +183,25 @@ def main(argv: list[str] | None = None) -> int:
     if chart is not None:
         if not (chart / "Chart.yaml").is_file():
             print(f"stormotel dashboards: {chart} is not a Helm chart (no Chart.yaml)",
-                  file=sys.stderr)
+                  file=err)
             return exitcodes.USAGE
         targets.append((chart, chart_files_all(cfg, args.runbook_url, base)))
 
     if args.check:
         stale = [path for root, group in targets for path in _stale(root, group)]
         for path in stale:
-            print(f"stale: {path} (run `stormotel dashboards` and commit)", file=sys.stderr)
+            print(f"stale: {path} (run `stormotel dashboards` and commit)", file=err)
         if not stale:
-            print(f"up to date: {sum(len(g) for _, g in targets)} files", file=sys.stderr)
+            print(f"up to date: {sum(len(g) for _, g in targets)} files", file=err)
         return exitcodes.FINDINGS if stale else exitcodes.OK
 
     try:
         changed = sum(_write(root, group) for root, group in targets)
     except OSError as e:
-        print(f"stormotel dashboards: cannot write {e.filename}: {e.strerror}", file=sys.stderr)
+        print(f"stormotel dashboards: cannot write {e.filename}: {e.strerror}", file=err)
         return exitcodes.SINK_FAILURE
     print(f"wrote {changed} changed of {sum(len(g) for _, g in targets)} files under "
-          + ", ".join(str(root) for root, _ in targets), file=sys.stderr)
+          + ", ".join(str(root) for root, _ in targets), file=err)
     return exitcodes.OK
 
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from typing import TextIO
 
 from stormotel import exitcodes
 from stormotel.environment import DEBUG as ENV_DEBUG
 from stormotel.errors import MissingExtraError, StormotelError, exit_code_of
+from stormotel.streams import resolve
 from stormotel.textsafe import one_line
 
 #: Global flag (anywhere before ``--``) or environment variable that prints tracebacks.
@@ -45,6 +47,10 @@ COMMAND_EXTRAS: dict[str, str] = {"analyze": "analyzer", "serve": "analyzer",
                                    "dashboards": "dashboards"}
 EXTRA_MODULES: frozenset[str] = frozenset({"httpx", "orjson", "cramjam", "grafanalib", "yaml"})
 MODULE_EXTRAS: dict[str, str] = {"torch": "torch", "pynvml": "nvml"}
+#: Commands whose ``main(argv, out=, err=)`` prints only to the streams it is handed
+#: (:mod:`stormotel.streams`): the ones run in-process, by ``serve``'s workers and the tests.
+#: The others print to the process's streams and are run only as processes.
+STREAMED: frozenset[str] = frozenset({"analyze", "dashboards"})
 
 
 def missing_extra(command: str, exc: ModuleNotFoundError) -> MissingExtraError | None:
@@ -80,77 +86,88 @@ def _pop_debug(args: list[str]) -> tuple[list[str], bool]:
     return rest, debug or os.environ.get(ENV_DEBUG, "") not in ("", "0")
 
 
-def run_command(command: str, rest: list[str], *, debug: bool = False) -> int:
+def run_command(command: str, rest: list[str], *, debug: bool = False,
+                out: TextIO | None = None, err: TextIO | None = None) -> int:
     """The one exception boundary of every command: a known error is one line and its class's
     exit code; anything else is a bug, reported in one line with exit INTERNAL (the traceback
-    only with ``--debug``), never a traceback that cron would read as FINDINGS."""
+    only with ``--debug``), never a traceback that cron would read as FINDINGS. Its lines go
+    to ``err`` (the process's stderr when None); a :data:`STREAMED` command gets ``out`` and
+    ``err`` as its own."""
     prog = f"stormotel {command}"
+    if command not in STREAMED and (out is not None or err is not None):
+        raise ValueError(f"{prog} prints to the process's streams: run it as a process")
+    out, err = resolve(out, err)
     try:
         module = importlib.import_module(COMMANDS[command][0])
+        if command in STREAMED:
+            return int(module.main(rest, out=out, err=err) or 0)
         return int(module.main(rest) or 0)
     except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
+        print(f"{prog}: interrupted", file=err)
         return exitcodes.INTERRUPTED
     except StormotelError as exc:
         if debug:
-            _print_traceback()
-        print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
+            _print_traceback(err)
+        print(f"{prog}: error: {one_line(exc)}", file=err)
         return exit_code_of(exc)
     except ModuleNotFoundError as exc:
         missing = missing_extra(command, exc)
         if missing is None:
-            return _internal_error(prog, exc, debug)
+            return _internal_error(prog, exc, debug, err)
         if debug:
-            _print_traceback()
-        print(f"{prog}: error: {missing}", file=sys.stderr)
+            _print_traceback(err)
+        print(f"{prog}: error: {missing}", file=err)
         return exit_code_of(missing)
     except RecursionError:
         if debug:
-            _print_traceback()
+            _print_traceback(err)
         print(f"{prog}: internal error: input nested too deeply (RecursionError)"
               f"{'' if debug else f'; rerun with {DEBUG_FLAG} for the traceback'}",
-              file=sys.stderr)
+              file=err)
         return exitcodes.INTERNAL
     except MemoryError:
         if debug:
-            _print_traceback()
-        print(f"{prog}: internal error: out of memory", file=sys.stderr)
+            _print_traceback(err)
+        print(f"{prog}: internal error: out of memory", file=err)
         return exitcodes.INTERNAL
     except Exception as exc:
-        return _internal_error(prog, exc, debug)
+        return _internal_error(prog, exc, debug, err)
 
 
-def _print_traceback() -> None:
+def _print_traceback(err: TextIO) -> None:
     import traceback  # only with --debug: kept out of every command's start-up
 
-    traceback.print_exc()
+    traceback.print_exc(file=err)
 
 
-def _internal_error(prog: str, exc: Exception, debug: bool) -> int:
+def _internal_error(prog: str, exc: Exception, debug: bool, err: TextIO) -> int:
     """A bug: one line with exit INTERNAL; the traceback only with ``--debug``."""
     if debug:
-        _print_traceback()
+        _print_traceback(err)
     hint = "" if debug else f" (a bug; rerun with {DEBUG_FLAG} for the traceback)"
     print(f"{prog}: internal error: {type(exc).__name__}: {one_line(exc, 300)}{hint}",
-          file=sys.stderr)
+          file=err)
     return exitcodes.INTERNAL
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, out: TextIO | None = None,
+         err: TextIO | None = None) -> int:
+    """``stormotel ARGV``; ``out``/``err`` (the process's streams when None) receive every line
+    — give them to run a :data:`STREAMED` command in-process without swapping ``sys``'s."""
     args, debug = _pop_debug(list(sys.argv[1:] if argv is None else argv))
     if not args or args[0] in ("-h", "--help", "help"):
-        print(_usage())
+        print(_usage(), file=out or sys.stdout)
         return exitcodes.OK
     if args[0] == "--version":
         from importlib.metadata import version
 
-        print(f"stormotel {version('stormotel')}")
+        print(f"stormotel {version('stormotel')}", file=out or sys.stdout)
         return exitcodes.OK
     command, rest = args[0], args[1:]
     if command not in COMMANDS:
-        print(f"stormotel: unknown command {command!r}\n\n{_usage()}", file=sys.stderr)
+        print(f"stormotel: unknown command {command!r}\n\n{_usage()}", file=err or sys.stderr)
         return exitcodes.USAGE
-    return run_command(command, rest, debug=debug)
+    return run_command(command, rest, debug=debug, out=out, err=err)
 
 
 if __name__ == "__main__":

@@ -29,8 +29,12 @@ def run_stormotel_here(command: str, *args: str, env: dict[str, str] | None = No
     process: the same argument parsing, exit code and output, without a fresh interpreter's
     ~0.4 s of CPU for imports. For suites that run the command dozens of times on inputs they
     built; each such suite keeps :func:`run_stormotel` where the start-up itself is tested.
-    ``env`` is set in this process's environment for the run and put back after."""
-    import contextlib
+    The output is captured by handing the command its own streams (``main(out=, err=)``, a
+    command of ``stormotel.cli.STREAMED``), never by swapping ``sys.stdout``/``sys.stderr``:
+    that swap is process-wide, so two runs in threads took each other's lines and a server
+    thread's print landed in a run's output (tests/analyzers/test_in_process_streams.py).
+    ``env`` is set in this process's environment for the run and put back after (process-wide
+    too: runs given ``env`` must not run at once)."""
     import io
 
     from stormotel.cli import main
@@ -39,11 +43,10 @@ def run_stormotel_here(command: str, *args: str, env: dict[str, str] | None = No
     os.environ.update(env or {})
     out, err = io.StringIO(), io.StringIO()
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = main([command, *args])
-            except SystemExit as exc:  # argparse's usage errors, as the interpreter would exit
-                code = exc.code if isinstance(exc.code, int) else 1
+        try:
+            code = main([command, *args], out=out, err=err)
+        except SystemExit as exc:  # argparse's usage errors, as the interpreter would exit
+            code = exc.code if isinstance(exc.code, int) else 1
     finally:
         for k, v in before.items():
             if v is None:

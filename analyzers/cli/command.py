@@ -11,10 +11,9 @@ input print one ``stormotel analyze: error: ...`` line and exit non-zero, never 
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
 from stormotel.analyzers import messages
 from stormotel.analyzers.cli.args import options_from_args
@@ -22,12 +21,13 @@ from stormotel.analyzers.cli.flags import build_parser
 from stormotel.analyzers.messages import PROG
 
 from stormotel import errors
+from stormotel.streams import StreamParser, resolve
 from stormotel.textsafe import one_line
 
 __all__ = ["PROG", "build_parser", "main"]
 
 
-def _fail(parser: argparse.ArgumentParser, exc: errors.StormotelError) -> NoReturn:
+def _fail(parser: StreamParser, exc: errors.StormotelError) -> NoReturn:
     parser.exit(errors.exit_code_of(exc), messages.line(f"error: {one_line(exc)}") + "\n")
 
 
@@ -42,18 +42,23 @@ def _one_blas_thread() -> None:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, out: TextIO | None = None,
+         err: TextIO | None = None) -> int:
+    """``stormotel analyze ARGV``: every line of the run — help, usage errors, progress, the
+    report, warnings — goes to ``out``/``err`` (the process's streams when None), never to a
+    stream looked up in ``sys`` later, so runs in threads of one process keep their own."""
     _one_blas_thread()
-    parser = build_parser()
+    out, err = resolve(out, err)
+    parser = build_parser().use(out, err)
     try:
         opts = options_from_args(parser.parse_args(argv))
         if opts.job.tsdb.wanted:
             from stormotel.analyzers.scheduled.run import run_tsdb
 
-            return run_tsdb(opts)
+            return run_tsdb(opts, out=out, err=err)
         from stormotel.analyzers.run import run_files
 
-        return run_files(opts)
+        return run_files(opts, out=out, err=err)
     except errors.StormotelError as exc:
         _fail(parser, exc)
 

@@ -16,6 +16,8 @@ from stormotel.analyzers.alignments import ALIGN_WALL, ALIGNMENTS
 from stormotel.analyzers.cli import job_flags as job_options
 from stormotel.analyzers.messages import PROG
 
+from stormotel.streams import StreamParser
+
 EPILOG = """\
 exit codes: 0 healthy (no findings), 1 findings reported, 2 usage or input error,
 3 no telemetry could be read, 4 writing an output failed, 70 internal error (a bug;
@@ -86,8 +88,8 @@ def _add_output_arguments(p: argparse.ArgumentParser) -> None:
                         "memory with the findings; opens offline in any browser)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def build_parser() -> StreamParser:
+    p = StreamParser(
         prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
         description="Find the rank whose memory went wrong first, per-rank gap problems "
                     "(drift, spikes, fragmentation) and collective-synchronised spikes in "

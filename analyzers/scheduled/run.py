@@ -38,18 +38,22 @@ DISCOVERY_WINDOW_S = 3600.0
 FAILURE_PRECEDENCE = (exitcodes.USAGE, exitcodes.SOURCE_FAILURE, exitcodes.SINK_FAILURE)
 
 
-def run_tsdb(opts: AnalyzeOptions) -> int:
+def run_tsdb(opts: AnalyzeOptions, *, out: TextIO | None = None,
+             err: TextIO | None = None) -> int:
     """The TSDB run the flags ask for. Stall evidence is read once, up front, so a bad dump is
-    a usage error before any query; each window judges it with its own telemetry."""
-    stalls = read_stalls(opts, Progress(opts.output.quiet))
+    a usage error before any query; each window judges it with its own telemetry.
+    ``out``/``err``: where its report and lines go (the process's streams when None)."""
+    out, err = out or sys.stdout, err or sys.stderr
+    stalls = read_stalls(opts, Progress(opts.output.quiet, err))
     job = opts.job
     if job.schedule.scheduled and not job.job_id and not job.tsdb.dcgm:
-        return run_scheduled(opts, stalls=stalls)
-    return run_job(opts, stalls=stalls).code
+        return run_scheduled(opts, stalls=stalls, out=out, err=err)
+    return run_job(opts, stalls=stalls, out=out, err=err).code
 
 
 def run_scheduled(opts: AnalyzeOptions, *, stalls: StallResult | None = None,
-                  err: TextIO | None = None, now_ns: int | None = None) -> int:
+                  out: TextIO | None = None, err: TextIO | None = None,
+                  now_ns: int | None = None) -> int:
     """Discover the window's jobs and run each (at its own output paths when several)."""
     err = err or sys.stderr
     now_ns = now_ns if now_ns is not None else clock_ns(opts.job.schedule)
@@ -70,7 +74,7 @@ def run_scheduled(opts: AnalyzeOptions, *, stalls: StallResult | None = None,
     # Each job's state is its own file in every mode (scheduled/state.py): a sharded and an
     # unsharded run read and lock the same one.
     codes = [run_job(dataclasses.replace(opts, job=dataclasses.replace(opts.job, job_id=job_id)),
-                     stalls=stalls, several=several, err=err, now_ns=now_ns,
+                     stalls=stalls, several=several, out=out, err=err, now_ns=now_ns,
                      skip_locked=True).code
              for job_id in jobs]
     failed = [c for c in codes if c != exitcodes.OK]

@@ -590,10 +590,14 @@ def _work_bytes(files: list[tuple[Path, bool]], sizes: list[int]) -> int:
 
 def _compressed(path: Path) -> bool:
     """By its name, else by its first bytes (a collector's zstd records keep the name the
-    exporter's ``path`` gives them, often ``.json``)."""
+    exporter's ``path`` gives them, often ``.json``). A named pipe (``<(zcat …)``) is never
+    opened here: it can be read once, and this peek took its first bytes and closed it, so its
+    writer died of SIGPIPE and the real read waited for a writer forever."""
     if path.name.lower().endswith(COMPRESSION_SUFFIXES):
         return True
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
         with open(path, "rb") as fh:
             head = fh.read(8)
             size = os.fstat(fh.fileno()).st_size

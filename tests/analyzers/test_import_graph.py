@@ -73,7 +73,9 @@ TRACKER_LEAVES = frozenset({"stormotel.schema", "stormotel.exitcodes", "stormote
                             "stormotel.units", "stormotel.atomic", "stormotel.textsafe",
                             "stormotel.archive_format",
                             # the PEP 562 lazy __getattr__ both public faces share
-                            "stormotel.lazy_exports"})
+                            "stormotel.lazy_exports",
+                            # a command's streams handed down its run (argparse printing there)
+                            "stormotel.streams"})
 #: Not the tracker: the dashboards package the incident-dashboard sink renders with.
 NOT_TRACKER = ("stormotel.analyzers", "stormotel.dashboards")
 

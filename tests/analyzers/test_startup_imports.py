@@ -17,13 +17,14 @@ from tests.cli import REPO
 from tests.hostile.corpus import healthy_folder
 
 _PROBE = """
-import contextlib, io, json, sys
-from stormotel.cli import main
-with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-    try:
-        code = main(sys.argv[1:])
-    except SystemExit as exc:
-        code = exc.code
+import io, json, sys
+from stormotel.cli import STREAMED, main
+# a command that takes its streams prints nothing here; the others print before the last line
+streams = {"out": io.StringIO(), "err": io.StringIO()} if sys.argv[1] in STREAMED else {}
+try:
+    code = main(sys.argv[1:], **streams)
+except SystemExit as exc:
+    code = exc.code
 print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 """
 
@@ -32,7 +33,7 @@ def _loaded(*args: str) -> tuple[int, list[str]]:
     run = subprocess.run([sys.executable, "-c", _PROBE, *args], cwd=REPO, capture_output=True,
                          text=True, timeout=60)
     assert run.returncode == 0, run.stderr[-2000:]
-    out = json.loads(run.stdout)
+    out = json.loads(run.stdout.splitlines()[-1])
     return out["code"], out["modules"]
 
 

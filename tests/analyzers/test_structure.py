@@ -18,9 +18,10 @@ PRODUCT = ("stormotel", "analyzers", "dashboards")
 #: The tracker's modules the analyzer and the dashboards may import: names, exit codes,
 #: errors, units, atomic writes, text safety and the archive's layout — leaves that import no
 #: other tracker module but ``schema`` (never the tracker itself, its SDK wiring or writers).
-#: (``lazy_exports``: the PEP 562 lazy ``__getattr__`` both public faces share.)
+#: (``lazy_exports``: the PEP 562 lazy ``__getattr__`` both public faces share; ``streams``:
+#: the parser printing to the streams an in-process command's ``main`` is handed.)
 TRACKER_LEAVES = frozenset({"schema", "exitcodes", "errors", "units", "atomic", "textsafe",
-                            "archive_format", "lazy_exports"})
+                            "archive_format", "lazy_exports", "streams"})
 MAX_LINES = 80
 #: The modules a run goes through, from the CLI to the sinks.
 RUN_PATH = ("cli/command.py", "run.py", "sinks/dispatch.py", "sinks/base.py",

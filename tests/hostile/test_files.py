@@ -180,6 +180,21 @@ def test_named_pipe_and_dev_zero_symlink_in_a_folder_are_skipped(tmp_path):
     assert rep["participating_ranks"] == [0, 1, 2, 3]
 
 
+def test_a_process_substitution_is_read_once(tmp_path):
+    """``stormotel analyze <(cat rank0.json)``: the pipe was opened twice, once to peek at its
+    first bytes (is it compressed?) and closed, which killed its writer (SIGPIPE), then to read
+    it, waiting for a writer that was gone: the run hung. Now a pipe is opened once."""
+    import subprocess
+    import sys
+
+    folder = healthy_folder(tmp_path / "job", ranks=2)
+    run = subprocess.run(["bash", "-c", f'"{sys.executable}" -m stormotel analyze '
+                          f'<(cat "{folder}/rank1.json") --format json -q'],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == exitcodes.OK, run.stderr
+    assert json.loads(run.stdout)["participating_ranks"] == [1]
+
+
 def test_named_dev_zero_is_bounded(tmp_path):
     run = run_bounded("analyze", "/dev/zero", env={"STORMOTEL_MAX_FILE_BYTES": str(64 * 1024**2)})
     assert_clean(run, exitcodes.USAGE, message="larger than")

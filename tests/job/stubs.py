@@ -43,12 +43,15 @@ class _Server:
 class FaultProxy(_Server):
     """Forward to ``upstream``; ``fail_first`` 503s, then optional ``delay_s`` / ``malformed``;
     every request whose body holds ``fail_body`` is answered 503 (a read that keeps failing
-    while the others pass)."""
+    while the others pass). ``meet``: the first request waits there until every party's has
+    come (proxies sharing one barrier hold their runs' first reads until all are in flight)."""
 
     def __init__(self, upstream: str, *, fail_first: int = 0, delay_s: float = 0.0,
-                 malformed: bool = False, path_filter: str = "", fail_body: bytes = b"") -> None:
+                 malformed: bool = False, path_filter: str = "", fail_body: bytes = b"",
+                 meet: threading.Barrier | None = None) -> None:
         super().__init__(_ProxyHandler)
         self.upstream = upstream
+        self.meet = meet
         self.fail_first = fail_first
         self.fail_body = fail_body
         self.delay_s = delay_s
@@ -72,6 +75,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             proxy.headers_seen.append({**{k.lower(): v for k, v in self.headers.items()},
                                        "path": self.path.split("?")[0]})
             n = len(proxy.requests)
+        if proxy.meet is not None and n == 1:
+            proxy.meet.wait(60)
         applies = proxy.path_filter in self.path
         if proxy.fail_body and proxy.fail_body in body:
             return self._send(503, b"upstream overloaded", "text/plain")
@@ -88,8 +93,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                               timeout=30)
         except httpx.HTTPError as e:  # a delayed request waking after its test stopped the
             # upstream (its client gave up long before): a 502, not a traceback on this
-            # process's stderr, where an in-process run (tests.cli.run_stormotel_here) of a
-            # later test would read it as its own
+            # process's stderr (an in-process run once captured that stderr by swapping it and
+            # read the traceback as its own; runs now print to streams of their own)
             return self._send(502, f"upstream: {e}".encode(), "text/plain")
         self._send(r.status_code, r.content, r.headers.get("content-type", "application/json"))
 

@@ -9,7 +9,6 @@ lowest minimum, the median of per-rank bucket means, and the highest maximum of 
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -130,9 +129,13 @@ def envelope(series: list[RankSeries], field: str, buckets: Buckets) -> Envelope
     if not means:
         nan = np.full(buckets.count, np.nan)
         return Envelope(nan, nan, nan, 0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN buckets stay NaN
-        median = np.nanmedian(np.vstack(means), axis=0)
+    # All-NaN buckets stay NaN, and are left out of nanmedian rather than silenced around it:
+    # warnings.catch_warnings() swaps the process's warning filters, so two reports rendered at
+    # once (serve's workers) restored each other's and one's warning reached the process stderr.
+    stacked = np.vstack(means)
+    seen = ~np.isnan(stacked).all(axis=0)
+    median = np.full(buckets.count, np.nan)
+    median[seen] = np.nanmedian(stacked[:, seen], axis=0)
     return Envelope(lo, median, hi, len(means))
 
 
