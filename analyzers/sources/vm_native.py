@@ -177,8 +177,9 @@ def _labels(mn: bytes) -> dict[str, str]:
         raise NativeFormatError("a metric name is not UTF-8") from None
     if parts[-1] != "" or len(parts) % 2 != 0:
         raise NativeFormatError("a metric name does not end its tags where it should")
-    check_tags([k.encode() for k in parts[1:-1:2]], [v.encode() for v in parts[2:-1:2]])
-    out = dict(zip(parts[1:-1:2], parts[2:-1:2], strict=True))
+    keys, values = parts[1:-1:2], parts[2:-1:2]
+    check_tags(keys, values)
+    out = dict(zip(keys, values, strict=True))
     if parts[0]:
         out["__name__"] = parts[0]
     return out

@@ -37,8 +37,6 @@ transit, and a server failing mid-answer appends its error text: trailing bytes,
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
 #: ``encoding.MarshalType`` (as :mod:`.vm_native` names them).
@@ -57,9 +55,10 @@ class NativeFormatError(ValueError):
     """An answer this module does not understand (read through the JSON export instead)."""
 
 
-def _common_tag_keys() -> dict[bytes, bytes]:
+def _common_tag_keys() -> dict[str, str]:
     """``commonTagKeys``: job-like keys sort first, instance-like second, each also with its
-    first letter upper-cased."""
+    first letter upper-cased (as text: UTF-8 orders as code points do, so comparing the
+    decoded keys is comparing Go's byte strings)."""
     lower = {"namespace": 0x0000, "ns": 0x0001, "datacenter": 0x0008, "dc": 0x0009,
              "environment": 0x000C, "env": 0x000D, "cluster": 0x0010, "service": 0x0018,
              "job": 0x0020, "model": 0x0028, "type": 0x0030, "sensor_type": 0x0038,
@@ -68,26 +67,37 @@ def _common_tag_keys() -> dict[bytes, bytes]:
              "tenant": 0x0130, "client": 0x0138, "name": 0x0140, "measurement": 0x0148}
     out = {}
     for k, code in lower.items():
-        key = b"\x00" + code.to_bytes(2, "big")
-        out[k.encode()] = key
-        out[(k[:1].upper() + k[1:]).encode()] = key
+        key = "\x00" + chr(code >> 8) + chr(code & 0xFF)
+        out[k] = key
+        out[k[:1].upper() + k[1:]] = key
     return out
 
 
 _COMMON_TAG_KEYS = _common_tag_keys()
 
 
-def check_tags(keys: list[bytes], values: list[bytes]) -> None:
+#: Tag key sequences already found in the server's order (every series of a job has the same
+#: few): a metric name's check is then a set lookup, not a sort (140,000 names a read at
+#: 10,000 ranks).
+_KEYS_SEEN: set[tuple[str, ...]] = set()
+
+
+def check_tags(keys: list[str], values: list[str]) -> None:
     """A metric name's tags (after the group) as ``sortTags`` and ingestion leave them."""
-    if any(not k for k in keys):
-        raise NativeFormatError("a metric name has a tag without a key")
-    if any(not v for v in values):
+    if "" in values:
         raise NativeFormatError("a metric name has a tag without a value (never stored)")
+    seq = tuple(keys)
+    if seq in _KEYS_SEEN:
+        return
+    if "" in keys:
+        raise NativeFormatError("a metric name has a tag without a key")
     if len(set(keys)) != len(keys):
         raise NativeFormatError("a metric name has a tag key twice")
     order = [_COMMON_TAG_KEYS.get(k, k) for k in keys]
-    if any(a > b for a, b in itertools.pairwise(order)):
+    if order != sorted(order):
         raise NativeFormatError("a metric name's tags are not in the server's order")
+    if len(_KEYS_SEEN) < 4096:
+        _KEYS_SEEN.add(seq)
 
 
 def check_zstd_part(compressed: int, inflated: int) -> None:
