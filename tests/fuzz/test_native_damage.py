@@ -66,12 +66,12 @@ def test_damage_is_refused_or_read_never_an_exception(vm) -> None:
         assert tally.total("refused", None, cls) == tally.all(None, cls), cls
     # the answer's own time range: refused or (a bit the check's 1 s slack allows) the same
     assert tally.total("silent", None, "range") == 0
-    # the checks of this session: at least these shares of the flips refused (before them,
-    # measured: first_t 11%, first_v 12%, name 67%; after: 54%, 25%, 71%)
-    for cls, share in (("first_t", 0.35), ("first_v", 0.15)):
-        refused = tally.total("refused", "flip", cls) + tally.total("refused", "byte", cls)
-        n = tally.all("flip", cls) + tally.all("byte", cls)
-        assert refused >= share * n, (cls, refused, n)
+    # the checks of this session: a block's first timestamp damaged (a flipped bit or a byte
+    # set) is refused half the time or more (measured over 2,880 each: 31% before, 65% after)
+    refused = tally.total("refused", "flip", "first_t") + tally.total("refused", "byte",
+                                                                      "first_t")
+    n = tally.all("flip", "first_t") + tally.all("byte", "first_t")
+    assert refused >= 0.5 * n, (refused, n)
 
 
 def test_a_cut_is_read_only_where_it_falls_between_blocks(vm) -> None:
