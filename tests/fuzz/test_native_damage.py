@@ -218,3 +218,46 @@ def test_the_cli_ends_in_exit_3_when_the_json_export_is_damaged_too(
     assert code == 3
     assert "Traceback" not in stderr
     assert "native answer not understood" in stderr and "the JSON export failed too" in stderr
+
+
+def test_a_lossy_servers_answers_are_read_natively_not_refused(tmp_path: Path) -> None:
+    """``-precisionBits=4``: the server classifies a block by its exact numbers and stores
+    rounded ones, so the marshal-type rule cannot hold for what decodes. The reader reads the
+    flag from ``/flags`` and skips that rule: the answers decode (no fallback) to what the
+    server's own JSON export prints; with the rule forced they would be refused."""
+    import httpx
+    import numpy as np
+    from stormotel.analyzers.http import HttpSettings
+    from stormotel.analyzers.sinks import remote_write
+    from stormotel.analyzers.sources.prometheus_api import PrometheusAPI
+
+    t0 = 1_700_000_000_000
+    t = t0 + np.arange(600, dtype=np.int64) * 15_000
+    rng = np.random.default_rng(5)
+    shapes = {"noisy": np.round(2e10 + rng.normal(0, 3e7, t.size)),
+              "falls": np.cumsum(rng.integers(-900, 1000, t.size)).astype(np.float64) + 1e6,
+              "counter": np.cumsum(rng.integers(0, 9, t.size)).astype(np.float64)}
+    selector = '{__name__=~"lossy_.*"}'
+    with servers.victoriametrics(tmp_path / "vm", ["-precisionBits=4"]) as server, \
+            httpx.Client(timeout=30) as c:
+        for name, v in shapes.items():
+            r = c.post(server.url + "/api/v1/write", headers=remote_write.HEADERS,
+                       content=remote_write.encode_arrays(f"lossy_{name}", {}, t, v))
+            assert r.status_code in (200, 204)
+        c.get(server.url + "/internal/force_flush")
+        time.sleep(1.5)
+        api = PrometheusAPI(server.url, c, HttpSettings())
+        reader = vm_native.NativeReader(api)
+        start_s, end_s = (t0 - 60_000) / 1000, (t0 + 600 * 15_000) / 1000
+        got = reader.probe(selector, start_s, end_s)
+        assert reader.precision_bits == 4
+        js = vm_export.ExportReader(api).read(selector, start_s, end_s)
+        raw, start_ms, end_ms = vm_export.post_export(reader, selector, start_s, end_s)
+    assert len(got) == len(js) == 3
+    by_name = {s.labels["__name__"]: s for s in js if s.labels}
+    for s in got:
+        assert s.labels is not None and s.v is not None and s.t_ns is not None
+        x = by_name[s.labels["__name__"]]
+        assert np.array_equal(s.t_ns, x.t_ns) and np.array_equal(s.v, x.v)
+    with pytest.raises(vm_native.NativeFormatError, match="marshalled as"):
+        vm_native.decode_native(raw.content, start_ms, end_ms, lossless=True)
