@@ -15,7 +15,9 @@ the read goes through the JSON export with a note:
   nearest-delta2 — timestamps included (``MarshalTimestamps`` is the same function). Checked
   only where the encoding is lossless (``-precisionBits`` 64, the default: the flag is read
   from the server's ``/flags``), since a lossy block's decoded numbers are not the ones the
-  server classified;
+  server classified (a cluster's vmselect does not show its vmstorage's flag: a lossy
+  cluster's native answers are refused by this rule and read through the JSON export, noted
+  — slower, never other numbers);
 * **when a part is zstd** (``minCompressibleBlockSize`` 128 and the ``0.9`` ratio there): a
   zstd part inflates to at least 128 bytes and is at most 0.9 of its inflated size; a frame
   whose header claims more content than the rows can hold is refused before it is inflated;
