@@ -177,6 +177,18 @@ def _run(url: str, start: int, end: int, tmp: Path) -> tuple[int, dict, str]:
     return result.code, rep, result.stderr
 
 
+def _run_damaged(url: str, edit: Callable[[bytes], bytes], start: int, end: int,
+                 tmp: Path) -> tuple[int, dict]:
+    """:func:`_run` behind a proxy that rewrites every native answer with ``edit``."""
+    proxy = _Rewriter(url, vm_native.PATH, edit)
+    try:
+        code, rep, _ = _run(proxy.url, start, end, tmp)
+    finally:
+        proxy.close()
+    assert proxy.edited >= 2
+    return code, rep
+
+
 def test_the_cli_reads_a_damaged_native_answer_through_the_json_export(
         vm, tmp_path: Path) -> None:
     """Every native answer's first zstd frame given an 8-byte content size (a MemoryError and
@@ -189,12 +201,7 @@ def test_the_cli_reads_a_damaged_native_answer_through_the_json_export(
         return body if at < 0 else body[:at + 4] + bytes([body[at + 4] | 0xC0]) + \
             body[at + 5:]
 
-    proxy = _Rewriter(server.url, vm_native.PATH, edit)
-    try:
-        code, rep, _ = _run(proxy.url, start, end, tmp_path)
-    finally:
-        proxy.close()
-    assert proxy.edited >= 2
+    code, rep = _run_damaged(server.url, edit, start, end, tmp_path)
     assert code == code0
     assert rep["cross_rank"] == clean["cross_rank"]
     assert rep["skipped"] == clean["skipped"]
@@ -282,12 +289,7 @@ def test_the_cli_meets_damage_of_each_kind_with_a_documented_exit(
         x = 1 << rng.randrange(8) if kind == "flip" else rng.randrange(1, 256)
         return body[:at] + bytes([body[at] ^ x]) + body[at + 1:]
 
-    proxy = _Rewriter(server.url, vm_native.PATH, edit)
-    try:
-        code, rep, _ = _run(proxy.url, start, end, tmp_path)
-    finally:
-        proxy.close()
-    assert proxy.edited >= 2
+    code, rep = _run_damaged(server.url, edit, start, end, tmp_path)
     assert code in (0, 1)  # the JSON export, undamaged, reads what the native answers lost
     assert kind != "cut" or any("a native export answer was not understood" in n
                                 for n in rep["notes"]), rep["notes"]
