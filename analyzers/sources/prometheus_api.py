@@ -528,9 +528,11 @@ class PrometheusAPI:
     def _decode_raw(self, resp: httpx.Response, t_ms: int) -> list[Series]:
         fast = _fast_matrix(resp.content)
         if fast is not None:
-            return [_trim(s, t_ms) for s in fast]
-        where = self.url + "/api/v1/query"
-        return series_from_dicts(_after(_result_list(_data_of(resp, where), where), t_ms))
+            out = [_trim(s, t_ms) for s in fast]
+        else:
+            where = self.url + "/api/v1/query"
+            out = series_from_dicts(_after(_result_list(_data_of(resp, where), where), t_ms))
+        return drop_staleness_markers(out) if is_raw_export_answer(resp) else out
 
     def _raw(self, selector: str, start_s: float, end_s: float, chunk_s: float, depth: int,
              decode: Callable[[httpx.Response, int], list[_T]]) -> list[_T]:
@@ -587,6 +589,41 @@ class PrometheusAPI:
                         + self._range_chunk(expr, mid + step_s, end_s, step_s, depth + 1))
             raise
         return _result_list(data, self.url + "/api/v1/query_range")
+
+
+#: The Content-Type of VictoriaMetrics' export handler, which answers a range-vector instant
+#: query (``m[d]``) with the stored samples (``app/vmselect/prometheus`` ``QueryHandler`` ->
+#: ``exportHandler(..., "promapi")``, v1.3x to v1.1xx); Prometheus, Thanos and Mimir answer
+#: ``application/json`` from their PromQL engine.
+RAW_EXPORT_TYPE = "application/stream+json"
+
+
+def is_raw_export_answer(resp: httpx.Response) -> bool:
+    """True for an answer of VictoriaMetrics' export handler (:data:`RAW_EXPORT_TYPE`): its
+    samples are the stored ones, staleness markers included."""
+    return resp.headers.get("content-type", "").lower().startswith(RAW_EXPORT_TYPE)
+
+
+def drop_staleness_markers(series: list[Series]) -> list[Series]:
+    """The samples of a VictoriaMetrics raw answer without its staleness markers.
+
+    Prometheus' engine drops a staleness marker from every range vector (``promql/engine.go``
+    ``matrixIterSlice``: ``value.IsStaleNaN`` -> skipped), so its query API never prints
+    one; a ``"NaN"`` there is a NaN a client wrote, and the readers count it as a bad sample.
+    VictoriaMetrics answers ``m[d]`` with its stored samples, the marker printed ``"NaN"``
+    (its bit pattern is lost in the text), and it stores no other NaN: ``Storage.add``
+    (``lib/storage/storage.go``) drops every NaN but ``decimal.IsStaleNaN`` on ingestion. So
+    every NaN of such an answer is a marker — the end of a series (its target went away), no
+    sample and no damage — and is dropped as remote read and the bulk exports drop it."""
+    out = []
+    for s in series:
+        if s.t_ns is not None and s.v is not None and not s.clean:
+            keep = ~np.isnan(s.v)
+            if not keep.all():
+                s = Series(s.labels, s.t_ns[keep], s.v[keep],
+                           bool(np.isfinite(s.v[keep]).all() and (s.v[keep] >= 0).all()))
+        out.append(s)
+    return out
 
 
 def _trim(s: Series, t_ms: int) -> Series:

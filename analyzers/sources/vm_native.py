@@ -85,6 +85,20 @@ from stormotel.analyzers.sources.prometheus_api import Series
 from stormotel.analyzers.sources.promql_selector import unselected
 from stormotel.analyzers.sources.raw_reader import RawReader, other_format
 from stormotel.analyzers.sources.vm_export import ExportReader, post_export
+from stormotel.analyzers.sources.vm_native_checks import (
+    CONST,
+    DELTA_CONST,
+    ND,
+    ND2,
+    ZSTD_ND,
+    ZSTD_ND2,
+    NativeFormatError,
+    check_frame_size,
+    check_span,
+    check_tags,
+    check_types,
+    check_zstd_part,
+)
 
 if TYPE_CHECKING:
     from stormotel.analyzers.http import HttpSettings
@@ -99,8 +113,6 @@ _V_MAX = (1 << 63) - 3  # mantissas above/below are special (decimal.vMax / vMin
 _V_MIN = -(1 << 63) + 1
 _V_INF_POS = (1 << 63) - 1
 _V_INF_NEG = -(1 << 63)
-#: ``encoding.MarshalType``: what each block part holds.
-ZSTD_ND2, DELTA_CONST, CONST, ZSTD_ND, ND2, ND = 1, 2, 3, 4, 5, 6
 _KNOWN_TYPES = frozenset((ZSTD_ND2, DELTA_CONST, CONST, ZSTD_ND, ND2, ND))
 #: ``blockHeader.validate`` (lib/storage/block_header.go): RowsCount at most 2 x
 #: ``maxRowsPerBlock`` (8 x 1024, lib/storage/block.go). A const or delta-const part of a few
@@ -112,6 +124,7 @@ _POW10_LO = np.array([float(f"1e{i}") for i in range(32)])
 _POW10_HI = np.array([float(f"1e{32 * i}") for i in range(10)])
 _U32 = struct.Struct(">I")
 _FLAG_DEDUP = re.compile(rb'^-dedup\.minScrapeInterval="?([^"\s]*)"?', re.M)
+_FLAG_PRECISION = re.compile(rb'^-precisionBits="?(\d+)"?', re.M)
 _DURATION = re.compile(r"(\d+(?:\.\d*)?)(ns|us|µs|ms|s|m|h)")
 _UNIT_MS = {"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3, "m": 6e4, "h": 3.6e6}
 
@@ -122,10 +135,6 @@ def transfer_headers(settings: HttpSettings) -> dict[str, str] | None:
     if any(k.lower() == "accept-encoding" for k, _ in settings.headers):
         return None
     return {"Accept-Encoding": "identity"}
-
-
-class NativeFormatError(ValueError):
-    """An answer this module does not understand (read through the JSON export instead)."""
 
 
 def go_pow10(n: np.ndarray) -> np.ndarray:
@@ -168,7 +177,9 @@ def _labels(mn: bytes) -> dict[str, str]:
         raise NativeFormatError("a metric name is not UTF-8") from None
     if parts[-1] != "" or len(parts) % 2 != 0:
         raise NativeFormatError("a metric name does not end its tags where it should")
-    out = dict(zip(parts[1:-1:2], parts[2:-1:2], strict=True))
+    keys, values = parts[1:-1:2], parts[2:-1:2]
+    check_tags(keys, values)
+    out = dict(zip(keys, values, strict=True))
     if parts[0]:
         out["__name__"] = parts[0]
     return out
@@ -203,6 +214,8 @@ def _varints(buf: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     size = last - first + 1
     if int(size.max()) > 10:
         raise NativeFormatError("a varint is longer than 10 bytes")
+    if bool((buf[last[size > 1]] == 0).any()):  # MarshalVarInt64s writes no empty group
+        raise NativeFormatError("a varint is not minimal (the server writes none such)")
     # Byte k of every varint that has one, k = 0, 1, ...: one gather per byte position (most
     # varints are 1-3 bytes), the 7-bit groups ORed in place.
     u = (buf[first] & 0x7F).astype(np.uint64)
@@ -305,6 +318,8 @@ class Blocks:
     head: np.ndarray
     t_parts: list[bytes]
     v_parts: list[bytes]
+    #: The answer's time range (ms): the range the server searched.
+    span: tuple[int, int] = (0, 0)
 
 
 def read_blocks(body: bytes, start_ms: int, end_ms: int) -> Blocks:
@@ -340,7 +355,7 @@ def read_blocks(body: bytes, start_ms: int, end_ms: int) -> Blocks:
     if at != n:  # the last length reaches past the end
         raise NativeFormatError("the answer is cut short inside a block")
     if not at_list:
-        return Blocks([], [], np.empty((0, 6), np.int64), [], [])
+        return Blocks([], [], np.empty((0, 6), np.int64), [], [], (t0, t1))
     buf = np.frombuffer(body + bytes(16), np.uint8)
     pos = np.array(at_list, np.int64)
     blk_end = np.array(end_list, np.int64)
@@ -374,7 +389,7 @@ def read_blocks(body: bytes, start_ms: int, end_ms: int) -> Blocks:
         for i in np.flatnonzero((kinds == ZSTD_ND) | (kinds == ZSTD_ND2)).tolist():
             parts[i] = _inflate(dctx, parts[i], rows_l[i])
     head = np.stack([first_t, first_v, rows, scale, tt, vt], axis=1)
-    return Blocks(list(names), owner, head, t_parts, v_parts)
+    return Blocks(list(names), owner, head, t_parts, v_parts, (t0, t1))
 
 
 def _varints_at(buf: np.ndarray, pos: np.ndarray, end: np.ndarray, *, signed: bool
@@ -392,6 +407,8 @@ def _varints_at(buf: np.ndarray, pos: np.ndarray, end: np.ndarray, *, signed: bo
         if bool((at >= end[active]).any()):
             raise NativeFormatError("a block header is cut short")
         c = buf[at]
+        if k and bool((c == 0).any()):  # a last byte of 0: a group the server never writes
+            raise NativeFormatError("a varint is not minimal (the server writes none such)")
         u[active] |= (c & 0x7F).astype(np.uint64) << np.uint64(7 * k)
         cur[active] = at + 1
         active = active[c >= 0x80]
@@ -403,23 +420,31 @@ def _varints_at(buf: np.ndarray, pos: np.ndarray, end: np.ndarray, *, signed: bo
     return u.astype(np.int64), cur
 
 
-def decode_native(body: bytes, start_ms: int, end_ms: int, dedup_ms: int = 0) -> list[Series]:
+def decode_native(body: bytes, start_ms: int, end_ms: int, dedup_ms: int = 0, *,
+                  lossless: bool = True) -> list[Series]:
     """A native export answer as series cut to ``[start_ms, end_ms]``, each sorted by time,
     deduplicated over ``dedup_ms`` as the server does, staleness markers dropped
-    (NativeFormatError for anything this format does not allow)."""
+    (NativeFormatError for anything this format does not allow, or that the server would not
+    have written: :mod:`.vm_native_checks`; the marshal types only when ``lossless``, the
+    server's ``-precisionBits`` being 64)."""
     blocks = read_blocks(body, start_ms, end_ms)
     if not len(blocks.head):
         return []
     h = blocks.head
     rows_a = h[:, 2]
     t = decode_int64s(h[:, 4], h[:, 0], rows_a, blocks.t_parts)
+    ends = np.cumsum(rows_a) - 1
     if t.size > 1:  # stored blocks are sorted: anything else is a layout misread
         inside = np.ones(t.size - 1, bool)
-        inside[np.cumsum(rows_a)[:-1] - 1] = False
+        inside[ends[:-1]] = False
         if bool((t[1:][inside] < t[:-1][inside]).any()):
             raise NativeFormatError(f"a block's timestamps go back in time ({FORMAT})")
-    v = decimal_to_float(decode_int64s(h[:, 5], h[:, 1], rows_a, blocks.v_parts), h[:, 3],
-                         rows_a)
+    check_span(h[:, 0], t[ends], *blocks.span)
+    mantissas = decode_int64s(h[:, 5], h[:, 1], rows_a, blocks.v_parts)
+    if lossless:
+        check_types("timestamps", h[:, 4], rows_a, t)
+        check_types("values", h[:, 5], rows_a, mantissas)
+    v = decimal_to_float(mantissas, h[:, 3], rows_a)
     return _series(blocks.names, np.array(blocks.owner, np.int64), rows_a, t, v, start_ms,
                    end_ms, dedup_ms)
 
@@ -429,10 +454,17 @@ def _zigzag64(u: int) -> int:
 
 
 def _inflate(dctx: zstandard.ZstdDecompressor, data: bytes, rows: int) -> bytes:
-    try:  # at most 10 bytes a varint: a bound for frames that do not say their size
-        return dctx.decompress(data, max_output_size=10 * rows + 16)
+    """A zstd part inflated: at most 10 bytes a varint bounds what its rows can hold, both a
+    frame that says its size (python-zstandard allocates what the header says: a damaged
+    size was a MemoryError) and one that does not."""
+    limit = 10 * rows + 16
+    try:
+        check_frame_size(zstandard.frame_content_size(data), limit)
+        out = dctx.decompress(data, max_output_size=limit)
     except zstandard.ZstdError as e:
         raise NativeFormatError(f"a zstd block part does not inflate ({e})") from None
+    check_zstd_part(len(data), len(out))
+    return out
 
 
 def _series(names: list[bytes], owner: np.ndarray, rows: np.ndarray, t: np.ndarray,
@@ -494,6 +526,8 @@ class NativeReader(RawReader):
         #: Reads that went through the JSON export because a native answer was not understood.
         self.fallbacks = 0
         self._dedup_ms: int | None = None
+        #: The server's ``-precisionBits`` (64, lossless, unless its flags say otherwise).
+        self.precision_bits = 64
         self._export = ExportReader(api)
 
     def dedup_ms(self) -> int:
@@ -522,7 +556,9 @@ class NativeReader(RawReader):
             if got is None:
                 tried.append(f"unreadable -dedup.minScrapeInterval {text!r}")
                 continue
+            bits = _FLAG_PRECISION.search(body)
             with self._lock:
+                self.precision_bits = int(bits.group(1)) if bits else 64
                 self._dedup_ms = got
             return got
         raise EndpointError(self.api.url + "/flags", "the server's -dedup.minScrapeInterval "
@@ -559,7 +595,9 @@ class NativeReader(RawReader):
         if (other := other_format(resp, CONTENT_TYPE, CONTENT_TYPE)) is not None:
             raise NativeFormatError(other)
         # asked once a server has answered in the native format (not of a Thanos or a Mimir)
-        series = decode_native(resp.content, start_ms, end_ms, self.dedup_ms())
+        dedup = self.dedup_ms()
+        series = decode_native(resp.content, start_ms, end_ms, dedup,
+                               lossless=self.precision_bits >= 64)
         if (why := unselected(selector, (x.labels for x in series))) is not None:
             raise NativeFormatError(f"a series the selector does not select: {why}")
         return series

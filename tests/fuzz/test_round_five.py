@@ -8,7 +8,10 @@ differential and the mutated-answer campaigns found, each kept as its minimal in
   its JSON export writes ``null``, which the export reader read as NaN: the same server's
   raw samples counted one ``non_finite_or_negative_bytes`` per series through one bulk API and
   none through the other. Now both drop it. The query API prints it as ``"NaN"`` — the
-  same text as a NaN sample of Prometheus — so that path counts it (documented, counted).
+  same text as a NaN sample of Prometheus — and counted it too; an answer of
+  VictoriaMetrics' export handler holds no other NaN, so it is dropped there as well, while
+  Prometheus' ``"NaN"`` (a NaN a client wrote: its engine never answers a marker) is still
+  counted (session 18, both tested at the CLI).
 * A native block header claiming more rows than VictoriaMetrics allows in a block (its
   ``blockHeader.validate``: 2 x 8,192): a const or delta-const part of a few bytes holds any
   row count, and the decoder allocated arrays of that many rows (16-32 GiB for a 2^31-4e9
@@ -102,11 +105,8 @@ def _job(now_ms: int) -> tuple[list[tuple[str, dict[str, str], np.ndarray, np.nd
 def vm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[servers.Server, int, int]]:
     with servers.victoriametrics(tmp_path_factory.mktemp("vm-five")) as server:
         series, start, end = _job(int(time.time() * 1000))
+        _write(server.url, series)
         with httpx.Client(timeout=30) as c:
-            for name, labels, t, v in series:
-                r = c.post(server.url + "/api/v1/write", headers=remote_write.HEADERS,
-                           content=remote_write.encode_arrays(name, labels, t, v))
-                assert r.status_code in (200, 204), r.text
             deadline = time.monotonic() + 15
             while time.monotonic() < deadline:
                 c.get(server.url + "/internal/force_flush")
@@ -151,14 +151,57 @@ def test_native_export_and_query_read_the_same_samples_and_findings(vm) -> None:
     assert tl["export"].skipped == bulk
     assert bulk["non_finite_or_negative_bytes"] == 4  # +Inf x 4 ranks (VM drops NaN writes)
     assert bulk["above_device_total"] == 4  # 1e300 x 4
-    # the query API prints the marker as "NaN", a NaN sample's text: counted, documented
-    extra = dict(tl["query"].skipped)
-    extra["non_finite_or_negative_bytes"] -= 4
-    assert extra == dict(bulk)
+    # the query API prints the marker as "NaN" (VictoriaMetrics answers m[d] from its export
+    # handler): VictoriaMetrics stores no other NaN, so it is dropped there too, not counted
+    assert tl["query"].skipped == bulk
     found = {api: [(s.rank, s.confidence) for s in analyze_timeline(t).cross_rank
                    .first_cause_suspects] for api, t in tl.items()}
     assert found["export-native"] == found["export"] == found["query"]
     assert found["query"][0][0] == 2
+
+
+def _write(url: str, series: list[tuple[str, dict[str, str], np.ndarray, np.ndarray]]) -> None:
+    with httpx.Client(timeout=30) as c:
+        for name, labels, t, v in series:
+            r = c.post(url + "/api/v1/write", headers=remote_write.HEADERS,
+                       content=remote_write.encode_arrays(name, labels, t, v))
+            assert r.status_code in (200, 204), r.text
+
+
+def test_the_cli_reads_a_job_whose_target_went_away_alike_through_every_vm_api(
+        vm, tmp_path: Path) -> None:
+    """``--tsdb-read query`` on VictoriaMetrics: rank 3's staleness markers (one per series,
+    printed ``"NaN"``) are the end of its series, not bad samples — the same skips, findings
+    and exit as the native read, where it counted 4 more ``non_finite_or_negative_bytes``."""
+    server, start, end = vm
+    got = {read: _report(server.url, start, end, read, tmp_path)
+           for read in ("export-native", "query")}
+    (code_n, native), (code_q, query) = got["export-native"], got["query"]
+    assert code_q == code_n == 1
+    assert query["extra"]["source"]["read_api"] == {server.url: "query"}
+    assert query["skipped"] == native["skipped"]
+    assert query["skipped"]["non_finite_or_negative_bytes"] == 4  # the +Inf of each rank
+    assert query["cross_rank"] == native["cross_rank"]
+
+
+def test_prometheus_counts_a_nan_a_client_wrote_and_never_answers_a_staleness_marker(
+        tmp_path: Path) -> None:
+    """The other half of the rule, on a real Prometheus fed the same job: it keeps a NaN a
+    client wrote (VictoriaMetrics drops it on ingestion) and its engine drops staleness
+    markers from every range vector. Through its query API and remote read alike the NaN of
+    each rank is a bad sample (counted with the +Inf: 8), the markers are nothing."""
+    series, start, end = _job(int(time.time() * 1000))
+    with servers.prometheus(tmp_path / "prom") as prom:
+        _write(prom.url, series)
+        got = {read: _report(prom.url, start, end, read, tmp_path)
+               for read in ("remote-read", "query")}
+    (code_r, rr), (code_q, query) = got["remote-read"], got["query"]
+    assert rr["extra"]["source"]["read_api"] == {prom.url: "remote_read"}
+    assert query["extra"]["source"]["read_api"] == {prom.url: "query"}
+    assert code_q == code_r == 1
+    assert rr["skipped"]["non_finite_or_negative_bytes"] == 8
+    assert query["skipped"] == rr["skipped"]
+    assert query["cross_rank"] == rr["cross_rank"]
 
 
 def test_a_staleness_marker_in_the_json_export_is_no_sample() -> None:
