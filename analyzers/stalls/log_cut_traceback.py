@@ -63,7 +63,6 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 #: ``format_exception_only``'s line: ``<module>.<qualname>`` (``<locals>``, ``<unknown>`` may
 #: appear), then ``: <message>`` or nothing
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_<][\w.<>]{0,300}(?::(?:\s.{0,2000})?)?$")
-_FRAME = re.compile(r'^File "')
 
 
 @dataclass
@@ -110,7 +109,7 @@ class Scanner:
         if not text:
             return  # blank lines separate chained sections; they end nothing
         if indent > tb.indent:
-            if _FRAME.match(text):
+            if text.startswith('File "'):  # a frame line; its source and carets are not
                 tb.frames += 1
                 tb.last_frame = text[:200]
             return

@@ -11,9 +11,9 @@ any rule was written from those emitters' source (helper rs, at the same time), 
 set is held out (no dev half, whatever the id's hash says): it exists to measure those rules,
 so no rule may be written from it. Two of its held-out cases were read afterwards by helper tb
 while writing the rule for a rank's traceback cut before its exception line (TUNED_BY_TB): they
-are marked ``"tuned_on": true`` and reported apart. The right / culprit-named figures per family are the
-evaluation's (``eval_stalls.py --reach --per-case``; docs/stalls.md "fresh8", /work/notes/g8.md),
-not asserted here.
+are marked ``"tuned_on": true`` and reported apart. The right / culprit-named figures per
+family are the evaluation's (``eval_stalls.py --reach --per-case``; docs/stalls.md "fresh8",
+/work/notes/g8.md), not asserted here.
 """
 
 from __future__ import annotations
