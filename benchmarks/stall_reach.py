@@ -61,7 +61,7 @@ OTHER = "other"
 SETS = ("dev", "heldout", "fresh", "fresh2/dev", "fresh2/heldout", "fresh3/dev", "fresh3/heldout",
         "fresh4/dev", "fresh4/heldout", "fresh5/dev", "fresh5/heldout",
         "fresh5/heldout (tuned on)", "fresh6/dev", "fresh6/heldout", "fresh7/dev",
-        "fresh7/heldout", "fresh8/dev", "fresh8/heldout")
+        "fresh7/heldout", "fresh8/dev", "fresh8/heldout", "fresh8/heldout (tuned on)")
 #: the row of a fresh set's held-out cases that a later helper read while writing rules
 #: (``"tuned_on": true`` with ``"tuned_by"``): their half and label stay, but they no longer
 #: measure reach, so they are counted apart from the untouched held-out cases

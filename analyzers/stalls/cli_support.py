@@ -201,6 +201,7 @@ def _add_logs(result: StallResult, specs: list[str], ws: int | None,
               progress: Progress, run: str | None = None) -> None:
     from stormotel.analyzers.stalls.log_analysis import analyze_logs
     from stormotel.analyzers.stalls.log_busy import KIND as PROGRESS
+    from stormotel.analyzers.stalls.log_cut_traceback import KIND as CUT_TRACEBACK
     from stormotel.analyzers.stalls.log_failures import NOT_EVIDENCE
     from stormotel.analyzers.stalls.log_pg_error import KIND as PG_ERROR
     from stormotel.analyzers.stalls.logs_parser import ELASTIC_LAYOUT, EXCEPTION, parse_logs
@@ -214,6 +215,9 @@ def _add_logs(result: StallResult, specs: list[str], ws: int | None,
     # a ProcessGroupNCCL ERROR line's prefix alone (log_pg_error) says only which LOG statement
     # printed it: the line's own message is the evidence, read by its own pattern
     not_evidence |= {PG_ERROR}
+    # a traceback cut before its exception line: context for the rank-failure rule, like a bare
+    # traceback it says nothing on its own
+    not_evidence |= {CUT_TRACEBACK}
 
     parsed = _plausible_ranks(parse_logs(specs))
     progress.say(f"read {len(parsed.files)} log file(s), {parsed.lines} lines, "

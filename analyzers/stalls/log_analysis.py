@@ -35,7 +35,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stormotel.analyzers.report import StallFinding
-from stormotel.analyzers.stalls import log_elastic, log_ncclwarn, log_pg_error, log_scanners
+from stormotel.analyzers.stalls import (
+    log_cut_traceback,
+    log_elastic,
+    log_ncclwarn,
+    log_pg_error,
+    log_scanners,
+)
 from stormotel.analyzers.stalls import log_verdicts as lv
 from stormotel.analyzers.stalls import log_witness as lw
 from stormotel.analyzers.stalls import logs_parser as lp
@@ -178,7 +184,8 @@ def analyze_logs(parsed: lp.ParsedLogs, *, world_size: int | None = None) -> Log
     timed_out = {e.rank for e in waits if e.rank is not None}
     events = events + log_ncclwarn.own_failures(events, known, lp.RANK_ERROR)
     own_errors, same_everywhere = lw.every_rank_failed(events, seen)
-    failures = lv.rank_failure_findings(own_errors, first_timeout, timed_out)
+    failures = log_cut_traceback.cap_unfinished(
+        lv.rank_failure_findings(own_errors, first_timeout, timed_out), events, timed_out)
     concluded = lv.desync_findings(events) + lw.witness_findings(events) + \
         lv.fingerprint_findings(events, CATEGORY_REMEDIATION["mismatched_collective"]) + \
         [f for kind in log_scanners.KINDS if kind.findings is not None and not kind.fallback

@@ -23,6 +23,7 @@ from stormotel.analyzers.stalls import (
     log_busy,
     log_busy_unstated,
     log_c10d_reporter,
+    log_cut_traceback,
     log_device_oom,
     log_frtrace,
     log_gpu_lost,
@@ -228,4 +229,6 @@ KINDS: tuple[LogKind, ...] = (
     LogKind("pod_table", log_pod_table.Scanner),
     # an OOM naming a local CUDA device, no rank: nobody named, how to map it
     LogKind("device_oom", log_device_oom.Scanner, log_device_oom.findings, fallback=True),
+    # a rank's traceback cut before its exception line: read by the rank-failure rule
+    LogKind("cut_traceback", log_cut_traceback.Scanner),
 )

@@ -39,15 +39,20 @@ def assert_new_material(specs: list[dict[str, Any]], older: list[dict[str, Any]]
 
 def assert_culprit_case_split(folder: Path, *, set_name: str, before_rules: str,
                               after_rules: str | None, families: tuple[str, ...],
-                              held_family: str | None, held_whole: bool = False) -> None:
+                              held_family: str | None, held_whole: bool = False,
+                              tuned: frozenset[str] = frozenset(),
+                              tuned_by: str | None = None) -> None:
     """A culprit-bearing set's case (fresh6, fresh7, fresh8): well formed, labelled from its
     thread or its emitter's source, and split before the rules — its family held out whole, a
     round gathered after the rules (``after_rules``) held out whole, the rest by the id's hash;
     or, for a set gathered to measure rules written from the emitters' source (fresh8,
-    ``held_whole``), every case held out whatever its hash."""
+    ``held_whole``), every case held out whatever its hash. ``tuned``: the held-out cases a
+    later helper (``tuned_by``) read while writing a rule — marked, half and label unchanged."""
     _well_formed(folder)
     spec = _spec(folder)
-    assert spec["set"] == set_name and spec["real"] and not spec["tuned_on"]
+    assert spec["set"] == set_name and spec["real"]
+    assert spec["tuned_on"] == (spec["id"] in tuned)
+    assert spec.get("tuned_by") == (tuned_by if spec["tuned_on"] else None)
     assert spec["collected"] in (before_rules, after_rules)
     assert spec["family"] in families and spec["label_basis"] in ("thread", "source")
     late = after_rules is not None and spec["collected"] == after_rules
