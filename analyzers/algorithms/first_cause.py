@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import numpy as np
-from stormotel.analyzers.algorithms import read_lag
+from stormotel.analyzers.algorithms import read_lag, replica_mix
 from stormotel.analyzers.algorithms.rank_rows import ranks_reporting
 from stormotel.analyzers.algorithms.rise_batch import rises_of_ranks
 from stormotel.analyzers.algorithms.rises import FIELD, MAX_RISES, FirstRise
@@ -348,8 +348,9 @@ def analyze_first_cause(timeline: Timeline, settings: Settings) -> tuple[CrossRa
                   for w in rs if w.warmup]
     last_ns = [(r, int(timeline.ranks[r].t_ns[-1])) for r in with_field]
     blind = read_lag.blind_gaps(timeline, with_field)
-    incidents = [_judge(group, timeline, last_ns, missing, settings, warm_spans, res, blind)
-                 for group in _group(candidates, window_ns)]
+    fills = replica_mix.fill_runs(timeline)
+    incidents = [_judge(group, timeline, last_ns, missing, settings, warm_spans, res, blind,
+                        fills) for group in _group(candidates, window_ns)]
     out.incidents = [inc.to_dict() for inc in incidents]
     cross = [inc for inc in incidents if len(inc.rises) > 1]
     chosen = next((i for i in cross if i.kind == "leader"), cross[0] if cross else None)
@@ -406,11 +407,13 @@ def _group(rises: list[FirstRise], window_ns: int) -> list[dict[int, FirstRise]]
 
 def _judge(rises: dict[int, FirstRise], timeline: Timeline, last_ns: list[tuple[int, int]],
            missing: list[int], settings: Settings, warm_spans: list[tuple[int, int, int]],
-           res: int | None, blind_gaps: dict[int, np.ndarray]) -> Incident:
+           res: int | None, blind_gaps: dict[int, np.ndarray], fills: dict[int, np.ndarray],
+           ) -> Incident:
     """One incident: leader only when its rise interval ends before every follower's begins.
     Taken once for all incidents: ``last_ns``, each compared rank's last sample time;
     ``res``, the timeline's resolution; ``warm_spans``, each warm-up's rank, earliest and
-    settled time; ``blind_gaps``, each compared rank's blind holes (:mod:`.read_lag`)."""
+    settled time; ``blind_gaps``, each compared rank's blind holes (:mod:`.read_lag`);
+    ``fills``, each rank's samples filled from another replica (:mod:`.replica_mix`)."""
     inc = Incident(rises)
     order = sorted(rises.values(), key=lambda fr: (fr.t_ns, fr.rank))
     first = order[0]
@@ -421,6 +424,9 @@ def _judge(rises: dict[int, FirstRise], timeline: Timeline, last_ns: list[tuple[
                          and earliest <= t0 <= settled + pad)
     if len(order) == 1:
         sure: Confidence = "medium" if missing else "high"
+        if replica_mix.across_replicas(fills, [first]):
+            inc.notes.append(replica_mix.mixed_note([first.rank], first.rank))
+            sure = "low"
         return _judge_alone(inc, first, timeline, last_ns, settings, res, blind_gaps,
                             None if overlapping else sure)
     inc.onset_ns = order[1].t_ns
@@ -446,6 +452,12 @@ def _judge(rises: dict[int, FirstRise], timeline: Timeline, last_ns: list[tuple[
             blind := _blind(first, latest, blind_gaps, settings, res)):
         # Every other rank seen low until after the leader is the claim; a blind one was not.
         inc.notes.append(read_lag.blind_note(blind, first.rank, first.t_ns))
+        inc.suspects = [_suspect(first, lead, "low", res, timeline, bound=bound)]
+        return inc
+    elif bound >= 0 and not overlapping and (
+            mixed := replica_mix.across_replicas(fills, order)):
+        # A rise from one replica's phase to the other's is no evidence of when it rose.
+        inc.notes.append(replica_mix.mixed_note(mixed, first.rank))
         inc.suspects = [_suspect(first, lead, "low", res, timeline, bound=bound)]
         return inc
     elif bound >= 0 and not overlapping:
