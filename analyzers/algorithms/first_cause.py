@@ -427,11 +427,8 @@ def _judge(rises: dict[int, FirstRise], timeline: Timeline, last_ns: list[tuple[
                          and earliest <= t0 <= settled + pad)
     if len(order) == 1:
         sure: Confidence = "medium" if missing else "high"
-        if replica_mix.across_replicas(fills, [first]):
-            inc.notes.append(replica_mix.mixed_note([first.rank], first.rank))
-            sure = "low"
-        elif before := _rose_before(first, earlier, settings, res):
-            inc.notes.append(_before_note(before, first))
+        if why := _unproven(first, [first], fills, earlier, settings, res):
+            inc.notes.append(why)
             sure = "low"
         return _judge_alone(inc, first, timeline, last_ns, settings, res, blind_gaps,
                             None if overlapping else sure)
@@ -455,21 +452,9 @@ def _judge(rises: dict[int, FirstRise], timeline: Timeline, last_ns: list[tuple[
                          f"{steps.pop()}: the workload, not one rank; no leader is named")
         tied = order
     elif bound >= 0 and not overlapping and (
-            blind := _blind(first, latest, blind_gaps, settings, res)):
-        # Every other rank seen low until after the leader is the claim; a blind one was not.
-        inc.notes.append(read_lag.blind_note(blind, first.rank, first.t_ns))
-        inc.suspects = [_suspect(first, lead, "low", res, timeline, bound=bound)]
-        return inc
-    elif bound >= 0 and not overlapping and (
-            before := _rose_before(first, earlier, settings, res)):
-        # The leader's rise, known only to within its own hole, may have followed theirs.
-        inc.notes.append(_before_note(before, first))
-        inc.suspects = [_suspect(first, lead, "low", res, timeline, bound=bound)]
-        return inc
-    elif bound >= 0 and not overlapping and (
-            mixed := replica_mix.across_replicas(fills, order)):
-        # A rise from one replica's phase to the other's is no evidence of when it rose.
-        inc.notes.append(replica_mix.mixed_note(mixed, first.rank))
+            why := _blind_note(first, latest, blind_gaps, settings, res)
+            or _unproven(first, order, fills, earlier, settings, res)):
+        inc.notes.append(why)
         inc.suspects = [_suspect(first, lead, "low", res, timeline, bound=bound)]
         return inc
     elif bound >= 0 and not overlapping:
@@ -530,6 +515,26 @@ def _blind(first: FirstRise, latest: int, blind_gaps: dict[int, np.ndarray], set
     latest the leader can have risen (a rise there would have been this incident's)."""
     window_ns = int(max(settings.cascade_window_s * 1e9, 2 * (res or 0)))
     return read_lag.blind_over(blind_gaps, first.rank, first.earliest_ns - window_ns, latest)
+
+
+def _blind_note(first: FirstRise, latest: int, blind_gaps: dict[int, np.ndarray],
+                settings: Settings, res: int | None) -> str | None:
+    """Every other rank seen low until after the leader is the claim; a blind one was not."""
+    blind = _blind(first, latest, blind_gaps, settings, res)
+    return read_lag.blind_note(blind, first.rank, first.t_ns) if blind else None
+
+
+def _unproven(first: FirstRise, order: list[FirstRise], fills: dict[int, np.ndarray],
+              earlier: tuple[np.ndarray, np.ndarray], settings: Settings, res: int | None
+              ) -> str | None:
+    """Why a leader's rise does not prove it led, if it does not: it may have followed a rise
+    of theirs, seen late through its own hole (:func:`_rose_before`), or a rise of the incident
+    compares one HA replica's phase with the other's (:mod:`.replica_mix`)."""
+    if before := _rose_before(first, earlier, settings, res):
+        return _before_note(before, first)
+    if mixed := replica_mix.across_replicas(fills, order):
+        return replica_mix.mixed_note(mixed, first.rank)
+    return None
 
 
 def _rose_before(first: FirstRise, earlier: tuple[np.ndarray, np.ndarray], settings: Settings,
