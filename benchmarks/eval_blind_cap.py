@@ -139,9 +139,9 @@ def verdicts(tl: Timeline, leader: int,
     return out
 
 
-def labelled(seeds: int) -> Iterator[dict[str, Any]]:
-    """The innocent-hole and hidden-culprit jobs, one row per job."""
-    for seed in range(seeds):
+def labelled(seeds: int, first: int = 0) -> Iterator[dict[str, Any]]:
+    """The innocent-hole and hidden-culprit jobs, one row per job (seeds from ``first``)."""
+    for seed in range(first, first + seeds):
         for world in (2, 8, 64):
             for interval_s in (15.0, 30.0, 60.0):
                 for jitter_s in (0.0, 10.0):
@@ -234,9 +234,10 @@ def main() -> None:
     for flag, default, what in (("--seeds", 20, "jobs per shape"),
                                 ("--fleet-seeds", 10, "1,024-rank jobs per rate, interval")):
         ap.add_argument(flag, type=int, default=default, help=f"{what} (default {default})")
+    ap.add_argument("--first-seed", type=int, default=0, help="to extend an earlier run")
     ap.add_argument("--json", default=None, help="write every job's verdicts here")
     args = ap.parse_args()
-    rows = list(labelled(args.seeds)) + list(fleet(args.fleet_seeds))
+    rows = list(labelled(args.seeds, args.first_seed)) + list(fleet(args.fleet_seeds))
     print(tables(rows))
     print(f"wall {time.time() - started:.0f} s")
     if args.json:
