@@ -81,6 +81,13 @@ META_OOM_DUMPS = "oom_dumps"
 #: the ranks whose tracker says it delivers its clean stop (``schema.TRACKER_STOP_REPORTED``
 #: was 1): a list, so builders merge it (absorb joins lists)
 META_STOP_REPORTED = "stop_reported_ranks"
+#: the runs of device-used samples an HA pair's other replica filled into a rank's series, as
+#: (rank, first, last) times before alignment (a list, so builders merge it): that replica's
+#: phase of a swing within a step, not comparable with the chosen replica's level
+#: (sources/prometheus/samples.py, algorithms/replica_mix.py)
+META_REPLICA_FILLS = "replica_fills"
+#: the field whose filled samples are recorded: the one first cause reads (algorithms/rises.py)
+REPLICA_FILL_FIELD = "device_used"
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import numpy as np
-from stormotel.analyzers.algorithms import read_lag
+from stormotel.analyzers.algorithms import read_lag, replica_mix
 from stormotel.analyzers.algorithms.rank_rows import ranks_reporting
 from stormotel.analyzers.algorithms.rise_batch import rises_of_ranks
 from stormotel.analyzers.algorithms.rises import FIELD, MAX_RISES, FirstRise
@@ -348,8 +348,11 @@ def analyze_first_cause(timeline: Timeline, settings: Settings) -> tuple[CrossRa
                   for w in rs if w.warmup]
     last_ns = [(r, int(timeline.ranks[r].t_ns[-1])) for r in with_field]
     blind = read_lag.blind_gaps(timeline, with_field)
-    incidents = [_judge(group, timeline, last_ns, missing, settings, warm_spans, res, blind)
-                 for group in _group(candidates, window_ns)]
+    fills = replica_mix.fill_runs(timeline)
+    by_time = sorted((fr.t_ns, fr.rank) for fr in candidates)
+    earlier = (np.array([t for t, _ in by_time], np.int64), np.array([r for _, r in by_time]))
+    incidents = [_judge(group, timeline, last_ns, missing, settings, warm_spans, res, blind,
+                        fills, earlier) for group in _group(candidates, window_ns)]
     out.incidents = [inc.to_dict() for inc in incidents]
     cross = [inc for inc in incidents if len(inc.rises) > 1]
     chosen = next((i for i in cross if i.kind == "leader"), cross[0] if cross else None)
@@ -406,11 +409,14 @@ def _group(rises: list[FirstRise], window_ns: int) -> list[dict[int, FirstRise]]
 
 def _judge(rises: dict[int, FirstRise], timeline: Timeline, last_ns: list[tuple[int, int]],
            missing: list[int], settings: Settings, warm_spans: list[tuple[int, int, int]],
-           res: int | None, blind_gaps: dict[int, np.ndarray]) -> Incident:
+           res: int | None, blind_gaps: dict[int, np.ndarray], fills: dict[int, np.ndarray],
+           earlier: tuple[np.ndarray, np.ndarray]) -> Incident:
     """One incident: leader only when its rise interval ends before every follower's begins.
     Taken once for all incidents: ``last_ns``, each compared rank's last sample time;
     ``res``, the timeline's resolution; ``warm_spans``, each warm-up's rank, earliest and
-    settled time; ``blind_gaps``, each compared rank's blind holes (:mod:`.read_lag`)."""
+    settled time; ``blind_gaps``, each compared rank's blind holes (:mod:`.read_lag`);
+    ``fills``, each rank's samples filled from another replica (:mod:`.replica_mix`);
+    ``earlier``, every candidate rise's time and rank, in time order."""
     inc = Incident(rises)
     order = sorted(rises.values(), key=lambda fr: (fr.t_ns, fr.rank))
     first = order[0]
@@ -421,6 +427,9 @@ def _judge(rises: dict[int, FirstRise], timeline: Timeline, last_ns: list[tuple[
                          and earliest <= t0 <= settled + pad)
     if len(order) == 1:
         sure: Confidence = "medium" if missing else "high"
+        if why := _unproven(first, [first], fills, earlier, settings, res):
+            inc.notes.append(why)
+            sure = "low"
         return _judge_alone(inc, first, timeline, last_ns, settings, res, blind_gaps,
                             None if overlapping else sure)
     inc.onset_ns = order[1].t_ns
@@ -443,9 +452,9 @@ def _judge(rises: dict[int, FirstRise], timeline: Timeline, last_ns: list[tuple[
                          f"{steps.pop()}: the workload, not one rank; no leader is named")
         tied = order
     elif bound >= 0 and not overlapping and (
-            blind := _blind(first, latest, blind_gaps, settings, res)):
-        # Every other rank seen low until after the leader is the claim; a blind one was not.
-        inc.notes.append(read_lag.blind_note(blind, first.rank, first.t_ns))
+            why := _blind_note(first, latest, blind_gaps, settings, res)
+            or _unproven(first, order, fills, earlier, settings, res)):
+        inc.notes.append(why)
         inc.suspects = [_suspect(first, lead, "low", res, timeline, bound=bound)]
         return inc
     elif bound >= 0 and not overlapping:
@@ -506,6 +515,45 @@ def _blind(first: FirstRise, latest: int, blind_gaps: dict[int, np.ndarray], set
     latest the leader can have risen (a rise there would have been this incident's)."""
     window_ns = int(max(settings.cascade_window_s * 1e9, 2 * (res or 0)))
     return read_lag.blind_over(blind_gaps, first.rank, first.earliest_ns - window_ns, latest)
+
+
+def _blind_note(first: FirstRise, latest: int, blind_gaps: dict[int, np.ndarray],
+                settings: Settings, res: int | None) -> str | None:
+    """Every other rank seen low until after the leader is the claim; a blind one was not."""
+    blind = _blind(first, latest, blind_gaps, settings, res)
+    return read_lag.blind_note(blind, first.rank, first.t_ns) if blind else None
+
+
+def _unproven(first: FirstRise, order: list[FirstRise], fills: dict[int, np.ndarray],
+              earlier: tuple[np.ndarray, np.ndarray], settings: Settings, res: int | None
+              ) -> str | None:
+    """Why a leader's rise does not prove it led, if it does not: it may have followed a rise
+    of theirs, seen late through its own hole (:func:`_rose_before`), or a rise of the incident
+    compares one HA replica's phase with the other's (:mod:`.replica_mix`)."""
+    if before := _rose_before(first, earlier, settings, res):
+        return _before_note(before, first)
+    if mixed := replica_mix.across_replicas(fills, order):
+        return replica_mix.mixed_note(mixed, first.rank)
+    return None
+
+
+def _rose_before(first: FirstRise, earlier: tuple[np.ndarray, np.ndarray], settings: Settings,
+                 res: int | None) -> list[int]:
+    """Other ranks with a rise from one cascade window before ``first``'s rise interval to its
+    crossing sample: ``first`` may have risen anywhere in that interval, so within their
+    incident's window — a follower of theirs, seen late (its own hole), not a rank that led."""
+    window_ns = int(max(settings.cascade_window_s * 1e9, 2 * (res or 0)))
+    t, ranks = earlier
+    lo, hi = np.searchsorted(t, [first.earliest_ns - window_ns, first.t_ns], side="left")
+    return sorted({int(r) for r in ranks[lo:hi].tolist() if r != first.rank})
+
+
+def _before_note(ranks: list[int], first: FirstRise) -> str:
+    return (f"rank {first.rank}'s rise is known only to within "
+            f"{(first.t_ns - first.earliest_ns) / 1e9:.3g} s (its last sample before it), and "
+            f"ranks {ranks[:16]} rose within a cascade window before that: rank {first.rank} "
+            "may have followed them, seen late, so it is not named above low. Its tracker's "
+            "archive (every sample at its own time) or its edge gauges would decide it")
 
 
 def _resolution_statement(timeline: Timeline, res: int | None, edge_ranks: list[int]) -> str:

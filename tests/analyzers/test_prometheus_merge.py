@@ -5,7 +5,11 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-from stormotel.analyzers.sources.prometheus.samples import merge_parts
+from stormotel.analyzers.analyze import analyze
+from stormotel.analyzers.sources.prometheus.samples import filled_runs, merge_parts
+from stormotel.analyzers.timeline import META_REPLICA_FILLS, Timeline
+
+from tests.analyzers.synth import RankData, to_timeline
 
 
 def test_merge_is_order_independent_drops_duplicates_and_counts_conflicts() -> None:
@@ -14,7 +18,7 @@ def test_merge_is_order_independent_drops_duplicates_and_counts_conflicts() -> N
     c = (np.array([1], np.int64), np.array([10.0]))  # an exact duplicate of a's first sample
     results = []
     for parts in itertools.permutations([a, b, c]):
-        t, v, dups, conflicts = merge_parts(list(parts))
+        t, v, dups, conflicts, _ = merge_parts(list(parts))
         results.append((t.tolist(), v.tolist(), dups, conflicts))
     assert all(r == results[0] for r in results)
     assert results[0] == ([1, 2, 3, 4], [10.0, 20.0, 35.0, 40.0], 2, 1)
@@ -124,14 +128,85 @@ def test_an_ha_pair_scraping_a_swing_at_other_phases_is_one_replica_not_a_zigzag
     a = (a_t, np.full(a_t.size, 2.58 * gib))
     b = (b_t, np.full(b_t.size, 4.58 * gib))
     for parts in ([a, b], [b, a]):
-        t, v, _, _ = merge_parts(parts)
+        t, v, _, _, _ = merge_parts(parts)
         assert t.tolist() == b_t.tolist() and (v == 4.58 * gib).all()
     # a hole of three scrapes in the fuller read is filled from the other, nothing else
     hole = (b_t < 40_000 * 1_000_000) | (b_t > 70_000 * 1_000_000)
     for parts in ([a, (b_t[hole], b[1][hole])], [(b_t[hole], b[1][hole]), a]):
-        t, v, _, _ = merge_parts(parts)
+        t, v, _, _, got = merge_parts(parts)
         filled = sorted(set(t.tolist()) - set(b_t.tolist()))
-        assert filled == [50_200 * 1_000_000, 65_200 * 1_000_000]
+        assert filled == [50_200 * 1_000_000, 65_200 * 1_000_000] == got.tolist()
+        assert filled_runs(t, got) == [(50_200 * 1_000_000, 65_200 * 1_000_000)]
     # reads of other time ranges (chunks of one read) are kept whole
-    t, _, _, _ = merge_parts([(b_t[:6], b[1][:6]), (b_t[6:], b[1][6:])])
-    assert t.tolist() == b_t.tolist()
+    t, _, _, _, filled = merge_parts([(b_t[:6], b[1][:6]), (b_t[6:], b[1][6:])])
+    assert t.tolist() == b_t.tolist() and filled.size == 0  # one replica's own chunks
+
+
+GIB = float(1 << 30)
+S = 1_000_000_000
+
+
+def _ha_rank(rank: int, rise_s: float, hole: tuple[float, float] | None, *,
+             primary_low: bool) -> tuple[RankData, list[tuple[int, int, int]]]:
+    """One rank read from an HA pair: replica A scrapes a 2 GiB swing at its low phase (2.58
+    GiB), B at its high phase (4.58 GiB), one every 15 s and the other every 10 s (the one
+    with more samples is taken); device memory rises 1 GiB at ``rise_s``; ``hole``: the taken
+    replica's missed scrapes (s), filled from the other. Returns the merged rank and its filled
+    runs as the TSDB source records them."""
+    lo_every, hi_every = (10.0, 15.0) if primary_low else (15.0, 10.0)
+    a_t = (np.arange(5.2 + rank, 600, lo_every) * S).astype(np.int64)
+    b_t = (np.arange(5.5 + rank, 600, hi_every) * S).astype(np.int64)
+    a = (a_t, 2.58 * GIB + np.where(a_t >= rise_s * S, GIB, 0.0))
+    b = (b_t, 4.58 * GIB + np.where(b_t >= rise_s * S, GIB, 0.0))
+    if hole is not None:
+        t, v = a if primary_low else b
+        keep = (t < hole[0] * S) | (t > hole[1] * S)
+        a, b = ((t[keep], v[keep]), b) if primary_low else (a, (t[keep], v[keep]))
+    t, v, _, _, filled = merge_parts([a, b])
+    runs = [(rank, x, y) for x, y in filled_runs(t, filled)]
+    return RankData(rank, t, 0.7 * v, v, v, np.full(t.size, 80 * GIB)), runs
+
+
+def _ha_job(hole_rank: int | None, hole: tuple[float, float] | None, *, primary_low: bool,
+            record: bool = True) -> Timeline:
+    """Four ranks: rank 0 rises at 300 s, the others 20 s later (10 s and 15 s scrapes)."""
+    data, runs = [], []
+    for r in range(4):
+        d, mine = _ha_rank(r, 300.0 if r == 0 else 320.0, hole if r == hole_rank else None,
+                           primary_low=primary_low)
+        data.append(d)
+        runs += mine
+    tl = to_timeline(data)
+    if record:
+        tl.meta[META_REPLICA_FILLS] = runs
+    return tl
+
+
+def _sure(tl: Timeline) -> list[tuple[str, int]]:
+    cr = analyze(tl).cross_rank
+    named = [("suspect", s.rank) for s in cr.first_cause_suspects
+             if s.confidence in ("high", "medium")]
+    return named + [(i["kind"], i["leader"]) for i in cr.incidents
+                    if i["leader"] is not None and i["confidence"] in ("high", "medium")]
+
+
+def test_a_filled_sample_at_the_other_phase_does_not_make_a_rank_lead() -> None:
+    """An HA pair's hole filled from the other replica puts that replica's phase of a swing
+    into the series: a high-phase sample in a low-phase series is a 2 GiB spike, a low-phase
+    sample in a high-phase series a dip the next sample rises 2 GiB from. Before the filled
+    runs were recorded, rank 2's hole just before rank 0's rise named rank 2 the leader at
+    high, and a hole anywhere named it a single_rank first cause at high. Now its rise mixes
+    replicas: no rank above low in that incident (rank 0 may still be named elsewhere); on
+    schedule rank 0 is named at high; the same input without the record still misleads (the
+    test can fail)."""
+    for primary_low, before_rise in ((False, (250.0, 280.0)), (True, (290.0, 305.0))):
+        assert _sure(_ha_job(None, None, primary_low=primary_low)) == [
+            ("suspect", 0), ("leader", 0)]
+        for hole in (before_rise, (200.0, 235.0)):
+            before = _sure(_ha_job(2, hole, primary_low=primary_low, record=False))
+            assert any(r == 2 for _, r in before), (primary_low, hole, before)
+            after = _sure(_ha_job(2, hole, primary_low=primary_low))
+            assert all(r == 0 for _, r in after), (primary_low, hole, after)
+    cr = analyze(_ha_job(2, (200.0, 235.0), primary_low=True)).cross_rank
+    notes = [n for i in cr.incidents for n in i["notes"] if "replica" in n]
+    assert notes and "ranks [2]" in notes[0] and "phase" in notes[0], cr.incidents

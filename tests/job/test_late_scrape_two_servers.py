@@ -13,7 +13,6 @@ it by its edge.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -22,8 +21,7 @@ import pytest
 
 from stormotel import schema
 from tests import servers
-from tests.cli import run_stormotel_here
-from tests.job import planted
+from tests.job import planted, two_servers
 from tests.job.scrape_model import Rank, Server, write_job
 
 pytestmark = pytest.mark.servers
@@ -39,7 +37,6 @@ SERVERS = {"a": Server(15.0, {0: 10.2, 1: 9.757, 2: 9.499, 3: 7.389}),
            "b": Server(10.0, {0: 9.6, 1: 2.124, 2: 0.515, 3: 5.263})}
 #: Rank 0's exporter starved: every scrape started in this window is answered at its end.
 STARVED = (9.5, 11.2)
-SURE = ("high", "medium")
 #: Rank 0's tracker reported a threshold crossing at its rise, but no first-rise edge (its
 #: first-rise detector's bar was higher): nothing times its rise but the scrape stamps.
 THRESHOLD_ONLY = {0: schema.EDGE_THRESHOLD_WARNING}
@@ -52,21 +49,11 @@ def _ranks(starved: bool, kinds: dict[int, str] | None = None) -> dict[int, Rank
 
 
 def _analyze(urls: list[str], job: str, epoch: float, out: Path) -> dict[str, Any]:
-    args = [a for u in urls for a in ("--prometheus", u)]
-    r = run_stormotel_here("analyze", *args, "--job-id", job,
-                           "--start", f"{epoch - LEAD_IN_S - 5:.3f}",
-                           "--end", f"{epoch + DURATION_S + 40:.3f}",
-                           "--format", "json", "-o", str(out))
-    assert out.exists(), (r.returncode, r.stderr[-2000:])
-    return json.loads(out.read_text())
+    return two_servers.analyze(urls, job, epoch - LEAD_IN_S - 5, epoch + DURATION_S + 40, out)
 
 
 def _sure(report: dict[str, Any]) -> list[int]:
-    cross = report["cross_rank"]
-    named = {s["rank"] for s in cross["first_cause_suspects"] if s["confidence"] in SURE}
-    named |= {i["leader"] for i in cross.get("incidents", [])
-              if i.get("leader") is not None and i.get("confidence") in SURE}
-    return sorted(named)
+    return two_servers.sure_ranks(report)
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ resolved to the larger value and noted)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import cast
 
 import numpy as np
 from stormotel.analyzers.sources.prometheus.discover import (
@@ -16,6 +17,8 @@ from stormotel.analyzers.sources.prometheus_api import (
     parse_matrix_values,
 )
 from stormotel.analyzers.timeline import (
+    META_REPLICA_FILLS,
+    REPLICA_FILL_FIELD,
     TimelineBuilder,
 )
 
@@ -108,17 +111,19 @@ def collect_samples(results: list[Series], task: QueryTask, builder: TimelineBui
 
 
 def merge_parts(parts: list[tuple[np.ndarray, np.ndarray]]
-                ) -> tuple[np.ndarray, np.ndarray, int, int]:
+                ) -> tuple[np.ndarray, np.ndarray, int, int, np.ndarray]:
     """One series from several reads (endpoints, chunks, spellings): replicas scraping at other
     moments taken as one (:func:`replicas_as_one`), then sorted by time, exact duplicates
     dropped, and where values conflict at one timestamp the larger kept — a rule that gives the
-    same answer in any read order. Returns (t, v, duplicates, conflicts)."""
+    same answer in any read order. Returns (t, v, duplicates, conflicts, filled): ``filled``,
+    the times of the samples another replica filled in (:func:`filled_runs` makes runs)."""
+    filled = _NONE
     if len(parts) > 1:
-        parts = replicas_as_one(parts)
+        parts, filled = replicas_as_one(parts)
     t = np.concatenate([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
     v = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
     if t.size < 2 or bool((t[1:] > t[:-1]).all()):  # the usual read: already in order, unique
-        return t, v, 0, 0
+        return t, v, 0, 0, filled
     order = np.lexsort((v, t))  # by time, then value
     t, v = t[order], v[order]
     same_t = t[1:] == t[:-1]
@@ -126,11 +131,14 @@ def merge_parts(parts: list[tuple[np.ndarray, np.ndarray]]
     dups = int((same_t & same_v).sum())
     conflict_ts = np.unique(t[1:][same_t & ~same_v])
     keep = np.r_[~same_t, True]  # the last of each equal-time run: the largest value
-    return t[keep], v[keep], dups, int(conflict_ts.size)
+    return t[keep], v[keep], dups, int(conflict_ts.size), filled
+
+
+_NONE = np.empty(0, np.int64)
 
 
 def replicas_as_one(parts: list[tuple[np.ndarray, np.ndarray]]
-                    ) -> list[tuple[np.ndarray, np.ndarray]]:
+                    ) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
     """Reads of one series by servers that scraped it at other moments (an HA pair) as one:
     the read with the most samples, and another's samples only where that one has none within
     half its interval (its holes, before its first sample, after its last) — how Thanos and
@@ -139,7 +147,12 @@ def replicas_as_one(parts: list[tuple[np.ndarray, np.ndarray]]
     same target) made a series that zigzags by 2 GiB, and a zigzag at a rank's start was named
     a first cause at high (docs/benchmarks.md, session 17). Reads sharing most timestamps (the
     same samples from two TSDBs, one server listed twice) and reads of other time ranges
-    (chunks) are left to :func:`merge_parts`' own rule. Chosen by content, never by read order."""
+    (chunks) are left to :func:`merge_parts`' own rule. Chosen by content, never by read order.
+
+    Also returns the times of the samples filled in from a replica whose read overlaps the
+    chosen one's time range (not a chunk of other times): such a sample is that replica's phase
+    of the swing, so a rise measured from one replica's sample to the other's may be the
+    phase difference alone (:mod:`stormotel.analyzers.algorithms.replica_mix`)."""
     def key(i: int) -> tuple[int, int, float, bytes]:
         t, v = parts[i]
         return (-t.size, int(t.min()) if t.size else 0, float(np.nansum(v)), t.tobytes())
@@ -147,9 +160,10 @@ def replicas_as_one(parts: list[tuple[np.ndarray, np.ndarray]]
     primary = parts[order[0]]
     t_kept = np.sort(primary[0])
     if t_kept.size < 2:
-        return parts
+        return parts, _NONE
     half = float(np.median(np.diff(t_kept))) / 2
     out = [primary]
+    filled = []
     for i in order[1:]:
         t, v = parts[i]
         if not t.size or float(np.isin(t, t_kept).mean()) >= 0.5:
@@ -159,7 +173,20 @@ def replicas_as_one(parts: list[tuple[np.ndarray, np.ndarray]]
         near = np.minimum(np.abs(t - t_kept[at - 1]), np.abs(t_kept[at] - t))
         keep = near > half
         out.append((t[keep], v[keep]))
-    return out
+        if t.max() >= t_kept[0] and t.min() <= t_kept[-1]:  # another replica, not a chunk
+            filled.append(t[keep])
+    return out, np.unique(np.concatenate(filled)) if filled else _NONE
+
+
+def filled_runs(t: np.ndarray, filled: np.ndarray) -> list[tuple[int, int]]:
+    """The merged series ``t``'s runs of consecutive filled samples, as (first, last) times: a
+    run holds no sample of the chosen replica, so a time within one is a filled sample."""
+    if not filled.size:
+        return []
+    mask = np.isin(t, filled)
+    edges = np.diff(np.r_[0, mask.view(np.int8), 0])
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1
+    return [(int(t[a]), int(t[b])) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
 
 
 def merge_samples(samples: Parts, builder: TimelineBuilder) -> int:
@@ -174,8 +201,12 @@ def merge_samples(samples: Parts, builder: TimelineBuilder) -> int:
         if rank in usual:
             by_rank.setdefault(rank, {})[fname] = parts[0]
             continue
-        t, v, dups, bad = merge_parts(parts)
+        t, v, dups, bad, filled = merge_parts(parts)
         by_rank.setdefault(rank, {})[fname] = (t, v)
+        if fname == REPLICA_FILL_FIELD and filled.size:
+            runs = cast(list[tuple[int, int, int]],
+                        builder.meta.setdefault(META_REPLICA_FILLS, []))
+            runs.extend((rank, a, b) for a, b in filled_runs(t, filled))
         if dups:
             builder.skipped["duplicate_sample"] += dups
         conflicts += bad

@@ -1,0 +1,248 @@
+"""Calibration of the blind-rank cap (:func:`stormotel.analyzers.algorithms.read_lag.blind_gaps`):
+counts per threshold pair, not timings.
+
+    .venv/bin/python benchmarks/eval_blind_cap.py [--seeds 20] [--fleet-seeds 10]
+
+Why: the cap (a rank with a hole of more than ``BLIND_FACTOR`` × its median interval and more
+than ``BLIND_MIN_NS`` over the span where its rise would have come first keeps the leader at
+low) was reasoned, not measured. Here every labelled job is analysed once per threshold pair
+(the module constants patched, ``analyze`` run on the same Timeline) and with the cap off:
+
+* **lost** — an innocent rank (not the planted leader) missed scrapes near the incident: the
+  planted leader was named at high/medium with the cap off and is not with the cap (a right
+  high answer lost);
+* **saved / still wrong** — the planted leader's own scrapes were missed over its rise (its
+  host starved or its target down; the rise stays, or falls back before the hole ends, as an
+  OOM'd allocation does): a wrong rank named at high/medium with the cap off, and with the cap.
+
+The jobs are production-shaped Prometheus reads, built as Timelines the way
+``tests/analyzers/synth`` builds them (the real-process harness of ``tests/production`` starts
+a tracker per rank and cannot run thousands of jobs on a shared 2-core host): staggered starts
+(0–60 s) with a warm-up each, a per-target scrape phase, scrape intervals of 15, 30 and 60 s,
+a loaded host (each stamp 0–J s late and each value read a further 0–J s after its stamp,
+J = 0 or 10 s), 2 to 1,024 ranks, a leader rising 4 GiB and (half the jobs) every other rank
+following it within the cascade window. Missed scrapes: 1, 2, 3 or 5 in a row, or the target
+down for 5 minutes. The fleet part gives every rank of a 1,024-rank job random misses at
+production-like rates (each scrape missed with probability p, in runs of 1 (70 %), 2 (20 %)
+or 3–6 (10 %)) around one rank's lone rise, and counts how often the cap takes that right
+high answer away. Results and the choice: docs/benchmarks.md ("Blind-rank
+cap calibration"), docs/algorithms.md ("Late reads").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from stormotel.analyzers.algorithms import read_lag
+from stormotel.analyzers.analyze import analyze
+from stormotel.analyzers.timeline import Timeline
+
+from tests.analyzers.synth import GIB, MIB, T0, RankData, to_timeline
+
+S = 1_000_000_000
+SURE = ("high", "medium")
+SPAN_S = 1200.0  # each job's data: 20 minutes
+INCIDENT_S = 600.0  # the leader's rise, 10 minutes in
+WINDOW_S = 30.0  # Settings.cascade_window_s
+#: (BLIND_FACTOR, BLIND_MIN_NS in s); None = the cap off.
+PAIRS: tuple[tuple[float, float] | None, ...] = (
+    None, (2, 1), (3, 1), (4, 1), (5, 1), (6, 1), (8, 1))
+#: Missed scrapes in a row (an int) or a target down that many seconds (a float).
+HOLES: tuple[int | float, ...] = (1, 2, 3, 5, 300.0)
+BLIND_NOTE = "have no sample over part of the span"
+
+
+def job(rng: np.random.Generator, world: int, interval_s: float, jitter_s: float, leader: int,
+        follow: bool, lead_s: float, transient_s: float | None = None) -> list[RankData]:
+    """Scheduled scrapes of every rank with their values (the hole is cut out later)."""
+    out = []
+    window = max(WINDOW_S, 2 * interval_s)
+    for r in range(world):
+        start = rng.uniform(0, 60)
+        phase = rng.uniform(0, interval_s)
+        sched = start + phase + interval_s * np.arange(int((SPAN_S - start - phase) // interval_s))
+        stamp = sched + rng.uniform(0, jitter_s, len(sched))
+        read = stamp + rng.uniform(0, jitter_s, len(sched))  # the value the late answer saw
+        base = 30 * GIB + rng.normal(0, 64 * MIB, len(sched))
+        reserved = np.where(np.arange(len(sched)) == 0, 2 * GIB, base)  # warm-up: 1st sample
+        if r == leader:
+            up = read >= INCIDENT_S
+            if transient_s is not None:  # risen and fallen back (an OOM'd allocation freed)
+                up &= read < INCIDENT_S + transient_s
+            reserved = reserved + np.where(up, 4 * GIB, 0)
+        elif follow:
+            at = INCIDENT_S + min(lead_s, 0.9 * window) + rng.uniform(0, 1)
+            reserved = reserved + np.where(read >= at, 4 * GIB, 0)
+        t = T0 + (stamp * S).astype(np.int64)
+        out.append(RankData(r, t, 0.75 * reserved, reserved, reserved + 512 * MIB,
+                            np.full(len(t), 80.0 * GIB)))
+    return out
+
+
+def drop(d: RankData, keep: np.ndarray) -> RankData:
+    return RankData(d.rank, d.t_ns[keep], d.allocated[keep], d.reserved[keep],
+                    d.device_used[keep], d.device_total[keep], d.markers)
+
+
+def cut(d: RankData, rng: np.random.Generator, hole: int | float, over_s: float) -> RankData:
+    """``d`` with ``hole`` (missed scrapes in a row, or seconds down) covering ``over_s``."""
+    t = (d.t_ns - T0) / S
+    if isinstance(hole, float):
+        a = over_s - rng.uniform(0, hole)
+        return drop(d, (t < a) | (t >= a + hole))
+    first = int(np.searchsorted(t, over_s)) - int(rng.integers(0, hole))
+    keep = np.ones(len(t), bool)
+    keep[max(first, 1):max(first, 1) + hole] = False
+    return drop(d, keep)
+
+
+@contextmanager
+def thresholds(pair: tuple[float, float] | None) -> Iterator[None]:
+    saved = read_lag.BLIND_FACTOR, read_lag.BLIND_MIN_NS
+    if pair is None:
+        read_lag.BLIND_FACTOR, read_lag.BLIND_MIN_NS = 10**9, 10**18  # type: ignore[assignment]
+    else:
+        read_lag.BLIND_FACTOR = pair[0]  # type: ignore[assignment]
+        read_lag.BLIND_MIN_NS = int(pair[1] * S)
+    try:
+        yield
+    finally:
+        read_lag.BLIND_FACTOR, read_lag.BLIND_MIN_NS = saved
+
+
+def verdicts(tl: Timeline, leader: int,
+             pairs: tuple[tuple[float, float] | None, ...] = PAIRS,
+             ) -> dict[str, tuple[bool, bool, bool]]:
+    """Per pair: (planted leader named at high/medium, wrong rank at high/medium, cap fired).
+    Wrong counts every incident's leader, as tests/production's judge does."""
+    out = {}
+    for pair in pairs:
+        with thresholds(pair):
+            cr = analyze(tl).cross_rank
+        sure = [s.rank for s in cr.first_cause_suspects if s.confidence in SURE]
+        sure += [i["leader"] for i in cr.incidents if i["leader"] is not None
+                 and i["confidence"] in SURE]
+        fired = any(BLIND_NOTE in n for i in cr.incidents for n in i["notes"])
+        out[str(pair)] = (leader in sure, any(r != leader for r in sure), fired)
+    return out
+
+
+def labelled(seeds: int, first: int = 0) -> Iterator[dict[str, Any]]:
+    """The innocent-hole and hidden-culprit jobs, one row per job (seeds from ``first``)."""
+    for seed in range(first, first + seeds):
+        for world in (2, 8, 64):
+            for interval_s in (15.0, 30.0, 60.0):
+                for jitter_s in (0.0, 10.0):
+                    for hole in HOLES:
+                        rng = np.random.default_rng([seed, world, int(interval_s),
+                                                     int(jitter_s), int(hole)])
+                        leader = int(rng.integers(world))
+                        follow = seed % 2 == 0
+                        lead = rng.uniform(1.0, 2.0) * interval_s
+                        base = dict(world=world, interval_s=interval_s, jitter_s=jitter_s,
+                                    hole=hole, follow=follow, seed=seed)
+                        data = job(rng, world, interval_s, jitter_s, leader, follow, lead)
+                        # An innocent rank missed scrapes where a rise of its would lead.
+                        other = int((leader + 1 + rng.integers(world - 1)) % world)
+                        span = rng.uniform(INCIDENT_S - max(WINDOW_S, 2 * interval_s),
+                                           INCIDENT_S + lead)
+                        d = list(data)
+                        d[other] = cut(d[other], rng, hole, span)
+                        yield {**base, "kind": "innocent",
+                               "v": verdicts(to_timeline(d), leader)}
+                        # The leader's own scrapes missed over its rise (stays or falls back).
+                        for transient in (None, 0.5 * interval_s):
+                            rng2 = np.random.default_rng([seed, world, int(interval_s),
+                                                          int(jitter_s), int(hole), 7])
+                            d = job(rng2, world, interval_s, jitter_s, leader, follow, lead,
+                                    transient)
+                            ctl = verdicts(to_timeline(d), leader, (None,))["None"]
+                            d[leader] = cut(d[leader], rng2, hole, INCIDENT_S + 0.1)
+                            yield {**base, "kind": "culprit" if transient is None
+                                   else "culprit-transient", "control": ctl,
+                                   "v": verdicts(to_timeline(d), leader)}
+
+
+def fleet(seeds: int, world: int = 1024) -> Iterator[dict[str, Any]]:
+    """Every rank of a large job misses scrapes at random, the leader included."""
+    for p in (0.0, 0.001, 0.01):
+        for interval_s in (15.0, 60.0):
+            for seed in range(seeds):
+                rng = np.random.default_rng([seed, int(p * 1000), int(interval_s), 99])
+                leader = int(rng.integers(world))
+                data = job(rng, world, interval_s, 10.0, leader, False, 0.0)
+                for i, d in enumerate(data):
+                    keep = np.ones(len(d.t_ns), bool)
+                    for k in np.flatnonzero(rng.random(len(keep)) < p):
+                        u = rng.random()
+                        n = 1 if u < 0.7 else 2 if u < 0.9 else int(rng.integers(3, 7))
+                        keep[k:k + n] = False
+                    keep[0] = True
+                    data[i] = drop(d, keep)
+                yield {"kind": "fleet", "world": world, "interval_s": interval_s, "p": p,
+                       "seed": seed, "v": verdicts(to_timeline(data), leader)}
+
+
+def tables(rows: list[dict[str, Any]]) -> str:
+    pairs = [str(p) for p in PAIRS[1:]]
+    head = ("| jobs | n | named, cap off | wrong, cap off | "
+            + " | ".join(f"F = {p[1:-1].split(', ')[0]}" for p in pairs) + " |")
+    lines = [head, "|" + "---|" * (4 + len(pairs))]
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        key = (r["kind"], r.get("hole", r.get("p")), r["interval_s"])
+        groups[key].append(r)
+    for (kind, hole, interval_s), sel in sorted(groups.items(), key=str):
+        if kind.startswith("culprit"):  # the wrong answers the hole made (none without it)
+            sel = [r for r in sel if not r["control"][1]]
+        off = [r["v"]["None"] for r in sel]
+        named = sum(v[0] for v in off)
+        wrong = sum(v[1] for v in off)
+        cells = []
+        for p in pairs:
+            if kind in ("innocent", "fleet"):  # right high answers the cap took away
+                lost = sum(r["v"]["None"][0] and not r["v"][p][0] for r in sel)
+                cells.append(f"lost {lost}/{named}")
+            else:  # wrong high answers left standing
+                still = sum(r["v"][p][1] for r in sel)
+                cells.append(f"wrong {still}/{wrong}")
+        if kind == "fleet":
+            what = f"fleet 1,024 ranks, p = {hole:g}, {interval_s:.0f} s"
+        elif isinstance(hole, float):
+            what = f"{kind}, down {hole:.0f} s, {interval_s:.0f} s"
+        else:
+            what = f"{kind}, {hole} missed, {interval_s:.0f} s"
+        lines.append(f"| {what} | {len(sel)} | {named} | {wrong} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    started = time.time()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    for flag, default, what in (("--seeds", 20, "jobs per shape"),
+                                ("--fleet-seeds", 10, "1,024-rank jobs per rate, interval")):
+        ap.add_argument(flag, type=int, default=default, help=f"{what} (default {default})")
+    ap.add_argument("--first-seed", type=int, default=0, help="to extend an earlier run")
+    ap.add_argument("--json", default=None, help="write every job's verdicts here")
+    args = ap.parse_args()
+    rows = list(labelled(args.seeds, args.first_seed)) + list(fleet(args.fleet_seeds))
+    print(tables(rows))
+    print(f"wall {time.time() - started:.0f} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows))
+
+
+if __name__ == "__main__":
+    main()
