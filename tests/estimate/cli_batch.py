@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -26,6 +27,13 @@ def run_one(out: Path, name: str, args: list[str]) -> int:
     """``stormotel estimate ARGS`` with fds 1 and 2 redirected to ``out/name.{out,err}``."""
     from stormotel.cli import main
 
+    return run_captured(out, name, lambda: main(["estimate", *args]))
+
+
+def run_captured(out: Path, name: str, call: Callable[[], int | None]) -> int:
+    """``call()`` with fds 1 and 2 redirected to ``out/name.{out,err}``; its exit code (``None``
+    is 0, a ``SystemExit`` the code it carries) written to ``out/name.code`` and returned.
+    Also used by tests/tracker/torchrun_batch.py (several torchrun launches, one interpreter)."""
     saved = {fd: os.dup(fd) for fd in (1, 2)}
     files = {1: open(out / f"{name}.out", "w"), 2: open(out / f"{name}.err", "w")}  # noqa: SIM115
     sys.stdout.flush()
@@ -34,7 +42,8 @@ def run_one(out: Path, name: str, args: list[str]) -> int:
         for fd, fh in files.items():
             os.dup2(fh.fileno(), fd)
         try:
-            code = main(["estimate", *args])
+            result = call()
+            code = 0 if result is None else result
         except SystemExit as exc:  # argparse's usage errors and --help, as the interpreter exits
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         sys.stdout.flush()

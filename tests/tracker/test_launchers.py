@@ -1,6 +1,7 @@
 """One job id per job, a different one per job, under real launchers and their variables.
 
-torchrun is run for real (2 CPU ranks, gloo): without a run id (``TORCHELASTIC_RUN_ID=none``,
+torchrun is run for real (2 CPU ranks, gloo; five launches from one launcher interpreter,
+tests/tracker/torchrun_batch.py): without a run id (``TORCHELASTIC_RUN_ID=none``,
 the default of a plain ``torchrun``), with ``--rdzv-id``, with a process group initialised
 first, and inside a SLURM step (``srun torchrun``: SLURM variables inherited). Open MPI and
 plain ``srun`` are not installed here; their ranks are built from the variables each launcher
@@ -25,19 +26,50 @@ ROOT = Path(__file__).resolve().parents[2]
 NPROC = 2
 
 
-def _torchrun(out: Path, *extra: str, env_extra: dict[str, str] | None = None,
-              worker_args: tuple[str, ...] = ()) -> list[dict]:
-    out.mkdir(parents=True)
+#: The torchrun jobs the tests below check, one launch each: (extra torchrun flags, extra
+#: environment, worker flags). One launcher interpreter launches them in turn (tests/tracker/
+#: torchrun_batch.py: torch imported once, not five times, ~15 s of CPU); each is still its own
+#: torchrun launch (``torch.distributed.run.main``, what the command runs) with its own ranks,
+#: rendezvous, store and variables.
+JOBS: dict[str, tuple[tuple[str, ...], dict[str, str], tuple[str, ...]]] = {
+    "plain-a": ((), {}, ()),
+    "plain-b": ((), {}, ()),
+    "named": (("--rdzv-id", "exp-42"), {}, ()),
+    "pg": ((), {}, ("--init-pg",)),
+    # srun torchrun: SLURM's variables inherited by the launcher and its ranks
+    "slurm": ((), {"SLURM_JOB_ID": "73019", "SLURM_STEP_ID": "0", "SLURM_PROCID": "0",
+                   "SLURM_NTASKS": "1", "SLURM_LOCALID": "0"}, ()),
+}
+
+
+@pytest.fixture(scope="module")
+def launched(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every job of :data:`JOBS` launched, in order, by one ``python -m
+    tests.tracker.torchrun_batch``; each job's ranks write ``<job>/rank-N.json``."""
+    out = tmp_path_factory.mktemp("launchers")
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("SLURM_", "OMPI_", "PMIX_", "TORCHELASTIC_", "STORMOTEL_"))}
-    env.update({"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", **(env_extra or {})})
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
-           "--nproc-per-node", str(NPROC), "--master-addr", "127.0.0.1",
-           "--master-port", str(free_port()), *extra,
-           "-m", "tests.tracker.launcher_worker", str(out), *worker_args]
-    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    records = [json.loads((out / f"rank-{r}.json").read_text()) for r in range(NPROC)]
+    env.update({"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+    jobs = {}
+    for name, (extra, env_extra, worker_args) in JOBS.items():
+        (out / name).mkdir()
+        argv = ["--nnodes", "1", "--nproc-per-node", str(NPROC), "--master-addr", "127.0.0.1",
+                "--master-port", str(free_port()), *extra,
+                "-m", "tests.tracker.launcher_worker", str(out / name), *worker_args]
+        jobs[name] = {"argv": argv, "env": env_extra}
+    (out / "jobs.json").write_text(json.dumps(jobs))
+    subprocess.run([sys.executable, "-m", "tests.tracker.torchrun_batch", str(out)], env=env,
+                   cwd=ROOT, capture_output=True, text=True, timeout=180 * len(JOBS))
+    return out
+
+
+def _torchrun(launched: Path, name: str) -> list[dict]:
+    """One job's rank records, once its launch exited 0."""
+    code = launched / f"{name}.code"
+    assert code.exists() and code.read_text() == "0", \
+        (launched / f"{name}.err").read_text()[-3000:]
+    records = [json.loads((launched / name / f"rank-{r}.json").read_text())
+               for r in range(NPROC)]
     assert [r["rank"] for r in records] == list(range(NPROC))
     return records
 
@@ -49,9 +81,9 @@ def _one_id(records: list[dict]) -> str:
 
 
 @pytest.mark.slow
-def test_plain_torchrun_jobs_get_one_id_each_and_never_none(tmp_path: Path) -> None:
-    first = _torchrun(tmp_path / "a")
-    second = _torchrun(tmp_path / "b")
+def test_plain_torchrun_jobs_get_one_id_each_and_never_none(launched: Path) -> None:
+    first = _torchrun(launched, "plain-a")
+    second = _torchrun(launched, "plain-b")
     assert all(r["run_id"] == "none" for r in first + second)  # what plain torchrun sets
     a, b = _one_id(first), _one_id(second)
     assert a != b and "none" not in (a, b)
@@ -61,19 +93,17 @@ def test_plain_torchrun_jobs_get_one_id_each_and_never_none(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
-def test_torchrun_with_run_id_and_with_a_process_group(tmp_path: Path) -> None:
-    named = _torchrun(tmp_path / "named", "--rdzv-id", "exp-42")
+def test_torchrun_with_run_id_and_with_a_process_group(launched: Path) -> None:
+    named = _torchrun(launched, "named")
     assert _one_id(named) == "exp-42"
     assert {r["job_source"] for r in named} == {"TORCHELASTIC_RUN_ID"}
-    grouped = _torchrun(tmp_path / "pg", worker_args=("--init-pg",))
+    grouped = _torchrun(launched, "pg")
     assert _one_id(grouped) != "none" and {r["job_source"] for r in grouped} == {"store"}
 
 
 @pytest.mark.slow
-def test_srun_torchrun_uses_the_slurm_job(tmp_path: Path) -> None:
-    slurm = {"SLURM_JOB_ID": "73019", "SLURM_STEP_ID": "0", "SLURM_PROCID": "0",
-             "SLURM_NTASKS": "1", "SLURM_LOCALID": "0"}
-    records = _torchrun(tmp_path / "s", env_extra=slurm)
+def test_srun_torchrun_uses_the_slurm_job(launched: Path) -> None:
+    records = _torchrun(launched, "slurm")
     assert _one_id(records) == "73019.0"
     assert {r["slurm_job_id"] for r in records} == {"73019"}
     assert {r["world_size"] for r in records} == {NPROC}  # torchrun's RANK/WORLD_SIZE win
