@@ -43,9 +43,9 @@ def _random_rank_parts(rng: np.random.Generator, rank: int) -> dict[str, list]:
         elif kind == 4 and n > 1:
             t = np.r_[t[:1], t[:-1]]  # a repeated timestamp
         v = rng.integers(0, 5, t.size).astype(np.float64)
-        parts = [(t, v)]
-        if kind == 5:
-            parts.append((t.copy(), v + rng.integers(0, 2, t.size)))  # a second endpoint
+        parts = [(t, v, "a")]
+        if kind == 5:  # a second endpoint
+            parts.append((t.copy(), v + rng.integers(0, 2, t.size), "b"))
         out[f] = parts
     return out
 
@@ -140,6 +140,38 @@ def test_an_ha_pair_scraping_a_swing_at_other_phases_is_one_replica_not_a_zigzag
     # reads of other time ranges (chunks of one read) are kept whole
     t, _, _, _, filled = merge_parts([(b_t[:6], b[1][:6]), (b_t[6:], b[1][6:])])
     assert t.tolist() == b_t.tolist() and filled.size == 0  # one replica's own chunks
+
+
+def test_an_ha_pair_read_in_time_chunks_is_merged_per_server_first() -> None:
+    """The same pair (15 s at the low phase, 10 s at the high phase), each server's read cut
+    into two time chunks (a window over 10,000 samples, or a read refused as too large and split
+    in time). Part by part, the chunk with the most samples was the chosen replica and every
+    other chunk of both servers filled around it: the second half zigzagged between the phases,
+    unrecorded. Per server: B's chunks are one replica, A's only fill B's hole (recorded) —
+    whatever order the parts arrive in; parts without their servers still interleave (the
+    test can fail)."""
+    gib = float(1 << 30)
+    a_t = np.arange(5_200, 600_000, 15_000, dtype=np.int64) * 1_000_000
+    b_t = np.arange(5_500, 600_000, 10_000, dtype=np.int64) * 1_000_000
+    hole = (b_t < 400_000 * 1_000_000) | (b_t > 430_000 * 1_000_000)
+    b_t = b_t[hole]
+    cut = 350_000 * 1_000_000  # the chunk edge: B's first chunk is its bigger part
+    parts = []
+    for name, t, level in (("a", a_t, 2.58 * gib), ("b", b_t, 4.58 * gib)):
+        for inside in (t <= cut, t > cut):
+            parts.append((t[inside], np.full(int(inside.sum()), level), name))
+    want_fill = [t for t in a_t.tolist() if 400_000 * 1_000_000 < t < 430_000 * 1_000_000]
+    results = set()
+    for order in itertools.permutations(parts):
+        t, v, _, _, filled = merge_parts([(p[0], p[1]) for p in order], [p[2] for p in order])
+        high = v == 4.58 * gib
+        assert t[high].tolist() == b_t.tolist() and t[~high].tolist() == want_fill
+        assert filled.tolist() == want_fill
+        results.add((t.tobytes(), v.tobytes(), filled.tobytes()))
+    assert len(results) == 1
+    t, v, _, _, _ = merge_parts([(p[0], p[1]) for p in parts])  # servers unknown
+    late = t > cut
+    assert (v[late] == 2.58 * gib).sum() > len(want_fill)  # A's second chunk interleaved
 
 
 GIB = float(1 << 30)

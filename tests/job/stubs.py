@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -44,11 +45,14 @@ class FaultProxy(_Server):
     """Forward to ``upstream``; ``fail_first`` 503s, then optional ``delay_s`` / ``malformed``;
     every request whose body holds ``fail_body`` is answered 503 (a read that keeps failing
     while the others pass). ``meet``: the first request waits there until every party's has
-    come (proxies sharing one barrier hold their runs' first reads until all are in flight)."""
+    come (proxies sharing one barrier hold their runs' first reads until all are in flight).
+    ``max_range_ms``: a raw read (``selector[Nms]``) over that range is refused as Prometheus
+    refuses one over ``--query.max-samples``, so the reader splits it in time (the server's own
+    limit would refuse discovery's queries first)."""
 
     def __init__(self, upstream: str, *, fail_first: int = 0, delay_s: float = 0.0,
                  malformed: bool = False, path_filter: str = "", fail_body: bytes = b"",
-                 meet: threading.Barrier | None = None) -> None:
+                 meet: threading.Barrier | None = None, max_range_ms: int = 0) -> None:
         super().__init__(_ProxyHandler)
         self.upstream = upstream
         self.meet = meet
@@ -57,10 +61,28 @@ class FaultProxy(_Server):
         self.delay_s = delay_s
         self.malformed = malformed
         self.path_filter = path_filter
+        self.max_range_ms = max_range_ms
+        #: How many raw reads ``max_range_ms`` refused.
+        self.refused = 0
         self.requests: list[str] = []
         #: Each request's headers (names lower-cased) and ``path``, as the proxy got them.
         self.headers_seen: list[dict[str, str]] = []
         self.lock = threading.Lock()
+
+
+#: Prometheus's answer to a query over ``--query.max-samples``.
+_TOO_MANY_SAMPLES = json.dumps({
+    "status": "error", "errorType": "execution",
+    "error": "query processing would load too many samples into memory in query execution"},
+).encode()
+
+
+def _raw_range_ms(path: str, body: bytes) -> int:
+    """The range of a raw read's ``selector[Nms]`` (GET or form POST); 0 for anything else."""
+    query = parse_qs(urlsplit(path).query).get("query", [])
+    query += parse_qs(body.decode("utf-8", "replace")).get("query", [])
+    ranges = [int(m) for q in query for m in re.findall(r"\[(\d+)ms\]", q)]
+    return max(ranges, default=0)
 
 
 class _ProxyHandler(BaseHTTPRequestHandler):
@@ -80,6 +102,10 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         applies = proxy.path_filter in self.path
         if proxy.fail_body and proxy.fail_body in body:
             return self._send(503, b"upstream overloaded", "text/plain")
+        if proxy.max_range_ms and _raw_range_ms(self.path, body) > proxy.max_range_ms:
+            with proxy.lock:
+                proxy.refused += 1
+            return self._send(422, _TOO_MANY_SAMPLES, "application/json")
         if applies and n <= proxy.fail_first:
             return self._send(503, b"upstream overloaded", "text/plain")
         if applies and proxy.delay_s:

@@ -15,6 +15,7 @@ before rank 0 — named the leader at high before the source recorded its filled
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ import pytest
 
 from tests import servers
 from tests.job import planted, two_servers
+from tests.job.stubs import FaultProxy
 
 pytestmark = pytest.mark.servers
 
@@ -50,9 +52,17 @@ def _series(server: str, epoch: float, missed: bool) -> dict[tuple[int, str], An
     return out
 
 
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    work = tmp_path_factory.mktemp("ha-fill")
+#: Raw reads over this range are refused as too large (a proxy answering as Prometheus does
+#: over ``--query.max-samples``): the source reads each rank alone and halves its read in time
+#: until it fits, so each server's series arrives in four time chunks (as a window over
+#: 10,000 samples does).
+CHUNK_MS = 100_000
+#: The query API (Prometheus's remote read answers a window whole; the query API reads a
+#: window over 10,000 samples, or one refused, in time chunks).
+QUERY_API = ("--tsdb-read", "query")
+
+
+def _planted_pair(work: Path) -> Iterator[dict[str, Any]]:
     with servers.prometheus(work / "a") as a, servers.prometheus(work / "b") as b:
         epoch = float(int(time.time()) - AFTER_S - 30)  # recent: Prometheus's head block
         for job, missed in (("missed", True), ("on-time", False)):
@@ -63,8 +73,24 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Any:
         yield {"a": a.url, "b": b.url, "epoch": epoch, "work": work}
 
 
-def _analyze(urls: list[str], job: str, epoch: float, out: Path) -> dict[str, Any]:
-    return two_servers.analyze(urls, job, epoch - LEAD_IN_S - 5, epoch + AFTER_S + 5, out)
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    yield from _planted_pair(tmp_path_factory.mktemp("ha-fill"))
+
+
+@pytest.fixture(scope="module")
+def chunked_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    for pair in _planted_pair(tmp_path_factory.mktemp("ha-fill-chunked")):
+        a = FaultProxy(pair["a"], max_range_ms=CHUNK_MS)
+        b = FaultProxy(pair["b"], max_range_ms=CHUNK_MS)
+        with a, b:
+            yield {**pair, "a": a.url, "b": b.url, "proxies": (a, b)}
+
+
+def _analyze(urls: list[str], job: str, epoch: float, out: Path, *extra: str
+             ) -> dict[str, Any]:
+    return two_servers.analyze(urls, job, epoch - LEAD_IN_S - 5, epoch + AFTER_S + 5, out,
+                               *extra)
 
 
 def _sure(report: dict[str, Any]) -> list[int]:
@@ -91,3 +117,22 @@ def test_with_no_missed_scrape_the_pair_names_rank_0_at_high(pair: dict[str, Any
                       pair["work"] / "on-time.json")
     named = [(s["rank"], s["confidence"]) for s in report["cross_rank"]["first_cause_suspects"]]
     assert named == [(0, "high")] and _sure(report) == [0], report["cross_rank"]
+
+
+def test_a_pair_read_in_time_chunks_is_merged_per_server(chunked_pair: dict[str, Any]) -> None:
+    """The same pair with every series read in time chunks. Merged chunk by chunk, the chunk
+    with the most samples was the chosen replica and every other chunk of both servers was
+    interleaved around it, unrecorded: the zigzag of the phases again. Merged per server
+    first, the answers are those of the whole reads above, in either server order."""
+    a, b, epoch, work = (chunked_pair["a"], chunked_pair["b"], chunked_pair["epoch"],
+                         chunked_pair["work"])
+    ab = _analyze([a, b], "missed", epoch, work / "missed-ab.json", *QUERY_API)
+    ba = _analyze([b, a], "missed", epoch, work / "missed-ba.json", *QUERY_API)
+    assert ab["cross_rank"] == ba["cross_rank"]
+    assert _sure(ab) == [], ab["cross_rank"]
+    notes = [n for i in ab["cross_rank"]["incidents"] for n in i["notes"] if "replica" in n]
+    assert notes and "ranks [2]" in notes[0], ab["cross_rank"]["incidents"]
+    report = _analyze([b, a], "on-time", epoch, work / "on-time.json", *QUERY_API)
+    named = [(s["rank"], s["confidence"]) for s in report["cross_rank"]["first_cause_suspects"]]
+    assert named == [(0, "high")] and _sure(report) == [0], report["cross_rank"]
+    assert all(proxy.refused for proxy in chunked_pair["proxies"])  # reads split in time

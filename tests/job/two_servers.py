@@ -13,10 +13,11 @@ from tests.cli import run_stormotel_here
 SURE = ("high", "medium")
 
 
-def analyze(urls: list[str], job: str, start_s: float, end_s: float, out: Path
-            ) -> dict[str, Any]:
-    """The JSON report of ``--prometheus`` each of ``urls`` in that order over the window."""
-    args = [a for u in urls for a in ("--prometheus", u)]
+def analyze(urls: list[str], job: str, start_s: float, end_s: float, out: Path,
+            *extra: str) -> dict[str, Any]:
+    """The JSON report of ``--prometheus`` each of ``urls`` in that order over the window
+    (``extra``: more CLI arguments)."""
+    args = [a for u in urls for a in ("--prometheus", u)] + list(extra)
     r = run_stormotel_here("analyze", *args, "--job-id", job, "--start", f"{start_s:.3f}",
                            "--end", f"{end_s:.3f}", "--format", "json", "-o", str(out))
     assert out.exists(), (r.returncode, r.stderr[-2000:])

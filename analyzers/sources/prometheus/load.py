@@ -44,6 +44,7 @@ from stormotel.analyzers.sources.prometheus.plan import (
     TARGET_SAMPLES_PER_READ,
     Parts,
     QueryTask,
+    SampleParts,
     adaptive_rank_batch,
     choose_step,
     plan_queries,
@@ -472,7 +473,7 @@ class _RankFinisher:
         #: rank → sampling interval, asked for only when a rank has edges (it may still be
         #: in flight beside the reads).
         self.intervals = intervals
-        self.samples: Parts = {}
+        self.samples: SampleParts = {}
         self.marker_series: dict[tuple[str, int], list[tuple[np.ndarray, np.ndarray]]] = {}
         self.edges: Parts = {}
         self.gaps: Parts = {}

@@ -109,3 +109,6 @@ def plan_queries(discoveries: list[Discovery], window: QueryWindow, step: float,
     return tasks
 
 Parts = dict[tuple[int, str], list[tuple[np.ndarray, np.ndarray]]]
+#: A rank's field reads, each with the endpoint (URL) that answered it: one server's reads (its
+#: time chunks, its spellings) are one replica; another server's, another replica.
+SampleParts = dict[tuple[int, str], list[tuple[np.ndarray, np.ndarray, str]]]

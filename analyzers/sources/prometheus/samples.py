@@ -4,14 +4,14 @@ resolved to the larger value and noted)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import cast
 
 import numpy as np
 from stormotel.analyzers.sources.prometheus.discover import (
     int_label,
 )
-from stormotel.analyzers.sources.prometheus.plan import Parts, QueryTask
+from stormotel.analyzers.sources.prometheus.plan import QueryTask, SampleParts
 from stormotel.analyzers.sources.prometheus_api import (
     Series,
     parse_matrix_values,
@@ -89,7 +89,7 @@ def whole_bytes(v: np.ndarray) -> np.ndarray:
 
 
 def collect_samples(results: list[Series], task: QueryTask, builder: TimelineBuilder,
-                     out: Parts) -> set[int]:
+                     out: SampleParts) -> set[int]:
     got: set[int] = set()
     ranks = set(task.ranks)
     for s in results:
@@ -105,21 +105,23 @@ def collect_samples(results: list[Series], task: QueryTask, builder: TimelineBui
             continue
         t_ns, v = cleaned
         if t_ns.size:
-            out.setdefault((rank, task.fname), []).append((t_ns, v))
+            out.setdefault((rank, task.fname), []).append((t_ns, v, task.api.url))
             got.add(rank)
     return got
 
 
-def merge_parts(parts: list[tuple[np.ndarray, np.ndarray]]
+def merge_parts(parts: list[tuple[np.ndarray, np.ndarray]],
+                servers: Sequence[str] | None = None
                 ) -> tuple[np.ndarray, np.ndarray, int, int, np.ndarray]:
     """One series from several reads (endpoints, chunks, spellings): replicas scraping at other
     moments taken as one (:func:`replicas_as_one`), then sorted by time, exact duplicates
     dropped, and where values conflict at one timestamp the larger kept — a rule that gives the
-    same answer in any read order. Returns (t, v, duplicates, conflicts, filled): ``filled``,
-    the times of the samples another replica filled in (:func:`filled_runs` makes runs)."""
+    same answer in any read order. ``servers``: the endpoint of each part (None: each part its
+    own read). Returns (t, v, duplicates, conflicts, filled): ``filled``, the times of the
+    samples another replica filled in (:func:`filled_runs` makes runs)."""
     filled = _NONE
-    if len(parts) > 1:
-        parts, filled = replicas_as_one(parts)
+    if len(parts) > 1 and (servers is None or len(set(servers)) > 1):
+        parts, filled = replicas_as_one(parts, servers)
     t = np.concatenate([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
     v = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
     if t.size < 2 or bool((t[1:] > t[:-1]).all()):  # the usual read: already in order, unique
@@ -137,45 +139,68 @@ def merge_parts(parts: list[tuple[np.ndarray, np.ndarray]]
 _NONE = np.empty(0, np.int64)
 
 
-def replicas_as_one(parts: list[tuple[np.ndarray, np.ndarray]]
+def replicas_as_one(parts: list[tuple[np.ndarray, np.ndarray]],
+                    servers: Sequence[str] | None = None
                     ) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
     """Reads of one series by servers that scraped it at other moments (an HA pair) as one:
-    the read with the most samples, and another's samples only where that one has none within
+    the server with the most samples, and another's samples only where that one has none within
     half its interval (its holes, before its first sample, after its last) — how Thanos and
     Cortex deduplicate replicas. Interleaved, two replicas sampling a memory swing within a
     training step at fixed, different phases (2.58 GiB on one, 4.58 GiB on the other, for the
     same target) made a series that zigzags by 2 GiB, and a zigzag at a rank's start was named
-    a first cause at high (docs/benchmarks.md, session 17). Reads sharing most timestamps (the
-    same samples from two TSDBs, one server listed twice) and reads of other time ranges
-    (chunks) are left to :func:`merge_parts`' own rule. Chosen by content, never by read order.
+    a first cause at high (docs/benchmarks.md, session 17). ``servers`` names each part's
+    endpoint: one server's parts (the time chunks of a long or refused read) are joined into
+    its replica first — compared part by part, every chunk but the chosen one interleaved the
+    replicas, unrecorded. Without ``servers`` each part is its own read, and a read of other
+    times than the chosen one's is taken for a chunk. Reads sharing most timestamps (the same
+    samples from two TSDBs, one server listed twice) are left to :func:`merge_parts`' own rule.
+    Chosen by content, never by read or server order.
 
-    Also returns the times of the samples filled in from a replica whose read overlaps the
-    chosen one's time range (not a chunk of other times): such a sample is that replica's phase
-    of the swing, so a rise measured from one replica's sample to the other's may be the
-    phase difference alone (:mod:`stormotel.analyzers.algorithms.replica_mix`)."""
-    def key(i: int) -> tuple[int, int, float, bytes]:
-        t, v = parts[i]
-        return (-t.size, int(t.min()) if t.size else 0, float(np.nansum(v)), t.tobytes())
-    order = sorted(range(len(parts)), key=key)
-    primary = parts[order[0]]
-    t_kept = np.sort(primary[0])
+    Also returns the times of the samples filled in from another replica (another server, or
+    without ``servers`` a read overlapping the chosen one's time range): such a sample is that
+    replica's phase of the swing, so a rise measured from one replica's sample to the other's
+    may be the phase difference alone (:mod:`stormotel.analyzers.algorithms.replica_mix`)."""
+    names = list(servers) if servers is not None else [str(i) for i in range(len(parts))]
+    groups: dict[str, list[int]] = {}
+    for i, name in enumerate(names):
+        groups.setdefault(name, []).append(i)
+    reads = {name: _joined([parts[i] for i in idx]) for name, idx in groups.items()}
+
+    def key(name: str) -> tuple[int, int, float, bytes, bytes]:
+        t, v = reads[name]
+        return (-t.size, int(t[0]) if t.size else 0, float(np.nansum(v)), t.tobytes(),
+                v.tobytes())
+    order = sorted(groups, key=key)
+    t_kept = np.unique(reads[order[0]][0])
     if t_kept.size < 2:
         return parts, _NONE
     half = float(np.median(np.diff(t_kept))) / 2
-    out = [primary]
+    out = [parts[i] for i in groups[order[0]]]
     filled = []
-    for i in order[1:]:
-        t, v = parts[i]
-        if not t.size or float(np.isin(t, t_kept).mean()) >= 0.5:
-            out.append((t, v))  # the same samples read twice: merge_parts dedups them
+    for name in order[1:]:
+        t_all = reads[name][0]
+        if not t_all.size or float(np.isin(t_all, t_kept).mean()) >= 0.5:
+            out += [parts[i] for i in groups[name]]  # the same samples twice: merge_parts dedups
             continue
-        at = np.clip(np.searchsorted(t_kept, t), 1, t_kept.size - 1)
-        near = np.minimum(np.abs(t - t_kept[at - 1]), np.abs(t_kept[at] - t))
-        keep = near > half
-        out.append((t[keep], v[keep]))
-        if t.max() >= t_kept[0] and t.min() <= t_kept[-1]:  # another replica, not a chunk
-            filled.append(t[keep])
+        kept = []
+        for i in groups[name]:
+            t, v = parts[i]
+            at = np.clip(np.searchsorted(t_kept, t), 1, t_kept.size - 1)
+            near = np.minimum(np.abs(t - t_kept[at - 1]), np.abs(t_kept[at] - t))
+            keep = near > half
+            out.append((t[keep], v[keep]))
+            kept.append(t[keep])
+        if servers is not None or (t_all[-1] >= t_kept[0] and t_all[0] <= t_kept[-1]):
+            filled += kept  # another replica (without servers: not a chunk of other times)
     return out, np.unique(np.concatenate(filled)) if filled else _NONE
+
+
+def _joined(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """One server's reads as one, sorted by time then value (whatever order they came in)."""
+    t = np.concatenate([p[0] for p in parts])
+    v = np.concatenate([p[1] for p in parts])
+    order = np.lexsort((v, t))
+    return t[order], v[order]
 
 
 def filled_runs(t: np.ndarray, filled: np.ndarray) -> list[tuple[int, int]]:
@@ -189,7 +214,7 @@ def filled_runs(t: np.ndarray, filled: np.ndarray) -> list[tuple[int, int]]:
     return [(int(t[a]), int(t[b])) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
 
 
-def merge_samples(samples: Parts, builder: TimelineBuilder) -> int:
+def merge_samples(samples: SampleParts, builder: TimelineBuilder) -> int:
     """Each rank's fields into the builder as one chunk on the union of their timestamps (NaN
     where a field has no sample): what the builder's own merge of one chunk per field gives,
     without holding every field's chunk padded to all fields first (7x the memory). Returns
@@ -199,9 +224,10 @@ def merge_samples(samples: Parts, builder: TimelineBuilder) -> int:
     usual = _one_scrape_ranks(samples)
     for (rank, fname), parts in sorted(samples.items()):
         if rank in usual:
-            by_rank.setdefault(rank, {})[fname] = parts[0]
+            by_rank.setdefault(rank, {})[fname] = parts[0][:2]
             continue
-        t, v, dups, bad, filled = merge_parts(parts)
+        t, v, dups, bad, filled = merge_parts([(t, v) for t, v, _ in parts],
+                                              [server for _, _, server in parts])
         by_rank.setdefault(rank, {})[fname] = (t, v)
         if fname == REPLICA_FILL_FIELD and filled.size:
             runs = cast(list[tuple[int, int, int]],
@@ -221,7 +247,7 @@ def merge_samples(samples: Parts, builder: TimelineBuilder) -> int:
     return conflicts
 
 
-def _one_scrape_ranks(samples: Parts) -> set[int]:
+def _one_scrape_ranks(samples: SampleParts) -> set[int]:
     """The ranks whose every field came in one read, on the same strictly increasing
     timestamps (the usual: one scrape target, one endpoint): nothing to merge. Checked for
     all ranks at once over joined arrays; :func:`merge_parts` and :func:`_rank_chunk` give
