@@ -229,7 +229,10 @@ def _catches_up(timeline: Timeline, rank: int, rise: FirstRise, first_ns: int,
                 interval: int) -> bool:
     """``rise`` climbs from ``rank``'s first sample (within one interval) to no more than the
     level the other ranks already held when it rose (their median, half a threshold of slack):
-    the rank catching up with the others, not leading them."""
+    the rank catching up with the others, not leading them. One other rank holding data is
+    enough: the first rank to start, scraped mid warm-up, rises while only one other has been
+    scraped (a clean-clone production run, 2026-11-29: rank 1 named a single-rank incident at
+    high for its warm-up, the two later ranks not yet scraped)."""
     if rise.baseline_ns - first_ns > max(interval, 10**9):
         return False
     held = []
@@ -241,7 +244,7 @@ def _catches_up(timeline: Timeline, rank: int, rise: FirstRise, first_ns: int,
         before = before[np.isfinite(before)]
         if before.size:
             held.append(float(before[-1]))
-    if len(held) < 2:
+    if not held:
         return False
     return _climbed_to(timeline.ranks[rank], rise) <= \
         median_of(np.array(held)) + 0.5 * rise.threshold_bytes

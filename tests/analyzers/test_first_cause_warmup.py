@@ -167,6 +167,34 @@ def test_catching_up_is_judged_on_the_climb_not_on_the_rank_s_later_peak() -> No
     assert any("warm-up of ranks [3]" in n for n in cr.notes), cr.notes
 
 
+def test_the_first_rank_scraped_mid_warm_up_catches_up_with_the_only_rank_scraped() -> None:
+    """The production suite's warm-up-then-incident job, Prometheus path (a clean-clone `make
+    test`, 2026-11-29): rank 1 started first, its first scrape 6.2 s into the window at 3.63 GiB
+    (mid warm-up), the next at the 5.52 GiB rank 0 already held — ranks 2 and 3 not yet scraped.
+    Catching up was judged only against two or more ranks holding data, so rank 1's warm-up
+    became a single-rank incident at high. The scrape times and levels are that run's."""
+    gib = float(GIB)
+    firsts = {0: 18.6, 1: 6.2, 2: 30.1, 3: 38.4}
+    spike_at = {0: 4, 1: 5, 2: 4, 3: 3}  # the scrape that first shows the planted incident
+    data = []
+    for r, first in firsts.items():
+        secs = first + 15.0 * np.arange(7 if r == 1 else 6)
+        used = np.full(secs.shape, 5.52 * gib)
+        used[spike_at[r]:] = 6.52 * gib
+        if r == 1:
+            used[0] = 3.63 * gib
+        t = 1_795_984_536_900_000_000 + (secs * 1e9).astype(np.int64)
+        data.append(RankData(r, t, 0.75 * (used - 0.5 * gib), used - 0.5 * gib, used,
+                             np.full(t.shape, 16.0 * gib)))
+    timeline = to_timeline(data)
+    timeline.meta["prometheus"] = {"window_start_ns": 1_795_984_536_900_000_000}
+    cr = analyze(timeline).cross_rank
+    sure = [(i["kind"], i["leader"]) for i in cr.incidents
+            if i.get("confidence") in ("high", "medium")]
+    assert not [k for k in sure if k[1] == 1], cr.incidents
+    assert any("warm-up of ranks" in n and "1" in n for n in cr.notes), cr.notes
+
+
 LATE_START_OOM = Path(__file__).resolve().parent / "data" / "oom_after_late_start"
 
 
