@@ -230,7 +230,7 @@ def _catches_up(timeline: Timeline, rank: int, rise: FirstRise, first_ns: int,
     """``rise`` climbs from ``rank``'s first sample (within one interval) to no more than the
     level the other ranks already held when it rose (their median, half a threshold of slack):
     the rank catching up with the others, not leading them. One other rank holding data is
-    enough: the first rank to start, scraped mid warm-up, rises while only one other has been
+    enough: the first rank scraped, mid warm-up, rises while only one other has been
     scraped (a clean-clone production run, 2026-11-29: rank 1 named a single-rank incident at
     high for its warm-up, the two later ranks not yet scraped)."""
     if rise.baseline_ns - first_ns > max(interval, 10**9):

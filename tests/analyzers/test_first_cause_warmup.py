@@ -169,8 +169,9 @@ def test_catching_up_is_judged_on_the_climb_not_on_the_rank_s_later_peak() -> No
 
 def test_the_first_rank_scraped_mid_warm_up_catches_up_with_the_only_rank_scraped() -> None:
     """The production suite's warm-up-then-incident job, Prometheus path (a clean-clone `make
-    test`, 2026-11-29): rank 1 started first, its first scrape 6.2 s into the window at 3.63 GiB
-    (mid warm-up), the next at the 5.52 GiB rank 0 already held — ranks 2 and 3 not yet scraped.
+    test`, 2026-11-29): rank 1 was scraped first, 6.2 s into the window (0.07 s after its start)
+    at 3.63 GiB (mid warm-up), the next at the 5.52 GiB rank 0 already held — ranks 2 and 3 not
+    yet scraped.
     Catching up was judged only against two or more ranks holding data, so rank 1's warm-up
     became a single-rank incident at high. The scrape times and levels are that run's."""
     gib = float(GIB)
