@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 from stormotel.analyzers.analyze import analyze
+from stormotel.analyzers.report import CrossRank
 from stormotel.analyzers.sources import load_paths
 
 from tests.analyzers.synth import GIB, INTERVAL, RankData, to_timeline
@@ -138,6 +139,29 @@ def test_a_rank_that_climbs_above_what_the_others_hold_still_leads() -> None:
     assert _scraped(firsts, {3: 4.77}, PLATEAU / 1e9 + 2.0, window_start_s=0.0) == [3]
 
 
+def _production_run(firsts: dict[int, float], spike_at: dict[int, int],
+                    late: tuple[int, float], window_start_ns: int,
+                    scrapes: dict[int, int] | None = None) -> CrossRank:
+    """A production-suite job as Prometheus scraped it every 15 s: each rank's first scrape at
+    ``firsts`` (s into the window), 5.52 GiB held, 6.52 GiB from the scrape ``spike_at`` (the
+    planted incident); the ``late`` rank's first scrape caught mid warm-up at that many GiB.
+    Six scrapes a rank unless ``scrapes`` says more. Returns the cross-rank section."""
+    gib = float(GIB)
+    data = []
+    for r, first in firsts.items():
+        secs = first + 15.0 * np.arange((scrapes or {}).get(r, 6))
+        used = np.full(secs.shape, 5.52 * gib)
+        used[spike_at[r]:] = 6.52 * gib
+        if r == late[0]:
+            used[0] = late[1] * gib
+        t = window_start_ns + (secs * 1e9).astype(np.int64)
+        data.append(RankData(r, t, 0.75 * (used - 0.5 * gib), used - 0.5 * gib, used,
+                             np.full(t.shape, 16.0 * gib)))
+    timeline = to_timeline(data)
+    timeline.meta["prometheus"] = {"window_start_ns": window_start_ns}
+    return analyze(timeline).cross_rank
+
+
 def test_catching_up_is_judged_on_the_climb_not_on_the_rank_s_later_peak() -> None:
     """The production suite's lead-1s job, Prometheus path (a clean-clone `make test`,
     2026-11-27): the same catching up as above — rank 3's first scrape at 4.40 GiB, 11.3 s into
@@ -145,22 +169,9 @@ def test_catching_up_is_judged_on_the_climb_not_on_the_rank_s_later_peak() -> No
     every rank to 6.52 GiB, and the catching-up test compared the rank's overall peak (6.52)
     with what the others held (5.52). Rank 3's warm-up became a single-rank incident at high.
     The scrape times and levels are that run's."""
-    gib = float(GIB)
-    firsts = {0: 23.082, 1: 13.092, 2: 24.395, 3: 11.315}
-    spike_at = {0: 4, 1: 5, 2: 4, 3: 5}  # the scrape that first shows the planted spike
-    data = []
-    for r, first in firsts.items():
-        secs = first + 15.0 * np.arange(6)
-        used = np.full(secs.shape, 5.520 * gib)
-        used[spike_at[r]:] = 6.520 * gib
-        if r == 3:
-            used[0] = 4.399 * gib
-        t = 1_795_786_464_434_000_128 + (secs * 1e9).astype(np.int64)
-        data.append(RankData(r, t, 0.75 * (used - 0.5 * gib), used - 0.5 * gib, used,
-                             np.full(t.shape, 16.0 * gib)))
-    timeline = to_timeline(data)
-    timeline.meta["prometheus"] = {"window_start_ns": 1_795_786_464_434_000_128}
-    cr = analyze(timeline).cross_rank
+    cr = _production_run(firsts={0: 23.082, 1: 13.092, 2: 24.395, 3: 11.315},
+                         spike_at={0: 4, 1: 5, 2: 4, 3: 5}, late=(3, 4.399),
+                         window_start_ns=1_795_786_464_434_000_128)
     sure = [(i["kind"], i["leader"]) for i in cr.incidents
             if i.get("confidence") in ("high", "medium")]
     assert not [k for k in sure if k[1] == 3], cr.incidents
@@ -174,22 +185,9 @@ def test_the_first_rank_scraped_mid_warm_up_catches_up_with_the_only_rank_scrape
     yet scraped.
     Catching up was judged only against two or more ranks holding data, so rank 1's warm-up
     became a single-rank incident at high. The scrape times and levels are that run's."""
-    gib = float(GIB)
-    firsts = {0: 18.6, 1: 6.2, 2: 30.1, 3: 38.4}
-    spike_at = {0: 4, 1: 5, 2: 4, 3: 3}  # the scrape that first shows the planted incident
-    data = []
-    for r, first in firsts.items():
-        secs = first + 15.0 * np.arange(7 if r == 1 else 6)
-        used = np.full(secs.shape, 5.52 * gib)
-        used[spike_at[r]:] = 6.52 * gib
-        if r == 1:
-            used[0] = 3.63 * gib
-        t = 1_795_984_536_900_000_000 + (secs * 1e9).astype(np.int64)
-        data.append(RankData(r, t, 0.75 * (used - 0.5 * gib), used - 0.5 * gib, used,
-                             np.full(t.shape, 16.0 * gib)))
-    timeline = to_timeline(data)
-    timeline.meta["prometheus"] = {"window_start_ns": 1_795_984_536_900_000_000}
-    cr = analyze(timeline).cross_rank
+    cr = _production_run(firsts={0: 18.6, 1: 6.2, 2: 30.1, 3: 38.4},
+                         spike_at={0: 4, 1: 5, 2: 4, 3: 3}, late=(1, 3.63),
+                         window_start_ns=1_795_984_536_900_000_000, scrapes={1: 7})
     sure = [(i["kind"], i["leader"]) for i in cr.incidents
             if i.get("confidence") in ("high", "medium")]
     assert not [k for k in sure if k[1] == 1], cr.incidents
