@@ -68,6 +68,55 @@ def assert_culprit_case_split(folder: Path, *, set_name: str, before_rules: str,
         assert spec["label_basis"] == "source" and ranks
 
 
+def set_folders(set_dir: Path) -> list[Path]:
+    """The case folders of one fresh set, in id order."""
+    return sorted(p for p in set_dir.iterdir() if p.is_dir())
+
+
+def assert_held_whole_set_is_new_and_culprit_bearing(set_dir: Path,
+                                                     families: tuple[str, ...]) -> None:
+    """A set held out whole (fresh8, fresh9): no thread of the corpus or of an earlier fresh
+    set, no id twice, at least 24 cases from twelve projects, every family with at least three
+    cases, no dev half; at least 70 % of the set carries a culprit label (its reason to
+    exist)."""
+    specs = [_spec(f) for f in set_folders(set_dir)]
+    assert_new_material(specs, older_than(set_dir), min_cases=24, min_projects=12,
+                        min_dev=0, min_heldout=24)
+    assert not [s["id"] for s in specs if s["half"] != "heldout"]
+    for family in families:
+        assert sum(s["family"] == family for s in specs) >= 3, family
+    assert 10 * sum(s["expected"]["ranks"] is not None for s in specs) >= 7 * len(specs)
+
+
+@functools.cache
+def scored_set(set_dir: Path) -> tuple[Any, ...]:
+    """One set scored once per test process (every case through the CLI, in-process)."""
+    return tuple(EVAL.evaluate(EVAL.load_cases([set_dir])))
+
+
+def assert_never_healthy_and_outside(results: list[Any]) -> None:
+    """Every case is a failing or hung job: "healthy" (exit 0) is the worst answer; like every
+    fresh set, it feeds neither the corpus's halves nor the ceilings."""
+    assert [r.case.id for r in results if r.exit_code == 0] == []
+    assert_outside_the_halves_and_ceilings(results)
+
+
+def assert_reach_held_whole(name: str, untuned: int, tuned: int = 0) -> None:
+    """The reach tables read a set held out whole: no dev row, its untouched held-out cases in
+    ``<name>/heldout`` and those a later helper read in ``<name>/heldout (tuned on)``, neither
+    with an exit 0 nor a confident wrong answer."""
+    per_set = _reach()["per_set"]
+    assert f"{name}/dev" not in per_set  # no dev half: the reach tables have no row for it
+    rows = {"heldout": untuned, "heldout (tuned on)": tuned}
+    for row, n in rows.items():
+        if not n:
+            assert f"{name}/{row}" not in per_set
+            continue
+        counts = per_set[f"{name}/{row}"]["(all)"]
+        assert counts["n"] == n
+        assert counts["exit0"] == 0 and counts["confident_wrong"] == 0
+
+
 def assert_every_case_ran(results: list[Any], cases: int) -> None:
     """Every case scored as a fresh one, none a usage error or a crash."""
     assert len(results) == cases

@@ -18,14 +18,12 @@ family are the evaluation's (``eval_stalls.py --reach --per-case``; docs/stalls.
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.stalls import fresh_checks as fc
-from tests.stalls.test_case_corpus import EVAL, _spec
+from tests.stalls.test_case_corpus import EVAL
 
 FRESH8 = EVAL.FRESH8_DIR
 FAMILIES = ("slurm", "xla_heartbeat", "kubernetes", "device_oom", "other")
@@ -39,7 +37,7 @@ TUNED_BY_TB = frozenset({"diffusion-pipe-153-wan-i2v-rank0-oom-deepspeed-names-l
 
 
 def _fresh8() -> list[Path]:
-    return sorted(p for p in FRESH8.iterdir() if p.is_dir())
+    return fc.set_folders(FRESH8)
 
 
 @pytest.mark.parametrize("folder", _fresh8(), ids=lambda p: p.name)
@@ -50,29 +48,14 @@ def test_fresh8_case_is_well_formed_and_held_out_whole(folder: Path) -> None:
 
 
 def test_fresh8_is_new_material_and_most_of_it_names_a_culprit() -> None:
-    """No thread of the corpus or of an earlier fresh set, no id twice, at least twelve
-    projects, every family with at least three cases, no dev half; at least 70 % of the set
-    carries a culprit label (the set's reason to exist)."""
-    specs = [_spec(f) for f in _fresh8()]
-    fc.assert_new_material(specs, fc.older_than(FRESH8), min_cases=24, min_projects=12,
-                           min_dev=0, min_heldout=24)
-    assert not [s["id"] for s in specs if s["half"] != "heldout"]
-    for family in FAMILIES:
-        assert sum(s["family"] == family for s in specs) >= 3, family
-    assert 10 * sum(s["expected"]["ranks"] is not None for s in specs) >= 7 * len(specs)
-
-
-@functools.cache
-def _scored() -> tuple[Any, ...]:
-    """The set scored once for this module (every case through the CLI, in-process)."""
-    return tuple(EVAL.evaluate(EVAL.load_cases([FRESH8])))
+    fc.assert_held_whole_set_is_new_and_culprit_bearing(FRESH8, FAMILIES)
 
 
 def test_fresh8_runs_every_case_and_names_no_wrong_rank_confidently() -> None:
     """No crash, no usage error, every case scored as a fresh one, and no wrong rank at high or
     medium anywhere — the two measured before tb's rule (TUNED_BY_TB) included: each names its
     OOM rank at low now, the rank with the cut traceback a suspect."""
-    scored = list(_scored())
+    scored = list(fc.scored_set(FRESH8))
     fc.assert_every_case_ran(scored, len(_fresh8()))
     assert {r.case.id: r.confident_wrong for r in scored if r.confident_wrong} == {}
     tuned = {r.case.id: (r.answer_kind, r.answer_confidence) for r in scored
@@ -81,21 +64,11 @@ def test_fresh8_runs_every_case_and_names_no_wrong_rank_confidently() -> None:
 
 
 def test_fresh8_is_never_healthy_and_stays_out_of_the_halves_and_the_ceilings() -> None:
-    """Every case is a failing or hung job: "healthy" (exit 0) is the worst answer. Three read
-    "healthy" before g8's fix (a rank-less OOM line or torchelastic's launch table was the only
-    event, no rank was judged, and the run still exited 0). Like every fresh set, it feeds
-    neither the corpus's halves nor the ceilings."""
-    assert [r.case.id for r in _scored() if r.exit_code == 0] == []
-    fc.assert_outside_the_halves_and_ceilings(list(_scored()))
+    """Three read "healthy" before g8's fix (a rank-less OOM line or torchelastic's launch table
+    was the only event, no rank was judged, and the run still exited 0)."""
+    fc.assert_never_healthy_and_outside(list(fc.scored_set(FRESH8)))
 
 
 def test_fresh8_is_read_by_reach_held_out_whole() -> None:
-    specs = [_spec(f) for f in _fresh8()]
-    with pytest.raises(KeyError):  # no dev half: the reach tables have no row for it
-        fc.reach_row("fresh8/dev")
-    held = fc.reach_row("fresh8/heldout")
-    assert held["(all)"]["n"] == len(specs) - len(TUNED_BY_TB)
-    assert held["(all)"]["exit0"] == 0 and held["(all)"]["confident_wrong"] == 0
-    tuned = fc.reach_row("fresh8/heldout (tuned on)")
-    assert tuned["(all)"]["n"] == len(TUNED_BY_TB)
-    assert tuned["(all)"]["exit0"] == 0 and tuned["(all)"]["confident_wrong"] == 0
+    fc.assert_reach_held_whole("fresh8", untuned=len(_fresh8()) - len(TUNED_BY_TB),
+                               tuned=len(TUNED_BY_TB))
