@@ -35,16 +35,6 @@ from stormotel.analyzers.stalls.log_finding import LineRead, LineScanner, log_fi
 KIND = "ray_train_failed"
 PATTERN = "ray.train.worker_failed"
 
-REMEDIATION = [
-    "That worker's process died (RayActorError): read its own log (Ray's worker log "
-    "/tmp/ray/session_latest/logs/worker-*.err on its node, or the driver's "
-    "'(RayTrainWorker pid=…)' lines — the 'Started distributed worker processes' list maps "
-    "pid to world_rank) and the node's dmesg / `ray memory` for an OOM kill.",
-    "If Ray's memory monitor killed it ('Task was killed due to the node running low on "
-    "memory'), lower the per-worker memory or raise RAY_memory_usage_threshold; a lost node "
-    "shows in `ray status` / the GCS log.",
-]
-
 
 class Scanner(LineScanner):
     """One event per "Worker N has failed." line."""
@@ -54,6 +44,17 @@ class Scanner(LineScanner):
     def read(self, pid: str, m: re.Match[str], rank: int | None) -> LineRead:
         worker = gr.parse_rank(m.group("rank"))
         return None if worker is None else (None, {"world_rank": worker})
+
+
+REMEDIATION = [
+    "That worker's process died (RayActorError): read its own log (Ray's worker log "
+    "/tmp/ray/session_latest/logs/worker-*.err on its node, or the driver's "
+    "'(RayTrainWorker pid=…)' lines — the 'Started distributed worker processes' list maps "
+    "pid to world_rank) and the node's dmesg / `ray memory` for an OOM kill.",
+    "If Ray's memory monitor killed it ('Task was killed due to the node running low on "
+    "memory'), lower the per-worker memory or raise RAY_memory_usage_threshold; a lost node "
+    "shows in `ray status` / the GCS log.",
+]
 
 
 def findings(events: list[Any], known: int | None) -> list[StallFinding]:
