@@ -1441,6 +1441,20 @@ CATALOGUE: tuple[Pattern, ...] = (
        "together (a node) are first only together: a culprit at low; several different N "
        "(across restarts): suspects (read by log_ray_train)",
        r"(?<![\w-])Worker (?P<rank>\d{1,7}) has failed\.", ("has failed.",), "ray_train"),
+    _p("mpich.hydra.bad_termination", "MPICH Hydra mpiexec (the server's proxy callback)",
+       '"=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES" / "=   PID %d RUNNING AT %s" / '
+       '"=   EXIT CODE: %d" / "=   CLEANING UP REMAINING PROCESSES" (between "=" rules)',
+       "MPICH 3.3 – 5.0 (read at v3.3, v4.0, v4.2.0, v4.3.0, v5.0.0: the same text; "
+       "src/pm/hydra/pm/pmiserv/pmiserv_cb.c up to 4.1, src/pm/hydra/mpiexec/pmiserv_cb.c after)",
+       "src/pm/hydra/mpiexec/pmiserv_cb.c (control_cb, CMD_EXIT_STATUS: the first process of a "
+       "node's proxy that did not exit normally, !WIFEXITED)",
+       "reporter: mpiexec, when one node's proxy has sent the exit statuses of ALL its "
+       "processes; the block names a PID and a host, never a rank (EXIT CODE is the raw wait "
+       "status: the signal, + 128 with a core dump): a process of that node died of a signal, "
+       "the first in the proxy's local order — then Hydra kills every other process, so later "
+       "blocks are victims of that cleanup. Nobody named as a rank (read by log_rankless)",
+       r"BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES", ("bad termination",),
+       "rankless"),
 )
 
 BY_ID: dict[str, Pattern] = {p.id: p for p in CATALOGUE}

@@ -38,6 +38,11 @@ message is read off its emitter's source, and what it proves is said per pattern
   health status other than OK. Proves: those hosts (tasks of the TF cluster) failed or were
   being stopped — a host, not a rank.
 
+- ``mpich.hydra.bad_termination`` — ``control_cb`` in MPICH's
+  ``src/pm/hydra/mpiexec/pmiserv_cb.c`` (read at v3.3 – v5.0.0): "BAD TERMINATION OF ONE OF YOUR
+  APPLICATION PROCESSES / PID %d RUNNING AT %s / EXIT CODE: %d". Proves: a process on that host
+  died of a signal; a pid, never a rank.
+
 The rule speaks only when nothing else in the logs is evidence (every other event is one of
 :data:`QUIET`): then the answer is ``undecided`` at ``low`` with what to collect next, and the
 reporter is never a suspect. Any other rule that reads the same logs decides instead.
@@ -91,6 +96,9 @@ K8S_POD = "k8s.pod_status"
 #: TensorFlow TPU's shutdown hook: TPU hosts whose heartbeat was not OK (grammar
 #: ``tf.tpu.lame_workers``): a host of the TF cluster, not a rank
 TPU_LAME = "tf.tpu.lame_workers"
+#: MPICH Hydra's "BAD TERMINATION" block: a pid and a host, never a rank
+#: (grammar ``mpich.hydra.bad_termination``)
+HYDRA_BAD = "mpich.hydra.bad_termination"
 
 #: (pattern id, lower-case triggers, regex), in the order tried; the first match of a line wins
 PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
@@ -123,6 +131,7 @@ PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
     (SLURM_OOM_KILL, gr.BY_ID[SLURM_OOM_KILL].triggers, gr.BY_ID[SLURM_OOM_KILL].regex),
     (XLA_RENDEZVOUS, gr.BY_ID[XLA_RENDEZVOUS].triggers, gr.BY_ID[XLA_RENDEZVOUS].regex),
     (TPU_LAME, gr.BY_ID[TPU_LAME].triggers, gr.BY_ID[TPU_LAME].regex),
+    (HYDRA_BAD, gr.BY_ID[HYDRA_BAD].triggers, gr.BY_ID[HYDRA_BAD].regex),
     (SGLANG_WATCHDOG, ("watchdog_timeout=",),
      re.compile(r"Watchdog timeout \(self\.watchdog_timeout=(?P<secs>\d{1,9}(?:\.\d{1,6})?)\)")),
     (DS_LAUNCHER, ("sigkill_handler",),
@@ -298,6 +307,16 @@ _SAYS: dict[str, tuple[str, str, str]] = {
         "/tmp/tpu_logs or the VM's serial console) and the TPU's state history (gcloud "
         "compute tpus describe / the operations list: PREEMPTED, maintenance events); the "
         "job restarts from the checkpoint the hook saved."),
+    HYDRA_BAD: (
+        "signal",
+        "MPICH's mpiexec (Hydra) reports a process of the job killed by a signal: the block "
+        "names its PID and host, not its rank — the first such process of one node, reported "
+        "once all of that node's processes had ended; Hydra then killed every other process, so "
+        "further blocks are the cleanup's victims",
+        "Rerun with mpiexec -l (-prepend-rank: every line carries its rank) or map the PID to "
+        "its rank from the process's own output; the EXIT CODE is the raw wait status (9 = "
+        "SIGKILL, usually the host's OOM killer — dmesg on that host names the pid; 11 = "
+        "SIGSEGV; 128 + n with a core dump)."),
 }
 
 

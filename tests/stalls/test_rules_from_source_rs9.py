@@ -3,7 +3,8 @@
 Every line below is SYNTHETIC: built from the emitter's format string at the tags its module's
 docstring names — ``torch/multiprocessing/spawn.py`` (``ProcessContext.join``, v1.13.0 – 2.13.0),
 TensorFlow's ``tpu/session_support.py`` (``GracefulShutdownHook``, v2.4.0 and v2.15.0), Ray
-Train's ``_internal/utils.py`` (``check_for_failure``, ray-2.9.0 and ray-2.40.0) — not copied
+Train's ``_internal/utils.py`` (``check_for_failure``, ray-2.9.0 and ray-2.40.0), MPICH Hydra's
+``pmiserv_cb.c`` (v3.3 – v5.0.0) — not copied
 from any collected case; paths, pids, devices and sizes are invented.
 
 - spawn's parent (log_mp_spawn): a child's own death signal or own exception names the spawn
@@ -11,7 +12,8 @@ from any collected case; paths, pids, devices and sizes are invented.
   code, a consequence or a cut traceback name a suspect; a second node or several indexes name
   nobody;
 - TPU lame workers (log_rankless): a failure shown, TPU hosts named, no rank;
-- Ray Train's "Worker N has failed." (log_ray_train): that world rank at low; several: suspects.
+- Ray Train's "Worker N has failed." (log_ray_train): that world rank at low; several: suspects;
+- MPICH Hydra's "BAD TERMINATION" block (log_rankless): a pid and a host, no rank.
 """
 
 from __future__ import annotations
@@ -169,3 +171,16 @@ def test_ray_train_different_workers_across_restarts_are_suspects(tmp_path: Path
     assert code == 1
     assert _by(roots, RAY) == [("undecided", [], "low")]
     assert _suspects(roots) == [2, 6]
+
+
+# --- MPICH Hydra's BAD TERMINATION block (synthetic, pmiserv_cb.c's HYDU_dump_noprefix calls) ----
+def test_mpich_bad_termination_names_a_pid_not_a_rank(tmp_path: Path) -> None:
+    rule = "=" * 83
+    code, roots = _run(tmp_path, (
+        f"\n{rule}\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n"
+        "=   PID 30417 RUNNING AT node-b07\n=   EXIT CODE: 9\n"
+        "=   CLEANING UP REMAINING PROCESSES\n=   YOU CAN IGNORE THE BELOW CLEANUP MESSAGES\n"
+        f"{rule}\n"))
+    assert code == 1
+    assert _by(roots, "mpich.hydra.bad_termination") == [("undecided", [], "low")]
+    assert not _suspects(roots)
