@@ -20,9 +20,9 @@ What ``join`` proves. It waits on every live child's sentinel (``multiprocessing
 order), pops the ready ones in that order and stops at the first with a non-zero exit code. So
 the named child is the first failure the parent SAW; of children already dead at one wake-up it
 is the LOWEST index, not necessarily the first to die (first only together). Only then does
-``join`` stop the rest (SIGTERM, from 2.1 after a 30 s grace SIGKILL, logged by pid as
-"Terminating process %s via signal SIGTERM"): the others' deaths are consequences and are never
-reported. ``_wrap`` turns an ``Exception`` raised by ``fn`` into the error file (a queue up to
+``join`` stop the rest (SIGTERM; at 2.4 and after a SIGKILL after a 30 s grace, both logged by
+pid — "Terminating process %s via signal SIGTERM"): the others' deaths are consequences and are
+never reported. ``_wrap`` turns an ``Exception`` raised by ``fn`` into the error file (a queue up to
 2.1) and exit 1, so:
 
 - *raised*: the child's own traceback follows; its last exception line decides — an own error

@@ -128,7 +128,7 @@ def test_spawn_two_parents_naming_different_processes_name_nobody(tmp_path: Path
 
 
 def test_spawn_children_stopped_by_the_parent_are_not_named(tmp_path: Path) -> None:
-    # 2.1+: join() stops the survivors AFTER finding the failed child; their pids are victims
+    # 2.4+: join() logs the survivors it stops AFTER finding the failed child (victims, by pid)
     code, roots = _run(tmp_path, (
         "W1129 10:00:01.000000 4711 torch/multiprocessing/spawn.py:169] Terminating process "
         "4712 via signal SIGTERM\n"
