@@ -1373,6 +1373,88 @@ CATALOGUE: tuple[Pattern, ...] = (
        "node's offset — otherwise nobody named (read by log_device_oom)",
        r"(?:CUDA|GPU) out of memory\. Tried to allocate [^\n]{1,40}?(?:\. GPU (?P<dev>\d{1,3}) has "
        r"a total capacity| \(GPU (?P<dev2>\d{1,3}); )", ("out of memory",), "device_oom"),
+    # --------------------------------------------- rules from source (helper rs9)
+    _p("torch.mp_spawn.process_exited", "torch.multiprocessing.spawn (the parent's join())",
+       '"process %d terminated with signal %s" / "process %d terminated with exit code %d" '
+       "(ProcessExitedException; an f-string from 2.8, \"<Unknown signal N>\" from 2.4)",
+       "1.13 – 2.13 (read at v1.13.0, v2.1.0, v2.4.0, v2.8.0 and 2.13.0: the same words)",
+       "torch/multiprocessing/spawn.py (ProcessContext.join: the child's exitcode when it left "
+       "no error file / queue entry)",
+       "reporter: the spawning parent; N is the SPAWN INDEX (fn(i, *args)), a rank only where "
+       "the user's fn makes it one (one node: usually rank = i; several: node_rank × nprocs + "
+       "i). The first child join() found dead with a non-zero exit, before it stopped the "
+       "others (SIGTERM, then SIGKILL): of children dead at one wake-up the LOWEST index. Its "
+       "own death signal (SIGKILL, SIGSEGV, SIGBUS, SIGILL, SIGFPE): a culprit at low; SIGABRT, "
+       "SIGTERM/SIGINT/SIGHUP or an exit code (a sys.exit, not an exception): a suspect (read "
+       "by log_mp_spawn)",
+       r"(?<![\w-])process (?P<idx>\d{1,7}) terminated with (?:signal (?P<sig>SIG[A-Z0-9]{2,8}|"
+       r"<Unknown signal \d{1,3}>)|exit code (?P<code>-?\d{1,4}))",
+       ("terminated with signal", "terminated with exit code"), "mp_spawn"),
+    _p("torch.mp_spawn.process_raised", "torch.multiprocessing.spawn (the parent's join())",
+       '"\\n\\n-- Process %d terminated with the following error:\\n" + the child\'s '
+       "traceback.format_exc() (ProcessRaisedException)",
+       "1.13 – 2.13 (read at v1.13.0, v2.1.0, v2.4.0, v2.8.0 and 2.13.0; the traceback travels "
+       "by an error queue at 1.13 and 2.1, by a pickled error file at 2.4 and after)",
+       "torch/multiprocessing/spawn.py (_wrap: an Exception raised by fn is formatted, passed "
+       "to the parent and the child exits 1; ProcessContext.join re-raises it)",
+       "reporter: the spawning parent; N is the spawn index (as above). The child's own "
+       "traceback follows: its last exception line says whether it failed of its own (an OOM, "
+       "a CUDA error, a bug: a culprit at low) or of a consequence (a timeout, a closed "
+       "connection, an aborted communicator: a suspect) — read by log_mp_spawn",
+       r"-- Process (?P<idx>\d{1,7}) terminated with the following error:",
+       ("terminated with the following error",), "mp_spawn"),
+    _p("torch.mp_spawn.index_as_rank", "torch.multiprocessing.spawn (a reading, not a message)",
+       "the spawn index N of the two messages above, read as the global rank when nothing in "
+       "the logs shows a second node", "1.13 – 2.13",
+       "torch/multiprocessing/spawn.py (start_processes: fn(i, *args) for i in range(nprocs); "
+       "the rank is whatever fn computes from i)",
+       "the child join() reported, PRESUMED to be rank N because nothing shows a second node "
+       "(no world above 8, no rank above 7, no node rank / node count above 0 / 1): right on "
+       "one node where fn uses rank = i, wrong on every other node; never more than low",
+       r"(?<![\w-])[Pp]rocess (?P<idx>\d{1,7}) terminated with ",
+       ("terminated with",), K_READING),
+    _p("tf.tpu.lame_workers", "TensorFlow TPU (GracefulShutdownHook, TPUEstimator)",
+       '"ShutdownHook: lame workers found: %s" with the manager\'s repr '
+       '"HeartbeatManager(%s)" (the lame workers\' devices joined by ",")',
+       "TF 2.4 – 2.15 (tensorflow/python/tpu/session_support.py, read at v2.4.0 and v2.15.0: the "
+       "same text; the ping's deadline 5 s → 60 s)",
+       "tensorflow/python/tpu/session_support.py (GracefulShutdownHook.after_run → "
+       "WorkerHeartbeatManager.lame_workers)",
+       "reporter: the TPUEstimator client (one process driving every TPU host); the named "
+       "devices are /job:<job>/replica:0/task:<i>/device:CPU:0 of the TPU HOSTS whose "
+       "heartbeat answered with a health status other than OK (a shutdown signal, an internal "
+       "error, shutting down) — a host that failed or is being stopped, not a rank: the task "
+       "index is a host of the TF cluster. Nobody named as a rank (read by log_rankless)",
+       r"ShutdownHook: lame workers found: (?:HeartbeatManager\((?P<devices>[^)\n]{0,4000})\))?",
+       ("lame workers found",), "rankless"),
+    _p("ray.train.worker_failed", "Ray Train (BackendExecutor's failure check)",
+       '"Worker {failed_actor_rank} has failed." (logger.info)',
+       "Ray 2.9 – 2.40 (ray/train/_internal/utils.py check_for_failure, read at ray-2.9.0 and "
+       "ray-2.40.0: the same text)",
+       "ray/train/_internal/utils.py (check_for_failure: the index of the object ref that "
+       "raised RayActorError; ray/train/_internal/backend_executor.py gives worker i "
+       "world_rank=i)",
+       "reporter: the Ray Train driver; N is the WORLD RANK of a training worker whose actor "
+       "DIED (RayActorError: its process crashed, was killed — an OOM kill, the memory monitor "
+       "— or its node was lost); a worker whose training function raised is reported another "
+       "way (its exception re-raised). The first dead actor ray.wait returned — workers lost "
+       "together (a node) are first only together: a culprit at low; several different N "
+       "(across restarts): suspects (read by log_ray_train)",
+       r"(?<![\w-])Worker (?P<rank>\d{1,7}) has failed\.", ("has failed.",), "ray_train"),
+    _p("mpich.hydra.bad_termination", "MPICH Hydra mpiexec (the server's proxy callback)",
+       '"=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES" / "=   PID %d RUNNING AT %s" / '
+       '"=   EXIT CODE: %d" / "=   CLEANING UP REMAINING PROCESSES" (between "=" rules)',
+       "MPICH 3.3 – 5.0 (read at v3.3, v4.0, v4.2.0, v4.3.0, v5.0.0: the same text; "
+       "src/pm/hydra/pm/pmiserv/pmiserv_cb.c up to 4.1, src/pm/hydra/mpiexec/pmiserv_cb.c after)",
+       "src/pm/hydra/mpiexec/pmiserv_cb.c (control_cb, CMD_EXIT_STATUS: the first process of a "
+       "node's proxy that did not exit normally, !WIFEXITED)",
+       "reporter: mpiexec, when one node's proxy has sent the exit statuses of ALL its "
+       "processes; the block names a PID and a host, never a rank (EXIT CODE is the raw wait "
+       "status: the signal, + 128 with a core dump): a process of that node died of a signal, "
+       "the first in the proxy's local order — then Hydra kills every other process, so later "
+       "blocks are victims of that cleanup. Nobody named as a rank (read by log_rankless)",
+       r"BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES", ("bad termination",),
+       "rankless"),
 )
 
 BY_ID: dict[str, Pattern] = {p.id: p for p in CATALOGUE}

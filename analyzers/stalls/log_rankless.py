@@ -32,6 +32,17 @@ message is read off its emitter's source, and what it proves is said per pattern
   in some process. With a rank the failure is that rank's own (``nccl.error``, read by
   :mod:`.log_failures`); without one nobody can be named.
 
+- ``tf.tpu.lame_workers`` — ``GracefulShutdownHook.after_run`` in
+  ``tensorflow/python/tpu/session_support.py`` (read at v2.4.0 and v2.15.0): "ShutdownHook: lame
+  workers found: HeartbeatManager(<devices>)", the TPU hosts whose heartbeat answered with a
+  health status other than OK. Proves: those hosts (tasks of the TF cluster) failed or were
+  being stopped — a host, not a rank.
+
+- ``mpich.hydra.bad_termination`` — ``control_cb`` in MPICH's
+  ``src/pm/hydra/mpiexec/pmiserv_cb.c`` (read at v3.3 – v5.0.0): "BAD TERMINATION OF ONE OF YOUR
+  APPLICATION PROCESSES / PID %d RUNNING AT %s / EXIT CODE: %d". Proves: a process on that host
+  died of a signal; a pid, never a rank.
+
 The rule speaks only when nothing else in the logs is evidence (every other event is one of
 :data:`QUIET`): then the answer is ``undecided`` at ``low`` with what to collect next, and the
 reporter is never a suspect. Any other rule that reads the same logs decides instead.
@@ -82,6 +93,12 @@ XLA_RENDEZVOUS = "xla.rendezvous.stuck"
 SRUN_TASK_NODE = "slurm.srun.task_exit"
 #: a pod table whose pods map to no rank (emitted by log_pod_table)
 K8S_POD = "k8s.pod_status"
+#: TensorFlow TPU's shutdown hook: TPU hosts whose heartbeat was not OK (grammar
+#: ``tf.tpu.lame_workers``): a host of the TF cluster, not a rank
+TPU_LAME = "tf.tpu.lame_workers"
+#: MPICH Hydra's "BAD TERMINATION" block: a pid and a host, never a rank
+#: (grammar ``mpich.hydra.bad_termination``)
+HYDRA_BAD = "mpich.hydra.bad_termination"
 
 #: (pattern id, lower-case triggers, regex), in the order tried; the first match of a line wins
 PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
@@ -113,6 +130,8 @@ PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
      gr.BY_ID[SRUN_LAUNCH_TIMEOUT].regex),
     (SLURM_OOM_KILL, gr.BY_ID[SLURM_OOM_KILL].triggers, gr.BY_ID[SLURM_OOM_KILL].regex),
     (XLA_RENDEZVOUS, gr.BY_ID[XLA_RENDEZVOUS].triggers, gr.BY_ID[XLA_RENDEZVOUS].regex),
+    (TPU_LAME, gr.BY_ID[TPU_LAME].triggers, gr.BY_ID[TPU_LAME].regex),
+    (HYDRA_BAD, gr.BY_ID[HYDRA_BAD].triggers, gr.BY_ID[HYDRA_BAD].regex),
     (SGLANG_WATCHDOG, ("watchdog_timeout=",),
      re.compile(r"Watchdog timeout \(self\.watchdog_timeout=(?P<secs>\d{1,9}(?:\.\d{1,6})?)\)")),
     (DS_LAUNCHER, ("sigkill_handler",),
@@ -277,6 +296,27 @@ _SAYS: dict[str, tuple[str, str, str]] = {
         "Collect the failed pods' own logs (kubectl logs POD --previous) and kubectl describe "
         "pod (the container's Last State: OOMKilled / exit code); the operator's rank of each "
         "pod is its RANK / JOB_COMPLETION_INDEX environment (kubectl get pod POD -o yaml)."),
+    TPU_LAME: (
+        "peer_lost",
+        "TensorFlow's TPU shutdown hook pinged every TPU host's worker and found {procs} "
+        "answering with a health status other than OK (a shutdown signal received — a "
+        "preemption or maintenance —, an internal error, or shutting down): those TPU hosts "
+        "failed or were being stopped. A task of the TF cluster is a HOST driven by the one "
+        "TPUEstimator client, not a rank, so no rank is named",
+        "Collect the named hosts' own logs (the TPU worker's log on each: "
+        "/tmp/tpu_logs or the VM's serial console) and the TPU's state history (gcloud "
+        "compute tpus describe / the operations list: PREEMPTED, maintenance events); the "
+        "job restarts from the checkpoint the hook saved."),
+    HYDRA_BAD: (
+        "signal",
+        "MPICH's mpiexec (Hydra) reports a process of the job killed by a signal: the block "
+        "names its PID and host, not its rank — the first such process of one node, reported "
+        "once all of that node's processes had ended; Hydra then killed every other process, so "
+        "further blocks are the cleanup's victims",
+        "Rerun with mpiexec -l (-prepend-rank: every line carries its rank) or map the PID to "
+        "its rank from the process's own output; the EXIT CODE is the raw wait status (9 = "
+        "SIGKILL, usually the host's OOM killer — dmesg on that host names the pid; 11 = "
+        "SIGSEGV; 128 + n with a core dump)."),
 }
 
 
@@ -312,6 +352,11 @@ class Scanner:
                 detail |= {"joined": int(m.group("n")), "expected": int(m.group("of"))}
             elif pid == ELASTIC_WEDGED and (wp := m.group("pid") or m.group("pid2")):
                 detail["process"] = f"pid {int(wp)}"
+            elif pid == TPU_LAME:
+                tasks = _TPU_TASK.findall(m.group("devices") or "")
+                detail["process"] = ("TPU host task(s) " + ", ".join(
+                    f"/job:{j}/task:{t}" for j, t in dict.fromkeys(tasks))[:400]
+                    if tasks else "unnamed TPU host(s)")
             elif pid == SLURM_OOM_KILL:
                 detail["step"] = m.group("step").rstrip(".")
             elif pid == SRUN_LAUNCH_TIMEOUT:
@@ -328,6 +373,8 @@ class Scanner:
         return self.found
 
 
+#: a device of a TF cluster: its job and task (a TPU host), in the lame-workers list
+_TPU_TASK = re.compile(r"/job:([\w.-]{1,64})/replica:\d{1,7}/task:(\d{1,7})")
 _RANK_TAG = re.compile(r"\[(?:PG [^\]]{0,80} )?Rank (\d{1,7})\]|\[rank(\d{1,7})\]:")
 
 

@@ -31,6 +31,7 @@ from stormotel.analyzers.stalls import (
     log_horovod,
     log_main_first,
     log_monitored,
+    log_mp_spawn,
     log_mpi_signal,
     log_mpirun,
     log_msrun,
@@ -41,6 +42,7 @@ from stormotel.analyzers.stalls import (
     log_ras,
     log_ras_health,
     log_ras_verdicts,
+    log_ray_train,
     log_serving,
     log_srun,
     log_srun_exit,
@@ -231,4 +233,8 @@ KINDS: tuple[LogKind, ...] = (
     LogKind("device_oom", log_device_oom.Scanner, log_device_oom.findings, fallback=True),
     # a rank's traceback cut before its exception line: read by the rank-failure rule
     LogKind("cut_traceback", log_cut_traceback.Scanner),
+    # torch.multiprocessing.spawn's parent: the first child it found failed (a spawn index)
+    LogKind("mp_spawn", log_mp_spawn.Scanner, log_mp_spawn.findings),
+    # Ray Train's driver: the world rank of a worker whose actor died
+    LogKind("ray_train_failed", log_ray_train.Scanner, log_ray_train.findings),
 )
