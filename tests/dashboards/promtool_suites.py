@@ -53,6 +53,7 @@ thresholds is then 8 rules, not 37: 2 s of promtool instead of 10.
 from __future__ import annotations
 
 import os
+import pickle
 import re
 from pathlib import Path
 from typing import Any
@@ -70,8 +71,31 @@ LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
+#: Each distinct text parsed once, kept pickled: the same 100 kB suite and rules file are read
+#: over a hundred times in tests/dashboards, and PyYAML builds its objects in Python even with
+#: libyaml's parser (~60 ms each). A pickle round trip gives every caller a fresh tree of its
+#: own (callers edit what they load), with YAML aliases still one shared object.
+_PARSED: dict[str, bytes] = {}
+
+
 def load(path: Path) -> Any:
-    return yaml.load(path.read_text(), Loader=LOADER)
+    text = path.read_text()
+    blob = _PARSED.get(text)
+    if blob is None:
+        blob = _PARSED[text] = pickle.dumps(yaml.load(text, Loader=LOADER))
+    return pickle.loads(blob)
+
+
+def _group_texts(path: Path) -> set[str]:
+    """Every test group of the suite at ``path``, dumped (for comparing a variant's groups)."""
+    text = path.read_text()
+    got = _GROUP_TEXTS.get(text)
+    if got is None:
+        got = _GROUP_TEXTS[text] = frozenset(dump(g) for g in load(path)["tests"])
+    return set(got)
+
+
+_GROUP_TEXTS: dict[str, frozenset[str]] = {}
 
 
 def dump(data: Any, sort_keys: bool = True) -> str:
@@ -212,7 +236,7 @@ def _plan(variant_tests: Path, variant_rules: Path, shipped_tests: Path,
         len(v_alerts[n]) == len(s_alerts[n]) and all(
             _only_raised(v, s) for v, s in zip(v_alerts[n], s_alerts[n], strict=True))
         for n in v_alerts)
-    shipped = {dump(g) for g in s_suite["tests"]}
+    shipped = _group_texts(shipped_tests)
     run: list[tuple[int, _Unknown]] = []
     for i, group in enumerate(v_suite["tests"]):
         same_group = settings_same and dump(group) in shipped
