@@ -53,6 +53,18 @@ PRELOAD = ("stormotel.cli", "stormotel.track_cli", "stormotel.tracker", "stormot
            "opentelemetry.exporter.otlp.json.file.trace_exporter", "importlib.metadata",
            "xxhash", "zstandard")
 
+#: What ``stormotel serve`` imports to start and to run its first analysis of a Prometheus
+#: job (``python -m tests.tracker_forks serve``); the rest loads in the child on first use.
+SERVE_PRELOAD = ("stormotel.cli", "stormotel.analyzers.serve.cli",
+                 "stormotel.analyzers.serve.auth", "stormotel.analyzers.serve.http",
+                 "stormotel.analyzers.serve.metrics", "stormotel.analyzers.serve.queue",
+                 "stormotel.analyzers.serve.store", "stormotel.analyzers.serve.worker",
+                 "stormotel.analyzers.scheduled.job", "stormotel.analyzers.scheduled.run",
+                 "stormotel.analyzers.run", "stormotel.analyzers.sources.prometheus",
+                 "stormotel.analyzers.sources.remote_read",
+                 "stormotel.analyzers.sinks.report_sink")
+PRELOADS = {"track": PRELOAD, "serve": SERVE_PRELOAD}
+
 READY = "ready"
 
 
@@ -73,10 +85,11 @@ def _child(order: dict[str, Any]) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.environ.update({str(k): str(v) for k, v in order.get("env", {}).items()})
-        sys.argv = ["stormotel", "track", *order["argv"]]
+        command = str(order.get("command", "track"))
+        sys.argv = ["stormotel", command, *order["argv"]]
         from stormotel import cli
 
-        code = cli.main(["track", *order["argv"]])
+        code = cli.main([command, *order["argv"]])
     except SystemExit as exc:  # argparse's usage errors, as the interpreter would exit
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
@@ -90,12 +103,12 @@ def _child(order: dict[str, Any]) -> None:
             os._exit(code)
 
 
-def serve() -> int:
-    """Import the tracker, say ``ready``, fork a rank per order line until stdin ends and every
-    rank has been reaped."""
+def serve(kind: str = "track") -> int:
+    """Import the command's modules (:data:`PRELOADS`), say ``ready``, fork a child per order
+    line until stdin ends and every child has been reaped."""
     import importlib
 
-    for name in PRELOAD:
+    for name in PRELOADS[kind]:
         importlib.import_module(name)
     out = sys.stdout
     print(READY, file=out, flush=True)
@@ -140,8 +153,9 @@ class Rank:
     use: ``pid``, ``poll``, ``wait``, ``returncode``, ``send_signal``/``terminate``/``kill``, and
     its captured stderr (:meth:`stderr_text`)."""
 
-    def __init__(self, forks: Forks, rid: str, argv: list[str], stderr: Path | None) -> None:
-        self.args = ["stormotel", "track", *argv]
+    def __init__(self, forks: Forks, rid: str, argv: list[str], stderr: Path | None,
+                 command: str = "track") -> None:
+        self.args = ["stormotel", command, *argv]
         self.pid = 0
         self.returncode: int | None = None
         self._forks = forks
@@ -185,13 +199,15 @@ class Forks:
     Leaving the block (or :meth:`close`) ends its input, waits for every rank to exit (killing
     those still running after ``close``'s timeout) and reaps the server."""
 
-    def __init__(self, env: dict[str, str] | None = None, ready_timeout_s: float = 300.0) -> None:
+    def __init__(self, env: dict[str, str] | None = None, ready_timeout_s: float = 300.0,
+                 kind: str = "track") -> None:
         self._dir = Path(tempfile.mkdtemp(prefix="stormotel-forks-"))
         base = {**os.environ, **(env or {})}
         base["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(ROOT), base.get("PYTHONPATH", "")) if p)
         self._server_err = open(self._dir / "server.err", "wb")  # noqa: SIM115
-        self._proc = subprocess.Popen([sys.executable, "-m", "tests.tracker_forks"], cwd=ROOT,
+        self._proc = subprocess.Popen([sys.executable, "-m", "tests.tracker_forks", kind],
+                                      cwd=ROOT,
                                       env=base, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=self._server_err)
         self._ranks: dict[str, Rank] = {}
@@ -241,14 +257,20 @@ class Forks:
         """Fork one rank running ``stormotel track ARGV`` with ``env`` added to the server's
         environment; ``stderr``: a file, True for one of the fork server's own (read with
         :meth:`Rank.stderr_text`), False for /dev/null; ``stdout`` likewise a file or null."""
+        return self.run("track", argv, env, stdout=stdout, stderr=stderr)
+
+    def run(self, command: str, argv: list[str], env: dict[str, str] | None = None, *,
+            stdout: Path | None = None, stderr: Path | bool = True) -> Rank:
+        """:meth:`track` for any ``stormotel COMMAND`` (a server started with that command's
+        ``kind`` has its modules loaded)."""
         with self._lock:
             rid = str(self._next)
             self._next += 1
             err = (self._dir / f"{rid}.err" if stderr is True else
                    None if stderr is False else stderr)
-            rank = Rank(self, rid, argv, err if isinstance(err, Path) else None)
+            rank = Rank(self, rid, argv, err if isinstance(err, Path) else None, command)
             self._ranks[rid] = rank
-            order = {"id": rid, "argv": argv, "env": env or {},
+            order = {"id": rid, "command": command, "argv": argv, "env": env or {},
                      "stdout": str(stdout) if stdout else None,
                      "stderr": str(err) if isinstance(err, Path) else None}
             assert self._proc.stdin is not None
@@ -286,4 +308,4 @@ class Forks:
 
 
 if __name__ == "__main__":
-    sys.exit(serve())
+    sys.exit(serve(*sys.argv[1:2]))
