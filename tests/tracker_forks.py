@@ -9,7 +9,9 @@ entry point (:func:`stormotel.cli.main`, what ``python -m stormotel track`` call
 environment, stdio and pid, and exits with the command's exit code. Each rank is still a process
 of its own with its own endpoint, archive and signals (SIGSTOP/SIGCONT, SIGTERM, SIGKILL reach it
 by pid); what it shares is the import, copy-on-write. Suites that test the command's start-up
-itself keep a fresh interpreter.
+itself keep a fresh interpreter. ``python -m tests.tracker_forks serve`` loads ``stormotel
+serve`` and its analysis instead (:data:`SERVE_PRELOAD`), for the receivers of
+tests/serve/test_serve.py.
 
 Nothing the preloaded modules do at import reads the environment a rank is given or starts a
 thread (the child sets its environment before the command runs); ``random`` reseeds itself in
