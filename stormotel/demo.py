@@ -36,8 +36,12 @@ DEFAULT_FAULTS = "rank=2:first_spike@t=4s,delta=1GiB,lead=500ms;rank=2:leak@t=2s
 #: threaded process, so forking is safe even when the caller runs threads), instead of by every
 #: rank's own fresh interpreter ("spawn", before): torch is ~2.5 s of CPU per import, and
 #: ``stormotel demo`` went from 26.8 s to 17 s of CPU in all (docs/benchmarks.md). The server
-#: is stopped when the job ends (:func:`_stop_fork_server`).
-RANK_PRELOAD = ("torch", "torch.distributed", "stormotel.demo_worker")
+#: is stopped when the job ends (:func:`_stop_fork_server`). ``torch._dynamo``: the rank's
+#: ``torch.optim.SGD(...)`` imports it on first use (the optimizer's ``__init__`` is wrapped by
+#: ``torch._disable_dynamo``, torch 2.x), ~2.5 s of CPU in every rank; imported once here
+#: instead (a 4-rank job 16.4 -> 9.4 s of its processes' CPU, docs/benchmarks.md). The
+#: fork server skips a preload module that fails to import (a torch without it).
+RANK_PRELOAD = ("torch", "torch.distributed", "torch._dynamo", "stormotel.demo_worker")
 
 
 def _fork_server() -> object:

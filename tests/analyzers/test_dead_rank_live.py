@@ -28,8 +28,6 @@ from __future__ import annotations
 import json
 import signal
 import struct
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -40,6 +38,7 @@ import zstandard
 from stormotel import exitcodes
 from tests.bench_modules import load_benchmark
 from tests.cli import run_stormotel_here
+from tests.tracker_forks import Forks, Rank
 
 #: Peers go on this long after the last early rank ended: past the 5 s silence floor.
 PEERS_GO_ON_S = 8.0
@@ -48,12 +47,12 @@ PEERS_GO_ON_S = 8.0
 KILLED_SAMPLES = 5
 
 
-def _track(out: Path, job: str, rank: int, world: int, *extra: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "stormotel", "track", "--sampler", "simulated",
-         "--interval", "0.2", "--archive", str(out), "--job-id", job, "--rank", str(rank),
-         "--world-size", str(world), "-q", *extra],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def _track(forks: Forks, out: Path, job: str, rank: int, world: int, *extra: str) -> Rank:
+    """``stormotel track`` for one rank, forked from the module's pre-imported interpreter
+    (tests/tracker_forks.py: a process of its own, signalled by pid as before)."""
+    return forks.track(["--sampler", "simulated", "--interval", "0.2", "--archive", str(out),
+                        "--job-id", job, "--rank", str(rank), "--world-size", str(world), "-q",
+                        *extra])
 
 
 def _wait_for(path_glob: tuple[Path, str], timeout: float = 60) -> None:
@@ -100,12 +99,18 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The two jobs' archives, written by real tracker processes (see the module's text)."""
     out = tmp_path_factory.mktemp("dead-rank-live") / "archive"
     lines = ("--archive-format", "lines")
-    peers = [_track(out, job, r, world) for job, world in (("early", 5), ("killed", 4))
-             for r in range(3)] + [_track(out, "lines", r, 3, *lines) for r in range(2)]
-    done_early = _track(out, "early", 3, 5, "--duration", "4")
-    termed = _track(out, "early", 4, 5)
-    killed = _track(out, "killed", 3, 4)
-    lines_early = _track(out, "lines", 2, 3, *lines, "--duration", "4")
+    with Forks() as forks:
+        _run_jobs(forks, out, lines)
+    return out
+
+
+def _run_jobs(forks: Forks, out: Path, lines: tuple[str, str]) -> None:
+    peers = [_track(forks, out, job, r, world) for job, world in (("early", 5), ("killed", 4))
+             for r in range(3)] + [_track(forks, out, "lines", r, 3, *lines) for r in range(2)]
+    done_early = _track(forks, out, "early", 3, 5, "--duration", "4")
+    termed = _track(forks, out, "early", 4, 5)
+    killed = _track(forks, out, "killed", 3, 4)
+    lines_early = _track(forks, out, "lines", 2, 3, *lines, "--duration", "4")
     procs = [*peers, done_early, termed, killed, lines_early]
     try:
         _wait_for_samples(out / "killed", 3, KILLED_SAMPLES)
@@ -128,7 +133,6 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
             if p.poll() is None:
                 p.kill()
                 p.wait(timeout=30)
-    return out
 
 
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -24,10 +22,11 @@ from stormotel.analyzers.algorithms.oom_forensics import EV_OOM_NS
 from stormotel.analyzers.sources.markers import counter_increases
 
 from stormotel import environment, exitcodes, schema
+from tests.cli import run_stormotel_here
+from tests.tracker_forks import Forks, Rank
 
 pytestmark = pytest.mark.slow  # real `stormotel track` ranks and `stormotel analyze` runs
 
-ROOT = Path(__file__).resolve().parents[2]
 JOB = "oomcount"
 # On a clock shared by the ranks that starts a lead-in after launch: rank 1 leaks from 0.5 s
 # and runs out at 2 s; rank 3 spikes and runs out at 3 s. The test's premise is that every rank
@@ -47,24 +46,23 @@ FAULTS = (f"rank=1:leak@t={LEAK_AT_S}s,rate=2GiB/s;rank=1:oom@t=2s;"
           "rank=3:spike@t=2.5s,delta=2GiB,duration=1s;rank=3:oom@t=3s")
 
 
-def _start_job(out: Path, fmt: str, lead_in_s: float
-               ) -> tuple[list[subprocess.Popen[str]], int]:
-    """The 4-rank job, started; returns its processes and the shared clock's origin (ns)."""
+def _start_job(forks: Forks, out: Path, fmt: str, lead_in_s: float) -> tuple[list[Rank], int]:
+    """The 4-rank job, started (each rank a ``stormotel track`` process forked from the
+    module's pre-imported interpreter, tests/tracker_forks.py); returns its processes and the
+    shared clock's origin (ns)."""
     epoch_ns = time.time_ns() + int(lead_in_s * 1e9)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), environment.SIM_EPOCH_NS: str(epoch_ns)}
-    procs = [subprocess.Popen(
-        [sys.executable, "-m", "stormotel", "track", "--sampler", "simulated", "--job-id", JOB,
-         "--rank", str(r), "--world-size", "4", "--interval", "0.1",
-         "--duration", str(lead_in_s + 4.5),
+    procs = [forks.track(
+        ["--sampler", "simulated", "--job-id", JOB, "--rank", str(r), "--world-size", "4",
+         "--interval", "0.1", "--duration", str(lead_in_s + 4.5),
          "--archive", str(out), "--archive-format", fmt, "--fault", FAULTS, "-q"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(4)]
+        {environment.SIM_EPOCH_NS: str(epoch_ns)}) for r in range(4)]
     return procs, epoch_ns
 
 
-def _finish_job(procs: list[subprocess.Popen[str]]) -> None:
+def _finish_job(procs: list[Rank]) -> None:
     for p in procs:
-        _, err = p.communicate(timeout=180)
-        assert p.returncode == 0, err[-2000:]
+        p.wait(timeout=180)
+        assert p.returncode == 0, p.stderr_text()[-2000:]
 
 
 def _every_rank_sampled_before_the_faults(job: Path, epoch_ns: int) -> bool:
@@ -82,16 +80,18 @@ def _track_jobs(out: Path, fmts: list[str]) -> dict[str, Path]:
     runs again with twice the lead-in."""
     lead_in_s = min(MAX_EPOCH_IN_S, max(MIN_EPOCH_IN_S, os.getloadavg()[0]))
     done: dict[str, Path] = {}
-    for attempt in range(3):
-        started = {fmt: (out / fmt / f"try{attempt}", *_start_job(
-            out / fmt / f"try{attempt}", fmt, lead_in_s)) for fmt in fmts if fmt not in done}
-        for fmt, (where, procs, epoch_ns) in started.items():
-            _finish_job(procs)
-            if _every_rank_sampled_before_the_faults(where / JOB, epoch_ns):
-                done[fmt] = where / JOB
-        if len(done) == len(fmts):
-            return done
-        lead_in_s = min(2 * MAX_EPOCH_IN_S, 2 * lead_in_s)
+    with Forks() as forks:
+        for attempt in range(3):
+            started = {fmt: (out / fmt / f"try{attempt}", *_start_job(
+                forks, out / fmt / f"try{attempt}", fmt, lead_in_s))
+                for fmt in fmts if fmt not in done}
+            for fmt, (where, procs, epoch_ns) in started.items():
+                _finish_job(procs)
+                if _every_rank_sampled_before_the_faults(where / JOB, epoch_ns):
+                    done[fmt] = where / JOB
+            if len(done) == len(fmts):
+                return done
+            lead_in_s = min(2 * MAX_EPOCH_IN_S, 2 * lead_in_s)
     pytest.fail(f"a rank started sampling after the faults began three times (last lead-in "
                 f"{lead_in_s / 2:.0f} s): the machine is too busy for this job's premise")
 
@@ -110,12 +110,11 @@ def archive(request: pytest.FixtureRequest, archives: dict[str, Path]) -> Path:
 
 
 def _analyze(path: Path) -> tuple[dict[str, Any], str]:
-    def run(*extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "stormotel", "analyze", str(path), *extra],
-                              capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
-
-    js, text = run("--format", "json"), run()
+    """``stormotel analyze PATH`` as JSON and as text, through the command's entry point in
+    this process (tests.cli.run_stormotel_here: 12 runs, each a fresh interpreter's imports
+    saved; tests/analyzers/test_cli.py tests the command's own start)."""
+    js = run_stormotel_here("analyze", str(path), "--format", "json")
+    text = run_stormotel_here("analyze", str(path))
     assert js.returncode == text.returncode == exitcodes.FINDINGS, js.stderr[-2000:]
     return json.loads(js.stdout), text.stdout
 

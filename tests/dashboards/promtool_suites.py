@@ -53,6 +53,7 @@ thresholds is then 8 rules, not 37: 2 s of promtool instead of 10.
 from __future__ import annotations
 
 import os
+import pickle
 import re
 from pathlib import Path
 from typing import Any
@@ -70,8 +71,31 @@ LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
+#: Each distinct text parsed once, kept pickled: the same 100 kB suite and rules file are read
+#: over a hundred times in tests/dashboards, and PyYAML builds its objects in Python even with
+#: libyaml's parser (~60 ms each). A pickle round trip gives every caller a fresh tree of its
+#: own (callers edit what they load), with YAML aliases still one shared object.
+_PARSED: dict[str, bytes] = {}
+
+
 def load(path: Path) -> Any:
-    return yaml.load(path.read_text(), Loader=LOADER)
+    text = path.read_text()
+    blob = _PARSED.get(text)
+    if blob is None:
+        blob = _PARSED[text] = pickle.dumps(yaml.load(text, Loader=LOADER))
+    return pickle.loads(blob)
+
+
+def _group_texts(path: Path) -> set[str]:
+    """Every test group of the suite at ``path``, dumped (for comparing a variant's groups)."""
+    text = path.read_text()
+    got = _GROUP_TEXTS.get(text)
+    if got is None:
+        got = _GROUP_TEXTS[text] = frozenset(dump(g) for g in load(path)["tests"])
+    return set(got)
+
+
+_GROUP_TEXTS: dict[str, frozenset[str]] = {}
 
 
 def dump(data: Any, sort_keys: bool = True) -> str:
@@ -212,7 +236,7 @@ def _plan(variant_tests: Path, variant_rules: Path, shipped_tests: Path,
         len(v_alerts[n]) == len(s_alerts[n]) and all(
             _only_raised(v, s) for v, s in zip(v_alerts[n], s_alerts[n], strict=True))
         for n in v_alerts)
-    shipped = {dump(g) for g in s_suite["tests"]}
+    shipped = _group_texts(shipped_tests)
     run: list[tuple[int, _Unknown]] = []
     for i, group in enumerate(v_suite["tests"]):
         same_group = settings_same and dump(group) in shipped
@@ -341,3 +365,90 @@ def write_expecting(suite_path: Path, rules_path: Path) -> list[Path]:
                               "tests": [one]}, sort_keys=False))
         runs.append(path)
     return runs
+
+
+#: PromQL that can return samples with no series selected: ``absent``/``absent_over_time``
+#: (1 where nothing is), ``vector``, ``time``, ``scalar`` and the clock functions (called with
+#: no argument they read ``time()``), ``pi``; and a ``__name__`` matcher, which selects series
+#: by a pattern rather than by a name this module can look for. A rule containing any of them
+#: is never left out by :func:`rules_reading`.
+_FROM_NOTHING = re.compile(r"\b(absent|absent_over_time|vector|time|scalar|pi|day_of_month|"
+                           r"day_of_week|day_of_year|days_in_month|hour|minute|month|year)\s*\("
+                           r"|__name__")
+_SERIES_NAME = re.compile(r"^\s*([a-zA-Z_:][\w:]*)")
+
+
+def input_names(group: dict[str, Any]) -> set[str]:
+    """The metric names a test group's ``input_series`` hold."""
+    names = set()
+    for s in group.get("input_series", ()):
+        m = _SERIES_NAME.match(str(s["series"]))
+        names.add(m.group(1) if m else "")
+    return names
+
+
+def rules_reading(rules_file: Path, names: set[str], out: Path) -> tuple[Path, set[str]]:
+    """The rules file with only the rules that can return a sample when the TSDB holds only
+    series of ``names`` (a test group's inputs), in their groups and order; returns the file
+    and the kept rules' names (``record``/``alert`` and severity).
+
+    A PromQL expression whose selectors all name metrics that have no series, and that has no
+    function producing samples from nothing (:data:`_FROM_NOTHING`), is empty at every
+    evaluation: every selector is empty, and every operator, aggregation and function of empty
+    vectors is empty (no sample, so no value, no duplicate series, no matching error). Such a
+    rule records nothing, and an alert of it never fires or is pending, so leaving it out
+    changes no value, alert, ``ALERTS`` series or template query of the rules kept, whatever
+    the checks. Kept, to a fixed point: rules mentioning an input's name, a kept recording
+    rule's name, or (once any alert is kept) ``ALERTS``/``ALERTS_FOR_STATE``; and every rule
+    matching :data:`_FROM_NOTHING`. Names are matched as whole PromQL identifiers anywhere in
+    the rule (expression, labels, annotations), so a mention in a comment or string keeps the
+    rule too: the test errs towards keeping."""
+    groups = load(rules_file)["groups"]
+    every = [r for g in groups for r in g["rules"]]
+    texts = [dump(r) for r in every]
+    seen = set(names)
+    kept: set[int] = set()
+    changed = True
+    while changed:
+        changed = False
+        for i, (rule, text) in enumerate(zip(every, texts, strict=True)):
+            if i in kept:
+                continue
+            if _FROM_NOTHING.search(str(rule.get("expr", ""))) or any(
+                    _mentions(text, n) for n in seen):
+                kept.add(i)
+                seen.add(str(rule["record"]) if "record" in rule else _ALERT_SERIES[0])
+                if "alert" in rule:
+                    seen.add(_ALERT_SERIES[1])
+                changed = True
+    ids = {id(r) for i, r in enumerate(every) if i in kept}
+    out_groups = [{**g, "rules": [r for r in g["rules"] if id(r) in ids]} for g in groups]
+    out.write_text(dump({"groups": [g for g in out_groups if g["rules"]]}, sort_keys=False))
+    return out, {rule_id(r) for i, r in enumerate(every) if i in kept}
+
+
+def rule_id(rule: dict[str, Any]) -> str:
+    if "record" in rule:
+        return str(rule["record"])
+    return f"{rule['alert']}/{rule.get('labels', {}).get('severity', '')}"
+
+
+def write_per_group(suite_path: Path, rules_path: Path, out_dir: Path
+                    ) -> tuple[list[Path], set[str]]:
+    """``suite_path`` split into one promtool suite per test group, written to ``out_dir``,
+    each against the rules that can return a sample from that group's inputs
+    (:func:`rules_reading`): the same outcome per group as the whole file, without evaluating
+    at every step the rules that are empty there. Returns the suites and every rule some group
+    keeps (a rule no group keeps is evaluated over no input at all: the caller checks)."""
+    suite = load(suite_path)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    runs, covered = [], set()
+    for i, group in enumerate(suite["tests"]):
+        rules, kept = rules_reading(rules_path, input_names(group),
+                                    out_dir / f"inputs-{i}.rules.yml")
+        covered |= kept
+        path = out_dir / f"inputs-{i}.test.yml"
+        path.write_text(dump({**suite, "rule_files": [rules.name], "tests": [group]},
+                             sort_keys=False))
+        runs.append(path)
+    return runs, covered

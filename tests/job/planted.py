@@ -8,6 +8,7 @@ with rank 3 written in the OTLP-receiver spelling so the source must accept both
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 
@@ -16,6 +17,7 @@ import numpy as np
 from stormotel.analyzers.sinks import remote_write
 
 from stormotel import schema
+from tests import servers
 
 GiB = float(1 << 30)
 
@@ -68,18 +70,24 @@ def labels_for(job_id: str, rank: int) -> dict[str, str]:
             schema.ATTR_HOST: f"node-{rank // 2}", schema.ATTR_GPU: str(rank % 2)}
 
 
+def _client() -> contextlib.nullcontext[httpx.Client]:
+    """The tests' shared loopback client (tests.servers.loopback_client), left open: a client
+    of its own per call built a TLS context from certifi's bundle (~50 ms of CPU) each time."""
+    return contextlib.nullcontext(servers.loopback_client())
+
+
 def write(url: str, job_id: str,
           data: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]],
           *, alias_rank: int | None = 3, peak_fields: tuple[str, ...] = ()) -> None:
     """Remote-write every series; ``alias_rank`` uses the second schema spelling."""
-    with httpx.Client(timeout=30) as client:
+    with _client() as client:
         for (rank, fname), (t, v) in data.items():
             metric = schema.FIELD_PEAK_METRICS[fname] if fname in peak_fields \
                 else schema.FIELD_METRICS[fname]
             aliases = metric.prom_aliases
             name = aliases[1] if rank == alias_rank and len(aliases) > 1 else aliases[0]
             body = remote_write.encode_arrays(name, labels_for(job_id, rank), t, v)
-            r = client.post(url, content=body, headers=remote_write.HEADERS)
+            r = client.post(url, content=body, headers=remote_write.HEADERS, timeout=30)
             assert r.status_code in (200, 204), (r.status_code, r.text)
 
 
@@ -88,12 +96,13 @@ def wait_visible(base_url: str, job_id: str, expect_series: int, timeout_s: floa
     """Wait until the TSDB's index serves what was written (VictoriaMetrics buffers ~1 s)."""
     deadline = time.monotonic() + timeout_s
     got = 0
-    with httpx.Client(timeout=5) as client:
-        client.get(base_url + "/internal/force_flush")  # VictoriaMetrics; 404 on Prometheus
+    with _client() as client:
+        # VictoriaMetrics; 404 on Prometheus
+        client.get(base_url + "/internal/force_flush", timeout=5)
         while time.monotonic() < deadline:
             r = client.get(base_url + "/api/v1/series",
                            params={"match[]": f'{{{schema.ATTR_JOB_ID}="{job_id}"}}',
-                                   "start": time.time() - 7200, "end": time.time()})
+                                   "start": time.time() - 7200, "end": time.time()}, timeout=5)
             got = len(r.json().get("data", []))
             if got >= expect_series:
                 return
@@ -106,7 +115,7 @@ def write_markers(url: str, job_id: str, t: np.ndarray, step_ms: int = 2000,
     """The step gauge (one step every ``step_ms``) for 4 ranks and an OOM counter that
     increments once on ``oom_rank`` at ``oom_at_ms``."""
     step = ((t - t[0]) // step_ms).astype(np.float64)
-    with httpx.Client(timeout=30) as client:
+    with _client() as client:
         for rank in range(4):
             series = [(schema.STEP.prom, step)]
             if oom_rank is not None:
@@ -115,7 +124,7 @@ def write_markers(url: str, job_id: str, t: np.ndarray, step_ms: int = 2000,
                 series.append((schema.OOMS.prom, ooms))
             for name, v in series:
                 body = remote_write.encode_arrays(name, labels_for(job_id, rank), t, v)
-                r = client.post(url, content=body, headers=remote_write.HEADERS)
+                r = client.post(url, content=body, headers=remote_write.HEADERS, timeout=30)
                 assert r.status_code in (200, 204), (r.status_code, r.text)
 
 

@@ -13,7 +13,6 @@ import itertools
 import json
 import os
 import re
-import selectors
 import signal
 import subprocess
 import sys
@@ -28,8 +27,8 @@ import zstandard
 from stormotel import environment, schema
 from tests import servers
 from tests.cli import run_stormotel_here
-from tests.production import tracker_gate
 from tests.tracker.otlp_util import archive_lines, metrics_files
+from tests.tracker_forks import Forks, Rank
 
 ROOT = Path(__file__).resolve().parents[2]
 SURE = ("high", "medium")
@@ -104,9 +103,12 @@ class RunningJob:
     job_id: str
     archive: Path
     ports: list[int]
-    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
-    by_rank: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
+    procs: list[Rank] = field(default_factory=list)
+    by_rank: dict[int, Rank] = field(default_factory=dict)
     epoch_ns: int = 0
+    #: The fork server the ranks came from (shared by every job of one :func:`start_jobs`),
+    #: closed by :func:`wait_jobs` once every rank has exited.
+    forks: Forks | None = None
 
 
 def tracker_argv(job: RunningJob, rank: int, duration_s: float) -> list[str]:
@@ -121,8 +123,9 @@ def tracker_argv(job: RunningJob, rank: int, duration_s: float) -> list[str]:
     return argv
 
 
-#: Seconds every tracker interpreter has to load (:mod:`tests.production.tracker_gate`) before
-#: the fixture gives up: 36 at once on a 2-core host beside CPU-bound neighbours took ~60 s.
+#: Seconds the trackers' fork server has to load (:mod:`tests.tracker_forks`) before the
+#: fixture gives up (36 interpreters at once on a 2-core host beside CPU-bound neighbours took
+#: ~60 s when each rank loaded its own).
 READY_TIMEOUT_S = 300.0
 
 
@@ -131,80 +134,45 @@ def start_jobs(scenarios: list[Scenario], workdir: Path, tag: str = "",
     """Start every scenario's ranks at ``epoch + offset`` (one shared epoch, so faults planted
     at one absolute time line up), concurrently; returns once the last rank has started.
 
-    Every tracker's interpreter is started first, all at once, and loads the tracker
-    (:mod:`tests.production.tracker_gate`); only when all are ready is the epoch fixed and each
-    rank handed its ``stormotel track`` command at its offset. So a loaded host's slow
+    The ranks are forked from one interpreter that has imported the tracker
+    (:mod:`tests.tracker_forks`: each rank a ``stormotel track`` process of its own, its own
+    endpoint, archive, signals and exit code); the epoch is fixed only once that interpreter
+    is loaded, and each rank is forked with its command at its offset. So a loaded host's slow
     interpreter start-up delays the run, never a rank's start relative to the others or to the
-    planted faults: the lead-in covers the offsets and the analysis's baseline, not start-up."""
+    planted faults, and the 36 ranks pay the imports (~0.8 s of CPU) once, not 36 times."""
     jobs = [RunningJob(s, f"prod-{s.name}{tag}", workdir / f"archive-{s.name}",
                        (ports or {}).get(s.name) or [servers.free_port() for _ in s.offsets_s])
             for s in scenarios]
     launches = sorted((off, j, r) for j in range(len(jobs))
                       for r, off in enumerate(jobs[j].scenario.offsets_s))
-    env = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT))}
-    env.pop(environment.SIM_EPOCH_NS, None)  # handed over with the command, once it is fixed
+    forks = Forks(ready_timeout_s=READY_TIMEOUT_S)
     try:
-        for _off, j, r in launches:
-            proc = subprocess.Popen([sys.executable, "-m", "tests.production.tracker_gate"],
-                                    cwd=ROOT, env=env, stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            jobs[j].procs.append(proc)
-            jobs[j].by_rank[r] = proc
-        _await_ready([p for job in jobs for p in job.procs], READY_TIMEOUT_S)
         epoch = time.time_ns() + int(LEAD_IN_S * 1e9)
         first_launch = time.time()
         for job in jobs:
             job.epoch_ns = epoch
+            job.forks = forks
         for off, j, r in launches:
             job = jobs[j]
             delay = first_launch + off - time.time()
             if delay > 0:
                 time.sleep(delay)
             remaining = epoch / 1e9 + job.scenario.duration_s - time.time()
-            _go(job.by_rank[r], {environment.SIM_EPOCH_NS: str(epoch)},
-                tracker_argv(job, r, remaining))
+            # The epoch is handed over with the command, once it is fixed (it replaces any
+            # the server inherited).
+            rank = forks.track(tracker_argv(job, r, remaining),
+                               {environment.SIM_EPOCH_NS: str(epoch)})
+            job.procs.append(rank)
+            job.by_rank[r] = rank
             if job.scenario.starve is not None and job.scenario.starve[0] == r:
                 _starve(job, *job.scenario.starve)
     except BaseException:
         for job in jobs:
             for p in job.procs:
                 p.kill()
-                p.wait()
+        forks.close()
         raise
     return jobs
-
-
-def _await_ready(procs: list[subprocess.Popen[bytes]], timeout_s: float) -> None:
-    """Wait for every tracker_gate's ``ready`` line (its imports done)."""
-    deadline = time.monotonic() + timeout_s
-    waiting: dict[int, subprocess.Popen[bytes]] = {}
-    with selectors.DefaultSelector() as sel:
-        for p in procs:
-            assert p.stdout is not None
-            sel.register(p.stdout, selectors.EVENT_READ)
-            waiting[p.stdout.fileno()] = p
-        while waiting:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(f"{len(waiting)} of {len(procs)} tracker interpreters not "
-                                     f"loaded after {timeout_s:g} s")
-            for key, _ in sel.select(timeout=min(left, 5.0)):
-                p = waiting.pop(key.fd)
-                sel.unregister(key.fileobj)
-                line = p.stdout.readline() if p.stdout else b""
-                if line.strip() != tracker_gate.READY.encode():
-                    p.wait()
-                    err = p.stderr.read().decode(errors="replace") if p.stderr else ""
-                    raise AssertionError(f"tracker interpreter {p.args} exited "
-                                         f"{p.returncode} before it was ready: {err[-2000:]}")
-                p.stdout.close()
-
-
-def _go(proc: subprocess.Popen[bytes], env: dict[str, str], argv: list[str]) -> None:
-    """Hand one waiting tracker its command (one JSON line, then end of input)."""
-    assert proc.stdin is not None
-    proc.stdin.write(json.dumps({"env": env, "argv": argv}).encode() + b"\n")
-    proc.stdin.close()
 
 
 def _starve(job: RunningJob, rank: int, from_s: float, to_s: float) -> None:
@@ -383,8 +351,10 @@ def wait_jobs(jobs: list[RunningJob], timeout_s: float = 180.0) -> None:
     for job in jobs:
         for p in job.procs:
             p.wait(timeout=max(1.0, deadline - time.monotonic()))
-            err = p.stderr.read().decode(errors="replace") if p.stderr else ""
-            assert p.returncode == 0, f"{job.job_id}: tracker exited {p.returncode}: {err}"
+            assert p.returncode == 0, (f"{job.job_id}: tracker exited {p.returncode}: "
+                                       f"{p.stderr_text()}")
+    for forks in {id(j.forks): j.forks for j in jobs if j.forks is not None}.values():
+        forks.close()  # every rank has exited: reaps the server (and with it their CPU)
 
 
 def analyze(args: list[str], out: Path, timeout: float = 120.0, *,

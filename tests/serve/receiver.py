@@ -18,12 +18,19 @@ from typing import Any
 import httpx
 
 from tests import servers
+from tests.tracker_forks import Forks, Rank
+
+#: Set by a module that starts many receivers (tests/serve/test_serve.py's module fixture): each
+#: ``stormotel serve`` is then forked from that interpreter, which has loaded the command and
+#: its analysis (tests/tracker_forks.py: ~0.8 s of CPU of imports per start saved); a process
+#: of its own all the same, on its port, stopped and killed by pid. None: a fresh interpreter.
+FORKS: Forks | None = None
 
 
 @dataclass
 class Receiver:
     url: str
-    proc: subprocess.Popen[bytes]
+    proc: subprocess.Popen[bytes] | Rank
     log: Path
     out: Path
 
@@ -52,12 +59,16 @@ def start(out: Path, prometheus_url: str, *extra: str, port: int | None = None,
     port = port or servers.free_port()
     out.mkdir(parents=True, exist_ok=True)
     log = out.parent / f"{out.name}-serve-{port}.log"
-    argv = [sys.executable, "-m", "stormotel", "serve", "--listen", f"127.0.0.1:{port}",
-            "--out", str(out), "--prometheus", prometheus_url, "--http-retries", "0",
-            "--timeout", "60s", *extra]
-    with open(log, "ab") as fh:
-        proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT,
-                                env={**os.environ, **(env or {})})
+    argv = ["--listen", f"127.0.0.1:{port}", "--out", str(out), "--prometheus", prometheus_url,
+            "--http-retries", "0", "--timeout", "60s", *extra]
+    proc: subprocess.Popen[bytes] | Rank
+    if FORKS is not None:
+        proc = FORKS.run("serve", argv, env, stdout=log, stderr=log)
+    else:
+        with open(log, "ab") as fh:
+            proc = subprocess.Popen([sys.executable, "-m", "stormotel", "serve", *argv],
+                                    stdout=fh, stderr=subprocess.STDOUT,
+                                    env={**os.environ, **(env or {})})
     scheme = "https" if "--tls-cert-file" in extra else "http"
     receiver = Receiver(f"{scheme}://127.0.0.1:{port}", proc, log, out)
     deadline = time.monotonic() + 60

@@ -22,21 +22,39 @@ import pytest
 
 from tests import servers
 from tests.serve import receiver as rx
+from tests.tracker_forks import Forks, Rank
 
 pytestmark = pytest.mark.servers
+#: The loopback client the tests' plain-HTTP requests share (``httpx.get`` builds a TLS
+#: context per call: tens of ms of CPU each, in loops that poll).
+_http = servers.loopback_client
 #: A job id that would run in a page if it were not escaped (a tracker refuses "/" in ids).
 SCRIPT_JOB = 'x"><img src=x onerror=alert(1)><script>alert(2)<'
 
 TINY = "tiny"
 
 
-def _track(job: str, rank: int, world: int, port: int) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "stormotel", "track", "--sampler", "simulated", "--job-id", job,
+def _track(forks: Forks, job: str, rank: int, world: int, port: int) -> Rank:
+    """One rank's ``stormotel track``, forked from the fixture's pre-imported interpreter
+    (tests/tracker_forks.py: a process of its own with its own endpoint)."""
+    return forks.track(
+        ["--sampler", "simulated", "--job-id", job,
          "--rank", str(rank), "--world-size", str(world), "--interval", "0.5", "--duration",
          "300", "--prometheus-port", str(port), "--prometheus-addr", "127.0.0.1",
-         "--linger-s", "1", "--prometheus-linger", "1", "-q"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+         "--linger-s", "1", "--prometheus-linger", "1", "-q"], stderr=False)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _serve_forks() -> Iterator[None]:
+    """Every receiver of this module forked from one interpreter that has loaded ``stormotel
+    serve`` (tests/serve/receiver.FORKS); closed with the module, so the receivers' CPU is
+    the module's."""
+    with Forks(kind="serve") as forks:
+        rx.FORKS = forks
+        try:
+            yield
+        finally:
+            rx.FORKS = None
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +62,8 @@ def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[servers.Server]:
     """Prometheus scraping a healthy 2-rank job and a 1-rank job named like a script."""
     ranks = [(TINY, 0, 2), (TINY, 1, 2), (SCRIPT_JOB, 0, 1)]
     ports = [servers.free_port() for _ in ranks]
-    procs = [_track(j, r, w, p) for (j, r, w), p in zip(ranks, ports, strict=True)]
+    forks = Forks()
+    procs = [_track(forks, j, r, w, p) for (j, r, w), p in zip(ranks, ports, strict=True)]
     try:
         with servers.prometheus(tmp_path_factory.mktemp("prom"),
                                 [f"127.0.0.1:{p}" for p in ports], "1s") as server:
@@ -63,11 +82,12 @@ def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[servers.Server]:
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 p.kill()
+        forks.close()
 
 
 def _post(recv: rx.Receiver, body: bytes, headers: dict[str, str] | None = None
           ) -> httpx.Response:
-    return httpx.post(recv.url + "/alertmanager", content=body, timeout=30,
+    return _http().post(recv.url + "/alertmanager", content=body, timeout=30,
                       headers={"Content-Type": "application/json", **(headers or {})})
 
 
@@ -98,14 +118,14 @@ def test_a_retry_is_one_analysis_and_the_report_is_the_analyze_json(
         time.sleep(2)
         assert _analyses(recv) == 1
         assert rx.metric(recv, "stormotel_serve_webhooks_total", result="duplicate") == 2
-        r = httpx.get(f"{recv.url}/jobs/{TINY}/report.json", timeout=5)
+        r = _http().get(f"{recv.url}/jobs/{TINY}/report.json", timeout=5)
         assert r.status_code == 200
         report = r.json()
         assert report["schema"] == "stormotel.report/v1" and report["job_id"] == TINY
         assert sorted(report["participating_ranks"]) == [0, 1]
-        page = httpx.get(f"{recv.url}/jobs/{TINY}/", timeout=5)
+        page = _http().get(f"{recv.url}/jobs/{TINY}/", timeout=5)
         assert page.status_code == 200 and "text/html" in page.headers["content-type"]
-        assert httpx.get(f"{recv.url}/jobs/{TINY}", timeout=5,
+        assert _http().get(f"{recv.url}/jobs/{TINY}", timeout=5,
                          follow_redirects=False).status_code == 301
         # The same analysis as `stormotel analyze --format json` over the same window.
         cli = subprocess.run(
@@ -142,7 +162,7 @@ def test_queued_work_survives_sigkill(prom: servers.Server, tmp_path: Path) -> N
     assert [p.name for p in (out / "queue").glob("*.json")] == [f"{TINY}.json"]
     with rx.running(out, prom.url) as again:
         _wait(lambda: _analyses(again) >= 1, what="the queued analysis after restart")
-        _wait(lambda: httpx.get(f"{again.url}/jobs/{TINY}/report.json",
+        _wait(lambda: _http().get(f"{again.url}/jobs/{TINY}/report.json",
                                 timeout=5).status_code == 200, what="the report")
         assert not list((out / "queue").glob("*.json"))
         assert "queued from before: 1" in again.logs()
@@ -200,14 +220,14 @@ def test_auth_is_checked_and_secrets_never_shown(prom: servers.Server, tmp_path:
         r = _post(recv, body, {"Authorization": f"Bearer {token}"})
         assert r.status_code == 200, r.text
         assert _post(recv, body, {"Authorization": basic}).status_code == 200
-        assert httpx.get(recv.url + "/", timeout=5).status_code == 401
-        assert httpx.get(recv.url + "/", timeout=5,
+        assert _http().get(recv.url + "/", timeout=5).status_code == 401
+        assert _http().get(recv.url + "/", timeout=5,
                          headers={"Authorization": basic}).status_code == 200
-        assert httpx.get(recv.url + "/healthz", timeout=5).status_code == 200
-        metrics = httpx.get(recv.url + "/metrics", timeout=5).text
+        assert _http().get(recv.url + "/healthz", timeout=5).status_code == 200
+        metrics = _http().get(recv.url + "/metrics", timeout=5).text
         assert rx.metric(recv, "stormotel_serve_webhooks_total", result="unauthorized") == 4
         _wait(lambda: _analyses(recv) >= 1, what="the analysis")
-        seen = metrics + recv.logs() + httpx.get(
+        seen = metrics + recv.logs() + _http().get(
             recv.url + f"/jobs/{TINY}/report.json", timeout=5,
             headers={"Authorization": basic}).text
         seen += "".join(p.read_text(errors="replace") for p in recv.out.rglob("*") if p.is_file()
@@ -222,11 +242,11 @@ def test_limits_paths_and_script_job_ids(prom: servers.Server, tmp_path: Path) -
         assert _post(recv, b"{not json").status_code == 400
         assert _post(recv, rx.payload([rx.alert(TINY)]).replace(b'"4"', b'"3"')
                      ).status_code == 400
-        assert httpx.get(recv.url + "/alertmanager", timeout=5).status_code == 405
+        assert _http().get(recv.url + "/alertmanager", timeout=5).status_code == 405
         for path in ("/nope", "/jobs/", "/jobs/x/y/z", "/jobs/never/report.json",
                      "/jobs/never/", "/jobs/../../etc/passwd", "/jobs/..%2F..%2Fetc/report.json",
                      "/jobs/%2e%2e/report.json"):
-            assert httpx.get(recv.url + path, timeout=5).status_code == 404, path
+            assert _http().get(recv.url + path, timeout=5).status_code == 404, path
         evil = ["../../etc", "..", "a/../../b", SCRIPT_JOB]
         r = _post(recv, rx.payload([rx.alert(j) for j in evil]))
         assert r.status_code == 200, r.text
@@ -240,14 +260,14 @@ def test_limits_paths_and_script_job_ids(prom: servers.Server, tmp_path: Path) -
         # The script-named job has telemetry: its report is served, and no page runs it.
         from urllib.parse import quote
 
-        _wait(lambda: httpx.get(f"{recv.url}/jobs/{quote(SCRIPT_JOB, safe='')}/report.json",
+        _wait(lambda: _http().get(f"{recv.url}/jobs/{quote(SCRIPT_JOB, safe='')}/report.json",
                                 timeout=5).status_code == 200,
               what=f"the script job's report\n{recv.logs()}")
-        index = httpx.get(recv.url + "/", timeout=5)
+        index = _http().get(recv.url + "/", timeout=5)
         assert "<script>" not in index.text and "<img" not in index.text
         assert "&lt;img src=x onerror=alert(1)&gt;&lt;script&gt;" in index.text
         assert "script-src" not in index.headers["content-security-policy"]
-        page = httpx.get(f"{recv.url}/jobs/{quote(SCRIPT_JOB, safe='')}/", timeout=5)
+        page = _http().get(f"{recv.url}/jobs/{quote(SCRIPT_JOB, safe='')}/", timeout=5)
         assert page.status_code == 200 and SCRIPT_JOB not in page.text
         assert "default-src 'none'" in page.headers["content-security-policy"]
 
@@ -260,10 +280,10 @@ def test_resolved_gives_a_final_analysis(prom: servers.Server, tmp_path: Path) -
         assert _post(recv, resolved).status_code == 200
         _wait(lambda: _analyses(recv) >= 2, what="the final analysis (not held by "
                                                   "--min-interval)")
-        _wait(lambda: httpx.get(f"{recv.url}/jobs/{TINY}/report.json", timeout=5
+        _wait(lambda: _http().get(f"{recv.url}/jobs/{TINY}/report.json", timeout=5
                                 ).headers.get("x-stormotel-status") == "final",
               what="the final mark")
-        assert "final (resolved)" in httpx.get(recv.url + "/", timeout=5).text
+        assert "final (resolved)" in _http().get(recv.url + "/", timeout=5).text
 
 
 def test_sigterm_stops_cleanly(prom: servers.Server, tmp_path: Path) -> None:

@@ -16,22 +16,24 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from stormotel.dashboards import rules
 from stormotel.dashboards.settings import Settings
 
 from tests import servers
 from tests.serve import receiver as rx
+from tests.tracker_forks import Forks, Rank
 
 pytestmark = pytest.mark.servers
+#: The loopback client the tests' plain-HTTP requests share (``httpx.get`` builds a TLS
+#: context per call: tens of ms of CPU each, in loops that poll).
+_http = servers.loopback_client
 FAST = Settings(silent_window="4s", silent_for="2s", presence_window="10m", fill_window="20s",
                 fill_step="4s", fill_for="2s", drift_window="30s", drift_for="5s",
                 stall_window="30s", stall_for="5s", oom_window="30s")
@@ -46,16 +48,18 @@ JOBS: dict[str, tuple[int | None, str | None]] = {
 TOKEN = "s3cret-token-for-test"
 
 
-def _track(job: str, rank: int, port: int) -> subprocess.Popen[bytes]:
+def _track(forks: Forks, job: str, rank: int, port: int) -> Rank:
+    """One rank's ``stormotel track``, forked from the test's pre-imported interpreter
+    (tests/tracker_forks.py: a process of its own with its own endpoint)."""
     planted, fault = JOBS[job]
-    argv = [sys.executable, "-m", "stormotel", "track", "--sampler", "simulated",
-            "--job-id", job, "--rank", str(rank), "--world-size", str(WORLD),
-            "--interval", "0.25", "--duration", "90", "--prometheus-port", str(port),
+    argv = ["--sampler", "simulated", "--job-id", job, "--rank", str(rank),
+            "--world-size", str(WORLD), "--interval", "0.25", "--duration", "90",
+            "--prometheus-port", str(port),
             "--prometheus-addr", "127.0.0.1", "--gpu-uuid", f"GPU-{job}-{rank}",
             "--device-memory", "16GiB", "--linger-s", "2", "--prometheus-linger", "2", "-q"]
     if fault and rank == planted:
         argv += ["--fault", f"rank={rank}:{fault}"]
-    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return forks.track(argv, stderr=False)
 
 
 class _Slack:
@@ -139,13 +143,18 @@ def test_pages_lead_to_reports_naming_the_planted_rank(tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text(TOKEN + "\n")
     slack = _Slack()
-    procs = {key: _track(key[0], key[1], port) for key, port in ports.items()}
+    forks = Forks()
+    procs: dict[tuple[str, int], Rank] = {}
     out = tmp_path / "out"
     try:
         with servers.alertmanager(tmp_path / "am", _am_config(serve_url, slack.url, token)) as am, \
                 servers.prometheus(tmp_path / "prom", [f"127.0.0.1:{p}" for p in ports.values()],
                                    "1s", rule_files=[rules_file],
                                    alertmanagers=[am.url.removeprefix("http://")]) as prom:
+            # Forked once Prometheus is up (a fork starts sampling at once): the dead rank's
+            # crash at t=8s must come after Prometheus has scraped it (tracker_forks.py)
+            procs.update({key: _track(forks, key[0], key[1], port)
+                          for key, port in ports.items()})
             recv = rx.start(out, prom.url, "--webhook-token-file", str(token),
                             "--min-interval", "5s", "--public-url", serve_url,
                             port=serve_port)
@@ -156,7 +165,7 @@ def test_pages_lead_to_reports_naming_the_planted_rank(tmp_path: Path) -> None:
             try:
                 while time.monotonic() - started < 100 and len(named) < 3:
                     time.sleep(1)
-                    for a in httpx.get(am.url + "/api/v2/alerts", timeout=5).json():
+                    for a in _http().get(am.url + "/api/v2/alerts", timeout=5).json():
                         paged.setdefault(a["labels"]["job_id"], time.monotonic())
                     assert "calm-job" not in paged, "the healthy job paged"
                     if paged and not restarted:  # kill the receiver mid-incident
@@ -168,7 +177,7 @@ def test_pages_lead_to_reports_naming_the_planted_rank(tmp_path: Path) -> None:
                     for job in paged.keys() - named.keys():
                         rank = JOBS[job][0]
                         assert rank is not None
-                        r = httpx.get(f"{serve_url}/jobs/{job}/report.json", timeout=5)
+                        r = _http().get(f"{serve_url}/jobs/{job}/report.json", timeout=5)
                         if r.status_code == 200 and _names(r.json(), rank):
                             assert not _high_elsewhere(r.json(), rank), r.text[:3000]
                             named[job] = time.monotonic()
@@ -186,18 +195,18 @@ def test_pages_lead_to_reports_naming_the_planted_rank(tmp_path: Path) -> None:
                 urls = slack.report_urls()
                 for job in named:
                     assert urls[job] == f"{serve_url}/jobs/{job}/", urls
-                    page = httpx.get(urls[job], timeout=5)
+                    page = _http().get(urls[job], timeout=5)
                     assert page.status_code == 200 and "<html" in page.text.lower()
-                assert httpx.get(f"{serve_url}/jobs/calm-job/report.json",
+                assert _http().get(f"{serve_url}/jobs/calm-job/report.json",
                                  timeout=5).status_code == 404
-                index = httpx.get(serve_url + "/", timeout=5).text
+                index = _http().get(serve_url + "/", timeout=5).text
                 assert "dead-job" in index and "oom-job" in index and TOKEN not in index
                 # Each report leads with the page's question (analyzers/headline.py).
                 print("leads:", re.findall(r"<td>((?:OOM|dead rank|leak): [^<]*)</td>", index))
                 assert "OOM: rank 2 ran out of memory first" in index, index
                 assert "dead rank: rank 1 stopped reporting at" in index, index
                 assert "leak: rank 0 grows" in index and "device full in" in index, index
-                dead = httpx.get(f"{serve_url}/jobs/dead-job/report.json", timeout=5).json()
+                dead = _http().get(f"{serve_url}/jobs/dead-job/report.json", timeout=5).json()
                 stop = [s for s in dead["stall_findings"]
                         if s["evidence"].get("category") == "stopped_reporting"]
                 assert stop and stop[0]["ranks"] == [1] and stop[0]["evidence"]["stopped_at"]
@@ -207,10 +216,11 @@ def test_pages_lead_to_reports_naming_the_planted_rank(tmp_path: Path) -> None:
                 assert recv.terminate() == 0, recv.logs()
     finally:
         _stop(list(procs.values()))
+        forks.close()
         slack.server.shutdown()
 
 
-def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+def _stop(procs: list[Rank]) -> None:
     for proc in procs:
         if proc.poll() is None:
             proc.terminate()
