@@ -44,6 +44,9 @@ show.
   step: a cyclic wait, no single culprit
 - ``gather_shape2`` (2, srun): hung/failing, culprit 1 — rank 1's all_gather has a 3-element
   tensor, rank 0's 4 (the last, short batch)
+- ``raise3x`` (3, torchrun): failing, culprit 1 — as raise3, but the rank runs its exit
+  handlers (``python train.py`` under torchrun): the tracker stops at exit after the exception
+- ``raise2x`` (2, srun): failing, culprit 0 — as raise2, exit handlers run on both ranks
 - ``healthy_eval2`` (2, srun): healthy, culprit - — rank 0 runs a 5 s evaluation every 10 steps
   while rank 1 waits in barrier; both go on; the job ends
 - ``healthy_uneven3`` (3, srun): healthy, culprit - — rank 2's steps take 3x longer; the others
@@ -55,11 +58,13 @@ hanging; either way the job is not healthy and the culprit is the same.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import signal
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -94,6 +99,9 @@ class Job:
     undecided_ok: bool
     marks: bool
     know: str
+    #: a rank's uncaught exception runs the interpreter's exit handlers, as ``python train.py``
+    #: under torchrun or srun does (a forked ``multiprocessing`` worker leaves by ``os._exit``)
+    exit_handlers: bool = False
 
 
 JOBS: dict[str, Job] = {
@@ -120,6 +128,16 @@ JOBS: dict[str, Job] = {
                      "both ranks in send at the same place: a cyclic wait"),
     "gather_shape2": Job(2, "srun", "hung/failing", (1,), True, True,
                          "rank 1's all_gather tensor is shorter (3 vs 4 elements)"),
+    # added after the first analysis run (labels committed before these two ran): the raise
+    # jobs above are forked workers (os._exit, no exit handler); a script under torchrun or
+    # srun runs its exit handlers (the tracker's stop) after printing the traceback
+    "raise3x": Job(3, "torchrun", "failing", (1,), True, False,
+                   "rank 1's step ended in an exception and its exit handlers ran (the "
+                   "tracker's stop); the launcher stopped the others", exit_handlers=True),
+    "raise2x": Job(2, "srun", "failing", (0,), True, False,
+                   "rank 0's step ended in an exception, its exit handlers ran; rank 1 fails "
+                   "in all_reduce (its peer closed the connection), its handlers ran too",
+                   exit_handlers=True),
     "healthy_eval2": Job(2, "srun", "healthy", (), False, True,
                          "a 5 s evaluation on rank 0 every 10 steps; rank 1 waits in "
                          "barrier; both go on and the job ends"),
@@ -382,7 +400,8 @@ def _healthy_uneven(r: Rank) -> None:
 BODIES: dict[str, Callable[[Rank], None]] = {
     "ckpt_barrier2": _ckpt_barrier, "uneven_ddp2": _uneven_ddp, "order_swap2": _order_swap,
     "subset_group4": _subset_group, "raise3": _raise(1), "raise2": _raise(0),
-    "sigkill3": _sigkill, "busy2": _busy, "loader2": _loader, "sendrecv2": _sendrecv,
+    "raise3x": _raise(1), "raise2x": _raise(0), "sigkill3": _sigkill, "busy2": _busy,
+    "loader2": _loader, "sendrecv2": _sendrecv,
     "gather_shape2": _gather_shape, "healthy_eval2": _healthy_eval,
     "healthy_uneven3": _healthy_uneven}
 
@@ -403,7 +422,18 @@ def _rank_main(rank: int, name: str, out: Path, init_file: str) -> None:
     tracker = MemoryTracker(sampler="simulated", archive_dir=root / "archive", job_id=name,
                             rank=rank, world_size=job.world, local_rank=rank)
     tracker.start_tracking()
-    BODIES[name](Rank(rank, job.world, tracker, root, job.marks))
+    try:
+        BODIES[name](Rank(rank, job.world, tracker, root, job.marks))
+    except BaseException:
+        if not job.exit_handlers:
+            raise  # multiprocessing prints it and leaves by os._exit(1)
+        # what the interpreter does with a script's uncaught exception: print, then the exit
+        # handlers (sys.last_value says which exception ends the process)
+        sys.last_type, sys.last_value, sys.last_traceback = sys.exc_info()
+        traceback.print_exc()
+        sys.stderr.flush()
+        atexit._run_exitfuncs()
+        os._exit(1)
     tracker.stop_tracking()
     (root / f"done{rank}").write_text("ok")
     os._exit(0)  # skip gloo teardown
