@@ -44,13 +44,15 @@ from tests.stalls.newcomer_hang_jobs import JOBS, Job  # noqa: E402
 CONFIDENT = ("medium", "high")
 
 
-def run_jobs(out: Path, names: list[str]) -> float:
-    """The jobs, all at once; their wall time."""
+def run_jobs(out: Path, names: list[str], timeout_s: float = 900) -> float:
+    """The jobs, all at once, in one child interpreter (its ranks forked from one torch
+    import); their wall time. Also the test suite's fixture (tests/stalls/test_newcomer_hangs.py
+    loads this script), so both run the jobs the same way. RuntimeError when they fail."""
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "tests.stalls.newcomer_hang_jobs", str(out),
-                           *names], cwd=ROOT, capture_output=True, text=True, timeout=900)
+                           *names], cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
     if proc.returncode != 0:
-        sys.exit(f"the jobs failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+        raise RuntimeError(f"the jobs failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
     return time.monotonic() - started
 
 
@@ -119,7 +121,10 @@ def main(argv: list[str] | None = None) -> int:
         root, ran_s = args.reuse, None
     else:
         root = Path(tempfile.mkdtemp(prefix="newcomer-hangs-"))
-        ran_s = run_jobs(root, args.jobs)
+        try:
+            ran_s = run_jobs(root, args.jobs)
+        except RuntimeError as e:
+            sys.exit(str(e))
     started = time.monotonic()
     rows: list[dict[str, Any]] = []
     for name in args.jobs:

@@ -101,7 +101,8 @@ def step_exceptions(timeline: Timeline, earlier: list[StallFinding],
 
 def _frames(e: dict[str, Any]) -> list[tuple[str, int, str]]:
     frames = e.get("frames") or ()
-    return [f for f in frames if isinstance(f, (tuple, list)) and len(f) == 3]
+    return [(str(f[0]), int(f[1]), str(f[2])) for f in frames
+            if isinstance(f, (tuple, list)) and len(f) == 3 and isinstance(f[1], int)]
 
 
 def _in_collective(e: dict[str, Any]) -> bool:

@@ -232,7 +232,8 @@ def _extra_mark(progress: dict[str, Any]) -> str | None:
 def _regular_mark(progress: dict[str, Any]) -> bool:
     """The rank waits in a mark its previous step entered too."""
     marks, prev = progress.get("marks"), progress.get("previous_step_marks")
-    return bool(marks) and bool(prev) and marks[-1] in prev
+    return isinstance(marks, list) and isinstance(prev, list) and bool(marks) and \
+        marks[-1] in prev
 
 
 def _skipped_marks(progress: dict[str, Any]) -> list[str]:

@@ -362,10 +362,10 @@ def ended_unstopped(by_rank: dict[int, list[Snapshot]], chosen: dict[int, Snapsh
             continue
         latest = max(snaps, key=lambda s: int(s.header.get("armed_unix_ns") or 0))
         armed, timeout = latest.header.get("armed_unix_ns"), latest.header.get("timeout_s")
-        if latest.threads or not latest.pending or type(armed) is not int or \
-                type(timeout) not in (int, float):
+        if latest.threads or not latest.pending or not isinstance(armed, int) or \
+                not isinstance(timeout, (int, float)):
             continue
-        if armed + (timeout + ENDED_SLACK_S) * 1e9 < now_ns:
+        if armed + (float(timeout) + ENDED_SLACK_S) * 1e9 < now_ns:
             out.append(rank)
     return sorted(out)
 

@@ -262,7 +262,8 @@ def allocate_activations(r: Rank) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _sigkill(r: Rank) -> None:
+def _steps_then(r: Rank, culprit: int, act: Callable[[], object]) -> None:
+    """Steps of one all_reduce each; at step :data:`H` the culprit runs ``act`` before it."""
     import torch
     import torch.distributed as dist
 
@@ -270,9 +271,13 @@ def _sigkill(r: Rank) -> None:
     for step in range(STEPS):
         with r.tracker.step(step):
             time.sleep(0.04)
-            if step == H and r.rank == 2:
-                allocate_activations(r)
+            if step == H and r.rank == culprit:
+                act()
             dist.all_reduce(x)
+
+
+def _sigkill(r: Rank) -> None:
+    _steps_then(r, 2, lambda: allocate_activations(r))
 
 
 def count_tokens(until: float) -> int:
@@ -285,17 +290,10 @@ def count_tokens(until: float) -> int:
 
 
 def _busy(r: Rank) -> None:
-    import torch
-    import torch.distributed as dist
-
-    x = torch.ones(4)
-    for step in range(STEPS):
-        with r.tracker.step(step):
-            time.sleep(0.04)
-            if step == H and r.rank == 1:
-                r.hang_started()
-                count_tokens(time.monotonic() + 120)
-            dist.all_reduce(x)
+    def spin() -> None:
+        r.hang_started()
+        count_tokens(time.monotonic() + 120)
+    _steps_then(r, 1, spin)
 
 
 class ShardDataset:
