@@ -20,7 +20,8 @@ is the traceback's innermost frame:
 - inside a collective on every rank that has one: those ranks failed because of a peer (it
   left, or sent what they did not expect); the ranks of the world with no such exception are
   the suspects — ``undecided``, ``low``: a rank killed by a signal records no exception, but
-  neither does one whose spans were lost.
+  neither does one whose spans were lost. Nothing when an earlier finding (a dead rank) or an
+  OOM already names the cause their failure follows from.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any
 
 import numpy as np
 from stormotel.analyzers.report import StallFinding
-from stormotel.analyzers.timeline import KIND_EXCEPTION, KIND_STEP, Timeline
+from stormotel.analyzers.timeline import KIND_EXCEPTION, KIND_OOM, KIND_STEP, Timeline
 
 PATTERN_OWN = "stormotel.telemetry.exception_own_code"
 PATTERN_PEER = "stormotel.telemetry.exception_in_collective"
@@ -82,6 +83,8 @@ def step_exceptions(timeline: Timeline, earlier: list[StallFinding],
             remediation=[f"Rank(s) {own[:8]} raised {ended[own[0]].get('type') or 'an exception'}"
                          f" in their own code ({_where(ended[own[0]])}): fix that; the other "
                          "ranks' errors follow from it."])]
+    if named or any(KIND_OOM in s.markers.kind for s in timeline.ranks.values()):
+        return []  # the cause is already named (a dead rank, an OOM): their failure follows
     suspects = [r for r in range(min(world, 4096)) if r not in ended][:64]
     ev.update({"pattern": PATTERN_PEER, "suspects": suspects, "proof": (
         f"rank(s) {sorted(ended)[:8]} failed inside a collective (a peer left or sent what "
