@@ -31,6 +31,7 @@ from stormotel.analyzers.algorithms.oom_forensics import (
 from stormotel.analyzers.algorithms.plugin import AlgorithmInput, Estimates, SectionAlgorithm
 from stormotel.analyzers.algorithms.rank_rows import prime_rank_facts
 from stormotel.analyzers.algorithms.settings import Settings, settings_for
+from stormotel.analyzers.algorithms.step_exceptions import step_exceptions
 from stormotel.analyzers.align import align as align_timeline
 from stormotel.analyzers.align import review_skew_hint
 from stormotel.analyzers.attribution import attribute
@@ -108,6 +109,8 @@ def _analyze(timeline: Timeline, sensitivity: str, ranks: Iterable[int] | None, 
         mark_suspects_that_ran_out(cross.first_cause_suspects, forensics)
     # a rank silent while its peers go on (one that stopped cleanly: a note instead)
     report.stall_findings.extend(dead_ranks(tl, report.notes))
+    # a rank whose last step ended in an exception (its peers' failures follow from it)
+    report.stall_findings.extend(step_exceptions(tl, report.stall_findings, report.notes))
     attribute(report, tl)
     return report
 

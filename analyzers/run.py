@@ -20,6 +20,7 @@ from stormotel.analyzers.options import AnalyzeOptions
 from stormotel.analyzers.sources.protocol import Progress, Source
 
 from stormotel import exitcodes
+from stormotel.errors import NoTelemetryError
 from stormotel.textsafe import one_line
 
 if TYPE_CHECKING:  # numpy and httpx load with the steps that need them
@@ -174,7 +175,22 @@ def run_files(opts: AnalyzeOptions, *, out: TextIO | None = None,
         from stormotel.analyzers.stalls.cli_support import StallMarkerSource
 
         source = StallMarkerSource(stalls, opts.job.job_id)
-    result = run_once(source, replace(run, stalls=stalls))
+    try:
+        result = run_once(source, replace(run, stalls=stalls))
+    except NoTelemetryError:
+        from stormotel.analyzers.stalls.stacks import find_snapshot_files
+
+        if stalls is None or not find_snapshot_files(opts.stalls.stacks_in):
+            raise
+        # The tracker's snapshots and no telemetry file: ranks that died before the archive's
+        # first write (a forked worker's exception, an abort). Their snapshots are evidence;
+        # "no telemetry" (exit 3) would drop it. Judged alone, as with --stacks.
+        from stormotel.analyzers.stalls.cli_support import StallMarkerSource
+
+        stalls.notes.append("no telemetry file under the PATH(s): judged from the tracker's "
+                            "stack snapshots there alone")
+        result = run_once(StallMarkerSource(stalls, opts.job.job_id),
+                          replace(run, stalls=stalls))
     if result.sinks.failed:
         return exitcodes.SINK_FAILURE
     if result.report.has_findings():

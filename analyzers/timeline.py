@@ -53,6 +53,9 @@ KIND_CONTEXT = "context"
 #: gauge (``schema.TRACKER_STOP``) holds. A process killed (SIGKILL, the OOM killer, a lost
 #: node) writes none, so a rank silent with this marker at its last sample stopped on purpose.
 KIND_TRACKER_STOP = "tracker_stop"
+#: An exception left one of the rank's step or mark spans (OpenTelemetry's ``exception`` event):
+#: attributes ``type``, ``message`` and ``frames`` (the traceback's last frames, innermost last).
+KIND_EXCEPTION = "exception"
 #: The tracker's edge gauges (label ``edge``) → marker kind; sources that read them (TSDB, OTLP
 #: metrics) put the tracker's sampling interval, the edge's resolution, in ``EDGE_RESOLUTION_ATTR``.
 EDGE_MARKER_KINDS: dict[str, str] = {

@@ -253,6 +253,11 @@ EVENT_ATTR_DELTA = "stormotel.memory.delta_bytes"
 EVENT_ATTR_DUMP_PATH = "stormotel.oom.dump_path"
 EVENT_ATTR_CONTEXT = "stormotel.oom.context"
 EVENT_ATTR_MESSAGE = "exception.message"
+# OpenTelemetry's exception event (semantic conventions): a step or mark span an exception left
+# carries it (``record_exception``), with the type, message and formatted traceback
+EVENT_EXCEPTION = "exception"
+EVENT_ATTR_EXC_TYPE = "exception.type"
+EVENT_ATTR_EXC_STACKTRACE = "exception.stacktrace"
 
 # --- analyzer findings as Prometheus series (written by the analyzer job) ---------------------
 # These are Prometheus-native (remote write / Pushgateway), so they are spelled as Prometheus names.

@@ -313,15 +313,29 @@ class StallWatch:
             log.debug("stormotel: next stack snapshot not armed: %s", e)
             self._discard_pending()
 
-    def close(self) -> None:
+    def close(self, *, progressed: bool = False) -> None:
         """Cancel the timer; keep a dump that fired just before the stop, remove an unfired
-        pending file (the tracker is stopping)."""
+        pending file (the tracker is stopping).
+
+        ``progressed``: the stop is a deliberate one (``stop_tracking()`` or the interpreter's
+        normal exit, not SIGTERM or an uncaught exception). Called from the training thread,
+        it is that thread's progress: it returned from whatever a snapshot caught it in (the
+        last step's collective, waiting for a slow peer), so a snapshot before it was a stall
+        the rank got over — the ``.stack.progress`` file says so, as a later step would have.
+        Without it, a rank whose last step waited past the deadline left snapshots that read
+        as a hang of a job that ended well."""
         with self._lock:
             if self._closed and self._fd is None:
                 return
             self._closed = True
             faulthandler.cancel_dump_traceback_later()
             snap = self._finalize_locked()
+            if progressed and self._written and self._training_thread == threading.get_ident():
+                self._last_wall_ns = time.time_ns()
+                self._episode = 0
+                if self._fd is None:  # the episode's last snapshot armed no next file
+                    with contextlib.suppress(OSError):
+                        self._open_pending()
             if self._written and not self._episode:
                 self._keep_progress_header()
             else:

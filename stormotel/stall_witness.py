@@ -89,11 +89,12 @@ class StallWitness:
         if self.watch is not None:
             self.watch.pause()
 
-    def close(self) -> None:
-        """The session ends: the watch stops."""
+    def close(self, *, progressed: bool = False) -> None:
+        """The session ends: the watch stops (``progressed``: a deliberate stop, see
+        :meth:`StallWatch.close`)."""
         stall, self.watch = self.watch, None
         if stall is not None:
-            stall.close()
+            stall.close(progressed=progressed)
 
     def forget_after_fork(self) -> None:
         """In a forked child: the C watchdog thread is the parent's."""

@@ -398,7 +398,8 @@ class MemoryTracker(StormlogTrackerAPI):
             self._thread = None
             atexit.unregister(self._stop_at_exit)
             self._sigterm.restore()
-            self._stalls.close()
+            # a deliberate stop (not SIGTERM, not an uncaught exception) is the rank's progress
+            self._stalls.close(progressed=linger is not True and _uncaught is None)
             self._mark_stop_and_sample(sampler_stuck)
             if _uncaught is not None and self._oom_mono is None and is_oom_error(_uncaught):
                 # An uncaught OOM no counter showed (e.g. nvml): the OOM event, with its dump.

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 import numpy as np
 from stormotel.analyzers.timeline import KIND_COLLECTIVE, KIND_MARK, Markers
 
+from stormotel import schema
+
 _COLLECTIVE = re.compile(
     r"nccl|rccl|gloo|all[_\- ]?reduce|all[_\- ]?gather|reduce[_\- ]?scatter|broadcast|barrier"
     r"|all[_\- ]?to[_\- ]?all|collective", re.IGNORECASE)
@@ -26,6 +28,25 @@ def is_collective(name: str | None) -> bool:
 
 def kind_for_mark(name: str) -> str:
     return KIND_COLLECTIVE if is_collective(name) else KIND_MARK
+
+
+#: a frame of Python's formatted traceback (``traceback.format_exception``)
+_TB_FRAME = re.compile(r'^  File "([^"\n]{1,1024})", line (\d{1,9}), in ([^\n]{1,256})$', re.M)
+#: traceback text read (its end: the innermost frames), frames kept, message characters kept
+MAX_TRACE_CHARS = 16384
+MAX_EXC_FRAMES = 12
+MAX_EXC_MESSAGE = 300
+
+
+def exception_attrs(attrs: Mapping[str, object]) -> dict[str, object]:
+    """An exception event's attributes as a marker keeps them (bounded): ``type``, ``message``
+    and ``frames`` — the traceback's last frames as ``(file, line, function)``, innermost last,
+    which say whether it was raised in the rank's own code or inside a collective."""
+    trace = str(attrs.get(schema.EVENT_ATTR_EXC_STACKTRACE) or "")[-MAX_TRACE_CHARS:]
+    frames = [(f, int(n), fn.strip()) for f, n, fn in _TB_FRAME.findall(trace)]
+    return {"type": str(attrs.get(schema.EVENT_ATTR_EXC_TYPE) or "")[:120],
+            "message": str(attrs.get(schema.EVENT_ATTR_MESSAGE) or "")[:MAX_EXC_MESSAGE],
+            "frames": tuple(frames[-MAX_EXC_FRAMES:])}
 
 
 class MarkerAccumulator:

@@ -27,11 +27,13 @@ from stormotel.analyzers.sources.jsonio import JSONDecodeError, loads
 from stormotel.analyzers.sources.markers import (
     MarkerAccumulator,
     counter_increases,
+    exception_attrs,
     kind_for_mark,
 )
 from stormotel.analyzers.timeline import (
     EDGE_MARKER_KINDS,
     EDGE_RESOLUTION_ATTR,
+    KIND_EXCEPTION,
     KIND_FIRST_RISE,
     KIND_OOM,
     KIND_STEP,
@@ -441,6 +443,11 @@ class OtlpFileReader:
         for ev in span.get("events") or ():
             kind = _EVENT_KINDS.get(ev.get("name"))
             t = _opt_int(_get(ev, "timeUnixNano", "time_unix_nano"))
+            if ev.get("name") == schema.EVENT_EXCEPTION and t is not None and \
+                    name in (schema.SPAN_STEP, schema.SPAN_MARK):
+                self.markers.add(rank, t, t, name, KIND_EXCEPTION,
+                                 exception_attrs(attributes(ev.get("attributes"))))
+                continue
             if kind is None or t is None:
                 continue
             self.markers.add(rank, t, t, str(ev.get("name")), kind,

@@ -34,9 +34,11 @@ if TYPE_CHECKING:
 PATTERN_OUTSIDE = "stormotel.stacks.odd_group"
 PATTERN_SKIP_MARKS = "stormotel.stacks.skipped_mark"
 PATTERN_AHEAD_STEP = "stormotel.stacks.later_step"
+PATTERN_AHEAD_STEP_UNMARKED = "stormotel.stacks.later_step_unmarked"
 PATTERN_LINE_ORDER = "stormotel.stacks.later_line"
 PATTERN_SAME_PLACE = "stormotel.stacks.all_waiting"
 PATTERN_SPLIT = "stormotel.stacks.split_undecided"
+PATTERN_ENDED = "stormotel.stacks.ended_unstopped"
 
 ADVICE = {
     "data_loading": "a data-loader worker that stopped delivering: its dataset, storage or "
@@ -127,10 +129,12 @@ def _split(groups: list[StackGroup], snaps: dict[int, Snapshot], world: int,
     if not ahead:
         ev = _base_evidence(PATTERN_SPLIT, groups, snaps, world, unseen, ranks_all)
         ev.update({"category": "mismatched_collective", "suspects": ranks_all[:64],
-                   "proof": "the ranks wait in different collectives; neither the tracker's "
-                            "marks, the steps nor the call sites say which rank is ahead"})
+                   "proof": proof or "the ranks wait in different collectives; neither the "
+                            "tracker's marks, the steps nor the call sites say which rank is "
+                            "ahead"})
         notes.append("stack snapshots: ranks wait in different collectives; which one skipped "
-                     "is undecided (wrap collectives in tracker.mark() to decide it)")
+                     "is undecided" + ("" if proof else
+                                       " (wrap collectives in tracker.mark() to decide it)"))
         return StallFinding(
             kind="undecided", ranks=[], process_group=None, seq_id=None, op=None,
             source="stacks", confidence="low", evidence=ev,
@@ -141,7 +145,8 @@ def _split(groups: list[StackGroup], snaps: dict[int, Snapshot], world: int,
     ev = _base_evidence(pattern, groups, snaps, world, unseen, ranks_all)
     ev.update({"category": "mismatched_collective", "waiting_ranks": behind[:64],
                "proof": proof})
-    confidence: Confidence = "low" if unseen or pattern == PATTERN_LINE_ORDER else "medium"
+    confidence: Confidence = "low" if unseen or pattern in (
+        PATTERN_LINE_ORDER, PATTERN_AHEAD_STEP_UNMARKED) else "medium"
     g_ahead = next(g for g in groups if ahead[0] in g.ranks)
     g_behind = next((g for g in groups if behind and behind[0] in g.ranks), None)
     waited = g_behind.collective if g_behind else None
@@ -175,9 +180,27 @@ def _ahead(groups: list[StackGroup], snaps: dict[int, Snapshot]
         later = sorted(r for r, v in steps.items() if v == top)
         others = sorted({v for v in steps.values() if type(v) is int and v != top})
         if len(later) < len(snaps):
-            return (later, PATTERN_AHEAD_STEP,
+            # Ahead is not "skipped": the ranks behind may wait in a collective they added
+            # (a barrier under `if rank == 0:`). Their marks tell: a collective their previous
+            # step never entered is an extra one (or a periodic one the others skipped:
+            # undecided); one every step enters was skipped by the ranks ahead (medium);
+            # no marks cannot tell them apart (low).
+            behind = sorted(r for r in snaps if r not in later)
+            extra = {r: m for r in behind if (m := _extra_mark(snaps[r].progress))}
+            if extra:
+                r0 = min(extra)
+                return ([], PATTERN_SPLIT,
+                        f"the tracker's marks: rank(s) {sorted(extra)[:8]} wait in {extra[r0]!r}"
+                        f", which their previous step never entered, in step {steps[r0]}, while"
+                        f" rank(s) {later[:8]} went on to step {top}: either the first added a "
+                        "collective or the others skipped one")
+            regular = all(_regular_mark(snaps[r].progress) for r in behind)
+            return (later, PATTERN_AHEAD_STEP if regular else PATTERN_AHEAD_STEP_UNMARKED,
                     f"the tracker's step marker: rank(s) {later[:8]} are in step {top}, the "
-                    f"others in step(s) {others[:4]}")
+                    f"others in step(s) {others[:4]}" + (
+                        ", waiting in a collective every step enters" if regular else
+                        " (no marks say whether the others' collective is one every step "
+                        "makes or one they added)"))
     same_step = len({v for v in steps.values()}) == 1
     users = {r: s.user_frame() for r, s in snaps.items()}
     if same_step and all(users.values()) and len(groups) == 2:
@@ -195,6 +218,22 @@ def _ahead(groups: list[StackGroup], snaps: dict[int, Snapshot]
                         f"same function the others wait in at an earlier line, {when} (a loop "
                         "inside the step could reverse this)")
     return [], PATTERN_SPLIT, ""
+
+
+def _extra_mark(progress: dict[str, Any]) -> str | None:
+    """The mark the rank waits in when its previous step never entered it (an added
+    collective, or a periodic one), else None."""
+    marks, prev = progress.get("marks"), progress.get("previous_step_marks")
+    if not marks or prev is None or marks[-1] in prev:
+        return None
+    return str(marks[-1])
+
+
+def _regular_mark(progress: dict[str, Any]) -> bool:
+    """The rank waits in a mark its previous step entered too."""
+    marks, prev = progress.get("marks"), progress.get("previous_step_marks")
+    return isinstance(marks, list) and isinstance(prev, list) and bool(marks) and \
+        marks[-1] in prev
 
 
 def _skipped_marks(progress: dict[str, Any]) -> list[str]:
@@ -240,3 +279,30 @@ def category_of(snap: Snapshot) -> str:
                                              for f in snap.main_frames[:3]):
         return "storage"
     return "outside_communication"
+
+
+def ended_finding(ended: list[int], world_size: int | None, notes: list[str]) -> StallFinding:
+    """No snapshot of a hang, but ranks whose process ended without its tracker's stop
+    (:func:`~stormotel.analyzers.stalls.stacks.ended_unstopped`): killed, aborted, or gone
+    through ``os._exit`` after an exception. The job did not end well — never healthy — yet
+    the files cannot say which rank went first (a rank that raises takes its peers down with
+    it within milliseconds): undecided, those ranks the suspects, the logs asked for."""
+    who = ended[:64]
+    notes.append(f"stack snapshots: rank(s) {who[:16]} ended without their tracker's stop "
+                 "(killed, aborted, or an exception in a forked worker): read their logs")
+    ev: dict[str, Any] = {
+        "pattern": PATTERN_ENDED, "category": "ended_without_stop", "suspects": who,
+        "reason": f"rank(s) {who[:16]} left an armed stack-snapshot timer that never fired and "
+                  "was never cancelled: each process ended without the tracker's stop",
+        "proof": "every stop of the tracker (stop_tracking, SIGTERM, the exit handler after an "
+                 "uncaught exception) removes the armed file; a process killed (SIGKILL, the "
+                 "OOM killer), aborted (C++ terminate) or leaving by os._exit leaves it"}
+    if world_size:
+        ev["spoke"] = {"ranks": len(who), "of": world_size}
+    return StallFinding(
+        kind="undecided", ranks=[], process_group=None, seq_id=None, op=None,
+        source="stacks", confidence="low", evidence=ev,
+        remediation=[f"Rank(s) {who[:8]} ended without stopping: read their logs and the "
+                     "launcher's exit codes (a traceback, 'Killed', an OOM-killer line, a "
+                     "signal) — `stormotel analyze ARCHIVE --logs LOG_DIR` reads them with the "
+                     "archive."])

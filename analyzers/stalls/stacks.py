@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -276,8 +277,8 @@ class StackAnalysis:
 SAME_MOMENT_S = 120.0
 
 
-def read_snapshots(files: list[Path], job_id: str | None = None
-                   ) -> tuple[dict[int, Snapshot], list[str], Counter[str]]:
+def read_snapshots(files: list[Path], job_id: str | None = None, now_ns: int | None = None
+                   ) -> tuple[dict[int, Snapshot], list[str], Counter[str], list[int]]:
     """Per rank, the snapshot that describes the hang: the first one fired after the rank's last
     known progress (later ones may show it already tearing down after its peers failed), and
     only snapshots that hold the training thread. Snapshots of another job (``job_id``, else
@@ -285,7 +286,8 @@ def read_snapshots(files: list[Path], job_id: str | None = None
     an earlier incarnation of the job (``restart_count``) are counted skips. A rank whose last
     snapshot precedes a later progress of its own got over that stall: not a hang. Ranks whose
     snapshot is far from the others' moment are left out with a note. Bad files: a counted
-    skip with a note."""
+    skip with a note. Last, the ranks whose process ended without its tracker's stop
+    (:func:`ended_unstopped`)."""
     notes: list[str] = []
     skipped: Counter[str] = Counter()
     parsed: list[Snapshot] = []
@@ -334,7 +336,38 @@ def read_snapshots(files: list[Path], job_id: str | None = None
             skipped["snapshot_other_moment"] += len(far)
             for r in far:
                 del chosen[r]
-    return chosen, notes, skipped
+    ended = ended_unstopped(by_rank, chosen, time.time_ns() if now_ns is None else now_ns)
+    return chosen, notes, skipped, ended
+
+
+#: slack past an armed timer's expiry before its silence says the process is gone
+ENDED_SLACK_S = 5.0
+
+
+def ended_unstopped(by_rank: dict[int, list[Snapshot]], chosen: dict[int, Snapshot],
+                    now_ns: int) -> list[int]:
+    """Ranks (without a snapshot of the hang) whose process ended without its tracker's stop.
+
+    The tracker keeps one armed file per process: a header written at each arming, the C
+    timer's dump appended when it fires. Every stop — ``stop_tracking()``, SIGTERM, the exit
+    handler after an exception — removes that file or renames it ``.stack.progress``. So an
+    unfired ``.stack.pending`` whose timer (armed at ``armed_unix_ns`` for ``timeout_s``) is
+    long past is a process that neither fired it nor stopped: it was killed (SIGKILL, the
+    OOM killer), aborted (a C++ ``terminate``) or left through ``os._exit`` (a forked worker
+    after an uncaught exception: no exit handler runs). The file proves that much of the
+    rank, not why, nor which rank went first."""
+    out = []
+    for rank, snaps in by_rank.items():
+        if rank in chosen or not snaps:
+            continue
+        latest = max(snaps, key=lambda s: int(s.header.get("armed_unix_ns") or 0))
+        armed, timeout = latest.header.get("armed_unix_ns"), latest.header.get("timeout_s")
+        if latest.threads or not latest.pending or not isinstance(armed, int) or \
+                not isinstance(timeout, (int, float)):
+            continue
+        if armed + (float(timeout) + ENDED_SLACK_S) * 1e9 < now_ns:
+            out.append(rank)
+    return sorted(out)
 
 
 def _this_job(snaps: list[Snapshot], job_id: str | None, notes: list[str],
@@ -399,11 +432,13 @@ def analyze_stacks(files: list[Path], world_size: int | None = None,
     """Group the ranks' latest snapshots (only ``job_id``'s when given) and judge them
     (:mod:`~stormotel.analyzers.stalls.stack_rules`): snapshots of one moment are a hang,
     never healthy."""
-    from stormotel.analyzers.stalls.stack_rules import judge
+    from stormotel.analyzers.stalls.stack_rules import ended_finding, judge
 
-    snaps, notes, skipped = read_snapshots(files, job_id)
+    snaps, notes, skipped, ended = read_snapshots(files, job_id)
     groups = _group(snaps)
     findings = judge(groups, snaps, world_size, notes)
+    if not findings and ended:
+        findings = [ended_finding(ended, world_size, notes)]
     return StackAnalysis(snaps, groups, findings, notes, skipped)
 
 

@@ -10,7 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
-from stormotel.analyzers.stalls.stacks import analyze_stacks, find_snapshot_files, parse_snapshot
+from stormotel.analyzers.stalls.stacks import (
+    analyze_stacks,
+    find_snapshot_files,
+    parse_snapshot,
+    read_snapshots,
+)
 
 from stormotel import ExportConfig, MemoryTracker, StallConfig, environment, schema, stall_watch
 
@@ -267,3 +272,50 @@ def test_ranks_in_different_collectives_name_the_one_ahead_or_say_undecided(
     _snapshot(tmp_path / "c" / f"rank-1-1-1{schema.STACK_SUFFIX}", 1, inner)
     (f,) = analyze_stacks(find_snapshot_files([tmp_path / "c"]), world_size=2).findings
     assert f.kind == "undecided" and f.evidence["pattern"] == "stormotel.stacks.all_waiting"
+
+
+def test_a_stall_in_the_last_step_then_a_deliberate_stop_is_one_the_rank_got_over(
+        tmp_path: Path) -> None:
+    """Round two of the user hangs (helper uh): rank 1 of a healthy job waited in its last
+    step's barrier while rank 0 ran a 5 s evaluation; no step followed, so nothing said it got
+    over that wait, and the job read as hung. Its stop from the training thread says it."""
+    with _tracker(tmp_path) as t:
+        _steps(t, 5)
+        with t.step():
+            wait_for_a_batch()
+        assert t.state.stall_snapshots >= 1
+    every = _files(tmp_path)
+    assert any(f.name.endswith(schema.STACK_PROGRESS_SUFFIX) for f in every), every
+    sa = analyze_stacks(find_snapshot_files([tmp_path]), world_size=2)
+    assert sa.findings == [] and sa.skipped["snapshot_stall_got_over"] == 1, sa.notes
+
+
+def test_a_stop_on_sigterm_after_a_stall_leaves_the_hang(tmp_path: Path) -> None:
+    """SIGTERM (and the exit handler after an exception) stop with ``linger=True``: the
+    launcher ending a hung rank is no progress of it."""
+    t = _tracker(tmp_path)
+    t.start_tracking()
+    _steps(t, 5)
+    with t.step():
+        wait_for_a_batch()
+    t.stop_tracking(linger=True)
+    sa = analyze_stacks(find_snapshot_files([tmp_path]), world_size=2)
+    assert sa.findings and sa.findings[0].source == "stacks", sa.notes
+    assert not any(f.name.endswith(schema.STACK_PROGRESS_SUFFIX) for f in _files(tmp_path))
+
+
+def test_an_armed_timer_of_a_live_rank_is_no_ended_rank(tmp_path: Path) -> None:
+    """The armed file of a rank still running (its timer not yet due) says nothing; the same
+    file read after its timer was long due, never fired nor removed, is a process that ended
+    without its tracker's stop."""
+    t = _tracker(tmp_path)
+    t.start_tracking()
+    try:
+        _steps(t, 5)
+        files = find_snapshot_files([tmp_path])
+        assert [f.name.endswith(schema.STACK_PENDING_SUFFIX) for f in files] == [True]
+        sa = analyze_stacks(files, world_size=2)
+        assert sa.findings == [], sa.notes
+        assert read_snapshots(files, now_ns=time.time_ns() + 60 * 10**9)[3] == [1]
+    finally:
+        t.stop_tracking()

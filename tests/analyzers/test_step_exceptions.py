@@ -1,0 +1,67 @@
+"""A rank whose last step ended in an exception (analyzers/algorithms/step_exceptions.py), read
+through the CLI from a real tracker's archive: raised in the rank's own code with no step
+after it, the rank is named (medium); caught and gone on from, or an exception that ends work on
+purpose (StopIteration), it is no failure. The multi-rank cases (a peer failing inside its
+collective because of it) run as real gloo jobs: tests/stalls/test_newcomer_hangs.py."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from stormotel import MemoryTracker, exitcodes
+from tests.fuzz.boundary import analyze, check
+
+
+def load_batch() -> None:
+    raise ValueError("corrupt sample in shard 0")
+
+
+def _archive(tmp_path: Path, exc: type[BaseException], go_on: bool) -> Path:
+    t = MemoryTracker(sampler="simulated", archive_dir=tmp_path / "archive", job_id="j",
+                      rank=0, world_size=1, sampling_interval=0.05, stall_snapshots=False)
+    t.start_tracking()
+    for i in range(5):
+        with t.step(i):
+            time.sleep(0.01)
+    try:
+        with t.step(5):
+            if exc is ValueError:
+                load_batch()
+            raise exc()
+    except exc:
+        pass
+    for i in range(6, 9 if go_on else 6):
+        with t.step(i):
+            time.sleep(0.01)
+    t.stop_tracking()
+    return tmp_path / "archive"
+
+
+def _run(tmp_path: Path, archive: Path) -> tuple[int, dict]:
+    out = tmp_path / "r.json"
+    result = analyze(str(archive), "--format", "json", "-o", str(out), "-q")
+    check(result, out)
+    return result.code, json.loads(out.read_text())
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_a_rank_whose_last_step_raised_in_its_own_code_is_named(tmp_path: Path) -> None:
+    code, report = _run(tmp_path, _archive(tmp_path, ValueError, go_on=False))
+    assert code == exitcodes.FINDINGS
+    lead = report["stall_findings"][0]
+    assert (lead["kind"], lead["ranks"], lead["confidence"]) == ("rank_failure", [0], "medium")
+    assert lead["evidence"]["pattern"] == "stormotel.telemetry.exception_own_code"
+    assert "load_batch" in lead["evidence"]["exceptions"]["0"]
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize(("exc", "go_on"), [(ValueError, True), (StopIteration, False)])
+def test_an_exception_gone_on_from_or_ending_work_on_purpose_is_no_failure(
+        tmp_path: Path, exc: type[BaseException], go_on: bool) -> None:
+    code, report = _run(tmp_path, _archive(tmp_path, exc, go_on))
+    assert code == exitcodes.OK, report["stall_findings"]
+    assert report["stall_findings"] == []
