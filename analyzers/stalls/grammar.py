@@ -1455,6 +1455,57 @@ CATALOGUE: tuple[Pattern, ...] = (
        "blocks are victims of that cleanup. Nobody named as a rank (read by log_rankless)",
        r"BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES", ("bad termination",),
        "rankless"),
+    # --------------------------------------------- rules from source (helper rs10)
+    _p("composer.launcher.rank_crashed", "MosaicML Composer launcher (composer CLI, the poll loop)",
+       "log.error(f'Rank {global_rank} crashed with exit code {process.returncode}.') "
+       "(logging.basicConfig's default form: \"ERROR:composer.cli.launcher:Rank N crashed …\")",
+       "Composer 0.12 – 0.25 (composer/cli/launcher.py, read in the mosaicml 0.12.0, 0.17.0 and "
+       "0.25.0 wheels: the same text and loop)",
+       "composer/cli/launcher.py (_monitor_processes: every 0.1 s, polls its node's processes in "
+       "global-rank order and stops at the first non-zero return code)",
+       "reporter: the launcher of ONE node; N is a GLOBAL rank (base_rank + local_rank, the RANK "
+       "it gave the process). The first of its node's processes the poll found ended non-zero — "
+       "of those ended within one 0.1 s tick the LOWEST rank — before it SIGTERMs the others "
+       "(their ends are the launcher's stop). The code is Popen's: -N a signal. Its own death "
+       "signal (-9, -11, -7, -4, -8) or its own error in its STDERR block: a culprit at low; "
+       "-6 (SIGABRT, a watchdog's end), -15/-2/-1, or a code with no own error shown: a suspect; "
+       "different N (one launcher per node): suspects (read by log_composer)",
+       r"(?<![\w-])Rank (?P<rank>\d{1,7}) crashed with exit code (?P<code>-?\d{1,4})\.",
+       ("crashed with exit code",), "composer"),
+    _p("composer.launcher.exit_status", "MosaicML Composer launcher (composer CLI, after cleanup)",
+       "f'Global rank {global_rank} (PID {process.pid}) exited with code {process.returncode}' "
+       "(printed, then its \"----------Begin global rank N STDOUT----------\" / \"… STDERR …\" "
+       "blocks; \"logs\" for STDOUT on the MosaicML platform from 0.2x); log.error('Global "
+       "rank %s (PID %s) exited with code %s') for the exit status",
+       "Composer 0.12 – 0.25 (read at 0.12.0, 0.17.0 and 0.25.0; the \"logs\" label is 0.25's)",
+       "composer/cli/launcher.py (_cleanup_processes → _print_process_exit_status; "
+       "_aggregate_process_returncode)",
+       "reporter: the launcher of one node, after it stopped the rest. Printed for EVERY process "
+       "that ended non-zero and not by SIGTERM/SIGKILL (those it skips as its own kills — so an "
+       "OOM-killed rank, -9, gets no block), in global-rank order, not in the order they "
+       "failed; the logged form names the lowest rank with a non-zero code, a stopped victim "
+       "included. Neither says who was first: the ranks are suspects; the block carries that "
+       "rank's own stderr (read by log_composer)",
+       r"(?<![\w-])Global rank (?P<rank>\d{1,7}) \(PID (?P<pid>\d{1,10})\) exited with code "
+       r"(?P<code>-?\d{1,4})", ("exited with code",), "composer"),
+    _p("tf.distributed.task_error", "TensorFlow distributed runtime (graph-mode master session)",
+       'Status(code, StrCat("From ", *call->worker_name, ":\\n", <the task\'s error message>)) '
+       "— the error a session.run / TPUEstimator / Estimator step raises, its first line "
+       '"From /job:<job>/replica:<r>/task:<i>:"',
+       "TF 2.x graph mode (tensorflow/core/distributed_runtime/master_session.cc read at the "
+       "stored commit 00f0938, a 2.x file with StatusGroup; NOT in the older stored d437d4a, a "
+       "1.x file whose RunManyGraphs kept the bare status: the prefix is absent there)",
+       "tensorflow/core/distributed_runtime/master_session.cc (RunManyGraphs::WhenDone: the "
+       "RunGraph call of one partition — one task — came back with an error)",
+       "reporter: the master (the client's session); /job:J/replica:R/task:I names the TASK "
+       "whose own RunGraph step failed with the error that follows. The first non-derived "
+       "error cancels every other task's call (their Cancelled statuses are derived and "
+       "dropped), so it is the first task the master heard fail — but its error may itself be "
+       "a peer's consequence (Unavailable: Socket closed, a recv from a dead task). A TASK of "
+       "the TF cluster (a worker host, a TPU host), not a rank: nobody named as a rank (read "
+       "by log_rankless)",
+       r"(?<![\w/])From /job:(?P<job>[\w.-]{1,64})/replica:\d{1,7}/task:(?P<task>\d{1,7}):",
+       ("from /job:",), "rankless"),
 )
 
 BY_ID: dict[str, Pattern] = {p.id: p for p in CATALOGUE}

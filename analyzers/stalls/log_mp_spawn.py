@@ -63,7 +63,7 @@ _RAISED = gr.BY_ID[RAISED].regex
 #: a child's death by a signal of its own (not how a waiting victim or a stopped process ends)
 _OWN_SIGNALS = frozenset({"SIGKILL", "SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE"})
 #: the unindented last line of a traceback: ``module.Name: message`` or a bare ``Name``
-_EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w{0,80}\.){0,8}[A-Za-z_]\w{0,80}(?:Error|Exception|"
+EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w{0,80}\.){0,8}[A-Za-z_]\w{0,80}(?:Error|Exception|"
                        r"Interrupt|Exit|Iteration|Failure)(?::|\s*$)")
 #: lines a child's traceback may span after its header before it is taken as cut
 _SPAN = 2000
@@ -137,7 +137,7 @@ class Scanner:
         body = seg.rstrip()
         if body.lstrip().startswith('File "'):
             cur.frames += 1
-        elif body and not body[0].isspace() and _EXC_LINE.match(body):
+        elif body and not body[0].isspace() and EXC_LINE.match(body):
             cur.exc_line, cur.exc_text = no, body[:300]
         elif body and not body[0].isspace() and cur.exc_line is not None and not \
                 body.startswith(("Traceback", "During handling", "The above exception")):

@@ -23,6 +23,7 @@ from stormotel.analyzers.stalls import (
     log_busy,
     log_busy_unstated,
     log_c10d_reporter,
+    log_composer,
     log_cut_traceback,
     log_device_oom,
     log_frtrace,
@@ -237,4 +238,6 @@ KINDS: tuple[LogKind, ...] = (
     LogKind("mp_spawn", log_mp_spawn.Scanner, log_mp_spawn.findings),
     # Ray Train's driver: the world rank of a worker whose actor died
     LogKind("ray_train_failed", log_ray_train.Scanner, log_ray_train.findings),
+    # MosaicML Composer's launcher: the first rank of its node it found crashed, and how
+    LogKind("composer_launcher", log_composer.Scanner, log_composer.findings),
 )
