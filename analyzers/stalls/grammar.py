@@ -1506,6 +1506,22 @@ CATALOGUE: tuple[Pattern, ...] = (
        "by log_rankless)",
        r"(?<![\w/])From /job:(?P<job>[\w.-]{1,64})/replica:\d{1,7}/task:(?P<task>\d{1,7}):",
        ("from /job:",), "rankless"),
+    _p("ray.train.worker_processes", "Ray Train (BackendExecutor, at the worker group's start)",
+       'logger.info(f"Started distributed worker processes: \\n{workers_info}"), one line per '
+       'worker "- (ip={ip}, pid={pid}) world_rank={i}, local_rank={l}, node_rank={n}" (2.9; '
+       '"- (node_id={id}, ip={ip}, pid={pid}) world_rank=…" at 2.40)',
+       "Ray 2.9 – 2.40 (ray/train/_internal/backend_executor.py read in the ray-2.9.0 and "
+       "ray-2.40.0 wheels: node_id added in front by 2.40)",
+       "ray/train/_internal/backend_executor.py (_create_rank_world_size_mappings: worker i of "
+       "the worker group is world_rank=i)",
+       "a MAP, not an event: the worker process (pid, ip) that holds world rank i in that "
+       "worker group (a restart starts a new group: new pids). Joined with a death that names "
+       "a pid — ActorDiedError's \"pid: P\" / \"ip: A\" lines with a failing exit type, the "
+       "raylet's \"Worker PID: P\" — it names the world rank whose process died: a culprit at "
+       "low; several ranks: suspects; a pid not in the map: nobody (read by log_ray_pids)",
+       r"\(\s?(?:node_id=[0-9a-fA-F]{1,64}, )?ip=(?P<ip>[\w.:-]{1,64}), pid=(?P<pid>\d{1,10})\) "
+       r"world_rank=(?P<rank>\d{1,7}), local_rank=\d{1,5}, node_rank=\d{1,5}",
+       ("world_rank=",), "ray_pids"),
 )
 
 BY_ID: dict[str, Pattern] = {p.id: p for p in CATALOGUE}

@@ -43,6 +43,7 @@ from stormotel.analyzers.stalls import (
     log_ras,
     log_ras_health,
     log_ras_verdicts,
+    log_ray_pids,
     log_ray_train,
     log_serving,
     log_srun,
@@ -240,4 +241,6 @@ KINDS: tuple[LogKind, ...] = (
     LogKind("ray_train_failed", log_ray_train.Scanner, log_ray_train.findings),
     # MosaicML Composer's launcher: the first rank of its node it found crashed, and how
     LogKind("composer_launcher", log_composer.Scanner, log_composer.findings),
+    # Ray Train's pid -> world_rank list joined with a dead worker's pid (ActorDiedError, raylet)
+    LogKind("ray_pid_rank", log_ray_pids.Scanner, log_ray_pids.findings),
 )

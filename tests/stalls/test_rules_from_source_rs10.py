@@ -10,7 +10,11 @@ not copied from any collected case; paths, pids and sizes are invented.
   a consequence names a suspect; different ranks (one launcher per node) or blocks alone name
   nobody;
 - TensorFlow's "From /job:J/replica:R/task:I:" (log_rankless): a task, never a rank — undecided
-  at low with the task and its error in the reason.
+  at low with the task and its error in the reason;
+- Ray Train's "Started distributed worker processes" pid → world_rank list (log_ray_pids, from
+  ``ray/train/_internal/backend_executor.py`` and ``ray/exceptions.py`` at ray-2.9.0 / 2.40.0)
+  joined with a dead worker's pid: that world rank at low; an intended exit, a pid off the map
+  or an ambiguous pid name none; two ranks are suspects.
 """
 
 from __future__ import annotations
@@ -163,3 +167,73 @@ def test_tf_task_error_on_the_same_line_and_a_peer_consequence_name_nobody(
     code, report = analyze_log_text(
         tmp_path / "b", "job.log", "Placed Variable on /job:worker/replica:0/task:1/device:GPU:0\n")
     assert code == 3 and TF_TASK not in str(report)
+
+
+# --- Ray Train's pid -> world rank map joined with a dead worker's pid (synthetic, from
+# --- backend_executor.py's workers_info, exceptions.py's ActorDiedError, the raylet's message) --
+RAY_MAP = "ray.train.worker_processes"
+_STARTED = ("(TrainTrainable pid=5100) 2026-11-29 10:00:00,000\tINFO backend_executor.py:447 -- "
+            "Started distributed worker processes: \n")
+
+
+def _map_240(pids: list[int]) -> str:  # ray 2.40: node_id first
+    return _STARTED + "".join(
+        f"(TrainTrainable pid=5100) - (node_id=9f2c{i // 2}, ip=10.0.0.{4 + i // 2}, "
+        f"pid={p}) world_rank={i}, local_rank={i % 2}, node_rank={i // 2}\n"
+        for i, p in enumerate(pids))
+
+
+def _map_29(pids: list[int]) -> str:  # ray 2.9: no node_id
+    return _STARTED + "".join(
+        f"- (ip=10.0.0.{4 + i // 2}, pid={p}) world_rank={i}, local_rank={i % 2}, "
+        f"node_rank={i // 2}\n" for i, p in enumerate(pids))
+
+
+def _actor_died(pid: int, ip: str, exit_type: str) -> str:
+    return ("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this "
+            "task.\n\tclass_name: RayTrainWorker\n\tactor_id: 3c1d2e0f5a6b7c8d9e0f1a2b01000000\n"
+            f"\tpid: {pid}\n\tnamespace: 6f2e1c3a-0b4d\n\tip: {ip}\n"
+            "The actor is dead because its worker process has died. Worker exit type: "
+            f"{exit_type} Worker exit detail: Worker unexpectedly exits with a connection error "
+            "code 2. End of file.\n")
+
+
+def test_ray_dead_actor_pid_joined_with_the_map_names_its_world_rank_at_low(
+        tmp_path: Path) -> None:
+    for started in (_map_240([5210, 5211, 6120, 6121]), _map_29([5210, 5211, 6120, 6121])):
+        code, roots = _run(tmp_path, started + _actor_died(6121, "10.0.0.5", "SYSTEM_ERROR"))
+        assert code == 1
+        assert _by(roots, RAY_MAP) == [("rank_failure", [3], "low")], started
+        assert roots[0]["evidence"]["pid"] == 6121
+
+
+def test_ray_raylet_worker_pid_joined_with_the_map_names_its_world_rank(tmp_path: Path) -> None:
+    raylet = ("(raylet) A worker died or was killed while executing a task by an unexpected "
+              "system error. To troubleshoot the problem, check the logs for the dead worker. "
+              "RayTask ID: ffffffffffffffff3c1d Worker ID: 8a7b Node ID: 9f2c0 Worker IP "
+              "address: 10.0.0.4 Worker port: 10002 Worker PID: 5211 Worker exit type: "
+              "SYSTEM_ERROR Worker exit detail: The leased worker has unrecoverable failure.\n")
+    code, roots = _run(tmp_path, _map_240([5210, 5211, 6120, 6121]) + raylet)
+    assert code == 1
+    assert _by(roots, RAY_MAP) == [("rank_failure", [1], "low")]
+
+
+def test_ray_intended_exit_or_a_pid_off_the_map_names_no_rank(tmp_path: Path) -> None:
+    # the executor's own shutdown of a survivor is an INTENDED exit: not a death
+    for text in (_map_240([5210, 5211]) + _actor_died(5211, "10.0.0.4", "INTENDED_USER_EXIT"),
+                 _map_240([5210, 5211]) + _actor_died(7777, "10.0.0.9", "SYSTEM_ERROR"),
+                 # same pid on two hosts, the death on neither map host: not joined
+                 _map_29([5210, 5210]) + _actor_died(5210, "10.0.0.9", "SYSTEM_ERROR")):
+        code, roots = _run(tmp_path, text)
+        assert code == 1  # a death is still shown (log_serving's rankless reading)
+        assert not any(f["kind"] == "rank_failure" for f in roots), text
+        assert _by(roots, RAY_MAP) == [], text
+
+
+def test_ray_two_dead_ranks_are_suspects(tmp_path: Path) -> None:
+    code, roots = _run(tmp_path, _map_240([5210, 5211, 6120, 6121])
+                       + _actor_died(6121, "10.0.0.5", "SYSTEM_ERROR")
+                       + _actor_died(5210, "10.0.0.4", "NODE_OUT_OF_MEMORY"))
+    assert code == 1
+    assert _by(roots, RAY_MAP) == [("undecided", [], "low")]
+    assert _suspects(roots) == [0, 3]
