@@ -178,30 +178,29 @@ def _why_not(d: dict[str, Any]) -> str:
             "trouble reaches a victim so)")
 
 
+def _nobody(pattern: str, reason: str, mine: list[Any], ranks: list[int]) -> StallFinding:
+    """Undecided at low, these ranks the suspects: the lines do not say which was first."""
+    return log_finding("undecided", [], "unknown", "low", pattern, reason,
+                       [REMEDIATION["suspect"], REMEDIATION["own"]], mine,
+                       suspects=ranks[:64], collect_next=ranks[:16])
+
+
 def findings(events: list[Any], known: int | None) -> list[StallFinding]:
     """One finding for the launcher lines in the logs together (module docstring)."""
     mine = [e for e in events if e.kind == KIND and e.detail]
     crashed = [e for e in mine if e.pattern == CRASHED]
+    ranks = sorted({int(e.detail["global_rank"]) for e in crashed or mine})
     if not crashed:
-        if not mine:
-            return []
-        ranks = sorted({int(e.detail["global_rank"]) for e in mine})
-        return [log_finding(
-            "undecided", [], "unknown", "low", EXIT,
-            f"Composer's launcher printed the exit of global ranks {ranks[:16]} — every "
-            "process of its node that ended non-zero (not its own SIGTERM/SIGKILL), in rank "
-            "order: which failed first the lines do not say (its 'Rank N crashed' line would)",
-            [REMEDIATION["suspect"], REMEDIATION["own"]], mine, suspects=ranks[:64],
-            collect_next=ranks[:16])]
-    ranks = sorted({int(e.detail["global_rank"]) for e in crashed})
+        return [_nobody(EXIT, (
+            f"Composer's launcher printed the exit of global ranks {ranks[:16]} — every process "
+            "of its node that ended non-zero (not its own SIGTERM/SIGKILL), in rank order: "
+            "which failed first the lines do not say (its 'Rank N crashed' line would)"),
+            mine, ranks)] if mine else []
     if len(ranks) > 1:
-        return [log_finding(
-            "undecided", [], "unknown", "low", CRASHED,
+        return [_nobody(CRASHED, (
             f"Composer's launchers found different ranks {ranks[:16]} crashed first — one "
             "launcher per node (each names its own node's first failure, which may be another "
-            "node's victim) or several runs: nobody is named",
-            [REMEDIATION["suspect"], REMEDIATION["own"]], mine, suspects=ranks[:64],
-            collect_next=ranks[:16])]
+            "node's victim) or several runs: nobody is named"), mine, ranks)]
     who, lead = ranks[0], crashed[0].detail
     where = (f"Composer's launcher found global rank {who} the first of its node's processes "
              f"ended non-zero (exit code {lead['exit_code']})")

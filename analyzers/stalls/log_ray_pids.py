@@ -42,7 +42,7 @@ from typing import Any
 from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls import grammar as gr
 from stormotel.analyzers.stalls import log_failures as lf
-from stormotel.analyzers.stalls.log_finding import log_finding
+from stormotel.analyzers.stalls import log_ray_train
 
 KIND = "ray_pids"
 MAP = "ray.train.worker_processes"
@@ -130,33 +130,17 @@ class Scanner:
         return out
 
 
-REMEDIATION = [
-    "That world rank's worker process died: read its own output (the driver's "
-    "'(RayTrainWorker pid=P, ip=A)' lines for that pid, or /tmp/ray/session_latest/logs/"
-    "worker-*-P.err on its node) and the node's dmesg / `ray memory` for an OOM kill.",
-    "If Ray's memory monitor killed it ('Task was killed due to the node running low on "
-    "memory'), lower the per-worker memory or raise RAY_memory_usage_threshold; a lost node "
-    "shows in `ray status` / the GCS log.",
-]
-
-
 def findings(events: list[Any], known: int | None) -> list[StallFinding]:
     """The world rank(s) whose process died, by the driver's own pid → rank map (low)."""
     mine = [e for e in events if e.kind == KIND and e.detail]
     if not mine:
         return []
-    ranks = sorted({int(e.detail["world_rank"]) for e in mine})
     pids = sorted({int(e.detail["pid"]) for e in mine})
-    if len(ranks) == 1:
-        return [log_finding(
-            "rank_failure", ranks, "actor_died", "low", MAP,
-            f"the process of world rank {ranks[0]} (pid {pids[0]}) died — Ray reported the "
-            "dead worker by pid, and Ray Train's 'Started distributed worker processes' list "
-            f"gives that pid world_rank={ranks[0]}", REMEDIATION, mine,
-            rank_from="Ray Train's pid → world_rank list joined with the dead worker's pid",
-            pid=pids[0])]
-    return [log_finding(
-        "undecided", [], "actor_died", "low", MAP,
-        f"the processes of world ranks {ranks[:16]} died (pids {pids[:16]}, joined with Ray "
+    return log_ray_train.dead_ranks(
+        mine, MAP,
+        f"the process of world rank {{ranks}} (pid {pids[0]}) died — Ray reported the dead "
+        "worker by pid, and Ray Train's 'Started distributed worker processes' list gives that "
+        "pid world_rank={ranks}",
+        f"the processes of world ranks {{ranks}} died (pids {pids[:16]}, joined with Ray "
         "Train's pid → world_rank list): which one started the trouble the lines do not say",
-        REMEDIATION, mine, suspects=ranks[:64], collect_next=ranks[:16])]
+        "Ray Train's pid → world_rank list joined with the dead worker's pid", pid=pids[0])

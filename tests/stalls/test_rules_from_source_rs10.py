@@ -20,22 +20,13 @@ not copied from any collected case; paths, pids and sizes are invented.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from tests.stalls.helpers import analyze_log_text
 from tests.stalls.helpers import root_findings as _run
+from tests.stalls.test_rules_from_source_rs9 import _by, _suspects
 
 CRASHED = "composer.launcher.rank_crashed"
 EXIT = "composer.launcher.exit_status"
-
-
-def _by(roots: list[dict[str, Any]], pattern: str) -> list[tuple[str, list[int], str]]:
-    return [(f["kind"], f["ranks"], f["confidence"]) for f in roots
-            if f["evidence"].get("pattern") == pattern]
-
-
-def _suspects(roots: list[dict[str, Any]]) -> list[int]:
-    return sorted({r for f in roots for r in f["evidence"].get("suspects") or []})
 
 
 # --- Composer's launcher (synthetic, from launcher.py's log.error / print format strings) -------
