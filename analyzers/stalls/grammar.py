@@ -1522,6 +1522,23 @@ CATALOGUE: tuple[Pattern, ...] = (
        r"\(\s?(?:node_id=[0-9a-fA-F]{1,64}, )?ip=(?P<ip>[\w.:-]{1,64}), pid=(?P<pid>\d{1,10})\) "
        r"world_rank=(?P<rank>\d{1,7}), local_rank=\d{1,5}, node_rank=\d{1,5}",
        ("world_rank=",), "ray_pids"),
+    _p("lightning.child_terminated", "Lightning / Fabric DDP launcher (_ChildProcessObserver)",
+       'rank_prefixed_message(f"Child process with PID {proc.pid} terminated with code '
+       '{proc.returncode}. Forcefully terminating all other processes to avoid zombies 🧟", '
+       'rank=i + 1) → "[rank: N] Child process with PID P terminated with code C. …"',
+       "Lightning 2.1 – 2.4 (lightning/fabric/strategies/launchers/subprocess_script.py read in "
+       "the lightning 2.1.0 and 2.4.0 wheels; the prefix from lightning_utilities 0.11.2)",
+       "lightning/fabric/strategies/launchers/subprocess_script.py (_ChildProcessObserver._run: "
+       "every 5 s, the first child in LOCAL order with a non-zero return code)",
+       "reporter: local rank 0's observer thread; N is the child's LOCAL rank (children are "
+       "local ranks 1 … n-1; local rank 0 is the observer's own process, never named). The "
+       "first child it found ended non-zero (of those ended within one 5 s period the lowest), "
+       "before it SIGKILLs every other process. Its own death signal (-9, -11, -7, -4, -8): a "
+       "culprit at low, read as the global rank only when nothing shows a second node; -6, "
+       "-15, or an exit code (an exception — a victim's way out too): a suspect (read by "
+       "log_lightning)",
+       r"\[rank: (?P<rank>\d{1,7})\] Child process with PID (?P<pid>\d{1,10}) terminated with "
+       r"code (?P<code>-?\d{1,4})\.", ("child process with pid",), "lightning"),
 )
 
 BY_ID: dict[str, Pattern] = {p.id: p for p in CATALOGUE}

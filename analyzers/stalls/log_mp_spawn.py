@@ -68,7 +68,7 @@ EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w{0,80}\.){0,8}[A-Za-z_]\w{0,80}(?:Error|E
 #: lines a child's traceback may span after its header before it is taken as cut
 _SPAN = 2000
 #: a node rank above 0 or a node count above 1 stated in the output: spawn indexes are local
-_NODES = re.compile(r"\b(?P<what>node_rank|machine_rank|nnodes|num_machines|num_nodes)\b"
+NODES = re.compile(r"\b(?P<what>node_rank|machine_rank|nnodes|num_machines|num_nodes)\b"
                     r"\W{0,4}(?P<n>\d{1,5})\b")
 #: the most GPUs one node commonly holds (a stated world above it means a second node)
 _NODE_GPUS = 8
@@ -112,7 +112,7 @@ class Scanner:
 
     def feed(self, no: int, seg: str, low: str, rank: int | None) -> None:
         if self._nodes is None and ("node" in low or "machine" in low) and \
-                (m := _NODES.search(seg)):
+                (m := NODES.search(seg)):
             n = int(m.group("n"))
             if n > (0 if m.group("what").endswith("rank") else 1):
                 self._nodes = f"{m.group('what')} {n}"
@@ -184,7 +184,7 @@ class Scanner:
             RAISED if r.how == "raised" else EXITED) for r in self.reports]
 
 
-def _second_node(mine: list[Any], events: list[Any], known: int | None) -> str | None:
+def second_node(mine: list[Any], events: list[Any], known: int | None) -> str | None:
     """What in the logs shows more than one node (None: nothing does)."""
     stated = next((str(e.detail["second_node"]) for e in mine if e.detail.get("second_node")),
                   None)
@@ -219,7 +219,7 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
     if not mine:
         return []
     indexes = sorted({int(e.detail["index"]) for e in mine})
-    second = _second_node(mine, events, known)
+    second = second_node(mine, events, known)
     lead = mine[0].detail
     where = ("the parent of torch.multiprocessing.spawn reported process "
              f"{lead['index']} as the first child it found failed")

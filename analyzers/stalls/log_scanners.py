@@ -30,6 +30,7 @@ from stormotel.analyzers.stalls import (
     log_gpu_lost,
     log_hccl,
     log_horovod,
+    log_lightning,
     log_main_first,
     log_monitored,
     log_mp_spawn,
@@ -243,4 +244,6 @@ KINDS: tuple[LogKind, ...] = (
     LogKind("composer_launcher", log_composer.Scanner, log_composer.findings),
     # Ray Train's pid -> world_rank list joined with a dead worker's pid (ActorDiedError, raylet)
     LogKind("ray_pid_rank", log_ray_pids.Scanner, log_ray_pids.findings),
+    # Lightning / Fabric's DDP process observer: the first child (a LOCAL rank) it found dead
+    LogKind("lightning_child", log_lightning.Scanner, log_lightning.findings),
 )

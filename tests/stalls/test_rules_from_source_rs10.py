@@ -228,3 +228,32 @@ def test_ray_two_dead_ranks_are_suspects(tmp_path: Path) -> None:
     assert code == 1
     assert _by(roots, RAY_MAP) == [("undecided", [], "low")]
     assert _suspects(roots) == [0, 3]
+
+
+# --- Lightning / Fabric's DDP process observer (synthetic, subprocess_script.py's message with
+# --- lightning_utilities' rank_prefixed_message prefix) ----------------------------------------
+LIGHTNING = "lightning.child_terminated"
+
+
+def _child(local: int, code: int) -> str:
+    return (f"[rank: {local}] Child process with PID {48210 + local} terminated with code "
+            f"{code}. Forcefully terminating all other processes to avoid zombies 🧟\n")
+
+
+def test_lightning_child_own_signal_names_the_local_rank_on_one_node_at_low(
+        tmp_path: Path) -> None:
+    code, roots = _run(tmp_path, _child(2, -9))
+    assert code == 1
+    assert _by(roots, LIGHTNING) == [("rank_failure", [2], "low")]
+    assert "presumed" in roots[0]["evidence"]["rank_from"]
+
+
+def test_lightning_child_exit_code_or_a_second_node_names_nobody(tmp_path: Path) -> None:
+    for text, suspects in ((_child(3, 1), [3]), (_child(3, -6), [3]),
+                           ("Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/16\n"
+                            "num_nodes 2\n" + _child(3, -9), [])):
+        code, roots = _run(tmp_path, text)
+        assert code == 1
+        assert not any(f["kind"] == "rank_failure" for f in roots), text
+        assert _by(roots, LIGHTNING) == [("undecided", [], "low")], text
+        assert _suspects(roots) == suspects, text
