@@ -1455,6 +1455,90 @@ CATALOGUE: tuple[Pattern, ...] = (
        "blocks are victims of that cleanup. Nobody named as a rank (read by log_rankless)",
        r"BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES", ("bad termination",),
        "rankless"),
+    # --------------------------------------------- rules from source (helper rs10)
+    _p("composer.launcher.rank_crashed", "MosaicML Composer launcher (composer CLI, the poll loop)",
+       "log.error(f'Rank {global_rank} crashed with exit code {process.returncode}.') "
+       "(logging.basicConfig's default form: \"ERROR:composer.cli.launcher:Rank N crashed …\")",
+       "Composer 0.12 – 0.25 (composer/cli/launcher.py, read in the mosaicml 0.12.0, 0.17.0 and "
+       "0.25.0 wheels: the same text and loop)",
+       "composer/cli/launcher.py (_monitor_processes: every 0.1 s, polls its node's processes in "
+       "global-rank order and stops at the first non-zero return code)",
+       "reporter: the launcher of ONE node; N is a GLOBAL rank (base_rank + local_rank, the RANK "
+       "it gave the process). The first of its node's processes the poll found ended non-zero — "
+       "of those ended within one 0.1 s tick the LOWEST rank — before it SIGTERMs the others "
+       "(their ends are the launcher's stop). The code is Popen's: -N a signal. Its own death "
+       "signal (-9, -11, -7, -4, -8) or its own error in its STDERR block: a culprit at low; "
+       "-6 (SIGABRT, a watchdog's end), -15/-2/-1, or a code with no own error shown: a suspect; "
+       "different N (one launcher per node): suspects (read by log_composer)",
+       r"(?<![\w-])Rank (?P<rank>\d{1,7}) crashed with exit code (?P<code>-?\d{1,4})\.",
+       ("crashed with exit code",), "composer"),
+    _p("composer.launcher.exit_status", "MosaicML Composer launcher (composer CLI, after cleanup)",
+       "f'Global rank {global_rank} (PID {process.pid}) exited with code {process.returncode}' "
+       "(printed, then its \"----------Begin global rank N STDOUT----------\" / \"… STDERR …\" "
+       "blocks; \"logs\" for STDOUT on the MosaicML platform from 0.2x); log.error('Global "
+       "rank %s (PID %s) exited with code %s') for the exit status",
+       "Composer 0.12 – 0.25 (read at 0.12.0, 0.17.0 and 0.25.0; the \"logs\" label is 0.25's)",
+       "composer/cli/launcher.py (_cleanup_processes → _print_process_exit_status; "
+       "_aggregate_process_returncode)",
+       "reporter: the launcher of one node, after it stopped the rest. Printed for EVERY process "
+       "that ended non-zero and not by SIGTERM/SIGKILL (those it skips as its own kills — so an "
+       "OOM-killed rank, -9, gets no block), in global-rank order, not in the order they "
+       "failed; the logged form names the lowest rank with a non-zero code, a stopped victim "
+       "included. Neither says who was first: the ranks are suspects; the block carries that "
+       "rank's own stderr (read by log_composer)",
+       r"(?<![\w-])Global rank (?P<rank>\d{1,7}) \(PID (?P<pid>\d{1,10})\) exited with code "
+       r"(?P<code>-?\d{1,4})", ("exited with code",), "composer"),
+    _p("tf.distributed.task_error", "TensorFlow distributed runtime (graph-mode master session)",
+       'Status(code, StrCat("From ", *call->worker_name, ":\\n", <the task\'s error message>)) '
+       "— the error a session.run / TPUEstimator / Estimator step raises, its first line "
+       '"From /job:<job>/replica:<r>/task:<i>:"',
+       "TF 2.x graph mode (tensorflow/core/distributed_runtime/master_session.cc read at the "
+       "stored commit 00f0938, a 2.x file with StatusGroup; NOT in the older stored d437d4a, a "
+       "1.x file whose RunManyGraphs kept the bare status: the prefix is absent there)",
+       "tensorflow/core/distributed_runtime/master_session.cc (RunManyGraphs::WhenDone: the "
+       "RunGraph call of one partition — one task — came back with an error)",
+       "reporter: the master (the client's session); /job:J/replica:R/task:I names the TASK "
+       "whose own RunGraph step failed with the error that follows. The first non-derived "
+       "error cancels every other task's call (their Cancelled statuses are derived and "
+       "dropped), so it is the first task the master heard fail — but its error may itself be "
+       "a peer's consequence (Unavailable: Socket closed, a recv from a dead task). A TASK of "
+       "the TF cluster (a worker host, a TPU host), not a rank: nobody named as a rank (read "
+       "by log_rankless)",
+       r"(?<![\w/])From /job:(?P<job>[\w.-]{1,64})/replica:\d{1,7}/task:(?P<task>\d{1,7}):",
+       ("from /job:",), "rankless"),
+    _p("ray.train.worker_processes", "Ray Train (BackendExecutor, at the worker group's start)",
+       'logger.info(f"Started distributed worker processes: \\n{workers_info}"), one line per '
+       'worker "- (ip={ip}, pid={pid}) world_rank={i}, local_rank={l}, node_rank={n}" (2.9; '
+       '"- (node_id={id}, ip={ip}, pid={pid}) world_rank=…" at 2.40)',
+       "Ray 2.9 – 2.40 (ray/train/_internal/backend_executor.py read in the ray-2.9.0 and "
+       "ray-2.40.0 wheels: node_id added in front by 2.40)",
+       "ray/train/_internal/backend_executor.py (_create_rank_world_size_mappings: worker i of "
+       "the worker group is world_rank=i)",
+       "a MAP, not an event: the worker process (pid, ip) that holds world rank i in that "
+       "worker group (a restart starts a new group: new pids). Joined with a death that names "
+       "a pid — ActorDiedError's \"pid: P\" / \"ip: A\" lines with a failing exit type, the "
+       "raylet's \"Worker PID: P\" — it names the world rank whose process died: a culprit at "
+       "low; several ranks: suspects; a pid not in the map: nobody (read by log_ray_pids)",
+       r"\(\s?(?:node_id=[0-9a-fA-F]{1,64}, )?ip=(?P<ip>[\w.:-]{1,64}), pid=(?P<pid>\d{1,10})\) "
+       r"world_rank=(?P<rank>\d{1,7}), local_rank=\d{1,5}, node_rank=\d{1,5}",
+       ("world_rank=",), "ray_pids"),
+    _p("lightning.child_terminated", "Lightning / Fabric DDP launcher (_ChildProcessObserver)",
+       'rank_prefixed_message(f"Child process with PID {proc.pid} terminated with code '
+       '{proc.returncode}. Forcefully terminating all other processes to avoid zombies 🧟", '
+       'rank=i + 1) → "[rank: N] Child process with PID P terminated with code C. …"',
+       "Lightning 2.1 – 2.4 (lightning/fabric/strategies/launchers/subprocess_script.py read in "
+       "the lightning 2.1.0 and 2.4.0 wheels; the prefix from lightning_utilities 0.11.2)",
+       "lightning/fabric/strategies/launchers/subprocess_script.py (_ChildProcessObserver._run: "
+       "every 5 s, the first child in LOCAL order with a non-zero return code)",
+       "reporter: local rank 0's observer thread; N is the child's LOCAL rank (children are "
+       "local ranks 1 … n-1; local rank 0 is the observer's own process, never named). The "
+       "first child it found ended non-zero (of those ended within one 5 s period the lowest), "
+       "before it SIGKILLs every other process. Its own death signal (-9, -11, -7, -4, -8): a "
+       "culprit at low, read as the global rank only when nothing shows a second node; -6, "
+       "-15, or an exit code (an exception — a victim's way out too): a suspect (read by "
+       "log_lightning)",
+       r"\[rank: (?P<rank>\d{1,7})\] Child process with PID (?P<pid>\d{1,10}) terminated with "
+       r"code (?P<code>-?\d{1,4})\.", ("child process with pid",), "lightning"),
 )
 
 BY_ID: dict[str, Pattern] = {p.id: p for p in CATALOGUE}

@@ -63,12 +63,12 @@ _RAISED = gr.BY_ID[RAISED].regex
 #: a child's death by a signal of its own (not how a waiting victim or a stopped process ends)
 _OWN_SIGNALS = frozenset({"SIGKILL", "SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE"})
 #: the unindented last line of a traceback: ``module.Name: message`` or a bare ``Name``
-_EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w{0,80}\.){0,8}[A-Za-z_]\w{0,80}(?:Error|Exception|"
+EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w{0,80}\.){0,8}[A-Za-z_]\w{0,80}(?:Error|Exception|"
                        r"Interrupt|Exit|Iteration|Failure)(?::|\s*$)")
 #: lines a child's traceback may span after its header before it is taken as cut
 _SPAN = 2000
 #: a node rank above 0 or a node count above 1 stated in the output: spawn indexes are local
-_NODES = re.compile(r"\b(?P<what>node_rank|machine_rank|nnodes|num_machines|num_nodes)\b"
+NODES = re.compile(r"\b(?P<what>node_rank|machine_rank|nnodes|num_machines|num_nodes)\b"
                     r"\W{0,4}(?P<n>\d{1,5})\b")
 #: the most GPUs one node commonly holds (a stated world above it means a second node)
 _NODE_GPUS = 8
@@ -112,7 +112,7 @@ class Scanner:
 
     def feed(self, no: int, seg: str, low: str, rank: int | None) -> None:
         if self._nodes is None and ("node" in low or "machine" in low) and \
-                (m := _NODES.search(seg)):
+                (m := NODES.search(seg)):
             n = int(m.group("n"))
             if n > (0 if m.group("what").endswith("rank") else 1):
                 self._nodes = f"{m.group('what')} {n}"
@@ -137,7 +137,7 @@ class Scanner:
         body = seg.rstrip()
         if body.lstrip().startswith('File "'):
             cur.frames += 1
-        elif body and not body[0].isspace() and _EXC_LINE.match(body):
+        elif body and not body[0].isspace() and EXC_LINE.match(body):
             cur.exc_line, cur.exc_text = no, body[:300]
         elif body and not body[0].isspace() and cur.exc_line is not None and not \
                 body.startswith(("Traceback", "During handling", "The above exception")):
@@ -184,7 +184,7 @@ class Scanner:
             RAISED if r.how == "raised" else EXITED) for r in self.reports]
 
 
-def _second_node(mine: list[Any], events: list[Any], known: int | None) -> str | None:
+def second_node(mine: list[Any], events: list[Any], known: int | None) -> str | None:
     """What in the logs shows more than one node (None: nothing does)."""
     stated = next((str(e.detail["second_node"]) for e in mine if e.detail.get("second_node")),
                   None)
@@ -219,7 +219,7 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
     if not mine:
         return []
     indexes = sorted({int(e.detail["index"]) for e in mine})
-    second = _second_node(mine, events, known)
+    second = second_node(mine, events, known)
     lead = mine[0].detail
     where = ("the parent of torch.multiprocessing.spawn reported process "
              f"{lead['index']} as the first child it found failed")

@@ -38,6 +38,12 @@ message is read off its emitter's source, and what it proves is said per pattern
   health status other than OK. Proves: those hosts (tasks of the TF cluster) failed or were
   being stopped — a host, not a rank.
 
+- ``tf.distributed.task_error`` — ``RunManyGraphs::WhenDone`` in TensorFlow's
+  ``tensorflow/core/distributed_runtime/master_session.cc`` (a 2.x version read; an older 1.x one
+  has no prefix): "From /job:<job>/replica:<r>/task:<i>:" then the task's error. Proves: that
+  task's own step failed first as the master heard it (the rest were cancelled after it); its
+  error says whether of its own or as a peer's consequence — a task, not a rank.
+
 - ``mpich.hydra.bad_termination`` — ``control_cb`` in MPICH's
   ``src/pm/hydra/mpiexec/pmiserv_cb.c`` (read at v3.3 – v5.0.0): "BAD TERMINATION OF ONE OF YOUR
   APPLICATION PROCESSES / PID %d RUNNING AT %s / EXIT CODE: %d". Proves: a process on that host
@@ -99,6 +105,9 @@ TPU_LAME = "tf.tpu.lame_workers"
 #: MPICH Hydra's "BAD TERMINATION" block: a pid and a host, never a rank
 #: (grammar ``mpich.hydra.bad_termination``)
 HYDRA_BAD = "mpich.hydra.bad_termination"
+#: TensorFlow's master: the task whose RunGraph step failed (grammar
+#: ``tf.distributed.task_error``): a task of the TF cluster, not a rank
+TF_TASK = "tf.distributed.task_error"
 
 #: (pattern id, lower-case triggers, regex), in the order tried; the first match of a line wins
 PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
@@ -132,6 +141,7 @@ PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
     (XLA_RENDEZVOUS, gr.BY_ID[XLA_RENDEZVOUS].triggers, gr.BY_ID[XLA_RENDEZVOUS].regex),
     (TPU_LAME, gr.BY_ID[TPU_LAME].triggers, gr.BY_ID[TPU_LAME].regex),
     (HYDRA_BAD, gr.BY_ID[HYDRA_BAD].triggers, gr.BY_ID[HYDRA_BAD].regex),
+    (TF_TASK, gr.BY_ID[TF_TASK].triggers, gr.BY_ID[TF_TASK].regex),
     (SGLANG_WATCHDOG, ("watchdog_timeout=",),
      re.compile(r"Watchdog timeout \(self\.watchdog_timeout=(?P<secs>\d{1,9}(?:\.\d{1,6})?)\)")),
     (DS_LAUNCHER, ("sigkill_handler",),
@@ -317,6 +327,18 @@ _SAYS: dict[str, tuple[str, str, str]] = {
         "its rank from the process's own output; the EXIT CODE is the raw wait status (9 = "
         "SIGKILL, usually the host's OOM killer — dmesg on that host names the pid; 11 = "
         "SIGSEGV; 128 + n with a core dump)."),
+    TF_TASK: (
+        "unknown",
+        "TensorFlow's master (the session's client) had the step of {procs} fail with "
+        "{error!r}: the first task whose own RunGraph call came back with an error that was not "
+        "a cancellation (the master then cancelled every other task's call) — its own failure "
+        "if the error is (an OOM, an invalid argument, an internal error), a peer's consequence "
+        "if it is Unavailable / Aborted / DeadlineExceeded (a closed socket, a recv from a dead "
+        "task). A TASK of the TF cluster (a worker or TPU host), not a rank, so no rank is named",
+        "Collect the named task's own log (its worker process's stderr on that host) and, when "
+        "its error is Unavailable / Aborted (a peer's consequence), every other task's log for "
+        "the first own error; map a task to a rank only where the job says so (TF_CONFIG's "
+        "task index is not a torch rank)."),
 }
 
 
@@ -326,8 +348,13 @@ class Scanner:
     def __init__(self, ctx: Any) -> None:
         self.stamp = ctx.stamp
         self.found: list[lf.Found] = []
+        self._tf: int | None = None  #: a TF task error whose message line is still to come
 
     def feed(self, no: int, seg: str, low: str, rank: int | None) -> None:
+        if self._tf is not None and seg.strip():
+            tf_err, self._tf = self.found[self._tf], None
+            if "from /job:" not in low:
+                tf_err.detail["error"] = seg.strip()[:200]
         for pid, triggers, rx in PATTERNS:
             if not any(t in low for t in triggers):
                 continue
@@ -357,6 +384,12 @@ class Scanner:
                 detail["process"] = ("TPU host task(s) " + ", ".join(
                     f"/job:{j}/task:{t}" for j, t in dict.fromkeys(tasks))[:400]
                     if tasks else "unnamed TPU host(s)")
+            elif pid == TF_TASK:
+                detail["process"] = f"task /job:{m.group('job')}/task:{int(m.group('task'))}"
+                if rest := seg[m.end():].strip():
+                    detail["error"] = rest[:200]
+                else:
+                    self._tf = len(self.found)  # its error message is the next line
             elif pid == SLURM_OOM_KILL:
                 detail["step"] = m.group("step").rstrip(".")
             elif pid == SRUN_LAUNCH_TIMEOUT:

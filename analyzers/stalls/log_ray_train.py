@@ -57,22 +57,31 @@ REMEDIATION = [
 ]
 
 
+def dead_ranks(mine: list[Any], pattern: str, one: str, many: str,
+               rank_from: str, **ev: Any) -> list[StallFinding]:
+    """The world rank(s) Ray lost, at ``low``: one rank a ``rank_failure``; several, suspects
+    (``one`` / ``many``: the reason, formatted with ``ranks``). Shared with :mod:`.log_ray_pids`."""
+    ranks = sorted({int(e.detail["world_rank"]) for e in mine})
+    if len(ranks) == 1:
+        return [log_finding("rank_failure", ranks, "actor_died", "low", pattern,
+                            one.format(ranks=ranks[0], n=len(mine)), REMEDIATION, mine,
+                            rank_from=rank_from, **ev)]
+    return [log_finding("undecided", [], "actor_died", "low", pattern,
+                        many.format(ranks=ranks[:16], n=len(mine)), REMEDIATION, mine,
+                        suspects=ranks[:64], collect_next=ranks[:16])]
+
+
 def findings(events: list[Any], known: int | None) -> list[StallFinding]:
     """The rank Ray Train lost, at ``low``; several different ranks: suspects."""
     mine = [e for e in events if e.kind == KIND and e.detail]
     if not mine:
         return []
-    ranks = sorted({int(e.detail["world_rank"]) for e in mine})
-    if len(ranks) == 1:
-        return [log_finding(
-            "rank_failure", ranks, "actor_died", "low", PATTERN,
-            f"Ray Train's driver found the actor of world rank {ranks[0]} dead (RayActorError: "
-            "its process crashed, was killed, or its node was lost) — the first dead worker it "
-            f"was handed ({len(mine)} such line(s))", REMEDIATION, mine,
-            rank_from="Ray Train's worker index (world_rank = its place in the worker group)")]
-    return [log_finding(
-        "undecided", [], "actor_died", "low", PATTERN,
-        f"Ray Train's driver found the actors of world ranks {ranks[:16]} dead, one per "
-        "failure it handled (the group is restarted after each): which one started the job's "
-        "trouble the lines do not say", REMEDIATION, mine, suspects=ranks[:64],
-        collect_next=ranks[:16])]
+    return dead_ranks(
+        mine, PATTERN,
+        "Ray Train's driver found the actor of world rank {ranks} dead (RayActorError: its "
+        "process crashed, was killed, or its node was lost) — the first dead worker it was "
+        "handed ({n} such line(s))",
+        "Ray Train's driver found the actors of world ranks {ranks} dead, one per failure it "
+        "handled (the group is restarted after each): which one started the job's trouble the "
+        "lines do not say",
+        "Ray Train's worker index (world_rank = its place in the worker group)")

@@ -23,12 +23,14 @@ from stormotel.analyzers.stalls import (
     log_busy,
     log_busy_unstated,
     log_c10d_reporter,
+    log_composer,
     log_cut_traceback,
     log_device_oom,
     log_frtrace,
     log_gpu_lost,
     log_hccl,
     log_horovod,
+    log_lightning,
     log_main_first,
     log_monitored,
     log_mp_spawn,
@@ -42,6 +44,7 @@ from stormotel.analyzers.stalls import (
     log_ras,
     log_ras_health,
     log_ras_verdicts,
+    log_ray_pids,
     log_ray_train,
     log_serving,
     log_srun,
@@ -237,4 +240,10 @@ KINDS: tuple[LogKind, ...] = (
     LogKind("mp_spawn", log_mp_spawn.Scanner, log_mp_spawn.findings),
     # Ray Train's driver: the world rank of a worker whose actor died
     LogKind("ray_train_failed", log_ray_train.Scanner, log_ray_train.findings),
+    # MosaicML Composer's launcher: the first rank of its node it found crashed, and how
+    LogKind("composer_launcher", log_composer.Scanner, log_composer.findings),
+    # Ray Train's pid -> world_rank list joined with a dead worker's pid (ActorDiedError, raylet)
+    LogKind("ray_pid_rank", log_ray_pids.Scanner, log_ray_pids.findings),
+    # Lightning / Fabric's DDP process observer: the first child (a LOCAL rank) it found dead
+    LogKind("lightning_child", log_lightning.Scanner, log_lightning.findings),
 )
