@@ -234,20 +234,13 @@ def _join_clean_stops(builder: TimelineBuilder, side: TimelineBuilder,
     samples, and the ranks whose tracker delivers its stop (no key when none: the meta stays
     as it was)."""
     read = set().union(*with_data.values()) if with_data else set()
-    starts = cast("dict[int, int]", side.meta.get(SIDE_STARTS) or {})
-    for rank, t in sorted(starts.items()):
-        if rank in read:
-            builder.add_markers(rank, Markers(
-                np.array([t], np.int64), np.array([t], np.int64),
-                np.array(["tracker start"], object), np.array([KIND_TRACKER_START], object),
-                ({},)))
-    stops = cast("dict[int, int]", side.meta.get(SIDE_STOPS) or {})
-    for rank, t in sorted(stops.items()):
-        if rank in read:
-            builder.add_markers(rank, Markers(
-                np.array([t], np.int64), np.array([t], np.int64),
-                np.array(["tracker stop"], object), np.array([KIND_TRACKER_STOP], object),
-                ({},)))
+    for key, name, kind in ((SIDE_STARTS, "tracker start", KIND_TRACKER_START),
+                            (SIDE_STOPS, "tracker stop", KIND_TRACKER_STOP)):
+        for rank, t in sorted(cast("dict[int, int]", side.meta.get(key) or {}).items()):
+            if rank in read:
+                builder.add_markers(rank, Markers(
+                    np.array([t], np.int64), np.array([t], np.int64),
+                    np.array([name], object), np.array([kind], object), ({},)))
     reports = [r for r in cast("list[int]", side.meta.get(META_STOP_REPORTED) or [])
                if r in read]
     if reports:
