@@ -84,9 +84,11 @@ def mark_warmups(timeline: Timeline, rises: dict[int, list[FirstRise]], settings
         span = int(t[-1] - origin)
         warmup_ns = min(settings.warmup_s * 1e9, WARMUP_SHARE * span)
         windows[r] = (origin, int(warmup_ns))
-        if not _within_warmup(rs[0], origin, warmup_ns):
+        if not _within_warmup(rs[0], origin, int(t[0]), warmup_ns):
             continue
-        starts[r] = origin
+        # "Climbs from the very start" is from the first sample: a head unseen (a target
+        # found late) may hide the warm-up's beginning, and its first scrape come mid-climb.
+        starts[r] = int(t[0])
         delays[r] = rs[0].t_ns - origin
         tolerance[r] = max(2 * interval, rs[0].hole_ns, 1_000_000_000)
     out = {r: list(rs) for r, rs in rises.items()}
@@ -153,13 +155,14 @@ def _started(timeline: Timeline, r: int, rs: list[FirstRise], first_ns: int, int
                                                             interval)
 
 
-def _within_warmup(rise: FirstRise, start_ns: int, warmup_ns: float) -> bool:
-    """``rise`` may lie within the warm-up window after the rank's first sample: seen within
-    it, or seen at the very next sample (it may have happened just after the first one). With
+def _within_warmup(rise: FirstRise, start_ns: int, first_ns: int, warmup_ns: float) -> bool:
+    """``rise`` may lie within the warm-up window after the rank's start: seen within it, or
+    seen at the sample right after the rank's first (at ``first_ns``: it may have happened just
+    after that one, and a scrape up to an interval after the tracker's start is usual). With
     15 s scrapes a rank's warm-up shows at its second scrape, more than a quarter of what a rank
     that started 23 s before the incident observed — its warm-up was once named the first
     cause at high (a wrong rank)."""
-    return rise.t_ns - start_ns <= warmup_ns or rise.earliest_ns <= start_ns
+    return rise.t_ns - start_ns <= warmup_ns or rise.earliest_ns <= first_ns
 
 
 def _oom_times(timeline: Timeline) -> dict[int, list[int]]:

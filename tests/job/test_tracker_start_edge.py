@@ -14,7 +14,7 @@ Prometheus decides what sample timing can only guess (``stormotel analyze --prom
   it for a rank the window cut (running before it: no warm-up). Its warm-up climbs above what
   the others hold (another role's model), so without the gauge its warm-up is a lone rise
   named at high; the gauge says it started inside the window, and its warm-up, reckoned from
-  that start, is set aside.
+  that start, is set aside — also when its first scrape comes mid-climb, long after its start.
 
 Samples are stamped at each scrape's start and hold what the tracker held then (no edge
 gauges: the rise in the head is timed only by samples, the case the blind cap is for).
@@ -80,16 +80,18 @@ def _late_target(url: str, job: str, epoch: float, *, gauge: bool, late: bool) -
     return n
 
 
-def _late_start(url: str, job: str, epoch: float, *, gauge: bool) -> int:
+def _late_start(url: str, job: str, epoch: float, *, gauge: bool, start_s: float = 2.0,
+                climb_s: float = 10.0) -> int:
     """Every 15 s; ranks 0 and 1 started 10 min before, flat at 5.52 GiB; rank 2's tracker
-    starts at 2 s, holding 2 GiB until its warm-up reaches 7 GiB at 12 s (first scrape 3 s)."""
+    starts at ``start_s``, holding 2 GiB until its warm-up reaches 7 GiB ``climb_s`` later
+    (first scrape at the next stamp of phase 3 s)."""
     n = 0
-    for rank, start_s in {0: -600.0, 1: -600.0, 2: 2.0}.items():
-        stamps = _stamps(epoch, 15.0, 1.0 + rank, max(start_s, 0.0))
+    for rank, began in {0: -600.0, 1: -600.0, 2: start_s}.items():
+        stamps = _stamps(epoch, 15.0, 1.0 + rank, max(began, 0.0))
         used = np.full(stamps.shape, 5.52)
         if rank == 2:
-            used = np.where(stamps - epoch >= 12.0, 7.0, 2.0)
-        n += _write(url, job, rank, stamps, used, epoch + start_s if gauge else None, world=3)
+            used = np.where(stamps - epoch >= began + climb_s, 7.0, 2.0)
+        n += _write(url, job, rank, stamps, used, epoch + began if gauge else None, world=3)
     return n
 
 
@@ -98,7 +100,8 @@ JOBS = {"late-target-gauge": (_late_target, dict(gauge=True, late=True)),
         "seen-target-gauge": (_late_target, dict(gauge=True, late=False)),
         "seen-target-bare": (_late_target, dict(gauge=False, late=False)),
         "late-start-gauge": (_late_start, dict(gauge=True)),
-        "late-start-bare": (_late_start, dict(gauge=False))}
+        "late-start-bare": (_late_start, dict(gauge=False)),
+        "mid-climb-gauge": (_late_start, dict(gauge=True, start_s=20.0, climb_s=15.0))}
 
 
 @pytest.fixture(scope="module")
@@ -161,3 +164,13 @@ def test_without_the_start_gauge_timing_still_guesses_the_rank_was_cut(
     # Its first scrape within 1.5 intervals of the window's start: taken for a running rank,
     # its warm-up for a lone rise (today's answer; the gauge corrects it).
     assert _named(reports["late-start-bare"]) == {(2, "high")}, reports["late-start-bare"]
+
+
+def test_a_warm_up_first_scraped_mid_climb_long_after_the_start_is_still_set_aside(
+        reports: dict[str, dict[str, Any]]) -> None:
+    # Rank 2's tracker starts at 20 s, its first scrape at 33 s (mid warm-up), the warmed-up
+    # level at 48 s: 28 s after the start, past the 20 s warm-up window reckoned from it, but
+    # at the sample right after its first, so it may have happened just after that one.
+    cross = reports["mid-climb-gauge"]
+    assert not _named(cross), cross
+    assert any("warm-up of ranks [2]" in n for n in cross["notes"]), cross["notes"]
