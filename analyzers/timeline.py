@@ -56,6 +56,10 @@ KIND_TRACKER_STOP = "tracker_stop"
 #: An exception left one of the rank's step or mark spans (OpenTelemetry's ``exception`` event):
 #: attributes ``type``, ``message`` and ``frames`` (the traceback's last frames, innermost last).
 KIND_EXCEPTION = "exception"
+#: The tracker's start (an instant at the time its start gauge, ``schema.TRACKER_START``, holds):
+#: when the rank began sampling, whether or not anything read it then (a scrape target found
+#: late, a query window cut into the run). :mod:`.algorithms.tracker_edges` reads it.
+KIND_TRACKER_START = "tracker_start"
 #: The tracker's edge gauges (label ``edge``) → marker kind; sources that read them (TSDB, OTLP
 #: metrics) put the tracker's sampling interval, the edge's resolution, in ``EDGE_RESOLUTION_ATTR``.
 EDGE_MARKER_KINDS: dict[str, str] = {

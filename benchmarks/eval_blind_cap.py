@@ -21,8 +21,11 @@ a tracker per rank and cannot run thousands of jobs on a shared 2-core host): st
 (0–60 s) with a warm-up each, a per-target scrape phase, scrape intervals of 15, 30 and 60 s,
 a loaded host (each stamp 0–J s late and each value read a further 0–J s after its stamp,
 J = 0 or 10 s), 2 to 1,024 ranks, a leader rising 4 GiB and (half the jobs) every other rank
-following it within the cascade window. Missed scrapes: 1, 2, 3 or 5 in a row, or the target
-down for 5 minutes. The fleet part gives every rank of a 1,024-rank job random misses at
+following it within the cascade window. Missed scrapes: 1, 2, 3 or 5 in a row, the target
+down for 5 minutes, or a target found late (its first scrape 0-60 s after that span, its
+tracker running from its start: with ``--start-edge`` every rank carries its tracker's start
+marker, as a Prometheus read of the start gauge gives, and that head is blind). The fleet part
+gives every rank of a 1,024-rank job random misses at
 production-like rates (each scrape missed with probability p, in runs of 1 (70 %), 2 (20 %)
 or 3–6 (10 %)) around one rank's lone rise, and counts how often the cap takes that right
 high answer away. Results and the choice: docs/benchmarks.md ("Blind-rank
@@ -36,7 +39,7 @@ import json
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -47,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from stormotel.analyzers.algorithms import read_lag
 from stormotel.analyzers.analyze import analyze
-from stormotel.analyzers.timeline import Timeline
+from stormotel.analyzers.timeline import KIND_TRACKER_START, Timeline
 
 from tests.analyzers.synth import GIB, MIB, T0, RankData, to_timeline
 
@@ -57,10 +60,14 @@ SPAN_S = 1200.0  # each job's data: 20 minutes
 INCIDENT_S = 600.0  # the leader's rise, 10 minutes in
 WINDOW_S = 30.0  # Settings.cascade_window_s
 #: (BLIND_FACTOR, BLIND_MIN_NS in s); None = the cap off.
-PAIRS: tuple[tuple[float, float] | None, ...] = (
-    None, (2, 1), (3, 1), (4, 1), (5, 1), (6, 1), (8, 1))
-#: Missed scrapes in a row (an int) or a target down that many seconds (a float).
-HOLES: tuple[int | float, ...] = (1, 2, 3, 5, 300.0)
+PAIRS: list[tuple[float, float] | None] = [
+    None, (2, 1), (3, 1), (4, 1), (5, 1), (6, 1), (8, 1)]
+#: Missed scrapes in a row (an int), a target down that many seconds (a float), or a target
+#: found late (``"head"``: no scrape from the tracker's start until 0-60 s after the span).
+HOLES: tuple[int | float | str, ...] = (1, 2, 3, 5, 300.0, "head")
+#: ``--start-edge``: every rank carries its tracker's start marker (what a Prometheus read of a
+#: stormotel tracker's start gauge gives), so a target found late is blind over its head.
+START_EDGE = [False]
 BLIND_NOTE = "have no sample over part of the span"
 
 
@@ -86,8 +93,10 @@ def job(rng: np.random.Generator, world: int, interval_s: float, jitter_s: float
             at = INCIDENT_S + min(lead_s, 0.9 * window) + rng.uniform(0, 1)
             reserved = reserved + np.where(read >= at, 4 * GIB, 0)
         t = T0 + (stamp * S).astype(np.int64)
+        began = T0 + int(start * S)
+        marks = [(began, began, "tracker start", KIND_TRACKER_START)] if START_EDGE[0] else []
         out.append(RankData(r, t, 0.75 * reserved, reserved, reserved + 512 * MIB,
-                            np.full(len(t), 80.0 * GIB)))
+                            np.full(len(t), 80.0 * GIB), marks))
     return out
 
 
@@ -96,9 +105,13 @@ def drop(d: RankData, keep: np.ndarray) -> RankData:
                     d.device_used[keep], d.device_total[keep], d.markers)
 
 
-def cut(d: RankData, rng: np.random.Generator, hole: int | float, over_s: float) -> RankData:
-    """``d`` with ``hole`` (missed scrapes in a row, or seconds down) covering ``over_s``."""
+def cut(d: RankData, rng: np.random.Generator, hole: int | float | str,
+        over_s: float) -> RankData:
+    """``d`` with ``hole`` (missed scrapes in a row, seconds down, or its head unscraped)
+    covering ``over_s``."""
     t = (d.t_ns - T0) / S
+    if isinstance(hole, str):  # the target found late: first scraped after ``over_s``
+        return drop(d, t >= over_s + rng.uniform(0, 60))
     if isinstance(hole, float):
         a = over_s - rng.uniform(0, hole)
         return drop(d, (t < a) | (t >= a + hole))
@@ -123,7 +136,7 @@ def thresholds(pair: tuple[float, float] | None) -> Iterator[None]:
 
 
 def verdicts(tl: Timeline, leader: int,
-             pairs: tuple[tuple[float, float] | None, ...] = PAIRS,
+             pairs: Sequence[tuple[float, float] | None] = PAIRS,
              ) -> dict[str, tuple[bool, bool, bool]]:
     """Per pair: (planted leader named at high/medium, wrong rank at high/medium, cap fired).
     Wrong counts every incident's leader, as tests/production's judge does."""
@@ -146,8 +159,9 @@ def labelled(seeds: int, first: int = 0) -> Iterator[dict[str, Any]]:
             for interval_s in (15.0, 30.0, 60.0):
                 for jitter_s in (0.0, 10.0):
                     for hole in HOLES:
+                        code = HOLES.index(hole) + 1000 if isinstance(hole, str) else int(hole)
                         rng = np.random.default_rng([seed, world, int(interval_s),
-                                                     int(jitter_s), int(hole)])
+                                                     int(jitter_s), code])
                         leader = int(rng.integers(world))
                         follow = seed % 2 == 0
                         lead = rng.uniform(1.0, 2.0) * interval_s
@@ -165,7 +179,7 @@ def labelled(seeds: int, first: int = 0) -> Iterator[dict[str, Any]]:
                         # The leader's own scrapes missed over its rise (stays or falls back).
                         for transient in (None, 0.5 * interval_s):
                             rng2 = np.random.default_rng([seed, world, int(interval_s),
-                                                          int(jitter_s), int(hole), 7])
+                                                          int(jitter_s), code, 7])
                             d = job(rng2, world, interval_s, jitter_s, leader, follow, lead,
                                     transient)
                             ctl = verdicts(to_timeline(d), leader, (None,))["None"]
@@ -220,6 +234,8 @@ def tables(rows: list[dict[str, Any]]) -> str:
                 cells.append(f"wrong {still}/{wrong}")
         if kind == "fleet":
             what = f"fleet 1,024 ranks, p = {hole:g}, {interval_s:.0f} s"
+        elif isinstance(hole, str):
+            what = f"{kind}, found late, {interval_s:.0f} s"
         elif isinstance(hole, float):
             what = f"{kind}, down {hole:.0f} s, {interval_s:.0f} s"
         else:
@@ -236,7 +252,15 @@ def main() -> None:
         ap.add_argument(flag, type=int, default=default, help=f"{what} (default {default})")
     ap.add_argument("--first-seed", type=int, default=0, help="to extend an earlier run")
     ap.add_argument("--json", default=None, help="write every job's verdicts here")
+    ap.add_argument("--start-edge", action="store_true",
+                    help="every rank carries its tracker's start marker")
+    ap.add_argument("--factors", default=None,
+                    help="only these factors, comma-separated (with the cap off; a quicker run)")
     args = ap.parse_args()
+    START_EDGE[0] = args.start_edge
+    if args.factors:
+        keep = {float(f) for f in args.factors.split(",")}
+        PAIRS[:] = [p for p in PAIRS if p is None or p[0] in keep]
     rows = list(labelled(args.seeds, args.first_seed)) + list(fleet(args.fleet_seeds))
     print(tables(rows))
     print(f"wall {time.time() - started:.0f} s")

@@ -37,6 +37,7 @@ from stormotel.analyzers.algorithms.rises import step_at as step_at
 from stormotel.analyzers.algorithms.robust import finite_ends, median_of
 from stormotel.analyzers.algorithms.scratch import Scratch
 from stormotel.analyzers.algorithms.settings import Settings
+from stormotel.analyzers.algorithms.tracker_edges import tracker_start
 from stormotel.analyzers.report import Confidence, CrossRank, Suspect
 from stormotel.analyzers.timeline import (
     KIND_OOM,
@@ -50,46 +51,45 @@ from stormotel.analyzers.timeline import (
 WARMUP_FROM_START_NS = 2_000_000_000
 #: The warm-up is at most this share of a rank's observed span.
 WARMUP_SHARE = 0.25
+#: A tracker start stamped this much after the rank's first sample is still that sample's
+#: tracker (the gauge is the tracker host's clock, the sample a scraper's).
+START_SLACK_NS = 1_000_000_000
 
 
 def mark_warmups(timeline: Timeline, rises: dict[int, list[FirstRise]], settings: Settings,
                  window_start_ns: int | None) -> dict[int, list[FirstRise]]:
-    """Flag each rank's own warm-up: its first rise, within ``warmup_s`` of its first sample
-    (at most a quarter of what it observed), when that sample is the rank's start (not the edge
-    of a query window cut into a running job) and the rise either climbs from that very start
-    or comes at the same delay after its own start as another rank's first rise does — the
-    same program warming up, whatever the ranks' start offsets."""
+    """Flag each rank's own warm-up: its first rise, within ``warmup_s`` of its start (at most
+    a quarter of what it observed), when the rank started in the window (not a query window cut
+    into a running job) and the rise either climbs from that very start or comes at the same
+    delay after its own start as another rank's first rise does — the same program warming up,
+    whatever the ranks' start offsets. The rank's start is its tracker's start edge where the
+    source read it (:func:`.tracker_edges.tracker_start`), else its first sample."""
     starts: dict[int, int] = {}
     delays: dict[int, int] = {}
     tolerance: dict[int, int] = {}
     windows: dict[int, tuple[int, int]] = {}  # rank -> (its start, its warm-up window)
     cut_warmups: set[int] = set()
+    tol = int(settings.clock_tolerance_s * 1e9)
     for r, rs in rises.items():
         series = timeline.ranks[r]
         first, last = finite_ends(series.values[FIELD])
         t = series.t_ns[[first, last]]
         interval = series.median_interval_ns() or 0
-        # A rank whose data begins at the window's start was running before it: no warm-up
-        # can be seen. Running, it has a sample within one interval of the start (half an
-        # interval and a second more for a late scrape); a wider slack takes a rank that
-        # started a few scrapes in for a cut one, and its warm-up for an incident named at
-        # high (a missed scrape at the very start errs the other way: a rise called warm-up).
-        cut = window_start_ns is not None and \
-            t[0] <= window_start_ns + 1.5 * interval + 10**9
-        if rs and cut and _catches_up(timeline, r, rs[0], int(t[0]), interval):
-            # Cut or started just after the window began, it cannot be told by timing; but a
-            # rise from its very first sample to no more than the others already hold is the
-            # rank catching up (its first scrape came mid warm-up), never a lead.
+        cut, origin, catching_up = _started(timeline, r, rs, int(t[0]), interval,
+                                            window_start_ns, tol)
+        if catching_up:
             cut_warmups.add(r)
         if not rs or cut:
             continue
-        span = int(t[-1] - t[0])
+        span = int(t[-1] - origin)
         warmup_ns = min(settings.warmup_s * 1e9, WARMUP_SHARE * span)
-        windows[r] = (int(t[0]), int(warmup_ns))
-        if not _within_warmup(rs[0], int(t[0]), warmup_ns):
+        windows[r] = (origin, int(warmup_ns))
+        if not _within_warmup(rs[0], origin, int(t[0]), warmup_ns):
             continue
+        # "Climbs from the very start" is from the first sample: a head unseen (a target
+        # found late) may hide the warm-up's beginning, and its first scrape come mid-climb.
         starts[r] = int(t[0])
-        delays[r] = rs[0].t_ns - int(t[0])
+        delays[r] = rs[0].t_ns - origin
         tolerance[r] = max(2 * interval, rs[0].hole_ns, 1_000_000_000)
     out = {r: list(rs) for r, rs in rises.items()}
     for r in cut_warmups:
@@ -132,13 +132,37 @@ def mark_warmups(timeline: Timeline, rises: dict[int, list[FirstRise]], settings
     return out
 
 
-def _within_warmup(rise: FirstRise, start_ns: int, warmup_ns: float) -> bool:
-    """``rise`` may lie within the warm-up window after the rank's first sample: seen within
-    it, or seen at the very next sample (it may have happened just after the first one). With
+def _started(timeline: Timeline, r: int, rs: list[FirstRise], first_ns: int, interval: int,
+             window_start_ns: int | None, tol: int) -> tuple[bool, int, bool]:
+    """(the window cut into rank ``r``'s run, the instant its warm-up is reckoned from, its
+    first rise is it catching up). The tracker's own start edge, where its gauge was read,
+    decides: started before the window, the rank was running (no warm-up at its first
+    sample); started inside it, its warm-up runs from that start, however late its first
+    sample came."""
+    began = tracker_start(timeline.ranks[r], first_ns, max(tol, START_SLACK_NS))
+    if began is not None:
+        return window_start_ns is not None and began + tol < window_start_ns, began, False
+    # Without it, timing guesses. A rank whose data begins at the window's start was running
+    # before it: no warm-up can be seen. Running, it has a sample within one interval of the
+    # start (half an interval and a second more for a late scrape); a wider slack takes a rank
+    # that started a few scrapes in for a cut one, and its warm-up for an incident named at
+    # high (a missed scrape at the very start errs the other way: a rise called warm-up).
+    cut = window_start_ns is not None and first_ns <= window_start_ns + 1.5 * interval + 10**9
+    # Cut or started just after the window began, it cannot be told by timing; but a rise
+    # from its very first sample to no more than the others already hold is the rank catching
+    # up (its first scrape came mid warm-up), never a lead.
+    return cut, first_ns, bool(rs) and cut and _catches_up(timeline, r, rs[0], first_ns,
+                                                            interval)
+
+
+def _within_warmup(rise: FirstRise, start_ns: int, first_ns: int, warmup_ns: float) -> bool:
+    """``rise`` may lie within the warm-up window after the rank's start: seen within it, or
+    seen at the sample right after the rank's first (at ``first_ns``: it may have happened just
+    after that one, and a scrape up to an interval after the tracker's start is usual). With
     15 s scrapes a rank's warm-up shows at its second scrape, more than a quarter of what a rank
     that started 23 s before the incident observed — its warm-up was once named the first
     cause at high (a wrong rank)."""
-    return rise.t_ns - start_ns <= warmup_ns or rise.earliest_ns <= start_ns
+    return rise.t_ns - start_ns <= warmup_ns or rise.earliest_ns <= first_ns
 
 
 def _oom_times(timeline: Timeline) -> dict[int, list[int]]:
@@ -350,7 +374,8 @@ def analyze_first_cause(timeline: Timeline, settings: Settings) -> tuple[CrossRa
     warm_spans = [(r, w.earliest_ns, w.settled_ns) for r, rs in all_rises.items()
                   for w in rs if w.warmup]
     last_ns = [(r, int(timeline.ranks[r].t_ns[-1])) for r in with_field]
-    blind = read_lag.blind_gaps(timeline, with_field)
+    blind = read_lag.blind_gaps(timeline, with_field, window_start,
+                                int(settings.clock_tolerance_s * 1e9))
     fills = replica_mix.fill_runs(timeline)
     by_time = sorted((fr.t_ns, fr.rank) for fr in candidates)
     earlier = (np.array([t for t, _ in by_time], np.int64), np.array([r for _, r in by_time]))

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 
 import numpy as np
 from stormotel.analyzers.algorithms.rises import FirstRise
+from stormotel.analyzers.algorithms.tracker_edges import tracker_start
 from stormotel.analyzers.timeline import EDGE_MARKER_KINDS, EDGE_SEEN_ATTR, Timeline
 
 #: A scrape answered this much after its stamp is usual (the exporter's own work); later is late.
@@ -92,10 +93,16 @@ BLIND_FACTOR = 4
 BLIND_MIN_NS = 1_000_000_000
 
 
-def blind_gaps(timeline: Timeline, ranks: list[int]) -> dict[int, np.ndarray]:
+def blind_gaps(timeline: Timeline, ranks: list[int], window_start_ns: int | None = None,
+               slack_ns: int = 0) -> dict[int, np.ndarray]:
     """Rank → its blind holes, an ``(n, 2)`` array of (last sample before, first sample after),
     for the ranks that have any (:data:`BLIND_FACTOR` × the rank's median interval and
-    :data:`BLIND_MIN_NS`). Taken once per analysis: one pass over each rank's sample times."""
+    :data:`BLIND_MIN_NS`). Taken once per analysis: one pass over each rank's sample times.
+
+    A rank whose tracker's start edge (:func:`.tracker_edges.tracker_start`) lies that much
+    before its first sample ran unseen over its head (a scrape target discovered late): the
+    hole from its start (or the query window's start, ``window_start_ns``, if later) to its
+    first sample is blind too. Without the edge nothing says the head was missed."""
     out = {}
     for r in ranks:
         s = timeline.ranks.get(r)
@@ -103,9 +110,16 @@ def blind_gaps(timeline: Timeline, ranks: list[int]) -> dict[int, np.ndarray]:
         if s is None or not med:
             continue
         t = s.t_ns
-        k = np.flatnonzero(np.diff(t) > max(BLIND_FACTOR * med, BLIND_MIN_NS))
-        if len(k):
-            out[r] = np.stack([t[k], t[k + 1]], axis=1)
+        limit = max(BLIND_FACTOR * med, BLIND_MIN_NS)
+        k = np.flatnonzero(np.diff(t) > limit)
+        holes = np.stack([t[k], t[k + 1]], axis=1)
+        began = tracker_start(s, int(t[0]), max(slack_ns, BLIND_MIN_NS))
+        if began is not None:
+            head_from = began if window_start_ns is None else max(began, window_start_ns)
+            if int(t[0]) - head_from > limit:
+                holes = np.concatenate([np.array([[head_from, int(t[0])]], np.int64), holes])
+        if len(holes):
+            out[r] = holes
     return out
 
 
@@ -132,4 +146,6 @@ def blind_note(holes: dict[int, tuple[int, int]], leader: int, origin_ns: int) -
             f"({shown}, relative to that rise; well above their own sampling interval): they "
             "were not seen and could have risen there first, even risen and fallen back, so "
             f"rank {leader} is not named above low. Their trackers' archives or logs over that "
-            "span (a stopped or starved tracker leaves this hole) would decide it")
+            "span would decide it (a stopped or starved tracker leaves this hole; so does a "
+            "scrape target found after its tracker started, as its start gauge shows: scrape "
+            "it from its start)")

@@ -18,13 +18,17 @@ interpreter's exit all write it, and the exit handler also runs after an uncaugh
 (``MemoryTracker._stop_at_exit``); only an OOM is told apart (its own event, written first).
 Each judgement weighs that itself (dead_rank asks the peers' steps).
 
-The tracker's start edge (``stormotel.tracker.start.timestamp``) is not read here: see
-docs/tracker.md ("Start and stop edges") for why no judgement is more right with it.
+The tracker's start edge (``stormotel.tracker.start.timestamp``, a ``KIND_TRACKER_START``
+marker, read from a TSDB) answers what sample timing can only guess about a rank whose data
+begins late: was it running before the query window began, and was it unseen between its
+start and its first sample (a scrape target discovered late)? :func:`tracker_start` gives it to
+the first-cause warm-up rules (:func:`.first_cause.mark_warmups`) and to the blind-rank cap
+(:func:`.read_lag.blind_gaps`). Without the gauge both keep their timing rules.
 """
 
 from __future__ import annotations
 
-from stormotel.analyzers.timeline import KIND_TRACKER_STOP, RankSeries
+from stormotel.analyzers.timeline import KIND_TRACKER_START, KIND_TRACKER_STOP, RankSeries
 
 #: A clean stop this many sampling intervals before the last sample still explains it: the stop
 #: edge is stamped as the stop begins (a last sample may follow it), and a TSDB holds the last
@@ -43,3 +47,16 @@ def clean_stop(series: RankSeries, end: int, interval_ns: int, after_ns: int) ->
     stops = [int(t) for t, k in zip(m.start_ns.tolist(), m.kind.tolist(), strict=True)
              if k == KIND_TRACKER_STOP and lo <= t <= hi]
     return min(stops) if stops else None
+
+
+def tracker_start(series: RankSeries, first_ns: int, slack_ns: int) -> int | None:
+    """When the tracker that took ``series``' first sample (at ``first_ns``) started: the
+    latest start marker at most ``slack_ns`` after that sample (the gauge is the tracker
+    host's clock, the samples a scraper's), never later than the sample itself; None without
+    one (no gauge, or only a later restart's)."""
+    m = series.markers
+    if KIND_TRACKER_START not in m.kinds:
+        return None
+    starts = [int(t) for t, k in zip(m.start_ns.tolist(), m.kind.tolist(), strict=True)
+              if k == KIND_TRACKER_START and t <= first_ns + slack_ns]
+    return min(max(starts), first_ns) if starts else None

@@ -58,6 +58,9 @@ class Discovery:
     #: it delivers that stop (read once each over the window, :func:`read_clean_stops`).
     stop_names: list[str] = field(default_factory=list)
     stop_reported_names: list[str] = field(default_factory=list)
+    #: Spellings of the tracker's start gauge present (read once over the window,
+    #: :func:`read_tracker_starts`).
+    start_names: list[str] = field(default_factory=list)
     #: The ranks that report memory, in read order (the identities' keys, or, on the quick
     #: path, the rank label's values before the identities are listed beside the reads).
     ranks: list[int] = field(default_factory=list)
@@ -116,7 +119,8 @@ def spellings() -> tuple[set[str], list[str]]:
     side_names = (set(schema.EDGE_TIMESTAMP.prom_aliases) | set(schema.EDGE_GAP.prom_aliases)
                   | set(schema.SAMPLING_INTERVAL.prom_aliases)
                   | set(schema.TRACKER_STOP.prom_aliases)
-                  | set(schema.TRACKER_STOP_REPORTED.prom_aliases))
+                  | set(schema.TRACKER_STOP_REPORTED.prom_aliases)
+                  | set(schema.TRACKER_START.prom_aliases))
     not_memory = set(schema.ESTIMATE.prom_aliases) | side_names | {
         n for m in MARKER_METRICS.values() for n in m.prom_aliases}
     all_names = sorted({n for plain, peak in fields.values() for n in (*plain, *peak)}
@@ -228,7 +232,8 @@ def discovery_of(api: PrometheusAPI, window: QueryWindow, present: set[str],
                       [n for n in schema.EDGE_GAP.prom_aliases if n in present],
                       [n for n in schema.TRACKER_STOP.prom_aliases if n in present],
                       [n for n in schema.TRACKER_STOP_REPORTED.prom_aliases if n in present],
-                      ranks=ranks)
+                      ranks=ranks,
+                      start_names=[n for n in schema.TRACKER_START.prom_aliases if n in present])
 
 
 def whole_window_by_rank(d: Discovery, window: QueryWindow, name: str, over_time: str,
@@ -290,6 +295,26 @@ def read_clean_stops(d: Discovery, window: QueryWindow, builder: TimelineBuilder
         values = whole_window_by_rank(d, window, name, "max_over_time", builder,
                                        "tracker stop-reported series")
         reports.extend(r for r, v in values or () if v == 1 and r not in reports)
+
+
+#: ``Timeline.meta`` key, on a side read's builder only: rank → its tracker's earliest start (ns).
+SIDE_STARTS = "tracker_starts_ns"
+
+
+def read_tracker_starts(d: Discovery, window: QueryWindow, builder: TimelineBuilder) -> None:
+    """Each rank's earliest tracker start its gauge reported in the window (``min_over_time``:
+    one instant query for every rank of the endpoint, none when the gauge is absent) into
+    ``builder.meta[SIDE_STARTS]``; the caller turns them into start markers of the ranks read.
+    The gauge's value is the start whenever it was scraped: a target first scraped late still
+    says when its tracker began."""
+    starts: dict[int, int] = builder.meta.setdefault(SIDE_STARTS, {})  # type: ignore[assignment]
+    for name in d.start_names:
+        values = whole_window_by_rank(d, window, name, "min_over_time", builder,
+                                       "tracker start series")
+        for rank, v in values or ():
+            if 0 < v < 1e11:  # Unix seconds, as the stop gauge
+                t = round(v * 1000) * 1_000_000
+                starts[rank] = min(starts.get(rank, t), t)
 
 
 def _native_interval(api: PrometheusAPI, window: QueryWindow,

@@ -17,6 +17,7 @@ from stormotel.analyzers.rankspec import format_rank_list
 from stormotel.analyzers.sources.bulk_read import choose_reader
 from stormotel.analyzers.sources.prometheus.discover import (
     MARKER_METRICS,
+    SIDE_STARTS,
     SIDE_STOPS,
     Discovery,
     discover,
@@ -27,6 +28,7 @@ from stormotel.analyzers.sources.prometheus.discover import (
     note_bad_ranks,
     read_clean_stops,
     read_estimates,
+    read_tracker_starts,
     spellings,
     whole_window_by_rank,
 )
@@ -59,6 +61,7 @@ from stormotel.analyzers.sources.prometheus_api import (
 from stormotel.analyzers.sources.protocol import LoadOutcome, QueryWindow
 from stormotel.analyzers.timeline import (
     EDGE_MARKER_KINDS,
+    KIND_TRACKER_START,
     KIND_TRACKER_STOP,
     META_ESTIMATE_BYTES,
     META_STOP_REPORTED,
@@ -227,16 +230,17 @@ def _join_reads(builder: TimelineBuilder, outcome: LoadOutcome, discoveries: lis
 
 def _join_clean_stops(builder: TimelineBuilder, side: TimelineBuilder,
                       with_data: dict[str, set[int]]) -> None:
-    """The side read's clean stops as stop markers of the ranks that have samples, and the
-    ranks whose tracker delivers its stop (no key when none: the meta stays as it was)."""
+    """The side read's clean stops and tracker starts as markers of the ranks that have
+    samples, and the ranks whose tracker delivers its stop (no key when none: the meta stays
+    as it was)."""
     read = set().union(*with_data.values()) if with_data else set()
-    stops = cast("dict[int, int]", side.meta.get(SIDE_STOPS) or {})
-    for rank, t in sorted(stops.items()):
-        if rank in read:
-            builder.add_markers(rank, Markers(
-                np.array([t], np.int64), np.array([t], np.int64),
-                np.array(["tracker stop"], object), np.array([KIND_TRACKER_STOP], object),
-                ({},)))
+    for key, name, kind in ((SIDE_STARTS, "tracker start", KIND_TRACKER_START),
+                            (SIDE_STOPS, "tracker stop", KIND_TRACKER_STOP)):
+        for rank, t in sorted(cast("dict[int, int]", side.meta.get(key) or {}).items()):
+            if rank in read:
+                builder.add_markers(rank, Markers(
+                    np.array([t], np.int64), np.array([t], np.int64),
+                    np.array([name], object), np.array([kind], object), ({},)))
     reports = [r for r in cast("list[int]", side.meta.get(META_STOP_REPORTED) or [])
                if r in read]
     if reports:
@@ -275,16 +279,19 @@ def _take_listing(d: Discovery,
 def _read_names(d: Discovery) -> tuple[object, ...]:
     """Everything a discovery decides to read by, besides its ranks."""
     return (d.names, d.peak_fields, d.estimate_names, d.marker_names, d.edge_names,
-            d.interval_names, d.gap_names, d.stop_names, d.stop_reported_names)
+            d.interval_names, d.gap_names, d.stop_names, d.stop_reported_names, d.start_names)
 
 
 def _read_all_estimates(discoveries: list[Discovery], window: QueryWindow,
                         builder: TimelineBuilder) -> None:
-    """The per-rank constants: the pre-run estimate, then the trackers' clean stops."""
+    """The per-rank constants: the pre-run estimate, then the trackers' clean stops and
+    starts."""
     for d in discoveries:
         read_estimates(d, window, builder)
     for d in discoveries:
         read_clean_stops(d, window, builder)
+    for d in discoveries:
+        read_tracker_starts(d, window, builder)
 
 
 def _read_intervals(discoveries: list[Discovery], window: QueryWindow,
