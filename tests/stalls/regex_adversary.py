@@ -133,3 +133,20 @@ def search_seconds(pattern: re.Pattern[str], line: str, repeats: int = 3) -> flo
         pattern.search(line)
         best = min(best, time.thread_time() - started)
     return best
+
+
+def starts_seconds(pattern: re.Pattern[str], line: str, starts: range, repeats: int = 3) -> float:
+    """The best of a few timings of this thread's CPU for one match attempt at each of
+    ``starts`` — what ``pattern.search(line)`` does at every position of the line, one after
+    the other (``re`` keeps nothing from one start to the next). A search is super-linear
+    exactly when the attempts at a share of the starts grow with the rest of the line, so
+    timing the attempts at the same number of starts from the middle of a short and of a long
+    line of one shape shows it (the same work for a linear pattern, 4x for a quadratic one at 4x
+    the length), at the cost of a few hundred attempts instead of a whole search."""
+    match, best = pattern.match, float("inf")
+    for _ in range(repeats):
+        started = time.thread_time()
+        for pos in starts:
+            match(line, pos)
+        best = min(best, time.thread_time() - started)
+    return best
