@@ -128,10 +128,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def _cpu_seconds() -> tuple[float, float]:
-    """This process's CPU seconds, and its reaped children's (servers, torch jobs, CLI runs)."""
+    """This process's CPU seconds, and its reaped children's (servers, torch jobs, CLI runs;
+    the runs :mod:`tests.prefork` forked, which its server reaps, and that server's start)."""
     me = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
+    prefork = sys.modules.get("tests.prefork")  # runs forked by its server (not our children)
+    forked = prefork.forked_cpu() if prefork is not None else 0.0
+    return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime + forked
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -134,3 +134,43 @@ def test_each_run_prints_what_the_command_alone_prints(tmp_path: Path) -> None:
     assert (usage.returncode, usage.stdout, usage.stderr) == \
         (usage_alone.returncode, usage_alone.stdout, usage_alone.stderr) != (2, "", "")
     assert usage.returncode == 2 and "invalid choice" in usage.stderr
+
+
+def test_a_runs_environment_is_its_own_and_put_back_after(tmp_path: Path) -> None:
+    """``env`` reaches the run it is given to (a 100-byte ``STORMOTEL_MAX_FILE_BYTES``: the
+    telemetry file is refused) and no further: not the process's environment after it, nor a
+    run after it, nor a run in flight beside it (the env run waits for that one to end before
+    it sets anything)."""
+    data = tmp_path / "bravo.json"
+    data.write_bytes(_telemetry("bravo", 3))
+    small = {"STORMOTEL_MAX_FILE_BYTES": "100"}
+    before = dict(os.environ)
+    refused = run_stormotel_here("analyze", str(data), env=small)
+    assert dict(os.environ) == before  # OPENBLAS_NUM_THREADS the command sets included
+    plain = run_stormotel_here("analyze", str(data))
+    assert refused.returncode not in (0, 1) and "job bravo" not in refused.stdout, refused
+    assert plain.returncode == 0 and "job bravo, world size 3" in plain.stdout, plain
+
+    gate, results = threading.Event(), {}
+    path, piped = _pipe(tmp_path, "alpha", 2)
+    feeder = Feeder(path, piped, gate)
+    first = threading.Thread(target=lambda: results.update(
+        plain=run_stormotel_here("analyze", str(path))), daemon=True)
+    second = threading.Thread(target=lambda: results.update(
+        refused=run_stormotel_here("analyze", str(data), env=small)), daemon=True)
+    try:
+        first.start()
+        assert feeder.opened.wait(60), "the first run never opened its pipe"
+        second.start()
+        second.join(1.0)  # unheld, it would have set the variable and finished by now
+        assert second.is_alive() and "STORMOTEL_MAX_FILE_BYTES" not in os.environ
+    finally:
+        gate.set()
+        first.join(120)
+        second.join(120)
+        feeder.stop()
+    assert results["plain"].returncode == 0, results["plain"].stderr  # read all, not refused
+    assert "job alpha, world size 2" in results["plain"].stdout, results["plain"]
+    assert (results["refused"].returncode, results["refused"].stdout) == \
+        (refused.returncode, refused.stdout)
+    assert dict(os.environ) == before

@@ -54,7 +54,7 @@ def test_memo_bomb_is_refused_within_memory(tmp_path, bomb):
     _assert_skipped(run, "nccl_trace_rank_1", "memo")
     assert "unseen (no dump): ranks [1]" in run.stdout
     alone = run_bounded("analyze", "--flight-recorder", str(folder / "nccl_trace_rank_1"),
-                        memory=2 * GIB)
+                        memory=2 * GIB, fresh=True)  # exit 2 from a fresh interpreter
     assert_clean(alone, exitcodes.USAGE, message="nccl_trace_rank_1")  # named: refused
 
 

@@ -19,6 +19,7 @@ FOUND = (exitcodes.OK, exitcodes.FINDINGS)
 
 
 def analyze_json(*args: str, **kw) -> tuple:
+    """``stormotel analyze ARGS --format json -q`` (forked, :func:`run_bounded`), its report."""
     run = run_bounded("analyze", *args, "--format", "json", "-q", **kw)
     return run, (run.json() if run.stdout.strip() else None)
 
@@ -26,7 +27,7 @@ def analyze_json(*args: str, **kw) -> tuple:
 def test_json_nested_100k_deep_in_a_folder_is_a_skip_and_keeps_every_valid_rank(tmp_path):
     folder = healthy_folder(tmp_path / "job")
     (folder / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
-    run, rep = analyze_json(str(folder))
+    run, rep = analyze_json(str(folder), fresh=True)  # exit 0/1 from a fresh interpreter
     assert_clean(run, FOUND)
     assert rep["skipped"].get("unreadable_file") == 1
     assert rep["participating_ranks"] == [0, 1, 2, 3]
@@ -35,7 +36,8 @@ def test_json_nested_100k_deep_in_a_folder_is_a_skip_and_keeps_every_valid_rank(
 def test_json_nested_100k_deep_named_is_a_usage_error(tmp_path):
     deep = tmp_path / "deep.json"
     deep.write_text('{"events": ' + "[" * 100_000 + "]" * 100_000 + "}")
-    assert_clean(run_bounded("analyze", str(deep)), exitcodes.USAGE, message="deep.json")
+    assert_clean(run_bounded("analyze", str(deep), fresh=True),  # exit 2, a fresh interpreter
+                 exitcodes.USAGE, message="deep.json")
 
 
 @pytest.mark.parametrize("where", ["rank", "world_size", "timestamp_ns"])

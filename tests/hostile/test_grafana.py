@@ -43,9 +43,9 @@ def _faulted(folder: Path) -> Path:
     return folder
 
 
-def _run(folder: Path, url: str) -> object:
+def _run(folder: Path, url: str, fresh: bool = False) -> object:
     return run_bounded("analyze", str(folder), "-q", "--grafana-url", url,
-                       "--http-retries", "2", env={"GRAFANA_TOKEN": TOKEN})
+                       "--http-retries", "2", env={"GRAFANA_TOKEN": TOKEN}, fresh=fresh)
 
 
 def test_stored_then_500_annotation_is_not_duplicated(tmp_path):
@@ -64,6 +64,6 @@ def test_listing_without_id_is_a_sink_failure(tmp_path):
         assert_clean(_run(folder, g.url), exitcodes.FINDINGS)  # first run creates
         before = len(g.annotations)
         write(folder / "rank3.json", events(3, 200, grow_at=150))  # the text changes
-        run = _run(folder, g.url)
+        run = _run(folder, g.url, fresh=True)  # exit 4 from a fresh interpreter
         assert run.code == exitcodes.SINK_FAILURE and "Traceback" not in run.stderr
         assert "no numeric id" in run.stderr and len(g.annotations) == before

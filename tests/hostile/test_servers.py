@@ -26,7 +26,8 @@ def tsdb(url: str, *extra: str, **kw):
 
 
 def test_trickling_server_cannot_outlive_the_timeout(server):
-    run = tsdb(f"{server}/trickle", "--http-timeout", "3", "--timeout", "6s", timeout=60)
+    run = tsdb(f"{server}/trickle", "--http-timeout", "3", "--timeout", "6s", timeout=60,
+               fresh=True)  # exit 3 from a fresh interpreter (the others are forked)
     assert_clean(run, exitcodes.SOURCE_FAILURE, within_s=20)
     assert "timed out" in run.stderr or "deadline" in run.stderr
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.cpu_lock import cpu_heavy
+from tests.stalls.helpers import run_job_group
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -26,8 +25,7 @@ def fr_dumps(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("fr_dumps")
     started = time.monotonic()
     with cpu_heavy(tmp_path_factory):
-        proc = subprocess.run([sys.executable, "-m", "tests.stalls.fr_jobs", str(root)],
-                              cwd=REPO, capture_output=True, text=True, timeout=240)
+        proc = run_job_group("tests.stalls.fr_jobs", root, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
     print(f"generated Flight Recorder dumps in {time.monotonic() - started:.1f} s")
     return root

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import pickle
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -112,3 +115,23 @@ def torch_fr_trace(folders: list[Path]) -> dict[Path, tuple[bool, str]]:
         else:
             body.append(line)
     return out
+
+
+def run_job_group(module: str, root: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``python -m MODULE ROOT`` (a generator of real torch jobs) in a session of its own, its
+    output captured; past ``timeout`` the whole process group is killed, not only the
+    generator: ``subprocess.run``'s timeout killed the generator alone, and the ranks it had
+    forked ran on for an hour after the test (seen at load 15, one of them at full CPU)."""
+    proc = subprocess.Popen([sys.executable, "-m", module, str(root)], cwd=REPO, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # ranks a generator left behind
+            os.killpg(proc.pid, signal.SIGKILL)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)

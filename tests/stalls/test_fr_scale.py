@@ -7,8 +7,6 @@ forked from one torch import; ~10 s on the shared 2-core machine).
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,7 +14,7 @@ import pytest
 from stormotel.analyzers.stalls import analyze_dumps, load_dump_dir
 
 from tests.cpu_lock import cpu_heavy
-from tests.stalls.helpers import REPO, repair_pg_config, run_json, torch_fr_trace
+from tests.stalls.helpers import repair_pg_config, run_job_group, run_json, torch_fr_trace
 
 
 @pytest.fixture(scope="module")
@@ -25,8 +23,7 @@ def scale(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("fr_scale")
     started = time.monotonic()
     with cpu_heavy(tmp_path_factory):
-        proc = subprocess.run([sys.executable, "-m", "tests.stalls.fr_scale_jobs", str(root)],
-                              cwd=REPO, capture_output=True, text=True, timeout=400)
+        proc = run_job_group("tests.stalls.fr_scale_jobs", root, timeout=400)
     assert proc.returncode == 0, proc.stderr[-2000:]
     print(f"generated scale dumps in {time.monotonic() - started:.1f} s")
     return root

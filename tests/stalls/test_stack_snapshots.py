@@ -4,8 +4,6 @@ outside communication (tests/stalls/stack_jobs.py), analysed from the archive al
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,7 +12,7 @@ import pytest
 from stormotel import schema
 from tests.cpu_lock import cpu_heavy
 from tests.stalls import stack_jobs
-from tests.stalls.helpers import run_json
+from tests.stalls.helpers import run_job_group, run_json
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -25,8 +23,7 @@ def stack_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("stack_jobs")
     started = time.monotonic()
     with cpu_heavy(tmp_path_factory, exclusive=True):
-        proc = subprocess.run([sys.executable, "-m", "tests.stalls.stack_jobs", str(root)],
-                              cwd=REPO, capture_output=True, text=True, timeout=240)
+        proc = run_job_group("tests.stalls.stack_jobs", root, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     print(f"stack jobs ran in {time.monotonic() - started:.1f} s")
     return root

@@ -7,8 +7,6 @@ summary and the HTML; the healthy 2-rank job stays quiet (exit 0)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,6 +16,7 @@ from stormotel import exitcodes, schema
 from tests.cpu_lock import cpu_heavy
 from tests.fuzz.boundary import analyze, check
 from tests.stalls import user_hang_jobs as jobs
+from tests.stalls.helpers import run_job_group
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -30,8 +29,7 @@ def user_hangs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("user_hangs")
     started = time.monotonic()
     with cpu_heavy(tmp_path_factory, exclusive=True):
-        proc = subprocess.run([sys.executable, "-m", "tests.stalls.user_hang_jobs", str(root)],
-                              cwd=REPO, capture_output=True, text=True, timeout=300)
+        proc = run_job_group("tests.stalls.user_hang_jobs", root, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     print(f"user hang jobs ran in {time.monotonic() - started:.1f} s")
     return root

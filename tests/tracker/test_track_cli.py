@@ -12,7 +12,7 @@ import pytest
 
 from stormotel import exitcodes, schema
 from stormotel.track_cli import build_parser
-from tests.cli import run_stormotel
+from tests.cli import run_stormotel, run_stormotel_forked
 from tests.tracker.otlp_util import (
     TraceRequest,
     archive_lines,
@@ -112,7 +112,10 @@ def test_ctrl_c_flushes_and_exits_cleanly(tmp_path: Path) -> None:
     (["--sampler", "simulated", "--fault", "rank=1:crash@t=1s,rate=2"], "crash has no parameter"),
 ])
 def test_bad_input_is_one_clear_line(args: list[str], message: str) -> None:
-    out = run(args)
+    # forked (tests.prefork): a process of its own without ~0.6 s of imports; the first case
+    # and test_launcher_env_error_names_the_variable are the exit-2 runs of fresh interpreters
+    first = args == ["--sampler", "simulated", "--rank", "4", "--world-size", "4"]
+    out = run(args) if first else run_stormotel_forked("track", *args, cwd=None)
     assert out.returncode == 2
     assert message in out.stderr
     assert "Traceback" not in out.stderr
