@@ -39,6 +39,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.stalls.helpers import run_job_group  # noqa: E402
 from tests.stalls.newcomer_hang_jobs import JOBS, Job  # noqa: E402
 
 CONFIDENT = ("medium", "high")
@@ -47,10 +48,10 @@ CONFIDENT = ("medium", "high")
 def run_jobs(out: Path, names: list[str], timeout_s: float = 900) -> float:
     """The jobs, all at once, in one child interpreter (its ranks forked from one torch
     import); their wall time. Also the test suite's fixture (tests/stalls/test_newcomer_hangs.py
-    loads this script), so both run the jobs the same way. RuntimeError when they fail."""
+    loads this script), so both run the jobs the same way. RuntimeError when they fail. In a
+    session of their own: past the timeout every rank goes with the runner."""
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "tests.stalls.newcomer_hang_jobs", str(out),
-                           *names], cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
+    proc = run_job_group("tests.stalls.newcomer_hang_jobs", out, timeout_s, *names)
     if proc.returncode != 0:
         raise RuntimeError(f"the jobs failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
     return time.monotonic() - started

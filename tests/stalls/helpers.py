@@ -117,12 +117,13 @@ def torch_fr_trace(folders: list[Path]) -> dict[Path, tuple[bool, str]]:
     return out
 
 
-def run_job_group(module: str, root: Path, timeout: float) -> subprocess.CompletedProcess[str]:
-    """``python -m MODULE ROOT`` (a generator of real torch jobs) in a session of its own, its
+def run_job_group(module: str, root: Path, timeout: float, *args: str
+                  ) -> subprocess.CompletedProcess[str]:
+    """``python -m MODULE ROOT ARGS`` (a generator of real torch jobs) in a session of its own, its
     output captured; past ``timeout`` the whole process group is killed, not only the
     generator: ``subprocess.run``'s timeout killed the generator alone, and the ranks it had
     forked ran on for an hour after the test (seen at load 15, one of them at full CPU)."""
-    proc = subprocess.Popen([sys.executable, "-m", module, str(root)], cwd=REPO, text=True,
+    proc = subprocess.Popen([sys.executable, "-m", module, str(root), *args], cwd=REPO, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
     try:
