@@ -14,11 +14,16 @@ markers. A rank's *first* exception ended its work when no step of that rank sta
 work on purpose, :data:`DELIBERATE`). Where it was raised
 is the traceback's innermost frame:
 
-- in the rank's own code (no ``torch/distributed`` frame among the innermost ones): that rank
+- in the rank's own code (no ``torch/distributed`` frame among the innermost ones, and neither
+  its type nor its message a communication failure, :data:`_COMM_FAILURE`): that rank
   failed by itself — a ``rank_failure`` naming it, ``medium`` (never ``high``: no held-out set
   measures it), whatever its peers did;
 - inside a collective on every rank that has one: those ranks failed because of a peer (it
-  left, or sent what they did not expect); the ranks of the world with no such exception are
+  left, or sent what they did not expect) — and so did a rank whose exception, wherever it was
+  raised, says the communicator failed: NCCL reports a peer's loss asynchronously, at the next
+  synchronising call in the rank's own code (``loss.item()`` raising "NCCL communicator was
+  aborted"), and DDP's gradient all-reduce raises from ``backward()``, no ``torch/distributed``
+  frame in sight; the ranks of the world with no such exception are
   the suspects — ``undecided``, ``low``: a rank killed by a signal records no exception, but
   neither does one whose spans were lost. Nothing when an earlier finding (a dead rank) or an
   OOM already names the cause their failure follows from.
@@ -26,6 +31,7 @@ is the traceback's innermost frame:
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -37,6 +43,12 @@ PATTERN_PEER = "stormotel.telemetry.exception_in_collective"
 #: innermost traceback frames looked at for a collective (the raise is below the call)
 INNERMOST = 4
 _COMM = ("torch/distributed/", "torch/nn/parallel/")
+#: a communication failure by its type (torch.distributed's ``DistError`` family) or its words
+#: (NCCL's and Gloo's own messages, c10d's): a consequence of a peer, wherever it surfaced
+_COMM_FAILURE = re.compile(
+    r"\bDist(?:Backend|Network|Store|Queue)?Error\b|\bNCCL\b|\bgloo\b|ProcessGroup|\bc10d\b|"
+    r"communicator|Connection (?:closed|reset) by peer|Broken pipe|collective operation timeout",
+    re.IGNORECASE)
 #: exceptions that end work on purpose (a loop's end, Ctrl-C, sys.exit): no failure
 DELIBERATE = frozenset({"StopIteration", "StopAsyncIteration", "GeneratorExit",
                         "KeyboardInterrupt", "SystemExit"})
@@ -109,7 +121,10 @@ def _frames(e: dict[str, Any]) -> list[tuple[str, int, str]]:
 
 
 def _in_collective(e: dict[str, Any]) -> bool:
-    """Raised inside torch.distributed (a collective, its wait) rather than the rank's code."""
+    """Raised inside torch.distributed (a collective, its wait) rather than the rank's code, or
+    a communication failure surfacing in the rank's code (:data:`_COMM_FAILURE`)."""
+    if _COMM_FAILURE.search(f"{e.get('type') or ''} {str(e.get('message') or '')[:2000]}"):
+        return True
     return any(any(c in str(f[0]).replace("\\", "/") for c in _COMM)
                for f in _frames(e)[-INNERMOST:])
 

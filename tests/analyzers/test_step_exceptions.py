@@ -65,3 +65,36 @@ def test_an_exception_gone_on_from_or_ending_work_on_purpose_is_no_failure(
     code, report = _run(tmp_path, _archive(tmp_path, exc, go_on))
     assert code == exitcodes.OK, report["stall_findings"]
     assert report["stall_findings"] == []
+
+
+def sync_loss() -> None:
+    """The rank's own code where NCCL reports a peer's loss (its next synchronising call)."""
+    raise RuntimeError("NCCL communicator was aborted on rank 0. Original reason for failure "
+                       "was: [Rank 0] Watchdog caught collective operation timeout")
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_a_communication_failure_surfacing_in_the_rank_s_own_code_names_no_rank(
+        tmp_path: Path) -> None:
+    """NCCL raises a peer's loss at the next synchronising call, in the rank's own frames
+    (``loss.item()``): by its words a consequence, never that rank's own failure."""
+    t = MemoryTracker(sampler="simulated", archive_dir=tmp_path / "archive", job_id="j",
+                      rank=0, world_size=2, sampling_interval=0.05, stall_snapshots=False)
+    t.start_tracking()
+    for i in range(5):
+        with t.step(i):
+            time.sleep(0.01)
+    try:
+        with t.step(5):
+            sync_loss()
+    except RuntimeError:
+        pass
+    t.stop_tracking()
+    code, report = _run(tmp_path, tmp_path / "archive")
+    assert code == exitcodes.FINDINGS, report["stall_findings"]
+    assert all(f["kind"] != "rank_failure" for f in report["stall_findings"]), \
+        report["stall_findings"]
+    lead = report["stall_findings"][0]
+    assert (lead["kind"], lead["confidence"]) == ("undecided", "low")
+    assert lead["evidence"]["pattern"] == "stormotel.telemetry.exception_in_collective"
+    assert lead["evidence"]["suspects"] == [1]
