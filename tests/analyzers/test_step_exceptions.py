@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,15 +21,21 @@ def load_batch() -> None:
     raise ValueError("corrupt sample in shard 0")
 
 
-def _archive(tmp_path: Path, exc: type[BaseException], go_on: bool) -> Path:
+def _archive(tmp_path: Path, exc: type[BaseException], go_on: bool, world_size: int = 1,
+             raiser: Callable[[], None] | None = None) -> Path:
+    """Rank 0's archive: five steps, a sixth that raises ``exc`` (through ``raiser`` when
+    given, else ``load_batch`` for ValueError), caught, then more steps if ``go_on``."""
     t = MemoryTracker(sampler="simulated", archive_dir=tmp_path / "archive", job_id="j",
-                      rank=0, world_size=1, sampling_interval=0.05, stall_snapshots=False)
+                      rank=0, world_size=world_size, sampling_interval=0.05,
+                      stall_snapshots=False)
     t.start_tracking()
     for i in range(5):
         with t.step(i):
             time.sleep(0.01)
     try:
         with t.step(5):
+            if raiser is not None:
+                raiser()
             if exc is ValueError:
                 load_batch()
             raise exc()
@@ -78,19 +85,8 @@ def test_a_communication_failure_surfacing_in_the_rank_s_own_code_names_no_rank(
         tmp_path: Path) -> None:
     """NCCL raises a peer's loss at the next synchronising call, in the rank's own frames
     (``loss.item()``): by its words a consequence, never that rank's own failure."""
-    t = MemoryTracker(sampler="simulated", archive_dir=tmp_path / "archive", job_id="j",
-                      rank=0, world_size=2, sampling_interval=0.05, stall_snapshots=False)
-    t.start_tracking()
-    for i in range(5):
-        with t.step(i):
-            time.sleep(0.01)
-    try:
-        with t.step(5):
-            sync_loss()
-    except RuntimeError:
-        pass
-    t.stop_tracking()
-    code, report = _run(tmp_path, tmp_path / "archive")
+    archive = _archive(tmp_path, RuntimeError, go_on=False, world_size=2, raiser=sync_loss)
+    code, report = _run(tmp_path, archive)
     assert code == exitcodes.FINDINGS, report["stall_findings"]
     assert all(f["kind"] != "rank_failure" for f in report["stall_findings"]), \
         report["stall_findings"]
