@@ -8,6 +8,7 @@ telemetry on a machine without a GPU.
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import logging
 import os
@@ -194,6 +195,10 @@ def main(argv: list[str]) -> int:
     if not args.quiet:
         _print_start(tracker, args)
     run = _track(tracker, args, faults, stop)
+    # The rank's outcome is decided: a SIGTERM from here on (the launcher stopping the rest of
+    # the job as this rank leaves) must not turn its status into "killed by SIGTERM" (-15).
+    # Python puts the default disposition back while it finalizes, so ignore it from exit on.
+    atexit.register(_ignore_sigterm_while_leaving)
     stats = tracker.stats
     if not args.quiet:
         dropped = sum(stats["dropped"].values())
@@ -210,6 +215,13 @@ def main(argv: list[str]) -> int:
     if signal.SIGINT in received:
         return exitcodes.INTERRUPTED
     return _no_export_succeeded(run.telemetry, stats, run.had_otlp) or exitcodes.OK
+
+
+def _ignore_sigterm_while_leaving() -> None:
+    """Run at exit, after the rank's last flush: an ignored SIGTERM stays ignored through the
+    interpreter's finalization, so the exit status stays the one ``main`` returned."""
+    with contextlib.suppress(ValueError, OSError):  # not the main thread / interpreter
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def _usage(msg: str) -> int:

@@ -1,13 +1,14 @@
 """The OOM that ends the job, scraped by a real Prometheus at the Helm chart's 15 s interval.
 
 Four real ``stormotel track`` ranks (simulated device) on one clock. Rank 1 leaks, runs out of
-memory at 2 s and dies 1.5 s later, as a rank whose OOM is not caught does; rank 3 runs out at
-3 s and dies 0.3 s later (before rank 1 ends, so the launcher's SIGTERM never reaches it). When
-rank 1 has exited, the test does what torchrun does: SIGTERM to every rank left. With a 15 s
-scrape and no linger, the OOM counter of a rank that lives 1.5 s after its OOM is scraped in
-one run out of ten (tried: with ``STORMOTEL_LINGER_S=0`` neither OOM reached the TSDB); here
-every OOM must be in the TSDB (the sample the ``StormotelRankOutOfMemory`` rule reads), every
-rank must still exit within its bound, and ``stormotel analyze --prometheus`` must report both
+memory at 2 s and dies 1.5 s later, as a rank whose OOM is not caught does; rank 3 runs out at 3
+s and dies 0.3 s later (both linger for a scrape, so the launcher's SIGTERM may reach rank 3
+while it lingers or leaves: its status stays its own). When rank 1 has exited, the test does
+what torchrun does: SIGTERM to every rank left. With a 15 s scrape and no linger, the OOM
+counter of a rank that lives 1.5 s after its OOM is scraped in one run out of ten (tried: with
+``STORMOTEL_LINGER_S=0`` neither OOM reached the TSDB); here every OOM must be in the TSDB (the
+sample the ``StormotelRankOutOfMemory`` rule reads), every rank must still exit within its
+bound, and ``stormotel analyze --prometheus`` must report both
 OOMs, rank 1 first.
 """
 

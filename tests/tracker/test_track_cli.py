@@ -203,3 +203,30 @@ def httpx_text(port: int) -> str:
     import httpx
 
     return httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+
+
+def test_a_sigterm_while_the_rank_leaves_keeps_its_own_exit_status(tmp_path: Path) -> None:
+    """A rank that ran out of memory decides its status (FINDINGS); the launcher, seeing another
+    rank end, sends SIGTERM to every rank left — one arrives while this one finalizes, when
+    Python has put the default disposition back. The status must stay FINDINGS, not -15 (main
+    lost this race every time before: CI run of 88e3565, tests/tracker/test_linger_live.py)."""
+    proc = subprocess.Popen(
+        [*CMD, "--sampler", "simulated", "--job-id", "leaving", "--rank", "0", "--world-size",
+         "1", "--interval", "0.05", "-q", "--linger-s", "0", "--fault",
+         "rank=0:oom@t=0.3s,exit=0.1s"], stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        assert proc.stderr is not None
+        lines = []
+        for line in proc.stderr:  # SIGTERMs start once the rank says it is leaving
+            lines.append(line)
+            if "ran out of memory and ended" in line:
+                break
+        while proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            time.sleep(0.002)
+        assert proc.wait(timeout=30) == exitcodes.FINDINGS, lines
+        assert lines and "ran out of memory and ended" in lines[-1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=20)
