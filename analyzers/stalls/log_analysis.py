@@ -467,7 +467,10 @@ def _mismatch(v: _Verdict, waiting: dict[int, RankLogState], table: dict[int, Ra
                        "the others completed", rule="seq_split", ahead_ranks=ahead)
     # 3. same SeqNum, different op or size
     same = {r: s for r, s in waiting.items() if s.seq == common_seq and s.op is not None}
-    sized = {r: s for r, s in same.items() if s.op not in _UNEVEN_OPS}
+    # sizes compare only where both were read: a line cut before its NumelIn/NumelOut (a
+    # paste cut at the terminal's width, open-r1#160) is an unknown size, not a different one
+    sized = {r: s for r, s in same.items() if s.op not in _UNEVEN_OPS
+             and s.numel_in is not None and s.numel_out is not None}
     for kind, values in (("op_type_mismatch", {r: s.op for r, s in same.items()}),
                          ("size_mismatch", {r: (s.numel_in, s.numel_out)
                                             for r, s in sized.items()})):

@@ -5,6 +5,7 @@ Each test is one rule of docs/stalls.md ("Worker logs: the procedure"), in the o
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from stormotel.analyzers.stalls import logs_parser as lp
@@ -184,3 +185,21 @@ def test_3_fabric_only_when_every_rank_is_in_the_collective(tmp_path: Path) -> N
     _, [root] = triage(tmp_path, "[rank0]: world_size=4 rank=0\n" + text)
     assert root.evidence["category"] == "fabric"
     assert root.evidence["world_size_source"].startswith("a launcher")
+
+
+def test_3_a_line_cut_before_its_sizes_is_no_size_mismatch(tmp_path: Path) -> None:
+    """A pasted watchdog line cut before NumelIn/NumelOut (open-r1#160's rank 2, pasted at the
+    terminal's width) has unknown sizes, not different ones: no rank is named for a size
+    mismatch (main named the cut rank at low)."""
+    from tests.cli import run_stormotel_here
+
+    cut = timeout(2, 59709, "_ALLGATHER_BASE", n=29171712).split("\n")[0]
+    cut = cut[:cut.index("NumelIn=") + len("NumelIn=29171")]
+    log = tmp_path / "job.log"
+    log.write_text(timeout(4, 59709, "_ALLGATHER_BASE", n=29171712)
+                   + timeout(6, 59709, "_ALLGATHER_BASE", n=29171712) + cut + "\n")
+    out = run_stormotel_here("analyze", "--logs", str(log), "--format", "json")
+    report = json.loads(out.stdout)
+    named = [(f["kind"], f["ranks"]) for f in report["stall_findings"]]
+    assert not any(kind == "size_mismatch" for kind, _ in named), named
+    assert all(2 not in ranks for _, ranks in named), named
