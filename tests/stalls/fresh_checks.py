@@ -76,7 +76,7 @@ def set_folders(set_dir: Path) -> list[Path]:
 def assert_held_whole_set_is_new_and_culprit_bearing(set_dir: Path,
                                                      families: tuple[str, ...],
                                                      labelled_tenths: int = 7) -> None:
-    """A set held out whole (fresh8, fresh9, fresh10): no thread of the corpus or of an earlier
+    """A set held out whole (fresh8 to fresh11): no thread of the corpus or of an earlier
     fresh set, no id twice, at least 24 cases from twelve projects, every family with at least
     three cases, no dev half; at least ``labelled_tenths`` tenths of the set (70 % unless the
     set's module says why it gathered fewer) carry a culprit label (its reason to exist)."""
