@@ -1539,6 +1539,63 @@ CATALOGUE: tuple[Pattern, ...] = (
        "log_lightning)",
        r"\[rank: (?P<rank>\d{1,7})\] Child process with PID (?P<pid>\d{1,10}) terminated with "
        r"code (?P<code>-?\d{1,4})\.", ("child process with pid",), "lightning"),
+    _p("deepspeed.launcher.process_spawned", "DeepSpeed launcher (deepspeed.launcher.launch, "
+       "one per node)",
+       'logger.info(f"process {process.pid} spawned with command: {cmd}") — cmd the list '
+       "[python, -u, script, '--local_rank=N', …] (no --local_rank with --no_local_rank); before "
+       'it: logger.info(f"nnodes={…}, num_local_procs={…}, node_rank={…}") and '
+       'logger.info(f"global_rank_mapping={global_rank_mapping}")',
+       "DeepSpeed 0.13.2 – 0.16 (deepspeed/launcher/launch.py read at the tags v0.15.0 and "
+       "v0.16.0; added by #5004, first tagged v0.13.2; absent at v0.9.0, where the launcher "
+       "prints no pid at start)",
+       "deepspeed/launcher/launch.py (main: local process i of node node_rank is global rank "
+       "global_rank_mapping[node][i]; LOCAL_RANK = that rank % num_local_procs at 0.16, i before)",
+       "a MAP, not an event: the pid of the launcher's child that holds local rank N on this "
+       "node (the global rank when the launcher says nnodes=1, or through global_rank_mapping "
+       "and node_rank). The launcher's failure lines never name the failed process "
+       "(sigkill_handler lists every child and prints the LAST spawned command with the first "
+       "non-zero code its 1 s poll of an unordered set found); joined with a death that names a "
+       "pid — the kernel's OOM killer — it names the rank whose process was killed "
+       "(read by log_oom_kill)",
+       r"(?<![\w-])process (?P<pid>\d{1,10}) spawned with command: \[", ("spawned with command",),
+       "oom_kill"),
+    _p("kernel.oom_kill.killed_process", "Linux kernel OOM killer (mm/oom_kill.c)",
+       'pr_err("%s: Killed process %d (%s) total-vm:%lukB, anon-rss:%lukB, file-rss:%lukB, '
+       'shmem-rss:%lukB, UID:%u pgtables:%lukB oom_score_adj:%hd\\n", message, '
+       "task_pid_nr(victim), victim->comm, …) with message \"Out of memory\", \"Memory cgroup "
+       'out of memory" or "Out of memory (oom_kill_allocating_task)"; before 4.19 '
+       '"Killed process %d (%s) total-vm:…" after "%s: Kill process %d (%s) score %u or '
+       'sacrifice child"',
+       "Linux 4.x – 6.x (oom_kill_process read in a pre-4.19 tree — no message prefix, the "
+       "selection line first —, in the 4.19 reorganisation and in a 6.x build; UID / pgtables "
+       "/ oom_score_adj added in 5.x; no release tag could be pinned with the tools at hand)",
+       "mm/oom_kill.c (__oom_kill_process: the victim — the chosen task, or before 4.19 a child "
+       "of it — gets SIGKILL)",
+       "reporter: the kernel of one host (dmesg, journalctl -k, a node's console); the pid (in "
+       "the host's pid namespace — a container's own pids differ) and comm of the process it "
+       "SIGKILLed for memory: the whole host's memory (Out of memory) or one cgroup's — a "
+       "container or a Slurm step — (Memory cgroup out of memory). The victim is the "
+       "largest process by badness, not necessarily the one that grew. Joined with a launcher's "
+       "pid map (DeepSpeed's spawned lines, Ray Train's worker list) whose command name "
+       "matches the comm: that rank's process was killed — a culprit at low; several ranks: "
+       "suspects; a pid off the map: nobody, the pid in the reason (read by log_oom_kill)",
+       r"(?:Memory cgroup out of memory|Out of memory(?: \(oom_kill_allocating_task\))?): "
+       r"Killed process (?P<pid>\d{1,10}) \((?P<comm>[^()\n]{0,64})\)|(?<![\w-])Killed process "
+       r"(?P<pid2>\d{1,10}) \((?P<comm2>[^()\n]{0,64})\) total-vm:", ("killed process",),
+       "oom_kill"),
+    _p("kernel.oom_kill.summary", "Linux kernel OOM killer (mm/oom_kill.c, one-line summary)",
+       'pr_info("oom-kill:constraint=%s,nodemask=%*pbl", …); cpuset and memcg context '
+       '(",oom_memcg=%s", ",task_memcg=%s"); pr_cont(",task=%s,pid=%d,uid=%d\\n", '
+       "victim->comm, victim->pid, …)",
+       "Linux 4.19 – 6.x (dump_oom_summary, added in the 4.19 reorganisation of the OOM report; "
+       "the same words in a 6.x build)",
+       "mm/oom_kill.c (dump_oom_summary, printed with the kill)",
+       "reporter: the kernel of one host; the same victim as the 'Killed process' line (its "
+       "comm and pid, the constraint: CONSTRAINT_MEMCG for a cgroup's limit, CONSTRAINT_NONE for "
+       "the host's memory). Read as that line (read by log_oom_kill)",
+       r"oom-kill:constraint=(?P<constraint>CONSTRAINT_[A-Z_]{1,24}),[^\n]{0,4000}?,task="
+       r"(?P<comm>[^,\n]{0,64}),pid=(?P<pid>\d{1,10}),uid=\d{1,10}", ("oom-kill:constraint",),
+       "oom_kill"),
 )
 
 BY_ID: dict[str, Pattern] = {p.id: p for p in CATALOGUE}

@@ -108,6 +108,8 @@ HYDRA_BAD = "mpich.hydra.bad_termination"
 #: TensorFlow's master: the task whose RunGraph step failed (grammar
 #: ``tf.distributed.task_error``): a task of the TF cluster, not a rank
 TF_TASK = "tf.distributed.task_error"
+#: the kernel's OOM killer: a pid no launcher's pid map names (emitted by log_oom_kill)
+OOM_KILLED = "kernel.oom_kill.killed_process"
 
 #: (pattern id, lower-case triggers, regex), in the order tried; the first match of a line wins
 PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
@@ -339,6 +341,16 @@ _SAYS: dict[str, tuple[str, str, str]] = {
         "its error is Unavailable / Aborted (a peer's consequence), every other task's log for "
         "the first own error; map a task to a rank only where the job says so (TF_CONFIG's "
         "task index is not a torch rank)."),
+    OOM_KILLED: (
+        "oom",
+        "the kernel's OOM killer killed {procs} for host or cgroup memory (the largest process "
+        "by badness, in the host's pid namespace): no launcher line in these logs gives that "
+        "pid a rank — a rank's process, a child of one (a DataLoader worker) or another job's",
+        "Map the pid to its rank: the launcher's start lines (DeepSpeed 0.13.2+ logs 'process P "
+        "spawned with command: [… --local_rank=N …]', Ray Train 'world_rank=N' with its pid), "
+        "torchrun's failure table (exitcode -9 with its pid), or ps -o pid,args on that host "
+        "while the job runs; then lower host memory per rank (DataLoader workers, pinned "
+        "buffers, CPU offload) or raise the node's / container's memory limit."),
 }
 
 
@@ -421,7 +433,8 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
     mine = [e for e in events if e.kind == KIND]
     if not mine or any(e.kind not in QUIET for e in events):
         return []
-    first = mine[0]
+    # the kernel's kill names a pid and the cause: more than a launcher's exit code says
+    first = next((e for e in mine if e.pattern == OOM_KILLED), mine[0])
     category, says, collect = _SAYS.get(first.pattern or "", _SAYS[OPS_FAILED])
     d: dict[str, Any] = {}  # per key, the first event that carries it
     for e in mine:

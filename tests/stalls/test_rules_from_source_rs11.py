@@ -1,0 +1,138 @@
+"""Rules written from the emitters' source (helper rs11), at the CLI (``stormotel analyze --logs``).
+
+Every line below is SYNTHETIC: built from the emitter's format string at the versions its
+module's docstring names — DeepSpeed's ``deepspeed/launcher/launch.py`` (v0.15.0, v0.16.0: the
+"process P spawned with command: [...]" map, the layout lines, ``sigkill_handler``'s lines) and
+the Linux kernel's ``mm/oom_kill.c`` ("%s: Killed process %d (%s) total-vm:…", the pre-4.19
+"Killed process %d (%s) total-vm:…", the 4.19+ "oom-kill:constraint=…,task=%s,pid=%d,uid=%d"
+summary) — not copied from any collected case; pids, hosts and sizes are invented.
+
+- the kernel's OOM victim joined with DeepSpeed's pid map (log_oom_kill): that rank at low
+  (nnodes=1: the --local_rank argument; several nodes: global_rank_mapping[node][i]);
+- the same through Ray Train's pid → world_rank list, the victim's comm Ray's "ray::" title;
+- a pid off the map, a comm that is not the map's program (another pid namespace), two
+  launchers' lines that spawn order cannot place: nobody — undecided at low, the pid in the
+  reason; two mapped ranks killed: suspects.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.stalls.helpers import root_findings as _run
+from tests.stalls.test_rules_from_source_rs9 import _by, _suspects
+
+KILLED = "kernel.oom_kill.killed_process"
+_DS = "[2025-03-02 09:14:0{s},100] [INFO] [launch.py:{line}:main] "
+
+
+def _launcher(nnodes: int, procs: int, node: int, mapping: str, pids: list[int],
+              local_arg: bool = True) -> str:
+    """DeepSpeed launch.py's start lines (logger format of deepspeed/utils/logging.py)."""
+    out = [_DS.format(s=1, line=146) + "WORLD INFO DICT: " + mapping,
+           _DS.format(s=1, line=152) + f"nnodes={nnodes}, num_local_procs={procs}, "
+           f"node_rank={node}",
+           _DS.format(s=1, line=163) + "global_rank_mapping=defaultdict(<class 'list'>, "
+           + mapping + ")",
+           _DS.format(s=1, line=168) + "Setting CUDA_VISIBLE_DEVICES=0,1,2,3"]
+    for i, pid in enumerate(pids):
+        arg = f"'--local_rank={i}', " if local_arg else ""
+        out.append(_DS.format(s=2, line=256) + f"process {pid} spawned with command: "
+                   f"['/opt/conda/bin/python', '-u', 'finetune.py', {arg}'--deepspeed', "
+                   "'ds_z3.json']")
+    return "\n".join(out) + "\n"
+
+
+def _sigkill(pids: list[int], code: int) -> str:
+    """sigkill_handler: every child, then the LAST spawned command with the first non-zero code."""
+    lines = [f"[2025-03-02 10:40:12,001] [INFO] [launch.py:319:sigkill_handler] Killing "
+             f"subprocess {p}" for p in pids]
+    lines.append("[2025-03-02 10:40:12,500] [ERROR] [launch.py:325:sigkill_handler] "
+                 "['/opt/conda/bin/python', '-u', 'finetune.py', '--local_rank=3', '--deepspeed',"
+                 f" 'ds_z3.json'] exits with return code = {code}")
+    return "\n".join(lines) + "\n"
+
+
+def _killed(pid: int, comm: str = "python", memcg: bool = False) -> str:
+    """oom_kill.c __oom_kill_process (5.x: UID, pgtables and oom_score_adj appended)."""
+    msg = "Memory cgroup out of memory" if memcg else "Out of memory"
+    return (f"[Sun Mar  2 10:40:11 2025] {msg}: Killed process {pid} ({comm}) "
+            "total-vm:98304212kB, anon-rss:71203344kB, file-rss:81920kB, shmem-rss:0kB, "
+            "UID:1000 pgtables:140712kB oom_score_adj:0\n")
+
+
+_PIDS = [40110, 40111, 40112, 40113]
+_ONE_NODE = "{'localhost': [0, 1, 2, 3]}"
+
+
+def test_oom_victim_on_deepspeeds_pid_map_is_that_rank_at_low(tmp_path: Path) -> None:
+    for comm in ("python", "pt_main_thread"):
+        code, roots = _run(tmp_path, _launcher(1, 4, 0, _ONE_NODE, _PIDS) + _killed(40112, comm)
+                           + _sigkill(_PIDS, -9))
+        assert code == 1
+        assert _by(roots, KILLED) == [("rank_failure", [2], "low")], comm
+        ev = roots[0]["evidence"]
+        assert ev["category"] == "oom" and ev["pid"] == 40112
+        assert "deepspeed.launcher.process_spawned" in ev["rank_from"]
+
+
+def test_second_nodes_launcher_maps_spawn_order_through_global_rank_mapping(
+        tmp_path: Path) -> None:
+    # node_rank=1 of two nodes, --no_local_rank; the kernel's 4.19+ one-line summary (memcg)
+    two = "{'node-a': [0, 1, 2, 3], 'node-b': [4, 5, 6, 7]}"
+    summary = ("[ 8123.441201] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,"
+               "mems_allowed=0-1,oom_memcg=/slurm/uid_1000/job_77,task_memcg=/slurm/uid_1000/"
+               "job_77/step_0,task=python,pid=40111,uid=1000\n")
+    code, roots = _run(tmp_path, _launcher(2, 4, 1, two, _PIDS, local_arg=False) + summary
+                       + _sigkill(_PIDS, -9))
+    assert code == 1
+    assert _by(roots, KILLED) == [("rank_failure", [5], "low")]
+
+
+def test_oom_victim_off_the_map_names_nobody_but_says_the_pid(tmp_path: Path) -> None:
+    # a DataLoader worker (its own pid), and the kernel's line alone (pre-4.19 form, no prefix)
+    for text in (_launcher(1, 4, 0, _ONE_NODE, _PIDS) + _killed(40377) + _sigkill(_PIDS, -9),
+                 "[ 8123.1] Killed process 40377 (python) total-vm:9830421kB, anon-rss:7120334kB,"
+                 " file-rss:8192kB, shmem-rss:0kB\n"):
+        code, roots = _run(tmp_path, text)
+        assert code == 1, text
+        assert not any(f["kind"] == "rank_failure" for f in roots)
+        assert _by(roots, KILLED) == [("undecided", [], "low")]
+        assert "pid 40377 (python)" in roots[0]["evidence"]["reason"]
+        assert _suspects(roots) == []
+
+
+def test_a_comm_that_is_not_the_maps_program_is_not_joined(tmp_path: Path) -> None:
+    # the kernel prints host-namespace pids: a containerised launcher's pid can be another
+    # process's on the host
+    code, roots = _run(tmp_path, _launcher(1, 4, 0, _ONE_NODE, _PIDS)
+                       + _killed(40112, "postgres", memcg=True) + _sigkill(_PIDS, -9))
+    assert code == 1
+    assert not any(f["kind"] == "rank_failure" for f in roots)
+    assert _by(roots, KILLED) == [("undecided", [], "low")]
+
+
+def test_two_launchers_lines_or_two_killed_ranks_name_nobody(tmp_path: Path) -> None:
+    # two nodes' launchers in one file (8 spawned lines for num_local_procs=4): not placed
+    code, roots = _run(tmp_path, _launcher(1, 4, 0, _ONE_NODE, _PIDS)
+                       + _launcher(1, 4, 0, _ONE_NODE, [50110, 50111, 50112, 50113])
+                       + _killed(40112))
+    assert code == 1
+    assert not any(f["kind"] == "rank_failure" for f in roots)
+    # two mapped ranks killed: suspects
+    code, roots = _run(tmp_path, _launcher(1, 4, 0, _ONE_NODE, _PIDS) + _killed(40112)
+                       + _killed(40110) + _sigkill(_PIDS, -9))
+    assert code == 1
+    assert _by(roots, KILLED) == [("undecided", [], "low")]
+    assert _suspects(roots) == [0, 2]
+
+
+def test_oom_victim_on_ray_trains_worker_list_is_that_world_rank(tmp_path: Path) -> None:
+    # backend_executor.py (ray 2.9): the worker list; the victim's comm is Ray's process title
+    ray = ("(TrainTrainable pid=9001) Started distributed worker processes: \n"
+           "- (ip=10.0.0.5, pid=9120) world_rank=0, local_rank=0, node_rank=0\n"
+           "- (ip=10.0.0.6, pid=9233) world_rank=1, local_rank=0, node_rank=1\n")
+    code, roots = _run(tmp_path, ray + _killed(9233, "ray::RayTrainWo"))
+    assert code == 1
+    assert _by(roots, KILLED) == [("rank_failure", [1], "low")]
+    assert "ray.train.worker_processes" in roots[0]["evidence"]["rank_from"]
