@@ -1596,6 +1596,54 @@ CATALOGUE: tuple[Pattern, ...] = (
        r"oom-kill:constraint=(?P<constraint>CONSTRAINT_[A-Z_]{1,24}),[^\n]{0,4000}?,task="
        r"(?P<comm>[^,\n]{0,64}),pid=(?P<pid>\d{1,10}),uid=\d{1,10}", ("oom-kill:constraint",),
        "oom_kill"),
+    _p("tf.resource.oom_allocating", "TensorFlow op kernels (OpKernelContext::allocate_tensor)",
+       'errors::ResourceExhausted("OOM when allocating tensor with shape", '
+       'shape.DebugString(), " and type ", DataTypeString(type), " on ", '
+       'params_->device->name(), " by allocator ", a->Name()) → "OOM when allocating tensor with '
+       'shape[…] and type float on /job:J/replica:R/task:I/device:GPU:0 by allocator GPU_0_bfc"',
+       "TF 1.x (late) – 2.x (tensorflow/core/framework/op_kernel.cc: the device-naming form in "
+       "the Status::OK and the absl::Status versions of allocate_tensor; an early 1.x form "
+       "printed only the shape and names no task — not read here; no release tag pinned with "
+       "the tools at hand)",
+       "tensorflow/core/framework/op_kernel.cc (OpKernelContext::allocate_tensor: the device's "
+       "allocator could not give the kernel its output)",
+       "reporter: the process of task I (its kernel, on its device); its OWN failure: the "
+       "allocator of that device ran out of memory (the error then travels to the client, "
+       "often behind \"From /job:…/task:I:\"). A TASK of the TF cluster (/job:localhost/…/task:0 "
+       "is a lone process), not a rank: nobody named as a rank (read by log_rankless)",
+       r"OOM when allocating tensor with shape ?\[[^\]\n]{0,400}\] and type \w{1,32} on "
+       r"/job:(?P<job>[\w.-]{1,64})/replica:\d{1,7}/task:(?P<task>\d{1,7})/device:"
+       r"(?P<device>[A-Za-z_]{1,16}:\d{1,5})", ("oom when allocating tensor",), "rankless"),
+    _p("tsl.coordination.task_restarted", "TensorFlow / XLA TSL coordination service "
+       "(RegisterTask, RecordHeartbeat)",
+       'StrCat(task_name, " unexpectedly tried to connect with a different incarnation. It has '
+       'likely restarted.") / "… unexpectedly tried to connect while it is already in error. '
+       'ResetTask() should be called before a subsequent connect attempt." (newer); '
+       '"Duplicate task registration with task_name=%s" (older); SetTaskError\'s '
+       '"%s has been set to ERROR in coordination service: … Incarnation ID mismatch: expecting '
+       '… but got …. This means the remote task has restarted." (TaskState::RecordHeartbeat; '
+       'newest: "%s Heartbeat: Incarnation ID mismatch: … The task has restarted and likely '
+       'crashed earlier …")',
+       "TF 2.x (tensorflow/core/distributed_runtime/coordination/coordination_service.cc read at "
+       "the stored commit 0c5f998: the 'Duplicate task registration' form) and the later "
+       "TF / xla/tsl versions (absl::Status; the 'different incarnation' form, 'Existing "
+       "error: …' appended to the in-error form in the newest); no release tag pinned",
+       "coordination_service.cc (RegisterTask: a task registers while the service holds it "
+       "connected or in error; RecordHeartbeat: a heartbeat from another incarnation)",
+       "reporter: the coordination service (in task 0), propagated to every connected task (each "
+       "prints it in its own error: a consequence there). The named TASK's process was replaced "
+       "— its earlier incarnation ended (a crash, a kill, a preemption) and came back before its "
+       "heartbeat timed out — or a second process claimed that task (a duplicate launch, "
+       "another job on the same coordinator address). Which, the line does not say; a TASK "
+       "(JAX's jax_worker task i is process i), not a rank: nobody named (read by log_rankless)",
+       r"(?P<task>/job:(?P<job>[\w.-]{1,64})/replica:\d{1,7}/task:(?P<tid>\d{1,7})) "
+       r"(?:unexpectedly tried to connect (?P<how>with a different incarnation|while it is "
+       r"already in error)|has been set to ERROR in coordination service: [^\n]{0,200}?"
+       r"Incarnation ID mismatch|Heartbeat: Incarnation ID mismatch)|Duplicate task "
+       r"registration with task_name=/job:"
+       r"(?P<job2>[\w.-]{1,64})/replica:\d{1,7}/task:(?P<tid2>\d{1,7})",
+       ("unexpectedly tried to connect", "incarnation id mismatch",
+        "duplicate task registration"), "rankless"),
 )
 
 BY_ID: dict[str, Pattern] = {p.id: p for p in CATALOGUE}

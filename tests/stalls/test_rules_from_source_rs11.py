@@ -136,3 +136,49 @@ def test_oom_victim_on_ray_trains_worker_list_is_that_world_rank(tmp_path: Path)
     assert code == 1
     assert _by(roots, KILLED) == [("rank_failure", [1], "low")]
     assert "ray.train.worker_processes" in roots[0]["evidence"]["rank_from"]
+
+
+# --- TensorFlow's allocator and the coordination service (synthetic, from the format strings) ---
+TF_OOM = "tf.resource.oom_allocating"
+RESTARTED = "tsl.coordination.task_restarted"
+_TF_OOM = ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating "
+           "tensor with shape[128,2048,4096] and type float on /job:worker/replica:0/task:{t}/"
+           "device:GPU:0 by allocator GPU_0_bfc\n"
+           "\t [[{{{{node gradient_tape/model/dense_3/MatMul}}}}]]\n")
+
+
+def test_tf_oom_names_the_task_and_its_device_never_a_rank(tmp_path: Path) -> None:
+    # alone, and behind the master's "From /job:…/task:I:" prefix (master_session.cc)
+    for text in (_TF_OOM.format(t=3),
+                 "tensorflow.python.framework.errors_impl.ResourceExhaustedError: From "
+                 "/job:worker/replica:0/task:3:\n" + _TF_OOM.format(t=3)):
+        code, roots = _run(tmp_path, text)
+        assert code == 1, text
+        assert not any(f["kind"] == "rank_failure" for f in roots)
+        assert [(f["kind"], f["ranks"], f["confidence"]) for f in roots] == [
+            ("undecided", [], "low")]
+        assert "task /job:worker/task:3" in roots[0]["evidence"]["reason"]
+        assert _suspects(roots) == []
+    code, roots = _run(tmp_path, _TF_OOM.format(t=3))
+    assert _by(roots, TF_OOM) == [("undecided", [], "low")]
+    assert roots[0]["evidence"]["category"] == "oom"
+
+
+def test_a_task_that_reconnected_as_a_new_process_is_named_as_a_task(tmp_path: Path) -> None:
+    # RegisterTask's newer form (LOG(ERROR), then propagated to every task), RecordHeartbeat's
+    # mismatch behind SetTaskError's prefix, and the older duplicate-registration form
+    for line, who in (
+            ("E0302 10:11:12.000000 12 coordination_service.cc:612] /job:jax_worker/replica:0/"
+             "task:6 unexpectedly tried to connect with a different incarnation. It has likely "
+             "restarted.", "task /job:jax_worker/task:6 (JAX process 6)"),
+            ("E0302 10:11:12.000000 12 coordination_service.cc:990] /job:worker/replica:0/task:2 "
+             "has been set to ERROR in coordination service: ABORTED: Incarnation ID mismatch: "
+             "expecting 8812 but got 9931. This means the remote task has restarted.",
+             "task /job:worker/task:2"),
+            ("tensorflow.python.framework.errors_impl.AbortedError: Duplicate task registration "
+             "with task_name=/job:worker/replica:0/task:1", "task /job:worker/task:1")):
+        code, roots = _run(tmp_path, line + "\n")
+        assert code == 1, line
+        assert _by(roots, RESTARTED) == [("undecided", [], "low")], line
+        assert who in roots[0]["evidence"]["reason"], roots[0]["evidence"]["reason"]
+        assert _suspects(roots) == []
