@@ -51,23 +51,19 @@ from stormotel.analyzers.stalls.log_finding import log_finding
 from stormotel.analyzers.stalls.log_rankless import KIND as RANKLESS
 
 KIND = "oom_killed"
-KILLED = "kernel.oom_kill.killed_process"
-SUMMARY = "kernel.oom_kill.summary"
-DS_SPAWNED = "deepspeed.launcher.process_spawned"
-RAY_MAP = "ray.train.worker_processes"
-_KILLED = gr.BY_ID[KILLED].regex
-_SUMMARY = gr.BY_ID[SUMMARY].regex
-_SPAWNED = gr.BY_ID[DS_SPAWNED].regex
-_RAY = gr.BY_ID[RAY_MAP].regex
+#: grammar ids: the kernel's two lines, then the two pid -> rank maps
+KILLED, SUMMARY = "kernel.oom_kill.killed_process", "kernel.oom_kill.summary"
+DS_SPAWNED, RAY_MAP = "deepspeed.launcher.process_spawned", "ray.train.worker_processes"
+_RX = {pid: gr.BY_ID[pid].regex for pid in (KILLED, SUMMARY, DS_SPAWNED, RAY_MAP)}
 #: launch.py's layout lines (logged before the spawned lines, same module)
-_LAYOUT = re.compile(r"nnodes=(?P<nnodes>\d{1,5}), num_local_procs=(?P<procs>\d{1,5}), "
-                     r"node_rank=(?P<node>\d{1,5})")
-_MAPPING = re.compile(r"global_rank_mapping=defaultdict\(<class 'list'>, "
-                      r"(?P<d>\{[^\n]{0,20000}?\})\)")
-_LOCAL_ARG = re.compile(r"'--local_rank=(?P<rank>\d{1,7})'")
-_EXE = re.compile(r"^\s{0,8}'(?P<exe>[^']{1,400})'")
+_LAUNCH = re.compile(r"nnodes=(?P<nnodes>\d{1,5}), num_local_procs=(?P<procs>\d{1,5}), "
+                     r"node_rank=(?P<node>\d{1,5})|global_rank_mapping=defaultdict\("
+                     r"<class 'list'>, (?P<d>\{[^\n]{0,20000}?\})\)")
 #: the kernel's comm is TASK_COMM_LEN - 1 characters
 _COMM_LEN = 15
+#: the spawned command list: its executable, and the --local_rank it passes (if it does)
+_CMD = re.compile(r"^\s{0,8}'(?P<exe>[^']{1,400})'(?:[^\n]{0,4000}?'--local_rank="
+                  r"(?P<rank>\d{1,7})')?")
 REMEDIATION = ("Read that rank's host memory (sacct MaxRSS, the container's memory limit, "
                "dmesg around the kill): lower host memory per rank (DataLoader workers, pinned "
                "buffers, CPU offload) or raise the node's / container's / step's memory limit.")
@@ -86,24 +82,25 @@ class Scanner:
         self.ray: list[tuple[int, int, str]] = []  #: (pid, world rank, text)
 
     def feed(self, no: int, seg: str, low: str, rank: int | None) -> None:
-        if "killed process" in low and (m := _KILLED.search(seg)) is not None:
+        if "killed process" in low and (m := _RX[KILLED].search(seg)) is not None:
             pid, comm = m.group("pid") or m.group("pid2"), m.group("comm") or m.group("comm2")
             self.kills.setdefault(int(pid), (no, comm or "", seg.strip()[:300]))
-        elif "oom-kill:constraint" in low and (m := _SUMMARY.search(seg)) is not None:
+        elif "oom-kill:constraint" in low and (m := _RX[SUMMARY].search(seg)) is not None:
             self.kills.setdefault(int(m.group("pid")), (no, m.group("comm"), seg.strip()[:300]))
-        elif "spawned with command" in low and (m := _SPAWNED.search(seg)) is not None:
-            rest = seg[m.end():]
-            local = _LOCAL_ARG.search(rest)
-            exe = _EXE.match(rest)
+        elif "spawned with command" in low and (m := _RX[DS_SPAWNED].search(seg)) is not None:
+            cmd = _CMD.match(seg[m.end():])
             self.spawned.append((no, int(m.group("pid")),
-                                 gr.parse_rank(local.group("rank")) if local else None,
-                                 exe.group("exe").rsplit("/", 1)[-1] if exe else "",
+                                 gr.parse_rank(cmd.group("rank")) if cmd else None,
+                                 cmd.group("exe").rsplit("/", 1)[-1] if cmd else "",
                                  seg.strip()[:300]))
-        elif "num_local_procs=" in low and (m := _LAYOUT.search(seg)) is not None:
-            self.layouts.add((int(m.group("nnodes")), int(m.group("procs")), int(m.group("node"))))
-        elif "global_rank_mapping=" in low and (m := _MAPPING.search(seg)) is not None:
-            self.mapping = _parse_mapping(m.group("d"))
-        elif "world_rank=" in low and (m := _RAY.search(seg)) is not None and \
+        elif ("num_local_procs=" in low or "global_rank_mapping=" in low) and \
+                (m := _LAUNCH.search(seg)) is not None:
+            if m.group("d") is not None:
+                self.mapping = _parse_mapping(m.group("d"))
+            else:
+                self.layouts.add((int(m.group("nnodes")), int(m.group("procs")),
+                                  int(m.group("node"))))
+        elif "world_rank=" in low and (m := _RX[RAY_MAP].search(seg)) is not None and \
                 (who := gr.parse_rank(m.group("rank"))) is not None:
             self.ray.append((int(m.group("pid")), who, seg.strip()[:300]))
 
@@ -168,9 +165,9 @@ def _same_program(comm: str, exe: str) -> bool:
 def findings(events: list[Any], known: int | None) -> list[StallFinding]:
     """The rank whose process the kernel's OOM killer killed, by a launcher's pid map (low)."""
     mine = [e for e in events if e.kind == KIND and e.detail]
-    if not mine:
-        return []
     ranks = sorted({int(e.detail["rank"]) for e in mine})
+    if not ranks:
+        return []
     first = mine[0].detail
     if len(ranks) == 1:
         return [log_finding(
