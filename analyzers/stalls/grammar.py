@@ -1644,6 +1644,22 @@ CATALOGUE: tuple[Pattern, ...] = (
        r"(?P<job2>[\w.-]{1,64})/replica:\d{1,7}/task:(?P<tid2>\d{1,7})",
        ("unexpectedly tried to connect", "incarnation id mismatch",
         "duplicate task registration"), "rankless"),
+    _p("verl.worker_group.actor_name", "verl (RayWorkerGroup, the name it gives each worker actor)",
+       'name = f"{self.name_prefix}{cia_name}_{pg_idx}:{local_rank}"  # e.g. Worker_2:5 — '
+       "shown by Ray's ActorDiedError as its tab-indented \"name: …\" field",
+       "verl 0.3 – 0.5 (verl/single_controller/ray/base.py read in the verl-0.3.0.post1 and "
+       "verl-0.5.0 wheels: the same loop and name; name_prefix a random 6-character string "
+       "unless given)",
+       "verl/single_controller/ray/base.py (RayWorkerGroup._init_with_resource_pool: rank += 1 "
+       "for each local_rank of each placement group in order, every group local_world_size "
+       "wide, so rank = pg_idx * local_world_size + local_rank; RANK set to it)",
+       "a MAP, not an event: the worker group's RANK of a named actor — local_rank itself in "
+       "placement group 0; past it, local_world_size (not in the name) is needed and nothing is "
+       "named. Read only inside an ActorDiedError whose cause is a failing exit type: that "
+       "worker's process died — a culprit at low; several ranks: suspects (read by "
+       "log_ray_pids)",
+       r"^\s{0,8}(?:\\t)?\s{0,8}name: [A-Za-z0-9]{0,64}?(?P<cls>[A-Za-z_]\w{0,80})_"
+       r"(?P<pg>\d{1,5}):(?P<rank>\d{1,5})\s*$", ("name: ",), "ray_pids"),
 )
 
 BY_ID: dict[str, Pattern] = {p.id: p for p in CATALOGUE}

@@ -53,6 +53,9 @@ _MAP = gr.BY_ID[MAP].regex
 _BASE = "the actor died unexpectedly before finishing this task"
 _FIELD = re.compile(r"^\s{0,8}(?:\\t)?\s{0,8}(?P<key>class_name|actor_id|pid|name|namespace|ip): "
                     r"(?P<value>\S{1,128})\s*$")
+#: verl's name for a worker actor (grammar ``verl.worker_group.actor_name``)
+VERL_NAME = "verl.worker_group.actor_name"
+_VERL = gr.BY_ID[VERL_NAME].regex
 _RAYLET_PID = re.compile(r"Worker PID: (?P<pid>\d{1,10})")
 _RAYLET_IP = re.compile(r"Worker IP address: (?P<ip>[\w.:-]{1,64})")
 #: lines an ActorDiedError's fields and cause may span after its first line
@@ -67,6 +70,7 @@ class _Death:
     ip: str | None
     pattern: str
     failing: bool  #: the cause is a failing exit type (not an intended exit)
+    name: str = ""  #: the actor's name field (verl names it by placement group and local rank)
 
 
 class Scanner:
@@ -107,6 +111,8 @@ class Scanner:
                 cur.pid = int(f.group("value"))
             elif f.group("key") == "ip":
                 cur.ip = f.group("value")
+            elif f.group("key") == "name":
+                cur.name = seg
         elif gr.BY_ID[WORKER_DIED].regex.search(seg):
             cur.failing = True
             self._close()
@@ -127,6 +133,11 @@ class Scanner:
                 out.append(lf.Found(KIND, d.line, None, self.stamp(d.text), d.text, {
                     "world_rank": ranks.pop(), "pid": d.pid, "ip": d.ip, "death": d.pattern,
                     "map_line": line}, MAP))
+            elif not ranks and (v := _VERL.search(d.name)) is not None and v.group("pg") == "0":
+                # verl's worker name: placement group 0's local rank is the group's RANK
+                out.append(lf.Found(KIND, d.line, None, self.stamp(d.text), d.text, {
+                    "world_rank": int(v.group("rank")), "pid": d.pid, "ip": d.ip,
+                    "death": d.pattern, "map_line": d.name.strip()[:300]}, VERL_NAME))
         return out
 
 
@@ -136,6 +147,16 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
     if not mine:
         return []
     pids = sorted({int(e.detail["pid"]) for e in mine})
+    if mine[0].pattern == VERL_NAME:
+        return log_ray_train.dead_ranks(
+            mine, VERL_NAME,
+            f"the worker actor of rank {{ranks}} (pid {pids[0]}) died — Ray named the dead actor "
+            "'…_0:{ranks}', verl's name for local rank {ranks} of placement group 0, whose RANK "
+            "in the worker group is {ranks}",
+            f"the worker actors of ranks {{ranks}} died (pids {pids[:16]}, by verl's actor "
+            "names): which one started the trouble the lines do not say",
+            "verl's actor name (placement group 0, local rank = the worker group's RANK)",
+            pid=pids[0])
     return log_ray_train.dead_ranks(
         mine, MAP,
         f"the process of world rank {{ranks}} (pid {pids[0]}) died — Ray reported the dead "

@@ -182,3 +182,37 @@ def test_a_task_that_reconnected_as_a_new_process_is_named_as_a_task(tmp_path: P
         assert _by(roots, RESTARTED) == [("undecided", [], "low")], line
         assert who in roots[0]["evidence"]["reason"], roots[0]["evidence"]["reason"]
         assert _suspects(roots) == []
+
+
+# --- verl's worker actor names inside Ray's ActorDiedError (synthetic, from the format strings) --
+VERL = "verl.worker_group.actor_name"
+
+
+def _verl_died(name: str, exit_type: str = "SYSTEM_ERROR") -> str:
+    """ray/exceptions.py ActorDiedError's fields; the name verl's RayWorkerGroup gives
+    (f"{name_prefix}{cia_name}_{pg_idx}:{local_rank}")."""
+    return ("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this "
+            "task.\n\tclass_name: create_colocated_worker_cls.<locals>.WorkerDict\n"
+            "\tactor_id: 7a1b2c3d4e5f60718293a4b501000000\n\tpid: 88231\n"
+            f"\tname: {name}\n\tnamespace: 0d6c1e2f-3a4b\n\tip: 10.1.2.3\n"
+            "The actor is dead because its worker process has died. Worker exit type: "
+            f"{exit_type} Worker exit detail: Worker unexpectedly exits with a connection error "
+            "code 2. End of file.\n")
+
+
+def test_verl_actor_name_in_placement_group_0_names_that_rank_at_low(tmp_path: Path) -> None:
+    code, roots = _run(tmp_path, _verl_died("kQ3vZpWorkerDict_0:5"))
+    assert code == 1
+    assert _by(roots, VERL) == [("rank_failure", [5], "low")]
+    assert roots[0]["evidence"]["pid"] == 88231
+
+
+def test_verl_name_past_group_0_or_an_intended_exit_names_nobody(tmp_path: Path) -> None:
+    # placement group 1: the rank needs local_world_size, which the name does not carry; an
+    # INTENDED_USER_EXIT is the driver's own shutdown, not a death
+    for text in (_verl_died("kQ3vZpWorkerDict_1:2"),
+                 _verl_died("kQ3vZpWorkerDict_0:5", "INTENDED_USER_EXIT")):
+        code, roots = _run(tmp_path, text)
+        assert code == 1 and roots, text  # the death still reads as a failure (log_serving)
+        assert not any(f["kind"] == "rank_failure" for f in roots), text
+        assert _by(roots, VERL) == []
