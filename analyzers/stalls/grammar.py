@@ -1656,8 +1656,10 @@ CATALOGUE: tuple[Pattern, ...] = (
        "a MAP, not an event: the worker group's RANK of a named actor — local_rank itself in "
        "placement group 0; past it, local_world_size (not in the name) is needed and nothing is "
        "named. Read only inside an ActorDiedError whose cause is a failing exit type: that "
-       "worker's process died — a culprit at low; several ranks: suspects (read by "
-       "log_ray_pids)",
+       "worker's process died. The driver's ray.get over the group's calls (in rank order) "
+       "raises the first error in LIST order once every call is back (ray/_private/worker.py), "
+       "so the named worker is the lowest-rank failure, not the first: a suspect, never a "
+       "culprit (read by log_ray_pids)",
        r"^\s{0,8}(?:\\t)?\s{0,8}name: [A-Za-z0-9]{0,64}?(?P<cls>[A-Za-z_]\w{0,80})_"
        r"(?P<pg>\d{1,5}):(?P<rank>\d{1,5})\s*$", ("name: ",), "ray_pids"),
 )

@@ -43,6 +43,7 @@ from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls import grammar as gr
 from stormotel.analyzers.stalls import log_failures as lf
 from stormotel.analyzers.stalls import log_ray_train
+from stormotel.analyzers.stalls.log_finding import log_finding
 
 KIND = "ray_pids"
 MAP = "ray.train.worker_processes"
@@ -148,15 +149,16 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
         return []
     pids = sorted({int(e.detail["pid"]) for e in mine})
     if mine[0].pattern == VERL_NAME:
-        return log_ray_train.dead_ranks(
-            mine, VERL_NAME,
-            f"the worker actor of rank {{ranks}} (pid {pids[0]}) died — Ray named the dead actor "
-            "'…_0:{ranks}', verl's name for local rank {ranks} of placement group 0, whose RANK "
-            "in the worker group is {ranks}",
-            f"the worker actors of ranks {{ranks}} died (pids {pids[:16]}, by verl's actor "
-            "names): which one started the trouble the lines do not say",
-            "verl's actor name (placement group 0, local rank = the worker group's RANK)",
-            pid=pids[0])
+        # ray.get over the group's calls (rank order) raises the FIRST error in list order once
+        # every call is back: the LOWEST rank whose call failed, not the first to fail
+        ranks = sorted({int(e.detail["world_rank"]) for e in mine})
+        return [log_finding(
+            "undecided", [], "actor_died", "low", VERL_NAME,
+            f"the worker actor(s) of rank(s) {ranks[:16]} died (pid {pids[0]}; verl names its "
+            "workers '…_<placement group>:<local rank>', and local rank N of placement group 0 "
+            "is the worker group's RANK N) — but the driver's ray.get over the group's calls "
+            "raises the lowest-rank failure, not the first: a suspect",
+            log_ray_train.REMEDIATION, mine, suspects=ranks[:64], collect_next=ranks[:16])]
     return log_ray_train.dead_ranks(
         mine, MAP,
         f"the process of world rank {{ranks}} (pid {pids[0]}) died — Ray reported the dead "
