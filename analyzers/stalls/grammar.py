@@ -1539,6 +1539,129 @@ CATALOGUE: tuple[Pattern, ...] = (
        "log_lightning)",
        r"\[rank: (?P<rank>\d{1,7})\] Child process with PID (?P<pid>\d{1,10}) terminated with "
        r"code (?P<code>-?\d{1,4})\.", ("child process with pid",), "lightning"),
+    _p("deepspeed.launcher.process_spawned", "DeepSpeed launcher (deepspeed.launcher.launch, "
+       "one per node)",
+       'logger.info(f"process {process.pid} spawned with command: {cmd}") — cmd the list '
+       "[python, -u, script, '--local_rank=N', …] (no --local_rank with --no_local_rank); before "
+       'it: logger.info(f"nnodes={…}, num_local_procs={…}, node_rank={…}") and '
+       'logger.info(f"global_rank_mapping={global_rank_mapping}")',
+       "DeepSpeed 0.13.2 – 0.16 (deepspeed/launcher/launch.py read at the tags v0.15.0 and "
+       "v0.16.0; added by #5004, first tagged v0.13.2; absent at v0.9.0, where the launcher "
+       "prints no pid at start)",
+       "deepspeed/launcher/launch.py (main: local process i of node node_rank is global rank "
+       "global_rank_mapping[node][i]; LOCAL_RANK = that rank % num_local_procs at 0.16, i before)",
+       "a MAP, not an event: the pid of the launcher's child that holds local rank N on this "
+       "node (the global rank when the launcher says nnodes=1, or through global_rank_mapping "
+       "and node_rank). The launcher's failure lines never name the failed process "
+       "(sigkill_handler lists every child and prints the LAST spawned command with the first "
+       "non-zero code its 1 s poll of an unordered set found); joined with a death that names a "
+       "pid — the kernel's OOM killer — it names the rank whose process was killed "
+       "(read by log_oom_kill)",
+       r"(?<![\w-])process (?P<pid>\d{1,10}) spawned with command: \[", ("spawned with command",),
+       "oom_kill"),
+    _p("kernel.oom_kill.killed_process", "Linux kernel OOM killer (mm/oom_kill.c)",
+       'pr_err("%s: Killed process %d (%s) total-vm:%lukB, anon-rss:%lukB, file-rss:%lukB, '
+       'shmem-rss:%lukB, UID:%u pgtables:%lukB oom_score_adj:%hd\\n", message, '
+       "task_pid_nr(victim), victim->comm, …) with message \"Out of memory\", \"Memory cgroup "
+       'out of memory" or "Out of memory (oom_kill_allocating_task)"; before 4.19 '
+       '"Killed process %d (%s) total-vm:…" after "%s: Kill process %d (%s) score %u or '
+       'sacrifice child"',
+       "Linux 4.x – 6.x (oom_kill_process read in a pre-4.19 tree — no message prefix, the "
+       "selection line first —, in the 4.19 reorganisation and in a 6.x build; UID / pgtables "
+       "/ oom_score_adj added in 5.x; no release tag could be pinned with the tools at hand)",
+       "mm/oom_kill.c (__oom_kill_process: the victim — the chosen task, or before 4.19 a child "
+       "of it — gets SIGKILL)",
+       "reporter: the kernel of one host (dmesg, journalctl -k, a node's console); the pid (in "
+       "the host's pid namespace — a container's own pids differ) and comm of the process it "
+       "SIGKILLed for memory: the whole host's memory (Out of memory) or one cgroup's — a "
+       "container or a Slurm step — (Memory cgroup out of memory). The victim is the "
+       "largest process by badness, not necessarily the one that grew. Joined with a launcher's "
+       "pid map (DeepSpeed's spawned lines, Ray Train's worker list) whose command name "
+       "matches the comm: that rank's process was killed — a culprit at low; several ranks: "
+       "suspects; a pid off the map: nobody, the pid in the reason (read by log_oom_kill)",
+       r"(?:Memory cgroup out of memory|Out of memory(?: \(oom_kill_allocating_task\))?): "
+       r"Killed process (?P<pid>\d{1,10}) \((?P<comm>[^()\n]{0,64})\)|(?<![\w-])Killed process "
+       r"(?P<pid2>\d{1,10}) \((?P<comm2>[^()\n]{0,64})\) total-vm:", ("killed process",),
+       "oom_kill"),
+    _p("kernel.oom_kill.summary", "Linux kernel OOM killer (mm/oom_kill.c, one-line summary)",
+       'pr_info("oom-kill:constraint=%s,nodemask=%*pbl", …); cpuset and memcg context '
+       '(",oom_memcg=%s", ",task_memcg=%s"); pr_cont(",task=%s,pid=%d,uid=%d\\n", '
+       "victim->comm, victim->pid, …)",
+       "Linux 4.19 – 6.x (dump_oom_summary, added in the 4.19 reorganisation of the OOM report; "
+       "the same words in a 6.x build)",
+       "mm/oom_kill.c (dump_oom_summary, printed with the kill)",
+       "reporter: the kernel of one host; the same victim as the 'Killed process' line (its "
+       "comm and pid, the constraint: CONSTRAINT_MEMCG for a cgroup's limit, CONSTRAINT_NONE for "
+       "the host's memory). Read as that line (read by log_oom_kill)",
+       r"oom-kill:constraint=(?P<constraint>CONSTRAINT_[A-Z_]{1,24}),[^\n]{0,4000}?,task="
+       r"(?P<comm>[^,\n]{0,64}),pid=(?P<pid>\d{1,10}),uid=\d{1,10}", ("oom-kill:constraint",),
+       "oom_kill"),
+    _p("tf.resource.oom_allocating", "TensorFlow op kernels (OpKernelContext::allocate_tensor)",
+       'errors::ResourceExhausted("OOM when allocating tensor with shape", '
+       'shape.DebugString(), " and type ", DataTypeString(type), " on ", '
+       'params_->device->name(), " by allocator ", a->Name()) → "OOM when allocating tensor with '
+       'shape[…] and type float on /job:J/replica:R/task:I/device:GPU:0 by allocator GPU_0_bfc"',
+       "TF 1.x (late) – 2.x (tensorflow/core/framework/op_kernel.cc: the device-naming form in "
+       "the Status::OK and the absl::Status versions of allocate_tensor; an early 1.x form "
+       "printed only the shape and names no task — not read here; no release tag pinned with "
+       "the tools at hand)",
+       "tensorflow/core/framework/op_kernel.cc (OpKernelContext::allocate_tensor: the device's "
+       "allocator could not give the kernel its output)",
+       "reporter: the process of task I (its kernel, on its device); its OWN failure: the "
+       "allocator of that device ran out of memory (the error then travels to the client, "
+       "often behind \"From /job:…/task:I:\"). A TASK of the TF cluster (/job:localhost/…/task:0 "
+       "is a lone process), not a rank: nobody named as a rank (read by log_rankless)",
+       r"OOM when allocating tensor with shape ?\[[^\]\n]{0,400}\] and type \w{1,32} on "
+       r"/job:(?P<job>[\w.-]{1,64})/replica:\d{1,7}/task:(?P<task>\d{1,7})/device:"
+       r"(?P<device>[A-Za-z_]{1,16}:\d{1,5})", ("oom when allocating tensor",), "rankless"),
+    _p("tsl.coordination.task_restarted", "TensorFlow / XLA TSL coordination service "
+       "(RegisterTask, RecordHeartbeat)",
+       'StrCat(task_name, " unexpectedly tried to connect with a different incarnation. It has '
+       'likely restarted.") / "… unexpectedly tried to connect while it is already in error. '
+       'ResetTask() should be called before a subsequent connect attempt." (newer); '
+       '"Duplicate task registration with task_name=%s" (older); SetTaskError\'s '
+       '"%s has been set to ERROR in coordination service: … Incarnation ID mismatch: expecting '
+       '… but got …. This means the remote task has restarted." (TaskState::RecordHeartbeat; '
+       'newest: "%s Heartbeat: Incarnation ID mismatch: … The task has restarted and likely '
+       'crashed earlier …")',
+       "TF 2.x (tensorflow/core/distributed_runtime/coordination/coordination_service.cc read at "
+       "the stored commit 0c5f998: the 'Duplicate task registration' form) and the later "
+       "TF / xla/tsl versions (absl::Status; the 'different incarnation' form, 'Existing "
+       "error: …' appended to the in-error form in the newest); no release tag pinned",
+       "coordination_service.cc (RegisterTask: a task registers while the service holds it "
+       "connected or in error; RecordHeartbeat: a heartbeat from another incarnation)",
+       "reporter: the coordination service (in task 0), propagated to every connected task (each "
+       "prints it in its own error: a consequence there). The named TASK's process was replaced "
+       "— its earlier incarnation ended (a crash, a kill, a preemption) and came back before its "
+       "heartbeat timed out — or a second process claimed that task (a duplicate launch, "
+       "another job on the same coordinator address). Which, the line does not say; a TASK "
+       "(JAX's jax_worker task i is process i), not a rank: nobody named (read by log_rankless)",
+       r"(?P<task>/job:(?P<job>[\w.-]{1,64})/replica:\d{1,7}/task:(?P<tid>\d{1,7})) "
+       r"(?:unexpectedly tried to connect (?P<how>with a different incarnation|while it is "
+       r"already in error)|has been set to ERROR in coordination service: [^\n]{0,200}?"
+       r"Incarnation ID mismatch|Heartbeat: Incarnation ID mismatch)|Duplicate task "
+       r"registration with task_name=/job:"
+       r"(?P<job2>[\w.-]{1,64})/replica:\d{1,7}/task:(?P<tid2>\d{1,7})",
+       ("unexpectedly tried to connect", "incarnation id mismatch",
+        "duplicate task registration"), "rankless"),
+    _p("verl.worker_group.actor_name", "verl (RayWorkerGroup, the name it gives each worker actor)",
+       'name = f"{self.name_prefix}{cia_name}_{pg_idx}:{local_rank}"  # e.g. Worker_2:5 — '
+       "shown by Ray's ActorDiedError as its tab-indented \"name: …\" field",
+       "verl 0.3 – 0.5 (verl/single_controller/ray/base.py read in the verl-0.3.0.post1 and "
+       "verl-0.5.0 wheels: the same loop and name; name_prefix a random 6-character string "
+       "unless given)",
+       "verl/single_controller/ray/base.py (RayWorkerGroup._init_with_resource_pool: rank += 1 "
+       "for each local_rank of each placement group in order, every group local_world_size "
+       "wide, so rank = pg_idx * local_world_size + local_rank; RANK set to it)",
+       "a MAP, not an event: the worker group's RANK of a named actor — local_rank itself in "
+       "placement group 0; past it, local_world_size (not in the name) is needed and nothing is "
+       "named. Read only inside an ActorDiedError whose cause is a failing exit type: that "
+       "worker's process died. The driver's ray.get over the group's calls (in rank order) "
+       "raises the first error in LIST order once every call is back (ray/_private/worker.py), "
+       "so the named worker is the lowest-rank failure, not the first: a suspect, never a "
+       "culprit (read by log_ray_pids)",
+       r"^\s{0,8}(?:\\t)?\s{0,8}name: [A-Za-z0-9]{0,64}?(?P<cls>[A-Za-z_]\w{0,80})_"
+       r"(?P<pg>\d{1,5}):(?P<rank>\d{1,5})\s*$", ("name: ",), "ray_pids"),
 )
 
 BY_ID: dict[str, Pattern] = {p.id: p for p in CATALOGUE}

@@ -108,6 +108,12 @@ HYDRA_BAD = "mpich.hydra.bad_termination"
 #: TensorFlow's master: the task whose RunGraph step failed (grammar
 #: ``tf.distributed.task_error``): a task of the TF cluster, not a rank
 TF_TASK = "tf.distributed.task_error"
+#: the kernel's OOM killer: a pid no launcher's pid map names (emitted by log_oom_kill)
+OOM_KILLED = "kernel.oom_kill.killed_process"
+#: TensorFlow's allocator: a task's device out of memory (``tf.resource.oom_allocating``)
+TF_OOM = "tf.resource.oom_allocating"
+#: the coordination service: a task's process was replaced (``tsl.coordination.task_restarted``)
+TASK_RESTARTED = "tsl.coordination.task_restarted"
 
 #: (pattern id, lower-case triggers, regex), in the order tried; the first match of a line wins
 PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
@@ -142,6 +148,8 @@ PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
     (TPU_LAME, gr.BY_ID[TPU_LAME].triggers, gr.BY_ID[TPU_LAME].regex),
     (HYDRA_BAD, gr.BY_ID[HYDRA_BAD].triggers, gr.BY_ID[HYDRA_BAD].regex),
     (TF_TASK, gr.BY_ID[TF_TASK].triggers, gr.BY_ID[TF_TASK].regex),
+    (TF_OOM, gr.BY_ID[TF_OOM].triggers, gr.BY_ID[TF_OOM].regex),
+    (TASK_RESTARTED, gr.BY_ID[TASK_RESTARTED].triggers, gr.BY_ID[TASK_RESTARTED].regex),
     (SGLANG_WATCHDOG, ("watchdog_timeout=",),
      re.compile(r"Watchdog timeout \(self\.watchdog_timeout=(?P<secs>\d{1,9}(?:\.\d{1,6})?)\)")),
     (DS_LAUNCHER, ("sigkill_handler",),
@@ -339,6 +347,36 @@ _SAYS: dict[str, tuple[str, str, str]] = {
         "its error is Unavailable / Aborted (a peer's consequence), every other task's log for "
         "the first own error; map a task to a rank only where the job says so (TF_CONFIG's "
         "task index is not a torch rank)."),
+    TF_OOM: (
+        "oom",
+        "TensorFlow's allocator on {procs} could not give a kernel its tensor (OOM when "
+        "allocating): that task's OWN failure, its device out of memory — a TASK of the TF "
+        "cluster (a worker process or host), not a rank, so no rank is named",
+        "Read the named task's log for its allocator summary (report_tensor_allocations_upon_oom "
+        "in RunOptions lists the live tensors); lower the per-replica batch or sequence length, "
+        "or enable memory growth; map a task to a rank only where the job says so (TF_CONFIG's "
+        "task index is not a torch rank)."),
+    TASK_RESTARTED: (
+        "peer_lost",
+        "the coordination service saw {procs} connect again as a new process (a different "
+        "incarnation, or a task already in error): that task's earlier process ended — a crash, "
+        "a kill, a preemption — and came back, or a second process claimed the same task (a "
+        "duplicate launch, another job on the same coordinator address); the service then failed "
+        "every task. A TASK, not a rank, so no rank is named",
+        "Read the named task's own log just before the restart for its last error (an OOM kill, "
+        "a segfault, a preemption notice) and the scheduler's record of that host; check that no "
+        "other job uses the same coordinator address and port (jax.distributed.initialize("
+        "coordinator_address=…) / TF_CONFIG), and that each process has a distinct task id."),
+    OOM_KILLED: (
+        "oom",
+        "the kernel's OOM killer killed {procs} for host or cgroup memory (the largest process "
+        "by badness, in the host's pid namespace): no launcher line in these logs gives that "
+        "pid a rank — a rank's process, a child of one (a DataLoader worker) or another job's",
+        "Map the pid to its rank: the launcher's start lines (DeepSpeed 0.13.2+ logs 'process P "
+        "spawned with command: [… --local_rank=N …]', Ray Train 'world_rank=N' with its pid), "
+        "torchrun's failure table (exitcode -9 with its pid), or ps -o pid,args on that host "
+        "while the job runs; then lower host memory per rank (DataLoader workers, pinned "
+        "buffers, CPU offload) or raise the node's / container's memory limit."),
 }
 
 
@@ -384,6 +422,13 @@ class Scanner:
                 detail["process"] = ("TPU host task(s) " + ", ".join(
                     f"/job:{j}/task:{t}" for j, t in dict.fromkeys(tasks))[:400]
                     if tasks else "unnamed TPU host(s)")
+            elif pid == TF_OOM:
+                detail |= {"process": f"task /job:{m.group('job')}/task:{int(m.group('task'))}",
+                           "device": m.group("device")}
+            elif pid == TASK_RESTARTED:
+                job, tid = m.group("job") or m.group("job2"), m.group("tid") or m.group("tid2")
+                jax = f" (JAX process {int(tid)})" if job == "jax_worker" else ""
+                detail["process"] = f"task /job:{job}/task:{int(tid)}{jax}"
             elif pid == TF_TASK:
                 detail["process"] = f"task /job:{m.group('job')}/task:{int(m.group('task'))}"
                 if rest := seg[m.end():].strip():
@@ -421,7 +466,8 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
     mine = [e for e in events if e.kind == KIND]
     if not mine or any(e.kind not in QUIET for e in events):
         return []
-    first = mine[0]
+    # the kernel's kill names a pid and the cause: more than a launcher's exit code says
+    first = next((e for e in mine if e.pattern == OOM_KILLED), mine[0])
     category, says, collect = _SAYS.get(first.pattern or "", _SAYS[OPS_FAILED])
     d: dict[str, Any] = {}  # per key, the first event that carries it
     for e in mine:

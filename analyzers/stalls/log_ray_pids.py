@@ -43,6 +43,7 @@ from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls import grammar as gr
 from stormotel.analyzers.stalls import log_failures as lf
 from stormotel.analyzers.stalls import log_ray_train
+from stormotel.analyzers.stalls.log_finding import log_finding
 
 KIND = "ray_pids"
 MAP = "ray.train.worker_processes"
@@ -53,6 +54,9 @@ _MAP = gr.BY_ID[MAP].regex
 _BASE = "the actor died unexpectedly before finishing this task"
 _FIELD = re.compile(r"^\s{0,8}(?:\\t)?\s{0,8}(?P<key>class_name|actor_id|pid|name|namespace|ip): "
                     r"(?P<value>\S{1,128})\s*$")
+#: verl's name for a worker actor (grammar ``verl.worker_group.actor_name``)
+VERL_NAME = "verl.worker_group.actor_name"
+_VERL = gr.BY_ID[VERL_NAME].regex
 _RAYLET_PID = re.compile(r"Worker PID: (?P<pid>\d{1,10})")
 _RAYLET_IP = re.compile(r"Worker IP address: (?P<ip>[\w.:-]{1,64})")
 #: lines an ActorDiedError's fields and cause may span after its first line
@@ -67,6 +71,7 @@ class _Death:
     ip: str | None
     pattern: str
     failing: bool  #: the cause is a failing exit type (not an intended exit)
+    name: str = ""  #: the actor's name field (verl names it by placement group and local rank)
 
 
 class Scanner:
@@ -107,6 +112,8 @@ class Scanner:
                 cur.pid = int(f.group("value"))
             elif f.group("key") == "ip":
                 cur.ip = f.group("value")
+            elif f.group("key") == "name":
+                cur.name = seg
         elif gr.BY_ID[WORKER_DIED].regex.search(seg):
             cur.failing = True
             self._close()
@@ -127,6 +134,11 @@ class Scanner:
                 out.append(lf.Found(KIND, d.line, None, self.stamp(d.text), d.text, {
                     "world_rank": ranks.pop(), "pid": d.pid, "ip": d.ip, "death": d.pattern,
                     "map_line": line}, MAP))
+            elif not ranks and (v := _VERL.search(d.name)) is not None and v.group("pg") == "0":
+                # verl's worker name: placement group 0's local rank is the group's RANK
+                out.append(lf.Found(KIND, d.line, None, self.stamp(d.text), d.text, {
+                    "world_rank": int(v.group("rank")), "pid": d.pid, "ip": d.ip,
+                    "death": d.pattern, "map_line": d.name.strip()[:300]}, VERL_NAME))
         return out
 
 
@@ -136,6 +148,17 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
     if not mine:
         return []
     pids = sorted({int(e.detail["pid"]) for e in mine})
+    if mine[0].pattern == VERL_NAME:
+        # ray.get over the group's calls (rank order) raises the FIRST error in list order once
+        # every call is back: the LOWEST rank whose call failed, not the first to fail
+        ranks = sorted({int(e.detail["world_rank"]) for e in mine})
+        return [log_finding(
+            "undecided", [], "actor_died", "low", VERL_NAME,
+            f"the worker actor(s) of rank(s) {ranks[:16]} died (pid {pids[0]}; verl names its "
+            "workers '…_<placement group>:<local rank>', and local rank N of placement group 0 "
+            "is the worker group's RANK N) — but the driver's ray.get over the group's calls "
+            "raises the lowest-rank failure, not the first: a suspect",
+            log_ray_train.REMEDIATION, mine, suspects=ranks[:64], collect_next=ranks[:16])]
     return log_ray_train.dead_ranks(
         mine, MAP,
         f"the process of world rank {{ranks}} (pid {pids[0]}) died — Ray reported the dead "

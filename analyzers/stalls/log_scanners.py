@@ -38,6 +38,7 @@ from stormotel.analyzers.stalls import (
     log_mpirun,
     log_msrun,
     log_ncclwarn_ranks,
+    log_oom_kill,
     log_pg_error,
     log_pod_table,
     log_rankless,
@@ -246,4 +247,6 @@ KINDS: tuple[LogKind, ...] = (
     LogKind("ray_pid_rank", log_ray_pids.Scanner, log_ray_pids.findings),
     # Lightning / Fabric's DDP process observer: the first child (a LOCAL rank) it found dead
     LogKind("lightning_child", log_lightning.Scanner, log_lightning.findings),
+    # the kernel's OOM killer's victim pid joined with DeepSpeed's / Ray Train's pid -> rank map
+    LogKind("oom_killer", log_oom_kill.Scanner, log_oom_kill.findings),
 )
