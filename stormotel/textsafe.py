@@ -126,16 +126,47 @@ def redact_tree(obj: object) -> object:
     return _redact_tree(obj, {})
 
 
+#: Leaves :func:`_redact_tree` returns as they are, tested by exact type (not ``isinstance``:
+#: a ``str`` subclass such as a ``StrEnum`` member must still take the string branch).
+_PLAIN = frozenset({int, float, bool, type(None)})
+
+
 def _redact_tree(obj: object, seen: dict[str, str]) -> object:
     """:func:`redact_tree` with the strings already redacted in this tree remembered: a trace
-    repeats the same few keys and names on every one of its events."""
+    repeats the same few keys and names on every one of its events.
+
+    A container's plain leaves (str, int, float, bool, None: all of a Perfetto counter event
+    but its nested ``args``) are handled in the container's own loop, not by a call each: a
+    trace of 65,000 events took 0.65 s of CPU with a call per node, 0.3 s so (~20 % of a
+    scheduled analysis's CPU in tests/job/test_shards.py was this walk). The output is the
+    same: each inlined branch is the one the call would take for that exact type."""
     if isinstance(obj, str):
         out = seen.get(obj)
         if out is None:
             out = seen[obj] = redact(obj)
         return out
     if isinstance(obj, dict):
-        return {_redact_tree(str(k), seen): _redact_tree(v, seen) for k, v in obj.items()}
+        tree: dict[str, object] = {}
+        for k, v in obj.items():
+            key = k if type(k) is str else str(k)
+            rk = seen.get(key)
+            if rk is None:
+                rk = seen[key] = redact(key)
+            t = type(v)
+            if t is str:
+                rv = seen.get(v)
+                tree[rk] = rv if rv is not None else seen.setdefault(v, redact(v))
+            else:
+                tree[rk] = v if t in _PLAIN else _redact_tree(v, seen)
+        return tree
     if isinstance(obj, list | tuple):
-        return [_redact_tree(v, seen) for v in obj]
+        items: list[object] = []
+        for v in obj:
+            t = type(v)
+            if t is str:
+                rv = seen.get(v)
+                items.append(rv if rv is not None else seen.setdefault(v, redact(v)))
+            else:
+                items.append(v if t in _PLAIN else _redact_tree(v, seen))
+        return items
     return obj

@@ -1,4 +1,10 @@
-"""``stormotel analyze`` at its user boundary: a subprocess, real files, exit codes, stderr."""
+"""``stormotel analyze`` at its user boundary: a subprocess, real files, exit codes, stderr.
+
+One run per exit code (0, 1, 2, 3) starts a fresh interpreter, as a user's does; the others are
+processes forked from one that imported the command once (:func:`tests.cli.run_stormotel_forked`:
+their own exit status, fds 1 and 2, environment and working directory, ~0.5 s of CPU less each),
+since what they check is the command's answer to their input, not its start.
+"""
 
 from __future__ import annotations
 
@@ -13,13 +19,16 @@ import pytest
 from stormotel import exitcodes
 from tests.analyzers.otlp_fixtures import write_archive
 from tests.analyzers.synth import healthy, plant_gap_drift, seed_example
-from tests.cli import run_stormotel
+from tests.cli import run_stormotel, run_stormotel_forked
 
 DATA = Path(__file__).parent / "data"
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return run_stormotel("analyze", *args, timeout=120)
+def run(*args: str, fresh: bool = False) -> subprocess.CompletedProcess[str]:
+    """``stormotel analyze ARGS``: forked, or in a fresh interpreter with ``fresh``."""
+    if fresh:
+        return run_stormotel("analyze", *args, timeout=120)
+    return run_stormotel_forked("analyze", *args, timeout=120)
 
 
 def _no_traceback(p: subprocess.CompletedProcess[str]) -> None:
@@ -33,7 +42,7 @@ def faulty_archive(tmp_path_factory) -> Path:
 
 
 def test_text_summary_names_rank_and_exits_findings(faulty_archive):
-    p = run(str(faulty_archive))
+    p = run(str(faulty_archive), fresh=True)
     _no_traceback(p)
     assert p.returncode == exitcodes.FINDINGS
     assert "Top first-cause suspect: rank 2 (high)" in p.stdout
@@ -56,7 +65,7 @@ def test_json_report_to_file(faulty_archive, tmp_path):
 
 def test_healthy_archive_exits_zero(tmp_path):
     write_archive(tmp_path / "ok", healthy(4, 300, seed=2))
-    p = run(str(tmp_path / "ok"))
+    p = run(str(tmp_path / "ok"), fresh=True)
     _no_traceback(p)
     assert p.returncode == exitcodes.OK, p.stdout
     assert "Verdict: healthy" in p.stdout
@@ -95,11 +104,11 @@ def test_bad_flags(faulty_archive, args, code, message):
 
 
 def test_bad_inputs(tmp_path):
-    missing = run(str(tmp_path / "nope"))
+    missing = run(str(tmp_path / "nope"), fresh=True)
     assert missing.returncode == exitcodes.USAGE and "no such file" in missing.stderr
     empty_dir = tmp_path / "empty"
     empty_dir.mkdir()
-    p = run(str(empty_dir))
+    p = run(str(empty_dir), fresh=True)
     assert p.returncode == exitcodes.SOURCE_FAILURE and "no telemetry files" in p.stderr
     (empty_dir / "rank-0.metrics.jsonl").write_text("")
     p = run(str(empty_dir))

@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from stormotel import exitcodes
+from tests.servers import loopback_client
 
 REPO = Path(__file__).resolve().parents[2]
 LAYOUT = REPO / "docs" / "layout.md"
@@ -408,11 +408,12 @@ def test_a_sink_with_a_flag_touches_what_the_table_says(
 def _vm_import(url: str, text: str, query: str, want: int) -> None:
     """Import Prometheus text lines into VictoriaMetrics and wait until ``query`` counts
     ``want`` series (freshly imported data becomes searchable within about a second)."""
-    httpx.post(f"{url}/api/v1/import/prometheus", content=text, timeout=30).raise_for_status()
+    client = loopback_client()
+    client.post(f"{url}/api/v1/import/prometheus", content=text, timeout=30).raise_for_status()
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        httpx.get(f"{url}/internal/force_flush", timeout=30)
-        got = httpx.get(f"{url}/api/v1/series", params={"match[]": query}, timeout=30).json()
+        client.get(f"{url}/internal/force_flush", timeout=30)
+        got = client.get(f"{url}/api/v1/series", params={"match[]": query}, timeout=30).json()
         if len(got["data"]) >= want:
             return
         time.sleep(0.5)

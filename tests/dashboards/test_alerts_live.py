@@ -14,12 +14,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from stormotel.dashboards import rules
 from stormotel.dashboards.settings import Settings
 
 from tests import servers
+from tests.servers import loopback_client
 
 pytestmark = pytest.mark.servers
 WORLD = 3
@@ -42,7 +42,7 @@ def _track(port: int, rank: int) -> subprocess.Popen[bytes]:
 
 
 def _alerts(url: str) -> list[dict[str, Any]]:
-    body = httpx.get(url + "/api/v1/alerts", timeout=5).json()
+    body = loopback_client().get(url + "/api/v1/alerts", timeout=5).json()
     return list(body["data"]["alerts"])
 
 

@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import yaml
 from stormotel.analyzers.sinks.findings_series import SeriesPoint
@@ -33,6 +32,7 @@ from stormotel.dashboards.settings import Settings
 from stormotel import schema
 from tests import servers
 from tests.dashboards import exprs, promtool_suites
+from tests.servers import loopback_client
 
 DEFAULT = schema.DEFAULT_NAME_TRANSLATION
 STRATEGIES = schema.NAME_TRANSLATIONS
@@ -298,7 +298,8 @@ def stand_in(tmp_path_factory: pytest.TempPathFactory) -> Any:
         now_ms = int(time.time() * 1000)
         for strategy in STRATEGIES:
             body = encode(_points(strategy, f"p3-{strategy}", now_ms))
-            r = httpx.post(f"{prom.url}/api/v1/write", content=body, headers=HEADERS, timeout=30)
+            r = loopback_client().post(f"{prom.url}/api/v1/write", content=body, headers=HEADERS,
+                                       timeout=30)
             assert r.status_code == 204, r.text
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # every strategy's rules have evaluated

@@ -39,6 +39,7 @@ from stormotel import schema
 from stormotel.tracker import MemoryTracker
 from tests import servers
 from tests.dashboards import exprs
+from tests.servers import loopback_client
 
 pytestmark = pytest.mark.servers
 
@@ -114,7 +115,7 @@ def _load_rules(server: servers.Server) -> None:
     config = yaml.safe_load(config_path.read_text())
     config["rule_files"] = [str(exprs.RULES_PATH)]
     config_path.write_text(yaml.safe_dump(config))
-    httpx.post(f"{server.url}/-/reload", timeout=10).raise_for_status()
+    loopback_client().post(f"{server.url}/-/reload", timeout=10).raise_for_status()
 
 
 def _wait_for(cluster: Cluster, promql: str, n: int, timeout: float = 30.0) -> None:
@@ -195,7 +196,7 @@ def test_incident_dashboard_expressions_return_series(cluster: Cluster) -> None:
 
 
 def test_rules_load_and_evaluate_without_errors(cluster: Cluster) -> None:
-    body = httpx.get(f"{cluster.prometheus.url}/api/v1/rules", timeout=10).json()
+    body = loopback_client().get(f"{cluster.prometheus.url}/api/v1/rules", timeout=10).json()
     loaded = [r for g in body["data"]["groups"] for r in g["rules"]]
     shipped = yaml.safe_load(exprs.RULES_PATH.read_text())
     assert len(loaded) == sum(len(g["rules"]) for g in shipped["groups"])

@@ -20,7 +20,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.metrics_core import Metric
@@ -34,6 +33,7 @@ from stormotel.tracker import MemoryTracker
 from tests import servers
 from tests.job.conftest import run_cli
 from tests.job.stubs import GrafanaStub
+from tests.servers import loopback_client
 
 pytestmark = [pytest.mark.servers, pytest.mark.slow]
 JOB = "attrib-4"
@@ -248,7 +248,7 @@ def test_attribution_end_to_end_tracker_series_to_annotations(scraped, tmp_path:
                     "--end", str(end), "--grafana-url", grafana.url, "--grafana-token-file",
                     str(token_file), "--pushgateway", pushgateway.url, "--format", "json",
                     "-o", str(report), "--html", str(tmp_path / "report.html"))
-        pushed = httpx.get(pushgateway.url + "/metrics", timeout=5).text
+        pushed = loopback_client().get(pushgateway.url + "/metrics", timeout=5).text
     assert r.returncode == exitcodes.FINDINGS, r.stderr
     doc = json.loads(report.read_text())
     assert doc["cross_rank"]["first_cause_suspects"][0]["rank"] == LEADER

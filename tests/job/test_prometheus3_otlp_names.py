@@ -15,13 +15,13 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from stormotel import exitcodes, schema
 from tests import servers
 from tests.job import planted
 from tests.job.conftest import run_cli
+from tests.servers import loopback_client
 
 pytestmark = pytest.mark.servers
 
@@ -94,7 +94,7 @@ def test_analyzer_finds_the_job_under_each_translation_strategy(
                   **planted.labels_for(job, rank)}
         lines.append(json.dumps({"metric": labels, "values": [float(x) for x in v],
                                  "timestamps": [int(x) for x in t]}))
-    r = httpx.post(vm.url + "/api/v1/import", content="\n".join(lines), timeout=30)
+    r = loopback_client().post(vm.url + "/api/v1/import", content="\n".join(lines), timeout=30)
     assert r.status_code == 204, r.text
     planted.wait_visible(vm.url, job, len(data))
     out = tmp_path / "r.json"

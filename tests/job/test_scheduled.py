@@ -29,6 +29,7 @@ from stormotel.analyzers.sources.discovery import discovery_query
 from stormotel import exitcodes, schema
 from tests.job import planted
 from tests.job.stubs import GrafanaStub
+from tests.servers import loopback_client
 
 pytestmark = pytest.mark.servers
 JOB = "cron-e2e"
@@ -53,8 +54,8 @@ def _summaries(err: str) -> list[dict[str, str]]:
 
 
 def _instant(prom: str, expr: str, at_ns: int) -> list[dict]:
-    r = httpx.get(prom + "/api/v1/query", params={"query": expr, "time": at_ns / 1e9},
-                  timeout=10)
+    r = loopback_client().get(prom + "/api/v1/query", params={"query": expr, "time": at_ns / 1e9},
+                              timeout=10)
     result: list[dict] = r.json()["data"]["result"]
     return result
 
@@ -202,8 +203,8 @@ def test_a_rejected_remote_write_is_a_sink_failure(prometheus_server) -> None:
     end_ns = p.end_ns + 2 * S
     newer = SeriesPoint(schema.AN_MISSING_RANKS, {schema.ATTR_JOB_ID: JOB}, 5.0,
                         end_ns // 1_000_000 + 60_000)
-    r = httpx.post(prom + "/api/v1/write", content=remote_write.encode([newer]),
-                   headers=remote_write.HEADERS, timeout=10)
+    r = loopback_client().post(prom + "/api/v1/write", content=remote_write.encode([newer]),
+                               headers=remote_write.HEADERS, timeout=10)
     assert r.status_code in (200, 204)
     err = io.StringIO()
     code = _code(_args("--prometheus", prom, "--job-id", JOB, "--start",

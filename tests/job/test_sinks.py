@@ -11,7 +11,6 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from stormotel.dashboards.incident import incident_uid
 
@@ -20,6 +19,7 @@ from tests import servers
 from tests.job import planted
 from tests.job.conftest import run_cli, summary_line
 from tests.job.stubs import GrafanaStub
+from tests.servers import loopback_client
 
 pytestmark = pytest.mark.servers
 JOB = "sinks-1"
@@ -43,7 +43,7 @@ def _args(prom: servers.Server, p: planted.Planted) -> list[str]:
 
 
 def _pushed(pushgateway: servers.Server, name: str) -> list[str]:
-    text = httpx.get(pushgateway.url + "/metrics", timeout=5).text
+    text = loopback_client().get(pushgateway.url + "/metrics", timeout=5).text
     return [ln for ln in text.splitlines() if ln.startswith(name + "{")]
 
 

@@ -14,7 +14,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 import pytest
 from stormotel.analyzers.sinks import remote_write
@@ -22,6 +21,7 @@ from stormotel.analyzers.sinks import remote_write
 from stormotel import exitcodes, schema
 from tests.job import planted
 from tests.job.conftest import run_cli
+from tests.servers import loopback_client
 
 pytestmark = pytest.mark.servers
 SILENT = 3  # the rank that stops 40 s before its peers
@@ -30,8 +30,8 @@ SILENT = 3  # the rank that stops 40 s before its peers
 def _gauge(url: str, job_id: str, rank: int, name: str, t_ms: np.ndarray,
            v: np.ndarray) -> None:
     body = remote_write.encode_arrays(name, planted.labels_for(job_id, rank), t_ms, v)
-    r = httpx.post(url + "/api/v1/write", content=body, headers=remote_write.HEADERS,
-                   timeout=30)
+    r = loopback_client().post(url + "/api/v1/write", content=body, headers=remote_write.HEADERS,
+                               timeout=30)
     assert r.status_code in (200, 204), (r.status_code, r.text)
 
 

@@ -28,6 +28,7 @@ from tests import servers
 from tests.job import planted
 from tests.job.conftest import run_cli, summary_line
 from tests.job.stubs import FaultProxy
+from tests.servers import loopback_client
 
 pytestmark = pytest.mark.servers
 
@@ -36,8 +37,9 @@ def _query(url: str, expr: str, *, wait_s: float = 10.0) -> list[dict]:
     """Instant query; waits for a non-empty answer (VictoriaMetrics indexes after ~1 s)."""
     deadline = time.monotonic() + wait_s
     while True:
-        httpx.get(url + "/internal/force_flush", timeout=5)
-        doc = httpx.get(url + "/api/v1/query", params={"query": expr}, timeout=10).json()
+        client = loopback_client()
+        client.get(url + "/internal/force_flush", timeout=5)
+        doc = client.get(url + "/api/v1/query", params={"query": expr}, timeout=10).json()
         assert doc["status"] == "success", doc
         if doc["data"]["result"] or time.monotonic() > deadline:
             return doc["data"]["result"]
@@ -136,8 +138,8 @@ def test_pre_run_estimate_series_reach_the_timeline(prometheus_server) -> None:
         est = np.full(t.shape, 24.0 * 2**30)
         body = remote_write.encode_arrays(schema.ESTIMATE.prom, planted.labels_for(p.job_id, rank),
                                           t, est)
-        assert httpx.post(prometheus_server.url + "/api/v1/write", content=body,
-                          headers=remote_write.HEADERS).status_code == 204
+        assert loopback_client().post(prometheus_server.url + "/api/v1/write", content=body,
+                                      headers=remote_write.HEADERS).status_code == 204
     timeline, _ = load_prometheus([prometheus_server.url],
                                   QueryWindow(p.job_id, p.start_ns, p.end_ns))
     assert timeline.meta["estimate_bytes"] == {r: 24.0 * 2**30 for r in range(4)}
@@ -189,7 +191,7 @@ def test_scheduled_job_carries_stall_findings_from_worker_logs(prometheus_server
     stalls = report["stall_findings"]
     assert [(f["kind"], f["ranks"]) for f in stalls if f["consequence_of"] is None] == \
         [("straggler", [2])]
-    pushed = httpx.get(pushgateway_server.url + "/metrics", timeout=5).text
+    pushed = loopback_client().get(pushgateway_server.url + "/metrics", timeout=5).text
     assert any(line.startswith(schema.AN_STALL) and 'kind="straggler"' in line
                for line in pushed.splitlines())
 

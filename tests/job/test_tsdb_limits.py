@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 import pytest
 from stormotel.analyzers.sources.prometheus import QueryWindow, load_prometheus
@@ -23,16 +22,18 @@ from stormotel import schema
 from tests.job import planted
 from tests.job.stubs import FaultProxy
 from tests.job.test_tsdb_job import victoriametrics_dedup
+from tests.servers import loopback_client
 
 pytestmark = pytest.mark.servers
 
 
 def _wait_ranks(url: str, job_id: str, ranks: int, timeout_s: float = 10.0) -> None:
     deadline = time.monotonic() + timeout_s
-    httpx.get(url + "/internal/force_flush", timeout=5)
+    loopback_client().get(url + "/internal/force_flush", timeout=5)
     while time.monotonic() < deadline:
-        r = httpx.get(url + f"/api/v1/label/{schema.ATTR_RANK}/values",
-                      params={"match[]": f'{{{schema.ATTR_JOB_ID}="{job_id}"}}'}, timeout=5)
+        r = loopback_client().get(url + f"/api/v1/label/{schema.ATTR_RANK}/values",
+                                  params={"match[]": f'{{{schema.ATTR_JOB_ID}="{job_id}"}}'},
+                                  timeout=5)
         if len(r.json().get("data", [])) >= ranks:
             return
         time.sleep(0.2)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from pathlib import Path
 
@@ -11,6 +13,15 @@ from tests.cpu_lock import cpu_heavy
 from tests.stalls.helpers import run_job_group
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_reach_run_per_test_run(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Under pytest-xdist, the fresh sets' shared ``eval_stalls --reach`` run is computed by one
+    worker and read by the others (tests/stalls/fresh_checks.py, ``_reach``)."""
+    fresh_checks = sys.modules.get("tests.stalls.fresh_checks")  # imported by collection
+    if fresh_checks is not None and os.environ.get("PYTEST_XDIST_WORKER"):
+        fresh_checks.SHARED_DIR = tmp_path_factory.getbasetemp().parent
 
 
 @pytest.fixture(scope="session")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import pickle
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,13 @@ class Group:
 
 def groups() -> list[Group]:
     """Every process group, in creation order (names are global, like NCCL's ``pg_name``)."""
+    return list(_groups())
+
+
+@cache
+def _groups() -> tuple[Group, ...]:
+    """The groups, built once: ``program`` asks for a rank's groups per op kind (364 programs
+    in test_fr_ring, each rebuilding the 41 groups four times, was ~3 s of its CPU)."""
     out = [Group("0", "default_pg", tuple(range(WORLD)))]
 
     def add(desc: str, ranks: list[int]) -> None:
@@ -69,11 +77,11 @@ def groups() -> list[Group]:
         for tp in range(TP):
             for e in range(DP // 2):
                 add("ep", [rank_of(pp, 2 * e + k, tp) for k in range(2)])
-    return out
+    return tuple(out)
 
 
 def group_of(rank: int, desc: str) -> Group:
-    return next(g for g in groups() if g.desc == desc and rank in g.ranks)
+    return next(g for g in _groups() if g.desc == desc and rank in g.ranks)
 
 
 @dataclass
@@ -89,7 +97,7 @@ def program(rank: int, iterations: int, skip: frozenset[str] = frozenset()) -> l
     """The ops one rank enqueues, in order (``skip``: group descs this rank never calls)."""
     pp, _, _ = coords(rank)
     tp, pipe, dp, ep = (group_of(rank, d) for d in ("tp", "pp", "dp", "ep"))
-    default = groups()[0]
+    default = _groups()[0]
     other = next(r for r in pipe.ranks if r != rank)
     ops: list[Op] = [Op(default, "barrier", 1, sync=True),
                      Op(tp, "broadcast", 4096), Op(dp, "broadcast", 8192, sync=True)]
@@ -146,6 +154,8 @@ class Sim:
     broken: dict[int, int] = field(default_factory=dict)
     progs: dict[int, list[Op]] = field(default_factory=dict)
     recs: dict[int, list[Rec]] = field(default_factory=dict)
+    #: (rank, buffer, form, only_active) -> that rank's dump, written once (:func:`write`)
+    dumps: dict[tuple[int, int, str, bool], bytes] = field(default_factory=dict)
 
     def run(self) -> None:
         self.progs = {r: program(r, self.iterations, self.skip.get(r, frozenset()))
@@ -217,6 +227,27 @@ class Sim:
         return {r: lst[-1].created for r, lst in self.recs.items() if lst}
 
 
+_RUNS: dict[tuple[Any, ...], Sim] = {}
+
+
+def simulated(hung: dict[int, int], iterations: int,
+              skip: dict[int, frozenset[str]] | None = None,
+              broken: dict[int, int] | None = None) -> Sim:
+    """``Sim(...)`` after its ``run()``, each distinct job simulated once per process.
+
+    The simulation is deterministic and nothing reads a run's records but to write dumps, so
+    the scenarios share one (test_fr_ring asks for the GIL hang eleven times; each run was
+    ~0.5 s of CPU). Treat the result as read-only."""
+    skip, broken = skip or {}, broken or {}
+    key = (tuple(sorted(hung.items())), iterations, tuple(sorted(skip.items())),
+           tuple(sorted(broken.items())))
+    if key not in _RUNS:
+        sim = Sim(hung=dict(hung), iterations=iterations, skip=dict(skip), broken=dict(broken))
+        sim.run()
+        _RUNS[key] = sim
+    return _RUNS[key]
+
+
 def entry(rank: int, rec: Rec) -> dict[str, Any]:
     """One entry as ``getCollectiveTrace`` writes it (pickle form: ints, None for unset)."""
     o = rec.op
@@ -258,10 +289,14 @@ def dump(rank: int, recs: list[Rec], buffer: int, form: str = "json",
     kept = recs[-buffer:]
     if only_active:
         kept = [r for r in kept if r.completed is None]
-    mine = [g for g in groups() if rank in g.ranks]
+    mine = [g for g in _groups() if rank in g.ranks]
+    by_group: dict[str, list[Rec]] = {g.name: [] for g in mine}
+    for r in recs:  # group names are unique, so this is the same split as comparing groups
+        if r.op.op not in ("send", "recv"):
+            by_group[r.op.group.name].append(r)
     status: dict[str, dict[str, int]] = {}
     for g in mine:
-        coll = [r for r in recs if r.op.group == g and r.op.op not in ("send", "recv")]
+        coll = by_group[g.name]
         seqs = [r.seq for r in coll]
         done = [r.seq for r in coll if r.completed is not None]
         status[str(PG_ID[g.desc])] = {
@@ -291,8 +326,10 @@ def write(folder: Path, sim: Sim, buffer: int, empty: set[int] = frozenset(),  #
     """``folder/nccl_trace_rank_<r>`` per rank; ``empty`` ranks leave a zero-byte file."""
     folder.mkdir(parents=True, exist_ok=True)
     for r in range(WORLD):
-        data = b"" if r in empty else dump(r, sim.recs[r], buffer, form, only_active)
-        (folder / f"nccl_trace_rank_{r}").write_bytes(data)
+        key = (r, buffer, form, only_active)
+        if r not in empty and key not in sim.dumps:
+            sim.dumps[key] = dump(r, sim.recs[r], buffer, form, only_active)
+        (folder / f"nccl_trace_rank_{r}").write_bytes(b"" if r in empty else sim.dumps[key])
     return folder
 
 
@@ -319,10 +356,8 @@ def _hang_index(rank: int, iteration: int, nth_ep_sync: int = 1) -> int:
 
 
 def gil_hang(iteration: int = ITERATIONS - 1) -> Sim:
-    sim = Sim(hung={9: _hang_index(9, iteration, 2), 14: _hang_index(14, iteration, 3)},
-              iterations=ITERATIONS)
-    sim.run()
-    return sim
+    return simulated(hung={9: _hang_index(9, iteration, 2), 14: _hang_index(14, iteration, 3)},
+                     iterations=ITERATIONS)
 
 
 def ring_between(sim: Sim, keep: set[int], drop: set[int]) -> int:
@@ -361,8 +396,7 @@ def moe_gil_hang_partly_wrapped(folder: Path) -> Path:
 def moe_idle(folder: Path) -> Path:
     """Rank 9 stops (stuck outside communication, nothing pending) early in the last
     iteration but its dump is written normally."""
-    sim = Sim(hung={9: _hang_index(9, ITERATIONS - 1, 1) - 4}, iterations=ITERATIONS)
-    sim.run()
+    sim = simulated(hung={9: _hang_index(9, ITERATIONS - 1, 1) - 4}, iterations=ITERATIONS)
     return write(folder, sim, 400)
 
 
@@ -384,16 +418,14 @@ def moe_stale(folder: Path, stopped_s: int = 120) -> Path:
 
 def moe_short(folder: Path) -> Path:
     """Rank 9 hangs right after start-up: a dump of three entries where peers hold hundreds."""
-    sim = Sim(hung={9: 3}, iterations=ITERATIONS)
-    sim.run()
+    sim = simulated(hung={9: 3}, iterations=ITERATIONS)
     return write(folder, sim, 400)
 
 
 def moe_not_joined(folder: Path, buffer: int = 100_000) -> Path:
     """Rank 6 never calls its expert-parallel group (a config bug); its partner 4 waits there.
     With the default (large) ring nothing wrapped: the windows prove rank 6 never entered."""
-    sim = Sim(hung={}, iterations=3, skip={6: frozenset({"ep"})})
-    sim.run()
+    sim = simulated(hung={}, iterations=3, skip={6: frozenset({"ep"})})
     return write(folder, sim, buffer)
 
 
@@ -424,8 +456,7 @@ def moe_gpu_error(folder: Path) -> Path:
     while on 12 and 15 nothing is ever seen completing again; dumped with only active
     entries."""
     broken = {r: _hang_index(r, ITERATIONS - 1, 1) for r in GPU_ERROR}
-    sim = Sim(hung={}, iterations=ITERATIONS, broken=broken)
-    sim.run()
+    sim = simulated(hung={}, iterations=ITERATIONS, broken=broken)
     return write(folder, sim, 2000, form="pickle", only_active=True)
 
 

@@ -2,14 +2,16 @@
 
 Each set holds to the rule above all (no crash, no wrong rank at high or medium), stays out of
 the corpus's halves and ceilings, and is read by ``eval_stalls --reach`` with its own halves. The
-reach run evaluates every set at once, so it runs once per test process and the modules share
-its answer (it ran once per module before).
+reach run evaluates every set at once, so it runs once per test run and the modules share its
+answer (it ran once per module before, then once per pytest-xdist worker: ~4.5 s of CPU each).
 """
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import json
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -144,8 +146,31 @@ def assert_outside_the_halves_and_ceilings(results: list[Any]) -> None:
     assert EVAL.measured_patterns(results) == {}
 
 
+#: The run's folder shared by its pytest-xdist workers (the parent of their base temp dirs, as in
+#: tests/cpu_lock.py), set by tests/stalls/conftest.py; None outside xdist.
+SHARED_DIR: Path | None = None
+
+
 @functools.cache
 def _reach() -> dict[str, Any]:
+    """``eval_stalls --reach --half all``'s tables, computed once per run: the first worker to
+    ask runs it under a file lock and leaves its JSON in :data:`SHARED_DIR`; the others wait
+    on the lock and read that file. Within one run the corpus and the code are the same, so
+    the answer is too (it was always read back from the JSON the evaluation wrote)."""
+    if SHARED_DIR is None:
+        return _evaluate_reach()
+    shared = SHARED_DIR / "eval-stalls-reach.json"
+    with open(SHARED_DIR / "eval-stalls-reach.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not shared.exists():
+            partial = shared.with_suffix(f".{os.getpid()}.tmp")
+            partial.write_text(json.dumps(_evaluate_reach()))
+            partial.replace(shared)
+    reach: dict[str, Any] = json.loads(shared.read_text())
+    return reach
+
+
+def _evaluate_reach() -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "eval.json"
         assert EVAL.main(["--reach", "--json", str(out), "--half", "all"]) == 0

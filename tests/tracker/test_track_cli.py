@@ -141,10 +141,11 @@ def test_help_explains_every_flag() -> None:
 
 def _scrape(port: int) -> dict[str, float]:
     """One scrape of a local endpoint: series name → value (the one rank it serves)."""
-    import httpx
+    from tests.servers import loopback_client  # polled every 0.3 s: no TLS context per call
 
     out: dict[str, float] = {}
-    for line in httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text.splitlines():
+    for line in loopback_client().get(f"http://127.0.0.1:{port}/metrics",
+                                      timeout=5).text.splitlines():
         if line and not line.startswith("#"):
             name, _, value = line.rpartition(" ")
             out[name.split("{", 1)[0]] = float(value)
@@ -200,9 +201,9 @@ def test_simulated_failures_play_as_a_training_job_would(tmp_path: Path) -> None
 
 
 def httpx_text(port: int) -> str:
-    import httpx
+    from tests.servers import loopback_client
 
-    return httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    return loopback_client().get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
 
 
 def test_a_sigterm_while_the_rank_leaves_keeps_its_own_exit_status(tmp_path: Path) -> None:
