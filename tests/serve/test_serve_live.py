@@ -56,7 +56,11 @@ def _track(forks: Forks, job: str, rank: int, port: int) -> Rank:
             "--world-size", str(WORLD), "--interval", "0.25", "--duration", "90",
             "--prometheus-port", str(port),
             "--prometheus-addr", "127.0.0.1", "--gpu-uuid", f"GPU-{job}-{rank}",
-            "--device-memory", "16GiB", "--linger-s", "2", "--prometheus-linger", "2", "-q"]
+            "--device-memory", "16GiB", "--prometheus-linger", "2", "-q"]
+    # The linger after an event is the product's default (20 s), not a short one: it ends at
+    # the first scrape that read the OOM (about 1 s here), so it costs nothing on a quiet
+    # machine, while on a busy one a 2 s linger ended before the 1 s scrape came and the OOM
+    # never reached the TSDB (the report then led with "dead rank", load 24)
     if fault and rank == planted:
         argv += ["--fault", f"rank={rank}:{fault}"]
     return forks.track(argv, stderr=False)
