@@ -80,7 +80,12 @@ def tracked(small_frames: None, make_tracker: Callable[..., MemoryTracker],
     sampler.epoch_ns = time.time_ns() - 700_000_000
     tracker.start_tracking()
     try:
-        while sampler.elapsed_s() < 2.0:
+        # past the spike (t = 1.2 s) AND 130 samples (four 40-sample frames' worth): a busy
+        # machine samples less often than every 10 ms, so a wall-clock end alone left two
+        # frames at load 24; the guard only stops a tracker that stopped sampling
+        guard = time.monotonic() + 60
+        while (sampler.elapsed_s() < 2.0 or tracker.stats["samples"] < 130) \
+                and time.monotonic() < guard:
             time.sleep(0.05)
     finally:
         tracker.stop_tracking()
