@@ -319,9 +319,12 @@ def named_roots_first(findings: list[StallFinding]) -> list[StallFinding]:
     if order == list(range(len(findings))):
         return findings
     new_index = {old: new for new, old in enumerate(order)}
-    return [dataclasses.replace(findings[old], consequence_of=None if
-                                findings[old].consequence_of is None else
-                                new_index[findings[old].consequence_of]) for old in order]
+    out = []
+    for old in order:
+        parent = findings[old].consequence_of
+        out.append(dataclasses.replace(
+            findings[old], consequence_of=None if parent is None else new_index[parent]))
+    return out
 
 
 def _insert_first_hand(findings: list[StallFinding], first_hand: list[StallFinding]
