@@ -67,7 +67,7 @@ class StallResult:
                 f, consequence_of=None if f.consequence_of is None else f.consequence_of + base))
         from stormotel.analyzers.stalls.per_rank import join_ranks
 
-        report.stall_findings = named_roots_first(report.stall_findings)
+        report.stall_findings = named_roots_first(report.stall_findings, base)
         report.notes.extend(self.notes)
         report.sources.extend(s for s in self.sources if s not in report.sources)
         report.extra["stalls"] = {**self.extra, "per_rank": join_ranks(
@@ -303,21 +303,20 @@ def _dumps_beside(snapshots: list[Path]) -> list[str]:
             if d.is_dir() and any(d.glob("nccl_trace_rank_*"))]
 
 
-def named_roots_first(findings: list[StallFinding]) -> list[StallFinding]:
-    """Root findings that name a rank before the ``undecided`` roots, each kind in its order;
-    ``consequence_of`` re-based. Why: the telemetry's findings come first in the list, and its
-    "every rank failed inside a collective" (``exception_in_collective``, inferred from what
-    the ranks saw, naming nobody) led the snapshots' and logs' findings that say which rank
-    the others waited for (round three: ``monitored3``, ``ckpt_slow3``) — the same order the
-    snapshots already get over inferred findings (:func:`_insert_first_hand`)."""
+def named_roots_first(findings: list[StallFinding], base: int) -> list[StallFinding]:
+    """The ``undecided`` roots among the first ``base`` findings (the telemetry's) after the
+    later roots (the stall evidence's) when one of those names a rank; ``consequence_of``
+    re-based. Why: the telemetry's findings come first in the list, and its "every rank failed
+    inside a collective" (``exception_in_collective``, inferred from what the ranks saw, naming
+    nobody) led the snapshots' and logs' findings that say which rank the others waited for
+    (round three: ``monitored3``, ``data_raise3`` with logs) — the order the snapshots already
+    get over inferred findings (:func:`_insert_first_hand`). Each source's own order stays."""
     roots = [i for i, f in enumerate(findings) if f.consequence_of is None]
-    named = [i for i in roots if findings[i].kind != "undecided"]
-    undecided = [i for i in roots if findings[i].kind == "undecided"]
-    if not named or not undecided or undecided[0] > named[-1]:
+    moved = [i for i in roots if i < base and findings[i].kind == "undecided"]
+    if not moved or not any(findings[i].kind != "undecided" for i in roots if i >= base):
         return findings
-    order = [*named, *undecided, *(i for i in range(len(findings)) if i not in roots)]
-    if order == list(range(len(findings))):
-        return findings
+    order = [*(i for i in roots if i not in moved), *moved,
+             *(i for i in range(len(findings)) if i not in roots)]
     new_index = {old: new for new, old in enumerate(order)}
     out = []
     for old in order:

@@ -211,8 +211,10 @@ def _monitored(r: Rank) -> None:
             dist.all_reduce(x)
             if step == H:
                 if r.rank == 2:
-                    r.hang_started()
                     fetch_vocab(12.0)
+                    # after the fetch (edited after the first analysis run, label untouched):
+                    # the launcher's 12 s limit from here cannot race the fetch at high load
+                    r.hang_started()
                 dist.monitored_barrier(timeout=timedelta(seconds=5))
 
 
