@@ -80,22 +80,6 @@ def sync_loss() -> None:
                        "was: [Rank 0] Watchdog caught collective operation timeout")
 
 
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
-def test_a_communication_failure_surfacing_in_the_rank_s_own_code_names_no_rank(
-        tmp_path: Path) -> None:
-    """NCCL raises a peer's loss at the next synchronising call, in the rank's own frames
-    (``loss.item()``): by its words a consequence, never that rank's own failure."""
-    archive = _archive(tmp_path, RuntimeError, go_on=False, world_size=2, raiser=sync_loss)
-    code, report = _run(tmp_path, archive)
-    assert code == exitcodes.FINDINGS, report["stall_findings"]
-    assert all(f["kind"] != "rank_failure" for f in report["stall_findings"]), \
-        report["stall_findings"]
-    lead = report["stall_findings"][0]
-    assert (lead["kind"], lead["confidence"]) == ("undecided", "low")
-    assert lead["evidence"]["pattern"] == "stormotel.telemetry.exception_in_collective"
-    assert lead["evidence"]["suspects"] == [1]
-
-
 def _all_reduce_failed() -> None:
     """What gloo raises in a rank whose peer died (torch 2.13's message, its words only)."""
     raise RuntimeError("[../third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed "
@@ -127,19 +111,22 @@ def rethrow_own() -> None:
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
-@pytest.mark.parametrize("raiser", [rethrow_plain, rethrow_from])
-def test_a_plain_error_raised_while_handling_a_collective_failure_names_no_rank(
+@pytest.mark.parametrize("raiser", [sync_loss, rethrow_plain, rethrow_from])
+def test_a_communication_failure_surfacing_in_the_rank_s_own_code_names_no_rank(
         tmp_path: Path, raiser: Callable[[], None]) -> None:
-    """Round three (helper nh, ``victim_rethrow3``): ranks that caught their all_reduce's gloo
-    error and raised ``RuntimeError("training failed")`` were named at medium, the rank whose
-    death broke the collective (SIGKILL: no exception) was not. The chain in the span's
-    traceback says the error is the collective's failure."""
+    """NCCL raises a peer's loss at the next synchronising call, in the rank's own frames
+    (``loss.item()``): by its words a consequence, never that rank's own failure. So is a plain
+    error the rank's code raises while handling (or from) a collective's failure (round three,
+    helper nh, ``victim_rethrow3``: such victims were named at medium while the rank whose
+    death broke the collective, SIGKILLed, recorded nothing): the span's traceback holds the
+    chain."""
     archive = _archive(tmp_path, RuntimeError, go_on=False, world_size=2, raiser=raiser)
     code, report = _run(tmp_path, archive)
     assert code == exitcodes.FINDINGS, report["stall_findings"]
     assert all(f["kind"] != "rank_failure" for f in report["stall_findings"]), \
         report["stall_findings"]
     lead = report["stall_findings"][0]
+    assert (lead["kind"], lead["confidence"]) == ("undecided", "low")
     assert lead["evidence"]["pattern"] == "stormotel.telemetry.exception_in_collective"
     assert lead["evidence"]["suspects"] == [1]
 

@@ -315,17 +315,24 @@ class ShardDataset:
         return torch.ones(4)
 
 
-def _loader(r: Rank) -> None:
+def loader_steps(r: Rank, dataset: Any, culprit: int) -> None:
+    """Steps over a one-worker DataLoader of ``dataset``, an all_reduce of each batch; the
+    launcher's clock starts on ``culprit`` one step before the bad index (round three's
+    ``data_raise3`` shares it)."""
     import torch.distributed as dist
     from torch.utils.data import DataLoader
 
-    loader = DataLoader(ShardDataset(r.rank), batch_size=None, num_workers=1, prefetch_factor=1)
+    loader = DataLoader(dataset, batch_size=None, num_workers=1, prefetch_factor=1)
     for step, batch in enumerate(loader):
         with r.tracker.step(step):
             time.sleep(0.04)
-            if step == H - 1 and r.rank == 1:
+            if step == H - 1 and r.rank == culprit:
                 r.hang_started()
             dist.all_reduce(batch)
+
+
+def _loader(r: Rank) -> None:
+    loader_steps(r, ShardDataset(r.rank), 1)
 
 
 def exchange_halo(r: Rank, out: Any, into: Any) -> None:
