@@ -158,7 +158,7 @@ def read_stalls(opts: AnalyzeOptions, progress: Progress) -> StallResult | None:
         return None
     from stormotel.analyzers.stalls.cli_support import read_stall_evidence
 
-    return read_stall_evidence(opts.stalls, progress)
+    return read_stall_evidence(opts.stalls, progress, beside_telemetry=bool(opts.source.paths))
 
 
 def run_files(opts: AnalyzeOptions, *, out: TextIO | None = None,

@@ -2,11 +2,13 @@
 "hangs as users make them"): ``tests/stalls/newcomer_hang_jobs.py``, labelled before any ran.
 
     nice -n 19 .venv/bin/python benchmarks/eval_newcomer_hangs.py            # run, analyze
+    nice -n 19 .venv/bin/python benchmarks/eval_newcomer_hangs.py --set three  # round three
     .venv/bin/python benchmarks/eval_newcomer_hangs.py --reuse DIR            # analyze only
     .venv/bin/python benchmarks/eval_newcomer_hangs.py --jobs busy2 raise3 --json out.json
 
-Runs every job at once (``python -m tests.stalls.newcomer_hang_jobs DIR``; ``--reuse`` reads
-a folder an earlier run left), then analyzes each job's archive through the installed CLI the
+Runs every job at once (``python -m tests.stalls.newcomer_hang_jobs DIR``; ``--set three``:
+round three's held-out jobs, ``tests/stalls/newcomer_hang_jobs3.py``, helper nh; ``--reuse``
+reads a folder an earlier run left), then analyzes each job's archive through the installed CLI the
 way a user would (``stormotel analyze ARCHIVE --format json``), and again with the ranks' logs
 (``--logs DIR/<job>/logs``: their stdout/stderr, torchrun's ``--log-dir``). The answer is the
 first root stall finding (``consequence_of`` null); none, or kind ``undecided``, is undecided.
@@ -39,19 +41,25 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.stalls import newcomer_hang_jobs3  # noqa: E402
 from tests.stalls.helpers import run_job_group  # noqa: E402
 from tests.stalls.newcomer_hang_jobs import JOBS, Job  # noqa: E402
 
 CONFIDENT = ("medium", "high")
+#: each round's jobs: the generator module and its labels
+SETS: dict[str, tuple[str, dict[str, Job]]] = {
+    "two": ("tests.stalls.newcomer_hang_jobs", JOBS),
+    "three": ("tests.stalls.newcomer_hang_jobs3", newcomer_hang_jobs3.JOBS)}
 
 
-def run_jobs(out: Path, names: list[str], timeout_s: float = 900) -> float:
+def run_jobs(out: Path, names: list[str], timeout_s: float = 900,
+             module: str = SETS["two"][0]) -> float:
     """The jobs, all at once, in one child interpreter (its ranks forked from one torch
     import); their wall time. Also the test suite's fixture (tests/stalls/test_newcomer_hangs.py
     loads this script), so both run the jobs the same way. RuntimeError when they fail. In a
     session of their own: past the timeout every rank goes with the runner."""
     started = time.monotonic()
-    proc = run_job_group("tests.stalls.newcomer_hang_jobs", out, timeout_s, *names)
+    proc = run_job_group(module, out, timeout_s, *names)
     if proc.returncode != 0:
         raise RuntimeError(f"the jobs failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
     return time.monotonic() - started
@@ -114,22 +122,29 @@ def observed(root: Path, name: str) -> tuple[str, bool]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--jobs", nargs="+", choices=sorted(JOBS), default=list(JOBS))
+    ap.add_argument("--set", choices=sorted(SETS), default="two",
+                    help="which round's jobs (default: two)")
+    ap.add_argument("--jobs", nargs="+", help="some of the set's jobs (default: all)")
     ap.add_argument("--reuse", type=Path, help="analyze the jobs an earlier run left here")
     ap.add_argument("--json", type=Path, help="write the rows here")
     args = ap.parse_args(argv)
+    module, jobs = SETS[args.set]
+    unknown = sorted(set(args.jobs or ()) - set(jobs))
+    if unknown:
+        ap.error(f"not jobs of set {args.set}: {', '.join(unknown)}")
+    args.jobs = args.jobs or list(jobs)
     if args.reuse:
         root, ran_s = args.reuse, None
     else:
         root = Path(tempfile.mkdtemp(prefix="newcomer-hangs-"))
         try:
-            ran_s = run_jobs(root, args.jobs)
+            ran_s = run_jobs(root, args.jobs, module=module)
         except RuntimeError as e:
             sys.exit(str(e))
     started = time.monotonic()
     rows: list[dict[str, Any]] = []
     for name in args.jobs:
-        job = JOBS[name]
+        job = jobs[name]
         exits, ended_well = observed(root, name)
         row: dict[str, Any] = {"job": name, "label": job.label,
                                "culprit": "-" if job.label == "healthy" else
@@ -159,6 +174,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{src}: " + ", ".join(f"{k} {counts.get(k, 0)}" for k in
                                      ("right", "undecided", "wrong", "confident-wrong",
                                       "exit-0", "label-wrong")) + f" of {len(rows)}")
+    for src in ("archive", "logs"):  # each rule that answered first, and how it scored
+        by_rule: dict[str, dict[str, int]] = {}
+        for row in rows:
+            rule = by_rule.setdefault(row[src]["pattern"] or "(none)", {})
+            rule[row[src]["result"]] = rule.get(row[src]["result"], 0) + 1
+        print(f"{src} by rule: " + "; ".join(
+            f"{p} " + ", ".join(f"{k} {v}" for k, v in sorted(c.items()))
+            for p, c in sorted(by_rule.items())))
     print(f"jobs ran in {ran_s:.1f} s; analyzed in {analyze_s:.1f} s ({root})"
           if ran_s is not None else f"analyzed in {analyze_s:.1f} s ({root})")
     if args.json:

@@ -36,6 +36,14 @@ _TB_FRAME = re.compile(r'^  File "([^"\n]{1,1024})", line (\d{1,9}), in ([^\n]{1
 MAX_TRACE_CHARS = 16384
 MAX_EXC_FRAMES = 12
 MAX_EXC_MESSAGE = 300
+#: how Python's formatted traceback joins a chain: the exception being handled (or the explicit
+#: cause) comes first, the one that was raised last comes last
+_CHAIN = re.compile(r"\n\n(?:During handling of the above exception, another exception occurred"
+                    r"|The above exception was the direct cause of the following exception):"
+                    r"\n\n")
+#: chained exceptions kept, innermost frames kept of each
+MAX_CHAINED = 4
+CHAINED_FRAMES = 4
 
 
 def exception_attrs(attrs: Mapping[str, object]) -> dict[str, object]:
@@ -46,7 +54,27 @@ def exception_attrs(attrs: Mapping[str, object]) -> dict[str, object]:
     frames = [(f, int(n), fn.strip()) for f, n, fn in _TB_FRAME.findall(trace)]
     return {"type": str(attrs.get(schema.EVENT_ATTR_EXC_TYPE) or "")[:120],
             "message": str(attrs.get(schema.EVENT_ATTR_MESSAGE) or "")[:MAX_EXC_MESSAGE],
-            "frames": tuple(frames[-MAX_EXC_FRAMES:])}
+            "frames": tuple(frames[-MAX_EXC_FRAMES:]),
+            "chained": chained_exceptions(trace)}
+
+
+def chained_exceptions(trace: str) -> tuple[tuple[str, tuple[tuple[str, int, str], ...]], ...]:
+    """The exceptions the last one was raised while handling (or from), earliest first: each
+    one's ``type: message`` line and innermost frames. Why: code that catches a collective's
+    failure and raises its own ``RuntimeError("training failed")`` is a victim of the peer
+    that broke the collective, not a rank that failed by itself (helper nh, round three)."""
+    parts = _CHAIN.split(trace)[:-1]
+    out = []
+    for part in parts[-MAX_CHAINED:]:
+        found = list(_TB_FRAME.finditer(part))
+        tail = part[found[-1].end():] if found else part
+        # the source line (and its ^^^ markers) are indented; the exception's line is not
+        line = next((ln for ln in tail.splitlines() if ln.strip() and not ln.startswith(" ")),
+                    "")
+        frames = tuple((m.group(1), int(m.group(2)), m.group(3).strip())
+                       for m in found[-CHAINED_FRAMES:])
+        out.append((line[:MAX_EXC_MESSAGE], frames))
+    return tuple(out)
 
 
 class MarkerAccumulator:

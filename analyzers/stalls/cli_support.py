@@ -67,10 +67,11 @@ class StallResult:
                 f, consequence_of=None if f.consequence_of is None else f.consequence_of + base))
         from stormotel.analyzers.stalls.per_rank import join_ranks
 
+        report.stall_findings = named_roots_first(report.stall_findings, base)
         report.notes.extend(self.notes)
         report.sources.extend(s for s in self.sources if s not in report.sources)
         report.extra["stalls"] = {**self.extra, "per_rank": join_ranks(
-            self.extra, report.stall_findings[base:])}
+            self.extra, report.stall_findings)}  # indices as the report numbers them
         for reason, n in self.skipped.items():
             report.skipped[reason] = report.skipped.get(reason, 0) + n
         return report
@@ -117,11 +118,13 @@ class StallMarkerSource:
         return self.stalls.marker_timeline(self.job_id)
 
 
-def read_stall_evidence(options: StallOptions, progress: Progress | None = None
-                        ) -> StallResult:
-    """Read and analyse the dumps and logs ``options`` name (its world size already checked)."""
+def read_stall_evidence(options: StallOptions, progress: Progress | None = None,
+                        beside_telemetry: bool = False) -> StallResult:
+    """Read and analyse the dumps and logs ``options`` name (its world size already checked).
+    ``beside_telemetry``: an archive is judged too, so logs that are all empty are a note, not
+    bad input (round three: a healthy job's quiet ranks made ``--logs`` exit 2)."""
     from stormotel.analyzers.stalls.fr_loader import DumpError
-    from stormotel.analyzers.stalls.logs_parser import LogError
+    from stormotel.analyzers.stalls.logs_parser import LogError, NoReadableLog
 
     ws = options.world_size
     result = StallResult()
@@ -130,7 +133,13 @@ def read_stall_evidence(options: StallOptions, progress: Progress | None = None
         if options.flight_recorder:
             add_flight_recorder(result, options.flight_recorder, ws, progress)
         if options.logs:
-            _add_log_runs(result, list(options.logs), ws, progress, options.job_id)
+            try:
+                _add_log_runs(result, list(options.logs), ws, progress, options.job_id)
+            except NoReadableLog as exc:
+                if not beside_telemetry:
+                    raise
+                result.notes.append(f"logs: no readable log ({exc}): the archive judged alone")
+                result.skipped["unreadable_log"] = result.skipped.get("unreadable_log", 0) + 1
         if options.nccl_ras or options.fr_pipe:
             add_live_sources(result, options, progress)
     except (DumpError, LogError) as exc:
@@ -292,6 +301,29 @@ def _dumps_beside(snapshots: list[Path]) -> list[str]:
     return [f"the tracker wrote Flight Recorder dumps at its snapshots in {d}: add "
             f"--flight-recorder {shlex.quote(str(d))} to read them" for d in folders
             if d.is_dir() and any(d.glob("nccl_trace_rank_*"))]
+
+
+def named_roots_first(findings: list[StallFinding], base: int) -> list[StallFinding]:
+    """The ``undecided`` roots among the first ``base`` findings (the telemetry's) after the
+    later roots (the stall evidence's) when one of those names a rank; ``consequence_of``
+    re-based. Why: the telemetry's findings come first in the list, and its "every rank failed
+    inside a collective" (``exception_in_collective``, inferred from what the ranks saw, naming
+    nobody) led the snapshots' and logs' findings that say which rank the others waited for
+    (round three: ``monitored3``, ``data_raise3`` with logs) — the order the snapshots already
+    get over inferred findings (:func:`_insert_first_hand`). Each source's own order stays."""
+    roots = [i for i, f in enumerate(findings) if f.consequence_of is None]
+    moved = [i for i in roots if i < base and findings[i].kind == "undecided"]
+    if not moved or not any(findings[i].kind != "undecided" for i in roots if i >= base):
+        return findings
+    order = [*(i for i in roots if i not in moved), *moved,
+             *(i for i in range(len(findings)) if i not in roots)]
+    new_index = {old: new for new, old in enumerate(order)}
+    out = []
+    for old in order:
+        parent = findings[old].consequence_of
+        out.append(dataclasses.replace(
+            findings[old], consequence_of=None if parent is None else new_index[parent]))
+    return out
 
 
 def _insert_first_hand(findings: list[StallFinding], first_hand: list[StallFinding]

@@ -159,6 +159,12 @@ class LogError(UsageError, ValueError):
     """A log path that cannot be read as text (message names the file and reason)."""
 
 
+class NoReadableLog(LogError):
+    """Every file found in the folders (or globs) given is empty or binary: the logs hold no
+    evidence. Alone, that is bad input; beside an archive it is a note (a quiet rank's log from
+    torchrun's ``--log-dir`` is empty), and the archive is judged."""
+
+
 @dataclass(frozen=True)
 class LogEvent:
     kind: str
@@ -239,9 +245,11 @@ def parse_logs(specs: list[str]) -> ParsedLogs:
             result.notes.append(f"skipped {exc}")
             unreadable.append(str(exc))
     if not result.files:
-        raise LogError(unreadable[0] + (f" (and {len(unreadable) - 1} other unreadable log(s))"
-                                        if len(unreadable) > 1 else "") if unreadable else
-                       f"{' '.join(specs)}: no log files")
+        if unreadable:
+            raise NoReadableLog(unreadable[0] + (
+                f" (and {len(unreadable) - 1} other unreadable log(s))"
+                if len(unreadable) > 1 else ""))
+        raise LogError(f"{' '.join(specs)}: no log files")
     return result
 
 

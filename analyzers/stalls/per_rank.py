@@ -89,7 +89,8 @@ def place_text(place: dict[str, Any]) -> str:
     """``in all_reduce, at train (hang.py:69), step 15, marks [...]`` from a stacks place."""
     parts = []
     if place.get("collective"):
-        parts.append(f"inside {place['collective']}")
+        parts.append(f"inside {place['collective']}" + (
+            f" ({place['collective_inferred']})" if place.get("collective_inferred") else ""))
     else:
         parts.append("in its own code (no collective)")
     if place.get("function"):

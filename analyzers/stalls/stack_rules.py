@@ -40,6 +40,11 @@ PATTERN_SAME_PLACE = "stormotel.stacks.all_waiting"
 PATTERN_SPLIT = "stormotel.stacks.split_undecided"
 PATTERN_ENDED = "stormotel.stacks.ended_unstopped"
 
+#: the name a place inside backward() gets as its collective (``stacks.Snapshot.in_backward``),
+#: and what it means: an inferred wait, never a seen one
+BACKWARD = "backward"
+BACKWARD_NOTE = "DDP/FSDP's gradient all_reduce runs and waits inside it, below Python"
+
 ADVICE = {
     "data_loading": "a data-loader worker that stopped delivering: its dataset, storage or "
                     "worker count",
@@ -102,13 +107,17 @@ def _outside(groups: list[StackGroup], waiting: list[StackGroup], outside: list[
     # alone outside while every rank of the world is seen and at least as many wait: medium;
     # ranks without a snapshot may be elsewhere too, and more outside than waiting is no
     # longer "the one the others wait for"
+    inferred = sorted(r for g in waiting if g.inferred for r in g.ranks)
+    # a wait seen only as backward() (DDP's gradient all_reduce, or a slow kernel) is inferred
     confidence: Confidence = "medium" if n_waiting >= len(culprits) and n_waiting and \
-        not unseen else "low"
+        not unseen and not inferred else "low"
     ev = _base_evidence(PATTERN_OUTSIDE, [*waiting, *outside], snaps, world, unseen, culprits)
     ev["category"] = category_of(snaps[culprits[0]])
     ev["waiting_ranks"] = sorted(r for g in waiting for r in g.ranks)[:64]
     ev["proof"] = ("their training thread is in no collective while every other snapshotted "
-                   "rank waits inside one") if waiting else (
+                   "rank waits inside one" + (
+                       f" (rank(s) {inferred[:8]} in {BACKWARD}(): {BACKWARD_NOTE})"
+                       if inferred else "")) if waiting else (
         "their training thread is in no collective, made no progress for over two deadlines, "
         f"and rank(s) {unseen[:8]} left no snapshot to say where they wait")
     op = waiting[0].collective if waiting else None
@@ -146,7 +155,8 @@ def _split(groups: list[StackGroup], snaps: dict[int, Snapshot], world: int,
     ev.update({"category": "mismatched_collective", "waiting_ranks": behind[:64],
                "proof": proof})
     confidence: Confidence = "low" if unseen or pattern in (
-        PATTERN_LINE_ORDER, PATTERN_AHEAD_STEP_UNMARKED) else "medium"
+        PATTERN_LINE_ORDER, PATTERN_AHEAD_STEP_UNMARKED) or any(g.inferred for g in groups) \
+        else "medium"
     g_ahead = next(g for g in groups if ahead[0] in g.ranks)
     g_behind = next((g for g in groups if behind and behind[0] in g.ranks), None)
     waited = g_behind.collective if g_behind else None
@@ -194,6 +204,9 @@ def _ahead(groups: list[StackGroup], snaps: dict[int, Snapshot]
                         f", which their previous step never entered, in step {steps[r0]}, while"
                         f" rank(s) {later[:8]} went on to step {top}: either the first added a "
                         "collective or the others skipped one")
+            passed = _passed_through(later, behind, snaps, top)
+            if passed:
+                return ([], PATTERN_SPLIT, passed)
             regular = all(_regular_mark(snaps[r].progress) for r in behind)
             return (later, PATTERN_AHEAD_STEP if regular else PATTERN_AHEAD_STEP_UNMARKED,
                     f"the tracker's step marker: rank(s) {later[:8]} are in step {top}, the "
@@ -218,6 +231,36 @@ def _ahead(groups: list[StackGroup], snaps: dict[int, Snapshot]
                         f"same function the others wait in at an earlier line, {when} (a loop "
                         "inside the step could reverse this)")
     return [], PATTERN_SPLIT, ""
+
+
+def _passed_through(later: list[int], behind: list[int], snaps: dict[int, Snapshot],
+                    top: int) -> str:
+    """The proof that the ranks ahead did NOT skip the collective the others wait in, or "".
+    Every rank behind is in the step just before ``top`` and waits in a mark; every rank ahead
+    entered that mark in that very step (its previous step) at least as often: it called the
+    collective and left it, while its peers still wait in it — the ranks disagree on that call
+    (a root/src, sizes, a group) or its transport, and the step alone cannot say who (round
+    three's ``wrong_src3``: the bystander that received the broadcast was named, medium)."""
+    waits: dict[int, str] = {}
+    for r in behind:
+        p = snaps[r].progress
+        marks = p.get("marks")
+        if p.get("step") != top - 1 or not isinstance(marks, list) or not marks:
+            return ""
+        waits[r] = str(marks[-1])
+    for r in later:
+        prev = snaps[r].progress.get("previous_step_marks")
+        if not isinstance(prev, list):
+            return ""
+        for b in behind:
+            mark = waits[b]
+            if prev.count(mark) < snaps[b].progress["marks"].count(mark):
+                return ""
+    r0 = min(waits)
+    return (f"the tracker's marks: rank(s) {later[:8]} entered {waits[r0]!r} in step {top - 1} "
+            f"and went on to step {top}, while rank(s) {behind[:8]} still wait in it: nobody "
+            "skipped it — the ranks disagree on that call (its root/src, sizes or group) or "
+            "its transport failed")
 
 
 def _extra_mark(progress: dict[str, Any]) -> str | None:

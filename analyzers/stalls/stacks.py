@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 from stormotel.analyzers.report import StallFinding
-from stormotel.analyzers.stalls.stack_rules import ADVICE, PATTERN_OUTSIDE
+from stormotel.analyzers.stalls.stack_rules import ADVICE, BACKWARD, BACKWARD_NOTE, PATTERN_OUTSIDE
 from stormotel.analyzers.timeline import MAX_WORLD_SIZE, Timeline
 
 from stormotel import schema
@@ -51,7 +51,15 @@ _COLLECTIVES = frozenset({
     "all_gather_into_tensor", "_all_gather_base", "reduce_scatter", "reduce_scatter_tensor",
     "_reduce_scatter_base", "all_to_all", "all_to_all_single", "reduce", "gather", "scatter",
     "send", "recv", "isend", "irecv", "batch_isend_irecv", "wait", "all_gather_object",
-    "broadcast_object_list"})
+    "broadcast_object_list",
+    # group creation is a rendezvous of every member (its store keys): a rank waiting in it
+    # waits for its peers, it is not "in its own code" (round three's new_group4)
+    "new_group", "new_subgroups", "new_subgroups_by_enumeration", "split_group",
+    "init_process_group", "_store_based_barrier", "init_device_mesh"})
+#: autograd's entry into its C++ engine: a training thread blocked here past its deadline is in
+#: backward(), where DDP's and FSDP's gradient all_reduce / reduce_scatter run and wait (hooks
+#: in C++, no Python frame says so) — or in a slow backward kernel: an inferred wait
+_BACKWARD = frozenset({"_engine_run_backward", "run_backward", "backward", "grad"})
 
 
 @dataclass(frozen=True)
@@ -105,6 +113,16 @@ class Snapshot:
     def in_collective(self) -> Frame | None:
         return next((f for f in self.main_frames if f.function in _COLLECTIVES
                      and "distributed" in f.file), None)
+
+    def in_backward(self) -> Frame | None:
+        """The innermost frame when it is autograd's entry into its engine (:data:`_BACKWARD`):
+        the thread runs C++ backward, where data-parallel wrappers wait for their gradients'
+        collectives."""
+        frames = self.main_frames
+        if frames and frames[0].function in _BACKWARD and \
+                "torch/autograd/" in frames[0].file.replace("\\", "/"):
+            return frames[0]
+        return None
 
 
 def _normalise(path: str) -> tuple[str, bool]:
@@ -245,10 +263,12 @@ class StackGroup:
     where: str  # the user's frame, else the innermost one
     innermost: str
     collective: str | None
+    #: the collective is inferred, not seen: the thread is in backward() (:data:`BACKWARD`)
+    inferred: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {"ranks": self.ranks, "where": self.where, "innermost": self.innermost,
-                "collective": self.collective}
+                "collective": self.collective, "inferred": self.inferred}
 
     def describe(self) -> str:
         who = f"rank {self.ranks[0]}" if len(self.ranks) == 1 else f"{len(self.ranks)} ranks"
@@ -415,15 +435,17 @@ def _group(snaps: dict[int, Snapshot]) -> list[StackGroup]:
         s = snaps[ranks[0]]
         frames = s.main_frames
         coll = s.in_collective()
+        name = coll.function if coll else (BACKWARD if s.in_backward() else None)
         innermost = frames[0].where() if frames else "<no Python frame>"
         users = [f for f in frames if not f.library]
-        if coll is not None:
-            where = coll.function + (f" at {users[0].file}:{users[0].line}" if users else "")
+        if name is not None:
+            where = name + (f" at {users[0].file}:{users[0].line}" if users else "")
         elif users:
             where = users[0].where() + "".join(f", called from {f.where()}" for f in users[1:2])
         else:
             where = innermost
-        groups.append(StackGroup(ranks, where, innermost, coll.function if coll else None))
+        groups.append(StackGroup(ranks, where, innermost, name,
+                                 inferred=coll is None and name is not None))
     return sorted(groups, key=lambda g: (-len(g.ranks), g.ranks[0]))
 
 
@@ -448,13 +470,16 @@ def place_of(snap: Snapshot) -> dict[str, Any]:
     user = snap.user_frame()
     coll = snap.in_collective()
     frames = snap.main_frames
+    backward = coll is None and snap.in_backward() is not None
     out: dict[str, Any] = {
         "function": user.function if user else (frames[0].function if frames else None),
         "file": user.file if user else (frames[0].file if frames else None),
         "line": user.line if user else (frames[0].line if frames else None),
-        "collective": coll.function if coll else None,
+        "collective": coll.function if coll else (BACKWARD if backward else None),
         "innermost": frames[0].where() if frames else None,
         "snapshot_ns": snap.time_ns, "pending": snap.pending}
+    if backward:
+        out["collective_inferred"] = BACKWARD_NOTE
     for key in ("step", "marks"):
         if snap.progress.get(key) is not None:
             out[key] = snap.progress[key]

@@ -102,6 +102,9 @@ class Job:
     #: a rank's uncaught exception runs the interpreter's exit handlers, as ``python train.py``
     #: under torchrun or srun does (a forked ``multiprocessing`` worker leaves by ``os._exit``)
     exit_handlers: bool = False
+    #: the process group's timeout (``init_process_group(timeout=...)``); round three's
+    #: ``ckpt_slow3`` sets one shorter than rank 0's checkpoint write
+    pg_timeout_s: float = 300.0
 
 
 JOBS: dict[str, Job] = {
@@ -312,17 +315,24 @@ class ShardDataset:
         return torch.ones(4)
 
 
-def _loader(r: Rank) -> None:
+def loader_steps(r: Rank, dataset: Any, culprit: int) -> None:
+    """Steps over a one-worker DataLoader of ``dataset``, an all_reduce of each batch; the
+    launcher's clock starts on ``culprit`` one step before the bad index (round three's
+    ``data_raise3`` shares it)."""
     import torch.distributed as dist
     from torch.utils.data import DataLoader
 
-    loader = DataLoader(ShardDataset(r.rank), batch_size=None, num_workers=1, prefetch_factor=1)
+    loader = DataLoader(dataset, batch_size=None, num_workers=1, prefetch_factor=1)
     for step, batch in enumerate(loader):
         with r.tracker.step(step):
             time.sleep(0.04)
-            if step == H - 1 and r.rank == 1:
+            if step == H - 1 and r.rank == culprit:
                 r.hang_started()
             dist.all_reduce(batch)
+
+
+def _loader(r: Rank) -> None:
+    loader_steps(r, ShardDataset(r.rank), 1)
 
 
 def exchange_halo(r: Rank, out: Any, into: Any) -> None:
@@ -404,7 +414,10 @@ BODIES: dict[str, Callable[[Rank], None]] = {
     "healthy_uneven3": _healthy_uneven}
 
 
-def _rank_main(rank: int, name: str, out: Path, init_file: str) -> None:
+def _rank_main(rank: int, name: str, out: Path, init_file: str,
+               jobs: dict[str, Job] | None = None,
+               bodies: dict[str, Callable[[Rank], None]] | None = None) -> None:
+    jobs, bodies = jobs or JOBS, bodies or BODIES
     root = out / name
     log = os.open(root / "logs" / f"rank-{rank}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND,
                   0o644)
@@ -414,14 +427,14 @@ def _rank_main(rank: int, name: str, out: Path, init_file: str) -> None:
 
     from stormotel import MemoryTracker
 
-    job = JOBS[name]
+    job = jobs[name]
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
-                            world_size=job.world, timeout=timedelta(seconds=300))
+                            world_size=job.world, timeout=timedelta(seconds=job.pg_timeout_s))
     tracker = MemoryTracker(sampler="simulated", archive_dir=root / "archive", job_id=name,
                             rank=rank, world_size=job.world, local_rank=rank)
     tracker.start_tracking()
     try:
-        BODIES[name](Rank(rank, job.world, tracker, root, job.marks))
+        bodies[name](Rank(rank, job.world, tracker, root, job.marks))
     except BaseException:
         if not job.exit_handlers:
             raise  # multiprocessing prints it and leaves by os._exit(1)
@@ -451,8 +464,11 @@ def _terminate(root: Path, procs: list[Any]) -> None:
             os.kill(p.pid, signal.SIGTERM)
 
 
-def generate(out: Path, names: list[str]) -> None:
-    """Run the named jobs at once (ranks forked from one torch import), then play launcher."""
+def generate(out: Path, names: list[str], jobs: dict[str, Job] | None = None,
+             bodies: dict[str, Callable[[Rank], None]] | None = None) -> None:
+    """Run the named jobs at once (ranks forked from one torch import), then play launcher.
+    ``jobs``/``bodies``: another round's (``newcomer_hang_jobs3``); this module's by default."""
+    jobs, bodies = jobs or JOBS, bodies or BODIES
     os.environ["STORMOTEL_STALL_FLOOR_S"] = str(FLOOR_S)
     import multiprocessing as mp
 
@@ -467,8 +483,8 @@ def generate(out: Path, names: list[str]) -> None:
     for name in names:
         (out / name / "logs").mkdir(parents=True, exist_ok=True)
         init = str(out / name / "init")
-        procs[name] = [ctx.Process(target=_rank_main, args=(r, name, out, init))
-                       for r in range(JOBS[name].world)]
+        procs[name] = [ctx.Process(target=_rank_main, args=(r, name, out, init, jobs, bodies))
+                       for r in range(jobs[name].world)]
         for p in procs[name]:
             p.start()
     started = time.monotonic()
@@ -477,7 +493,7 @@ def generate(out: Path, names: list[str]) -> None:
     while len(stopped) < len(procs) or any(p.is_alive() for ps in procs.values() for p in ps):
         now = time.monotonic()
         for name, ps in procs.items():
-            job, root = JOBS[name], out / name
+            job, root = jobs[name], out / name
             if name in stopped:
                 if now - stopped[name] > GRACE_S:
                     for p in ps:
