@@ -76,7 +76,7 @@ def mark_warmups(timeline: Timeline, rises: dict[int, list[FirstRise]], settings
         t = series.t_ns[[first, last]]
         interval = series.median_interval_ns() or 0
         cut, origin, catching_up = _started(timeline, r, rs, int(t[0]), interval,
-                                            window_start_ns, tol)
+                                            window_start_ns, tol, int(settings.warmup_s * 1e9))
         if catching_up:
             cut_warmups.add(r)
         if not rs or cut:
@@ -133,7 +133,7 @@ def mark_warmups(timeline: Timeline, rises: dict[int, list[FirstRise]], settings
 
 
 def _started(timeline: Timeline, r: int, rs: list[FirstRise], first_ns: int, interval: int,
-             window_start_ns: int | None, tol: int) -> tuple[bool, int, bool]:
+             window_start_ns: int | None, tol: int, warmup_ns: int) -> tuple[bool, int, bool]:
     """(the window cut into rank ``r``'s run, the instant its warm-up is reckoned from, its
     first rise is it catching up). The tracker's own start edge, where its gauge was read,
     decides: started before the window, the rank was running (no warm-up at its first
@@ -141,7 +141,13 @@ def _started(timeline: Timeline, r: int, rs: list[FirstRise], first_ns: int, int
     sample came."""
     began = tracker_start(timeline.ranks[r], first_ns, max(tol, START_SLACK_NS))
     if began is not None:
-        return window_start_ns is not None and began + tol < window_start_ns, began, False
+        if window_start_ns is not None:
+            return began + tol < window_start_ns, began, False
+        # Files have no query window, but one may begin after its trackers did (an OTel
+        # Collector started later, an archive's first files rotated away): a tracker that
+        # started longer before the rank's first sample than any warm-up lasts was running,
+        # its warm-up over before the data began.
+        return first_ns - began > warmup_ns, began, False
     # Without it, timing guesses. A rank whose data begins at the window's start was running
     # before it: no warm-up can be seen. Running, it has a sample within one interval of the
     # start (half an interval and a second more for a late scrape); a wider slack takes a rank
@@ -374,7 +380,11 @@ def analyze_first_cause(timeline: Timeline, settings: Settings) -> tuple[CrossRa
     warm_spans = [(r, w.earliest_ns, w.settled_ns) for r, rs in all_rises.items()
                   for w in rs if w.warmup]
     last_ns = [(r, int(timeline.ranks[r].t_ns[-1])) for r in with_field]
-    blind = read_lag.blind_gaps(timeline, with_field, window_start,
+    # A file's data has no query window; its own start (the earliest sample compared) stands
+    # for one, so a file begun after its trackers is not blind over what came before it.
+    blind = read_lag.blind_gaps(timeline, with_field,
+                                window_start if window_start is not None
+                                else _data_start(timeline, with_field),
                                 int(settings.clock_tolerance_s * 1e9))
     fills = replica_mix.fill_runs(timeline)
     by_time = sorted((fr.t_ns, fr.rank) for fr in candidates)
@@ -414,6 +424,12 @@ def _window_start(timeline: Timeline) -> int | None:
     meta = timeline.meta.get("prometheus")
     value = meta.get("window_start_ns") if isinstance(meta, dict) else None
     return int(value) if isinstance(value, int | float) else None
+
+
+def _data_start(timeline: Timeline, ranks: list[int]) -> int | None:
+    """The earliest sample of ``ranks``: where a file's data begins."""
+    firsts = [int(timeline.ranks[r].t_ns[0]) for r in ranks if len(timeline.ranks[r])]
+    return min(firsts) if firsts else None
 
 
 def _group(rises: list[FirstRise], window_ns: int) -> list[dict[int, FirstRise]]:

@@ -19,9 +19,10 @@ interpreter's exit all write it, and the exit handler also runs after an uncaugh
 Each judgement weighs that itself (dead_rank asks the peers' steps).
 
 The tracker's start edge (``stormotel.tracker.start.timestamp``, a ``KIND_TRACKER_START``
-marker, read from a TSDB) answers what sample timing can only guess about a rank whose data
-begins late: was it running before the query window began, and was it unseen between its
-start and its first sample (a scrape target discovered late)? :func:`tracker_start` gives it to
+marker, read from a TSDB and from OTLP files: archives, a collector's file) answers what sample
+timing can only guess about a rank whose data begins late: was it running before the query
+window (or the file) began, and was it unseen between its start and its first sample (a
+scrape target discovered late)? :func:`tracker_start` gives it to
 the first-cause warm-up rules (:func:`.first_cause.mark_warmups`) and to the blind-rank cap
 (:func:`.read_lag.blind_gaps`). Without the gauge both keep their timing rules.
 """
