@@ -61,3 +61,15 @@ def tracker_start(series: RankSeries, first_ns: int, slack_ns: int) -> int | Non
     starts = [int(t) for t, k in zip(m.start_ns.tolist(), m.kind.tolist(), strict=True)
               if k == KIND_TRACKER_START and t <= first_ns + slack_ns]
     return min(max(starts), first_ns) if starts else None
+
+
+def tracker_restarts(series: RankSeries, first_ns: int, last_ns: int, slack_ns: int) -> list[int]:
+    """Starts of later trackers of the rank, in order: start markers more than ``slack_ns``
+    after its first sample (at ``first_ns``) and no later than its last (``last_ns``). The
+    gauge is set once per process, so each is the rank's process started again (a restart);
+    empty without the gauge or without a later value."""
+    m = series.markers
+    if KIND_TRACKER_START not in m.kinds:
+        return []
+    return sorted({int(t) for t, k in zip(m.start_ns.tolist(), m.kind.tolist(), strict=True)
+                   if k == KIND_TRACKER_START and first_ns + slack_ns < t <= last_ns})
