@@ -32,6 +32,7 @@ from stormotel.analyzers.timeline import KIND_TRACKER_START
 
 from tests.bench_modules import load_benchmark
 from tests.cli import run_stormotel_here
+from tests.named import named_above_low
 
 GIB = 1 << 30
 JOB = "collector-late"
@@ -42,7 +43,6 @@ COLLECTOR_NS = START_NS + 600 * 10**9
 END_NS = COLLECTOR_NS + 120 * 10**9
 #: Seconds after the collector's start at which each rank rises 4 GiB (rank 3 first).
 RISES = {0: 25.0, 1: 30.0, 2: 34.0, 3: 1.5}
-SURE = ("high", "medium")
 
 
 def _write_rank(folder: Path, rank: int) -> None:
@@ -116,18 +116,10 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
     return out
 
 
-def _named(cross: dict[str, Any]) -> set[tuple[int, str]]:
-    """Every rank named above low, as a suspect or an incident's leader."""
-    return ({(s["rank"], s["confidence"]) for s in cross["first_cause_suspects"]
-             if s["confidence"] in SURE}
-            | {(i["leader"], i["confidence"]) for i in cross["incidents"]
-               if i["confidence"] in SURE})
-
-
 def test_a_collector_file_begun_after_its_trackers_names_the_leader_not_a_follower(
         reports: dict[str, dict[str, Any]]) -> None:
     cross = reports["collector"]["cross_rank"]
-    assert _named(cross) == {(3, "high")}, cross
+    assert named_above_low(cross) == {(3, "high")}, cross
     # Rank 3's rise 1.5 s into the file is not its warm-up (its tracker ran 10 min before).
     assert not any("warm-up of ranks" in n for n in cross["notes"]), cross["notes"]
 
@@ -143,6 +135,6 @@ def test_the_file_holds_every_trackers_start_but_none_of_their_first_minutes(
 
 def test_the_trackers_own_archives_name_the_leader(reports: dict[str, dict[str, Any]]) -> None:
     cross = reports["archive"]["cross_rank"]
-    assert _named(cross) == {(3, "high")}, cross
+    assert named_above_low(cross) == {(3, "high")}, cross
     # Their warm-ups at the trackers' start, in the archive, are set aside.
     assert any("warm-up of ranks [0, 1, 2, 3]" in n for n in cross["notes"]), cross["notes"]
