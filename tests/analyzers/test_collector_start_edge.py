@@ -36,6 +36,7 @@ from tests.named import named_above_low
 
 GIB = 1 << 30
 JOB = "collector-late"
+RESTART_JOB = "archive-restart"
 HZ = 2.0
 #: The trackers' start, the collector's first batch, and the end of the data (ns, a past clock).
 START_NS = 1_790_000_000_000_000_000
@@ -45,9 +46,12 @@ END_NS = COLLECTOR_NS + 120 * 10**9
 RISES = {0: 25.0, 1: 30.0, 2: 34.0, 3: 1.5}
 
 
-def _write_rank(folder: Path, rank: int) -> None:
-    """One rank's compact archive through the tracker's Telemetry and writer: a 3 s warm-up
-    from 2 to 30 GiB at its start, flat, then its planted rise."""
+def _write_process(folder: Path, job: str, rank: int, world: int, started_ns: int,
+                   t: np.ndarray, used: np.ndarray) -> None:
+    """One tracker process's compact archive of ``rank`` (samples at ``t``, device memory
+    ``used``) through the tracker's Telemetry and writer, started at ``started_ns``; a later
+    process of the same rank appends its files after the earlier one's, as a restarted
+    tracker's writer does."""
     from stormotel.archive_writer import ArchiveLimits
     from stormotel.config import ExportConfig, IdentityConfig, StallConfig
     from stormotel.samplers.base import Sample
@@ -56,21 +60,15 @@ def _write_rank(folder: Path, rank: int) -> None:
 
     tracker = MemoryTracker(
         sampler="simulated", sampling_interval=1 / HZ, env={},
-        identity=IdentityConfig(job_id=JOB, rank=rank, world_size=len(RISES), local_rank=rank,
+        identity=IdentityConfig(job_id=job, rank=rank, world_size=world, local_rank=rank,
                                 host="node-0"),
         export=ExportConfig(archive_dir=folder, archive_format="compact", archive_interval_s=1e9),
         stall=StallConfig(enabled=False))
-    tracker.state.started_ns = START_NS  # what start_tracking stamps, on the samples' clock
+    tracker.state.started_ns = started_ns  # what start_tracking stamps, on the samples' clock
     telemetry = Telemetry(tracker.resource(), tracker.attributes, tracker.state,
-                          tracker.export_config, JOB, rank, env={})
+                          tracker.export_config, job, rank, env={})
     writer = next(d.archive for d in telemetry.destinations if d.archive is not None)
     writer.limits = ArchiveLimits(batch_s=1e9, context_s=1e9)
-    rng = np.random.default_rng(rank)
-    t = np.arange(START_NS, END_NS, int(1e9 / HZ), dtype=np.int64) + 7_000_000 * rank
-    since = (t - START_NS) / 1e9
-    used = 2 * GIB + np.minimum(since / 3.0, 1.0) * 28 * GIB
-    used = used + np.where(t >= COLLECTOR_NS + RISES[rank] * 1e9, 4 * GIB, 0)
-    used = (used + rng.normal(0, 8 << 20, len(t))).astype(np.int64)
     for j, (ts, u) in enumerate(zip(t.tolist(), used.tolist(), strict=True)):
         writer.put(Sample(ts, allocated=u - GIB, reserved=u - GIB // 2, active=u - GIB,
                           device_used=u, device_total=80 * GIB, device_free=80 * GIB - u,
@@ -79,6 +77,36 @@ def _write_rank(folder: Path, rank: int) -> None:
             writer.flush(context=(j + 1) % 20 == 0)
     writer.close()
     telemetry.tracer_provider.shutdown()
+
+
+def _used(rank: int, t: np.ndarray, started_ns: int) -> np.ndarray:
+    """A 3 s warm-up from 2 to 30 GiB after ``started_ns``, flat after it (8 MiB noise)."""
+    since = (t - started_ns) / 1e9
+    used = 2 * GIB + np.clip(since / 3.0, 0.0, 1.0) * 28 * GIB
+    return used + np.random.default_rng(rank).normal(0, 8 << 20, len(t))
+
+
+def _write_rank(folder: Path, rank: int) -> None:
+    """The late collector's job: one process per rank from ``START_NS``, its planted rise."""
+    t = np.arange(START_NS, END_NS, int(1e9 / HZ), dtype=np.int64) + 7_000_000 * rank
+    used = _used(rank, t, START_NS) + np.where(t >= COLLECTOR_NS + RISES[rank] * 1e9, 4 * GIB, 0)
+    _write_process(folder, JOB, rank, len(RISES), START_NS, t, used.astype(np.int64))
+
+
+def _write_restart_job(folder: Path) -> None:
+    """Three ranks from ``START_NS`` for 180 s; rank 1's process dies 60 s in and a new one
+    starts at 72 s, warming up again (nothing else rises)."""
+    for rank in range(3):
+        t = np.arange(START_NS, START_NS + 180 * 10**9, int(1e9 / HZ), dtype=np.int64) \
+            + 7_000_000 * rank
+        if rank != 1:
+            _write_process(folder, RESTART_JOB, rank, 3, START_NS, t,
+                           _used(rank, t, START_NS).astype(np.int64))
+            continue
+        again = START_NS + 72 * 10**9
+        for began, part in ((START_NS, t < START_NS + 60 * 10**9), (again, t >= again)):
+            _write_process(folder, RESTART_JOB, rank, 3, began, t[part],
+                           _used(rank, t[part], began).astype(np.int64))
 
 
 def _first_time(rm: bytes) -> int:
@@ -107,8 +135,10 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
             kept += len(rms)
     exporter.close()
     assert kept > 100
+    _write_restart_job(work / "archive")
     out: dict[str, Any] = {"folder": otelcol}
-    for name, folder in (("collector", otelcol), ("archive", archive)):
+    for name, folder in (("collector", otelcol), ("archive", archive),
+                         ("restart", work / "archive" / RESTART_JOB)):
         path = work / f"{name}.json"
         r = run_stormotel_here("analyze", str(folder), "--format", "json", "-o", str(path))
         assert path.exists(), (name, r.returncode, r.stderr[-2000:])
@@ -138,3 +168,12 @@ def test_the_trackers_own_archives_name_the_leader(reports: dict[str, dict[str, 
     assert named_above_low(cross) == {(3, "high")}, cross
     # Their warm-ups at the trackers' start, in the archive, are set aside.
     assert any("warm-up of ranks [0, 1, 2, 3]" in n for n in cross["notes"]), cross["notes"]
+
+
+def test_a_restarted_ranks_warm_up_in_its_archive_is_not_an_incident(
+        reports: dict[str, dict[str, Any]]) -> None:
+    # Rank 1's archive holds both processes' files and both starts: the second warm-up, 72 s
+    # in, is the new process loading, not a rank leading (main: a one-rank incident at high).
+    cross = reports["restart"]["cross_rank"]
+    assert not named_above_low(cross), cross
+    assert not cross["incidents"], cross["incidents"]
