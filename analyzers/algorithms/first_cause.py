@@ -37,7 +37,7 @@ from stormotel.analyzers.algorithms.rises import step_at as step_at
 from stormotel.analyzers.algorithms.robust import finite_ends, median_of
 from stormotel.analyzers.algorithms.scratch import Scratch
 from stormotel.analyzers.algorithms.settings import Settings
-from stormotel.analyzers.algorithms.tracker_edges import tracker_start
+from stormotel.analyzers.algorithms.tracker_edges import tracker_restarts, tracker_start
 from stormotel.analyzers.report import Confidence, CrossRank, Suspect
 from stormotel.analyzers.timeline import (
     KIND_OOM,
@@ -76,7 +76,7 @@ def mark_warmups(timeline: Timeline, rises: dict[int, list[FirstRise]], settings
         t = series.t_ns[[first, last]]
         interval = series.median_interval_ns() or 0
         cut, origin, catching_up = _started(timeline, r, rs, int(t[0]), interval,
-                                            window_start_ns, tol)
+                                            window_start_ns, tol, int(settings.warmup_s * 1e9))
         if catching_up:
             cut_warmups.add(r)
         if not rs or cut:
@@ -103,37 +103,91 @@ def mark_warmups(timeline: Timeline, rises: dict[int, list[FirstRise]], settings
                     for o in delays if o != r)
         if from_start or alike:
             out[r][0] = replace(fr, warmup=True)
-            if not from_start:
-                continue
-            # A warm-up climbs in steps (activations come and go while it ramps): a rise that
-            # climbs again from a dip soon after the rank's start, back to about the level the
-            # warm-up had already reached — or to the level the other ranks' warm-ups reach
-            # (the same program; a noisy first sample can stand above the dip) — is the same
-            # warm-up. One that climbs well above both is not, however soon after the start (a
-            # fault planted early).
-            others = [p for o, p in plateaus.items() if o != r]
-            common = median_of(np.array(others)) if others else -np.inf
-            series = timeline.ranks[r]
-            x, t = series.values[FIELD], series.t_ns
-            end = starts[r] + max(2 * interval, WARMUP_FROM_START_NS)
-            for k in range(1, len(out[r])):
-                nxt = out[r][k]
-                if nxt.baseline_ns > end:
-                    break
-                before = x[(t >= starts[r]) & (t <= nxt.baseline_ns)]
-                after = x[(t >= nxt.t_ns) & (t <= max(nxt.settled_ns, nxt.t_ns))]
-                reached = np.nanmax(before) if before.size else -np.inf
-                climbed = np.nanmax(after) if after.size else np.inf
-                if climbed > max(reached, common) + 0.5 * nxt.threshold_bytes:
-                    break
-                out[r][k] = replace(nxt, warmup=True)
+            if from_start:
+                _same_warmup_steps(timeline, out[r], 0, starts[r], plateaus, r)
+    _mark_restart_warmups(timeline, out, delays, tolerance, plateaus, settings)
     _mark_shared_warmups(out, windows, int(settings.clock_tolerance_s * 1e9))
     _unmark_rises_that_ran_out(timeline, out, int(settings.warmup_s * 1e9))
     return out
 
 
+def _same_warmup_steps(timeline: Timeline, rs: list[FirstRise], k0: int, start_ns: int,
+                       plateaus: dict[int, float], r: int) -> None:
+    """Set aside (in place) the rises after ``rs[k0]``, a warm-up climbing from the rank's
+    start (its first sample at ``start_ns``), that are the same warm-up's steps.
+
+    A warm-up climbs in steps (activations come and go while it ramps): a rise that climbs
+    again from a dip soon after the rank's start, back to about the level the warm-up had
+    already reached — or to the level the other ranks' warm-ups reach (the same program; a
+    noisy first sample can stand above the dip) — is the same warm-up. One that climbs well
+    above both is not, however soon after the start (a fault planted early)."""
+    others = [p for o, p in plateaus.items() if o != r]
+    common = median_of(np.array(others)) if others else -np.inf
+    series = timeline.ranks[r]
+    interval = series.median_interval_ns() or 0
+    x, t = series.values[FIELD], series.t_ns
+    end = start_ns + max(2 * interval, WARMUP_FROM_START_NS)
+    for k in range(k0 + 1, len(rs)):
+        nxt = rs[k]
+        if nxt.baseline_ns > end:
+            break
+        before = x[(t >= start_ns) & (t <= nxt.baseline_ns)]
+        after = x[(t >= nxt.t_ns) & (t <= max(nxt.settled_ns, nxt.t_ns))]
+        reached = np.nanmax(before) if before.size else -np.inf
+        climbed = np.nanmax(after) if after.size else np.inf
+        if climbed > max(reached, common) + 0.5 * nxt.threshold_bytes:
+            break
+        rs[k] = replace(nxt, warmup=True)
+
+
+def _mark_restart_warmups(timeline: Timeline, out: dict[int, list[FirstRise]],
+                          delays: dict[int, int], tolerance: dict[int, int],
+                          plateaus: dict[int, float], settings: Settings) -> None:
+    """A rank whose tracker started again inside its data — its process restarted (torchrun's
+    elastic restart of the worker group, a pod restarted), as a later value of its start
+    gauge proves (:func:`.tracker_edges.tracker_restarts`) — warms up again: the first rise
+    seen after each later start, climbing from after it, is judged as the first rise after
+    the first start is (in place): within the warm-up window reckoned from that start, and
+    climbing from the restarted process's first sample or at the same delay after its start
+    as another rank's warm-up (a first start's or a restart's). Its rise after a restart is
+    the new process loading its model, not a rank leading the others (one pod restarted at
+    the window's middle had its warm-up named a one-rank incident at high)."""
+    tol = max(int(settings.clock_tolerance_s * 1e9), START_SLACK_NS)
+    found = []  # (rank, index of the rise, the restart's first sample, delay, tolerance)
+    for r, rs in out.items():
+        if not rs:
+            continue
+        series = timeline.ranks[r]
+        first, last = finite_ends(series.values[FIELD])
+        t = series.t_ns
+        end = int(t[last])
+        for began in tracker_restarts(series, int(t[first]), end, tol):
+            k = next((i for i, fr in enumerate(rs) if fr.t_ns >= began), None)
+            if k is None or rs[k].warmup or rs[k].baseline_ns < began - tol:
+                continue
+            fr = rs[k]
+            first_after = int(t[min(int(t.searchsorted(began - tol)), len(t) - 1)])
+            warmup_ns = min(settings.warmup_s * 1e9, WARMUP_SHARE * (end - began))
+            if not _within_warmup(fr, began, first_after, warmup_ns):
+                continue
+            interval = series.median_interval_ns() or 0
+            found.append((r, k, first_after, fr.t_ns - began,
+                          max(2 * interval, fr.hole_ns, 1_000_000_000)))
+    for r, k, first_after, delay, own in found:
+        fr = out[r][k]
+        interval = timeline.ranks[r].median_interval_ns() or 0
+        from_start = fr.baseline_ns - first_after <= max(2 * interval, WARMUP_FROM_START_NS)
+        alike = any(abs(d - delay) <= max(tolerance[o], own) for o, d in delays.items()
+                    if o != r) or any(abs(d - delay) <= max(t, own)
+                                      for o, _, _, d, t in found if o != r)
+        if from_start or alike:
+            out[r][k] = replace(fr, warmup=True)
+            if from_start:
+                _same_warmup_steps(timeline, out[r], k, first_after, plateaus, r)
+
+
 def _started(timeline: Timeline, r: int, rs: list[FirstRise], first_ns: int, interval: int,
-             window_start_ns: int | None, tol: int) -> tuple[bool, int, bool]:
+             window_start_ns: int | None, tol: int, warmup_ns: int) -> tuple[bool, int, bool]:
     """(the window cut into rank ``r``'s run, the instant its warm-up is reckoned from, its
     first rise is it catching up). The tracker's own start edge, where its gauge was read,
     decides: started before the window, the rank was running (no warm-up at its first
@@ -141,7 +195,16 @@ def _started(timeline: Timeline, r: int, rs: list[FirstRise], first_ns: int, int
     sample came."""
     began = tracker_start(timeline.ranks[r], first_ns, max(tol, START_SLACK_NS))
     if began is not None:
-        return window_start_ns is not None and began + tol < window_start_ns, began, False
+        if window_start_ns is not None:
+            return began + tol < window_start_ns, began, False
+        # Files have no query window, but one may begin after its trackers did (an OTel
+        # Collector started later, an archive's first files rotated away): a tracker that
+        # started longer before the rank's first sample than a warm-up lasts, plus the two
+        # intervals a scraper's first reads may lag the start by, was running, its warm-up
+        # over before the data began. Only the warm-up window was allowed once, and ranks
+        # first scraped 25-70 s after their start (15-60 s scrapes, 10 s late), their warm-up
+        # at the second scrape, had it named at high (benchmarks/eval_blind_cap.py).
+        return first_ns - began > warmup_ns + 2 * interval + 10**9, began, False
     # Without it, timing guesses. A rank whose data begins at the window's start was running
     # before it: no warm-up can be seen. Running, it has a sample within one interval of the
     # start (half an interval and a second more for a late scrape); a wider slack takes a rank
@@ -374,7 +437,11 @@ def analyze_first_cause(timeline: Timeline, settings: Settings) -> tuple[CrossRa
     warm_spans = [(r, w.earliest_ns, w.settled_ns) for r, rs in all_rises.items()
                   for w in rs if w.warmup]
     last_ns = [(r, int(timeline.ranks[r].t_ns[-1])) for r in with_field]
-    blind = read_lag.blind_gaps(timeline, with_field, window_start,
+    # A file's data has no query window; its own start (the earliest sample compared) stands
+    # for one, so a file begun after its trackers is not blind over what came before it.
+    blind = read_lag.blind_gaps(timeline, with_field,
+                                window_start if window_start is not None
+                                else _data_start(timeline, with_field),
                                 int(settings.clock_tolerance_s * 1e9))
     fills = replica_mix.fill_runs(timeline)
     by_time = sorted((fr.t_ns, fr.rank) for fr in candidates)
@@ -414,6 +481,12 @@ def _window_start(timeline: Timeline) -> int | None:
     meta = timeline.meta.get("prometheus")
     value = meta.get("window_start_ns") if isinstance(meta, dict) else None
     return int(value) if isinstance(value, int | float) else None
+
+
+def _data_start(timeline: Timeline, ranks: list[int]) -> int | None:
+    """The earliest sample of ``ranks``: where a file's data begins."""
+    firsts = [int(timeline.ranks[r].t_ns[0]) for r in ranks if len(timeline.ranks[r])]
+    return min(firsts) if firsts else None
 
 
 def _group(rises: list[FirstRise], window_ns: int) -> list[dict[int, FirstRise]]:

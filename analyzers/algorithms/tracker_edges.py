@@ -19,9 +19,10 @@ interpreter's exit all write it, and the exit handler also runs after an uncaugh
 Each judgement weighs that itself (dead_rank asks the peers' steps).
 
 The tracker's start edge (``stormotel.tracker.start.timestamp``, a ``KIND_TRACKER_START``
-marker, read from a TSDB) answers what sample timing can only guess about a rank whose data
-begins late: was it running before the query window began, and was it unseen between its
-start and its first sample (a scrape target discovered late)? :func:`tracker_start` gives it to
+marker, read from a TSDB and from OTLP files: archives, a collector's file) answers what sample
+timing can only guess about a rank whose data begins late: was it running before the query
+window (or the file) began, and was it unseen between its start and its first sample (a
+scrape target discovered late)? :func:`tracker_start` gives it to
 the first-cause warm-up rules (:func:`.first_cause.mark_warmups`) and to the blind-rank cap
 (:func:`.read_lag.blind_gaps`). Without the gauge both keep their timing rules.
 """
@@ -60,3 +61,15 @@ def tracker_start(series: RankSeries, first_ns: int, slack_ns: int) -> int | Non
     starts = [int(t) for t, k in zip(m.start_ns.tolist(), m.kind.tolist(), strict=True)
               if k == KIND_TRACKER_START and t <= first_ns + slack_ns]
     return min(max(starts), first_ns) if starts else None
+
+
+def tracker_restarts(series: RankSeries, first_ns: int, last_ns: int, slack_ns: int) -> list[int]:
+    """Starts of later trackers of the rank, in order: start markers more than ``slack_ns``
+    after its first sample (at ``first_ns``) and no later than its last (``last_ns``). The
+    gauge is set once per process, so each is the rank's process started again (a restart);
+    empty without the gauge or without a later value."""
+    m = series.markers
+    if KIND_TRACKER_START not in m.kinds:
+        return []
+    return sorted({int(t) for t, k in zip(m.start_ns.tolist(), m.kind.tolist(), strict=True)
+                   if k == KIND_TRACKER_START and first_ns + slack_ns < t <= last_ns})

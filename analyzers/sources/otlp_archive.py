@@ -38,6 +38,7 @@ from stormotel.analyzers.timeline import (
     KIND_OOM,
     KIND_STEP,
     KIND_THRESHOLD,
+    KIND_TRACKER_START,
     KIND_TRACKER_STOP,
     META_ESTIMATE_BYTES,
     META_STOP_REPORTED,
@@ -55,6 +56,12 @@ _EDGE_GAUGES = frozenset({schema.EDGE_TIMESTAMP.name, schema.SAMPLING_INTERVAL.n
 #: The tracker's clean-stop gauges: its stop time (one point, in the export after the stop) and
 #: whether it delivers that stop; read as a stop marker and a rank list (a few points a rank).
 STOP_GAUGES = frozenset({schema.TRACKER_STOP.name, schema.TRACKER_STOP_REPORTED.name})
+#: The tracker's start gauge (its start time, the same value in every export of one process):
+#: each distinct value is one start marker — a file that began after its trackers did (an OTel
+#: Collector started later) still says when each began, and a restarted rank has two.
+START_GAUGES = frozenset({schema.TRACKER_START.name})
+#: The per-process edge gauges read as stop or start markers.
+PROCESS_GAUGES = STOP_GAUGES | START_GAUGES
 #: Only the OOM edge: the decoders that skip the other edge gauges (their spans carry them).
 OOM_EDGE_ONLY = frozenset({schema.EDGE_OOM})
 #: metric name → (Timeline field, is_peak)
@@ -185,6 +192,7 @@ class OtlpFileReader:
         self.intervals: dict[int, int] = {}  # rank -> tracker sampling interval (ns)
         self.stops: set[tuple[int, int]] = set()  # (rank, ms) of each clean stop
         self.reports_stop: set[int] = set()  # ranks whose tracker delivers its clean stop
+        self.starts: set[tuple[int, int]] = set()  # (rank, ms) of each tracker start
         #: rank → (time, count) points of the OOM counter (``stormotel.oom``), and the ranks
         #: whose points are deltas (a collector's delta temporality), not running totals.
         self.oom_counts: dict[int, list[tuple[int, float]]] = {}
@@ -301,7 +309,7 @@ class OtlpFileReader:
                 if metric.get("name") in _EDGE_GAUGES:
                     self.edge_points(res_rank, metric.get("name"), _rows(metric))
                     continue
-                if metric.get("name") in STOP_GAUGES:
+                if metric.get("name") in PROCESS_GAUGES:
                     self.stop_points(res_rank, metric.get("name"), _rows(metric))
                     continue
                 if metric.get("name") == schema.OOMS.name:
@@ -364,14 +372,19 @@ class OtlpFileReader:
                 self.edges.add((rank, kind, round(value * 1000)))
 
     def stop_points(self, res_rank: int | None, name: Any, rows: Iterable[Row]) -> None:
-        """The clean-stop gauges: each distinct stop time is one stop marker (``flush``); a
-        ``reported`` point of 1 puts the rank in :data:`META_STOP_REPORTED`."""
+        """The clean-stop and start gauges: each distinct stop or start time is one stop or
+        start marker (``flush``); a ``reported`` point of 1 puts the rank in
+        :data:`META_STOP_REPORTED`."""
         is_stop = name == schema.TRACKER_STOP.name
+        is_start = name == schema.TRACKER_START.name
         for attrs, _t, raw in rows:
             rank, value = _rank_value(res_rank, attrs, raw)
             if rank is None or not np.isfinite(value):
                 continue
-            if is_stop:
+            if is_start:
+                if 0 < value < 1e11:  # Unix seconds, as the TSDB source reads it
+                    self.starts.add((rank, round(value * 1000)))
+            elif is_stop:
                 if value > 0:
                     self.stops.add((rank, round(value * 1000)))
             elif value == 1:
@@ -494,6 +507,9 @@ class OtlpFileReader:
         for rank, stop_ms in sorted(self.stops):
             stop_ns = stop_ms * 1_000_000
             self.markers.add(rank, stop_ns, stop_ns, "tracker stop", KIND_TRACKER_STOP, {})
+        for rank, start_ms in sorted(self.starts):
+            start_ns = start_ms * 1_000_000
+            self.markers.add(rank, start_ns, start_ns, "tracker start", KIND_TRACKER_START, {})
         if self.reports_stop:
             known_r: list[int] = b.meta.setdefault(META_STOP_REPORTED, [])  # type: ignore[assignment]
             known_r.extend(r for r in sorted(self.reports_stop) if r not in known_r)

@@ -19,9 +19,10 @@ all plain integer points: what the tracker writes, and what any producer writes 
 per-point attributes. Everything is checked *before* anything is recorded, so a file that does
 not qualify leaves no trace and the general typed decoder reads it, with the result it always
 had. The estimate (one point per context line) is read as a dict by the same code as in the
-other decoders; so are the OOM counter, the OOM edge gauge and the tracker's clean-stop gauges
-(the typed decoder's :func:`~stormotel.analyzers.sources.otlp_fast.read_context_metric`; the
-other edges come from spans).
+other decoders; so are the OOM counter, the OOM edge gauge and the tracker's clean-stop and
+start gauges (the typed decoder's
+:func:`~stormotel.analyzers.sources.otlp_fast.read_context_metric`; the other edges come from
+spans).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from stormotel.analyzers.sources.jsonio import JSONDecodeError, first_byte, load
 from stormotel.analyzers.sources.otlp_archive import (
     METRIC_FIELDS,
     OOM_EDGE_ONLY,
-    STOP_GAUGES,
+    PROCESS_GAUGES,
     Row,
     numbered_lines,
 )
@@ -128,7 +128,7 @@ def attrs_of(items: list[_KeyValue]) -> dict[str, Any]:
 #: Metrics read for their few points, not as memory columns: the OOM counter, and the edge
 #: gauges (only the OOM edge: spans carry the others) with the sampling interval they need.
 CONTEXT_METRICS = frozenset({schema.OOMS.name, schema.EDGE_TIMESTAMP.name,
-                             schema.SAMPLING_INTERVAL.name, *STOP_GAUGES})
+                             schema.SAMPLING_INTERVAL.name, *PROCESS_GAUGES})
 
 
 def point_rows(points: list[OtlpPoint]) -> list[Row]:
@@ -144,15 +144,23 @@ def _is_oom_edge(dp: OtlpPoint) -> bool:
 def read_context_metric(reader: OtlpFileReader, res_rank: int | None, name: str,
                         points: list[OtlpPoint], temporality: int | str) -> None:
     """Hand one of :data:`CONTEXT_METRICS` to the reader (OOM counter, OOM edge, clean-stop
-    gauges). Only the OOM edge's points are turned into rows, and the stop-reported gauge's
-    only where it says 1: a ``lines`` archive repeats every edge and that gauge per line."""
+    and start gauges). Only the OOM edge's points are turned into rows, and the stop-reported
+    gauge's only where it says 1: a ``lines`` archive repeats every edge and those gauges per
+    line."""
     if name == schema.OOMS.name:
         reader.oom_points(res_rank, point_rows(points), temporality in _DELTA)
     elif name == schema.EDGE_TIMESTAMP.name:
         oom = [dp for dp in points if _is_oom_edge(dp)]
         if oom:
             reader.edge_points(res_rank, name, point_rows(oom), OOM_EDGE_ONLY)
-    elif name in STOP_GAUGES:
+    elif name == schema.TRACKER_START.name and res_rank is not None:
+        # In every context line (each line of a ``lines`` archive) with the same value: one
+        # set entry per point, no row built.
+        for dp in points:
+            value = dp.as_int if dp.as_double is None else dp.as_double
+            if value is not None and 0 < value < 1e11:
+                reader.starts.add((res_rank, round(value * 1000)))
+    elif name in PROCESS_GAUGES:
         if name == schema.TRACKER_STOP_REPORTED.name and res_rank is not None:
             # In every context line (each line of a ``lines`` archive): one point, and the
             # rank is known; rows only where it says 1 and the rank is not yet listed.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 from stormotel.analyzers.http import EndpointError
@@ -297,24 +298,35 @@ def read_clean_stops(d: Discovery, window: QueryWindow, builder: TimelineBuilder
         reports.extend(r for r, v in values or () if v == 1 and r not in reports)
 
 
-#: ``Timeline.meta`` key, on a side read's builder only: rank → its tracker's earliest start (ns).
+#: ``Timeline.meta`` keys, on a side read's builder only: rank → its tracker's earliest start
+#: (ns), and rank → its latest, where a later tracker started (the rank restarted).
 SIDE_STARTS = "tracker_starts_ns"
+SIDE_RESTARTS = "tracker_restarts_ns"
 
 
 def read_tracker_starts(d: Discovery, window: QueryWindow, builder: TimelineBuilder) -> None:
-    """Each rank's earliest tracker start its gauge reported in the window (``min_over_time``:
-    one instant query for every rank of the endpoint, none when the gauge is absent) into
-    ``builder.meta[SIDE_STARTS]``; the caller turns them into start markers of the ranks read.
-    The gauge's value is the start whenever it was scraped: a target first scraped late still
-    says when its tracker began."""
-    starts: dict[int, int] = builder.meta.setdefault(SIDE_STARTS, {})  # type: ignore[assignment]
-    for name in d.start_names:
-        values = whole_window_by_rank(d, window, name, "min_over_time", builder,
-                                       "tracker start series")
-        for rank, v in values or ():
-            if 0 < v < 1e11:  # Unix seconds, as the stop gauge
-                t = round(v * 1000) * 1_000_000
-                starts[rank] = min(starts.get(rank, t), t)
+    """Each rank's earliest and latest tracker start its gauge reported in the window
+    (``min_over_time`` and ``max_over_time``: two instant queries for every rank of the
+    endpoint, none when the gauge is absent) into ``builder.meta[SIDE_STARTS]`` and, where
+    the latest is a later start, ``[SIDE_RESTARTS]``; the caller turns them into start markers
+    of the ranks read. The gauge's value is the start whenever it was scraped: a target first
+    scraped late still says when its tracker began. It is set once per process, so a later
+    value is a later process — the rank restarted (torchrun's elastic restart of the worker
+    group, a pod restarted); with two restarts in the window the middle one is not seen."""
+    for key, over_time, pick in ((SIDE_STARTS, "min_over_time", min),
+                                 (SIDE_RESTARTS, "max_over_time", max)):
+        found: dict[int, int] = builder.meta.setdefault(key, {})  # type: ignore[assignment]
+        for name in d.start_names:
+            values = whole_window_by_rank(d, window, name, over_time, builder,
+                                           "tracker start series")
+            for rank, v in values or ():
+                if 0 < v < 1e11:  # Unix seconds, as the stop gauge
+                    t = round(v * 1000) * 1_000_000
+                    found[rank] = pick(found.get(rank, t), t)
+    starts = cast("dict[int, int]", builder.meta.get(SIDE_STARTS) or {})
+    restarts = cast("dict[int, int]", builder.meta[SIDE_RESTARTS])
+    for rank in [r for r, t in restarts.items() if t <= starts.get(r, t)]:
+        del restarts[rank]  # the same process throughout
 
 
 def _native_interval(api: PrometheusAPI, window: QueryWindow,

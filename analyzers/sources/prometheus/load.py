@@ -17,6 +17,7 @@ from stormotel.analyzers.rankspec import format_rank_list
 from stormotel.analyzers.sources.bulk_read import choose_reader
 from stormotel.analyzers.sources.prometheus.discover import (
     MARKER_METRICS,
+    SIDE_RESTARTS,
     SIDE_STARTS,
     SIDE_STOPS,
     Discovery,
@@ -235,6 +236,7 @@ def _join_clean_stops(builder: TimelineBuilder, side: TimelineBuilder,
     as it was)."""
     read = set().union(*with_data.values()) if with_data else set()
     for key, name, kind in ((SIDE_STARTS, "tracker start", KIND_TRACKER_START),
+                            (SIDE_RESTARTS, "tracker start", KIND_TRACKER_START),
                             (SIDE_STOPS, "tracker stop", KIND_TRACKER_STOP)):
         for rank, t in sorted(cast("dict[int, int]", side.meta.get(key) or {}).items()):
             if rank in read:
