@@ -41,7 +41,11 @@ def wait_for_a_batch() -> None:
 
 
 def test_a_stall_leaves_a_snapshot_an_event_and_a_count(tmp_path: Path) -> None:
-    with _tracker(tmp_path) as t:
+    # The floor is the deadline here whatever the machine's load: with the default multiple
+    # (20 x the median step interval) a 10 ms step that a busy machine stretched to 24 ms made
+    # the deadline 0.48 s, and at 40 ms the 1.6 s timer would outlast the 1.5 s stall. The
+    # rhythm's rule itself: test_the_deadline_is_the_multiple_of_the_median_interval.
+    with _tracker(tmp_path, stall_multiple=1.0) as t:
         _steps(t, 5)
         with t.step():
             wait_for_a_batch()  # no progress for 1.5 s: deadline 0.3 s, timer 0.6 s
@@ -114,6 +118,19 @@ def test_a_bad_argument_in_code_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="STORMOTEL_STALL_FLOOR_S"):
         MemoryTracker(sampler="simulated", rank=0, world_size=1,
                       export=ExportConfig(archive_dir=tmp_path), stall=StallConfig(floor_s=1e10))
+
+
+def test_the_deadline_is_the_multiple_of_the_median_interval(tmp_path: Path) -> None:
+    """Intervals planted (a loaded machine cannot stretch them): 20 x the median 0.05 s."""
+    watch = stall_watch.StallWatch(tmp_path, {"rank": 0}, multiple=stall_watch.DEFAULT_MULTIPLE,
+                                   floor_s=0.3)
+    watch._intervals.extend([0.04, 0.05, 0.05, 0.9])  # one slow step does not move the median
+    watch._last = time.monotonic()
+    try:
+        watch.progress()
+        assert watch.deadline_s == pytest.approx(stall_watch.DEFAULT_MULTIPLE * 0.05)
+    finally:
+        watch.close()
 
 
 def test_a_long_rhythm_times_a_large_multiple_never_overflows_the_timer(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from stormotel import exitcodes, schema
 from stormotel.track_cli import build_parser
-from tests.cli import run_stormotel, run_stormotel_forked
+from tests.cli import HANG_GUARD_S, run_stormotel, run_stormotel_forked
 from tests.tracker.otlp_util import (
     TraceRequest,
     archive_lines,
@@ -27,7 +27,7 @@ from tests.tracker.otlp_util import (
 CMD = [sys.executable, "-m", "stormotel", "track"]
 
 
-def run(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run(args: list[str], timeout: float = HANG_GUARD_S) -> subprocess.CompletedProcess[str]:
     return run_stormotel("track", *args, timeout=timeout, cwd=None)
 
 
