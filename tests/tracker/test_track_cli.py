@@ -69,7 +69,9 @@ def test_ctrl_c_flushes_and_exits_cleanly(tmp_path: Path) -> None:
     proc = subprocess.Popen([*CMD, "--sampler", "simulated", "--interval", "0.05", "--archive",
                              str(tmp_path), "--job-id", "sig"], stderr=subprocess.PIPE,
                             text=True)
-    deadline = time.monotonic() + 30
+    # A wait for an event: its deadline only stops a hang (it was 30 s: a fresh interpreter
+    # alone took 20-30 s to start on a busy two-core machine, before any batch).
+    deadline = time.monotonic() + HANG_GUARD_S
     while time.monotonic() < deadline and not (
             (files := metrics_files(tmp_path / "sig", 0))[0].exists()
             and len(archive_lines(files[0])) >= 2):  # two 1 s batches written
