@@ -228,7 +228,7 @@ def test_an_uncaught_oom_at_exit_is_an_oom_and_waits_for_the_scrape(tmp_path: Pa
 
 #: The stop's own timestamp on a line of the exposition: the final state is being served.
 STOP_LINE = re.compile(rf"^{schema.TRACKER_STOP.prom}[{{ ]", re.MULTILINE)
-LINGER_S = 20.0
+TRACK_LINGER_S = 20.0
 
 
 @pytest.mark.slow  # a fresh interpreter
@@ -242,7 +242,7 @@ def test_sigterm_waits_for_one_scrape_then_exits(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "stormotel", "track", "--sampler", "simulated", "--job-id", "st",
          "--rank", "0", "--world-size", "1", "--interval", "0.05", "--prometheus-port", "0",
-         "--prometheus-addr", "127.0.0.1", "--linger-s", f"{LINGER_S:g}"],
+         "--prometheus-addr", "127.0.0.1", "--linger-s", f"{TRACK_LINGER_S:g}"],
         cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     bodies: list[str] = []
     try:
@@ -254,7 +254,7 @@ def test_sigterm_waits_for_one_scrape_then_exits(tmp_path: Path) -> None:
         time.sleep(1.0)
         assert proc.poll() is None, "exited on SIGTERM without waiting for a scrape"
         # Past the linger's bound (plus the stop's own 3 s) the rank leaves whatever happens.
-        while proc.poll() is None and time.monotonic() - sent < LINGER_S + 10:
+        while proc.poll() is None and time.monotonic() - sent < TRACK_LINGER_S + 10:
             with contextlib.suppress(httpx.HTTPError):  # the endpoint closes as it leaves
                 bodies.append(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text)
             time.sleep(0.2)
@@ -267,7 +267,7 @@ def test_sigterm_waits_for_one_scrape_then_exits(tmp_path: Path) -> None:
     assert any(STOP_LINE.search(b) for b in bodies), "no scrape read the final state"
     # the wait ended by a scrape: not by its bound (which warns), and before the bound could
     assert "no Prometheus scrape within" not in err, err[-2000:]
-    assert left_s < LINGER_S, f"left {left_s:.1f} s after SIGTERM: waited out the linger"
+    assert left_s < TRACK_LINGER_S, f"left {left_s:.1f} s after SIGTERM: waited out the linger"
 
 
 @pytest.mark.slow  # a fresh interpreter
