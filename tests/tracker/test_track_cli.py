@@ -71,14 +71,21 @@ def test_ctrl_c_flushes_and_exits_cleanly(tmp_path: Path) -> None:
                             text=True)
     # A wait for an event: its deadline only stops a hang (it was 30 s: a fresh interpreter
     # alone took 20-30 s to start on a busy two-core machine, before any batch).
-    deadline = time.monotonic() + HANG_GUARD_S
-    while time.monotonic() < deadline and not (
-            (files := metrics_files(tmp_path / "sig", 0))[0].exists()
-            and len(archive_lines(files[0])) >= 2):  # two 1 s batches written
-        time.sleep(0.1)
-    assert time.monotonic() < deadline, "no archive batches appeared"
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
+    # The rank has no --duration: killed if the test fails before its Ctrl-C (a failed wait
+    # left one running for 40 minutes).
+    try:
+        deadline = time.monotonic() + HANG_GUARD_S
+        while time.monotonic() < deadline and not (
+                (files := metrics_files(tmp_path / "sig", 0))[0].exists()
+                and len(archive_lines(files[0])) >= 2):  # two 1 s batches written
+            time.sleep(0.1)
+        assert time.monotonic() < deadline, "no archive batches appeared"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == exitcodes.INTERRUPTED, err
     assert "interrupted, flushed" in err and "Traceback" not in err
     traces = parse_lines(tmp_path / "sig" / "rank-0.traces.jsonl.zst", TraceRequest)
