@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import threading
+import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,10 +18,18 @@ from pathlib import Path
 from tests.prefork import PreforkServer
 
 REPO = Path(__file__).resolve().parents[1]
+#: The wall-clock guard of one command run: a hang detector only (no test times a command;
+#: timings are benchmarks), so the bound is the one the suite already keeps, pytest-timeout's
+#: per test (pyproject.toml), less a margin so a hung run is reported with its command before
+#: pytest stops the whole test. It was 60 s: on the busy 2-core machine (load 20, two CPU hogs)
+#: ``stormotel track --sampler cuda``, which imports torch (4.6 s of CPU), took 90 s of wall,
+#: and test_track_cli's bad-input case timed out on a run that was only waiting for a CPU.
+HANG_GUARD_S = 0.8 * float(tomllib.loads((REPO / "pyproject.toml").read_text())
+                           ["tool"]["pytest"]["ini_options"]["timeout"])
 
 
 def run_stormotel(command: str, *args: str, env: dict[str, str] | None = None,
-                  timeout: float = 60, cwd: Path | None = REPO
+                  timeout: float = HANG_GUARD_S, cwd: Path | None = REPO
                   ) -> subprocess.CompletedProcess[str]:
     """``python -m stormotel COMMAND ARGS…``; ``env`` is added to this process's environment."""
     return subprocess.run([sys.executable, "-m", "stormotel", command, *args], cwd=cwd,
@@ -32,7 +41,7 @@ _SERVERS: dict[str, PreforkServer] = {}
 
 
 def run_stormotel_forked(command: str, *args: str, env: dict[str, str] | None = None,
-                         timeout: float = 60, cwd: Path | None = REPO
+                         timeout: float = HANG_GUARD_S, cwd: Path | None = REPO
                          ) -> subprocess.CompletedProcess[str]:
     """:func:`run_stormotel`, the process forked from an interpreter that imported the
     command's modules once (:mod:`tests.prefork`): a process of its own — its exit status, fds

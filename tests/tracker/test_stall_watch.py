@@ -19,10 +19,18 @@ from stormotel.analyzers.stalls.stacks import (
 
 from stormotel import ExportConfig, MemoryTracker, StallConfig, environment, schema, stall_watch
 
+#: Multiple 1: the floor is the deadline whatever rhythm a busy machine gives the 10 ms steps.
+#: With the default 20 x the median step interval, steps stretched to 24 ms made the deadline
+#: 0.48 s, and at 40 ms the 1.6 s timer outlasts the 1.5 s stall these tests plant (no snapshot:
+#: failed under load with two CPU hogs). The rhythm's rule itself:
+#: test_the_deadline_is_the_multiple_of_the_median_interval (planted intervals).
+STALL_MULTIPLE = 1.0
+
 
 def _tracker(tmp_path: Path, **kw: object) -> MemoryTracker:
+    kw = {"stall_floor_s": 0.3, "stall_multiple": STALL_MULTIPLE, **kw}
     return MemoryTracker(sampler="simulated", archive_dir=tmp_path, job_id="j", rank=1,
-                         world_size=2, sampling_interval=0.05, stall_floor_s=0.3, **kw)
+                         world_size=2, sampling_interval=0.05, **kw)
 
 
 def _files(tmp_path: Path) -> list[Path]:
@@ -69,10 +77,23 @@ def test_a_stall_leaves_a_snapshot_an_event_and_a_count(tmp_path: Path) -> None:
 
 
 def test_steady_progress_and_a_clean_stop_leave_nothing(tmp_path: Path) -> None:
-    with _tracker(tmp_path) as t:
-        _steps(t, 60)  # 0.6 s of steps, never 0.3 s without one
-    assert t.state.stall_snapshots == 0
+    # A floor no gap between two 10 ms steps reaches, even on a busy machine: with 0.3 s (the
+    # timer at 0.6 s) a loaded host put a longer gap between two steps, and the snapshot that
+    # followed was right. What is under test is that steady steps never arm a dump.
+    gaps: list[float] = []
+    with _tracker(tmp_path, stall_floor_s=STEADY_FLOOR_S) as t:
+        last = time.monotonic()
+        for _ in range(60):  # 0.6 s of steps
+            _steps(t, 1)
+            gaps.append(time.monotonic() - last)
+            last = time.monotonic()
+    assert t.state.stall_snapshots == 0, f"largest gap between steps: {max(gaps):.2f} s"
     assert _files(tmp_path) == []  # the armed pending file is removed at stop
+
+
+#: The steady test's floor (its timer fires at twice it): far above the 0.6 s a loaded machine
+#: exceeded, so only a watch that arms on steady steps leaves a snapshot.
+STEADY_FLOOR_S = 5.0
 
 
 def test_a_job_without_steps_never_arms(tmp_path: Path) -> None:
@@ -114,6 +135,19 @@ def test_a_bad_argument_in_code_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="STORMOTEL_STALL_FLOOR_S"):
         MemoryTracker(sampler="simulated", rank=0, world_size=1,
                       export=ExportConfig(archive_dir=tmp_path), stall=StallConfig(floor_s=1e10))
+
+
+def test_the_deadline_is_the_multiple_of_the_median_interval(tmp_path: Path) -> None:
+    """Intervals planted (a loaded machine cannot stretch them): 20 x the median 0.05 s."""
+    watch = stall_watch.StallWatch(tmp_path, {"rank": 0}, multiple=stall_watch.DEFAULT_MULTIPLE,
+                                   floor_s=0.3)
+    watch._intervals.extend([0.04, 0.05, 0.05, 0.9])  # one slow step does not move the median
+    watch._last = time.monotonic()
+    try:
+        watch.progress()
+        assert watch.deadline_s == pytest.approx(stall_watch.DEFAULT_MULTIPLE * 0.05)
+    finally:
+        watch.close()
 
 
 def test_a_long_rhythm_times_a_large_multiple_never_overflows_the_timer(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from stormotel import exitcodes, schema
 from stormotel.track_cli import build_parser
-from tests.cli import run_stormotel, run_stormotel_forked
+from tests.cli import HANG_GUARD_S, run_stormotel, run_stormotel_forked
 from tests.tracker.otlp_util import (
     TraceRequest,
     archive_lines,
@@ -27,7 +27,7 @@ from tests.tracker.otlp_util import (
 CMD = [sys.executable, "-m", "stormotel", "track"]
 
 
-def run(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run(args: list[str], timeout: float = HANG_GUARD_S) -> subprocess.CompletedProcess[str]:
     return run_stormotel("track", *args, timeout=timeout, cwd=None)
 
 
@@ -69,14 +69,23 @@ def test_ctrl_c_flushes_and_exits_cleanly(tmp_path: Path) -> None:
     proc = subprocess.Popen([*CMD, "--sampler", "simulated", "--interval", "0.05", "--archive",
                              str(tmp_path), "--job-id", "sig"], stderr=subprocess.PIPE,
                             text=True)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not (
-            (files := metrics_files(tmp_path / "sig", 0))[0].exists()
-            and len(archive_lines(files[0])) >= 2):  # two 1 s batches written
-        time.sleep(0.1)
-    assert time.monotonic() < deadline, "no archive batches appeared"
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
+    # A wait for an event: its deadline only stops a hang (it was 30 s: a fresh interpreter
+    # alone took 20-30 s to start on a busy two-core machine, before any batch).
+    # The rank has no --duration: killed if the test fails before its Ctrl-C (a failed wait
+    # left one running for 40 minutes).
+    try:
+        deadline = time.monotonic() + HANG_GUARD_S
+        while time.monotonic() < deadline and not (
+                (files := metrics_files(tmp_path / "sig", 0))[0].exists()
+                and len(archive_lines(files[0])) >= 2):  # two 1 s batches written
+            time.sleep(0.1)
+        assert time.monotonic() < deadline, "no archive batches appeared"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == exitcodes.INTERRUPTED, err
     assert "interrupted, flushed" in err and "Traceback" not in err
     traces = parse_lines(tmp_path / "sig" / "rank-0.traces.jsonl.zst", TraceRequest)
