@@ -25,6 +25,12 @@ __all__ = ["EventEnd"]
 
 log = logging.getLogger("stormotel.tracker")
 
+#: how long a stop waits for the archive's last write at least: the archive is a local file
+#: (every sample taken before the stop must be on it), so only a starved CPU or a hung disk
+#: slows it, never a collector — the collectors keep the stop's own, shorter bound. Well
+#: inside the launchers' SIGTERM-to-SIGKILL grace (torchrun and Kubernetes: 30 s).
+ARCHIVE_CLOSE_S = 15.0
+
 
 class EventEnd:
     """The stop's bounds and the push-and-linger after an event, for one tracker's telemetry

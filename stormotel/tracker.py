@@ -54,7 +54,7 @@ from stormotel.config import (
     linger_seconds,
 )
 from stormotel.edges import LEVELS, FirstRiseDetector, ThresholdMonitor
-from stormotel.event_end import EventEnd
+from stormotel.event_end import ARCHIVE_CLOSE_S, EventEnd
 from stormotel.exporters import install_log_once
 from stormotel.identity import Identity, resolve_identity
 from stormotel.ring import RingBuffer
@@ -439,6 +439,9 @@ class MemoryTracker(StormlogTrackerAPI):
 
             worker = threading.Thread(target=finish, name="stormotel-shutdown", daemon=True)
             worker.start()
+            # the archive first, with its own bound (a CPU-starved host took over 2 s to
+            # write the last batch: within the stop's bound, that batch was lost)
+            archived.wait(max(deadline - time.monotonic(), ARCHIVE_CLOSE_S))
             worker.join(max(0.0, deadline - time.monotonic()))
             if worker.is_alive():
                 self._warn("shutdown", "stormotel: the final %s did not finish within "
