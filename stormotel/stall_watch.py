@@ -316,6 +316,10 @@ class StallWatch:
         way), then the C dump if it fired, else this thread's own."""
         fd = self._fd
         assert fd is not None
+        if self._last is not None and time.monotonic() - self._last < self._deadline_s:
+            # the rank progressed since the arming, too late for this arming to cover it: its
+            # re-arming waits for this lock (a snapshot now would show it there). No stall.
+            return None
         faulthandler.cancel_dump_traceback_later()
         try:
             fired = os.fstat(fd).st_size > self._header_len

@@ -45,7 +45,6 @@ def test_a_rank_spinning_in_python_survives_its_snapshots(tmp_path: Path, run: i
     files = sorted(_stacks(tmp_path).glob("*" + schema.STACK_SUFFIX))
     # one snapshot per episode at least (three when the machine keeps the pace)
     assert len(files) >= stall_spin_job.EPISODES, proc.stdout
-    assert f"snapshots {len(files)}" in proc.stdout
     assert not list(_stacks(tmp_path).glob("*" + schema.STACK_PENDING_SUFFIX))
     for f in files:
         assert _header(f)["writer"] == stall_watch.WRITER_PYTHON, f
