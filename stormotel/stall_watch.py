@@ -406,6 +406,7 @@ class StallWatch:
             if self._closed and self._fd is None:
                 return
             self._closed = True
+            self._due_at = None  # no Python snapshot after the stop either
             faulthandler.cancel_dump_traceback_later()
             snap = self._finalize_locked()
             if progressed and self._written and self._training_thread == threading.get_ident():

@@ -26,6 +26,8 @@ from pathlib import Path
 from stormotel import ExportConfig, MemoryTracker, StallConfig
 from stormotel.stall_watch import format_threads
 
+#: the deadline, whatever rhythm a loaded machine gives the 10 ms steps (multiple 1: the floor)
+FLOOR_S = 0.3
 #: stall episodes of the spinning rank (each one long enough for MAX_PER_EPISODE snapshots)
 EPISODES = 6
 #: the spin of one episode: the snapshots come by 0.6, 1.2 and 2.4 s with a 0.3 s deadline
@@ -101,7 +103,7 @@ def main(archive: Path, mode: str) -> int:
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 2 * DEPTH))
     with MemoryTracker(sampler="simulated", export=ExportConfig(archive_dir=archive),
                        job_id="j", rank=1, world_size=2, sampling_interval=0.05,
-                       stall=StallConfig(floor_s=0.3)) as t:
+                       stall=StallConfig(floor_s=FLOOR_S, multiple=1.0)) as t:
         for _ in range(EPISODES if mode == "spin" else 1):
             for _ in range(5):
                 with t.step():

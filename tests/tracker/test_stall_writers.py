@@ -84,7 +84,8 @@ def test_a_rank_holding_the_gil_in_c_is_snapshotted_by_faulthandler(tmp_path: Pa
     assert "in the regex" in out
     header = _header(path)
     assert header["writer"] == stall_watch.WRITER_C
-    assert header["timeout_s"] == pytest.approx(2 * 0.3 + stall_watch.MIN_GRACE_S)
+    assert header["timeout_s"] == pytest.approx(2 * stall_spin_job.FLOOR_S
+                                                + stall_watch.MIN_GRACE_S)
     assert path.read_text().splitlines()[1] == "Timeout (0:00:02.600000)!"
     assert not list(_stacks(tmp_path).glob("*" + schema.STACK_SUFFIX))  # no Python writer ran
 
