@@ -1,7 +1,8 @@
 """The tracker's side of a stall: a stack snapshot when the rank stops making progress.
 
-:mod:`stormotel.stall_watch` is the watch itself (the interpreter's C-level watchdog, re-armed
-on each step/mark, so it fires while another thread holds the GIL). This is what a tracker does
+:mod:`stormotel.stall_watch` is the watch itself (re-armed on each step/mark; the sampling
+thread writes the snapshot with the GIL, the interpreter's C-level watchdog a grace later when
+another thread holds the GIL). This is what a tracker does
 with it: one watch per tracking session, written where the archive is, headed with the rank's
 identity and torchrun's restart count; progress from ``step()``/``mark()``; and each snapshot
 turned into a count, an edge (gauge and span event) and a Flight Recorder dump of the same
@@ -38,8 +39,9 @@ class StallWitness:
     """One rank's stall watch across tracking sessions (``watch`` is None when off)."""
 
     def __init__(self, config: StallSettings, identity: Identity, state: TrackerState,
-                 env: Mapping[str, str], warn: WarnOnce) -> None:
+                 env: Mapping[str, str], warn: WarnOnce, poll_interval_s: float) -> None:
         self.config = config
+        self._poll_interval_s = poll_interval_s  # the sampling thread's: sets the C grace
         self._identity = identity
         self._state = state
         self._env = env
@@ -60,7 +62,7 @@ class StallWitness:
         if restart.isdigit() and len(restart) < 10:
             header["restart_count"] = int(restart)
         self.watch = StallWatch(cfg.directory, header, multiple=cfg.multiple,
-                                floor_s=cfg.floor_s,
+                                floor_s=cfg.floor_s, poll_interval_s=self._poll_interval_s,
                                 on_snapshot=functools.partial(self._on_snapshot, edge))
 
     def progress(self, step: int | None = None, mark: str | None = None) -> None:
@@ -80,7 +82,7 @@ class StallWitness:
                 self._state.stalled = False
 
     def poll(self) -> None:
-        """From the sampling thread: finish a snapshot the watchdog wrote."""
+        """From the sampling thread: write a due snapshot (or finish the watchdog's)."""
         if self.watch is not None:
             self.watch.poll()
 

@@ -301,7 +301,7 @@ class MemoryTracker(StormlogTrackerAPI):
         self._end = EventEnd(self.export_config.shutdown_timeout_s, self.shutdown_timeout,
                              self.linger_after_event_s, self._warn)
         self._stalls = StallWitness(self.stall_config, self.identity, self.state, self._env,
-                                    self._warn)
+                                    self._warn, self.sampling_interval)
         self._sigterm = SigtermHandoff()
         self._step = 0
         self._lifecycle = threading.RLock()  # SIGTERM may arrive while stopping

@@ -1,6 +1,7 @@
 """The stall detector in the tracker: it arms from the rank's own rhythm, writes every thread's
-traceback through faulthandler's C watchdog, and stays silent for jobs that make progress or
-never call step()/mark()."""
+traceback (the sampling thread with the GIL; faulthandler's C watchdog as the fallback:
+tests/tracker/test_stall_writers.py), and stays silent for jobs that make progress or never
+call step()/mark()."""
 
 from __future__ import annotations
 
