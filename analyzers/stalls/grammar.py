@@ -1539,6 +1539,26 @@ CATALOGUE: tuple[Pattern, ...] = (
        "log_lightning)",
        r"\[rank: (?P<rank>\d{1,7})\] Child process with PID (?P<pid>\d{1,10}) terminated with "
        r"code (?P<code>-?\d{1,4})\.", ("child process with pid",), "lightning"),
+    _p("torch.ddp.unused_parameters", "PyTorch DDP's Reducer (ensure_prior_reduction_finished)",
+       '"Expected to have finished reduction in the prior iteration before starting a new one. '
+       '…" + c10::str("\\n", "Parameter indices which did not receive grad for rank ", '
+       "process_group_->getRank(), \": \", unmarked_param_indices); with "
+       'TORCH_DISTRIBUTED_DEBUG=INFO/DETAIL also "Parameters which did not receive grad for rank '
+       '{rank}: {names joined by \', \'}" before it',
+       "PyTorch 1.10 – 2.x (torch/csrc/distributed/c10d/reducer.cpp read at a 1.10-era commit "
+       "(DistributedDebugLevel::OFF) and a 2.x one (DebugLevel::Off); the same strings in the "
+       "libtorch_cpu.so of the torch 2.13 wheel)",
+       "torch/csrc/distributed/c10d/reducer.cpp (Reducer::ensure_prior_reduction_finished, "
+       "called by the NEXT forward's rebuild_buckets / prepare_for_backward)",
+       "an own failure of the rank that raises it: its previous backward left parameters "
+       "unmarked (no autograd hook fired: its forward skipped them, or its outputs did not "
+       "reach the loss), so its reduction never finished while peers that marked every bucket "
+       "wait in that bucket's allreduce. Every rank prints only ITS OWN unmarked set and its "
+       "own rank in DDP's process group (the global rank on the default group). One rank: a "
+       "culprit at low; several: each skipped parameters (a program-wide cause) — suspects "
+       "(read by log_ddp_unused)",
+       r"Parameter(?:s| indices) which did not receive grad for rank (?P<rank>\d{1,7}): ?"
+       r"(?P<what>[^\n]{0,200})", ("did not receive grad for rank",), "ddp_unused"),
     _p("deepspeed.launcher.process_spawned", "DeepSpeed launcher (deepspeed.launcher.launch, "
        "one per node)",
        'logger.info(f"process {process.pid} spawned with command: {cmd}") — cmd the list '

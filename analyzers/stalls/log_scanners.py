@@ -25,6 +25,7 @@ from stormotel.analyzers.stalls import (
     log_c10d_reporter,
     log_composer,
     log_cut_traceback,
+    log_ddp_unused,
     log_device_oom,
     log_frtrace,
     log_gpu_lost,
@@ -249,4 +250,6 @@ KINDS: tuple[LogKind, ...] = (
     LogKind("lightning_child", log_lightning.Scanner, log_lightning.findings),
     # the kernel's OOM killer's victim pid joined with DeepSpeed's / Ray Train's pid -> rank map
     LogKind("oom_killer", log_oom_kill.Scanner, log_oom_kill.findings),
+    # DDP's reducer: the rank whose own backward left parameters without a gradient
+    LogKind("ddp_unused", log_ddp_unused.Scanner, log_ddp_unused.findings),
 )
