@@ -40,6 +40,7 @@ from stormotel.analyzers.stalls import (
     log_msrun,
     log_ncclwarn_ranks,
     log_oom_kill,
+    log_paddle_launch,
     log_pg_error,
     log_pod_table,
     log_rankless,
@@ -252,4 +253,7 @@ KINDS: tuple[LogKind, ...] = (
     LogKind("oom_killer", log_oom_kill.Scanner, log_oom_kill.findings),
     # DDP's reducer: the rank whose own backward left parameters without a gradient
     LogKind("ddp_unused", log_ddp_unused.Scanner, log_ddp_unused.findings),
+    # Paddle's launch controller: the LOCAL container its poll found failed (a suspect)
+    LogKind("paddle_container", log_paddle_launch.Scanner, log_paddle_launch.findings,
+            fallback=True),
 )

@@ -2,22 +2,28 @@
 
 Every line below is SYNTHETIC: built from the emitter's format string at the versions its
 module's docstring names — PyTorch's ``torch/csrc/distributed/c10d/reducer.cpp``
-(``Reducer::ensure_prior_reduction_finished``) — not copied from any collected case; paths,
+(``Reducer::ensure_prior_reduction_finished``) and PaddlePaddle's
+``python/paddle/distributed/launch/`` (``controllers/controller.py``, ``job/container.py``,
+``job/pod.py`` in the 2.6.2 and 3.0.0 wheels) — not copied from any collected case; paths,
 indices and parameter names are invented.
 
 - DDP's unused-parameter error (log_ddp_unused): one rank's own unmarked set names that rank at
   low; several ranks are suspects; a message rank other than the line's own (a sub-group) names
   nobody;
+- Paddle's launcher (log_paddle_launch): the failed container's LOCAL index is a suspect on one
+  node, never a culprit (an exit-code report); a second node or different indices name nobody.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from tests.stalls.helpers import analyze_log_text
 from tests.stalls.helpers import root_findings as _run
 from tests.stalls.test_rules_from_source_rs9 import _by, _suspects
 
 DDP = "torch.ddp.unused_parameters"
+PADDLE = "paddle.launch.container_failed"
 
 
 # --- DDP's reducer (synthetic, from ensure_prior_reduction_finished's c10::str pieces) ----------
@@ -75,3 +81,50 @@ def test_ddp_several_ranks_are_suspects_and_a_subgroup_rank_names_nobody(
     assert _by(roots, DDP) == [("undecided", [], "low")]
     assert _suspects(roots) == []
     assert "sub-group" in roots[0]["evidence"]["reason"]
+
+
+# --- Paddle's launcher (synthetic, from controller.py's logger.error and Container.__str__) -----
+def _launch(level: str, msg: str) -> str:
+    return f"LAUNCH {level} 2026-11-30 01:20:33,120 {msg}\n"
+
+
+def _failed(local: int, code: int, *, env: bool = True) -> str:
+    cmd = "['/usr/bin/python3', '-u', 'tools/train.py', '-c', 'configs/run.yml']"
+    line = (f"Container rank {local} status failed cmd {cmd} code {code} log "
+            f"log/workerlog.{local}" + (" \nenv {'PADDLE_TRAINER_ID': '" + str(local) + "'}"
+                                        if env else ""))
+    return (_launch("INFO", "Pod failed") + _launch("ERROR", "Container failed !!!") + line
+            + "\n" + _launch("INFO", "------------------------- ERROR LOG DETAIL "
+                                     "-------------------------"))
+
+
+def _job(nodes: int) -> str:
+    return _launch("INFO", f"Job: default, mode collective, replicas {nodes}[{nodes}:{nodes}], "
+                           "elastic False")
+
+
+def test_paddle_failed_container_is_a_suspect_never_a_culprit(tmp_path: Path) -> None:
+    for text in (_job(1) + _failed(6, -6), _failed(0, -9, env=False), _failed(2, 1)):
+        code, roots = _run(tmp_path, text)
+        assert code == 1
+        assert not any(f["kind"] == "rank_failure" for f in roots), text
+        assert _by(roots, PADDLE) == [("undecided", [], "low")], text
+        assert _suspects(roots) == [int(text.split("Container rank ")[1].split()[0])], text
+        assert "LOCAL" in roots[0]["evidence"]["reason"]
+
+
+def test_paddle_second_node_or_different_containers_name_nobody(tmp_path: Path) -> None:
+    for text in (_job(2) + _failed(3, -9), _failed(1, 1) + _failed(4, -6)):
+        code, roots = _run(tmp_path, text)
+        assert code == 1
+        assert _by(roots, PADDLE) == [("undecided", [], "low")], text
+        assert _suspects(roots) == [], text
+
+
+def test_paddle_debug_container_line_is_not_a_failure(tmp_path: Path) -> None:
+    # deploy_pod logs containers[0] at DEBUG before it runs: "status uninit … code -1"
+    text = (_launch("DEBUG", "Container rank 0 status uninit cmd ['python', '-u', 'train.py'] "
+                             "code -1 log log/workerlog.0"))
+    code, report = analyze_log_text(tmp_path, "launch.log", text)
+    assert code == 3  # no evidence: the line is not read as a failure
+    assert not [f for f in report["stall_findings"] if f["evidence"].get("pattern") == PADDLE]
