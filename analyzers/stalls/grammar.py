@@ -1539,6 +1539,46 @@ CATALOGUE: tuple[Pattern, ...] = (
        "log_lightning)",
        r"\[rank: (?P<rank>\d{1,7})\] Child process with PID (?P<pid>\d{1,10}) terminated with "
        r"code (?P<code>-?\d{1,4})\.", ("child process with pid",), "lightning"),
+    _p("torch.ddp.unused_parameters", "PyTorch DDP's Reducer (ensure_prior_reduction_finished)",
+       '"Expected to have finished reduction in the prior iteration before starting a new one. '
+       '…" + c10::str("\\n", "Parameter indices which did not receive grad for rank ", '
+       "process_group_->getRank(), \": \", unmarked_param_indices); with "
+       'TORCH_DISTRIBUTED_DEBUG=INFO/DETAIL also "Parameters which did not receive grad for rank '
+       '{rank}: {names joined by \', \'}" before it',
+       "PyTorch 1.10 – 2.x (torch/csrc/distributed/c10d/reducer.cpp read at a 1.10-era commit "
+       "(DistributedDebugLevel::OFF) and a 2.x one (DebugLevel::Off); the same strings in the "
+       "libtorch_cpu.so of the torch 2.13 wheel)",
+       "torch/csrc/distributed/c10d/reducer.cpp (Reducer::ensure_prior_reduction_finished, "
+       "called by the NEXT forward's rebuild_buckets / prepare_for_backward)",
+       "an own failure of the rank that raises it: its previous backward left parameters "
+       "unmarked (no autograd hook fired: its forward skipped them, or its outputs did not "
+       "reach the loss), so its reduction never finished while peers that marked every bucket "
+       "wait in that bucket's allreduce. Every rank prints only ITS OWN unmarked set and its "
+       "own rank in DDP's process group (the global rank on the default group). One rank: a "
+       "culprit at low; several: each skipped parameters (a program-wide cause) — suspects "
+       "(read by log_ddp_unused)",
+       r"Parameter(?:s| indices) which did not receive grad for rank (?P<rank>\d{1,7}): ?"
+       r"(?P<what>[^\n]{0,200})", ("did not receive grad for rank",), "ddp_unused"),
+    _p("paddle.launch.container_failed", "PaddlePaddle launcher (paddle.distributed.launch "
+       "controllers/controller.py, one per node)",
+       'self.ctx.logger.error(f"Container failed !!!\\n{fc[0]}") with Container.__str__ '
+       "\"Container rank {rank} status {status} cmd {entrypoint} code {exit_code} log "
+       "{errfile}\" (2.6 appends \" \\nenv {env}\"; 3.0 only with FLAGS_print_launcher_env); "
+       "the logger's format \"%(name)s %(levelname)s %(asctime)s %(message)s\" → \"LAUNCH "
+       'ERROR <time> Container failed !!!"',
+       "Paddle 2.6 – 3.0 (python/paddle/distributed/launch/ read in the paddlepaddle 2.6.2 and "
+       "3.0.0 wheels; controller.py's older str.format form through the index)",
+       "python/paddle/distributed/launch/controllers/controller.py (ControllerBase.watch) + "
+       "job/pod.py (Pod.watch polls containers in LOCAL order every 1 s; failed_container) + "
+       "job/container.py (__str__)",
+       "reporter: one node's launcher; N is the container's LOCAL index (Pod.add_container: "
+       "rank = len(containers); its global rank is PADDLE_TRAINER_ID = N + node index × "
+       "containers per node), the lowest-index container found failed at the poll that saw "
+       "a failure (of those ended within one poll, the lowest — not the first); C is "
+       "Popen.poll() (-N a signal). An exit-code report: a suspect on one node, nobody when "
+       "a second node shows (read by log_paddle_launch)",
+       r"Container rank (?P<rank>\d{1,5}) status failed cmd (?P<cmd>[^\n]{0,2000}?) code "
+       r"(?P<code>-?\d{1,4})\b", ("container rank",), "paddle_container"),
     _p("deepspeed.launcher.process_spawned", "DeepSpeed launcher (deepspeed.launcher.launch, "
        "one per node)",
        'logger.info(f"process {process.pid} spawned with command: {cmd}") — cmd the list '

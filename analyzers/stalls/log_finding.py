@@ -32,6 +32,11 @@ def log_finding(kind: str, ranks: list[int], category: str, confidence: str, pat
         remediation=list(remediation))
 
 
+def of_kind(events: list[Any], kind: str) -> list[Any]:
+    """The events of one log kind that carry a detail: what that kind's rule reads."""
+    return [e for e in events if e.kind == kind and e.detail]
+
+
 class LineScanner:
     """A log kind whose evidence is one line each: on a line holding one of ``triggers``, the
     first of ``patterns`` that matches gives one event, with what :meth:`read` says the match

@@ -54,11 +54,8 @@ class Scanner(LineScanner):
         self.nodes: str | None = None
 
     def feed(self, no: int, seg: str, low: str, rank: int | None) -> None:
-        if self.nodes is None and ("node" in low or "machine" in low) and \
-                (m := spawn.NODES.search(seg)):
-            n = int(m.group("n"))
-            if n > (0 if m.group("what").endswith("rank") else 1):
-                self.nodes = f"{m.group('what')} {n}"
+        if self.nodes is None:
+            self.nodes = spawn.stated_nodes(seg, low)
         super().feed(no, seg, low, rank)
 
     def read(self, pid: str, m: re.Match[str], rank: int | None) -> LineRead:

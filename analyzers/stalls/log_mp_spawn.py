@@ -70,6 +70,17 @@ _SPAN = 2000
 #: a node rank above 0 or a node count above 1 stated in the output: spawn indexes are local
 NODES = re.compile(r"\b(?P<what>node_rank|machine_rank|nnodes|num_machines|num_nodes)\b"
                     r"\W{0,4}(?P<n>\d{1,5})\b")
+
+
+def stated_nodes(seg: str, low: str) -> str | None:
+    """What a line states of a second node ("nnodes 2", "node_rank 1"), or None."""
+    if ("node" in low or "machine" in low) and (m := NODES.search(seg)):
+        n = int(m.group("n"))
+        if n > (0 if m.group("what").endswith("rank") else 1):
+            return f"{m.group('what')} {n}"
+    return None
+
+
 #: the most GPUs one node commonly holds (a stated world above it means a second node)
 _NODE_GPUS = 8
 

@@ -25,6 +25,7 @@ from stormotel.analyzers.stalls import (
     log_c10d_reporter,
     log_composer,
     log_cut_traceback,
+    log_ddp_unused,
     log_device_oom,
     log_frtrace,
     log_gpu_lost,
@@ -39,6 +40,7 @@ from stormotel.analyzers.stalls import (
     log_msrun,
     log_ncclwarn_ranks,
     log_oom_kill,
+    log_paddle_launch,
     log_pg_error,
     log_pod_table,
     log_rankless,
@@ -249,4 +251,9 @@ KINDS: tuple[LogKind, ...] = (
     LogKind("lightning_child", log_lightning.Scanner, log_lightning.findings),
     # the kernel's OOM killer's victim pid joined with DeepSpeed's / Ray Train's pid -> rank map
     LogKind("oom_killer", log_oom_kill.Scanner, log_oom_kill.findings),
+    # DDP's reducer: the rank whose own backward left parameters without a gradient
+    LogKind("ddp_unused", log_ddp_unused.Scanner, log_ddp_unused.findings),
+    # Paddle's launch controller: the LOCAL container its poll found failed (a suspect)
+    LogKind("paddle_container", log_paddle_launch.Scanner, log_paddle_launch.findings,
+            fallback=True),
 )
