@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -51,16 +52,20 @@ def test_track_simulated_for_a_duration(tmp_path: Path) -> None:
 def test_archive_interval_writes_fewer_lines(tmp_path: Path, fmt: str) -> None:
     """``lines`` thins to one line per interval; ``compact`` batches per interval and still
     keeps every sample."""
-    out = run(["--sampler", "simulated", "--duration", "1", "--interval", "0.05",
+    out = run(["--sampler", "simulated", "--duration", "2", "--interval", "0.05",
                "--archive-interval", "0.25", "--archive", str(tmp_path), "--job-id", "thin",
                "--archive-format", fmt])
     assert out.returncode == 0, out.stderr
     files = metrics_files(tmp_path / "thin", 0)
     lines = [line for f in files for line in archive_lines(f)]
-    assert 3 <= len(lines) <= 6  # ~20 samples, one line per 5 (+ the final partial window)
+    # 2 s in 0.25 s windows: ~8 lines (+ the final partial window); at least 3 even when a
+    # starved writer merges windows (1 s runs left 2 at load 20), never one per sample
+    assert 3 <= len(lines) <= 10
     archived = samples_archived(metrics_requests(tmp_path / "thin", 0))
+    taken = [int(n) for n in re.findall(r"flushed (\d+) samples", out.stderr)]
+    assert taken and taken[-1] > len(lines), out.stderr
     if fmt == schema.ARCHIVE_FORMAT_COMPACT:
-        assert archived >= 15  # ~20 samples at 20 Hz for 1 s, all of them
+        assert archived == taken[-1]  # every sample the rank took, however many a load allowed
     else:
         assert archived == len(lines)
 
