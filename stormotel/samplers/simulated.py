@@ -3,9 +3,6 @@
 Every number is a pure function of the simulated clock ``t`` (seconds since ``epoch_ns``) and the
 rank, so two runs with the same faults and epoch produce the same curves, and ranks that share an
 epoch (``STORMOTEL_SIM_EPOCH_NS``, or the ``epoch_ns`` argument) see their faults line up exactly.
-Without either, the epoch is the rank's first sample: ``stall@t=3s`` is three seconds into its
-tracking however long its start-up took (a loaded host took seconds between building the sampler
-and its first sample, and a stall planted at 3 s had begun before any step was seen).
 
 The baseline looks like training: weights and optimizer state held constant, activations rising
 during the forward pass and released in backward (a sawtooth with ``step_period_s``), a caching
@@ -53,10 +50,8 @@ class SimulatedSampler:
             self.faults: tuple[Fault, ...] = parse_faults(faults)  # type: ignore[arg-type]
         else:
             self.faults = tuple(faults)  # type: ignore[arg-type]
-        at_first_sample = False
         if epoch_ns is None:
             env_epoch = environment.env_epoch_ns(os.environ)
-            at_first_sample = env_epoch is None
             epoch_ns = env_epoch if env_epoch is not None else clock_ns()
             shared_epoch = env_epoch is not None
         else:
@@ -67,8 +62,6 @@ class SimulatedSampler:
         self.gpu_name: str | None = f"Simulated GPU ({total_bytes / GiB:.0f} GiB)"
         self.total_bytes = total_bytes
         self.epoch_ns = epoch_ns
-        #: the epoch moves to the first sample (none given, none shared); setting it pins it
-        self._epoch_at_first_sample = at_first_sample
         self.step_period_s = step_period_s
         self.weights_bytes = weights_bytes
         self.activation_peak_bytes = activation_peak_bytes
@@ -143,23 +136,12 @@ class SimulatedSampler:
                       process_used=used, alloc_retries=retries, num_ooms=ooms)
 
     # -- Sampler protocol -------------------------------------------------------------------
-    @property
-    def epoch_ns(self) -> int:
-        return self._epoch_ns
-
-    @epoch_ns.setter
-    def epoch_ns(self, value: int) -> None:
-        self._epoch_ns = value
-        self._epoch_at_first_sample = False
-
     def elapsed_s(self, now_ns: int | None = None) -> float:
         now = self._clock_ns() if now_ns is None else now_ns
         return (now - self.epoch_ns) / 1e9
 
     def sample(self) -> Sample:
         now = self._clock_ns()
-        if self._epoch_at_first_sample:
-            self._epoch_ns, self._epoch_at_first_sample = now, False
         return self.reading_at(self.elapsed_s(now), timestamp_ns=now)
 
     def started(self, kind: str) -> bool:

@@ -116,25 +116,6 @@ def test_oom_pins_usage_counts_and_raises_once() -> None:
     s.raise_if_oom()  # raised once per fault
 
 
-def test_without_an_epoch_the_faults_count_from_the_first_sample(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """A slow start-up (5 s between the sampler's creation and its first sample, as on a
-    loaded host) does not eat the planted timeline: ``oom@t=1s`` is 1 s after the first
-    sample. A given epoch, or one set later, is kept."""
-    monkeypatch.delenv(environment.SIM_EPOCH_NS, raising=False)
-    clock = [0]
-    s = SimulatedSampler(0, "rank=0:oom@t=1s", clock_ns=lambda: clock[0])
-    clock[0] = int(5e9)
-    assert s.sample().num_ooms == 0
-    clock[0] = int(5.5e9)
-    assert s.sample().num_ooms == 0 and s.elapsed_s() == pytest.approx(0.5)
-    clock[0] = int(6.2e9)
-    assert s.sample().num_ooms == 1
-    pinned = SimulatedSampler(0, "rank=0:oom@t=1s", clock_ns=lambda: clock[0])
-    pinned.epoch_ns = 0
-    assert pinned.sample().num_ooms == 1
-
-
 def test_faults_and_epoch_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(environment.SIM_FAULTS, "rank=1:spike@t=1s")
     monkeypatch.setenv(environment.SIM_EPOCH_NS, "12345")
