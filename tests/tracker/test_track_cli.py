@@ -177,7 +177,7 @@ def test_simulated_failures_play_as_a_training_job_would(tmp_path: Path) -> None
     stall = subprocess.Popen([*CMD, "--sampler", "simulated", "--duration", "60", "-q",
                               "--interval", "0.1", "--prometheus-port", str(port),
                               "--prometheus-addr", "127.0.0.1", "--device-memory", "24GiB",
-                              "--gpu-uuid", "GPU-rehearsal", "--fault", "stall@t=3s",
+                              "--gpu-uuid", "GPU-rehearsal", "--fault", "stall@t=8s",
                               # neither last-scrape wait: after the clean stop, nor after the
                               # SIGTERM that ends this test (no scraper is left to wait for)
                               "--prometheus-linger", "0", "--linger-s", "0"],
@@ -192,7 +192,9 @@ def test_simulated_failures_play_as_a_training_job_would(tmp_path: Path) -> None
             except httpx.HTTPError:
                 continue
         assert first[schema.DEVICE_LIMIT.prom] == 24 * 2**30
-        while _scrape(port)[schema.SAMPLES.prom] < 40:  # 4 s of samples: past the stall
+        # the stall starts 8 s into the simulated clock, which starts when the sampler is built
+        # (at 3 s, a starved start-up had passed it before the first step: no step series)
+        while _scrape(port)[schema.SAMPLES.prom] < 90:  # 9 s of samples: past the stall
             time.sleep(0.3)
         stalled = _scrape(port)
         time.sleep(2.5)
