@@ -94,8 +94,13 @@ FRESH10_DIR = ROOT / "tests/stalls/data/fresh10"
 #: frameworks (PaddlePaddle's launch controller, Colossal-AI) - held out WHOLE: gathered before
 #: the rules written from those emitters' source, to measure them
 FRESH11_DIR = ROOT / "tests/stalls/data/fresh11"
+#: a twelfth fresh set (``"set": "fresh12"``): Megatron's own NaN checks, Kubernetes pod and
+#: operator status lines, PaddlePaddle jobs over several machines, JAX multi-host coordination,
+#: other paths (Accelerate gathers, Lightning, fairseq) - held out WHOLE: gathered before the
+#: rules written from those emitters' source, to measure them
+FRESH12_DIR = ROOT / "tests/stalls/data/fresh12"
 FRESH_SETS = (FRESH, "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8",
-              "fresh9", "fresh10", "fresh11")
+              "fresh9", "fresh10", "fresh11", "fresh12")
 #: exit code of an analyzer crash (docs/exit-codes.md).
 EXIT_INTERNAL = 70
 EXIT_HEALTHY = 0
@@ -485,7 +490,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="print the figures as Markdown tables (docs/benchmarks.md)")
     p.add_argument("--reach", action="store_true",
                    help="also read the fresh sets (tests/stalls/data/fresh, fresh2, fresh3, "
-                        "fresh4, fresh5, fresh6, fresh7, fresh8, fresh9, fresh10, fresh11) and "
+                        "fresh4, fresh5, fresh6, fresh7, fresh8, fresh9, fresh10, fresh11, "
+                        "fresh12) and "
                         "print the "
                         "reach "
                         "tables: "
@@ -493,7 +499,8 @@ def main(argv: list[str] | None = None) -> int:
                         "fresh2/heldout, fresh3/dev, fresh3/heldout, fresh4/dev, "
                         "fresh4/heldout, fresh5/dev, fresh5/heldout, fresh6/dev, "
                         "fresh6/heldout, fresh7/dev, fresh7/heldout, fresh8/heldout, "
-                        "fresh9/heldout, fresh10/heldout, fresh11/heldout) and with "
+                        "fresh9/heldout, fresh10/heldout, fresh11/heldout, fresh12/heldout) "
+                        "and with "
                         "each family's calibration held out (benchmarks/stall_reach.py)")
     p.add_argument("--write-ceilings", action="store_true",
                    help="write analyzers/stalls/ceilings.py (the patterns that may be called "
@@ -502,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
     dirs = list(args.cases or DEFAULT_CASE_DIRS)
     if args.reach and not args.cases:
         dirs += [FRESH_DIR, FRESH2_DIR, FRESH3_DIR, FRESH4_DIR, FRESH5_DIR, FRESH6_DIR,
-                 FRESH7_DIR, FRESH8_DIR, FRESH9_DIR, FRESH10_DIR, FRESH11_DIR]
+                 FRESH7_DIR, FRESH8_DIR, FRESH9_DIR, FRESH10_DIR, FRESH11_DIR, FRESH12_DIR]
     try:
         cases = load_cases(dirs)
     except (OSError, ValueError, KeyError) as e:

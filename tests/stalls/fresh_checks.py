@@ -78,7 +78,7 @@ def set_folders(set_dir: Path) -> list[Path]:
 def assert_held_whole_set_is_new_and_culprit_bearing(set_dir: Path,
                                                      families: tuple[str, ...],
                                                      labelled_tenths: int = 7) -> None:
-    """A set held out whole (fresh8 to fresh11): no thread of the corpus or of an earlier
+    """A set held out whole (fresh8 to fresh12): no thread of the corpus or of an earlier
     fresh set, no id twice, at least 24 cases from twelve projects, every family with at least
     three cases, no dev half; at least ``labelled_tenths`` tenths of the set (70 % unless the
     set's module says why it gathered fewer) carry a culprit label (its reason to exist)."""
@@ -119,6 +119,25 @@ def assert_reach_held_whole(name: str, untuned: int, tuned: int = 0) -> None:
         counts = per_set[f"{name}/{row}"]["(all)"]
         assert counts["n"] == n
         assert counts["exit0"] == 0 and counts["confident_wrong"] == 0
+
+
+def held_whole_split(set_name: str, collected: str, families: tuple[str, ...]) -> dict[str, Any]:
+    """The split of a set held out whole (fresh12 on): every case dated ``collected`` (before the
+    rules from source), one of ``families``, held out whatever its id's hash says, none tuned
+    on - the keyword arguments of :func:`assert_culprit_case_split`."""
+    return {"set_name": set_name, "before_rules": collected, "after_rules": None,
+            "families": families, "held_family": None, "held_whole": True}
+
+
+def assert_held_whole_set_scores_safely(set_dir: Path, name: str) -> None:
+    """Every case of a set held out whole runs (no usage error, no crash), none gets a wrong
+    rank at high or medium, none reads "healthy"; it feeds neither the corpus's halves nor the
+    ceilings, and the reach tables read it as ``<name>/heldout`` only."""
+    results = list(scored_set(set_dir))
+    assert_every_case_ran(results, len(set_folders(set_dir)))
+    assert {r.case.id: r.confident_wrong for r in results if r.confident_wrong} == {}
+    assert_never_healthy_and_outside(results)
+    assert_reach_held_whole(name, untuned=len(results))
 
 
 def assert_every_case_ran(results: list[Any], cases: int) -> None:
