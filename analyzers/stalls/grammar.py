@@ -1559,6 +1559,33 @@ CATALOGUE: tuple[Pattern, ...] = (
        "(read by log_ddp_unused)",
        r"Parameter(?:s| indices) which did not receive grad for rank (?P<rank>\d{1,7}): ?"
        r"(?P<what>[^\n]{0,200})", ("did not receive grad for rank",), "ddp_unused"),
+    _p("megatron.nan_check", "Megatron-LM / Megatron-Core (check_for_nan_in_loss_and_grad)",
+       "f'Rank {global_rank}: found NaN in local grad norm in backward pass before "
+       "data-parallel communication collective. Device: {torch.cuda.current_device()}, node: "
+       "{os.uname()[1]}' (an assert; the loss form 'found NaN in local forward loss "
+       "calculation' in pretrain_gpt.py); later the rerun state machine's RuntimeError(f\"Rank "
+       "{rank}, node {node}, device {device}, iteration {self.current_iteration}: Unexpected "
+       "result {result} (message='{message}')\") with message 'found NaN|Inf in local grad norm "
+       "for bucket #{i} in backward pass before data-parallel communication collective' / "
+       "'found NaN|Inf in local forward loss calculation'",
+       "megatron-core 0.6 – 0.9 (the assert: param_and_grad_buffer.py read in the 0.6.0 and "
+       "0.8.0 wheels) and 0.12 – 0.14 (the RuntimeError: rerun_state_machine.py read in the "
+       "0.12.0 and 0.14.0 wheels); none in 0.5.0; 0.10 – 0.11 skip the check with reruns "
+       "disabled; the loss forms in pretrain_gpt.py through the index",
+       "megatron/core/distributed/param_and_grad_buffer.py (start_grad_sync / check_grads: "
+       "each bucket's local grad norm before the data-parallel all-reduce / reduce-scatter) + "
+       "megatron/core/rerun_state_machine.py (validate_result) + pretrain_gpt.py (loss_func)",
+       "an own failure of the rank it names: R is torch.distributed.get_rank() (global), and "
+       "every rank checks only its OWN gradients / loss before the data-parallel collective, "
+       "so no data-parallel peer caused it — its data, its device, or a value that came "
+       "through a model-parallel collective (whose sender's check fires too). One rank: a "
+       "culprit at low; several: a shared cause — suspects (read by log_megatron_nan)",
+       r"Rank (?P<rank>\d{1,7}): found (?P<what>NaN|Inf) in local (?P<where>grad norm|forward "
+       r"loss calculation)(?:[^\n]{0,160}?node: (?P<node>[\w.-]{1,255}))?|Rank "
+       r"(?P<rank2>\d{1,7}), node (?P<node2>[\w.-]{1,255}), device \d{1,4}, iteration "
+       r"-?\d{1,12}: Unexpected result [^\s(]{0,40}(?:\([^()\n]{0,200}\))? "
+       r"\(message='(?P<msg>[^'\n]{0,400})'",
+       ("found nan in local", "found inf in local", "unexpected result"), "megatron_nan"),
     _p("paddle.launch.container_failed", "PaddlePaddle launcher (paddle.distributed.launch "
        "controllers/controller.py, one per node)",
        'self.ctx.logger.error(f"Container failed !!!\\n{fc[0]}") with Container.__str__ '

@@ -33,6 +33,7 @@ from stormotel.analyzers.stalls import (
     log_horovod,
     log_lightning,
     log_main_first,
+    log_megatron_nan,
     log_monitored,
     log_mp_spawn,
     log_mpi_signal,
@@ -254,6 +255,8 @@ KINDS: tuple[LogKind, ...] = (
     # DDP's reducer: the rank whose own backward left parameters without a gradient
     LogKind("ddp_unused", log_ddp_unused.Scanner, log_ddp_unused.findings),
     # Paddle's launch controller: the LOCAL container its poll found failed (a suspect)
+    # Megatron's NaN / Inf checks: the (global) rank whose own grads / loss were not finite
+    LogKind("megatron_nan", log_megatron_nan.Scanner, log_megatron_nan.findings),
     LogKind("paddle_container", log_paddle_launch.Scanner, log_paddle_launch.findings,
             fallback=True),
 )
