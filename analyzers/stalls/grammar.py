@@ -1586,6 +1586,22 @@ CATALOGUE: tuple[Pattern, ...] = (
        r"-?\d{1,12}: Unexpected result [^\s(]{0,40}(?:\([^()\n]{0,200}\))? "
        r"\(message='(?P<msg>[^'\n]{0,400})'",
        ("found nan in local", "found inf in local", "unexpected result"), "megatron_nan"),
+    _p("k8s.describe_pod.terminated", "kubectl describe pod (pkg/describe, describeStatus)",
+       'w.Write(LEVEL_2, "%s:\\tTerminated\\n", stateName) with stateName "State" or "Last '
+       'State", then LEVEL_3 "Reason:\\t%s" (when set), "Exit Code:\\t%d", "Signal:\\t%d" (when '
+       '> 0); the block\'s "Name:\\t%s" / "Namespace:" at column 0, the pod\'s "Reason:\\t%s" '
+       '(Evicted), the container\'s "Environment:" (RANK, PET_NPROC_PER_NODE)',
+       "kubectl 1.24 – 1.31 (pkg/describe/describe.go read at kubernetes/kubectl v0.24.0 and "
+       "v0.31.0: the same fields and order)",
+       "pkg/describe/describe.go (describePod, describeContainerState, describeStatus, "
+       "describeContainerEnvVars)",
+       "reporter: the API server's record of one pod: its container ended (State) or ended "
+       "before a restart (Last State) — OOMKilled (its memory cgroup), a death signal, or an "
+       "exit code (137 a SIGKILL from anyone); the pod's Reason Evicted: the NODE's pressure. "
+       "The pod's rank: its RANK (training-operator) with one process per pod, or a "
+       "PyTorchJob's master-0 / worker-i beside its master. One pod OOMKilled or by its own "
+       "signal: that rank at low; otherwise suspects or nobody (read by log_pod_describe)",
+       r"^\s{2,24}(?:Last )?State:\s{1,60}Terminated\s*$", ("terminated",), "pod_describe"),
     _p("paddle.launch.container_failed", "PaddlePaddle launcher (paddle.distributed.launch "
        "controllers/controller.py, one per node)",
        'self.ctx.logger.error(f"Container failed !!!\\n{fc[0]}") with Container.__str__ '

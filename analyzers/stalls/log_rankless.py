@@ -99,6 +99,8 @@ XLA_RENDEZVOUS = "xla.rendezvous.stuck"
 SRUN_TASK_NODE = "slurm.srun.task_exit"
 #: a pod table whose pods map to no rank (emitted by log_pod_table)
 K8S_POD = "k8s.pod_status"
+#: a kubectl describe pod block whose pod maps to no rank (emitted by log_pod_describe)
+K8S_DESCRIBE = "k8s.describe_pod.terminated"
 #: TensorFlow TPU's shutdown hook: TPU hosts whose heartbeat was not OK (grammar
 #: ``tf.tpu.lame_workers``): a host of the TF cluster, not a rank
 TPU_LAME = "tf.tpu.lame_workers"
@@ -314,6 +316,14 @@ _SAYS: dict[str, tuple[str, str, str]] = {
         "Collect the failed pods' own logs (kubectl logs POD --previous) and kubectl describe "
         "pod (the container's Last State: OOMKilled / exit code); the operator's rank of each "
         "pod is its RANK / JOB_COMPLETION_INDEX environment (kubectl get pod POD -o yaml)."),
+    K8S_DESCRIBE: (
+        "unknown",
+        "kubectl describe shows pods that ended ({error}) whose rank the block does not give "
+        "(no RANK in their environment, more than one process per pod, or a name that is not "
+        "a PyTorchJob's master-0 / worker-i beside its master)",
+        "Collect the failed pods' own logs (kubectl logs POD --previous): their [rankN]: lines "
+        "or the launcher's summary name the rank; the operator's index of each pod is its "
+        "RANK / JOB_COMPLETION_INDEX / LWS_WORKER_INDEX environment."),
     TPU_LAME: (
         "peer_lost",
         "TensorFlow's TPU shutdown hook pinged every TPU host's worker and found {procs} "

@@ -43,6 +43,7 @@ from stormotel.analyzers.stalls import (
     log_oom_kill,
     log_paddle_launch,
     log_pg_error,
+    log_pod_describe,
     log_pod_table,
     log_rankless,
     log_ras,
@@ -236,6 +237,8 @@ KINDS: tuple[LogKind, ...] = (
     LogKind("xla_heartbeat", log_xla_health.Scanner, log_xla_health.findings),
     # a kubectl pod table: the failed pod, a PyTorchJob's master-0 / worker-i as its RANK
     LogKind("pod_table", log_pod_table.Scanner),
+    # a kubectl describe pod block: the container that ended, how, and the pod's RANK
+    LogKind("pod_describe", log_pod_describe.Scanner),
     # an OOM naming a local CUDA device, no rank: nobody named, how to map it
     LogKind("device_oom", log_device_oom.Scanner, log_device_oom.findings, fallback=True),
     # a rank's traceback cut before its exception line: read by the rank-failure rule

@@ -99,3 +99,84 @@ def test_megatron_other_lines_with_the_same_words_are_not_read(tmp_path: Path) -
     assert not [f for f in report["stall_findings"]
                 if f["evidence"].get("pattern") == MEGATRON]
     assert code != 0
+
+
+# --- kubectl describe pod (synthetic, from describePod / describeStatus / describeContainerEnvVars
+# at kubernetes/kubectl v0.24.0 and v0.31.0) ------------------------------------------------------
+K8S = "k8s.describe_pod.terminated"
+
+
+def _describe(name: str, reason: str | None, code: int, *, env: dict[str, str] | None = None,
+              last: tuple[str, int] | None = None, pod_reason: str | None = None) -> str:
+    state = "    State:          Terminated\n"
+    if reason:
+        state += f"      Reason:       {reason}\n"
+    state += (f"      Exit Code:    {code}\n"
+              "      Started:      Mon, 30 Nov 2026 01:02:03 +0000\n"
+              "      Finished:     Mon, 30 Nov 2026 02:41:17 +0000\n")
+    if code == 0 and reason is None:
+        state = "    State:          Running\n      Started:      Mon, 30 Nov 2026 01:02:03 +0000\n"
+    if last is not None:
+        state += (f"    Last State:     Terminated\n      Reason:       {last[0]}\n"
+                  f"      Exit Code:    {last[1]}\n")
+    text = (f"Name:             {name}\nNamespace:        team-a\nPriority:         0\n"
+            "Node:             gpu-17/10.4.0.17\n"
+            f"Status:           {'Failed' if code or pod_reason else 'Running'}\n")
+    if pod_reason:
+        text += (f"Reason:           {pod_reason}\n"
+                 "Message:          The node was low on resource: memory.\n")
+    text += ("Containers:\n  pytorch:\n    Container ID:   containerd://5f1e\n"
+             "    Image:          registry.local/train:7\n" + state
+             + "    Ready:          False\n    Restart Count:  1\n")
+    if env:
+        text += "    Environment:\n" + "".join(f"      {k}:  {v}\n" for k, v in env.items())
+    return text + ("Events:\n  Type     Reason   Age   From     Message\n"
+                   "  ----     ------   ----  ----     -------\n"
+                   "  Warning  BackOff  2m    kubelet  Back-off restarting failed container "
+                   "pytorch in pod x\n\n")
+
+
+def test_describe_one_pod_oomkilled_with_its_rank_is_that_rank_at_low(tmp_path: Path) -> None:
+    for text, rank in (
+            (_describe("llama-worker-2", "OOMKilled", 137, env={"RANK": "3", "WORLD_SIZE": "4"}),
+             3),
+            # the restarted container's Last State, named by its PyTorchJob master / worker
+            (_describe("ft-master-0", None, 0)
+             + _describe("ft-worker-1", "Error", 1, last=("OOMKilled", 137)), 2)):
+        code, roots = _run(tmp_path, text)
+        assert code == 1, text
+        assert _by(roots, K8S) == [("rank_failure", [rank], "low")], text
+
+
+def test_describe_exit_code_or_eviction_is_a_suspect_only(tmp_path: Path) -> None:
+    for text in (_describe("llama-worker-2", "Error", 137, env={"RANK": "3"}),
+                 _describe("llama-worker-2", None, 0, env={"RANK": "3"}, pod_reason="Evicted")):
+        code, roots = _run(tmp_path, text)
+        assert code == 1, text
+        assert not any(f["kind"] == "rank_failure" for f in roots), text
+        assert _suspects(roots) == [3], text
+
+
+def test_describe_pods_without_a_process_rank_name_nobody(tmp_path: Path) -> None:
+    for text in (
+            # torchrun inside the pod: RANK is the node's
+            _describe("llama-worker-0", "OOMKilled", 137,
+                      env={"PET_NPROC_PER_NODE": "8", "RANK": "0"}),
+            # JobSet / MPIJob names, no RANK
+            _describe("pretrain-workers-0-3-x7k2p", "OOMKilled", 137),
+            _describe("mpi-bench-worker-1", "OOMKilled", 137)):
+        code, roots = _run(tmp_path, text)
+        assert code == 1, text
+        assert not any(f["kind"] == "rank_failure" for f in roots), text
+        assert _by(roots, K8S) == [("undecided", [], "low")], text
+        assert _suspects(roots) == [], text
+        assert "describe" in roots[0]["evidence"]["reason"]
+
+
+def test_describe_completed_and_running_pods_are_no_evidence(tmp_path: Path) -> None:
+    text = (_describe("ft-master-0", None, 0)
+            + _describe("ft-worker-0", "Completed", 0, env={"RANK": "1"}))
+    code, report = analyze_log_text(tmp_path, "describe.txt", text)
+    assert code == 3
+    assert not [f for f in report["stall_findings"] if f["evidence"].get("pattern") == K8S]
+
