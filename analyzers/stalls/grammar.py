@@ -1727,6 +1727,44 @@ CATALOGUE: tuple[Pattern, ...] = (
        r"(?P<job2>[\w.-]{1,64})/replica:\d{1,7}/task:(?P<tid2>\d{1,7})",
        ("unexpectedly tried to connect", "incarnation id mismatch",
         "duplicate task registration"), "rankless"),
+    _p("jax.distributed.fatal_error", "JAX / XLA distributed runtime client "
+       "(DistributedRuntimeClient::Options::missed_heartbeat_callback)",
+       'LOG(QFATAL) << "Terminating process because the JAX distributed service detected fatal '
+       'errors. This most likely indicates that another task died; see the other task logs for '
+       'more details. Disable Python buffering, i.e. `python -u`, to be sure to see all the '
+       'previous output. absl::Status: " << status; older: "Terminating process because the '
+       'coordinator detected missing heartbeats. This most likely indicates that another task '
+       'died; …" / "Terminating process because of missing heartbeat response from the '
+       'coordinator. This most likely indicates that the coordinator task died; …"',
+       "xla/pjrt/distributed/client.h read at openxla/xla 001918b (the two older forms, "
+       "xla::Status) and openxla/openxla cb1507e (the 'JAX distributed service' form, "
+       "absl::Status); no release tag pinned with the tools at hand",
+       "xla/pjrt/distributed/client.h (the callback the coordination service agent calls when "
+       "it polls an error from the service, or stops hearing the coordinator)",
+       "reporter: a JAX process ending ITSELF because the service reported an error (another "
+       "task died) — a VICTIM; the line names no task (the absl::Status after it may: a "
+       "heartbeat or barrier notice, read by log_xla_health / log_xla_coord, which then take "
+       "the line). The coordinator form suspects JAX process 0 or the network. Nobody named "
+       "(read by log_rankless)",
+       r"Terminating process because (?:the JAX distributed service detected fatal errors|the "
+       r"coordinator detected missing heartbeats|(?P<coord>of missing heartbeat response from "
+       r"the coordinator))", ("terminating process because",), "rankless"),
+    _p("tsl.coordination.rpc_failed", "XLA / TSL coordination service agent "
+       "(TrimCoordinationErrorMessage)",
+       '"Failed to send RPC to coordination service. Either the leader task died/restarted '
+       "unexpectedly or this task is experiencing network issues. Check earlier logs from this "
+       'task and the leader (usually slice 0 process/task/worker 0) to debug further.\\n" + the '
+       "gRPC detail, on an UNAVAILABLE status without the service's error payload",
+       "xla/tsl/distributed_runtime/coordination/coordination_service_error_util.cc read at a "
+       "stored commit of a fork (fractalyze/zkx c3db433) and through the index; no release tag "
+       "pinned with the tools at hand",
+       "coordination_service_error_util.cc (TrimCoordinationErrorMessage: an agent's RPC that "
+       "never reached the service)",
+       "reporter: one task whose RPC to the service (in the leader, JAX process 0) failed: the "
+       "leader died or restarted, or this task's network failed — which, the line does not "
+       "say; no task named, nobody (read by log_rankless)",
+       r"Failed to send RPC to coordination service\. Either the leader task died",
+       ("failed to send rpc to coordination service",), "rankless"),
     _p("verl.worker_group.actor_name", "verl (RayWorkerGroup, the name it gives each worker actor)",
        'name = f"{self.name_prefix}{cia_name}_{pg_idx}:{local_rank}"  # e.g. Worker_2:5 — '
        "shown by Ray's ActorDiedError as its tab-indented \"name: …\" field",

@@ -7,7 +7,14 @@ are invented.
 - Megatron's non-finite checks (log_megatron_nan): megatron-core's
   ``distributed/param_and_grad_buffer.py`` assert (0.6 – 0.9 wheels), ``rerun_state_machine.py``'s
   RuntimeError (0.12 – 0.14 wheels) and ``pretrain_gpt.py``'s loss assert: one rank names that
-  (global) rank at low; several ranks are suspects, nobody named.
+  (global) rank at low; several ranks are suspects, nobody named;
+- ``kubectl describe pod`` (log_pod_describe; ``pkg/describe`` at kubectl v0.24.0 / v0.31.0):
+  one pod OOMKilled with its RANK names that rank at low; an exit code or Evicted is a suspect;
+  no process rank (JobSet, MPIJob, torchrun inside) names nobody;
+- the JAX distributed client's "Terminating process because …" and the agent's "Failed to send
+  RPC to coordination service" (log_rankless; ``xla/pjrt/distributed/client.h``,
+  ``coordination_service_error_util.cc``): a victim, nobody named — where the status after it
+  holds a heartbeat notice, that notice's own rule answers.
 """
 
 from __future__ import annotations
@@ -179,4 +186,49 @@ def test_describe_completed_and_running_pods_are_no_evidence(tmp_path: Path) -> 
     code, report = analyze_log_text(tmp_path, "describe.txt", text)
     assert code == 3
     assert not [f for f in report["stall_findings"] if f["evidence"].get("pattern") == K8S]
+
+
+# --- the JAX distributed client and the coordination service agent (synthetic, from client.h's
+# missed_heartbeat_callback and TrimCoordinationErrorMessage) -----------------------------------
+JAX_FATAL, TSL_RPC = "jax.distributed.fatal_error", "tsl.coordination.rpc_failed"
+_GLOG = "F1130 02:11:32.075587  157988 client.h:77] "
+_POLLED = ("E1130 02:11:32.075402  157988 coordination_service_agent.cc:332] Polled an error from "
+           "coordination service (this can be an error from this or another task).\n")
+_FATAL = ("Terminating process because the JAX distributed service detected fatal errors. This "
+          "most likely indicates that another task died; see the other task logs for more "
+          "details. Disable Python buffering, i.e. `python -u`, to be sure to see all the "
+          "previous output. absl::Status: ")
+_RPC = ("UNAVAILABLE: Failed to send RPC to coordination service. Either the leader task "
+        "died/restarted unexpectedly or this task is experiencing network issues. Check earlier "
+        "logs from this task and the leader (usually slice 0 process/task/worker 0)  to debug "
+        "further.\n")
+
+
+def test_jax_fatal_error_alone_is_a_victim_naming_nobody(tmp_path: Path) -> None:
+    for text, pattern in (
+            (_POLLED + _GLOG + _FATAL + "INTERNAL: Shutdown barrier has failed.\n", JAX_FATAL),
+            (_POLLED + _GLOG + _FATAL + _RPC, JAX_FATAL),
+            (_GLOG + "Terminating process because of missing heartbeat response from the "
+             "coordinator. This most likely indicates that the coordinator task died; see the "
+             "coordinator's task logs for more details. Status: UNAVAILABLE: failed to connect\n",
+             JAX_FATAL),
+            ("jaxlib.xla_extension.XlaRuntimeError: " + _RPC, TSL_RPC)):
+        code, roots = _run(tmp_path, text)
+        assert code == 1, text  # was "no evidence" (exit 3)
+        assert _by(roots, pattern) == [("undecided", [], "low")], text
+        assert _suspects(roots) == [], text
+        assert not any(f["kind"] == "rank_failure" for f in roots), text
+    code, roots = _run(tmp_path, _POLLED + _GLOG + _FATAL + _RPC)
+    assert "process 0" in roots[0]["evidence"]["reason"]
+
+
+def test_jax_fatal_error_leaves_a_heartbeat_notice_to_its_own_rule(tmp_path: Path) -> None:
+    text = (_POLLED + _GLOG + _FATAL + "UNAVAILABLE: The following tasks are unhealthy (stopped "
+            "sending heartbeats):\n/job:jax_worker/replica:0/task:3\nThe tasks have crashed. "
+            "Check the task logs for an earlier error, or scheduler events (e.g. preemption, "
+            "eviction) to debug further.\n\nRPC: /tensorflow.CoordinationService/PollForError\n")
+    code, roots = _run(tmp_path, text)
+    assert code == 1
+    assert _by(roots, "xla.coordination.heartbeat_timeout") == [("rank_failure", [3], "low")]
+    assert _by(roots, JAX_FATAL) == []
 
