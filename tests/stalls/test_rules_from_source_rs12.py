@@ -14,7 +14,10 @@ are invented.
 - the JAX distributed client's "Terminating process because …" and the agent's "Failed to send
   RPC to coordination service" (log_rankless; ``xla/pjrt/distributed/client.h``,
   ``coordination_service_error_util.cc``): a victim, nobody named — where the status after it
-  holds a heartbeat notice, that notice's own rule answers.
+  holds a heartbeat notice, that notice's own rule answers;
+- Paddle's launcher on several nodes (log_paddle_launch; ``Container.__str__``'s environment in
+  the 2.6.2 wheel, 3.0.0 with FLAGS_print_launcher_env): the printed PADDLE_TRAINER_ID is the
+  global rank, a suspect on any number of nodes; without it a local index names nobody.
 """
 
 from __future__ import annotations
@@ -232,3 +235,51 @@ def test_jax_fatal_error_leaves_a_heartbeat_notice_to_its_own_rule(tmp_path: Pat
     assert _by(roots, "xla.coordination.heartbeat_timeout") == [("rank_failure", [3], "low")]
     assert _by(roots, JAX_FATAL) == []
 
+# --- Paddle's launcher on several nodes (synthetic, from Container.__str__'s " \nenv {…}" in the
+# 2.6.2 wheel — 3.0.0 with FLAGS_print_launcher_env — and collective.py's container env) ---------
+PADDLE = "paddle.launch.container_failed"
+
+
+def _paddle_failed(local: int, code: int, env: dict[str, str] | None) -> str:
+    head = "LAUNCH {} 2026-11-30 01:20:33,120 {}\n"
+    line = (f"Container rank {local} status failed cmd ['python', '-u', 'train.py'] code {code} "
+            f"log log/workerlog.{local} ")
+    if env is not None:
+        line += "\nenv " + repr({"PADDLE_LOG_DIR": "/srv/log", **env})
+    return (head.format("INFO", "Pod failed") + head.format("ERROR", "Container failed !!!")
+            + line + "\n" + head.format("INFO", "Exit code -1"))
+
+
+def _env(trainer: int, nodes: int) -> dict[str, str]:
+    return {"PADDLE_MASTER": "10.0.0.1:8090", "PADDLE_GLOBAL_SIZE": str(8 * nodes),
+            "PADDLE_LOCAL_SIZE": "8", "PADDLE_GLOBAL_RANK": str(trainer),
+            "PADDLE_LOCAL_RANK": str(trainer % 8), "PADDLE_NNODES": str(nodes),
+            "PADDLE_TRAINER_ID": str(trainer), "PADDLE_TRAINERS_NUM": str(8 * nodes)}
+
+
+def test_paddle_env_makes_the_local_index_a_global_suspect(tmp_path: Path) -> None:
+    job = ("LAUNCH INFO 2026-11-30 01:19:02,001 Job: default, mode collective, replicas 2[2:2], "
+           "elastic False\n")
+    for text, want in ((job + _paddle_failed(5, -9, _env(13, 2)), [13]),
+                       # two nodes' launchers pasted together: both global ids are suspects
+                       (_paddle_failed(1, 1, _env(9, 2)) + _paddle_failed(4, -6, _env(4, 2)),
+                        [4, 9])):
+        code, roots = _run(tmp_path, text)
+        assert code == 1, text
+        assert not any(f["kind"] == "rank_failure" for f in roots), text
+        assert _by(roots, PADDLE) == [("undecided", [], "low")], text
+        assert _suspects(roots) == want, text
+        assert "PADDLE_TRAINER_ID" in roots[0]["evidence"]["rank_from"]
+
+
+def test_paddle_without_env_on_two_nodes_still_names_nobody(tmp_path: Path) -> None:
+    job = ("LAUNCH INFO 2026-11-30 01:19:02,001 Job: default, mode collective, replicas 2[2:2], "
+           "elastic False\n")
+    code, roots = _run(tmp_path, job + _paddle_failed(5, -9, None))
+    assert code == 1
+    assert _by(roots, PADDLE) == [("undecided", [], "low")]
+    assert _suspects(roots) == []
+    # one container's env printed, the other's not: the local one keeps the old reading
+    code, roots = _run(tmp_path, _paddle_failed(1, 1, _env(9, 2)) + _paddle_failed(4, -6, None))
+    assert code == 1
+    assert _suspects(roots) == []
