@@ -41,7 +41,7 @@ from typing import Any
 
 from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls import grammar as gr
-from stormotel.analyzers.stalls.log_finding import LineRead, LineScanner, log_finding, of_kind
+from stormotel.analyzers.stalls.log_finding import LineRead, LineScanner, of_kind, own_failure
 
 KIND = "megatron_nan"
 PATTERN = "megatron.nan_check"
@@ -62,6 +62,26 @@ class Scanner(LineScanner):
                       "node": m.group("node") or m.group("node2") or ""}
 
 
+
+def findings(events: list[Any], known: int | None) -> list[StallFinding]:
+    """One finding for every Megatron non-finite check in the logs (module docstring)."""
+    mine = of_kind(events, KIND)
+    if not mine:
+        return []
+    told = sorted({int(e.detail["told"]) for e in mine})
+    return own_failure(
+        told, PATTERN,
+        f"Megatron's check on rank {told[0]} found its own values non-finite "
+        f"({mine[0].detail['what'][:100]}) before the data-parallel collective, so no "
+        "data-parallel peer caused it: its data, its device, or a value that reached it through "
+        "a model-parallel collective (whose sender's own check would fire too)",
+        f"Megatron's non-finite check fired on ranks {told[:16]}: each found its own values "
+        "NaN / Inf — a cause they share (the weights, the data, a model-parallel peer), not one "
+        "rank's", REMEDIATION, mine,
+        "torch.distributed.get_rank() in the message: the global rank")
+
+
+#: what to collect: the device or the data, and where the value came from (read by findings)
 REMEDIATION = [
     "Rerun that rank's step on another GPU (Megatron's --rerun-mode validate_results does this) "
     "to tell its device from its data: a result that differs there is the device's; the same "
@@ -69,27 +89,3 @@ REMEDIATION = [
     "Collect every rank's log: a model-parallel peer (tensor / pipeline / expert parallel) whose "
     "own check fired too means the value came from it.",
 ]
-
-
-def findings(events: list[Any], known: int | None) -> list[StallFinding]:
-    """One finding for every Megatron non-finite check in the logs (module docstring)."""
-    mine = of_kind(events, KIND)
-    told = sorted({int(e.detail["told"]) for e in mine})
-    if not told:
-        return []
-    first = mine[0].detail
-    if len(told) == 1:
-        rank = told[0]
-        return [log_finding(
-            "rank_failure", [rank], "exception", "low", PATTERN,
-            f"Megatron's check on rank {rank} found its own values non-finite "
-            f"({first['what'][:100]}) before the data-parallel collective, so no data-parallel "
-            "peer caused it: its data, its device, or a value that reached it through a "
-            "model-parallel collective (whose sender's own check would fire too)",
-            REMEDIATION, mine, rank_from="torch.distributed.get_rank() in the message: the "
-            "global rank")]
-    return [log_finding(
-        "undecided", [], "exception", "low", PATTERN,
-        f"Megatron's non-finite check fired on ranks {told[:16]}: each found its own values "
-        "NaN / Inf — a cause they share (the weights, the data, a model-parallel peer), not one "
-        "rank's", REMEDIATION, mine, suspects=told[:64], collect_next=told[:16])]
