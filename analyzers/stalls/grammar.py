@@ -1559,6 +1559,49 @@ CATALOGUE: tuple[Pattern, ...] = (
        "(read by log_ddp_unused)",
        r"Parameter(?:s| indices) which did not receive grad for rank (?P<rank>\d{1,7}): ?"
        r"(?P<what>[^\n]{0,200})", ("did not receive grad for rank",), "ddp_unused"),
+    _p("megatron.nan_check", "Megatron-LM / Megatron-Core (check_for_nan_in_loss_and_grad)",
+       "f'Rank {global_rank}: found NaN in local grad norm in backward pass before "
+       "data-parallel communication collective. Device: {torch.cuda.current_device()}, node: "
+       "{os.uname()[1]}' (an assert; the loss form 'found NaN in local forward loss "
+       "calculation' in pretrain_gpt.py); later the rerun state machine's RuntimeError(f\"Rank "
+       "{rank}, node {node}, device {device}, iteration {self.current_iteration}: Unexpected "
+       "result {result} (message='{message}')\") with message 'found NaN|Inf in local grad norm "
+       "for bucket #{i} in backward pass before data-parallel communication collective' / "
+       "'found NaN|Inf in local forward loss calculation'",
+       "megatron-core 0.6 – 0.9 (the assert: param_and_grad_buffer.py read in the 0.6.0 and "
+       "0.8.0 wheels) and 0.12 – 0.14 (the RuntimeError: rerun_state_machine.py read in the "
+       "0.12.0 and 0.14.0 wheels); none in 0.5.0; 0.10 – 0.11 skip the check with reruns "
+       "disabled; the loss forms in pretrain_gpt.py through the index",
+       "megatron/core/distributed/param_and_grad_buffer.py (start_grad_sync / check_grads: "
+       "each bucket's local grad norm before the data-parallel all-reduce / reduce-scatter) + "
+       "megatron/core/rerun_state_machine.py (validate_result) + pretrain_gpt.py (loss_func)",
+       "an own failure of the rank it names: R is torch.distributed.get_rank() (global), and "
+       "every rank checks only its OWN gradients / loss before the data-parallel collective, "
+       "so no data-parallel peer caused it — its data, its device, or a value that came "
+       "through a model-parallel collective (whose sender's check fires too). One rank: a "
+       "culprit at low; several: a shared cause — suspects (read by log_megatron_nan)",
+       r"Rank (?P<rank>\d{1,7}): found (?P<what>NaN|Inf) in local (?P<where>grad norm|forward "
+       r"loss calculation)(?:[^\n]{0,160}?node: (?P<node>[\w.-]{1,255}))?|Rank "
+       r"(?P<rank2>\d{1,7}), node (?P<node2>[\w.-]{1,255}), device \d{1,4}, iteration "
+       r"-?\d{1,12}: Unexpected result [^\s(]{0,40}(?:\([^()\n]{0,200}\))? "
+       r"\(message='(?P<msg>[^'\n]{0,400})'",
+       ("found nan in local", "found inf in local", "unexpected result"), "megatron_nan"),
+    _p("k8s.describe_pod.terminated", "kubectl describe pod (pkg/describe, describeStatus)",
+       'w.Write(LEVEL_2, "%s:\\tTerminated\\n", stateName) with stateName "State" or "Last '
+       'State", then LEVEL_3 "Reason:\\t%s" (when set), "Exit Code:\\t%d", "Signal:\\t%d" (when '
+       '> 0); the block\'s "Name:\\t%s" / "Namespace:" at column 0, the pod\'s "Reason:\\t%s" '
+       '(Evicted), the container\'s "Environment:" (RANK, PET_NPROC_PER_NODE)',
+       "kubectl 1.24 – 1.31 (pkg/describe/describe.go read at kubernetes/kubectl v0.24.0 and "
+       "v0.31.0: the same fields and order)",
+       "pkg/describe/describe.go (describePod, describeContainerState, describeStatus, "
+       "describeContainerEnvVars)",
+       "reporter: the API server's record of one pod: its container ended (State) or ended "
+       "before a restart (Last State) — OOMKilled (its memory cgroup), a death signal, or an "
+       "exit code (137 a SIGKILL from anyone); the pod's Reason Evicted: the NODE's pressure. "
+       "The pod's rank: its RANK (training-operator) with one process per pod, or a "
+       "PyTorchJob's master-0 / worker-i beside its master. One pod OOMKilled or by its own "
+       "signal: that rank at low; otherwise suspects or nobody (read by log_pod_describe)",
+       r"^\s{2,24}(?:Last )?State:\s{1,60}Terminated\s*$", ("terminated",), "pod_describe"),
     _p("paddle.launch.container_failed", "PaddlePaddle launcher (paddle.distributed.launch "
        "controllers/controller.py, one per node)",
        'self.ctx.logger.error(f"Container failed !!!\\n{fc[0]}") with Container.__str__ '
@@ -1684,6 +1727,44 @@ CATALOGUE: tuple[Pattern, ...] = (
        r"(?P<job2>[\w.-]{1,64})/replica:\d{1,7}/task:(?P<tid2>\d{1,7})",
        ("unexpectedly tried to connect", "incarnation id mismatch",
         "duplicate task registration"), "rankless"),
+    _p("jax.distributed.fatal_error", "JAX / XLA distributed runtime client "
+       "(DistributedRuntimeClient::Options::missed_heartbeat_callback)",
+       'LOG(QFATAL) << "Terminating process because the JAX distributed service detected fatal '
+       'errors. This most likely indicates that another task died; see the other task logs for '
+       'more details. Disable Python buffering, i.e. `python -u`, to be sure to see all the '
+       'previous output. absl::Status: " << status; older: "Terminating process because the '
+       'coordinator detected missing heartbeats. This most likely indicates that another task '
+       'died; …" / "Terminating process because of missing heartbeat response from the '
+       'coordinator. This most likely indicates that the coordinator task died; …"',
+       "xla/pjrt/distributed/client.h read at openxla/xla 001918b (the two older forms, "
+       "xla::Status) and openxla/openxla cb1507e (the 'JAX distributed service' form, "
+       "absl::Status); no release tag pinned with the tools at hand",
+       "xla/pjrt/distributed/client.h (the callback the coordination service agent calls when "
+       "it polls an error from the service, or stops hearing the coordinator)",
+       "reporter: a JAX process ending ITSELF because the service reported an error (another "
+       "task died) — a VICTIM; the line names no task (the absl::Status after it may: a "
+       "heartbeat or barrier notice, read by log_xla_health / log_xla_coord, which then take "
+       "the line). The coordinator form suspects JAX process 0 or the network. Nobody named "
+       "(read by log_rankless)",
+       r"Terminating process because (?:the JAX distributed service detected fatal errors|the "
+       r"coordinator detected missing heartbeats|(?P<coord>of missing heartbeat response from "
+       r"the coordinator))", ("terminating process because",), "rankless"),
+    _p("tsl.coordination.rpc_failed", "XLA / TSL coordination service agent "
+       "(TrimCoordinationErrorMessage)",
+       '"Failed to send RPC to coordination service. Either the leader task died/restarted '
+       "unexpectedly or this task is experiencing network issues. Check earlier logs from this "
+       'task and the leader (usually slice 0 process/task/worker 0) to debug further.\\n" + the '
+       "gRPC detail, on an UNAVAILABLE status without the service's error payload",
+       "xla/tsl/distributed_runtime/coordination/coordination_service_error_util.cc read at a "
+       "stored commit of a fork (fractalyze/zkx c3db433) and through the index; no release tag "
+       "pinned with the tools at hand",
+       "coordination_service_error_util.cc (TrimCoordinationErrorMessage: an agent's RPC that "
+       "never reached the service)",
+       "reporter: one task whose RPC to the service (in the leader, JAX process 0) failed: the "
+       "leader died or restarted, or this task's network failed — which, the line does not "
+       "say; no task named, nobody (read by log_rankless)",
+       r"Failed to send RPC to coordination service\. Either the leader task died",
+       ("failed to send rpc to coordination service",), "rankless"),
     _p("verl.worker_group.actor_name", "verl (RayWorkerGroup, the name it gives each worker actor)",
        'name = f"{self.name_prefix}{cia_name}_{pg_idx}:{local_rank}"  # e.g. Worker_2:5 — '
        "shown by Ray's ActorDiedError as its tab-indented \"name: …\" field",

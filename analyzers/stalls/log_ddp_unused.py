@@ -36,7 +36,13 @@ import re
 from typing import Any
 
 from stormotel.analyzers.report import StallFinding
-from stormotel.analyzers.stalls.log_finding import LineRead, LineScanner, log_finding, of_kind
+from stormotel.analyzers.stalls.log_finding import (
+    LineRead,
+    LineScanner,
+    log_finding,
+    of_kind,
+    own_failure,
+)
 
 KIND = "ddp_unused"
 PATTERN = "torch.ddp.unused_parameters"
@@ -68,20 +74,17 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
         return []
     other = sorted({int(e.detail["seen"]) for e in mine
                     if e.detail.get("seen") is not None and e.detail["seen"] != e.detail["told"]})
-    if len(told) == 1 and not other:
-        rank = told[0]
+    if other:
         return [log_finding(
-            "rank_failure", [rank], "exception", "low", PATTERN,
-            f"DDP's reducer on rank {rank} found its previous backward unfinished: parameters "
-            f"{mine[0].detail['what'][:80]!r} received no gradient on that rank — its own "
-            "forward skipped them, while peers wait in that bucket's allreduce",
-            REMEDIATION, mine, rank_from="the rank in DDP's process group, presumed the "
-            "default (global) group")]
-    why = (f"the message's rank {told} differs from the rank the line was read for {other}: "
-           "DDP runs on a sub-group, whose rank is not global" if other else
-           f"ranks {told[:16]} each skipped parameters: a cause every rank shares (the model "
-           "or the data), not one rank's")
-    return [log_finding(
-        "undecided", [], "exception", "low", PATTERN,
-        f"DDP's reducer reported parameters without a gradient — {why}", REMEDIATION, mine,
-        suspects=[] if other else told[:64])]
+            "undecided", [], "exception", "low", PATTERN,
+            f"DDP's reducer reported parameters without a gradient — the message's rank {told} "
+            f"differs from the rank the line was read for {other}: DDP runs on a sub-group, "
+            "whose rank is not global", REMEDIATION, mine, suspects=[])]
+    return own_failure(
+        told, PATTERN,
+        f"DDP's reducer on rank {told[0]} found its previous backward unfinished: parameters "
+        f"{mine[0].detail['what'][:80]!r} received no gradient on that rank — its own forward "
+        "skipped them, while peers wait in that bucket's allreduce",
+        f"DDP's reducer reported parameters without a gradient — ranks {told[:16]} each skipped "
+        "parameters: a cause every rank shares (the model or the data), not one rank's",
+        REMEDIATION, mine, "the rank in DDP's process group, presumed the default (global) group")

@@ -25,7 +25,13 @@ An exit-code report's first rank was the culprit in only 65 % of the measured ca
 
 - one local index, nothing showing a second node (the launcher's "Job: …, replicas R[…]" line
   with R > 1, or the shared node hints) → ``undecided`` at ``low``, that index a SUSPECT;
-- a second node, or different indices (several launchers or runs) → nobody named.
+- a second node, or different indices (several launchers or runs) → nobody named;
+- unless each failed container's line carries its environment (``Container.__str__`` appends
+  " \\nenv {…}" in 2.6 always, in 3.0 with ``FLAGS_print_launcher_env``): its
+  ``PADDLE_TRAINER_ID`` is the GLOBAL rank (``collective.py``: the local index plus the node's
+  pod rank × containers per node), so those ids are the suspects on any number of nodes. The
+  node itself prints no pod rank at INFO (``Run Pod: name, replicas R, status S``; the sync of
+  peers is at DEBUG), so without the environment a local index stays local.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import re
 from typing import Any
 
 from stormotel.analyzers.report import StallFinding
+from stormotel.analyzers.stalls import grammar as gr
 from stormotel.analyzers.stalls import log_lightning
 from stormotel.analyzers.stalls import log_mp_spawn as spawn
 from stormotel.analyzers.stalls.log_finding import LineRead, log_finding, of_kind
@@ -42,6 +49,11 @@ KIND = "paddle_container"
 PATTERN = "paddle.launch.container_failed"
 #: controllers/controller.py build_job: ``Job.__str__`` — replicas is the job's node count
 _JOB = re.compile(r"Job: [^,\n]{0,128}, mode \w{1,16}, replicas (?P<n>\d{1,5})\[")
+#: ``Container.__str__``'s " \nenv {…}" (2.6 always, 3.0 with FLAGS_print_launcher_env): the
+#: container's own environment; its PADDLE_TRAINER_ID is the GLOBAL rank (collective.py:
+#: ``i + rank_offset``, the node's pod rank × containers per node), PADDLE_NNODES the nodes
+_ENV = re.compile(r"(?<![\w-])env \{[^\n]{0,20000}?'PADDLE_TRAINER_ID': '(?P<id>\d{1,7})'")
+_NNODES = re.compile(r"'PADDLE_NNODES': '(?P<n>\d{1,5})'")
 
 
 class Scanner(log_lightning.Scanner):
@@ -51,14 +63,35 @@ class Scanner(log_lightning.Scanner):
 
     kind, patterns = KIND, (PATTERN,)
 
+    def __init__(self, ctx: Any) -> None:
+        super().__init__(ctx)
+        self._last = -1  #: the event the previous segment made (its env may be this one)
+
     def feed(self, no: int, seg: str, low: str, rank: int | None) -> None:
+        if self._last == len(self.found) and self.found and "env {" in low:
+            _environment(self.found[-1].detail, seg)
         if self.nodes is None and "job: " in low and (job := _JOB.search(seg)) and \
                 int(job.group("n")) > 1:
             self.nodes = f"the launcher's job has {job.group('n')} nodes"
+        before = len(self.found)
         super().feed(no, seg, low, rank)
+        self._last = len(self.found) if len(self.found) > before else -1
 
     def read(self, pid: str, m: re.Match[str], rank: int | None) -> LineRead:
-        return None, {"local_rank": int(m.group("rank")), "exit_code": int(m.group("code"))}
+        detail: dict[str, object] = {"local_rank": int(m.group("rank")),
+                                     "exit_code": int(m.group("code"))}
+        _environment(detail, m.string[m.end():])  # the env line glued to it, if it was
+        return None, detail
+
+
+def _environment(detail: dict[str, object], text: str) -> None:
+    """The container's GLOBAL trainer id (and the node count) from its printed environment."""
+    if "trainer_id" in detail or (m := _ENV.search(text)) is None:
+        return
+    if (gid := gr.parse_rank(m.group("id"))) is not None:
+        detail["trainer_id"] = gid
+    if (n := _NNODES.search(text)) is not None:
+        detail["nnodes"] = int(n.group("n"))
 
 
 REMEDIATION = [
@@ -75,6 +108,8 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
     by_local = {int(e.detail["local_rank"]): int(e.detail["exit_code"]) for e in reversed(mine)}
     if not by_local:
         return []
+    if all("trainer_id" in e.detail for e in mine):
+        return _global(mine)
     locals_ = sorted(by_local)
     code = by_local[locals_[0]]
     how = f"signal {-code}" if code < 0 else f"exit code {code}"
@@ -93,3 +128,21 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
     return [log_finding(
         "undecided", [], "unknown", "low", PATTERN, where + why, REMEDIATION, mine,
         suspects=[] if second else locals_, exit_code=code)]
+
+
+def _global(mine: list[Any]) -> list[StallFinding]:
+    """Every failed container printed its environment: their GLOBAL trainer ids, suspects."""
+    ids = sorted({int(e.detail["trainer_id"]) for e in mine})
+    nodes = max((int(e.detail.get("nnodes", 0)) for e in mine), default=0)
+    code = int(mine[0].detail["exit_code"])
+    how = f"signal {-code}" if code < 0 else f"exit code {code}"
+    where = (f"Paddle's launcher found container {mine[0].detail['local_rank']} (local) failed "
+             f"with {how}; its printed environment gives PADDLE_TRAINER_ID {ids[0]}, the "
+             "GLOBAL trainer id" if len(ids) == 1 else
+             f"Paddle's launchers found containers with trainer ids {ids[:16]} failed (each "
+             "node's first found at its poll): which failed first the lines do not say")
+    return [log_finding(
+        "undecided", [], "unknown", "low", PATTERN,
+        where + (f" ({nodes} nodes)" if nodes > 1 else "") + "; an exit-code report names the "
+        "culprit too seldom to be one (a suspect)", REMEDIATION, mine, suspects=ids[:64],
+        exit_code=code, rank_from="PADDLE_TRAINER_ID in the container's printed environment")]

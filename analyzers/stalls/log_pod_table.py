@@ -86,38 +86,49 @@ class Scanner:
         return out
 
     def _judge(self, rows: list[tuple[int, str, str, str]]) -> list[lf.Found]:
-        failed = [r for r in rows if _failed(r[2])]
-        if not failed:
-            return []
-        ranks = {r[1]: _rank(r[1], rows) for r in rows}
-        if self._launcher or any(ranks[r[1]] is None for r in failed):
-            what = ", ".join(f"{r[1]} {r[2]}" for r in failed[:8])
-            return [lf.Found(RANKLESS, failed[0][0], None, None, failed[0][3], {
-                "reporter": None, "error": what + (" — each pod runs a per-node launcher, so "
-                                                   "its rank is a node's" if self._launcher
-                                                   else "")}, PATTERN)]
-        own = len(failed) == 1 and failed[0][2] in _OWN
-        out = []
-        for no, name, status, line in failed:
-            rank = ranks[name]
-            detail: dict[str, object] = {
-                "category": "oom" if status.endswith("OOMKilled") else
-                "signal" if status.startswith("Signal:") else "exception",
-                "launcher": "kubernetes", "launcher_only": True, "weak_rank": True,
-                "error": f"pod {name}: {status}", "host": name,
-                "rank_from": "the training-operator's RANK of the pod (master-0 = 0, worker-i = "
-                             "i+1): a node's rank, a process's only with one process per pod"}
-            if status.startswith("Signal:"):
-                detail["signal"] = lf.signal_name(-int(status.split(":")[1]))
-            if not own:
-                detail |= {"ambiguous": True, "why": (
-                    f"the pod table shows {len(failed)} failed pod(s) "
-                    f"({', '.join(f'{n} {s}' for _, n, s, _ in failed[:8])}): "
-                    + ("first only together — which ended first the table does not say"
-                       if len(failed) > 1 else
-                       f"{status} is how a victim's timeout ends a pod too"))}
-            out.append(lf.Found(lf.RANK_ERROR, no, rank, None, line, detail, PATTERN))
-        return out
+        names = [r[1] for r in rows]
+        return judge(rows, {n: pytorchjob_rank(n, names) for n in names}, self._launcher,
+                     PATTERN, RANK_FROM)
+
+
+RANK_FROM = ("the training-operator's RANK of the pod (master-0 = 0, worker-i = i+1): a node's "
+             "rank, a process's only with one process per pod")
+
+
+def judge(rows: list[tuple[int, str, str, str]], ranks: dict[str, int | None], launcher: bool,
+          pattern: str, rank_from: str) -> list[lf.Found]:
+    """The evidence of one set of pods (line, name, kubectl's status word, text): each failed
+    pod as its rank's error — its own failure (``OOMKilled``, its own death signal) only when it
+    is the one failed pod — or, when a failed pod maps to no rank (or each pod runs a per-node
+    launcher), one rankless reading naming the pods."""
+    failed = [r for r in rows if _failed(r[2])]
+    if not failed:
+        return []
+    if launcher or any(ranks.get(r[1]) is None for r in failed):
+        what = ", ".join(f"{r[1]} {r[2]}" for r in failed[:8])
+        return [lf.Found(RANKLESS, failed[0][0], None, None, failed[0][3], {
+            "reporter": None, "error": what + (" — each pod runs a per-node launcher, so "
+                                               "its rank is a node's" if launcher
+                                               else "")}, pattern)]
+    own = len(failed) == 1 and failed[0][2] in _OWN
+    out = []
+    for no, name, status, line in failed:
+        detail: dict[str, object] = {
+            "category": "oom" if status.endswith("OOMKilled") else
+            "signal" if status.startswith("Signal:") else "exception",
+            "launcher": "kubernetes", "launcher_only": True, "weak_rank": True,
+            "error": f"pod {name}: {status}", "host": name, "rank_from": rank_from}
+        if status.startswith("Signal:"):
+            detail["signal"] = lf.signal_name(-int(status.split(":")[1]))
+        if not own:
+            detail |= {"ambiguous": True, "why": (
+                f"the pods show {len(failed)} failed pod(s) "
+                f"({', '.join(f'{n} {s}' for _, n, s, _ in failed[:8])}): "
+                + ("first only together — which ended first they do not say"
+                   if len(failed) > 1 else
+                   f"{status} is how a victim's timeout ends a pod too"))}
+        out.append(lf.Found(lf.RANK_ERROR, no, ranks[name], None, line, detail, pattern))
+    return out
 
 
 def _failed(status: str) -> bool:
@@ -126,13 +137,14 @@ def _failed(status: str) -> bool:
         status.startswith("ExitCode:") and status != "ExitCode:0")
 
 
-def _rank(name: str, rows: list[tuple[int, str, str, str]]) -> int | None:
-    """The training-operator's RANK of a PyTorchJob pod, when the table shows its Master."""
+def pytorchjob_rank(name: str, names: list[str]) -> int | None:
+    """The training-operator's RANK of a PyTorchJob pod, when the pods shown include its
+    Master."""
     m = _PYTORCHJOB.match(name)
     if m is None:
         return None
     job = m.group("job")
-    if not any(r[1] == f"{job}-master-0" for r in rows):
+    if f"{job}-master-0" not in names:
         return None  # no Master: the operator sets no RANK (elastic), the index is not a rank
     index = gr.parse_rank(m.group("i"))
     if index is None:

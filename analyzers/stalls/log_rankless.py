@@ -99,6 +99,8 @@ XLA_RENDEZVOUS = "xla.rendezvous.stuck"
 SRUN_TASK_NODE = "slurm.srun.task_exit"
 #: a pod table whose pods map to no rank (emitted by log_pod_table)
 K8S_POD = "k8s.pod_status"
+#: a kubectl describe pod block whose pod maps to no rank (emitted by log_pod_describe)
+K8S_DESCRIBE = "k8s.describe_pod.terminated"
 #: TensorFlow TPU's shutdown hook: TPU hosts whose heartbeat was not OK (grammar
 #: ``tf.tpu.lame_workers``): a host of the TF cluster, not a rank
 TPU_LAME = "tf.tpu.lame_workers"
@@ -114,6 +116,16 @@ OOM_KILLED = "kernel.oom_kill.killed_process"
 TF_OOM = "tf.resource.oom_allocating"
 #: the coordination service: a task's process was replaced (``tsl.coordination.task_restarted``)
 TASK_RESTARTED = "tsl.coordination.task_restarted"
+#: a JAX process ending itself on the coordination service's fatal error: a victim
+#: (``jax.distributed.fatal_error``)
+JAX_FATAL = "jax.distributed.fatal_error"
+#: an agent's RPC to the coordination service failed: the leader (process 0) or this task's
+#: network (``tsl.coordination.rpc_failed``)
+TSL_RPC = "tsl.coordination.rpc_failed"
+#: what those two lines carry after them that another rule reads whole (a heartbeat / barrier
+#: notice names the tasks): the line is left to it
+_COORD_NAMED = re.compile(r"stopped sending heartbeats|heartbeat timeout|Barrier timed out|"
+                          r"incarnation", re.I)
 
 #: (pattern id, lower-case triggers, regex), in the order tried; the first match of a line wins
 PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
@@ -150,6 +162,8 @@ PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
     (TF_TASK, gr.BY_ID[TF_TASK].triggers, gr.BY_ID[TF_TASK].regex),
     (TF_OOM, gr.BY_ID[TF_OOM].triggers, gr.BY_ID[TF_OOM].regex),
     (TASK_RESTARTED, gr.BY_ID[TASK_RESTARTED].triggers, gr.BY_ID[TASK_RESTARTED].regex),
+    (JAX_FATAL, gr.BY_ID[JAX_FATAL].triggers, gr.BY_ID[JAX_FATAL].regex),
+    (TSL_RPC, gr.BY_ID[TSL_RPC].triggers, gr.BY_ID[TSL_RPC].regex),
     (SGLANG_WATCHDOG, ("watchdog_timeout=",),
      re.compile(r"Watchdog timeout \(self\.watchdog_timeout=(?P<secs>\d{1,9}(?:\.\d{1,6})?)\)")),
     (DS_LAUNCHER, ("sigkill_handler",),
@@ -314,6 +328,14 @@ _SAYS: dict[str, tuple[str, str, str]] = {
         "Collect the failed pods' own logs (kubectl logs POD --previous) and kubectl describe "
         "pod (the container's Last State: OOMKilled / exit code); the operator's rank of each "
         "pod is its RANK / JOB_COMPLETION_INDEX environment (kubectl get pod POD -o yaml)."),
+    K8S_DESCRIBE: (
+        "unknown",
+        "kubectl describe shows pods that ended ({error}) whose rank the block does not give "
+        "(no RANK in their environment, more than one process per pod, or a name that is not "
+        "a PyTorchJob's master-0 / worker-i beside its master)",
+        "Collect the failed pods' own logs (kubectl logs POD --previous): their [rankN]: lines "
+        "or the launcher's summary name the rank; the operator's index of each pod is its "
+        "RANK / JOB_COMPLETION_INDEX / LWS_WORKER_INDEX environment."),
     TPU_LAME: (
         "peer_lost",
         "TensorFlow's TPU shutdown hook pinged every TPU host's worker and found {procs} "
@@ -356,6 +378,22 @@ _SAYS: dict[str, tuple[str, str, str]] = {
         "in RunOptions lists the live tensors); lower the per-replica batch or sequence length, "
         "or enable memory growth; map a task to a rank only where the job says so (TF_CONFIG's "
         "task index is not a torch rank)."),
+    JAX_FATAL: (
+        "peer_lost",
+        "{who} ended itself because the JAX distributed service (the coordination service, run "
+        "by JAX process 0) reported a fatal error{what}: the process that prints this is a "
+        "VICTIM sharing another's fate, and the line names no task",
+        "Collect every JAX process's log: the first to end with its own error (an OOM kill, a "
+        "segfault, a Python exception) is the cause; the absl::Status after this line, cut here, "
+        "names the unhealthy tasks (\"The following tasks are unhealthy …\") when the service "
+        "saw a heartbeat stop."),
+    TSL_RPC: (
+        "peer_lost",
+        "{who} could not reach the coordination service{what} (its RPC failed UNAVAILABLE): "
+        "the leader task died or restarted, or this task's network failed — no task named",
+        "Read the leader's log (JAX process 0 / task 0, which runs the coordination service) "
+        "for its own last error before this time, and this host's network (the coordinator "
+        "address and port reachable from it)."),
     TASK_RESTARTED: (
         "peer_lost",
         "the coordination service saw {procs} connect again as a new process (a different "
@@ -425,6 +463,14 @@ class Scanner:
             elif pid == TF_OOM:
                 detail |= {"process": f"task /job:{m.group('job')}/task:{int(m.group('task'))}",
                            "device": m.group("device")}
+            elif pid in (JAX_FATAL, TSL_RPC):
+                if _COORD_NAMED.search(seg, m.end()):
+                    return  # the notice after it names the tasks: log_xla_health / _coord read it
+                detail["error"] = (
+                    " — the coordinator stopped answering this process, which suspects the "
+                    "coordinator's process (JAX process 0) or its own network"
+                    if pid == TSL_RPC or m.group("coord") or
+                    "failed to send rpc to coordination service" in low else "")
             elif pid == TASK_RESTARTED:
                 job, tid = m.group("job") or m.group("job2"), m.group("tid") or m.group("tid2")
                 jax = f" (JAX process {int(tid)})" if job == "jax_worker" else ""

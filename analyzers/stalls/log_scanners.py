@@ -33,6 +33,7 @@ from stormotel.analyzers.stalls import (
     log_horovod,
     log_lightning,
     log_main_first,
+    log_megatron_nan,
     log_monitored,
     log_mp_spawn,
     log_mpi_signal,
@@ -42,6 +43,7 @@ from stormotel.analyzers.stalls import (
     log_oom_kill,
     log_paddle_launch,
     log_pg_error,
+    log_pod_describe,
     log_pod_table,
     log_rankless,
     log_ras,
@@ -235,6 +237,8 @@ KINDS: tuple[LogKind, ...] = (
     LogKind("xla_heartbeat", log_xla_health.Scanner, log_xla_health.findings),
     # a kubectl pod table: the failed pod, a PyTorchJob's master-0 / worker-i as its RANK
     LogKind("pod_table", log_pod_table.Scanner),
+    # a kubectl describe pod block: the container that ended, how, and the pod's RANK
+    LogKind("pod_describe", log_pod_describe.Scanner),
     # an OOM naming a local CUDA device, no rank: nobody named, how to map it
     LogKind("device_oom", log_device_oom.Scanner, log_device_oom.findings, fallback=True),
     # a rank's traceback cut before its exception line: read by the rank-failure rule
@@ -254,6 +258,8 @@ KINDS: tuple[LogKind, ...] = (
     # DDP's reducer: the rank whose own backward left parameters without a gradient
     LogKind("ddp_unused", log_ddp_unused.Scanner, log_ddp_unused.findings),
     # Paddle's launch controller: the LOCAL container its poll found failed (a suspect)
+    # Megatron's NaN / Inf checks: the (global) rank whose own grads / loss were not finite
+    LogKind("megatron_nan", log_megatron_nan.Scanner, log_megatron_nan.findings),
     LogKind("paddle_container", log_paddle_launch.Scanner, log_paddle_launch.findings,
             fallback=True),
 )

@@ -110,11 +110,14 @@ def test_paddle_failed_container_is_a_suspect_never_a_culprit(tmp_path: Path) ->
         assert not any(f["kind"] == "rank_failure" for f in roots), text
         assert _by(roots, PADDLE) == [("undecided", [], "low")], text
         assert _suspects(roots) == [int(text.split("Container rank ")[1].split()[0])], text
-        assert "LOCAL" in roots[0]["evidence"]["reason"]
+        # with the container's environment printed, its PADDLE_TRAINER_ID is global (rs12)
+        assert ("GLOBAL" if "\nenv {" in text else "LOCAL") in roots[0]["evidence"]["reason"]
 
 
 def test_paddle_second_node_or_different_containers_name_nobody(tmp_path: Path) -> None:
-    for text in (_job(2) + _failed(3, -9), _failed(1, 1) + _failed(4, -6)):
+    # without the environment (3.0's default): the index stays local (rs12 reads the env's id)
+    for text in (_job(2) + _failed(3, -9, env=False),
+                 _failed(1, 1, env=False) + _failed(4, -6, env=False)):
         code, roots = _run(tmp_path, text)
         assert code == 1
         assert _by(roots, PADDLE) == [("undecided", [], "low")], text
