@@ -105,6 +105,14 @@ def _port_free(port: int) -> bool:
     return True
 
 
+def _port_list(ports: list[int]) -> str:
+    """``9464..9467`` for consecutive ports; the free ones taken when those were in use are
+    in no order, and ``59653..51711`` read as a range, so they are listed one by one."""
+    if ports == list(range(ports[0], ports[0] + len(ports))):
+        return f"{ports[0]}..{ports[-1]}"
+    return ",".join(map(str, ports))
+
+
 def _free_ports(n: int) -> list[int]:
     """``n`` distinct free loopback ports (the kernel's choice)."""
     socks, ports = [], []
@@ -298,8 +306,8 @@ def main(argv: list[str]) -> int:
     started: list[Started] = []
     with _all_stopped(started):
         print(f"stormotel rehearse: {args.ranks} simulated ranks of job {args.job_id!r} for "
-              f"{args.duration:g}s, /metrics on 127.0.0.1:{rank_ports[0]}.."
-              f"{rank_ports[-1]}; faults (t=0 in {START_MARGIN_S:g}s, "
+              f"{args.duration:g}s, /metrics on 127.0.0.1:{_port_list(rank_ports)}; "
+              f"faults (t=0 in {START_MARGIN_S:g}s, "
               f"{environment.SIM_EPOCH_NS}={epoch_ns}): {args.fault}", flush=True)
         for rank, port in enumerate(rank_ports):
             argv_ = _track_argv(rank, args.ranks, port, args.job_id,

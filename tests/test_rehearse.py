@@ -4,6 +4,8 @@ analysis it runs against the real Prometheus it started."""
 
 from __future__ import annotations
 
+import contextlib
+import re
 import socket
 import subprocess
 from pathlib import Path
@@ -63,3 +65,25 @@ def test_rehearsal_scrapes_every_rank_and_names_the_planted_one(tmp_path: Path) 
             port = int(line.split("127.0.0.1:")[1].split()[0])
             with socket.socket() as s:
                 assert s.connect_ex(("127.0.0.1", port)) != 0
+
+
+@pytest.mark.slow  # two tracked ranks for 1 s (+ the 5 s start margin and their linger)
+def test_ports_moved_aside_are_listed_not_drawn_as_a_range(tmp_path: Path) -> None:
+    """With 9464 taken the ranks get free ports in no order; the start line said
+    ``/metrics on 127.0.0.1:59653..51711``, a range that holds neither. It lists them now, the
+    ports the scrape configuration holds (first-hour audit, helper fa)."""
+    holder = socket.socket()
+    with contextlib.suppress(OSError):  # taken already (by another test) serves as well
+        holder.bind(("127.0.0.1", 9464))
+        holder.listen(1)
+    try:
+        out = run_stormotel("rehearse", "--ranks", "2", "--duration", "1", "--no-prometheus",
+                            "--out", str(tmp_path / "r"), cwd=tmp_path, timeout=240)
+    finally:
+        holder.close()
+    assert out.returncode == exitcodes.OK, out.stdout[-3000:] + out.stderr[-3000:]
+    shown = re.search(r"/metrics on 127\.0\.0\.1:(\S+);", out.stdout)
+    assert shown, out.stdout
+    ports = [int(p) for p in shown[1].split(",")]
+    config = (tmp_path / "r" / "prometheus.yml").read_text()
+    assert len(ports) == 2 and all(f"127.0.0.1:{p}" in config for p in ports), (shown[1], config)

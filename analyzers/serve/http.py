@@ -19,6 +19,7 @@ from __future__ import annotations
 import ssl
 import threading
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,8 @@ from stormotel.analyzers.serve.pages import CSP, index_page
 from stormotel.analyzers.serve.queue import WorkQueue
 from stormotel.analyzers.serve.store import REPORT_HTML, REPORT_JSON, Store
 from stormotel.analyzers.serve.webhook import PayloadError, parse
+
+from stormotel.textsafe import one_line
 
 WEBHOOK_PATH = "/alertmanager"
 #: The HTML report draws its charts with inline script; nothing may load from elsewhere.
@@ -114,6 +117,20 @@ class Handler(BaseHTTPRequestHandler):
 
     do_HEAD = do_GET
 
+    def _no_analysis(self, job_id: str) -> str:
+        """Why a job has nothing to show: never analysed, or its last run failed — said here,
+        where the page's link lands, and not only in the receiver's log."""
+        failed = self.app.store.failure(job_id)
+        if failed is None:
+            return "no analysis of this job"
+        when = failed.get("analysed_at_ns")
+        at = (datetime.fromtimestamp(when / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+              if isinstance(when, int) else "unknown time")
+        return one_line(f"no analysis of this job yet: the last run ({at}) wrote no report, "
+                        f"outcome {failed.get('outcome')} (exit {failed.get('exit')}): "
+                        f"{failed.get('reason') or 'no message'}; the receiver's log has the "
+                        "rest, and the next page of this job runs it again", 2000)
+
     def _reader_allowed(self) -> bool:
         if not self.app.protect_reports or self.app.auth.allows(self.headers.get("Authorization")):
             return True
@@ -126,7 +143,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         found = self.app.store.file(job_id, name)
         if found is None:
-            self._text(404, "no analysis of this job")
+            self._text(404, self._no_analysis(job_id))
             return
         try:
             data = Path(found).read_bytes()

@@ -7,6 +7,8 @@ Layout::
     OUT/jobs/<job>/report.json   the latest analysis, as ``stormotel analyze --format json``
     OUT/jobs/<job>/index.html    the same analysis as the HTML report
     OUT/jobs/<job>/meta.json     what triggered it, when, its verdict (the index page's row)
+    OUT/jobs/<job>/failed.json   the last run that wrote no report: when, outcome, exit, why
+                                 (said on the job's 404; removed by the next report)
 
 ``<job>`` is :func:`~stormotel.analyzers.sinks.outputs.safe_job_id`: one path component of
 ``[A-Za-z0-9._-]`` with a hash when the id had to change, so ``../../etc`` or ``<script>`` can
@@ -28,6 +30,7 @@ from stormotel.analyzers.sinks.outputs import safe_job_id
 REPORT_JSON = "report.json"
 REPORT_HTML = "index.html"
 META_JSON = "meta.json"
+FAILED_JSON = "failed.json"
 STAGING = ".staging"
 
 
@@ -86,6 +89,20 @@ class Store:
         fsync_dir(folder)
         shutil.rmtree(staged, ignore_errors=True)
         write_atomic(folder / META_JSON, json.dumps(meta, sort_keys=True).encode())
+        with contextlib.suppress(FileNotFoundError):
+            (folder / FAILED_JSON).unlink()
+
+    def record_failure(self, job_id: str, failure: dict[str, Any]) -> None:
+        """A run that wrote no report: kept so the job's URL (the page's ``report_url``) says
+        why there is nothing to show, not only the receiver's log. The published report, if
+        any, is left as it was."""
+        folder = self.job_dir(job_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        write_atomic(folder / FAILED_JSON, json.dumps(failure, sort_keys=True).encode())
+
+    def failure(self, job_id: str) -> dict[str, Any] | None:
+        """The last run without a report, since the last one with a report (or None)."""
+        return _read_meta(self.job_dir(job_id) / FAILED_JSON)
 
     def file(self, job_id: str, name: str) -> Path | None:
         """One of the job's published files, or None (never analysed, or not that file)."""
@@ -112,11 +129,13 @@ class Store:
         now = time.time() if now is None else now
         removed = 0
         for folder in self.root.iterdir():
-            meta = folder / META_JSON
-            try:
-                age = now - meta.stat().st_mtime
-            except OSError:
+            stamps = []
+            for name in (META_JSON, FAILED_JSON):  # a job that only ever failed ages too
+                with contextlib.suppress(OSError):
+                    stamps.append((folder / name).stat().st_mtime)
+            if not stamps:
                 continue
+            age = now - max(stamps)
             if age > retention_s:
                 shutil.rmtree(folder, ignore_errors=True)
                 removed += 1

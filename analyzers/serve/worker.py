@@ -90,6 +90,13 @@ class Analyst:
             self.say(line)
         if report is None or not (staging / REPORT_JSON).exists():
             self.say(f"job {p.job_id!r}: no report ({outcome}); the previous one, if any, stays")
+            lines = [line for line in runlog.getvalue().splitlines() if line.strip()]
+            # the run's own error line; the cron summary line after it only repeats the outcome
+            reason = next((line for line in reversed(lines) if "error:" in line),
+                          lines[-1] if lines else "")
+            self.store.record_failure(p.job_id, {
+                "job_id": p.job_id, "analysed_at_ns": now_ns, "outcome": outcome, "exit": code,
+                "reason": one_line(reason, 500)})
             return code
         lead = headline(report)
         final = not p.firing

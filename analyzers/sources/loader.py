@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import stat
 import threading
 import zlib
@@ -673,5 +674,17 @@ def load_paths(paths: Iterable[str], *, progress: ProgressFn | None = None,
         found = next((n for n in timeline.notes if "no GPU memory series" in n), None)
         raise NoTelemetryError(f"no telemetry samples readable from {len(files)} file(s) "
                           f"(skipped: {reasons}); first: {files[0][0]}"
-                          + (f" — {found}" if found else ""))
+                          + (f" — {found}" if found else "") + _other_jobs_hint(timeline, job_id))
     return timeline
+
+
+def _other_jobs_hint(timeline: Timeline, job_id: str | None) -> str:
+    """When ``--job-id`` matched nothing, the jobs the files do hold (from the first skipped
+    records' notes): a typo or a job id from another run is then one glance, not a hunt."""
+    if job_id is None or not timeline.skipped.get("other_job"):
+        return ""
+    seen = sorted({m for n in timeline.notes
+                   for m in re.findall(r"^skipped other_job at .*: job ('.*')", n)})
+    held = f"; they hold job {', '.join(seen)}" if seen else ""
+    return f" — --job-id {job_id!r} is in none of them{held}"
+

@@ -19,7 +19,7 @@ from stormotel.analyzers.sinks.html_report import write_html_report
 from stormotel.analyzers.timeline import Markers, RankIdentity, RankSeries, Timeline
 
 from tests.analyzers.otlp_fixtures import write_archive
-from tests.analyzers.synth import seed_example
+from tests.analyzers.synth import healthy, plant_gap_drift, seed_example
 
 GIB = float(1 << 30)
 T0 = 1_700_000_000_000_000_000
@@ -120,3 +120,38 @@ def test_a_write_error_names_the_users_path(tmp_path: Path) -> None:
                          env={**os.environ})
     assert out.returncode == 4, out.stderr  # the analysis ran; writing the page failed
     assert str(target) in out.stderr and ".tmp" not in out.stderr, out.stderr
+
+
+def _verdict_line(page: str) -> str:
+    start = page.index('<p class="verdict">') + len('<p class="verdict">')
+    return page[start:page.index("</p>", start)]
+
+
+def test_the_pages_first_line_is_the_text_summarys_lead(tmp_path: Path) -> None:
+    """The README's first example, a one-rank leak: ``stormotel analyze DIR`` leads with
+    ``Lead: leak: rank 0 ...``, and the HTML page of the same run led with "First cause
+    undecided: ... needs at least two ranks" — true of the first-cause rule, the opposite of
+    the answer. The page now leads with the same sentence, then the first-cause one."""
+    data = healthy(1, 300, seed=2)
+    plant_gap_drift(data[0], 1024 * 2**20)
+    archive = write_archive(tmp_path / "leak", data, job_id="leak-1", world_size=1)
+    page = tmp_path / "report.html"
+    out = subprocess.run([sys.executable, "-m", "stormotel", "analyze", str(archive), "--html",
+                          str(page)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1, out.stderr  # findings
+    lead = next(line for line in out.stdout.splitlines() if line.startswith("Lead: "))
+    assert lead.startswith("Lead: leak: rank 0 grows"), out.stdout
+    verdict = _verdict_line(page.read_text(encoding="utf-8"))
+    assert verdict.startswith("Leak: rank 0 grows"), verdict
+    assert lead.removeprefix("Lead: leak")[:40] in verdict, (lead, verdict)
+    assert "First cause undecided" in verdict  # still said, after the answer
+
+
+def test_a_first_cause_answer_is_said_once() -> None:
+    """When the lead is the first cause itself, the page's line is the first-cause sentence
+    alone (not the same answer twice)."""
+    tl = scraped_job()
+    report = analyze(tl)
+    report.gap_findings.clear()
+    verdict = _verdict_line(render_page(tl, report, chart_data(tl, report)))
+    assert verdict == "Rank 0 went first (high confidence), 15.0 s before the others", verdict

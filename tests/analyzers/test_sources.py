@@ -443,3 +443,19 @@ def test_parallel_threshold_weighs_compressed_files(monkeypatch):
     cores = min(os.cpu_count() or 1, 8)
     assert _workers(zst_files, _work_bytes(zst_files, [size] * 64)) == cores
     assert _workers(many, _work_bytes(many, [size] * 256)) == cores
+
+
+def test_a_job_id_in_none_of_the_files_names_the_jobs_they_hold(tmp_path):
+    """``stormotel analyze DIR --job-id run-8`` on a folder of job ``job-otlp``: exit 3 as
+    before, and the one line now says the id matched nothing and which job the files hold (it
+    said only ``skipped: other_job=N``; first-hour audit, helper fa)."""
+    import subprocess
+    import sys
+
+    archive = write_archive(tmp_path / "a", seed_example(), job_id="job-otlp")
+    out = subprocess.run([sys.executable, "-m", "stormotel", "analyze", str(archive),
+                          "--job-id", "run-8"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == exitcodes.SOURCE_FAILURE, out.stderr
+    assert "Traceback" not in out.stderr
+    assert "--job-id 'run-8' is in none of them; they hold job 'job-otlp'" in out.stderr, \
+        out.stderr

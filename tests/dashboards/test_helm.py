@@ -218,6 +218,19 @@ def test_defaults_render_one_discovering_analyzer_and_notes_say_so() -> None:
     assert "stormotel / cluster overview" in notes
 
 
+@pytest.mark.parametrize("values", [{}, {"analyzer": {"jobIds": ["run-7", "Big_Job.2"]}},
+                                    {"analyzer": {"enabled": False}}])
+def test_notes_name_the_cronjobs_to_run_by_hand(values: dict[str, Any]) -> None:
+    """The install notes' ``kubectl create job --from=cronjob/...`` is copy-paste ready: it
+    names every rendered CronJob (it said ``<cronjob name>``), and none without an analyzer
+    (first-hour audit, helper fa)."""
+    manifests = _render(values)
+    crons = [o["metadata"]["name"] for o in _objects(manifests) if o["kind"] == "CronJob"]
+    notes = manifests["stormotel/templates/NOTES.txt"]
+    named = re.findall(r"create job --from=cronjob/(\S+) ", notes)
+    assert named == crons and "<cronjob name>" not in notes
+
+
 #: What a kube-prometheus-stack user sets: their stack's release label, training namespaces
 #: elsewhere, 8 GPUs per pod, a CA for the TSDB, one alert off and a team label.
 KPS = {

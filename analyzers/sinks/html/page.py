@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from importlib import resources
 
+from stormotel.analyzers.headline import headline
 from stormotel.analyzers.locations import location_text
 from stormotel.analyzers.report import OomRank, Report
 from stormotel.analyzers.sinks.html import lead_strip
@@ -74,6 +75,20 @@ def stall_headline(report: Report) -> str:
 
 
 def _verdict(report: Report) -> str:
+    """The page's first line. With findings it leads with the text summary's ``Lead:`` (an
+    OOM, a dead rank, a leak, a stall: the page's question answered first), then the
+    first-cause sentence: on an OOM or a one-rank leak the first-cause sentence alone read
+    "First cause undecided", the opposite of what the report found."""
+    first = _first_cause(report)
+    if not report.has_findings():
+        return escape(first)
+    lead = headline(report)
+    if lead.kind == "first_cause":  # the same answer: say it once
+        return escape(first)
+    return escape(f"{lead.text[:1].upper()}{lead.text[1:]}. {first}")
+
+
+def _first_cause(report: Report) -> str:
     sus = report.cross_rank.first_cause_suspects
     if sus:
         lead = sus[0]
@@ -87,7 +102,7 @@ def _verdict(report: Report) -> str:
     if roots:
         # the same words as the text summary's verdict: the named ranks, or where each is
         text += "; " + stall_headline(report)
-    return escape(text)
+    return text
 
 
 def _sections(timeline: Timeline, report: Report) -> str:
