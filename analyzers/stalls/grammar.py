@@ -1575,11 +1575,13 @@ CATALOGUE: tuple[Pattern, ...] = (
        "megatron/core/distributed/param_and_grad_buffer.py (start_grad_sync / check_grads: "
        "each bucket's local grad norm before the data-parallel all-reduce / reduce-scatter) + "
        "megatron/core/rerun_state_machine.py (validate_result) + pretrain_gpt.py (loss_func)",
-       "an own failure of the rank it names: R is torch.distributed.get_rank() (global), and "
-       "every rank checks only its OWN gradients / loss before the data-parallel collective, "
-       "so no data-parallel peer caused it — its data, its device, or a value that came "
-       "through a model-parallel collective (whose sender's check fires too). One rank: a "
-       "culprit at low; several: a shared cause — suspects (read by log_megatron_nan)",
+       "the rank it names found its OWN values non-finite: R is "
+       "torch.distributed.get_rank() (global), and every rank checks only its own gradients / "
+       "loss before the data-parallel collective, so no data-parallel peer caused it — but its "
+       "data, its device, a value from a model-parallel peer, or a cause every rank shares "
+       "(a library, the image, the learning rate) met first on this rank all print the same. "
+       "One rank: a suspect (held out: named as a culprit, wrong on both fresh12 cases); "
+       "several: a shared cause — suspects (read by log_megatron_nan)",
        r"Rank (?P<rank>\d{1,7}): found (?P<what>NaN|Inf) in local (?P<where>grad norm|forward "
        r"loss calculation)(?:[^\n]{0,160}?node: (?P<node>[\w.-]{1,255}))?|Rank "
        r"(?P<rank2>\d{1,7}), node (?P<node2>[\w.-]{1,255}), device \d{1,4}, iteration "

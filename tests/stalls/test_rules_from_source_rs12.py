@@ -67,14 +67,17 @@ _GRAD = ("found Inf in local grad norm for bucket #2 in backward pass before dat
          "communication collective")
 
 
-def test_megatron_rerun_error_without_a_prefix_names_the_rank_at_low(tmp_path: Path) -> None:
+def test_megatron_rerun_error_without_a_prefix_makes_the_rank_a_suspect(tmp_path: Path) -> None:
+    # a suspect, not a culprit: the check cannot tell the rank's own cause from one every rank
+    # shares (held out: named as a culprit, the rule was wrong on both fresh12 cases it read)
     for text, rank in ((_rerun(11, _GRAD), 11),
                        (_rerun(6, "found NaN in local forward loss calculation",
                                result="nan"), 6),
                        (_assert_loss(21), 21)):
         code, roots = _run(tmp_path, text)
         assert code == 1, text
-        assert _by(roots, MEGATRON) == [("rank_failure", [rank], "low")], text
+        assert _by(roots, MEGATRON) == [("undecided", [], "low")], text
+        assert _suspects(roots) == [rank], text
         assert "global" in roots[0]["evidence"]["rank_from"]
 
 
@@ -84,7 +87,8 @@ def test_megatron_assert_under_a_rank_prefix_agrees_with_the_exception_rule(
     assert code == 1
     mine = [f for f in report["stall_findings"] if f["evidence"].get("pattern") == MEGATRON]
     assert [(f["kind"], f["ranks"], f["confidence"]) for f in mine] == [
-        ("rank_failure", [5], "low")]
+        ("undecided", [], "low")]
+    assert mine[0]["evidence"]["suspects"] == [5]
     # nothing in the report names another rank as the first to fail
     assert {r for f in report["stall_findings"] if f["kind"] == "rank_failure"
             for r in f["ranks"]} == {5}
