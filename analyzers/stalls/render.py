@@ -19,13 +19,15 @@ def render_stalls(findings: list[StallFinding]) -> list[str]:
     if not findings:
         return ["Stalls: none"]
     lines = [f"Stalls ({len(findings)}):"]
-    ws_source = next((f.evidence.get("world_size_source") for f in findings
-                      if f.evidence.get("world_size_source")), None)
-    if ws_source:  # imported here: the log readers' patterns are compiled on import, and a
-        # summary without stall findings (every memory-only run) needs none of them
+    # the size and its source from the same finding: the first finding may come from evidence
+    # that states no world (stack snapshots ahead of the logs' findings)
+    stated = next((f for f in findings if f.evidence.get("world_size_source")), None)
+    if stated is not None:  # imported here: the log readers' patterns are compiled on import,
+        # and a summary without stall findings (every memory-only run) needs none of them
         from stormotel.analyzers.stalls.log_world import world_note
 
-        lines.append("  " + world_note(findings[0].evidence.get("world_size"), ws_source))
+        lines.append("  " + world_note(stated.evidence.get("world_size"),
+                                       stated.evidence["world_size_source"]))
     for i, f in enumerate(findings):
         who = ("ranks " + format_ranks(f.ranks)) if f.ranks else "no single rank"
         where = f" — group {f.process_group}" if f.process_group else ""

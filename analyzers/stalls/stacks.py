@@ -324,6 +324,11 @@ def read_snapshots(files: list[Path], job_id: str | None = None, now_ns: int | N
         by_rank.setdefault(snap.rank, []).append(snap)
         if not snap.threads:
             skipped["unfired_stack_snapshot"] += 1
+    if skipped["unfired_stack_snapshot"]:
+        notes.append(f"{skipped['unfired_stack_snapshot']} stack snapshot(s) armed but never "
+                     "fired (a header written ahead of a possible hang, no stacks: the rank "
+                     "progressed, ended, or its snapshot was not yet due) — read for the "
+                     "rank's last progress only")
     chosen: dict[int, Snapshot] = {}
     recovered: list[int] = []
     for rank, all_snaps in by_rank.items():

@@ -90,3 +90,22 @@ def test_the_seed_snapshots_name_the_rank_that_skipped(tmp_path: Path) -> None:
     places = report["extra"]["stalls"]["per_rank"]
     assert places["0"]["sources"]["stacks"]["collective"] == "all_reduce"
     assert places["1"]["sources"]["stacks"]["collective"] == "barrier"
+
+
+def test_the_world_line_comes_from_the_finding_that_states_it(tmp_path: Path) -> None:
+    # the snapshots' finding leads and states no world; the logs' findings state 2 (from the
+    # [rankN]: prefixes): the Stalls section says 2, never "unknown" above findings naming ranks
+    shutil.copytree(SEEDS, tmp_path / "s")
+    log = tmp_path / "train.log"
+    log.write_text(
+        "[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] "
+        "Timed out waiting 90000ms for recv operation to complete\n"
+        "[rank1]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] "
+        "Connection closed by peer [127.0.0.1]:29500\n")
+    text = tmp_path / "summary.txt"
+    result = analyze("--stacks", str(tmp_path / "s"), "--logs", str(log), "-o", str(text), "-q")
+    check(result, text)
+    summary = text.read_text()
+    assert result.code == 1
+    assert "world size unknown" not in summary, summary
+    assert "world size 2" in summary, summary
