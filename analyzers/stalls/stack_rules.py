@@ -39,6 +39,10 @@ PATTERN_LINE_ORDER = "stormotel.stacks.later_line"
 PATTERN_SAME_PLACE = "stormotel.stacks.all_waiting"
 PATTERN_SPLIT = "stormotel.stacks.split_undecided"
 PATTERN_ENDED = "stormotel.stacks.ended_unstopped"
+PATTERN_P2P = "stormotel.stacks.p2p_undecided"
+#: point-to-point calls: a rank waiting in one waits for one peer, and the job uses the
+#: asynchronous works (``isend``/``irecv``) whose ``Work.wait()`` has no Python frame
+P2P = frozenset({"send", "recv", "isend", "irecv", "batch_isend_irecv"})
 
 #: the name a place inside backward() gets as its collective (``stacks.Snapshot.in_backward``),
 #: and what it means: an inferred wait, never a seen one
@@ -103,6 +107,8 @@ def _base_evidence(pattern: str, groups: list[StackGroup], snaps: dict[int, Snap
 def _outside(groups: list[StackGroup], waiting: list[StackGroup], outside: list[StackGroup],
              snaps: dict[int, Snapshot], world: int, unseen: list[int]) -> StallFinding:
     culprits = sorted(r for g in outside for r in g.ranks)
+    if any(g.collective in P2P for g in waiting):
+        return _p2p_undecided(groups, waiting, culprits, snaps, world, unseen)
     n_waiting = sum(len(g.ranks) for g in waiting)
     # alone outside while every rank of the world is seen and at least as many wait: medium;
     # ranks without a snapshot may be elsewhere too, and more outside than waiting is no
@@ -126,6 +132,31 @@ def _outside(groups: list[StackGroup], waiting: list[StackGroup], outside: list[
         source="stacks", confidence=confidence, evidence=ev,
         remediation=[f"Look at {outside[0].where} on rank(s) {culprits[:8]}: the other ranks "
                      f"wait in {op or 'a collective'} for it ({ADVICE[ev['category']]})."])
+
+
+def _p2p_undecided(groups: list[StackGroup], waiting: list[StackGroup], outside: list[int],
+                   snaps: dict[int, Snapshot], world: int, unseen: list[int]) -> StallFinding:
+    """Ranks "in no collective" beside a rank waiting in a point-to-point call: undecided.
+
+    Why (round four, ``wrong_peer3``): ``req = dist.isend(...); dist.recv(...); req.wait()``
+    — the work's ``wait()`` is a C++ method, so a rank blocked in it shows only its own line,
+    like a rank stuck in its own code; and a ``send``/``recv`` waits for one peer, not for the
+    group. "The others wait for it" named a rank waiting for its isend to be received at
+    ``medium``. Which rank has the wrong peer (or the missing call) needs the calls' peers."""
+    p2p = sorted(r for g in waiting if g.collective in P2P for r in g.ranks)
+    suspects = sorted({*outside, *p2p})[:64]
+    ev = _base_evidence(PATTERN_P2P, groups, snaps, world, unseen, suspects)
+    ev.update({"category": "p2p_unposted", "suspects": suspects,
+               "proof": f"rank(s) {p2p[:8]} wait in a point-to-point call (send/recv wait for "
+                        f"one peer); rank(s) {outside[:8]} are in no collective by their Python "
+                        "frames, but an isend/irecv's Work.wait() (C++, no Python frame) looks "
+                        "the same: who holds the wrong peer or the missing call is undecided"})
+    return StallFinding(
+        kind="undecided", ranks=[], process_group=None, seq_id=None, op=None,
+        source="stacks", confidence="low", evidence=ev,
+        remediation=["Ranks wait in point-to-point calls: " + ev["reason"] + ". Check each "
+                     "send/recv/isend/irecv's peer (src/dst) at those lines; a Flight Recorder "
+                     "dump (--flight-recorder) holds every call's peer."])
 
 
 def _split(groups: list[StackGroup], snaps: dict[int, Snapshot], world: int,
