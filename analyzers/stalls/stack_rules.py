@@ -107,7 +107,10 @@ def _base_evidence(pattern: str, groups: list[StackGroup], snaps: dict[int, Snap
 def _outside(groups: list[StackGroup], waiting: list[StackGroup], outside: list[StackGroup],
              snaps: dict[int, Snapshot], world: int, unseen: list[int]) -> StallFinding:
     culprits = sorted(r for g in outside for r in g.ranks)
-    if any(g.collective in P2P for g in waiting):
+    if any(g.collective in P2P for g in waiting) and any(
+            snaps[r].main_frames and not snaps[r].main_frames[0].library for r in culprits):
+        # beside a point-to-point wait, a rank whose innermost frame is its own line may be in
+        # a work's wait() (one inside a library call, a read or a lock, is not)
         return _p2p_undecided(groups, waiting, culprits, snaps, world, unseen)
     n_waiting = sum(len(g.ranks) for g in waiting)
     # alone outside while every rank of the world is seen and at least as many wait: medium;
@@ -142,7 +145,9 @@ def _p2p_undecided(groups: list[StackGroup], waiting: list[StackGroup], outside:
     — the work's ``wait()`` is a C++ method, so a rank blocked in it shows only its own line,
     like a rank stuck in its own code; and a ``send``/``recv`` waits for one peer, not for the
     group. "The others wait for it" named a rank waiting for its isend to be received at
-    ``medium``. Which rank has the wrong peer (or the missing call) needs the calls' peers."""
+    ``medium``. Which rank has the wrong peer (or the missing call) needs the calls' peers.
+    Only when a rank outside has its own line innermost: one inside a library call (a read, a
+    lock, the DataLoader: a pipeline stage stuck in its own work) is still named."""
     p2p = sorted(r for g in waiting if g.collective in P2P for r in g.ranks)
     suspects = sorted({*outside, *p2p})[:64]
     ev = _base_evidence(PATTERN_P2P, groups, snaps, world, unseen, suspects)
