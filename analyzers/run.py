@@ -133,7 +133,7 @@ def analyze_with_stalls(source: Source, timeline: Timeline, run: RunOptions
     if stalls is not None:
         stalls.apply(report, judged)
     if run.window is None:  # files read whole: a tracker that never stopped is no healthy end
-        from stormotel.analyzers.algorithms.unstopped_end import unstopped_ends
+        from stormotel.analyzers.stalls.unstopped_end import unstopped_ends
 
         report.stall_findings.extend(unstopped_ends(timeline, report.stall_findings,
                                                     report.notes))

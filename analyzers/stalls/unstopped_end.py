@@ -6,8 +6,9 @@ The tracker started before the process group, so no step ever began: no stall rh
 snapshot, no exception, no rank silent while another went on — and the archive read "healthy"
 (exit 0). Every stop of the tracker (``stop_tracking``, SIGTERM's handler, the interpreter's
 exit, after an exception too) writes its stop edge (``KIND_TRACKER_STOP``,
-:mod:`.tracker_edges`); a process killed (SIGKILL, the OOM killer, a launcher's kill after its
-grace), aborted, or gone by ``os._exit`` writes none, and its telemetry simply ends.
+:mod:`~stormotel.analyzers.algorithms.tracker_edges`); a process killed (SIGKILL, the OOM
+killer, a launcher's kill after its grace), aborted, or gone by ``os._exit`` writes none, and
+its telemetry simply ends.
 
 The evidence, per rank: a start edge (the tracker writes edges, so a missing stop means
 something), no stop edge at or after its last start, and a last sample older than
