@@ -156,12 +156,15 @@ def _p2p_undecided(groups: list[StackGroup], waiting: list[StackGroup], outside:
                         f"one peer); rank(s) {outside[:8]} are in no collective by their Python "
                         "frames, but an isend/irecv's Work.wait() (C++, no Python frame) looks "
                         "the same: who holds the wrong peer or the missing call is undecided"})
-    return StallFinding(
-        kind="undecided", ranks=[], process_group=None, seq_id=None, op=None,
-        source="stacks", confidence="low", evidence=ev,
-        remediation=["Ranks wait in point-to-point calls: " + ev["reason"] + ". Check each "
-                     "send/recv/isend/irecv's peer (src/dst) at those lines; a Flight Recorder "
-                     "dump (--flight-recorder) holds every call's peer."])
+    return _undecided(ev, "Ranks wait in point-to-point calls: " + ev["reason"] + ". Check "
+                      "each send/recv/isend/irecv's peer (src/dst) at those lines; a Flight "
+                      "Recorder dump (--flight-recorder) holds every call's peer.")
+
+
+def _undecided(ev: dict[str, Any], fix: str) -> StallFinding:
+    """An undecided snapshot finding (no rank named, ``low``) with its evidence and fix."""
+    return StallFinding(kind="undecided", ranks=[], process_group=None, seq_id=None, op=None,
+                        source="stacks", confidence="low", evidence=ev, remediation=[fix])
 
 
 def _split(groups: list[StackGroup], snaps: dict[int, Snapshot], world: int,
@@ -180,12 +183,9 @@ def _split(groups: list[StackGroup], snaps: dict[int, Snapshot], world: int,
         notes.append("stack snapshots: ranks wait in different collectives; which one skipped "
                      "is undecided" + ("" if proof else
                                        " (wrap collectives in tracker.mark() to decide it)"))
-        return StallFinding(
-            kind="undecided", ranks=[], process_group=None, seq_id=None, op=None,
-            source="stacks", confidence="low", evidence=ev,
-            remediation=["The ranks wait in different collectives: " + ev["reason"] + ". Find "
-                         "the branch that lets one rank skip or add a collective (a condition "
-                         "on rank or data, an early exit)."])
+        return _undecided(ev, "The ranks wait in different collectives: " + ev["reason"]
+                          + ". Find the branch that lets one rank skip or add a collective (a "
+                          "condition on rank or data, an early exit).")
     behind = [r for r in ranks_all if r not in ahead]
     ev = _base_evidence(pattern, groups, snaps, world, unseen, ranks_all)
     ev.update({"category": "mismatched_collective", "waiting_ranks": behind[:64],

@@ -70,7 +70,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from tests.stalls.newcomer_hang_jobs import Job
+from tests.stalls.newcomer_hang_jobs import Job, Rank, allocate_activations, steps_then
+from tests.stalls.newcomer_hang_jobs3 import load_labels
 
 H = 12
 STEPS = H + 1000
@@ -87,72 +88,19 @@ MODULE = "tests.stalls.newcomer_hang_jobs4"
 #: cannot change its evidence only lengthened the suite's fixture)
 NO_STEP_JOBS = frozenset({"init_port2"})
 
-JOBS: dict[str, Job] = {
-    "clip_rank0_2": Job(2, "torchrun", "failing", (0,), True, False,
-                        "rank 0 logs the global grad norm every 12 steps under `if rank == 0` "
-                        "(the helper all_reduces the squared norm): rank 0 in that all_reduce, "
-                        "rank 1 in the next step's gradient all_reduce; same op, other sizes; no "
-                        "marks; gloo's size check aborts rank 0 (SIGABRT, its log: 64 vs 4 "
-                        "bytes), torchrun SIGTERMs rank 1; the archive: no exception, rank 0 "
-                        "ended without its tracker's stop"),
-    "wrong_peer3": Job(3, "python", "hung", (2,), True, False,
-                       "a ring exchange every 12 steps (isend to the next, recv from the "
-                       "previous, wait); rank 2's recv-from table says 0 (should be 1): rank 2 "
-                       "blocks in recv, rank 1 in its isend's wait (rank 2 never receives), "
-                       "rank 0 went on to step 13's all_reduce; no marks"),
-    "init_port2": Job(2, "python", "hung", (1,), True, False,
-                      "rank 1 was started with another MASTER_PORT: rank 0 waits in "
-                      "init_process_group for it, rank 1 retries a port nobody listens on; no "
-                      "step ever ran (the tracker started before init): the archive can only "
-                      "say no rank ever stepped"),
-    "exit0_early3": Job(3, "srun", "failing", (2,), True, True,
-                        "rank 2 finds its shard exhausted at step 12 and calls sys.exit(0) "
-                        "inside the step; ranks 0,1's all_reduce fails (peer closed), exit 1; "
-                        "rank 2 exit 0 is not a healthy job"),
-    "oom_torchrun3": Job(3, "torchrun", "failing", (1,), True, False,
-                         "rank 1 SIGKILLed mid-step (the OOM killer) under torchrun, which then "
-                         "SIGTERMs ranks 0,2; rank 1 records nothing; torchrun's log says "
-                         "exitcode -9 for rank 1"),
-    "input_wait2": Job(2, "python", "hung", (0,), False, False,
-                       "rank 0 asks `input()` whether to overwrite the checkpoint dir at step 12 "
-                       "(nobody types): rank 0 in its own code (a read), rank 1 in all_reduce"),
-    "lock_deadlock2": Job(2, "spawn", "hung", (1,), False, False,
-                          "rank 1's metrics logger takes its non-reentrant Lock twice at step "
-                          "12: rank 1 in threading's acquire in its own code, rank 0 in "
-                          "all_reduce"),
-    "nfs_retry3": Job(3, "srun", "hung", (2,), False, True,
-                      "rank 2 retries opening its shard on a dead file server (sleep 2 s, "
-                      "again) from step 12: rank 2 in time.sleep in its own code, 0,1 in the "
-                      "marked all_reduce"),
-    "eval_rank0_2": Job(2, "torchrun", "hung/failing", (0,), True, False,
-                        "after each 12-step epoch `if rank == 0: evaluate()` (no_grad, an "
-                        "all_reduce of the correct count), then both `barrier()`: rank 0 in "
-                        "all_reduce inside evaluate, rank 1 in barrier, both outside any step"),
-    "uneven_shard4": Job(4, "spawn", "hung/failing", None, True, False,
-                         "own sharding samples[rank::4] of 50: ranks 0,1 have 13 batches, 2,3 "
-                         "have 12 and leave the loop for the validation all_reduce, while 0,1 "
-                         "are in the 13th step's gradient all_reduce (no Join); gloo's size "
-                         "check aborts one rank (SIGABRT), spawn SIGTERMs the rest. No single "
-                         "rank: the sharding is uneven (0,1 run an extra step, 2,3 a collective "
-                         "0,1 have not reached): a rank named at medium is wrong either way"),
-    "healthy_catchup3": Job(3, "python", "healthy", (), False, True,
-                            "rank 1's step 10 takes 4 s (a slow fetch), ranks 0,2 wait in its "
-                            "all_reduce past the stall floor, then everyone goes on; the job "
-                            "ends well"),
-    "healthy_final_ckpt2": Job(2, "torchrun", "healthy", (), False, False,
-                               "after 20 steps rank 0 writes an ~8 s final checkpoint, then "
-                               "both barrier (a 30 min group timeout): rank 1 waits 8 s in the "
-                               "barrier; the job ends well"),
-}
+#: the labels, as committed before the first analysis run (89e9de8, then a dict literal here;
+#: moved unchanged to a data file so that twelve same-shaped entries are data, not code)
+JOBS: dict[str, Job] = load_labels(Path(__file__).resolve().parent / "data" / "newcomer4"
+                                   / "labels.json")
 
 
-class Ctx:
-    """What a job's body needs: rank, world, the job's folder, and the tracker once started."""
+class Ctx(Rank):
+    """What a job's body needs: round two's :class:`Rank` (rank, world, the job's folder, its
+    ``coll`` and ``hang_started``), the tracker once started, and how this round starts."""
 
     def __init__(self, name: str, rank: int, world: int, root: Path) -> None:
-        self.name, self.rank, self.world, self.root = name, rank, world, root
-        self.job = JOBS[name]
-        self.tracker: Any = None
+        self.name, self.job = name, JOBS[name]
+        super().__init__(rank, world, None, root, self.job.marks)
 
     def init(self, timeout_s: float = 300.0) -> None:
         """``init_process_group("gloo")`` from ``env://`` (what every launcher here exports)."""
@@ -170,16 +118,6 @@ class Ctx:
         """The usual order: the process group, then the tracker (it reads the rank)."""
         self.init()
         return self.track()
-
-    def coll(self, op: str, fn: Callable[[], object]) -> None:
-        if self.job.marks:
-            with self.tracker.mark(f"nccl:{op}"):
-                fn()
-        else:
-            fn()
-
-    def hang_started(self) -> None:
-        (self.root / "hang_started").write_text(str(time.time_ns()))
 
 
 # -- the jobs' bodies: what the newcomer wrote --------------------------------------------------
@@ -272,33 +210,20 @@ def _exit0_early(c: Ctx) -> None:
 
 
 def _oom_torchrun(c: Ctx) -> None:
-    import torch
-    import torch.distributed as dist
-    t = c.start()
-    x = torch.ones(4)
-    for step in range(STEPS):
-        with t.step(step):
-            time.sleep(0.04)
-            if step == H and c.rank == 1:  # the OOM killer: SIGKILL, no handler, no flush
-                c.hang_started()
-                time.sleep(0.2)
-                os.kill(os.getpid(), signal.SIGKILL)
-            dist.all_reduce(x)
+    c.start()
+    steps_then(c, 1, lambda: allocate_activations(c))  # the OOM killer: SIGKILL, no flush
+
+
+def ask_overwrite(c: Ctx) -> None:
+    """Rank 0's first checkpoint: the folder is already there, so it asks (nobody types)."""
+    c.hang_started()
+    answer = input("checkpoint dir exists, overwrite? [y/N] ")
+    print(f"answer {answer!r}", flush=True)
 
 
 def _input_wait(c: Ctx) -> None:
-    import torch
-    import torch.distributed as dist
-    t = c.start()
-    x = torch.ones(4)
-    for step in range(STEPS):
-        with t.step(step):
-            time.sleep(0.04)
-            if step == H and c.rank == 0:  # first checkpoint: the folder is already there
-                c.hang_started()
-                answer = input("checkpoint dir exists, overwrite? [y/N] ")
-                print(f"answer {answer!r}", flush=True)
-            dist.all_reduce(x)
+    c.start()
+    steps_then(c, 0, lambda: ask_overwrite(c))
 
 
 class MetricsLogger:

@@ -26,9 +26,7 @@ import pytest
 from stormotel.analyzers.sources.loader import LIVE_WRITER_S
 
 from stormotel import exitcodes
-from tests.bench_modules import load_benchmark
-from tests.cpu_lock import cpu_heavy
-from tests.fuzz.boundary import analyze, check
+from tests.stalls.helpers import json_report, newcomer_jobs
 
 DATA = Path(__file__).resolve().parent / "data" / "newcomer4"
 RUN = ["init_port2"]
@@ -37,29 +35,12 @@ CONFIDENT = ("medium", "high")
 
 @pytest.fixture(scope="module")
 def newcomer_hangs4(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("torch")
-    root = tmp_path_factory.mktemp("newcomer_hangs4")
-    with cpu_heavy(tmp_path_factory, exclusive=True):  # the benchmark's own runner
-        ran_s = load_benchmark("eval_newcomer_hangs").run_jobs(
-            root, RUN, timeout_s=400, module="tests.stalls.newcomer_hang_jobs4")
-    print(f"newcomer hang jobs (round four) ran in {ran_s:.1f} s")
-    return root
-
-
-def _report(tmp_path: Path, *args: str) -> tuple[int, dict]:
-    out = tmp_path / f"r{time.monotonic_ns()}.json"
-    result = analyze(*args, "--format", "json", "-o", str(out), "-q")
-    check(result, out)
-    return result.code, json.loads(out.read_text())
-
-
-def _exits(root: Path, name: str) -> dict[str, int]:
-    return json.loads((root / name / "exits.json").read_text())
+    return newcomer_jobs(tmp_path_factory, RUN, "tests.stalls.newcomer_hang_jobs4")
 
 
 def test_ranks_beside_a_point_to_point_wait_are_undecided_not_the_odd_one(
         tmp_path: Path) -> None:
-    code, report = _report(tmp_path, "--stacks", str(DATA / "wrong_peer3"))
+    code, report = json_report(tmp_path, "--stacks", str(DATA / "wrong_peer3"))
     assert code == exitcodes.FINDINGS
     stacks = {r: v["sources"]["stacks"] for r, v in report["extra"]["stalls"]["per_rank"].items()}
     assert stacks["2"]["collective"] == "recv", stacks
@@ -76,12 +57,12 @@ def test_ranks_beside_a_point_to_point_wait_are_undecided_not_the_odd_one(
 def test_a_tracker_that_never_stopped_is_no_healthy_end(newcomer_hangs4: Path,
                                                         tmp_path: Path) -> None:
     job = newcomer_hangs4 / "init_port2"
-    assert set(_exits(newcomer_hangs4, "init_port2")) == {"0", "1"}
+    assert set(json.loads((job / "exits.json").read_text())) == {"0", "1"}
     assert not list(job.glob("archive/*/stacks/*"))  # no step: no snapshot
     # the rule speaks once the telemetry is older than a live writer's (LIVE_WRITER_S)
     last = max(p.stat().st_mtime for p in job.glob("archive/**/*.zst"))
     time.sleep(max(0.0, last + LIVE_WRITER_S + 2 - time.time()))
-    code, report = _report(tmp_path, str(job / "archive"))
+    code, report = json_report(tmp_path, str(job / "archive"))
     assert code == exitcodes.FINDINGS, report["stall_findings"]
     lead = report["stall_findings"][0]
     assert (lead["kind"], lead["confidence"], lead["evidence"]["pattern"]) == (
@@ -93,6 +74,6 @@ def test_a_tracker_that_never_stopped_is_no_healthy_end(newcomer_hangs4: Path,
 def test_a_job_whose_trackers_stopped_long_ago_is_still_healthy(tmp_path: Path) -> None:
     """healthy_final_ckpt2's real archive (torchrun, 2 ranks): rank 1 waited 8 s in the final
     barrier while rank 0 wrote its checkpoint, then both stopped; judged long after."""
-    code, report = _report(tmp_path, str(DATA / "healthy_final_ckpt2"))
+    code, report = json_report(tmp_path, str(DATA / "healthy_final_ckpt2"))
     assert code == exitcodes.OK, report["stall_findings"]
     assert report["participating_ranks"] == [0, 1]
