@@ -514,6 +514,14 @@ class Launch:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(p.pid, sig)
 
+    def kill_leftovers(self) -> None:
+        """What the scheduler's node cleanup does: torchrun starts its workers in sessions of
+        their own, and a worker blocked in C++ outlives a torchrun killed after its grace."""
+        for pid in self.rank_pids().values():
+            if _alive(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
     def write_exits(self) -> None:
         if self.job.launcher == "spawn" and (self.root / "exits.json").exists():
             return
@@ -572,6 +580,7 @@ def generate(out: Path, names: list[str]) -> None:
                 stopped[name] = now
         time.sleep(0.2)
     for la in launches.values():
+        la.kill_leftovers()
         la.write_exits()
 
 
