@@ -132,6 +132,11 @@ def analyze_with_stalls(source: Source, timeline: Timeline, run: RunOptions
                      settings=analysis.settings)
     if stalls is not None:
         stalls.apply(report, judged)
+    if run.window is None:  # files read whole: a tracker that never stopped is no healthy end
+        from stormotel.analyzers.stalls.unstopped_end import unstopped_ends
+
+        report.stall_findings.extend(unstopped_ends(timeline, report.stall_findings,
+                                                    report.notes))
     return timeline, report
 
 

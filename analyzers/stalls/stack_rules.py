@@ -39,6 +39,10 @@ PATTERN_LINE_ORDER = "stormotel.stacks.later_line"
 PATTERN_SAME_PLACE = "stormotel.stacks.all_waiting"
 PATTERN_SPLIT = "stormotel.stacks.split_undecided"
 PATTERN_ENDED = "stormotel.stacks.ended_unstopped"
+PATTERN_P2P = "stormotel.stacks.p2p_undecided"
+#: point-to-point calls: a rank waiting in one waits for one peer, and the job uses the
+#: asynchronous works (``isend``/``irecv``) whose ``Work.wait()`` has no Python frame
+P2P = frozenset({"send", "recv", "isend", "irecv", "batch_isend_irecv"})
 
 #: the name a place inside backward() gets as its collective (``stacks.Snapshot.in_backward``),
 #: and what it means: an inferred wait, never a seen one
@@ -103,6 +107,11 @@ def _base_evidence(pattern: str, groups: list[StackGroup], snaps: dict[int, Snap
 def _outside(groups: list[StackGroup], waiting: list[StackGroup], outside: list[StackGroup],
              snaps: dict[int, Snapshot], world: int, unseen: list[int]) -> StallFinding:
     culprits = sorted(r for g in outside for r in g.ranks)
+    if any(g.collective in P2P for g in waiting) and any(
+            snaps[r].main_frames and not snaps[r].main_frames[0].library for r in culprits):
+        # beside a point-to-point wait, a rank whose innermost frame is its own line may be in
+        # a work's wait() (one inside a library call, a read or a lock, is not)
+        return _p2p_undecided(groups, waiting, culprits, snaps, world, unseen)
     n_waiting = sum(len(g.ranks) for g in waiting)
     # alone outside while every rank of the world is seen and at least as many wait: medium;
     # ranks without a snapshot may be elsewhere too, and more outside than waiting is no
@@ -128,6 +137,36 @@ def _outside(groups: list[StackGroup], waiting: list[StackGroup], outside: list[
                      f"wait in {op or 'a collective'} for it ({ADVICE[ev['category']]})."])
 
 
+def _p2p_undecided(groups: list[StackGroup], waiting: list[StackGroup], outside: list[int],
+                   snaps: dict[int, Snapshot], world: int, unseen: list[int]) -> StallFinding:
+    """Ranks "in no collective" beside a rank waiting in a point-to-point call: undecided.
+
+    Why (round four, ``wrong_peer3``): ``req = dist.isend(...); dist.recv(...); req.wait()``
+    — the work's ``wait()`` is a C++ method, so a rank blocked in it shows only its own line,
+    like a rank stuck in its own code; and a ``send``/``recv`` waits for one peer, not for the
+    group. "The others wait for it" named a rank waiting for its isend to be received at
+    ``medium``. Which rank has the wrong peer (or the missing call) needs the calls' peers.
+    Only when a rank outside has its own line innermost: one inside a library call (a read, a
+    lock, the DataLoader: a pipeline stage stuck in its own work) is still named."""
+    p2p = sorted(r for g in waiting if g.collective in P2P for r in g.ranks)
+    suspects = sorted({*outside, *p2p})[:64]
+    ev = _base_evidence(PATTERN_P2P, groups, snaps, world, unseen, suspects)
+    ev.update({"category": "p2p_unposted", "suspects": suspects,
+               "proof": f"rank(s) {p2p[:8]} wait in a point-to-point call (send/recv wait for "
+                        f"one peer); rank(s) {outside[:8]} are in no collective by their Python "
+                        "frames, but an isend/irecv's Work.wait() (C++, no Python frame) looks "
+                        "the same: who holds the wrong peer or the missing call is undecided"})
+    return _undecided(ev, "Ranks wait in point-to-point calls: " + ev["reason"] + ". Check "
+                      "each send/recv/isend/irecv's peer (src/dst) at those lines; a Flight "
+                      "Recorder dump (--flight-recorder) holds every call's peer.")
+
+
+def _undecided(ev: dict[str, Any], fix: str) -> StallFinding:
+    """An undecided snapshot finding (no rank named, ``low``) with its evidence and fix."""
+    return StallFinding(kind="undecided", ranks=[], process_group=None, seq_id=None, op=None,
+                        source="stacks", confidence="low", evidence=ev, remediation=[fix])
+
+
 def _split(groups: list[StackGroup], snaps: dict[int, Snapshot], world: int,
            unseen: list[int], notes: list[str]) -> StallFinding:
     """Every rank in a collective, not all in the same one: who is ahead skipped one."""
@@ -144,12 +183,9 @@ def _split(groups: list[StackGroup], snaps: dict[int, Snapshot], world: int,
         notes.append("stack snapshots: ranks wait in different collectives; which one skipped "
                      "is undecided" + ("" if proof else
                                        " (wrap collectives in tracker.mark() to decide it)"))
-        return StallFinding(
-            kind="undecided", ranks=[], process_group=None, seq_id=None, op=None,
-            source="stacks", confidence="low", evidence=ev,
-            remediation=["The ranks wait in different collectives: " + ev["reason"] + ". Find "
-                         "the branch that lets one rank skip or add a collective (a condition "
-                         "on rank or data, an early exit)."])
+        return _undecided(ev, "The ranks wait in different collectives: " + ev["reason"]
+                          + ". Find the branch that lets one rank skip or add a collective (a "
+                          "condition on rank or data, an early exit).")
     behind = [r for r in ranks_all if r not in ahead]
     ev = _base_evidence(pattern, groups, snaps, world, unseen, ranks_all)
     ev.update({"category": "mismatched_collective", "waiting_ranks": behind[:64],

@@ -136,3 +136,37 @@ def run_job_group(module: str, root: Path, timeout: float, *args: str
         with contextlib.suppress(ProcessLookupError):  # ranks a generator left behind
             os.killpg(proc.pid, signal.SIGKILL)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def newcomer_jobs(factory: Any, names: list[str], module: str) -> Path:
+    """A newcomer-hang round's real jobs (``module``'s ``names``) run once for a test module by
+    the benchmark's own runner, exclusive of other CPU-heavy fixtures; their folder."""
+    import pytest
+
+    from tests.bench_modules import load_benchmark
+    from tests.cpu_lock import cpu_heavy
+
+    pytest.importorskip("torch")
+    root = Path(factory.mktemp(module.rsplit(".", 1)[-1]))
+    with cpu_heavy(factory, exclusive=True):
+        ran_s = load_benchmark("eval_newcomer_hangs").run_jobs(root, names, timeout_s=400,
+                                                               module=module)
+    print(f"{module}: {names} ran in {ran_s:.1f} s")
+    return root
+
+
+def json_report(tmp_path: Path, *args: str, codes: tuple[int, ...] | None = None
+                ) -> tuple[int, dict[str, Any]]:
+    """``stormotel analyze ARGS --format json`` at the boundary (tests.fuzz.boundary: exit
+    code and output checked for what no run may print): its code and report."""
+    import time
+
+    from tests.fuzz.boundary import analyze, check
+
+    out = tmp_path / f"r{time.monotonic_ns()}.json"
+    result = analyze(*args, "--format", "json", "-o", str(out), "-q")
+    if codes is None:
+        check(result, out)
+    else:
+        check(result, out, codes=codes)
+    return result.code, json.loads(out.read_text()) if out.exists() else {}

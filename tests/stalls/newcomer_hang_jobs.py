@@ -265,7 +265,7 @@ def allocate_activations(r: Rank) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _steps_then(r: Rank, culprit: int, act: Callable[[], object]) -> None:
+def steps_then(r: Rank, culprit: int, act: Callable[[], object]) -> None:
     """Steps of one all_reduce each; at step :data:`H` the culprit runs ``act`` before it."""
     import torch
     import torch.distributed as dist
@@ -280,7 +280,7 @@ def _steps_then(r: Rank, culprit: int, act: Callable[[], object]) -> None:
 
 
 def _sigkill(r: Rank) -> None:
-    _steps_then(r, 2, lambda: allocate_activations(r))
+    steps_then(r, 2, lambda: allocate_activations(r))
 
 
 def count_tokens(until: float) -> int:
@@ -296,7 +296,7 @@ def _busy(r: Rank) -> None:
     def spin() -> None:
         r.hang_started()
         count_tokens(time.monotonic() + 120)
-    _steps_then(r, 1, spin)
+    steps_then(r, 1, spin)
 
 
 class ShardDataset:

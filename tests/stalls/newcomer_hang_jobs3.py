@@ -92,13 +92,14 @@ BATCHES_JOIN = 20
 LABELS = Path(__file__).resolve().parent / "data" / "newcomer3" / "labels.json"
 
 
-def _load_labels() -> dict[str, Job]:
-    raw = json.loads(LABELS.read_text())
+def load_labels(path: Path = LABELS) -> dict[str, Job]:
+    """A round's labels from its data file (round four's too)."""
+    raw = json.loads(path.read_text())
     return {name: Job(**{**d, "culprit": None if d["culprit"] is None else tuple(d["culprit"])})
             for name, d in raw.items()}
 
 
-JOBS: dict[str, Job] = _load_labels()
+JOBS: dict[str, Job] = load_labels()
 
 
 # -- the jobs' bodies: what the newcomer wrote --------------------------------------------------

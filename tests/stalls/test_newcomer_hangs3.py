@@ -28,9 +28,8 @@ from pathlib import Path
 import pytest
 
 from stormotel import MemoryTracker, exitcodes
-from tests.bench_modules import load_benchmark
-from tests.cpu_lock import cpu_heavy
 from tests.fuzz.boundary import analyze, check
+from tests.stalls.helpers import json_report, newcomer_jobs
 
 DATA = Path(__file__).resolve().parent / "data" / "newcomer3"
 RUN = ["wrong_src3", "monitored3"]
@@ -39,24 +38,10 @@ CONFIDENT = ("medium", "high")
 
 @pytest.fixture(scope="module")
 def newcomer_hangs3(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("torch")
-    root = tmp_path_factory.mktemp("newcomer_hangs3")
-    with cpu_heavy(tmp_path_factory, exclusive=True):  # the benchmark's own runner
-        ran_s = load_benchmark("eval_newcomer_hangs").run_jobs(
-            root, RUN, timeout_s=400, module="tests.stalls.newcomer_hang_jobs3")
-    print(f"newcomer hang jobs (round three) ran in {ran_s:.1f} s")
-    return root
+    return newcomer_jobs(tmp_path_factory, RUN, "tests.stalls.newcomer_hang_jobs3")
 
 
-def _report(tmp_path: Path, *args: str, codes: tuple[int, ...] | None = None
-            ) -> tuple[int, dict]:
-    out = tmp_path / f"r{time.monotonic_ns()}.json"
-    result = analyze(*args, "--format", "json", "-o", str(out), "-q")
-    if codes is None:
-        check(result, out)
-    else:
-        check(result, out, codes=codes)
-    return result.code, json.loads(out.read_text()) if out.exists() else {}
+_report = json_report
 
 
 def _exits(root: Path, name: str) -> dict[str, int]:
