@@ -134,43 +134,27 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
         return {job: _cross_rank(prom.url, job, epoch, work / f"{job}.json") for job in JOBS}
 
 
-def test_a_restarted_pods_warm_up_is_not_an_incident(reports: dict[str, dict[str, Any]]) -> None:
-    cross = reports["pod-restart"]
-    assert not named_above_low(cross), cross
-    assert any("warm-up of ranks" in n for n in cross["notes"]), cross["notes"]
-
-
-def test_after_a_worker_group_restart_no_warm_up_leads(
-        reports: dict[str, dict[str, Any]]) -> None:
-    cross = reports["group-restart"]
-    assert not named_above_low(cross), cross
-    assert not cross["incidents"], cross["incidents"]
-
-
-def test_the_same_samples_without_a_new_start_still_name_the_rank(
-        reports: dict[str, dict[str, Any]]) -> None:
-    # One process, its memory freed and taken back: nothing says it restarted (today's answer).
-    assert named_above_low(reports["no-restart"]) == {(1, "high")}, reports["no-restart"]
-
-
-@pytest.mark.parametrize("job", ["pod-restart-twice", "pod-restart-twice-new-series"])
-def test_a_pod_restarted_twice_in_the_window_is_not_an_incident(
-        reports: dict[str, dict[str, Any]], job: str) -> None:
-    # Only the first start and the last were read before: the middle restart's warm-up was a
-    # rise like any other, a one-rank incident.
+@pytest.mark.parametrize("job", ["pod-restart", "pod-restart-twice",
+                                 "pod-restart-twice-new-series"])
+def test_a_restarted_pods_warm_up_is_not_an_incident(reports: dict[str, dict[str, Any]],
+                                                      job: str) -> None:
+    # Twice: only the first start and the last were read once, and the middle restart's
+    # warm-up was a rise like any other, a one-rank incident at high.
     cross = reports[job]
     assert not named_above_low(cross), cross
     assert any("warm-up of ranks" in n for n in cross["notes"]), cross["notes"]
 
 
-def test_after_two_worker_group_restarts_no_warm_up_leads(
-        reports: dict[str, dict[str, Any]]) -> None:
-    cross = reports["group-restart-twice"]
+@pytest.mark.parametrize("job", ["group-restart", "group-restart-twice"])
+def test_after_a_worker_group_restart_no_warm_up_leads(
+        reports: dict[str, dict[str, Any]], job: str) -> None:
+    cross = reports[job]
     assert not named_above_low(cross), cross
     assert not cross["incidents"], cross["incidents"]
 
 
-def test_the_same_two_dips_without_a_new_start_still_name_the_rank(
-        reports: dict[str, dict[str, Any]]) -> None:
-    assert named_above_low(reports["no-restart-twice"]) == {(1, "high")}, reports[
-        "no-restart-twice"]
+@pytest.mark.parametrize("job", ["no-restart", "no-restart-twice"])
+def test_the_same_samples_without_a_new_start_still_name_the_rank(
+        reports: dict[str, dict[str, Any]], job: str) -> None:
+    # One process, its memory freed and taken back: nothing says it restarted (today's answer).
+    assert named_above_low(reports[job]) == {(1, "high")}, reports[job]
