@@ -388,7 +388,8 @@ def register_rank_info(provider: MeterProvider, labels: Mapping[str, str]) -> No
 
 class ScrapeCounter:
     """A collector that yields nothing and counts the scrapes of the Prometheus endpoint, so a
-    stopping tracker knows when its stop timestamp has been read."""
+    stopping tracker knows whether anybody scrapes it (when its stop was read and served is
+    the :class:`~stormotel.scrape_watch.ScrapeWatch`'s business)."""
 
     def __init__(self) -> None:
         self.count = 0
@@ -399,16 +400,6 @@ class ScrapeCounter:
             self.count += 1
             self._cond.notify_all()
         return []
-
-    def wait_after(self, seen: int, timeout_s: float, grace_s: float = 0.25) -> bool:
-        """Wait until a scrape starts after ``seen`` scrapes (registered before the OTel
-        collector, this runs first: that scrape reads what was set before ``seen`` was taken),
-        then ``grace_s`` for its response to be written; False on timeout."""
-        with self._cond:
-            scraped = self._cond.wait_for(lambda: self.count > seen, timeout_s)
-        if scraped:
-            time.sleep(grace_s)
-        return scraped
 
 
 @dataclass
@@ -489,7 +480,9 @@ class Telemetry:
         self._lock = threading.Lock()
         self._linger_s = max(0.0, float(cfg.prometheus_linger_s or 0.0))
         self.scrapes = ScrapeCounter()
-        self._scrapes_at_stop = 0
+        #: monotonic time of the clean-stop edge: a scrape that began collecting then or later
+        #: read it (:meth:`_linger`)
+        self._stopped_mono: float | None = None
         if state.started_ns is None:
             state.started_ns = time.time_ns()
         self.otlp_failure_hint: Callable[[], str] = lambda: otlp_failure_hint(cfg, env)
@@ -757,15 +750,21 @@ class Telemetry:
         tracker's linger after an event included) reads the stop timestamp."""
         if self.state.stopped_ns is None:
             self.state.stopped_ns = time.time_ns()
-            self._scrapes_at_stop = self.scrapes.count
+            self._stopped_mono = time.monotonic()
 
     def _linger(self) -> None:
-        """Keep serving until one scrape after the stop edge, at most ``prometheus_linger_s``;
-        at once when a scrape already read it (during the linger after an event), and not at
-        all when nobody ever scraped this endpoint (nothing would come)."""
-        if self._prom_server is None or self._linger_s <= 0 or not self.scrapes.count:
+        """Keep serving until one scrape that began after the stop edge has been *served* (its
+        response written), at most ``prometheus_linger_s``; at once when a scrape already
+        did (during the linger after an event), and not at all when nobody ever scraped this
+        endpoint (nothing would come). Served, not begun: the endpoint closes and the process
+        exits after this, and a scrape cut off then never reaches the TSDB. (It waited a
+        quarter second after the scrape began; a CPU-starved serving thread took longer to
+        write the response, and a rank that stopped cleanly read as one that died.)"""
+        watch, moment = self.scrape_watch, self._stopped_mono
+        if (self._prom_server is None or watch is None or moment is None
+                or self._linger_s <= 0 or not self.scrapes.count):
             return
-        self.scrapes.wait_after(self._scrapes_at_stop, self._linger_s)
+        watch.wait_served(moment, self._linger_s)
 
     def _close_destination(self, dest: Destination, timeout_millis: int) -> None:
         """Final export of one destination (its archive writer closed, the samples since its

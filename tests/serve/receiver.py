@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from tests import servers
+from tests.cli import HANG_GUARD_S
 from tests.tracker_forks import Forks, Rank
 
 #: Set by a module that starts many receivers (tests/serve/test_serve.py's module fixture): each
@@ -71,7 +72,9 @@ def start(out: Path, prometheus_url: str, *extra: str, port: int | None = None,
                                     env={**os.environ, **(env or {})})
     scheme = "https" if "--tls-cert-file" in extra else "http"
     receiver = Receiver(f"{scheme}://127.0.0.1:{port}", proc, log, out)
-    deadline = time.monotonic() + 60
+    # A hang guard, not a speed bound: a fresh interpreter beside two CPU-bound neighbours (load
+    # 32) was not up after 60 s; one that never answers is still named before pytest's timeout
+    deadline = time.monotonic() + HANG_GUARD_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise AssertionError(f"stormotel serve exited {proc.returncode}:\n"
@@ -81,7 +84,8 @@ def start(out: Path, prometheus_url: str, *extra: str, port: int | None = None,
                 return receiver
         time.sleep(0.2)
     receiver.terminate()
-    raise AssertionError(f"stormotel serve not ready after 60 s:\n{receiver.logs()}")
+    raise AssertionError(f"stormotel serve not ready after {HANG_GUARD_S:g} s:\n"
+                         f"{receiver.logs()}")
 
 
 @contextlib.contextmanager

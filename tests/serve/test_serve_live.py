@@ -23,10 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stormotel.dashboards import rules
+from stormotel.dashboards import promql, rules
 from stormotel.dashboards.settings import Settings
 
+from stormotel import schema
 from tests import servers
+from tests.cli import HANG_GUARD_S
 from tests.serve import receiver as rx
 from tests.tracker_forks import Forks, Rank
 
@@ -40,12 +42,15 @@ FAST = Settings(silent_window="4s", silent_for="2s", presence_window="10m", fill
 WORLD = 3
 #: job → (planted rank, fault) ; the healthy job has none.
 JOBS: dict[str, tuple[int | None, str | None]] = {
-    "dead-job": (1, "crash@t=8s"),
+    "dead-job": (1, None),  # SIGKILLed by the test once Prometheus has scraped it (_kill_seen)
     "oom-job": (2, "oom@t=8s,exit=1.5s"),
     "leak-job": (0, "leak@t=4s,rate=48MiB/s"),
     "calm-job": (None, None),
 }
 TOKEN = "s3cret-token-for-test"
+#: Scrapes of the dead rank Prometheus holds before the test SIGKILLs it: about the 8 s of data
+#: a crash planted at t=8s left on a quiet machine.
+SCRAPES_BEFORE_KILL = 8
 
 
 def _track(forks: Forks, job: str, rank: int, port: int) -> Rank:
@@ -56,11 +61,12 @@ def _track(forks: Forks, job: str, rank: int, port: int) -> Rank:
             "--world-size", str(WORLD), "--interval", "0.25", "--duration", "90",
             "--prometheus-port", str(port),
             "--prometheus-addr", "127.0.0.1", "--gpu-uuid", f"GPU-{job}-{rank}",
-            "--device-memory", "16GiB", "--prometheus-linger", "2", "-q"]
-    # The linger after an event is the product's default (20 s), not a short one: it ends at
-    # the first scrape that read the OOM (about 1 s here), so it costs nothing on a quiet
-    # machine, while on a busy one a 2 s linger ended before the 1 s scrape came and the OOM
-    # never reached the TSDB (the report then led with "dead rank", load 24)
+            "--device-memory", "16GiB", "-q"]
+    # The lingers are the product's defaults (after an event 20 s, after a clean stop 60 s),
+    # not short ones: each ends at the first scrape served after it (about 1 s here), so it
+    # costs nothing on a quiet machine, while on a busy one a 2 s linger ended before the 1 s
+    # scrape came and the OOM never reached the TSDB (the report then led with "dead rank",
+    # load 24) -- and a clean stop never scraped reads as a rank that died
     if fault and rank == planted:
         argv += ["--fault", f"rank={rank}:{fault}"]
     return forks.track(argv, stderr=False)
@@ -155,10 +161,10 @@ def test_pages_lead_to_reports_naming_the_planted_rank(tmp_path: Path) -> None:
                 servers.prometheus(tmp_path / "prom", [f"127.0.0.1:{p}" for p in ports.values()],
                                    "1s", rule_files=[rules_file],
                                    alertmanagers=[am.url.removeprefix("http://")]) as prom:
-            # Forked once Prometheus is up (a fork starts sampling at once): the dead rank's
-            # crash at t=8s must come after Prometheus has scraped it (tracker_forks.py)
+            # Forked once Prometheus is up (a fork starts sampling at once, tracker_forks.py)
             procs.update({key: _track(forks, key[0], key[1], port)
                           for key, port in ports.items()})
+            _kill_seen(prom, procs[("dead-job", 1)], "dead-job", 1)
             recv = rx.start(out, prom.url, "--webhook-token-file", str(token),
                             "--min-interval", "5s", "--public-url", serve_url,
                             port=serve_port)
@@ -188,7 +194,8 @@ def test_pages_lead_to_reports_naming_the_planted_rank(tmp_path: Path) -> None:
                             assert not _high_elsewhere(r.json(), rank), r.text[:3000]
                             named[job] = time.monotonic()
                 assert set(named) == {"dead-job", "oom-job", "leak-job"}, (
-                    f"paged {sorted(paged)}, named {sorted(named)}\n{recv.logs()}")
+                    f"paged {sorted(paged)}, named {sorted(named)}\n{_scraped(prom)}\n"
+                    f"{recv.logs()}")
                 for job in named:
                     assert named[job] - paged[job] < 60, (job, named[job] - paged[job])
                 print("page → report naming the rank (s):",
@@ -224,6 +231,34 @@ def test_pages_lead_to_reports_naming_the_planted_rank(tmp_path: Path) -> None:
         _stop(list(procs.values()))
         forks.close()
         slack.server.shutdown()
+
+
+def _samples(job: str, rank: int | None = None) -> str:
+    labels = {schema.ATTR_JOB_ID: job,
+              **({schema.ATTR_RANK: str(rank)} if rank is not None else {})}
+    return promql.of(schema.SAMPLES, promql.matchers(**labels))
+
+
+def _kill_seen(prom: servers.Server, proc: Rank, job: str, rank: int) -> None:
+    """SIGKILL ``rank`` of ``job`` — a dead rank as a crash leaves it, no stop edge — once
+    Prometheus holds :data:`SCRAPES_BEFORE_KILL` scrapes of it. No rule can page about a rank
+    Prometheus never saw: a crash planted at t=8 s of the rank's own clock came, beside two
+    CPU-bound neighbours (load 10-14), before the rank had been scraped, and the dead job never
+    paged in 100 s."""
+    deadline = time.monotonic() + HANG_GUARD_S
+    expr = f"count_over_time({_samples(job, rank)}[10m])"
+    while (got := servers.query(prom, expr)) == [] or float(
+            got[0]["value"][1]) < SCRAPES_BEFORE_KILL:
+        assert proc.poll() is None, (job, rank, "left before it was killed", proc.poll())
+        assert time.monotonic() < deadline, (expr, got, "not scraped in", HANG_GUARD_S)
+        time.sleep(0.25)
+    proc.kill()
+
+
+def _scraped(prom: servers.Server) -> dict[str, object]:
+    """Per job, how many scrapes of each rank Prometheus holds (what a failure should say)."""
+    return {job: {r["metric"].get(schema.ATTR_RANK): r["value"][1] for r in servers.query(
+        prom, f"count_over_time({_samples(job)}[10m])")} for job in JOBS}
 
 
 def _stop(procs: list[Rank]) -> None:

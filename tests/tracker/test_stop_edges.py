@@ -4,11 +4,13 @@ then never taken for one that died)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -62,6 +64,56 @@ def test_a_lingering_endpoint_serves_the_stop_timestamp_once_more() -> None:
     assert values[schema.TRACKER_STOP.prom] == pytest.approx(stopped_at, abs=0.5)
     assert values[schema.TRACKER_STOP.prom] >= values[schema.TRACKER_START.prom]
     assert 0.9 < took < 5, "waits for that scrape, and no longer"
+
+
+def test_the_stop_waits_until_the_scrape_that_read_it_was_served() -> None:
+    """The linger ends when a scrape that began after the stop has been *served*, not when it
+    began: the process exits right after, and a response cut off then never reaches the TSDB.
+    Here each collection, past the scrape counter, takes 1.5 s -- a serving thread starved of
+    CPU, as beside two CPU-bound neighbours. The stop waited a quarter second after such a
+    scrape began, then closed the endpoint; a rank that exits then stopped cleanly but reads
+    as dead to the alert rules (tests/serve/test_serve_live.py: the healthy job paged)."""
+    tracker = _tracker(linger=10).start_tracking()
+    url = _url(tracker)
+    httpx.get(url, timeout=5)  # scraped once: the stop owes Prometheus a scrape
+    telemetry = tracker.telemetry
+    assert telemetry is not None
+    counter = telemetry.scrapes
+    plain = counter.collect
+    served: list[tuple[int, float]] = []  # (wall ns the collection began, monotonic end)
+
+    def starved() -> Any:
+        began = time.time_ns()
+        out = plain()
+        time.sleep(1.5)
+        served.append((began, time.monotonic()))
+        return out
+
+    counter.collect = starved  # type: ignore[method-assign]
+    bodies: list[str] = []
+    done = threading.Event()
+
+    def scrape_until_done() -> None:
+        while not done.is_set():
+            with contextlib.suppress(httpx.HTTPError):  # the endpoint closes as it stops
+                bodies.append(httpx.get(url, timeout=10).text)
+            time.sleep(0.2)
+
+    scraper = threading.Thread(target=scrape_until_done)
+    scraper.start()
+    try:
+        tracker.stop_tracking()
+        returned = time.monotonic()
+    finally:
+        done.set()
+        scraper.join(15)
+    stopped_ns = telemetry.state.stopped_ns
+    assert stopped_ns is not None
+    after = [end for began, end in served if began >= stopped_ns]
+    assert after, ("no scrape began after the stop", served, stopped_ns)
+    assert returned >= after[0], (f"the stop returned {after[0] - returned:.2f} s before the "
+                                  "scrape that read it was served")
+    assert any(schema.TRACKER_STOP.prom in _values(b) for b in bodies), "the stop was not served"
 
 
 def test_no_linger_when_nobody_scrapes_or_none_asked() -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import cast
 
 import numpy as np
 from stormotel.analyzers.http import EndpointError
@@ -17,6 +16,7 @@ from stormotel.analyzers.sources.prometheus_api import (
     label_selector,
     name_regex,
     parse_matrix_values,
+    values_regex,
     with_matcher,
 )
 from stormotel.analyzers.sources.protocol import QueryWindow
@@ -299,34 +299,87 @@ def read_clean_stops(d: Discovery, window: QueryWindow, builder: TimelineBuilder
 
 
 #: ``Timeline.meta`` keys, on a side read's builder only: rank → its tracker's earliest start
-#: (ns), and rank → its latest, where a later tracker started (the rank restarted).
+#: (ns), and rank → every later start (ns, ascending), where a later tracker started (the
+#: rank restarted).
 SIDE_STARTS = "tracker_starts_ns"
 SIDE_RESTARTS = "tracker_restarts_ns"
+#: Ranks per ``=~`` alternation when the start gauge's stored samples are read.
+_RAW_RANKS = 500
+
+
+def _start_ns(v: float) -> int | None:
+    """A start gauge's value (Unix seconds) as ns, ms-rounded; None for a value that is not
+    one (a start in year 5138 is not one, as for the stop gauge)."""
+    return round(v * 1000) * 1_000_000 if 0 < v < 1e11 else None
 
 
 def read_tracker_starts(d: Discovery, window: QueryWindow, builder: TimelineBuilder) -> None:
-    """Each rank's earliest and latest tracker start its gauge reported in the window
-    (``min_over_time`` and ``max_over_time``: two instant queries for every rank of the
-    endpoint, none when the gauge is absent) into ``builder.meta[SIDE_STARTS]`` and, where
-    the latest is a later start, ``[SIDE_RESTARTS]``; the caller turns them into start markers
-    of the ranks read. The gauge's value is the start whenever it was scraped: a target first
-    scraped late still says when its tracker began. It is set once per process, so a later
-    value is a later process — the rank restarted (torchrun's elastic restart of the worker
-    group, a pod restarted); with two restarts in the window the middle one is not seen."""
-    for key, over_time, pick in ((SIDE_STARTS, "min_over_time", min),
-                                 (SIDE_RESTARTS, "max_over_time", max)):
-        found: dict[int, int] = builder.meta.setdefault(key, {})  # type: ignore[assignment]
-        for name in d.start_names:
-            values = whole_window_by_rank(d, window, name, over_time, builder,
-                                           "tracker start series")
-            for rank, v in values or ():
-                if 0 < v < 1e11:  # Unix seconds, as the stop gauge
-                    t = round(v * 1000) * 1_000_000
-                    found[rank] = pick(found.get(rank, t), t)
-    starts = cast("dict[int, int]", builder.meta.get(SIDE_STARTS) or {})
-    restarts = cast("dict[int, int]", builder.meta[SIDE_RESTARTS])
-    for rank in [r for r, t in restarts.items() if t <= starts.get(r, t)]:
-        del restarts[rank]  # the same process throughout
+    """Every tracker start each rank's gauge reported in the window: the earliest into
+    ``builder.meta[SIDE_STARTS]``, the later ones (each a restart) into ``[SIDE_RESTARTS]``;
+    the caller turns them into start markers of the ranks read. The gauge's value is the
+    start whenever it was scraped: a target first scraped late still says when its tracker
+    began. It is set once per process, so each later value is a later process — the rank
+    restarted (torchrun's elastic restart of the worker group, a pod restarted).
+
+    Three instant queries per spelling, none when the gauge is absent: ``min_over_time`` and
+    ``max_over_time`` of each series (every value of a series that held at most two: a pod
+    restarted is a series per process, each with its one start) and ``changes`` (how often
+    each series' value changed). A series that changed twice or more holds a start between
+    its first and its last (torchrun restarting the workers on one node: one series), so the
+    stored samples of its ranks are read (:func:`_read_every_start`): with two restarts in the
+    window the middle one's warm-up must be set aside too, and only its time places it (a
+    count says a restart happened, not where its warm-up is)."""
+    found: dict[int, set[int]] = {}
+    more: set[int] = set()  # ranks with a series that may hold more than its min and max
+    for name in d.start_names:
+        for over_time in ("min_over_time", "max_over_time"):
+            for rank, v in whole_window_by_rank(d, window, name, over_time, builder,
+                                                "tracker start series") or ():
+                t = _start_ns(v)
+                if t is not None:
+                    found.setdefault(rank, set()).add(t)
+        more.update(rank for rank, v in whole_window_by_rank(
+            d, window, name, "changes", builder, "tracker start series") or () if v >= 2)
+    for rank, t in _read_every_start(d, window, builder, sorted(more & found.keys())):
+        found[rank].add(t)
+    starts: dict[int, int] = builder.meta.setdefault(SIDE_STARTS, {})  # type: ignore[assignment]
+    restarts: dict[int, list[int]] = builder.meta.setdefault(  # type: ignore[assignment]
+        SIDE_RESTARTS, {})
+    for rank, ts in found.items():  # with what another endpoint of the job said
+        every = ts | set(restarts.get(rank, [])) | ({starts[rank]} if rank in starts else set())
+        starts[rank] = min(every)
+        if len(every) > 1:
+            restarts[rank] = sorted(every - {starts[rank]})
+
+
+def _read_every_start(d: Discovery, window: QueryWindow, builder: TimelineBuilder,
+                      ranks: list[int]) -> list[tuple[int, int]]:
+    """(rank, start) for every value the start gauge's stored samples of ``ranks`` hold in
+    the window: a range-vector read of one gauge, only for ranks with a series that changed
+    twice or more; a note, and nothing more, if the endpoint fails."""
+    out: list[tuple[int, int]] = []
+    secs = max(1, math.ceil(window.seconds))
+    end_s = window.end_ns / 1e9
+    for name in d.start_names:
+        for i in range(0, len(ranks), _RAW_RANKS):
+            sel = label_selector(
+                {"__name__": name, schema.ATTR_JOB_ID: window.job_id},
+                regex={schema.ATTR_RANK: values_regex(str(r) for r in ranks[i:i + _RAW_RANKS])},
+                extra=window.extra_matchers)
+            try:
+                series = d.api.query_raw_series(sel, end_s - secs, end_s, secs + 1)
+            except EndpointError as e:
+                builder.notes.append(f"{d.api.url}: could not read every tracker start: {e}")
+                return out
+            for s in series:
+                ident = identity_from_labels(s.labels) if s.labels is not None else None
+                if ident is None or s.v is None:
+                    continue
+                for v in np.unique(s.v[np.isfinite(s.v)]).tolist():
+                    t = _start_ns(float(v))
+                    if t is not None:
+                        out.append((ident.rank, t))
+    return out
 
 
 def _native_interval(api: PrometheusAPI, window: QueryWindow,

@@ -238,11 +238,13 @@ def _join_clean_stops(builder: TimelineBuilder, side: TimelineBuilder,
     for key, name, kind in ((SIDE_STARTS, "tracker start", KIND_TRACKER_START),
                             (SIDE_RESTARTS, "tracker start", KIND_TRACKER_START),
                             (SIDE_STOPS, "tracker stop", KIND_TRACKER_STOP)):
-        for rank, t in sorted(cast("dict[int, int]", side.meta.get(key) or {}).items()):
-            if rank in read:
+        for rank, at in sorted(cast("dict[int, int | list[int]]", side.meta.get(key) or {})
+                               .items()):
+            if rank in read:  # one time a rank, or (the restarts) every later start
+                t = np.array(at if isinstance(at, list) else [at], np.int64)
                 builder.add_markers(rank, Markers(
-                    np.array([t], np.int64), np.array([t], np.int64),
-                    np.array([name], object), np.array([kind], object), ({},)))
+                    t, t.copy(), np.array([name] * len(t), object),
+                    np.array([kind] * len(t), object), ({},) * len(t)))
     reports = [r for r in cast("list[int]", side.meta.get(META_STOP_REPORTED) or [])
                if r in read]
     if reports:
