@@ -293,6 +293,11 @@ def main(argv: list[str]) -> int:
         return error(str(e))
     out: Path = args.out
     prometheus = None if args.no_prometheus else shutil.which("prometheus")
+    if prometheus is not None:
+        # Watching Prometheus and the analysis need httpx (the analyzer extra): without it the
+        # command fails here, before it writes DIR/prometheus.yml or starts a rank (it once
+        # wrote the configuration, then said the extra was missing).
+        import httpx  # noqa: F401
     job_name = "stormotel"
     try:
         out.mkdir(parents=True, exist_ok=True)

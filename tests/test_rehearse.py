@@ -5,9 +5,11 @@ analysis it runs against the real Prometheus it started."""
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,6 +48,29 @@ def test_bad_flags_exit_2_with_a_message(tmp_path: Path) -> None:
     assert out.returncode == exitcodes.USAGE and "--ranks" in out.stderr
     out = run_stormotel("rehearse", "--fault", "rank=1:nonsense@t=1s", cwd=tmp_path)
     assert out.returncode == exitcodes.USAGE and "Traceback" not in out.stderr
+
+
+def test_without_httpx_it_says_so_before_writing_anything(tmp_path: Path) -> None:
+    """A tracker-only install (no httpx) with a ``prometheus`` on PATH: the command wrote
+    ``DIR/prometheus.yml`` and only then said the analyzer extra was missing (first-hour
+    audit, helper fa). The dependency is checked first: exit 2, the extra named, nothing
+    written. httpx is hidden the way a missing install hides it (``import httpx`` raises
+    ModuleNotFoundError); the ``prometheus`` on PATH is never run."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "prometheus"
+    fake.write_text("#!/bin/sh\nexit 1\n")
+    fake.chmod(0o755)
+    out_dir = tmp_path / "r"
+    code = ("import sys; sys.modules['httpx'] = None; from stormotel.cli import main; "
+            f"raise SystemExit(main(['rehearse', '--ranks', '2', '--out', {str(out_dir)!r}]))")
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert done.returncode == exitcodes.USAGE, done.stdout + done.stderr
+    assert "'httpx'" in done.stderr and "pip install 'stormotel[" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert not out_dir.exists(), sorted(p.name for p in out_dir.rglob("*"))
 
 
 @pytest.mark.slow  # about 45 s: ranks, a Prometheus, the analysis
