@@ -20,17 +20,14 @@ by both ranks inside their warm-up windows is set aside on both — no rank name
 
 from __future__ import annotations
 
-import json
+import functools
 import time
 from typing import Any
 
 import numpy as np
 import pytest
 
-from tests import servers
-from tests.cli import run_stormotel_here
-from tests.job import planted
-from tests.job.test_tracker_start_edge import _write
+from tests.job.test_tracker_start_edge import _write, cross_ranks
 
 pytestmark = pytest.mark.servers
 
@@ -38,7 +35,7 @@ SURE = ("high", "medium")
 END_S = 33.0
 
 
-def _job(url: str, job: str, epoch: float, rank0_rise_s: float) -> int:
+def _job(url: str, job: str, *, epoch: float, rank0_rise_s: float) -> int:
     """Rank 0 scraped at 0.58 + 2k s, flat at 5.52 GiB, +2 GiB from ``rank0_rise_s``; rank 1
     at 2k s, 5.66 GiB leaking 16 MiB/s, +2 GiB from 2.73 s; trackers started at -3.4 s."""
     n = 0
@@ -56,21 +53,11 @@ JOBS = {"planted-after-late-start": 5.76, "both-inside-their-warm-up": 3.5}
 
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    work = tmp_path_factory.mktemp("late-tracker")
-    out: dict[str, dict[str, Any]] = {}
-    with servers.prometheus(work / "prom") as prom:
-        epoch = float(int(time.time()) - END_S - 60)
-        for job, rise in JOBS.items():
-            planted.wait_visible(prom.url, job, _job(prom.url, job, epoch, rise))
-        for job in JOBS:
-            path = work / f"{job}.json"
-            r = run_stormotel_here("analyze", "--prometheus", prom.url, "--job-id", job,
-                                   "--start", f"{epoch - 60:.3f}",
-                                   "--end", f"{epoch + END_S + 5:.3f}",
-                                   "--format", "json", "-o", str(path))
-            assert path.exists(), (job, r.returncode, r.stderr[-2000:])
-            out[job] = json.loads(path.read_text())["cross_rank"]
-    return out
+    epoch = float(int(time.time()) - END_S - 60)
+    writers = {job: functools.partial(_job, epoch=epoch, rank0_rise_s=rise)
+               for job, rise in JOBS.items()}
+    return cross_ranks(tmp_path_factory.mktemp("late-tracker"), writers, epoch - 60,
+                       epoch + END_S + 5)
 
 
 def _named(cross: dict[str, Any]) -> set[tuple[int, str]]:
