@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import shlex
 import shutil
@@ -247,8 +248,55 @@ def _all_stopped(started: list[Started]) -> Iterator[None]:
             s.stop()
 
 
+def faults_in_warmup(starts: dict[int, float], epoch_s: float, fault_spec: str,
+                     run_s: float) -> dict[int, float]:
+    """Ranks a planted fault reaches inside the analyzer's warm-up window after the rank's
+    tracker started (``starts``: rank → its start gauge, s since the Unix epoch), each with the
+    fault's delay after that start. The window is the analyzer's: ``warmup_s`` or a quarter of
+    what the rank observes (``run_s``), whichever is shorter; a rise there is taken for the
+    rank's warm-up. Faults sit at fixed instants of the shared clock (``epoch_s``); a tracker
+    that starts late (a loaded host) moves them into its window (helper fa's rehearsal at load
+    21: "no rank led — warm-up of ranks [0, 1]")."""
+    from stormotel.analyzers.algorithms.first_cause import WARMUP_SHARE
+    from stormotel.analyzers.algorithms.settings import Settings
+
+    window_s = min(Settings().warmup_s, WARMUP_SHARE * run_s)
+    out: dict[int, float] = {}
+    for fault in parse_faults(fault_spec):
+        for rank, began in starts.items():
+            if fault.kind != "first_spike" and not fault.owned_by(rank):
+                continue
+            at = epoch_s + fault.start_s + (0.0 if fault.kind != "first_spike"
+                                            or fault.owned_by(rank) else fault.param("lead"))
+            if 0.0 <= at - began <= window_s:
+                out[rank] = min(out.get(rank, math.inf), at - began)
+    return out
+
+
+def _start_gauges(url: str, job_id: str) -> dict[int, float]:
+    """Each rank's tracker start (its start gauge, as Prometheus scraped it)."""
+    out: dict[int, float] = {}
+    for row in _query(url, f'{schema.TRACKER_START.prom}{{job_id="{job_id}"}}'):
+        metric, value = row.get("metric"), row.get("value")
+        if isinstance(metric, dict) and isinstance(value, list) and len(value) == 2:
+            with contextlib.suppress(KeyError, ValueError):
+                out[int(metric[schema.ATTR_RANK])] = float(str(value[1]))
+    return out
+
+
+def _warn_late_starts(url: str, args: argparse.Namespace, epoch_s: float) -> None:
+    late = faults_in_warmup(_start_gauges(url, args.job_id), epoch_s, args.fault,
+                            args.duration + START_MARGIN_S)
+    if late:
+        said = ", ".join(f"rank {r} {d:.1f}s" for r, d in sorted(late.items()))
+        print(f"stormotel rehearse: warning: the trackers started late (a loaded machine?): "
+              f"a planted fault comes soon after a rank's start ({said}), inside the "
+              "analysis' warm-up window, and may be taken for warm-up; rerun on a quieter "
+              "machine or with a longer --duration", file=sys.stderr, flush=True)
+
+
 def _run_prometheus(args: argparse.Namespace, prometheus: str, config: Path, prom_port: int,
-                    job_name: str, started: list[Started]) -> bool:
+                    job_name: str, started: list[Started], epoch_s: float) -> bool:
     """Start Prometheus on ``config`` (added to ``started``) and wait for the first scrape of
     every rank (a warning when it does not come); False when it never became ready."""
     out: Path = args.out
@@ -272,6 +320,7 @@ def _run_prometheus(args: argparse.Namespace, prometheus: str, config: Path, pro
     else:
         print(f"stormotel rehearse: first scrape landed: all {seen} ranks in Prometheus "
               f"{took:.1f}s after it started ({time.strftime('%H:%M:%S')})", flush=True)
+        _warn_late_starts(url, args, epoch_s)
     return True
 
 
@@ -293,6 +342,11 @@ def main(argv: list[str]) -> int:
         return error(str(e))
     out: Path = args.out
     prometheus = None if args.no_prometheus else shutil.which("prometheus")
+    if prometheus is not None:
+        # Watching Prometheus and the analysis need httpx (the analyzer extra): without it the
+        # command fails here, before it writes DIR/prometheus.yml or starts a rank (it once
+        # wrote the configuration, then said the extra was missing).
+        import httpx  # noqa: F401
     job_name = "stormotel"
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -321,7 +375,8 @@ def main(argv: list[str]) -> int:
             print(f"stormotel rehearse: {why}: start yours with --config.file={config}, then "
                   f"`stormotel analyze --prometheus URL --job-id {args.job_id} --since 10m`",
                   flush=True)
-        elif not _run_prometheus(args, prometheus, config, prom_port, job_name, started):
+        elif not _run_prometheus(args, prometheus, config, prom_port, job_name, started,
+                                 epoch_ns / 1e9):
             return error(f"Prometheus did not become ready at {url} (log: "
                          f"{out / 'prometheus.log'})", exitcodes.SOURCE_FAILURE)
         for s in started:

@@ -531,6 +531,9 @@ def _judge(rises: dict[int, FirstRise], timeline: Timeline, last_ns: list[tuple[
         if why := _unproven(first, [first], fills, earlier, settings, res):
             inc.notes.append(why)
             sure = "low"
+        elif before := _warmed_before(first, warm_spans, settings, res):
+            inc.notes.append(_warmed_before_note(before, first))
+            sure = "low"
         return _judge_alone(inc, first, timeline, last_ns, settings, res, blind_gaps,
                             None if overlapping else sure)
     inc.onset_ns = order[1].t_ns
@@ -604,7 +607,7 @@ def _judge_alone(inc: Incident, first: FirstRise, timeline: Timeline,
     inc.kind, inc.leader, inc.confidence, inc.lead_bound_ns = ("single_rank", first.rank,
                                                                conf, max(bound, 0))
     inc.notes.append(f"only rank {first.rank} rose; the others never reached their "
-                     "threshold (lead measured to the end of their data)")
+                     "threshold outside their warm-up (lead measured to the end of their data)")
     inc.suspects = [_suspect(first, lead, conf, res, timeline, alone=True)]
     return inc
 
@@ -647,6 +650,28 @@ def _rose_before(first: FirstRise, earlier: tuple[np.ndarray, np.ndarray], setti
     t, ranks = earlier
     lo, hi = np.searchsorted(t, [first.earliest_ns - window_ns, first.t_ns], side="left")
     return sorted({int(r) for r in ranks[lo:hi].tolist() if r != first.rank})
+
+
+def _warmed_before(first: FirstRise, warm_spans: list[tuple[int, int, int]],
+                   settings: Settings, res: int | None) -> list[int]:
+    """Other ranks with a rise set aside as warm-up that began from one cascade window before
+    ``first``'s rise interval to its crossing: they did reach a threshold, just before it, so
+    ``first`` is not proven to be the only rank that rose, nor the first. Which rise is a
+    warm-up is judged from timing after each rank's start; ranks whose trackers started late
+    (a loaded host) had the same fault set aside on one rank (inside its warm-up window) and
+    judged on the next (just outside its own) — named alone at high: the wrong rank."""
+    window_ns = int(max(settings.cascade_window_s * 1e9, 2 * (res or 0)))
+    lo = first.earliest_ns - window_ns
+    return sorted({r for r, earliest, _ in warm_spans
+                   if r != first.rank and lo <= earliest < first.t_ns})
+
+
+def _warmed_before_note(ranks: list[int], first: FirstRise) -> str:
+    return (f"ranks {ranks[:16]} rose within a cascade window before rank {first.rank}, in "
+            "rises set aside as their warm-up (soon after their start): if one of those was "
+            f"no warm-up, rank {first.rank} followed it, so it is not named above low. The "
+            "ranks' start times (a late start moves a fault into the warm-up window) or "
+            "their archives would decide it")
 
 
 def _before_note(ranks: list[int], first: FirstRise) -> str:

@@ -22,8 +22,11 @@ gauges: the rise in the head is timed only by samples, the case the blind cap is
 
 from __future__ import annotations
 
+import functools
 import json
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -104,23 +107,36 @@ JOBS = {"late-target-gauge": (_late_target, dict(gauge=True, late=True)),
         "mid-climb-gauge": (_late_start, dict(gauge=True, start_s=20.0, climb_s=15.0))}
 
 
-@pytest.fixture(scope="module")
-def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    work = tmp_path_factory.mktemp("tracker-start")
+def cross_ranks(work: Path, writers: dict[str, Callable[[str, str], int]],
+                start_s: float, end_s: float) -> dict[str, dict[str, Any]]:
+    """Each job written by its writer (url, job → samples written) into one real Prometheus,
+    then ``stormotel analyze --prometheus`` over [start_s, end_s]: each job's ``cross_rank``."""
     out: dict[str, dict[str, Any]] = {}
     with servers.prometheus(work / "prom") as prom:
-        epoch = float(int(time.time()) - DURATION_S - 30)
-        for job, (write, kw) in JOBS.items():
-            planted.wait_visible(prom.url, job, write(prom.url, job, epoch, **kw))
-        for job in JOBS:
+        for job, write in writers.items():
+            planted.wait_visible(prom.url, job, write(prom.url, job))
+        for job in writers:
             path = work / f"{job}.json"
             r = run_stormotel_here("analyze", "--prometheus", prom.url, "--job-id", job,
-                                   "--start", f"{epoch - 5:.3f}",
-                                   "--end", f"{epoch + DURATION_S + 5:.3f}",
+                                   "--start", f"{start_s:.3f}", "--end", f"{end_s:.3f}",
                                    "--format", "json", "-o", str(path))
             assert path.exists(), (job, r.returncode, r.stderr[-2000:])
             out[job] = json.loads(path.read_text())["cross_rank"]
     return out
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    epoch = float(int(time.time()) - DURATION_S - 30)
+    writers = {job: functools.partial(_call, write, epoch, kw)
+               for job, (write, kw) in JOBS.items()}
+    return cross_ranks(tmp_path_factory.mktemp("tracker-start"), writers, epoch - 5,
+                       epoch + DURATION_S + 5)
+
+
+def _call(write: Callable[..., int], epoch: float, kw: dict[str, Any], url: str,
+          job: str) -> int:
+    return int(write(url, job, epoch, **kw))
 
 
 def _named(cross: dict[str, Any]) -> set[tuple[int, str]]:
