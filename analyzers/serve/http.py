@@ -82,6 +82,11 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-store")
         for k, v in (headers or {}).items():
             self.send_header(k, v)
+        if self.close_connection:
+            # said, not only done: a client that is not told keeps the connection for its next
+            # request, and on a busy host the close reached it after that request was sent
+            # ("Server disconnected without sending a response" on a retried webhook)
+            self.send_header("Connection", "close")
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)

@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -86,6 +87,16 @@ def start(out: Path, prometheus_url: str, *extra: str, port: int | None = None,
     receiver.terminate()
     raise AssertionError(f"stormotel serve not ready after {HANG_GUARD_S:g} s:\n"
                          f"{receiver.logs()}")
+
+
+def refused_url() -> str:
+    """A loopback port nothing listens on: connection refused at once (a Prometheus that is
+    down, for tests that need none)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return f"http://127.0.0.1:{port}"
 
 
 @contextlib.contextmanager

@@ -6,7 +6,6 @@ first-hour audit (helper fa): ``serve`` behind an unreachable Prometheus answere
 
 from __future__ import annotations
 
-import socket
 import time
 from pathlib import Path
 
@@ -16,17 +15,8 @@ from stormotel.analyzers.serve.store import FAILED_JSON, META_JSON, Store
 from tests.serve import receiver as rx
 
 
-def _refused_url() -> str:
-    """A loopback port nothing listens on: connection refused at once."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return f"http://127.0.0.1:{port}"
-
-
 def test_the_job_page_says_why_the_run_wrote_no_report(tmp_path: Path) -> None:
-    with rx.running(tmp_path / "out", _refused_url()) as recv:
+    with rx.running(tmp_path / "out", rx.refused_url()) as recv:
         posted = httpx.post(recv.url + "/alertmanager", content=rx.payload([rx.alert("run-7")]),
                             headers={"Content-Type": "application/json"}, timeout=10)
         assert posted.status_code == 200, posted.text
