@@ -55,7 +55,8 @@ SLOW_MODULES = frozenset({
 #: Seconds each module of 20 s or more took (wall, summed over its tests, setup and teardown
 #: included) in session 20's run of ``make test`` from a fresh clone beside two CPU-bound
 #: neighbours (three workers on 2 cores, ``STORMOTEL_SUITE_TIMES`` below; docs/benchmarks.md,
-#: "The suite's own time, session 21"). ``make test`` passes ``--no-loadscope-reorder``, so
+#: "The suite's own time, session 21"); test_rehearse (a 30 s test more) and the new
+#: test_newcomer_hangs4 from session 21's. ``make test`` passes ``--no-loadscope-reorder``, so
 #: pytest-xdist hands out work in the order collected here: longest first, then the rest by
 #: test count (xdist's own default order). With xdist's order alone the one-test 2048-rank
 #: rules module came last and ran alone for five minutes at the end of the run; with only the
@@ -68,7 +69,9 @@ LONG_MODULES: dict[str, int] = {
     "tests/docs/test_doc_blocks.py": 126,
     "tests/dashboards/test_rules_live.py": 113,
     "tests/dashboards/test_rules.py": 96,
+    "tests/test_rehearse.py": 84,
     "tests/hostile/test_round_three.py": 75,
+    "tests/stalls/test_newcomer_hangs4.py": 54,
     "tests/stalls/test_fr_scale.py": 51,
     "tests/tracker/test_track_cli.py": 51,
     "tests/job/test_shards.py": 49,
@@ -76,7 +79,6 @@ LONG_MODULES: dict[str, int] = {
     "tests/job/test_tracker_scraped.py": 47,
     "tests/estimate/test_cli.py": 46,
     "tests/tracker/test_demo.py": 46,
-    "tests/test_rehearse.py": 44,
     "tests/serve/test_serve.py": 43,
     "tests/stalls/test_pattern_backtracking.py": 42,
     "tests/dashboards/test_name_translation.py": 40,
