@@ -41,7 +41,6 @@ from stormotel.analyzers.stalls.log_finding import (
     LineScanner,
     log_finding,
     of_kind,
-    own_failure,
 )
 
 KIND = "ddp_unused"
@@ -80,11 +79,15 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
             f"DDP's reducer reported parameters without a gradient — the message's rank {told} "
             f"differs from the rank the line was read for {other}: DDP runs on a sub-group, "
             "whose rank is not global", REMEDIATION, mine, suspects=[])]
-    return own_failure(
-        told, PATTERN,
+    if len(told) > 1:
+        return [log_finding(
+            "undecided", [], "exception", "low", PATTERN,
+            f"DDP's reducer reported parameters without a gradient — ranks {told[:16]} each "
+            "skipped parameters: a cause every rank shares (the model or the data), not one "
+            "rank's", REMEDIATION, mine, suspects=told[:64], collect_next=told[:16])]
+    return [log_finding(
+        "rank_failure", told, "exception", "low", PATTERN,
         f"DDP's reducer on rank {told[0]} found its previous backward unfinished: parameters "
         f"{mine[0].detail['what'][:80]!r} received no gradient on that rank — its own forward "
-        "skipped them, while peers wait in that bucket's allreduce",
-        f"DDP's reducer reported parameters without a gradient — ranks {told[:16]} each skipped "
-        "parameters: a cause every rank shares (the model or the data), not one rank's",
-        REMEDIATION, mine, "the rank in DDP's process group, presumed the default (global) group")
+        "skipped them, while peers wait in that bucket's allreduce", REMEDIATION, mine,
+        rank_from="the rank in DDP's process group, presumed the default (global) group")]

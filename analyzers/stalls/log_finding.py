@@ -32,19 +32,6 @@ def log_finding(kind: str, ranks: list[int], category: str, confidence: str, pat
         remediation=list(remediation))
 
 
-def own_failure(told: list[int], pattern: str, one: str, many: str, remediation: list[str],
-                lines: list[Any], rank_from: str) -> list[StallFinding]:
-    """The finding of a message each rank prints about its OWN failure, naming itself (DDP's
-    unused parameters): one rank → that rank at ``low``; several → a cause they share, the
-    ranks suspects (``one`` / ``many``: the reasons). Megatron's NaN checks do not use it: one
-    rank's check is met first by causes every rank shares (measured on fresh12)."""
-    if len(told) == 1:
-        return [log_finding("rank_failure", told, "exception", "low", pattern, one, remediation,
-                            lines, rank_from=rank_from)]
-    return [log_finding("undecided", [], "exception", "low", pattern, many, remediation, lines,
-                        suspects=told[:64], collect_next=told[:16])]
-
-
 def of_kind(events: list[Any], kind: str) -> list[Any]:
     """The events of one log kind that carry a detail: what that kind's rule reads."""
     return [e for e in events if e.kind == kind and e.detail]
