@@ -99,8 +99,13 @@ FRESH11_DIR = ROOT / "tests/stalls/data/fresh11"
 #: other paths (Accelerate gathers, Lightning, fairseq) - held out WHOLE: gathered before the
 #: rules written from those emitters' source, to measure them
 FRESH12_DIR = ROOT / "tests/stalls/data/fresh12"
+#: a thirteenth fresh set (``"set": "fresh13"``): PaddlePaddle launchers whose endpoints are not
+#: ready or whose trainer aborts, Kubernetes events and operator lines, Megatron's rerun state
+#: machine and NaN checks, Ray Train workers, other paths (PyTorch's MPI backend, torchtitan,
+#: Determined) - held out WHOLE: gathered before the rules written from those emitters' source
+FRESH13_DIR = ROOT / "tests/stalls/data/fresh13"
 FRESH_SETS = (FRESH, "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8",
-              "fresh9", "fresh10", "fresh11", "fresh12")
+              "fresh9", "fresh10", "fresh11", "fresh12", "fresh13")
 #: exit code of an analyzer crash (docs/exit-codes.md).
 EXIT_INTERNAL = 70
 EXIT_HEALTHY = 0
@@ -491,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reach", action="store_true",
                    help="also read the fresh sets (tests/stalls/data/fresh, fresh2, fresh3, "
                         "fresh4, fresh5, fresh6, fresh7, fresh8, fresh9, fresh10, fresh11, "
-                        "fresh12) and "
+                        "fresh12, fresh13) and "
                         "print the "
                         "reach "
                         "tables: "
@@ -499,7 +504,8 @@ def main(argv: list[str] | None = None) -> int:
                         "fresh2/heldout, fresh3/dev, fresh3/heldout, fresh4/dev, "
                         "fresh4/heldout, fresh5/dev, fresh5/heldout, fresh6/dev, "
                         "fresh6/heldout, fresh7/dev, fresh7/heldout, fresh8/heldout, "
-                        "fresh9/heldout, fresh10/heldout, fresh11/heldout, fresh12/heldout) "
+                        "fresh9/heldout, fresh10/heldout, fresh11/heldout, fresh12/heldout, "
+                        "fresh13/heldout) "
                         "and with "
                         "each family's calibration held out (benchmarks/stall_reach.py)")
     p.add_argument("--write-ceilings", action="store_true",
@@ -509,7 +515,8 @@ def main(argv: list[str] | None = None) -> int:
     dirs = list(args.cases or DEFAULT_CASE_DIRS)
     if args.reach and not args.cases:
         dirs += [FRESH_DIR, FRESH2_DIR, FRESH3_DIR, FRESH4_DIR, FRESH5_DIR, FRESH6_DIR,
-                 FRESH7_DIR, FRESH8_DIR, FRESH9_DIR, FRESH10_DIR, FRESH11_DIR, FRESH12_DIR]
+                 FRESH7_DIR, FRESH8_DIR, FRESH9_DIR, FRESH10_DIR, FRESH11_DIR, FRESH12_DIR,
+                 FRESH13_DIR]
     try:
         cases = load_cases(dirs)
     except (OSError, ValueError, KeyError) as e:

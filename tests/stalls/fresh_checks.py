@@ -13,8 +13,11 @@ import functools
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.stalls.test_case_corpus import EVAL, _folders, _fresh_folders, _spec
 from tests.stalls.test_case_corpus import test_case_is_well_formed as _well_formed
@@ -78,7 +81,7 @@ def set_folders(set_dir: Path) -> list[Path]:
 def assert_held_whole_set_is_new_and_culprit_bearing(set_dir: Path,
                                                      families: tuple[str, ...],
                                                      labelled_tenths: int = 7) -> None:
-    """A set held out whole (fresh8 to fresh12): no thread of the corpus or of an earlier
+    """A set held out whole (fresh8 to fresh13): no thread of the corpus or of an earlier
     fresh set, no id twice, at least 24 cases from twelve projects, every family with at least
     three cases, no dev half; at least ``labelled_tenths`` tenths of the set (70 % unless the
     set's module says why it gathered fewer) carry a culprit label (its reason to exist)."""
@@ -138,6 +141,34 @@ def assert_held_whole_set_scores_safely(set_dir: Path, name: str) -> None:
     assert {r.case.id: r.confident_wrong for r in results if r.confident_wrong} == {}
     assert_never_healthy_and_outside(results)
     assert_reach_held_whole(name, untuned=len(results))
+
+
+def held_whole_tests(set_dir: Path, name: str, collected: str, families: tuple[str, ...],
+                     labelled_tenths: int) -> tuple[Callable[[], None], Callable[[], None],
+                                                    Callable[[Path], None]]:
+    """The three tests of a set held out whole (fresh13 on), for its module to bind to
+    ``test_*`` names, so each new set's module holds its own story and numbers, not a copy of
+    the last one's body: every case scored safely, the threads new and as culprit-bearing as
+    the module says, every case well formed and held out."""
+    split = held_whole_split(name, collected, families)
+
+    def scores_safely() -> None:
+        """Main's rules on every case, through the CLI: no crash, no "healthy", no wrong rank
+        at high or medium."""
+        assert_held_whole_set_scores_safely(set_dir, name)
+
+    def new_and_culprit_bearing() -> None:
+        """No thread of an earlier set, 12 projects, 3 cases a family, the labelled share the
+        set's module states."""
+        assert_held_whole_set_is_new_and_culprit_bearing(set_dir, families, labelled_tenths)
+
+    @pytest.mark.parametrize("folder", set_folders(set_dir), ids=lambda p: p.name)
+    def case_split(folder: Path) -> None:
+        """Well formed, dated before the rules, held out whatever its hash says, tuned on by
+        nobody."""
+        assert_culprit_case_split(folder, **split)
+
+    return scores_safely, new_and_culprit_bearing, case_split
 
 
 def assert_every_case_ran(results: list[Any], cases: int) -> None:
