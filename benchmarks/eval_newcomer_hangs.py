@@ -4,13 +4,16 @@
     nice -n 19 .venv/bin/python benchmarks/eval_newcomer_hangs.py            # run, analyze
     nice -n 19 .venv/bin/python benchmarks/eval_newcomer_hangs.py --set three  # round three
     nice -n 19 .venv/bin/python benchmarks/eval_newcomer_hangs.py --set four   # round four
+    nice -n 19 .venv/bin/python benchmarks/eval_newcomer_hangs.py --set five   # round five
     .venv/bin/python benchmarks/eval_newcomer_hangs.py --reuse DIR            # analyze only
     .venv/bin/python benchmarks/eval_newcomer_hangs.py --jobs busy2 raise3 --json out.json
 
 Runs every job at once (``python -m tests.stalls.newcomer_hang_jobs DIR``; ``--set three``:
 round three's held-out jobs, ``tests/stalls/newcomer_hang_jobs3.py``, helper nh; ``--set four``:
 round four's, every hang rule held out, each rank a process of its own under torchrun,
-``torch.multiprocessing.spawn``, ``python`` per rank or srun, helper nh4; ``--reuse``
+``torch.multiprocessing.spawn``, ``python`` per rank or srun, helper nh4; ``--set five``:
+round five's, a second held-out set of new shapes (async works, object collectives, group
+order, swallowed exceptions, node-local log prefixes), helper nh5; ``--reuse``
 reads a folder an earlier run left), then analyzes each job's archive through the installed CLI the
 way a user would (``stormotel analyze ARCHIVE --format json``), and again with the ranks' logs
 (``--logs DIR/<job>/logs``: their stdout/stderr, torchrun's ``--log-dir``). The answer is the
@@ -44,7 +47,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.stalls import newcomer_hang_jobs3, newcomer_hang_jobs4  # noqa: E402
+from tests.stalls import (  # noqa: E402
+    newcomer_hang_jobs3,
+    newcomer_hang_jobs4,
+    newcomer_hang_jobs5,
+)
 from tests.stalls.helpers import run_job_group  # noqa: E402
 from tests.stalls.newcomer_hang_jobs import JOBS, Job  # noqa: E402
 
@@ -53,7 +60,8 @@ CONFIDENT = ("medium", "high")
 SETS: dict[str, tuple[str, dict[str, Job]]] = {
     "two": ("tests.stalls.newcomer_hang_jobs", JOBS),
     "three": ("tests.stalls.newcomer_hang_jobs3", newcomer_hang_jobs3.JOBS),
-    "four": ("tests.stalls.newcomer_hang_jobs4", newcomer_hang_jobs4.JOBS)}
+    "four": ("tests.stalls.newcomer_hang_jobs4", newcomer_hang_jobs4.JOBS),
+    "five": ("tests.stalls.newcomer_hang_jobs5", newcomer_hang_jobs5.JOBS)}
 
 
 def run_jobs(out: Path, names: list[str], timeout_s: float = 900,
