@@ -28,7 +28,9 @@ Scored against the job's label (:data:`~tests.stalls.newcomer_hang_jobs.JOBS`):
 - exit-0: exit 0 on a hung or failing job (reported healthy), the worst; on a healthy job, any
   exit but 0 is wrong;
 - label-wrong: the job labelled hung/failing really ended well (every rank exit 0 by itself,
-  ``exits.json``): the label was wrong, not the verdict; shown, never scored either way.
+  ``exits.json``), or its round's ``ERRATA`` says what it did instead (a label the first
+  analysis showed wrong, kept as committed): the label was wrong, not the verdict; shown,
+  never scored either way.
 
 Exit status: 0; 1 when any hung/failing job exits 0 or any answer is confidently wrong.
 """
@@ -36,6 +38,7 @@ Exit status: 0; 1 when any hung/failing job exits 0 or any answer is confidently
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import subprocess
 import sys
@@ -98,7 +101,8 @@ def answer(report: dict[str, Any]) -> dict[str, Any] | None:
     return roots[0] if roots else None
 
 
-def score(job: Job, code: int, report: dict[str, Any], ended_well: bool) -> dict[str, Any]:
+def score(job: Job, code: int, report: dict[str, Any], ended_well: bool,
+          erratum: str | None = None) -> dict[str, Any]:
     """One row: the verdict, the named ranks, the confidence and the score (module docstring)."""
     lead = answer(report)
     named = sorted(lead["ranks"]) if lead and lead.get("kind") != "undecided" else []
@@ -106,7 +110,7 @@ def score(job: Job, code: int, report: dict[str, Any], ended_well: bool) -> dict
     kind = lead.get("kind") if lead else None
     if job.label == "healthy":
         result = "right" if code == 0 and lead is None else "wrong"
-    elif ended_well:
+    elif ended_well or erratum:
         result = "label-wrong"
     elif code == 0:
         result = "exit-0"
@@ -141,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="write the rows here")
     args = ap.parse_args(argv)
     module, jobs = SETS[args.set]
+    errata: dict[str, str] = getattr(importlib.import_module(module), "ERRATA", {})
     unknown = sorted(set(args.jobs or ()) - set(jobs))
     if unknown:
         ap.error(f"not jobs of set {args.set}: {', '.join(unknown)}")
@@ -165,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
                                "exits": exits}
         for with_logs in (False, True):
             code, report = analyze(root, name, with_logs)
-            row["logs" if with_logs else "archive"] = score(job, code, report, ended_well)
+            row["logs" if with_logs else "archive"] = score(job, code, report, ended_well,
+                                                            errata.get(name))
         rows.append(row)
     analyze_s = time.monotonic() - started
     print(f"{'job':16} {'label':13} {'culprit':7} {'rank exits':18} | archive alone"
