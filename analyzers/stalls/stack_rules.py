@@ -6,13 +6,17 @@ allows, so snapshots of the same moment are a hang — never "healthy". Three ru
 1. **Outside communication** — ranks whose training thread is in no collective while every
    other snapshotted rank waits inside one are the ones waited for (``straggler``), at any
    world size ≥ 2: no majority is needed, a rank waiting in a collective cannot be the one the
-   others wait for unless they wait elsewhere.
+   others wait for unless they wait elsewhere. Not when it may be in an async work's
+   ``wait()`` (no Python frame): beside a point-to-point wait, or at a later step than every
+   waiting rank — undecided.
 2. **Different collectives** — every rank waits, but not in the same collective (op or call
    site). The rank *ahead in the program* skipped one; what proves "ahead", strongest first:
    the tracker's marks (the rank entered a mark of its step without the marks every earlier
    step entered before it — ``marks``), its step (a later step than its peers' — ``step``),
    the line within the same function at the same step (``line_order``, loops can fool it:
-   ``low``). Nothing decides: ``undecided`` naming where each rank is.
+   ``low``). Nothing decides: ``undecided`` naming where each rank is — also when, with no
+   marks, the ranks behind wait in a rooted collective (:data:`ROOTED`) the ranks ahead may
+   have left.
 3. **All at one place** — every snapshotted rank waits in the same collective at the same
    place: the cause is below Python or in a rank without a snapshot: ``undecided`` with the
    places, the unseen ranks as suspects.
@@ -181,12 +185,14 @@ def _outside_ahead(waiting: list[StackGroup], outside: list[int], snaps: dict[in
     wait for it to arrive); one at a LATER step finished every collective of the waiters' step
     and went on: the waiters wait in a call it has passed or will never make (they added one,
     or it skipped one), or it waits in a work's ``wait()`` — undecided."""
-    w_steps = [snaps[r].progress.get("step") for g in waiting for r in g.ranks]
-    o_steps = {r: snaps[r].progress.get("step") for r in outside}
-    if not w_steps or not all(type(v) is int for v in [*w_steps, *o_steps.values()]):
+    w_raw = [snaps[r].progress.get("step") for g in waiting for r in g.ranks]
+    o_raw = {r: snaps[r].progress.get("step") for r in outside}
+    w_steps = [v for v in w_raw if type(v) is int]
+    o_steps = {r: v for r, v in o_raw.items() if type(v) is int}
+    if not w_steps or len(w_steps) < len(w_raw) or len(o_steps) < len(o_raw):
         return ""
-    top = max(v for v in w_steps if type(v) is int)
-    later = sorted(r for r, v in o_steps.items() if type(v) is int and v > top)
+    top = max(w_steps)
+    later = sorted(r for r, v in o_steps.items() if v > top)
     if not later:
         return ""
     waiters = sorted(r for g in waiting for r in g.ranks)
