@@ -95,6 +95,22 @@ class Ctx(four.Ctx):
 
 
 # -- the jobs' bodies: what the user wrote ------------------------------------------------------
+def train(c: Ctx, then: Callable[[int], bool | None], steps: int = STEPS) -> Any:
+    """What most jobs here share: the tracker started, steps of ~40 ms with one all_reduce each,
+    then ``then(step)`` inside the step; a true result leaves the loop. The tracker."""
+    import torch
+    import torch.distributed as dist
+    t = c.start()
+    x = torch.ones(4)
+    for step in range(steps):
+        with t.step(step):
+            time.sleep(0.04)
+            dist.all_reduce(x)
+            if then(step):
+                break
+    return t
+
+
 def _async_uneven(c: Ctx) -> None:
     """Gradient all_reduces overlapped with the next layer's work (``async_op=True``, then
     ``wait()`` on each); rank 1's shard is one batch shorter, and after the loop every rank
@@ -123,38 +139,30 @@ def _async_uneven(c: Ctx) -> None:
 def _bcast_obj_rank0(c: Ctx) -> None:
     """Rank 0 re-reads the learning-rate schedule every 12 steps and shares it with
     ``broadcast_object_list`` — inside ``if rank == 0`` (the others never call it)."""
-    import torch
     import torch.distributed as dist
-    t = c.start()
-    x = torch.ones(4)
-    for step in range(STEPS):
-        with t.step(step):
-            time.sleep(0.04)
-            dist.all_reduce(x)
-            if c.rank == 0 and step > 0 and step % H == 0:
-                c.hang_started()
-                sched = [{"lr": 0.01 * 0.5 ** (step // H)}]
-                dist.broadcast_object_list(sched, src=0)
+
+    def reload_schedule(step: int) -> None:
+        if c.rank == 0 and step > 0 and step % H == 0:
+            c.hang_started()
+            sched = [{"lr": 0.01 * 0.5 ** (step // H)}]
+            dist.broadcast_object_list(sched, src=0)
+    train(c, reload_schedule)
 
 
 def _gather_obj_skip(c: Ctx) -> None:
     """Every rank all-gathers its metrics dict for the log — except a rank with nothing to
-    report this interval (rank 2: its validation subset is empty), which ``continue``s."""
-    import torch
+    report this interval (rank 2: its validation subset is empty), which skips it."""
     import torch.distributed as dist
-    t = c.start()
-    x = torch.ones(4)
-    for step in range(STEPS):
-        with t.step(step):
-            time.sleep(0.04)
-            dist.all_reduce(x)
-            if step > 0 and step % H == 0:
-                metrics = {} if c.rank == 2 else {"acc": 0.5, "rank": c.rank}
-                if not metrics:
-                    c.hang_started()
-                    continue
-                out: list[Any] = [None] * c.world
-                dist.all_gather_object(out, metrics)
+
+    def log_metrics(step: int) -> None:
+        if step > 0 and step % H == 0:
+            metrics = {} if c.rank == 2 else {"acc": 0.5, "rank": c.rank}
+            if not metrics:
+                c.hang_started()
+                return
+            out: list[Any] = [None] * c.world
+            dist.all_gather_object(out, metrics)
+    train(c, log_metrics)
 
 
 def _new_group_order(c: Ctx) -> None:
@@ -162,12 +170,8 @@ def _new_group_order(c: Ctx) -> None:
     copy of the setup builds the tensor-parallel groups first."""
     import torch
     import torch.distributed as dist
-    t = c.start()
+    t = train(c, lambda step: None, H)
     x = torch.ones(4)
-    for step in range(H):
-        with t.step(step):
-            time.sleep(0.04)
-            dist.all_reduce(x)
     dp = [[0, 1], [2, 3]]
     tp = [[0, 2], [1, 3]]
     order = (tp, dp) if c.rank == 3 else (dp, tp)
@@ -213,21 +217,17 @@ def _except_pass(c: Ctx) -> None:
 def _destroy_early(c: Ctx) -> None:
     """Early stopping decided on each rank's own validation loss: rank 0's plateaus at step
     12, so it ``destroy_process_group()``s and writes its final checkpoint (slow storage)."""
-    import torch
     import torch.distributed as dist
-    t = c.start()
-    x = torch.ones(4)
-    for step in range(STEPS):
-        with t.step(step):
-            time.sleep(0.04)
-            dist.all_reduce(x)
-            if c.rank == 0 and step == H:
-                c.hang_started()
-                print(f"rank {c.rank}: validation loss plateaued at step {step}, stopping",
-                      flush=True)
-                dist.destroy_process_group()
-                break
-    t.stop_tracking()
+
+    def early_stop(step: int) -> bool:
+        if c.rank == 0 and step == H:
+            c.hang_started()
+            print(f"rank {c.rank}: validation loss plateaued at step {step}, stopping",
+                  flush=True)
+            dist.destroy_process_group()
+            return True
+        return False
+    train(c, early_stop).stop_tracking()
     with open(c.root / "final.bin", "wb") as fh:  # the final checkpoint, slowly
         for _ in range(80):
             fh.write(os.urandom(4096))
@@ -285,8 +285,9 @@ def _loader_deadlock(c: Ctx) -> None:
         threading.Thread(target=refresh_index, daemon=True).start()
         time.sleep(0.1)
         c.hang_started()
-    loader = torch.utils.data.DataLoader(Shard(), batch_size=4, num_workers=2,  # type: ignore[arg-type]
-                                         multiprocessing_context="fork")
+    loader: Any = torch.utils.data.DataLoader(
+        Shard(), batch_size=4, num_workers=2,  # type: ignore[arg-type]
+        multiprocessing_context="fork")
     for step, batch in enumerate(loader, start=H):
         with t.step(step):
             time.sleep(0.04)
@@ -324,18 +325,15 @@ def _gather_node_dst(c: Ctx) -> None:
     default group (dst: rank 0 on node 0, rank 2 on node 1), which needs one dst for all."""
     import torch
     import torch.distributed as dist
-    t = c.start()
-    x = torch.ones(4)
     leader = c.rank - c.rank % 2
-    for step in range(STEPS):
-        with t.step(step):
-            time.sleep(0.04)
-            dist.all_reduce(x)
-            if step > 0 and step % H == 0:
-                c.hang_started()
-                loss = torch.ones(1) * c.rank
-                bucket = [torch.zeros(1) for _ in range(c.world)] if c.rank == leader else None
-                dist.gather(loss, bucket, dst=leader)
+
+    def gather_losses(step: int) -> None:
+        if step > 0 and step % H == 0:
+            c.hang_started()
+            loss = torch.ones(1) * c.rank
+            bucket = [torch.zeros(1) for _ in range(c.world)] if c.rank == leader else None
+            dist.gather(loss, bucket, dst=leader)
+    train(c, gather_losses)
 
 
 def _node_prefix(c: Ctx) -> None:
@@ -386,17 +384,14 @@ def _healthy_long_eval(c: Ctx) -> None:
     all_reduce; training goes on and ends."""
     import torch
     import torch.distributed as dist
-    t = c.start()
-    x = torch.ones(4)
-    for step in range(24):
-        with t.step(step):
-            time.sleep(0.04)
-            dist.all_reduce(x)
-            if step == 10:
-                deadline = time.monotonic() + 7.0
-                while time.monotonic() < deadline:  # the evaluation loop
-                    time.sleep(0.05)
-                dist.all_reduce(torch.ones(2))
+
+    def evaluate(step: int) -> None:
+        if step == 10:
+            deadline = time.monotonic() + 7.0
+            while time.monotonic() < deadline:  # the evaluation loop
+                time.sleep(0.05)
+            dist.all_reduce(torch.ones(2))
+    train(c, evaluate, 24)
     dist.destroy_process_group()
 
 
