@@ -360,10 +360,27 @@ def rank_from_filename(name: str) -> int | None:
     return gr.parse_rank(m.group(1) or m.group(2))
 
 
+def contradicted_file_rank(text: str, file_rank: int | None) -> bool:
+    """Whether the file's own lines say its name's number is no rank: torch's exception hook
+    prefixes each line with ``[rank{get_rank()}]:`` (the GLOBAL rank, distributed_c10d.py's
+    ``_distributed_excepthook``), so a file holding such lines of another rank is not that
+    rank's alone — ``srun -o node-%n.log`` (the node's index), torchrun's per-LOCAL-rank
+    folders. Its unprefixed lines then have no rank (round five, ``node_prefix4``: node-1.log's
+    traceback named rank 1 beside rank 3's own ``[rank3]:`` copy, medium)."""
+    if file_rank is None or "[rank" not in text:
+        return False
+    return any(gr.parse_rank(m.group(1)) not in (None, file_rank)
+               for m in _RANK_PREFIX.finditer(text))
+
+
 def _parse_file(path: Path, result: ParsedLogs) -> None:
     text = _read_text(path)
     result.files.append(str(path))
     file_rank = rank_from_filename(path.name)
+    if contradicted_file_rank(text, file_rank):
+        result.notes.append(f"{path.name}: its lines carry other ranks' [rankN]: prefixes, so "
+                            f"the {file_rank} in its name is not read as a rank")
+        file_rank = None
     if file_rank is not None:
         result.ranks_seen.add(file_rank)
     year = _year_hint(text, path)

@@ -6,13 +6,17 @@ allows, so snapshots of the same moment are a hang — never "healthy". Three ru
 1. **Outside communication** — ranks whose training thread is in no collective while every
    other snapshotted rank waits inside one are the ones waited for (``straggler``), at any
    world size ≥ 2: no majority is needed, a rank waiting in a collective cannot be the one the
-   others wait for unless they wait elsewhere.
+   others wait for unless they wait elsewhere. Not when it may be in an async work's
+   ``wait()`` (no Python frame): beside a point-to-point wait, or at a later step than every
+   waiting rank — undecided.
 2. **Different collectives** — every rank waits, but not in the same collective (op or call
    site). The rank *ahead in the program* skipped one; what proves "ahead", strongest first:
    the tracker's marks (the rank entered a mark of its step without the marks every earlier
    step entered before it — ``marks``), its step (a later step than its peers' — ``step``),
    the line within the same function at the same step (``line_order``, loops can fool it:
-   ``low``). Nothing decides: ``undecided`` naming where each rank is.
+   ``low``). Nothing decides: ``undecided`` naming where each rank is — also when, with no
+   marks, the ranks behind wait in a rooted collective (:data:`ROOTED`) the ranks ahead may
+   have left.
 3. **All at one place** — every snapshotted rank waits in the same collective at the same
    place: the cause is below Python or in a rank without a snapshot: ``undecided`` with the
    places, the unseen ranks as suspects.
@@ -40,6 +44,11 @@ PATTERN_SAME_PLACE = "stormotel.stacks.all_waiting"
 PATTERN_SPLIT = "stormotel.stacks.split_undecided"
 PATTERN_ENDED = "stormotel.stacks.ended_unstopped"
 PATTERN_P2P = "stormotel.stacks.p2p_undecided"
+PATTERN_OUTSIDE_AHEAD = "stormotel.stacks.outside_ahead_undecided"
+#: collectives with a root: a non-root only sends to it (gather, reduce) or only receives from
+#: it (broadcast, scatter), so it can finish its part and leave while the root still waits
+ROOTED = frozenset({"broadcast", "reduce", "gather", "scatter", "broadcast_object_list",
+                    "gather_object", "scatter_object_list"})
 #: point-to-point calls: a rank waiting in one waits for one peer, and the job uses the
 #: asynchronous works (``isend``/``irecv``) whose ``Work.wait()`` has no Python frame
 P2P = frozenset({"send", "recv", "isend", "irecv", "batch_isend_irecv"})
@@ -112,6 +121,9 @@ def _outside(groups: list[StackGroup], waiting: list[StackGroup], outside: list[
         # beside a point-to-point wait, a rank whose innermost frame is its own line may be in
         # a work's wait() (one inside a library call, a read or a lock, is not)
         return _p2p_undecided(groups, waiting, culprits, snaps, world, unseen)
+    ahead = _outside_ahead(waiting, culprits, snaps)
+    if ahead:
+        return _outside_ahead_undecided(groups, snaps, world, unseen, ahead)
     n_waiting = sum(len(g.ranks) for g in waiting)
     # alone outside while every rank of the world is seen and at least as many wait: medium;
     # ranks without a snapshot may be elsewhere too, and more outside than waiting is no
@@ -159,6 +171,48 @@ def _p2p_undecided(groups: list[StackGroup], waiting: list[StackGroup], outside:
     return _undecided(ev, "Ranks wait in point-to-point calls: " + ev["reason"] + ". Check "
                       "each send/recv/isend/irecv's peer (src/dst) at those lines; a Flight "
                       "Recorder dump (--flight-recorder) holds every call's peer.")
+
+
+def _outside_ahead(waiting: list[StackGroup], outside: list[int], snaps: dict[int, Snapshot]
+                   ) -> str:
+    """The proof that a rank "in no collective" is past every waiting rank's step, or "".
+
+    Why (round five, ``async_uneven3``): ``works = [all_reduce(g, async_op=True) ...]; for w in
+    works: w.wait()`` — ranks 0 and 2 wait in step 12 in a work's ``wait()`` (C++: the snapshot
+    ends at their own line, as round four's ``isend`` did), while rank 1, one batch short, left
+    its loop after step 11 and waits in ``barrier()``. "The others wait for it" named 0 and 2.
+    A rank stuck in its own code before a collective is at the waiters' step or behind it (they
+    wait for it to arrive); one at a LATER step finished every collective of the waiters' step
+    and went on: the waiters wait in a call it has passed or will never make (they added one,
+    or it skipped one), or it waits in a work's ``wait()`` — undecided."""
+    w_raw = [snaps[r].progress.get("step") for g in waiting for r in g.ranks]
+    o_raw = {r: snaps[r].progress.get("step") for r in outside}
+    w_steps = [v for v in w_raw if type(v) is int]
+    o_steps = {r: v for r, v in o_raw.items() if type(v) is int}
+    if not w_steps or len(w_steps) < len(w_raw) or len(o_steps) < len(o_raw):
+        return ""
+    top = max(w_steps)
+    later = sorted(r for r, v in o_steps.items() if v > top)
+    if not later:
+        return ""
+    waiters = sorted(r for g in waiting for r in g.ranks)
+    return (f"the tracker's step marker: rank(s) {later[:8]}, in no collective by their Python "
+            f"frames, are in step {o_steps[later[0]]}, past the step(s) "
+            f"{sorted(set(w_steps))[:4]} of rank(s) {waiters[:8]} waiting in a collective: they "
+            "left every collective of that step, so the waiters are in one they passed or never "
+            "make; and an async work's wait() (all_reduce(..., async_op=True).wait(), C++, no "
+            "Python frame) looks like their own line")
+
+
+def _outside_ahead_undecided(groups: list[StackGroup], snaps: dict[int, Snapshot], world: int,
+                             unseen: list[int], proof: str) -> StallFinding:
+    suspects = sorted(snaps)[:64]
+    ev = _base_evidence(PATTERN_OUTSIDE_AHEAD, groups, snaps, world, unseen, suspects)
+    ev.update({"category": "mismatched_collective", "suspects": suspects, "proof": proof})
+    return _undecided(ev, "Ranks are at different places: " + ev["reason"] + ". Look for a "
+                      "collective one side makes and the other does not (uneven data, a "
+                      "condition on rank) and for async works' wait() at the lines shown; wrap "
+                      "collectives in tracker.mark() or collect a Flight Recorder dump.")
 
 
 def _undecided(ev: dict[str, Any], fix: str) -> StallFinding:
@@ -244,6 +298,18 @@ def _ahead(groups: list[StackGroup], snaps: dict[int, Snapshot]
             if passed:
                 return ([], PATTERN_SPLIT, passed)
             regular = all(_regular_mark(snaps[r].progress) for r in behind)
+            rooted = sorted({g.collective for g in groups if g.collective in ROOTED
+                             and any(r in behind for r in g.ranks)})
+            if rooted and not regular:
+                # round five: bcast_obj_rank0_2 (rank 0 added a broadcast_object_list),
+                # gather_node_dst4 (every rank in gather, non-roots sent and left): both named
+                # the ranks ahead
+                return ([], PATTERN_SPLIT,
+                        f"the tracker's step marker: rank(s) {later[:8]} are in step {top}, "
+                        f"rank(s) {behind[:8]} wait in {rooted[0]}, a collective with a root: a "
+                        "non-root finishes its part and leaves while the root waits, so the "
+                        "ranks ahead may have called it and left; no marks say whether it is a "
+                        "collective they skipped or one the others added")
             return (later, PATTERN_AHEAD_STEP if regular else PATTERN_AHEAD_STEP_UNMARKED,
                     f"the tracker's step marker: rank(s) {later[:8]} are in step {top}, the "
                     f"others in step(s) {others[:4]}" + (

@@ -98,8 +98,10 @@ class Ctx(Rank):
     """What a job's body needs: round two's :class:`Rank` (rank, world, the job's folder, its
     ``coll`` and ``hang_started``), the tracker once started, and how this round starts."""
 
+    jobs: dict[str, Job] = JOBS
+
     def __init__(self, name: str, rank: int, world: int, root: Path) -> None:
-        self.name, self.job = name, JOBS[name]
+        self.name, self.job = name, self.jobs[name]
         super().__init__(rank, world, None, root, self.job.marks)
 
     def init(self, timeout_s: float = 300.0) -> None:
@@ -414,11 +416,13 @@ def spawned(local_rank: int, out: str, name: str, world: int) -> None:
     BODIES[name](Ctx(name, local_rank, world, root))
 
 
-def spawn_main(out: Path, name: str) -> None:
-    """The user's spawn script: ``mp.spawn`` then wait; each rank's exit code to exits.json."""
+def spawn_main(out: Path, name: str, fn: Callable[[int, str, str, int], None] | None = None,
+               jobs: dict[str, Job] = JOBS) -> None:
+    """The user's spawn script: ``mp.spawn`` then wait; each rank's exit code to exits.json.
+    ``fn``: the spawned function (default :func:`spawned`; round five's its own)."""
     import torch.multiprocessing as mp
-    world = JOBS[name].world
-    ctx = mp.spawn(spawned, args=(str(out), name, world), nprocs=world, join=False)
+    world = jobs[name].world
+    ctx = mp.spawn(fn or spawned, args=(str(out), name, world), nprocs=world, join=False)
 
     def stop(signum: int, frame: Any) -> None:  # the time limit: SIGTERM to the whole group
         raise SystemExit(128 + signum)
@@ -451,19 +455,24 @@ def _alive(pid: int) -> bool:
 class Launch:
     """One job's launcher processes and how to stop them."""
 
+    #: the round's labels and the module whose ``--rank``/``--spawn`` run a rank (round five
+    #: subclasses with its own)
+    jobs: dict[str, Job] = JOBS
+    module: str = MODULE
+
     def __init__(self, out: Path, name: str) -> None:
-        self.name, self.root, self.job = name, out / name, JOBS[name]
+        self.name, self.root, self.job = name, out / name, self.jobs[name]
         (self.root / "logs").mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "STORMOTEL_STALL_FLOOR_S": str(FLOOR_S), "STORMOTEL_JOB_ID": name,
                "PYTHONUNBUFFERED": "1"}
-        port, w, cmd = _free_port(), self.job.world, [sys.executable, "-m", MODULE]
+        port, w, cmd = _free_port(), self.job.world, [sys.executable, "-m", self.module]
         launcher_log = open(self.root / "logs" / "launcher.log", "ab")  # noqa: SIM115
         self.procs: list[subprocess.Popen[bytes]] = []
         if self.job.launcher == "torchrun":
             self.procs.append(subprocess.Popen(
                 [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
                  "--nproc-per-node", str(w), "--master-addr", "127.0.0.1", "--master-port",
-                 str(port), "-m", MODULE, "--rank", str(out), name],
+                 str(port), "-m", self.module, "--rank", str(out), name],
                 env=env, stdout=launcher_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True))
         elif self.job.launcher == "spawn":
@@ -475,7 +484,7 @@ class Launch:
             for r in range(w):
                 if self.job.launcher == "srun":
                     renv = {"SLURM_PROCID": str(r), "SLURM_NTASKS": str(w),
-                            "SLURM_LOCALID": str(r), "SLURM_JOB_ID": "4242",
+                            "SLURM_JOB_ID": "4242", **self.srun_node(r),
                             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
                 else:
                     renv = {"RANK": str(r), "WORLD_SIZE": str(w), "LOCAL_RANK": str(r),
@@ -488,6 +497,10 @@ class Launch:
                     stdout=launcher_log, stderr=subprocess.STDOUT,
                     stdin=subprocess.PIPE, start_new_session=True))  # stdin: nobody types
         launcher_log.close()
+
+    def srun_node(self, rank: int) -> dict[str, str]:
+        """srun's per-task node variables: every task on one node here."""
+        return {"SLURM_LOCALID": str(rank), "SLURM_NODEID": "0"}
 
     def done(self) -> bool:
         return all(p.poll() is not None for p in self.procs)
@@ -549,11 +562,12 @@ def _torchrun_exits(log: Path, world: int, code: int | None) -> dict[str, int | 
     return codes
 
 
-def generate(out: Path, names: list[str]) -> None:
+def generate(out: Path, names: list[str], launch: type[Launch] = Launch,
+             no_step_jobs: frozenset[str] = NO_STEP_JOBS) -> None:
     """Start the named jobs at once, each by its launcher; stop the hung ones as a user would
     (SIGTERM to the launcher's group once every live rank left a snapshot, SIGKILL after a
     grace); write each job's exits.json."""
-    launches = {name: Launch(out, name) for name in names}
+    launches = {name: launch(out, name) for name in names}
     started = time.monotonic()
     hang_seen: dict[str, float] = {}
     stopped: dict[str, float] = {}
@@ -571,7 +585,7 @@ def generate(out: Path, names: list[str]) -> None:
             since = now - hang_seen[name] if name in hang_seen else None
             limit = (now - started > MAX_HEALTHY_S) if la.job.label == "healthy" else (
                 (since is not None and (since > MAX_HANG_S or (
-                    since > HANG_S and (name in NO_STEP_JOBS
+                    since > HANG_S and (name in no_step_jobs
                                         or la.every_live_rank_snapshotted()))))
                 or now - started > MAX_HANG_S + 120)
             if limit:
