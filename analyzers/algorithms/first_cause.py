@@ -701,7 +701,9 @@ def _warmed_before_note(ranks: list[int], first: FirstRise) -> str:
 def _before_note(ranks: list[int], first: FirstRise) -> str:
     return (f"rank {first.rank}'s rise is known only to within "
             f"{(first.t_ns - first.earliest_ns) / 1e9:.3g} s (its last sample before it), and "
-            f"ranks {ranks[:16]} rose within a cascade window before that: rank {first.rank} "
+            f"ranks {ranks[:16]} rose within a cascade window before that (a rise a scrape "
+            "stamp times taken at the latest it can have been read, one interval after the "
+            f"stamp): rank {first.rank} "
             "may have followed them, seen late, so it is not named above low. Its tracker's "
             "archive (every sample at its own time) or its edge gauges would decide it")
 
