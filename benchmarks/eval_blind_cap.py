@@ -24,7 +24,10 @@ J = 0 or 10 s), 2 to 1,024 ranks, a leader rising 4 GiB and (half the jobs) ever
 following it within the cascade window. Missed scrapes: 1, 2, 3 or 5 in a row, the target
 down for 5 minutes, or a target found late (its first scrape 0-60 s after that span, its
 tracker running from its start: with ``--start-edge`` every rank carries its tracker's start
-marker, as a Prometheus read of the start gauge gives, and that head is blind). The fleet part
+marker, as a Prometheus read of the start gauge gives, and that head is blind). With ``--peak
+30`` each value is what the tracker's rolling 30 s peak gauge gives (the Prometheus source
+prefers it): a rise that fell back shows for 30 s after it (steps and the first sample are their
+own peak; the noise's peak is left out). The fleet part
 gives every rank of a 1,024-rank job random misses at
 production-like rates (each scrape missed with probability p, in runs of 1 (70 %), 2 (20 %)
 or 3–6 (10 %)) around one rank's lone rise, and counts how often the cap takes that right
@@ -68,6 +71,10 @@ HOLES: tuple[int | float | str, ...] = (1, 2, 3, 5, 300.0, "head")
 #: ``--start-edge``: every rank carries its tracker's start marker (what a Prometheus read of a
 #: stormotel tracker's start gauge gives), so a target found late is blind over its head.
 START_EDGE = [False]
+#: ``--peak``: every value scraped is the tracker's rolling peak over this many seconds
+#: (``stormotel.device.memory.usage.peak``, which the Prometheus source prefers), not the
+#: instant's: a rise that fell back shows for the peak window after it.
+PEAK_S = [0.0]
 BLIND_NOTE = "have no sample over part of the span"
 
 
@@ -87,7 +94,7 @@ def job(rng: np.random.Generator, world: int, interval_s: float, jitter_s: float
         if r == leader:
             up = read >= INCIDENT_S
             if transient_s is not None:  # risen and fallen back (an OOM'd allocation freed)
-                up &= read < INCIDENT_S + transient_s
+                up &= read - PEAK_S[0] < INCIDENT_S + transient_s
             reserved = reserved + np.where(up, 4 * GIB, 0)
         elif follow:
             at = INCIDENT_S + min(lead_s, 0.9 * window) + rng.uniform(0, 1)
@@ -137,9 +144,12 @@ def thresholds(pair: tuple[float, float] | None) -> Iterator[None]:
 
 def verdicts(tl: Timeline, leader: int,
              pairs: Sequence[tuple[float, float] | None] = PAIRS,
+             why: dict[str, list[dict[str, Any]]] | None = None,
              ) -> dict[str, tuple[bool, bool, bool]]:
     """Per pair: (planted leader named at high/medium, wrong rank at high/medium, cap fired).
-    Wrong counts every incident's leader, as tests/production's judge does."""
+    Wrong counts every incident's leader, as tests/production's judge does. ``why`` gets, per
+    pair, each wrong high/medium answer: the rank, its confidence, the incident's kind, its
+    ranks and its rises relative to the planted rise (to classify the wrong answers by cause)."""
     out = {}
     for pair in pairs:
         with thresholds(pair):
@@ -149,7 +159,20 @@ def verdicts(tl: Timeline, leader: int,
                  and i["confidence"] in SURE]
         fired = any(BLIND_NOTE in n for i in cr.incidents for n in i["notes"])
         out[str(pair)] = (leader in sure, any(r != leader for r in sure), fired)
+        if why is not None:
+            why[str(pair)] = [_wrong(i) for i in cr.incidents if i["leader"] is not None
+                              and i["leader"] != leader and i["confidence"] in SURE]
     return out
+
+
+def _wrong(inc: dict[str, Any]) -> dict[str, Any]:
+    """One wrong answer, in seconds from the planted rise."""
+    at = T0 + int(INCIDENT_S * S)
+    return {"rank": inc["leader"], "confidence": inc["confidence"], "kind": inc["kind"],
+            "ranks": inc["ranks"][:8], "n_ranks": len(inc["ranks"]),
+            "rises": {r: [round((v["earliest_ns"] - at) / S, 2), round((v["t_ns"] - at) / S, 2)]
+                      for r, v in list(inc["rises"].items())[:8]},
+            "bound_s": round(inc["lead_lower_bound_ns"] / S, 2)}
 
 
 def labelled(seeds: int, first: int = 0) -> Iterator[dict[str, Any]]:
@@ -174,19 +197,24 @@ def labelled(seeds: int, first: int = 0) -> Iterator[dict[str, Any]]:
                                            INCIDENT_S + lead)
                         d = list(data)
                         d[other] = cut(d[other], rng, hole, span)
-                        yield {**base, "kind": "innocent",
-                               "v": verdicts(to_timeline(d), leader)}
+                        why: dict[str, list[dict[str, Any]]] = {}
+                        yield {**base, "kind": "innocent", "leader": leader, "holed": other,
+                               "v": verdicts(to_timeline(d), leader, why=why), "why": why}
                         # The leader's own scrapes missed over its rise (stays or falls back).
                         for transient in (None, 0.5 * interval_s):
                             rng2 = np.random.default_rng([seed, world, int(interval_s),
                                                           int(jitter_s), code, 7])
                             d = job(rng2, world, interval_s, jitter_s, leader, follow, lead,
                                     transient)
-                            ctl = verdicts(to_timeline(d), leader, (None,))["None"]
+                            cwhy: dict[str, list[dict[str, Any]]] = {}
+                            ctl = verdicts(to_timeline(d), leader, (None,), cwhy)["None"]
                             d[leader] = cut(d[leader], rng2, hole, INCIDENT_S + 0.1)
+                            why = {}
                             yield {**base, "kind": "culprit" if transient is None
                                    else "culprit-transient", "control": ctl,
-                                   "v": verdicts(to_timeline(d), leader)}
+                                   "control_why": cwhy["None"], "leader": leader,
+                                   "holed": leader,
+                                   "v": verdicts(to_timeline(d), leader, why=why), "why": why}
 
 
 def fleet(seeds: int, world: int = 1024) -> Iterator[dict[str, Any]]:
@@ -254,10 +282,14 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="write every job's verdicts here")
     ap.add_argument("--start-edge", action="store_true",
                     help="every rank carries its tracker's start marker")
+    ap.add_argument("--peak", type=float, default=0.0,
+                    help="values are the tracker's rolling peak over this many s (default 0:"
+                         " the instant's value)")
     ap.add_argument("--factors", default=None,
                     help="only these factors, comma-separated (with the cap off; a quicker run)")
     args = ap.parse_args()
     START_EDGE[0] = args.start_edge
+    PEAK_S[0] = args.peak
     if args.factors:
         keep = {float(f) for f in args.factors.split(",")}
         PAIRS[:] = [p for p in PAIRS if p is None or p[0] in keep]

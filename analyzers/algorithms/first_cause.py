@@ -51,6 +51,9 @@ from stormotel.analyzers.timeline import (
 WARMUP_FROM_START_NS = 2_000_000_000
 #: The warm-up is at most this share of a rank's observed span.
 WARMUP_SHARE = 0.25
+#: Every candidate rise's time, rank and the latest its sample can have been read
+#: (:func:`_read_by`), in time order.
+Earlier = tuple[np.ndarray, np.ndarray, np.ndarray]
 #: A tracker start stamped this much after the rank's first sample is still that sample's
 #: tracker (the gauge is the tracker host's clock, the sample a scraper's).
 START_SLACK_NS = 1_000_000_000
@@ -444,8 +447,10 @@ def analyze_first_cause(timeline: Timeline, settings: Settings) -> tuple[CrossRa
                                 else _data_start(timeline, with_field),
                                 int(settings.clock_tolerance_s * 1e9))
     fills = replica_mix.fill_runs(timeline)
-    by_time = sorted((fr.t_ns, fr.rank) for fr in candidates)
-    earlier = (np.array([t for t, _ in by_time], np.int64), np.array([r for _, r in by_time]))
+    by_time = sorted((fr.t_ns, fr.rank, _read_by(fr, timeline)) for fr in candidates)
+    earlier = (np.array([t for t, _, _ in by_time], np.int64),
+               np.array([r for _, r, _ in by_time]),
+               np.array([t for _, _, t in by_time], np.int64))
     incidents = [_judge(group, timeline, last_ns, missing, settings, warm_spans, res, blind,
                         fills, earlier) for group in _group(candidates, window_ns)]
     out.incidents = [inc.to_dict() for inc in incidents]
@@ -511,13 +516,14 @@ def _group(rises: list[FirstRise], window_ns: int) -> list[dict[int, FirstRise]]
 def _judge(rises: dict[int, FirstRise], timeline: Timeline, last_ns: list[tuple[int, int]],
            missing: list[int], settings: Settings, warm_spans: list[tuple[int, int, int]],
            res: int | None, blind_gaps: dict[int, np.ndarray], fills: dict[int, np.ndarray],
-           earlier: tuple[np.ndarray, np.ndarray]) -> Incident:
+           earlier: Earlier) -> Incident:
     """One incident: leader only when its rise interval ends before every follower's begins.
     Taken once for all incidents: ``last_ns``, each compared rank's last sample time;
     ``res``, the timeline's resolution; ``warm_spans``, each warm-up's rank, earliest and
     settled time; ``blind_gaps``, each compared rank's blind holes (:mod:`.read_lag`);
     ``fills``, each rank's samples filled from another replica (:mod:`.replica_mix`);
-    ``earlier``, every candidate rise's time and rank, in time order."""
+    ``earlier``, every candidate rise's time, rank and the latest it can have been read
+    (:func:`_read_by`), in time order."""
     inc = Incident(rises)
     order = sorted(rises.values(), key=lambda fr: (fr.t_ns, fr.rank))
     first = order[0]
@@ -629,8 +635,7 @@ def _blind_note(first: FirstRise, latest: int, blind_gaps: dict[int, np.ndarray]
 
 
 def _unproven(first: FirstRise, order: list[FirstRise], fills: dict[int, np.ndarray],
-              earlier: tuple[np.ndarray, np.ndarray], settings: Settings, res: int | None
-              ) -> str | None:
+              earlier: Earlier, settings: Settings, res: int | None) -> str | None:
     """Why a leader's rise does not prove it led, if it does not: it may have followed a rise
     of theirs, seen late through its own hole (:func:`_rose_before`), or a rise of the incident
     compares one HA replica's phase with the other's (:mod:`.replica_mix`)."""
@@ -641,15 +646,34 @@ def _unproven(first: FirstRise, order: list[FirstRise], fills: dict[int, np.ndar
     return None
 
 
-def _rose_before(first: FirstRise, earlier: tuple[np.ndarray, np.ndarray], settings: Settings,
+def _rose_before(first: FirstRise, earlier: Earlier, settings: Settings,
                  res: int | None) -> list[int]:
     """Other ranks with a rise from one cascade window before ``first``'s rise interval to its
     crossing sample: ``first`` may have risen anywhere in that interval, so within their
-    incident's window — a follower of theirs, seen late (its own hole), not a rank that led."""
+    incident's window — a follower of theirs, seen late (its own hole), not a rank that led.
+    Their rise is taken at the latest it can have been read (:func:`_read_by`), not at its
+    stamp: a follower 28 s behind (30 s window, 15 s scrapes) whose leader's crossing scrape
+    was stamped 4 s before it was answered lay 30.2 s after that stamp, and the two were named
+    two lone rises, each at high — the follower the wrong rank."""
     window_ns = int(max(settings.cascade_window_s * 1e9, 2 * (res or 0)))
-    t, ranks = earlier
-    lo, hi = np.searchsorted(t, [first.earliest_ns - window_ns, first.t_ns], side="left")
-    return sorted({int(r) for r in ranks[lo:hi].tolist() if r != first.rank})
+    t, ranks, read_by = earlier
+    lo_ns = first.earliest_ns - window_ns
+    slack = int((read_by - t).max()) if len(t) else 0  # t is sorted; read_by need not be
+    lo, hi = np.searchsorted(t, [lo_ns - slack, first.t_ns], side="left")
+    return sorted({int(r) for r, by in zip(ranks[lo:hi].tolist(), read_by[lo:hi].tolist(),
+                                           strict=True) if r != first.rank and by >= lo_ns})
+
+
+def _read_by(fr: FirstRise, timeline: Timeline) -> int:
+    """The latest instant the sample that showed ``fr`` can have been read. A scraper stamps a
+    sample when its scrape starts and the exporter answers within the scrape timeout, which
+    Prometheus holds to at most the scrape interval: a rise a scrape stamp times may have been
+    read up to one of its rank's intervals after that stamp. A tracker's edge is its own
+    sample's time; the rank's own interval bounds the rest (an archive's samples are the
+    tracker's own, and its interval is the tracker's)."""
+    if fr.from_edge_event:
+        return fr.t_ns
+    return fr.t_ns + int(timeline.ranks[fr.rank].median_interval_ns() or 0)
 
 
 def _warmed_before(first: FirstRise, warm_spans: list[tuple[int, int, int]],
@@ -677,7 +701,9 @@ def _warmed_before_note(ranks: list[int], first: FirstRise) -> str:
 def _before_note(ranks: list[int], first: FirstRise) -> str:
     return (f"rank {first.rank}'s rise is known only to within "
             f"{(first.t_ns - first.earliest_ns) / 1e9:.3g} s (its last sample before it), and "
-            f"ranks {ranks[:16]} rose within a cascade window before that: rank {first.rank} "
+            f"ranks {ranks[:16]} rose within a cascade window before that (a rise a scrape "
+            "stamp times taken at the latest it can have been read, one interval after the "
+            f"stamp): rank {first.rank} "
             "may have followed them, seen late, so it is not named above low. Its tracker's "
             "archive (every sample at its own time) or its edge gauges would decide it")
 

@@ -20,14 +20,12 @@ by both ranks inside their warm-up windows is set aside on both — no rank name
 
 from __future__ import annotations
 
-import functools
-import time
 from typing import Any
 
 import numpy as np
 import pytest
 
-from tests.job.test_tracker_start_edge import _write, cross_ranks
+from tests.job.test_tracker_start_edge import _write, reports_of
 
 pytestmark = pytest.mark.servers
 
@@ -53,11 +51,8 @@ JOBS = {"planted-after-late-start": 5.76, "both-inside-their-warm-up": 3.5}
 
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    epoch = float(int(time.time()) - END_S - 60)
-    writers = {job: functools.partial(_job, epoch=epoch, rank0_rise_s=rise)
-               for job, rise in JOBS.items()}
-    return cross_ranks(tmp_path_factory.mktemp("late-tracker"), writers, epoch - 60,
-                       epoch + END_S + 5)
+    return reports_of(tmp_path_factory.mktemp("late-tracker"), _job,
+                      {job: {"rank0_rise_s": rise} for job, rise in JOBS.items()}, END_S, 60)
 
 
 def _named(cross: dict[str, Any]) -> set[tuple[int, str]]:

@@ -125,6 +125,16 @@ def cross_ranks(work: Path, writers: dict[str, Callable[[str, str], int]],
     return out
 
 
+def reports_of(work: Path, job: Callable[..., int], kwargs: dict[str, dict[str, Any]],
+               end_s: float, lead_in_s: float) -> dict[str, dict[str, Any]]:
+    """:func:`cross_ranks` of one writer ``job(url, job, epoch=…, **kw)`` per name → ``kw`` of
+    ``kwargs``: jobs ``end_s`` long that ended a minute ago, read from ``lead_in_s`` before
+    their epoch to 5 s after their end."""
+    epoch = float(int(time.time()) - end_s - 60)
+    writers = {name: functools.partial(job, epoch=epoch, **kw) for name, kw in kwargs.items()}
+    return cross_ranks(work, writers, epoch - lead_in_s, epoch + end_s + 5)
+
+
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     epoch = float(int(time.time()) - DURATION_S - 30)
