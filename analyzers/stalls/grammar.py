@@ -1624,6 +1624,46 @@ CATALOGUE: tuple[Pattern, ...] = (
        "a second node shows (read by log_paddle_launch)",
        r"Container rank (?P<rank>\d{1,5}) status failed cmd (?P<cmd>[^\n]{0,2000}?) code "
        r"(?P<code>-?\d{1,4})\b", ("container rank",), "paddle_container"),
+    _p("paddle.wait_server_ready.not_ready", "PaddlePaddle (wait_server_ready, before the "
+       "communicator's init)",
+       'sys.stderr.write("server not ready, wait 3 sec to retry...\\n"); sys.stderr.write("not '
+       'ready endpoints:" + str(not_ready_endpoints) + "\\n") — every 3 s while a TCP connect to '
+       "one of the endpoints fails",
+       "Paddle 2.x (python/paddle/distributed/fleet/base/private_helper_function.py read in the "
+       "paddlepaddle 2.6.2 wheel; the same loop in older fluid transpilers through the index); "
+       "3.0 returns at once (read in the 3.0.0 wheel: never printed); skipped when "
+       "FLAGS_dynamic_static_unified_comm is on",
+       "python/paddle/distributed/fleet/base/private_helper_function.py (wait_server_ready), "
+       "called by parallel.py init_parallel_env (the trainer whose PADDLE_TRAINER_ID is 0, over "
+       "every other PADDLE_TRAINER_ENDPOINTS entry) and fleet/meta_optimizers/common.py (ring "
+       "rank 0 over the ring's other endpoints); parameter-server modes wait for pservers",
+       "reporter: the waiting trainer (trainer 0 in dygraph init); the endpoints (ip:port) it "
+       "could not connect to: nothing listened there yet — that trainer had not reached its "
+       "communicator init (not started, crashed or slow before it, its node down, or its "
+       "endpoint computed from another --ips order). An endpoint is a trainer id only through "
+       "PADDLE_TRAINER_ENDPOINTS (index = trainer id); the LAST list printed is who never "
+       "joined. Mapped and a minority: not_joined at low; unmapped: nobody (read by "
+       "log_paddle_endpoints)",
+       r"not ready endpoints:\s?\[(?P<eps>[^\]\n]{0,8000})\]", ("not ready endpoints",),
+       "paddle_endpoints"),
+    _p("paddle.trainer_endpoints",
+       "PaddlePaddle launchers (the trainers' PADDLE_TRAINER_ENDPOINTS)",
+       "collective.py: PADDLE_TRAINER_ENDPOINTS = \",\".join(job_endpoints), job_endpoints = "
+       "[f\"{h}:{p + start_port}\" for h in ips for p in range(replicas)], printed in "
+       "Container.__str__'s \"env {…}\" (2.6; 3.0 with FLAGS_print_launcher_env); the legacy "
+       "launch_utils' pretty_print_envs table row (values of 45+ characters cut to \"... \" + "
+       "the last 41) and its endpoints.log (\"PADDLE_TRAINER_ENDPOINTS: \" then one per line)",
+       "Paddle 2.6 – 3.0 (python/paddle/distributed/launch/controllers/collective.py and "
+       "fleet/launch_utils.py read in the paddlepaddle 2.6.2 and 3.0.0 wheels)",
+       "python/paddle/distributed/launch/controllers/collective.py (PADDLE_TRAINER_ID = i + "
+       "ips.index(node ip) × replicas = the endpoint's index) + fleet/launch_utils.py "
+       "(get_cluster: trainer ranks in --ips order, trainers_endpoints in the same order)",
+       "a MAP, not an event: endpoint i of the list is trainer id i (the global rank) on the "
+       "node that printed it; a node started with another --ips order has another map. Joined "
+       "with wait_server_ready's not-ready endpoints (read by log_paddle_endpoints)",
+       r"PADDLE_TRAINER_ENDPOINTS['\"]?\s{0,64}[:=|]?\s{0,64}['\"]?(?P<eps>(?:[\w.-]{1,253}:"
+       r"\d{1,5},){0,4095}[\w.-]{1,253}:\d{1,5})(?![\w.:-])", ("paddle_trainer_endpoints",),
+       "paddle_endpoints"),
     _p("deepspeed.launcher.process_spawned", "DeepSpeed launcher (deepspeed.launcher.launch, "
        "one per node)",
        'logger.info(f"process {process.pid} spawned with command: {cmd}") — cmd the list '

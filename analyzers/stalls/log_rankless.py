@@ -179,7 +179,8 @@ QUIET = frozenset({lf.WORLD_HINT, gr.K_NCCL_INIT, log_ncclwarn.CHANNEL,
                    KIND, "store_rankless",  # log_store_rankless's lines: a fallback too
                    "pg_nccl_error",  # log_pg_error: a LOG call site, read by the triage
                    "serving_rankless",  # log_serving's lines: a fallback too
-                   "unfinished_traceback"})  # log_cut_traceback: a cut traceback, as "exception"
+                   "unfinished_traceback",  # log_cut_traceback: a cut traceback, as "exception"
+                   "paddle_endpoints_map"})  # log_paddle_endpoints: a printed map, no event
 
 _SIGNAL_NAMES = {"1": "SIGHUP", "2": "SIGINT", "3": "SIGQUIT", "4": "SIGILL", "6": "SIGABRT",
                  "7": "SIGBUS", "8": "SIGFPE", "9": "SIGKILL", "11": "SIGSEGV", "15": "SIGTERM"}

@@ -41,6 +41,7 @@ from stormotel.analyzers.stalls import (
     log_msrun,
     log_ncclwarn_ranks,
     log_oom_kill,
+    log_paddle_endpoints,
     log_paddle_launch,
     log_pg_error,
     log_pod_describe,
@@ -261,5 +262,9 @@ KINDS: tuple[LogKind, ...] = (
     # Megatron's NaN / Inf checks: the (global) rank whose own grads / loss were not finite
     LogKind("megatron_nan", log_megatron_nan.Scanner, log_megatron_nan.findings),
     LogKind("paddle_container", log_paddle_launch.Scanner, log_paddle_launch.findings,
+            fallback=True),
+    # Paddle's wait_server_ready: the trainers' endpoints nothing listened at (their ids by
+    # PADDLE_TRAINER_ENDPOINTS)
+    LogKind("paddle_endpoints", log_paddle_endpoints.Scanner, log_paddle_endpoints.findings,
             fallback=True),
 )
