@@ -144,7 +144,7 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
                "; the logs carry different endpoints lists (several runs or --ips orders), so "
                "which trainer ids they are is not said")
         return [log_finding("undecided", [], "init_not_joined", "low", NOT_READY, head + why,
-                            REMEDIATION, [e], suspects=[], collect_next=[_COLLECT])]
+                            REMEDIATION, [e], suspects=[], collect_next=_COLLECT)]
     table = next(iter(maps))
     index = {ep: i for i, ep in enumerate(table)}
     ids = sorted({index[ep] for ep in eps if ep in index})
