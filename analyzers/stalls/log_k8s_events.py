@@ -99,15 +99,6 @@ class Scanner:
         return self.found
 
 
-REMEDIATION = [
-    "Read the named pods' own logs (kubectl logs --previous) and `kubectl describe pod`: the "
-    "container's State / Last State says whether it ended of its own (OOMKilled, a signal) "
-    "before or after the event.",
-    "For Evicted / NodeNotReady / OOMKilling, look at the node (kubectl describe node: its "
-    "conditions and pressure); for Preempted, the job's priority class; for FailedScheduling, "
-    "the resources the pod asks for.",
-]
-
 
 def findings(events: list[Any], known: int | None) -> list[StallFinding]:
     """One finding for the events and operator lines of the logs (module docstring)."""
@@ -143,3 +134,14 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
                         (stopped or mine)[:8], suspects=suspects[:64], collect_next=suspects[:16],
                         rank_from="a PyTorchJob's master-0 = 0 / worker-i = i+1 (the "
                                   "training-operator's RANK with one process per pod)")]
+
+
+#: what to collect and where to look (read by findings)
+REMEDIATION = [
+    "Read the named pods' own logs (kubectl logs --previous) and `kubectl describe pod`: the "
+    "container's State / Last State says whether it ended of its own (OOMKilled, a signal) "
+    "before or after the event.",
+    "For Evicted / NodeNotReady / OOMKilling, look at the node (kubectl describe node: its "
+    "conditions and pressure); for Preempted, the job's priority class; for FailedScheduling, "
+    "the resources the pod asks for.",
+]

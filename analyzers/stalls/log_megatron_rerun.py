@@ -79,14 +79,6 @@ class Scanner(LineScanner):
                       "node": m.group("node"), "device": m.group("dev")}
 
 
-REMEDIATION = [
-    "A transient or persistent verdict points at a GPU: run the vendor's diagnostics on that "
-    "node and device (for a persistent one, the placement of the run BEFORE the resume), and "
-    "drain it before resuming.",
-    "A correct-result verdict clears the device: look at the data and the model at that "
-    "iteration (a bad sample, the learning rate, the loss scale) — every rank may share it.",
-]
-
 
 def findings(events: list[Any], known: int | None) -> list[StallFinding]:
     """One finding for the rerun machine's lines of the logs (module docstring)."""
@@ -95,44 +87,49 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
         return []
     device = [e for e in mine if e.detail["verdict"] in ("transient", "persistent")]
     correct = [e for e in mine if e.detail["verdict"] == "correct"]
-    rank_from = "_safe_get_rank() in the message: the global rank"
-    if device:
-        ranks = sorted({int(e.detail["told"]) for e in device})
+    lines = device or correct or mine
+    ranks = sorted({int(e.detail["told"]) for e in lines if e.detail["told"] is not None})
+    kind, category, pattern = "undecided", "device" if device else "exception", VERDICT
+    if device and len(ranks) == 1:
         d = device[0].detail
-        if len(ranks) == 1:
-            where = (f"node {d['node']}, device {d['device']}" if d["verdict"] == "transient"
-                     else f"the device it ran on before the resume (node {d['node']}, device "
-                          f"{d['device']} is the new placement)")
-            return [log_finding(
-                "rank_failure", ranks, "device", "low", VERDICT,
-                f"Megatron's rerun state machine concluded 'Possible {d['verdict']} error' on "
-                f"rank {ranks[0]}: " + ("the same step on the same GPU gave another result"
-                                        if d["verdict"] == "transient" else
-                                        "another GPU did not reproduce the first run's result")
-                + f" — {where} computed wrongly; the machine stopped the job on it",
-                REMEDIATION, device, rank_from=rank_from, node=d["node"])]
-        return [log_finding(
-            "undecided", [], "device", "low", VERDICT,
-            f"Megatron's rerun state machine gave device verdicts on ranks {ranks[:16]}: "
-            "several devices at once is more likely a shared cause than as many faults",
-            REMEDIATION, device, suspects=ranks[:64], collect_next=ranks[:16],
-            rank_from=rank_from)]
-    if correct:
-        ranks = sorted({int(e.detail["told"]) for e in correct})
-        return [log_finding(
-            "undecided", [], "exception", "low", VERDICT,
-            f"Megatron's rerun state machine reproduced rank(s) {ranks[:16]}'s rejected result "
-            "on another GPU ('Correct result (but possible Application error)'): NOT the "
-            "device — the data, the model or the application, which every rank may share",
-            REMEDIATION, correct, suspects=ranks[:64], collect_next=ranks[:16],
-            rank_from=rank_from)]
-    told = sorted({int(e.detail["told"]) for e in mine if e.detail["told"] is not None})
-    return [log_finding(
-        "undecided", [], "exception", "low", UNEXPECTED,
-        f"Megatron's rerun state machine rejected a result ({mine[0].detail['result']})"
-        + (f" on rank(s) {told[:16]}" if told else " (this version names no rank)")
-        + ": no verdict in the logs yet — the rerun on the same GPU and on another one tells "
-          "the device from the data", REMEDIATION, mine, suspects=told[:64],
-        collect_next="the rerun's verdict line ('Rank R, node H, device D: Possible "
-                     "transient|persistent error!' or 'Correct result …'), after the resume",
-        rank_from=rank_from)]
+        where = (f"node {d['node']}, device {d['device']}" if d["verdict"] == "transient"
+                 else f"the device it ran on before the resume (node {d['node']}, device "
+                      f"{d['device']} is the new placement)")
+        kind = "rank_failure"
+        reason = (f"Megatron's rerun state machine concluded 'Possible {d['verdict']} error' on "
+                  f"rank {ranks[0]}: " + ("the same step on the same GPU gave another result"
+                                          if d["verdict"] == "transient" else
+                                          "another GPU did not reproduce the first run's result")
+                  + f" — {where} computed wrongly; the machine stopped the job on it")
+    elif device:
+        reason = (f"Megatron's rerun state machine gave device verdicts on ranks {ranks[:16]}: "
+                  "several devices at once is more likely a shared cause than as many faults")
+    elif correct:
+        reason = (f"Megatron's rerun state machine reproduced rank(s) {ranks[:16]}'s rejected "
+                  "result on another GPU ('Correct result (but possible Application error)'): "
+                  "NOT the device — the data, the model or the application, which every rank "
+                  "may share")
+    else:
+        pattern = UNEXPECTED
+        reason = (f"Megatron's rerun state machine rejected a result ({mine[0].detail['result']})"
+                  + (f" on rank(s) {ranks[:16]}" if ranks else " (this version names no rank)")
+                  + ": no verdict in the logs yet — the rerun on the same GPU and on another one "
+                    "tells the device from the data")
+    ev: dict[str, Any] = ({"node": device[0].detail["node"]} if kind == "rank_failure" else
+                          {"suspects": ranks[:64], "collect_next": _NEXT if pattern == UNEXPECTED
+                           else ranks[:16]})
+    return [log_finding(kind, ranks if kind == "rank_failure" else [], category, "low", pattern,
+                        reason, REMEDIATION, lines[:8],
+                        rank_from="_safe_get_rank() in the message: the global rank", **ev)]
+
+
+#: what to collect and where to look (read by findings)
+REMEDIATION = [
+    "A transient or persistent verdict points at a GPU: run the vendor's diagnostics on that "
+    "node and device (for a persistent one, the placement of the run BEFORE the resume), and "
+    "drain it before resuming.",
+    "A correct-result verdict clears the device: look at the data and the model at that "
+    "iteration (a bad sample, the learning rate, the loss scale) — every rank may share it.",
+]
+_NEXT = ("the rerun's verdict line ('Rank R, node H, device D: Possible transient|persistent "
+         "error!' or 'Correct result …'), after the resume")

@@ -53,15 +53,15 @@ from stormotel.analyzers.stalls import grammar as gr
 from stormotel.analyzers.stalls import log_failures as lf
 from stormotel.analyzers.stalls.log_finding import log_finding, of_kind
 
-KIND = "paddle_endpoints"
-#: the event of a printed endpoints list: a map, no evidence alone (quiet for log_rankless)
-MAP_KIND = "paddle_endpoints_map"
-NOT_READY = "paddle.wait_server_ready.not_ready"
-MAP = "paddle.trainer_endpoints"
-_EP = re.compile(r"'(?P<ep>[\w.-]{1,253}:\d{1,5})'")
-_BARE = re.compile(r"^\s{0,8}(?P<ep>[\w.-]{1,253}:\d{1,5})\s*$")
-_LOG_HEAD = re.compile(r"^\s{0,8}PADDLE_TRAINER_ENDPOINTS:\s*$")
+#: the events: a wait's last not-ready list, and a printed endpoints list (a map, no evidence
+#: alone: quiet for log_rankless)
+KIND, MAP_KIND = "paddle_endpoints", "paddle_endpoints_map"
+NOT_READY, MAP = "paddle.wait_server_ready.not_ready", "paddle.trainer_endpoints"
 _MAX_EPS = 4096
+#: an endpoint as str(list) quotes it; one alone on a line of endpoints.log, after its head
+_EP = re.compile(r"'(?P<ep>[\w.-]{1,253}:\d{1,5})'")
+_BARE, _LOG_HEAD = (re.compile(r"^\s{0,8}(?P<ep>[\w.-]{1,253}:\d{1,5})\s*$"),
+                    re.compile(r"^\s{0,8}PADDLE_TRAINER_ENDPOINTS:\s*$"))
 
 
 class Scanner:
@@ -110,17 +110,6 @@ class Scanner:
         return [lf.Found(KIND, no, None, self.stamp(line), line, detail, NOT_READY), *maps]
 
 
-REMEDIATION = [
-    "Look at the not-ready trainers' nodes: is the node up, did the launcher start the trainer "
-    "there (its workerlog.N), did it crash or hang before init_parallel_env, is the port "
-    "reachable from the waiting node (firewall, another network interface)?",
-    "Check that every node was started with the same --ips list in the same order (the "
-    "endpoints and trainer ids are computed from it on each node).",
-]
-_COLLECT = ("the endpoints list (PADDLE_TRAINER_ENDPOINTS: the launcher's env print, "
-            "FLAGS_print_launcher_env=1 on 3.0, or log/endpoints.log) to map each endpoint to "
-            "its trainer id")
-
 
 def findings(events: list[Any], known: int | None) -> list[StallFinding]:
     """One finding for the last not-ready list of the logs (module docstring)."""
@@ -166,3 +155,16 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
                         head + f"; by the endpoints list trainer id(s) {ids[:32]}" + why,
                         REMEDIATION, [e], suspects=ids[:64], collect_next=ids[:16],
                         rank_from=rank_from)]
+
+
+#: what to collect and where to look (read by findings)
+REMEDIATION = [
+    "Look at the not-ready trainers' nodes: is the node up, did the launcher start the trainer "
+    "there (its workerlog.N), did it crash or hang before init_parallel_env, is the port "
+    "reachable from the waiting node (firewall, another network interface)?",
+    "Check that every node was started with the same --ips list in the same order (the "
+    "endpoints and trainer ids are computed from it on each node).",
+]
+_COLLECT = ("the endpoints list (PADDLE_TRAINER_ENDPOINTS: the launcher's env print, "
+            "FLAGS_print_launcher_env=1 on 3.0, or log/endpoints.log) to map each endpoint to "
+            "its trainer id")

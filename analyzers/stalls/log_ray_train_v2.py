@@ -82,13 +82,6 @@ class Scanner:
                          {"blocks": self.blocks[:_BLOCKS]}, PATTERN)]
 
 
-REMEDIATION = [
-    "Read the named worker's own log (Ray's worker-*.err on its node, or the driver's "
-    "'(RayTrainWorker pid=…)' lines) for the error before the one Ray lists.",
-    "If its error is a timeout or a peer's failure, the rank it waited on is the one to look "
-    "at: collect every worker's log (or py-spy dumps of the workers still running).",
-]
-
 
 def findings(events: list[Any], known: int | None) -> list[StallFinding]:
     """One finding for the worker-group errors of the logs (module docstring)."""
@@ -117,3 +110,12 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
                         f"Ray Train's controller ended the run on worker errors; {why}",
                         REMEDIATION, mine, suspects=ranks[:64], collect_next=ranks[:16],
                         rank_from=rank_from)]
+
+
+#: what to collect and where to look (read by findings)
+REMEDIATION = [
+    "Read the named worker's own log (Ray's worker-*.err on its node, or the driver's "
+    "'(RayTrainWorker pid=…)' lines) for the error before the one Ray lists.",
+    "If its error is a timeout or a peer's failure, the rank it waited on is the one to look "
+    "at: collect every worker's log (or py-spy dumps of the workers still running).",
+]

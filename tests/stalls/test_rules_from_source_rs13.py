@@ -220,9 +220,8 @@ def test_k8s_events_leave_the_answer_to_the_pods_own_termination(tmp_path: Path)
             "  Warning  BackOff  2m    kubelet  Back-off restarting failed container pytorch in "
             "pod llm-worker-1_team-a(9a8b)\n")
     code, roots = _run(tmp_path, text)
-    assert code == 1
-    assert _by(roots, "k8s.describe_pod.terminated") == [("rank_failure", [2], "low")]
-    assert _by(roots, EVENT) == []
+    assert (code, _by(roots, "k8s.describe_pod.terminated"), _by(roots, EVENT)) == (
+        1, [("rank_failure", [2], "low")], [])
 
 
 # --- Ray Train v2's WorkerGroupError (synthetic, from exceptions.py and poll.py's
