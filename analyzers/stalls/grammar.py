@@ -1910,6 +1910,18 @@ CATALOGUE: tuple[Pattern, ...] = (
        "say; no task named, nobody (read by log_rankless)",
        r"Failed to send RPC to coordination service\. Either the leader task died",
        ("failed to send rpc to coordination service",), "rankless"),
+    _p("ray.train.training_failed", "Ray Train (BaseTrainer.fit's TrainingFailedError)",
+       'TrainingFailedError._RESTORE_MSG: "The Ray Train run failed. Please inspect the previous '
+       'error messages for a cause. After fixing the issue …" (with _FAILURE_CONFIG_MSG when '
+       "the trainable errored), raised from the worker's error",
+       "Ray 2.9 – 2.40 (ray/train/base_trainer.py read in the ray-2.9.0 and ray-2.40.0 wheels: "
+       "the same message)",
+       "ray/train/base_trainer.py (BaseTrainer.fit: the run's result carried an error)",
+       "reporter: the driver; the run failed and the cause is in the messages before it — no "
+       "worker, no rank named: nobody (read by log_rankless; 'Worker N has failed.' and the "
+       "pid map name the rank when printed)",
+       r"The Ray Train run failed\. Please inspect the previous error messages",
+       ("the ray train run failed",), "rankless"),
     _p("verl.worker_group.actor_name", "verl (RayWorkerGroup, the name it gives each worker actor)",
        'name = f"{self.name_prefix}{cia_name}_{pg_idx}:{local_rank}"  # e.g. Worker_2:5 — '
        "shown by Ray's ActorDiedError as its tab-indented \"name: …\" field",

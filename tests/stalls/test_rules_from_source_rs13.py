@@ -264,3 +264,15 @@ def test_ray_v2_rank_lines_without_the_error_head_are_not_read(tmp_path: Path) -
     assert code == 3  # no evidence, as before
     assert not [f for f in report["stall_findings"]
                 if f["evidence"].get("pattern") == RAY_V2]
+
+
+def test_ray_train_failed_error_alone_names_nobody(tmp_path: Path) -> None:
+    # synthetic, from TrainingFailedError._RESTORE_MSG (base_trainer.py, ray-2.9.0 / 2.40.0)
+    text = ("ray.train.base_trainer.TrainingFailedError: The Ray Train run failed. Please inspect "
+            "the previous error messages for a cause. After fixing the issue (assuming that the "
+            "error is not caused by your own application logic, but rather an error such as "
+            "OOM), you can restart the run from scratch or continue this run.\n")
+    code, roots = _run(tmp_path, text)
+    assert code == 1  # was "no evidence"
+    assert _by(roots, "ray.train.training_failed") == [("undecided", [], "low")]
+    assert _suspects(roots) == []
