@@ -1522,6 +1522,24 @@ CATALOGUE: tuple[Pattern, ...] = (
        r"\(\s?(?:node_id=[0-9a-fA-F]{1,64}, )?ip=(?P<ip>[\w.:-]{1,64}), pid=(?P<pid>\d{1,10})\) "
        r"world_rank=(?P<rank>\d{1,7}), local_rank=\d{1,5}, node_rank=\d{1,5}",
        ("world_rank=",), "ray_pids"),
+    _p("ray.train.v2.worker_group_error", "Ray Train v2 (the controller's WorkerGroupError)",
+       'WorkerGroupError: super().__init__("Training failed due to worker errors:\\n" + '
+       'error_message), error_message = WorkerGroupPollStatus.get_error_string(): "\\n".join('
+       'f"[Rank {world_rank}]\\n{error}" …) (2.46); errors grouped by their text with the '
+       'digits ignored, f"[Rank {ranks_str} Error Snippet]:\\n{error}" with ranks_str '
+       '",".join(ranks) (2.58)',
+       "Ray 2.46 – 2.58 with Train v2 (ray/train/v2/api/exceptions.py and _internal/execution/"
+       "worker_group/poll.py read in the ray-2.46.0 and ray-2.58.0 wheels; no v2 in the 2.40.0 "
+       "wheel, whose driver prints 'Worker N has failed.' — ray.train.worker_failed)",
+       "ray/train/v2/_internal/execution/worker_group/poll.py (WorkerGroupPollStatus.errors: "
+       "every worker whose status carried an error at the controller's poll, by WORLD rank)",
+       "reporter: the controller; the world ranks whose own training function raised (or whose "
+       "actor failed its health check) by the poll that ended the run — the others were "
+       "still running. One rank whose error is no wait (a timeout, a collective's or a peer's "
+       "failure is how a victim ends too): a culprit at low; a timeout or several ranks: "
+       "suspects (read by log_ray_train_v2)",
+       r"^\s{0,8}\[Rank (?P<ranks>\d{1,7}(?:,\d{1,7}){0,4095})(?: Error Snippet\]:|\])\s*$",
+       ("[rank ",), "ray_train_v2"),
     _p("lightning.child_terminated", "Lightning / Fabric DDP launcher (_ChildProcessObserver)",
        'rank_prefixed_message(f"Child process with PID {proc.pid} terminated with code '
        '{proc.returncode}. Forcefully terminating all other processes to avoid zombies 🧟", '
@@ -1588,6 +1606,47 @@ CATALOGUE: tuple[Pattern, ...] = (
        r"-?\d{1,12}: Unexpected result [^\s(]{0,40}(?:\([^()\n]{0,200}\))? "
        r"\(message='(?P<msg>[^'\n]{0,400})'",
        ("found nan in local", "found inf in local", "unexpected result"), "megatron_nan"),
+    _p("megatron.rerun.verdict", "Megatron-Core's rerun state machine (validate_result, reruns "
+       "enabled)",
+       'log_failure(message): logger.error(f"Rank {rank}, node {node}, device {device}: '
+       '{message}!") with message "Possible transient error" (the first rerun, on the SAME '
+       'GPU, did not reproduce the result), "Possible persistent error" (the second rerun, '
+       "resumed from a checkpoint on ANOTHER GPU, did not reproduce it) or \"Correct result "
+       '(but possible Application error) ({message})" (the other GPU reproduced it)',
+       "megatron-core 0.10 – 0.14 (megatron/core/rerun_state_machine.py read in the 0.10.0, "
+       "0.12.0 and 0.14.0 wheels: the same three verdicts)",
+       "megatron/core/rerun_state_machine.py (RerunStateMachine.validate_result, "
+       "--rerun-mode validate_results; should_checkpoint_and_exit then stops the job)",
+       "the machine's own conclusion about the rank R whose result it rejected (R = "
+       "_safe_get_rank(), the global rank). Transient: the same GPU gave another result for "
+       "the same step — that rank's device (node H, device D) misbehaved; persistent: another "
+       "GPU disagreed with the first run's — the device R ran on BEFORE the resume (H, D name "
+       "the new placement); correct result: another GPU reproduced it — NOT the device: the "
+       "data, the model or the application (a cause every rank may share). One rank with a "
+       "device verdict: a culprit at low; correct results or several ranks: suspects (read by "
+       "log_megatron_rerun)",
+       r"Rank (?P<rank>\d{1,7}), node (?P<node>[\w.-]{1,255}), device (?P<dev>\d{1,4}): "
+       r"(?P<what>Possible transient error|Possible persistent error|Correct result \(but "
+       r"possible Application error\))", ("possible transient error",
+                                           "possible persistent error",
+                                           "possible application error"), "megatron_rerun"),
+    _p("megatron.rerun.unexpected", "Megatron-Core's rerun state machine (validate_result, the "
+       "initial run)",
+       'logger.error(f"Unexpected result {result} at {caller.filename} line {caller.lineno}, '
+       'invokation #{sequence} at iteration #{iteration} (message=\'{message}\')") (0.10 – '
+       '0.12); f"Unexpected result {result} on rank {_safe_get_rank()} at iteration '
+       "#{iteration} invokation #{sequence} (message='{message}')\" (0.14)",
+       "megatron-core 0.10 – 0.14 (rerun_state_machine.py read in the 0.10.0, 0.12.0 and 0.14.0 "
+       "wheels: no rank before 0.14)",
+       "megatron/core/rerun_state_machine.py (validate_result, state INITIAL_RUN: a rejected "
+       "result — NaN / Inf, a spiky loss — before the step is rerun)",
+       "the printing rank's OWN result was rejected (its gradients / loss, as the NaN check); "
+       "no verdict yet — the rerun that follows says whether its device or its data. 0.14 "
+       "names the (global) rank: a suspect; earlier forms name none: nobody (read by "
+       "log_megatron_rerun)",
+       r"Unexpected result (?P<result>[^\n]{0,120}?) (?:at (?P<file>\S{1,300}) line "
+       r"\d{1,7}, |on rank (?P<rank>\d{1,7}) at iteration #-?\d{1,12} )invokation #\d{1,9}",
+       ("invokation #",), "megatron_rerun"),
     _p("k8s.describe_pod.terminated", "kubectl describe pod (pkg/describe, describeStatus)",
        'w.Write(LEVEL_2, "%s:\\tTerminated\\n", stateName) with stateName "State" or "Last '
        'State", then LEVEL_3 "Reason:\\t%s" (when set), "Exit Code:\\t%d", "Signal:\\t%d" (when '
@@ -1604,6 +1663,50 @@ CATALOGUE: tuple[Pattern, ...] = (
        "PyTorchJob's master-0 / worker-i beside its master. One pod OOMKilled or by its own "
        "signal: that rank at low; otherwise suspects or nobody (read by log_pod_describe)",
        r"^\s{2,24}(?:Last )?State:\s{1,60}Terminated\s*$", ("terminated",), "pod_describe"),
+    _p("k8s.event.pod_stopped", "Kubernetes events (kubectl get events / kubectl events, or "
+       "describe's \"Events:\" table)",
+       "kubectl's event rows: get events \"LAST SEEN  TYPE  REASON  OBJECT  MESSAGE\" (OBJECT "
+       "kind/name), describe \"  Type  Reason  Age  From  Message\"; the reasons read: the "
+       "kubelet's \"Evicted\" (eviction/helpers.go: \"The node was low on resource: %v. \" + "
+       "\"Container %s was using %s, …\"), \"BackOff\" (\"Back-off restarting failed container "
+       "%s in pod %s\"), the scheduler's \"Preempted\" (\"Preempted by pod %v on node %v\"), "
+       "\"FailedScheduling\" (\"0/%v nodes are available: …\"), the node controller's "
+       "\"NodeNotReady\" on a pod (\"Node is not ready\"), node-problem-detector's "
+       "\"OOMKilling\" on a node (the kernel's \"Killed process %d (%s) …\")",
+       "kubernetes 1.2x – 1.3x (the event reasons and messages read through the index in "
+       "kubernetes/kubernetes pkg/kubelet/eviction/helpers.go, pkg/scheduler/framework/"
+       "preemption/preemption.go — two forms of containerMessageFmt, untagged copies —; the "
+       "row layouts in kubectl pkg/describe/describe.go at v0.24.0 / v0.31.0 as read for "
+       "k8s.describe_pod.terminated)",
+       "pkg/kubelet/eviction (Reason \"Evicted\"), pkg/kubelet/kuberuntime (BackOff), "
+       "pkg/scheduler/framework/preemption (Preempted), pkg/controller/util/node "
+       "(NodeNotReady), node-problem-detector's kernel monitor (OOMKilling)",
+       "reporter: the API server's record of what happened TO a pod: Evicted (the node's "
+       "pressure; the largest consumer over its request is chosen), Preempted (the scheduler, "
+       "for a higher-priority pod), NodeNotReady (its node stopped answering), FailedScheduling "
+       "(never started), BackOff (its container keeps failing: its own log says why). Each is "
+       "a cause outside the pod's processes or a repetition of their failure; the pod's rank "
+       "is a PyTorchJob's master-0 / worker-i beside its master: suspects, never a culprit. "
+       "OOMKilling names a node and a pid: nobody (read by log_k8s_events)",
+       r"(?<!\S)(?:Normal|Warning)\s{1,40}(?P<reason>Evicted|Preempted|BackOff|NodeNotReady|"
+       r"OOMKilling|FailedScheduling)\s{1,40}(?P<rest>[^\n]{0,2000})",
+       ("evicted", "preempted", "backoff", "nodenotready", "oomkilling", "failedscheduling"),
+       "k8s_events"),
+    _p("k8s.operator.job_failed", "Kubeflow training-operator / mpi-operator (the job's "
+       "Failed condition and event)",
+       'fmt.Sprintf("PyTorchJob %s is failed because %d %s replica(s) failed.", name, failed, '
+       'rtype) — later "%s %s is failed because %d %s replica(s) failed." (jobKind, '
+       "namespace/name); the same for TFJob, MPIJob, XGBoostJob, MXJob, PaddleJob; \"… is "
+       "restarting because %d %s replica(s) failed.\" with restartPolicy",
+       "training-operator v1.x (pkg/controller.v1/*/…_controller.go UpdateJobStatus and "
+       "pkg/common/util, read through the index: the older form with the job's name, the newer "
+       "with kind and namespace/name); mpi-operator the same words",
+       "pkg/controller.v1/pytorch/pytorchjob_controller.go (UpdateJobStatus)",
+       "reporter: the operator; a COUNT of failed replicas of one type (Master, Worker): which "
+       "pod failed it does not say — nobody named (read by log_k8s_events)",
+       r"(?P<kind>[A-Z][A-Za-z]{1,40}Job) (?P<name>[\w./-]{1,300}) is (?P<what>failed|"
+       r"restarting) because (?P<n>\d{1,7}) (?P<rtype>\w{1,40}) replica\(s\) failed",
+       ("replica(s) failed",), "k8s_events"),
     _p("paddle.launch.container_failed", "PaddlePaddle launcher (paddle.distributed.launch "
        "controllers/controller.py, one per node)",
        'self.ctx.logger.error(f"Container failed !!!\\n{fc[0]}") with Container.__str__ '
@@ -1624,6 +1727,46 @@ CATALOGUE: tuple[Pattern, ...] = (
        "a second node shows (read by log_paddle_launch)",
        r"Container rank (?P<rank>\d{1,5}) status failed cmd (?P<cmd>[^\n]{0,2000}?) code "
        r"(?P<code>-?\d{1,4})\b", ("container rank",), "paddle_container"),
+    _p("paddle.wait_server_ready.not_ready", "PaddlePaddle (wait_server_ready, before the "
+       "communicator's init)",
+       'sys.stderr.write("server not ready, wait 3 sec to retry...\\n"); sys.stderr.write("not '
+       'ready endpoints:" + str(not_ready_endpoints) + "\\n") — every 3 s while a TCP connect to '
+       "one of the endpoints fails",
+       "Paddle 2.x (python/paddle/distributed/fleet/base/private_helper_function.py read in the "
+       "paddlepaddle 2.6.2 wheel; the same loop in older fluid transpilers through the index); "
+       "3.0 returns at once (read in the 3.0.0 wheel: never printed); skipped when "
+       "FLAGS_dynamic_static_unified_comm is on",
+       "python/paddle/distributed/fleet/base/private_helper_function.py (wait_server_ready), "
+       "called by parallel.py init_parallel_env (the trainer whose PADDLE_TRAINER_ID is 0, over "
+       "every other PADDLE_TRAINER_ENDPOINTS entry) and fleet/meta_optimizers/common.py (ring "
+       "rank 0 over the ring's other endpoints); parameter-server modes wait for pservers",
+       "reporter: the waiting trainer (trainer 0 in dygraph init); the endpoints (ip:port) it "
+       "could not connect to: nothing listened there yet — that trainer had not reached its "
+       "communicator init (not started, crashed or slow before it, its node down, or its "
+       "endpoint computed from another --ips order). An endpoint is a trainer id only through "
+       "PADDLE_TRAINER_ENDPOINTS (index = trainer id); the LAST list printed is who never "
+       "joined. Mapped and a minority: not_joined at low; unmapped: nobody (read by "
+       "log_paddle_endpoints)",
+       r"not ready endpoints:\s?\[(?P<eps>[^\]\n]{0,8000})\]", ("not ready endpoints",),
+       "paddle_endpoints"),
+    _p("paddle.trainer_endpoints",
+       "PaddlePaddle launchers (the trainers' PADDLE_TRAINER_ENDPOINTS)",
+       "collective.py: PADDLE_TRAINER_ENDPOINTS = \",\".join(job_endpoints), job_endpoints = "
+       "[f\"{h}:{p + start_port}\" for h in ips for p in range(replicas)], printed in "
+       "Container.__str__'s \"env {…}\" (2.6; 3.0 with FLAGS_print_launcher_env); the legacy "
+       "launch_utils' pretty_print_envs table row (values of 45+ characters cut to \"... \" + "
+       "the last 41) and its endpoints.log (\"PADDLE_TRAINER_ENDPOINTS: \" then one per line)",
+       "Paddle 2.6 – 3.0 (python/paddle/distributed/launch/controllers/collective.py and "
+       "fleet/launch_utils.py read in the paddlepaddle 2.6.2 and 3.0.0 wheels)",
+       "python/paddle/distributed/launch/controllers/collective.py (PADDLE_TRAINER_ID = i + "
+       "ips.index(node ip) × replicas = the endpoint's index) + fleet/launch_utils.py "
+       "(get_cluster: trainer ranks in --ips order, trainers_endpoints in the same order)",
+       "a MAP, not an event: endpoint i of the list is trainer id i (the global rank) on the "
+       "node that printed it; a node started with another --ips order has another map. Joined "
+       "with wait_server_ready's not-ready endpoints (read by log_paddle_endpoints)",
+       r"PADDLE_TRAINER_ENDPOINTS['\"]?\s{0,64}[:=|]?\s{0,64}['\"]?(?P<eps>(?:[\w.-]{1,253}:"
+       r"\d{1,5},){0,4095}[\w.-]{1,253}:\d{1,5})(?![\w.:-])", ("paddle_trainer_endpoints",),
+       "paddle_endpoints"),
     _p("deepspeed.launcher.process_spawned", "DeepSpeed launcher (deepspeed.launcher.launch, "
        "one per node)",
        'logger.info(f"process {process.pid} spawned with command: {cmd}") — cmd the list '
@@ -1767,6 +1910,18 @@ CATALOGUE: tuple[Pattern, ...] = (
        "say; no task named, nobody (read by log_rankless)",
        r"Failed to send RPC to coordination service\. Either the leader task died",
        ("failed to send rpc to coordination service",), "rankless"),
+    _p("ray.train.training_failed", "Ray Train (BaseTrainer.fit's TrainingFailedError)",
+       'TrainingFailedError._RESTORE_MSG: "The Ray Train run failed. Please inspect the previous '
+       'error messages for a cause. After fixing the issue …" (with _FAILURE_CONFIG_MSG when '
+       "the trainable errored), raised from the worker's error",
+       "Ray 2.9 – 2.40 (ray/train/base_trainer.py read in the ray-2.9.0 and ray-2.40.0 wheels: "
+       "the same message)",
+       "ray/train/base_trainer.py (BaseTrainer.fit: the run's result carried an error)",
+       "reporter: the driver; the run failed and the cause is in the messages before it — no "
+       "worker, no rank named: nobody (read by log_rankless; 'Worker N has failed.' and the "
+       "pid map name the rank when printed)",
+       r"The Ray Train run failed\. Please inspect the previous error messages",
+       ("the ray train run failed",), "rankless"),
     _p("verl.worker_group.actor_name", "verl (RayWorkerGroup, the name it gives each worker actor)",
        'name = f"{self.name_prefix}{cia_name}_{pg_idx}:{local_rank}"  # e.g. Worker_2:5 — '
        "shown by Ray's ActorDiedError as its tab-indented \"name: …\" field",

@@ -122,6 +122,9 @@ JAX_FATAL = "jax.distributed.fatal_error"
 #: an agent's RPC to the coordination service failed: the leader (process 0) or this task's
 #: network (``tsl.coordination.rpc_failed``)
 TSL_RPC = "tsl.coordination.rpc_failed"
+#: Ray Train 2.9 – 2.40's driver: the run failed, the cause in the messages before it
+#: (``ray.train.training_failed``)
+RAY_TRAIN_FAILED = "ray.train.training_failed"
 #: what those two lines carry after them that another rule reads whole (a heartbeat / barrier
 #: notice names the tasks): the line is left to it
 _COORD_NAMED = re.compile(r"stopped sending heartbeats|heartbeat timeout|Barrier timed out|"
@@ -164,6 +167,7 @@ PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
     (TASK_RESTARTED, gr.BY_ID[TASK_RESTARTED].triggers, gr.BY_ID[TASK_RESTARTED].regex),
     (JAX_FATAL, gr.BY_ID[JAX_FATAL].triggers, gr.BY_ID[JAX_FATAL].regex),
     (TSL_RPC, gr.BY_ID[TSL_RPC].triggers, gr.BY_ID[TSL_RPC].regex),
+    (RAY_TRAIN_FAILED, gr.BY_ID[RAY_TRAIN_FAILED].triggers, gr.BY_ID[RAY_TRAIN_FAILED].regex),
     (SGLANG_WATCHDOG, ("watchdog_timeout=",),
      re.compile(r"Watchdog timeout \(self\.watchdog_timeout=(?P<secs>\d{1,9}(?:\.\d{1,6})?)\)")),
     (DS_LAUNCHER, ("sigkill_handler",),
@@ -179,7 +183,8 @@ QUIET = frozenset({lf.WORLD_HINT, gr.K_NCCL_INIT, log_ncclwarn.CHANNEL,
                    KIND, "store_rankless",  # log_store_rankless's lines: a fallback too
                    "pg_nccl_error",  # log_pg_error: a LOG call site, read by the triage
                    "serving_rankless",  # log_serving's lines: a fallback too
-                   "unfinished_traceback"})  # log_cut_traceback: a cut traceback, as "exception"
+                   "unfinished_traceback",  # log_cut_traceback: a cut traceback, as "exception"
+                   "paddle_endpoints_map"})  # log_paddle_endpoints: a printed map, no event
 
 _SIGNAL_NAMES = {"1": "SIGHUP", "2": "SIGINT", "3": "SIGQUIT", "4": "SIGILL", "6": "SIGABRT",
                  "7": "SIGBUS", "8": "SIGFPE", "9": "SIGKILL", "11": "SIGSEGV", "15": "SIGTERM"}
@@ -394,6 +399,13 @@ _SAYS: dict[str, tuple[str, str, str]] = {
         "Read the leader's log (JAX process 0 / task 0, which runs the coordination service) "
         "for its own last error before this time, and this host's network (the coordinator "
         "address and port reachable from it)."),
+    RAY_TRAIN_FAILED: (
+        "exception",
+        "Ray Train's driver reports the run failed (TrainingFailedError){what}: the cause is "
+        "in the messages before it, and the line names no worker",
+        "Collect the driver's whole output and the workers' logs: Ray Train's 'Worker N has "
+        "failed.' or the 'Started distributed worker processes' list (pid -> world_rank) with "
+        "the worker's own '(RayTrainWorker pid=P, ip=A)' error lines names the rank."),
     TASK_RESTARTED: (
         "peer_lost",
         "the coordination service saw {procs} connect again as a new process (a different "

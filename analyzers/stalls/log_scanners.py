@@ -31,9 +31,11 @@ from stormotel.analyzers.stalls import (
     log_gpu_lost,
     log_hccl,
     log_horovod,
+    log_k8s_events,
     log_lightning,
     log_main_first,
     log_megatron_nan,
+    log_megatron_rerun,
     log_monitored,
     log_mp_spawn,
     log_mpi_signal,
@@ -41,6 +43,7 @@ from stormotel.analyzers.stalls import (
     log_msrun,
     log_ncclwarn_ranks,
     log_oom_kill,
+    log_paddle_endpoints,
     log_paddle_launch,
     log_pg_error,
     log_pod_describe,
@@ -51,6 +54,7 @@ from stormotel.analyzers.stalls import (
     log_ras_verdicts,
     log_ray_pids,
     log_ray_train,
+    log_ray_train_v2,
     log_serving,
     log_srun,
     log_srun_exit,
@@ -239,6 +243,9 @@ KINDS: tuple[LogKind, ...] = (
     LogKind("pod_table", log_pod_table.Scanner),
     # a kubectl describe pod block: the container that ended, how, and the pod's RANK
     LogKind("pod_describe", log_pod_describe.Scanner),
+    # Kubernetes events (Evicted, Preempted, BackOff, …) and the operators' Failed condition:
+    # the pods stopped from outside, as suspects (after the pods' own terminations)
+    LogKind("k8s_events", log_k8s_events.Scanner, log_k8s_events.findings, fallback=True),
     # an OOM naming a local CUDA device, no rank: nobody named, how to map it
     LogKind("device_oom", log_device_oom.Scanner, log_device_oom.findings, fallback=True),
     # a rank's traceback cut before its exception line: read by the rank-failure rule
@@ -247,6 +254,8 @@ KINDS: tuple[LogKind, ...] = (
     LogKind("mp_spawn", log_mp_spawn.Scanner, log_mp_spawn.findings),
     # Ray Train's driver: the world rank of a worker whose actor died
     LogKind("ray_train_failed", log_ray_train.Scanner, log_ray_train.findings),
+    # Ray Train v2's WorkerGroupError: the world ranks failed at the controller's last poll
+    LogKind("ray_train_v2", log_ray_train_v2.Scanner, log_ray_train_v2.findings, fallback=True),
     # MosaicML Composer's launcher: the first rank of its node it found crashed, and how
     LogKind("composer_launcher", log_composer.Scanner, log_composer.findings),
     # Ray Train's pid -> world_rank list joined with a dead worker's pid (ActorDiedError, raylet)
@@ -260,6 +269,12 @@ KINDS: tuple[LogKind, ...] = (
     # Paddle's launch controller: the LOCAL container its poll found failed (a suspect)
     # Megatron's NaN / Inf checks: the (global) rank whose own grads / loss were not finite
     LogKind("megatron_nan", log_megatron_nan.Scanner, log_megatron_nan.findings),
+    # Megatron's rerun state machine: its verdict (transient / persistent / correct) on a rank
+    LogKind("megatron_rerun", log_megatron_rerun.Scanner, log_megatron_rerun.findings),
     LogKind("paddle_container", log_paddle_launch.Scanner, log_paddle_launch.findings,
+            fallback=True),
+    # Paddle's wait_server_ready: the trainers' endpoints nothing listened at (their ids by
+    # PADDLE_TRAINER_ENDPOINTS)
+    LogKind("paddle_endpoints", log_paddle_endpoints.Scanner, log_paddle_endpoints.findings,
             fallback=True),
 )
