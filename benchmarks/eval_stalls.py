@@ -104,8 +104,13 @@ FRESH12_DIR = ROOT / "tests/stalls/data/fresh12"
 #: machine and NaN checks, Ray Train workers, other paths (PyTorch's MPI backend, torchtitan,
 #: Determined) - held out WHOLE: gathered before the rules written from those emitters' source
 FRESH13_DIR = ROOT / "tests/stalls/data/fresh13"
+#: a fourteenth fresh set (``"set": "fresh14"``), culprit-labelled first: ranks whose own GPU
+#: raised an uncorrectable ECC error or an illegal instruction, Horovod's rank-tagged output and
+#: stall inspector, one rank that dies, reads slowly or enters a collective alone - held out
+#: WHOLE: it measures how often the tool names the culprit on fresh threads
+FRESH14_DIR = ROOT / "tests/stalls/data/fresh14"
 FRESH_SETS = (FRESH, "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8",
-              "fresh9", "fresh10", "fresh11", "fresh12", "fresh13")
+              "fresh9", "fresh10", "fresh11", "fresh12", "fresh13", "fresh14")
 #: exit code of an analyzer crash (docs/exit-codes.md).
 EXIT_INTERNAL = 70
 EXIT_HEALTHY = 0
@@ -496,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reach", action="store_true",
                    help="also read the fresh sets (tests/stalls/data/fresh, fresh2, fresh3, "
                         "fresh4, fresh5, fresh6, fresh7, fresh8, fresh9, fresh10, fresh11, "
-                        "fresh12, fresh13) and "
+                        "fresh12, fresh13, fresh14) and "
                         "print the "
                         "reach "
                         "tables: "
@@ -505,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
                         "fresh4/heldout, fresh5/dev, fresh5/heldout, fresh6/dev, "
                         "fresh6/heldout, fresh7/dev, fresh7/heldout, fresh8/heldout, "
                         "fresh9/heldout, fresh10/heldout, fresh11/heldout, fresh12/heldout, "
-                        "fresh13/heldout) "
+                        "fresh13/heldout, fresh14/heldout) "
                         "and with "
                         "each family's calibration held out (benchmarks/stall_reach.py)")
     p.add_argument("--write-ceilings", action="store_true",
@@ -516,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.reach and not args.cases:
         dirs += [FRESH_DIR, FRESH2_DIR, FRESH3_DIR, FRESH4_DIR, FRESH5_DIR, FRESH6_DIR,
                  FRESH7_DIR, FRESH8_DIR, FRESH9_DIR, FRESH10_DIR, FRESH11_DIR, FRESH12_DIR,
-                 FRESH13_DIR]
+                 FRESH13_DIR, FRESH14_DIR]
     try:
         cases = load_cases(dirs)
     except (OSError, ValueError, KeyError) as e:

@@ -66,7 +66,8 @@ SETS = ("dev", "heldout", "fresh", "fresh2/dev", "fresh2/heldout", "fresh3/dev",
         "fresh10/heldout", "fresh10/heldout (tuned on)", "fresh11/dev", "fresh11/heldout",
         "fresh11/heldout (tuned on)", "fresh12/dev", "fresh12/heldout",
         "fresh12/heldout (tuned on)", "fresh13/dev", "fresh13/heldout",
-        "fresh13/heldout (tuned on)")
+        "fresh13/heldout (tuned on)", "fresh14/dev", "fresh14/heldout",
+        "fresh14/heldout (tuned on)")
 #: the row of a fresh set's held-out cases that a later helper read while writing rules
 #: (``"tuned_on": true`` with ``"tuned_by"``): their half and label stay, but they no longer
 #: measure reach, so they are counted apart from the untouched held-out cases
@@ -124,7 +125,7 @@ def set_of(case: CaseLike) -> str:
     keep their own halves: their rules were written on their dev half only)."""
     name = case.spec.get("set")
     if name in ("fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8", "fresh9",
-                "fresh10", "fresh11", "fresh12", "fresh13"):
+                "fresh10", "fresh11", "fresh12", "fresh13", "fresh14"):
         tuned = TUNED_SUFFIX if case.spec.get("tuned_on") else ""
         return f"{name}/{case.half}{tuned}"
     return "fresh" if case.fresh else case.half

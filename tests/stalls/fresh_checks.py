@@ -80,14 +80,17 @@ def set_folders(set_dir: Path) -> list[Path]:
 
 def assert_held_whole_set_is_new_and_culprit_bearing(set_dir: Path,
                                                      families: tuple[str, ...],
-                                                     labelled_tenths: int = 7) -> None:
-    """A set held out whole (fresh8 to fresh13): no thread of the corpus or of an earlier
-    fresh set, no id twice, at least 24 cases from twelve projects, every family with at least
+                                                     labelled_tenths: int = 7, *,
+                                                     min_cases: int = 24,
+                                                     min_projects: int = 12) -> None:
+    """A set held out whole (fresh8 to fresh14): no thread of the corpus or of an earlier
+    fresh set, no id twice, at least ``min_cases`` cases (24 unless the set's module says why
+    it gathered fewer) from ``min_projects`` projects (12 likewise), every family with at least
     three cases, no dev half; at least ``labelled_tenths`` tenths of the set (70 % unless the
     set's module says why it gathered fewer) carry a culprit label (its reason to exist)."""
     specs = [_spec(f) for f in set_folders(set_dir)]
-    assert_new_material(specs, older_than(set_dir), min_cases=24, min_projects=12,
-                        min_dev=0, min_heldout=24)
+    assert_new_material(specs, older_than(set_dir), min_cases=min_cases,
+                        min_projects=min_projects, min_dev=0, min_heldout=min_cases)
     assert not [s["id"] for s in specs if s["half"] != "heldout"]
     for family in families:
         assert sum(s["family"] == family for s in specs) >= 3, family
@@ -144,8 +147,8 @@ def assert_held_whole_set_scores_safely(set_dir: Path, name: str) -> None:
 
 
 def held_whole_tests(set_dir: Path, name: str, collected: str, families: tuple[str, ...],
-                     labelled_tenths: int) -> tuple[Callable[[], None], Callable[[], None],
-                                                    Callable[[Path], None]]:
+                     labelled_tenths: int, *, min_cases: int = 24, min_projects: int = 12
+                     ) -> tuple[Callable[[], None], Callable[[], None], Callable[[Path], None]]:
     """The three tests of a set held out whole (fresh13 on), for its module to bind to
     ``test_*`` names, so each new set's module holds its own story and numbers, not a copy of
     the last one's body: every case scored safely, the threads new and as culprit-bearing as
@@ -158,9 +161,11 @@ def held_whole_tests(set_dir: Path, name: str, collected: str, families: tuple[s
         assert_held_whole_set_scores_safely(set_dir, name)
 
     def new_and_culprit_bearing() -> None:
-        """No thread of an earlier set, 12 projects, 3 cases a family, the labelled share the
-        set's module states."""
-        assert_held_whole_set_is_new_and_culprit_bearing(set_dir, families, labelled_tenths)
+        """No thread of an earlier set, the cases and projects and the labelled share the set's
+        module states, 3 cases a family."""
+        assert_held_whole_set_is_new_and_culprit_bearing(set_dir, families, labelled_tenths,
+                                                         min_cases=min_cases,
+                                                         min_projects=min_projects)
 
     @pytest.mark.parametrize("folder", set_folders(set_dir), ids=lambda p: p.name)
     def case_split(folder: Path) -> None:
