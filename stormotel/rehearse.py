@@ -392,6 +392,38 @@ def _wait_first_scrape(args: argparse.Namespace, url: str, job_name: str,
               f"({time.strftime('%H:%M:%S')})", flush=True)
 
 
+def _launch_ranks(args: argparse.Namespace, rank_ports: list[int], epoch_file: Path,
+                  started: list[Started]) -> list[Started]:
+    """Start the ranks (added to ``started``), their faults waiting for t=0 in
+    ``epoch_file``."""
+    env = {**os.environ, environment.SIM_EPOCH_FILE: str(epoch_file.resolve())}
+    env.pop(environment.SIM_EPOCH_NS, None)
+    linger = 2 * args.scrape_interval + 1
+    print(f"stormotel rehearse: {args.ranks} simulated ranks of job {args.job_id!r} for "
+          f"{args.duration:g}s, /metrics on 127.0.0.1:{_port_list(rank_ports)}; "
+          f"faults (t=0 {START_MARGIN_S:g}s after every tracker has started): {args.fault}",
+          flush=True)
+    for rank, port in enumerate(rank_ports):
+        argv = _track_argv(rank, args.ranks, port, args.job_id, args.duration, args.fault,
+                           linger)
+        started.append(Started(f"rank {rank}", subprocess.Popen(
+            argv, env=env, stdin=subprocess.DEVNULL)))
+    return list(started)
+
+
+def _plant(args: argparse.Namespace, ranks: list[Started], rank_ports: list[int],
+           url: str | None, job_name: str, epoch_file: Path, launched_s: float) -> None:
+    """The faults' t=0, once every rank's tracker has started and (``url``: the local
+    Prometheus) every rank has been scraped; ``RehearseError`` when a rank does not start,
+    ``OSError`` when t=0 cannot be written."""
+    since = time.monotonic()
+    starts = tracker_starts(ranks, rank_ports, START_WAIT_S)
+    if url is not None:
+        _wait_first_scrape(args, url, job_name, since)
+    epoch_s = _set_epoch(epoch_file, starts, launched_s)
+    _warn_late_starts(starts, args, epoch_s)
+
+
 def _set_epoch(epoch_file: Path, starts: dict[int, float], launched_s: float) -> float:
     """Write t=0 (now + the margin) for the ranks to read; said with each tracker's start."""
     epoch_ns = time.time_ns() + int(START_MARGIN_S * 1e9)
@@ -438,22 +470,10 @@ def main(argv: list[str]) -> int:
         epoch_file.unlink(missing_ok=True)  # an earlier rehearsal's t=0 would start the faults
     except OSError as e:
         return error(f"cannot write {out}: {e.strerror or e}", exitcodes.SINK_FAILURE)
-    env = {**os.environ, environment.SIM_EPOCH_FILE: str(epoch_file.resolve())}
-    env.pop(environment.SIM_EPOCH_NS, None)
-    linger = 2 * args.scrape_interval + 1
     started: list[Started] = []
     launched_s = time.time()
     with _all_stopped(started):
-        print(f"stormotel rehearse: {args.ranks} simulated ranks of job {args.job_id!r} for "
-              f"{args.duration:g}s, /metrics on 127.0.0.1:{_port_list(rank_ports)}; "
-              f"faults (t=0 {START_MARGIN_S:g}s after every tracker has started): {args.fault}",
-              flush=True)
-        for rank, port in enumerate(rank_ports):
-            argv_ = _track_argv(rank, args.ranks, port, args.job_id, args.duration,
-                                args.fault, linger)
-            started.append(Started(f"rank {rank}", subprocess.Popen(
-                argv_, env=env, stdin=subprocess.DEVNULL)))
-        ranks = list(started)
+        ranks = _launch_ranks(args, rank_ports, epoch_file, started)
         print(f"stormotel rehearse: scrape configuration: {config}", flush=True)
         url = f"http://127.0.0.1:{prom_port}"
         if prometheus is None:
@@ -464,19 +484,14 @@ def main(argv: list[str]) -> int:
         elif not _start_prometheus(args, prometheus, config, prom_port, started):
             return error(f"Prometheus did not become ready at {url} (log: "
                          f"{out / 'prometheus.log'})", exitcodes.SOURCE_FAILURE)
-        prometheus_since = time.monotonic()
         try:
-            starts = tracker_starts(ranks, rank_ports, START_WAIT_S)
+            _plant(args, ranks, rank_ports, url if prometheus is not None else None, job_name,
+                   epoch_file, launched_s)
         except RehearseError as e:
             return error(str(e), exitcodes.SOURCE_FAILURE)
-        if prometheus is not None:
-            _wait_first_scrape(args, url, job_name, prometheus_since)
-        try:
-            epoch_s = _set_epoch(epoch_file, starts, launched_s)
         except OSError as e:
             return error(f"cannot write {epoch_file}: {e.strerror or e}",
                          exitcodes.SINK_FAILURE)
-        _warn_late_starts(starts, args, epoch_s)
         for s in ranks:
             s.proc.wait()
         failed = [s.name for s in ranks if s.proc.returncode not in (0,)]
