@@ -29,11 +29,12 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.export import AggregationTemporality
 
 __all__ = ["ARCHIVE_FORMAT", "DEBUG", "JOB_ID", "LINGER_S", "MAX_SECONDS", "PROMETHEUS_LINGER",
-           "SAMPLER", "SIM_EPOCH_NS", "SIM_FAULTS", "STALL_FLOOR_S", "STALL_MULTIPLE",
-           "STALL_SNAPSHOTS", "VARIABLES", "check_endpoint", "env_choice", "env_epoch_ns",
-           "env_flag", "env_number", "export_interval_ms", "exporters_selected",
-           "otlp_endpoint", "otlp_protocol", "otlp_signal_enabled", "otlp_timeout_s",
-           "prometheus_from_env", "seconds", "temporality_preference", "warn_default"]
+           "SAMPLER", "SIM_EPOCH_FILE", "SIM_EPOCH_NS", "SIM_FAULTS", "STALL_FLOOR_S",
+           "STALL_MULTIPLE", "STALL_SNAPSHOTS", "VARIABLES", "check_endpoint", "env_choice",
+           "env_epoch_ns", "env_flag", "env_number", "epoch_ns_from_text", "export_interval_ms",
+           "exporters_selected", "otlp_endpoint", "otlp_protocol", "otlp_signal_enabled",
+           "otlp_timeout_s", "prometheus_from_env", "seconds", "temporality_preference",
+           "warn_default"]
 
 _V = TypeVar("_V")
 
@@ -48,6 +49,7 @@ STALL_MULTIPLE = "STORMOTEL_STALL_MULTIPLE"
 STALL_FLOOR_S = "STORMOTEL_STALL_FLOOR_S"
 SIM_FAULTS = "STORMOTEL_SIM_FAULTS"
 SIM_EPOCH_NS = "STORMOTEL_SIM_EPOCH_NS"
+SIM_EPOCH_FILE = "STORMOTEL_SIM_EPOCH_FILE"
 DEBUG = "STORMOTEL_DEBUG"
 
 #: Each variable, the config field (or flag) it stands in for, and what it does.
@@ -65,6 +67,9 @@ VARIABLES: dict[str, str] = {
     STALL_FLOOR_S: "StallConfig.floor_s: the deadline is never below this many seconds",
     SIM_FAULTS: "SamplingConfig.faults: the simulated device's fault spec",
     SIM_EPOCH_NS: "the simulated device's clock origin, shared by every rank",
+    SIM_EPOCH_FILE: "a file that will hold the simulated clock's origin (ns, as "
+                    "STORMOTEL_SIM_EPOCH_NS), written once every rank has started: the faults "
+                    "wait for it",
     DEBUG: "stormotel CLI: 1 prints the traceback of an error",
 }
 
@@ -162,6 +167,16 @@ def env_epoch_ns(env: Mapping[str, str]) -> int | None:
     int64; unset: None; anything else: a warning and None (the device's own clock)."""
     return _env_value(env, SIM_EPOCH_NS, int, lambda v: 0 <= v <= MAX_EPOCH_NS,
                       "an integer number of ns in [0, 2**63)", "own clock")
+
+
+def epoch_ns_from_text(text: str) -> int | None:
+    """An epoch file's content (``STORMOTEL_SIM_EPOCH_FILE``): the same integer number of ns
+    ``STORMOTEL_SIM_EPOCH_NS`` holds, or None when it is not one."""
+    try:
+        value = int(text.strip())
+    except ValueError:
+        return None
+    return value if 0 <= value <= MAX_EPOCH_NS else None
 
 
 # --- the OTel specification's variables --------------------------------------------------------

@@ -6,12 +6,20 @@ configuration, and guessing when Prometheus had data. This command does each of 
 way a user would by hand (the same ``stormotel track`` processes, the same scrape
 configuration), so what it shows is what the real set-up does:
 
-1. N ``stormotel track --sampler simulated`` ranks share one simulated-clock origin (the
-   variable above), each serving ``/metrics`` on ``port-base + rank``, with a planted fault;
+1. N ``stormotel track --sampler simulated`` ranks, each serving ``/metrics`` on
+   ``port-base + rank``, with a planted fault;
 2. ``DIR/prometheus.yml``, a ready scrape configuration for those endpoints;
 3. with a ``prometheus`` binary on PATH, a local Prometheus on that configuration (storage in
    ``DIR/data``); it prints when the first scrape of every rank landed;
-4. when the ranks finish, ``stormotel analyze --prometheus …`` over the job, as a user runs it.
+4. the faults' shared t=0, set once every rank's tracker has started (its start gauge, read
+   from its own ``/metrics``) and, with the local Prometheus, been scraped: written to
+   ``DIR/sim_epoch_ns``, the file the ranks' ``STORMOTEL_SIM_EPOCH_FILE`` names;
+5. when the ranks finish, ``stormotel analyze --prometheus …`` over the job, as a user runs it.
+
+Why t=0 waits for the trackers: it used to be a fixed instant, 5 s after the ranks were
+launched. On a loaded host (helper fa's rehearsal at load 21) the trackers started 12+ s late,
+rank 1's planted rise at t=20s fell inside its warm-up window — the analysis sets a rank's
+first rise soon after its start aside — and the answer was "no rank led" instead of rank 1.
 
 Every process it starts is stopped by its PID at the end (``--keep`` leaves Prometheus up).
 """
@@ -22,6 +30,7 @@ import argparse
 import contextlib
 import math
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -29,11 +38,13 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from stormotel import environment, exitcodes, schema
+from stormotel.atomic import write_atomic
 from stormotel.samplers.faults import FaultSpecError, parse_faults
 from stormotel.units import UnitError, parse_duration
 
@@ -44,8 +55,13 @@ from stormotel.units import UnitError, parse_duration
 DEFAULT_FAULTS = "rank=1:first_spike@t=20s,delta=2GiB,lead=3s;rank=1:leak@t=8s,rate=16MiB/s"
 DEFAULT_PORT_BASE = 9464
 DEFAULT_PROMETHEUS_PORT = 9090
-#: Before t=0 of the simulated clock: every tracker has started (imports paid) by then.
+#: t=0 of the simulated clock comes this long after every tracker has started (and, with the
+#: local Prometheus, every rank has been scraped): a few samples of each rank before any fault.
 START_MARGIN_S = 5.0
+#: How long the ranks' trackers may take to start (their imports; 12+ s on a loaded host).
+START_WAIT_S = 120.0
+#: The file the ranks read t=0 from (``STORMOTEL_SIM_EPOCH_FILE``), in DIR.
+EPOCH_FILE = "sim_epoch_ns"
 
 
 def _duration(text: str) -> float:
@@ -79,7 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "real set-up's 15s works too with a longer --duration)")
     p.add_argument("--fault", default=DEFAULT_FAULTS, metavar="SPEC",
                    help="faults planted on the simulated devices, times on the shared clock "
-                        "(default: %(default)s)")
+                        f"whose t=0 comes {START_MARGIN_S:g}s after every rank's tracker has "
+                        "started (default: %(default)s)")
     p.add_argument("--port-base", type=int, default=None, metavar="PORT",
                    help=f"rank R serves /metrics on PORT + R (default: {DEFAULT_PORT_BASE}, or "
                         "free ports when those are taken)")
@@ -248,22 +265,29 @@ def _all_stopped(started: list[Started]) -> Iterator[None]:
             s.stop()
 
 
-def faults_in_warmup(starts: dict[int, float], epoch_s: float, fault_spec: str,
-                     run_s: float) -> dict[int, float]:
-    """Ranks a planted fault reaches inside the analyzer's warm-up window after the rank's
-    tracker started (``starts``: rank → its start gauge, s since the Unix epoch), each with the
-    fault's delay after that start. The window is the analyzer's: ``warmup_s`` or a quarter of
-    what the rank observes (``run_s``), whichever is shorter; a rise there is taken for the
-    rank's warm-up. Faults sit at fixed instants of the shared clock (``epoch_s``); a tracker
-    that starts late (a loaded host) moves them into its window (helper fa's rehearsal at load
-    21: "no rank led — warm-up of ranks [0, 1]")."""
+def warmup_window_s(run_s: float) -> float:
+    """The analyzer's warm-up window for a rank observed ``run_s``: ``warmup_s`` or a quarter
+    of the run, whichever is shorter; a rise there is taken for the rank's warm-up."""
     from stormotel.analyzers.algorithms.first_cause import WARMUP_SHARE
     from stormotel.analyzers.algorithms.settings import Settings
 
-    window_s = min(Settings().warmup_s, WARMUP_SHARE * run_s)
+    return min(Settings().warmup_s, WARMUP_SHARE * run_s)
+
+
+def faults_in_warmup(starts: dict[int, float], epoch_s: float, fault_spec: str,
+                     end_s: float) -> dict[int, float]:
+    """Ranks a planted fault reaches inside the analyzer's warm-up window after the rank's
+    tracker started (``starts``: rank → its start gauge, s since the Unix epoch), each with the
+    fault's delay after that start; each rank observes from its start to ``end_s`` (when the
+    ranks stop). t=0 (``epoch_s``) comes a few seconds after the last tracker started, so
+    only a fault planted early on the shared clock (``t=0s``) lands there; when t=0 was a fixed
+    instant after the launch, a tracker that started late (a loaded host) met the default
+    t=20s rise there (helper fa's rehearsal at load 21: "no rank led — warm-up of ranks
+    [0, 1]")."""
     out: dict[int, float] = {}
     for fault in parse_faults(fault_spec):
         for rank, began in starts.items():
+            window_s = warmup_window_s(end_s - began)
             if fault.kind != "first_spike" and not fault.owned_by(rank):
                 continue
             at = epoch_s + fault.start_s + (0.0 if fault.kind != "first_spike"
@@ -273,32 +297,70 @@ def faults_in_warmup(starts: dict[int, float], epoch_s: float, fault_spec: str,
     return out
 
 
-def _start_gauges(url: str, job_id: str) -> dict[int, float]:
-    """Each rank's tracker start (its start gauge, as Prometheus scraped it)."""
-    out: dict[int, float] = {}
-    for row in _query(url, f'{schema.TRACKER_START.prom}{{job_id="{job_id}"}}'):
-        metric, value = row.get("metric"), row.get("value")
-        if isinstance(metric, dict) and isinstance(value, list) and len(value) == 2:
-            with contextlib.suppress(KeyError, ValueError):
-                out[int(metric[schema.ATTR_RANK])] = float(str(value[1]))
-    return out
+_START_LINE = re.compile(rf"^{re.escape(schema.TRACKER_START.prom)}(?:\{{[^}}]*\}})?\s+(\S+)",
+                         re.MULTILINE)
 
 
-def _warn_late_starts(url: str, args: argparse.Namespace, epoch_s: float) -> None:
-    late = faults_in_warmup(_start_gauges(url, args.job_id), epoch_s, args.fault,
-                            args.duration + START_MARGIN_S)
+def start_gauge(port: int) -> float | None:
+    """A rank's tracker start (its start gauge, s since the Unix epoch) read from its own
+    ``/metrics``; None while nothing answers there or the gauge is not served yet."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2.0) as r:
+            text = r.read(4_000_000).decode("utf-8", "replace")
+    except (OSError, ValueError):  # refused, reset, timed out (URLError is an OSError)
+        return None
+    found = _START_LINE.search(text)
+    with contextlib.suppress(ValueError):
+        return float(found[1]) if found else None
+    return None
+
+
+def tracker_starts(ranks: list[Started], ports: list[int], wait_s: float) -> dict[int, float]:
+    """Each rank's tracker start, once every one has started (polled; a rank's start is read
+    from the rank, so it holds with or without the local Prometheus). ``RehearseError`` naming
+    the rank when one exits first, or when some have not started within ``wait_s``."""
+    starts: dict[int, float] = {}
+    end = time.monotonic() + wait_s
+    while True:
+        for rank, (proc, port) in enumerate(zip(ranks, ports, strict=True)):
+            if rank in starts:
+                continue
+            if proc.proc.poll() is not None:
+                raise RehearseError(f"rank {rank} exited (status {proc.proc.returncode}) "
+                                    "before its tracker started: its error is above")
+            began = start_gauge(port)
+            if began is not None:
+                starts[rank] = began
+        if len(starts) == len(ranks):
+            return starts
+        if time.monotonic() >= end:
+            missing = [r for r in range(len(ranks)) if r not in starts]
+            raise RehearseError(
+                f"the tracker of rank(s) {missing} did not start within {wait_s:g}s: nothing "
+                f"served a start gauge on 127.0.0.1:{_port_list([ports[r] for r in missing])}"
+                "/metrics (its port taken since, or a very loaded machine?); no fault was "
+                "planted")
+        time.sleep(0.25)
+
+
+def _warn_late_starts(starts: dict[int, float], args: argparse.Namespace, epoch_s: float
+                      ) -> None:
+    end_s = epoch_s + args.duration
+    late = faults_in_warmup(starts, epoch_s, args.fault, end_s)
     if late:
-        said = ", ".join(f"rank {r} {d:.1f}s" for r, d in sorted(late.items()))
-        print(f"stormotel rehearse: warning: the trackers started late (a loaded machine?): "
-              f"a planted fault comes soon after a rank's start ({said}), inside the "
-              "analysis' warm-up window, and may be taken for warm-up; rerun on a quieter "
-              "machine or with a longer --duration", file=sys.stderr, flush=True)
+        said = "; ".join(f"rank {r}: {d:.1f}s after its start, window "
+                         f"{warmup_window_s(end_s - starts[r]):.1f}s"
+                         for r, d in sorted(late.items()))
+        print(f"stormotel rehearse: warning: a planted fault comes inside the analysis' warm-up "
+              f"window after a rank's tracker started ({said}) and may be taken for warm-up: "
+              "plant it later (a larger t=) or use a longer --duration",
+              file=sys.stderr, flush=True)
 
 
-def _run_prometheus(args: argparse.Namespace, prometheus: str, config: Path, prom_port: int,
-                    job_name: str, started: list[Started], epoch_s: float) -> bool:
-    """Start Prometheus on ``config`` (added to ``started``) and wait for the first scrape of
-    every rank (a warning when it does not come); False when it never became ready."""
+def _start_prometheus(args: argparse.Namespace, prometheus: str, config: Path, prom_port: int,
+                      started: list[Started]) -> bool:
+    """Start Prometheus on ``config`` (added to ``started``); False when it never became
+    ready."""
     out: Path = args.out
     url = f"http://127.0.0.1:{prom_port}"
     log = (out / "prometheus.log").open("wb")
@@ -311,7 +373,14 @@ def _run_prometheus(args: argparse.Namespace, prometheus: str, config: Path, pro
         return False
     print(f"stormotel rehearse: Prometheus at {url} scrapes every "
           f"{args.scrape_interval:g}s", flush=True)
-    wait_s = START_MARGIN_S + 4 * args.scrape_interval + 30
+    return True
+
+
+def _wait_first_scrape(args: argparse.Namespace, url: str, job_name: str,
+                       since: float) -> None:
+    """Wait for the first scrape of every rank (a warning when it does not come): the faults
+    start after it, so each rank has samples before them."""
+    wait_s = 4 * args.scrape_interval + 30
     took, seen = first_scrape(url, job_name, args.job_id, args.ranks, wait_s)
     if took is None:
         print(f"stormotel rehearse: warning: after {wait_s:.0f}s only {seen} of "
@@ -319,9 +388,51 @@ def _run_prometheus(args: argparse.Namespace, prometheus: str, config: Path, pro
               file=sys.stderr, flush=True)
     else:
         print(f"stormotel rehearse: first scrape landed: all {seen} ranks in Prometheus "
-              f"{took:.1f}s after it started ({time.strftime('%H:%M:%S')})", flush=True)
-        _warn_late_starts(url, args, epoch_s)
-    return True
+              f"{time.monotonic() - since:.1f}s after it started "
+              f"({time.strftime('%H:%M:%S')})", flush=True)
+
+
+def _launch_ranks(args: argparse.Namespace, rank_ports: list[int], epoch_file: Path,
+                  started: list[Started]) -> list[Started]:
+    """Start the ranks (added to ``started``), their faults waiting for t=0 in
+    ``epoch_file``."""
+    env = {**os.environ, environment.SIM_EPOCH_FILE: str(epoch_file.resolve())}
+    env.pop(environment.SIM_EPOCH_NS, None)
+    linger = 2 * args.scrape_interval + 1
+    print(f"stormotel rehearse: {args.ranks} simulated ranks of job {args.job_id!r} for "
+          f"{args.duration:g}s, /metrics on 127.0.0.1:{_port_list(rank_ports)}; "
+          f"faults (t=0 {START_MARGIN_S:g}s after every tracker has started): {args.fault}",
+          flush=True)
+    for rank, port in enumerate(rank_ports):
+        argv = _track_argv(rank, args.ranks, port, args.job_id, args.duration, args.fault,
+                           linger)
+        started.append(Started(f"rank {rank}", subprocess.Popen(
+            argv, env=env, stdin=subprocess.DEVNULL)))
+    return list(started)
+
+
+def _plant(args: argparse.Namespace, ranks: list[Started], rank_ports: list[int],
+           url: str | None, job_name: str, epoch_file: Path, launched_s: float) -> None:
+    """The faults' t=0, once every rank's tracker has started and (``url``: the local
+    Prometheus) every rank has been scraped; ``RehearseError`` when a rank does not start,
+    ``OSError`` when t=0 cannot be written."""
+    since = time.monotonic()
+    starts = tracker_starts(ranks, rank_ports, START_WAIT_S)
+    if url is not None:
+        _wait_first_scrape(args, url, job_name, since)
+    epoch_s = _set_epoch(epoch_file, starts, launched_s)
+    _warn_late_starts(starts, args, epoch_s)
+
+
+def _set_epoch(epoch_file: Path, starts: dict[int, float], launched_s: float) -> float:
+    """Write t=0 (now + the margin) for the ranks to read; said with each tracker's start."""
+    epoch_ns = time.time_ns() + int(START_MARGIN_S * 1e9)
+    write_atomic(epoch_file, f"{epoch_ns}\n")
+    delays = ", ".join(f"rank {r} {began - launched_s:.1f}s" for r, began in sorted(starts.items()))
+    print(f"stormotel rehearse: trackers started after launch: {delays}; the faults' t=0 in "
+          f"{START_MARGIN_S:g}s ({time.strftime('%H:%M:%S', time.localtime(epoch_ns / 1e9))}, "
+          f"{epoch_file})", flush=True)
+    return epoch_ns / 1e9
 
 
 def main(argv: list[str]) -> int:
@@ -354,20 +465,15 @@ def main(argv: list[str]) -> int:
         config.write_text(scrape_config(job_name, rank_ports, args.scrape_interval))
     except OSError as e:
         return error(f"cannot write {out}: {e.strerror or e}", exitcodes.SINK_FAILURE)
-    epoch_ns = time.time_ns() + int(START_MARGIN_S * 1e9)
-    env = {**os.environ, environment.SIM_EPOCH_NS: str(epoch_ns)}
-    linger = 2 * args.scrape_interval + 1
+    epoch_file = out / EPOCH_FILE
+    try:
+        epoch_file.unlink(missing_ok=True)  # an earlier rehearsal's t=0 would start the faults
+    except OSError as e:
+        return error(f"cannot write {out}: {e.strerror or e}", exitcodes.SINK_FAILURE)
     started: list[Started] = []
+    launched_s = time.time()
     with _all_stopped(started):
-        print(f"stormotel rehearse: {args.ranks} simulated ranks of job {args.job_id!r} for "
-              f"{args.duration:g}s, /metrics on 127.0.0.1:{_port_list(rank_ports)}; "
-              f"faults (t=0 in {START_MARGIN_S:g}s, "
-              f"{environment.SIM_EPOCH_NS}={epoch_ns}): {args.fault}", flush=True)
-        for rank, port in enumerate(rank_ports):
-            argv_ = _track_argv(rank, args.ranks, port, args.job_id,
-                                args.duration + START_MARGIN_S, args.fault, linger)
-            started.append(Started(f"rank {rank}", subprocess.Popen(
-                argv_, env=env, stdin=subprocess.DEVNULL)))
+        ranks = _launch_ranks(args, rank_ports, epoch_file, started)
         print(f"stormotel rehearse: scrape configuration: {config}", flush=True)
         url = f"http://127.0.0.1:{prom_port}"
         if prometheus is None:
@@ -375,21 +481,26 @@ def main(argv: list[str]) -> int:
             print(f"stormotel rehearse: {why}: start yours with --config.file={config}, then "
                   f"`stormotel analyze --prometheus URL --job-id {args.job_id} --since 10m`",
                   flush=True)
-        elif not _run_prometheus(args, prometheus, config, prom_port, job_name, started,
-                                 epoch_ns / 1e9):
+        elif not _start_prometheus(args, prometheus, config, prom_port, started):
             return error(f"Prometheus did not become ready at {url} (log: "
                          f"{out / 'prometheus.log'})", exitcodes.SOURCE_FAILURE)
-        for s in started:
-            if s.name.startswith("rank"):
-                s.proc.wait()
-        failed = [s.name for s in started
-                  if s.name.startswith("rank") and s.proc.returncode not in (0,)]
+        try:
+            _plant(args, ranks, rank_ports, url if prometheus is not None else None, job_name,
+                   epoch_file, launched_s)
+        except RehearseError as e:
+            return error(str(e), exitcodes.SOURCE_FAILURE)
+        except OSError as e:
+            return error(f"cannot write {epoch_file}: {e.strerror or e}",
+                         exitcodes.SINK_FAILURE)
+        for s in ranks:
+            s.proc.wait()
+        failed = [s.name for s in ranks if s.proc.returncode not in (0,)]
         if failed:
             print(f"stormotel rehearse: warning: {', '.join(failed)} exited non-zero",
                   file=sys.stderr)
         code = exitcodes.OK
         if prometheus is not None and not args.no_analyze:
-            since = f"{int(args.duration + START_MARGIN_S + 60)}s"
+            since = f"{int(time.time() - launched_s + 60)}s"
             cmd = ["analyze", "--prometheus", url, "--job-id", args.job_id, "--since", since]
             print(f"\n$ stormotel {shlex.join(cmd)}", flush=True)
             from stormotel.analyzers.cli import main as analyze_main

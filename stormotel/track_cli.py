@@ -58,8 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
                "simulated --duration 10 --archive out --fault 'rank=0:leak@t=2s,rate=64MiB/s'. "
                f"Simulated ranks started as separate processes line their faults up when each "
                f"gets the same ${environment.SIM_EPOCH_NS} (the shared t=0, ns since the epoch, "
-               "e.g. $(date +%s%N) a few seconds ahead); without it each rank's t=0 is its own "
-               "start. `stormotel rehearse` does this for N ranks and a local Prometheus.")
+               "e.g. $(date +%s%N) a few seconds ahead), or the same "
+               f"${environment.SIM_EPOCH_FILE}, a file that will hold it, written once every "
+               "rank has started (no fault before; --duration counts from it); without either "
+               "each rank's t=0 is its own start. `stormotel rehearse` does this for N ranks "
+               "and a local Prometheus.")
     _add_sampling_args(p)
     _add_identity_args(p)
     _add_destination_args(p)
@@ -299,15 +302,20 @@ class _Tracked:
 def _track(tracker: MemoryTracker, args: argparse.Namespace, faults: tuple[Fault, ...],
            stop: threading.Event) -> _Tracked:
     """Sample until ``--duration``, a signal, or a simulated OOM's exit; then stop the tracker
-    (flushing every destination)."""
-    deadline = None if args.duration is None else time.monotonic() + args.duration
-    oom_exit = _oom_exit_deadline(tracker)
-    if oom_exit is not None:
-        deadline = oom_exit if deadline is None else min(deadline, oom_exit)
-    interrupted = died = False
+    (flushing every destination). A simulated clock whose t=0 comes from an epoch file counts
+    ``--duration`` from that t=0 (the rank runs until t = duration; no deadline before it)."""
     simulated = tracker.sampler if isinstance(tracker.sampler, SimulatedSampler) else None
+    pending = simulated is not None and simulated.epoch_pending
+    deadline = _earliest(None if args.duration is None or pending
+                         else time.monotonic() + args.duration, _oom_exit_deadline(tracker))
+    interrupted = died = False
     try:
         while not stop.is_set():
+            if pending and simulated is not None and simulated.epoch_known():
+                pending = False
+                deadline = _earliest(None if args.duration is None else
+                                     time.monotonic() + args.duration - simulated.elapsed_s(),
+                                     _oom_exit_deadline(tracker))
             remaining = 1.0 if deadline is None else deadline - time.monotonic()
             if remaining <= 0:
                 break
@@ -317,6 +325,7 @@ def _track(tracker: MemoryTracker, args: argparse.Namespace, faults: tuple[Fault
             _play_step(tracker, simulated, stop, min(simulated.step_period_s, remaining),
                        has_process_faults=any(f.kind in PROCESS_FAULTS for f in faults))
         interrupted = stop.is_set()
+        oom_exit = _oom_exit_deadline(tracker)
         died = not interrupted and oom_exit is not None and time.monotonic() >= oom_exit
     finally:
         # the destinations are released by the stop: which ones ran is read before it
@@ -325,6 +334,12 @@ def _track(tracker: MemoryTracker, args: argparse.Namespace, faults: tuple[Fault
         # A rank that dies of its OOM ends badly: the tracker lingers as at an uncaught OOM.
         tracker.stop_tracking(linger=True if died else None)
     return _Tracked(interrupted, died, had_otlp, telemetry)
+
+
+def _earliest(*times: float | None) -> float | None:
+    """The earliest of the deadlines that are set (None: none is)."""
+    known = [t for t in times if t is not None]
+    return min(known) if known else None
 
 
 def _oom_exit_deadline(tracker: MemoryTracker) -> float | None:

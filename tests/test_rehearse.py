@@ -73,17 +73,56 @@ def test_without_httpx_it_says_so_before_writing_anything(tmp_path: Path) -> Non
     assert not out_dir.exists(), sorted(p.name for p in out_dir.rglob("*"))
 
 
-@pytest.mark.slow  # about 45 s: ranks, a Prometheus, the analysis
-def test_rehearsal_scrapes_every_rank_and_names_the_planted_one(tmp_path: Path) -> None:
+#: ``stormotel rehearse`` with one rank's tracker started late, as on a loaded host (imports
+#: taking 12+ s): a launcher that sleeps before it execs the rank. The wrapper is put around
+#: the command the rehearsal builds, so it delays the old code's ranks the same way.
+LATE_RANK = """
+import sys
+from stormotel import rehearse
+
+built = rehearse._track_argv
+
+def late(rank, *rest):
+    argv = built(rank, *rest)
+    return ["sh", "-c", '{before}; exec "$@"', "sh", *argv] if rank == {rank} else argv
+
+rehearse._track_argv = late
+{patch}
+raise SystemExit(rehearse.main(sys.argv[1:]))
+"""
+
+
+def _rehearse(tmp_path: Path, *args: str, late_rank: int | None = None,
+              before: str = "true", patch: str = "") -> subprocess.CompletedProcess[str]:
+    """``stormotel rehearse ARGS``; with ``late_rank``, that rank's launcher runs the shell
+    command ``before`` first (and ``patch``, Python, runs in the rehearsal's process)."""
+    if late_rank is None:
+        return run_stormotel("rehearse", *args, cwd=tmp_path, timeout=240)
+    code = LATE_RANK.format(before=before, rank=late_rank, patch=patch)
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=240)
+
+
+# About 45 s each: ranks, a Prometheus, the analysis. Late: rank 1's tracker starts 18 s
+# after the others, more than its warm-up window (a quarter of its ~35 s); t=0 waited for it.
+# When t=0 was a fixed instant 5 s after the launch, its planted rise at t=20s came ~5 s after
+# its start, inside that window: "Top first-cause suspect: rank 0 (low)", rank 1's rise set
+# aside as warm-up (helper fa's load-21 rehearsal, made deterministic).
+@pytest.mark.slow
+@pytest.mark.parametrize("late_s", [None, 18.0], ids=["on-time", "rank-1-late"])
+def test_rehearsal_scrapes_every_rank_and_names_the_planted_one(tmp_path: Path,
+                                                                late_s: float | None) -> None:
     servers.require_binary("prometheus")
-    out = run_stormotel("rehearse", "--ranks", "3", "--duration", "30", "--out",
-                        str(tmp_path / "r"), cwd=tmp_path, timeout=240)
+    out = _rehearse(tmp_path, "--ranks", "3", "--duration", "30", "--out", str(tmp_path / "r"),
+                    late_rank=None if late_s is None else 1, before=f"sleep {late_s}")
     assert out.returncode == exitcodes.OK, out.stdout[-3000:] + out.stderr[-3000:]
     text = out.stdout
     assert "first scrape landed: all 3 ranks" in text, text
-    # On a loaded host the trackers may start so late that the planted rise falls inside
-    # their warm-up window; the command then warns (stderr), and this line cannot hold.
     assert "Top first-cause suspect: rank 1 (high)" in text, text + out.stderr
+    started = re.search(r"trackers started after launch: rank 0 (\S+)s, rank 1 (\S+)s", text)
+    assert started, text
+    if late_s is not None:
+        assert float(started[2]) - float(started[1]) >= late_s - 1, started[0]
     assert "rank 1    persistent_drift" in text, text
     assert "(+3577" not in text
     # Every process it started is gone: nothing listens on the ports it printed.
@@ -94,40 +133,65 @@ def test_rehearsal_scrapes_every_rank_and_names_the_planted_one(tmp_path: Path) 
                 assert s.connect_ex(("127.0.0.1", port)) != 0
 
 
-@pytest.mark.slow  # about 30 s: two ranks for 20 s, a Prometheus, no analysis
+@pytest.mark.parametrize(("before", "patch", "said"), [
+    ("exit 7", "", "rank 1 exited (status 7) before its tracker started"),
+    ("exec sleep 60", "rehearse.START_WAIT_S = 4.0", "the tracker of rank(s) [1] did not start "
+                                                "within 4s"),
+], ids=["exited", "never-started"])
+def test_a_rank_that_never_starts_is_named_and_nothing_is_left_running(
+        tmp_path: Path, before: str, patch: str, said: str) -> None:
+    """t=0 waits for every tracker, within a bound (120 s; 4 s here): a rank that exits first,
+    or does not start in time, stops the rehearsal with its rank named (exit 3), no fault
+    planted, and the other ranks stopped."""
+    out = _rehearse(tmp_path, "--ranks", "2", "--duration", "30", "--no-prometheus", "--out",
+                    str(tmp_path / "r"), late_rank=1, before=before, patch=patch)
+    assert out.returncode == exitcodes.SOURCE_FAILURE, out.stdout[-3000:] + out.stderr[-3000:]
+    assert said in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert not (tmp_path / "r" / "sim_epoch_ns").exists()
+    ports = re.search(r"/metrics on 127\.0\.0\.1:(\S+);", out.stdout)
+    assert ports, out.stdout
+    first = int(re.split(r"\.\.|,", ports[1])[0])  # rank 0's, which had started
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", first)) != 0
+
+
+@pytest.mark.slow  # about 40 s: two ranks for 5 + 30 s, no Prometheus
 def test_a_fault_inside_the_ranks_warm_up_window_is_warned_about(tmp_path: Path) -> None:
-    """A fault that lands soon after the trackers' start — what late starts on a loaded host
-    do to the default t=20s (helper fa: "no rank led — warm-up of ranks [0, 1]") — is said
-    before the analysis, from the ranks' start gauges as Prometheus scraped them. Here the
-    fault is planted at t=0s, ~4 s after the trackers start (the window: a quarter of 25 s)."""
-    servers.require_binary("prometheus")
-    out = run_stormotel("rehearse", "--ranks", "2", "--duration", "20", "--no-analyze",
+    """A fault planted so early that it lands soon after a tracker's start, inside the
+    analysis' warm-up window, is said before the ranks run on: here t=0s, which comes 5 s
+    after the last tracker started (the window: a quarter of its ~35 s run). The starts are
+    read from the ranks' own /metrics, so this holds without a Prometheus."""
+    out = run_stormotel("rehearse", "--ranks", "2", "--duration", "30", "--no-prometheus",
                         "--fault", "rank=1:first_spike@t=0s,delta=1GiB,lead=2s",
                         "--out", str(tmp_path / "r"), cwd=tmp_path, timeout=240)
     assert out.returncode == exitcodes.OK, out.stdout[-3000:] + out.stderr[-3000:]
-    line = next((ln for ln in out.stderr.splitlines() if "started late" in ln), "")
-    # Which ranks it names depends on how long after launch their trackers started (rank 1's
-    # fault ~4.4 s after its start on an idle host, rank 0's 2 s later, just past the 6.25 s
-    # window; both inside on a loaded one): at least one, each with a delay inside the window.
-    # Which rank a given start puts inside is faults_in_warmup's test, below.
-    named = re.findall(r"rank (\d+) (\d+(?:\.\d+)?)s", line)
-    assert named and "warm-up" in line, out.stderr
-    assert all(r in ("0", "1") and 0 <= float(d) <= 0.25 * 25 for r, d in named), line
+    line = next((ln for ln in out.stderr.splitlines() if "warm-up window" in ln), "")
+    # The rank that started last meets the fault ~5 s after its start, inside its window
+    # (8.75 s or more); a rank started earlier may be past its own. Which rank a given start
+    # puts inside is faults_in_warmup's test, below.
+    named = re.findall(r"rank (\d+): (\d+(?:\.\d+)?)s after its start, window "
+                       r"(\d+(?:\.\d+)?)s", line)
+    assert named, out.stderr
+    assert all(r in ("0", "1") and 0 <= float(d) <= float(w) for r, d, w in named), line
 
 
 def test_faults_in_warmup_names_the_ranks_whose_fault_lands_in_their_window() -> None:
     spec = "rank=1:first_spike@t=0s,delta=1GiB,lead=2s"  # rank 1 at t=0, the others 2 s later
-    epoch, run_s = 1000.0, 25.0  # window: a quarter of 25 s = 6.25 s after each start
-    # idle host: trackers 4.4 s before the shared clock's start: rank 0's 6.4 s is past it
-    assert faults_in_warmup({0: 995.6, 1: 995.6}, epoch, spec, run_s) == {
+    epoch, end = 1000.0, 1020.0  # the ranks stop at t=20s; window: a quarter of each run
+    # started 4.4 s before t=0: a 24.4 s run, a 6.1 s window; rank 0's 6.4 s is past it
+    assert faults_in_warmup({0: 995.6, 1: 995.6}, epoch, spec, end) == {
         1: pytest.approx(4.4)}
-    # loaded host: started 1.5 s before it: both inside
-    assert faults_in_warmup({0: 998.5, 1: 998.5}, epoch, spec, run_s) == {
+    # started 1.5 s before it: a 5.4 s window, both inside
+    assert faults_in_warmup({0: 998.5, 1: 998.5}, epoch, spec, end) == {
         0: pytest.approx(3.5), 1: pytest.approx(1.5)}
+    # each rank's own run: rank 0 started 3.5 s before t=0 (window 5.9 s, its fault 5.5 s
+    # after: inside), rank 1 1.5 s after it (window 5.5 s, its fault 2 s after: inside)
+    assert faults_in_warmup({0: 996.5, 1: 998.0}, epoch, spec, end) == {
+        0: pytest.approx(5.5), 1: pytest.approx(2.0)}
     # a tracker that started after its fault saw it from its first sample: not a warm-up rise
-    assert faults_in_warmup({0: 1003.0, 1: 1001.0}, epoch, spec, run_s) == {}
+    assert faults_in_warmup({0: 1003.0, 1: 1001.0}, epoch, spec, end) == {}
     # started long before: no warning
-    assert faults_in_warmup({0: 980.0, 1: 980.0}, epoch, spec, run_s) == {}
+    assert faults_in_warmup({0: 980.0, 1: 980.0}, epoch, spec, end) == {}
 
 
 @pytest.mark.slow  # two tracked ranks for 1 s (+ the 5 s start margin and their linger)

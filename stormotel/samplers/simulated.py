@@ -4,6 +4,15 @@ Every number is a pure function of the simulated clock ``t`` (seconds since ``ep
 rank, so two runs with the same faults and epoch produce the same curves, and ranks that share an
 epoch (``STORMOTEL_SIM_EPOCH_NS``, or the ``epoch_ns`` argument) see their faults line up exactly.
 
+A shared epoch fixed when the ranks are launched puts the faults at fixed instants whatever the
+ranks' start: on a loaded host a tracker that starts late meets a planted rise inside its
+warm-up window, where the analysis sets a rank's first rise aside (``stormotel rehearse`` at
+load 21: "no rank led — warm-up of ranks [0, 1]"). An epoch *file*
+(``STORMOTEL_SIM_EPOCH_FILE``, or ``epoch_file``) is read instead once it exists: its writer
+sets t=0 after every rank has started, and until then no fault starts (steps run on the rank's
+own clock). A file that never comes is waited for at most :data:`EPOCH_FILE_WAIT_S`; then
+the moment the wait ended is t=0, with a warning.
+
 The baseline looks like training: weights and optimizer state held constant, activations rising
 during the forward pass and released in backward (a sawtooth with ``step_period_s``), a caching
 allocator that keeps the peak reserved, and a constant gap (CUDA context, NCCL buffers) on top.
@@ -26,6 +35,9 @@ __all__ = ["SimulatedOutOfMemoryError", "SimulatedSampler"]
 
 MiB = 2**20
 GiB = 2**30
+#: The longest a simulated device waits for its epoch file before its own clock sets t=0:
+#: longer than ``stormotel rehearse`` waits for every rank to start and be scraped.
+EPOCH_FILE_WAIT_S = 300.0
 
 
 class SimulatedOutOfMemoryError(RuntimeError):
@@ -43,6 +55,7 @@ class SimulatedSampler:
                  epoch_ns: int | None = None, step_period_s: float = 1.0,
                  weights_bytes: int = 2 * GiB, activation_peak_bytes: int = 3 * GiB,
                  gap_bytes: int = 512 * MiB, gpu_uuid: str | None = None,
+                 epoch_file: str | os.PathLike[str] | None = None,
                  clock_ns: Callable[[], int] = time.time_ns) -> None:
         if faults is None:
             faults = _env_faults()
@@ -67,12 +80,53 @@ class SimulatedSampler:
         self.activation_peak_bytes = activation_peak_bytes
         self.gap_bytes = gap_bytes
         self._clock_ns = clock_ns
+        self._born_ns = clock_ns()
         #: With a shared epoch (faults at one absolute time across ranks started apart), each
         #: rank still warms up from its own start, as a real process does.
         #: (The epoch may lie in the future: a rank started early is warm by then.)
-        self.warmup_origin_s = self.elapsed_s() if shared_epoch else 0.0
+        self.warmup_origin_s = self.elapsed_s(self._born_ns) if shared_epoch else 0.0
         self._raised: set[int] = set()
         self._lock = threading.Lock()
+        if epoch_file is None:
+            epoch_file = os.environ.get(environment.SIM_EPOCH_FILE, "").strip() or None
+        #: The file t=0 will come from; None once it is known (or never asked for).
+        self._epoch_file: str | None = os.fspath(epoch_file) if epoch_file is not None else None
+
+    # -- the shared epoch, from a file written once every rank has started -------------------
+    @property
+    def epoch_pending(self) -> bool:
+        """Whether t=0 is still to come from the epoch file (no fault starts until then)."""
+        return self._epoch_file is not None
+
+    def epoch_known(self) -> bool:
+        """Read the epoch file if t=0 is still pending; whether t=0 is known now."""
+        path = self._epoch_file
+        if path is None:
+            return True
+        now = self._clock_ns()
+        try:
+            with open(path, encoding="ascii") as fh:
+                text: str | None = fh.read(64)
+        except FileNotFoundError:
+            text = None
+        except (OSError, UnicodeDecodeError) as e:
+            text = f"unreadable: {e}"
+        if text is None and now - self._born_ns < EPOCH_FILE_WAIT_S * 1e9:
+            return False
+        epoch = None if text is None else environment.epoch_ns_from_text(text)
+        with self._lock:
+            if self._epoch_file is None:  # another thread read it meanwhile
+                return True
+            if epoch is None:
+                why = (f"not there after {EPOCH_FILE_WAIT_S:g}s" if text is None
+                       else f"not an integer number of ns ({text.strip()[:40]!r})")
+                environment.warn_default(environment.SIM_EPOCH_FILE, path,
+                                         f"a file holding t=0 ({why})", "t=0 now")
+                epoch = now
+            self.epoch_ns = epoch
+            self.warmup_origin_s = (self._born_ns - epoch) / 1e9
+            self._epoch_file = None
+        return True
 
     # -- the model --------------------------------------------------------------------------
     def _fault_start(self, fault: Fault) -> float:
@@ -85,7 +139,8 @@ class SimulatedSampler:
         return fault.kind == "first_spike" or fault.owned_by(self.rank)
 
     def reading_at(self, t: float, timestamp_ns: int = 0) -> Sample:
-        """The device state ``t`` seconds after the epoch (pure; clamps t < 0 to 0)."""
+        """The device state ``t`` seconds after the epoch (pure; clamps t < 0 to 0; no fault
+        while t=0 is pending on an epoch file)."""
         since_start = t - self.warmup_origin_s
         # Steps run before a future shared epoch too (only the faults wait for it).
         phase = (t % self.step_period_s) / self.step_period_s
@@ -101,7 +156,7 @@ class SimulatedSampler:
         frag_factor = 0.0
         retries = 0
         ooms = 0
-        for fault in self.faults:
+        for fault in () if self.epoch_pending else self.faults:
             if not self._applies(fault):
                 continue
             start = self._fault_start(fault)
@@ -141,17 +196,22 @@ class SimulatedSampler:
         return (now - self.epoch_ns) / 1e9
 
     def sample(self) -> Sample:
+        self.epoch_known()
         now = self._clock_ns()
         return self.reading_at(self.elapsed_s(now), timestamp_ns=now)
 
     def started(self, kind: str) -> bool:
         """Whether a fault of ``kind`` owned by this rank has started (process faults)."""
+        if not self.epoch_known():
+            return False
         t = self.elapsed_s()
         return any(f.kind == kind and f.owned_by(self.rank) and t >= f.start_s
                    for f in self.faults)
 
     def raise_if_oom(self) -> None:
         """Raise :class:`SimulatedOutOfMemoryError` once per ``oom`` fault that has started."""
+        if not self.epoch_known():
+            return
         t = self.elapsed_s()
         for i, fault in enumerate(self.faults):
             if fault.kind == "oom" and fault.owned_by(self.rank) and t >= fault.start_s:
@@ -166,7 +226,9 @@ class SimulatedSampler:
 
     def exit_after_oom_s(self) -> float | None:
         """Seconds after the epoch at which a planted ``oom`` fault with ``exit=`` ends this
-        rank (the earliest), or None when none does."""
+        rank (the earliest), or None when none does (or t=0 is still pending)."""
+        if self.epoch_pending:
+            return None
         ends = [f.start_s + f.param("exit") for f in self.faults
                 if f.kind == "oom" and f.owned_by(self.rank) and f.param("exit") < math.inf]
         return min(ends) if ends else None

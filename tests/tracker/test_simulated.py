@@ -127,3 +127,61 @@ def test_faults_and_epoch_from_environment(monkeypatch: pytest.MonkeyPatch) -> N
 def test_unknown_sampler_is_a_clear_error() -> None:
     with pytest.raises(SamplerUnavailable, match="unknown sampler 'tpu'"):
         make_sampler("tpu")
+
+
+def test_epoch_file_holds_the_faults_until_it_is_written(tmp_path) -> None:
+    """``STORMOTEL_SIM_EPOCH_FILE``: t=0 is set after every rank has started (stormotel
+    rehearse writes it then), so no fault starts before the file exists; then the faults run
+    on its clock, and the rank still warms up from its own start. The fault's t=1s has long
+    passed on the rank's own clock (5 s) when the file comes: before it, no leak."""
+    clock = [int(100e9)]
+    path = tmp_path / "sim_epoch_ns"
+    s = SimulatedSampler(0, "rank=0:leak@t=1s,rate=1GiB/s", epoch_file=path,
+                         clock_ns=lambda: clock[0])
+    base = s.sample().gap  # outside the allocator: where the leak goes
+    assert s.epoch_pending
+    clock[0] = int(105e9)
+    assert s.sample().gap == base and s.epoch_pending
+    path.write_text(f"{int(106e9)}\n")
+    assert s.sample().gap == base  # read now; t=-1 s on the file's clock
+    assert not s.epoch_pending and s.epoch_ns == int(106e9)
+    assert s.warmup_origin_s == pytest.approx(-6.0)  # born 6 s before t=0
+    clock[0] = int(108e9)  # t=2 s: one second of a 1 GiB/s leak
+    assert s.sample().gap - base == pytest.approx(GiB, rel=0.01)
+
+
+def test_an_epoch_file_that_never_comes_is_waited_for_within_a_bound(tmp_path, caplog) -> None:
+    from stormotel.samplers.simulated import EPOCH_FILE_WAIT_S
+
+    clock = [0]
+    path = tmp_path / "never"
+    s = SimulatedSampler(0, "rank=0:crash@t=1s", epoch_file=path, clock_ns=lambda: clock[0])
+    clock[0] = int((EPOCH_FILE_WAIT_S - 1) * 1e9)
+    assert not s.started("crash") and s.epoch_pending
+    assert s.exit_after_oom_s() is None
+    clock[0] = int(EPOCH_FILE_WAIT_S * 1e9)
+    with caplog.at_level("WARNING", logger="stormotel"):
+        assert not s.started("crash")  # t=0 is now: the crash comes 1 s later
+    assert not s.epoch_pending and "STORMOTEL_SIM_EPOCH_FILE" in caplog.text
+    assert f"not there after {EPOCH_FILE_WAIT_S:g}s" in caplog.text
+    clock[0] += int(1e9)
+    assert s.started("crash")
+
+
+def test_an_epoch_file_that_is_not_a_number_is_said_and_t0_is_then(tmp_path, caplog) -> None:
+    path = tmp_path / "sim_epoch_ns"
+    path.write_text("soon\n")
+    clock = [int(50e9)]
+    with caplog.at_level("WARNING", logger="stormotel"):
+        s = SimulatedSampler(0, "rank=0:leak@t=0s", epoch_file=path, clock_ns=lambda: clock[0])
+        s.sample()
+    assert s.epoch_ns == int(50e9) and not s.epoch_pending
+    assert "'soon'" in caplog.text and "STORMOTEL_SIM_EPOCH_FILE" in caplog.text
+
+
+def test_epoch_file_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setenv(environment.SIM_EPOCH_FILE, str(tmp_path / "t0"))
+    s = make_sampler("simulated", None, rank=0)
+    assert isinstance(s, SimulatedSampler) and s.epoch_pending
+    (tmp_path / "t0").write_text("12345")
+    assert s.epoch_known() and s.epoch_ns == 12345

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from stormotel import exitcodes, schema
+from stormotel import environment, exitcodes, schema
 from stormotel.track_cli import build_parser
 from tests.cli import HANG_GUARD_S, run_stormotel, run_stormotel_forked
 from tests.tracker.otlp_util import (
@@ -95,6 +96,40 @@ def test_ctrl_c_flushes_and_exits_cleanly(tmp_path: Path) -> None:
     assert "interrupted, flushed" in err and "Traceback" not in err
     traces = parse_lines(tmp_path / "sig" / "rank-0.traces.jsonl.zst", TraceRequest)
     assert any(s.name == "stormotel.session" for _r, s in spans(traces))  # ended and exported
+
+
+def test_duration_and_faults_count_from_an_epoch_file_written_after_the_start(
+        tmp_path: Path) -> None:
+    """``STORMOTEL_SIM_EPOCH_FILE``: the rank waits for t=0, which ``stormotel rehearse``
+    writes once every rank has started. Its ``--duration`` (1 s) counts from that t=0 — past
+    it on its own clock, the rank still runs — and the planted leak (t=0.5s) starts on it."""
+    epoch_file = tmp_path / "sim_epoch_ns"
+    proc = subprocess.Popen([*CMD, "--sampler", "simulated", "--interval", "0.05",
+                             "--duration", "1", "--archive", str(tmp_path), "--job-id", "ep",
+                             "--fault", "rank=0:leak@t=0.5s,rate=1GiB/s"],
+                            env={**os.environ, environment.SIM_EPOCH_FILE: str(epoch_file)},
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + HANG_GUARD_S
+        while time.monotonic() < deadline and not (
+                (files := metrics_files(tmp_path / "ep", 0))[0].exists()
+                and len(archive_lines(files[0])) >= 2):  # two 1 s batches: past --duration
+            time.sleep(0.1)
+        assert time.monotonic() < deadline, "no archive batches appeared"
+        assert proc.poll() is None, "the rank ended before its t=0 was written"
+        epoch_ns = time.time_ns()
+        epoch_file.write_text(f"{epoch_ns}\n")
+        _, err = proc.communicate(timeout=HANG_GUARD_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == exitcodes.OK, err
+    used = sorted((p.time_unix_nano, p.as_int) for _r, name, p in
+                  points(metrics_requests(tmp_path / "ep", 0)) if name == schema.DEVICE_USED.name)
+    before = max(v for t, v in used if t < epoch_ns + 0.4e9)
+    assert used[-1][0] >= epoch_ns + 0.9e9  # it ran until t=1s of the file's clock
+    assert max(v for t, v in used if t >= epoch_ns + 0.9e9) - before >= 0.3 * 2**30
 
 
 @pytest.mark.parametrize(("args", "message"), [
