@@ -51,7 +51,10 @@ RANK_WORDS = re.compile(
     r"\btask[s]? ?(?:%|\{)|\bprocess(?:es)? (?:rank|name)|local_rank|global_rank|"
     r"\btrainer|\bworker|\bmissing ranks|\bstalled|^%s: %s %s: ", re.IGNORECASE)
 
-TORCH_VERSIONS = ("1.13.0", "2.0.0", "2.2.0", "2.4.0", "2.6.0", "2.8.0", "2.13.0")
+#: 1.8-1.12 (helper inv2): the releases of the 2020-2022 threads users paste; torchelastic
+#: entered torch/distributed at 1.9 (1.8 has none of its files: nothing read, nothing kept)
+TORCH_VERSIONS = ("1.8.0", "1.9.0", "1.10.0", "1.11.0", "1.12.0", "1.13.0", "2.0.0", "2.2.0",
+                  "2.4.0", "2.6.0", "2.8.0", "2.13.0")
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,9 @@ PY_CALLS = ("warning|warn|error|exception|critical|info|rank_zero_warn|rank_zero
             "rank_zero_debug|log_dist|print")
 
 GIT_SOURCES = (
-    GitSource("nccl", "NVIDIA+nccl", ("v2.18.3-1", "v2.20.5-1", "v2.22.3-1", "v2.24.3-1",
+    GitSource("nccl", "NVIDIA+nccl", ("v2.7.8-1", "v2.8.4-1", "v2.10.3-1", "v2.11.4-1",
+                                      "v2.12.12-1", "v2.14.3-1", "v2.16.5-1",
+                                      "v2.18.3-1", "v2.20.5-1", "v2.22.3-1", "v2.24.3-1",
                                       "v2.26.2-1", "v2.28.7-1", "v2.30.7-1"),
               ("src/*.cc", "src/*.h", "src/**/*.cc", "src/**/*.h", "src/**/*.cu"), "c",
               r"\bWARN\s*\(|\bINFO\s*\(\s*NCCL_(?:INIT|COLL|NET|ALL|BOOTSTRAP|P2P|PROXY)"),
@@ -357,10 +362,26 @@ def extract_torch(root: Path) -> Iterator[dict[str, str]]:
         for strings in sorted(base.glob("*.strings")):
             lib = strings.name.removesuffix(".strings")
             for s in strings.read_text(errors="replace").splitlines():
-                if _cpp_message(s):
+                if _cpp_message(s) and not (lib == "libtorch_python.so" and _pybind_doc(s)):
                     yield {"emitter": "pytorch.c10d-cpp", "file": lib, "call": "c10::str",
                            "level": "error",
                            "template": s, "tag": tag}
+
+
+#: a line of a pybind docstring (torch/csrc/distributed/c10d/init.cpp): indented, reST markup,
+#: a parameter entry, a lower-case continuation, prose wrapped mid-sentence ("… and in"), or a
+#: method's summary line ("Gets the timeout of the store.")
+_PYBIND_DOC = re.compile(
+    r"^\s{2,}|``|:(?:meth|class|func|attr):|>>>|^\s*\w+ \([\w.]+\):|^[a-z]+[ ,]|"
+    r"\b(?:in|the|and|of|to|a|an|for|or|is|be|by|with)$|"
+    r"^(?:Gets|Sets|Returns|Waits|Creates|Inserts|Deletes|Retrieves|Checks) ")
+
+
+def _pybind_doc(s: str) -> bool:
+    """Only for libtorch_python.so, read at 1.8/1.9 because c10d's C++ was linked into it then:
+    it also holds the Python bindings' docstrings (the same library is not read from 1.10 on,
+    so its docstrings were never read at the later tags); their lines are not messages."""
+    return bool(_PYBIND_DOC.search(s))
 
 
 def _cpp_message(s: str) -> bool:
@@ -376,9 +397,17 @@ def _cpp_message(s: str) -> bool:
     return " " in s.strip()
 
 
-def merge(rows: Iterator[dict[str, str]], old: dict[tuple[str, str, str], dict[str, object]]
-          ) -> list[dict[str, object]]:
+def merge(rows: Iterator[dict[str, str]], old: dict[tuple[str, str, str], dict[str, object]],
+          keep_old: bool = False) -> list[dict[str, object]]:
+    """One entry per (emitter, file, template), its tags the union of where it was read.
+
+    ``keep_old`` (``--extend``) starts from the data file's entries, so tags added to the lists
+    above are read without the sources of the tags already read being on this machine (the
+    mirrors and wheels are deleted after each run): the same rules, only more tags."""
     out: dict[tuple[str, str, str], dict[str, object]] = {}
+    if keep_old:
+        for key, e in old.items():
+            out[key] = dict(e, tags=list(e["tags"]))  # type: ignore[call-overload]
     for r in rows:
         key = (r["emitter"], r["file"], r["template"])
         e = out.setdefault(key, {"emitter": r["emitter"], "file": r["file"], "call": r["call"],
@@ -419,6 +448,9 @@ def prepare_torch(root: Path, versions: list[str]) -> None:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--extract", action="store_true", help="read the sources, write the data")
+    ap.add_argument("--extend", action="store_true",
+                    help="with --extract: keep the data file's entries and add what the sources "
+                         "on this machine give (new tags), instead of replacing the file")
     ap.add_argument("--render", action="store_true", help="judge and write docs/stalls.md")
     ap.add_argument("--update-expected", action="store_true",
                     help="mark every entry handled now as expected: handled")
@@ -442,7 +474,7 @@ def main(argv: list[str]) -> int:
             for src in GIT_SOURCES:
                 yield from extract_git(src, args.mirrors)
 
-        entries = merge(rows(), old)
+        entries = merge(rows(), old, keep_old=args.extend)
         save(entries, data)
         print(f"{len(entries)} entries -> {data}")
     if args.render or args.update_expected:

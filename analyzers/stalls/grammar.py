@@ -500,12 +500,14 @@ CATALOGUE: tuple[Pattern, ...] = (
        re.I),
     _p("nccl.warn.failure", "NCCL / RCCL",
        '"%s:%d:%d [%d] %s:%d NCCL WARN " fmt (src/debug.cc) with a failure: "Cuda failure %d '
-       '\'%s\'", "Call to %s failed", "… error …", "… timeout …", "… abort …"', "2.18+",
+       '\'%s\'", "Call to %s failed", "… error …", "… timeout …", "… abort …" / "Invalid '
+       'intra-node rank %d for peer %d" (2.11.4 – 2.12.12 enqueue.cc: CollNet registered '
+       'buffers, returns ncclInternalError)', "2.11+",
        "src/debug.cc, src/include/checks.h (CUDACHECK, SYSCHECK)",
        "reporter: its NCCL failed (the process is named by host:pid and the CUDA device, not "
        "by rank) — a stall shown, nobody named without the rank prefix",
        r"NCCL WARN (?!NET/).{0,300}?(?:[Ff]ail|[Ee]rror|[Aa]bort|[Tt]imeout|[Mm]ismatch|"
-       r"[Uu]nhandled)", ("nccl warn",), "nccl_warn"),
+       r"[Uu]nhandled|Invalid intra-node rank)", ("nccl warn",), "nccl_warn"),
     _p("nccl.warn.cuda_failure", "NCCL / RCCL",
        '"%s:%d:%d [%d] %s:%d NCCL WARN Cuda failure %d \'%s\'" (cudawrap.h CUCHECK, 2.19+) / '
        '"… NCCL WARN Cuda failure \'%s\'" (checks.h CUDACHECK) / "Failed to CUDA calloc …"',
@@ -986,11 +988,14 @@ CATALOGUE: tuple[Pattern, ...] = (
        r"Mismatched NCCL version detected : rank (?P<a>\d{1,7}) version \d{1,9} rank "
        r"(?P<b>\d{1,7}) version \d{1,9}", ("mismatched nccl version",), "nccl_warn_ranks"),
     _p("nccl.warn.peer_closed", "NCCL / RCCL",
-       '"socketProgress: Connection closed by remote peer %s"', "2.18.3 – 2.30.7",
-       "src/misc/socket.cc",
+       '"socketProgress: Connection closed by remote peer %s" (2.18.3 – 2.30.7, '
+       'src/misc/socket.cc) / "Net : Connection closed by remote peer %s" (2.10.3 – 2.14.3: '
+       'socket.h, then misc/socket.cc) / "Net : Connection closed by remote peer" (2.7.8 – '
+       '2.8.4, socket.h: no address)', "2.7.8 – 2.30.7",
+       "src/misc/socket.cc, src/include/socket.h",
        "reporter: a victim — the peer at that address closed the socket (it died or aborted); "
-       "the peer is an address, not a rank",
-       r"socketProgress: Connection closed by remote peer (?P<peer>[^\s,]{1,255})",
+       "the peer is an address, not a rank (2.7 – 2.8 print no address)",
+       r"(?:socketProgress|Net ?): Connection closed by remote peer(?: (?P<peer>[^\s,]{1,255}))?",
        ("closed by remote peer",), "nccl_warn_ranks"),
     _p("nccl.warn.no_path", "NCCL / RCCL",
        '"No transport found for rank %d[%lx] -> rank %d[%lx]" (transport.cc) / "Rank %d has no '

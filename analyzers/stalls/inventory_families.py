@@ -70,7 +70,8 @@ FAMILIES: tuple[Family, ...] = (
        r"Launching ProcessGroupNCCL abort asynchr|ProcessGroupNCCL aborts successfully|"
        r"Failed to (?:get timeout rank ID from|check the \"should dump\" flag on|get exception "
        r"dump flag from|set dump signal in) (?:TCPStore|the global store|tcpstore)|"
-       r"^barrier key:\{\} worldSize:",
+       r"^barrier key:\{\} worldSize:|^All ranks passed monitoredBarrier in|"
+       r"^Shutting down ProcessGroupAgent on rank",
        "waits", "info",
        "printed on the normal path (LOG(INFO)/VLOG: 'watchdog thread terminated normally', "
        "'main process destroyed cuda before watchdog loop exited' at process exit; "
@@ -82,8 +83,23 @@ FAMILIES: tuple[Family, ...] = (
        "normal completion when rank 0's store exits first; the libuv store server's "
        "C10D_TRACE 'barrier key:{} worldSize:{} address:{}' (TCPStoreLibUvBackend.cpp "
        "parse_barrier_command), traced for every barrier request a client sends, before the "
-       "store checks who arrived — worldSize is the count the caller asked for): not stall "
-       "evidence (the completed barrier clears the waiting lines of its key)"),
+       "store checks who arrived — worldSize is the count the caller asked for; 1.9's gloo "
+       "monitoredBarrier success, 'All ranks passed monitoredBarrier in' (ProcessGroupGloo.cpp, "
+       "printed only when every rank passed); 1.8-1.9 RPC's LOG(INFO) 'Shutting down "
+       "ProcessGroupAgent on rank' (process_group_agent.cpp shutdownImpl, every rpc.shutdown()): "
+       "not stall evidence (the completed barrier clears the waiting lines of its key)"),
+    # criterion 2, unreachable: caffe2's gloo and store operators (caffe2/contrib/gloo/
+    # common_world_ops.h: LOG(ERROR) "Caught gloo IO exception: " / "Caught store handler timeout
+    # exception: "; caffe2/operators/communicator_op.cc: the CreateCommonWorld schema's output
+    # doc) were linked into libtorch 1.8-1.10 but run only inside a caffe2 net; no
+    # torch.distributed code path calls them
+    _f("c10d.caffe2", TORCH,
+       r"^Caught gloo IO exception: |^Caught store handler timeout exception: |"
+       r"^A common world for collective operations",
+       "waits", "unreachable",
+       "unreachable at the tags read: caffe2's gloo/store operators (and one operator schema "
+       "doc) share libtorch_cpu 1.8-1.10 with c10d, but only a caffe2 net runs them — no "
+       "torch.distributed code path prints them"),
     # --- PyTorch c10d: init -----------------------------------------------------------------
     _f("c10d.store_barrier", TORCH, r"store.based barrier|store_based_barrier", "waits", "stall",
        "the reporter checked in at init and waits for the rest of the world; the ranks that "
@@ -134,7 +150,11 @@ FAMILIES: tuple[Family, ...] = (
        r"must|should|invalid|not supported|unsupported|expected|not part of|does not belong|"
        r"argument|specif|deprecated|only .*support|cannot|can't|not (?:been )?initiali|"
        r"already|out of range|greater than|less than|not a member|exceed|requires|duplicate|"
-       r"unknown|no backend|not found|has to be|needs to",
+       r"unknown|no backend|not found|has to be|needs to|"
+       # 1.8-1.9 RPC ProcessGroupAgent's TORCH_CHECKs at construction (worker name not in the
+       # name map, or mapped to another rank) and 1.8 rendezvous.py's
+       # `raise _env_error("WORLD_SIZE")` ("environment variable %s expected, but not set")
+       r"to a ProcessGroup rank\.|does not match ProcessGroup rank|^(?:WORLD_SIZE|RANK)$",
        "names", "config", "a usage or configuration error raised before any collective ran"),
     # --- torchelastic -----------------------------------------------------------------------
     _f("elastic.worker_failed", "torchelastic",
@@ -175,6 +195,11 @@ FAMILIES: tuple[Family, ...] = (
     _f("nccl.bootstrap", "nccl", r"bootstrap|checked in|root|unique", "waits", "stall",
        "init: the reporter waits for the bootstrap root (rank 0's process) or its ring "
        "neighbour; a rank checked in twice is a duplicate launch"),
+    # enqueue.cc 2.11.4-2.12.12 (enqueueSegOp): a CollNet tree peer with no intra-node rank on
+    # the reporter's node; WARN then `return ncclInternalError` - the reporter's own call fails
+    _f("nccl.internal", "nccl", r"Invalid intra-node rank", "own", "stall",
+       "the reporter's NCCL found its own CollNet tree inconsistent (a peer with no intra-node "
+       "rank) and failed the call with ncclInternalError: its own failure, no peer blamed"),
     _f("nccl.net_peer", "nccl",
        r"remote|peer|closed|connect|NET/|IB|ibv|socket|timeout|timed out|abort|proxy|recv|"
        r"send|transport|p2p|shm",

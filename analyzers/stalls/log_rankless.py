@@ -13,9 +13,11 @@ message is read off its emitter's source, and what it proves is said per pattern
   timed out and its process is going down — the reporter is a victim, never the culprit.
 - ``torch.nccl.comm_aborted`` — ``NCCLComm::checkForNcclError`` in
   ``torch/csrc/distributed/c10d/NCCLUtils.hpp`` (1.10+): "NCCL communicator was aborted on rank
-  " rank_ ". Original reason for failure was: …". ``rank_`` is the rank *in that communicator*;
-  the reporter's own communicator was aborted (by its watchdog after a timeout or an error): a
-  victim again.
+  " rank_ ". Original reason for failure was: …"; in 1.8 – 1.9 ``NCCLComm::getNcclComm``
+  (``NCCLUtils.hpp``, ``torch/lib/c10d`` in 1.8) throws "NCCL communicator was aborted." with no
+  rank — the same aborted communicator, used again by its reporter. ``rank_`` is the rank *in
+  that communicator*; the reporter's own communicator was aborted (by its watchdog after a
+  timeout or an error): a victim again.
 - ``torchelastic.agent_signal`` — ``SimpleElasticAgent.run`` in
   ``torch/distributed/elastic/agent/server/api.py`` (1.9+; ``Signals.SIGTERM`` up to 2.1, the
   number after): "Received %s death signal, shutting down workers". Proves: the agent of one
@@ -135,7 +137,7 @@ PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
     (OPS_FAILED, ("some nccl operations",),
      re.compile(r"Some NCCL operations have failed or timed out", re.I)),
     (COMM_ABORTED, ("communicator was aborted",),
-     re.compile(r"NCCL communicator was aborted on rank (?P<rank>\d{1,7})", re.I)),
+     re.compile(r"NCCL communicator was aborted(?: on rank (?P<rank>\d{1,7})|\.)", re.I)),
     (AGENT_SIGNAL, ("death signal",),
      re.compile(r"Received (?:Signals\.)?(?P<sig>SIG[A-Z]{2,8}|\d{1,2}) death signal, "
                 r"shutting down workers")),
