@@ -24,7 +24,8 @@ while the hung peer keeps "running". Hence:
 - one rank, its error no wait (no timeout / collective / peer words in any line of its
   block: the error is the worker's whole ``format_exc()``, "Traceback (most recent call
   last):" first): ``rank_failure`` at ``low``;
-- one rank whose error is such a wait, or several ranks: ``undecided``, the ranks suspects.
+- one rank whose error is such a wait or is not in the logs (cut after its ``[Rank N]``), or
+  several ranks: ``undecided``, the ranks suspects.
 
 A fallback kind: a rule reading the errors themselves (a rank-prefixed traceback, the watchdog)
 answers first.
@@ -110,14 +111,16 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
         return []
     ranks = sorted(errors)
     rank_from = "the world rank in Ray Train v2's '[Rank N]' block (WorkerGroupPollStatus)"
-    if len(ranks) == 1 and not _WAIT.search(texts[ranks[0]]):
+    if len(ranks) == 1 and texts[ranks[0]] and not _WAIT.search(texts[ranks[0]]):
         return [log_finding(
             "rank_failure", ranks, "exception", "low", PATTERN,
             f"Ray Train's controller lists only rank {ranks[0]} as failed when the run ended "
             f"({errors[ranks[0]][:120]!r}); the other workers were still running — its own "
             "error, the first within one poll", REMEDIATION, mine, rank_from=rank_from)]
-    why = (f"rank {ranks[0]}'s error ({errors[ranks[0]][:120]!r}) is how a rank that waited "
-           "on a hung or dead peer ends too" if len(ranks) == 1 else
+    why = ((f"rank {ranks[0]}'s error ({errors[ranks[0]][:120]!r}) is how a rank that waited "
+            "on a hung or dead peer ends too" if texts[ranks[0]] else
+            f"rank {ranks[0]}'s error is not in the logs (cut after its '[Rank N]' line): "
+            "whether it was its own or a wait on a peer is not said") if len(ranks) == 1 else
            f"ranks {ranks[:16]} had errors at the same poll: which failed first it does not say")
     return [log_finding("undecided", [], "exception", "low", PATTERN,
                         f"Ray Train's controller ended the run on worker errors; {why}",

@@ -281,6 +281,15 @@ def test_ray_v2_a_traceback_whose_exception_is_a_wait_is_no_culprit(tmp_path: Pa
     assert "ValueError: expected a tensor" in roots[0]["evidence"]["reason"]
 
 
+def test_ray_v2_a_block_cut_before_its_error_is_no_culprit(tmp_path: Path) -> None:
+    # the log ends after "[Rank 3]": whether its error was its own or a wait is unknown
+    code, roots = _run(tmp_path, _FIT + "[Rank 3]\n")
+    assert code == 1
+    assert _by(roots, RAY_V2) == [("undecided", [], "low")]  # was rank_failure [3] at low
+    assert _suspects(roots) == [3]
+    assert "not in the logs" in roots[0]["evidence"]["reason"]
+
+
 def test_ray_v2_rank_lines_without_the_error_head_are_not_read(tmp_path: Path) -> None:
     code, report = analyze_log_text(tmp_path, "job.log", "[Rank 4]\nsome progress line\n")
     assert code == 3  # no evidence, as before
