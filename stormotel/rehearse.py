@@ -297,25 +297,38 @@ def faults_in_warmup(starts: dict[int, float], epoch_s: float, fault_spec: str,
     return out
 
 
-_START_LINE = re.compile(rf"^{re.escape(schema.TRACKER_START.prom)}(?:\{{[^}}]*\}})?\s+(\S+)",
+_START_LINE = re.compile(rf"^{re.escape(schema.TRACKER_START.prom)}(\{{[^\n]*\}})?\s+(\S+)",
                          re.MULTILINE)
 
 
-def start_gauge(port: int) -> float | None:
+def _label(name: str, value: str) -> str:
+    """``name="value"`` as the text exposition writes it (``\\``, ``\"``, ``\n`` escaped)."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'{name}="{escaped}"'
+
+
+def start_gauge(port: int, job_id: str, rank: int) -> float | None:
     """A rank's tracker start (its start gauge, s since the Unix epoch) read from its own
-    ``/metrics``; None while nothing answers there or the gauge is not served yet."""
+    ``/metrics``; None while nothing answers there or the gauge is not served yet. Only the
+    gauge of THIS job's rank counts: the port was free when chosen, but another process may
+    take it before the rank binds (a second rehearsal with the same ports), and its start
+    would set t=0 while our rank has not started (it then fails to bind)."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2.0) as r:
             text = r.read(4_000_000).decode("utf-8", "replace")
     except (OSError, ValueError):  # refused, reset, timed out (URLError is an OSError)
         return None
-    found = _START_LINE.search(text)
-    with contextlib.suppress(ValueError):
-        return float(found[1]) if found else None
+    want = (_label(schema.ATTR_JOB_ID, job_id), _label(schema.ATTR_RANK, str(rank)))
+    for found in _START_LINE.finditer(text):
+        labels = found[1] or ""
+        if all(re.search(rf"[{{,]{re.escape(w)}[,}}]", labels) for w in want):
+            with contextlib.suppress(ValueError):
+                return float(found[2])
     return None
 
 
-def tracker_starts(ranks: list[Started], ports: list[int], wait_s: float) -> dict[int, float]:
+def tracker_starts(ranks: list[Started], ports: list[int], job_id: str, wait_s: float
+                   ) -> dict[int, float]:
     """Each rank's tracker start, once every one has started (polled; a rank's start is read
     from the rank, so it holds with or without the local Prometheus). ``RehearseError`` naming
     the rank when one exits first, or when some have not started within ``wait_s``."""
@@ -328,7 +341,7 @@ def tracker_starts(ranks: list[Started], ports: list[int], wait_s: float) -> dic
             if proc.proc.poll() is not None:
                 raise RehearseError(f"rank {rank} exited (status {proc.proc.returncode}) "
                                     "before its tracker started: its error is above")
-            began = start_gauge(port)
+            began = start_gauge(port, job_id, rank)
             if began is not None:
                 starts[rank] = began
         if len(starts) == len(ranks):
@@ -417,7 +430,7 @@ def _plant(args: argparse.Namespace, ranks: list[Started], rank_ports: list[int]
     Prometheus) every rank has been scraped; ``RehearseError`` when a rank does not start,
     ``OSError`` when t=0 cannot be written."""
     since = time.monotonic()
-    starts = tracker_starts(ranks, rank_ports, START_WAIT_S)
+    starts = tracker_starts(ranks, rank_ports, args.job_id, START_WAIT_S)
     if url is not None:
         _wait_first_scrape(args, url, job_name, since)
     epoch_s = _set_epoch(epoch_file, starts, launched_s)

@@ -214,3 +214,41 @@ def test_ports_moved_aside_are_listed_not_drawn_as_a_range(tmp_path: Path) -> No
     ports = [int(p) for p in shown[1].split(",")]
     config = (tmp_path / "r" / "prometheus.yml").read_text()
     assert len(ports) == 2 and all(f"127.0.0.1:{p}" in config for p in ports), (shown[1], config)
+
+
+def test_the_start_gauge_is_read_only_from_this_jobs_rank() -> None:
+    """A port chosen free can be taken before the rank binds it (a second rehearsal on the
+    same ports): the start gauge served there by another job's tracker, or another rank's,
+    must not set this job's t=0 (the old read took any start gauge on the port)."""
+    import http.server
+    import threading
+
+    from stormotel.rehearse import start_gauge
+
+    body = ('stormotel_tracker_start_timestamp_seconds{gpu="1",job_id="other",rank="1",'
+            'world_size="2"} 1.5e+09\n'
+            'stormotel_tracker_start_timestamp_seconds{job_id="mine\\"x",rank="0"} 1.6e+09\n')
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            data = body.encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        assert start_gauge(port, "mine", 1) is None  # another job's rank 1
+        assert start_gauge(port, 'mine"x', 1) is None  # this job, another rank
+        assert start_gauge(port, 'mine"x', 0) == 1.6e9  # its label value as exposed, escaped
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
