@@ -265,6 +265,26 @@ def _all_stopped(started: list[Started]) -> Iterator[None]:
             s.stop()
 
 
+@contextlib.contextmanager
+def _terminated_as_exit() -> Iterator[None]:
+    """SIGTERM (a supervisor, ``timeout``, ``kill PID``) as ``SystemExit(143)``, so that
+    :func:`_all_stopped` stops the ranks: Python's default ends the process at once, and the
+    ranks it launched kept running for their --duration (now counted from a t=0 that waits for
+    every tracker, up to 120 s later), holding their ports."""
+    def leave(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    try:
+        old = signal.signal(signal.SIGTERM, leave)
+    except ValueError:  # not the main thread: signals are not ours to take
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
 def warmup_window_s(run_s: float) -> float:
     """The analyzer's warm-up window for a rank observed ``run_s``: ``warmup_s`` or a quarter
     of the run, whichever is shorter; a rise there is taken for the rank's warm-up."""
@@ -485,7 +505,7 @@ def main(argv: list[str]) -> int:
         return error(f"cannot write {out}: {e.strerror or e}", exitcodes.SINK_FAILURE)
     started: list[Started] = []
     launched_s = time.time()
-    with _all_stopped(started):
+    with _terminated_as_exit(), _all_stopped(started):
         ranks = _launch_ranks(args, rank_ports, epoch_file, started)
         print(f"stormotel rehearse: scrape configuration: {config}", flush=True)
         url = f"http://127.0.0.1:{prom_port}"

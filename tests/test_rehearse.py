@@ -252,3 +252,44 @@ def test_the_start_gauge_is_read_only_from_this_jobs_rank() -> None:
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+@pytest.mark.slow  # about 15 s: two ranks started, then the rehearsal terminated
+def test_sigterm_stops_the_ranks_it_started(tmp_path: Path) -> None:
+    """``kill PID`` / a supervisor's SIGTERM to the rehearsal stops its ranks too (exit 143):
+    Python's default for SIGTERM skipped the ``finally`` that stops them, and they ran on for
+    their --duration holding their ports."""
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stormotel", "rehearse", "--ranks", "2", "--duration", "120",
+         "--no-prometheus", "--out", str(tmp_path / "r")],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        ports: list[int] = []
+        for line in proc.stdout:
+            if shown := re.search(r"/metrics on 127\.0\.0\.1:(\S+);", line):
+                lo, _, hi = shown[1].partition("..")
+                ports = ([int(p) for p in lo.split(",")] if not hi
+                         else list(range(int(lo), int(hi) + 1)))
+            if "trackers started after launch" in line:  # every rank serves its /metrics
+                break
+        assert ports
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 128 + signal.SIGTERM
+        assert "Traceback" not in (proc.stderr.read() if proc.stderr else "")
+        end = time.monotonic() + 10  # the ranks' SIGTERM exit: flush, then unbind
+        while any(_listening(p) for p in ports) and time.monotonic() < end:
+            time.sleep(0.2)
+        assert not [p for p in ports if _listening(p)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
