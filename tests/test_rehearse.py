@@ -293,3 +293,34 @@ def test_sigterm_stops_the_ranks_it_started(tmp_path: Path) -> None:
 def _listening(port: int) -> bool:
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_stop_all_signals_every_process_before_it_waits_for_any(tmp_path: Path) -> None:
+    """Three processes that ignore SIGTERM (as a rank lingering for a last scrape does for a
+    while): every one has its SIGTERM by the time the first is killed at the end of the
+    grace. One by one, each waited out its own grace before the next was signalled."""
+    import threading
+
+    from stormotel.rehearse import Started, stop_all
+
+    log, ready = tmp_path / "terms", tmp_path / "ready"
+    script = (f'trap "echo $$ >> {log}" TERM; echo $$ >> {ready}; '
+              "while :; do sleep 0.05; done")
+    started = [Started(f"p{i}", subprocess.Popen(["sh", "-c", script])) for i in range(3)]
+    for _ in range(1000):  # every trap set (at most ~10 s)
+        if len(ready.read_text().split() if ready.exists() else []) == 3:
+            break
+        threading.Event().wait(0.01)
+    seen: list[str] = []
+
+    def watch() -> None:  # the moment the first one stopped: who had been asked by then
+        while started[-1].proc.poll() is None:  # stop_all stops the last started first
+            threading.Event().wait(0.01)
+        seen.extend(log.read_text().split() if log.exists() else [])
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    stop_all(started, grace_s=1.0)
+    watcher.join(10)
+    assert all(s.proc.returncode == -9 for s in started)
+    assert sorted(seen) == sorted(str(s.proc.pid) for s in started)
