@@ -193,15 +193,6 @@ class Started:
     name: str
     proc: subprocess.Popen[bytes]
 
-    def stop(self, grace_s: float = 10.0) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(grace_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-
 
 def _track_argv(rank: int, world: int, port: int, job_id: str, duration: float, fault: str,
                 linger_s: float) -> list[str]:
@@ -257,12 +248,48 @@ def first_scrape(url: str, job_name: str, job_id: str, ranks: int,
 
 
 @contextlib.contextmanager
-def _all_stopped(started: list[Started]) -> Iterator[None]:
+def _all_stopped(started: list[Started], grace_s: float = 10.0) -> Iterator[None]:
     try:
         yield
     finally:
-        for s in reversed(started):
-            s.stop()
+        stop_all(started, grace_s)
+
+
+def stop_all(started: list[Started], grace_s: float) -> None:
+    """SIGTERM to every process still running, then ONE grace for them all before SIGKILL (by
+    PID). Stopped one after the other, each rank stopped early (an error, Ctrl-C, SIGTERM)
+    lingers for a last scrape that no Prometheus gives (``--linger-s``, 20 s) and took the
+    whole grace: 64 ranks took over ten minutes to stop."""
+    live = [s for s in reversed(started) if s.proc.poll() is None]
+    for s in live:
+        s.proc.send_signal(signal.SIGTERM)
+    end = time.monotonic() + grace_s
+    for s in live:
+        try:
+            s.proc.wait(max(0.0, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            s.proc.kill()
+            s.proc.wait(5)
+
+
+@contextlib.contextmanager
+def _terminated_as_exit() -> Iterator[None]:
+    """SIGTERM (a supervisor, ``timeout``, ``kill PID``) as ``SystemExit(143)``, so that
+    :func:`_all_stopped` stops the ranks: Python's default ends the process at once, and the
+    ranks it launched kept running for their --duration (now counted from a t=0 that waits for
+    every tracker, up to 120 s later), holding their ports."""
+    def leave(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    try:
+        old = signal.signal(signal.SIGTERM, leave)
+    except ValueError:  # not the main thread: signals are not ours to take
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def warmup_window_s(run_s: float) -> float:
@@ -297,25 +324,38 @@ def faults_in_warmup(starts: dict[int, float], epoch_s: float, fault_spec: str,
     return out
 
 
-_START_LINE = re.compile(rf"^{re.escape(schema.TRACKER_START.prom)}(?:\{{[^}}]*\}})?\s+(\S+)",
+_START_LINE = re.compile(rf"^{re.escape(schema.TRACKER_START.prom)}(\{{[^\n]*\}})?\s+(\S+)",
                          re.MULTILINE)
 
 
-def start_gauge(port: int) -> float | None:
+def _label(name: str, value: str) -> str:
+    """``name="value"`` as the text exposition writes it (``\\``, ``\"``, ``\n`` escaped)."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'{name}="{escaped}"'
+
+
+def start_gauge(port: int, job_id: str, rank: int) -> float | None:
     """A rank's tracker start (its start gauge, s since the Unix epoch) read from its own
-    ``/metrics``; None while nothing answers there or the gauge is not served yet."""
+    ``/metrics``; None while nothing answers there or the gauge is not served yet. Only the
+    gauge of THIS job's rank counts: the port was free when chosen, but another process may
+    take it before the rank binds (a second rehearsal with the same ports), and its start
+    would set t=0 while our rank has not started (it then fails to bind)."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2.0) as r:
             text = r.read(4_000_000).decode("utf-8", "replace")
     except (OSError, ValueError):  # refused, reset, timed out (URLError is an OSError)
         return None
-    found = _START_LINE.search(text)
-    with contextlib.suppress(ValueError):
-        return float(found[1]) if found else None
+    want = (_label(schema.ATTR_JOB_ID, job_id), _label(schema.ATTR_RANK, str(rank)))
+    for found in _START_LINE.finditer(text):
+        labels = found[1] or ""
+        if all(re.search(rf"[{{,]{re.escape(w)}[,}}]", labels) for w in want):
+            with contextlib.suppress(ValueError):
+                return float(found[2])
     return None
 
 
-def tracker_starts(ranks: list[Started], ports: list[int], wait_s: float) -> dict[int, float]:
+def tracker_starts(ranks: list[Started], ports: list[int], job_id: str, wait_s: float
+                   ) -> dict[int, float]:
     """Each rank's tracker start, once every one has started (polled; a rank's start is read
     from the rank, so it holds with or without the local Prometheus). ``RehearseError`` naming
     the rank when one exits first, or when some have not started within ``wait_s``."""
@@ -328,7 +368,7 @@ def tracker_starts(ranks: list[Started], ports: list[int], wait_s: float) -> dic
             if proc.proc.poll() is not None:
                 raise RehearseError(f"rank {rank} exited (status {proc.proc.returncode}) "
                                     "before its tracker started: its error is above")
-            began = start_gauge(port)
+            began = start_gauge(port, job_id, rank)
             if began is not None:
                 starts[rank] = began
         if len(starts) == len(ranks):
@@ -417,7 +457,7 @@ def _plant(args: argparse.Namespace, ranks: list[Started], rank_ports: list[int]
     Prometheus) every rank has been scraped; ``RehearseError`` when a rank does not start,
     ``OSError`` when t=0 cannot be written."""
     since = time.monotonic()
-    starts = tracker_starts(ranks, rank_ports, START_WAIT_S)
+    starts = tracker_starts(ranks, rank_ports, args.job_id, START_WAIT_S)
     if url is not None:
         _wait_first_scrape(args, url, job_name, since)
     epoch_s = _set_epoch(epoch_file, starts, launched_s)
@@ -472,7 +512,7 @@ def main(argv: list[str]) -> int:
         return error(f"cannot write {out}: {e.strerror or e}", exitcodes.SINK_FAILURE)
     started: list[Started] = []
     launched_s = time.time()
-    with _all_stopped(started):
+    with _terminated_as_exit(), _all_stopped(started):
         ranks = _launch_ranks(args, rank_ports, epoch_file, started)
         print(f"stormotel rehearse: scrape configuration: {config}", flush=True)
         url = f"http://127.0.0.1:{prom_port}"

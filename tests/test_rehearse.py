@@ -214,3 +214,113 @@ def test_ports_moved_aside_are_listed_not_drawn_as_a_range(tmp_path: Path) -> No
     ports = [int(p) for p in shown[1].split(",")]
     config = (tmp_path / "r" / "prometheus.yml").read_text()
     assert len(ports) == 2 and all(f"127.0.0.1:{p}" in config for p in ports), (shown[1], config)
+
+
+def test_the_start_gauge_is_read_only_from_this_jobs_rank() -> None:
+    """A port chosen free can be taken before the rank binds it (a second rehearsal on the
+    same ports): the start gauge served there by another job's tracker, or another rank's,
+    must not set this job's t=0 (the old read took any start gauge on the port)."""
+    import http.server
+    import threading
+
+    from stormotel.rehearse import start_gauge
+
+    body = ('stormotel_tracker_start_timestamp_seconds{gpu="1",job_id="other",rank="1",'
+            'world_size="2"} 1.5e+09\n'
+            'stormotel_tracker_start_timestamp_seconds{job_id="mine\\"x",rank="0"} 1.6e+09\n')
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            data = body.encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        assert start_gauge(port, "mine", 1) is None  # another job's rank 1
+        assert start_gauge(port, 'mine"x', 1) is None  # this job, another rank
+        assert start_gauge(port, 'mine"x', 0) == 1.6e9  # its label value as exposed, escaped
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+@pytest.mark.slow  # about 15 s: two ranks started, then the rehearsal terminated
+def test_sigterm_stops_the_ranks_it_started(tmp_path: Path) -> None:
+    """``kill PID`` / a supervisor's SIGTERM to the rehearsal stops its ranks too (exit 143):
+    Python's default for SIGTERM skipped the ``finally`` that stops them, and they ran on for
+    their --duration holding their ports."""
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stormotel", "rehearse", "--ranks", "2", "--duration", "120",
+         "--no-prometheus", "--out", str(tmp_path / "r")],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        ports: list[int] = []
+        for line in proc.stdout:
+            if shown := re.search(r"/metrics on 127\.0\.0\.1:(\S+);", line):
+                lo, _, hi = shown[1].partition("..")
+                ports = ([int(p) for p in lo.split(",")] if not hi
+                         else list(range(int(lo), int(hi) + 1)))
+            if "trackers started after launch" in line:  # every rank serves its /metrics
+                break
+        assert ports
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 128 + signal.SIGTERM
+        assert "Traceback" not in (proc.stderr.read() if proc.stderr else "")
+        end = time.monotonic() + 10  # the ranks' SIGTERM exit: flush, then unbind
+        while any(_listening(p) for p in ports) and time.monotonic() < end:
+            time.sleep(0.2)
+        assert not [p for p in ports if _listening(p)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_stop_all_signals_every_process_before_it_waits_for_any(tmp_path: Path) -> None:
+    """Three processes that ignore SIGTERM (as a rank lingering for a last scrape does for a
+    while): every one has its SIGTERM by the time the first is killed at the end of the
+    grace. One by one, each waited out its own grace before the next was signalled."""
+    import threading
+
+    from stormotel.rehearse import Started, stop_all
+
+    log, ready = tmp_path / "terms", tmp_path / "ready"
+    script = (f'trap "echo $$ >> {log}" TERM; echo $$ >> {ready}; '
+              "while :; do sleep 0.05; done")
+    started = [Started(f"p{i}", subprocess.Popen(["sh", "-c", script])) for i in range(3)]
+    for _ in range(1000):  # every trap set (at most ~10 s)
+        if len(ready.read_text().split() if ready.exists() else []) == 3:
+            break
+        threading.Event().wait(0.01)
+    seen: list[str] = []
+
+    def watch() -> None:  # the moment the first one stopped: who had been asked by then
+        while started[-1].proc.poll() is None:  # stop_all stops the last started first
+            threading.Event().wait(0.01)
+        seen.extend(log.read_text().split() if log.exists() else [])
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    stop_all(started, grace_s=1.0)
+    watcher.join(10)
+    assert all(s.proc.returncode == -9 for s in started)
+    assert sorted(seen) == sorted(str(s.proc.pid) for s in started)

@@ -21,9 +21,11 @@ So one rank listed is the only one failed by then — the first to fail, within 
 rank that waited on a hung peer fails too (a collective's timeout, a peer's broken connection),
 while the hung peer keeps "running". Hence:
 
-- one rank, its error no wait (no timeout / collective / peer words): ``rank_failure`` at
-  ``low``;
-- one rank whose error is such a wait, or several ranks: ``undecided``, the ranks suspects.
+- one rank, its error no wait (no timeout / collective / peer words in any line of its
+  block: the error is the worker's whole ``format_exc()``, "Traceback (most recent call
+  last):" first): ``rank_failure`` at ``low``;
+- one rank whose error is such a wait or is not in the logs (cut after its ``[Rank N]``), or
+  several ranks: ``undecided``, the ranks suspects.
 
 A fallback kind: a rule reading the errors themselves (a rank-prefixed traceback, the watchdog)
 answers first.
@@ -46,11 +48,18 @@ _HEAD = "training failed due to worker errors"
 _WAIT = re.compile(r"time(?:d)? ?out|timeout|watchdog|nccl|gloo|collective|connection (?:reset|"
                    r"closed|refused)|broken pipe|peer|rendezvous|barrier", re.I)
 _BLOCKS = 1024
+#: a block's error is the worker's ``traceback.format_exc()`` (UserExceptionWithTraceback's
+#: str): "Traceback (most recent call last):", the frames, then the exception line — the wait
+#: words are read in all of it (up to this many characters), the exception line is shown
+_TEXT = 4000
+_FRAME = re.compile(r"Traceback \(most recent call last\)|File \"|During handling of|"
+                    r"The above exception")
 
 
 class Scanner:
-    """The rank blocks after each "Training failed due to worker errors:" of one file, with the
-    first line of each block's error."""
+    """The rank blocks after each "Training failed due to worker errors:" of one file, with
+    each block's text (the worker's whole traceback: its wait words may sit in any line) and
+    its exception line (shown)."""
 
     def __init__(self, ctx: Any) -> None:
         self.stamp = ctx.stamp
@@ -69,10 +78,13 @@ class Scanner:
             if len(self.blocks) < _BLOCKS:
                 ranks = [r for t in m.group("ranks").split(",")
                          if (r := gr.parse_rank(t)) is not None]
-                self.blocks.append({"ranks": ranks, "no": no, "error": ""})
+                self.blocks.append({"ranks": ranks, "no": no, "error": "", "text": ""})
             return
-        if self.blocks and not self.blocks[-1]["error"] and seg.strip():
-            self.blocks[-1]["error"] = seg.strip()[:200]
+        if self.blocks and seg.strip() and len(self.blocks[-1]["text"]) < _TEXT:
+            block = self.blocks[-1]
+            block["text"] = (block["text"] + seg.strip()[:300] + "\n")[:_TEXT]
+            if not block["error"] and not seg[:1].isspace() and not _FRAME.match(seg):
+                block["error"] = seg.strip()[:200]
 
     def finish(self, text: str) -> list[lf.Found]:
         if self.head is None or not self.blocks:
@@ -89,22 +101,26 @@ def findings(events: list[Any], known: int | None) -> list[StallFinding]:
     if not mine:
         return []
     errors: dict[int, str] = {}
+    texts: dict[int, str] = {}
     for e in mine:
         for b in e.detail["blocks"]:
             for r in b["ranks"]:
                 errors.setdefault(int(r), str(b["error"]))
+                texts.setdefault(int(r), str(b["text"]))
     if not errors:
         return []
     ranks = sorted(errors)
     rank_from = "the world rank in Ray Train v2's '[Rank N]' block (WorkerGroupPollStatus)"
-    if len(ranks) == 1 and not _WAIT.search(errors[ranks[0]]):
+    if len(ranks) == 1 and texts[ranks[0]] and not _WAIT.search(texts[ranks[0]]):
         return [log_finding(
             "rank_failure", ranks, "exception", "low", PATTERN,
             f"Ray Train's controller lists only rank {ranks[0]} as failed when the run ended "
             f"({errors[ranks[0]][:120]!r}); the other workers were still running — its own "
             "error, the first within one poll", REMEDIATION, mine, rank_from=rank_from)]
-    why = (f"rank {ranks[0]}'s error ({errors[ranks[0]][:120]!r}) is how a rank that waited "
-           "on a hung or dead peer ends too" if len(ranks) == 1 else
+    why = ((f"rank {ranks[0]}'s error ({errors[ranks[0]][:120]!r}) is how a rank that waited "
+            "on a hung or dead peer ends too" if texts[ranks[0]] else
+            f"rank {ranks[0]}'s error is not in the logs (cut after its '[Rank N]' line): "
+            "whether it was its own or a wait on a peer is not said") if len(ranks) == 1 else
            f"ranks {ranks[:16]} had errors at the same poll: which failed first it does not say")
     return [log_finding("undecided", [], "exception", "low", PATTERN,
                         f"Ray Train's controller ended the run on worker errors; {why}",

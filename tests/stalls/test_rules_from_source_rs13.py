@@ -259,6 +259,37 @@ def test_ray_v2_a_timeout_or_several_ranks_are_suspects(tmp_path: Path) -> None:
         assert not any(f["kind"] == "rank_failure" for f in roots), text
 
 
+def test_ray_v2_a_traceback_whose_exception_is_a_wait_is_no_culprit(tmp_path: Path) -> None:
+    # the block's error is UserExceptionWithTraceback's str: traceback.format_exc() (thread_
+    # runner's construct_user_exception_with_traceback), the wait in its LAST line — the old
+    # rule read only "Traceback (most recent call last):" and named rank 2 at low
+    text = (_FIT + "[Rank 2]\nTraceback (most recent call last):\n"
+            '  File "/srv/job/train.py", line 40, in train_func\n'
+            "    dist.all_reduce(grad)\n"
+            "torch.distributed.DistBackendError: Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=812, OpType=ALLREDUCE) ran for 1800021 milliseconds\n")
+    code, roots = _run(tmp_path, text)
+    assert code == 1
+    assert _by(roots, RAY_V2) == [("undecided", [], "low")]
+    assert _suspects(roots) == [2]
+    # its own error, in the same shape, is still that rank — the exception line shown
+    own = text.replace("torch.distributed.DistBackendError: Watchdog caught collective operation "
+                       "timeout: WorkNCCL(SeqNum=812, OpType=ALLREDUCE) ran for 1800021 "
+                       "milliseconds", "ValueError: expected a tensor of 4 dimensions, got 3")
+    code, roots = _run(tmp_path, own)
+    assert _by(roots, RAY_V2) == [("rank_failure", [2], "low")]
+    assert "ValueError: expected a tensor" in roots[0]["evidence"]["reason"]
+
+
+def test_ray_v2_a_block_cut_before_its_error_is_no_culprit(tmp_path: Path) -> None:
+    # the log ends after "[Rank 3]": whether its error was its own or a wait is unknown
+    code, roots = _run(tmp_path, _FIT + "[Rank 3]\n")
+    assert code == 1
+    assert _by(roots, RAY_V2) == [("undecided", [], "low")]  # was rank_failure [3] at low
+    assert _suspects(roots) == [3]
+    assert "not in the logs" in roots[0]["evidence"]["reason"]
+
+
 def test_ray_v2_rank_lines_without_the_error_head_are_not_read(tmp_path: Path) -> None:
     code, report = analyze_log_text(tmp_path, "job.log", "[Rank 4]\nsome progress line\n")
     assert code == 3  # no evidence, as before
