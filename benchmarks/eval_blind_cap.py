@@ -27,7 +27,10 @@ tracker running from its start: with ``--start-edge`` every rank carries its tra
 marker, as a Prometheus read of the start gauge gives, and that head is blind). With ``--peak
 30`` each value is what the tracker's rolling 30 s peak gauge gives (the Prometheus source
 prefers it): a rise that fell back shows for 30 s after it (steps and the first sample are their
-own peak; the noise's peak is left out). The fleet part
+own peak; the noise's peak is left out). With ``--tracker-reads`` each rank is read as its
+tracker exports it over Prometheus (the peak gauge by its time buckets, the start marker, the
+first_rise edge gauges), through the Prometheus source's own series-to-Timeline code; results:
+docs/benchmarks.md ("The calibration jobs read as the tracker exports them"). The fleet part
 gives every rank of a 1,024-rank job random misses at
 production-like rates (each scrape missed with probability p, in runs of 1 (70 %), 2 (20 %)
 or 3–6 (10 %)) around one rank's lone rise, and counts how often the cap takes that right
@@ -188,14 +191,11 @@ def timeline(data: list[RankData]) -> Timeline:
         parts[(d.rank, schema.EDGE_FIRST_RISE)] = [(d.t_ns, v)]
         gaps[(d.rank, schema.EDGE_FIRST_RISE)] = [(d.t_ns, np.where(v > 0, TRACKER_DT_S, 0.0))]
     merge_samples(samples, b)
-    for d in data:
-        if d.markers:
-            b.add_markers(d.rank, Markers(
-                np.array([m[0] for m in d.markers], np.int64),
-                np.array([m[1] for m in d.markers], np.int64),
-                np.array([m[2] for m in d.markers], object),
-                np.array([m[3] for m in d.markers], object),
-                tuple({} for _ in d.markers)))
+    for d in (d for d in data if d.markers):  # the start markers (no attributes)
+        starts, ends, names, kinds = (list(c) for c in zip(*d.markers, strict=True))
+        b.add_markers(d.rank, Markers(np.array(starts, np.int64), np.array(ends, np.int64),
+                                      np.array(names, object), np.array(kinds, object),
+                                      tuple({} for _ in names)))
     dt_ns = int(TRACKER_DT_S * S)
     for rank, m in markers_from_edges(parts, {d.rank: dt_ns for d in data}, gaps).items():
         b.add_markers(rank, m)

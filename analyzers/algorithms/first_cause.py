@@ -452,12 +452,7 @@ def analyze_first_cause(timeline: Timeline, settings: Settings) -> tuple[CrossRa
                                 else _data_start(timeline, with_field),
                                 int(settings.clock_tolerance_s * 1e9))
     fills = replica_mix.fill_runs(timeline)
-    by_time = sorted([(fr.t_ns, fr.rank, _read_by(fr, timeline), False) for fr in candidates]
-                     + _unseen(timeline, with_field, all_rises, window_ns))
-    earlier = (np.array([t for t, _, _, _ in by_time], np.int64),
-               np.array([r for _, r, _, _ in by_time]),
-               np.array([t for _, _, t, _ in by_time], np.int64),
-               np.array([u for _, _, _, u in by_time], bool))
+    earlier = _earlier(timeline, candidates, with_field, all_rises, window_ns)
     incidents = [_judge(group, timeline, last_ns, missing, settings, warm_spans, res, blind,
                         fills, earlier) for group in _group(candidates, window_ns)]
     out.incidents = [inc.to_dict() for inc in incidents]
@@ -652,6 +647,17 @@ def _unproven(first: FirstRise, order: list[FirstRise], fills: dict[int, np.ndar
     if mixed := replica_mix.across_replicas(fills, order):
         return replica_mix.mixed_note(mixed, first.rank)
     return None
+
+
+def _earlier(timeline: Timeline, candidates: list[FirstRise], ranks: list[int],
+             all_rises: dict[int, list[FirstRise]], window_ns: int) -> Earlier:
+    """:data:`Earlier` of the candidate rises and of the rises only tracker edges show."""
+    by_time = sorted([(fr.t_ns, fr.rank, _read_by(fr, timeline), False) for fr in candidates]
+                     + _unseen(timeline, ranks, all_rises, window_ns))
+    return (np.array([t for t, _, _, _ in by_time], np.int64),
+            np.array([r for _, r, _, _ in by_time]),
+            np.array([t for _, _, t, _ in by_time], np.int64),
+            np.array([u for _, _, _, u in by_time], bool))
 
 
 def _unseen(timeline: Timeline, ranks: list[int], all_rises: dict[int, list[FirstRise]],

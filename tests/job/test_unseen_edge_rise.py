@@ -25,6 +25,7 @@ from stormotel.analyzers.sinks import remote_write
 
 from stormotel import schema
 from tests.job import planted
+from tests.job.test_lone_rise_read_late import _incidents
 from tests.job.test_tracker_start_edge import _write, reports_of
 
 pytestmark = pytest.mark.servers
@@ -59,21 +60,16 @@ def _job(url: str, job: str, *, epoch: float, edge_s: float | None) -> int:
 
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    jobs = {"edge-before": {"edge_s": RISE1_S - 9.95},
-            "no-edge-gauge": {"edge_s": None},
-            "edge-long-before": {"edge_s": RISE1_S - 100.0}}
-    return reports_of(tmp_path_factory.mktemp("unseen-edge"), _job, jobs, END_S, 5)
-
-
-def _named(cross: dict[str, Any]) -> dict[int, tuple[str, str]]:
-    return {i["leader"]: (i["kind"], i["confidence"]) for i in cross["incidents"]
-            if i["leader"] is not None}
+    """Rank 0's edge 9.95 s before rank 1's rise, none, and 100 s before it."""
+    return reports_of(tmp_path_factory.mktemp("unseen-edge"), _job,
+                      {"edge-before": {"edge_s": RISE1_S - 9.95}, "no-edge-gauge": {"edge_s": None},
+                       "edge-long-before": {"edge_s": RISE1_S - 100.0}}, END_S, 5)
 
 
 def test_a_lone_rise_after_another_rank_s_unseen_edge_is_low(
         reports: dict[str, dict[str, Any]]) -> None:
     cross = reports["edge-before"]
-    assert _named(cross) == {1: ("single_rank", "low")}, cross["incidents"]
+    assert _incidents(cross) == {1: ("single_rank", "low")}, cross["incidents"]
     notes = " ".join(n for i in cross["incidents"] for n in i["notes"])
     assert "the trackers of ranks [0] set a first-rise edge" in notes, cross["incidents"]
 
@@ -81,10 +77,10 @@ def test_a_lone_rise_after_another_rank_s_unseen_edge_is_low(
 def test_without_the_edge_gauge_the_lone_rise_is_named_as_before(
         reports: dict[str, dict[str, Any]]) -> None:
     cross = reports["no-edge-gauge"]
-    assert _named(cross) == {1: ("single_rank", "high")}, cross["incidents"]
+    assert _incidents(cross) == {1: ("single_rank", "high")}, cross["incidents"]
 
 
 def test_an_edge_beyond_the_cascade_window_takes_nothing(
         reports: dict[str, dict[str, Any]]) -> None:
     cross = reports["edge-long-before"]
-    assert _named(cross) == {1: ("single_rank", "high")}, cross["incidents"]
+    assert _incidents(cross) == {1: ("single_rank", "high")}, cross["incidents"]
