@@ -27,7 +27,10 @@ tracker running from its start: with ``--start-edge`` every rank carries its tra
 marker, as a Prometheus read of the start gauge gives, and that head is blind). With ``--peak
 30`` each value is what the tracker's rolling 30 s peak gauge gives (the Prometheus source
 prefers it): a rise that fell back shows for 30 s after it (steps and the first sample are their
-own peak; the noise's peak is left out). The fleet part
+own peak; the noise's peak is left out). With ``--tracker-reads`` each rank is read as its
+tracker exports it over Prometheus (the peak gauge by its time buckets, the start marker, the
+first_rise edge gauges), through the Prometheus source's own series-to-Timeline code; results:
+docs/benchmarks.md ("The calibration jobs read as the tracker exports them"). The fleet part
 gives every rank of a 1,024-rank job random misses at
 production-like rates (each scrape missed with probability p, in runs of 1 (70 %), 2 (20 %)
 or 3–6 (10 %)) around one rank's lone rise, and counts how often the cap takes that right
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from collections import defaultdict
@@ -51,10 +55,20 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stormotel.analyzers.algorithms import read_lag
+from stormotel.analyzers.algorithms import first_cause, read_lag
 from stormotel.analyzers.analyze import analyze
-from stormotel.analyzers.timeline import KIND_TRACKER_START, Timeline
+from stormotel.analyzers.sources.prometheus.markers import markers_from_edges
+from stormotel.analyzers.sources.prometheus.plan import Parts, SampleParts
+from stormotel.analyzers.sources.prometheus.samples import merge_samples
+from stormotel.analyzers.timeline import (
+    KIND_TRACKER_START,
+    Markers,
+    RankIdentity,
+    Timeline,
+    TimelineBuilder,
+)
 
+from stormotel import schema
 from tests.analyzers.synth import GIB, MIB, T0, RankData, to_timeline
 
 S = 1_000_000_000
@@ -75,6 +89,17 @@ START_EDGE = [False]
 #: (``stormotel.device.memory.usage.peak``, which the Prometheus source prefers), not the
 #: instant's: a rise that fell back shows for the peak window after it.
 PEAK_S = [0.0]
+#: ``--tracker-reads``: every rank is read as a stormotel tracker exports it over Prometheus —
+#: the rolling peak gauge by its own time buckets (telemetry.RollingPeak: ``PEAK_WINDOW_S``
+#: in 30 buckets, so it covers 29-30 s back from the latest sample), its start marker, and
+#: the first_rise edge gauges, each scrape answering the latest edge the tracker had set by
+#: then; the samples and edges go through the Prometheus source's own merge_samples and
+#: markers_from_edges. None: plain samples.
+TRACKER: list[dict[int, tuple[np.ndarray, np.ndarray]] | None] = [None]
+#: The tracker's default sampling interval (tracker.py: ``interval = 0.1`` when unset), its
+#: first-rise warm-up samples and re-arm quiet time (config.ThresholdConfig's defaults).
+TRACKER_DT_S = 0.1
+PEAK_BUCKETS = 30  # RollingPeak's buckets
 BLIND_NOTE = "have no sample over part of the span"
 
 
@@ -91,20 +116,90 @@ def job(rng: np.random.Generator, world: int, interval_s: float, jitter_s: float
         read = stamp + rng.uniform(0, jitter_s, len(sched))  # the value the late answer saw
         base = 30 * GIB + rng.normal(0, 64 * MIB, len(sched))
         reserved = np.where(np.arange(len(sched)) == 0, 2 * GIB, base)  # warm-up: 1st sample
+        rises: list[float] = []  # the times this rank's memory steps up 4 GiB
         if r == leader:
             up = read >= INCIDENT_S
             if transient_s is not None:  # risen and fallen back (an OOM'd allocation freed)
-                up &= read - PEAK_S[0] < INCIDENT_S + transient_s
+                up &= _peak_from(read) < INCIDENT_S + transient_s
             reserved = reserved + np.where(up, 4 * GIB, 0)
+            rises.append(INCIDENT_S)
         elif follow:
             at = INCIDENT_S + min(lead_s, 0.9 * window) + rng.uniform(0, 1)
             reserved = reserved + np.where(read >= at, 4 * GIB, 0)
+            rises.append(at)
         t = T0 + (stamp * S).astype(np.int64)
+        edges = TRACKER[0]
+        if edges is not None:
+            edges[r] = (t, _first_rise_gauge(read, start, rises))
         began = T0 + int(start * S)
         marks = [(began, began, "tracker start", KIND_TRACKER_START)] if START_EDGE[0] else []
         out.append(RankData(r, t, 0.75 * reserved, reserved, reserved + 512 * MIB,
                             np.full(len(t), 80.0 * GIB), marks))
     return out
+
+
+def _peak_from(read: np.ndarray) -> np.ndarray:
+    """Per read, the earliest time (s) its value covers: the instant's without a peak gauge;
+    ``--peak``: that many s back; ``--tracker-reads``: the start of the oldest time bucket
+    RollingPeak still holds (its buckets by absolute sample time)."""
+    if TRACKER[0] is None or not PEAK_S[0]:
+        return read - PEAK_S[0]
+    bucket = PEAK_S[0] / PEAK_BUCKETS
+    t0 = T0 / S
+    return (np.floor((t0 + read) / bucket) - (PEAK_BUCKETS - 1)) * bucket - t0
+
+
+def _first_rise_gauge(read: np.ndarray, start: float, rises: list[float]) -> np.ndarray:
+    """The first_rise edge-timestamp gauge (unix s; 0 before any) each scrape read, as
+    stormotel.edges.FirstRiseDetector sets it on the tracker's samples (every TRACKER_DT_S from
+    ``start``): the 4 GiB step (exactly the default bar, 5 % of the 80 GiB device, over the
+    steady level: the between-scrape noise is not modelled at the tracker's rate) qualifies at
+    the first sample at or after it; the gauge keeps it after a transient falls back (the
+    detector re-arms ``rise_rearm_s`` later on the steady level, and nothing rises again).
+
+    The warm-up's edge is left out: these jobs tie each rank's warm-up to its first scrape
+    (0-60 s after its tracker's start, at random per rank), which no program does, and an edge
+    timing those warm-ups precisely makes incidents of them by the analyzer's 20 s warm-up
+    rule (measured: 60 of 432 held-out controls then named a wrong rank at high, every one
+    at warm-up time, 500 s before the planted rise). The detector is armed on the steady level
+    at the incident either way (its warm-up edge re-arms it ``rise_rearm_s`` later)."""
+    dt = TRACKER_DT_S
+    set_at = np.array([start + math.ceil((x - start) / dt - 1e-9) * dt for x in rises])
+    if not len(set_at):
+        return np.zeros(len(read))
+    latest = np.searchsorted(set_at, read, side="right") - 1
+    return np.where(latest >= 0, T0 / S + set_at[np.maximum(latest, 0)], 0.0)
+
+
+def timeline(data: list[RankData]) -> Timeline:
+    """The Timeline of ``data``: synth's, or with ``--tracker-reads`` what the Prometheus source
+    builds from the same series (its merge_samples, its markers_from_edges on the first_rise
+    gauge and the edge-gap gauge, the tracker's sampling interval as each edge's resolution)."""
+    edges = TRACKER[0]
+    if edges is None:
+        return to_timeline(data)
+    b = TimelineBuilder()
+    samples: SampleParts = {}
+    parts: Parts = {}
+    gaps: Parts = {}
+    for d in data:
+        b.set_identity(RankIdentity(rank=d.rank, job_id="job-synth", world_size=len(data)))
+        for f in ("allocated", "reserved", "device_used", "device_total"):
+            samples[(d.rank, f)] = [(d.t_ns, getattr(d, f), "synth")]
+        t_all, v_all = edges[d.rank]
+        v = v_all[np.searchsorted(t_all, d.t_ns)]
+        parts[(d.rank, schema.EDGE_FIRST_RISE)] = [(d.t_ns, v)]
+        gaps[(d.rank, schema.EDGE_FIRST_RISE)] = [(d.t_ns, np.where(v > 0, TRACKER_DT_S, 0.0))]
+    merge_samples(samples, b)
+    for d in (d for d in data if d.markers):  # the start markers (no attributes)
+        starts, ends, names, kinds = (list(c) for c in zip(*d.markers, strict=True))
+        b.add_markers(d.rank, Markers(np.array(starts, np.int64), np.array(ends, np.int64),
+                                      np.array(names, object), np.array(kinds, object),
+                                      tuple({} for _ in names)))
+    dt_ns = int(TRACKER_DT_S * S)
+    for rank, m in markers_from_edges(parts, {d.rank: dt_ns for d in data}, gaps).items():
+        b.add_markers(rank, m)
+    return b.build()
 
 
 def drop(d: RankData, keep: np.ndarray) -> RankData:
@@ -145,8 +240,9 @@ def thresholds(pair: tuple[float, float] | None) -> Iterator[None]:
 def verdicts(tl: Timeline, leader: int,
              pairs: Sequence[tuple[float, float] | None] = PAIRS,
              why: dict[str, list[dict[str, Any]]] | None = None,
-             ) -> dict[str, tuple[bool, bool, bool]]:
-    """Per pair: (planted leader named at high/medium, wrong rank at high/medium, cap fired).
+             ) -> dict[str, tuple[bool, bool, bool, bool]]:
+    """Per pair: (planted leader named at high/medium, wrong rank at high/medium, cap fired,
+    planted leader named at high).
     Wrong counts every incident's leader, as tests/production's judge does. ``why`` gets, per
     pair, each wrong high/medium answer: the rank, its confidence, the incident's kind, its
     ranks and its rises relative to the planted rise (to classify the wrong answers by cause)."""
@@ -158,7 +254,9 @@ def verdicts(tl: Timeline, leader: int,
         sure += [i["leader"] for i in cr.incidents if i["leader"] is not None
                  and i["confidence"] in SURE]
         fired = any(BLIND_NOTE in n for i in cr.incidents for n in i["notes"])
-        out[str(pair)] = (leader in sure, any(r != leader for r in sure), fired)
+        high = [s.rank for s in cr.first_cause_suspects if s.confidence == "high"]
+        high += [i["leader"] for i in cr.incidents if i["confidence"] == "high"]
+        out[str(pair)] = (leader in sure, any(r != leader for r in sure), fired, leader in high)
         if why is not None:
             why[str(pair)] = [_wrong(i) for i in cr.incidents if i["leader"] is not None
                               and i["leader"] != leader and i["confidence"] in SURE]
@@ -199,7 +297,7 @@ def labelled(seeds: int, first: int = 0) -> Iterator[dict[str, Any]]:
                         d[other] = cut(d[other], rng, hole, span)
                         why: dict[str, list[dict[str, Any]]] = {}
                         yield {**base, "kind": "innocent", "leader": leader, "holed": other,
-                               "v": verdicts(to_timeline(d), leader, why=why), "why": why}
+                               "v": verdicts(timeline(d), leader, why=why), "why": why}
                         # The leader's own scrapes missed over its rise (stays or falls back).
                         for transient in (None, 0.5 * interval_s):
                             rng2 = np.random.default_rng([seed, world, int(interval_s),
@@ -207,14 +305,14 @@ def labelled(seeds: int, first: int = 0) -> Iterator[dict[str, Any]]:
                             d = job(rng2, world, interval_s, jitter_s, leader, follow, lead,
                                     transient)
                             cwhy: dict[str, list[dict[str, Any]]] = {}
-                            ctl = verdicts(to_timeline(d), leader, (None,), cwhy)["None"]
+                            ctl = verdicts(timeline(d), leader, (None,), cwhy)["None"]
                             d[leader] = cut(d[leader], rng2, hole, INCIDENT_S + 0.1)
                             why = {}
                             yield {**base, "kind": "culprit" if transient is None
                                    else "culprit-transient", "control": ctl,
                                    "control_why": cwhy["None"], "leader": leader,
                                    "holed": leader,
-                                   "v": verdicts(to_timeline(d), leader, why=why), "why": why}
+                                   "v": verdicts(timeline(d), leader, why=why), "why": why}
 
 
 def fleet(seeds: int, world: int = 1024) -> Iterator[dict[str, Any]]:
@@ -234,7 +332,7 @@ def fleet(seeds: int, world: int = 1024) -> Iterator[dict[str, Any]]:
                     keep[0] = True
                     data[i] = drop(d, keep)
                 yield {"kind": "fleet", "world": world, "interval_s": interval_s, "p": p,
-                       "seed": seed, "v": verdicts(to_timeline(data), leader)}
+                       "seed": seed, "v": verdicts(timeline(data), leader)}
 
 
 def tables(rows: list[dict[str, Any]]) -> str:
@@ -285,11 +383,25 @@ def main() -> None:
     ap.add_argument("--peak", type=float, default=0.0,
                     help="values are the tracker's rolling peak over this many s (default 0:"
                          " the instant's value)")
+    ap.add_argument("--tracker-reads", action="store_true",
+                    help="read every rank as the tracker exports it over Prometheus: the rolling"
+                         " peak gauge (--peak, default schema.PEAK_WINDOW_S, by its time"
+                         " buckets), the start marker and the first_rise edge gauges, through"
+                         " the Prometheus source's own series-to-Timeline code")
+    ap.add_argument("--without-unseen-edges", action="store_true",
+                    help="first_cause without its unseen-edge rule (the rule's before, on the"
+                         " same jobs)")
     ap.add_argument("--factors", default=None,
                     help="only these factors, comma-separated (with the cap off; a quicker run)")
     args = ap.parse_args()
     START_EDGE[0] = args.start_edge
     PEAK_S[0] = args.peak
+    if args.without_unseen_edges:
+        first_cause._unseen = lambda *_: []  # type: ignore[assignment]
+    if args.tracker_reads:
+        START_EDGE[0] = True
+        PEAK_S[0] = args.peak or schema.PEAK_WINDOW_S
+        TRACKER[0] = {}
     if args.factors:
         keep = {float(f) for f in args.factors.split(",")}
         PAIRS[:] = [p for p in PAIRS if p is None or p[0] in keep]

@@ -37,7 +37,11 @@ from stormotel.analyzers.algorithms.rises import step_at as step_at
 from stormotel.analyzers.algorithms.robust import finite_ends, median_of
 from stormotel.analyzers.algorithms.scratch import Scratch
 from stormotel.analyzers.algorithms.settings import Settings
-from stormotel.analyzers.algorithms.tracker_edges import tracker_restarts, tracker_start
+from stormotel.analyzers.algorithms.tracker_edges import (
+    tracker_restarts,
+    tracker_start,
+    unseen_rises,
+)
 from stormotel.analyzers.report import Confidence, CrossRank, Suspect
 from stormotel.analyzers.timeline import (
     KIND_OOM,
@@ -51,9 +55,10 @@ from stormotel.analyzers.timeline import (
 WARMUP_FROM_START_NS = 2_000_000_000
 #: The warm-up is at most this share of a rank's observed span.
 WARMUP_SHARE = 0.25
-#: Every candidate rise's time, rank and the latest its sample can have been read
-#: (:func:`_read_by`), in time order.
-Earlier = tuple[np.ndarray, np.ndarray, np.ndarray]
+#: Every candidate rise's time, rank, the latest its sample can have been read
+#: (:func:`_read_by`) and whether only its tracker's edge shows it
+#: (:func:`.tracker_edges.unseen_rises`), in time order.
+Earlier = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 #: A tracker start stamped this much after the rank's first sample is still that sample's
 #: tracker (the gauge is the tracker host's clock, the sample a scraper's).
 START_SLACK_NS = 1_000_000_000
@@ -447,10 +452,7 @@ def analyze_first_cause(timeline: Timeline, settings: Settings) -> tuple[CrossRa
                                 else _data_start(timeline, with_field),
                                 int(settings.clock_tolerance_s * 1e9))
     fills = replica_mix.fill_runs(timeline)
-    by_time = sorted((fr.t_ns, fr.rank, _read_by(fr, timeline)) for fr in candidates)
-    earlier = (np.array([t for t, _, _ in by_time], np.int64),
-               np.array([r for _, r, _ in by_time]),
-               np.array([t for _, _, t in by_time], np.int64))
+    earlier = _earlier(timeline, candidates, with_field, all_rises, window_ns)
     incidents = [_judge(group, timeline, last_ns, missing, settings, warm_spans, res, blind,
                         fills, earlier) for group in _group(candidates, window_ns)]
     out.incidents = [inc.to_dict() for inc in incidents]
@@ -639,29 +641,61 @@ def _unproven(first: FirstRise, order: list[FirstRise], fills: dict[int, np.ndar
     """Why a leader's rise does not prove it led, if it does not: it may have followed a rise
     of theirs, seen late through its own hole (:func:`_rose_before`), or a rise of the incident
     compares one HA replica's phase with the other's (:mod:`.replica_mix`)."""
-    if before := _rose_before(first, earlier, settings, res):
-        return _before_note(before, first)
+    before, edge_only = _rose_before(first, earlier, settings, res)
+    if before:
+        return _before_note(before, first, edge_only)
     if mixed := replica_mix.across_replicas(fills, order):
         return replica_mix.mixed_note(mixed, first.rank)
     return None
 
 
+def _earlier(timeline: Timeline, candidates: list[FirstRise], ranks: list[int],
+             all_rises: dict[int, list[FirstRise]], window_ns: int) -> Earlier:
+    """:data:`Earlier` of the candidate rises and of the rises only tracker edges show."""
+    by_time = sorted([(fr.t_ns, fr.rank, _read_by(fr, timeline), False) for fr in candidates]
+                     + _unseen(timeline, ranks, all_rises, window_ns))
+    return (np.array([t for t, _, _, _ in by_time], np.int64),
+            np.array([r for _, r, _, _ in by_time]),
+            np.array([t for _, _, t, _ in by_time], np.int64),
+            np.array([u for _, _, _, u in by_time], bool))
+
+
+def _unseen(timeline: Timeline, ranks: list[int], all_rises: dict[int, list[FirstRise]],
+            window_ns: int) -> list[tuple[int, int, int, bool]]:
+    """Rises only a rank's tracker edge shows (:func:`.tracker_edges.unseen_rises`: no rise of
+    its samples, warm-ups included, within a cascade window of the edge), as :data:`Earlier`
+    entries: the edge's own time is when it rose. A leader's transient rise that fell back
+    between two scrapes left its follower the only rank seen rising; on the calibration jobs
+    read as the tracker exports them, that follower was named alone at high."""
+    out = []
+    for r in ranks:
+        seen = [(fr.earliest_ns, fr.t_ns) for fr in all_rises.get(r, [])]
+        out += [(t, r, t, True)
+                for t in unseen_rises(timeline.ranks[r], seen, window_ns)]
+    return out
+
+
 def _rose_before(first: FirstRise, earlier: Earlier, settings: Settings,
-                 res: int | None) -> list[int]:
+                 res: int | None) -> tuple[list[int], list[int]]:
     """Other ranks with a rise from one cascade window before ``first``'s rise interval to its
     crossing sample: ``first`` may have risen anywhere in that interval, so within their
     incident's window — a follower of theirs, seen late (its own hole), not a rank that led.
     Their rise is taken at the latest it can have been read (:func:`_read_by`), not at its
     stamp: a follower 28 s behind (30 s window, 15 s scrapes) whose leader's crossing scrape
     was stamped 4 s before it was answered lay 30.2 s after that stamp, and the two were named
-    two lone rises, each at high — the follower the wrong rank."""
+    two lone rises, each at high — the follower the wrong rank. Also returns those of them
+    that only their tracker's edge shows there (:func:`_unseen`)."""
     window_ns = int(max(settings.cascade_window_s * 1e9, 2 * (res or 0)))
-    t, ranks, read_by = earlier
+    t, ranks, read_by, unseen = earlier
     lo_ns = first.earliest_ns - window_ns
     slack = int((read_by - t).max()) if len(t) else 0  # t is sorted; read_by need not be
     lo, hi = np.searchsorted(t, [lo_ns - slack, first.t_ns], side="left")
-    return sorted({int(r) for r, by in zip(ranks[lo:hi].tolist(), read_by[lo:hi].tolist(),
-                                           strict=True) if r != first.rank and by >= lo_ns})
+    hits = [(int(r), bool(u)) for r, by, u in zip(ranks[lo:hi].tolist(),
+                                                  read_by[lo:hi].tolist(),
+                                                  unseen[lo:hi].tolist(), strict=True)
+            if r != first.rank and by >= lo_ns]
+    before = sorted({r for r, _ in hits})
+    return before, [r for r in before if all(u for k, u in hits if k == r)]
 
 
 def _read_by(fr: FirstRise, timeline: Timeline) -> int:
@@ -698,7 +732,13 @@ def _warmed_before_note(ranks: list[int], first: FirstRise) -> str:
             "their archives would decide it")
 
 
-def _before_note(ranks: list[int], first: FirstRise) -> str:
+def _before_note(ranks: list[int], first: FirstRise, edge_only: list[int]) -> str:
+    if edge_only:
+        return (f"the trackers of ranks {edge_only[:16]} set a first-rise edge within a cascade "
+                f"window before rank {first.rank}'s rise that their samples never show (a rise "
+                "that fell back between two scrapes; the edge gauge keeps its time): rank "
+                f"{first.rank} may have followed them, so it is not named above low. Their "
+                "trackers' archives (every sample at its own time) would decide it")
     return (f"rank {first.rank}'s rise is known only to within "
             f"{(first.t_ns - first.earliest_ns) / 1e9:.3g} s (its last sample before it), and "
             f"ranks {ranks[:16]} rose within a cascade window before that (a rise a scrape "

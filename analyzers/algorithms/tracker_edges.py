@@ -25,11 +25,24 @@ window (or the file) began, and was it unseen between its start and its first sa
 scrape target discovered late)? :func:`tracker_start` gives it to
 the first-cause warm-up rules (:func:`.first_cause.mark_warmups`) and to the blind-rank cap
 (:func:`.read_lag.blind_gaps`). Without the gauge both keep their timing rules.
+
+The tracker's first-rise edge (``stormotel.edge.timestamp{edge="first_rise"}``, a
+``KIND_FIRST_RISE`` marker) is set on the tracker's own samples (every 100 ms by default) and
+keeps the time of the latest qualifying rise after the memory falls back. A rise that fell back
+between two scrapes (an allocation that failed and was freed) leaves no sample, but the next
+scrape still reads its edge: :func:`unseen_rises` gives those edges to the first-cause rules
+(another rank rose there, unseen by the samples).
 """
 
 from __future__ import annotations
 
-from stormotel.analyzers.timeline import KIND_TRACKER_START, KIND_TRACKER_STOP, RankSeries
+import numpy as np
+from stormotel.analyzers.timeline import (
+    KIND_FIRST_RISE,
+    KIND_TRACKER_START,
+    KIND_TRACKER_STOP,
+    RankSeries,
+)
 
 #: A clean stop this many sampling intervals before the last sample still explains it: the stop
 #: edge is stamped as the stop begins (a last sample may follow it), and a TSDB holds the last
@@ -73,3 +86,20 @@ def tracker_restarts(series: RankSeries, first_ns: int, last_ns: int, slack_ns: 
         return []
     return sorted({int(t) for t, k in zip(m.start_ns.tolist(), m.kind.tolist(), strict=True)
                    if k == KIND_TRACKER_START and first_ns + slack_ns < t <= last_ns})
+
+
+def unseen_rises(series: RankSeries, seen: list[tuple[int, int]], near_ns: int) -> list[int]:
+    """The times of the rank's first-rise edges that none of its rises the samples show
+    (``seen``: each one's earliest and latest time) lies within ``near_ns`` of: rises its
+    tracker saw and its scrapes did not (risen and fallen back between them). Empty without
+    the edge gauge."""
+    m = series.markers
+    if KIND_FIRST_RISE not in m.kinds:
+        return []
+    edges = m.start_ns[m.kind == KIND_FIRST_RISE].astype(np.int64)
+    if seen:
+        lo = np.array([a for a, _ in seen], np.int64) - near_ns
+        hi = np.array([b for _, b in seen], np.int64) + near_ns
+        near = ((edges[:, None] >= lo[None, :]) & (edges[:, None] <= hi[None, :])).any(axis=1)
+        edges = edges[~near]
+    return sorted({int(t) for t in edges.tolist()})
