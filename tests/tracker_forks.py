@@ -17,10 +17,11 @@ Nothing the preloaded modules do at import reads the environment a rank is given
 thread (the child sets its environment before the command runs); ``random`` reseeds itself in
 every fork, so span and trace ids differ per rank as before.
 
-Protocol (one JSON object a line): to the server ``{"id", "argv", "env", "stdout", "stderr"}``
-(file paths or null for /dev/null); from it ``started ID PID`` and, once the server has reaped
-the rank, ``exit ID CODE`` (a negative code: killed by that signal, as ``Popen.returncode``). The
-server reaps every rank it forked, so their CPU time reaches the caller's ``RUSAGE_CHILDREN``
+Protocol (one JSON object a line): to the server ``{"id", "argv", "env", "stdout", "stderr",
+"memory"}`` (file paths or null for /dev/null; an ``RLIMIT_AS`` ceiling in bytes or null); from
+it ``started ID PID`` and, once the server has reaped the rank, ``exit ID CODE`` (a negative
+code: killed by that signal, as ``Popen.returncode``). The server reaps every rank it
+forked, so their CPU time reaches the caller's ``RUSAGE_CHILDREN``
 once the caller reaps the server (:meth:`Forks.close`).
 """
 
@@ -86,6 +87,10 @@ def _child(order: dict[str, Any]) -> None:
             os.close(new)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
+        if order.get("memory"):  # the address-space ceiling a hostile run gets (RLIMIT_AS)
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_AS, (int(order["memory"]),) * 2)
         os.environ.update({str(k): str(v) for k, v in order.get("env", {}).items()})
         command = str(order.get("command", "track"))
         sys.argv = ["stormotel", command, *order["argv"]]
@@ -255,14 +260,17 @@ class Forks:
                 rank._done.set()
 
     def track(self, argv: list[str], env: dict[str, str] | None = None, *,
-              stdout: Path | None = None, stderr: Path | bool = True) -> Rank:
+              stdout: Path | None = None, stderr: Path | bool = True,
+              memory: int | None = None) -> Rank:
         """Fork one rank running ``stormotel track ARGV`` with ``env`` added to the server's
         environment; ``stderr``: a file, True for one of the fork server's own (read with
-        :meth:`Rank.stderr_text`), False for /dev/null; ``stdout`` likewise a file or null."""
-        return self.run("track", argv, env, stdout=stdout, stderr=stderr)
+        :meth:`Rank.stderr_text`), False for /dev/null; ``stdout`` likewise a file or null;
+        ``memory``: an address-space ceiling (``RLIMIT_AS``, bytes) set in the child."""
+        return self.run("track", argv, env, stdout=stdout, stderr=stderr, memory=memory)
 
     def run(self, command: str, argv: list[str], env: dict[str, str] | None = None, *,
-            stdout: Path | None = None, stderr: Path | bool = True) -> Rank:
+            stdout: Path | None = None, stderr: Path | bool = True,
+            memory: int | None = None) -> Rank:
         """:meth:`track` for any ``stormotel COMMAND`` (a server started with that command's
         ``kind`` has its modules loaded)."""
         with self._lock:
@@ -274,7 +282,8 @@ class Forks:
             self._ranks[rid] = rank
             order = {"id": rid, "command": command, "argv": argv, "env": env or {},
                      "stdout": str(stdout) if stdout else None,
-                     "stderr": str(err) if isinstance(err, Path) else None}
+                     "stderr": str(err) if isinstance(err, Path) else None,
+                     "memory": memory}
             assert self._proc.stdin is not None
             self._proc.stdin.write(json.dumps(order).encode() + b"\n")
             self._proc.stdin.flush()
