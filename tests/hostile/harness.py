@@ -104,8 +104,9 @@ def run_bounded_together(cases: list[tuple[tuple[str, ...], dict[str, str]]],
 
     ``forked``: indices of ``stormotel track`` cases forked from one interpreter that imported
     the tracker once (:mod:`tests.tracker_forks`) instead: each still a process of its own with
-    the ceiling, its environment, its exit status and fds 1 and 2, and whatever the command
-    reads at its start read in that process (nothing the tracker imports reads a setting at
+    the ceiling, its environment, its exit status and fds 1 and 2, the interpreter's own exit
+    (atexit handlers, non-daemon threads joined), and whatever the command reads at its start
+    read in that process (nothing the tracker imports reads a setting at
     import: a run that did would miss its variable and fail its check), without ~0.5 s of CPU
     importing per run. For modules that start many runs whose start-up is not what they test;
     each keeps at least one fresh run."""
@@ -152,7 +153,8 @@ def _fork_bounded(forks: Any, args: tuple[str, ...], env: dict[str, str], timeou
     """Fork one bounded ``stormotel track`` run from ``forks``; returns what waits for it."""
     out, err = stem.with_suffix(".out"), stem.with_suffix(".err")
     begin = time.monotonic()
-    rank = forks.track(list(args[1:]), env, stdout=out, stderr=err, memory=memory)
+    rank = forks.track(list(args[1:]), env, stdout=out, stderr=err, memory=memory,
+                       interpreter_exit=True)
 
     def finish() -> Run:
         try:
