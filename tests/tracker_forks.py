@@ -119,10 +119,12 @@ def _child(order: dict[str, Any]) -> int:
 def serve(kind: str = "track") -> int:
     """Import the command's modules (:data:`PRELOADS`), say ``ready``, fork a child per order
     line until stdin ends and every child has been reaped."""
+    import gc
     import importlib
 
     for name in PRELOADS[kind]:
         importlib.import_module(name)
+    gc.freeze()  # as tests/prefork.py: the ranks' collections skip the preloaded objects
     out = sys.stdout
     print(READY, file=out, flush=True)
     children: dict[int, str] = {}
