@@ -134,6 +134,14 @@ def _longest_first(items: list[pytest.Item]) -> None:
     items[:] = [item for m in order for item in modules[m]]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, the controller rewrites the test modules' asserts once before the
+    workers start, rather than every worker rewriting all of them (tests/rewrite_once.py)."""
+    from tests.rewrite_once import rewrite_test_modules
+
+    rewrite_test_modules(config, _REPO / "tests")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     _longest_first(items)
     for item in items:

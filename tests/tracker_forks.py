@@ -17,10 +17,12 @@ Nothing the preloaded modules do at import reads the environment a rank is given
 thread (the child sets its environment before the command runs); ``random`` reseeds itself in
 every fork, so span and trace ids differ per rank as before.
 
-Protocol (one JSON object a line): to the server ``{"id", "argv", "env", "stdout", "stderr"}``
-(file paths or null for /dev/null); from it ``started ID PID`` and, once the server has reaped
-the rank, ``exit ID CODE`` (a negative code: killed by that signal, as ``Popen.returncode``). The
-server reaps every rank it forked, so their CPU time reaches the caller's ``RUSAGE_CHILDREN``
+Protocol (one JSON object a line): to the server ``{"id", "argv", "env", "stdout", "stderr",
+"memory", "interpreter_exit"}`` (file paths or null for /dev/null; an ``RLIMIT_AS`` ceiling in
+bytes or null; whether the child ends through the interpreter's exit, :func:`_child`); from
+it ``started ID PID`` and, once the server has reaped the rank, ``exit ID CODE`` (a negative
+code: killed by that signal, as ``Popen.returncode``). The server reaps every rank it
+forked, so their CPU time reaches the caller's ``RUSAGE_CHILDREN``
 once the caller reaps the server (:meth:`Forks.close`).
 """
 
@@ -74,8 +76,12 @@ READY = "ready"
 # The server (its own interpreter)
 
 
-def _child(order: dict[str, Any]) -> None:
-    """In the forked rank: its stdio and environment, then the command; never returns."""
+def _child(order: dict[str, Any]) -> int:
+    """In the forked rank: its stdio and environment, then the command. Ends the process with
+    ``os._exit`` (no interpreter exit), or, for an order with ``"interpreter_exit"``, returns
+    the command's exit code for the caller to raise as ``SystemExit`` out of the server, so the
+    interpreter ends as ``python -m stormotel`` does: atexit handlers run and non-daemon
+    threads are joined (a thread left running would hold the process as it holds a fresh one)."""
     code = 1
     try:
         for fd, path, mode in ((0, None, os.O_RDONLY),
@@ -86,6 +92,10 @@ def _child(order: dict[str, Any]) -> None:
             os.close(new)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
+        if order.get("memory"):  # the address-space ceiling a hostile run gets (RLIMIT_AS)
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_AS, (int(order["memory"]),) * 2)
         os.environ.update({str(k): str(v) for k, v in order.get("env", {}).items()})
         command = str(order.get("command", "track"))
         sys.argv = ["stormotel", command, *order["argv"]]
@@ -97,21 +107,24 @@ def _child(order: dict[str, Any]) -> None:
     except BaseException:
         traceback.print_exc()
         code = 1
+    if order.get("interpreter_exit"):
+        return code
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
     finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+        os._exit(code)
 
 
 def serve(kind: str = "track") -> int:
     """Import the command's modules (:data:`PRELOADS`), say ``ready``, fork a child per order
     line until stdin ends and every child has been reaped."""
+    import gc
     import importlib
 
     for name in PRELOADS[kind]:
         importlib.import_module(name)
+    gc.freeze()  # as tests/prefork.py: the ranks' collections skip the preloaded objects
     out = sys.stdout
     print(READY, file=out, flush=True)
     children: dict[int, str] = {}
@@ -132,7 +145,7 @@ def serve(kind: str = "track") -> int:
                     pid = os.fork()
                     if pid == 0:
                         sel.close()
-                        _child(order)
+                        raise SystemExit(_child(order))
                     children[pid] = str(order["id"])
                     print(f"started {order['id']} {pid}", file=out, flush=True)
             elif not stdin_open:
@@ -255,14 +268,19 @@ class Forks:
                 rank._done.set()
 
     def track(self, argv: list[str], env: dict[str, str] | None = None, *,
-              stdout: Path | None = None, stderr: Path | bool = True) -> Rank:
+              stdout: Path | None = None, stderr: Path | bool = True,
+              memory: int | None = None, interpreter_exit: bool = False) -> Rank:
         """Fork one rank running ``stormotel track ARGV`` with ``env`` added to the server's
         environment; ``stderr``: a file, True for one of the fork server's own (read with
-        :meth:`Rank.stderr_text`), False for /dev/null; ``stdout`` likewise a file or null."""
-        return self.run("track", argv, env, stdout=stdout, stderr=stderr)
+        :meth:`Rank.stderr_text`), False for /dev/null; ``stdout`` likewise a file or null;
+        ``memory``: an address-space ceiling (``RLIMIT_AS``, bytes) set in the child;
+        ``interpreter_exit``: the child ends as a fresh interpreter does (:func:`_child`)."""
+        return self.run("track", argv, env, stdout=stdout, stderr=stderr, memory=memory,
+                        interpreter_exit=interpreter_exit)
 
     def run(self, command: str, argv: list[str], env: dict[str, str] | None = None, *,
-            stdout: Path | None = None, stderr: Path | bool = True) -> Rank:
+            stdout: Path | None = None, stderr: Path | bool = True,
+            memory: int | None = None, interpreter_exit: bool = False) -> Rank:
         """:meth:`track` for any ``stormotel COMMAND`` (a server started with that command's
         ``kind`` has its modules loaded)."""
         with self._lock:
@@ -274,7 +292,8 @@ class Forks:
             self._ranks[rid] = rank
             order = {"id": rid, "command": command, "argv": argv, "env": env or {},
                      "stdout": str(stdout) if stdout else None,
-                     "stderr": str(err) if isinstance(err, Path) else None}
+                     "stderr": str(err) if isinstance(err, Path) else None,
+                     "memory": memory, "interpreter_exit": interpreter_exit}
             assert self._proc.stdin is not None
             self._proc.stdin.write(json.dumps(order).encode() + b"\n")
             self._proc.stdin.flush()

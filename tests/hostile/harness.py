@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,22 +94,50 @@ def _command(args: tuple[str, ...], env: dict[str, str] | None,
 
 
 def run_bounded_together(cases: list[tuple[tuple[str, ...], dict[str, str]]],
-                         timeout: float = TIME_LIMIT_S, memory: int = MEMORY_LIMIT
-                         ) -> list[Run]:
+                         timeout: float = TIME_LIMIT_S, memory: int = MEMORY_LIMIT,
+                         forked: Collection[int] = ()) -> list[Run]:
     """:func:`run_bounded` for each ``(args, env)`` at once: independent runs that mostly wait
-    (a fixed ``--duration``) overlap instead of queueing. Every child is started from this
-    thread (``preexec_fn`` is not safe beside other threads); threads only read their pipes.
-    Each :class:`Run`'s seconds run from its own start to its own exit."""
-    started = []
-    for args, env in cases:
-        cmd, full_env = _command(args, env, None)
-        begin = time.monotonic()
-        started.append((subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-            env=full_env, preexec_fn=_limit_memory(memory), errors="replace"), begin))
+    (a fixed ``--duration``) overlap instead of queueing. Every fresh child is started from this
+    thread (``preexec_fn`` is not safe beside other threads), before anything starts a thread;
+    threads only read their pipes. Each :class:`Run`'s seconds run from its own start to its own
+    exit.
 
-    def finish(item: tuple[subprocess.Popen[str], float]) -> Run:
-        proc, begin = item
+    ``forked``: indices of ``stormotel track`` cases forked from one interpreter that imported
+    the tracker once (:mod:`tests.tracker_forks`) instead: each still a process of its own with
+    the ceiling, its environment, its exit status and fds 1 and 2, the interpreter's own exit
+    (atexit handlers, non-daemon threads joined), and whatever the command reads at its start
+    read in that process (nothing the tracker imports reads a setting at
+    import: a run that did would miss its variable and fail its check), without ~0.5 s of CPU
+    importing per run. For modules that start many runs whose start-up is not what they test;
+    each keeps at least one fresh run."""
+    waits: dict[int, Callable[[], Run]] = {}
+    for i, (args, env) in enumerate(cases):
+        if i not in forked:
+            waits[i] = _popen_bounded(args, env, timeout, memory)
+    with contextlib.ExitStack() as stack:
+        if forked:
+            from tests.tracker_forks import Forks
+
+            forks = stack.enter_context(Forks(env=_command((), None, None)[1]))
+            folder = Path(tempfile.mkdtemp(prefix="stormotel-hostile-forks-"))
+            for i in sorted(forked):
+                args, env = cases[i]
+                assert args[:1] == ("track",), args
+                waits[i] = _fork_bounded(forks, args, env, timeout, memory, folder / str(i))
+        with ThreadPoolExecutor(len(cases) or 1) as pool:
+            return list(pool.map(lambda i: waits[i](), range(len(cases))))
+
+
+def _popen_bounded(args: tuple[str, ...], env: dict[str, str], timeout: float, memory: int
+                   ) -> Callable[[], Run]:
+    """Start one fresh bounded run; returns what waits for it."""
+    cmd, full_env = _command(args, env, None)
+    begin = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT, env=full_env, preexec_fn=_limit_memory(memory),
+                            errors="replace")
+
+    def finish() -> Run:
         try:
             out, err = proc.communicate(timeout=max(1.0, begin + timeout - time.monotonic()))
         except subprocess.TimeoutExpired:
@@ -114,9 +145,27 @@ def run_bounded_together(cases: list[tuple[tuple[str, ...], dict[str, str]]],
             proc.communicate()
             raise
         return Run(proc.returncode, out, err, time.monotonic() - begin, time.time_ns())
+    return finish
 
-    with ThreadPoolExecutor(len(started) or 1) as pool:
-        return list(pool.map(finish, started))
+
+def _fork_bounded(forks: Any, args: tuple[str, ...], env: dict[str, str], timeout: float,
+                  memory: int, stem: Path) -> Callable[[], Run]:
+    """Fork one bounded ``stormotel track`` run from ``forks``; returns what waits for it."""
+    out, err = stem.with_suffix(".out"), stem.with_suffix(".err")
+    begin = time.monotonic()
+    rank = forks.track(list(args[1:]), env, stdout=out, stderr=err, memory=memory,
+                       interpreter_exit=True)
+
+    def finish() -> Run:
+        try:
+            code = rank.wait(timeout=max(1.0, begin + timeout - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            rank.kill()
+            raise
+        seconds, ended_ns = time.monotonic() - begin, time.time_ns()
+        return Run(code, out.read_text(errors="replace"), err.read_text(errors="replace"),
+                   seconds, ended_ns)
+    return finish
 
 
 def assert_clean(run: Run, code: int | tuple[int, ...], *, message: str | None = None,
