@@ -56,8 +56,10 @@ SLOW_MODULES = frozenset({
 #: included) in session 20's run of ``make test`` from a fresh clone beside two CPU-bound
 #: neighbours (three workers on 2 cores, ``STORMOTEL_SUITE_TIMES`` below; docs/benchmarks.md,
 #: "The suite's own time, session 21"); test_rehearse (a 30 s test more) and the new
-#: test_newcomer_hangs4 from session 21's. ``make test`` passes ``--no-loadscope-reorder``, so
-#: pytest-xdist hands out work in the order collected here: longest first, then the rest by
+#: test_newcomer_hangs4 from session 21's, test_rehearse (two rehearsals, one with a rank
+#: started 18 s late: ~174 s at load 9-34) from session 22's. ``make test`` passes
+#: ``--no-loadscope-reorder``, so pytest-xdist hands out work in the order collected here:
+#: longest first, then the rest by
 #: test count (xdist's own default order). With xdist's order alone the one-test 2048-rank
 #: rules module came last and ran alone for five minutes at the end of the run; with only the
 #: longest dozen listed, 20-30 s modules of few tests (the alerts, DCGM and spinning-rank
@@ -65,11 +67,11 @@ SLOW_MODULES = frozenset({
 #: listed so that only short ones are left for the end. Refresh the table when a module's time
 #: changes a lot; the figures only order the modules.
 LONG_MODULES: dict[str, int] = {
+    "tests/test_rehearse.py": 140,
     "tests/production/test_production.py": 130,
     "tests/docs/test_doc_blocks.py": 126,
     "tests/dashboards/test_rules_live.py": 113,
     "tests/dashboards/test_rules.py": 96,
-    "tests/test_rehearse.py": 84,
     "tests/hostile/test_round_three.py": 75,
     "tests/stalls/test_newcomer_hangs4.py": 54,
     "tests/stalls/test_fr_scale.py": 51,
