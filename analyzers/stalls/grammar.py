@@ -1998,7 +1998,9 @@ def parse_rank(text: str | None) -> int | None:
     if text is None:
         return None
     text = text.strip()
-    if not text.isdigit() or len(text) > 7:
+    # ASCII digits only: str.isdigit() is also true of '²' and '①', which int() refuses (a
+    # ValueError out of every reader that trusts this bound)
+    if not (text.isascii() and text.isdigit()) or len(text) > 7:
         return None
     rank = int(text)
     return rank if rank <= MAX_RANK else None
