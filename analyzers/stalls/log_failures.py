@@ -136,7 +136,7 @@ def _summary_ts(text: str) -> int | None:
 
 
 def _num(text: str) -> int | None:
-    return int(text) if text.isdigit() and len(text) <= MAX_DIGITS else None
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= MAX_DIGITS else None
 
 
 class FailureScanner:

@@ -148,10 +148,10 @@ class FrTraceScanner:
                 block.missing = _set(value)
             elif name == "expected ranks":
                 block.expected = _set(value)
-                if block.expected is None and value.isdigit() and len(value) <= 7:
-                    block.expected_n = int(value)
-            elif name == "world size" and value.isdigit() and len(value) <= 7:
-                block.expected_n = int(value)
+                if block.expected is None and _count(value) is not None:
+                    block.expected_n = _count(value)
+            elif name == "world size" and _count(value) is not None:
+                block.expected_n = _count(value)
             self._last = no
         elif no - self._last > _SPAN:
             self.close()
@@ -284,3 +284,9 @@ def _join_finding(joins: list[dict[str, Any]], base: dict[str, Any]) -> StallFin
                         seq_id=first.get("seq"), op=first.get("op"), source="logs",
                         confidence="medium" if lopsided else "low", evidence=ev,
                         remediation=list(REMEDIATION["not_joined"]))
+
+
+def _count(value: str) -> int | None:
+    """A rank count of up to seven ASCII digits (``str.isdigit`` is also true of '²', which
+    ``int`` refuses), else None."""
+    return int(value) if value.isascii() and value.isdigit() and len(value) <= 7 else None

@@ -108,8 +108,9 @@ class Scanner:
             self._close()
             return
         if (f := _FIELD.match(seg)) is not None:
-            if f.group("key") == "pid" and f.group("value").isdigit():
-                cur.pid = int(f.group("value"))
+            value = f.group("value")
+            if f.group("key") == "pid" and value.isascii() and value.isdigit():
+                cur.pid = int(value)
             elif f.group("key") == "ip":
                 cur.ip = f.group("value")
             elif f.group("key") == "name":

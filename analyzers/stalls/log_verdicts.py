@@ -205,4 +205,4 @@ def fingerprint_findings(events: list[lp.LogEvent], remediation: list[str]
 
 
 def _seq(text: str | None) -> int | None:
-    return int(text) if text and text.isdigit() and len(text) <= 18 else None
+    return int(text) if text and text.isascii() and text.isdigit() and len(text) <= 18 else None

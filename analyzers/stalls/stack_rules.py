@@ -92,7 +92,7 @@ def judge(groups: list[StackGroup], snaps: dict[int, Snapshot], world_size: int 
 def _header_world(snaps: dict[int, Snapshot]) -> int | None:
     for s in snaps.values():
         v = s.header.get("world_size")
-        if isinstance(v, str) and v.isdigit() and len(v) < 8:
+        if isinstance(v, str) and v.isascii() and v.isdigit() and len(v) < 8:
             v = int(v)
         if type(v) is int and 0 < v <= MAX_WORLD_SIZE:
             return v

@@ -235,7 +235,7 @@ def _parse(path: Path) -> Snapshot:
     if not isinstance(header, dict):
         raise ValueError("snapshot header is not an object")
     rank = header.get("rank")
-    if isinstance(rank, str) and rank.isdigit() and len(rank) < 10:
+    if isinstance(rank, str) and rank.isascii() and rank.isdigit() and len(rank) < 10:
         rank = int(rank)
     if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < MAX_WORLD_SIZE:
         raise ValueError(f"snapshot header has no valid rank ({str(rank)[:40]!r})")

@@ -109,3 +109,23 @@ def test_the_world_line_comes_from_the_finding_that_states_it(tmp_path: Path) ->
     assert result.code == 1
     assert "world size unknown" not in summary, summary
     assert "world size 2" in summary, summary
+
+
+@pytest.mark.parametrize("key,raw", [("rank", '"\\u00b2"'), ("rank", '"\\u2460"'),
+                                     ("world_size", '"\\u00b2"')])
+def test_digits_that_are_not_ascii_are_no_number(tmp_path: Path, key: str, raw: str) -> None:
+    # str.isdigit() is true of '²' and '①', and int() refuses them: a header rank read that way
+    # raised int()'s own message ("invalid literal for int() …") instead of the reader's
+    _copy(tmp_path / "s")
+    victim = sorted((tmp_path / "s").iterdir())[1]  # rank 1's snapshot
+    first, _, body = victim.read_text().partition("\n")
+    head = json.loads(first[len(schema.STACK_HEADER_PREFIX):])
+    head.pop(key, None)
+    victim.write_text(schema.STACK_HEADER_PREFIX + json.dumps(head)[:-1] + f', "{key}": {raw}}}'
+                      + "\n" + body)
+    code, report = _run(tmp_path, "--stacks", str(tmp_path / "s"))
+    assert code in (0, 1)
+    assert not any("invalid literal" in n for n in report["notes"]), report["notes"]
+    if key == "rank":
+        assert report["skipped"]["bad_stack_snapshot"] == 1
+        assert any("no valid rank" in n for n in report["notes"]), report["notes"]
