@@ -25,6 +25,7 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -39,9 +40,14 @@ HEADLINE = harness.Scenario("8-ranks-lead-1s", (0.0, 0.7, 1.9, 2.6, 3.3, 4.1, 4.
                             ("rank=5:first_spike@t=10s,delta=1GiB,lead=1s",), leader=5)
 
 
-def run(intervals: list[int], names: list[str] | None, repeats: int, duration_s: float
+def run(intervals: list[int], names: list[str] | None, repeats: int, duration_s: float, *,
+        chosen: list[harness.Scenario] | None = None,
+        detail: Callable[[dict[str, Any]], dict[str, Any]] | None = None
         ) -> list[dict[str, Any]]:
-    scenarios = [s for s in (*harness.SCENARIOS, HEADLINE) if not names or s.name in names]
+    """``chosen``: these scenarios instead of the harness's; ``detail``: more of each report
+    into its row (benchmarks/bench_late_warmup_edges.py)."""
+    scenarios = [s for s in chosen or (*harness.SCENARIOS, HEADLINE)
+                 if not names or s.name in names]
     # Long enough after the faults for a few scrapes at the coarsest interval.
     scenarios = [replace(s, duration_s=duration_s) for s in scenarios]
     rows: list[dict[str, Any]] = []
@@ -74,7 +80,8 @@ def run(intervals: list[int], names: list[str] | None, repeats: int, duration_s:
                 return {"scenario": job.scenario.name, "path": path, "repeat": rep,
                         "wrong": v.wrong_sure, "named": v.named_sure,
                         "top": [(s["rank"], s["confidence"]) for s in top[:4]],
-                        "off_schedule": harness.off_schedule(job), "report": str(out)}
+                        "off_schedule": harness.off_schedule(job), "report": str(out),
+                        **(detail(report) if detail else {})}
 
             with ThreadPoolExecutor(max_workers=3) as pool:
                 for row in pool.map(one, tasks):

@@ -115,8 +115,26 @@ def mark_warmups(timeline: Timeline, rises: dict[int, list[FirstRise]], settings
                 _same_warmup_steps(timeline, out[r], 0, starts[r], plateaus, r)
     _mark_restart_warmups(timeline, out, delays, tolerance, plateaus, settings)
     _mark_shared_warmups(out, windows, int(settings.clock_tolerance_s * 1e9))
+    _mark_loads_from_empty(out)
     _unmark_rises_that_ran_out(timeline, out, int(settings.warmup_s * 1e9))
     return out
+
+
+def _mark_loads_from_empty(out: dict[int, list[FirstRise]]) -> None:
+    """Where every rank's first rise climbs from a device holding less than one threshold, each
+    is that rank's program loading, whatever its delay after the start (in place): nothing of a
+    rise's size had been on any device, so no rank had anything to lead with. Real trackers
+    start at process start and a model load may wait 30-90 s on the file system or NCCL init;
+    such loads, staggered per rank, were named a leader at high on healthy jobs
+    (tests/job/test_late_staggered_load.py). Every rank, not one: a rank with a small model
+    rising first from its low level while another rank already held more is left to the
+    rules above (setting its rise aside alone would make a follower the leader)."""
+    firsts = [rs[0] for rs in out.values() if rs]
+    if len(firsts) < 2 or any(fr.baseline_bytes >= fr.threshold_bytes for fr in firsts):
+        return
+    for rs in out.values():
+        if rs and not rs[0].warmup:
+            rs[0] = replace(rs[0], warmup=True)
 
 
 def _same_warmup_steps(timeline: Timeline, rs: list[FirstRise], k0: int, start_ns: int,
