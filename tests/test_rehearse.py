@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import re
 import socket
 import subprocess
@@ -92,10 +93,36 @@ raise SystemExit(rehearse.main(sys.argv[1:]))
 """
 
 
+def _own_ports(ranks: int) -> list[str]:
+    """``--port-base``/``--prometheus-port`` on a block of free ports of this test's own.
+
+    Why: this module's tests run on several workers at once (``SPLIT_MODULES``), and the
+    rehearsal's defaults (9464 + R, 9090) are checked free when it starts, bound only when each
+    rank's tracker starts: a rehearsal begun while another's late rank was still importing took
+    that rank's port (the fresh-clone run of session 22: "did not start within 4s" for both
+    ranks, and the other rehearsal's Prometheus gone). A random block of the high range, each
+    port checked free, keeps concurrent tests apart; the test of the defaults keeps them."""
+    rng = random.Random()
+    for _ in range(50):
+        base = rng.randrange(20000, 40000)
+        wanted = [*range(base, base + ranks), base + ranks + 1]
+        if all(_free(port) for port in wanted):
+            return ["--port-base", str(base), "--prometheus-port", str(wanted[-1])]
+    raise AssertionError("no free block of ports in 20000-40000")
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
 def _rehearse(tmp_path: Path, *args: str, late_rank: int | None = None,
               before: str = "true", patch: str = "") -> subprocess.CompletedProcess[str]:
-    """``stormotel rehearse ARGS``; with ``late_rank``, that rank's launcher runs the shell
-    command ``before`` first (and ``patch``, Python, runs in the rehearsal's process)."""
+    """``stormotel rehearse ARGS`` on ports of this test's own (:func:`_own_ports`); with
+    ``late_rank``, that rank's launcher runs the shell command ``before`` first (and ``patch``,
+    Python, runs in the rehearsal's process)."""
+    ranks = int(args[args.index("--ranks") + 1]) if "--ranks" in args else 2
+    args = (*args, *_own_ports(ranks))
     if late_rank is None:
         return run_stormotel("rehearse", *args, cwd=tmp_path, timeout=240)
     code = LATE_RANK.format(before=before, rank=late_rank, patch=patch)
@@ -161,9 +188,9 @@ def test_a_fault_inside_the_ranks_warm_up_window_is_warned_about(tmp_path: Path)
     analysis' warm-up window, is said before the ranks run on: here t=0s, which comes 5 s
     after the last tracker started (the window: a quarter of its ~35 s run). The starts are
     read from the ranks' own /metrics, so this holds without a Prometheus."""
-    out = run_stormotel("rehearse", "--ranks", "2", "--duration", "30", "--no-prometheus",
-                        "--fault", "rank=1:first_spike@t=0s,delta=1GiB,lead=2s",
-                        "--out", str(tmp_path / "r"), cwd=tmp_path, timeout=240)
+    out = _rehearse(tmp_path, "--ranks", "2", "--duration", "30", "--no-prometheus",
+                    "--fault", "rank=1:first_spike@t=0s,delta=1GiB,lead=2s",
+                    "--out", str(tmp_path / "r"))
     assert out.returncode == exitcodes.OK, out.stdout[-3000:] + out.stderr[-3000:]
     line = next((ln for ln in out.stderr.splitlines() if "warm-up window" in ln), "")
     # The rank that started last meets the fault ~5 s after its start, inside its window
@@ -264,7 +291,7 @@ def test_sigterm_stops_the_ranks_it_started(tmp_path: Path) -> None:
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "stormotel", "rehearse", "--ranks", "2", "--duration", "120",
-         "--no-prometheus", "--out", str(tmp_path / "r")],
+         "--no-prometheus", "--out", str(tmp_path / "r"), *_own_ports(2)],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
