@@ -148,8 +148,9 @@ def test_rehearsal_scrapes_every_rank_and_names_the_planted_one(tmp_path: Path,
     assert "Top first-cause suspect: rank 1 (high)" in text, text + out.stderr
     started = re.search(r"trackers started after launch: rank 0 (\S+)s, rank 1 (\S+)s", text)
     assert started, text
-    if late_s is not None:
-        assert float(started[2]) - float(started[1]) >= late_s - 1, started[0]
+    if late_s is not None:  # it slept late_s before it started at all; rank 0's own start-up
+        # time varies with the host's load (1.9 s beside two neighbours), so not a difference
+        assert float(started[2]) >= late_s, started[0]
     assert "rank 1    persistent_drift" in text, text
     assert "(+3577" not in text
     # Every process it started is gone: nothing listens on the ports it printed.
