@@ -30,7 +30,6 @@ import argparse
 import contextlib
 import math
 import os
-import re
 import shlex
 import shutil
 import signal
@@ -324,16 +323,6 @@ def faults_in_warmup(starts: dict[int, float], epoch_s: float, fault_spec: str,
     return out
 
 
-_START_LINE = re.compile(rf"^{re.escape(schema.TRACKER_START.prom)}(\{{[^\n]*\}})?\s+(\S+)",
-                         re.MULTILINE)
-
-
-def _label(name: str, value: str) -> str:
-    """``name="value"`` as the text exposition writes it (``\\``, ``\"``, ``\n`` escaped)."""
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'{name}="{escaped}"'
-
-
 def start_gauge(port: int, job_id: str, rank: int) -> float | None:
     """A rank's tracker start (its start gauge, s since the Unix epoch) read from its own
     ``/metrics``; None while nothing answers there or the gauge is not served yet. Only the
@@ -345,12 +334,18 @@ def start_gauge(port: int, job_id: str, rank: int) -> float | None:
             text = r.read(4_000_000).decode("utf-8", "replace")
     except (OSError, ValueError):  # refused, reset, timed out (URLError is an OSError)
         return None
-    want = (_label(schema.ATTR_JOB_ID, job_id), _label(schema.ATTR_RANK, str(rank)))
-    for found in _START_LINE.finditer(text):
-        labels = found[1] or ""
-        if all(re.search(rf"[{{,]{re.escape(w)}[,}}]", labels) for w in want):
-            with contextlib.suppress(ValueError):
-                return float(found[2])
+    from prometheus_client.parser import text_string_to_metric_families
+
+    want = {schema.prom_label(schema.ATTR_JOB_ID): job_id,
+            schema.prom_label(schema.ATTR_RANK): str(rank)}
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == schema.TRACKER_START.prom and all(
+                        sample.labels.get(k) == v for k, v in want.items()):
+                    return float(sample.value)
+    except ValueError:  # not the text exposition: another server holds the port
+        return None
     return None
 
 

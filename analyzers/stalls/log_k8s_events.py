@@ -99,7 +99,6 @@ class Scanner:
         return self.found
 
 
-
 def findings(events: list[Any], known: int | None) -> list[StallFinding]:
     """One finding for the events and operator lines of the logs (module docstring)."""
     mine = of_kind(events, KIND)
