@@ -79,7 +79,6 @@ class Scanner(LineScanner):
                       "node": m.group("node"), "device": m.group("dev")}
 
 
-
 def findings(events: list[Any], known: int | None) -> list[StallFinding]:
     """One finding for the rerun machine's lines of the logs (module docstring)."""
     mine = of_kind(events, KIND)

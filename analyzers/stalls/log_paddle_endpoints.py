@@ -110,7 +110,6 @@ class Scanner:
         return [lf.Found(KIND, no, None, self.stamp(line), line, detail, NOT_READY), *maps]
 
 
-
 def findings(events: list[Any], known: int | None) -> list[StallFinding]:
     """One finding for the last not-ready list of the logs (module docstring)."""
     waits = of_kind(events, KIND)

@@ -94,7 +94,6 @@ class Scanner:
                          {"blocks": self.blocks[:_BLOCKS]}, PATTERN)]
 
 
-
 def findings(events: list[Any], known: int | None) -> list[StallFinding]:
     """One finding for the worker-group errors of the logs (module docstring)."""
     mine = of_kind(events, KIND)
